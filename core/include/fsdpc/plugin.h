@@ -1,0 +1,526 @@
+/* fsdpc plugin ABI, version 1.
+ *
+ * This header is the whole contract between libfsdpc (the host) and a
+ * plugin. It is pure C11, includes nothing but <stdint.h> and <stddef.h>, and
+ * may be vendored into a plugin's own tree.
+ *
+ * Rules (see docs/plugins.md):
+ * - A plugin exports exactly one symbol, fsdpc_plugin_entry_v1. The major ABI
+ *   version is in its name; a plugin for another major exports another name.
+ * - Every struct that crosses the boundary starts with uint32_t struct_size
+ *   and only ever grows at its end. A reader uses a field only when
+ *   struct_size covers it (FSDPC_HAS_FIELD) and, for pointers, when it is
+ *   non-NULL. Function pointers marked (optional) may be NULL.
+ * - Only fixed-width integers, double, float and pointers cross; enums are
+ *   stored as int32_t. Strings passed in are borrowed for the call only: copy
+ *   what you keep. Strings a plugin hands out (names in descriptors) must
+ *   live as long as the plugin is loaded.
+ * - Every function returns an fsdpc status code (int32_t). On failure, call
+ *   host->set_error() with one line that says what is wrong and what to do.
+ * - The host never unloads a plugin while an object it created is alive.
+ *
+ * Ownership: objects created by a plugin (communicators, optimizers, ...)
+ * are owned by the host, which destroys them through the same vtable.
+ */
+#ifndef FSDPC_PLUGIN_H
+#define FSDPC_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FSDPC_PLUGIN_ABI_MAJOR 1
+#define FSDPC_PLUGIN_ABI_MINOR 0
+
+#if defined(__GNUC__)
+#define FSDPC_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define FSDPC_PLUGIN_EXPORT
+#endif
+
+/* True when the struct at p is long enough to hold field f. */
+#define FSDPC_HAS_FIELD(p, type, f)                                            \
+  ((p) != NULL && (p)->struct_size >= offsetof(type, f) + sizeof((p)->f))
+
+/* ---------------------------------------------------------------------- */
+/* Status codes: fixed numbers, never renumbered.                          */
+
+#define FSDPC_STATUS_MAP(X)                                                    \
+  X(OK, 0, "success")                                                          \
+  X(INVALID_USAGE, 1, "invalid usage (a user or config error)")                \
+  X(SYSTEM_ERROR, 2, "system error (OS, driver or network)")                   \
+  X(INTERNAL_ERROR, 3, "internal error (a bug in fsdpc or a plugin)")          \
+  X(UNSUPPORTED, 4, "unsupported")                                             \
+  X(TIMEOUT, 5, "timeout")
+
+typedef int32_t fsdpc_status;
+enum {
+#define FSDPC_STATUS_ENUM_(name, value, text) FSDPC_##name = value,
+  FSDPC_STATUS_MAP(FSDPC_STATUS_ENUM_)
+#undef FSDPC_STATUS_ENUM_
+};
+
+/* ---------------------------------------------------------------------- */
+/* Small enums shared by all kinds.                                         */
+
+enum { /* element types */
+  FSDPC_DTYPE_F32 = 0,
+  FSDPC_DTYPE_BF16 = 1,
+  FSDPC_DTYPE_F16 = 2,
+  FSDPC_DTYPE_I32 = 3,
+  FSDPC_DTYPE_I64 = 4,
+  FSDPC_DTYPE_U8 = 5
+};
+
+enum { /* where memory lives and code runs */
+  FSDPC_DEVICE_CPU = 0,
+  FSDPC_DEVICE_CUDA = 1
+};
+
+enum { /* reductions */
+  FSDPC_REDUCE_SUM = 0,
+  FSDPC_REDUCE_AVG = 1,
+  FSDPC_REDUCE_MAX = 2,
+  FSDPC_REDUCE_MIN = 3
+};
+
+enum { /* log levels */
+  FSDPC_LOG_ERROR = 0,
+  FSDPC_LOG_WARN = 1,
+  FSDPC_LOG_INFO = 2,
+  FSDPC_LOG_DEBUG = 3
+};
+
+enum { /* plugin kinds */
+  FSDPC_KIND_COLLECTIVES = 0,
+  FSDPC_KIND_ATTENTION = 1,
+  FSDPC_KIND_OPTIM = 2,
+  FSDPC_KIND_WRAP = 3,
+  FSDPC_KIND_STATEDICT = 4,
+  FSDPC_KIND_COUNT_ = 5
+};
+
+/* ---------------------------------------------------------------------- */
+/* Plugin options: each component declares the keys it accepts under its  */
+/* config section's `options:` map. The host validates the user's values  */
+/* against these (type, range, unknown keys with file:line:col) before it  */
+/* creates anything, and fills in defaults.                                 */
+
+enum {
+  FSDPC_OPT_BOOL = 0,
+  FSDPC_OPT_INT = 1,   /* int64_t */
+  FSDPC_OPT_FLOAT = 2, /* double */
+  FSDPC_OPT_STRING = 3
+};
+
+typedef struct fsdpc_option_desc {
+  uint32_t struct_size;
+  const char *key;           /* e.g. "min_num_params" */
+  int32_t type;              /* FSDPC_OPT_* */
+  const char *default_value; /* as YAML text, e.g. "100000000"; NULL = required */
+  double min, max;           /* inclusive range for INT/FLOAT; min > max = no range */
+  const char *help;          /* one line */
+} fsdpc_option_desc;
+
+/* Opaque handle to one component's validated options. Read through host. */
+typedef struct fsdpc_opts fsdpc_opts;
+
+/* ---------------------------------------------------------------------- */
+/* The rendezvous key-value store (hosted by rank 0), handed to            */
+/* collectives. Keys are NUL-terminated strings; values are bytes.          */
+
+typedef struct fsdpc_store_v1 {
+  uint32_t struct_size;
+  void *ctx;
+  int32_t (*set)(void *ctx, const char *key, const void *value, uint64_t len);
+  /* Blocks until key exists or timeout_ms passes (FSDPC_TIMEOUT). On OK,
+   * *len is the value's size; at most cap bytes are copied into buf. */
+  int32_t (*get)(void *ctx, const char *key, void *buf, uint64_t cap,
+                 uint64_t *len, int64_t timeout_ms);
+  /* Atomically adds delta to an integer key (created as 0), returns the sum. */
+  int32_t (*add)(void *ctx, const char *key, int64_t delta, int64_t *result);
+  /* OK if key exists now, UNSUPPORTED-free: returns FSDPC_TIMEOUT if not. */
+  int32_t (*check)(void *ctx, const char *key);
+} fsdpc_store_v1;
+
+/* ---------------------------------------------------------------------- */
+/* Host services: passed to the entry point, valid while loaded.           */
+
+typedef struct fsdpc_device_info {
+  uint32_t struct_size;
+  int32_t device;         /* FSDPC_DEVICE_* this process computes on */
+  int32_t device_index;   /* CUDA ordinal, or -1 on CPU */
+  int32_t cc_major, cc_minor;
+  uint64_t total_memory;  /* bytes */
+  int32_t num_threads;    /* CPU threads the host gives the plugin */
+} fsdpc_device_info;
+
+typedef struct fsdpc_host_api {
+  uint32_t struct_size;
+  uint32_t abi_major, abi_minor;
+  const char *host_version; /* e.g. "0.1.0" */
+  void *host_ctx;           /* pass back as the first argument below */
+
+  void (*log)(void *host_ctx, int32_t level, const char *msg);
+  /* Records a one-line error for the call that is about to fail; copied. */
+  void (*set_error)(void *host_ctx, int32_t status, const char *msg);
+  /* Host memory, aligned to align (a power of two, >= 16). */
+  void *(*alloc)(void *host_ctx, uint64_t bytes, uint64_t align);
+  void (*free)(void *host_ctx, void *ptr);
+  /* Option lookup: key is one of the component's declared option keys; out
+   * is int32_t (BOOL), int64_t (INT), double (FLOAT) or, for STRING, a char
+   * buffer of out_cap bytes. Defaults are already applied. */
+  int32_t (*opt_get)(void *host_ctx, const fsdpc_opts *opts, const char *key,
+                     int32_t type, void *out, uint64_t out_cap);
+  int32_t (*device_info)(void *host_ctx, fsdpc_device_info *out);
+} fsdpc_host_api;
+
+/* What `auto` selection and supports() look at. */
+typedef struct fsdpc_situation {
+  uint32_t struct_size;
+  int32_t device;        /* FSDPC_DEVICE_* */
+  int32_t dtype;         /* compute dtype */
+  int32_t world_size;
+  int32_t num_heads, num_kv_heads, head_dim;
+  int32_t max_seq_len;
+} fsdpc_situation;
+
+/* ====================================================================== */
+/* Kind: collectives. Moves shards between ranks.                           */
+/* ====================================================================== */
+
+typedef struct fsdpc_comm fsdpc_comm; /* plugin-defined communicator */
+
+enum { /* memory the collectives operate on (bit mask) */
+  FSDPC_COMM_MEM_HOST = 1,
+  FSDPC_COMM_MEM_DEVICE = 2
+};
+
+typedef struct fsdpc_comm_init {
+  uint32_t struct_size;
+  const fsdpc_opts *opts;
+  const fsdpc_store_v1 *store; /* valid until destroy of every comm */
+  const char *store_prefix;    /* unique per job and comm, e.g. "fsdpc/0/" */
+  int32_t rank, world_size;
+  int32_t device_index;        /* CUDA ordinal or -1 */
+  int64_t timeout_ms;          /* default per-op timeout */
+} fsdpc_comm_init;
+
+/* Says which op is running, so that timeouts and errors name it. */
+typedef struct fsdpc_op_info {
+  uint32_t struct_size;
+  const char *op;       /* "all_gather", ... ; may be NULL */
+  const char *unit;     /* FSDP unit name, e.g. "layers.3"; may be NULL */
+  uint64_t seq;         /* collective sequence number on this comm */
+  int64_t timeout_ms;   /* 0 = the comm's default */
+} fsdpc_op_info;
+
+typedef struct fsdpc_collectives_v1 {
+  uint32_t struct_size;
+  uint32_t memory; /* FSDPC_COMM_MEM_* bits */
+
+  /* (optional) OK or UNSUPPORTED for this situation. */
+  int32_t (*supports)(const fsdpc_situation *s);
+  /* Creates the world communicator. Collective over all ranks. */
+  int32_t (*init)(const fsdpc_comm_init *init, fsdpc_comm **out);
+  /* Creates a sub-communicator from ranks of parent with the same color,
+   * ordered by key (ncclCommSplit semantics). Collective over parent. */
+  int32_t (*split)(fsdpc_comm *parent, int32_t color, int32_t key,
+                   fsdpc_comm **out);
+  void (*destroy)(fsdpc_comm *comm);
+  int32_t (*rank)(const fsdpc_comm *comm);
+  int32_t (*size)(const fsdpc_comm *comm);
+
+  /* Collectives. stream is a cudaStream_t for device memory, NULL for host
+   * memory. count is in elements. In-place is allowed where noted. Host
+   * memory ops complete before returning; device ops are stream-ordered. */
+  /* recv[r*count ..] = send of rank r. In place if send == recv + rank*count. */
+  int32_t (*all_gather)(fsdpc_comm *comm, const void *send, void *recv,
+                        uint64_t count, int32_t dtype, void *stream,
+                        const fsdpc_op_info *info);
+  /* recv = op over ranks of send[rank*count ..]; send holds size*count. */
+  int32_t (*reduce_scatter)(fsdpc_comm *comm, const void *send, void *recv,
+                            uint64_t count, int32_t dtype, int32_t op,
+                            void *stream, const fsdpc_op_info *info);
+  /* In place if send == recv. */
+  int32_t (*all_reduce)(fsdpc_comm *comm, const void *send, void *recv,
+                        uint64_t count, int32_t dtype, int32_t op,
+                        void *stream, const fsdpc_op_info *info);
+  int32_t (*broadcast)(fsdpc_comm *comm, void *buf, uint64_t count,
+                       int32_t dtype, int32_t root, void *stream,
+                       const fsdpc_op_info *info);
+  int32_t (*barrier)(fsdpc_comm *comm, const fsdpc_op_info *info);
+
+  /* (optional) Batch several device collectives into one launch. */
+  int32_t (*group_start)(fsdpc_comm *comm);
+  int32_t (*group_end)(fsdpc_comm *comm);
+  /* (optional) Abort in-flight work (watchdog); the comm is then unusable. */
+  int32_t (*abort)(fsdpc_comm *comm, const char *reason);
+  /* (optional) Non-blocking health check of device collectives: OK, or an
+   * error with set_error naming what failed. */
+  int32_t (*poll_error)(fsdpc_comm *comm);
+} fsdpc_collectives_v1;
+
+/* ====================================================================== */
+/* Kind: attention. softmax(Q K^T * scale + mask) V, forward and backward.  */
+/* Layouts (row-major): q, out, dq, dout: (B, T, NH, HD);                   */
+/* k, v, dk, dv: (B, T, KVH, HD); NH % KVH == 0 (GQA: head h uses kv head   */
+/* h / (NH / KVH)). Gradients dq, dk, dv are written (=), not accumulated.  */
+/* ====================================================================== */
+
+typedef struct fsdpc_attn_ctx fsdpc_attn_ctx; /* plugin-defined, per device */
+
+typedef struct fsdpc_attn_shape {
+  uint32_t struct_size;
+  int32_t B, T, NH, KVH, HD;
+  int32_t causal;      /* 1 = causal mask */
+  float scale;         /* usually 1/sqrt(HD) */
+  int32_t dtype;       /* FSDPC_DTYPE_F32 (CPU) or FSDPC_DTYPE_BF16 (CUDA) */
+  int32_t device;      /* FSDPC_DEVICE_* */
+  /* (optional) document ids, (B, T) int32 in device memory: when non-NULL a
+   * query attends only to keys with the same id (packed sequences). */
+  const int32_t *doc_ids;
+} fsdpc_attn_shape;
+
+typedef struct fsdpc_attn_sizes {
+  uint32_t struct_size;
+  uint64_t saved_bytes;     /* kept from forward to backward per call */
+  uint64_t fwd_workspace;   /* scratch during forward */
+  uint64_t bwd_workspace;   /* scratch during backward */
+} fsdpc_attn_sizes;
+
+typedef struct fsdpc_attention_v1 {
+  uint32_t struct_size;
+  /* (optional) OK or UNSUPPORTED (with set_error saying why). */
+  int32_t (*supports)(const fsdpc_attn_shape *shape);
+  /* (optional) per-device context (handles, streams). */
+  int32_t (*create)(const fsdpc_opts *opts, int32_t device, int32_t device_index,
+                    fsdpc_attn_ctx **out);
+  void (*destroy)(fsdpc_attn_ctx *ctx);
+  int32_t (*sizes)(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *shape,
+                   fsdpc_attn_sizes *out);
+  int32_t (*forward)(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *shape,
+                     const void *q, const void *k, const void *v, void *out,
+                     void *saved, void *workspace, void *stream);
+  int32_t (*backward)(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *shape,
+                      const void *q, const void *k, const void *v,
+                      const void *out, const void *dout, const void *saved,
+                      void *dq, void *dk, void *dv, void *workspace,
+                      void *stream);
+} fsdpc_attention_v1;
+
+/* ====================================================================== */
+/* Kind: optim. Updates one rank's fp32 master shard in place.              */
+/* State is n_slots planes of fp32, each `numel` long, element-aligned with */
+/* the parameter, so checkpoints can be resharded element-wise.             */
+/* ====================================================================== */
+
+typedef struct fsdpc_optimizer fsdpc_optimizer; /* plugin-defined */
+
+typedef struct fsdpc_optim_init {
+  uint32_t struct_size;
+  const fsdpc_opts *opts;  /* the plugin's own options */
+  double weight_decay;     /* from optim.weight_decay */
+  double beta1, beta2, eps;
+  double momentum;
+  int32_t nesterov;
+  int32_t device;          /* FSDPC_DEVICE_* the step runs on */
+} fsdpc_optim_init;
+
+typedef struct fsdpc_optim_tensor {
+  uint32_t struct_size;
+  float *param;        /* (numel) fp32 master values, updated in place */
+  const float *grad;   /* (numel) fp32 gradient */
+  float *state;        /* (n_slots, stride) slot s at state + s * stride */
+  uint64_t numel;
+  uint64_t stride;     /* elements between state slots */
+  int32_t decay;       /* 1 = apply weight decay to this tensor */
+} fsdpc_optim_tensor;
+
+typedef struct fsdpc_optim_step_info {
+  uint32_t struct_size;
+  int64_t step;        /* 1-based step count for bias correction */
+  double lr;
+  double grad_scale;   /* multiply gradients by this first (clipping) */
+  void *stream;        /* cudaStream_t on CUDA, NULL on CPU */
+  int32_t num_threads; /* CPU threads to use */
+} fsdpc_optim_step_info;
+
+typedef struct fsdpc_optim_v1 {
+  uint32_t struct_size;
+  int32_t (*supports)(const fsdpc_situation *s); /* (optional) */
+  int32_t (*create)(const fsdpc_optim_init *init, fsdpc_optimizer **out);
+  void (*destroy)(fsdpc_optimizer *opt);
+  /* Number of fp32 state slots per element (AdamW 2, SGD+momentum 1). */
+  uint32_t (*n_slots)(const fsdpc_optimizer *opt);
+  /* Name of slot i, e.g. "exp_avg"; used in checkpoints. */
+  const char *(*slot_name)(const fsdpc_optimizer *opt, uint32_t i);
+  /* Initial value of every state slot (zeros for AdamW and SGD). */
+  int32_t (*init_state)(fsdpc_optimizer *opt, float *state, uint64_t n_floats,
+                        int32_t device, void *stream);
+  /* One update over a list of tensors (multi-tensor apply). */
+  int32_t (*step)(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors,
+                  uint32_t n_tensors, const fsdpc_optim_step_info *info);
+} fsdpc_optim_v1;
+
+/* ====================================================================== */
+/* Kind: wrap. Decides FSDP unit boundaries over the module tree.           */
+/* ====================================================================== */
+
+typedef struct fsdpc_wrap_param {
+  uint32_t struct_size;
+  const char *name;         /* HF name, e.g. "model.layers.3.mlp.up_proj.weight" */
+  const char *module;       /* owning block, e.g. "model.layers.3" */
+  const char *module_type;  /* "embedding", "decoder_layer", "norm", "lm_head" */
+  uint64_t numel;
+  int32_t layer;            /* decoder layer index, or -1 */
+  int32_t tie_group;        /* params with the same id >= 0 share storage */
+} fsdpc_wrap_param;
+
+typedef struct fsdpc_wrap_v1 {
+  uint32_t struct_size;
+  /* Given the parameters in module order, writes unit_of_param[i] for each
+   * and *n_units. Units are numbered 0.. in order of first appearance; the
+   * host builds one flat buffer per unit. Tied parameters must share a unit
+   * (the host refuses a plan that splits them). */
+  int32_t (*plan)(const fsdpc_opts *opts, const fsdpc_wrap_param *params,
+                  uint32_t n_params, uint32_t *unit_of_param,
+                  uint32_t *n_units);
+} fsdpc_wrap_v1;
+
+/* ====================================================================== */
+/* Kind: statedict. Checkpoint formats, driven through host callbacks: the  */
+/* host owns the shards and the collectives; the plugin owns the format.    */
+/* ====================================================================== */
+
+typedef struct fsdpc_sd_tensor {
+  uint32_t struct_size;
+  const char *name;     /* HF name */
+  int32_t ndim;
+  int64_t shape[4];
+  uint32_t unit;        /* FSDP unit holding it */
+  uint64_t unit_offset; /* element offset inside the unit's flat buffer */
+  uint64_t numel;
+} fsdpc_sd_tensor;
+
+typedef struct fsdpc_sd_unit {
+  uint32_t struct_size;
+  const char *name;     /* e.g. "layers.3" */
+  uint64_t flat_numel;  /* padded length of the full flat buffer */
+  uint64_t shard_numel; /* flat_numel / shard group size */
+  uint64_t shard_offset;/* this rank's first element */
+} fsdpc_sd_unit;
+
+/* One tensor to write into a safetensors file; data is fp32 host memory. */
+typedef struct fsdpc_st_entry {
+  uint32_t struct_size;
+  const char *name;
+  int32_t ndim;
+  int64_t shape[4];
+  const float *data;
+} fsdpc_st_entry;
+
+enum { FSDPC_SD_SLOT_PARAM = -1 }; /* slot index of master params */
+
+typedef struct fsdpc_sd_host {
+  uint32_t struct_size;
+  void *ctx;
+  int32_t rank, world_size;        /* the whole job */
+  int32_t shard_rank, shard_size;  /* within this rank's shard group */
+  int32_t replica_rank, replica_size;
+  uint32_t n_units, n_tensors, n_slots;
+  const fsdpc_sd_unit *const *units;
+  const fsdpc_sd_tensor *const *tensors;
+  const char *const *slot_names;   /* optimizer state slots */
+  const char *strategy;            /* "FULL_SHARD", ... */
+
+  /* This rank's fp32 shard of a unit (host memory; staged from the device
+   * by the host when needed). slot = FSDPC_SD_SLOT_PARAM or 0..n_slots-1.
+   * Writable during load. */
+  float *(*shard_ptr)(void *ctx, uint32_t unit, int32_t slot);
+  /* Collective over the shard group: rank `root` of the group receives the
+   * full flat buffer of the unit (flat_numel floats) in full. */
+  int32_t (*gather_unit)(void *ctx, uint32_t unit, int32_t slot, int32_t root,
+                         float *full);
+  int32_t (*barrier)(void *ctx);
+  /* Collective over the job: *ok becomes the AND of every rank's *ok, so
+   * that all ranks agree whether a save or load succeeded. */
+  int32_t (*agree)(void *ctx, int32_t *ok);
+  /* Trainer state (step, schedule, RNG, data position, config hash, model
+   * config) as a JSON object; the host owns the string. */
+  const char *(*state_json)(void *ctx);
+  /* Restores trainer state from JSON written by state_json. */
+  int32_t (*set_state_json)(void *ctx, const char *json);
+  /* Writes a Hugging Face config.json for the model to path. */
+  int32_t (*write_hf_config)(void *ctx, const char *path);
+  /* Writes a safetensors file; tensors are stored as dtype (F32/BF16). */
+  int32_t (*st_write)(void *ctx, const char *path, const fsdpc_st_entry *entries,
+                      uint32_t n, int32_t dtype, const char *metadata_json);
+  /* Reads n elements starting at elem_offset of tensor `name` in a
+   * safetensors file, converted to fp32, without reading the rest. */
+  int32_t (*st_read)(void *ctx, const char *path, const char *name,
+                     uint64_t elem_offset, uint64_t n, float *dst);
+} fsdpc_sd_host;
+
+typedef struct fsdpc_sd_save_opts {
+  uint32_t struct_size;
+  int32_t dtype;            /* FSDPC_DTYPE_F32 or BF16 for weights */
+  int32_t with_optimizer;   /* 1 = include optimizer state */
+  uint64_t max_shard_bytes; /* split files above this (full format) */
+} fsdpc_sd_save_opts;
+
+typedef struct fsdpc_statedict_v1 {
+  uint32_t struct_size;
+  /* (optional) OK if dir holds a checkpoint of this format. */
+  int32_t (*probe)(const char *dir);
+  /* Collective: every rank calls it. dir exists and is empty. */
+  int32_t (*save)(const fsdpc_opts *opts, const fsdpc_sd_host *host,
+                  const char *dir, const fsdpc_sd_save_opts *save_opts);
+  /* Collective: fills every rank's shards (and optimizer state and trainer
+   * state when present and with_optimizer is set) from dir. */
+  int32_t (*load)(const fsdpc_opts *opts, const fsdpc_sd_host *host,
+                  const char *dir, int32_t with_optimizer);
+} fsdpc_statedict_v1;
+
+/* ====================================================================== */
+/* Descriptors and the entry point.                                          */
+/* ====================================================================== */
+
+typedef struct fsdpc_component_desc {
+  uint32_t struct_size;
+  int32_t kind;              /* FSDPC_KIND_* */
+  const char *name;          /* e.g. "gloo"; unique within its kind */
+  const char *version;       /* the component's own version, e.g. "1.0.0" */
+  uint32_t iface_version;    /* version of the kind's vtable: 1 */
+  int32_t default_score;     /* `auto` picks the highest that supports */
+  const char *description;   /* one line */
+  const char *capabilities;  /* one line, e.g. "host memory; fp32, bf16" */
+  const fsdpc_option_desc *const *options; /* (optional) */
+  uint32_t n_options;
+  const void *vtable;        /* fsdpc_<kind>_v1 */
+} fsdpc_component_desc;
+
+typedef struct fsdpc_plugin_desc {
+  uint32_t struct_size;
+  uint32_t abi_major, abi_minor; /* FSDPC_PLUGIN_ABI_* the plugin was built with */
+  const char *name;
+  const fsdpc_component_desc *const *components;
+  uint32_t n_components;
+} fsdpc_plugin_desc;
+
+/* The one exported symbol. Called once after dlopen. Return OK and a
+ * descriptor that lives as long as the plugin is loaded. */
+typedef int32_t (*fsdpc_plugin_entry_v1_fn)(const fsdpc_host_api *host,
+                                            const fsdpc_plugin_desc **out);
+#define FSDPC_PLUGIN_ENTRY_V1 "fsdpc_plugin_entry_v1"
+
+FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
+                                                  const fsdpc_plugin_desc **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FSDPC_PLUGIN_H */

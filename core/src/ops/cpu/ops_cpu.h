@@ -1,0 +1,120 @@
+/* CPU reference ops: fp32, forward and backward side by side.
+ *
+ * This is the numerical oracle of fsdpc: every CUDA op is tested against its
+ * twin here, and every op here against finite differences.
+ *
+ * Dimensions: N = B*T tokens (rows), C = hidden size, V = vocab size,
+ * F = MLP intermediate size, H = heads of a tensor, HD = head dim, OC = out
+ * features. All tensors are row-major and contiguous.
+ *
+ * Accumulation rule: parameter gradients (dweight, dwte) are ACCUMULATED (+=)
+ * so micro-batches and tied weights add up; activation gradients (dinp, dx,
+ * dgate, ...) are WRITTEN (=). Unless a function says "in place", outputs do
+ * not alias inputs. Threads: OpenMP for element-wise ops, OpenBLAS for GEMMs.
+ */
+#ifndef FSDPC_OPS_CPU_H
+#define FSDPC_OPS_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- embedding.c ---- */
+/* out[n] = wte[tokens[n]] */
+void fsdpc__cpu_embedding_fwd(float *out,            // (N, C)
+                              const int32_t *tokens, // (N)
+                              const float *wte,      // (V, C)
+                              int N, int C);
+/* dwte[tokens[n]] += dout[n] */
+void fsdpc__cpu_embedding_bwd(float *dwte,           // (V, C) +=
+                              const float *dout,     // (N, C)
+                              const int32_t *tokens, // (N)
+                              int N, int C);
+
+/* ---- rmsnorm.c ---- */
+/* out = inp / sqrt(mean(inp^2) + eps) * weight; rstd saved for backward. */
+void fsdpc__cpu_rmsnorm_fwd(float *out,          // (N, C)
+                            float *rstd,         // (N)
+                            const float *inp,    // (N, C)
+                            const float *weight, // (C)
+                            int N, int C, float eps);
+void fsdpc__cpu_rmsnorm_bwd(float *dinp,         // (N, C) =
+                            float *dweight,      // (C) +=
+                            const float *dout,   // (N, C)
+                            const float *inp,    // (N, C)
+                            const float *weight, // (C)
+                            const float *rstd,   // (N)
+                            int N, int C);
+
+/* ---- matmul.c ---- nn.Linear without bias: out = inp @ weight^T */
+void fsdpc__cpu_matmul_fwd(float *out,          // (N, OC)
+                           const float *inp,    // (N, C)
+                           const float *weight, // (OC, C)
+                           int N, int C, int OC);
+/* dinp = dout @ weight (skipped when dinp is NULL); dweight += dout^T @ inp */
+void fsdpc__cpu_matmul_bwd(float *dinp,         // (N, C) =, or NULL
+                           float *dweight,      // (OC, C) +=
+                           const float *dout,   // (N, OC)
+                           const float *inp,    // (N, C)
+                           const float *weight, // (OC, C)
+                           int N, int C, int OC);
+
+/* ---- rope.c ---- Hugging Face rotate_half convention (halves, not pairs):
+ * for i < HD/2, with c = cos[pos][i], s = sin[pos][i]:
+ *   y[i]        = x[i] * c - x[i + HD/2] * s
+ *   y[i + HD/2] = x[i + HD/2] * c + x[i] * s
+ * cos/sin tables come from fsdpc__rope_tables (model/rope_table.c). */
+void fsdpc__cpu_rope_fwd(float *x,            // (N, H, HD) in place
+                         const float *cos,    // (maxT, HD/2)
+                         const float *sin,    // (maxT, HD/2)
+                         const int32_t *pos,  // (N) position of each row
+                         int N, int H, int HD);
+/* The transpose (inverse rotation) applied to the gradient, in place. */
+void fsdpc__cpu_rope_bwd(float *dx,           // (N, H, HD) in place
+                         const float *cos, const float *sin,
+                         const int32_t *pos, int N, int H, int HD);
+
+/* ---- swiglu.c ---- out = silu(gate) * up */
+void fsdpc__cpu_swiglu_fwd(float *out,        // (N, F)
+                           const float *gate, // (N, F)
+                           const float *up,   // (N, F)
+                           int N, int F);
+void fsdpc__cpu_swiglu_bwd(float *dgate,      // (N, F) =
+                           float *dup,        // (N, F) =
+                           const float *dout, // (N, F)
+                           const float *gate, const float *up, int N, int F);
+
+/* ---- residual.c ---- */
+/* out = a + b (out may alias a or b) */
+void fsdpc__cpu_add(float *out, const float *a, const float *b, size_t n);
+/* y += x */
+void fsdpc__cpu_add_inplace(float *y, const float *x, size_t n);
+
+/* ---- cross_entropy.c ----
+ * Fused lm_head + softmax cross-entropy, chunked over rows so that at most
+ * chunk_rows * V fp32 logits exist at once (never the whole (N, V)).
+ * Rows whose label is ignore_index (-100) contribute nothing.
+ * Returns the SUM of per-token losses in *loss_sum (double) and the number
+ * of counted tokens in *count. Gradients are of (grad_scale * loss_sum):
+ * pass grad_scale = 1 / (counted tokens in the global batch) for HF mean.
+ * dx and dweight may be NULL to skip the backward (evaluation). */
+void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
+                            float *dx,             // (N, C) =, or NULL
+                            float *dweight,        // (V, C) +=, or NULL
+                            const float *x,        // (N, C) final-norm output
+                            const float *weight,   // (V, C) lm_head
+                            const int32_t *labels, // (N)
+                            int N, int C, int V, float grad_scale,
+                            int chunk_rows, float *scratch /* (chunk_rows, V) */);
+/* Logits for evaluation/generation: out = x @ weight^T. */
+void fsdpc__cpu_logits(float *out,          // (N, V)
+                       const float *x,      // (N, C)
+                       const float *weight, // (V, C)
+                       int N, int C, int V);
+
+/* ---- reduce.c ---- */
+/* Sum of squares in double (for the global grad norm). */
+double fsdpc__cpu_sumsq(const float *x, size_t n);
+/* x *= s */
+void fsdpc__cpu_scale(float *x, float s, size_t n);
+
+#endif

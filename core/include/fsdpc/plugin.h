@@ -72,7 +72,8 @@ enum { /* element types */
   FSDPC_DTYPE_F16 = 2,
   FSDPC_DTYPE_I32 = 3,
   FSDPC_DTYPE_I64 = 4,
-  FSDPC_DTYPE_U8 = 5
+  FSDPC_DTYPE_U8 = 5,
+  FSDPC_DTYPE_F64 = 6 /* scalars: loss sums, norms, counts */
 };
 
 enum { /* where memory lives and code runs */

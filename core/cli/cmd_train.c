@@ -1,0 +1,109 @@
+/* fsdpc train CFG [key=value ...] [--nproc-per-node N] [--nnodes N
+ * --node-rank R --master-addr A --master-port P]
+ *
+ * With --nproc-per-node > 1 (or --nnodes > 1) this process becomes the
+ * launcher: it re-runs `fsdpc train` once per local rank with the rank in the
+ * environment and supervises them. A rank (or a plain single process, or a
+ * process started by torchrun / srun / mpirun) reads its place from the
+ * environment and trains. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "config/config.h"
+#include "dist/env.h"
+#include "dist/launch.h"
+#include "train/session.h"
+#include "util/log.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: fsdpc train CFG.yaml [section.key=value ...] [launch options]\n"
+          "\n"
+          "Trains the model that CFG describes. Overrides use the config's key paths,\n"
+          "e.g. optim.lr=1e-3 fsdp.sharding_strategy=NO_SHARD.\n"
+          "\n"
+          "launch options:\n"
+          "  --nproc-per-node N   start N ranks on this machine and supervise them\n"
+          "  --nnodes N           number of machines (each runs this command)\n"
+          "  --node-rank R        this machine's index, 0..N-1\n"
+          "  --master-addr A      address of node 0 (hosts the rendezvous store)\n"
+          "  --master-port P      its port (default 29500)\n"
+          "Under torchrun, srun or mpirun, run one `fsdpc train` per rank without these.\n");
+}
+
+int fsdpc__cmd_train(int argc, char **argv) {
+  fsdpc_err err = {0};
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      return 0;
+    }
+  fsdpc_launch_opts lo;
+  fsdpc__launch_opts_default(&lo);
+  if (fsdpc__launch_parse_args(&argc, argv, &lo, &err) != FSDPC_OK) {
+    fprintf(stderr, "fsdpc train: %s\n", err.msg);
+    return 2;
+  }
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cfg_path = argv[1];
+  fsdpc_config *cfg = NULL;
+  if (fsdpc__config_load(cfg_path, (const char *const *)argv + 2, argc - 2, &cfg, &err) !=
+      FSDPC_OK) {
+    fprintf(stderr, "fsdpc train: %s\n", err.msg);
+    return 1;
+  }
+  int launcher = (lo.nproc_per_node > 1 || lo.nnodes > 1) && !getenv("FSDPC_LAUNCHER");
+  if (launcher) {
+    /* Re-run this same command line (minus the launch options) per rank. */
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+      fprintf(stderr, "fsdpc train: cannot find the fsdpc executable (/proc/self/exe)\n");
+      fsdpc__config_destroy(cfg);
+      return 1;
+    }
+    exe[n] = '\0';
+    char **child = calloc((size_t)argc + 2, sizeof(char *));
+    child[0] = exe;
+    child[1] = "train";
+    for (int i = 1; i < argc; i++) child[i + 1] = argv[i];
+    lo.argv = child;
+    int code = 1;
+    fsdpc__log_setup(cfg->log.level, -1);
+    fsdpc_status st = fsdpc__launch(&lo, &code, &err);
+    if (st != FSDPC_OK) fprintf(stderr, "fsdpc train: %s\n", err.msg);
+    free(child);
+    fsdpc__config_destroy(cfg);
+    return st == FSDPC_OK ? 0 : (code ? code : 1);
+  }
+
+  fsdpc_dist_env env;
+  if (fsdpc__dist_env_detect(&env, &err) != FSDPC_OK) {
+    fprintf(stderr, "fsdpc train: %s\n", err.msg);
+    fsdpc__config_destroy(cfg);
+    return 1;
+  }
+  fsdpc__log_setup(cfg->log.level, env.world_size > 1 ? env.rank : -1);
+  if (env.rank == 0)
+    FSDPC_LOGI("fsdpc %s: %s, world %d (%s), %s", fsdpc_version(), cfg_path, env.world_size,
+               env.source, cfg->fsdp.sharding_strategy == 0   ? "FULL_SHARD"
+                           : cfg->fsdp.sharding_strategy == 1 ? "SHARD_GRAD_OP"
+                           : cfg->fsdp.sharding_strategy == 2 ? "NO_SHARD"
+                                                              : "HYBRID_SHARD");
+  fsdpc_session *s = NULL;
+  fsdpc_status st = fsdpc__session_create(cfg, &env, &s, &err);
+  if (st == FSDPC_OK) st = fsdpc__session_train(s, &err);
+  if (st != FSDPC_OK) {
+    if (s && s->job) fsdpc__dist_post_abort(s->job->store, err.msg, NULL);
+    FSDPC_LOGE("%s", err.msg);
+  }
+  fsdpc__session_destroy(s);
+  fsdpc__config_destroy(cfg);
+  return st == FSDPC_OK ? 0 : 1;
+}

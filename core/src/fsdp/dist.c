@@ -1,0 +1,163 @@
+/* Checked collective calls: each names its op, unit and sequence number so
+ * that a timeout or failure says where the job stood. */
+#include "fsdp/dist.h"
+
+#include <string.h>
+
+void fsdpc__dist_single(fsdpc_dist *d) {
+  memset(d, 0, sizeof *d);
+  d->world_size = d->shard_size = d->replica_size = 1;
+}
+
+static fsdpc_comm *group_comm(fsdpc_dist *d, fsdpc_group g, int *size) {
+  switch (g) {
+  case FSDPC_GROUP_WORLD:
+    *size = d->world_size;
+    return d->world;
+  case FSDPC_GROUP_SHARD:
+    *size = d->shard_size;
+    return d->shard;
+  case FSDPC_GROUP_REPLICA:
+    *size = d->replica_size;
+    return d->replica;
+  }
+  *size = 1;
+  return NULL;
+}
+
+static fsdpc_op_info op_info(fsdpc_dist *d, const char *op, const char *unit) {
+  return (fsdpc_op_info){.struct_size = sizeof(fsdpc_op_info), .op = op, .unit = unit,
+                         .seq = d->seq++, .timeout_ms = 0};
+}
+
+static fsdpc_status check(fsdpc_dist *d, int32_t st, const char *op, const char *unit,
+                          uint64_t seq, fsdpc_err *err) {
+  if (st == FSDPC_OK) return FSDPC_OK;
+  fsdpc__plugin_fail(d->coll, st, err);
+  return fsdpc__err_prefix(err, "rank %d: %s (unit %s, seq %llu)", d->rank, op,
+                           unit ? unit : "-", (unsigned long long)seq);
+}
+
+fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const fsdpc_opts *opts,
+                              const fsdpc_store_v1 *store, const char *prefix, int rank,
+                              int world_size, int shard_size, int64_t timeout_ms,
+                              fsdpc_err *err) {
+  fsdpc__dist_single(d);
+  d->rank = rank;
+  d->world_size = world_size;
+  d->timeout_ms = timeout_ms;
+  if (shard_size < 1 || world_size % shard_size != 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "the shard group size (%d) must divide the world size (%d); set "
+                       "fsdp.hybrid_shard_size to a divisor",
+                       shard_size, world_size);
+  d->shard_size = shard_size;
+  d->replica_size = world_size / shard_size;
+  d->shard_rank = rank % shard_size;
+  d->replica_rank = rank / shard_size;
+  if (world_size == 1) return FSDPC_OK;
+  d->coll = coll;
+  d->cv = coll->vtable;
+  fsdpc_comm_init ci = {.struct_size = sizeof ci, .opts = opts, .store = store,
+                        .store_prefix = prefix, .rank = rank, .world_size = world_size,
+                        .device_index = -1, .timeout_ms = timeout_ms};
+  int32_t st = d->cv->init(&ci, &d->world);
+  if (st != FSDPC_OK) {
+    fsdpc__plugin_fail(coll, st, err);
+    return fsdpc__err_prefix(err, "rank %d: creating the world communicator", rank);
+  }
+  if (shard_size == world_size) {
+    d->shard = d->world;
+  } else if (shard_size > 1) {
+    /* ranks [k*S, (k+1)*S) form shard group k */
+    st = d->cv->split(d->world, rank / shard_size, rank, &d->shard);
+    if (st != FSDPC_OK) return check(d, st, "split (shard group)", NULL, 0, err);
+  }
+  if (d->replica_size == world_size) {
+    d->replica = d->world;
+  } else if (d->replica_size > 1) {
+    st = d->cv->split(d->world, rank % shard_size, rank, &d->replica);
+    if (st != FSDPC_OK) return check(d, st, "split (replica group)", NULL, 0, err);
+  }
+  return FSDPC_OK;
+}
+
+void fsdpc__dist_destroy(fsdpc_dist *d) {
+  if (!d || !d->cv) return;
+  if (d->replica && d->replica != d->world) d->cv->destroy(d->replica);
+  if (d->shard && d->shard != d->world) d->cv->destroy(d->shard);
+  if (d->world) d->cv->destroy(d->world);
+  d->world = d->shard = d->replica = NULL;
+}
+
+fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const float *send, float *recv,
+                                    uint64_t count, const char *unit, fsdpc_err *err) {
+  int size;
+  fsdpc_comm *c = group_comm(d, g, &size);
+  if (size == 1 || !c) {
+    if (recv != send) memcpy(recv, send, count * sizeof(float));
+    return FSDPC_OK;
+  }
+  fsdpc_op_info oi = op_info(d, "all_gather", unit);
+  d->bytes_all_gather += count * sizeof(float) * (uint64_t)(size - 1);
+  return check(d, d->cv->all_gather(c, send, recv, count, FSDPC_DTYPE_F32, NULL, &oi),
+               "all_gather", unit, oi.seq, err);
+}
+
+fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const float *send,
+                                        float *recv, uint64_t count, const char *unit,
+                                        fsdpc_err *err) {
+  int size;
+  fsdpc_comm *c = group_comm(d, g, &size);
+  if (size == 1 || !c) {
+    if (recv != send) memcpy(recv, send, count * sizeof(float));
+    return FSDPC_OK;
+  }
+  fsdpc_op_info oi = op_info(d, "reduce_scatter", unit);
+  d->bytes_reduce_scatter += count * sizeof(float) * (uint64_t)(size - 1);
+  return check(d,
+               d->cv->reduce_scatter(c, send, recv, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM,
+                                     NULL, &oi),
+               "reduce_scatter", unit, oi.seq, err);
+}
+
+fsdpc_status fsdpc__dist_all_reduce_f32(fsdpc_dist *d, fsdpc_group g, float *buf,
+                                        uint64_t count, const char *what, fsdpc_err *err) {
+  int size;
+  fsdpc_comm *c = group_comm(d, g, &size);
+  if (size == 1 || !c) return FSDPC_OK;
+  fsdpc_op_info oi = op_info(d, "all_reduce", what);
+  d->bytes_all_reduce += count * sizeof(float) * 2 * (uint64_t)(size - 1) / (uint64_t)size;
+  return check(d,
+               d->cv->all_reduce(c, buf, buf, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, NULL,
+                                 &oi),
+               "all_reduce", what, oi.seq, err);
+}
+
+fsdpc_status fsdpc__dist_all_reduce_f64(fsdpc_dist *d, fsdpc_group g, double *v, int n,
+                                        const char *what, fsdpc_err *err) {
+  int size;
+  fsdpc_comm *c = group_comm(d, g, &size);
+  if (size == 1 || !c) return FSDPC_OK;
+  fsdpc_op_info oi = op_info(d, "all_reduce", what);
+  return check(d,
+               d->cv->all_reduce(c, v, v, (uint64_t)n, FSDPC_DTYPE_F64, FSDPC_REDUCE_SUM, NULL,
+                                 &oi),
+               "all_reduce", what, oi.seq, err);
+}
+
+fsdpc_status fsdpc__dist_barrier(fsdpc_dist *d, const char *what, fsdpc_err *err) {
+  if (d->world_size == 1 || !d->world) return FSDPC_OK;
+  fsdpc_op_info oi = op_info(d, "barrier", what);
+  return check(d, d->cv->barrier(d->world, &oi), "barrier", what, oi.seq, err);
+}
+
+fsdpc_status fsdpc__dist_broadcast(fsdpc_dist *d, fsdpc_group g, float *buf, uint64_t count,
+                                   int root, const char *what, fsdpc_err *err) {
+  int size;
+  fsdpc_comm *c = group_comm(d, g, &size);
+  if (size == 1 || !c) return FSDPC_OK;
+  fsdpc_op_info oi = op_info(d, "broadcast", what);
+  return check(d, d->cv->broadcast(c, buf, count, FSDPC_DTYPE_F32, root, NULL, &oi),
+               "broadcast", what, oi.seq, err);
+}

@@ -1,0 +1,56 @@
+/* The communicators one rank uses, and the checked collective calls the
+ * engine makes through the collectives plugin. At world size 1 there is no
+ * plugin and no communicator; every call below is then a local no-op (or a
+ * copy), so a single process never needs a collectives plugin. */
+#ifndef FSDPC_FSDP_DIST_H
+#define FSDPC_FSDP_DIST_H
+
+#include "plugin/registry.h"
+#include "util/err.h"
+
+typedef struct fsdpc_dist {
+  const fsdpc_component *coll;     /* NULL at world size 1 */
+  const fsdpc_collectives_v1 *cv;
+  fsdpc_comm *world, *shard, *replica; /* shard/replica may equal world or be NULL (size 1) */
+  int rank, world_size;
+  int shard_rank, shard_size;
+  int replica_rank, replica_size;
+  uint64_t seq;                    /* collective sequence number (all comms) */
+  int64_t timeout_ms;
+  /* bytes this rank sent into collectives since the counters were reset */
+  uint64_t bytes_all_gather, bytes_reduce_scatter, bytes_all_reduce;
+} fsdpc_dist;
+
+/* Single-process dist (world 1). */
+void fsdpc__dist_single(fsdpc_dist *d);
+
+/* Builds the world communicator and the shard/replica sub-communicators
+ * (shard group = consecutive blocks of shard_size ranks, replica group =
+ * ranks with the same shard rank). */
+fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const fsdpc_opts *opts,
+                              const fsdpc_store_v1 *store, const char *prefix, int rank,
+                              int world_size, int shard_size, int64_t timeout_ms,
+                              fsdpc_err *err);
+void fsdpc__dist_destroy(fsdpc_dist *d);
+
+typedef enum { FSDPC_GROUP_WORLD, FSDPC_GROUP_SHARD, FSDPC_GROUP_REPLICA } fsdpc_group;
+
+/* recv (size * count) = concatenation of every group rank's send (count). */
+fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const float *send, float *recv,
+                                    uint64_t count, const char *unit, fsdpc_err *err);
+/* recv (count) = sum over group ranks of send[rank*count ..]. */
+fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const float *send,
+                                        float *recv, uint64_t count, const char *unit,
+                                        fsdpc_err *err);
+/* In-place sum over the group. */
+fsdpc_status fsdpc__dist_all_reduce_f32(fsdpc_dist *d, fsdpc_group g, float *buf,
+                                        uint64_t count, const char *what, fsdpc_err *err);
+/* In-place sum of a few doubles over the group (loss sums, token counts,
+ * squared norms), sent as FSDPC_DTYPE_F64. */
+fsdpc_status fsdpc__dist_all_reduce_f64(fsdpc_dist *d, fsdpc_group g, double *v, int n,
+                                        const char *what, fsdpc_err *err);
+fsdpc_status fsdpc__dist_barrier(fsdpc_dist *d, const char *what, fsdpc_err *err);
+fsdpc_status fsdpc__dist_broadcast(fsdpc_dist *d, fsdpc_group g, float *buf, uint64_t count,
+                                   int root, const char *what, fsdpc_err *err);
+
+#endif

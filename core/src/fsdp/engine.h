@@ -1,0 +1,131 @@
+/* The FSDP engine: flat units, shard ownership, gather / free / reduce
+ * around each compute block, gradient clipping and the optimizer step.
+ *
+ * Every strategy is expressed with three numbers:
+ *   S  shard group size   (FULL_SHARD, SHARD_GRAD_OP: world; NO_SHARD: 1;
+ *                          HYBRID_SHARD: hybrid_shard_size)
+ *   R  replica group size (world / S)
+ *   reshard after forward (FULL_SHARD, HYBRID_SHARD: yes; others: no)
+ * A unit's flat buffer is padded to a multiple of S * align; shard-group rank
+ * r owns [r * shard_numel, (r + 1) * shard_numel). Per unit per rank the
+ * engine holds an fp32 master shard, an fp32 grad shard and the optimizer's
+ * state shard; full buffers exist only while a block needs them (S = 1: the
+ * full buffer IS the shard, nothing moves).
+ *
+ * Gradients are summed (not averaged) across ranks: the loss is already
+ * scaled by 1 / (counted tokens of the global batch), so the sum is the
+ * gradient of the global-batch mean at any world size. */
+#ifndef FSDPC_FSDP_ENGINE_H
+#define FSDPC_FSDP_ENGINE_H
+
+#include "fsdp/dist.h"
+#include "model/llama.h"
+
+typedef enum fsdpc_strategy {
+  FSDPC_FULL_SHARD = 0,
+  FSDPC_SHARD_GRAD_OP = 1,
+  FSDPC_NO_SHARD = 2,
+  FSDPC_HYBRID_SHARD = 3
+} fsdpc_strategy;
+
+const char *fsdpc__strategy_name(fsdpc_strategy s);
+/* Parses "FULL_SHARD" etc.; returns -1 if unknown. */
+int fsdpc__strategy_parse(const char *name);
+
+typedef struct fsdpc_unit {
+  char name[64];            /* "layers.3", "root", "embed", "units.2" ... */
+  int *params;              /* indexes into the engine's param list */
+  int n_params;
+  uint64_t numel;           /* sum of parameter numels */
+  uint64_t flat_numel;      /* padded: multiple of S * align */
+  uint64_t shard_numel;     /* flat_numel / S */
+  uint64_t shard_offset;    /* shard_rank * shard_numel */
+  float *master;            /* (shard_numel) fp32 master shard */
+  float *grad;              /* (shard_numel) fp32 grad shard, summed over micro-batches */
+  float *state;             /* (n_slots * shard_numel) optimizer state */
+  float *full;              /* (flat_numel) gathered params; == master when S == 1 */
+  float *full_grad;         /* (flat_numel) this micro-batch's grads; == grad when S == 1 */
+  int first_block, last_block; /* compute blocks that use it (forward order) */
+  int grad_live;            /* full_grad holds grads not yet reduced */
+} fsdpc_unit;
+
+typedef struct fsdpc_engine_opts {
+  const fsdpc_model_shape *shape;
+  fsdpc_strategy strategy;
+  int no_sync;              /* keep full grads until the last micro-batch */
+  int align;                /* elements */
+  const fsdpc_param_info *params; /* module order; copied */
+  int n_params;
+  const uint32_t *unit_of_param;  /* from the wrap plugin */
+  uint32_t n_units;
+  fsdpc_dist *dist;         /* borrowed; communicators of this rank */
+  const fsdpc_component *optim;
+  const fsdpc_optim_init *optim_init;
+  int decay_norm_and_bias;  /* 1 = weight decay on 1-D params too */
+  int threads;
+} fsdpc_engine_opts;
+
+/* Bytes per rank, by category (what the planner predicts). */
+typedef struct fsdpc_engine_bytes {
+  uint64_t params;          /* master shards */
+  uint64_t grads;           /* grad shards */
+  uint64_t optim;           /* optimizer state shards */
+  uint64_t max_unit_full;   /* largest gathered unit (params) */
+} fsdpc_engine_bytes;
+
+/* Communication volume of the last step, this rank, in bytes. */
+typedef struct fsdpc_comm_bytes {
+  uint64_t all_gather, reduce_scatter, all_reduce;
+} fsdpc_comm_bytes;
+
+typedef struct fsdpc_engine fsdpc_engine;
+
+fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out,
+                                  fsdpc_err *err);
+void fsdpc__engine_destroy(fsdpc_engine *e);
+
+int fsdpc__engine_n_units(const fsdpc_engine *e);
+const fsdpc_unit *fsdpc__engine_unit(const fsdpc_engine *e, int u);
+const fsdpc_param_info *fsdpc__engine_param(const fsdpc_engine *e, int p, uint64_t *unit_offset,
+                                            int *unit);
+int fsdpc__engine_n_params(const fsdpc_engine *e);
+void fsdpc__engine_bytes(const fsdpc_engine *e, fsdpc_engine_bytes *out);
+void fsdpc__engine_comm_bytes(const fsdpc_engine *e, fsdpc_comm_bytes *out);
+fsdpc_dist *fsdpc__engine_dist(fsdpc_engine *e);
+uint32_t fsdpc__engine_n_slots(const fsdpc_engine *e);
+const char *fsdpc__engine_slot_name(const fsdpc_engine *e, uint32_t i);
+
+/* Fills this rank's master shards with the seeded, world-size-independent
+ * random init (std for matrices, 1 for norms). */
+fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std,
+                                       fsdpc_err *err);
+/* Fills this rank's master shards from an HF checkpoint folder, reading only
+ * the byte ranges of its own shards. */
+fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *err);
+
+/* Forward + backward of one micro-batch. grad_scale = 1 / (counted tokens
+ * of the global batch). last_micro says whether grads must be reduced now
+ * (no_sync mode). */
+fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float grad_scale,
+                                      int last_micro, double *loss_sum, int64_t *count,
+                                      fsdpc_err *err);
+/* Forward only (evaluation): loss sum and counted tokens. */
+fsdpc_status fsdpc__engine_eval(fsdpc_engine *e, fsdpc_model_ctx *m, double *loss_sum,
+                                int64_t *count, fsdpc_err *err);
+/* Forward through the layers, then the logits at position pos of each row:
+ * out (B, V). Collective (every rank calls it). */
+fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int pos, float *out,
+                                     fsdpc_err *err);
+/* Finishes the step: replica all-reduce, global grad norm (*grad_norm, before
+ * clipping), clipping to max_grad_norm (0 = off), optimizer update at lr,
+ * zeroes grads. step is 1-based. */
+fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
+                                      double max_grad_norm, double *grad_norm, fsdpc_err *err);
+
+/* Gathers the full fp32 values of unit u (params or an optimizer slot) to
+ * shard-group rank `root` (full: flat_numel floats, used on root only).
+ * slot = FSDPC_SD_SLOT_PARAM or 0..n_slots-1. Collective over the shard group. */
+fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int root, float *full,
+                                       fsdpc_err *err);
+
+#endif

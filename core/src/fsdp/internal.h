@@ -1,0 +1,58 @@
+/* The engine's private state, shared by units.c (layout, init, loading) and
+ * step.c (the micro-batch schedule and the optimizer step). */
+#ifndef FSDPC_FSDP_INTERNAL_H
+#define FSDPC_FSDP_INTERNAL_H
+
+#include "fsdp/engine.h"
+
+/* Compute blocks: 0 embedding, 1..L decoder layers, L+1 head (see llama.h).
+ * A block needs at most this many units (a layer's unit, plus the embedding
+ * unit and the norm/head units for the head block). */
+enum { FSDPC_BLOCK_MAX_UNITS = 4 };
+
+typedef struct fsdpc_block {
+  int units[FSDPC_BLOCK_MAX_UNITS];
+  int n_units;
+} fsdpc_block;
+
+struct fsdpc_engine {
+  fsdpc_model_shape shape;
+  fsdpc_strategy strategy;
+  int reshard_after_forward;
+  int no_sync;
+  int threads;
+  fsdpc_dist *dist;
+  int S;                       /* shard group size */
+
+  fsdpc_param_info *params;    /* module order */
+  int n_params;
+  int *param_unit;             /* (n_params) */
+  uint64_t *param_offset;      /* (n_params) element offset in the unit's flat buffer */
+  int param_of_kind[FSDPC_P_NKIND]; /* non-layer params: index or -1 */
+  int *layer_param;            /* (L, FSDPC_P_NKIND) index or -1 */
+
+  fsdpc_unit *units;
+  int n_units;
+  fsdpc_block *blocks;         /* (L + 2) */
+  int n_blocks;
+
+  const fsdpc_component *optim;
+  const fsdpc_optim_v1 *ov;
+  fsdpc_optimizer *opt;
+  uint32_t n_slots;
+  fsdpc_optim_tensor *otensors;/* scratch for the multi-tensor step */
+  int decay_norm_and_bias;
+
+  float *rs_scratch;           /* (max shard_numel) reduce-scatter landing buffer */
+  uint64_t max_shard, max_flat;
+};
+
+/* Pointer to parameter p inside its unit's gathered full buffer. */
+static inline float *fsdpc__param_full(fsdpc_engine *e, int p) {
+  return e->units[e->param_unit[p]].full + e->param_offset[p];
+}
+static inline float *fsdpc__param_full_grad(fsdpc_engine *e, int p) {
+  return e->units[e->param_unit[p]].full_grad + e->param_offset[p];
+}
+
+#endif

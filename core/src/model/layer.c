@@ -1,0 +1,110 @@
+/* One Llama decoder layer, forward and backward side by side.
+ *
+ *   x   = resid[l]                                  (N, C)
+ *   ln1 = rmsnorm(x) * w_ln1
+ *   q, k, v = ln1 @ Wq^T, ln1 @ Wk^T, ln1 @ Wv^T; RoPE on q, k
+ *   attn = attention(q, k, v)          (causal, GQA; the attention plugin)
+ *   h   = x + attn @ Wo^T
+ *   ln2 = rmsnorm(h) * w_ln2
+ *   act = silu(ln2 @ Wgate^T) * (ln2 @ Wup^T)
+ *   resid[l+1] = h + act @ Wdown^T
+ *
+ * Parameter gradients +=, activation gradients =. Backward reads d(resid[l+1])
+ * from m->dres and leaves d(resid[l]) there. With activation checkpointing
+ * the forward is recomputed from resid[l] first. */
+#include "model/ctx.h"
+#include "ops/cpu/ops_cpu.h"
+
+void fsdpc__layer_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_w *w) {
+  w->wq = base[FSDPC_P_Q];
+  w->wk = base[FSDPC_P_K];
+  w->wv = base[FSDPC_P_V];
+  w->wo = base[FSDPC_P_O];
+  w->wgate = base[FSDPC_P_GATE];
+  w->wup = base[FSDPC_P_UP];
+  w->wdown = base[FSDPC_P_DOWN];
+  w->ln1 = base[FSDPC_P_LN1];
+  w->ln2 = base[FSDPC_P_LN2];
+}
+
+void fsdpc__layer_grad_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_g *g) {
+  g->wq = base[FSDPC_P_Q];
+  g->wk = base[FSDPC_P_K];
+  g->wv = base[FSDPC_P_V];
+  g->wo = base[FSDPC_P_O];
+  g->wgate = base[FSDPC_P_GATE];
+  g->wup = base[FSDPC_P_UP];
+  g->wdown = base[FSDPC_P_DOWN];
+  g->ln1 = base[FSDPC_P_LN1];
+  g->ln2 = base[FSDPC_P_LN2];
+}
+
+static fsdpc_status layer_forward(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
+                                  fsdpc_err *err) {
+  const fsdpc_model_shape *s = &m->s;
+  int N = m->N, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD;
+  fsdpc_layer_acts *a = fsdpc__model_acts(m, l);
+  const float *x = m->resid[l];
+  float *out = m->resid[l + 1];
+
+  fsdpc__cpu_rmsnorm_fwd(a->ln1, a->rstd1, x, w->ln1, N, C, s->eps);
+  fsdpc__cpu_matmul_fwd(a->q, a->ln1, w->wq, N, C, QD);
+  fsdpc__cpu_matmul_fwd(a->k, a->ln1, w->wk, N, C, KD);
+  fsdpc__cpu_matmul_fwd(a->v, a->ln1, w->wv, N, C, KD);
+  fsdpc__cpu_rope_fwd(a->q, m->rope_cos, m->rope_sin, m->pos, N, s->NH, s->HD);
+  fsdpc__cpu_rope_fwd(a->k, m->rope_cos, m->rope_sin, m->pos, N, s->KVH, s->HD);
+  m->ashape.doc_ids = m->doc_ids;
+  int32_t st = m->av->forward(m->actx, &m->ashape, a->q, a->k, a->v, a->attn, a->attn_saved,
+                              m->attn_ws, NULL);
+  if (st != FSDPC_OK) return fsdpc__plugin_fail(m->attn, st, err);
+  fsdpc__cpu_matmul_fwd(a->h, a->attn, w->wo, N, QD, C);
+  fsdpc__cpu_add(a->h, a->h, x, (size_t)N * C);
+  fsdpc__cpu_rmsnorm_fwd(a->ln2, a->rstd2, a->h, w->ln2, N, C, s->eps);
+  fsdpc__cpu_matmul_fwd(a->gate, a->ln2, w->wgate, N, C, F);
+  fsdpc__cpu_matmul_fwd(a->up, a->ln2, w->wup, N, C, F);
+  fsdpc__cpu_swiglu_fwd(a->act, a->gate, a->up, N, F);
+  fsdpc__cpu_matmul_fwd(out, a->act, w->wdown, N, F, C);
+  fsdpc__cpu_add(out, out, a->h, (size_t)N * C);
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__model_layer_fwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
+                                    fsdpc_err *err) {
+  return layer_forward(m, l, w, err);
+}
+
+fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
+                                    const fsdpc_layer_g *g, fsdpc_err *err) {
+  const fsdpc_model_shape *s = &m->s;
+  int N = m->N, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD;
+  size_t NC = (size_t)N * C;
+  if (m->ckpt) FSDPC_TRY(layer_forward(m, l, w, err)); /* recompute from resid[l] */
+  fsdpc_layer_acts *a = fsdpc__model_acts(m, l);
+  const float *x = m->resid[l];
+
+  /* MLP: resid[l+1] = h + act @ Wdown^T */
+  fsdpc__cpu_matmul_bwd(m->dact, g->wdown, m->dres, a->act, w->wdown, N, F, C);
+  fsdpc__cpu_swiglu_bwd(m->dgate, m->dup, m->dact, a->gate, a->up, N, F);
+  fsdpc__cpu_matmul_bwd(m->dtmp, g->wgate, m->dgate, a->ln2, w->wgate, N, C, F);
+  fsdpc__cpu_matmul_bwd(m->dtmp2, g->wup, m->dup, a->ln2, w->wup, N, C, F);
+  fsdpc__cpu_add_inplace(m->dtmp, m->dtmp2, NC);
+  fsdpc__cpu_rmsnorm_bwd(m->dh, g->ln2, m->dtmp, a->h, w->ln2, a->rstd2, N, C);
+  fsdpc__cpu_add_inplace(m->dh, m->dres, NC); /* residual path */
+
+  /* Attention: h = x + attn @ Wo^T */
+  fsdpc__cpu_matmul_bwd(m->dattn, g->wo, m->dh, a->attn, w->wo, N, QD, C);
+  m->ashape.doc_ids = m->doc_ids;
+  int32_t st = m->av->backward(m->actx, &m->ashape, a->q, a->k, a->v, a->attn, m->dattn,
+                               a->attn_saved, m->dq, m->dk, m->dv, m->attn_ws, NULL);
+  if (st != FSDPC_OK) return fsdpc__plugin_fail(m->attn, st, err);
+  fsdpc__cpu_rope_bwd(m->dq, m->rope_cos, m->rope_sin, m->pos, N, s->NH, s->HD);
+  fsdpc__cpu_rope_bwd(m->dk, m->rope_cos, m->rope_sin, m->pos, N, s->KVH, s->HD);
+  fsdpc__cpu_matmul_bwd(m->dtmp, g->wq, m->dq, a->ln1, w->wq, N, C, QD);
+  fsdpc__cpu_matmul_bwd(m->dtmp2, g->wk, m->dk, a->ln1, w->wk, N, C, KD);
+  fsdpc__cpu_add_inplace(m->dtmp, m->dtmp2, NC);
+  fsdpc__cpu_matmul_bwd(m->dtmp2, g->wv, m->dv, a->ln1, w->wv, N, C, KD);
+  fsdpc__cpu_add_inplace(m->dtmp, m->dtmp2, NC);
+  fsdpc__cpu_rmsnorm_bwd(m->dres, g->ln1, m->dtmp, x, w->ln1, a->rstd1, N, C);
+  fsdpc__cpu_add_inplace(m->dres, m->dh, NC); /* residual path */
+  return FSDPC_OK;
+}

@@ -1,0 +1,140 @@
+/* The Llama decoder (Hugging Face LlamaForCausalLM semantics), fp32 on CPU.
+ *
+ * The model does not own its weights: the FSDP engine owns flat unit buffers
+ * and hands the model pointers (views) for the blocks it runs. A "block" is
+ * the unit of compute the engine schedules:
+ *   block 0          token embedding
+ *   block 1 .. L     decoder layer l = block - 1
+ *   block L + 1      final RMSNorm + lm_head + cross-entropy ("head")
+ *
+ * Dimensions: B batch, T sequence, N = B*T tokens, C hidden, F intermediate,
+ * NH query heads, KVH key/value heads, HD head dim, V vocab, L layers.
+ * Gradient rule: parameter grads +=, activation grads =.
+ */
+#ifndef FSDPC_MODEL_LLAMA_H
+#define FSDPC_MODEL_LLAMA_H
+
+#include <stdint.h>
+
+#include "plugin/registry.h"
+#include "util/err.h"
+
+typedef struct fsdpc_model_shape {
+  int V, C, F, L, NH, KVH, HD;
+  int max_pos;
+  float eps;
+  double rope_theta;
+  int rope_llama3;          /* 1 = llama3 rope_scaling */
+  double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+  int rope_original_max_pos;
+  int tied;                 /* lm_head shares embed_tokens */
+  int bos_id, eos_id;
+} fsdpc_model_shape;
+
+/* Parameter kinds, in Hugging Face named_parameters() order per module. */
+typedef enum fsdpc_param_kind {
+  FSDPC_P_EMBED,
+  FSDPC_P_Q, FSDPC_P_K, FSDPC_P_V, FSDPC_P_O,
+  FSDPC_P_GATE, FSDPC_P_UP, FSDPC_P_DOWN,
+  FSDPC_P_LN1, FSDPC_P_LN2,
+  FSDPC_P_NORM,
+  FSDPC_P_HEAD,
+  FSDPC_P_NKIND
+} fsdpc_param_kind;
+
+enum { FSDPC_LAYER_NPARAM = 9 }; /* Q K V O GATE UP DOWN LN1 LN2 */
+
+typedef struct fsdpc_param_info {
+  char name[96];          /* HF name */
+  char module[48];        /* "model.embed_tokens", "model.layers.3", ... */
+  const char *module_type;/* "embedding", "decoder_layer", "norm", "lm_head" */
+  int kind;               /* fsdpc_param_kind */
+  int layer;              /* decoder layer or -1 */
+  int block;              /* compute block that uses it first (see above) */
+  int ndim;
+  int64_t shape[2];
+  uint64_t numel;
+  int decay;              /* 1 for matrices; 0 for norms (optional no-decay) */
+  int tie_group;          /* 0 for a tied embedding, else -1 */
+} fsdpc_param_info;
+
+/* Parameters in module order; *n is their count. Caller frees *out. */
+fsdpc_status fsdpc__model_params(const fsdpc_model_shape *s, fsdpc_param_info **out, int *n,
+                                 fsdpc_err *err);
+uint64_t fsdpc__model_numel(const fsdpc_model_shape *s);
+fsdpc_status fsdpc__model_shape_check(const fsdpc_model_shape *s, fsdpc_err *err);
+
+/* Weights of one decoder layer (views into a gathered unit buffer). */
+typedef struct fsdpc_layer_w {
+  const float *wq;   /* (NH*HD, C) */
+  const float *wk;   /* (KVH*HD, C) */
+  const float *wv;   /* (KVH*HD, C) */
+  const float *wo;   /* (C, NH*HD) */
+  const float *wgate;/* (F, C) */
+  const float *wup;  /* (F, C) */
+  const float *wdown;/* (C, F) */
+  const float *ln1;  /* (C) */
+  const float *ln2;  /* (C) */
+} fsdpc_layer_w;
+
+typedef struct fsdpc_layer_g {
+  float *wq, *wk, *wv, *wo, *wgate, *wup, *wdown, *ln1, *ln2; /* +=, same shapes */
+} fsdpc_layer_g;
+
+/* Per-step compute context: shapes, scratch and the attention component. */
+typedef struct fsdpc_model_ctx fsdpc_model_ctx;
+
+typedef struct fsdpc_model_ctx_opts {
+  const fsdpc_model_shape *shape;
+  int B, T;                         /* micro-batch shape */
+  int activation_checkpointing;     /* keep layer inputs only, recompute */
+  const fsdpc_component *attention; /* attention plugin component */
+  const fsdpc_opts *attention_opts;
+  int xent_chunk_rows;              /* rows per chunk of the fused CE (0 = auto) */
+} fsdpc_model_ctx_opts;
+
+fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_ctx **out,
+                                     fsdpc_err *err);
+void fsdpc__model_ctx_destroy(fsdpc_model_ctx *m);
+/* Bytes of activation memory the context holds (for the planner/logs). */
+uint64_t fsdpc__model_ctx_bytes(const fsdpc_model_ctx *m);
+
+/* Sets the micro-batch about to run: tokens, labels (-100 ignored) and doc
+ * ids (may be NULL), each (B, T); positions are 0..T-1 per row. */
+void fsdpc__model_set_batch(fsdpc_model_ctx *m, const int32_t *tokens, const int32_t *labels,
+                            const int32_t *doc_ids);
+
+/* Forward of each block, in order. */
+fsdpc_status fsdpc__model_embed_fwd(fsdpc_model_ctx *m, const float *wte, fsdpc_err *err);
+fsdpc_status fsdpc__model_layer_fwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
+                                    fsdpc_err *err);
+/* Final norm + lm_head + CE. Returns the loss sum and counted tokens of the
+ * micro-batch. With grad_scale != 0 it also runs the head's backward
+ * (dnorm +=, dhead +=) and leaves d(residual) for layer L-1. */
+fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const float *norm_w,
+                                       const float *head_w, float grad_scale, float *dnorm_w,
+                                       float *dhead_w, double *loss_sum, int64_t *count,
+                                       fsdpc_err *err);
+/* Backward of each block, in reverse. */
+fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
+                                    const fsdpc_layer_g *g, fsdpc_err *err);
+fsdpc_status fsdpc__model_embed_bwd(fsdpc_model_ctx *m, float *dwte, fsdpc_err *err);
+
+/* Logits at position pos of each row after a forward through the layers
+ * (generation: with causal attention, positions after pos do not matter):
+ * out (B, V). */
+fsdpc_status fsdpc__model_logits_at(fsdpc_model_ctx *m, int pos, const float *norm_w,
+                                    const float *head_w, float *out, fsdpc_err *err);
+
+/* Layer weight/grad views from a block's base pointers; `base[k]` is the
+ * pointer of parameter kind k of that layer. */
+void fsdpc__layer_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_w *w);
+void fsdpc__layer_grad_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_g *g);
+
+/* World-size-independent init: the value of element i of parameter `name`
+ * depends only on (seed, name, i). Norm weights are 1. Fills dst with
+ * elements [elem_offset, elem_offset + n). */
+void fsdpc__model_init_range(const fsdpc_param_info *p, uint64_t seed, double std,
+                             uint64_t elem_offset, uint64_t n, float *dst);
+
+#endif

@@ -1,0 +1,152 @@
+/* The step loop: for each optimizer step, every micro-batch's forward and
+ * backward through the engine, then clipping and the optimizer; evaluation
+ * and logging as configured; greedy generation at the end. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/session.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, double *lr,
+                               double *gnorm, fsdpc_err *err) {
+  int rank = s->env.rank, world = s->env.world_size;
+  int64_t count = 0;
+  FSDPC_TRY(fsdpc__loader_count_labels(s->train_ld, step, s->G, &count, err));
+  if (count == 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "step %lld: the global batch has no counted labels (all -100); check "
+                       "the data's loss mask",
+                       (long long)step);
+  float grad_scale = (float)(1.0 / (double)count);
+  double loss_sum = 0.0;
+  for (int64_t m = 0; m < s->accum; m++) {
+    FSDPC_TRY(fsdpc__loader_batch(s->train_ld, step, (int32_t)m, rank, world, (int32_t)s->mb,
+                                  s->tokens, s->labels, s->doc_ids, err));
+    fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
+                           s->cfg->data.document_masking ? s->doc_ids : NULL);
+    double ls = 0.0;
+    int64_t cnt = 0;
+    FSDPC_TRY(fsdpc__engine_micro_step(s->eng, s->mctx, grad_scale, m == s->accum - 1, &ls, &cnt,
+                                       err));
+    loss_sum += ls;
+  }
+  FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, &loss_sum, 1, "loss", err));
+  *loss = loss_sum / (double)count;
+  *lr = fsdpc__schedule_lr(&s->sched, step);
+  return fsdpc__engine_optim_step(s->eng, step + 1, *lr, s->cfg->train.max_grad_norm, gnorm,
+                                  err);
+}
+
+fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err) {
+  int rank = s->env.rank, world = s->env.world_size;
+  int64_t nb = s->cfg->train.eval_batches;
+  int64_t have = fsdpc__loader_steps_per_epoch(s->eval_ld);
+  if (nb > have) nb = have;
+  double sums[2] = {0.0, 0.0}; /* loss sum, counted tokens */
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t m = 0; m < s->accum; m++) {
+      FSDPC_TRY(fsdpc__loader_batch(s->eval_ld, b, (int32_t)m, rank, world, (int32_t)s->mb,
+                                    s->tokens, s->labels, s->doc_ids, err));
+      fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
+                             s->cfg->data.document_masking ? s->doc_ids : NULL);
+      double ls = 0.0;
+      int64_t cnt = 0;
+      FSDPC_TRY(fsdpc__engine_eval(s->eng, s->mctx, &ls, &cnt, err));
+      sums[0] += ls;
+      sums[1] += (double)cnt;
+    }
+  FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, sums, 2, "eval_loss", err));
+  *loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n, char *out,
+                                     size_t cap, fsdpc_err *err) {
+  int32_t *ids = NULL;
+  int64_t np = 0;
+  FSDPC_TRY(fsdpc__tokenizer_encode_alloc(s->tok, prompt, strlen(prompt), &ids, &np, err));
+  int T = s->shape.max_pos;
+  if (np + n < T) T = (int)(np + n);
+  if (np < 1 || np >= T) {
+    free(ids);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "generation prompt '%s' has %lld tokens; it must be 1..%d", prompt,
+                       (long long)np, s->shape.max_pos - 1);
+  }
+  fsdpc_model_ctx *g = NULL;
+  fsdpc_model_ctx_opts mo = {.shape = &s->shape, .B = 1, .T = T, .attention = s->attn,
+                             .attention_opts = s->cfg->attention.options};
+  int32_t *seq = calloc((size_t)T, sizeof(int32_t)), *lab = calloc((size_t)T, sizeof(int32_t));
+  float *logits = malloc((size_t)s->shape.V * sizeof(float));
+  fsdpc_status st = fsdpc__model_ctx_create(&mo, &g, err);
+  if (st == FSDPC_OK && (!seq || !lab || !logits))
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  int64_t len = np;
+  if (st == FSDPC_OK) {
+    memcpy(seq, ids, (size_t)np * sizeof(int32_t));
+    int32_t eos = fsdpc__tokenizer_eos(s->tok);
+    while (len < T) {
+      fsdpc__model_set_batch(g, seq, lab, NULL);
+      if ((st = fsdpc__engine_logits_at(s->eng, g, (int)len - 1, logits, err)) != FSDPC_OK)
+        break;
+      int best = 0;
+      for (int v = 1; v < s->shape.V; v++)
+        if (logits[v] > logits[best]) best = v;
+      if (best == eos) break;
+      seq[len++] = best;
+      if (best == '\n') break; /* one line of answer */
+    }
+  }
+  size_t olen = 0;
+  if (st == FSDPC_OK) {
+    /* ids the tokenizer does not know (vocab padding) are shown as '?' */
+    for (int64_t i = np; i < len; i++)
+      if (seq[i] >= fsdpc__tokenizer_vocab_size(s->tok)) seq[i] = '?';
+    st = fsdpc__tokenizer_decode(s->tok, seq + np, len - np, out, cap, &olen, err);
+  }
+  fsdpc__model_ctx_destroy(g);
+  free(ids);
+  free(seq);
+  free(lab);
+  free(logits);
+  return st;
+}
+
+fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
+  const fsdpc_config *c = s->cfg;
+  fsdpc__report_memory(s, "start");
+  double eval_loss = NAN;
+  for (int64_t step = 0; step < c->train.max_steps; step++) {
+    if (s->job) FSDPC_TRY(fsdpc__dist_check_abort(s->job->store, err));
+    fsdpc__mem_reset_peak();
+    s->dist.bytes_all_gather = s->dist.bytes_reduce_scatter = s->dist.bytes_all_reduce = 0;
+    double t0 = fsdpc__now(), loss, lr, gnorm;
+    FSDPC_TRY(train_step(s, step, &loss, &lr, &gnorm, err));
+    double dt = fsdpc__now() - t0;
+    fsdpc__engine_comm_bytes(s->eng, &s->last_comm);
+    eval_loss = NAN;
+    int last = step + 1 == c->train.max_steps;
+    if (s->eval_ld && ((c->train.eval_every > 0 && (step + 1) % c->train.eval_every == 0) ||
+                       last))
+      FSDPC_TRY(fsdpc__session_eval(s, &eval_loss, err));
+    fsdpc__report_step(s, step + 1, loss, lr, gnorm, dt, eval_loss);
+    if (c->log.memory_every > 0 && (step + 1) % c->log.memory_every == 0)
+      fsdpc__report_memory(s, "step");
+  }
+  fsdpc__report_memory(s, "end");
+  for (int i = 0; i < c->train.generate_prompts.n; i++) {
+    char text[4096];
+    const char *prompt = c->train.generate_prompts.items[i];
+    FSDPC_TRY(fsdpc__session_generate(s, prompt, (int)c->train.generate_tokens, text,
+                                      sizeof text, err));
+    if (s->env.rank == 0) {
+      size_t n = strlen(text);
+      while (n && text[n - 1] == '\n') text[--n] = '\0';
+      printf("generate: %s|%s\n", prompt, text);
+      fflush(stdout);
+    }
+  }
+  return FSDPC_OK;
+}

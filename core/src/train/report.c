@@ -1,0 +1,97 @@
+/* What a run tells its user: a log line every log.every steps, one JSON
+ * object per logged step in log.dir/metrics.jsonl, a progress bar with ETA
+ * when stdout is a terminal, and per-rank memory in the seed's "before /
+ * consumed / peak" style. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "train/session.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+double fsdpc__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double mib(int64_t b) { return (double)b / 1048576.0; }
+
+void fsdpc__report_memory(fsdpc_session *s, const char *when) {
+  fsdpc_engine_bytes eb;
+  fsdpc_mem_stats ms;
+  int64_t rss, hwm;
+  fsdpc__engine_bytes(s->eng, &eb);
+  fsdpc__mem_stats(&ms);
+  fsdpc__mem_rss(&rss, &hwm);
+  char cats[512];
+  int n = 0;
+  for (int c = 0; c < FSDPC_MEM_NCAT; c++)
+    n += snprintf(cats + n, sizeof cats - (size_t)n, "%s%s %.2f/%.2f", c ? ", " : "",
+                  fsdpc__mem_cat_name((fsdpc_mem_cat)c), mib(ms.current[c]), mib(ms.peak[c]));
+  FSDPC_LOGI("memory (%s): shards params %.2f + grads %.2f + optim %.2f = %.2f MiB; "
+             "tracked now/peak MiB: %s; total %.2f/%.2f; host RSS %.1f MiB, peak %.1f MiB",
+             when, mib((int64_t)eb.params), mib((int64_t)eb.grads), mib((int64_t)eb.optim),
+             mib((int64_t)(eb.params + eb.grads + eb.optim)), cats, mib(ms.total_current),
+             mib(ms.total_peak), mib(rss), mib(hwm));
+}
+
+static void progress_bar(fsdpc_session *s, int64_t step, double loss) {
+  int64_t total = s->cfg->train.max_steps;
+  double el = fsdpc__now() - s->t_start;
+  double eta = step > 0 ? el / (double)step * (double)(total - step) : 0.0;
+  int w = 30, fill = (int)(w * step / total);
+  char bar[64];
+  for (int i = 0; i < w; i++) bar[i] = i < fill ? '#' : '.';
+  bar[w] = '\0';
+  fprintf(stdout, "\r[%s] %lld/%lld loss %.4f  %.0fs elapsed, ETA %.0fs ", bar,
+          (long long)step, (long long)total, loss, el, eta);
+  if (step == total) fputc('\n', stdout);
+  fflush(stdout);
+}
+
+void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, double gnorm,
+                        double step_s, double eval_loss) {
+  if (s->env.rank != 0) return;
+  const fsdpc_config *c = s->cfg;
+  double tok = (double)(s->G * s->T);
+  double tok_s = step_s > 0 ? tok / step_s : 0.0;
+  double el = fsdpc__now() - s->t_start;
+  fsdpc_mem_stats ms;
+  fsdpc__mem_stats(&ms);
+  const fsdpc_comm_bytes cb = s->last_comm;
+  int log_now = step % c->train.log_every == 0 || step == c->train.max_steps;
+  if (log_now) {
+    char ev[64] = "";
+    if (!isnan(eval_loss)) snprintf(ev, sizeof ev, " eval_loss %.4f", eval_loss);
+    if (s->progress) fputc('\n', stdout);
+    FSDPC_LOGI("step %lld/%lld loss %.4f%s lr %.3e grad_norm %.4f tok/s %.0f (%.0f per rank) "
+               "step %.3fs elapsed %.1fs peak %.1f MiB",
+               (long long)step, (long long)c->train.max_steps, loss, ev, lr, gnorm, tok_s,
+               tok_s / s->env.world_size, step_s, el, mib(ms.total_peak));
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "step", (double)step);
+    cJSON_AddNumberToObject(o, "loss", loss);
+    if (!isnan(eval_loss)) cJSON_AddNumberToObject(o, "eval_loss", eval_loss);
+    cJSON_AddNumberToObject(o, "lr", lr);
+    cJSON_AddNumberToObject(o, "grad_norm", gnorm);
+    cJSON_AddNumberToObject(o, "tok_s", tok_s);
+    cJSON_AddNumberToObject(o, "step_s", step_s);
+    cJSON_AddNumberToObject(o, "elapsed_s", el);
+    cJSON_AddNumberToObject(o, "peak_bytes", (double)ms.total_peak);
+    cJSON_AddNumberToObject(o, "all_gather_bytes", (double)cb.all_gather);
+    cJSON_AddNumberToObject(o, "reduce_scatter_bytes", (double)cb.reduce_scatter);
+    cJSON_AddNumberToObject(o, "all_reduce_bytes", (double)cb.all_reduce);
+    char *line = cJSON_PrintUnformatted(o);
+    if (line && s->metrics) {
+      fprintf(s->metrics, "%s\n", line);
+      fflush(s->metrics);
+    }
+    cJSON_free(line);
+    cJSON_Delete(o);
+  }
+  if (s->progress) progress_bar(s, step, loss);
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what fsdpc needs to build and test, from Debian packages (Debian 12).
+# Idempotent: installs only what is missing. Needs root (or sudo).
+# The CUDA path additionally needs the CUDA toolkit (nvcc, cudart, cuBLASLt)
+# and NCCL under /usr/local/cuda; it is optional and auto-detected.
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config
+      libyaml-dev libcjson-dev libpcre2-dev libopenblas-dev libgloo-dev check
+      python3 procps)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The test command: configure, build (CUDA parts too when nvcc is present),
+# run every test with ctest, then rebuild the parsers' tests with
+# AddressSanitizer + UBSan and run those (label "asan").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs"
+if [ "${FSDPC_SKIP_ASAN:-0}" != 1 ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFSDPC_SANITIZE=ON -DFSDPC_CUDA=OFF
+  cmake --build build-asan -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -L asan -j "$jobs"
+fi

@@ -1,0 +1,268 @@
+/* The whole CPU model against Hugging Face transformers (fixtures made by
+ * tests/fixtures/make_hf_fixtures.py in float64): logits and loss within
+ * 1e-5 relative, every parameter gradient within 1e-4 relative (norm-wise),
+ * and the losses of 3 AdamW steps within 1e-5. Runs through the real
+ * plugins (naive attention, adamw, transformer wrap) and the FSDP engine at
+ * world size 1, loading the HF checkpoint range by range. */
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "fsdp/engine.h"
+#include "io/safetensors.h"
+
+typedef struct fixture {
+  char dir[1024];
+  fsdpc_config *cfg;
+  fsdpc_registry *reg;
+  const fsdpc_component *attn, *optim, *wrap;
+  fsdpc_model_shape shape;
+  fsdpc_param_info *params;
+  int n_params;
+  uint32_t *unit_of_param, n_units;
+  fsdpc_dist dist;
+  fsdpc_engine *eng;
+  fsdpc_model_ctx *m;
+  fsdpc_st_file *ref;
+  cJSON *meta;
+  int B, T;
+  int32_t *ids, *labels;
+} fixture;
+
+static void die_if(fsdpc_status st, const fsdpc_err *err) {
+  ck_assert_msg(st == FSDPC_OK, "%s", err->msg);
+}
+
+static float *read_ref(fixture *f, const char *name, uint64_t *n) {
+  const fsdpc_st_tensor *t = fsdpc__st_find(f->ref, name);
+  ck_assert_msg(t != NULL, "reference tensor %s missing", name);
+  float *v = malloc(t->numel * sizeof(float));
+  fsdpc_err err;
+  die_if(fsdpc__st_read_f32(f->ref, name, 0, t->numel, v, &err), &err);
+  *n = t->numel;
+  return v;
+}
+
+static void setup(fixture *f, const char *name, double lr, double wd) {
+  memset(f, 0, sizeof *f);
+  fsdpc_err err;
+  snprintf(f->dir, sizeof f->dir, "%s/tests/fixtures/%s", FSDPC_SOURCE_DIR, name);
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "model: {config: %s}\n"
+           "optim: {name: adamw, lr: %g, weight_decay: %g, decay_norm_and_bias: true}\n"
+           "attention: {impl: naive}\n",
+           f->dir, lr, wd);
+  die_if(fsdpc__config_from_string(yaml, "fixture.yaml", NULL, 0, &f->cfg, &err), &err);
+  const fsdpc_config_model *cm = &f->cfg->model;
+  f->shape = (fsdpc_model_shape){
+      .V = (int)cm->vocab_size, .C = (int)cm->hidden_size, .F = (int)cm->intermediate_size,
+      .L = (int)cm->num_hidden_layers, .NH = (int)cm->num_attention_heads,
+      .KVH = (int)cm->num_key_value_heads, .HD = (int)cm->head_dim,
+      .max_pos = (int)cm->max_position_embeddings, .eps = (float)cm->rms_norm_eps,
+      .rope_theta = cm->rope_theta,
+      .rope_llama3 = cm->rope_scaling.type == FSDPC_ROPE_SCALING_LLAMA3,
+      .rope_factor = cm->rope_scaling.factor,
+      .rope_low_freq_factor = cm->rope_scaling.low_freq_factor,
+      .rope_high_freq_factor = cm->rope_scaling.high_freq_factor,
+      .rope_original_max_pos = (int)cm->rope_scaling.original_max_position_embeddings,
+      .tied = cm->tie_word_embeddings};
+  die_if(fsdpc__model_params(&f->shape, &f->params, &f->n_params, &err), &err);
+  die_if(fsdpc__registry_create(NULL, 0, &f->reg, &err), &err);
+  die_if(fsdpc__registry_select(f->reg, FSDPC_KIND_ATTENTION, "naive", NULL, &f->attn, &err),
+         &err);
+  die_if(fsdpc__registry_select(f->reg, FSDPC_KIND_OPTIM, "adamw", NULL, &f->optim, &err), &err);
+  die_if(fsdpc__registry_select(f->reg, FSDPC_KIND_WRAP, "transformer", NULL, &f->wrap, &err),
+         &err);
+  die_if(fsdpc__opts_validate(f->cfg->attention.options, f->attn->desc->options,
+                              f->attn->desc->n_options, "attention", &err),
+         &err);
+  die_if(fsdpc__opts_validate(f->cfg->optim.options, f->optim->desc->options,
+                              f->optim->desc->n_options, "optim", &err),
+         &err);
+  die_if(fsdpc__opts_validate(f->cfg->fsdp.wrap.options, f->wrap->desc->options,
+                              f->wrap->desc->n_options, "wrap", &err),
+         &err);
+  fsdpc_wrap_param *wp = calloc((size_t)f->n_params, sizeof *wp);
+  f->unit_of_param = calloc((size_t)f->n_params, sizeof(uint32_t));
+  for (int i = 0; i < f->n_params; i++)
+    wp[i] = (fsdpc_wrap_param){.struct_size = sizeof *wp, .name = f->params[i].name,
+                               .module = f->params[i].module,
+                               .module_type = f->params[i].module_type,
+                               .numel = f->params[i].numel, .layer = f->params[i].layer,
+                               .tie_group = f->params[i].tie_group};
+  const fsdpc_wrap_v1 *wv = f->wrap->vtable;
+  ck_assert_int_eq(wv->plan(f->cfg->fsdp.wrap.options, wp, (uint32_t)f->n_params,
+                            f->unit_of_param, &f->n_units),
+                   FSDPC_OK);
+  free(wp);
+  fsdpc__dist_single(&f->dist);
+  fsdpc_optim_init oi = {.struct_size = sizeof oi, .opts = f->cfg->optim.options,
+                         .weight_decay = wd, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                         .device = FSDPC_DEVICE_CPU};
+  fsdpc_engine_opts eo = {.shape = &f->shape, .strategy = FSDPC_FULL_SHARD, .align = 16,
+                          .params = f->params, .n_params = f->n_params,
+                          .unit_of_param = f->unit_of_param, .n_units = f->n_units,
+                          .dist = &f->dist, .optim = f->optim, .optim_init = &oi,
+                          .decay_norm_and_bias = 1, .threads = 1};
+  die_if(fsdpc__engine_create(&eo, &f->eng, &err), &err);
+  die_if(fsdpc__engine_load_hf(f->eng, f->dir, &err), &err);
+
+  char path[1200];
+  snprintf(path, sizeof path, "%s/reference.json", f->dir);
+  FILE *fp = fopen(path, "rb");
+  ck_assert_ptr_nonnull(fp);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, fp);
+  buf[n] = '\0';
+  fclose(fp);
+  f->meta = cJSON_Parse(buf);
+  ck_assert_ptr_nonnull(f->meta);
+  f->B = cJSON_GetObjectItem(f->meta, "B")->valueint;
+  f->T = cJSON_GetObjectItem(f->meta, "T")->valueint;
+  snprintf(path, sizeof path, "%s/reference.safetensors", f->dir);
+  die_if(fsdpc__st_open(path, &f->ref, &err), &err);
+  uint64_t ni, nl;
+  float *ids = read_ref(f, "input_ids", &ni), *lab = read_ref(f, "labels", &nl);
+  ck_assert_int_eq((int)ni, f->B * f->T);
+  f->ids = malloc(ni * sizeof(int32_t));
+  f->labels = malloc(nl * sizeof(int32_t));
+  for (uint64_t i = 0; i < ni; i++) {
+    f->ids[i] = (int32_t)ids[i];
+    f->labels[i] = (int32_t)lab[i];
+  }
+  free(ids);
+  free(lab);
+  fsdpc_model_ctx_opts mo = {.shape = &f->shape, .B = f->B, .T = f->T, .attention = f->attn,
+                             .attention_opts = f->cfg->attention.options,
+                             .xent_chunk_rows = 5 /* not a divisor of B*T on purpose */};
+  die_if(fsdpc__model_ctx_create(&mo, &f->m, &err), &err);
+  fsdpc__model_set_batch(f->m, f->ids, f->labels, NULL);
+}
+
+static void teardown(fixture *f) {
+  fsdpc__model_ctx_destroy(f->m);
+  fsdpc__engine_destroy(f->eng);
+  fsdpc__st_close(f->ref);
+  fsdpc__registry_destroy(f->reg);
+  fsdpc__config_destroy(f->cfg);
+  cJSON_Delete(f->meta);
+  free(f->params);
+  free(f->unit_of_param);
+  free(f->ids);
+  free(f->labels);
+}
+
+/* ||a - b|| / ||b|| in double. */
+static double rel_err(const float *a, const float *b, uint64_t n) {
+  double num = 0.0, den = 0.0;
+  for (uint64_t i = 0; i < n; i++) {
+    double d = (double)a[i] - (double)b[i];
+    num += d * d;
+    den += (double)b[i] * (double)b[i];
+  }
+  return sqrt(num) / (sqrt(den) + 1e-30);
+}
+
+static int64_t count_labels(const fixture *f) {
+  int64_t c = 0;
+  for (int i = 0; i < f->B * f->T; i++) c += f->labels[i] != -100;
+  return c;
+}
+
+static void check_forward_backward(const char *name) {
+  fixture f;
+  setup(&f, name, 0.0, 0.0);
+  fsdpc_err err;
+  /* logits, position by position (each call reruns the forward) */
+  uint64_t nref;
+  float *ref_logits = read_ref(&f, "logits", &nref);
+  ck_assert_int_eq((int)nref, f.B * f.T * f.shape.V);
+  float *logits = malloc(nref * sizeof(float)), *row = malloc((size_t)f.B * f.shape.V * 4);
+  for (int t = 0; t < f.T; t++) {
+    die_if(fsdpc__engine_logits_at(f.eng, f.m, t, row, &err), &err);
+    for (int b = 0; b < f.B; b++)
+      memcpy(logits + ((size_t)b * f.T + t) * f.shape.V, row + (size_t)b * f.shape.V,
+             (size_t)f.shape.V * 4);
+  }
+  double le = rel_err(logits, ref_logits, nref);
+  ck_assert_msg(le < 1e-5, "%s: logits relative error %.3e", name, le);
+
+  /* loss and gradients */
+  int64_t count = count_labels(&f);
+  double loss_sum = 0.0;
+  int64_t cnt = 0;
+  die_if(fsdpc__engine_micro_step(f.eng, f.m, (float)(1.0 / count), 1, &loss_sum, &cnt, &err),
+         &err);
+  ck_assert_int_eq(cnt, count);
+  double loss = loss_sum / (double)count;
+  double ref_loss = cJSON_GetObjectItem(f.meta, "loss")->valuedouble;
+  ck_assert_msg(fabs(loss - ref_loss) / ref_loss < 1e-5, "%s: loss %.8f vs HF %.8f", name, loss,
+                ref_loss);
+  for (int p = 0; p < fsdpc__engine_n_params(f.eng); p++) {
+    uint64_t off;
+    int u;
+    const fsdpc_param_info *pi = fsdpc__engine_param(f.eng, p, &off, &u);
+    char rn[160];
+    snprintf(rn, sizeof rn, "grad.%s", pi->name);
+    uint64_t ng;
+    float *rg = read_ref(&f, rn, &ng);
+    ck_assert_int_eq((int)ng, (int)pi->numel);
+    const float *g = fsdpc__engine_unit(f.eng, u)->grad + off; /* world 1: shard == full */
+    double ge = rel_err(g, rg, ng);
+    ck_assert_msg(ge < 1e-4, "%s: gradient of %s relative error %.3e", name, pi->name, ge);
+    free(rg);
+  }
+  free(ref_logits);
+  free(logits);
+  free(row);
+  teardown(&f);
+}
+
+static void check_adamw(const char *name) {
+  fixture f;
+  setup(&f, name, 1e-2, 0.1);
+  fsdpc_err err;
+  cJSON *ref = cJSON_GetObjectItem(f.meta, "adamw_losses");
+  int64_t count = count_labels(&f);
+  for (int step = 0; step < 3; step++) {
+    double loss_sum = 0.0, gn;
+    int64_t cnt;
+    die_if(fsdpc__engine_micro_step(f.eng, f.m, (float)(1.0 / count), 1, &loss_sum, &cnt, &err),
+           &err);
+    double loss = loss_sum / (double)count, r = cJSON_GetArrayItem(ref, step)->valuedouble;
+    ck_assert_msg(fabs(loss - r) / r < 1e-5, "%s: AdamW step %d loss %.8f vs HF %.8f", name,
+                  step, loss, r);
+    die_if(fsdpc__engine_optim_step(f.eng, step + 1, 1e-2, 0.0, &gn, &err), &err);
+  }
+  teardown(&f);
+}
+
+START_TEST(untied_forward_backward) { check_forward_backward("hf_tiny_untied"); }
+END_TEST
+START_TEST(tied_llama3_forward_backward) { check_forward_backward("hf_tiny_tied_llama3"); }
+END_TEST
+START_TEST(untied_adamw) { check_adamw("hf_tiny_untied"); }
+END_TEST
+START_TEST(tied_llama3_adamw) { check_adamw("hf_tiny_tied_llama3"); }
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("hf_fixture");
+  TCase *tc = tcase_create("model");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, untied_forward_backward);
+  tcase_add_test(tc, tied_llama3_forward_backward);
+  tcase_add_test(tc, untied_adamw);
+  tcase_add_test(tc, tied_llama3_adamw);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

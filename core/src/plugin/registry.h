@@ -34,6 +34,27 @@ fsdpc_status fsdpc__registry_create(const char *const *extra_paths, int n_extra,
                                     fsdpc_registry **out, fsdpc_err *err);
 void fsdpc__registry_destroy(fsdpc_registry *reg);
 
+/* Flags of fsdpc__registry_create_ex. */
+enum {
+  /* Search only extra_paths: no FSDPC_PLUGIN_PATH, build or install folder
+   * (tests that need an exact set of plugins). */
+  FSDPC_REGISTRY_ONLY_GIVEN = 1u
+};
+fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_extra,
+                                       unsigned flags, fsdpc_registry **out, fsdpc_err *err);
+
+/* The device this process computes on, reported to plugins by the host
+ * service device_info (default: CPU). */
+void fsdpc__registry_set_device(fsdpc_registry *reg, int32_t device, int32_t device_index);
+
+/* Folders and files that existed and were searched, in order. */
+int fsdpc__registry_search_count(const fsdpc_registry *reg);
+const char *fsdpc__registry_search_at(const fsdpc_registry *reg, int i);
+
+/* The loaded component of kind with this name, or NULL (no supports()). */
+const fsdpc_component *fsdpc__registry_find(const fsdpc_registry *reg, int32_t kind,
+                                            const char *name);
+
 int fsdpc__registry_count(const fsdpc_registry *reg);
 const fsdpc_component *fsdpc__registry_at(const fsdpc_registry *reg, int i);
 int fsdpc__registry_refused_count(const fsdpc_registry *reg);

@@ -239,7 +239,7 @@ START_TEST(search_paths_files_and_order) {
   ck_assert_int_eq(fsdpc__registry_refused_count(reg), 7 + 2);
   assert_has(refusal(reg, "libfsdpc-optim-junk.so"), "libfsdpc-optim-junk.so: cannot load: ");
   assert_has(refusal(reg, "fsdpc-plugins"),
-             "/nonexistent/fsdpc-plugins: no such file or folder (from plugins.paths)");
+             "/nonexistent/fsdpc-plugins: no such file or folder (named in plugins.paths or --path)");
   ck_assert_int_eq(fsdpc__registry_search_count(reg), 4);
   ck_assert_str_eq(fsdpc__registry_search_at(reg, 0), sub);
   fsdpc__registry_destroy(reg);

@@ -191,7 +191,7 @@ static fsdpc_status search_entry(fsdpc_registry *reg, const char *entry, int exp
   if (stat(entry, &sb) != 0) {
     if (!explicit_entry) return FSDPC_OK;
     char reason[PATH_MAX + 64];
-    snprintf(reason, sizeof reason, "%s: no such file or folder (from plugins.paths)", entry);
+    snprintf(reason, sizeof reason, "%s: no such file or folder (named in plugins.paths or --path)", entry);
     return add_refused(reg, entry, reason, err);
   }
   FSDPC_TRY(add_searched(reg, entry, err));

@@ -1,9 +1,11 @@
 /* The plugin registry: builds the search path, scans it for
  * libfsdpc-*.so, keeps what loads and the reasons for what does not, and
  * selects a component per kind (pinned by name, or `auto` by score). */
+#define _GNU_SOURCE /* dladdr */
 #include "plugin/registry.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -199,6 +201,22 @@ static fsdpc_status search_entry(fsdpc_registry *reg, const char *entry, int exp
   return load_file(reg, entry, err);
 }
 
+/* The plugin folder next to the libfsdpc.so actually loaded
+ * (<libdir>/fsdpc/plugins), so that an installation moved to another prefix
+ * still finds its own plugins. Empty when the core is linked statically. */
+static void relocated_install_dir(char *buf, size_t cap) {
+  buf[0] = '\0';
+  Dl_info info;
+  if (!dladdr((void *)&fsdpc__registry_create_ex, &info) || !info.dli_fname) return;
+  const char *slash = strrchr(info.dli_fname, '/');
+  if (!slash || !strstr(slash, "libfsdpc.so")) return;
+  char dir[PATH_MAX], real[PATH_MAX];
+  snprintf(dir, sizeof dir, "%.*s/fsdpc/plugins", (int)(slash - info.dli_fname), info.dli_fname);
+  /* Canonical, so that it compares equal to the configured install folder
+   * and reads well in messages ("bin/../lib" otherwise). */
+  snprintf(buf, cap, "%s", realpath(dir, real) ? real : dir);
+}
+
 fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_extra,
                                        unsigned flags, fsdpc_registry **out, fsdpc_err *err) {
   *out = NULL;
@@ -220,6 +238,10 @@ fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_ext
     }
     if (st == FSDPC_OK) st = search_entry(reg, FSDPC_PLUGIN_BUILD_DIR, 0, err);
     if (st == FSDPC_OK) st = search_entry(reg, FSDPC_PLUGIN_INSTALL_DIR, 0, err);
+    char moved[PATH_MAX];
+    relocated_install_dir(moved, sizeof moved);
+    if (st == FSDPC_OK && moved[0] && strcmp(moved, FSDPC_PLUGIN_INSTALL_DIR) != 0)
+      st = search_entry(reg, moved, 0, err);
   }
   if (st != FSDPC_OK) {
     fsdpc__registry_destroy(reg);

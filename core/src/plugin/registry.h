@@ -1,7 +1,8 @@
 /* Plugin discovery, loading, ABI checks and selection.
  *
  * Search order: config plugins.paths, then FSDPC_PLUGIN_PATH (colon list),
- * then the build plugin folder, then the install plugin folder. Every
+ * then the build plugin folder, then the install plugin folder (and the
+ * plugin folder next to the libfsdpc.so in use, if it was moved). Every
  * libfsdpc-*.so found is loaded with RTLD_NOW | RTLD_LOCAL and asked for its
  * descriptor; the first component of a given (kind, name) in search order
  * wins. A file that fails (no entry symbol, other ABI major, bad descriptor)

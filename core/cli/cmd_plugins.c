@@ -31,19 +31,21 @@ static const char *info_help =
     "\n"
     "  --path DIR   also search DIR; may be repeated\n";
 
-static const char *top_help = "usage: fsdpc plugins <list|info> [args]\n"
-                              "\n"
-                              "  list          list loaded plugin components and refused files\n"
-                              "  info NAME     show one component's description and options\n"
-                              "\n"
-                              "`fsdpc plugins list --help` and `fsdpc plugins info --help` say more.\n";
+static const char *top_help =
+    "usage: fsdpc plugins <list|info> [args]\n"
+    "\n"
+    "  list          list loaded plugin components and refused files\n"
+    "  info NAME     show one component's description and options\n"
+    "\n"
+    "`fsdpc plugins list --help` and `fsdpc plugins info --help` say more.\n";
 
 /* Parses [--path DIR]... and at most one positional argument. Returns 0 on
  * success, 2 on a usage error, -1 when --help was shown. */
 static int parse_args(int argc, char **argv, const char *help, const char **paths, int *n_paths,
                       const char **positional) {
   *n_paths = 0;
-  if (positional) *positional = NULL;
+  if (positional)
+    *positional = NULL;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
       fputs(help, stdout);
@@ -79,7 +81,8 @@ static int cmd_list(int argc, char **argv) {
   const char *paths[MAX_PATHS];
   int n_paths;
   int rc = parse_args(argc, argv, list_help, paths, &n_paths, NULL);
-  if (rc) return rc < 0 ? 0 : rc;
+  if (rc)
+    return rc < 0 ? 0 : rc;
   fsdpc_registry *reg;
   fsdpc_err err;
   if (fsdpc__registry_create(paths, n_paths, &reg, &err) != FSDPC_OK) {
@@ -104,12 +107,13 @@ static int cmd_list(int argc, char **argv) {
     for (int32_t k = 0; k < FSDPC_KIND_COUNT_; k++) {
       for (int i = 0; i < n; i++) {
         const fsdpc_component *c = fsdpc__registry_at(reg, i);
-        if (c->desc->kind != k) continue;
+        if (c->desc->kind != k)
+          continue;
         char abi[24];
         snprintf(abi, sizeof abi, "%u.%u", c->abi_major, c->abi_minor);
         printf("%-*s  %-*s  %-*s  %-5s  %5d  %-*s  %s\n", wk, fsdpc__kind_name(k), wn,
-               c->desc->name, wv, or_dash(c->desc->version), abi, (int)c->desc->default_score,
-               wp, c->path, or_dash(c->desc->capabilities));
+               c->desc->name, wv, or_dash(c->desc->version), abi, (int)c->desc->default_score, wp,
+               c->path, or_dash(c->desc->capabilities));
       }
     }
   }
@@ -123,7 +127,8 @@ static int cmd_list(int argc, char **argv) {
   }
   printf("\nsearched:");
   int ns = fsdpc__registry_search_count(reg);
-  for (int i = 0; i < ns; i++) printf(" %s", fsdpc__registry_search_at(reg, i));
+  for (int i = 0; i < ns; i++)
+    printf(" %s", fsdpc__registry_search_at(reg, i));
   printf("%s\n", ns ? "" : " (no plugin folder exists)");
   fsdpc__registry_destroy(reg);
   return 0;
@@ -158,14 +163,16 @@ static void print_info(const fsdpc_component *c) {
   }
   printf("  options (under %s.options):\n", fsdpc__kind_name(d->kind));
   printf("    %-22s %-6s %-20s %-24s %s\n", "KEY", "TYPE", "DEFAULT", "RANGE", "HELP");
-  for (uint32_t i = 0; i < d->n_options; i++) print_option(d->options[i]);
+  for (uint32_t i = 0; i < d->n_options; i++)
+    print_option(d->options[i]);
 }
 
 static int cmd_info(int argc, char **argv) {
   const char *paths[MAX_PATHS], *arg;
   int n_paths;
   int rc = parse_args(argc, argv, info_help, paths, &n_paths, &arg);
-  if (rc) return rc < 0 ? 0 : rc;
+  if (rc)
+    return rc < 0 ? 0 : rc;
   if (!arg) {
     fprintf(stderr, "fsdpc plugins info: which plugin? give NAME or KIND/NAME\n%s", info_help);
     return 2;
@@ -195,9 +202,11 @@ static int cmd_info(int argc, char **argv) {
   const fsdpc_component *match[FSDPC_KIND_COUNT_];
   int n_match = 0;
   for (int32_t k = 0; k < FSDPC_KIND_COUNT_; k++) {
-    if (kind >= 0 && k != kind) continue;
+    if (kind >= 0 && k != kind)
+      continue;
     const fsdpc_component *c = fsdpc__registry_find(reg, k, name);
-    if (c) match[n_match++] = c;
+    if (c)
+      match[n_match++] = c;
   }
   rc = 0;
   if (n_match == 1) {
@@ -214,7 +223,8 @@ static int cmd_info(int argc, char **argv) {
     rc = 1;
     int found_reason = 0;
     for (int32_t k = 0; k < FSDPC_KIND_COUNT_ && !found_reason; k++) {
-      if (kind >= 0 && k != kind) continue;
+      if (kind >= 0 && k != kind)
+        continue;
       const fsdpc_component *c;
       if (fsdpc__registry_select(reg, k, name, NULL, &c, &err) == FSDPC_UNSUPPORTED) {
         fprintf(stderr, "fsdpc plugins info: %s\n", err.msg);
@@ -242,8 +252,10 @@ int fsdpc__cmd_plugins(int argc, char **argv) {
     fputs(top_help, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  if (strcmp(argv[1], "list") == 0) return cmd_list(argc - 1, argv + 1);
-  if (strcmp(argv[1], "info") == 0) return cmd_info(argc - 1, argv + 1);
+  if (strcmp(argv[1], "list") == 0)
+    return cmd_list(argc - 1, argv + 1);
+  if (strcmp(argv[1], "info") == 0)
+    return cmd_info(argc - 1, argv + 1);
   fprintf(stderr, "fsdpc plugins: unknown subcommand '%s'\n%s", argv[1], top_help);
   return 2;
 }

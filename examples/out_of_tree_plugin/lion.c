@@ -35,11 +35,14 @@ static int32_t lion_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) 
     int32_t st = g_host->opt_get(ctx, init->opts, "beta1", FSDPC_OPT_FLOAT, &beta1, sizeof beta1);
     if (st == FSDPC_OK)
       st = g_host->opt_get(ctx, init->opts, "beta2", FSDPC_OPT_FLOAT, &beta2, sizeof beta2);
-    if (st != FSDPC_OK) return st;
+    if (st != FSDPC_OK)
+      return st;
   }
-  if (init->weight_decay < 0) return fail(FSDPC_INVALID_USAGE, "lion: weight_decay must be >= 0");
+  if (init->weight_decay < 0)
+    return fail(FSDPC_INVALID_USAGE, "lion: weight_decay must be >= 0");
   fsdpc_optimizer *o = g_host->alloc(g_host->host_ctx, sizeof *o, 64);
-  if (!o) return fail(FSDPC_SYSTEM_ERROR, "lion: out of host memory");
+  if (!o)
+    return fail(FSDPC_SYSTEM_ERROR, "lion: out of host memory");
   o->beta1 = beta1;
   o->beta2 = beta2;
   o->weight_decay = init->weight_decay;
@@ -48,7 +51,8 @@ static int32_t lion_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) 
 }
 
 static void lion_destroy(fsdpc_optimizer *o) {
-  if (o) g_host->free(g_host->host_ctx, o);
+  if (o)
+    g_host->free(g_host->host_ctx, o);
 }
 
 static uint32_t lion_n_slots(const fsdpc_optimizer *o) { return 1; }
@@ -57,24 +61,26 @@ static const char *lion_slot_name(const fsdpc_optimizer *o, uint32_t i) {
   return i == 0 ? "exp_avg" : 0;
 }
 
-static int32_t lion_init_state(fsdpc_optimizer *o, float *state, uint64_t n_floats,
-                               int32_t device, void *stream) {
-  if (device != FSDPC_DEVICE_CPU) return fail(FSDPC_UNSUPPORTED, "lion: state must be on the CPU");
-  for (uint64_t i = 0; i < n_floats; i++) state[i] = 0.0f;
+static int32_t lion_init_state(fsdpc_optimizer *o, float *state, uint64_t n_floats, int32_t device,
+                               void *stream) {
+  if (device != FSDPC_DEVICE_CPU)
+    return fail(FSDPC_UNSUPPORTED, "lion: state must be on the CPU");
+  for (uint64_t i = 0; i < n_floats; i++)
+    state[i] = 0.0f;
   return FSDPC_OK;
 }
 
-static int32_t lion_step(fsdpc_optimizer *o, const fsdpc_optim_tensor *tensors,
-                         uint32_t n_tensors, const fsdpc_optim_step_info *info) {
+static int32_t lion_step(fsdpc_optimizer *o, const fsdpc_optim_tensor *tensors, uint32_t n_tensors,
+                         const fsdpc_optim_step_info *info) {
   const float b1 = (float)o->beta1, b2 = (float)o->beta2;
   const float lr = (float)info->lr, scale = (float)info->grad_scale;
   for (uint32_t k = 0; k < n_tensors; k++) {
     const fsdpc_optim_tensor *t = &tensors[k];
     if (!t->param || !t->grad || !t->state)
       return fail(FSDPC_INVALID_USAGE, "lion: a tensor has a NULL param, grad or state");
-    float *p = t->param;       /* (numel) */
-    const float *g = t->grad;  /* (numel) */
-    float *m = t->state;       /* slot 0: (numel) */
+    float *p = t->param;      /* (numel) */
+    const float *g = t->grad; /* (numel) */
+    float *m = t->state;      /* slot 0: (numel) */
     const float shrink = t->decay ? 1.0f - lr * (float)o->weight_decay : 1.0f;
     for (uint64_t i = 0; i < t->numel; i++) {
       float gi = g[i] * scale;
@@ -145,7 +151,8 @@ static const fsdpc_plugin_desc plugin = {
 FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out) {
   /* Refuse a host too old to have the services used above. */
-  if (!host || !FSDPC_HAS_FIELD(host, fsdpc_host_api, opt_get) || !out) return FSDPC_UNSUPPORTED;
+  if (!host || !FSDPC_HAS_FIELD(host, fsdpc_host_api, opt_get) || !out)
+    return FSDPC_UNSUPPORTED;
   g_host = host;
   *out = &plugin;
   return FSDPC_OK;

@@ -43,9 +43,15 @@ int main(int argc, char **argv) {
   CHECK(sym, "no entry point");
   fsdpc_plugin_entry_v1_fn entry;
   memcpy(&entry, &sym, sizeof entry);
-  fsdpc_host_api host = {.struct_size = sizeof host, .abi_major = 1, .abi_minor = 0,
-                         .host_version = "test", .log = h_log, .set_error = h_set_error,
-                         .alloc = h_alloc, .free = h_free, .opt_get = h_opt_get,
+  fsdpc_host_api host = {.struct_size = sizeof host,
+                         .abi_major = 1,
+                         .abi_minor = 0,
+                         .host_version = "test",
+                         .log = h_log,
+                         .set_error = h_set_error,
+                         .alloc = h_alloc,
+                         .free = h_free,
+                         .opt_get = h_opt_get,
                          .device_info = h_device_info};
   const fsdpc_plugin_desc *d = NULL;
   CHECK(entry(&host, &d) == FSDPC_OK && d, "entry failed");
@@ -58,8 +64,8 @@ int main(int argc, char **argv) {
   CHECK(vt->supports(&cuda) == FSDPC_UNSUPPORTED, "supports() accepted CUDA");
   CHECK(strstr(last_error, "CPU only"), "no reason for the veto: '%s'", last_error);
 
-  fsdpc_optim_init init = {.struct_size = sizeof init, .weight_decay = 0.1,
-                           .device = FSDPC_DEVICE_CPU};
+  fsdpc_optim_init init = {
+      .struct_size = sizeof init, .weight_decay = 0.1, .device = FSDPC_DEVICE_CPU};
   fsdpc_optimizer *opt = NULL;
   CHECK(vt->create(&init, &opt) == FSDPC_OK, "create: %s", last_error);
   CHECK(vt->n_slots(opt) == 1 && strcmp(vt->slot_name(opt, 0), "exp_avg") == 0, "slots");
@@ -69,11 +75,17 @@ int main(int argc, char **argv) {
   float grad[N] = {0.5f, -2.0f, 0.0f, 1.0f};
   float state[N] = {9, 9, 9, 9};
   CHECK(vt->init_state(opt, state, N, FSDPC_DEVICE_CPU, NULL) == FSDPC_OK, "init_state");
-  for (int i = 0; i < N; i++) CHECK(state[i] == 0.0f, "state not zeroed");
-  fsdpc_optim_tensor t = {.struct_size = sizeof t, .param = param, .grad = grad, .state = state,
-                          .numel = N, .stride = N, .decay = 1};
-  fsdpc_optim_step_info info = {.struct_size = sizeof info, .step = 1, .lr = 0.01,
-                                .grad_scale = 1.0, .num_threads = 1};
+  for (int i = 0; i < N; i++)
+    CHECK(state[i] == 0.0f, "state not zeroed");
+  fsdpc_optim_tensor t = {.struct_size = sizeof t,
+                          .param = param,
+                          .grad = grad,
+                          .state = state,
+                          .numel = N,
+                          .stride = N,
+                          .decay = 1};
+  fsdpc_optim_step_info info = {
+      .struct_size = sizeof info, .step = 1, .lr = 0.01, .grad_scale = 1.0, .num_threads = 1};
   CHECK(vt->step(opt, &t, 1, &info) == FSDPC_OK, "step 1");
   /* Step 1 (m = 0): p = p * (1 - 0.01 * 0.1) - 0.01 * sign(g); m = 0.01 g. */
   const float want1[N] = {0.989f, -0.989f, 0.4995f, 1.988f};

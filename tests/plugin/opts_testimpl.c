@@ -35,7 +35,8 @@ fsdpc_status fsdpc__opts_create(const char *where, fsdpc_opts **out, fsdpc_err *
 }
 
 void fsdpc__opts_destroy(fsdpc_opts *o) {
-  if (!o) return;
+  if (!o)
+    return;
   for (uint32_t i = 0; i < o->n; i++) {
     free(o->v[i].key);
     free(o->v[i].value);
@@ -48,7 +49,8 @@ void fsdpc__opts_destroy(fsdpc_opts *o) {
 
 static opt_value *lookup(const fsdpc_opts *o, const char *key) {
   for (uint32_t i = 0; i < o->n; i++)
-    if (strcmp(o->v[i].key, key) == 0) return &o->v[i];
+    if (strcmp(o->v[i].key, key) == 0)
+      return &o->v[i];
   return NULL;
 }
 
@@ -59,7 +61,8 @@ static fsdpc_status put(fsdpc_opts *o, const char *key, const char *value, const
     if (o->n == o->cap) {
       uint32_t cap = o->cap ? o->cap * 2 : 8;
       opt_value *p = realloc(o->v, cap * sizeof *p);
-      if (!p) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+      if (!p)
+        return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
       o->v = p;
       o->cap = cap;
     }
@@ -74,7 +77,8 @@ static fsdpc_status put(fsdpc_opts *o, const char *key, const char *value, const
   v->line = line;
   v->col = col;
   v->type = type;
-  if (!v->key || !v->value || !v->file) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!v->key || !v->value || !v->file)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   return FSDPC_OK;
 }
 
@@ -86,8 +90,10 @@ fsdpc_status fsdpc__opts_add(fsdpc_opts *o, const char *key, const char *value, 
 static int parse_bool(const char *s, int32_t *out) {
   static const char *t[] = {"true", "yes", "on", "1"}, *f[] = {"false", "no", "off", "0"};
   for (int i = 0; i < 4; i++) {
-    if (strcasecmp(s, t[i]) == 0) return *out = 1, 1;
-    if (strcasecmp(s, f[i]) == 0) return *out = 0, 1;
+    if (strcasecmp(s, t[i]) == 0)
+      return *out = 1, 1;
+    if (strcasecmp(s, f[i]) == 0)
+      return *out = 0, 1;
   }
   return 0;
 }
@@ -96,7 +102,8 @@ static int parse_int(const char *s, int64_t *out) {
   char *end;
   errno = 0;
   long long x = strtoll(s, &end, 10);
-  if (errno || end == s || *end) return 0;
+  if (errno || end == s || *end)
+    return 0;
   *out = x;
   return 1;
 }
@@ -105,7 +112,8 @@ static int parse_float(const char *s, double *out) {
   char *end;
   errno = 0;
   double x = strtod(s, &end);
-  if (errno || end == s || *end) return 0;
+  if (errno || end == s || *end)
+    return 0;
   *out = x;
   return 1;
 }
@@ -117,17 +125,21 @@ fsdpc_status fsdpc__opts_validate(fsdpc_opts *o, const fsdpc_option_desc *const 
     opt_value *v = &o->v[i];
     const fsdpc_option_desc *d = NULL;
     for (uint32_t j = 0; j < n_descs && !d; j++)
-      if (strcmp(descs[j]->key, v->key) == 0) d = descs[j];
+      if (strcmp(descs[j]->key, v->key) == 0)
+        d = descs[j];
     if (!d)
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s:%d:%d: %s.%s: unknown option of %s",
-                         v->file, v->line, v->col, o->where, v->key, component);
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s:%d:%d: %s.%s: unknown option of %s", v->file,
+                         v->line, v->col, o->where, v->key, component);
     int ok = 1;
     double num = 0;
     int32_t b;
     int64_t iv;
-    if (d->type == FSDPC_OPT_BOOL) ok = parse_bool(v->value, &b);
-    if (d->type == FSDPC_OPT_INT) ok = parse_int(v->value, &iv), num = (double)iv;
-    if (d->type == FSDPC_OPT_FLOAT) ok = parse_float(v->value, &num);
+    if (d->type == FSDPC_OPT_BOOL)
+      ok = parse_bool(v->value, &b);
+    if (d->type == FSDPC_OPT_INT)
+      ok = parse_int(v->value, &iv), num = (double)iv;
+    if (d->type == FSDPC_OPT_FLOAT)
+      ok = parse_float(v->value, &num);
     if (!ok)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s:%d:%d: %s.%s: '%s' is not a %s", v->file,
                          v->line, v->col, o->where, v->key, v->value, type_names[d->type]);
@@ -139,7 +151,8 @@ fsdpc_status fsdpc__opts_validate(fsdpc_opts *o, const fsdpc_option_desc *const 
   }
   for (uint32_t j = 0; j < n_descs; j++) {
     const fsdpc_option_desc *d = descs[j];
-    if (lookup(o, d->key)) continue;
+    if (lookup(o, d->key))
+      continue;
     if (!d->default_value)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s.%s: required option of %s is missing",
                          o->where, d->key, component);
@@ -169,8 +182,8 @@ fsdpc_status fsdpc__opts_get(const fsdpc_opts *o, const char *key, int32_t type,
     return FSDPC_OK;
   default:
     if (strlen(v->value) + 1 > out_cap)
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s.%s: value longer than %llu bytes",
-                         o->where, key, (unsigned long long)out_cap);
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s.%s: value longer than %llu bytes", o->where,
+                         key, (unsigned long long)out_cap);
     memcpy(out, v->value, strlen(v->value) + 1);
     return FSDPC_OK;
   }

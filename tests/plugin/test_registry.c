@@ -29,7 +29,8 @@ static const char *refusal(const fsdpc_registry *reg, const char *base) {
   for (int i = 0; i < fsdpc__registry_refused_count(reg); i++) {
     const fsdpc_refused_plugin *r = fsdpc__registry_refused_at(reg, i);
     const char *slash = strrchr(r->path, '/');
-    if (strcmp(slash ? slash + 1 : r->path, base) == 0) return r->reason;
+    if (strcmp(slash ? slash + 1 : r->path, base) == 0)
+      return r->reason;
   }
   return NULL;
 }
@@ -95,7 +96,8 @@ START_TEST(pinned_selection_reports_refusal) {
   /* Missing entirely: says what was searched and what is available. */
   ck_assert_int_eq(fsdpc__registry_select(reg, FSDPC_KIND_OPTIM, "lion", NULL, &c, &err),
                    FSDPC_INVALID_USAGE);
-  assert_has(err.msg, "optim 'lion' not found (no libfsdpc-optim-lion.so in " FSDPC_TEST_PLUGIN_DIR);
+  assert_has(err.msg,
+             "optim 'lion' not found (no libfsdpc-optim-lion.so in " FSDPC_TEST_PLUGIN_DIR);
   assert_has(err.msg, "available optim plugins: test-good, test-picky");
   /* A pinned name never falls back, even when another one would do. */
   ck_assert_int_eq(fsdpc__registry_select(reg, FSDPC_KIND_OPTIM, "test-good", NULL, &c, &err),
@@ -190,9 +192,9 @@ START_TEST(host_services) {
   fsdpc_err err;
   ck_assert_int_eq(fsdpc__opts_create("optim.options", &opts, &err), FSDPC_OK);
   ck_assert_int_eq(fsdpc__opts_add(opts, "flag", "3", "cfg.yaml", 4, 5, &err), FSDPC_OK);
-  ck_assert_int_eq(fsdpc__opts_validate(opts, c->desc->options, c->desc->n_options,
-                                        "optim 'test-good'", &err),
-                   FSDPC_OK);
+  ck_assert_int_eq(
+      fsdpc__opts_validate(opts, c->desc->options, c->desc->n_options, "optim 'test-good'", &err),
+      FSDPC_OK);
   int64_t v = 0;
   ck_assert_int_eq(h->opt_get(h->host_ctx, opts, "flag", FSDPC_OPT_INT, &v, sizeof v), FSDPC_OK);
   ck_assert_int_eq(v, 3);
@@ -238,8 +240,9 @@ START_TEST(search_paths_files_and_order) {
   ck_assert_int_eq(fsdpc__registry_count(reg), 2); /* same folder twice: loaded once */
   ck_assert_int_eq(fsdpc__registry_refused_count(reg), 7 + 2);
   assert_has(refusal(reg, "libfsdpc-optim-junk.so"), "libfsdpc-optim-junk.so: cannot load: ");
-  assert_has(refusal(reg, "fsdpc-plugins"),
-             "/nonexistent/fsdpc-plugins: no such file or folder (named in plugins.paths or --path)");
+  assert_has(
+      refusal(reg, "fsdpc-plugins"),
+      "/nonexistent/fsdpc-plugins: no such file or folder (named in plugins.paths or --path)");
   ck_assert_int_eq(fsdpc__registry_search_count(reg), 4);
   ck_assert_str_eq(fsdpc__registry_search_at(reg, 0), sub);
   fsdpc__registry_destroy(reg);

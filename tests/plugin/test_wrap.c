@@ -35,15 +35,14 @@ static void build_llama(int tied) {
     const char *name;
     uint64_t numel;
   } layer[PER_LAYER] = {
-      {"input_layernorm.weight", C},         {"self_attn.q_proj.weight", C * C},
+      {"input_layernorm.weight", C},          {"self_attn.q_proj.weight", C * C},
       {"self_attn.k_proj.weight", C * C / 2}, {"self_attn.v_proj.weight", C * C / 2},
       {"self_attn.o_proj.weight", C * C},     {"post_attention_layernorm.weight", C},
       {"mlp.gate_proj.weight", C * I},        {"mlp.up_proj.weight", C * I},
       {"mlp.down_proj.weight", I * C},
   };
   int n = 0;
-  add(&n, "model.embed_tokens.weight", "model.embed_tokens", "embedding", V * C, -1,
-      tied ? 0 : -1);
+  add(&n, "model.embed_tokens.weight", "model.embed_tokens", "embedding", V * C, -1, tied ? 0 : -1);
   for (int l = 0; l < L; l++) {
     char mod[64], name[96];
     snprintf(mod, sizeof mod, "model.layers.%d", l);
@@ -78,12 +77,13 @@ static uint32_t plan(const fsdpc_component *c, const char *const *kv, int n_kv, 
     snprintf(key, sizeof key, "%.*s", (int)(eq - kv[i]), kv[i]);
     ck_assert_int_eq(fsdpc__opts_add(opts, key, eq + 1, "test.yaml", 1, 1, &err), FSDPC_OK);
   }
-  ck_assert_msg(fsdpc__opts_validate(opts, c->desc->options, c->desc->n_options, "wrap",
-                                     &err) == FSDPC_OK,
+  ck_assert_msg(fsdpc__opts_validate(opts, c->desc->options, c->desc->n_options, "wrap", &err) ==
+                    FSDPC_OK,
                 "%s", err.msg);
   uint32_t n_units = 12345;
   int32_t st = ((const fsdpc_wrap_v1 *)c->vtable)->plan(opts, params, N_PARAMS, unit, &n_units);
-  if (st != FSDPC_OK) fsdpc__plugin_fail(c, st, &err);
+  if (st != FSDPC_OK)
+    fsdpc__plugin_fail(c, st, &err);
   ck_assert_msg(st == FSDPC_OK, "%s", err.msg);
   fsdpc__opts_destroy(opts);
 
@@ -92,7 +92,8 @@ static uint32_t plan(const fsdpc_component *c, const char *const *kv, int n_kv, 
   for (int i = 0; i < N_PARAMS; i++) {
     ck_assert_uint_lt(unit[i], n_units);
     ck_assert_uint_le(unit[i], seen);
-    if (unit[i] == seen) seen++;
+    if (unit[i] == seen)
+      seen++;
     for (int j = 0; j < i; j++)
       if (params[i].tie_group >= 0 && params[i].tie_group == params[j].tie_group)
         ck_assert_uint_eq(unit[i], unit[j]);
@@ -103,13 +104,14 @@ static uint32_t plan(const fsdpc_component *c, const char *const *kv, int n_kv, 
 
 /* Indices into params. */
 #define EMB 0
-#define LAYER0(l) (1 + (l) * PER_LAYER)
+#define LAYER0(l) (1 + (l)*PER_LAYER)
 #define NORM (1 + L * PER_LAYER)
 #define HEAD (NORM + 1)
 
 static void assert_layers(const uint32_t *unit, uint32_t first) {
   for (int l = 0; l < L; l++)
-    for (int k = 0; k < PER_LAYER; k++) ck_assert_uint_eq(unit[LAYER0(l) + k], first + l);
+    for (int k = 0; k < PER_LAYER; k++)
+      ck_assert_uint_eq(unit[LAYER0(l) + k], first + l);
 }
 
 START_TEST(transformer_default_root_unit) {
@@ -180,7 +182,8 @@ START_TEST(size_two_thresholds_untied) {
   ck_assert_uint_eq(unit[HEAD], 2);
   /* A layer is never split, whatever the threshold. */
   for (int l = 0; l < L; l++)
-    for (int k = 1; k < PER_LAYER; k++) ck_assert_uint_eq(unit[LAYER0(l) + k], unit[LAYER0(l)]);
+    for (int k = 1; k < PER_LAYER; k++)
+      ck_assert_uint_eq(unit[LAYER0(l) + k], unit[LAYER0(l)]);
 
   /* 30000: every layer and the embedding close a unit on their own. */
   const char *small[] = {"min_num_params=30000"};
@@ -208,8 +211,7 @@ START_TEST(size_tied_and_separate) {
   ck_assert_uint_eq(unit[NORM], L + 1);
 
   build_llama(0);
-  const char *sep[] = {"min_num_params=30000", "separate_embedding=true",
-                       "separate_lm_head=true"};
+  const char *sep[] = {"min_num_params=30000", "separate_embedding=true", "separate_lm_head=true"};
   ck_assert_uint_eq(plan(wrap("size"), sep, 3, unit), 1 + L + 2);
   ck_assert_uint_eq(unit[EMB], 0);
   assert_layers(unit, 1);

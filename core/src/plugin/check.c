@@ -21,7 +21,8 @@ typedef struct required_fn {
   const char *name;
 } required_fn;
 
-#define REQ(type, f) {offsetof(type, f), #f}
+#define REQ(type, f)                                                                               \
+  { offsetof(type, f), #f }
 
 static const required_fn collectives_req[] = {
     REQ(fsdpc_collectives_v1, init),           REQ(fsdpc_collectives_v1, split),
@@ -36,9 +37,8 @@ static const required_fn attention_req[] = {
     REQ(fsdpc_attention_v1, backward),
 };
 static const required_fn optim_req[] = {
-    REQ(fsdpc_optim_v1, create),     REQ(fsdpc_optim_v1, destroy),
-    REQ(fsdpc_optim_v1, n_slots),    REQ(fsdpc_optim_v1, slot_name),
-    REQ(fsdpc_optim_v1, init_state), REQ(fsdpc_optim_v1, step),
+    REQ(fsdpc_optim_v1, create),    REQ(fsdpc_optim_v1, destroy),    REQ(fsdpc_optim_v1, n_slots),
+    REQ(fsdpc_optim_v1, slot_name), REQ(fsdpc_optim_v1, init_state), REQ(fsdpc_optim_v1, step),
 };
 static const required_fn wrap_req[] = {REQ(fsdpc_wrap_v1, plan)};
 static const required_fn statedict_req[] = {
@@ -56,9 +56,8 @@ typedef struct kind_contract {
 #define N_(a) (sizeof(a) / sizeof((a)[0]))
 
 static const kind_contract contracts[FSDPC_KIND_COUNT_] = {
-    [FSDPC_KIND_COLLECTIVES] = {"fsdpc_collectives_v1",
-                                SIZE_THROUGH(fsdpc_collectives_v1, barrier), collectives_req,
-                                N_(collectives_req)},
+    [FSDPC_KIND_COLLECTIVES] = {"fsdpc_collectives_v1", SIZE_THROUGH(fsdpc_collectives_v1, barrier),
+                                collectives_req, N_(collectives_req)},
     [FSDPC_KIND_ATTENTION] = {"fsdpc_attention_v1", SIZE_THROUGH(fsdpc_attention_v1, backward),
                               attention_req, N_(attention_req)},
     [FSDPC_KIND_OPTIM] = {"fsdpc_optim_v1", SIZE_THROUGH(fsdpc_optim_v1, step), optim_req,
@@ -71,18 +70,21 @@ static const kind_contract contracts[FSDPC_KIND_COUNT_] = {
 
 /* Component names become file names and config values: keep them plain. */
 static int valid_name(const char *s) {
-  if (!s || !*s || strlen(s) > 64) return 0;
+  if (!s || !*s || strlen(s) > 64)
+    return 0;
   for (const char *p = s; *p; p++) {
     char ch = *p;
     int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
              ch == '-' || ch == '_' || ch == '.';
-    if (!ok) return 0;
+    if (!ok)
+      return 0;
   }
   return 1;
 }
 
 static fsdpc_status check_options(const fsdpc_component_desc *c, char *reason, size_t cap) {
-  if (c->n_options == 0) return FSDPC_OK;
+  if (c->n_options == 0)
+    return FSDPC_OK;
   if (!c->options || c->n_options > MAX_OPTIONS) {
     snprintf(reason, cap, "n_options is %u but options is %s", c->n_options,
              c->options ? "too long" : "NULL");

@@ -21,44 +21,49 @@ static void host_set_error(void *host_ctx, int32_t status, const char *msg);
 
 static void host_log(void *host_ctx, int32_t level, const char *msg) {
   fsdpc_plugin_lib *lib = host_ctx;
-  if (level < FSDPC_LOG_ERROR) level = FSDPC_LOG_ERROR;
-  if (level > FSDPC_LOG_DEBUG) level = FSDPC_LOG_DEBUG;
+  if (level < FSDPC_LOG_ERROR)
+    level = FSDPC_LOG_ERROR;
+  if (level > FSDPC_LOG_DEBUG)
+    level = FSDPC_LOG_DEBUG;
   fsdpc__log(level, "[%s] %s", lib ? lib->log_name : "plugin", msg ? msg : "(null)");
 }
 
 static void host_set_error(void *host_ctx, int32_t status, const char *msg) {
   fsdpc_plugin_lib *lib = host_ctx;
-  if (!lib) return;
+  if (!lib)
+    return;
   pthread_mutex_lock(&lib->err_mu);
   lib->has_error = 1;
   lib->err_status = status;
   snprintf(lib->err_msg, sizeof lib->err_msg, "%s", msg ? msg : "(no message)");
   /* One line only: a plugin's newline would break the one-line rule. */
   for (char *p = lib->err_msg; *p; p++)
-    if (*p == '\n' || *p == '\r') *p = ' ';
+    if (*p == '\n' || *p == '\r')
+      *p = ' ';
   pthread_mutex_unlock(&lib->err_mu);
 }
 
 /* Aligned host memory. posix_memalign needs a power of two that is a
  * multiple of sizeof(void *); the ABI promises at least 16. */
 static void *host_alloc(void *host_ctx, uint64_t bytes, uint64_t align) {
-  if (align < 16) align = 16;
+  if (align < 16)
+    align = 16;
   if ((align & (align - 1)) != 0) {
     host_set_error(host_ctx, FSDPC_INVALID_USAGE, "host alloc: align is not a power of two");
     return NULL;
   }
   void *p = NULL;
-  if (posix_memalign(&p, (size_t)align, bytes ? (size_t)bytes : 1) != 0) return NULL;
+  if (posix_memalign(&p, (size_t)align, bytes ? (size_t)bytes : 1) != 0)
+    return NULL;
   return p;
 }
 
 static void host_free(void *host_ctx, void *ptr) { free(ptr); }
 
-static int32_t host_opt_get(void *host_ctx, const fsdpc_opts *opts, const char *key,
-                            int32_t type, void *out, uint64_t out_cap) {
+static int32_t host_opt_get(void *host_ctx, const fsdpc_opts *opts, const char *key, int32_t type,
+                            void *out, uint64_t out_cap) {
   if (!opts || !key || !out) {
-    host_set_error(host_ctx, FSDPC_INVALID_USAGE,
-                   "opt_get: opts, key and out must be non-NULL");
+    host_set_error(host_ctx, FSDPC_INVALID_USAGE, "opt_get: opts, key and out must be non-NULL");
     return FSDPC_INVALID_USAGE;
   }
   fsdpc_err err;
@@ -66,7 +71,8 @@ static int32_t host_opt_get(void *host_ctx, const fsdpc_opts *opts, const char *
   fsdpc_status st = fsdpc__opts_get(opts, key, type, out, out_cap, &err);
   /* Recorded so that a plugin which just returns the status still yields a
    * useful message through fsdpc__plugin_fail. */
-  if (st != FSDPC_OK) host_set_error(host_ctx, st, err.msg);
+  if (st != FSDPC_OK)
+    host_set_error(host_ctx, st, err.msg);
   return st;
 }
 
@@ -111,7 +117,8 @@ static int32_t host_device_info(void *host_ctx, fsdpc_device_info *out) {
 
 fsdpc_plugin_lib *fsdpc__plugin_lib_new(const char *path, const fsdpc_host_device *dev) {
   fsdpc_plugin_lib *lib = calloc(1, sizeof *lib);
-  if (!lib) return NULL;
+  if (!lib)
+    return NULL;
   lib->path = strdup(path);
   const char *slash = strrchr(path, '/');
   lib->basename = strdup(slash ? slash + 1 : path);
@@ -141,22 +148,26 @@ fsdpc_plugin_lib *fsdpc__plugin_lib_new(const char *path, const fsdpc_host_devic
 }
 
 void fsdpc__plugin_lib_free(fsdpc_plugin_lib *lib) {
-  if (!lib) return;
-  if (lib->handle) dlclose(lib->handle);
+  if (!lib)
+    return;
+  if (lib->handle)
+    dlclose(lib->handle);
   pthread_mutex_destroy(&lib->err_mu);
   free(lib->path);
   free(lib->basename);
   free(lib);
 }
 
-int fsdpc__plugin_lib_take_error(fsdpc_plugin_lib *lib, int32_t *status, char *buf,
-                                 size_t cap) {
-  if (!lib) return 0;
+int fsdpc__plugin_lib_take_error(fsdpc_plugin_lib *lib, int32_t *status, char *buf, size_t cap) {
+  if (!lib)
+    return 0;
   pthread_mutex_lock(&lib->err_mu);
   int had = lib->has_error;
   if (had) {
-    if (status) *status = lib->err_status;
-    if (buf && cap) snprintf(buf, cap, "%s", lib->err_msg);
+    if (status)
+      *status = lib->err_status;
+    if (buf && cap)
+      snprintf(buf, cap, "%s", lib->err_msg);
     lib->has_error = 0;
   }
   pthread_mutex_unlock(&lib->err_mu);
@@ -164,7 +175,8 @@ int fsdpc__plugin_lib_take_error(fsdpc_plugin_lib *lib, int32_t *status, char *b
 }
 
 fsdpc_status fsdpc__plugin_fail(const fsdpc_component *c, fsdpc_status st, fsdpc_err *err) {
-  if (st == FSDPC_OK) st = FSDPC_INTERNAL_ERROR; /* caller's bug: still report */
+  if (st == FSDPC_OK)
+    st = FSDPC_INTERNAL_ERROR; /* caller's bug: still report */
   const char *kind = c ? fsdpc__kind_name(c->desc->kind) : "plugin";
   const char *name = c ? c->desc->name : "?";
   char msg[1024];

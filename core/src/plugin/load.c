@@ -17,7 +17,8 @@ static int probe_other_major(void *handle) {
   for (int major = 2; major <= MAX_PROBED_MAJOR; major++) {
     char sym[64];
     snprintf(sym, sizeof sym, "fsdpc_plugin_entry_v%d", major);
-    if (dlsym(handle, sym)) return major;
+    if (dlsym(handle, sym))
+      return major;
   }
   return 0;
 }

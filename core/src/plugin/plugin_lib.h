@@ -38,8 +38,7 @@ fsdpc_plugin_lib *fsdpc__plugin_lib_new(const char *path, const fsdpc_host_devic
 void fsdpc__plugin_lib_free(fsdpc_plugin_lib *lib); /* dlcloses; NULL is a no-op */
 /* Takes the plugin's last set_error message (and clears it). Returns 0 when
  * there was none. */
-int fsdpc__plugin_lib_take_error(fsdpc_plugin_lib *lib, int32_t *status, char *buf,
-                                 size_t cap);
+int fsdpc__plugin_lib_take_error(fsdpc_plugin_lib *lib, int32_t *status, char *buf, size_t cap);
 
 /* load.c: dlopens lib->path, finds the entry point, calls it and validates
  * the descriptor. On failure writes one line (starting with the file's base

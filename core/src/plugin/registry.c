@@ -38,8 +38,10 @@ struct fsdpc_registry {
 };
 
 static const char *const kind_names[FSDPC_KIND_COUNT_] = {
-    [FSDPC_KIND_COLLECTIVES] = "collectives", [FSDPC_KIND_ATTENTION] = "attention",
-    [FSDPC_KIND_OPTIM] = "optim",             [FSDPC_KIND_WRAP] = "wrap",
+    [FSDPC_KIND_COLLECTIVES] = "collectives",
+    [FSDPC_KIND_ATTENTION] = "attention",
+    [FSDPC_KIND_OPTIM] = "optim",
+    [FSDPC_KIND_WRAP] = "wrap",
     [FSDPC_KIND_STATEDICT] = "statedict",
 };
 
@@ -49,17 +51,20 @@ const char *fsdpc__kind_name(int32_t kind) {
 
 int32_t fsdpc__kind_from_name(const char *name) {
   for (int32_t k = 0; name && k < FSDPC_KIND_COUNT_; k++)
-    if (strcmp(name, kind_names[k]) == 0) return k;
+    if (strcmp(name, kind_names[k]) == 0)
+      return k;
   return -1;
 }
 
 /* Grows *arr (of elem bytes each) so that it holds one more; 0 on OOM. */
 static int grow(void *arrp, int n, int *cap, size_t elem) {
   void **arr = arrp;
-  if (n < *cap) return 1;
+  if (n < *cap)
+    return 1;
   int ncap = *cap ? *cap * 2 : 8;
   void *p = realloc(*arr, (size_t)ncap * elem);
-  if (!p) return 0;
+  if (!p)
+    return 0;
   *arr = p;
   *cap = ncap;
   return 1;
@@ -89,7 +94,8 @@ static fsdpc_status add_refused(fsdpc_registry *reg, const char *path, const cha
 static fsdpc_status add_searched(fsdpc_registry *reg, const char *what, fsdpc_err *err) {
   if (!grow(&reg->searched, reg->n_searched, &reg->cap_searched, sizeof *reg->searched))
     return oom(err);
-  if (!(reg->searched[reg->n_searched] = strdup(what))) return oom(err);
+  if (!(reg->searched[reg->n_searched] = strdup(what)))
+    return oom(err);
   reg->n_searched++;
   return FSDPC_OK;
 }
@@ -104,16 +110,22 @@ static const fsdpc_component *find(const fsdpc_registry *reg, int32_t kind, cons
 /* Loads one file (once per real path) and registers its components. */
 static fsdpc_status load_file(fsdpc_registry *reg, const char *path, fsdpc_err *err) {
   char real[PATH_MAX];
-  if (!realpath(path, real)) snprintf(real, sizeof real, "%s", path);
+  if (!realpath(path, real))
+    snprintf(real, sizeof real, "%s", path);
   for (int i = 0; i < reg->n_real; i++)
-    if (strcmp(reg->real_seen[i], real) == 0) return FSDPC_OK;
-  if (!grow(&reg->real_seen, reg->n_real, &reg->cap_real, sizeof *reg->real_seen)) return oom(err);
-  if (!(reg->real_seen[reg->n_real] = strdup(real))) return oom(err);
+    if (strcmp(reg->real_seen[i], real) == 0)
+      return FSDPC_OK;
+  if (!grow(&reg->real_seen, reg->n_real, &reg->cap_real, sizeof *reg->real_seen))
+    return oom(err);
+  if (!(reg->real_seen[reg->n_real] = strdup(real)))
+    return oom(err);
   reg->n_real++;
 
-  if (!grow(&reg->libs, reg->n_libs, &reg->cap_libs, sizeof *reg->libs)) return oom(err);
+  if (!grow(&reg->libs, reg->n_libs, &reg->cap_libs, sizeof *reg->libs))
+    return oom(err);
   fsdpc_plugin_lib *lib = fsdpc__plugin_lib_new(path, &reg->dev);
-  if (!lib) return oom(err);
+  if (!lib)
+    return oom(err);
   /* Kept even when refused: its entry point may have run, so it stays
    * mapped until the registry dies. */
   reg->libs[reg->n_libs++] = lib;
@@ -128,11 +140,12 @@ static fsdpc_status load_file(fsdpc_registry *reg, const char *path, fsdpc_err *
     const fsdpc_component *prev = find(reg, c->kind, c->name);
     if (prev) {
       /* Search order is priority order: the earlier folder wins. */
-      FSDPC_LOGD("plugin %s '%s' in %s is shadowed by %s", fsdpc__kind_name(c->kind), c->name,
-                 path, prev->path);
+      FSDPC_LOGD("plugin %s '%s' in %s is shadowed by %s", fsdpc__kind_name(c->kind), c->name, path,
+                 prev->path);
       continue;
     }
-    if (!grow(&reg->comps, reg->n_comps, &reg->cap_comps, sizeof *reg->comps)) return oom(err);
+    if (!grow(&reg->comps, reg->n_comps, &reg->cap_comps, sizeof *reg->comps))
+      return oom(err);
     reg->comps[reg->n_comps++] = (fsdpc_component){
         .desc = c,
         .vtable = c->vtable,
@@ -158,13 +171,15 @@ static int cmp_str(const void *a, const void *b) {
 /* Scans one folder (files in name order, so loading is deterministic). */
 static fsdpc_status scan_dir(fsdpc_registry *reg, const char *dir, fsdpc_err *err) {
   DIR *dp = opendir(dir);
-  if (!dp) return FSDPC_OK;
+  if (!dp)
+    return FSDPC_OK;
   char **names = NULL;
   int n = 0, cap = 0;
   fsdpc_status st = FSDPC_OK;
   struct dirent *de;
   while ((de = readdir(dp)) != NULL) {
-    if (!is_plugin_file_name(de->d_name)) continue;
+    if (!is_plugin_file_name(de->d_name))
+      continue;
     if (!grow(&names, n, &cap, sizeof *names) || !(names[n] = strdup(de->d_name))) {
       st = oom(err);
       break;
@@ -172,13 +187,15 @@ static fsdpc_status scan_dir(fsdpc_registry *reg, const char *dir, fsdpc_err *er
     n++;
   }
   closedir(dp);
-  if (st == FSDPC_OK && n > 0) qsort(names, (size_t)n, sizeof *names, cmp_str);
+  if (st == FSDPC_OK && n > 0)
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
   for (int i = 0; i < n && st == FSDPC_OK; i++) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
     st = load_file(reg, path, err);
   }
-  for (int i = 0; i < n; i++) free(names[i]);
+  for (int i = 0; i < n; i++)
+    free(names[i]);
   free(names);
   return st;
 }
@@ -188,16 +205,20 @@ static fsdpc_status scan_dir(fsdpc_registry *reg, const char *dir, fsdpc_err *er
  * exist are reported as refused so that a typo is visible. */
 static fsdpc_status search_entry(fsdpc_registry *reg, const char *entry, int explicit_entry,
                                  fsdpc_err *err) {
-  if (!entry || !*entry) return FSDPC_OK;
+  if (!entry || !*entry)
+    return FSDPC_OK;
   struct stat sb;
   if (stat(entry, &sb) != 0) {
-    if (!explicit_entry) return FSDPC_OK;
+    if (!explicit_entry)
+      return FSDPC_OK;
     char reason[PATH_MAX + 64];
-    snprintf(reason, sizeof reason, "%s: no such file or folder (named in plugins.paths or --path)", entry);
+    snprintf(reason, sizeof reason, "%s: no such file or folder (named in plugins.paths or --path)",
+             entry);
     return add_refused(reg, entry, reason, err);
   }
   FSDPC_TRY(add_searched(reg, entry, err));
-  if (S_ISDIR(sb.st_mode)) return scan_dir(reg, entry, err);
+  if (S_ISDIR(sb.st_mode))
+    return scan_dir(reg, entry, err);
   return load_file(reg, entry, err);
 }
 
@@ -207,9 +228,11 @@ static fsdpc_status search_entry(fsdpc_registry *reg, const char *entry, int exp
 static void relocated_install_dir(char *buf, size_t cap) {
   buf[0] = '\0';
   Dl_info info;
-  if (!dladdr((void *)&fsdpc__registry_create_ex, &info) || !info.dli_fname) return;
+  if (!dladdr((void *)&fsdpc__registry_create_ex, &info) || !info.dli_fname)
+    return;
   const char *slash = strrchr(info.dli_fname, '/');
-  if (!slash || !strstr(slash, "libfsdpc.so")) return;
+  if (!slash || !strstr(slash, "libfsdpc.so"))
+    return;
   char dir[PATH_MAX], real[PATH_MAX];
   snprintf(dir, sizeof dir, "%.*s/fsdpc/plugins", (int)(slash - info.dli_fname), info.dli_fname);
   /* Canonical, so that it compares equal to the configured install folder
@@ -217,11 +240,12 @@ static void relocated_install_dir(char *buf, size_t cap) {
   snprintf(buf, cap, "%s", realpath(dir, real) ? real : dir);
 }
 
-fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_extra,
-                                       unsigned flags, fsdpc_registry **out, fsdpc_err *err) {
+fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_extra, unsigned flags,
+                                       fsdpc_registry **out, fsdpc_err *err) {
   *out = NULL;
   fsdpc_registry *reg = calloc(1, sizeof *reg);
-  if (!reg) return oom(err);
+  if (!reg)
+    return oom(err);
   reg->dev = (fsdpc_host_device){.device = FSDPC_DEVICE_CPU, .device_index = -1};
   fsdpc_status st = FSDPC_OK;
   for (int i = 0; i < n_extra && st == FSDPC_OK; i++)
@@ -230,14 +254,17 @@ fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_ext
     const char *env = getenv("FSDPC_PLUGIN_PATH");
     if (env && st == FSDPC_OK) {
       char *copy = strdup(env), *save = NULL;
-      if (!copy) st = oom(err);
+      if (!copy)
+        st = oom(err);
       for (char *tok = copy ? strtok_r(copy, ":", &save) : NULL; tok && st == FSDPC_OK;
            tok = strtok_r(NULL, ":", &save))
         st = search_entry(reg, tok, 0, err);
       free(copy);
     }
-    if (st == FSDPC_OK) st = search_entry(reg, FSDPC_PLUGIN_BUILD_DIR, 0, err);
-    if (st == FSDPC_OK) st = search_entry(reg, FSDPC_PLUGIN_INSTALL_DIR, 0, err);
+    if (st == FSDPC_OK)
+      st = search_entry(reg, FSDPC_PLUGIN_BUILD_DIR, 0, err);
+    if (st == FSDPC_OK)
+      st = search_entry(reg, FSDPC_PLUGIN_INSTALL_DIR, 0, err);
     char moved[PATH_MAX];
     relocated_install_dir(moved, sizeof moved);
     if (st == FSDPC_OK && moved[0] && strcmp(moved, FSDPC_PLUGIN_INSTALL_DIR) != 0)
@@ -257,14 +284,18 @@ fsdpc_status fsdpc__registry_create(const char *const *extra_paths, int n_extra,
 }
 
 void fsdpc__registry_destroy(fsdpc_registry *reg) {
-  if (!reg) return;
-  for (int i = 0; i < reg->n_libs; i++) fsdpc__plugin_lib_free(reg->libs[i]);
+  if (!reg)
+    return;
+  for (int i = 0; i < reg->n_libs; i++)
+    fsdpc__plugin_lib_free(reg->libs[i]);
   for (int i = 0; i < reg->n_refused; i++) {
     free((char *)reg->refused[i].path);
     free((char *)reg->refused[i].reason);
   }
-  for (int i = 0; i < reg->n_searched; i++) free(reg->searched[i]);
-  for (int i = 0; i < reg->n_real; i++) free(reg->real_seen[i]);
+  for (int i = 0; i < reg->n_searched; i++)
+    free(reg->searched[i]);
+  for (int i = 0; i < reg->n_real; i++)
+    free(reg->real_seen[i]);
   free(reg->libs);
   free(reg->comps);
   free(reg->refused);
@@ -309,18 +340,21 @@ const fsdpc_component *fsdpc__registry_find(const fsdpc_registry *reg, int32_t k
 static fsdpc_status ask_supports(const fsdpc_component *c, const fsdpc_situation *s, char *why,
                                  size_t cap) {
   why[0] = '\0';
-  if (!s) return FSDPC_OK;
+  if (!s)
+    return FSDPC_OK;
   fsdpc__plugin_lib_take_error(c->lib, NULL, NULL, 0); /* drop stale messages */
   int32_t st = FSDPC_OK;
   switch (c->desc->kind) {
   case FSDPC_KIND_COLLECTIVES: {
     const fsdpc_collectives_v1 *v = c->vtable;
-    if (v->supports) st = v->supports(s);
+    if (v->supports)
+      st = v->supports(s);
     break;
   }
   case FSDPC_KIND_OPTIM: {
     const fsdpc_optim_v1 *v = c->vtable;
-    if (v->supports) st = v->supports(s);
+    if (v->supports)
+      st = v->supports(s);
     break;
   }
   case FSDPC_KIND_ATTENTION: {
@@ -348,8 +382,7 @@ static fsdpc_status ask_supports(const fsdpc_component *c, const fsdpc_situation
   default: /* wrap and statedict do not depend on the situation */
     break;
   }
-  if (st != FSDPC_OK &&
-      !fsdpc__plugin_lib_take_error(c->lib, NULL, why, cap))
+  if (st != FSDPC_OK && !fsdpc__plugin_lib_take_error(c->lib, NULL, why, cap))
     snprintf(why, cap, "%s", fsdpc_status_str(st));
   return st;
 }
@@ -368,11 +401,13 @@ static void list_available(const fsdpc_registry *reg, int32_t kind, char *buf, s
   size_t used = 0;
   buf[0] = '\0';
   for (int i = 0; i < reg->n_comps && used < cap; i++) {
-    if (reg->comps[i].desc->kind != kind) continue;
+    if (reg->comps[i].desc->kind != kind)
+      continue;
     used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "",
                              reg->comps[i].desc->name);
   }
-  if (!buf[0]) snprintf(buf, cap, "none");
+  if (!buf[0])
+    snprintf(buf, cap, "none");
 }
 
 static void list_searched(const fsdpc_registry *reg, char *buf, size_t cap) {
@@ -380,7 +415,8 @@ static void list_searched(const fsdpc_registry *reg, char *buf, size_t cap) {
   buf[0] = '\0';
   for (int i = 0; i < reg->n_searched && used < cap; i++)
     used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ":" : "", reg->searched[i]);
-  if (!buf[0]) snprintf(buf, cap, "(no plugin folder exists)");
+  if (!buf[0])
+    snprintf(buf, cap, "(no plugin folder exists)");
 }
 
 static fsdpc_status select_pinned(fsdpc_registry *reg, int32_t kind, const char *name,
@@ -434,17 +470,19 @@ fsdpc_status fsdpc__registry_select(fsdpc_registry *reg, int32_t kind, const cha
   int n_kind = 0;
   for (int i = 0; i < reg->n_comps; i++) {
     const fsdpc_component *c = &reg->comps[i];
-    if (c->desc->kind != kind) continue;
+    if (c->desc->kind != kind)
+      continue;
     n_kind++;
     char why[256];
     if (ask_supports(c, s, why, sizeof why) != FSDPC_OK) {
       if (used < sizeof vetoes)
-        used += (size_t)snprintf(vetoes + used, sizeof vetoes - used, "%s%s: %s",
-                                 used ? "; " : "", c->desc->name, why);
+        used += (size_t)snprintf(vetoes + used, sizeof vetoes - used, "%s%s: %s", used ? "; " : "",
+                                 c->desc->name, why);
       continue;
     }
     /* Strictly greater: on a tie the earlier one in search order wins. */
-    if (!best || c->desc->default_score > best->desc->default_score) best = c;
+    if (!best || c->desc->default_score > best->desc->default_score)
+      best = c;
   }
   if (best) {
     *out = best;

@@ -19,11 +19,11 @@ typedef struct fsdpc_registry fsdpc_registry;
 /* One loaded component. Valid until the registry is destroyed. */
 typedef struct fsdpc_component {
   const fsdpc_component_desc *desc;
-  const void *vtable;          /* fsdpc_<kind>_v1 of desc->kind */
-  const fsdpc_host_api *host;  /* the host table given to its plugin */
-  const char *path;            /* file it came from */
+  const void *vtable;         /* fsdpc_<kind>_v1 of desc->kind */
+  const fsdpc_host_api *host; /* the host table given to its plugin */
+  const char *path;           /* file it came from */
   uint32_t abi_major, abi_minor;
-  struct fsdpc_plugin_lib *lib;/* internal */
+  struct fsdpc_plugin_lib *lib; /* internal */
 } fsdpc_component;
 
 typedef struct fsdpc_refused_plugin {
@@ -41,8 +41,8 @@ enum {
    * (tests that need an exact set of plugins). */
   FSDPC_REGISTRY_ONLY_GIVEN = 1u
 };
-fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_extra,
-                                       unsigned flags, fsdpc_registry **out, fsdpc_err *err);
+fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_extra, unsigned flags,
+                                       fsdpc_registry **out, fsdpc_err *err);
 
 /* The device this process computes on, reported to plugins by the host
  * service device_info (default: CPU). */
@@ -62,19 +62,20 @@ int fsdpc__registry_refused_count(const fsdpc_registry *reg);
 const fsdpc_refused_plugin *fsdpc__registry_refused_at(const fsdpc_registry *reg, int i);
 
 /* Picks a component of kind. name pins one: if it is missing or refused,
- * this fails with the reason (never falls back). name "auto" (or NULL)
+ * or its supports() rejects s, this fails with the reason (never falls
+ * back). name "auto" (or NULL)
  * picks the highest default_score whose supports() accepts s (s may be
  * NULL). */
 fsdpc_status fsdpc__registry_select(fsdpc_registry *reg, int32_t kind, const char *name,
-                                    const fsdpc_situation *s,
-                                    const fsdpc_component **out, fsdpc_err *err);
+                                    const fsdpc_situation *s, const fsdpc_component **out,
+                                    fsdpc_err *err);
 
 /* After a plugin call returned status st != OK: copies the plugin's last
  * set_error message (or a generic one) into err, prefixed with
  * "<kind> '<name>'", and returns st. */
 fsdpc_status fsdpc__plugin_fail(const fsdpc_component *c, fsdpc_status st, fsdpc_err *err);
 
-const char *fsdpc__kind_name(int32_t kind); /* "collectives", ... */
+const char *fsdpc__kind_name(int32_t kind);      /* "collectives", ... */
 int32_t fsdpc__kind_from_name(const char *name); /* -1 if unknown */
 
 #endif

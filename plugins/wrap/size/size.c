@@ -23,7 +23,8 @@ typedef struct size_opts {
 } size_opts;
 
 static int32_t fail(int32_t st, const char *msg) {
-  if (g_host && g_host->set_error) g_host->set_error(g_host->host_ctx, st, msg);
+  if (g_host && g_host->set_error)
+    g_host->set_error(g_host->host_ctx, st, msg);
   return st;
 }
 
@@ -32,7 +33,8 @@ static int eq(const char *a, const char *b) { return a && b && strcmp(a, b) == 0
 static int32_t read_opts(const fsdpc_opts *opts, size_opts *o) {
   o->min_num_params = 100000000;
   o->separate_embedding = o->separate_lm_head = 0;
-  if (!opts) return FSDPC_OK; /* no options section: defaults */
+  if (!opts)
+    return FSDPC_OK; /* no options section: defaults */
   void *ctx = g_host->host_ctx;
   int32_t st = g_host->opt_get(ctx, opts, "min_num_params", FSDPC_OPT_INT, &o->min_num_params,
                                sizeof o->min_num_params);
@@ -55,9 +57,11 @@ static int same_block(const fsdpc_wrap_param *a, const fsdpc_wrap_param *b) {
 /* Unit already given to an earlier member of p's tie group, or NO_UNIT. */
 static uint32_t tied_unit(const fsdpc_wrap_param *params, const uint32_t *unit_of_param,
                           uint32_t i) {
-  if (params[i].tie_group < 0) return NO_UNIT;
+  if (params[i].tie_group < 0)
+    return NO_UNIT;
   for (uint32_t j = 0; j < i; j++)
-    if (params[j].tie_group == params[i].tie_group) return unit_of_param[j];
+    if (params[j].tie_group == params[i].tie_group)
+      return unit_of_param[j];
   return NO_UNIT;
 }
 
@@ -68,17 +72,19 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
                 "wrap size: params, unit_of_param and n_units must be non-NULL");
   size_opts o;
   int32_t st = read_opts(opts, &o);
-  if (st != FSDPC_OK) return st;
+  if (st != FSDPC_OK)
+    return st;
   for (uint32_t i = 0; i < n_params; i++)
     if (params[i].struct_size < offsetof(fsdpc_wrap_param, tie_group) + sizeof(int32_t))
       return fail(FSDPC_INVALID_USAGE, "wrap size: a parameter's struct_size is too small");
 
-  uint32_t next = 0;          /* next provisional unit id */
-  uint32_t open = NO_UNIT;    /* the running unit, if any */
+  uint32_t next = 0;       /* next provisional unit id */
+  uint32_t open = NO_UNIT; /* the running unit, if any */
   uint64_t open_numel = 0;
   for (uint32_t b = 0; b < n_params;) {
     uint32_t e = b + 1; /* block is [b, e) */
-    while (e < n_params && same_block(&params[b], &params[e])) e++;
+    while (e < n_params && same_block(&params[b], &params[e]))
+      e++;
     const char *type = params[b].module_type;
     int separate = (o.separate_embedding && eq(type, "embedding")) ||
                    (o.separate_lm_head && eq(type, "lm_head"));
@@ -91,16 +97,19 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
         continue;
       }
       if (separate) {
-        if (own == NO_UNIT) own = next++;
+        if (own == NO_UNIT)
+          own = next++;
         unit_of_param[i] = own;
         continue;
       }
-      if (open == NO_UNIT) open = next++, open_numel = 0;
+      if (open == NO_UNIT)
+        open = next++, open_numel = 0;
       unit_of_param[i] = open;
       added += params[i].numel;
     }
     open_numel += added;
-    if (open != NO_UNIT && open_numel >= (uint64_t)o.min_num_params) open = NO_UNIT;
+    if (open != NO_UNIT && open_numel >= (uint64_t)o.min_num_params)
+      open = NO_UNIT;
     b = e;
   }
   /* Provisional ids are already in order of creation, but a unit created
@@ -111,15 +120,19 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
   uint32_t map_len = next;
   if (map_len > 64) {
     map = g_host->alloc(g_host->host_ctx, (uint64_t)map_len * sizeof *map, 16);
-    if (!map) return fail(FSDPC_SYSTEM_ERROR, "wrap size: out of memory");
+    if (!map)
+      return fail(FSDPC_SYSTEM_ERROR, "wrap size: out of memory");
   }
-  for (uint32_t u = 0; u < map_len; u++) map[u] = NO_UNIT;
+  for (uint32_t u = 0; u < map_len; u++)
+    map[u] = NO_UNIT;
   for (uint32_t i = 0; i < n_params; i++) {
     uint32_t u = unit_of_param[i];
-    if (map[u] == NO_UNIT) map[u] = n_out++;
+    if (map[u] == NO_UNIT)
+      map[u] = n_out++;
     unit_of_param[i] = map[u];
   }
-  if (map != map_small) g_host->free(g_host->host_ctx, map);
+  if (map != map_small)
+    g_host->free(g_host->host_ctx, map);
   *n_units = n_out;
   return FSDPC_OK;
 }

@@ -21,32 +21,39 @@ typedef struct wrap_opts {
 } wrap_opts;
 
 static int32_t fail(int32_t st, const char *msg) {
-  if (g_host && g_host->set_error) g_host->set_error(g_host->host_ctx, st, msg);
+  if (g_host && g_host->set_error)
+    g_host->set_error(g_host->host_ctx, st, msg);
   return st;
 }
 
 static int eq(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
 
 static int param_class(const fsdpc_wrap_param *p, const wrap_opts *o) {
-  if (eq(p->module_type, "decoder_layer")) return CLASS_LAYER;
-  if (o->separate_embedding && eq(p->module_type, "embedding")) return CLASS_EMBEDDING;
-  if (o->separate_lm_head && eq(p->module_type, "lm_head")) return CLASS_LM_HEAD;
+  if (eq(p->module_type, "decoder_layer"))
+    return CLASS_LAYER;
+  if (o->separate_embedding && eq(p->module_type, "embedding"))
+    return CLASS_EMBEDDING;
+  if (o->separate_lm_head && eq(p->module_type, "lm_head"))
+    return CLASS_LM_HEAD;
   return CLASS_ROOT;
 }
 
 /* Two parameters of decoder layers share a unit when they share a layer:
  * by module name, or by layer index when the module is not named. */
 static int same_layer(const fsdpc_wrap_param *a, const fsdpc_wrap_param *b) {
-  if (a->module && b->module) return strcmp(a->module, b->module) == 0;
+  if (a->module && b->module)
+    return strcmp(a->module, b->module) == 0;
   return a->layer == b->layer;
 }
 
 static int32_t read_opts(const fsdpc_opts *opts, wrap_opts *o) {
   o->separate_embedding = o->separate_lm_head = 0;
-  if (!opts) return FSDPC_OK; /* no options section: defaults */
+  if (!opts)
+    return FSDPC_OK; /* no options section: defaults */
   int32_t st = g_host->opt_get(g_host->host_ctx, opts, "separate_embedding", FSDPC_OPT_BOOL,
                                &o->separate_embedding, sizeof o->separate_embedding);
-  if (st != FSDPC_OK) return st;
+  if (st != FSDPC_OK)
+    return st;
   return g_host->opt_get(g_host->host_ctx, opts, "separate_lm_head", FSDPC_OPT_BOOL,
                          &o->separate_lm_head, sizeof o->separate_lm_head);
 }
@@ -58,7 +65,8 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
                                      "must be non-NULL");
   wrap_opts o;
   int32_t st = read_opts(opts, &o);
-  if (st != FSDPC_OK) return st;
+  if (st != FSDPC_OK)
+    return st;
   for (uint32_t i = 0; i < n_params; i++) {
     if (params[i].struct_size < offsetof(fsdpc_wrap_param, tie_group) + sizeof(int32_t))
       return fail(FSDPC_INVALID_USAGE, "wrap transformer: a parameter's struct_size is too small");
@@ -75,14 +83,17 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
     int found = 0;
     if (p->tie_group >= 0) {
       for (uint32_t j = 0; j < i && !found; j++)
-        if (params[j].tie_group == p->tie_group) leader = unit_of_param[j], found = 1;
+        if (params[j].tie_group == p->tie_group)
+          leader = unit_of_param[j], found = 1;
     }
     int cls = param_class(p, &o);
     for (uint32_t j = 0; j < i && !found; j++) {
       /* Only leaders are compared: unit_of_param[j] == j marks one. A tied
        * parameter moved elsewhere is not a leader for its own class. */
-      if (unit_of_param[j] != j || param_class(&params[j], &o) != cls) continue;
-      if (cls == CLASS_LAYER && !same_layer(&params[j], p)) continue;
+      if (unit_of_param[j] != j || param_class(&params[j], &o) != cls)
+        continue;
+      if (cls == CLASS_LAYER && !same_layer(&params[j], p))
+        continue;
       leader = j;
       found = 1;
     }

@@ -29,7 +29,8 @@ static int32_t create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
     return FSDPC_INVALID_USAGE;
   }
   fsdpc_optimizer *o = g_host->alloc(g_host->host_ctx, sizeof *o, 64);
-  if (!o) return FSDPC_SYSTEM_ERROR;
+  if (!o)
+    return FSDPC_SYSTEM_ERROR;
   fsdpc_device_info info = {.struct_size = sizeof info};
   int32_t st = g_host->device_info(g_host->host_ctx, &info);
   if (st != FSDPC_OK) {
@@ -61,7 +62,6 @@ static int32_t step(fsdpc_optimizer *o, const fsdpc_optim_tensor *t, uint32_t n,
                                            (t[k].decay ? o->weight_decay * t[k].param[i] : 0)));
   return FSDPC_OK;
 }
-
 
 static const fsdpc_optim_v1 good_vt = {
     .struct_size = sizeof(fsdpc_optim_v1),

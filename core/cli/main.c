@@ -2,13 +2,39 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commands.h"
 #include "fsdpc/fsdpc.h"
+
+typedef struct command {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *help;
+} command;
+
+static const command commands[] = {
+    {"plugins", fsdpc__cmd_plugins, "list plugins and show what each offers"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: fsdpc <command> [args]   (fsdpc <command> --help for details)\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
 
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
     printf("fsdpc %s\n", fsdpc_version());
     return 0;
   }
-  fprintf(stderr, "usage: fsdpc <command> [args]\n");
+  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    usage(stdout);
+    return 0;
+  }
+  for (size_t i = 0; argc >= 2 && i < sizeof commands / sizeof commands[0]; i++)
+    if (strcmp(argv[1], commands[i].name) == 0)
+      return commands[i].run(argc - 1, argv + 1);
+  if (argc >= 2)
+    fprintf(stderr, "fsdpc: unknown command '%s'\n", argv[1]);
+  usage(stderr);
   return 2;
 }

@@ -1,0 +1,138 @@
+/* A valid test plugin with two optim components:
+ *   test-good   score 10, no supports(): accepts every situation
+ *   test-picky  score 90, supports() accepts only the CPU (vetoes CUDA with
+ *               a set_error reason)
+ * Both do plain SGD so that create/step can be exercised through the host. */
+#include <string.h>
+
+#include "fsdpc/plugin.h"
+
+static const fsdpc_host_api *g_host;
+
+struct fsdpc_optimizer {
+  double weight_decay;
+  int32_t num_threads; /* from host device_info, checked by the test */
+};
+
+static int32_t picky_supports(const fsdpc_situation *s) {
+  if (s->device != FSDPC_DEVICE_CPU) {
+    g_host->set_error(g_host->host_ctx, FSDPC_UNSUPPORTED, "test-picky runs on the CPU only");
+    return FSDPC_UNSUPPORTED;
+  }
+  return FSDPC_OK;
+}
+
+static int32_t create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
+  if (init->weight_decay < 0) {
+    g_host->set_error(g_host->host_ctx, FSDPC_INVALID_USAGE,
+                      "weight_decay must be >= 0 (set optim.weight_decay)");
+    return FSDPC_INVALID_USAGE;
+  }
+  fsdpc_optimizer *o = g_host->alloc(g_host->host_ctx, sizeof *o, 64);
+  if (!o)
+    return FSDPC_SYSTEM_ERROR;
+  fsdpc_device_info info = {.struct_size = sizeof info};
+  int32_t st = g_host->device_info(g_host->host_ctx, &info);
+  if (st != FSDPC_OK) {
+    g_host->free(g_host->host_ctx, o);
+    return st;
+  }
+  o->weight_decay = init->weight_decay;
+  o->num_threads = info.num_threads;
+  g_host->log(g_host->host_ctx, FSDPC_LOG_DEBUG, "created");
+  *out = o;
+  return FSDPC_OK;
+}
+
+static void destroy(fsdpc_optimizer *o) { g_host->free(g_host->host_ctx, o); }
+
+static uint32_t n_slots(const fsdpc_optimizer *o) { return 0; }
+
+static const char *slot_name(const fsdpc_optimizer *o, uint32_t i) { return NULL; }
+
+static int32_t init_state(fsdpc_optimizer *o, float *state, uint64_t n, int32_t dev, void *s) {
+  return FSDPC_OK;
+}
+
+static int32_t step(fsdpc_optimizer *o, const fsdpc_optim_tensor *t, uint32_t n,
+                    const fsdpc_optim_step_info *info) {
+  for (uint32_t k = 0; k < n; k++)
+    for (uint64_t i = 0; i < t[k].numel; i++)
+      t[k].param[i] -= (float)(info->lr * (info->grad_scale * t[k].grad[i] +
+                                           (t[k].decay ? o->weight_decay * t[k].param[i] : 0)));
+  return FSDPC_OK;
+}
+
+static const fsdpc_optim_v1 good_vt = {
+    .struct_size = sizeof(fsdpc_optim_v1),
+    .supports = NULL,
+    .create = create,
+    .destroy = destroy,
+    .n_slots = n_slots,
+    .slot_name = slot_name,
+    .init_state = init_state,
+    .step = step,
+};
+static const fsdpc_optim_v1 picky_vt = {
+    .struct_size = sizeof(fsdpc_optim_v1),
+    .supports = picky_supports,
+    .create = create,
+    .destroy = destroy,
+    .n_slots = n_slots,
+    .slot_name = slot_name,
+    .init_state = init_state,
+    .step = step,
+};
+
+static const fsdpc_option_desc opt_flag = {
+    .struct_size = sizeof(fsdpc_option_desc),
+    .key = "flag",
+    .type = FSDPC_OPT_INT,
+    .default_value = "7",
+    .min = 0,
+    .max = 10,
+    .help = "a test option",
+};
+static const fsdpc_option_desc *const options[] = {&opt_flag};
+
+static const fsdpc_component_desc good = {
+    .struct_size = sizeof(fsdpc_component_desc),
+    .kind = FSDPC_KIND_OPTIM,
+    .name = "test-good",
+    .version = "0.1.0",
+    .iface_version = 1,
+    .default_score = 10,
+    .description = "test: plain SGD",
+    .capabilities = "cpu",
+    .options = options,
+    .n_options = 1,
+    .vtable = &good_vt,
+};
+static const fsdpc_component_desc picky = {
+    .struct_size = sizeof(fsdpc_component_desc),
+    .kind = FSDPC_KIND_OPTIM,
+    .name = "test-picky",
+    .version = "0.1.0",
+    .iface_version = 1,
+    .default_score = 90,
+    .description = "test: plain SGD, CPU only",
+    .capabilities = "cpu only",
+    .vtable = &picky_vt,
+};
+static const fsdpc_component_desc *const components[] = {&good, &picky};
+
+static const fsdpc_plugin_desc plugin = {
+    .struct_size = sizeof(fsdpc_plugin_desc),
+    .abi_major = FSDPC_PLUGIN_ABI_MAJOR,
+    .abi_minor = FSDPC_PLUGIN_ABI_MINOR,
+    .name = "test-good",
+    .components = components,
+    .n_components = 2,
+};
+
+FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
+                                                  const fsdpc_plugin_desc **out) {
+  g_host = host;
+  *out = &plugin;
+  return FSDPC_OK;
+}

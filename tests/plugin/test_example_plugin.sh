@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# The out-of-tree example: install fsdpc to a temporary prefix, build
+# examples/out_of_tree_plugin against the INSTALLED header through
+# pkg-config (no access to the source tree's headers), check its numerics,
+# and check that the installed fsdpc lists and describes it.
+set -eu
+: "${FSDPC_SOURCE_DIR:?}" "${FSDPC_BINARY_DIR:?}"
+tmp=$(mktemp -d /tmp/fsdpc-example-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+cmake --install "$FSDPC_BINARY_DIR" --prefix "$tmp/prefix" >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log"; fail "cmake --install"; }
+pc=$(find "$tmp/prefix" -name fsdpc.pc | head -n 1)
+[ -n "$pc" ] || fail "fsdpc.pc was not installed"
+export PKG_CONFIG_PATH=$(dirname "$pc")
+cflags=$(pkg-config --cflags fsdpc | xargs)
+[ "$(realpath "${cflags#-I}")" = "$(realpath "$tmp/prefix/include")" ] ||
+  fail "pkg-config --cflags fsdpc gives '$cflags', not the temporary prefix"
+[ -f "$tmp/prefix/include/fsdpc/plugin.h" ] || fail "plugin.h not installed"
+
+# A copy, as a third party would have it: nothing of the fsdpc tree around.
+cp -r "$FSDPC_SOURCE_DIR/examples/out_of_tree_plugin" "$tmp/lion"
+make -C "$tmp/lion" >"$tmp/make.log" 2>&1 || { cat "$tmp/make.log"; fail "make"; }
+grep -q "core/include" "$tmp/make.log" && fail "the example used the source tree's headers"
+so=$tmp/lion/libfsdpc-optim-lion.so
+[ -f "$so" ] || fail "no $so"
+exported=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}')
+[ "$exported" = "fsdpc_plugin_entry_v1" ] || fail "exports '$exported', want only the entry point"
+
+cc $cflags -o "$tmp/lion_check" "$FSDPC_SOURCE_DIR/tests/plugin/lion_check.c" -ldl -lm
+"$tmp/lion_check" "$so"
+
+bin=$tmp/prefix/bin/fsdpc
+out=$(FSDPC_PLUGIN_PATH= "$bin" plugins list --path "$tmp/lion" 2>&1) || fail "plugins list: $out"
+grep -qE "^optim +lion +0\.1\.0 +1\.0 +5 +$so " <<<"$out" || { echo "$out"; fail "lion not listed"; }
+# The moved installation searches its own plugin folder.
+grep -q "searched:.* $(realpath "$tmp/prefix")/lib.*/fsdpc/plugins" <<<"$(
+  cd / && FSDPC_PLUGIN_PATH= "$bin" plugins list)" || fail "installed plugin folder not searched"
+out=$("$bin" plugins info optim/lion --path "$tmp/lion" 2>&1) || fail "plugins info: $out"
+grep -q "description:  Lion" <<<"$out" || { echo "$out"; fail "info lacks the description"; }
+grep -qE "beta2 +float +0\.99 +\[0, 1\]" <<<"$out" || { echo "$out"; fail "info lacks beta2"; }
+# `make install` puts it where the installed fsdpc finds it without --path.
+make -C "$tmp/lion" install >/dev/null
+out=$(FSDPC_PLUGIN_PATH= "$bin" plugins info lion 2>&1) || fail "installed lion not found: $out"
+echo "example plugin: ok"

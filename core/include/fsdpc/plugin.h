@@ -315,8 +315,9 @@ typedef struct fsdpc_attention_v1 {
 
 /* ====================================================================== */
 /* Kind: optim. Updates one rank's fp32 master shard in place.              */
-/* State is n_slots planes of fp32, each `numel` long, element-aligned with */
-/* the parameter, so checkpoints can be resharded element-wise.             */
+/* State is n_slots planes of fp32 (plane s of a tensor starts at           */
+/* state + s * stride), element-aligned with the parameter, so checkpoints  */
+/* can be resharded element-wise.                                           */
 /* ====================================================================== */
 
 typedef struct fsdpc_optimizer fsdpc_optimizer; /* plugin-defined */

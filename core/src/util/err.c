@@ -42,13 +42,20 @@ fsdpc_status fsdpc__fail(fsdpc_err *err, fsdpc_status status, const char *fmt,
 
 fsdpc_status fsdpc__err_prefix(fsdpc_err *err, const char *fmt, ...) {
   if (!err) return FSDPC_INTERNAL_ERROR;
-  char prefix[512], old[sizeof err->msg];
+  char prefix[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
-  memcpy(old, err->msg, sizeof old);
-  snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+  /* msg = prefix ": " msg, truncated to the buffer. */
+  size_t np = strlen(prefix), nm = strnlen(err->msg, sizeof err->msg - 1), cap = sizeof err->msg;
+  if (np + 2 >= cap) np = cap - 3;
+  if (np + 2 + nm >= cap) nm = cap - 1 - np - 2;
+  memmove(err->msg + np + 2, err->msg, nm);
+  memcpy(err->msg, prefix, np);
+  err->msg[np] = ':';
+  err->msg[np + 1] = ' ';
+  err->msg[np + 2 + nm] = '\0';
   return err->status;
 }
 

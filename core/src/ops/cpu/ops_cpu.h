@@ -62,7 +62,7 @@ void fsdpc__cpu_matmul_bwd(float *dinp,         // (N, C) =, or NULL
  * for i < HD/2, with c = cos[pos][i], s = sin[pos][i]:
  *   y[i]        = x[i] * c - x[i + HD/2] * s
  *   y[i + HD/2] = x[i + HD/2] * c + x[i] * s
- * cos/sin tables come from fsdpc__rope_tables (model/rope_table.c). */
+ * cos/sin tables come from fsdpc__rope_tables (rope_table.c, below). */
 void fsdpc__cpu_rope_fwd(float *x,            // (N, H, HD) in place
                          const float *cos,    // (maxT, HD/2)
                          const float *sin,    // (maxT, HD/2)
@@ -72,6 +72,20 @@ void fsdpc__cpu_rope_fwd(float *x,            // (N, H, HD) in place
 void fsdpc__cpu_rope_bwd(float *dx,           // (N, H, HD) in place
                          const float *cos, const float *sin,
                          const int32_t *pos, int N, int H, int HD);
+
+/* ---- rope_table.c ----
+ * cos/sin tables for positions 0..maxT-1: angle[t][i] = t * inv_freq[i] with
+ * inv_freq[i] = theta^(-2i/HD), i < HD/2 (HD must be even). When
+ * scaling_llama3 is non-zero, inv_freq is rescaled exactly as Hugging Face's
+ * _compute_llama3_parameters (rope_type "llama3"): wavelengths longer than
+ * original_max_pos/low_freq_factor are divided by factor, shorter than
+ * original_max_pos/high_freq_factor are kept, and the band between is
+ * interpolated. Angles are computed in double, stored as float. */
+void fsdpc__rope_tables(float *cos, // (maxT, HD/2)
+                        float *sin, // (maxT, HD/2)
+                        int maxT, int HD, double theta, int scaling_llama3,
+                        double factor, double low_freq_factor,
+                        double high_freq_factor, int original_max_pos);
 
 /* ---- swiglu.c ---- out = silu(gate) * up */
 void fsdpc__cpu_swiglu_fwd(float *out,        // (N, F)

@@ -83,7 +83,8 @@ static inline int allowed(int causal, const int32_t *doc, int i, int j) {
 
 static float dot(const float *a, const float *b, int n) {
   float s = 0.0f;
-  for (int d = 0; d < n; d++) s += a[d] * b[d];
+  for (int d = 0; d < n; d++)
+    s += a[d] * b[d];
   return s;
 }
 
@@ -94,15 +95,17 @@ static int32_t naive_supports(const fsdpc_attn_shape *shape) {
   return st == FSDPC_OK ? FSDPC_OK : FSDPC_UNSUPPORTED;
 }
 
-static int32_t naive_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s,
-                           fsdpc_attn_sizes *out) {
+static int32_t naive_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc_attn_sizes *out) {
   int32_t st = check_shape(s);
-  if (st != FSDPC_OK) return st;
-  if (out == NULL) return fail(FSDPC_INVALID_USAGE, "attention naive: sizes() out is NULL");
+  if (st != FSDPC_OK)
+    return st;
+  if (out == NULL)
+    return fail(FSDPC_INVALID_USAGE, "attention naive: sizes() out is NULL");
   uint64_t B = (uint64_t)s->B, T = (uint64_t)s->T;
   if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, saved_bytes))
     out->saved_bytes = B * (uint64_t)s->NH * T * T * sizeof(float);
-  if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, fwd_workspace)) out->fwd_workspace = 0;
+  if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, fwd_workspace))
+    out->fwd_workspace = 0;
   /* One row of dP per (b, kv head) task. */
   if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, bwd_workspace))
     out->bwd_workspace = B * (uint64_t)s->KVH * T * sizeof(float);
@@ -113,7 +116,8 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
                              const void *k_, const void *v_, void *out_, void *saved_,
                              void *workspace, void *stream) {
   int32_t st = check_shape(s);
-  if (st != FSDPC_OK) return st;
+  if (st != FSDPC_OK)
+    return st;
   if (q_ == NULL || k_ == NULL || v_ == NULL || out_ == NULL || saved_ == NULL)
     return fail(FSDPC_INVALID_USAGE, "attention naive: forward got a NULL q, k, v, out or saved");
   const float *q = q_;   // (B, T, NH, HD)
@@ -137,7 +141,8 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
         float *prow = P + (size_t)i * T;
         float mx = -INFINITY;
         for (int j = 0; j < T; j++) {
-          if (!allowed(causal, doc, i, j)) continue;
+          if (!allowed(causal, doc, i, j))
+            continue;
           const float *kj = k + (((size_t)b * T + j) * KVH + g) * HD;
           prow[j] = scale * dot(qi, kj, HD);
           mx = prow[j] > mx ? prow[j] : mx;
@@ -153,12 +158,15 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
         }
         const float inv = (float)(1.0 / sum);
         float *oi = out + (((size_t)b * T + i) * NH + h) * HD;
-        for (int d = 0; d < HD; d++) oi[d] = 0.0f;
+        for (int d = 0; d < HD; d++)
+          oi[d] = 0.0f;
         for (int j = 0; j < T; j++) {
           prow[j] *= inv;
-          if (prow[j] == 0.0f) continue;
+          if (prow[j] == 0.0f)
+            continue;
           const float *vj = v + (((size_t)b * T + j) * KVH + g) * HD;
-          for (int d = 0; d < HD; d++) oi[d] += prow[j] * vj[d];
+          for (int d = 0; d < HD; d++)
+            oi[d] += prow[j] * vj[d];
         }
       }
     }
@@ -167,11 +175,12 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
 }
 
 static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, const void *q_,
-                              const void *k_, const void *v_, const void *out_,
-                              const void *dout_, const void *saved_, void *dq_, void *dk_,
-                              void *dv_, void *workspace, void *stream) {
+                              const void *k_, const void *v_, const void *out_, const void *dout_,
+                              const void *saved_, void *dq_, void *dk_, void *dv_, void *workspace,
+                              void *stream) {
   int32_t st = check_shape(s);
-  if (st != FSDPC_OK) return st;
+  if (st != FSDPC_OK)
+    return st;
   if (q_ == NULL || k_ == NULL || v_ == NULL || dout_ == NULL || saved_ == NULL || dq_ == NULL ||
       dk_ == NULL || dv_ == NULL)
     return fail(FSDPC_INVALID_USAGE,
@@ -179,15 +188,15 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
   if (workspace == NULL)
     return fail(FSDPC_INVALID_USAGE,
                 "attention naive: backward needs a workspace of sizes().bwd_workspace bytes");
-  const float *q = q_;       // (B, T, NH, HD)
-  const float *k = k_;       // (B, T, KVH, HD)
-  const float *v = v_;       // (B, T, KVH, HD)
-  const float *dout = dout_; // (B, T, NH, HD)
+  const float *q = q_;         // (B, T, NH, HD)
+  const float *k = k_;         // (B, T, KVH, HD)
+  const float *v = v_;         // (B, T, KVH, HD)
+  const float *dout = dout_;   // (B, T, NH, HD)
   const float *saved = saved_; // (B, NH, T, T)
-  float *dq = dq_;           // (B, T, NH, HD)
-  float *dk = dk_;           // (B, T, KVH, HD)
-  float *dv = dv_;           // (B, T, KVH, HD)
-  float *ws = workspace;     // (B, KVH, T)
+  float *dq = dq_;             // (B, T, NH, HD)
+  float *dk = dk_;             // (B, T, KVH, HD)
+  float *dv = dv_;             // (B, T, KVH, HD)
+  float *ws = workspace;       // (B, KVH, T)
   const int B = s->B, T = s->T, NH = s->NH, KVH = s->KVH, HD = s->HD, causal = s->causal;
   const int rep = NH / KVH;
   const float scale = s->scale;
@@ -214,14 +223,17 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
           const float *prow = P + (size_t)i * T;
           double D = 0.0;
           for (int j = 0; j < T; j++) {
-            if (!allowed(causal, doc, i, j)) continue;
+            if (!allowed(causal, doc, i, j))
+              continue;
             const float *vj = v + (((size_t)b * T + j) * KVH + g) * HD;
             dp[j] = dot(doi, vj, HD);
             D += (double)prow[j] * dp[j];
           }
-          for (int d = 0; d < HD; d++) dqi[d] = 0.0f;
+          for (int d = 0; d < HD; d++)
+            dqi[d] = 0.0f;
           for (int j = 0; j < T; j++) {
-            if (!allowed(causal, doc, i, j)) continue;
+            if (!allowed(causal, doc, i, j))
+              continue;
             size_t ko = (((size_t)b * T + j) * KVH + g) * HD;
             const float *kj = k + ko;
             float *dkj = dk + ko, *dvj = dv + ko;
@@ -279,7 +291,8 @@ static const fsdpc_plugin_desc naive_plugin = {
 
 FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out) {
-  if (out == NULL) return FSDPC_INVALID_USAGE;
+  if (out == NULL)
+    return FSDPC_INVALID_USAGE;
   g_host = host;
   if (host != NULL && host->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
     return fail(FSDPC_UNSUPPORTED, "attention naive: built for plugin ABI %d, host speaks %u",

@@ -25,13 +25,16 @@ enum { IGNORE_INDEX = -100, MAX_PARTIALS = 256 };
  * grad_scale * (softmax - onehot). */
 static double xent_row(float *logits, int label, int V, float grad_scale, int want_grad) {
   float mx = logits[0];
-  for (int v = 1; v < V; v++) mx = logits[v] > mx ? logits[v] : mx;
+  for (int v = 1; v < V; v++)
+    mx = logits[v] > mx ? logits[v] : mx;
   double sum = 0.0;
-  for (int v = 0; v < V; v++) sum += exp((double)logits[v] - mx);
+  for (int v = 0; v < V; v++)
+    sum += exp((double)logits[v] - mx);
   double lse = (double)mx + log(sum);
   double loss = lse - (double)logits[label];
   if (want_grad) {
-    for (int v = 0; v < V; v++) logits[v] = (float)(grad_scale * exp((double)logits[v] - lse));
+    for (int v = 0; v < V; v++)
+      logits[v] = (float)(grad_scale * exp((double)logits[v] - lse));
     logits[label] -= grad_scale;
   }
   return loss;
@@ -43,12 +46,13 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
                             const float *x,        // (N, C) final-norm output
                             const float *weight,   // (V, C) lm_head
                             const int32_t *labels, // (N)
-                            int N, int C, int V, float grad_scale,
-                            int chunk_rows, float *scratch /* (chunk_rows, V) */) {
+                            int N, int C, int V, float grad_scale, int chunk_rows,
+                            float *scratch /* (chunk_rows, V) */) {
   double total = 0.0;
   int64_t counted = 0;
   int want_grad = dx != NULL || dweight != NULL;
-  if (chunk_rows < 1) chunk_rows = 1;
+  if (chunk_rows < 1)
+    chunk_rows = 1;
   for (int r0 = 0; r0 < N && V > 0; r0 += chunk_rows) {
     int R = N - r0 < chunk_rows ? N - r0 : chunk_rows;
     const float *xc = x + (size_t)r0 * C;
@@ -58,8 +62,10 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
     double partial[MAX_PARTIALS] = {0};
     int64_t npartial[MAX_PARTIALS] = {0};
     int nt = omp_get_max_threads();
-    if (nt > MAX_PARTIALS) nt = MAX_PARTIALS;
-    if (nt > R) nt = R;
+    if (nt > MAX_PARTIALS)
+      nt = MAX_PARTIALS;
+    if (nt > R)
+      nt = R;
 #pragma omp parallel num_threads(nt)
     {
       int t = omp_get_thread_num(), k = omp_get_num_threads();
@@ -70,7 +76,8 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
         float *row = scratch + (size_t)r * V;
         int label = lc[r];
         if (label < 0 || label >= V) { /* ignore_index (or invalid): no loss, no grad */
-          if (want_grad) memset(row, 0, (size_t)V * sizeof(float));
+          if (want_grad)
+            memset(row, 0, (size_t)V * sizeof(float));
           continue;
         }
         s += xent_row(row, label, V, grad_scale, want_grad);
@@ -94,7 +101,8 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
                   dweight, C);
     }
   }
-  if (V <= 0 && dx != NULL) memset(dx, 0, (size_t)N * C * sizeof(float));
+  if (V <= 0 && dx != NULL)
+    memset(dx, 0, (size_t)N * C * sizeof(float));
   *loss_sum = total;
   *count = counted;
 }

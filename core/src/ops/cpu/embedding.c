@@ -33,7 +33,8 @@ void fsdpc__cpu_embedding_bwd(float *dwte,           // (V, C) +=
     for (int n = 0; n < N; n++) {
       float *dst = dwte + (size_t)tokens[n] * C;
       const float *src = dout + (size_t)n * C;
-      for (int c = c0; c < c1; c++) dst[c] += src[c];
+      for (int c = c0; c < c1; c++)
+        dst[c] += src[c];
     }
   }
 }

@@ -10,13 +10,14 @@ void fsdpc__cpu_matmul_fwd(float *out,          // (N, OC)
                            const float *inp,    // (N, C)
                            const float *weight, // (OC, C)
                            int N, int C, int OC) {
-  if (N <= 0 || OC <= 0) return;
+  if (N <= 0 || OC <= 0)
+    return;
   if (C <= 0) { /* an empty sum; BLAS is not asked to handle K = 0 */
     memset(out, 0, (size_t)N * OC * sizeof(float));
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f,
-              out, OC);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out,
+              OC);
 }
 
 void fsdpc__cpu_matmul_bwd(float *dinp,         // (N, C) =, or NULL
@@ -25,9 +26,11 @@ void fsdpc__cpu_matmul_bwd(float *dinp,         // (N, C) =, or NULL
                            const float *inp,    // (N, C)
                            const float *weight, // (OC, C)
                            int N, int C, int OC) {
-  if (N <= 0 || C <= 0) return;
+  if (N <= 0 || C <= 0)
+    return;
   if (OC <= 0) {
-    if (dinp != NULL) memset(dinp, 0, (size_t)N * C * sizeof(float));
+    if (dinp != NULL)
+      memset(dinp, 0, (size_t)N * C * sizeof(float));
     return;
   }
   if (dinp != NULL) {

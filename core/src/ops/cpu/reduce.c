@@ -14,22 +14,27 @@ enum { MAX_PARTIALS = 256 };
 double fsdpc__cpu_sumsq(const float *x, size_t n) {
   double partial[MAX_PARTIALS] = {0};
   int nt = omp_get_max_threads();
-  if (nt > MAX_PARTIALS) nt = MAX_PARTIALS;
-  if ((size_t)nt > n / 4096 + 1) nt = (int)(n / 4096 + 1); /* small inputs: fewer threads */
+  if (nt > MAX_PARTIALS)
+    nt = MAX_PARTIALS;
+  if ((size_t)nt > n / 4096 + 1)
+    nt = (int)(n / 4096 + 1); /* small inputs: fewer threads */
 #pragma omp parallel num_threads(nt)
   {
     int t = omp_get_thread_num(), k = omp_get_num_threads();
     size_t lo = n * t / k, hi = n * (t + 1) / k;
     double s = 0.0;
-    for (size_t i = lo; i < hi; i++) s += (double)x[i] * x[i];
+    for (size_t i = lo; i < hi; i++)
+      s += (double)x[i] * x[i];
     partial[t] = s;
   }
   double total = 0.0;
-  for (int t = 0; t < nt; t++) total += partial[t];
+  for (int t = 0; t < nt; t++)
+    total += partial[t];
   return total;
 }
 
 void fsdpc__cpu_scale(float *x, float s, size_t n) {
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; i++) x[i] *= s;
+  for (size_t i = 0; i < n; i++)
+    x[i] *= s;
 }

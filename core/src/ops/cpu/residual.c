@@ -3,10 +3,12 @@
 
 void fsdpc__cpu_add(float *out, const float *a, const float *b, size_t n) {
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+  for (size_t i = 0; i < n; i++)
+    out[i] = a[i] + b[i];
 }
 
 void fsdpc__cpu_add_inplace(float *y, const float *x, size_t n) {
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; i++) y[i] += x[i];
+  for (size_t i = 0; i < n; i++)
+    y[i] += x[i];
 }

@@ -17,11 +17,13 @@ void fsdpc__cpu_rmsnorm_fwd(float *out,          // (N, C)
     const float *x = inp + (size_t)n * C;
     float *y = out + (size_t)n * C;
     double ss = 0.0;
-    for (int c = 0; c < C; c++) ss += (double)x[c] * x[c];
+    for (int c = 0; c < C; c++)
+      ss += (double)x[c] * x[c];
     float r = (float)(1.0 / sqrt(ss / C + (double)eps));
     rstd[n] = r;
     /* HF multiplies x by rstd first, then by weight; keep that rounding. */
-    for (int c = 0; c < C; c++) y[c] = weight[c] * (x[c] * r);
+    for (int c = 0; c < C; c++)
+      y[c] = weight[c] * (x[c] * r);
   }
 }
 
@@ -42,9 +44,11 @@ void fsdpc__cpu_rmsnorm_bwd(float *dinp,         // (N, C) =
     float *dx = dinp + (size_t)n * C;
     double r = rstd[n];
     double dot = 0.0;
-    for (int c = 0; c < C; c++) dot += (double)dy[c] * weight[c] * x[c];
+    for (int c = 0; c < C; c++)
+      dot += (double)dy[c] * weight[c] * x[c];
     double k = r * r * r * dot / C;
-    for (int c = 0; c < C; c++) dx[c] = (float)(r * weight[c] * dy[c] - k * x[c]);
+    for (int c = 0; c < C; c++)
+      dx[c] = (float)(r * weight[c] * dy[c] - k * x[c]);
   }
   /* dweight sums over rows: split columns across threads so that nothing
    * races and the order of additions is fixed. */
@@ -59,8 +63,10 @@ void fsdpc__cpu_rmsnorm_bwd(float *dinp,         // (N, C) =
       const float *x = inp + (size_t)n * C;
       const float *dy = dout + (size_t)n * C;
       float r = rstd[n];
-      for (int c = c0; c < c1; c++) acc[c - c0] += (double)dy[c] * (x[c] * r);
+      for (int c = c0; c < c1; c++)
+        acc[c - c0] += (double)dy[c] * (x[c] * r);
     }
-    for (int c = c0; c < c1; c++) dweight[c] += (float)acc[c - c0];
+    for (int c = c0; c < c1; c++)
+      dweight[c] += (float)acc[c - c0];
   }
 }

@@ -7,10 +7,10 @@
 /* Rotates every head of every row by +angle (sign = 1) or -angle (sign = -1).
  * The backward of a rotation is its transpose, which is the rotation by the
  * opposite angle, so one routine serves both directions. */
-static void rope_rotate(float *x,            // (N, H, HD) in place
-                        const float *cos,    // (maxT, HD/2)
-                        const float *sin,    // (maxT, HD/2)
-                        const int32_t *pos,  // (N)
+static void rope_rotate(float *x,           // (N, H, HD) in place
+                        const float *cos,   // (maxT, HD/2)
+                        const float *sin,   // (maxT, HD/2)
+                        const int32_t *pos, // (N)
                         int N, int H, int HD, float sign) {
   int half = HD / 2;
 #pragma omp parallel for schedule(static)
@@ -28,17 +28,17 @@ static void rope_rotate(float *x,            // (N, H, HD) in place
   }
 }
 
-void fsdpc__cpu_rope_fwd(float *x,            // (N, H, HD) in place
-                         const float *cos,    // (maxT, HD/2)
-                         const float *sin,    // (maxT, HD/2)
-                         const int32_t *pos,  // (N)
+void fsdpc__cpu_rope_fwd(float *x,           // (N, H, HD) in place
+                         const float *cos,   // (maxT, HD/2)
+                         const float *sin,   // (maxT, HD/2)
+                         const int32_t *pos, // (N)
                          int N, int H, int HD) {
   rope_rotate(x, cos, sin, pos, N, H, HD, 1.0f);
 }
 
 /* dx[i] = dy[i] c + dy[i + HD/2] s;  dx[i + HD/2] = dy[i + HD/2] c - dy[i] s */
-void fsdpc__cpu_rope_bwd(float *dx,           // (N, H, HD) in place
-                         const float *cos, const float *sin,
-                         const int32_t *pos, int N, int H, int HD) {
+void fsdpc__cpu_rope_bwd(float *dx, // (N, H, HD) in place
+                         const float *cos, const float *sin, const int32_t *pos, int N, int H,
+                         int HD) {
   rope_rotate(dx, cos, sin, pos, N, H, HD, -1.0f);
 }

@@ -17,25 +17,27 @@ static double llama3_scale(double inv_freq, double factor, double low_freq_facto
   double low_freq_wavelen = old_ctx / low_freq_factor;
   double high_freq_wavelen = old_ctx / high_freq_factor;
   double wavelen = 2.0 * M_PI / inv_freq;
-  if (wavelen > low_freq_wavelen) return inv_freq / factor;
-  if (wavelen < high_freq_wavelen) return inv_freq;
+  if (wavelen > low_freq_wavelen)
+    return inv_freq / factor;
+  if (wavelen < high_freq_wavelen)
+    return inv_freq;
   double smooth = (old_ctx / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
   return (1.0 - smooth) * inv_freq / factor + smooth * inv_freq;
 }
 
 void fsdpc__rope_tables(float *cos_out, // (maxT, HD/2)
                         float *sin_out, // (maxT, HD/2)
-                        int maxT, int HD, double theta, int scaling_llama3,
-                        double factor, double low_freq_factor,
-                        double high_freq_factor, int original_max_pos) {
+                        int maxT, int HD, double theta, int scaling_llama3, double factor,
+                        double low_freq_factor, double high_freq_factor, int original_max_pos) {
   int half = HD / 2;
-  if (half <= 0 || maxT <= 0) return;
+  if (half <= 0 || maxT <= 0)
+    return;
   double inv_freq[half];
   for (int i = 0; i < half; i++) {
     inv_freq[i] = pow(theta, -(2.0 * i) / HD);
     if (scaling_llama3) {
-      inv_freq[i] = llama3_scale(inv_freq[i], factor, low_freq_factor, high_freq_factor,
-                                 original_max_pos);
+      inv_freq[i] =
+          llama3_scale(inv_freq[i], factor, low_freq_factor, high_freq_factor, original_max_pos);
     }
   }
 #pragma omp parallel for schedule(static)

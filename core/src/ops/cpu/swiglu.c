@@ -4,7 +4,9 @@
 
 #include "ops/cpu/ops_cpu.h"
 
-static inline float sigmoidf(float g) { return 1.0f / (1.0f + expf(-g)); }
+static inline float sigmoidf(float g) {
+  return 1.0f / (1.0f + expf(-g));
+}
 
 void fsdpc__cpu_swiglu_fwd(float *out,        // (N, F)
                            const float *gate, // (N, F)
@@ -12,7 +14,8 @@ void fsdpc__cpu_swiglu_fwd(float *out,        // (N, F)
                            int N, int F) {
   size_t n = (size_t)N * F;
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; i++) out[i] = gate[i] * sigmoidf(gate[i]) * up[i];
+  for (size_t i = 0; i < n; i++)
+    out[i] = gate[i] * sigmoidf(gate[i]) * up[i];
 }
 
 /* d silu / dg = s (1 + g (1 - s)) with s = sigmoid(g). */

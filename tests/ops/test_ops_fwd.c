@@ -172,6 +172,14 @@ START_TEST(rope_tables_llama3) {
     ck_assert_float_eq_tol(ctab[o], want[k].c, 1e-6);
     ck_assert_float_eq_tol(stab[o], want[k].s, 1e-6 * fabsf(want[k].s) + 1e-9);
   }
+  /* The tiny llama3 fixture's settings (HD 12, original 16): even i = 0 lies
+   * in the smoothed band (smooth = 0.5155); i = 1 and 5 are low frequencies. */
+  fsdpc__rope_tables(ctab, stab, 17, 12, 500000.0, 1, 8.0, 1.0, 4.0, 16);
+  ck_assert_float_eq_tol(ctab[16 * 6 + 0], -9.784715714e-01f, 1e-6);
+  ck_assert_float_eq_tol(stab[16 * 6 + 0], 2.063816466e-01f, 1e-6);
+  ck_assert_float_eq_tol(ctab[16 * 6 + 1], 9.749072281e-01f, 1e-6);
+  ck_assert_float_eq_tol(stab[16 * 6 + 1], 2.226115373e-01f, 1e-6);
+  ck_assert_float_eq_tol(stab[16 * 6 + 5], 3.563594872e-05f, 1e-11);
   /* Without scaling, i = 50 keeps its frequency: angle = t * theta^(-100/128). */
   fsdpc__rope_tables(ctab, stab, 2, HD, 500000.0, 0, 0, 0, 0, 0);
   ck_assert_float_eq_tol(stab[HD / 2 + 50], sin(pow(500000.0, -100.0 / 128)), 1e-10);

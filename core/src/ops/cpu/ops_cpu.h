@@ -19,7 +19,8 @@
 #include <stdint.h>
 
 /* ---- embedding.c ---- */
-/* out[n] = wte[tokens[n]] */
+/* out[n] = wte[tokens[n]]. tokens must lie in [0, V): the data pipeline
+ * checks token ids once, so the ops do not. */
 void fsdpc__cpu_embedding_fwd(float *out,            // (N, C)
                               const int32_t *tokens, // (N)
                               const float *wte,      // (V, C)
@@ -62,16 +63,29 @@ void fsdpc__cpu_matmul_bwd(float *dinp,         // (N, C) =, or NULL
  * for i < HD/2, with c = cos[pos][i], s = sin[pos][i]:
  *   y[i]        = x[i] * c - x[i + HD/2] * s
  *   y[i + HD/2] = x[i + HD/2] * c + x[i] * s
- * cos/sin tables come from fsdpc__rope_tables (model/rope_table.c). */
-void fsdpc__cpu_rope_fwd(float *x,            // (N, H, HD) in place
-                         const float *cos,    // (maxT, HD/2)
-                         const float *sin,    // (maxT, HD/2)
-                         const int32_t *pos,  // (N) position of each row
+ * cos/sin tables come from fsdpc__rope_tables (rope_table.c, below). */
+void fsdpc__cpu_rope_fwd(float *x,           // (N, H, HD) in place
+                         const float *cos,   // (maxT, HD/2)
+                         const float *sin,   // (maxT, HD/2)
+                         const int32_t *pos, // (N) position of each row
                          int N, int H, int HD);
 /* The transpose (inverse rotation) applied to the gradient, in place. */
-void fsdpc__cpu_rope_bwd(float *dx,           // (N, H, HD) in place
-                         const float *cos, const float *sin,
-                         const int32_t *pos, int N, int H, int HD);
+void fsdpc__cpu_rope_bwd(float *dx, // (N, H, HD) in place
+                         const float *cos, const float *sin, const int32_t *pos, int N, int H,
+                         int HD);
+
+/* ---- rope_table.c ----
+ * cos/sin tables for positions 0..maxT-1: angle[t][i] = t * inv_freq[i] with
+ * inv_freq[i] = theta^(-2i/HD), i < HD/2 (HD must be even). When
+ * scaling_llama3 is non-zero, inv_freq is rescaled exactly as Hugging Face's
+ * _compute_llama3_parameters (rope_type "llama3"): wavelengths longer than
+ * original_max_pos/low_freq_factor are divided by factor, shorter than
+ * original_max_pos/high_freq_factor are kept, and the band between is
+ * interpolated. Angles are computed in double, stored as float. */
+void fsdpc__rope_tables(float *cos, // (maxT, HD/2)
+                        float *sin, // (maxT, HD/2)
+                        int maxT, int HD, double theta, int scaling_llama3, double factor,
+                        double low_freq_factor, double high_freq_factor, int original_max_pos);
 
 /* ---- swiglu.c ---- out = silu(gate) * up */
 void fsdpc__cpu_swiglu_fwd(float *out,        // (N, F)
@@ -92,7 +106,8 @@ void fsdpc__cpu_add_inplace(float *y, const float *x, size_t n);
 /* ---- cross_entropy.c ----
  * Fused lm_head + softmax cross-entropy, chunked over rows so that at most
  * chunk_rows * V fp32 logits exist at once (never the whole (N, V)).
- * Rows whose label is ignore_index (-100) contribute nothing.
+ * Rows whose label is ignore_index (-100) contribute nothing; so does any
+ * label outside [0, V), which is never read out of bounds.
  * Returns the SUM of per-token losses in *loss_sum (double) and the number
  * of counted tokens in *count. Gradients are of (grad_scale * loss_sum):
  * pass grad_scale = 1 / (counted tokens in the global batch) for HF mean.
@@ -103,8 +118,8 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
                             const float *x,        // (N, C) final-norm output
                             const float *weight,   // (V, C) lm_head
                             const int32_t *labels, // (N)
-                            int N, int C, int V, float grad_scale,
-                            int chunk_rows, float *scratch /* (chunk_rows, V) */);
+                            int N, int C, int V, float grad_scale, int chunk_rows,
+                            float *scratch /* (chunk_rows, V) */);
 /* Logits for evaluation/generation: out = x @ weight^T. */
 void fsdpc__cpu_logits(float *out,          // (N, V)
                        const float *x,      // (N, C)

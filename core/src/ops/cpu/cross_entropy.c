@@ -1,0 +1,115 @@
+/* Fused lm_head + softmax cross-entropy, chunked over rows.
+ * N = rows (tokens), C = hidden size, V = vocab size, R = chunk_rows.
+ *
+ * Per chunk of R rows: logits = x @ weight^T into scratch (R, V); each row's
+ * log-sum-exp is taken with the max subtracted and the exp-sum in double;
+ * the row's gradient (softmax - onehot) * grad_scale overwrites its logits in
+ * scratch; then dx = dlogits @ weight (=) and dweight += dlogits^T @ x. So no
+ * more than R * V logits ever exist, whatever N is.
+ *
+ * Labels are ignore_index (-100) or in [0, V) (the data pipeline checks token
+ * ids); any other label is treated like ignore_index, never read out of
+ * bounds. Loss partials are summed per thread over fixed row slices and then
+ * in order, so the loss bits do not depend on thread timing.
+ * Accumulation rule: dweight +=, dx =. */
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "ops/cpu/ops_cpu.h"
+
+enum { IGNORE_INDEX = -100, MAX_PARTIALS = 256 };
+
+/* Loss of one row; when want_grad, replaces the row's logits by
+ * grad_scale * (softmax - onehot). */
+static double xent_row(float *logits, int label, int V, float grad_scale, int want_grad) {
+  float mx = logits[0];
+  for (int v = 1; v < V; v++)
+    mx = logits[v] > mx ? logits[v] : mx;
+  double sum = 0.0;
+  for (int v = 0; v < V; v++)
+    sum += exp((double)logits[v] - mx);
+  double lse = (double)mx + log(sum);
+  double loss = lse - (double)logits[label];
+  if (want_grad) {
+    for (int v = 0; v < V; v++)
+      logits[v] = (float)(grad_scale * exp((double)logits[v] - lse));
+    logits[label] -= grad_scale;
+  }
+  return loss;
+}
+
+void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
+                            float *dx,             // (N, C) =, or NULL
+                            float *dweight,        // (V, C) +=, or NULL
+                            const float *x,        // (N, C) final-norm output
+                            const float *weight,   // (V, C) lm_head
+                            const int32_t *labels, // (N)
+                            int N, int C, int V, float grad_scale, int chunk_rows,
+                            float *scratch /* (chunk_rows, V) */) {
+  double total = 0.0;
+  int64_t counted = 0;
+  int want_grad = dx != NULL || dweight != NULL;
+  if (chunk_rows < 1)
+    chunk_rows = 1;
+  for (int r0 = 0; r0 < N && V > 0; r0 += chunk_rows) {
+    int R = N - r0 < chunk_rows ? N - r0 : chunk_rows;
+    const float *xc = x + (size_t)r0 * C;
+    const int32_t *lc = labels + r0;
+    fsdpc__cpu_logits(scratch, xc, weight, R, C, V);
+
+    double partial[MAX_PARTIALS] = {0};
+    int64_t npartial[MAX_PARTIALS] = {0};
+    int nt = omp_get_max_threads();
+    if (nt > MAX_PARTIALS)
+      nt = MAX_PARTIALS;
+    if (nt > R)
+      nt = R;
+#pragma omp parallel num_threads(nt)
+    {
+      int t = omp_get_thread_num(), k = omp_get_num_threads();
+      int lo = (int)((int64_t)R * t / k), hi = (int)((int64_t)R * (t + 1) / k);
+      double s = 0.0;
+      int64_t cnt = 0;
+      for (int r = lo; r < hi; r++) {
+        float *row = scratch + (size_t)r * V;
+        int label = lc[r];
+        if (label < 0 || label >= V) { /* ignore_index (or invalid): no loss, no grad */
+          if (want_grad)
+            memset(row, 0, (size_t)V * sizeof(float));
+          continue;
+        }
+        s += xent_row(row, label, V, grad_scale, want_grad);
+        cnt++;
+      }
+      partial[t] = s;
+      npartial[t] = cnt;
+    }
+    for (int t = 0; t < nt; t++) {
+      total += partial[t];
+      counted += npartial[t];
+    }
+    if (dx != NULL) {
+      /* (R, V) @ (V, C) */
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, C, V, 1.0f, scratch, V, weight, C,
+                  0.0f, dx + (size_t)r0 * C, C);
+    }
+    if (dweight != NULL) {
+      /* (V, R) @ (R, C), beta = 1 accumulates. */
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, R, 1.0f, scratch, V, xc, C, 1.0f,
+                  dweight, C);
+    }
+  }
+  if (V <= 0 && dx != NULL)
+    memset(dx, 0, (size_t)N * C * sizeof(float));
+  *loss_sum = total;
+  *count = counted;
+}
+
+void fsdpc__cpu_logits(float *out,          // (N, V)
+                       const float *x,      // (N, C)
+                       const float *weight, // (V, C)
+                       int N, int C, int V) {
+  fsdpc__cpu_matmul_fwd(out, x, weight, N, C, V);
+}

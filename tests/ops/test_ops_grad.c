@@ -1,0 +1,232 @@
+/* Finite-difference gradient checks of every CPU reference op's backward.
+ * Shapes are small and odd on purpose (a chunk that does not divide N, a
+ * hidden size past the 64-column blocks, repeated tokens, ignored labels). */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fd_check.h"
+#include "ops/cpu/ops_cpu.h"
+
+#define EPS 1e-3f
+#define RTOL 1e-2
+
+/* ---- embedding ---- */
+
+typedef struct {
+  int N, C;
+  const int32_t *tokens;
+  float *wte, *out;
+  const float *r;
+} emb_ctx;
+
+static double emb_loss(void *p) {
+  emb_ctx *c = p;
+  fsdpc__cpu_embedding_fwd(c->out, c->tokens, c->wte, c->N, c->C);
+  return dot_d(c->r, c->out, (size_t)c->N * c->C);
+}
+
+START_TEST(embedding_grad) {
+  enum { N = 9, C = 5, V = 6 };
+  test_rng rng = {11};
+  int32_t tokens[N] = {0, 3, 3, 5, 1, 3, 0, 2, 5}; /* repeats; token 4 unused */
+  float wte[V * C], out[N * C], r[N * C], dwte[V * C] = {0};
+  rng_fill(&rng, wte, V * C, 1.0f);
+  rng_fill(&rng, r, N * C, 1.0f);
+  fsdpc__cpu_embedding_bwd(dwte, r, tokens, N, C);
+  emb_ctx c = {N, C, tokens, wte, out, r};
+  ck_assert_int_eq(fd_check("dwte", wte, dwte, V * C, emb_loss, &c, EPS, RTOL), 0);
+  for (int k = 0; k < C; k++)
+    ck_assert(dwte[4 * C + k] == 0.0f); /* unused row untouched */
+}
+END_TEST
+
+/* ---- rmsnorm ---- */
+
+typedef struct {
+  int N, C;
+  float *inp, *weight, *out, *rstd;
+  const float *r;
+} rms_ctx;
+
+static double rms_loss(void *p) {
+  rms_ctx *c = p;
+  fsdpc__cpu_rmsnorm_fwd(c->out, c->rstd, c->inp, c->weight, c->N, c->C, 1e-5f);
+  return dot_d(c->r, c->out, (size_t)c->N * c->C);
+}
+
+static void rmsnorm_grad_case(int N, int C, uint64_t seed) {
+  test_rng rng = {seed};
+  size_t n = (size_t)N * C;
+  float *inp = malloc(n * 4), *out = malloc(n * 4), *r = malloc(n * 4), *dinp = malloc(n * 4);
+  float *weight = malloc(C * 4), *dweight = calloc(C, 4), *rstd = malloc(N * 4);
+  rng_fill(&rng, inp, n, 2.0f);
+  for (int i = 0; i < C; i++)
+    weight[i] = 1.0f + 0.5f * rng_uniform(&rng);
+  rng_fill(&rng, r, n, 1.0f);
+  rms_ctx c = {N, C, inp, weight, out, rstd, r};
+  rms_loss(&c);
+  fsdpc__cpu_rmsnorm_bwd(dinp, dweight, r, inp, weight, rstd, N, C);
+  ck_assert_int_eq(fd_check("rmsnorm dinp", inp, dinp, n, rms_loss, &c, EPS, RTOL), 0);
+  ck_assert_int_eq(fd_check("rmsnorm dweight", weight, dweight, C, rms_loss, &c, EPS, RTOL), 0);
+  free(inp), free(out), free(r), free(dinp), free(weight), free(dweight), free(rstd);
+}
+
+START_TEST(rmsnorm_grad) {
+  rmsnorm_grad_case(4, 8, 21);
+  rmsnorm_grad_case(3, 70, 22); /* past one 64-column dweight block */
+}
+END_TEST
+
+/* ---- matmul ---- */
+
+typedef struct {
+  int N, C, OC;
+  float *inp, *weight, *out;
+  const float *r;
+} mm_ctx;
+
+static double mm_loss(void *p) {
+  mm_ctx *c = p;
+  fsdpc__cpu_matmul_fwd(c->out, c->inp, c->weight, c->N, c->C, c->OC);
+  return dot_d(c->r, c->out, (size_t)c->N * c->OC);
+}
+
+START_TEST(matmul_grad) {
+  enum { N = 5, C = 6, OC = 7 };
+  test_rng rng = {31};
+  float inp[N * C], weight[OC * C], out[N * OC], r[N * OC], dinp[N * C];
+  float dweight[OC * C] = {0}, dweight2[OC * C] = {0};
+  rng_fill(&rng, inp, N * C, 1.0f);
+  rng_fill(&rng, weight, OC * C, 1.0f);
+  rng_fill(&rng, r, N * OC, 1.0f);
+  fsdpc__cpu_matmul_bwd(dinp, dweight, r, inp, weight, N, C, OC);
+  mm_ctx c = {N, C, OC, inp, weight, out, r};
+  ck_assert_int_eq(fd_check("matmul dinp", inp, dinp, N * C, mm_loss, &c, EPS, RTOL), 0);
+  ck_assert_int_eq(fd_check("matmul dweight", weight, dweight, OC * C, mm_loss, &c, EPS, RTOL), 0);
+  /* dinp = NULL skips only the input gradient. */
+  fsdpc__cpu_matmul_bwd(NULL, dweight2, r, inp, weight, N, C, OC);
+  ck_assert_mem_eq(dweight, dweight2, sizeof dweight);
+}
+END_TEST
+
+/* ---- rope ---- */
+
+enum { ROPE_MAXT = 16 };
+
+typedef struct {
+  int N, H, HD;
+  float *x, *y;
+  const float *cos, *sin, *r;
+  const int32_t *pos;
+} rope_ctx;
+
+static double rope_loss(void *p) {
+  rope_ctx *c = p;
+  size_t n = (size_t)c->N * c->H * c->HD;
+  memcpy(c->y, c->x, n * sizeof(float));
+  fsdpc__cpu_rope_fwd(c->y, c->cos, c->sin, c->pos, c->N, c->H, c->HD);
+  return dot_d(c->r, c->y, n);
+}
+
+START_TEST(rope_grad) {
+  enum { N = 5, H = 3, HD = 8 };
+  test_rng rng = {41};
+  float ctab[ROPE_MAXT * HD / 2], stab[ROPE_MAXT * HD / 2];
+  fsdpc__rope_tables(ctab, stab, ROPE_MAXT, HD, 10000.0, 0, 0, 0, 0, 0);
+  int32_t pos[N] = {0, 3, 15, 7, 3};
+  float x[N * H * HD], y[N * H * HD], r[N * H * HD], dx[N * H * HD];
+  rng_fill(&rng, x, N * H * HD, 1.0f);
+  rng_fill(&rng, r, N * H * HD, 1.0f);
+  memcpy(dx, r, sizeof r);
+  fsdpc__cpu_rope_bwd(dx, ctab, stab, pos, N, H, HD);
+  rope_ctx c = {N, H, HD, x, y, ctab, stab, r, pos};
+  ck_assert_int_eq(fd_check("rope dx", x, dx, N * H * HD, rope_loss, &c, EPS, RTOL), 0);
+}
+END_TEST
+
+/* ---- swiglu ---- */
+
+typedef struct {
+  int N, F;
+  float *gate, *up, *out;
+  const float *r;
+} swi_ctx;
+
+static double swi_loss(void *p) {
+  swi_ctx *c = p;
+  fsdpc__cpu_swiglu_fwd(c->out, c->gate, c->up, c->N, c->F);
+  return dot_d(c->r, c->out, (size_t)c->N * c->F);
+}
+
+START_TEST(swiglu_grad) {
+  enum { N = 3, F = 9 };
+  test_rng rng = {51};
+  float gate[N * F], up[N * F], out[N * F], r[N * F], dgate[N * F], dup[N * F];
+  rng_fill(&rng, gate, N * F, 4.0f); /* both tails of the sigmoid */
+  rng_fill(&rng, up, N * F, 1.0f);
+  rng_fill(&rng, r, N * F, 1.0f);
+  fsdpc__cpu_swiglu_bwd(dgate, dup, r, gate, up, N, F);
+  swi_ctx c = {N, F, gate, up, out, r};
+  ck_assert_int_eq(fd_check("swiglu dgate", gate, dgate, N * F, swi_loss, &c, EPS, RTOL), 0);
+  ck_assert_int_eq(fd_check("swiglu dup", up, dup, N * F, swi_loss, &c, EPS, RTOL), 0);
+}
+END_TEST
+
+/* ---- cross-entropy ---- */
+
+typedef struct {
+  int N, C, V, chunk;
+  float *x, *weight, *scratch;
+  const int32_t *labels;
+  float grad_scale;
+} xent_ctx;
+
+static double xent_loss(void *p) {
+  xent_ctx *c = p;
+  double loss;
+  int64_t count;
+  fsdpc__cpu_lmhead_xent(&loss, &count, NULL, NULL, c->x, c->weight, c->labels, c->N, c->C, c->V,
+                         c->grad_scale, c->chunk, c->scratch);
+  return c->grad_scale * loss;
+}
+
+START_TEST(xent_grad) {
+  enum { N = 7, C = 6, V = 11, CHUNK = 3 }; /* 3 does not divide 7 */
+  test_rng rng = {61};
+  float x[N * C], weight[V * C], dx[N * C], dweight[V * C] = {0}, scratch[CHUNK * V];
+  int32_t labels[N] = {4, -100, 0, 10, 4, -100, 7};
+  rng_fill(&rng, x, N * C, 1.0f);
+  rng_fill(&rng, weight, V * C, 1.0f);
+  for (int i = 0; i < N * C; i++)
+    dx[i] = NAN; /* dx is written, never read */
+  float grad_scale = 1.0f / 5.0f;
+  double loss;
+  int64_t count;
+  fsdpc__cpu_lmhead_xent(&loss, &count, dx, dweight, x, weight, labels, N, C, V, grad_scale, CHUNK,
+                         scratch);
+  ck_assert_int_eq(count, 5);
+  for (int k = 0; k < C; k++)
+    ck_assert(dx[1 * C + k] == 0.0f && dx[5 * C + k] == 0.0f);
+  xent_ctx c = {N, C, V, CHUNK, x, weight, scratch, labels, grad_scale};
+  ck_assert_int_eq(fd_check("xent dx", x, dx, N * C, xent_loss, &c, EPS, RTOL), 0);
+  ck_assert_int_eq(fd_check("xent dweight", weight, dweight, V * C, xent_loss, &c, EPS, RTOL), 0);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("ops_grad");
+  TCase *tc = tcase_create("finite_differences");
+  tcase_add_test(tc, embedding_grad);
+  tcase_add_test(tc, rmsnorm_grad);
+  tcase_add_test(tc, matmul_grad);
+  tcase_add_test(tc, rope_grad);
+  tcase_add_test(tc, swiglu_grad);
+  tcase_add_test(tc, xent_grad);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -44,7 +44,9 @@ function(fsdpc_add_plugin kind name)
     target_link_libraries(${tgt} PRIVATE CUDA::cudart)
   endif()
   target_link_libraries(${tgt} PRIVATE ${P_LIBS})
-  target_link_options(${tgt} PRIVATE -Wl,--no-undefined)
+  # -z nodelete: a plugin (and the libgomp it may pull in, whose idle
+  # threads outlive any call) stays mapped even after dlclose.
+  target_link_options(${tgt} PRIVATE -Wl,--no-undefined -Wl,-z,nodelete)
   fsdpc_target_defaults(${tgt})
   install(TARGETS ${tgt} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/fsdpc/plugins)
   set_property(GLOBAL APPEND PROPERTY FSDPC_PLUGIN_TARGETS ${tgt})

@@ -2,13 +2,37 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "commands.h"
 #include "fsdpc/fsdpc.h"
+
+static const struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *help;
+} commands[] = {
+    {"data", fsdpc__cmd_data, "make and inspect token files (synth, tokenize, info)"},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: fsdpc <command> [args]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+  fprintf(f, "\n`fsdpc <command> --help` for details; `fsdpc --version`.\n");
+}
 
 int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
     printf("fsdpc %s\n", fsdpc_version());
     return 0;
   }
-  fprintf(stderr, "usage: fsdpc <command> [args]\n");
+  if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+    usage(stdout);
+    return 0;
+  }
+  if (argc >= 2)
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+      if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+  if (argc >= 2) fprintf(stderr, "fsdpc: unknown command '%s'\n", argv[1]);
+  usage(stderr);
   return 2;
 }

@@ -1,0 +1,9 @@
+/* Subcommands of the fsdpc executable. Each gets argv starting at its own
+ * name (argv[0] = "data") and returns the process exit code: 0 success,
+ * 1 failure (one line on stderr), 2 usage error. */
+#ifndef FSDPC_CLI_COMMANDS_H
+#define FSDPC_CLI_COMMANDS_H
+
+int fsdpc__cmd_data(int argc, char **argv);
+
+#endif

@@ -96,13 +96,15 @@ fsdpc_status fsdpc__tokfile_writer_append(fsdpc_tokfile_writer *w, const int32_t
       w->mask = m, w->mask_cap = cap;
     }
   }
-  uint8_t buf[4096];
-  size_t fill = 0, width = w->hdr.token_bytes;
-  for (int64_t i = 0; i < n; i++) {
+  /* Validate everything first so that a refused append leaves no trace. */
+  for (int64_t i = 0; i < n; i++)
     if (tokens[i] < 0 || (uint32_t)tokens[i] >= w->hdr.vocab_size)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                          "%s: token id %" PRId32 " is outside the vocabulary [0, %" PRIu32 ")",
                          w->path, tokens[i], w->hdr.vocab_size);
+  uint8_t buf[4096];
+  size_t fill = 0, width = w->hdr.token_bytes;
+  for (int64_t i = 0; i < n; i++) {
     uint32_t t = (uint32_t)tokens[i];
     for (size_t b = 0; b < width; b++) buf[fill++] = (uint8_t)(t >> (8 * b));
     if (w->mask && (!mask || mask[i])) {

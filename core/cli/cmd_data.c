@@ -159,8 +159,11 @@ static int cmd_synth(int argc, char **argv) {
   }
   int64_t n_tokens = 0;
   if (fsdpc__synth_write(&o, out, &n_tokens, &err) != FSDPC_OK) return fail(cmd, &err);
-  printf("wrote %s: %s, %" PRId64 " documents, %" PRId64 " tokens (byte tokenizer, vocab %d)\n",
-         out, fsdpc__synth_task_name(o.task), o.n_docs, n_tokens, FSDPC_BYTE_VOCAB);
+  int masked = o.mask_prompt < 0 ? o.task == FSDPC_SYNTH_QA : o.mask_prompt;
+  printf("wrote %s: %s, %" PRId64 " documents, %" PRId64
+         " tokens, loss on %s (byte tokenizer, vocab %d)\n",
+         out, fsdpc__synth_task_name(o.task), o.n_docs, n_tokens,
+         masked ? "answers only" : "every token", FSDPC_BYTE_VOCAB);
   return 0;
 }
 

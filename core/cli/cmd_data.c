@@ -22,13 +22,16 @@
 static int opt_value(int argc, char **argv, int *i, const char *name, const char **val) {
   const char *a = argv[*i];
   size_t n = strlen(name);
-  if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, name, n) != 0) return 0;
+  if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, name, n) != 0)
+    return 0;
   if (a[2 + n] == '=') {
     *val = a + 3 + n;
     return 1;
   }
-  if (a[2 + n] != '\0') return 0;
-  if (*i + 1 >= argc) return -1;
+  if (a[2 + n] != '\0')
+    return 0;
+  if (*i + 1 >= argc)
+    return -1;
   *val = argv[++*i];
   return 1;
 }
@@ -41,8 +44,9 @@ static int parse_i64(const char *cmd, const char *name, const char *s, int64_t l
   errno = 0;
   long long v = strtoll(s, &end, 10);
   if (errno || end == s || *end || v < lo || v > hi) {
-    fprintf(stderr, "fsdpc data %s: --%s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'\n",
-            cmd, name, lo, hi, s);
+    fprintf(stderr,
+            "fsdpc data %s: --%s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'\n", cmd,
+            name, lo, hi, s);
     return 0;
   }
   *out = v;
@@ -54,8 +58,7 @@ static int parse_u64(const char *cmd, const char *name, const char *s, uint64_t 
   errno = 0;
   unsigned long long v = strtoull(s, &end, 0);
   if (errno || end == s || *end || s[0] == '-') {
-    fprintf(stderr, "fsdpc data %s: --%s expects a non-negative integer, got '%s'\n", cmd, name,
-            s);
+    fprintf(stderr, "fsdpc data %s: --%s expects a non-negative integer, got '%s'\n", cmd, name, s);
     return 0;
   }
   *out = v;
@@ -67,8 +70,8 @@ static int bad_arg(const char *cmd, const char *arg, int missing) {
     fprintf(stderr, "fsdpc data %s: %s needs a value (see `fsdpc data %s --help`)\n", cmd, arg,
             cmd);
   else
-    fprintf(stderr, "fsdpc data %s: unknown argument '%s' (see `fsdpc data %s --help`)\n", cmd,
-            arg, cmd);
+    fprintf(stderr, "fsdpc data %s: unknown argument '%s' (see `fsdpc data %s --help`)\n", cmd, arg,
+            cmd);
   return 2;
 }
 
@@ -81,14 +84,21 @@ static int fail(const char *cmd, const fsdpc_err *err) {
 static void print_escaped(FILE *f, const unsigned char *s, size_t n, size_t max) {
   for (size_t i = 0; i < n && i < max; i++) {
     unsigned char c = s[i];
-    if (c == '\n') fputs("\\n", f);
-    else if (c == '\t') fputs("\\t", f);
-    else if (c == '\\') fputs("\\\\", f);
-    else if (c == '"') fputs("\\\"", f);
-    else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\x%02x", c);
-    else fputc(c, f);
+    if (c == '\n')
+      fputs("\\n", f);
+    else if (c == '\t')
+      fputs("\\t", f);
+    else if (c == '\\')
+      fputs("\\\\", f);
+    else if (c == '"')
+      fputs("\\\"", f);
+    else if (c < 0x20 || c >= 0x7f)
+      fprintf(f, "\\x%02x", c);
+    else
+      fputc(c, f);
   }
-  if (n > max) fputs("...", f);
+  if (n > max)
+    fputs("...", f);
 }
 
 /* ---- synth ------------------------------------------------------------- */
@@ -122,28 +132,38 @@ static int cmd_synth(int argc, char **argv) {
       fputs(synth_help, stdout);
       return 0;
     } else if ((r = opt_value(argc, argv, &i, "task", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
       if (fsdpc__synth_task_parse(v, &o.task, &err) != FSDPC_OK) {
         fprintf(stderr, "fsdpc data synth: %s\n", err.msg);
         return 2;
       }
       have_task = 1;
     } else if ((r = opt_value(argc, argv, &i, "out", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
       out = v;
     } else if ((r = opt_value(argc, argv, &i, "n", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
-      if (!parse_i64(cmd, "n", v, 1, INT64_C(1) << 40, &o.n_docs)) return 2;
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      if (!parse_i64(cmd, "n", v, 1, INT64_C(1) << 40, &o.n_docs))
+        return 2;
     } else if ((r = opt_value(argc, argv, &i, "seed", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
-      if (!parse_u64(cmd, "seed", v, &o.seed)) return 2;
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      if (!parse_u64(cmd, "seed", v, &o.seed))
+        return 2;
     } else if ((r = opt_value(argc, argv, &i, "max", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
-      if (!parse_i64(cmd, "max", v, 0, 1000000000, &x)) return 2;
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      if (!parse_i64(cmd, "max", v, 0, 1000000000, &x))
+        return 2;
       o.max_operand = (int32_t)x;
     } else if ((r = opt_value(argc, argv, &i, "max-len", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
-      if (!parse_i64(cmd, "max-len", v, 1, 50, &x)) return 2;
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      if (!parse_i64(cmd, "max-len", v, 1, 50, &x))
+        return 2;
       o.max_len = (int32_t)x;
     } else if (strcmp(argv[i], "--mask-prompt") == 0) {
       o.mask_prompt = 1;
@@ -158,7 +178,8 @@ static int cmd_synth(int argc, char **argv) {
     return 2;
   }
   int64_t n_tokens = 0;
-  if (fsdpc__synth_write(&o, out, &n_tokens, &err) != FSDPC_OK) return fail(cmd, &err);
+  if (fsdpc__synth_write(&o, out, &n_tokens, &err) != FSDPC_OK)
+    return fail(cmd, &err);
   int masked = o.mask_prompt < 0 ? o.task == FSDPC_SYNTH_QA : o.mask_prompt;
   printf("wrote %s: %s, %" PRId64 " documents, %" PRId64
          " tokens, loss on %s (byte tokenizer, vocab %d)\n",
@@ -182,32 +203,38 @@ enum { DOC_PER_PARAGRAPH, DOC_PER_LINE, DOC_PER_FILE };
 
 static int is_blank_line(const char *s, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n') return 0;
+    if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+      return 0;
   return 1;
 }
 
-static fsdpc_status add_text_doc(fsdpc_tokfile_writer *w, const fsdpc_tokenizer *tok,
-                                 const char *s, size_t n, int64_t *n_docs, fsdpc_err *err) {
-  if (n == 0) return FSDPC_OK;
+static fsdpc_status add_text_doc(fsdpc_tokfile_writer *w, const fsdpc_tokenizer *tok, const char *s,
+                                 size_t n, int64_t *n_docs, fsdpc_err *err) {
+  if (n == 0)
+    return FSDPC_OK;
   int32_t *ids;
   int64_t n_ids;
   FSDPC_TRY(fsdpc__tokenizer_encode_alloc(tok, s, n, &ids, &n_ids, err));
   fsdpc_status st = fsdpc__tokfile_writer_add_doc(w, ids, NULL, n_ids, err);
   free(ids);
-  if (st == FSDPC_OK) ++*n_docs;
+  if (st == FSDPC_OK)
+    ++*n_docs;
   return st;
 }
 
 static fsdpc_status read_whole(const char *path, char **data, size_t *len, fsdpc_err *err) {
   FILE *f = fopen(path, "rb");
-  if (!f) return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open: %s", path, strerror(errno));
+  if (!f)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open: %s", path, strerror(errno));
   size_t cap = 1 << 16, n = 0;
   char *buf = malloc(cap);
   while (buf) {
     n += fread(buf + n, 1, cap - n, f);
-    if (n < cap) break;
+    if (n < cap)
+      break;
     char *b = realloc(buf, cap * 2);
-    if (!b) free(buf);
+    if (!b)
+      free(buf);
     buf = b;
     cap *= 2;
   }
@@ -238,7 +265,8 @@ static fsdpc_status tokenize_file(fsdpc_tokfile_writer *w, const fsdpc_tokenizer
       size_t end = nl ? (size_t)(nl - data) + 1 : len; /* line is [pos, end) */
       int blank = is_blank_line(data + pos, end - pos);
       if (mode == DOC_PER_LINE) {
-        if (!blank) st = add_text_doc(w, tok, data + pos, end - pos, n_docs, err);
+        if (!blank)
+          st = add_text_doc(w, tok, data + pos, end - pos, n_docs, err);
       } else if (blank && in_doc) {
         st = add_text_doc(w, tok, data + doc_start, pos - doc_start, n_docs, err);
         in_doc = 0;
@@ -248,7 +276,8 @@ static fsdpc_status tokenize_file(fsdpc_tokfile_writer *w, const fsdpc_tokenizer
       }
       pos = end;
     }
-    if (st == FSDPC_OK && in_doc) st = add_text_doc(w, tok, data + doc_start, len - doc_start, n_docs, err);
+    if (st == FSDPC_OK && in_doc)
+      st = add_text_doc(w, tok, data + doc_start, len - doc_start, n_docs, err);
   }
   free(data);
   return st;
@@ -258,7 +287,8 @@ static int cmd_tokenize(int argc, char **argv) {
   const char *cmd = "tokenize", *out = NULL, *v;
   const char **ins = calloc((size_t)argc, sizeof *ins);
   int n_in = 0, mode = DOC_PER_PARAGRAPH, rc = 2;
-  if (!ins) return 1;
+  if (!ins)
+    return 1;
   for (int i = 1; i < argc; i++) {
     int r;
     if (is_help(argv[i])) {
@@ -266,18 +296,31 @@ static int cmd_tokenize(int argc, char **argv) {
       rc = 0;
       goto done;
     } else if ((r = opt_value(argc, argv, &i, "in", &v))) {
-      if (r < 0) { rc = bad_arg(cmd, argv[i], 1); goto done; }
+      if (r < 0) {
+        rc = bad_arg(cmd, argv[i], 1);
+        goto done;
+      }
       ins[n_in++] = v;
     } else if ((r = opt_value(argc, argv, &i, "out", &v))) {
-      if (r < 0) { rc = bad_arg(cmd, argv[i], 1); goto done; }
+      if (r < 0) {
+        rc = bad_arg(cmd, argv[i], 1);
+        goto done;
+      }
       out = v;
     } else if ((r = opt_value(argc, argv, &i, "doc-per", &v))) {
-      if (r < 0) { rc = bad_arg(cmd, argv[i], 1); goto done; }
-      if (strcmp(v, "paragraph") == 0) mode = DOC_PER_PARAGRAPH;
-      else if (strcmp(v, "line") == 0) mode = DOC_PER_LINE;
-      else if (strcmp(v, "file") == 0) mode = DOC_PER_FILE;
+      if (r < 0) {
+        rc = bad_arg(cmd, argv[i], 1);
+        goto done;
+      }
+      if (strcmp(v, "paragraph") == 0)
+        mode = DOC_PER_PARAGRAPH;
+      else if (strcmp(v, "line") == 0)
+        mode = DOC_PER_LINE;
+      else if (strcmp(v, "file") == 0)
+        mode = DOC_PER_FILE;
       else {
-        fprintf(stderr, "fsdpc data tokenize: --doc-per must be paragraph, line or file, got '%s'\n", v);
+        fprintf(stderr,
+                "fsdpc data tokenize: --doc-per must be paragraph, line or file, got '%s'\n", v);
         goto done;
       }
     } else {
@@ -294,9 +337,12 @@ static int cmd_tokenize(int argc, char **argv) {
   fsdpc_tokfile_writer *w = NULL;
   int64_t n_docs = 0;
   fsdpc_status st = fsdpc__tokenizer_byte_create(&tok, &err);
-  if (!st) st = fsdpc__tokfile_writer_create(out, FSDPC_BYTE_VOCAB, FSDPC_BYTE_EOS, 0, &w, &err);
-  for (int k = 0; k < n_in && !st; k++) st = tokenize_file(w, tok, ins[k], mode, &n_docs, &err);
-  if (!st) st = fsdpc__tokfile_writer_finish(w, &err);
+  if (!st)
+    st = fsdpc__tokfile_writer_create(out, FSDPC_BYTE_VOCAB, FSDPC_BYTE_EOS, 0, &w, &err);
+  for (int k = 0; k < n_in && !st; k++)
+    st = tokenize_file(w, tok, ins[k], mode, &n_docs, &err);
+  if (!st)
+    st = fsdpc__tokfile_writer_finish(w, &err);
   fsdpc__tokfile_writer_destroy(w);
   fsdpc__tokenizer_destroy(tok);
   if (st) {
@@ -324,7 +370,8 @@ static void print_doc(const fsdpc_tokfile *tf, int64_t d) {
   int64_t start = (int64_t)tf->offsets[d], n = (int64_t)tf->offsets[d + 1] - start;
   int64_t shown = n < 200 ? n : 200;
   int bytes_only = 1;
-  for (int64_t i = 0; i < shown; i++) bytes_only &= fsdpc__tokfile_token(tf, start + i) < 256;
+  for (int64_t i = 0; i < shown; i++)
+    bytes_only &= fsdpc__tokfile_token(tf, start + i) < 256;
   printf("  [%" PRId64 "] %" PRId64 " tokens: ", d, n);
   if (!bytes_only) {
     for (int64_t i = 0; i < shown; i++)
@@ -336,13 +383,16 @@ static void print_doc(const fsdpc_tokfile *tf, int64_t d) {
   int in_ctx = 0;
   for (int64_t i = 0; i < shown; i++) {
     int target = fsdpc__tokfile_mask(tf, start + i);
-    if (!target && !in_ctx) fputs("{{", stdout);
-    if (target && in_ctx) fputs("}}", stdout);
+    if (!target && !in_ctx)
+      fputs("{{", stdout);
+    if (target && in_ctx)
+      fputs("}}", stdout);
     in_ctx = !target;
     unsigned char c = (unsigned char)fsdpc__tokfile_token(tf, start + i);
     print_escaped(stdout, &c, 1, 1);
   }
-  if (in_ctx) fputs("}}", stdout);
+  if (in_ctx)
+    fputs("}}", stdout);
   printf("\"%s\n", n > shown ? "..." : "");
 }
 
@@ -355,8 +405,10 @@ static int cmd_info(int argc, char **argv) {
       fputs(info_help, stdout);
       return 0;
     } else if ((r = opt_value(argc, argv, &i, "docs", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
-      if (!parse_i64(cmd, "docs", v, 0, 1000000, &k)) return 2;
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      if (!parse_i64(cmd, "docs", v, 0, 1000000, &k))
+        return 2;
     } else if (argv[i][0] == '-' || path) {
       return bad_arg(cmd, argv[i], 0);
     } else {
@@ -369,7 +421,8 @@ static int cmd_info(int argc, char **argv) {
   }
   fsdpc_err err = {0};
   fsdpc_tokfile *tf;
-  if (fsdpc__tokfile_open(path, &tf, &err) != FSDPC_OK) return fail(cmd, &err);
+  if (fsdpc__tokfile_open(path, &tf, &err) != FSDPC_OK)
+    return fail(cmd, &err);
   const fsdpc_tokfile_header *h = &tf->hdr;
   int64_t N = fsdpc__tokfile_n_tokens(tf), D = fsdpc__tokfile_n_docs(tf);
   int64_t lo = INT64_MAX, hi = 0, targets = 0;
@@ -378,7 +431,8 @@ static int cmd_info(int argc, char **argv) {
     lo = len < lo ? len : lo;
     hi = len > hi ? len : hi;
   }
-  for (int64_t i = 0; tf->mask && i < N; i++) targets += fsdpc__tokfile_mask(tf, i);
+  for (int64_t i = 0; tf->mask && i < N; i++)
+    targets += fsdpc__tokfile_mask(tf, i);
   printf("file         %s (%zu bytes)\n", path, tf->map_bytes);
   printf("format       FSDPCTOK version %" PRIu32 ", u%" PRIu32 " tokens\n", h->version,
          8 * h->token_bytes);
@@ -394,11 +448,14 @@ static int cmd_info(int argc, char **argv) {
            N ? 100.0 * (double)targets / (double)N : 0.0);
   else
     printf("loss mask    no (every token is a target)\n");
-  printf("checksums    header 0x%08" PRIx32 ", payload 0x%08" PRIx32 " (verified)\n",
-         h->header_crc, h->payload_crc);
-  if (k > D) k = D;
-  if (k > 0) printf("preview      first %" PRId64 " document(s):\n", k);
-  for (int64_t d = 0; d < k; d++) print_doc(tf, d);
+  printf("checksums    header 0x%08" PRIx32 ", payload 0x%08" PRIx32 " (verified)\n", h->header_crc,
+         h->payload_crc);
+  if (k > D)
+    k = D;
+  if (k > 0)
+    printf("preview      first %" PRId64 " document(s):\n", k);
+  for (int64_t d = 0; d < k; d++)
+    print_doc(tf, d);
   fsdpc__tokfile_close(tf);
   return 0;
 }
@@ -427,32 +484,47 @@ static int cmd_batch(int argc, char **argv) {
       fputs(batch_help, stdout);
       return 0;
     } else if ((r = opt_value(argc, argv, &i, "seq-len", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
-      if (!parse_i64(cmd, "seq-len", v, 1, 1 << 24, &x)) return 2;
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      if (!parse_i64(cmd, "seq-len", v, 1, 1 << 24, &x))
+        return 2;
       o.seq_len = (int32_t)x;
     } else if ((r = opt_value(argc, argv, &i, "global-batch", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
-      if (!parse_i64(cmd, "global-batch", v, 1, 1 << 20, &o.global_batch)) return 2;
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      if (!parse_i64(cmd, "global-batch", v, 1, 1 << 20, &o.global_batch))
+        return 2;
     } else if ((r = opt_value(argc, argv, &i, "step", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
-      if (!parse_i64(cmd, "step", v, 0, INT64_MAX / 2, &step)) return 2;
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      if (!parse_i64(cmd, "step", v, 0, INT64_MAX / 2, &step))
+        return 2;
     } else if ((r = opt_value(argc, argv, &i, "seed", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
-      if (!parse_u64(cmd, "seed", v, &o.seed)) return 2;
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      if (!parse_u64(cmd, "seed", v, &o.seed))
+        return 2;
     } else if ((r = opt_value(argc, argv, &i, "split-seed", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
-      if (!parse_u64(cmd, "split-seed", v, &o.split_seed)) return 2;
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      if (!parse_u64(cmd, "split-seed", v, &o.split_seed))
+        return 2;
     } else if ((r = opt_value(argc, argv, &i, "split", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
-      if (strcmp(v, "all") == 0) o.split = FSDPC_SPLIT_ALL;
-      else if (strcmp(v, "train") == 0) o.split = FSDPC_SPLIT_TRAIN;
-      else if (strcmp(v, "eval") == 0) o.split = FSDPC_SPLIT_EVAL;
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      if (strcmp(v, "all") == 0)
+        o.split = FSDPC_SPLIT_ALL;
+      else if (strcmp(v, "train") == 0)
+        o.split = FSDPC_SPLIT_TRAIN;
+      else if (strcmp(v, "eval") == 0)
+        o.split = FSDPC_SPLIT_EVAL;
       else {
         fprintf(stderr, "fsdpc data batch: --split must be all, train or eval, got '%s'\n", v);
         return 2;
       }
     } else if ((r = opt_value(argc, argv, &i, "eval-fraction", &v))) {
-      if (r < 0) return bad_arg(cmd, argv[i], 1);
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
       char *end;
       o.eval_fraction = strtod(v, &end);
       if (end == v || *end) {
@@ -468,7 +540,8 @@ static int cmd_batch(int argc, char **argv) {
     }
   }
   if (!path || !o.seq_len || !o.global_batch) {
-    fprintf(stderr, "fsdpc data batch: FILE, --seq-len and --global-batch are required (see --help)\n");
+    fprintf(stderr,
+            "fsdpc data batch: FILE, --seq-len and --global-batch are required (see --help)\n");
     return 2;
   }
   fsdpc_err err = {0};
@@ -476,12 +549,14 @@ static int cmd_batch(int argc, char **argv) {
   fsdpc_loader *l = NULL;
   int32_t *buf = NULL;
   int rc = 1;
-  if (fsdpc__tokfile_open(path, &tf, &err) || fsdpc__loader_create(tf, &o, &l, &err)) goto out;
+  if (fsdpc__tokfile_open(path, &tf, &err) || fsdpc__loader_create(tf, &o, &l, &err))
+    goto out;
   int64_t T = o.seq_len, count;
   buf = malloc((size_t)(2 * T) * sizeof *buf);
-  if (!buf || fsdpc__loader_count_labels(l, step, o.global_batch, &count, &err)) goto out;
-  printf("step %" PRId64 " (epoch %" PRId64 "): %" PRId64 " windows of %" PRId64
-         " tokens, %" PRId64 " target labels; split has %" PRId64 " of %" PRId64 " windows\n",
+  if (!buf || fsdpc__loader_count_labels(l, step, o.global_batch, &count, &err))
+    goto out;
+  printf("step %" PRId64 " (epoch %" PRId64 "): %" PRId64 " windows of %" PRId64 " tokens, %" PRId64
+         " target labels; split has %" PRId64 " of %" PRId64 " windows\n",
          step, step / fsdpc__loader_steps_per_epoch(l), o.global_batch, T, count,
          fsdpc__loader_num_windows(l), fsdpc__loader_total_windows(l));
   for (int64_t pos = 0; pos < o.global_batch; pos++) {
@@ -490,7 +565,8 @@ static int cmd_batch(int argc, char **argv) {
         fsdpc__loader_window(l, idx, buf, buf + T, NULL, &err))
       goto out;
     int64_t targets = 0;
-    for (int64_t j = 0; j < T; j++) targets += buf[T + j] != FSDPC_IGNORE_INDEX;
+    for (int64_t j = 0; j < T; j++)
+      targets += buf[T + j] != FSDPC_IGNORE_INDEX;
     printf("  [%" PRId64 "] window %" PRId64 ", %" PRId64 " targets: \"", pos, idx, targets);
     for (int64_t j = 0; j < T; j++) {
       int32_t t = buf[j];
@@ -505,7 +581,8 @@ static int cmd_batch(int argc, char **argv) {
   }
   rc = 0;
 out:
-  if (rc) fail(cmd, &err);
+  if (rc)
+    fail(cmd, &err);
   free(buf);
   fsdpc__loader_destroy(l);
   fsdpc__tokfile_close(tf);
@@ -531,10 +608,14 @@ int fsdpc__cmd_data(int argc, char **argv) {
     fputs(data_help, stdout);
     return 0;
   }
-  if (strcmp(argv[1], "synth") == 0) return cmd_synth(argc - 1, argv + 1);
-  if (strcmp(argv[1], "tokenize") == 0) return cmd_tokenize(argc - 1, argv + 1);
-  if (strcmp(argv[1], "info") == 0) return cmd_info(argc - 1, argv + 1);
-  if (strcmp(argv[1], "batch") == 0) return cmd_batch(argc - 1, argv + 1);
+  if (strcmp(argv[1], "synth") == 0)
+    return cmd_synth(argc - 1, argv + 1);
+  if (strcmp(argv[1], "tokenize") == 0)
+    return cmd_tokenize(argc - 1, argv + 1);
+  if (strcmp(argv[1], "info") == 0)
+    return cmd_info(argc - 1, argv + 1);
+  if (strcmp(argv[1], "batch") == 0)
+    return cmd_batch(argc - 1, argv + 1);
   fprintf(stderr, "fsdpc data: unknown command '%s' (synth, tokenize, info or batch)\n", argv[1]);
   return 2;
 }

@@ -31,7 +31,8 @@ int main(int argc, char **argv) {
   }
   if (argc >= 2)
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-      if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+      if (strcmp(argv[1], commands[i].name) == 0)
+        return commands[i].run(argc - 1, argv + 1);
   if (argc >= 2) {
     fprintf(stderr, "fsdpc: unknown command '%s' (`fsdpc --help` lists them)\n", argv[1]);
     return 2;

@@ -38,14 +38,14 @@ static inline void spit(const char *path, const void *data, size_t len) {
 }
 
 /* The error is set, is one line, and contains every given fragment. */
-#define ASSERT_ONE_LINE_ERROR(err, ...)                                                  \
-  do {                                                                                   \
-    const char *frags_[] = {__VA_ARGS__};                                                \
-    ck_assert_int_ne((err).status, FSDPC_OK);                                            \
-    ck_assert_msg(strchr((err).msg, '\n') == NULL, "multi-line error: %s", (err).msg);  \
-    for (size_t k_ = 0; k_ < sizeof frags_ / sizeof frags_[0]; k_++)                     \
-      ck_assert_msg(strstr((err).msg, frags_[k_]) != NULL, "error '%s' lacks '%s'",     \
-                    (err).msg, frags_[k_]);                                              \
+#define ASSERT_ONE_LINE_ERROR(err, ...)                                                            \
+  do {                                                                                             \
+    const char *frags_[] = {__VA_ARGS__};                                                          \
+    ck_assert_int_ne((err).status, FSDPC_OK);                                                      \
+    ck_assert_msg(strchr((err).msg, '\n') == NULL, "multi-line error: %s", (err).msg);             \
+    for (size_t k_ = 0; k_ < sizeof frags_ / sizeof frags_[0]; k_++)                               \
+      ck_assert_msg(strstr((err).msg, frags_[k_]) != NULL, "error '%s' lacks '%s'", (err).msg,     \
+                    frags_[k_]);                                                                   \
   } while (0)
 
 static inline int run_suite(Suite *s) {

@@ -22,12 +22,14 @@
  * i) % 4000. With mask, the first half of each document is context. */
 static int64_t len_of(int64_t d) { return d % 7 == 3 ? 0 : 1 + (d * 13) % 29; }
 static int32_t tok_of(int64_t d, int64_t i) { return (int32_t)(1 + (d * 31 + i) % 4000); }
-static int target_of(int64_t d, int64_t i, int with_mask) { return !with_mask || i >= len_of(d) / 2; }
+static int target_of(int64_t d, int64_t i, int with_mask) {
+  return !with_mask || i >= len_of(d) / 2;
+}
 
 typedef struct oracle {
-  int32_t *tok;   /* (L) packed stream */
-  uint8_t *tgt;   /* (L) 1 if a training target */
-  int32_t *doc;   /* (L) global document index (EOS belongs to its document) */
+  int32_t *tok; /* (L) packed stream */
+  uint8_t *tgt; /* (L) 1 if a training target */
+  int32_t *doc; /* (L) global document index (EOS belongs to its document) */
   int64_t L;
 } oracle;
 
@@ -39,7 +41,8 @@ static void build(const char *path, int with_mask, oracle *o) {
   fsdpc_tokfile_writer *w;
   ck_assert_int_eq(fsdpc__tokfile_writer_create(path, VOCAB, EOS, with_mask, &w, &err), FSDPC_OK);
   int64_t L = 0;
-  for (int64_t d = 0; d < N_DOCS; d++) L += len_of(d) + 1;
+  for (int64_t d = 0; d < N_DOCS; d++)
+    L += len_of(d) + 1;
   o->tok = malloc((size_t)L * sizeof *o->tok);
   o->tgt = malloc((size_t)L);
   o->doc = malloc((size_t)L * sizeof *o->doc);
@@ -72,7 +75,8 @@ static void teardown(void) {
   unlink(g_path);
   unlink(g_mask_path);
   oracle *os[] = {&g_stream, &g_mask_stream};
-  for (int i = 0; i < 2; i++) free(os[i]->tok), free(os[i]->tgt), free(os[i]->doc);
+  for (int i = 0; i < 2; i++)
+    free(os[i]->tok), free(os[i]->tgt), free(os[i]->doc);
 }
 
 static fsdpc_tokfile *open_tf(const char *path) {
@@ -117,8 +121,10 @@ START_TEST(rng_reference_values) {
   ck_assert_uint_eq(fsdpc__rng_next(&r), UINT64_C(13793997310169335082));
   ck_assert_uint_eq(fsdpc__rng_next(&r), UINT64_C(1900383378846508768));
   int hist[3] = {0};
-  for (int i = 0; i < 3000; i++) hist[fsdpc__rng_below(&r, 3)]++;
-  for (int i = 0; i < 3; i++) ck_assert(hist[i] > 850 && hist[i] < 1150);
+  for (int i = 0; i < 3000; i++)
+    hist[fsdpc__rng_below(&r, 3)]++;
+  for (int i = 0; i < 3; i++)
+    ck_assert(hist[i] > 850 && hist[i] < 1150);
 }
 END_TEST
 
@@ -196,7 +202,8 @@ START_TEST(loss_mask_gives_ignore_labels) {
   for (int64_t k = 0; k < W; k++) {
     ck_assert_int_eq(fsdpc__loader_window(l, k, tok, lab, doc, &err), FSDPC_OK);
     check_window(&g_mask_stream, k, T, tok, lab, doc);
-    for (int j = 0; j < T; j++) ignored += lab[j] == FSDPC_IGNORE_INDEX;
+    for (int j = 0; j < T; j++)
+      ignored += lab[j] == FSDPC_IGNORE_INDEX;
   }
   ck_assert_int_gt(ignored, W); /* the mask really bites */
   /* count_labels equals a direct count over the global batch's windows. */
@@ -205,7 +212,8 @@ START_TEST(loss_mask_gives_ignore_labels) {
     ck_assert_int_eq(fsdpc__loader_count_labels(l, step, 4, &count, &err), FSDPC_OK);
     for (int32_t m = 0; m < 4; m++) {
       ck_assert_int_eq(fsdpc__loader_batch(l, step, m, 0, 1, 1, tok, lab, NULL, &err), FSDPC_OK);
-      for (int j = 0; j < T; j++) want += lab[j] != FSDPC_IGNORE_INDEX;
+      for (int j = 0; j < T; j++)
+        want += lab[j] != FSDPC_IGNORE_INDEX;
     }
     ck_assert_int_eq(count, want);
     ck_assert_int_lt(count, 4 * T);
@@ -262,7 +270,8 @@ START_TEST(shuffle_is_deterministic_permutation) {
     }
     free(seen);
   }
-  for (int64_t i = 0; i < n; i++) ck_assert_int_eq(oo[i], i);
+  for (int64_t i = 0; i < n; i++)
+    ck_assert_int_eq(oo[i], i);
   /* The order is a pure function of (seed, epoch): revisiting epoch 0 after
    * epoch 1 gives the same order again. */
   int64_t *oa0 = epoch_order(a, 0, G);
@@ -327,9 +336,9 @@ START_TEST(global_batch_is_world_size_independent) {
     for (int64_t p = 0; p < G; p++) {
       int64_t idx;
       ck_assert_int_eq(fsdpc__loader_batch_window(l, step, p, &idx, &err), FSDPC_OK);
-      ck_assert_int_eq(fsdpc__loader_window(l, idx, ref_t + p * T, ref_l + p * T, ref_d + p * T,
-                                            &err),
-                       FSDPC_OK);
+      ck_assert_int_eq(
+          fsdpc__loader_window(l, idx, ref_t + p * T, ref_l + p * T, ref_d + p * T, &err),
+          FSDPC_OK);
     }
     for (int k = 0; k < 5; k++) {
       memset(t, 0x7f, bytes);
@@ -344,7 +353,8 @@ START_TEST(global_batch_is_world_size_independent) {
   int64_t *order = epoch_order(l, 1, G);
   int64_t n = fsdpc__loader_num_windows(l);
   uint8_t *seen = calloc((size_t)n, 1);
-  for (int64_t i = 0; i < spe * G; i++) ck_assert_int_eq(seen[order[i]]++, 0);
+  for (int64_t i = 0; i < spe * G; i++)
+    ck_assert_int_eq(seen[order[i]]++, 0);
   free(seen), free(order);
   free(ref_t), free(ref_l), free(ref_d), free(t), free(lb), free(d);
   fsdpc__loader_destroy(l);
@@ -373,11 +383,13 @@ START_TEST(eval_split_is_disjoint_and_seed_independent) {
       ck_assert_int_eq(fsdpc__loader_window(ls[s], i, tok, lab, NULL, &err), FSDPC_OK);
       int64_t k = -1;
       for (int64_t c = 0; c < W && k < 0; c++)
-        if (memcmp(tok, g_stream.tok + c * T, sizeof tok) == 0 && !owner[c]) k = c;
+        if (memcmp(tok, g_stream.tok + c * T, sizeof tok) == 0 && !owner[c])
+          k = c;
       ck_assert_int_ge(k, 0);
       owner[k] = (uint8_t)(s + 1);
     }
-  for (int64_t k = 0; k < W; k++) ck_assert_int_ne(owner[k], 0); /* union is everything */
+  for (int64_t k = 0; k < W; k++)
+    ck_assert_int_ne(owner[k], 0); /* union is everything */
   /* The shuffle seed does not move the eval set. */
   int32_t tok2[4], lab2[4];
   for (int64_t i = 0; i < ne; i++) {
@@ -390,7 +402,8 @@ START_TEST(eval_split_is_disjoint_and_seed_independent) {
     ck_assert_int_eq(fsdpc__loader_batch(tr, step, 0, 0, 1, 1, tok, lab, NULL, &err), FSDPC_OK);
     int hit = 0;
     for (int64_t k = 0; k < W; k++)
-      if (owner[k] == 1 && memcmp(tok, g_stream.tok + k * T, sizeof tok) == 0) hit = 1;
+      if (owner[k] == 1 && memcmp(tok, g_stream.tok + k * T, sizeof tok) == 0)
+        hit = 1;
     ck_assert(hit);
   }
   /* A different split seed picks a different eval set; a tiny fraction

@@ -34,8 +34,7 @@ static fsdpc_tokfile *synth(int32_t task, int64_t n, uint64_t seed, int32_t mask
 
 /* Decodes document d into text (NUL-terminated); ctx_len = number of leading
  * tokens with mask 0, and checks the mask is exactly "0...0 1...1". */
-static void doc_text(const fsdpc_tokfile *tf, int64_t d, char *text, size_t cap,
-                     int64_t *ctx_len) {
+static void doc_text(const fsdpc_tokfile *tf, int64_t d, char *text, size_t cap, int64_t *ctx_len) {
   int64_t s = (int64_t)tf->offsets[d], n = (int64_t)tf->offsets[d + 1] - s;
   ck_assert_int_lt(n, (int64_t)cap);
   int32_t ids[256];
@@ -49,8 +48,10 @@ static void doc_text(const fsdpc_tokfile *tf, int64_t d, char *text, size_t cap,
   ck_assert_uint_eq(len, (size_t)n); /* no specials inside documents */
   text[len] = '\0';
   int64_t k = 0;
-  while (k < n && !fsdpc__tokfile_mask(tf, s + k)) k++;
-  for (int64_t i = k; i < n; i++) ck_assert(fsdpc__tokfile_mask(tf, s + i));
+  while (k < n && !fsdpc__tokfile_mask(tf, s + k))
+    k++;
+  for (int64_t i = k; i < n; i++)
+    ck_assert(fsdpc__tokfile_mask(tf, s + i));
   *ctx_len = k;
 }
 
@@ -101,7 +102,8 @@ START_TEST(qa_masks_prompt_trains_answer) {
     ck_assert_msg(found, "doc %lld is not a known fact: '%s'", (long long)d, text);
   }
   int distinct = 0;
-  for (int32_t f = 0; f < n_facts; f++) distinct += used[f] > 0;
+  for (int32_t f = 0; f < n_facts; f++)
+    distinct += used[f] > 0;
   ck_assert_int_gt(distinct, n_facts / 2);
   free(used);
   fsdpc__tokfile_close(tf);

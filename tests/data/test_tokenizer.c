@@ -30,7 +30,8 @@ END_TEST
 START_TEST(all_256_bytes_round_trip) {
   fsdpc_tokenizer *tok = byte_tok();
   char text[512];
-  for (int i = 0; i < 512; i++) text[i] = (char)(unsigned char)((i * 167) % 256); /* incl. NUL */
+  for (int i = 0; i < 512; i++)
+    text[i] = (char)(unsigned char)((i * 167) % 256); /* incl. NUL */
   int32_t ids[512];
   int64_t n;
   fsdpc_err err = {0};
@@ -41,7 +42,8 @@ START_TEST(all_256_bytes_round_trip) {
     ck_assert_int_eq(ids[i], (unsigned char)text[i]);
     seen[ids[i]] = 1;
   }
-  for (int b = 0; b < 256; b++) ck_assert_msg(seen[b], "byte %d not covered", b);
+  for (int b = 0; b < 256; b++)
+    ck_assert_msg(seen[b], "byte %d not covered", b);
   char back[512];
   size_t len;
   ck_assert_int_eq(fsdpc__tokenizer_decode(tok, ids, 512, back, sizeof back, &len, &err), FSDPC_OK);

@@ -62,7 +62,8 @@ START_TEST(round_trip_u16_with_mask) {
   ck_assert_int_eq(fsdpc__tokfile_n_tokens(tf), 9);
   ck_assert_int_eq(fsdpc__tokfile_n_docs(tf), 3);
   uint64_t want_off[] = {0, 3, 3, 9};
-  for (int d = 0; d < 4; d++) ck_assert_uint_eq(tf->offsets[d], want_off[d]);
+  for (int d = 0; d < 4; d++)
+    ck_assert_uint_eq(tf->offsets[d], want_off[d]);
   int32_t toks[9];
   fsdpc__tokfile_read(tf, 0, 9, toks);
   for (int i = 0; i < 9; i++) {
@@ -83,12 +84,14 @@ START_TEST(round_trip_u32_without_mask) {
   ck_assert_int_eq(fsdpc__tokfile_writer_create(path, 128256, 128001, 0, &w, &err), FSDPC_OK);
   enum { N = 5000 };
   int32_t *t = malloc(N * sizeof *t);
-  for (int i = 0; i < N; i++) t[i] = (int32_t)((i * 7919u) % 128256u);
+  for (int i = 0; i < N; i++)
+    t[i] = (int32_t)((i * 7919u) % 128256u);
   /* Streamed in uneven pieces across many documents. */
   int pos = 0, d = 0;
   while (pos < N) {
     int len = 1 + (d * 37) % 300;
-    if (pos + len > N) len = N - pos;
+    if (pos + len > N)
+      len = N - pos;
     ck_assert_int_eq(fsdpc__tokfile_writer_add_doc(w, t + pos, NULL, len, &err), FSDPC_OK);
     pos += len, d++;
   }
@@ -158,18 +161,22 @@ END_TEST
 
 static void fix_header_crc(unsigned char *b) {
   uint32_t c = fsdpc__tokfile_header_crc(b);
-  for (int i = 0; i < 4; i++) b[28 + i] = (unsigned char)(c >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    b[28 + i] = (unsigned char)(c >> (8 * i));
 }
 static void fix_payload_crc(unsigned char *b, size_t len) {
   uint32_t c = fsdpc__crc32(0, b + 64, len - 64);
-  for (int i = 0; i < 4; i++) b[48 + i] = (unsigned char)(c >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    b[48 + i] = (unsigned char)(c >> (8 * i));
   fix_header_crc(b);
 }
 static void put32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    p[i] = (unsigned char)(v >> (8 * i));
 }
 static void put64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    p[i] = (unsigned char)(v >> (8 * i));
 }
 
 /* Writes a corrupt copy of the small file and expects open() to fail with a
@@ -341,8 +348,8 @@ START_TEST(every_flip_and_cut_is_caught) {
       b[i] ^= (unsigned char)(1u << bit);
       spit(path, b, len);
       err.status = FSDPC_OK;
-      ck_assert_msg(fsdpc__tokfile_open(path, &tf, &err) != FSDPC_OK, "flip at byte %zu bit %d",
-                    i, bit);
+      ck_assert_msg(fsdpc__tokfile_open(path, &tf, &err) != FSDPC_OK, "flip at byte %zu bit %d", i,
+                    bit);
       ASSERT_ONE_LINE_ERROR(err, path);
       b[i] ^= (unsigned char)(1u << bit);
     }

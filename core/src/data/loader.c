@@ -14,16 +14,16 @@
 struct fsdpc_loader {
   const fsdpc_tokfile *tf;
   fsdpc_loader_opts opts;
-  int64_t total_windows;  /* W */
-  int64_t n;              /* windows in the split */
-  int64_t *windows;       /* (n) file window indices of the split, ascending */
+  int64_t total_windows; /* W */
+  int64_t n;             /* windows in the split */
+  int64_t *windows;      /* (n) file window indices of the split, ascending */
   int64_t steps_per_epoch;
-  int64_t perm_epoch;     /* epoch whose order is in perm, -1 = none */
-  int64_t *perm;          /* (n) split indices in visiting order */
+  int64_t perm_epoch; /* epoch whose order is in perm, -1 = none */
+  int64_t *perm;      /* (n) split indices in visiting order */
   int64_t next_step;
-  int32_t *scratch_tok;   /* (T+1) */
-  uint8_t *scratch_mask;  /* (T+1) */
-  int32_t *scratch_doc;   /* (T+1) */
+  int32_t *scratch_tok;  /* (T+1) */
+  uint8_t *scratch_mask; /* (T+1) */
+  int32_t *scratch_doc;  /* (T+1) */
 };
 
 void fsdpc__loader_opts_default(fsdpc_loader_opts *opts) {
@@ -36,20 +36,17 @@ void fsdpc__loader_opts_default(fsdpc_loader_opts *opts) {
 static fsdpc_status check_opts(const fsdpc_tokfile *tf, const fsdpc_loader_opts *o,
                                fsdpc_err *err) {
   if (o->seq_len < 1)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: seq_len must be >= 1, got %" PRId32,
-                       tf->path, o->seq_len);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: seq_len must be >= 1, got %" PRId32, tf->path,
+                       o->seq_len);
   if (o->global_batch < 1)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: global batch must be >= 1 window, got %" PRId64, tf->path,
                        o->global_batch);
-  if (o->split != FSDPC_SPLIT_ALL && o->split != FSDPC_SPLIT_TRAIN &&
-      o->split != FSDPC_SPLIT_EVAL)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: unknown split %" PRId32, tf->path,
-                       o->split);
+  if (o->split != FSDPC_SPLIT_ALL && o->split != FSDPC_SPLIT_TRAIN && o->split != FSDPC_SPLIT_EVAL)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: unknown split %" PRId32, tf->path, o->split);
   if (!(o->eval_fraction >= 0.0 && o->eval_fraction < 1.0))
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: eval_fraction must be in [0, 1), got %g", tf->path,
-                       o->eval_fraction);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: eval_fraction must be in [0, 1), got %g",
+                       tf->path, o->eval_fraction);
   if (o->split == FSDPC_SPLIT_EVAL && o->eval_fraction == 0.0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: the eval split needs eval_fraction > 0 (or use a separate eval "
@@ -65,8 +62,10 @@ static fsdpc_status make_split(fsdpc_loader *l, fsdpc_err *err) {
   int64_t n_eval = 0;
   if (o->eval_fraction > 0.0) {
     n_eval = (int64_t)llround((double)W * o->eval_fraction);
-    if (n_eval < 1) n_eval = 1;
-    if (n_eval > W - 1) n_eval = W - 1;
+    if (n_eval < 1)
+      n_eval = 1;
+    if (n_eval > W - 1)
+      n_eval = W - 1;
     if (n_eval < 1)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                          "%s: %" PRId64 " window(s) cannot be split into train and eval",
@@ -74,9 +73,11 @@ static fsdpc_status make_split(fsdpc_loader *l, fsdpc_err *err) {
   }
   l->n = o->split == FSDPC_SPLIT_EVAL ? n_eval : o->split == FSDPC_SPLIT_TRAIN ? W - n_eval : W;
   l->windows = malloc((size_t)(l->n > 0 ? l->n : 1) * sizeof *l->windows);
-  if (!l->windows) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", l->tf->path);
+  if (!l->windows)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", l->tf->path);
   if (n_eval == 0 || o->split == FSDPC_SPLIT_ALL) {
-    for (int64_t k = 0; k < l->n; k++) l->windows[k] = k;
+    for (int64_t k = 0; k < l->n; k++)
+      l->windows[k] = k;
     return FSDPC_OK;
   }
   /* Mark the held-out windows, then collect the wanted side in order. */
@@ -87,15 +88,18 @@ static fsdpc_status make_split(fsdpc_loader *l, fsdpc_err *err) {
     free(is_eval);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", l->tf->path);
   }
-  for (int64_t k = 0; k < W; k++) perm[k] = k;
+  for (int64_t k = 0; k < W; k++)
+    perm[k] = k;
   fsdpc_rng rng;
   fsdpc__rng_seed(&rng, o->split_seed);
   fsdpc__rng_shuffle_i64(&rng, perm, W);
-  for (int64_t k = 0; k < n_eval; k++) is_eval[perm[k]] = 1;
+  for (int64_t k = 0; k < n_eval; k++)
+    is_eval[perm[k]] = 1;
   int want = o->split == FSDPC_SPLIT_EVAL;
   int64_t j = 0;
   for (int64_t k = 0; k < W; k++)
-    if (is_eval[k] == want) l->windows[j++] = k;
+    if (is_eval[k] == want)
+      l->windows[j++] = k;
   free(perm);
   free(is_eval);
   return FSDPC_OK;
@@ -107,7 +111,8 @@ fsdpc_status fsdpc__loader_create(const fsdpc_tokfile *tf, const fsdpc_loader_op
   FSDPC_TRY(check_opts(tf, opts, err));
   fsdpc_status st;
   fsdpc_loader *l = calloc(1, sizeof *l);
-  if (!l) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", tf->path);
+  if (!l)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", tf->path);
   l->tf = tf;
   l->opts = *opts;
   l->perm_epoch = -1;
@@ -121,7 +126,8 @@ fsdpc_status fsdpc__loader_create(const fsdpc_tokfile *tf, const fsdpc_loader_op
                      tf->path, L, T + 1);
     goto fail;
   }
-  if ((st = make_split(l, err)) != FSDPC_OK) goto fail;
+  if ((st = make_split(l, err)) != FSDPC_OK)
+    goto fail;
   if (l->n < opts->global_batch) {
     static const char *names[] = {"file", "train split", "eval split"};
     st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -148,7 +154,8 @@ fail:
 }
 
 void fsdpc__loader_destroy(fsdpc_loader *l) {
-  if (!l) return;
+  if (!l)
+    return;
   free(l->windows);
   free(l->perm);
   free(l->scratch_tok);
@@ -203,18 +210,18 @@ static void read_window(fsdpc_loader *l, int64_t k) {
   }
 }
 
-static void emit_window(const fsdpc_loader *l, int32_t *tokens, int32_t *labels,
-                        int32_t *doc_ids) {
+static void emit_window(const fsdpc_loader *l, int32_t *tokens, int32_t *labels, int32_t *doc_ids) {
   int64_t T = l->opts.seq_len;
   for (int64_t j = 0; j < T; j++) {
     tokens[j] = l->scratch_tok[j];
     labels[j] = l->scratch_mask[j + 1] ? l->scratch_tok[j + 1] : FSDPC_IGNORE_INDEX;
-    if (doc_ids) doc_ids[j] = l->scratch_doc[j];
+    if (doc_ids)
+      doc_ids[j] = l->scratch_doc[j];
   }
 }
 
-fsdpc_status fsdpc__loader_window(fsdpc_loader *l, int64_t idx, int32_t *tokens,
-                                  int32_t *labels, int32_t *doc_ids, fsdpc_err *err) {
+fsdpc_status fsdpc__loader_window(fsdpc_loader *l, int64_t idx, int32_t *tokens, int32_t *labels,
+                                  int32_t *doc_ids, fsdpc_err *err) {
   if (idx < 0 || idx >= l->n)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: window %" PRId64 " is outside the split's %" PRId64 " windows",
@@ -226,8 +233,10 @@ fsdpc_status fsdpc__loader_window(fsdpc_loader *l, int64_t idx, int32_t *tokens,
 
 /* Makes l->perm hold epoch e's visiting order. */
 static void ensure_epoch(fsdpc_loader *l, int64_t e) {
-  if (l->perm_epoch == e) return;
-  for (int64_t k = 0; k < l->n; k++) l->perm[k] = k;
+  if (l->perm_epoch == e)
+    return;
+  for (int64_t k = 0; k < l->n; k++)
+    l->perm[k] = k;
   if (l->opts.shuffle) {
     uint64_t x = l->opts.seed;
     fsdpc_rng rng;
@@ -241,8 +250,8 @@ fsdpc_status fsdpc__loader_batch_window(fsdpc_loader *l, int64_t step, int64_t p
                                         fsdpc_err *err) {
   if (step < 0 || pos < 0 || pos >= l->opts.global_batch)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: batch position (step %" PRId64 ", %" PRId64
-                       ") is outside [0, %" PRId64 ")",
+                       "%s: batch position (step %" PRId64 ", %" PRId64 ") is outside [0, %" PRId64
+                       ")",
                        l->tf->path, step, pos, l->opts.global_batch);
   ensure_epoch(l, step / l->steps_per_epoch);
   *idx = l->perm[(step % l->steps_per_epoch) * l->opts.global_batch + pos];
@@ -279,7 +288,8 @@ fsdpc_status fsdpc__loader_batch(fsdpc_loader *l, int64_t step, int32_t micro, i
     read_window(l, l->windows[idx]);
     emit_window(l, tokens + i * T, labels + i * T, doc_ids ? doc_ids + i * T : NULL);
   }
-  if (step + 1 > l->next_step) l->next_step = step + 1;
+  if (step + 1 > l->next_step)
+    l->next_step = step + 1;
   return FSDPC_OK;
 }
 
@@ -302,7 +312,8 @@ fsdpc_status fsdpc__loader_count_labels(fsdpc_loader *l, int64_t step, int64_t g
     int64_t idx;
     FSDPC_TRY(fsdpc__loader_batch_window(l, step, pos, &idx, err));
     read_window(l, l->windows[idx]);
-    for (int64_t j = 1; j <= T; j++) c += l->scratch_mask[j];
+    for (int64_t j = 1; j <= T; j++)
+      c += l->scratch_mask[j];
   }
   *count = c;
   return FSDPC_OK;

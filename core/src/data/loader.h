@@ -45,13 +45,13 @@
 enum { FSDPC_SPLIT_ALL = 0, FSDPC_SPLIT_TRAIN = 1, FSDPC_SPLIT_EVAL = 2 };
 
 typedef struct fsdpc_loader_opts {
-  int32_t seq_len;       /* T, >= 1 */
-  int64_t global_batch;  /* G, windows per step, >= 1 */
-  uint64_t seed;         /* shuffle seed */
-  int32_t shuffle;       /* 1: new order every epoch; 0: split order */
-  int32_t split;         /* FSDPC_SPLIT_ALL / _TRAIN / _EVAL */
-  double eval_fraction;  /* in [0, 1); 0 = no held-out windows */
-  uint64_t split_seed;   /* chooses the held-out windows */
+  int32_t seq_len;      /* T, >= 1 */
+  int64_t global_batch; /* G, windows per step, >= 1 */
+  uint64_t seed;        /* shuffle seed */
+  int32_t shuffle;      /* 1: new order every epoch; 0: split order */
+  int32_t split;        /* FSDPC_SPLIT_ALL / _TRAIN / _EVAL */
+  double eval_fraction; /* in [0, 1); 0 = no held-out windows */
+  uint64_t split_seed;  /* chooses the held-out windows */
 } fsdpc_loader_opts;
 
 /* Checkpointable position: the next step to serve and its epoch. The epoch
@@ -94,10 +94,9 @@ fsdpc_status fsdpc__loader_batch_window(fsdpc_loader *loader, int64_t step, int6
  * comment). G must equal micro_batch * grad_accum * dp_size for some
  * integer grad_accum, and micro < grad_accum. Outputs are (micro_batch, T);
  * doc_ids may be NULL. */
-fsdpc_status fsdpc__loader_batch(fsdpc_loader *loader, int64_t step, int32_t micro,
-                                 int32_t dp_rank, int32_t dp_size, int32_t micro_batch,
-                                 int32_t *tokens, int32_t *labels, int32_t *doc_ids,
-                                 fsdpc_err *err);
+fsdpc_status fsdpc__loader_batch(fsdpc_loader *loader, int64_t step, int32_t micro, int32_t dp_rank,
+                                 int32_t dp_size, int32_t micro_batch, int32_t *tokens,
+                                 int32_t *labels, int32_t *doc_ids, fsdpc_err *err);
 
 /* Number of labels != -100 in the whole global batch of step (G windows),
  * identical on every rank: the loss normaliser. global_batch must equal the

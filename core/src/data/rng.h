@@ -23,7 +23,8 @@ static inline uint64_t fsdpc__splitmix64(uint64_t *x) {
 
 static inline void fsdpc__rng_seed(fsdpc_rng *r, uint64_t seed) {
   uint64_t x = seed;
-  for (int i = 0; i < 4; i++) r->s[i] = fsdpc__splitmix64(&x);
+  for (int i = 0; i < 4; i++)
+    r->s[i] = fsdpc__splitmix64(&x);
 }
 
 static inline uint64_t fsdpc__rng_next(fsdpc_rng *r) {
@@ -45,7 +46,8 @@ static inline uint64_t fsdpc__rng_below(fsdpc_rng *r, uint64_t n) {
   uint64_t threshold = (0 - n) % n; /* == 2^64 mod n */
   for (;;) {
     uint64_t x = fsdpc__rng_next(r);
-    if (x >= threshold) return x % n;
+    if (x >= threshold)
+      return x % n;
   }
 }
 

@@ -9,26 +9,26 @@
 #include "data/tokfile.h"
 
 static const fsdpc_synth_fact qa_facts[] = {
-    {"capital of France?", "Paris"},      {"capital of Germany?", "Berlin"},
-    {"capital of Italy?", "Rome"},        {"capital of Spain?", "Madrid"},
-    {"capital of Japan?", "Tokyo"},       {"capital of Egypt?", "Cairo"},
-    {"capital of Canada?", "Ottawa"},     {"capital of Peru?", "Lima"},
-    {"capital of Kenya?", "Nairobi"},     {"capital of Norway?", "Oslo"},
-    {"capital of Greece?", "Athens"},     {"capital of Chile?", "Santiago"},
-    {"capital of Poland?", "Warsaw"},     {"capital of Cuba?", "Havana"},
-    {"capital of India?", "New Delhi"},   {"capital of Russia?", "Moscow"},
-    {"opposite of hot?", "cold"},         {"opposite of up?", "down"},
-    {"opposite of big?", "small"},        {"opposite of fast?", "slow"},
-    {"opposite of light?", "dark"},       {"opposite of open?", "closed"},
-    {"opposite of early?", "late"},       {"opposite of full?", "empty"},
-    {"color of the sky?", "blue"},        {"color of grass?", "green"},
-    {"color of snow?", "white"},          {"color of coal?", "black"},
-    {"color of a banana?", "yellow"},     {"color of blood?", "red"},
-    {"legs of a spider?", "eight"},       {"legs of a dog?", "four"},
-    {"legs of a bird?", "two"},           {"legs of an ant?", "six"},
-    {"days in a week?", "seven"},         {"months in a year?", "twelve"},
-    {"sides of a triangle?", "three"},    {"sides of a square?", "four"},
-    {"planet we live on?", "Earth"},      {"largest ocean?", "Pacific"},
+    {"capital of France?", "Paris"},    {"capital of Germany?", "Berlin"},
+    {"capital of Italy?", "Rome"},      {"capital of Spain?", "Madrid"},
+    {"capital of Japan?", "Tokyo"},     {"capital of Egypt?", "Cairo"},
+    {"capital of Canada?", "Ottawa"},   {"capital of Peru?", "Lima"},
+    {"capital of Kenya?", "Nairobi"},   {"capital of Norway?", "Oslo"},
+    {"capital of Greece?", "Athens"},   {"capital of Chile?", "Santiago"},
+    {"capital of Poland?", "Warsaw"},   {"capital of Cuba?", "Havana"},
+    {"capital of India?", "New Delhi"}, {"capital of Russia?", "Moscow"},
+    {"opposite of hot?", "cold"},       {"opposite of up?", "down"},
+    {"opposite of big?", "small"},      {"opposite of fast?", "slow"},
+    {"opposite of light?", "dark"},     {"opposite of open?", "closed"},
+    {"opposite of early?", "late"},     {"opposite of full?", "empty"},
+    {"color of the sky?", "blue"},      {"color of grass?", "green"},
+    {"color of snow?", "white"},        {"color of coal?", "black"},
+    {"color of a banana?", "yellow"},   {"color of blood?", "red"},
+    {"legs of a spider?", "eight"},     {"legs of a dog?", "four"},
+    {"legs of a bird?", "two"},         {"legs of an ant?", "six"},
+    {"days in a week?", "seven"},       {"months in a year?", "twelve"},
+    {"sides of a triangle?", "three"},  {"sides of a square?", "four"},
+    {"planet we live on?", "Earth"},    {"largest ocean?", "Pacific"},
 };
 
 static const char *task_names[] = {"arith", "qa", "copy", "reverse"};
@@ -84,7 +84,8 @@ void fsdpc__synth_example(const fsdpc_synth_opts *o, fsdpc_rng *rng, char prompt
   default: { /* copy, reverse */
     char s[64];
     int len = 1 + (int)fsdpc__rng_below(rng, (uint64_t)o->max_len);
-    for (int i = 0; i < len; i++) s[i] = (char)('a' + fsdpc__rng_below(rng, 26));
+    for (int i = 0; i < len; i++)
+      s[i] = (char)('a' + fsdpc__rng_below(rng, 26));
     s[len] = '\0';
     snprintf(prompt, 128, "%s %s -> ", o->task == FSDPC_SYNTH_COPY ? "copy" : "reverse", s);
     if (o->task == FSDPC_SYNTH_REVERSE)
@@ -106,11 +107,11 @@ static fsdpc_status check_opts(const fsdpc_synth_opts *o, fsdpc_err *err) {
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %" PRId64,
                        o->n_docs);
   if (o->max_operand < 0 || o->max_operand > 1000000000)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "synth: --max must be in [0, 1e9], got %" PRId32, o->max_operand);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --max must be in [0, 1e9], got %" PRId32,
+                       o->max_operand);
   if (o->max_len < 1 || o->max_len > 50)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --max-len must be in [1, 50], got %" PRId32,
-                       o->max_len);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "synth: --max-len must be in [1, 50], got %" PRId32, o->max_len);
   return FSDPC_OK;
 }
 
@@ -121,10 +122,12 @@ fsdpc_status fsdpc__synth_write(const fsdpc_synth_opts *o, const char *path, int
   fsdpc_tokenizer *tok = NULL;
   fsdpc_tokfile_writer *w = NULL;
   fsdpc_status st;
-  if ((st = fsdpc__tokenizer_byte_create(&tok, err)) != FSDPC_OK) return st;
+  if ((st = fsdpc__tokenizer_byte_create(&tok, err)) != FSDPC_OK)
+    return st;
   st = fsdpc__tokfile_writer_create(path, (uint32_t)fsdpc__tokenizer_vocab_size(tok),
                                     (uint32_t)fsdpc__tokenizer_eos(tok), mask, &w, err);
-  if (st != FSDPC_OK) goto done;
+  if (st != FSDPC_OK)
+    goto done;
   fsdpc_rng rng;
   fsdpc__rng_seed(&rng, o->seed);
   int64_t total = 0;
@@ -144,7 +147,8 @@ fsdpc_status fsdpc__synth_write(const fsdpc_synth_opts *o, const char *path, int
     total += n;
   }
   st = fsdpc__tokfile_writer_finish(w, err);
-  if (st == FSDPC_OK && n_tokens) *n_tokens = total;
+  if (st == FSDPC_OK && n_tokens)
+    *n_tokens = total;
 done:
   fsdpc__tokfile_writer_destroy(w);
   fsdpc__tokenizer_destroy(tok);

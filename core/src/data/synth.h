@@ -21,8 +21,8 @@
 enum { FSDPC_SYNTH_ARITH = 0, FSDPC_SYNTH_QA = 1, FSDPC_SYNTH_COPY = 2, FSDPC_SYNTH_REVERSE = 3 };
 
 typedef struct fsdpc_synth_opts {
-  int32_t task;        /* FSDPC_SYNTH_* */
-  int64_t n_docs;      /* examples to write, >= 1 */
+  int32_t task;   /* FSDPC_SYNTH_* */
+  int64_t n_docs; /* examples to write, >= 1 */
   uint64_t seed;
   int32_t mask_prompt; /* 1 on, 0 off, -1 task default (on for qa only) */
   int32_t max_operand; /* arith: operands in [0, max_operand]; default 20 */
@@ -47,7 +47,7 @@ const fsdpc_synth_fact *fsdpc__synth_qa_facts(int32_t *n);
 
 /* Writes opts->n_docs examples to a token file at path (byte tokenizer,
  * vocab 259, EOS 257). Reports the token count in *n_tokens (may be NULL). */
-fsdpc_status fsdpc__synth_write(const fsdpc_synth_opts *opts, const char *path,
-                                int64_t *n_tokens, fsdpc_err *err);
+fsdpc_status fsdpc__synth_write(const fsdpc_synth_opts *opts, const char *path, int64_t *n_tokens,
+                                fsdpc_err *err);
 
 #endif

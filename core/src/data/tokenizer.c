@@ -8,14 +8,14 @@ fsdpc_status fsdpc__tokenizer_encode(const fsdpc_tokenizer *tok, const char *tex
   return tok->vt->encode(tok, text, len, ids, cap, n_out, err);
 }
 
-fsdpc_status fsdpc__tokenizer_encode_alloc(const fsdpc_tokenizer *tok, const char *text,
-                                           size_t len, int32_t **ids_out, int64_t *n_out,
-                                           fsdpc_err *err) {
+fsdpc_status fsdpc__tokenizer_encode_alloc(const fsdpc_tokenizer *tok, const char *text, size_t len,
+                                           int32_t **ids_out, int64_t *n_out, fsdpc_err *err) {
   *ids_out = NULL;
   int64_t per = tok->vt->max_ids_per_byte ? tok->vt->max_ids_per_byte(tok) : 1;
   int64_t cap = (int64_t)len * per;
   int32_t *ids = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *ids);
-  if (!ids) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "tokenizer: out of memory");
+  if (!ids)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "tokenizer: out of memory");
   fsdpc_status st = tok->vt->encode(tok, text, len, ids, cap, n_out, err);
   if (st != FSDPC_OK) {
     free(ids);
@@ -35,11 +35,10 @@ int32_t fsdpc__tokenizer_eos(const fsdpc_tokenizer *tok) { return tok->vt->eos(t
 int32_t fsdpc__tokenizer_pad(const fsdpc_tokenizer *tok) {
   return tok->vt->pad ? tok->vt->pad(tok) : -1;
 }
-int32_t fsdpc__tokenizer_vocab_size(const fsdpc_tokenizer *tok) {
-  return tok->vt->vocab_size(tok);
-}
+int32_t fsdpc__tokenizer_vocab_size(const fsdpc_tokenizer *tok) { return tok->vt->vocab_size(tok); }
 const char *fsdpc__tokenizer_name(const fsdpc_tokenizer *tok) { return tok->vt->name; }
 
 void fsdpc__tokenizer_destroy(fsdpc_tokenizer *tok) {
-  if (tok) tok->vt->destroy(tok);
+  if (tok)
+    tok->vt->destroy(tok);
 }

@@ -28,7 +28,7 @@ typedef struct fsdpc_tokenizer_vtable {
    * needed. */
   fsdpc_status (*decode)(const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n, char *out,
                          size_t cap, size_t *len_out, fsdpc_err *err);
-  int32_t (*bos)(const fsdpc_tokenizer *tok);        /* -1 if none */
+  int32_t (*bos)(const fsdpc_tokenizer *tok); /* -1 if none */
   int32_t (*eos)(const fsdpc_tokenizer *tok);
   int32_t (*pad)(const fsdpc_tokenizer *tok);        /* (optional) NULL = none */
   int32_t (*vocab_size)(const fsdpc_tokenizer *tok); /* ids are < vocab_size */
@@ -48,9 +48,8 @@ struct fsdpc_tokenizer {
 fsdpc_status fsdpc__tokenizer_encode(const fsdpc_tokenizer *tok, const char *text, size_t len,
                                      int32_t *ids, int64_t cap, int64_t *n_out, fsdpc_err *err);
 /* Encodes into a malloc'd array the caller frees. */
-fsdpc_status fsdpc__tokenizer_encode_alloc(const fsdpc_tokenizer *tok, const char *text,
-                                           size_t len, int32_t **ids_out, int64_t *n_out,
-                                           fsdpc_err *err);
+fsdpc_status fsdpc__tokenizer_encode_alloc(const fsdpc_tokenizer *tok, const char *text, size_t len,
+                                           int32_t **ids_out, int64_t *n_out, fsdpc_err *err);
 fsdpc_status fsdpc__tokenizer_decode(const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n,
                                      char *out, size_t cap, size_t *len_out, fsdpc_err *err);
 int32_t fsdpc__tokenizer_bos(const fsdpc_tokenizer *tok);

@@ -14,7 +14,8 @@ static fsdpc_status byte_encode(const fsdpc_tokenizer *tok, const char *text, si
                        "byte tokenizer: %zu bytes need %zu ids, buffer holds %" PRId64, len, len,
                        cap);
   const unsigned char *p = (const unsigned char *)text;
-  for (size_t i = 0; i < len; i++) ids[i] = p[i];
+  for (size_t i = 0; i < len; i++)
+    ids[i] = p[i];
   return FSDPC_OK;
 }
 
@@ -35,7 +36,8 @@ static fsdpc_status byte_decode(const fsdpc_tokenizer *tok, const int32_t *ids, 
                        "byte tokenizer: decoding needs %zu bytes, buffer holds %zu", len, cap);
   size_t k = 0;
   for (int64_t i = 0; i < n; i++)
-    if (ids[i] < 256) out[k++] = (char)(unsigned char)ids[i];
+    if (ids[i] < 256)
+      out[k++] = (char)(unsigned char)ids[i];
   return FSDPC_OK;
 }
 
@@ -60,7 +62,8 @@ static const fsdpc_tokenizer_vtable byte_vtable = {
 fsdpc_status fsdpc__tokenizer_byte_create(fsdpc_tokenizer **out, fsdpc_err *err) {
   *out = NULL;
   fsdpc_tokenizer *tok = calloc(1, sizeof *tok);
-  if (!tok) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "byte tokenizer: out of memory");
+  if (!tok)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "byte tokenizer: out of memory");
   tok->vt = &byte_vtable;
   *out = tok;
   return FSDPC_OK;

@@ -16,19 +16,23 @@
 #include "data/crc32.h"
 
 static void put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 static void put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 static uint32_t get_u32(const uint8_t *p) {
   uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+  for (int i = 0; i < 4; i++)
+    v |= (uint32_t)p[i] << (8 * i);
   return v;
 }
 static uint64_t get_u64(const uint8_t *p) {
   uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+  for (int i = 0; i < 8; i++)
+    v |= (uint64_t)p[i] << (8 * i);
   return v;
 }
 
@@ -45,7 +49,8 @@ void fsdpc__tokfile_header_encode(const fsdpc_tokfile_header *h,
   put_u64(out + 32, h->n_tokens);
   put_u64(out + 40, h->n_docs);
   put_u32(out + 48, h->payload_crc);
-  for (int i = 0; i < 3; i++) put_u32(out + 52 + 4 * i, h->reserved[i]);
+  for (int i = 0; i < 3; i++)
+    put_u32(out + 52 + 4 * i, h->reserved[i]);
 }
 
 void fsdpc__tokfile_header_decode(const uint8_t in[FSDPC_TOKFILE_HEADER_BYTES],
@@ -60,7 +65,8 @@ void fsdpc__tokfile_header_decode(const uint8_t in[FSDPC_TOKFILE_HEADER_BYTES],
   h->n_tokens = get_u64(in + 32);
   h->n_docs = get_u64(in + 40);
   h->payload_crc = get_u32(in + 48);
-  for (int i = 0; i < 3; i++) h->reserved[i] = get_u32(in + 52 + 4 * i);
+  for (int i = 0; i < 3; i++)
+    h->reserved[i] = get_u32(in + 52 + 4 * i);
 }
 
 uint32_t fsdpc__tokfile_header_crc(const uint8_t in[FSDPC_TOKFILE_HEADER_BYTES]) {
@@ -105,14 +111,15 @@ static fsdpc_status check_header(const char *path, const fsdpc_tokfile_header *h
   ovf |= __builtin_mul_overflow(h->n_docs + 1, (uint64_t)8, &off_bytes);
   ovf |= __builtin_add_overflow((uint64_t)FSDPC_TOKFILE_HEADER_BYTES, tok_bytes, offsets_at);
   ovf |= __builtin_add_overflow(*offsets_at, off_bytes, mask_at);
-  uint64_t mask_bytes = (h->flags & FSDPC_TOKFILE_HAS_MASK) ? h->n_tokens / 8 + (h->n_tokens % 8 != 0) : 0;
+  uint64_t mask_bytes =
+      (h->flags & FSDPC_TOKFILE_HAS_MASK) ? h->n_tokens / 8 + (h->n_tokens % 8 != 0) : 0;
   ovf |= __builtin_add_overflow(*mask_at, mask_bytes, &expected);
   if (ovf || expected > file_bytes)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: truncated: header (%" PRIu64 " tokens, %" PRIu64
                        " documents) needs %" PRIu64 "%s bytes, file has %" PRIu64,
-                       path, h->n_tokens, h->n_docs, ovf ? UINT64_MAX : expected,
-                       ovf ? "+" : "", file_bytes);
+                       path, h->n_tokens, h->n_docs, ovf ? UINT64_MAX : expected, ovf ? "+" : "",
+                       file_bytes);
   if (expected < file_bytes)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: %" PRIu64 " unexpected trailing bytes (header accounts for %" PRIu64
@@ -226,7 +233,8 @@ fsdpc_status fsdpc__tokfile_open(const char *path, fsdpc_tokfile **out, fsdpc_er
   /* offsets_at is a multiple of 8 and the map is page aligned. */
   tf->offsets = (const uint64_t *)(const void *)(tf->map + offsets_at);
   tf->mask = (h->flags & FSDPC_TOKFILE_HAS_MASK) ? tf->map + mask_at : NULL;
-  if ((st = check_payload(tf, err)) != FSDPC_OK) goto fail_map;
+  if ((st = check_payload(tf, err)) != FSDPC_OK)
+    goto fail_map;
   *out = tf;
   return FSDPC_OK;
 
@@ -237,14 +245,17 @@ fail_map:
 fail_fd:
   close(fd);
 fail_alloc:
-  if (tf) free(tf->path);
+  if (tf)
+    free(tf->path);
   free(tf);
   return st;
 }
 
 void fsdpc__tokfile_close(fsdpc_tokfile *tf) {
-  if (!tf) return;
-  if (tf->map) munmap((void *)tf->map, tf->map_bytes);
+  if (!tf)
+    return;
+  if (tf->map)
+    munmap((void *)tf->map, tf->map_bytes);
   free(tf->path);
   free(tf);
 }
@@ -252,9 +263,11 @@ void fsdpc__tokfile_close(fsdpc_tokfile *tf) {
 void fsdpc__tokfile_read(const fsdpc_tokfile *tf, int64_t start, int64_t n, int32_t *out) {
   if (tf->hdr.token_bytes == 2) {
     const uint16_t *t = (const uint16_t *)(const void *)tf->tokens + start;
-    for (int64_t i = 0; i < n; i++) out[i] = t[i];
+    for (int64_t i = 0; i < n; i++)
+      out[i] = t[i];
   } else {
     const uint32_t *t = (const uint32_t *)(const void *)tf->tokens + start;
-    for (int64_t i = 0; i < n; i++) out[i] = (int32_t)t[i];
+    for (int64_t i = 0; i < n; i++)
+      out[i] = (int32_t)t[i];
   }
 }

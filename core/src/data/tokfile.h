@@ -33,29 +33,29 @@
 #define FSDPC_TOKFILE_HAS_MASK 1u /* flags bit 0 */
 
 typedef struct fsdpc_tokfile_header {
-  char magic[8];          /* "FSDPCTOK", no NUL */
-  uint32_t version;       /* FSDPC_TOKFILE_VERSION */
-  uint32_t token_bytes;   /* 2 (u16) or 4 (u32) */
-  uint32_t vocab_size;    /* every token id is < vocab_size */
-  uint32_t eos_id;        /* < vocab_size */
-  uint32_t flags;         /* FSDPC_TOKFILE_HAS_MASK */
-  uint32_t header_crc;    /* CRC-32 of the 64 header bytes, this field zero */
-  uint64_t n_tokens;      /* N */
-  uint64_t n_docs;        /* D */
-  uint32_t payload_crc;   /* CRC-32 of bytes [64, file end) */
-  uint32_t reserved[3];   /* zero */
+  char magic[8];        /* "FSDPCTOK", no NUL */
+  uint32_t version;     /* FSDPC_TOKFILE_VERSION */
+  uint32_t token_bytes; /* 2 (u16) or 4 (u32) */
+  uint32_t vocab_size;  /* every token id is < vocab_size */
+  uint32_t eos_id;      /* < vocab_size */
+  uint32_t flags;       /* FSDPC_TOKFILE_HAS_MASK */
+  uint32_t header_crc;  /* CRC-32 of the 64 header bytes, this field zero */
+  uint64_t n_tokens;    /* N */
+  uint64_t n_docs;      /* D */
+  uint32_t payload_crc; /* CRC-32 of bytes [64, file end) */
+  uint32_t reserved[3]; /* zero */
 } fsdpc_tokfile_header;
 
 /* ---- reader ------------------------------------------------------------ */
 
 typedef struct fsdpc_tokfile {
-  char *path;                 /* owned copy, for messages */
+  char *path; /* owned copy, for messages */
   fsdpc_tokfile_header hdr;
-  const uint8_t *map;         /* whole file, read-only */
+  const uint8_t *map; /* whole file, read-only */
   size_t map_bytes;
-  const uint8_t *tokens;      /* (N) of token_bytes each */
-  const uint64_t *offsets;    /* (D+1) */
-  const uint8_t *mask;        /* (ceil(N/8)) or NULL when the file has none */
+  const uint8_t *tokens;   /* (N) of token_bytes each */
+  const uint64_t *offsets; /* (D+1) */
+  const uint8_t *mask;     /* (ceil(N/8)) or NULL when the file has none */
 } fsdpc_tokfile;
 
 /* Maps path read-only and validates it completely: size, magic, version,
@@ -74,7 +74,8 @@ static inline int64_t fsdpc__tokfile_n_docs(const fsdpc_tokfile *tf) {
 /* Token i (0 <= i < N). The file is little-endian; open() refuses big-endian
  * hosts, so a plain load is correct. */
 static inline int32_t fsdpc__tokfile_token(const fsdpc_tokfile *tf, int64_t i) {
-  if (tf->hdr.token_bytes == 2) return ((const uint16_t *)(const void *)tf->tokens)[i];
+  if (tf->hdr.token_bytes == 2)
+    return ((const uint16_t *)(const void *)tf->tokens)[i];
   return (int32_t)((const uint32_t *)(const void *)tf->tokens)[i];
 }
 /* 1 if token i is a training target (always 1 in a file without a mask). */

@@ -16,11 +16,11 @@ struct fsdpc_tokfile_writer {
   char *path, *tmp_path;
   FILE *f;
   fsdpc_tokfile_header hdr;
-  uint32_t crc;          /* running CRC-32 of the payload written so far */
+  uint32_t crc; /* running CRC-32 of the payload written so far */
   uint64_t n_tokens;
-  uint64_t *offsets;     /* (n_docs+1) */
+  uint64_t *offsets; /* (n_docs+1) */
   uint64_t n_docs, offsets_cap;
-  uint8_t *mask;         /* (mask_cap) bits packed LSB first */
+  uint8_t *mask; /* (mask_cap) bits packed LSB first */
   uint64_t mask_cap;
   int finished;
 };
@@ -44,18 +44,19 @@ fsdpc_status fsdpc__tokfile_writer_create(const char *path, uint32_t vocab_size,
   fsdpc_status st;
   fsdpc_tokfile_writer *w = calloc(1, sizeof *w);
   char *tmp = NULL;
-  if (w && asprintf(&tmp, "%s.tmp", path) < 0) tmp = NULL;
-  if (w) w->tmp_path = tmp;
-  if (!w || !tmp || !(w->path = strdup(path)) ||
-      !(w->offsets = calloc(1024, sizeof *w->offsets))) {
+  if (w && asprintf(&tmp, "%s.tmp", path) < 0)
+    tmp = NULL;
+  if (w)
+    w->tmp_path = tmp;
+  if (!w || !tmp || !(w->path = strdup(path)) || !(w->offsets = calloc(1024, sizeof *w->offsets))) {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", path);
     goto fail;
   }
   w->offsets_cap = 1024;
   w->f = fopen(w->tmp_path, "wb");
   if (!w->f) {
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", w->tmp_path,
-                     strerror(errno));
+    st =
+        fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", w->tmp_path, strerror(errno));
     goto fail;
   }
   memcpy(w->hdr.magic, FSDPC_TOKFILE_MAGIC, 8);
@@ -67,8 +68,7 @@ fsdpc_status fsdpc__tokfile_writer_create(const char *path, uint32_t vocab_size,
   /* Placeholder header; the real one is written by finish(). */
   uint8_t zero[FSDPC_TOKFILE_HEADER_BYTES] = {0};
   if (fwrite(zero, 1, sizeof zero, w->f) != sizeof zero) {
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->tmp_path,
-                     strerror(errno));
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->tmp_path, strerror(errno));
     goto fail;
   }
   *out = w;
@@ -83,15 +83,16 @@ fsdpc_status fsdpc__tokfile_writer_append(fsdpc_tokfile_writer *w, const int32_t
   if (w->finished)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: append after finish", w->path);
   if (n < 0)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: negative token count %" PRId64, w->path,
-                       n);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: negative token count %" PRId64, w->path, n);
   if (w->hdr.flags & FSDPC_TOKFILE_HAS_MASK) {
     uint64_t need = (w->n_tokens + (uint64_t)n + 7) / 8;
     if (need > w->mask_cap) {
       uint64_t cap = w->mask_cap ? w->mask_cap : 4096;
-      while (cap < need) cap *= 2;
+      while (cap < need)
+        cap *= 2;
       uint8_t *m = realloc(w->mask, cap);
-      if (!m) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", w->path);
+      if (!m)
+        return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", w->path);
       memset(m + w->mask_cap, 0, cap - w->mask_cap);
       w->mask = m, w->mask_cap = cap;
     }
@@ -106,7 +107,8 @@ fsdpc_status fsdpc__tokfile_writer_append(fsdpc_tokfile_writer *w, const int32_t
   size_t fill = 0, width = w->hdr.token_bytes;
   for (int64_t i = 0; i < n; i++) {
     uint32_t t = (uint32_t)tokens[i];
-    for (size_t b = 0; b < width; b++) buf[fill++] = (uint8_t)(t >> (8 * b));
+    for (size_t b = 0; b < width; b++)
+      buf[fill++] = (uint8_t)(t >> (8 * b));
     if (w->mask && (!mask || mask[i])) {
       uint64_t k = w->n_tokens + (uint64_t)i;
       w->mask[k >> 3] |= (uint8_t)(1u << (k & 7));
@@ -126,7 +128,8 @@ fsdpc_status fsdpc__tokfile_writer_end_doc(fsdpc_tokfile_writer *w, fsdpc_err *e
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: end_doc after finish", w->path);
   if (w->n_docs + 2 > w->offsets_cap) {
     uint64_t *o = realloc(w->offsets, 2 * w->offsets_cap * sizeof *o);
-    if (!o) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", w->path);
+    if (!o)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", w->path);
     w->offsets = o, w->offsets_cap *= 2;
   }
   w->offsets[++w->n_docs] = w->n_tokens;
@@ -140,7 +143,8 @@ fsdpc_status fsdpc__tokfile_writer_add_doc(fsdpc_tokfile_writer *w, const int32_
 }
 
 fsdpc_status fsdpc__tokfile_writer_finish(fsdpc_tokfile_writer *w, fsdpc_err *err) {
-  if (w->finished) return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: finished twice", w->path);
+  if (w->finished)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: finished twice", w->path);
   if (w->offsets[w->n_docs] != w->n_tokens)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: %" PRIu64 " tokens appended after the last end_doc", w->path,
@@ -151,7 +155,8 @@ fsdpc_status fsdpc__tokfile_writer_finish(fsdpc_tokfile_writer *w, fsdpc_err *er
   /* Offsets are written little-endian byte by byte, independent of the host. */
   for (uint64_t d = 0; d <= w->n_docs; d++) {
     uint8_t b[8];
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(w->offsets[d] >> (8 * i));
+    for (int i = 0; i < 8; i++)
+      b[i] = (uint8_t)(w->offsets[d] >> (8 * i));
     FSDPC_TRY(put_bytes(w, b, 8, err));
   }
   if (w->hdr.flags & FSDPC_TOKFILE_HAS_MASK)
@@ -181,9 +186,12 @@ fsdpc_status fsdpc__tokfile_writer_finish(fsdpc_tokfile_writer *w, fsdpc_err *er
 }
 
 void fsdpc__tokfile_writer_destroy(fsdpc_tokfile_writer *w) {
-  if (!w) return;
-  if (w->f) fclose(w->f);
-  if (!w->finished && w->tmp_path) unlink(w->tmp_path);
+  if (!w)
+    return;
+  if (w->f)
+    fclose(w->f);
+  if (!w->finished && w->tmp_path)
+    unlink(w->tmp_path);
   free(w->path);
   free(w->tmp_path);
   free(w->offsets);

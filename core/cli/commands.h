@@ -1,9 +1,12 @@
-/* Subcommands of the fsdpc executable: each takes the arguments after its
- * own name (argv[0] is the subcommand) and returns the process exit code
- * (0 ok, 1 error, 2 usage). */
+/* Subcommands of the fsdpc executable. Each gets argv starting at its own
+ * name (argv[0] = "data") and returns the process exit code: 0 success,
+ * 1 failure (one line on stderr), 2 usage error. */
 #ifndef FSDPC_CLI_COMMANDS_H
 #define FSDPC_CLI_COMMANDS_H
 
+int fsdpc__cmd_train(int argc, char **argv);
+int fsdpc__cmd_config(int argc, char **argv);
 int fsdpc__cmd_plugins(int argc, char **argv);
+int fsdpc__cmd_data(int argc, char **argv);
 
 #endif

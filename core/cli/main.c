@@ -5,20 +5,22 @@
 #include "commands.h"
 #include "fsdpc/fsdpc.h"
 
-typedef struct command {
+static const struct {
   const char *name;
   int (*run)(int argc, char **argv);
   const char *help;
-} command;
-
-static const command commands[] = {
+} commands[] = {
+    {"train", fsdpc__cmd_train, "train a model from a YAML config (one or many ranks)"},
+    {"config", fsdpc__cmd_config, "check a config and print it resolved; the schema"},
     {"plugins", fsdpc__cmd_plugins, "list plugins and show what each offers"},
+    {"data", fsdpc__cmd_data, "make and inspect token files (synth, tokenize, info)"},
 };
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: fsdpc <command> [args]   (fsdpc <command> --help for details)\n\ncommands:\n");
+  fprintf(f, "usage: fsdpc <command> [args]\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+  fprintf(f, "\n`fsdpc <command> --help` for details; `fsdpc --version`.\n");
 }
 
 int main(int argc, char **argv) {
@@ -30,11 +32,14 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  for (size_t i = 0; argc >= 2 && i < sizeof commands / sizeof commands[0]; i++)
-    if (strcmp(argv[1], commands[i].name) == 0)
-      return commands[i].run(argc - 1, argv + 1);
   if (argc >= 2)
-    fprintf(stderr, "fsdpc: unknown command '%s'\n", argv[1]);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+      if (strcmp(argv[1], commands[i].name) == 0)
+        return commands[i].run(argc - 1, argv + 1);
+  if (argc >= 2) {
+    fprintf(stderr, "fsdpc: unknown command '%s' (`fsdpc --help` lists them)\n", argv[1]);
+    return 2;
+  }
   usage(stderr);
   return 2;
 }

@@ -1,0 +1,72 @@
+/* Tokenizer interface: a table of function pointers (ggml-backend style) so
+ * that the byte tokenizer here and a Hugging Face BPE tokenizer later
+ * (tokenizer.json via cJSON, pre-split via PCRE2) are interchangeable.
+ *
+ * Ids are int32_t. encode() never adds BOS/EOS: documents in a token file
+ * are stored bare and the loader inserts EOS between them. decode() writes
+ * nothing for special tokens (BOS/EOS/PAD) and fails on an id outside the
+ * vocabulary. */
+#ifndef FSDPC_DATA_TOKENIZER_H
+#define FSDPC_DATA_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+typedef struct fsdpc_tokenizer fsdpc_tokenizer;
+
+typedef struct fsdpc_tokenizer_vtable {
+  const char *name; /* "byte" */
+  /* Encodes text (len bytes, any bytes incl. NUL) into ids (cap). Writes the
+   * number of ids to *n_out; if cap is too small, fails with INVALID_USAGE
+   * and *n_out is the capacity needed. */
+  fsdpc_status (*encode)(const fsdpc_tokenizer *tok, const char *text, size_t len, int32_t *ids,
+                         int64_t cap, int64_t *n_out, fsdpc_err *err);
+  /* Decodes ids (n) into out (cap bytes, not NUL-terminated). Writes the byte
+   * count to *len_out; if cap is too small, fails and *len_out is the size
+   * needed. */
+  fsdpc_status (*decode)(const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n, char *out,
+                         size_t cap, size_t *len_out, fsdpc_err *err);
+  int32_t (*bos)(const fsdpc_tokenizer *tok); /* -1 if none */
+  int32_t (*eos)(const fsdpc_tokenizer *tok);
+  int32_t (*pad)(const fsdpc_tokenizer *tok);        /* (optional) NULL = none */
+  int32_t (*vocab_size)(const fsdpc_tokenizer *tok); /* ids are < vocab_size */
+  /* (optional) Upper bound on ids per input byte; NULL means 1. Lets callers
+   * size the encode buffer without a retry. */
+  int32_t (*max_ids_per_byte)(const fsdpc_tokenizer *tok);
+  void (*destroy)(fsdpc_tokenizer *tok);
+} fsdpc_tokenizer_vtable;
+
+struct fsdpc_tokenizer {
+  const fsdpc_tokenizer_vtable *vt;
+  void *impl; /* owned by the implementation */
+};
+
+/* Wrappers: callers use these, never the table, so optional members are
+ * checked in one place. */
+fsdpc_status fsdpc__tokenizer_encode(const fsdpc_tokenizer *tok, const char *text, size_t len,
+                                     int32_t *ids, int64_t cap, int64_t *n_out, fsdpc_err *err);
+/* Encodes into a malloc'd array the caller frees. */
+fsdpc_status fsdpc__tokenizer_encode_alloc(const fsdpc_tokenizer *tok, const char *text, size_t len,
+                                           int32_t **ids_out, int64_t *n_out, fsdpc_err *err);
+fsdpc_status fsdpc__tokenizer_decode(const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n,
+                                     char *out, size_t cap, size_t *len_out, fsdpc_err *err);
+int32_t fsdpc__tokenizer_bos(const fsdpc_tokenizer *tok);
+int32_t fsdpc__tokenizer_eos(const fsdpc_tokenizer *tok);
+int32_t fsdpc__tokenizer_pad(const fsdpc_tokenizer *tok);
+int32_t fsdpc__tokenizer_vocab_size(const fsdpc_tokenizer *tok);
+const char *fsdpc__tokenizer_name(const fsdpc_tokenizer *tok);
+void fsdpc__tokenizer_destroy(fsdpc_tokenizer *tok); /* NULL is a no-op */
+
+/* Byte-level tokenizer (tokenizer_byte.c): ids 0..255 are the bytes
+ * themselves, then BOS = 256, EOS = 257, PAD = 258; vocab_size 259. A model
+ * may use a larger vocab (e.g. 320, rounded for kernels); ids 259.. are
+ * never produced and are refused by decode. */
+#define FSDPC_BYTE_BOS 256
+#define FSDPC_BYTE_EOS 257
+#define FSDPC_BYTE_PAD 258
+#define FSDPC_BYTE_VOCAB 259
+fsdpc_status fsdpc__tokenizer_byte_create(fsdpc_tokenizer **out, fsdpc_err *err);
+
+#endif

@@ -44,10 +44,18 @@ fail_server:
 
 void fsdpc__dist_job_stop(fsdpc_dist_job *job) {
   if (!job) return;
+  /* Every rank says it is done with the store; the last one raises a flag
+   * that rank 0 waits for before it takes the server away. Other ranks do
+   * not wait: after their ADD they send nothing more. */
   if (job->env.world_size > 1) {
     fsdpc_err e;
-    if (fsdpc__store_barrier(job->store, "fsdpc/exit", job->env.world_size, job->timeout_ms, &e))
-      FSDPC_LOGW("leaving without the other ranks: %s", e.msg);
+    int64_t n = 0;
+    fsdpc_status st = fsdpc__store_add(job->store, "fsdpc/exit/left", 1, &n, &e);
+    if (st == FSDPC_OK && n == job->env.world_size)
+      st = fsdpc__store_set(job->store, "fsdpc/exit/all_left", "1", 1, &e);
+    if (st == FSDPC_OK && job->env.rank == 0)
+      st = fsdpc__store_get(job->store, "fsdpc/exit/all_left", NULL, 0, NULL, job->timeout_ms, &e);
+    if (st != FSDPC_OK) FSDPC_LOGW("leaving without the other ranks: %s", e.msg);
   }
   fsdpc__store_close(job->store);
   fsdpc__store_server_stop(job->server);

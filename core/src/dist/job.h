@@ -22,8 +22,9 @@ typedef struct fsdpc_dist_job {
  * connects, waiting up to timeout_ms for rank 0. */
 fsdpc_status fsdpc__dist_job_start(const fsdpc_dist_env *env, int64_t timeout_ms,
                                    fsdpc_dist_job **out, fsdpc_err *err);
-/* Waits (up to the job timeout) until every rank is leaving, so that rank 0
- * does not take the store away from ranks still using it, then closes. */
+/* Leaves the job. Rank 0 first waits (up to the job timeout) until every
+ * rank has said it is leaving, so that it does not take the store away
+ * from ranks still using it. */
 void fsdpc__dist_job_stop(fsdpc_dist_job *job);
 
 /* Between steps: an error holding the dead key's message if a supervisor

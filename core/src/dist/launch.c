@@ -289,7 +289,13 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
 
   int alive = 0;
   for (int i = 0; i < n; i++) alive += cs[i].alive;
-  while (alive > 0) {
+  /* The first failure and when to act on it. A rank that exits with an
+   * error may only be reacting to a peer killed by a signal whose exit we
+   * have not reaped yet, so a plain exit code waits a moment for a better
+   * culprit; a signal death is acted on at once. */
+  int cause = -1, cause_status = 0;
+  int64_t decide_at = 0;
+  while (alive > 0 || (cause >= 0 && !stopping)) {
     struct timespec ts = {0, 100 * 1000 * 1000};
     siginfo_t si;
     int sig = sigtimedwait(&set, &si, &ts);
@@ -302,9 +308,6 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
         kill_at = fsdpc__now_ms() + grace;
       }
     }
-    /* Reap in one sweep; when several died at once, the one killed by a
-     * signal is the likely cause (the others noticed its broken sockets). */
-    int cause = -1, cause_status = 0;
     for (int i = 0; i < n; i++) {
       if (!cs[i].alive) continue;
       int ws;
@@ -313,11 +316,13 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
       alive--;
       int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
       if (bad && !stopping && (cause < 0 || (WIFSIGNALED(ws) && !WIFSIGNALED(cause_status)))) {
+        if (cause < 0) decide_at = fsdpc__now_ms() + 300;
         cause = i;
         cause_status = ws;
       }
     }
-    if (cause >= 0) {
+    if (cause >= 0 && !stopping &&
+        (WIFSIGNALED(cause_status) || alive == 0 || fsdpc__now_ms() >= decide_at)) {
       if (WIFSIGNALED(cause_status)) {
         int s = WTERMSIG(cause_status);
         snprintf(why, sizeof why, "rank %d (pid %d) died: killed by signal %d (SIG%s)",

@@ -394,6 +394,7 @@ void fsdpc__store_server_stop(fsdpc_store_server *s) {
     w = write(s->wake[1], "x", 1);
   } while (w < 0 && errno == EINTR);
   pthread_join(s->thread, NULL);
+  for (int i = 0; i < s->n_conns; i++) write_conn(&s->conns[i]); /* best effort: queued replies */
   while (s->n_conns > 0) drop(s, s->n_conns - 1);
   free(s->conns);
   for (int b = 0; b < NBUCKETS; b++) {

@@ -15,6 +15,7 @@
 #include <new>
 #include <vector>
 
+#include <gloo/barrier.h>
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
 #include <gloo/rendezvous/store.h>
@@ -183,6 +184,15 @@ static void connect(fsdpc_comm *c, const std::string &prefix) {
   c->ctx->setTimeout(std::chrono::milliseconds(c->timeout_ms));
   StoreAdapter store(c->store, prefix, c->timeout_ms);
   c->ctx->connectFullMesh(store, c->dev);
+  // A rank may finish connecting before its peers have; without this
+  // barrier it could return, destroy the comm and close sockets that a
+  // slower peer is still handshaking on.
+  if (c->ctx->size > 1) {
+    gloo::BarrierOptions o(c->ctx);
+    o.setTag(c->tag++);
+    o.setTimeout(std::chrono::milliseconds(c->timeout_ms));
+    gloo::barrier(o);
+  }
 }
 
 // ---- options -----------------------------------------------------------------

@@ -27,22 +27,22 @@
 static const fsdpc_collectives_v1 *C;
 static int R, W; /* world rank and size */
 
-#define FAIL(...)                                                                                \
-  do {                                                                                           \
-    fprintf(stderr, "[rank %d] probe FAILED: ", R);                                              \
-    fprintf(stderr, __VA_ARGS__);                                                                \
-    fprintf(stderr, "\n");                                                                       \
-    exit(1);                                                                                     \
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    fprintf(stderr, "[rank %d] probe FAILED: ", R);                                                \
+    fprintf(stderr, __VA_ARGS__);                                                                  \
+    fprintf(stderr, "\n");                                                                         \
+    exit(1);                                                                                       \
   } while (0)
 
 /* Checks a plugin call; on failure prints the plugin's one-line error. */
-#define CALL(expr)                                                                               \
-  do {                                                                                           \
-    int32_t st_ = (expr);                                                                        \
-    if (st_ != FSDPC_OK) {                                                                       \
-      fprintf(stderr, "[rank %d] error: %s\n", R, g_probe_last_error);                           \
-      exit(1);                                                                                   \
-    }                                                                                            \
+#define CALL(expr)                                                                                 \
+  do {                                                                                             \
+    int32_t st_ = (expr);                                                                          \
+    if (st_ != FSDPC_OK) {                                                                         \
+      fprintf(stderr, "[rank %d] error: %s\n", R, g_probe_last_error);                             \
+      exit(1);                                                                                     \
+    }                                                                                              \
   } while (0)
 
 static fsdpc_op_info info(const char *op, const char *unit, uint64_t seq) {
@@ -55,7 +55,8 @@ static void check_all_gather(fsdpc_comm *c, const int *members) {
   int n = C->size(c), r = C->rank(c);
   enum { COUNT = 5 };
   float send[COUNT], *recv = calloc((size_t)n * COUNT, sizeof *recv);
-  for (int i = 0; i < COUNT; i++) send[i] = val(members[r], 0, i);
+  for (int i = 0; i < COUNT; i++)
+    send[i] = val(members[r], 0, i);
   fsdpc_op_info oi = info("all_gather", "probe", 1);
   CALL(C->all_gather(c, send, recv, COUNT, FSDPC_DTYPE_F32, NULL, &oi));
   for (int q = 0; q < n; q++)
@@ -65,7 +66,8 @@ static void check_all_gather(fsdpc_comm *c, const int *members) {
              val(members[q], 0, i));
   /* In place: own slice already at recv + r*COUNT. bf16 as raw 2-byte data. */
   uint16_t *b = calloc((size_t)n * 3, 2);
-  for (int i = 0; i < 3; i++) b[r * 3 + i] = (uint16_t)(0x3f80 + members[r] * 7 + i);
+  for (int i = 0; i < 3; i++)
+    b[r * 3 + i] = (uint16_t)(0x3f80 + members[r] * 7 + i);
   CALL(C->all_gather(c, b + r * 3, b, 3, FSDPC_DTYPE_BF16, NULL, &oi));
   for (int q = 0; q < n; q++)
     for (int i = 0; i < 3; i++)
@@ -79,9 +81,12 @@ static float reduce_ref(const int *members, int n, int j, int i, int op) {
   float acc = val(members[0], j, i);
   for (int q = 1; q < n; q++) {
     float v = val(members[q], j, i);
-    if (op == FSDPC_REDUCE_MAX) acc = v > acc ? v : acc;
-    else if (op == FSDPC_REDUCE_MIN) acc = v < acc ? v : acc;
-    else acc += v;
+    if (op == FSDPC_REDUCE_MAX)
+      acc = v > acc ? v : acc;
+    else if (op == FSDPC_REDUCE_MIN)
+      acc = v < acc ? v : acc;
+    else
+      acc += v;
   }
   return op == FSDPC_REDUCE_AVG ? acc / (float)n : acc;
 }
@@ -91,7 +96,8 @@ static void check_reduce_scatter(fsdpc_comm *c, const int *members, int count) {
   float *send = malloc(sizeof(float) * (size_t)n * (size_t)count);
   float *recv = malloc(sizeof(float) * (size_t)count);
   for (int j = 0; j < n; j++)
-    for (int i = 0; i < count; i++) send[j * count + i] = val(members[r], j, i % 97);
+    for (int i = 0; i < count; i++)
+      send[j * count + i] = val(members[r], j, i % 97);
   for (int op = FSDPC_REDUCE_SUM; op <= FSDPC_REDUCE_MIN; op++) {
     fsdpc_op_info oi = info("reduce_scatter", "probe", 2);
     CALL(C->reduce_scatter(c, send, recv, (uint64_t)count, FSDPC_DTYPE_F32, op, NULL, &oi));
@@ -110,14 +116,17 @@ static void check_reduce_scatter(fsdpc_comm *c, const int *members, int count) {
     bs[k] = (uint16_t)(u >> 16);
   }
   fsdpc_op_info oi = info("reduce_scatter", "probe", 3);
-  CALL(C->reduce_scatter(c, bs, br, (uint64_t)count, FSDPC_DTYPE_BF16, FSDPC_REDUCE_SUM, NULL, &oi));
+  CALL(
+      C->reduce_scatter(c, bs, br, (uint64_t)count, FSDPC_DTYPE_BF16, FSDPC_REDUCE_SUM, NULL, &oi));
   float want = 0;
-  for (int q = 0; q < n; q++) want += (float)(members[q] + 1);
+  for (int q = 0; q < n; q++)
+    want += (float)(members[q] + 1);
   for (int i = 0; i < count; i++) {
     uint32_t u = (uint32_t)br[i] << 16;
     float f;
     memcpy(&f, &u, 4);
-    if (f != want) FAIL("bf16 reduce_scatter: %g, want %g", f, want);
+    if (f != want)
+      FAIL("bf16 reduce_scatter: %g, want %g", f, want);
   }
   free(bs);
   free(br);
@@ -129,7 +138,8 @@ static void check_all_reduce(fsdpc_comm *c, const int *members, int count) {
   int n = C->size(c), r = C->rank(c);
   float *x = malloc(sizeof(float) * (size_t)count);
   for (int op = FSDPC_REDUCE_SUM; op <= FSDPC_REDUCE_MIN; op++) {
-    for (int i = 0; i < count; i++) x[i] = val(members[r], 1, i % 89);
+    for (int i = 0; i < count; i++)
+      x[i] = val(members[r], 1, i % 89);
     fsdpc_op_info oi = info("all_reduce", NULL, 4);
     CALL(C->all_reduce(c, x, x, (uint64_t)count, FSDPC_DTYPE_F32, op, NULL, &oi));
     for (int i = 0; i < count; i++) {
@@ -139,16 +149,44 @@ static void check_all_reduce(fsdpc_comm *c, const int *members, int count) {
     }
   }
   free(x);
+  /* bf16 through fp32 staging. */
+  uint16_t b[3];
+  for (int i = 0; i < 3; i++)
+    b[i] = 0x3f80; /* 1.0 */
+  fsdpc_op_info oi = info("all_reduce", NULL, 6);
+  CALL(C->all_reduce(c, b, b, 3, FSDPC_DTYPE_BF16, FSDPC_REDUCE_SUM, NULL, &oi));
+  uint32_t u = (uint32_t)b[2] << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  if (f != (float)n)
+    FAIL("bf16 all_reduce: %g, want %d", f, n);
+}
+
+/* Usage errors are one line, and leave the communicator usable. */
+static void check_usage_errors(fsdpc_comm *c) {
+  int32_t i32[2] = {1, 2};
+  fsdpc_op_info oi = info("all_reduce", "layers.0", 9);
+  if (C->all_reduce(c, i32, i32, 2, FSDPC_DTYPE_I32, FSDPC_REDUCE_SUM, NULL, &oi) !=
+      FSDPC_UNSUPPORTED)
+    FAIL("int32 all_reduce should be unsupported");
+  if (!strstr(g_probe_last_error, "gloo: all_reduce (unit layers.0, seq 9): reductions take fp32"))
+    FAIL("unexpected message: %s", g_probe_last_error);
+  if (C->broadcast(c, i32, 2, FSDPC_DTYPE_I32, 99, NULL, &oi) != FSDPC_INVALID_USAGE ||
+      !strstr(g_probe_last_error, "root 99 is outside"))
+    FAIL("bad root: %s", g_probe_last_error);
+  CALL(C->barrier(c, NULL));
 }
 
 static void check_broadcast(fsdpc_comm *c, const int *members) {
   int n = C->size(c), r = C->rank(c), root = n - 1;
   int64_t buf[4];
-  for (int i = 0; i < 4; i++) buf[i] = r == root ? (int64_t)members[r] * 1000000007LL + i : -1;
+  for (int i = 0; i < 4; i++)
+    buf[i] = r == root ? (int64_t)members[r] * 1000000007LL + i : -1;
   fsdpc_op_info oi = info("broadcast", NULL, 5);
   CALL(C->broadcast(c, buf, 4, FSDPC_DTYPE_I64, root, NULL, &oi));
   for (int i = 0; i < 4; i++)
-    if (buf[i] != (int64_t)members[root] * 1000000007LL + i) FAIL("broadcast: buf[%d] wrong", i);
+    if (buf[i] != (int64_t)members[root] * 1000000007LL + i)
+      FAIL("broadcast: buf[%d] wrong", i);
   CALL(C->barrier(c, &oi));
 }
 
@@ -158,6 +196,7 @@ static void check_comm(fsdpc_comm *c, const int *members) {
   check_reduce_scatter(c, members, 100003);
   check_all_reduce(c, members, 1000);
   check_broadcast(c, members);
+  check_usage_errors(c);
 }
 
 /* Splits world by color/key and checks the sub-communicator. */
@@ -165,12 +204,16 @@ static void check_split(fsdpc_comm *world, int color, int key, const int *expect
                         int expect_n) {
   fsdpc_comm *sub = NULL;
   CALL(C->split(world, color, key, &sub));
-  if (!sub) FAIL("split returned no communicator");
-  if (C->size(sub) != expect_n) FAIL("split size %d, want %d", C->size(sub), expect_n);
+  if (!sub)
+    FAIL("split returned no communicator");
+  if (C->size(sub) != expect_n)
+    FAIL("split size %d, want %d", C->size(sub), expect_n);
   int me = -1;
   for (int i = 0; i < expect_n; i++)
-    if (expect_members[i] == R) me = i;
-  if (C->rank(sub) != me) FAIL("split rank %d, want %d", C->rank(sub), me);
+    if (expect_members[i] == R)
+      me = i;
+  if (C->rank(sub) != me)
+    FAIL("split rank %d, want %d", C->rank(sub), me);
   check_comm(sub, expect_members);
   C->destroy(sub);
 }
@@ -180,8 +223,13 @@ static fsdpc_comm *init_world(fsdpc_dist_job *job, int64_t timeout_ms) {
   fsdpc__store_as_v1(job->store, &sv);
   static fsdpc_store_v1 s; /* must outlive the comms */
   s = sv;
-  fsdpc_comm_init in = {.struct_size = sizeof in, .store = &s, .store_prefix = "fsdpc/0/",
-                        .rank = R, .world_size = W, .device_index = -1, .timeout_ms = timeout_ms};
+  fsdpc_comm_init in = {.struct_size = sizeof in,
+                        .store = &s,
+                        .store_prefix = "fsdpc/0/",
+                        .rank = R,
+                        .world_size = W,
+                        .device_index = -1,
+                        .timeout_ms = timeout_ms};
   fsdpc_comm *c = NULL;
   CALL(C->init(&in, &c));
   return c;
@@ -199,7 +247,8 @@ static int run_rank(int argc, char **argv, int64_t timeout_ms) {
   W = env.world_size;
   g_probe_rank = R;
   fsdpc__log_setup(FSDPC_LOG_INFO, R);
-  if (!(C = probe_load_gloo())) return 2;
+  if (!(C = probe_load_gloo()))
+    return 2;
   fsdpc_dist_job *job = NULL;
   if (fsdpc__dist_job_start(&env, 20000, &job, &err)) {
     fprintf(stderr, "[rank %d] error: %s\n", R, err.msg);
@@ -207,7 +256,8 @@ static int run_rank(int argc, char **argv, int64_t timeout_ms) {
   }
   fsdpc_comm *world = init_world(job, timeout_ms);
   int members[1024];
-  for (int i = 0; i < W; i++) members[i] = i;
+  for (int i = 0; i < W; i++)
+    members[i] = i;
 
   if (strcmp(mode, "ok") == 0) {
     check_comm(world, members);
@@ -218,8 +268,10 @@ static int run_rank(int argc, char **argv, int64_t timeout_ms) {
       check_split(world, R < 3 ? 0 : 1, 0, R < 3 ? three : one, R < 3 ? 3 : 1);
       fsdpc_comm *none = NULL; /* a negative color joins nothing */
       CALL(C->split(world, R == 0 ? -1 : 5, 0, &none));
-      if ((R == 0) != (none == NULL)) FAIL("split with color -1 on rank 0 only");
-      if (none) C->destroy(none);
+      if ((R == 0) != (none == NULL))
+        FAIL("split with color -1 on rank 0 only");
+      if (none)
+        C->destroy(none);
     }
     fprintf(stderr, "[rank %d] probe ok: world %d (%s, node %d/%d, local %d/%d)\n", R, W,
             env.source, env.node_rank, env.nnodes, env.local_rank, env.local_world_size);
@@ -227,7 +279,8 @@ static int run_rank(int argc, char **argv, int64_t timeout_ms) {
     int victim = argc > 1 ? atoi(argv[1]) : 1;
     check_all_gather(world, members);
     if (R == victim) {
-      if (mode[0] == 'c') raise(SIGKILL);
+      if (mode[0] == 'c')
+        raise(SIGKILL);
       sleep(60); /* never reaches the all_gather below */
       return 0;
     }
@@ -246,7 +299,8 @@ static int run_rank(int argc, char **argv, int64_t timeout_ms) {
     char path[4096];
     snprintf(path, sizeof path, "%s/rank%d.pid", argc > 1 ? argv[1] : ".", R);
     FILE *f = fopen(path, "w");
-    if (!f) FAIL("cannot write %s", path);
+    if (!f)
+      FAIL("cannot write %s", path);
     fprintf(f, "%d\n", (int)getpid());
     fclose(f);
     for (int i = 0; i < 1200; i++) {
@@ -277,7 +331,8 @@ static int free_port(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc >= 2 && strcmp(argv[1], "free-port") == 0) return free_port();
+  if (argc >= 2 && strcmp(argv[1], "free-port") == 0)
+    return free_port();
   if (argc >= 2 && strcmp(argv[1], "launch") == 0) {
     fsdpc_launch_opts o;
     fsdpc_err err;
@@ -290,14 +345,16 @@ int main(int argc, char **argv) {
       return 2;
     }
     int k = 1;
-    while (k < n && strcmp(args[k], "--") != 0) k++;
+    while (k < n && strcmp(args[k], "--") != 0)
+      k++;
     if (k + 1 >= n) {
       fprintf(stderr, "launch: usage: launch [flags] -- CMD ARGS...\n");
       return 2;
     }
     o.argv = args + k + 1;
     int code = 1;
-    if (fsdpc__launch(&o, &code, &err)) fprintf(stderr, "launcher: error: %s\n", err.msg);
+    if (fsdpc__launch(&o, &code, &err))
+      fprintf(stderr, "launcher: error: %s\n", err.msg);
     return code;
   }
   int64_t timeout_ms = 30000;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-process tests of the launcher, the store and the gloo plugin, all on
-# 127.0.0.1. Usage: launch_test.sh PROBE CASE   (CASE: ok, crash, kill9,
-# hang, multinode). Each case bounds itself with `timeout`.
+# 127.0.0.1. Usage: launch_test.sh PROBE CASE   (CASE: ok, crash, kill9, hang, multinode,
+# launcher-killed, sigterm). Each case bounds itself with `timeout`.
 set -u
 PROBE=$1
 CASE=$2
@@ -84,6 +84,30 @@ multinode)
   [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] || fail "launchers exited $rc0 / $rc1"
   for r in 0 1; do grep -q "\[rank $r\] probe ok: world 4 (fsdpc, node 0/2" "$TMP/node0.log" || fail "rank $r missing on node 0"; done
   for r in 2 3; do grep -q "\[rank $r\] probe ok: world 4 (fsdpc, node 1/2" "$TMP/node1.log" || fail "rank $r missing on node 1"; done
+  no_orphans
+  ;;
+launcher-killed)
+  # kill -9 of the launcher itself: PR_SET_PDEATHSIG takes the ranks down.
+  timeout 60 "$PROBE" launch --nproc-per-node 3 -- "$PROBE" loop "$TMP" "$MARK" >"$TMP/out.log" 2>&1 &
+  for _ in $(seq 100); do [ -s "$TMP/rank2.pid" ] && break; sleep 0.1; done
+  [ -s "$TMP/rank2.pid" ] || fail "ranks did not start"
+  lpid=$(pgrep -f "^$PROBE launch --nproc-per-node 3 -- $PROBE loop $TMP $MARK" | head -1)
+  [ -n "$lpid" ] || fail "launcher not found"
+  kill -9 "$lpid"
+  sleep 1
+  no_orphans
+  ;;
+sigterm)
+  # SIGTERM to the launcher is forwarded; the job stops with 128+15.
+  timeout 60 "$PROBE" launch --nproc-per-node 2 -- "$PROBE" loop "$TMP" "$MARK" >"$TMP/out.log" 2>&1 &
+  for _ in $(seq 100); do [ -s "$TMP/rank1.pid" ] && break; sleep 0.1; done
+  [ -s "$TMP/rank1.pid" ] || fail "ranks did not start"
+  lpid=$(pgrep -f "^$PROBE launch --nproc-per-node 2 -- $PROBE loop $TMP $MARK" | head -1)
+  kill -TERM "$lpid"
+  for _ in $(seq 100); do kill -0 "$lpid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$lpid" 2>/dev/null && fail "launcher still running 10 s after SIGTERM"
+  grep -q "launcher: error: launcher: stopped by signal 15 (SIGTERM)" "$TMP/out.log" ||
+    fail "no line saying the job was stopped by SIGTERM"
   no_orphans
   ;;
 *)

@@ -15,7 +15,8 @@ static int g_probe_rank = -1;
 
 static void probe_log(void *ctx, int32_t level, const char *msg) {
   (void)ctx;
-  if (level <= FSDPC_LOG_WARN) fprintf(stderr, "[rank %d] plugin: %s\n", g_probe_rank, msg);
+  if (level <= FSDPC_LOG_WARN)
+    fprintf(stderr, "[rank %d] plugin: %s\n", g_probe_rank, msg);
 }
 
 static void probe_set_error(void *ctx, int32_t status, const char *msg) {

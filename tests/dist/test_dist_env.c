@@ -7,15 +7,31 @@
 #include "dist/env.h"
 #include "dist/launch.h"
 
-static const char *all_vars[] = {
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "GROUP_RANK", "FSDPC_LAUNCHER", "FSDPC_NODE_RANK", "FSDPC_NNODES", "SLURM_PROCID",
-    "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_NODEID", "SLURM_NNODES",
-    "SLURM_JOB_NODELIST", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"};
+static const char *all_vars[] = {"RANK",
+                                 "WORLD_SIZE",
+                                 "LOCAL_RANK",
+                                 "LOCAL_WORLD_SIZE",
+                                 "MASTER_ADDR",
+                                 "MASTER_PORT",
+                                 "GROUP_RANK",
+                                 "FSDPC_LAUNCHER",
+                                 "FSDPC_NODE_RANK",
+                                 "FSDPC_NNODES",
+                                 "SLURM_PROCID",
+                                 "SLURM_NTASKS",
+                                 "SLURM_LOCALID",
+                                 "SLURM_NTASKS_PER_NODE",
+                                 "SLURM_NODEID",
+                                 "SLURM_NNODES",
+                                 "SLURM_JOB_NODELIST",
+                                 "OMPI_COMM_WORLD_RANK",
+                                 "OMPI_COMM_WORLD_SIZE",
+                                 "OMPI_COMM_WORLD_LOCAL_RANK",
+                                 "OMPI_COMM_WORLD_LOCAL_SIZE"};
 
 static void clear_env(void) {
-  for (size_t i = 0; i < sizeof all_vars / sizeof all_vars[0]; i++) unsetenv(all_vars[i]);
+  for (size_t i = 0; i < sizeof all_vars / sizeof all_vars[0]; i++)
+    unsetenv(all_vars[i]);
 }
 
 START_TEST(single_process) {
@@ -168,9 +184,20 @@ START_TEST(mpi) {
 END_TEST
 
 START_TEST(launch_args) {
-  char *argv[] = {"fsdpc", "train", "--nproc-per-node", "4", "cfg.yaml", "--nnodes=2",
-                  "--node-rank", "1", "--master-addr", "10.1.2.3", "--master-port=29999",
-                  "--steps", "3", NULL};
+  char *argv[] = {"fsdpc",
+                  "train",
+                  "--nproc-per-node",
+                  "4",
+                  "cfg.yaml",
+                  "--nnodes=2",
+                  "--node-rank",
+                  "1",
+                  "--master-addr",
+                  "10.1.2.3",
+                  "--master-port=29999",
+                  "--steps",
+                  "3",
+                  NULL};
   int argc = 13;
   fsdpc_launch_opts o;
   fsdpc_err err;
@@ -214,7 +241,8 @@ START_TEST(launch_refuses_bad_layout_and_missing_program) {
   o.nproc_per_node = 2;
   o.master_port = 0;
   ck_assert_int_eq(fsdpc__launch(&o, &code, &err), FSDPC_INVALID_USAGE);
-  ck_assert_ptr_nonnull(strstr(err.msg, "cannot run '/nonexistent/fsdpc-no-such-program' for rank 0"));
+  ck_assert_ptr_nonnull(
+      strstr(err.msg, "cannot run '/nonexistent/fsdpc-no-such-program' for rank 0"));
   ck_assert_int_ne(code, 0);
   o.nnodes = 2;
   ck_assert_int_eq(fsdpc__launch(&o, &code, &err), FSDPC_INVALID_USAGE);

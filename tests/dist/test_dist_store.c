@@ -47,7 +47,8 @@ START_TEST(set_get_add_check) {
   ck_assert_int_eq(memcmp(two, "he", 2), 0);
   /* Binary values with NULs, and an empty value. */
   uint8_t bin[300];
-  for (int i = 0; i < 300; i++) bin[i] = (uint8_t)i;
+  for (int i = 0; i < 300; i++)
+    bin[i] = (uint8_t)i;
   ck_assert_int_eq(fsdpc__store_set(cli, "bin", bin, sizeof bin, &err), FSDPC_OK);
   uint8_t back[300];
   ck_assert_int_eq(fsdpc__store_get(cli, "bin", back, sizeof back, &len, 1000, &err), FSDPC_OK);
@@ -91,7 +92,8 @@ static void *late_setter(void *arg) {
   fsdpc_store *s;
   fsdpc_err err;
   usleep(200000);
-  if (fsdpc__store_connect("127.0.0.1", port, 2000, &s, &err)) return NULL;
+  if (fsdpc__store_connect("127.0.0.1", port, 2000, &s, &err))
+    return NULL;
   fsdpc__store_set(s, "late", "x", 1, &err);
   fsdpc__store_close(s);
   return NULL;
@@ -164,7 +166,8 @@ END_TEST
 static void *adder(void *arg) {
   fsdpc_err err;
   for (int i = 0; i < NADDS; i++)
-    if (fsdpc__store_add((fsdpc_store *)arg, "ctr", 1, NULL, &err)) return (void *)1;
+    if (fsdpc__store_add((fsdpc_store *)arg, "ctr", 1, NULL, &err))
+      return (void *)1;
   return NULL;
 }
 
@@ -172,7 +175,8 @@ START_TEST(one_client_many_threads) {
   fsdpc_err err;
   up();
   pthread_t t[NTHREADS];
-  for (int i = 0; i < NTHREADS; i++) pthread_create(&t[i], NULL, adder, cli);
+  for (int i = 0; i < NTHREADS; i++)
+    pthread_create(&t[i], NULL, adder, cli);
   for (int i = 0; i < NTHREADS; i++) {
     void *r;
     pthread_join(t[i], &r);
@@ -189,9 +193,11 @@ static void *barrier_member(void *arg) {
   fsdpc_store *s;
   fsdpc_err err;
   (void)arg;
-  if (fsdpc__store_connect("127.0.0.1", port, 2000, &s, &err)) return (void *)1;
+  if (fsdpc__store_connect("127.0.0.1", port, 2000, &s, &err))
+    return (void *)1;
   for (int round = 0; round < 3; round++)
-    if (fsdpc__store_barrier(s, "b", 4, 5000, &err)) return (void *)2;
+    if (fsdpc__store_barrier(s, "b", 4, 5000, &err))
+      return (void *)2;
   fsdpc__store_close(s);
   return NULL;
 }
@@ -200,7 +206,8 @@ START_TEST(barrier_is_reusable_and_times_out) {
   fsdpc_err err;
   up();
   pthread_t t[4];
-  for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, barrier_member, NULL);
+  for (int i = 0; i < 4; i++)
+    pthread_create(&t[i], NULL, barrier_member, NULL);
   for (int i = 0; i < 4; i++) {
     void *r;
     pthread_join(t[i], &r);

@@ -10,7 +10,8 @@
  * and -1 (with err set) if set but not an integer. */
 static int env_int(const char *name, int *v, fsdpc_err *err) {
   const char *s = getenv(name);
-  if (!s || !*s) return 0;
+  if (!s || !*s)
+    return 0;
   char *end;
   errno = 0;
   long x = strtol(s, &end, 10);
@@ -29,9 +30,12 @@ fsdpc_status fsdpc__slurm_first_host(const char *list, char *out, size_t cap, fs
   size_t i = 0;
   int depth = 0;
   for (; list[i]; i++) {
-    if (list[i] == '[') depth++;
-    if (list[i] == ']') depth--;
-    if (list[i] == ',' && depth == 0) break;
+    if (list[i] == '[')
+      depth++;
+    if (list[i] == ']')
+      depth--;
+    if (list[i] == ',' && depth == 0)
+      break;
   }
   char first[256];
   if (i == 0 || i >= sizeof first)
@@ -54,7 +58,8 @@ fsdpc_status fsdpc__slurm_first_host(const char *list, char *out, size_t cap, fs
                          list);
     /* The first range item: digits up to '-' or ',' keep their zero padding. */
     size_t k = 1;
-    while (lb + k < rb && lb[k] != '-' && lb[k] != ',') k++;
+    while (lb + k < rb && lb[k] != '-' && lb[k] != ',')
+      k++;
     n = (size_t)snprintf(out, cap, "%.*s%.*s%s", (int)(lb - first), first, (int)(k - 1), lb + 1,
                          rb + 1);
     if (k == 1)
@@ -77,7 +82,8 @@ static fsdpc_status read_master(fsdpc_dist_env *e, fsdpc_err *err) {
   }
   int port = 0;
   int r = env_int("MASTER_PORT", &port, err);
-  if (r < 0) return FSDPC_INVALID_USAGE;
+  if (r < 0)
+    return FSDPC_INVALID_USAGE;
   if (r > 0) {
     if (port < 1 || port > 65535)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -87,33 +93,32 @@ static fsdpc_status read_master(fsdpc_dist_env *e, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
-#define READ(name, dst, required)                                                                \
-  do {                                                                                           \
-    int r_ = env_int(name, dst, err);                                                            \
-    if (r_ < 0) return FSDPC_INVALID_USAGE;                                                      \
-    if (r_ == 0 && (required))                                                                   \
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE,                                               \
-                         "environment: %s is set but %s is not (source %s)", trigger, name,      \
-                         e->source);                                                             \
+#define READ(name, dst, required)                                                                  \
+  do {                                                                                             \
+    int r_ = env_int(name, dst, err);                                                              \
+    if (r_ < 0)                                                                                    \
+      return FSDPC_INVALID_USAGE;                                                                  \
+    if (r_ == 0 && (required))                                                                     \
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,                                                 \
+                         "environment: %s is set but %s is not (source %s)", trigger, name,        \
+                         e->source);                                                               \
   } while (0)
 
 static fsdpc_status check(fsdpc_dist_env *e, const char *rank_var, const char *world_var,
                           const char *local_var, const char *lworld_var, fsdpc_err *err) {
   if (e->world_size < 1)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "environment (%s): %s=%d must be >= 1",
-                       e->source, world_var, e->world_size);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "environment (%s): %s=%d must be >= 1", e->source,
+                       world_var, e->world_size);
   if (e->rank < 0 || e->rank >= e->world_size)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "environment (%s): %s=%d is outside 0..%d (%s=%d)", e->source, rank_var,
-                       e->rank, e->world_size - 1, world_var, e->world_size);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "environment (%s): %s=%d is outside 0..%d (%s=%d)",
+                       e->source, rank_var, e->rank, e->world_size - 1, world_var, e->world_size);
   if (e->local_world_size < 1 || e->local_world_size > e->world_size)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "environment (%s): %s=%d must be in 1..%s (%d)", e->source, lworld_var,
-                       e->local_world_size, world_var, e->world_size);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "environment (%s): %s=%d must be in 1..%s (%d)",
+                       e->source, lworld_var, e->local_world_size, world_var, e->world_size);
   if (e->local_rank < 0 || e->local_rank >= e->local_world_size)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "environment (%s): %s=%d is outside 0..%d (%s=%d)", e->source, local_var,
-                       e->local_rank, e->local_world_size - 1, lworld_var, e->local_world_size);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "environment (%s): %s=%d is outside 0..%d (%s=%d)",
+                       e->source, local_var, e->local_rank, e->local_world_size - 1, lworld_var,
+                       e->local_world_size);
   if (e->nnodes < 1 || e->node_rank < 0 || e->node_rank >= e->nnodes)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "environment (%s): node rank %d is outside 0..%d nodes", e->source,
@@ -169,8 +174,7 @@ fsdpc_status fsdpc__dist_env_detect(fsdpc_dist_env *e, fsdpc_err *err) {
     if (!getenv("MASTER_ADDR") && nl && *nl)
       FSDPC_TRY(fsdpc__slurm_first_host(nl, e->master_addr, sizeof e->master_addr, err));
     FSDPC_TRY(read_master(e, err));
-    return check(e, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
-                 err);
+    return check(e, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", err);
   }
   if (getenv("OMPI_COMM_WORLD_RANK") && *getenv("OMPI_COMM_WORLD_RANK")) {
     trigger = "OMPI_COMM_WORLD_RANK";

@@ -35,7 +35,6 @@ fsdpc_status fsdpc__dist_env_detect(fsdpc_dist_env *out, fsdpc_err *err);
 
 /* First host name of a SLURM node list: "a,b" -> "a", "gpu[03-05,9]" ->
  * "gpu03", "x[1-2]-ib" -> "x1-ib". */
-fsdpc_status fsdpc__slurm_first_host(const char *nodelist, char *out, size_t cap,
-                                     fsdpc_err *err);
+fsdpc_status fsdpc__slurm_first_host(const char *nodelist, char *out, size_t cap, fsdpc_err *err);
 
 #endif

@@ -21,17 +21,20 @@ fsdpc_status fsdpc__dist_job_start(const fsdpc_dist_env *env, int64_t timeout_ms
                                    fsdpc_dist_job **out, fsdpc_err *err) {
   *out = NULL;
   fsdpc_dist_job *job = calloc(1, sizeof *job);
-  if (!job) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!job)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   job->env = *env;
   job->timeout_ms = timeout_ms;
   fsdpc_status st;
   if (env->rank == 0) {
-    st = fsdpc__store_server_start(bind_addr_for(env->master_addr), env->master_port,
-                                   &job->server, NULL, err);
-    if (st) goto fail_server;
+    st = fsdpc__store_server_start(bind_addr_for(env->master_addr), env->master_port, &job->server,
+                                   NULL, err);
+    if (st)
+      goto fail_server;
   }
   st = fsdpc__store_connect(env->master_addr, env->master_port, timeout_ms, &job->store, err);
-  if (st) goto fail_connect;
+  if (st)
+    goto fail_connect;
   *out = job;
   return FSDPC_OK;
 
@@ -43,7 +46,8 @@ fail_server:
 }
 
 void fsdpc__dist_job_stop(fsdpc_dist_job *job) {
-  if (!job) return;
+  if (!job)
+    return;
   /* Every rank says it is done with the store; the last one raises a flag
    * that rank 0 waits for before it takes the server away. Other ranks do
    * not wait: after their ADD they send nothing more. */
@@ -55,7 +59,8 @@ void fsdpc__dist_job_stop(fsdpc_dist_job *job) {
       st = fsdpc__store_set(job->store, "fsdpc/exit/all_left", "1", 1, &e);
     if (st == FSDPC_OK && job->env.rank == 0)
       st = fsdpc__store_get(job->store, "fsdpc/exit/all_left", NULL, 0, NULL, job->timeout_ms, &e);
-    if (st != FSDPC_OK) FSDPC_LOGW("leaving without the other ranks: %s", e.msg);
+    if (st != FSDPC_OK)
+      FSDPC_LOGW("leaving without the other ranks: %s", e.msg);
   }
   fsdpc__store_close(job->store);
   fsdpc__store_server_stop(job->server);
@@ -64,8 +69,10 @@ void fsdpc__dist_job_stop(fsdpc_dist_job *job) {
 
 fsdpc_status fsdpc__dist_check_abort(fsdpc_store *store, fsdpc_err *err) {
   fsdpc_status st = fsdpc__store_check(store, FSDPC_DEAD_KEY, err);
-  if (st == FSDPC_TIMEOUT) return FSDPC_OK; /* no death reported */
-  if (st != FSDPC_OK) return st;
+  if (st == FSDPC_TIMEOUT)
+    return FSDPC_OK; /* no death reported */
+  if (st != FSDPC_OK)
+    return st;
   char msg[512];
   size_t n = 0;
   FSDPC_TRY(fsdpc__store_get(store, FSDPC_DEAD_KEY, msg, sizeof msg - 1, &n, 0, err));
@@ -77,6 +84,7 @@ fsdpc_status fsdpc__dist_post_abort(fsdpc_store *store, const char *msg, fsdpc_e
   /* ADD on a side key elects the first reporter without a race. */
   int64_t n = 0;
   FSDPC_TRY(fsdpc__store_add(store, FSDPC_DEAD_KEY "/count", 1, &n, err));
-  if (n != 1) return FSDPC_OK;
+  if (n != 1)
+    return FSDPC_OK;
   return fsdpc__store_set(store, FSDPC_DEAD_KEY, msg, strlen(msg), err);
 }

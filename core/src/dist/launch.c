@@ -71,22 +71,31 @@ fsdpc_status fsdpc__launch_parse_args(int *argc, char **argv, fsdpc_launch_opts 
     }
     if (which < 0) {
       if (strcmp(a, "--") == 0) { /* everything after -- belongs to the caller */
-        while (i < *argc) argv[w++] = argv[i++];
+        while (i < *argc)
+          argv[w++] = argv[i++];
         break;
       }
       argv[w++] = argv[i];
       continue;
     }
     switch (which) {
-    case 0: FSDPC_TRY(parse_int(flags[0], val, 1, MAX_LOCAL, &o->nproc_per_node, err)); break;
-    case 1: FSDPC_TRY(parse_int(flags[1], val, 1, 100000, &o->nnodes, err)); break;
-    case 2: FSDPC_TRY(parse_int(flags[2], val, 0, 99999, &o->node_rank, err)); break;
+    case 0:
+      FSDPC_TRY(parse_int(flags[0], val, 1, MAX_LOCAL, &o->nproc_per_node, err));
+      break;
+    case 1:
+      FSDPC_TRY(parse_int(flags[1], val, 1, 100000, &o->nnodes, err));
+      break;
+    case 2:
+      FSDPC_TRY(parse_int(flags[2], val, 0, 99999, &o->node_rank, err));
+      break;
     case 3:
       if (!*val || strlen(val) >= sizeof o->master_addr)
         return fsdpc__fail(err, FSDPC_INVALID_USAGE, "--master-addr: '%s' is not a host", val);
       snprintf(o->master_addr, sizeof o->master_addr, "%s", val);
       break;
-    case 4: FSDPC_TRY(parse_int(flags[4], val, 0, 65535, &o->master_port, err)); break;
+    case 4:
+      FSDPC_TRY(parse_int(flags[4], val, 0, 65535, &o->master_port, err));
+      break;
     }
   }
   *argc = w;
@@ -116,9 +125,11 @@ static fsdpc_status pick_port(int *port, fsdpc_err *err) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   socklen_t l = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) || getsockname(fd, (struct sockaddr *)&a, &l)) {
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
+      getsockname(fd, (struct sockaddr *)&a, &l)) {
     int e = errno;
-    if (fd >= 0) close(fd);
+    if (fd >= 0)
+      close(fd);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: cannot pick a free port: %s",
                        strerror(e));
   }
@@ -129,41 +140,64 @@ static fsdpc_status pick_port(int *port, fsdpc_err *err) {
 
 /* environ without the variables we set, then ours. Freed with free_env. */
 static char **make_env(const fsdpc_launch_opts *o, int port, int local, int world) {
-  static const char *ours[] = {"RANK=",        "WORLD_SIZE=",   "LOCAL_RANK=",     "LOCAL_WORLD_SIZE=",
-                               "MASTER_ADDR=", "MASTER_PORT=",  "GROUP_RANK=",     "FSDPC_LAUNCHER=",
-                               "FSDPC_NODE_RANK=", "FSDPC_NNODES="};
+  static const char *ours[] = {
+      "RANK=",        "WORLD_SIZE=", "LOCAL_RANK=",     "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
+      "MASTER_PORT=", "GROUP_RANK=", "FSDPC_LAUNCHER=", "FSDPC_NODE_RANK=",  "FSDPC_NNODES="};
   enum { NOURS = sizeof ours / sizeof ours[0] };
   size_t n = 0;
-  while (environ[n]) n++;
+  while (environ[n])
+    n++;
   char **env = calloc(n + NOURS + 1, sizeof *env);
-  if (!env) return NULL;
+  if (!env)
+    return NULL;
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     int skip = 0;
-    for (int j = 0; j < NOURS && !skip; j++) skip = strncmp(environ[i], ours[j], strlen(ours[j])) == 0;
-    if (!skip) env[k++] = strdup(environ[i]);
+    for (int j = 0; j < NOURS && !skip; j++)
+      skip = strncmp(environ[i], ours[j], strlen(ours[j])) == 0;
+    if (!skip)
+      env[k++] = strdup(environ[i]);
   }
   int vals[] = {o->node_rank * o->nproc_per_node + local, world, local, o->nproc_per_node};
   for (int j = 0; j < NOURS; j++) {
     char buf[512];
     switch (j) {
-    case 0: case 1: case 2: case 3: snprintf(buf, sizeof buf, "%s%d", ours[j], vals[j]); break;
-    case 4: snprintf(buf, sizeof buf, "%s%s", ours[j], o->master_addr); break;
-    case 5: snprintf(buf, sizeof buf, "%s%d", ours[j], port); break;
-    case 6: case 8: snprintf(buf, sizeof buf, "%s%d", ours[j], o->node_rank); break;
-    case 7: snprintf(buf, sizeof buf, "%s1", ours[j]); break;
-    default: snprintf(buf, sizeof buf, "%s%d", ours[j], o->nnodes); break;
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+      snprintf(buf, sizeof buf, "%s%d", ours[j], vals[j]);
+      break;
+    case 4:
+      snprintf(buf, sizeof buf, "%s%s", ours[j], o->master_addr);
+      break;
+    case 5:
+      snprintf(buf, sizeof buf, "%s%d", ours[j], port);
+      break;
+    case 6:
+    case 8:
+      snprintf(buf, sizeof buf, "%s%d", ours[j], o->node_rank);
+      break;
+    case 7:
+      snprintf(buf, sizeof buf, "%s1", ours[j]);
+      break;
+    default:
+      snprintf(buf, sizeof buf, "%s%d", ours[j], o->nnodes);
+      break;
     }
     env[k++] = strdup(buf);
   }
   for (size_t i = 0; i < k; i++)
-    if (!env[i]) return NULL; /* leaks on OOM; the launch fails anyway */
+    if (!env[i])
+      return NULL; /* leaks on OOM; the launch fails anyway */
   return env;
 }
 
 static void free_env(char **env) {
-  if (!env) return;
-  for (char **p = env; *p; p++) free(*p);
+  if (!env)
+    return;
+  for (char **p = env; *p; p++)
+    free(*p);
   free(env);
 }
 
@@ -188,7 +222,8 @@ static fsdpc_status spawn(const fsdpc_launch_opts *o, char **env, const sigset_t
     close(pfd[0]);
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(1); /* the launcher died before prctl */
+    if (getppid() != parent)
+      _exit(1); /* the launcher died before prctl */
     sigprocmask(SIG_SETMASK, old_mask, NULL);
     execvpe(o->argv[0], o->argv, env);
     int e = errno;
@@ -214,7 +249,8 @@ static fsdpc_status spawn(const fsdpc_launch_opts *o, char **env, const sigset_t
 
 static void signal_all(child *cs, int n, int sig) {
   for (int i = 0; i < n; i++)
-    if (cs[i].alive) kill(-cs[i].pid, sig);
+    if (cs[i].alive)
+      kill(-cs[i].pid, sig);
 }
 
 /* Tells ranks on other nodes through the store; best effort, bounded. */
@@ -223,7 +259,8 @@ static void post_death(const fsdpc_launch_opts *o, int port, const char *msg, ch
   fsdpc_store *s = NULL;
   fsdpc_err e;
   root[0] = '\0';
-  if (fsdpc__store_connect(o->master_addr, port, 1000, &s, &e)) return;
+  if (fsdpc__store_connect(o->master_addr, port, 1000, &s, &e))
+    return;
   if (fsdpc__dist_check_abort(s, &e) && strncmp(e.msg, "job aborted: ", 13) == 0)
     snprintf(root, cap, "%.500s", e.msg + 13); /* another node saw a death first */
   else
@@ -235,8 +272,8 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
   *exit_code = 1;
   if (!o->argv || !o->argv[0])
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "launcher: no command to run for each rank");
-  if (o->nproc_per_node < 1 || o->nproc_per_node > MAX_LOCAL || o->nnodes < 1 ||
-      o->node_rank < 0 || o->node_rank >= o->nnodes)
+  if (o->nproc_per_node < 1 || o->nproc_per_node > MAX_LOCAL || o->nnodes < 1 || o->node_rank < 0 ||
+      o->node_rank >= o->nnodes)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "launcher: bad layout: --nproc-per-node %d (1..%d), --nnodes %d, "
                        "--node-rank %d (must be below --nnodes)",
@@ -253,12 +290,14 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
   int n = o->nproc_per_node, world = n * o->nnodes;
   int grace = o->grace_ms > 0 ? o->grace_ms : 3000;
   child *cs = calloc((size_t)n, sizeof *cs);
-  if (!cs) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: out of memory");
+  if (!cs)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: out of memory");
 
   sigset_t set, old;
   sigemptyset(&set);
   int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
-  for (int i = 0; i < 4; i++) sigaddset(&set, fwd[i]);
+  for (int i = 0; i < 4; i++)
+    sigaddset(&set, fwd[i]);
   sigaddset(&set, SIGCHLD);
   sigprocmask(SIG_BLOCK, &set, &old);
 
@@ -288,7 +327,8 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
   }
 
   int alive = 0;
-  for (int i = 0; i < n; i++) alive += cs[i].alive;
+  for (int i = 0; i < n; i++)
+    alive += cs[i].alive;
   /* The first failure and when to act on it. A rank that exits with an
    * error may only be reacting to a peer killed by a signal whose exit we
    * have not reaped yet, so a plain exit code waits a moment for a better
@@ -309,14 +349,17 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
       }
     }
     for (int i = 0; i < n; i++) {
-      if (!cs[i].alive) continue;
+      if (!cs[i].alive)
+        continue;
       int ws;
-      if (waitpid(cs[i].pid, &ws, WNOHANG) != cs[i].pid) continue;
+      if (waitpid(cs[i].pid, &ws, WNOHANG) != cs[i].pid)
+        continue;
       cs[i].alive = 0;
       alive--;
       int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
       if (bad && !stopping && (cause < 0 || (WIFSIGNALED(ws) && !WIFSIGNALED(cause_status)))) {
-        if (cause < 0) decide_at = fsdpc__now_ms() + 300;
+        if (cause < 0)
+          decide_at = fsdpc__now_ms() + 300;
         cause = i;
         cause_status = ws;
       }
@@ -351,7 +394,8 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
   }
   /* Sweep grandchildren left in the ranks' groups. */
   for (int i = 0; i < n; i++)
-    if (cs[i].pid > 0) kill(-cs[i].pid, SIGKILL);
+    if (cs[i].pid > 0)
+      kill(-cs[i].pid, SIGKILL);
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
@@ -366,6 +410,7 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
     return FSDPC_OK;
   }
   *exit_code = fail_code ? fail_code : 1;
-  if (st) return st; /* err already says why the spawn failed */
+  if (st)
+    return st; /* err already says why the spawn failed */
   return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s", why);
 }

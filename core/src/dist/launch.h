@@ -27,9 +27,9 @@ typedef struct fsdpc_launch_opts {
   int nnodes;         /* >= 1 */
   int node_rank;      /* 0..nnodes-1 */
   char master_addr[256];
-  int master_port;    /* 0 = pick a free port (single node only) */
-  char *const *argv;  /* NULL-terminated command each rank runs; borrowed */
-  int grace_ms;       /* SIGTERM -> SIGKILL delay, default 3000 */
+  int master_port;   /* 0 = pick a free port (single node only) */
+  char *const *argv; /* NULL-terminated command each rank runs; borrowed */
+  int grace_ms;      /* SIGTERM -> SIGKILL delay, default 3000 */
 } fsdpc_launch_opts;
 
 /* 1 process, 1 node, node rank 0, 127.0.0.1, port 29500, grace 3 s. */
@@ -39,8 +39,7 @@ void fsdpc__launch_opts_default(fsdpc_launch_opts *o);
  * --master-port (as "--flag V" or "--flag=V") from argv[1..], keeping the
  * other arguments in order; *argc shrinks and argv[*argc] becomes NULL.
  * Values are checked (ranges, node_rank < nnodes). o->argv is untouched. */
-fsdpc_status fsdpc__launch_parse_args(int *argc, char **argv, fsdpc_launch_opts *o,
-                                      fsdpc_err *err);
+fsdpc_status fsdpc__launch_parse_args(int *argc, char **argv, fsdpc_launch_opts *o, fsdpc_err *err);
 
 /* Runs and supervises the local ranks until all have exited. OK with
  * *exit_code 0 when every rank exited 0. Otherwise an error naming the

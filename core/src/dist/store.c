@@ -45,7 +45,8 @@ static fsdpc_status try_connect(const char *host, int port, int *fd_out, int *wh
   *why = ECONNREFUSED;
   for (struct addrinfo *a = ai; a; a = a->ai_next) {
     int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
+    if (fd < 0)
+      continue;
     if (connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -60,20 +61,22 @@ static fsdpc_status try_connect(const char *host, int port, int *fd_out, int *wh
   return FSDPC_SYSTEM_ERROR;
 }
 
-fsdpc_status fsdpc__store_connect(const char *host, int port, int64_t timeout_ms,
-                                  fsdpc_store **out, fsdpc_err *err) {
+fsdpc_status fsdpc__store_connect(const char *host, int port, int64_t timeout_ms, fsdpc_store **out,
+                                  fsdpc_err *err) {
   *out = NULL;
   if (!host || !*host)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "store: no server address (set MASTER_ADDR)");
   if (port <= 0 || port > 65535)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "store: port %d is out of range 1..65535 (set MASTER_PORT)", port);
-  if (timeout_ms <= 0) timeout_ms = 30000;
+  if (timeout_ms <= 0)
+    timeout_ms = 30000;
   int64_t deadline = fsdpc__now_ms() + timeout_ms;
   int fd = -1, why = 0, delay_ms = 10;
   for (;;) {
     fsdpc_status st = try_connect(host, port, &fd, &why);
-    if (st == FSDPC_OK) break;
+    if (st == FSDPC_OK)
+      break;
     if (st == FSDPC_INVALID_USAGE)
       return fsdpc__fail(err, st, "store: cannot resolve '%s': %s", host, gai_strerror(why));
     int64_t left = deadline - fsdpc__now_ms();
@@ -83,7 +86,8 @@ fsdpc_status fsdpc__store_connect(const char *host, int port, int64_t timeout_ms
                          "and MASTER_ADDR/MASTER_PORT the same on every rank?)",
                          host, port, (double)timeout_ms / 1000.0, strerror(why));
     usleep((useconds_t)(delay_ms < left ? delay_ms : left) * 1000);
-    if (delay_ms < 200) delay_ms *= 2;
+    if (delay_ms < 200)
+      delay_ms *= 2;
   }
   fsdpc_store *s = calloc(1, sizeof *s);
   if (!s) {
@@ -99,7 +103,8 @@ fsdpc_status fsdpc__store_connect(const char *host, int port, int64_t timeout_ms
 }
 
 void fsdpc__store_close(fsdpc_store *s) {
-  if (!s) return;
+  if (!s)
+    return;
   close(s->fd);
   pthread_mutex_destroy(&s->mu);
   free(s);
@@ -116,7 +121,8 @@ static fsdpc_status wait_fd(fsdpc_store *s, short events, int64_t deadline, fsdp
                          s->addr);
     struct pollfd p = {.fd = s->fd, .events = events};
     int r = poll(&p, 1, (int)(left > 1000000 ? 1000000 : left));
-    if (r > 0) return FSDPC_OK;
+    if (r > 0)
+      return FSDPC_OK;
     if (r < 0 && errno != EINTR)
       return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "store %s: poll: %s", s->addr, strerror(errno));
   }
@@ -134,8 +140,10 @@ static fsdpc_status write_all(fsdpc_store *s, const uint8_t *p, size_t n, int64_
   while (n > 0) {
     FSDPC_TRY(wait_fd(s, POLLOUT, deadline, err));
     ssize_t w = send(s->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-    if (w <= 0) return gone(s, "sending", w < 0 ? errno : 0, err);
+    if (w < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+      continue;
+    if (w <= 0)
+      return gone(s, "sending", w < 0 ? errno : 0, err);
     p += w;
     n -= (size_t)w;
   }
@@ -150,9 +158,12 @@ static fsdpc_status read_all(fsdpc_store *s, uint8_t *p, size_t n, int64_t deadl
     FSDPC_TRY(wait_fd(s, POLLIN, deadline, err));
     size_t want = p ? n : (n < sizeof sink ? n : sizeof sink);
     ssize_t r = recv(s->fd, p ? p : sink, want, MSG_DONTWAIT);
-    if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-    if (r <= 0) return gone(s, "waiting for a reply", r < 0 ? errno : 0, err);
-    if (p) p += r;
+    if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+      continue;
+    if (r <= 0)
+      return gone(s, "waiting for a reply", r < 0 ? errno : 0, err);
+    if (p)
+      p += r;
     n -= (size_t)r;
   }
   return FSDPC_OK;
@@ -162,16 +173,15 @@ static fsdpc_status read_all(fsdpc_store *s, uint8_t *p, size_t n, int64_t deadl
  * rest is discarded) and its full length to *plen. Returns the reply status
  * byte in *reply. An ERROR reply becomes an fsdpc error here. */
 static fsdpc_status request(fsdpc_store *s, uint8_t op, const char *key, const void *pay,
-                            size_t paylen, int64_t wait_ms, uint8_t *reply, void *buf,
-                            size_t cap, size_t *plen, fsdpc_err *err) {
+                            size_t paylen, int64_t wait_ms, uint8_t *reply, void *buf, size_t cap,
+                            size_t *plen, fsdpc_err *err) {
   size_t klen = key ? strlen(key) : 0;
   if (klen > FSDPC_STORE_MAX_KEY)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "store: key longer than %u bytes",
                        FSDPC_STORE_MAX_KEY);
   size_t body = 5 + klen + paylen;
   if (body > FSDPC_STORE_MAX_FRAME)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "store: value of %zu bytes is too large",
-                       paylen);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "store: value of %zu bytes is too large", paylen);
   uint8_t hdr[9];
   fsdpc__put_u32(hdr, (uint32_t)body);
   hdr[4] = op;
@@ -186,7 +196,8 @@ static fsdpc_status request(fsdpc_store *s, uint8_t op, const char *key, const v
   }
   int64_t deadline = fsdpc__now_ms() + wait_ms + IO_SLACK_MS;
   uint8_t rh[5];
-  if ((st = write_all(s, hdr, 9, deadline, err)) || (st = write_all(s, (const uint8_t *)key, klen, deadline, err)) ||
+  if ((st = write_all(s, hdr, 9, deadline, err)) ||
+      (st = write_all(s, (const uint8_t *)key, klen, deadline, err)) ||
       (st = write_all(s, pay, paylen, deadline, err)) || (st = read_all(s, rh, 5, deadline, err))) {
     s->broken = 1;
     goto out;
@@ -218,7 +229,8 @@ static fsdpc_status request(fsdpc_store *s, uint8_t op, const char *key, const v
     s->broken = 1;
     goto out;
   }
-  if (plen) *plen = len;
+  if (plen)
+    *plen = len;
 out:
   pthread_mutex_unlock(&s->mu);
   return st;
@@ -232,7 +244,8 @@ fsdpc_status fsdpc__store_set(fsdpc_store *s, const char *key, const void *value
 
 fsdpc_status fsdpc__store_get(fsdpc_store *s, const char *key, void *buf, size_t cap, size_t *len,
                               int64_t timeout_ms, fsdpc_err *err) {
-  if (timeout_ms <= 0) timeout_ms = s->timeout_ms;
+  if (timeout_ms <= 0)
+    timeout_ms = s->timeout_ms;
   uint8_t pay[8], rep;
   fsdpc__put_i64(pay, timeout_ms);
   FSDPC_TRY(request(s, FSDPC_STORE_OP_GET, key, pay, 8, timeout_ms, &rep, buf, cap, len, err));
@@ -250,13 +263,15 @@ fsdpc_status fsdpc__store_add(fsdpc_store *s, const char *key, int64_t delta, in
   FSDPC_TRY(request(s, FSDPC_STORE_OP_ADD, key, pay, 8, s->timeout_ms, &rep, r, 8, &n, err));
   if (rep != FSDPC_STORE_REPLY_OK || n != 8)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "store %s: malformed ADD reply", s->addr);
-  if (result) *result = fsdpc__get_i64(r);
+  if (result)
+    *result = fsdpc__get_i64(r);
   return FSDPC_OK;
 }
 
 fsdpc_status fsdpc__store_check(fsdpc_store *s, const char *key, fsdpc_err *err) {
   uint8_t rep;
-  FSDPC_TRY(request(s, FSDPC_STORE_OP_CHECK, key, NULL, 0, s->timeout_ms, &rep, NULL, 0, NULL, err));
+  FSDPC_TRY(
+      request(s, FSDPC_STORE_OP_CHECK, key, NULL, 0, s->timeout_ms, &rep, NULL, 0, NULL, err));
   return rep == FSDPC_STORE_REPLY_OK ? FSDPC_OK : FSDPC_TIMEOUT;
 }
 
@@ -277,19 +292,21 @@ fsdpc_status fsdpc__store_barrier(fsdpc_store *s, const char *name, int world, i
   int64_t gen = (k - 1) / world;
   char done[512];
   snprintf(done, sizeof done, "%s/done/%" PRId64, name, gen);
-  if (k % world == 0) FSDPC_TRY(fsdpc__store_set(s, done, "1", 1, err));
+  if (k % world == 0)
+    FSDPC_TRY(fsdpc__store_set(s, done, "1", 1, err));
   fsdpc_status st = fsdpc__store_get(s, done, NULL, 0, NULL, timeout_ms, err);
   if (st == FSDPC_TIMEOUT) {
     int64_t now = 0;
     fsdpc_err e2;
     if (fsdpc__store_add(s, key, 0, &now, &e2) == FSDPC_OK) {
       int64_t here = now - gen * world;
-      if (here > world) here = world;
+      if (here > world)
+        here = world;
       return fsdpc__fail(err, FSDPC_TIMEOUT,
                          "store barrier '%s' timed out after %.1f s: %" PRId64
                          " of %d ranks arrived (a rank is stuck or died)",
-                         name, (double)(timeout_ms > 0 ? timeout_ms : s->timeout_ms) / 1000.0,
-                         here, world);
+                         name, (double)(timeout_ms > 0 ? timeout_ms : s->timeout_ms) / 1000.0, here,
+                         world);
     }
   }
   return st;
@@ -298,7 +315,8 @@ fsdpc_status fsdpc__store_barrier(fsdpc_store *s, const char *name, int world, i
 /* ---- plugin ABI view ---------------------------------------------------- */
 
 static void log_fail(fsdpc_status st, const fsdpc_err *e) {
-  if (st != FSDPC_OK && st != FSDPC_TIMEOUT) FSDPC_LOGE("%s", e->msg);
+  if (st != FSDPC_OK && st != FSDPC_TIMEOUT)
+    FSDPC_LOGE("%s", e->msg);
 }
 
 static int32_t v1_set(void *ctx, const char *key, const void *value, uint64_t len) {
@@ -314,7 +332,8 @@ static int32_t v1_get(void *ctx, const char *key, void *buf, uint64_t cap, uint6
   size_t n = 0;
   fsdpc_status st = fsdpc__store_get(ctx, key, buf, (size_t)cap, &n, timeout_ms, &e);
   log_fail(st, &e);
-  if (st == FSDPC_OK && len) *len = n;
+  if (st == FSDPC_OK && len)
+    *len = n;
   return st;
 }
 

@@ -35,8 +35,8 @@ void fsdpc__store_server_stop(fsdpc_store_server *srv);
  * server may start after the other ranks. timeout_ms is also the default
  * deadline of every later request. The client is thread-safe: one request
  * is in flight at a time under a mutex. */
-fsdpc_status fsdpc__store_connect(const char *host, int port, int64_t timeout_ms,
-                                  fsdpc_store **out, fsdpc_err *err);
+fsdpc_status fsdpc__store_connect(const char *host, int port, int64_t timeout_ms, fsdpc_store **out,
+                                  fsdpc_err *err);
 void fsdpc__store_close(fsdpc_store *s);
 
 fsdpc_status fsdpc__store_set(fsdpc_store *s, const char *key, const void *value, size_t len,

@@ -54,13 +54,15 @@ struct fsdpc_store_server {
 
 static uint32_t hash_key(const char *k) {
   uint32_t h = 2166136261u; /* FNV-1a */
-  for (; *k; k++) h = (h ^ (uint8_t)*k) * 16777619u;
+  for (; *k; k++)
+    h = (h ^ (uint8_t)*k) * 16777619u;
   return h;
 }
 
 static entry *find(fsdpc_store_server *s, const char *key) {
   for (entry *e = s->buckets[hash_key(key) % NBUCKETS]; e; e = e->next)
-    if (strcmp(e->key, key) == 0) return e;
+    if (strcmp(e->key, key) == 0)
+      return e;
   return NULL;
 }
 
@@ -68,7 +70,8 @@ static entry *find(fsdpc_store_server *s, const char *key) {
 static entry *put(fsdpc_store_server *s, const char *key, const uint8_t *val, size_t len) {
   entry *e = find(s, key);
   uint8_t *copy = malloc(len ? len : 1);
-  if (!copy) return NULL;
+  if (!copy)
+    return NULL;
   memcpy(copy, val, len);
   if (!e) {
     e = calloc(1, sizeof *e);
@@ -89,11 +92,14 @@ static entry *put(fsdpc_store_server *s, const char *key, const uint8_t *val, si
 }
 
 static int reserve(uint8_t **buf, size_t *cap, size_t need) {
-  if (need <= *cap) return 0;
+  if (need <= *cap)
+    return 0;
   size_t n = *cap ? *cap : 256;
-  while (n < need) n *= 2;
+  while (n < need)
+    n *= 2;
   uint8_t *p = realloc(*buf, n);
-  if (!p) return -1;
+  if (!p)
+    return -1;
   *buf = p;
   *cap = n;
   return 0;
@@ -102,12 +108,15 @@ static int reserve(uint8_t **buf, size_t *cap, size_t need) {
 /* Queues one response frame: status byte then a, b (either may be empty). */
 static int reply(conn *c, uint8_t status, const void *a, size_t alen, const void *b, size_t blen) {
   size_t body = 1 + alen + blen;
-  if (reserve(&c->out, &c->out_cap, c->out_len + 4 + body)) return -1;
+  if (reserve(&c->out, &c->out_cap, c->out_len + 4 + body))
+    return -1;
   uint8_t *p = c->out + c->out_len;
   fsdpc__put_u32(p, (uint32_t)body);
   p[4] = status;
-  if (alen) memcpy(p + 5, a, alen);
-  if (blen) memcpy(p + 5 + alen, b, blen);
+  if (alen)
+    memcpy(p + 5, a, alen);
+  if (blen)
+    memcpy(p + 5 + alen, b, blen);
   c->out_len += 4 + body;
   return 0;
 }
@@ -130,7 +139,8 @@ static void serve_waiters(fsdpc_store_server *s, const entry *e) {
 
 /* Handles one complete request body. Returns -1 to drop the connection. */
 static int handle(fsdpc_store_server *s, conn *c, const uint8_t *body, uint32_t n) {
-  if (n < 5) return reply_error(c, "malformed request (too short)");
+  if (n < 5)
+    return reply_error(c, "malformed request (too short)");
   uint8_t op = body[0];
   uint32_t klen = fsdpc__get_u32(body + 1);
   if (klen > FSDPC_STORE_MAX_KEY || 5 + (size_t)klen > n)
@@ -145,7 +155,8 @@ static int handle(fsdpc_store_server *s, conn *c, const uint8_t *body, uint32_t 
     return reply(c, FSDPC_STORE_REPLY_OK, NULL, 0, NULL, 0);
   case FSDPC_STORE_OP_SET: {
     entry *e = put(s, key, pay, plen);
-    if (!e) return reply_error(c, "store server out of memory");
+    if (!e)
+      return reply_error(c, "store server out of memory");
     serve_waiters(s, e);
     return reply(c, FSDPC_STORE_REPLY_OK, NULL, 0, NULL, 0);
   }
@@ -153,28 +164,35 @@ static int handle(fsdpc_store_server *s, conn *c, const uint8_t *body, uint32_t 
     return reply(c, find(s, key) ? FSDPC_STORE_REPLY_OK : FSDPC_STORE_REPLY_NOT_FOUND, NULL, 0,
                  NULL, 0);
   case FSDPC_STORE_OP_GET: {
-    if (plen != 8) return reply_error(c, "malformed GET (no timeout)");
+    if (plen != 8)
+      return reply_error(c, "malformed GET (no timeout)");
     entry *e = find(s, key);
-    if (e) return reply(c, FSDPC_STORE_REPLY_OK, e->val, e->len, NULL, 0);
+    if (e)
+      return reply(c, FSDPC_STORE_REPLY_OK, e->val, e->len, NULL, 0);
     int64_t t = fsdpc__get_i64(pay);
-    if (t <= 0) return reply(c, FSDPC_STORE_REPLY_NOT_FOUND, NULL, 0, NULL, 0);
-    if (!(c->wait_key = strdup(key))) return reply_error(c, "store server out of memory");
+    if (t <= 0)
+      return reply(c, FSDPC_STORE_REPLY_NOT_FOUND, NULL, 0, NULL, 0);
+    if (!(c->wait_key = strdup(key)))
+      return reply_error(c, "store server out of memory");
     c->wait_deadline = fsdpc__now_ms() + t;
     return 0;
   }
   case FSDPC_STORE_OP_ADD: {
-    if (plen != 8) return reply_error(c, "malformed ADD (no delta)");
+    if (plen != 8)
+      return reply_error(c, "malformed ADD (no delta)");
     int64_t v = 0;
     entry *e = find(s, key);
     if (e) {
       char text[32];
       char *end;
-      if (e->len == 0 || e->len >= sizeof text) goto not_int;
+      if (e->len == 0 || e->len >= sizeof text)
+        goto not_int;
       memcpy(text, e->val, e->len);
       text[e->len] = '\0';
       errno = 0;
       v = strtoll(text, &end, 10);
-      if (errno || *end) goto not_int;
+      if (errno || *end)
+        goto not_int;
     }
     v += fsdpc__get_i64(pay);
     char text[32];
@@ -200,9 +218,12 @@ static int process_input(fsdpc_store_server *s, conn *c) {
   size_t off = 0;
   while (!c->wait_key && c->in_len - off >= 4) {
     uint32_t n = fsdpc__get_u32(c->in + off);
-    if (n > FSDPC_STORE_MAX_FRAME) return -1;
-    if (c->in_len - off - 4 < n) break;
-    if (handle(s, c, c->in + off + 4, n)) return -1;
+    if (n > FSDPC_STORE_MAX_FRAME)
+      return -1;
+    if (c->in_len - off - 4 < n)
+      break;
+    if (handle(s, c, c->in + off + 4, n))
+      return -1;
     off += 4 + (size_t)n;
   }
   memmove(c->in, c->in + off, c->in_len - off);
@@ -222,7 +243,8 @@ static void drop(fsdpc_store_server *s, int i) {
 static void accept_all(fsdpc_store_server *s) {
   for (;;) {
     int fd = accept(s->listen_fd, NULL, NULL);
-    if (fd < 0) return; /* EAGAIN, or a transient error: poll tells us again */
+    if (fd < 0)
+      return; /* EAGAIN, or a transient error: poll tells us again */
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -243,14 +265,17 @@ static void accept_all(fsdpc_store_server *s) {
 /* Reads what is available; -1 when the peer closed or failed. */
 static int read_conn(conn *c) {
   for (;;) {
-    if (reserve(&c->in, &c->in_cap, c->in_len + 65536)) return -1;
+    if (reserve(&c->in, &c->in_cap, c->in_len + 65536))
+      return -1;
     ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
     if (r > 0) {
       c->in_len += (size_t)r;
       continue;
     }
-    if (r == 0) return -1;
-    if (errno == EINTR) continue;
+    if (r == 0)
+      return -1;
+    if (errno == EINTR)
+      continue;
     return (errno == EAGAIN || errno == EWOULDBLOCK) ? 0 : -1;
   }
 }
@@ -262,7 +287,8 @@ static int write_conn(conn *c) {
       c->out_off += (size_t)w;
       continue;
     }
-    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EINTR)
+      continue;
     return (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) ? 0 : -1;
   }
   c->out_off = c->out_len = 0;
@@ -277,7 +303,8 @@ static void *serve(void *arg) {
     if (s->n_conns + 2 > pcap) {
       pcap = 2 * (s->n_conns + 2);
       struct pollfd *p = realloc(pfds, (size_t)pcap * sizeof *p);
-      if (!p) break;
+      if (!p)
+        break;
       pfds = p;
     }
     int64_t now = fsdpc__now_ms(), timeout = -1;
@@ -287,17 +314,21 @@ static void *serve(void *arg) {
     for (int i = 0; i < n; i++) {
       conn *c = &s->conns[i];
       pfds[2 + i] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-      if (c->out_len > c->out_off) pfds[2 + i].events |= POLLOUT;
+      if (c->out_len > c->out_off)
+        pfds[2 + i].events |= POLLOUT;
       if (c->wait_key) {
         int64_t left = c->wait_deadline - now;
-        if (left < 0) left = 0;
-        if (timeout < 0 || left < timeout) timeout = left;
+        if (left < 0)
+          left = 0;
+        if (timeout < 0 || left < timeout)
+          timeout = left;
       }
     }
     if (poll(pfds, (nfds_t)(2 + n), (int)(timeout > 600000 ? 600000 : timeout)) < 0 &&
         errno != EINTR)
       break;
-    if (pfds[0].revents) break; /* stop requested */
+    if (pfds[0].revents)
+      break; /* stop requested */
     now = fsdpc__now_ms();
     /* Walk backwards so that drop() (which moves the last conn into slot i)
      * never skips a connection that has events. */
@@ -305,18 +336,24 @@ static void *serve(void *arg) {
       conn *c = &s->conns[i];
       short ev = pfds[2 + i].revents;
       int bad = 0;
-      if (ev & (POLLIN | POLLHUP | POLLERR)) bad = read_conn(c);
-      if (!bad) bad = process_input(s, c);
+      if (ev & (POLLIN | POLLHUP | POLLERR))
+        bad = read_conn(c);
+      if (!bad)
+        bad = process_input(s, c);
       if (!bad && c->wait_key && now >= c->wait_deadline) {
         free(c->wait_key);
         c->wait_key = NULL;
         bad = reply(c, FSDPC_STORE_REPLY_NOT_FOUND, NULL, 0, NULL, 0);
-        if (!bad) bad = process_input(s, c);
+        if (!bad)
+          bad = process_input(s, c);
       }
-      if (!bad) bad = write_conn(c);
-      if (bad) drop(s, i);
+      if (!bad)
+        bad = write_conn(c);
+      if (bad)
+        drop(s, i);
     }
-    if (pfds[1].revents & POLLIN) accept_all(s);
+    if (pfds[1].revents & POLLIN)
+      accept_all(s);
   }
   free(pfds);
   return NULL;
@@ -330,8 +367,8 @@ fsdpc_status fsdpc__store_server_start(const char *bind_addr, int port, fsdpc_st
   const char *host = (bind_addr && *bind_addr) ? bind_addr : NULL;
   char portstr[16];
   snprintf(portstr, sizeof portstr, "%d", port);
-  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                           .ai_flags = AI_PASSIVE};
+  struct addrinfo hints = {
+      .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
   struct addrinfo *ai = NULL;
   int gai = getaddrinfo(host, portstr, &hints, &ai);
   if (gai)
@@ -340,10 +377,12 @@ fsdpc_status fsdpc__store_server_start(const char *bind_addr, int port, fsdpc_st
   int fd = -1, saved = 0;
   for (struct addrinfo *a = ai; a; a = a->ai_next) {
     fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
+    if (fd < 0)
+      continue;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 1024) == 0) break;
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 1024) == 0)
+      break;
     saved = errno;
     close(fd);
     fd = -1;
@@ -357,9 +396,11 @@ fsdpc_status fsdpc__store_server_start(const char *bind_addr, int port, fsdpc_st
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 
   fsdpc_store_server *s = calloc(1, sizeof *s);
-  if (!s) goto fail_alloc;
+  if (!s)
+    goto fail_alloc;
   s->listen_fd = fd;
-  if (pipe2(s->wake, O_CLOEXEC)) goto fail_pipe;
+  if (pipe2(s->wake, O_CLOEXEC))
+    goto fail_pipe;
   struct sockaddr_storage ss;
   socklen_t sl = sizeof ss;
   getsockname(fd, (struct sockaddr *)&ss, &sl);
@@ -370,7 +411,8 @@ fsdpc_status fsdpc__store_server_start(const char *bind_addr, int port, fsdpc_st
     errno = rc;
     goto fail_thread;
   }
-  if (bound_port) *bound_port = actual;
+  if (bound_port)
+    *bound_port = actual;
   *out = s;
   FSDPC_LOGD("store: server listening on %s:%d", host ? host : "*", actual);
   return FSDPC_OK;
@@ -388,14 +430,17 @@ fail_alloc:
 }
 
 void fsdpc__store_server_stop(fsdpc_store_server *s) {
-  if (!s) return;
+  if (!s)
+    return;
   ssize_t w;
   do {
     w = write(s->wake[1], "x", 1);
   } while (w < 0 && errno == EINTR);
   pthread_join(s->thread, NULL);
-  for (int i = 0; i < s->n_conns; i++) write_conn(&s->conns[i]); /* best effort: queued replies */
-  while (s->n_conns > 0) drop(s, s->n_conns - 1);
+  for (int i = 0; i < s->n_conns; i++)
+    write_conn(&s->conns[i]); /* best effort: queued replies */
+  while (s->n_conns > 0)
+    drop(s, s->n_conns - 1);
   free(s->conns);
   for (int b = 0; b < NBUCKETS; b++) {
     for (entry *e = s->buckets[b], *next; e; e = next) {

@@ -33,20 +33,24 @@ enum { FSDPC_STORE_REPLY_OK = 0, FSDPC_STORE_REPLY_NOT_FOUND = 1, FSDPC_STORE_RE
 #define FSDPC_STORE_MAX_KEY 4096u
 
 static inline void fsdpc__put_u32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 static inline uint32_t fsdpc__get_u32(const uint8_t *p) {
   uint32_t v = 0;
-  for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+  for (int i = 0; i < 4; i++)
+    v |= (uint32_t)p[i] << (8 * i);
   return v;
 }
 static inline void fsdpc__put_i64(uint8_t *p, int64_t v) {
   uint64_t u = (uint64_t)v;
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(u >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(u >> (8 * i));
 }
 static inline int64_t fsdpc__get_i64(const uint8_t *p) {
   uint64_t u = 0;
-  for (int i = 0; i < 8; i++) u |= (uint64_t)p[i] << (8 * i);
+  for (int i = 0; i < 8; i++)
+    u |= (uint64_t)p[i] << (8 * i);
   return (int64_t)u;
 }
 

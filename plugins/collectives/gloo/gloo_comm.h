@@ -57,7 +57,8 @@ int64_t now_ms();
 
 template <class F>
 int32_t guarded(fsdpc_comm *c, const char *op, const fsdpc_op_info *info, F &&fn) {
-  if (!c) return fail(FSDPC_INVALID_USAGE, "gloo: %s on a NULL communicator", op);
+  if (!c)
+    return fail(FSDPC_INVALID_USAGE, "gloo: %s on a NULL communicator", op);
   if (!c->broken.empty())
     return fail(FSDPC_SYSTEM_ERROR, "gloo: %s: communicator unusable after an earlier failure (%s)",
                 describe(op, info).c_str(), c->broken.c_str());

@@ -27,19 +27,27 @@ static constexpr uint8_t kRingReduceScatterSlotPrefix = 0x40;
 
 static size_t dtype_size(int32_t dtype) {
   switch (dtype) {
-  case FSDPC_DTYPE_F32: return 4;
-  case FSDPC_DTYPE_BF16: return 2;
-  case FSDPC_DTYPE_F16: return 2;
-  case FSDPC_DTYPE_I32: return 4;
-  case FSDPC_DTYPE_I64: return 8;
-  case FSDPC_DTYPE_U8: return 1;
-  default: return 0;
+  case FSDPC_DTYPE_F32:
+    return 4;
+  case FSDPC_DTYPE_BF16:
+    return 2;
+  case FSDPC_DTYPE_F16:
+    return 2;
+  case FSDPC_DTYPE_I32:
+    return 4;
+  case FSDPC_DTYPE_I64:
+    return 8;
+  case FSDPC_DTYPE_U8:
+    return 1;
+  default:
+    return 0;
   }
 }
 
 static size_t bytes_of(uint64_t count, int32_t dtype, uint64_t times = 1) {
   size_t es = dtype_size(dtype);
-  if (es == 0) throw UsageError(FSDPC_INVALID_USAGE, "unknown dtype " + std::to_string(dtype));
+  if (es == 0)
+    throw UsageError(FSDPC_INVALID_USAGE, "unknown dtype " + std::to_string(dtype));
   if (count > SIZE_MAX / es / times)
     throw UsageError(FSDPC_INVALID_USAGE, "count " + std::to_string(count) + " overflows size_t");
   return (size_t)count * es;
@@ -47,8 +55,8 @@ static size_t bytes_of(uint64_t count, int32_t dtype, uint64_t times = 1) {
 
 static void check_reduce_args(int32_t dtype, int32_t op) {
   if (dtype != FSDPC_DTYPE_F32 && dtype != FSDPC_DTYPE_BF16)
-    throw UsageError(FSDPC_UNSUPPORTED, "reductions take fp32 or bf16 only (dtype " +
-                                            std::to_string(dtype) + ")");
+    throw UsageError(FSDPC_UNSUPPORTED,
+                     "reductions take fp32 or bf16 only (dtype " + std::to_string(dtype) + ")");
   if (op < FSDPC_REDUCE_SUM || op > FSDPC_REDUCE_MIN)
     throw UsageError(FSDPC_INVALID_USAGE, "unknown reduce op " + std::to_string(op));
 }
@@ -68,8 +76,9 @@ static float bf16_to_f32(uint16_t h) {
 static uint16_t f32_to_bf16(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
-  if (std::isnan(f)) return (uint16_t)((u >> 16) | 0x40); // keep NaN a NaN
-  u += 0x7FFF + ((u >> 16) & 1);                             // round to nearest even
+  if (std::isnan(f))
+    return (uint16_t)((u >> 16) | 0x40); // keep NaN a NaN
+  u += 0x7FFF + ((u >> 16) & 1);         // round to nearest even
   return (uint16_t)(u >> 16);
 }
 
@@ -79,30 +88,37 @@ static void to_f32(const void *src, float *dst, size_t n, int32_t dtype) {
     return;
   }
   const uint16_t *s = (const uint16_t *)src;
-  for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(s[i]);
+  for (size_t i = 0; i < n; i++)
+    dst[i] = bf16_to_f32(s[i]);
 }
 
 static void from_f32(const float *src, void *dst, size_t n, int32_t dtype) {
   if (dtype == FSDPC_DTYPE_F32) {
-    if (dst != src) memcpy(dst, src, n * 4);
+    if (dst != src)
+      memcpy(dst, src, n * 4);
     return;
   }
   uint16_t *d = (uint16_t *)dst;
-  for (size_t i = 0; i < n; i++) d[i] = f32_to_bf16(src[i]);
+  for (size_t i = 0; i < n; i++)
+    d[i] = f32_to_bf16(src[i]);
 }
 
 using ReduceFn = void (*)(void *, const void *, const void *, size_t);
 
 static ReduceFn reduce_fn(int32_t op) {
   switch (op) {
-  case FSDPC_REDUCE_MAX: return static_cast<ReduceFn>(&gloo::max<float>);
-  case FSDPC_REDUCE_MIN: return static_cast<ReduceFn>(&gloo::min<float>);
-  default: return static_cast<ReduceFn>(&gloo::sum<float>);
+  case FSDPC_REDUCE_MAX:
+    return static_cast<ReduceFn>(&gloo::max<float>);
+  case FSDPC_REDUCE_MIN:
+    return static_cast<ReduceFn>(&gloo::min<float>);
+  default:
+    return static_cast<ReduceFn>(&gloo::sum<float>);
   }
 }
 
 static void scale(float *x, size_t n, float s) {
-  for (size_t i = 0; i < n; i++) x[i] *= s;
+  for (size_t i = 0; i < n; i++)
+    x[i] *= s;
 }
 
 void raw_allgather(fsdpc_comm *c, const void *send, void *recv, size_t bytes, int64_t t) {
@@ -121,9 +137,11 @@ int32_t all_gather(fsdpc_comm *c, const void *send, void *recv, uint64_t count, 
   return guarded(c, "all_gather", info, [&](int64_t t) {
     check_host(stream);
     size_t b = bytes_of(count, dtype, (uint64_t)c->ctx->size);
-    if (b == 0) return;
+    if (b == 0)
+      return;
     if (c->ctx->size == 1) {
-      if (recv != send) memmove(recv, send, b);
+      if (recv != send)
+        memmove(recv, send, b);
       return;
     }
     raw_allgather(c, send, recv, b, t);
@@ -140,7 +158,8 @@ static void allreduce_f32(fsdpc_comm *c, float *x, size_t n, int32_t op, int64_t
     o.setTimeout(std::chrono::milliseconds(t));
     gloo::allreduce(o);
   }
-  if (op == FSDPC_REDUCE_AVG) scale(x, n, 1.0f / (float)c->ctx->size);
+  if (op == FSDPC_REDUCE_AVG)
+    scale(x, n, 1.0f / (float)c->ctx->size);
 }
 
 int32_t all_reduce(fsdpc_comm *c, const void *send, void *recv, uint64_t count, int32_t dtype,
@@ -149,9 +168,11 @@ int32_t all_reduce(fsdpc_comm *c, const void *send, void *recv, uint64_t count, 
     check_host(stream);
     check_reduce_args(dtype, op);
     size_t b = bytes_of(count, dtype);
-    if (b == 0) return;
+    if (b == 0)
+      return;
     if (dtype == FSDPC_DTYPE_F32) {
-      if (recv != send) memcpy(recv, send, b);
+      if (recv != send)
+        memcpy(recv, send, b);
       allreduce_f32(c, (float *)recv, (size_t)count, op, t);
       return;
     }
@@ -194,7 +215,8 @@ static void ring_reduce_scatter(fsdpc_comm *c, const float *in, float *out, size
   } else if (out != in) {
     memmove(out, in, n * 4);
   }
-  if (op == FSDPC_REDUCE_AVG) scale(out, n, 1.0f / (float)N);
+  if (op == FSDPC_REDUCE_AVG)
+    scale(out, n, 1.0f / (float)N);
 }
 
 int32_t reduce_scatter(fsdpc_comm *c, const void *send, void *recv, uint64_t count, int32_t dtype,
@@ -205,7 +227,8 @@ int32_t reduce_scatter(fsdpc_comm *c, const void *send, void *recv, uint64_t cou
     const size_t N = (size_t)c->ctx->size;
     bytes_of(count, dtype, N);
     const size_t n = (size_t)count;
-    if (n == 0) return;
+    if (n == 0)
+      return;
     if (dtype == FSDPC_DTYPE_F32) {
       ring_reduce_scatter(c, (const float *)send, (float *)recv, n, op, t);
       return;
@@ -226,7 +249,8 @@ int32_t broadcast(fsdpc_comm *c, void *buf, uint64_t count, int32_t dtype, int32
                                                 " is outside the communicator of size " +
                                                 std::to_string(c->ctx->size));
     size_t b = bytes_of(count, dtype);
-    if (b == 0 || c->ctx->size == 1) return;
+    if (b == 0 || c->ctx->size == 1)
+      return;
     gloo::BroadcastOptions o(c->ctx);
     o.setOutput((uint8_t *)buf, b);
     o.setRoot(root);
@@ -238,7 +262,8 @@ int32_t broadcast(fsdpc_comm *c, void *buf, uint64_t count, int32_t dtype, int32
 
 int32_t barrier(fsdpc_comm *c, const fsdpc_op_info *info) {
   return guarded(c, "barrier", info, [&](int64_t t) {
-    if (c->ctx->size == 1) return;
+    if (c->ctx->size == 1)
+      return;
     gloo::BarrierOptions o(c->ctx);
     o.setTag(c->tag++);
     o.setTimeout(std::chrono::milliseconds(t));

@@ -41,14 +41,16 @@ int32_t fail(int32_t st, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   for (char *p = msg; *p; p++) // one line, whatever Gloo put in what()
-    if (*p == '\n' || *p == '\r') *p = ' ';
+    if (*p == '\n' || *p == '\r')
+      *p = ' ';
   if (g_host && FSDPC_HAS_FIELD(g_host, fsdpc_host_api, set_error) && g_host->set_error)
     g_host->set_error(g_host->host_ctx, st, msg);
   return st;
 }
 
 void log(int32_t level, const char *fmt, ...) {
-  if (!g_host || !FSDPC_HAS_FIELD(g_host, fsdpc_host_api, log) || !g_host->log) return;
+  if (!g_host || !FSDPC_HAS_FIELD(g_host, fsdpc_host_api, log) || !g_host->log)
+    return;
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -60,9 +62,11 @@ void log(int32_t level, const char *fmt, ...) {
 std::string describe(const char *op, const fsdpc_op_info *info) {
   std::string s = op;
   bool has = info && FSDPC_HAS_FIELD(info, fsdpc_op_info, seq);
-  if (!has) return s;
+  if (!has)
+    return s;
   s += " (";
-  if (info->unit) s += std::string("unit ") + info->unit + ", ";
+  if (info->unit)
+    s += std::string("unit ") + info->unit + ", ";
   s += "seq " + std::to_string(info->seq) + ")";
   return s;
 }
@@ -96,18 +100,21 @@ int32_t guard_exception(fsdpc_comm *c, const char *op, const fsdpc_op_info *info
   } catch (const UsageError &e) {
     return fail(e.status, "gloo: %s: %s", what.c_str(), e.what());
   } catch (const StoreError &e) {
-    if (c) c->broken = e.what();
+    if (c)
+      c->broken = e.what();
     return fail(e.status, "gloo: %s: %s", what.c_str(), e.what());
   } catch (const gloo::IoException &e) {
     std::string m = first_line(e.what());
     bool timed_out = m.find("Timed out") != std::string::npos ||
                      m.find("timeout") != std::string::npos || elapsed_ms >= timeout_ms * 9 / 10;
     if (timed_out) {
-      if (c) c->broken = what + " timed out";
+      if (c)
+        c->broken = what + " timed out";
       return fail(FSDPC_TIMEOUT, "gloo: %s timed out after %s: a rank never reached it or died",
                   what.c_str(), seconds(timeout_ms).c_str());
     }
-    if (c) c->broken = what + " lost a peer";
+    if (c)
+      c->broken = what + " lost a peer";
     return fail(FSDPC_SYSTEM_ERROR,
                 "gloo: %s failed: a peer rank died or closed its connection (%s)", what.c_str(),
                 m.c_str());
@@ -133,7 +140,8 @@ public:
   void set(const std::string &key, const std::vector<char> &data) override {
     std::string k = prefix_ + key;
     int32_t st = s_->set(s_->ctx, k.c_str(), data.data(), data.size());
-    if (st != FSDPC_OK) throw StoreError(st, "store set of '" + k + "' failed (store gone?)");
+    if (st != FSDPC_OK)
+      throw StoreError(st, "store set of '" + k + "' failed (store gone?)");
   }
 
   std::vector<char> get(const std::string &key) override {
@@ -141,8 +149,7 @@ public:
     std::vector<char> buf(4096);
     for (;;) {
       uint64_t len = 0;
-      check(s_->get(s_->ctx, k.c_str(), buf.data(), buf.size(), &len, timeout_ms_), k,
-            timeout_ms_);
+      check(s_->get(s_->ctx, k.c_str(), buf.data(), buf.size(), &len, timeout_ms_), k, timeout_ms_);
       if (len <= buf.size()) {
         buf.resize(len);
         return buf;
@@ -167,7 +174,8 @@ public:
 
 private:
   static void check(int32_t st, const std::string &k, int64_t t) {
-    if (st == FSDPC_OK) return;
+    if (st == FSDPC_OK)
+      return;
     if (st == FSDPC_TIMEOUT)
       throw StoreError(st, "rendezvous key '" + k + "' did not appear within " + seconds(t) +
                                ": a rank did not start or died");
@@ -198,11 +206,21 @@ static void connect(fsdpc_comm *c, const std::string &prefix) {
 // ---- options -----------------------------------------------------------------
 
 static const fsdpc_option_desc opt_iface = {
-    sizeof(fsdpc_option_desc), "iface", FSDPC_OPT_STRING, "", 1, 0,
+    sizeof(fsdpc_option_desc),
+    "iface",
+    FSDPC_OPT_STRING,
+    "",
+    1,
+    0,
     "network interface for Gloo's TCP transport, e.g. eth0 (default: the one that reaches "
     "MASTER_ADDR)"};
 static const fsdpc_option_desc opt_hostname = {
-    sizeof(fsdpc_option_desc), "hostname", FSDPC_OPT_STRING, "", 1, 0,
+    sizeof(fsdpc_option_desc),
+    "hostname",
+    FSDPC_OPT_STRING,
+    "",
+    1,
+    0,
     "address or host name to bind Gloo's TCP transport to (overrides iface)"};
 static const fsdpc_option_desc *const g_options[] = {&opt_iface, &opt_hostname};
 
@@ -219,12 +237,14 @@ static std::string opt_string(const fsdpc_opts *opts, const char *key) {
 static std::string local_addr_towards_master() {
   const char *m = getenv("MASTER_ADDR");
   std::string fallback = "127.0.0.1";
-  if (!m || !*m) return fallback;
+  if (!m || !*m)
+    return fallback;
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo *ai = nullptr;
-  if (getaddrinfo(m, "9", &hints, &ai) != 0 || !ai) return fallback;
+  if (getaddrinfo(m, "9", &hints, &ai) != 0 || !ai)
+    return fallback;
   std::string out = fallback;
   int fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_in me{};
@@ -232,9 +252,11 @@ static std::string local_addr_towards_master() {
   if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
       getsockname(fd, (sockaddr *)&me, &l) == 0) {
     char b[INET_ADDRSTRLEN];
-    if (inet_ntop(AF_INET, &me.sin_addr, b, sizeof b)) out = b;
+    if (inet_ntop(AF_INET, &me.sin_addr, b, sizeof b))
+      out = b;
   }
-  if (fd >= 0) close(fd);
+  if (fd >= 0)
+    close(fd);
   freeaddrinfo(ai);
   return out;
 }
@@ -242,16 +264,18 @@ static std::string local_addr_towards_master() {
 // ---- life cycle ------------------------------------------------------------------
 
 static int32_t comm_init(const fsdpc_comm_init *in, fsdpc_comm **out) {
-  if (!out) return fail(FSDPC_INVALID_USAGE, "gloo: init: out is NULL");
+  if (!out)
+    return fail(FSDPC_INVALID_USAGE, "gloo: init: out is NULL");
   *out = nullptr;
-  if (!in || !FSDPC_HAS_FIELD(in, fsdpc_comm_init, timeout_ms) || !in->store ||
-      !in->store->set || !in->store->get)
+  if (!in || !FSDPC_HAS_FIELD(in, fsdpc_comm_init, timeout_ms) || !in->store || !in->store->set ||
+      !in->store->get)
     return fail(FSDPC_INVALID_USAGE, "gloo: init needs a store (fsdpc_comm_init too short?)");
   if (in->world_size < 1 || in->rank < 0 || in->rank >= in->world_size)
     return fail(FSDPC_INVALID_USAGE, "gloo: init: rank %d is outside world size %d", in->rank,
                 in->world_size);
   auto *c = new (std::nothrow) fsdpc_comm();
-  if (!c) return fail(FSDPC_SYSTEM_ERROR, "gloo: init: out of memory");
+  if (!c)
+    return fail(FSDPC_SYSTEM_ERROR, "gloo: init: out of memory");
   c->store = in->store;
   c->prefix = std::string(in->store_prefix ? in->store_prefix : "fsdpc/") + "gloo/";
   c->timeout_ms = in->timeout_ms > 0 ? in->timeout_ms : 300000;
@@ -278,7 +302,8 @@ static int32_t comm_init(const fsdpc_comm_init *in, fsdpc_comm **out) {
 }
 
 static int32_t comm_split(fsdpc_comm *parent, int32_t color, int32_t key, fsdpc_comm **out) {
-  if (!out) return fail(FSDPC_INVALID_USAGE, "gloo: split: out is NULL");
+  if (!out)
+    return fail(FSDPC_INVALID_USAGE, "gloo: split: out is NULL");
   *out = nullptr;
   fsdpc_comm *child = nullptr;
   int32_t st = guarded(parent, "split", nullptr, [&](int64_t t) {
@@ -287,10 +312,12 @@ static int32_t comm_split(fsdpc_comm *parent, int32_t color, int32_t key, fsdpc_
     std::vector<int32_t> all(2 * (size_t)n);
     raw_allgather(parent, mine, all.data(), sizeof mine, t);
     uint64_t id = parent->n_splits++;
-    if (color < 0) return; // no color: this rank joins no sub-communicator
+    if (color < 0)
+      return; // no color: this rank joins no sub-communicator
     std::vector<int> members;
     for (int r = 0; r < n; r++)
-      if (all[2 * r] == color) members.push_back(r);
+      if (all[2 * r] == color)
+        members.push_back(r);
     std::stable_sort(members.begin(), members.end(),
                      [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
     int me = (int)(std::find(members.begin(), members.end(), parent->ctx->rank) - members.begin());
@@ -298,7 +325,8 @@ static int32_t comm_split(fsdpc_comm *parent, int32_t color, int32_t key, fsdpc_
     child->dev = parent->dev;
     child->store = parent->store;
     child->timeout_ms = parent->timeout_ms;
-    child->prefix = parent->prefix + "split" + std::to_string(id) + "/c" + std::to_string(color) + "/";
+    child->prefix =
+        parent->prefix + "split" + std::to_string(id) + "/c" + std::to_string(color) + "/";
     child->ctx = std::make_shared<gloo::rendezvous::Context>(me, (int)members.size());
     connect(child, child->prefix);
   });
@@ -360,8 +388,9 @@ static const fsdpc_component_desc g_component = {
     /* .iface_version  = */ 1,
     /* .default_score  = */ 10,
     /* .description    = */ "CPU collectives over Gloo's TCP transport",
-    /* .capabilities   = */ "host memory; fp32, bf16 (gather/broadcast raw, reductions via fp32 "
-                            "staging); sub-groups; timeouts",
+    /* .capabilities   = */
+    "host memory; fp32, bf16 (gather/broadcast raw, reductions via fp32 "
+    "staging); sub-groups; timeouts",
     /* .options        = */ g_options,
     /* .n_options      = */ sizeof g_options / sizeof g_options[0],
     /* .vtable         = */ &g_vtable,
@@ -380,7 +409,8 @@ static const fsdpc_plugin_desc g_plugin = {
 
 extern "C" FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *h,
                                                              const fsdpc_plugin_desc **out) {
-  if (!out) return FSDPC_INVALID_USAGE;
+  if (!out)
+    return FSDPC_INVALID_USAGE;
   fsdpc_gloo::g_host = h;
   *out = &g_plugin;
   return FSDPC_OK;

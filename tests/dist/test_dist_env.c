@@ -72,6 +72,17 @@ START_TEST(torchrun) {
   setenv("FSDPC_LAUNCHER", "1", 1);
   ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
   ck_assert_str_eq(e.source, "fsdpc");
+  /* torchrun's agent holds MASTER_PORT: the store moves to the next port,
+   * and FSDPC_STORE_PORT pins it. */
+  unsetenv("FSDPC_LAUNCHER");
+  setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_int_eq(e.master_port, 29601);
+  setenv("FSDPC_STORE_PORT", "31000", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_int_eq(e.master_port, 31000);
+  setenv("FSDPC_STORE_PORT", "0", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
 }
 END_TEST
 

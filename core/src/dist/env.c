@@ -93,6 +93,20 @@ static fsdpc_status read_master(fsdpc_dist_env *e, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
+/* FSDPC_STORE_PORT, when set, is the store port whatever the launcher. */
+static fsdpc_status read_store_port(fsdpc_dist_env *e, fsdpc_err *err) {
+  int port = 0;
+  int r = env_int("FSDPC_STORE_PORT", &port, err);
+  if (r < 0)
+    return FSDPC_INVALID_USAGE;
+  if (r > 0 && (port < 1 || port > 65535))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "environment: FSDPC_STORE_PORT=%d is out of range 1..65535", port);
+  if (r > 0)
+    e->master_port = port;
+  return FSDPC_OK;
+}
+
 #define READ(name, dst, required)                                                                  \
   do {                                                                                             \
     int r_ = env_int(name, dst, err);                                                              \
@@ -157,6 +171,13 @@ fsdpc_status fsdpc__dist_env_detect(fsdpc_dist_env *e, fsdpc_err *err) {
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                          "environment (%s): WORLD_SIZE=%d but MASTER_ADDR is not set", e->source,
                          e->world_size);
+    /* torchrun's agent already serves its own TCPStore on MASTER_PORT
+     * (workers are told so by TORCHELASTIC_USE_AGENT_STORE); ours takes the
+     * next port unless FSDPC_STORE_PORT says otherwise. */
+    const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    if (agent && strcmp(agent, "True") == 0 && e->master_port < 65535)
+      e->master_port++;
+    FSDPC_TRY(read_store_port(e, err));
     return check(e, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", err);
   }
   if (getenv("SLURM_PROCID") && *getenv("SLURM_PROCID")) {
@@ -174,6 +195,7 @@ fsdpc_status fsdpc__dist_env_detect(fsdpc_dist_env *e, fsdpc_err *err) {
     if (!getenv("MASTER_ADDR") && nl && *nl)
       FSDPC_TRY(fsdpc__slurm_first_host(nl, e->master_addr, sizeof e->master_addr, err));
     FSDPC_TRY(read_master(e, err));
+    FSDPC_TRY(read_store_port(e, err));
     return check(e, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", err);
   }
   if (getenv("OMPI_COMM_WORLD_RANK") && *getenv("OMPI_COMM_WORLD_RANK")) {
@@ -186,6 +208,7 @@ fsdpc_status fsdpc__dist_env_detect(fsdpc_dist_env *e, fsdpc_err *err) {
     READ("OMPI_COMM_WORLD_LOCAL_SIZE", &e->local_world_size, 0);
     derive_nodes(e);
     FSDPC_TRY(read_master(e, err));
+    FSDPC_TRY(read_store_port(e, err));
     if (!getenv("MASTER_ADDR") && e->world_size > e->local_world_size)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                          "environment (mpi): a multi-node mpirun job needs MASTER_ADDR (rank "
@@ -195,5 +218,6 @@ fsdpc_status fsdpc__dist_env_detect(fsdpc_dist_env *e, fsdpc_err *err) {
   }
   (void)trigger;
   e->source = "single";
-  return read_master(e, err);
+  FSDPC_TRY(read_master(e, err));
+  return read_store_port(e, err);
 }

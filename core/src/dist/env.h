@@ -11,7 +11,9 @@
  *   "mpi"      OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
  *   "single"   none of the above: rank 0 of 1 on 127.0.0.1
  * MASTER_ADDR / MASTER_PORT override the store address for every source;
- * the default port is 29500. */
+ * the default port is 29500. FSDPC_STORE_PORT, when set, is the store port
+ * for every source. Under torchrun with TORCHELASTIC_USE_AGENT_STORE=True
+ * (its agent already serves MASTER_PORT) the store uses MASTER_PORT + 1. */
 #ifndef FSDPC_DIST_ENV_H
 #define FSDPC_DIST_ENV_H
 

@@ -1,0 +1,90 @@
+/* Joining a job: store server on rank 0, a store client everywhere. */
+#include "dist/job.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+
+/* A host name may resolve to another interface than the one peers use
+ * (Debian maps the hostname to 127.0.1.1), so only a numeric address is
+ * bound as given. */
+static const char *bind_addr_for(const char *master) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  if (inet_pton(AF_INET, master, buf) == 1 || inet_pton(AF_INET6, master, buf) == 1)
+    return master;
+  return NULL;
+}
+
+fsdpc_status fsdpc__dist_job_start(const fsdpc_dist_env *env, int64_t timeout_ms,
+                                   fsdpc_dist_job **out, fsdpc_err *err) {
+  *out = NULL;
+  fsdpc_dist_job *job = calloc(1, sizeof *job);
+  if (!job)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  job->env = *env;
+  job->timeout_ms = timeout_ms;
+  fsdpc_status st;
+  if (env->rank == 0) {
+    st = fsdpc__store_server_start(bind_addr_for(env->master_addr), env->master_port, &job->server,
+                                   NULL, err);
+    if (st)
+      goto fail_server;
+  }
+  st = fsdpc__store_connect(env->master_addr, env->master_port, timeout_ms, &job->store, err);
+  if (st)
+    goto fail_connect;
+  *out = job;
+  return FSDPC_OK;
+
+fail_connect:
+  fsdpc__store_server_stop(job->server);
+fail_server:
+  free(job);
+  return fsdpc__err_prefix(err, "rank %d", env->rank);
+}
+
+void fsdpc__dist_job_stop(fsdpc_dist_job *job) {
+  if (!job)
+    return;
+  /* Every rank says it is done with the store; the last one raises a flag
+   * that rank 0 waits for before it takes the server away. Other ranks do
+   * not wait: after their ADD they send nothing more. */
+  if (job->env.world_size > 1) {
+    fsdpc_err e;
+    int64_t n = 0;
+    fsdpc_status st = fsdpc__store_add(job->store, "fsdpc/exit/left", 1, &n, &e);
+    if (st == FSDPC_OK && n == job->env.world_size)
+      st = fsdpc__store_set(job->store, "fsdpc/exit/all_left", "1", 1, &e);
+    if (st == FSDPC_OK && job->env.rank == 0)
+      st = fsdpc__store_get(job->store, "fsdpc/exit/all_left", NULL, 0, NULL, job->timeout_ms, &e);
+    if (st != FSDPC_OK)
+      FSDPC_LOGW("leaving without the other ranks: %s", e.msg);
+  }
+  fsdpc__store_close(job->store);
+  fsdpc__store_server_stop(job->server);
+  free(job);
+}
+
+fsdpc_status fsdpc__dist_check_abort(fsdpc_store *store, fsdpc_err *err) {
+  fsdpc_status st = fsdpc__store_check(store, FSDPC_DEAD_KEY, err);
+  if (st == FSDPC_TIMEOUT)
+    return FSDPC_OK; /* no death reported */
+  if (st != FSDPC_OK)
+    return st;
+  char msg[512];
+  size_t n = 0;
+  FSDPC_TRY(fsdpc__store_get(store, FSDPC_DEAD_KEY, msg, sizeof msg - 1, &n, 0, err));
+  msg[n < sizeof msg - 1 ? n : sizeof msg - 1] = '\0';
+  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "job aborted: %s", msg);
+}
+
+fsdpc_status fsdpc__dist_post_abort(fsdpc_store *store, const char *msg, fsdpc_err *err) {
+  /* ADD on a side key elects the first reporter without a race. */
+  int64_t n = 0;
+  FSDPC_TRY(fsdpc__store_add(store, FSDPC_DEAD_KEY "/count", 1, &n, err));
+  if (n != 1)
+    return FSDPC_OK;
+  return fsdpc__store_set(store, FSDPC_DEAD_KEY, msg, strlen(msg), err);
+}

@@ -1,0 +1,416 @@
+/* The launcher: spawn local ranks, forward signals, stop everything on the
+ * first death and say which rank died and why. See launch.h. */
+#define _GNU_SOURCE /* pipe2, execvpe, sigabbrev_np */
+#include "dist/launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dist/env.h"
+#include "dist/job.h"
+#include "dist/store.h"
+#include "dist/store_wire.h"
+#include "util/log.h"
+
+extern char **environ;
+
+#define MAX_LOCAL 1024
+
+void fsdpc__launch_opts_default(fsdpc_launch_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->nproc_per_node = 1;
+  o->nnodes = 1;
+  snprintf(o->master_addr, sizeof o->master_addr, "127.0.0.1");
+  o->master_port = FSDPC_DEFAULT_MASTER_PORT;
+  o->grace_ms = 3000;
+}
+
+/* ---- argument parsing ---------------------------------------------------- */
+
+static fsdpc_status parse_int(const char *flag, const char *v, int lo, int hi, int *out,
+                              fsdpc_err *err) {
+  char *end;
+  errno = 0;
+  long x = v ? strtol(v, &end, 10) : 0;
+  if (!v || errno || end == v || *end || x < lo || x > hi)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: '%s' must be an integer in %d..%d", flag,
+                       v ? v : "", lo, hi);
+  *out = (int)x;
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__launch_parse_args(int *argc, char **argv, fsdpc_launch_opts *o,
+                                      fsdpc_err *err) {
+  static const char *flags[] = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
+                                "--master-port"};
+  int w = 1;
+  for (int i = 1; i < *argc; i++) {
+    const char *a = argv[i], *val = NULL;
+    int which = -1;
+    for (int f = 0; f < 5 && which < 0; f++) {
+      size_t n = strlen(flags[f]);
+      if (strncmp(a, flags[f], n) == 0 && (a[n] == '\0' || a[n] == '=')) {
+        which = f;
+        if (a[n] == '=') {
+          val = a + n + 1;
+        } else {
+          if (i + 1 >= *argc)
+            return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s needs a value", flags[f]);
+          val = argv[++i];
+        }
+      }
+    }
+    if (which < 0) {
+      if (strcmp(a, "--") == 0) { /* everything after -- belongs to the caller */
+        while (i < *argc)
+          argv[w++] = argv[i++];
+        break;
+      }
+      argv[w++] = argv[i];
+      continue;
+    }
+    switch (which) {
+    case 0:
+      FSDPC_TRY(parse_int(flags[0], val, 1, MAX_LOCAL, &o->nproc_per_node, err));
+      break;
+    case 1:
+      FSDPC_TRY(parse_int(flags[1], val, 1, 100000, &o->nnodes, err));
+      break;
+    case 2:
+      FSDPC_TRY(parse_int(flags[2], val, 0, 99999, &o->node_rank, err));
+      break;
+    case 3:
+      if (!*val || strlen(val) >= sizeof o->master_addr)
+        return fsdpc__fail(err, FSDPC_INVALID_USAGE, "--master-addr: '%s' is not a host", val);
+      snprintf(o->master_addr, sizeof o->master_addr, "%s", val);
+      break;
+    case 4:
+      FSDPC_TRY(parse_int(flags[4], val, 0, 65535, &o->master_port, err));
+      break;
+    }
+  }
+  *argc = w;
+  argv[w] = NULL;
+  if (o->node_rank >= o->nnodes)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "--node-rank %d must be below --nnodes %d",
+                       o->node_rank, o->nnodes);
+  return FSDPC_OK;
+}
+
+/* ---- spawning --------------------------------------------------------------- */
+
+typedef struct child {
+  pid_t pid;
+  int rank;  /* global */
+  int alive; /* not yet reaped */
+} child;
+
+static const char *sig_name(int sig) {
+  const char *n = sigabbrev_np(sig);
+  return n ? n : "?";
+}
+
+/* A free TCP port on addr; the tiny race until rank 0 binds it is the same
+ * one torchrun accepts. */
+static fsdpc_status pick_port(int *port, fsdpc_err *err) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t l = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) ||
+      getsockname(fd, (struct sockaddr *)&a, &l)) {
+    int e = errno;
+    if (fd >= 0)
+      close(fd);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: cannot pick a free port: %s",
+                       strerror(e));
+  }
+  *port = ntohs(a.sin_port);
+  close(fd);
+  return FSDPC_OK;
+}
+
+/* environ without the variables we set, then ours. Freed with free_env. */
+static char **make_env(const fsdpc_launch_opts *o, int port, int local, int world) {
+  static const char *ours[] = {
+      "RANK=",        "WORLD_SIZE=", "LOCAL_RANK=",     "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
+      "MASTER_PORT=", "GROUP_RANK=", "FSDPC_LAUNCHER=", "FSDPC_NODE_RANK=",  "FSDPC_NNODES="};
+  enum { NOURS = sizeof ours / sizeof ours[0] };
+  size_t n = 0;
+  while (environ[n])
+    n++;
+  char **env = calloc(n + NOURS + 1, sizeof *env);
+  if (!env)
+    return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    int skip = 0;
+    for (int j = 0; j < NOURS && !skip; j++)
+      skip = strncmp(environ[i], ours[j], strlen(ours[j])) == 0;
+    if (!skip)
+      env[k++] = strdup(environ[i]);
+  }
+  int vals[] = {o->node_rank * o->nproc_per_node + local, world, local, o->nproc_per_node};
+  for (int j = 0; j < NOURS; j++) {
+    char buf[512];
+    switch (j) {
+    case 0:
+    case 1:
+    case 2:
+    case 3:
+      snprintf(buf, sizeof buf, "%s%d", ours[j], vals[j]);
+      break;
+    case 4:
+      snprintf(buf, sizeof buf, "%s%s", ours[j], o->master_addr);
+      break;
+    case 5:
+      snprintf(buf, sizeof buf, "%s%d", ours[j], port);
+      break;
+    case 6:
+    case 8:
+      snprintf(buf, sizeof buf, "%s%d", ours[j], o->node_rank);
+      break;
+    case 7:
+      snprintf(buf, sizeof buf, "%s1", ours[j]);
+      break;
+    default:
+      snprintf(buf, sizeof buf, "%s%d", ours[j], o->nnodes);
+      break;
+    }
+    env[k++] = strdup(buf);
+  }
+  for (size_t i = 0; i < k; i++)
+    if (!env[i])
+      return NULL; /* leaks on OOM; the launch fails anyway */
+  return env;
+}
+
+static void free_env(char **env) {
+  if (!env)
+    return;
+  for (char **p = env; *p; p++)
+    free(*p);
+  free(env);
+}
+
+/* Forks one rank. Exec failures come back through a close-on-exec pipe so
+ * that "cannot run X" is reported as such, not as a rank exiting 127. */
+static fsdpc_status spawn(const fsdpc_launch_opts *o, char **env, const sigset_t *old_mask,
+                          child *c, fsdpc_err *err) {
+  int pfd[2];
+  if (pipe2(pfd, O_CLOEXEC))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: pipe: %s", strerror(errno));
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(pfd[0]);
+    close(pfd[1]);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: fork for rank %d: %s", c->rank,
+                       strerror(e));
+  }
+  if (pid == 0) {
+    /* Only async-signal-safe calls from here to exec. */
+    close(pfd[0]);
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(1); /* the launcher died before prctl */
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+    execvpe(o->argv[0], o->argv, env);
+    int e = errno;
+    ssize_t w = write(pfd[1], &e, sizeof e);
+    (void)w;
+    _exit(127);
+  }
+  setpgid(pid, pid); /* also here, so that a signal sent right away reaches the group */
+  close(pfd[1]);
+  int e = 0;
+  ssize_t r;
+  do {
+    r = read(pfd[0], &e, sizeof e);
+  } while (r < 0 && errno == EINTR);
+  close(pfd[0]);
+  c->pid = pid;
+  c->alive = 1;
+  if (r == (ssize_t)sizeof e)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "launcher: cannot run '%s' for rank %d: %s",
+                       o->argv[0], c->rank, strerror(e));
+  return FSDPC_OK;
+}
+
+static void signal_all(child *cs, int n, int sig) {
+  for (int i = 0; i < n; i++)
+    if (cs[i].alive)
+      kill(-cs[i].pid, sig);
+}
+
+/* Tells ranks on other nodes through the store; best effort, bounded. */
+static void post_death(const fsdpc_launch_opts *o, int port, const char *msg, char *root,
+                       size_t cap) {
+  fsdpc_store *s = NULL;
+  fsdpc_err e;
+  root[0] = '\0';
+  if (fsdpc__store_connect(o->master_addr, port, 1000, &s, &e))
+    return;
+  if (fsdpc__dist_check_abort(s, &e) && strncmp(e.msg, "job aborted: ", 13) == 0)
+    snprintf(root, cap, "%.500s", e.msg + 13); /* another node saw a death first */
+  else
+    fsdpc__dist_post_abort(s, msg, &e);
+  fsdpc__store_close(s);
+}
+
+fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err *err) {
+  *exit_code = 1;
+  if (!o->argv || !o->argv[0])
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "launcher: no command to run for each rank");
+  if (o->nproc_per_node < 1 || o->nproc_per_node > MAX_LOCAL || o->nnodes < 1 || o->node_rank < 0 ||
+      o->node_rank >= o->nnodes)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "launcher: bad layout: --nproc-per-node %d (1..%d), --nnodes %d, "
+                       "--node-rank %d (must be below --nnodes)",
+                       o->nproc_per_node, MAX_LOCAL, o->nnodes, o->node_rank);
+  int port = o->master_port;
+  if (port == 0) {
+    if (o->nnodes > 1)
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "launcher: --nnodes %d needs an explicit --master-port shared by every "
+                         "node",
+                         o->nnodes);
+    FSDPC_TRY(pick_port(&port, err));
+  }
+  int n = o->nproc_per_node, world = n * o->nnodes;
+  int grace = o->grace_ms > 0 ? o->grace_ms : 3000;
+  child *cs = calloc((size_t)n, sizeof *cs);
+  if (!cs)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: out of memory");
+
+  sigset_t set, old;
+  sigemptyset(&set);
+  int fwd[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1};
+  for (int i = 0; i < 4; i++)
+    sigaddset(&set, fwd[i]);
+  sigaddset(&set, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &set, &old);
+
+  fsdpc_status st = FSDPC_OK;
+  char why[1024] = "";
+  int fail_code = 0, stopping = 0;
+  int64_t kill_at = 0;
+  FSDPC_LOGI("launcher: node %d/%d starting ranks %d..%d of %d (store %s:%d)", o->node_rank,
+             o->nnodes, o->node_rank * n, o->node_rank * n + n - 1, world, o->master_addr, port);
+  for (int i = 0; i < n; i++) {
+    cs[i].rank = o->node_rank * n + i;
+    char **env = make_env(o, port, i, world);
+    if (!env) {
+      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: out of memory");
+    } else {
+      st = spawn(o, env, &old, &cs[i], err);
+    }
+    free_env(env);
+    if (st) {
+      snprintf(why, sizeof why, "%.900s", err->msg);
+      fail_code = 127;
+      stopping = 1;
+      kill_at = fsdpc__now_ms() + grace;
+      signal_all(cs, i + 1, SIGTERM);
+      break;
+    }
+  }
+
+  int alive = 0;
+  for (int i = 0; i < n; i++)
+    alive += cs[i].alive;
+  /* The first failure and when to act on it. A rank that exits with an
+   * error may only be reacting to a peer killed by a signal whose exit we
+   * have not reaped yet, so a plain exit code waits a moment for a better
+   * culprit; a signal death is acted on at once. */
+  int cause = -1, cause_status = 0;
+  int64_t decide_at = 0;
+  while (alive > 0 || (cause >= 0 && !stopping)) {
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    siginfo_t si;
+    int sig = sigtimedwait(&set, &si, &ts);
+    if (sig > 0 && sig != SIGCHLD) {
+      signal_all(cs, n, sig);
+      if (sig != SIGUSR1 && !stopping) {
+        stopping = 1;
+        fail_code = 128 + sig;
+        snprintf(why, sizeof why, "launcher: stopped by signal %d (SIG%s)", sig, sig_name(sig));
+        kill_at = fsdpc__now_ms() + grace;
+      }
+    }
+    for (int i = 0; i < n; i++) {
+      if (!cs[i].alive)
+        continue;
+      int ws;
+      if (waitpid(cs[i].pid, &ws, WNOHANG) != cs[i].pid)
+        continue;
+      cs[i].alive = 0;
+      alive--;
+      int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+      if (bad && !stopping && (cause < 0 || (WIFSIGNALED(ws) && !WIFSIGNALED(cause_status)))) {
+        if (cause < 0)
+          decide_at = fsdpc__now_ms() + 300;
+        cause = i;
+        cause_status = ws;
+      }
+    }
+    if (cause >= 0 && !stopping &&
+        (WIFSIGNALED(cause_status) || alive == 0 || fsdpc__now_ms() >= decide_at)) {
+      if (WIFSIGNALED(cause_status)) {
+        int s = WTERMSIG(cause_status);
+        snprintf(why, sizeof why, "rank %d (pid %d) died: killed by signal %d (SIG%s)",
+                 cs[cause].rank, (int)cs[cause].pid, s, sig_name(s));
+        fail_code = 128 + s;
+      } else {
+        fail_code = WEXITSTATUS(cause_status);
+        snprintf(why, sizeof why, "rank %d (pid %d) died: exited with code %d", cs[cause].rank,
+                 (int)cs[cause].pid, fail_code);
+      }
+      stopping = 1;
+      kill_at = fsdpc__now_ms() + grace;
+      FSDPC_LOGE("launcher: %s; stopping the other ranks", why);
+      char root[512];
+      post_death(o, port, why, root, sizeof root);
+      if (root[0] && strcmp(root, why) != 0) {
+        size_t l = strlen(why);
+        snprintf(why + l, sizeof why - l, " (after %s)", root);
+      }
+      signal_all(cs, n, SIGTERM);
+    }
+    if (stopping && alive > 0 && fsdpc__now_ms() >= kill_at) {
+      signal_all(cs, n, SIGKILL);
+      kill_at = fsdpc__now_ms() + 1000000;
+    }
+  }
+  /* Sweep grandchildren left in the ranks' groups. */
+  for (int i = 0; i < n; i++)
+    if (cs[i].pid > 0)
+      kill(-cs[i].pid, SIGKILL);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  struct timespec zero = {0, 0};
+  while (sigtimedwait(&chld, NULL, &zero) > 0) {
+  }
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  free(cs);
+
+  if (fail_code == 0 && !stopping) {
+    *exit_code = 0;
+    return FSDPC_OK;
+  }
+  *exit_code = fail_code ? fail_code : 1;
+  if (st)
+    return st; /* err already says why the spawn failed */
+  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s", why);
+}

@@ -1,0 +1,88 @@
+// Internal to the gloo plugin: the communicator, error helpers and the
+// guard that turns every C++ exception into an fsdpc status + one line.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/device.h>
+
+#include "fsdpc/plugin.h"
+
+struct fsdpc_comm {
+  std::shared_ptr<gloo::transport::Device> dev; // shared by a comm and its splits
+  std::shared_ptr<gloo::rendezvous::Context> ctx;
+  const fsdpc_store_v1 *store = nullptr; // borrowed, outlives every comm
+  std::string prefix;                    // store prefix of this comm
+  int64_t timeout_ms = 0;                // default per-op timeout
+  uint32_t tag = 0;                      // per-op tag: a stray late message never matches
+  uint64_t n_splits = 0;                 // makes each split's store keys unique
+  std::string broken;                    // why the comm is unusable, or empty
+};
+
+namespace fsdpc_gloo {
+
+// A store failure keeps its fsdpc status (TIMEOUT vs SYSTEM_ERROR).
+struct StoreError : std::runtime_error {
+  int32_t status;
+  StoreError(int32_t st, const std::string &m) : std::runtime_error(m), status(st) {}
+};
+
+// A usage error found by the plugin itself (bad dtype, root, count).
+struct UsageError : std::runtime_error {
+  int32_t status;
+  UsageError(int32_t st, const std::string &m) : std::runtime_error(m), status(st) {}
+};
+
+// Records msg through host->set_error and returns st.
+int32_t fail(int32_t st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const fsdpc_host_api *host();
+
+// "all_gather (unit layers.3, seq 57)"
+std::string describe(const char *op, const fsdpc_op_info *info);
+int64_t op_timeout_ms(const fsdpc_comm *c, const fsdpc_op_info *info);
+
+// Runs fn(timeout_ms) and maps any exception to a status and message that
+// name the op; a Gloo I/O failure or timeout marks the comm broken.
+template <class F>
+int32_t guarded(fsdpc_comm *c, const char *op, const fsdpc_op_info *info, F &&fn);
+
+int32_t guard_exception(fsdpc_comm *c, const char *op, const fsdpc_op_info *info,
+                        int64_t timeout_ms, int64_t elapsed_ms);
+int64_t now_ms();
+
+template <class F>
+int32_t guarded(fsdpc_comm *c, const char *op, const fsdpc_op_info *info, F &&fn) {
+  if (!c)
+    return fail(FSDPC_INVALID_USAGE, "gloo: %s on a NULL communicator", op);
+  if (!c->broken.empty())
+    return fail(FSDPC_SYSTEM_ERROR, "gloo: %s: communicator unusable after an earlier failure (%s)",
+                describe(op, info).c_str(), c->broken.c_str());
+  int64_t t = op_timeout_ms(c, info), t0 = now_ms();
+  try {
+    fn(t);
+    return FSDPC_OK;
+  } catch (...) {
+    return guard_exception(c, op, info, t, now_ms() - t0);
+  }
+}
+
+// Collective entry points (gloo_ops.cc).
+int32_t all_gather(fsdpc_comm *comm, const void *send, void *recv, uint64_t count, int32_t dtype,
+                   void *stream, const fsdpc_op_info *info);
+int32_t reduce_scatter(fsdpc_comm *comm, const void *send, void *recv, uint64_t count,
+                       int32_t dtype, int32_t op, void *stream, const fsdpc_op_info *info);
+int32_t all_reduce(fsdpc_comm *comm, const void *send, void *recv, uint64_t count, int32_t dtype,
+                   int32_t op, void *stream, const fsdpc_op_info *info);
+int32_t broadcast(fsdpc_comm *comm, void *buf, uint64_t count, int32_t dtype, int32_t root,
+                  void *stream, const fsdpc_op_info *info);
+int32_t barrier(fsdpc_comm *comm, const fsdpc_op_info *info);
+
+// Raw all-gather of bytes over c (used by split to exchange colors).
+void raw_allgather(fsdpc_comm *c, const void *send, void *recv, size_t bytes, int64_t timeout_ms);
+
+} // namespace fsdpc_gloo

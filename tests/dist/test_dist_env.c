@@ -1,0 +1,295 @@
+/* Environment detection for each launcher flavour, SLURM node lists, and
+ * the launcher's argument parsing. Each test sets variables in-process. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/env.h"
+#include "dist/launch.h"
+
+static const char *all_vars[] = {"RANK",
+                                 "WORLD_SIZE",
+                                 "LOCAL_RANK",
+                                 "LOCAL_WORLD_SIZE",
+                                 "MASTER_ADDR",
+                                 "MASTER_PORT",
+                                 "GROUP_RANK",
+                                 "FSDPC_LAUNCHER",
+                                 "FSDPC_NODE_RANK",
+                                 "FSDPC_NNODES",
+                                 "SLURM_PROCID",
+                                 "SLURM_NTASKS",
+                                 "SLURM_LOCALID",
+                                 "SLURM_NTASKS_PER_NODE",
+                                 "SLURM_NODEID",
+                                 "SLURM_NNODES",
+                                 "SLURM_JOB_NODELIST",
+                                 "OMPI_COMM_WORLD_RANK",
+                                 "OMPI_COMM_WORLD_SIZE",
+                                 "OMPI_COMM_WORLD_LOCAL_RANK",
+                                 "OMPI_COMM_WORLD_LOCAL_SIZE"};
+
+static void clear_env(void) {
+  for (size_t i = 0; i < sizeof all_vars / sizeof all_vars[0]; i++)
+    unsetenv(all_vars[i]);
+}
+
+START_TEST(single_process) {
+  clear_env();
+  fsdpc_dist_env e;
+  fsdpc_err err;
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_eq(e.source, "single");
+  ck_assert_int_eq(e.rank, 0);
+  ck_assert_int_eq(e.world_size, 1);
+  ck_assert_int_eq(e.nnodes, 1);
+  ck_assert_str_eq(e.master_addr, "127.0.0.1");
+  ck_assert_int_eq(e.master_port, 29500);
+}
+END_TEST
+
+START_TEST(torchrun) {
+  clear_env();
+  setenv("RANK", "5", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("LOCAL_WORLD_SIZE", "4", 1);
+  setenv("MASTER_ADDR", "node7", 1);
+  setenv("MASTER_PORT", "29600", 1);
+  fsdpc_dist_env e;
+  fsdpc_err err;
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_eq(e.source, "torchrun");
+  ck_assert_int_eq(e.rank, 5);
+  ck_assert_int_eq(e.world_size, 8);
+  ck_assert_int_eq(e.local_rank, 1);
+  ck_assert_int_eq(e.local_world_size, 4);
+  ck_assert_int_eq(e.node_rank, 1);
+  ck_assert_int_eq(e.nnodes, 2);
+  ck_assert_str_eq(e.master_addr, "node7");
+  ck_assert_int_eq(e.master_port, 29600);
+  /* Our own launcher marks itself. */
+  setenv("FSDPC_LAUNCHER", "1", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_eq(e.source, "fsdpc");
+  /* torchrun's agent holds MASTER_PORT: the store moves to the next port,
+   * and FSDPC_STORE_PORT pins it. */
+  unsetenv("FSDPC_LAUNCHER");
+  setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_int_eq(e.master_port, 29601);
+  setenv("FSDPC_STORE_PORT", "31000", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_int_eq(e.master_port, 31000);
+  setenv("FSDPC_STORE_PORT", "0", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+}
+END_TEST
+
+START_TEST(torchrun_inconsistent) {
+  clear_env();
+  fsdpc_dist_env e;
+  fsdpc_err err;
+  setenv("RANK", "4", 1);
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("LOCAL_RANK", "0", 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+  ck_assert_str_eq(err.msg, "environment (torchrun): RANK=4 is outside 0..3 (WORLD_SIZE=4)");
+  setenv("RANK", "x3", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+  ck_assert_str_eq(err.msg, "environment: RANK='x3' is not a valid integer");
+  setenv("RANK", "1", 1);
+  unsetenv("LOCAL_RANK");
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "LOCAL_RANK is not"));
+  setenv("LOCAL_RANK", "2", 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "LOCAL_RANK=2 is outside 0..1"));
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("MASTER_PORT", "70000", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "MASTER_PORT=70000"));
+  unsetenv("MASTER_PORT");
+  unsetenv("MASTER_ADDR");
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "MASTER_ADDR is not set"));
+}
+END_TEST
+
+START_TEST(slurm) {
+  clear_env();
+  setenv("SLURM_PROCID", "6", 1);
+  setenv("SLURM_NTASKS", "8", 1);
+  setenv("SLURM_LOCALID", "2", 1);
+  setenv("SLURM_NTASKS_PER_NODE", "4(x2)", 1);
+  setenv("SLURM_NODEID", "1", 1);
+  setenv("SLURM_NNODES", "2", 1);
+  setenv("SLURM_JOB_NODELIST", "gpu[07-08]", 1);
+  fsdpc_dist_env e;
+  fsdpc_err err;
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_eq(e.source, "slurm");
+  ck_assert_int_eq(e.rank, 6);
+  ck_assert_int_eq(e.world_size, 8);
+  ck_assert_int_eq(e.local_rank, 2);
+  ck_assert_int_eq(e.local_world_size, 4);
+  ck_assert_int_eq(e.node_rank, 1);
+  ck_assert_int_eq(e.nnodes, 2);
+  ck_assert_str_eq(e.master_addr, "gpu07");
+  setenv("MASTER_ADDR", "10.0.0.1", 1); /* explicit wins over the node list */
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_eq(e.master_addr, "10.0.0.1");
+  setenv("SLURM_NODEID", "2", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "node rank 2 is outside 0..1"));
+}
+END_TEST
+
+START_TEST(slurm_nodelists) {
+  char h[64];
+  fsdpc_err err;
+  ck_assert_int_eq(fsdpc__slurm_first_host("alpha", h, sizeof h, &err), FSDPC_OK);
+  ck_assert_str_eq(h, "alpha");
+  ck_assert_int_eq(fsdpc__slurm_first_host("alpha,beta", h, sizeof h, &err), FSDPC_OK);
+  ck_assert_str_eq(h, "alpha");
+  ck_assert_int_eq(fsdpc__slurm_first_host("gpu[003-005,9],cpu1", h, sizeof h, &err), FSDPC_OK);
+  ck_assert_str_eq(h, "gpu003");
+  ck_assert_int_eq(fsdpc__slurm_first_host("n[5,7]", h, sizeof h, &err), FSDPC_OK);
+  ck_assert_str_eq(h, "n5");
+  ck_assert_int_eq(fsdpc__slurm_first_host("x[1-2]-ib", h, sizeof h, &err), FSDPC_OK);
+  ck_assert_str_eq(h, "x1-ib");
+  ck_assert_int_eq(fsdpc__slurm_first_host("bad[1-2", h, sizeof h, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "set MASTER_ADDR"));
+  ck_assert_int_eq(fsdpc__slurm_first_host("", h, sizeof h, &err), FSDPC_INVALID_USAGE);
+}
+END_TEST
+
+START_TEST(mpi) {
+  clear_env();
+  setenv("OMPI_COMM_WORLD_RANK", "3", 1);
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+  fsdpc_dist_env e;
+  fsdpc_err err;
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_eq(e.source, "mpi");
+  ck_assert_int_eq(e.rank, 3);
+  ck_assert_int_eq(e.world_size, 4);
+  ck_assert_int_eq(e.local_rank, 3);
+  ck_assert_int_eq(e.nnodes, 1);
+  ck_assert_str_eq(e.master_addr, "127.0.0.1");
+  /* Two nodes without MASTER_ADDR cannot find rank 0. */
+  setenv("OMPI_COMM_WORLD_SIZE", "8", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "mpirun -x MASTER_ADDR"));
+  /* torchrun variables take precedence over a surrounding mpirun/SLURM. */
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  setenv("LOCAL_RANK", "0", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_eq(e.source, "torchrun");
+}
+END_TEST
+
+START_TEST(launch_args) {
+  char *argv[] = {"fsdpc",
+                  "train",
+                  "--nproc-per-node",
+                  "4",
+                  "cfg.yaml",
+                  "--nnodes=2",
+                  "--node-rank",
+                  "1",
+                  "--master-addr",
+                  "10.1.2.3",
+                  "--master-port=29999",
+                  "--steps",
+                  "3",
+                  NULL};
+  int argc = 13;
+  fsdpc_launch_opts o;
+  fsdpc_err err;
+  fsdpc__launch_opts_default(&o);
+  ck_assert_int_eq(fsdpc__launch_parse_args(&argc, argv, &o, &err), FSDPC_OK);
+  ck_assert_int_eq(argc, 5);
+  ck_assert_str_eq(argv[1], "train");
+  ck_assert_str_eq(argv[2], "cfg.yaml");
+  ck_assert_str_eq(argv[3], "--steps");
+  ck_assert_str_eq(argv[4], "3");
+  ck_assert_ptr_null(argv[5]);
+  ck_assert_int_eq(o.nproc_per_node, 4);
+  ck_assert_int_eq(o.nnodes, 2);
+  ck_assert_int_eq(o.node_rank, 1);
+  ck_assert_str_eq(o.master_addr, "10.1.2.3");
+  ck_assert_int_eq(o.master_port, 29999);
+
+  char *bad1[] = {"fsdpc", "--nproc-per-node", "zero", NULL};
+  argc = 3;
+  ck_assert_int_eq(fsdpc__launch_parse_args(&argc, bad1, &o, &err), FSDPC_INVALID_USAGE);
+  ck_assert_str_eq(err.msg, "--nproc-per-node: 'zero' must be an integer in 1..1024");
+  char *bad2[] = {"fsdpc", "--nnodes", "2", "--node-rank", "2", NULL};
+  argc = 5;
+  ck_assert_int_eq(fsdpc__launch_parse_args(&argc, bad2, &o, &err), FSDPC_INVALID_USAGE);
+  ck_assert_str_eq(err.msg, "--node-rank 2 must be below --nnodes 2");
+  char *bad3[] = {"fsdpc", "--master-port", NULL};
+  argc = 2;
+  ck_assert_int_eq(fsdpc__launch_parse_args(&argc, bad3, &o, &err), FSDPC_INVALID_USAGE);
+  ck_assert_str_eq(err.msg, "--master-port needs a value");
+}
+END_TEST
+
+START_TEST(launch_refuses_bad_layout_and_missing_program) {
+  fsdpc_launch_opts o;
+  fsdpc_err err;
+  int code = 0;
+  fsdpc__launch_opts_default(&o);
+  ck_assert_int_eq(fsdpc__launch(&o, &code, &err), FSDPC_INVALID_USAGE); /* no argv */
+  char *argv[] = {"/nonexistent/fsdpc-no-such-program", NULL};
+  o.argv = argv;
+  o.nproc_per_node = 2;
+  o.master_port = 0;
+  ck_assert_int_eq(fsdpc__launch(&o, &code, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(
+      strstr(err.msg, "cannot run '/nonexistent/fsdpc-no-such-program' for rank 0"));
+  ck_assert_int_ne(code, 0);
+  o.nnodes = 2;
+  ck_assert_int_eq(fsdpc__launch(&o, &code, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "explicit --master-port"));
+  /* A trivial command on 3 ranks succeeds; a failing one is named. */
+  char *t[] = {"true", NULL};
+  o.argv = t;
+  o.nnodes = 1;
+  o.nproc_per_node = 3;
+  ck_assert_int_eq(fsdpc__launch(&o, &code, &err), FSDPC_OK);
+  ck_assert_int_eq(code, 0);
+  char *f[] = {"sh", "-c", "[ \"$RANK\" = 1 ] && exit 3; sleep 30", NULL};
+  o.argv = f;
+  ck_assert_int_eq(fsdpc__launch(&o, &code, &err), FSDPC_SYSTEM_ERROR);
+  ck_assert_int_eq(code, 3);
+  ck_assert_ptr_nonnull(strstr(err.msg, "rank 1 (pid "));
+  ck_assert_ptr_nonnull(strstr(err.msg, ") died: exited with code 3"));
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("dist_env");
+  TCase *tc = tcase_create("env");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, single_process);
+  tcase_add_test(tc, torchrun);
+  tcase_add_test(tc, torchrun_inconsistent);
+  tcase_add_test(tc, slurm);
+  tcase_add_test(tc, slurm_nodelists);
+  tcase_add_test(tc, mpi);
+  tcase_add_test(tc, launch_args);
+  tcase_add_test(tc, launch_refuses_bad_layout_and_missing_program);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

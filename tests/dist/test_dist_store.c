@@ -1,0 +1,283 @@
+/* The rendezvous store: set/get/add/check, blocking get, timeouts, a dead
+ * server, many threads on one client, the barrier and the plugin ABI view. */
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dist/job.h"
+#include "dist/store.h"
+#include "dist/store_wire.h"
+
+static fsdpc_store_server *srv;
+static fsdpc_store *cli;
+static int port;
+
+static void up(void) {
+  fsdpc_err err;
+  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", 0, &srv, &port, &err), FSDPC_OK);
+  ck_assert_int_gt(port, 0);
+  ck_assert_int_eq(fsdpc__store_connect("127.0.0.1", port, 5000, &cli, &err), FSDPC_OK);
+}
+
+static void down(void) {
+  fsdpc__store_close(cli);
+  fsdpc__store_server_stop(srv);
+  cli = NULL;
+  srv = NULL;
+}
+
+START_TEST(set_get_add_check) {
+  fsdpc_err err;
+  up();
+  ck_assert_int_eq(fsdpc__store_ping(cli, &err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc__store_check(cli, "a", &err), FSDPC_TIMEOUT);
+  ck_assert_int_eq(fsdpc__store_set(cli, "a", "hello", 5, &err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc__store_check(cli, "a", &err), FSDPC_OK);
+  char buf[16] = {0};
+  size_t len = 0;
+  ck_assert_int_eq(fsdpc__store_get(cli, "a", buf, sizeof buf, &len, 1000, &err), FSDPC_OK);
+  ck_assert_uint_eq(len, 5);
+  ck_assert_str_eq(buf, "hello");
+  /* A short buffer gets a prefix and the full length. */
+  char two[2];
+  ck_assert_int_eq(fsdpc__store_get(cli, "a", two, 2, &len, 1000, &err), FSDPC_OK);
+  ck_assert_uint_eq(len, 5);
+  ck_assert_int_eq(memcmp(two, "he", 2), 0);
+  /* Binary values with NULs, and an empty value. */
+  uint8_t bin[300];
+  for (int i = 0; i < 300; i++)
+    bin[i] = (uint8_t)i;
+  ck_assert_int_eq(fsdpc__store_set(cli, "bin", bin, sizeof bin, &err), FSDPC_OK);
+  uint8_t back[300];
+  ck_assert_int_eq(fsdpc__store_get(cli, "bin", back, sizeof back, &len, 1000, &err), FSDPC_OK);
+  ck_assert_int_eq(memcmp(bin, back, sizeof bin), 0);
+  ck_assert_int_eq(fsdpc__store_set(cli, "empty", "", 0, &err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc__store_get(cli, "empty", NULL, 0, &len, 1000, &err), FSDPC_OK);
+  ck_assert_uint_eq(len, 0);
+  /* Counters. */
+  int64_t v = 0;
+  ck_assert_int_eq(fsdpc__store_add(cli, "n", 5, &v, &err), FSDPC_OK);
+  ck_assert_int_eq(v, 5);
+  ck_assert_int_eq(fsdpc__store_add(cli, "n", -7, &v, &err), FSDPC_OK);
+  ck_assert_int_eq(v, -2);
+  ck_assert_int_eq(fsdpc__store_get(cli, "n", buf, sizeof buf, &len, 1000, &err), FSDPC_OK);
+  buf[len] = '\0';
+  ck_assert_str_eq(buf, "-2");
+  ck_assert_int_eq(fsdpc__store_add(cli, "a", 1, &v, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "not an integer"));
+  /* The connection is still usable after an error reply. */
+  ck_assert_int_eq(fsdpc__store_ping(cli, &err), FSDPC_OK);
+  down();
+}
+END_TEST
+
+START_TEST(get_times_out) {
+  fsdpc_err err;
+  up();
+  int64_t t0 = fsdpc__now_ms();
+  ck_assert_int_eq(fsdpc__store_get(cli, "never", NULL, 0, NULL, 300, &err), FSDPC_TIMEOUT);
+  int64_t dt = fsdpc__now_ms() - t0;
+  ck_assert_int_ge(dt, 250);
+  ck_assert_int_lt(dt, 3000);
+  ck_assert_ptr_nonnull(strstr(err.msg, "'never' did not appear"));
+  ck_assert_int_eq(fsdpc__store_ping(cli, &err), FSDPC_OK);
+  down();
+}
+END_TEST
+
+static void *late_setter(void *arg) {
+  (void)arg;
+  fsdpc_store *s;
+  fsdpc_err err;
+  usleep(200000);
+  if (fsdpc__store_connect("127.0.0.1", port, 2000, &s, &err))
+    return NULL;
+  fsdpc__store_set(s, "late", "x", 1, &err);
+  fsdpc__store_close(s);
+  return NULL;
+}
+
+START_TEST(get_blocks_until_set) {
+  fsdpc_err err;
+  up();
+  pthread_t t;
+  pthread_create(&t, NULL, late_setter, NULL);
+  char c = 0;
+  int64_t t0 = fsdpc__now_ms();
+  ck_assert_int_eq(fsdpc__store_get(cli, "late", &c, 1, NULL, 5000, &err), FSDPC_OK);
+  ck_assert_int_eq(c, 'x');
+  ck_assert_int_ge(fsdpc__now_ms() - t0, 150);
+  pthread_join(t, NULL);
+  down();
+}
+END_TEST
+
+START_TEST(dead_server_is_an_error_not_a_hang) {
+  fsdpc_err err;
+  up();
+  fsdpc__store_server_stop(srv);
+  srv = NULL;
+  int64_t t0 = fsdpc__now_ms();
+  fsdpc_status st = fsdpc__store_get(cli, "k", NULL, 0, NULL, 20000, &err);
+  ck_assert_int_eq(st, FSDPC_SYSTEM_ERROR);
+  ck_assert_int_lt(fsdpc__now_ms() - t0, 2000);
+  ck_assert_ptr_nonnull(strstr(err.msg, "connection lost"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "rank 0"));
+  /* And every later call fails at once. */
+  ck_assert_int_eq(fsdpc__store_set(cli, "k", "v", 1, &err), FSDPC_SYSTEM_ERROR);
+  fsdpc__store_close(cli);
+  cli = NULL;
+  /* Connecting to nothing retries, then names host:port. */
+  fsdpc_store *s = NULL;
+  t0 = fsdpc__now_ms();
+  ck_assert_int_eq(fsdpc__store_connect("127.0.0.1", port, 400, &s, &err), FSDPC_TIMEOUT);
+  ck_assert_int_lt(fsdpc__now_ms() - t0, 2000);
+  ck_assert_ptr_nonnull(strstr(err.msg, "cannot connect to 127.0.0.1:"));
+  ck_assert_int_eq(fsdpc__store_connect("127.0.0.1", 0, 400, &s, &err), FSDPC_INVALID_USAGE);
+}
+END_TEST
+
+static void *stop_later(void *arg) {
+  usleep(200000); /* let the GET park server-side first */
+  fsdpc__store_server_stop(arg);
+  return NULL;
+}
+
+START_TEST(server_stops_while_client_waits) {
+  fsdpc_err err;
+  up();
+  pthread_t t;
+  pthread_create(&t, NULL, stop_later, srv);
+  srv = NULL;
+  int64_t t0 = fsdpc__now_ms();
+  fsdpc_status st = fsdpc__store_get(cli, "k", NULL, 0, NULL, 20000, &err);
+  ck_assert_int_eq(st, FSDPC_SYSTEM_ERROR);
+  ck_assert_int_lt(fsdpc__now_ms() - t0, 3000);
+  ck_assert_ptr_nonnull(strstr(err.msg, "connection lost"));
+  pthread_join(t, NULL);
+  down();
+}
+END_TEST
+
+#define NTHREADS 8
+#define NADDS 200
+static void *adder(void *arg) {
+  fsdpc_err err;
+  for (int i = 0; i < NADDS; i++)
+    if (fsdpc__store_add((fsdpc_store *)arg, "ctr", 1, NULL, &err))
+      return (void *)1;
+  return NULL;
+}
+
+START_TEST(one_client_many_threads) {
+  fsdpc_err err;
+  up();
+  pthread_t t[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++)
+    pthread_create(&t[i], NULL, adder, cli);
+  for (int i = 0; i < NTHREADS; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    ck_assert_ptr_null(r);
+  }
+  int64_t v = 0;
+  ck_assert_int_eq(fsdpc__store_add(cli, "ctr", 0, &v, &err), FSDPC_OK);
+  ck_assert_int_eq(v, NTHREADS * NADDS);
+  down();
+}
+END_TEST
+
+static void *barrier_member(void *arg) {
+  fsdpc_store *s;
+  fsdpc_err err;
+  (void)arg;
+  if (fsdpc__store_connect("127.0.0.1", port, 2000, &s, &err))
+    return (void *)1;
+  for (int round = 0; round < 3; round++)
+    if (fsdpc__store_barrier(s, "b", 4, 5000, &err))
+      return (void *)2;
+  fsdpc__store_close(s);
+  return NULL;
+}
+
+START_TEST(barrier_is_reusable_and_times_out) {
+  fsdpc_err err;
+  up();
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++)
+    pthread_create(&t[i], NULL, barrier_member, NULL);
+  for (int i = 0; i < 4; i++) {
+    void *r;
+    pthread_join(t[i], &r);
+    ck_assert_ptr_null(r);
+  }
+  /* One of three arrives: timeout naming the count. */
+  ck_assert_int_eq(fsdpc__store_barrier(cli, "lonely", 3, 300, &err), FSDPC_TIMEOUT);
+  ck_assert_ptr_nonnull(strstr(err.msg, "1 of 3 ranks arrived"));
+  down();
+}
+END_TEST
+
+START_TEST(abi_view_and_abort_flag) {
+  fsdpc_err err;
+  up();
+  fsdpc_store_v1 v;
+  fsdpc__store_as_v1(cli, &v);
+  ck_assert_uint_eq(v.struct_size, sizeof v);
+  ck_assert_int_eq(v.set(v.ctx, "p/k", "abc", 3), FSDPC_OK);
+  char buf[8];
+  uint64_t len = 0;
+  ck_assert_int_eq(v.get(v.ctx, "p/k", buf, sizeof buf, &len, 1000), FSDPC_OK);
+  ck_assert_uint_eq(len, 3);
+  ck_assert_int_eq(v.check(v.ctx, "p/missing"), FSDPC_TIMEOUT);
+  ck_assert_int_eq(v.get(v.ctx, "p/missing", buf, sizeof buf, &len, 100), FSDPC_TIMEOUT);
+  int64_t r = 0;
+  ck_assert_int_eq(v.add(v.ctx, "p/n", 3, &r), FSDPC_OK);
+  ck_assert_int_eq(r, 3);
+
+  ck_assert_int_eq(fsdpc__dist_check_abort(cli, &err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc__dist_post_abort(cli, "rank 2 (pid 7) died: killed by signal 9", &err),
+                   FSDPC_OK);
+  ck_assert_int_eq(fsdpc__dist_post_abort(cli, "rank 3 died later", &err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc__dist_check_abort(cli, &err), FSDPC_SYSTEM_ERROR);
+  ck_assert_str_eq(err.msg, "job aborted: rank 2 (pid 7) died: killed by signal 9");
+  down();
+}
+END_TEST
+
+START_TEST(bad_bind_is_one_line) {
+  fsdpc_err err;
+  fsdpc_store_server *s1, *s2;
+  int p;
+  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", 0, &s1, &p, &err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", p, &s2, NULL, &err), FSDPC_SYSTEM_ERROR);
+  ck_assert_ptr_nonnull(strstr(err.msg, "cannot listen on 127.0.0.1:"));
+  ck_assert_ptr_null(strchr(err.msg, '\n'));
+  fsdpc__store_server_stop(s1);
+  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", 70000, &s2, NULL, &err),
+                   FSDPC_INVALID_USAGE);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("dist_store");
+  TCase *tc = tcase_create("store");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, set_get_add_check);
+  tcase_add_test(tc, get_times_out);
+  tcase_add_test(tc, get_blocks_until_set);
+  tcase_add_test(tc, dead_server_is_an_error_not_a_hang);
+  tcase_add_test(tc, server_stops_while_client_waits);
+  tcase_add_test(tc, one_client_many_threads);
+  tcase_add_test(tc, barrier_is_reusable_and_times_out);
+  tcase_add_test(tc, abi_view_and_abort_flag);
+  tcase_add_test(tc, bad_bind_is_one_line);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -39,6 +39,8 @@ static size_t dtype_size(int32_t dtype) {
     return 8;
   case FSDPC_DTYPE_U8:
     return 1;
+  case FSDPC_DTYPE_F64:
+    return 8;
   default:
     return 0;
   }
@@ -53,10 +55,11 @@ static size_t bytes_of(uint64_t count, int32_t dtype, uint64_t times = 1) {
   return (size_t)count * es;
 }
 
-static void check_reduce_args(int32_t dtype, int32_t op) {
-  if (dtype != FSDPC_DTYPE_F32 && dtype != FSDPC_DTYPE_BF16)
-    throw UsageError(FSDPC_UNSUPPORTED,
-                     "reductions take fp32 or bf16 only (dtype " + std::to_string(dtype) + ")");
+static void check_reduce_args(int32_t dtype, int32_t op, bool f64_ok = false) {
+  if (dtype != FSDPC_DTYPE_F32 && dtype != FSDPC_DTYPE_BF16 && !(f64_ok && dtype == FSDPC_DTYPE_F64))
+    throw UsageError(FSDPC_UNSUPPORTED, std::string("reductions take fp32 or bf16") +
+                                            (f64_ok ? " or f64" : "") + " only (dtype " +
+                                            std::to_string(dtype) + ")");
   if (op < FSDPC_REDUCE_SUM || op > FSDPC_REDUCE_MIN)
     throw UsageError(FSDPC_INVALID_USAGE, "unknown reduce op " + std::to_string(op));
 }
@@ -166,10 +169,16 @@ int32_t all_reduce(fsdpc_comm *c, const void *send, void *recv, uint64_t count, 
                    int32_t op, void *stream, const fsdpc_op_info *info) {
   return guarded(c, "all_reduce", info, [&](int64_t t) {
     check_host(stream);
-    check_reduce_args(dtype, op);
+    check_reduce_args(dtype, op, true);
     size_t b = bytes_of(count, dtype);
     if (b == 0)
       return;
+    if (dtype == FSDPC_DTYPE_F64) { // scalars: loss sums, squared norms, counts
+      if (recv != send)
+        memcpy(recv, send, b);
+      allreduce_f64(c, (double *)recv, (size_t)count, op, t);
+      return;
+    }
     if (dtype == FSDPC_DTYPE_F32) {
       if (recv != send)
         memcpy(recv, send, b);
@@ -181,6 +190,24 @@ int32_t all_reduce(fsdpc_comm *c, const void *send, void *recv, uint64_t count, 
     allreduce_f32(c, tmp.data(), tmp.size(), op, t);
     from_f32(tmp.data(), recv, tmp.size(), dtype);
   });
+}
+
+// In-place f64 all-reduce of x (n doubles).
+static void allreduce_f64(fsdpc_comm *c, double *x, size_t n, int32_t op, int64_t t) {
+  if (c->ctx->size > 1) {
+    gloo::AllreduceOptions o(c->ctx);
+    o.setOutput(x, n);
+    ReduceFn fn = op == FSDPC_REDUCE_MAX   ? static_cast<ReduceFn>(&gloo::max<double>)
+                  : op == FSDPC_REDUCE_MIN ? static_cast<ReduceFn>(&gloo::min<double>)
+                                           : static_cast<ReduceFn>(&gloo::sum<double>);
+    o.setReduceFunction(fn);
+    o.setTag(c->tag++);
+    o.setTimeout(std::chrono::milliseconds(t));
+    gloo::allreduce(o);
+  }
+  if (op == FSDPC_REDUCE_AVG)
+    for (size_t i = 0; i < n; i++)
+      x[i] /= (double)c->ctx->size;
 }
 
 // Ring reduce-scatter on fp32. in: (N, n) chunks, chunk r is reduced into

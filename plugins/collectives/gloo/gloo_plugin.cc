@@ -390,7 +390,7 @@ static const fsdpc_component_desc g_component = {
     /* .description    = */ "CPU collectives over Gloo's TCP transport",
     /* .capabilities   = */
     "host memory; fp32, bf16 (gather/broadcast raw, reductions via fp32 "
-    "staging); sub-groups; timeouts",
+    "staging), f64 all-reduce; sub-groups; timeouts",
     /* .options        = */ g_options,
     /* .n_options      = */ sizeof g_options / sizeof g_options[0],
     /* .vtable         = */ &g_vtable,

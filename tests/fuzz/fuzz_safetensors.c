@@ -11,9 +11,10 @@
 
 #include "io/safetensors.h"
 
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) __builtin_trap();                                             \
+#define CHECK(cond)                                                                                \
+  do {                                                                                             \
+    if (!(cond))                                                                                   \
+      __builtin_trap();                                                                            \
   } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -36,8 +37,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     CHECK(t->begin <= t->end && t->file_offset + (t->end - t->begin) <= size);
     CHECK(t->end - t->begin == t->numel * t->elem_size);
     CHECK(fsdpc__st_find(f, t->name) == t);
-    int is_float = t->dtype == FSDPC_DTYPE_F32 || t->dtype == FSDPC_DTYPE_BF16 ||
-                   t->dtype == FSDPC_DTYPE_F16;
+    int is_float =
+        t->dtype == FSDPC_DTYPE_F32 || t->dtype == FSDPC_DTYPE_BF16 || t->dtype == FSDPC_DTYPE_F16;
     uint64_t k = t->numel < 64 ? t->numel : 64;
     s = fsdpc__st_read_f32(f, t->name, 0, k, buf, &err);
     CHECK((s == FSDPC_OK) == is_float);

@@ -48,7 +48,8 @@ int main(int argc, char **argv) {
     }
     struct dirent **list;
     int n = scandir(argv[a], &list, NULL, alphasort);
-    if (n < 0) return 1;
+    if (n < 0)
+      return 1;
     for (int i = 0; i < n; i++) {
       if (list[i]->d_name[0] != '.') {
         char path[4096];

@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A fresh directory under the build tree; the path lives in a static buffer
- * per call site (copy it if you need two). */
+/* Makes a fresh directory under the build tree; its path goes into buf. */
 static inline char *io_tmpdir(char *buf, size_t cap) {
   snprintf(buf, cap, "%s/tests/io/tmp-XXXXXX", FSDPC_BINARY_DIR);
   ck_assert_ptr_nonnull(mkdtemp(buf));
@@ -31,9 +30,11 @@ static inline void io_write_st(const char *path, const char *header, const void 
   uint64_t n = hlen_override ? hlen_override : hl;
   size_t total = 8 + hl + data_len;
   unsigned char *buf = malloc(total);
-  for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(n >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    buf[i] = (unsigned char)(n >> (8 * i));
   memcpy(buf + 8, header, hl);
-  if (data_len) memcpy(buf + 8 + hl, data, data_len);
+  if (data_len)
+    memcpy(buf + 8 + hl, data, data_len);
   io_write_bytes(path, buf, total);
   free(buf);
 }
@@ -42,7 +43,8 @@ static inline void io_write_st(const char *path, const char *header, const void 
 static inline void io_assert_msg(const char *msg, const char *a, const char *b, const char *c) {
   const char *needles[3] = {a, b, c};
   for (int i = 0; i < 3; i++)
-    if (needles[i]) ck_assert_msg(strstr(msg, needles[i]), "'%s' not in: %s", needles[i], msg);
+    if (needles[i])
+      ck_assert_msg(strstr(msg, needles[i]), "'%s' not in: %s", needles[i], msg);
   ck_assert_msg(strchr(msg, '\n') == NULL, "message is not one line: %s", msg);
 }
 

@@ -12,7 +12,8 @@ static char dir[512];
 
 static void rm_rf(const char *d) {
   DIR *dp = opendir(d);
-  if (!dp) return;
+  if (!dp)
+    return;
   struct dirent *e;
   char p[1024];
   while ((e = readdir(dp)))
@@ -48,16 +49,16 @@ static void write_sharded(int with_index) {
   ck_assert_int_eq(fsdpc__st_write(join("model-00001-of-00002.safetensors"), s1, 2,
                                    FSDPC_DTYPE_BF16, NULL, &err),
                    FSDPC_OK);
-  ck_assert_int_eq(fsdpc__st_write(join("model-00002-of-00002.safetensors"), s2, 2,
-                                   FSDPC_DTYPE_F32, NULL, &err),
-                   FSDPC_OK);
-  if (!with_index) return;
+  ck_assert_int_eq(
+      fsdpc__st_write(join("model-00002-of-00002.safetensors"), s2, 2, FSDPC_DTYPE_F32, NULL, &err),
+      FSDPC_OK);
+  if (!with_index)
+    return;
   const char *names[4] = {"model.norm.weight", "model.layers.1.w", "model.embed_tokens.weight",
                           "model.layers.0.w"};
   const char *files[4] = {"model-00002-of-00002.safetensors", "model-00002-of-00002.safetensors",
                           "model-00001-of-00002.safetensors", "model-00001-of-00002.safetensors"};
-  ck_assert_int_eq(fsdpc__hf_index_write(dir, names, files, 4, 12 + 8 + 12 + 16, &err),
-                   FSDPC_OK);
+  ck_assert_int_eq(fsdpc__hf_index_write(dir, names, files, 4, 12 + 8 + 12 + 16, &err), FSDPC_OK);
 }
 
 START_TEST(single_file) {
@@ -97,7 +98,8 @@ START_TEST(sharded_index) {
   float got[6];
   ck_assert_int_eq(fsdpc__hf_ckpt_read_f32(ck, "model.embed_tokens.weight", 0, 6, got, &err),
                    FSDPC_OK);
-  for (int i = 0; i < 6; i++) ck_assert_float_eq(got[i], emb[i]); /* exact in bf16 */
+  for (int i = 0; i < 6; i++)
+    ck_assert_float_eq(got[i], emb[i]); /* exact in bf16 */
   ck_assert_int_eq(fsdpc__hf_ckpt_read_f32(ck, "model.norm.weight", 1, 2, got, &err), FSDPC_OK);
   ck_assert_float_eq(got[0], 0.25f);
   ck_assert_float_eq(got[1], 0.125f);

@@ -29,7 +29,7 @@ static void expect_refused(fsdpc_status status, const char *a, const char *b) {
   io_assert_msg(err.msg, path, a, b);
 }
 
-#define T1(dtype, shape, b, e)                                                 \
+#define T1(dtype, shape, b, e)                                                                     \
   "{\"w\":{\"dtype\":\"" dtype "\",\"shape\":" shape ",\"data_offsets\":[" #b "," #e "]}}"
 
 static const unsigned char zeros[64];
@@ -56,15 +56,16 @@ START_TEST(truncated_data) {
   struct stat st;
   ck_assert_int_eq(stat(path, &st), 0);
   ck_assert_int_eq(truncate(path, st.st_size - 3), 0);
-  expect_refused(FSDPC_INVALID_USAGE, "tensor 'last': data_offsets [16, 32] exceed the data "
-                                      "section (29 bytes); the file may be truncated", NULL);
+  expect_refused(FSDPC_INVALID_USAGE,
+                 "tensor 'last': data_offsets [16, 32] exceed the data "
+                 "section (29 bytes); the file may be truncated",
+                 NULL);
 }
 END_TEST
 
 START_TEST(header_length_larger_than_file) {
   io_write_st(path, "{}", NULL, 0, 4096);
-  expect_refused(FSDPC_INVALID_USAGE, "header length 4096 exceeds the file size (10 bytes)",
-                 NULL);
+  expect_refused(FSDPC_INVALID_USAGE, "header length 4096 exceeds the file size (10 bytes)", NULL);
 }
 END_TEST
 
@@ -120,8 +121,7 @@ START_TEST(offsets_out_of_range) {
                  NULL);
   io_write_st(path, T1("F32", "[1]", 8, 4), zeros, 64, 0);
   expect_refused(FSDPC_INVALID_USAGE, "tensor 'w': data_offsets [8, 4] are reversed", NULL);
-  io_write_st(path, "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", zeros, 4,
-              0);
+  io_write_st(path, "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", zeros, 4, 0);
   expect_refused(FSDPC_INVALID_USAGE, "tensor 'w': \"data_offsets\" must be [begin, end]", NULL);
 }
 END_TEST
@@ -138,8 +138,8 @@ START_TEST(overlapping_tensors) {
               "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
               "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}",
               zeros, 32, 0);
-  expect_refused(FSDPC_INVALID_USAGE,
-                 "tensor 'b': data_offsets [8, 24] overlap tensor 'a' [0, 16]", NULL);
+  expect_refused(FSDPC_INVALID_USAGE, "tensor 'b': data_offsets [8, 24] overlap tensor 'a' [0, 16]",
+                 NULL);
   /* An empty tensor between them must not hide the overlap. */
   io_write_st(path,
               "{\"a\":{\"dtype\":\"F32\",\"shape\":[8],\"data_offsets\":[0,32]},"

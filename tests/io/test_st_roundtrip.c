@@ -26,7 +26,8 @@ static void teardown(void) {
 
 static float *ramp(uint64_t n, float scale) {
   float *p = malloc((n ? n : 1) * sizeof *p); /* (n) */
-  for (uint64_t i = 0; i < n; i++) p[i] = scale * ((float)i - (float)n / 3) + 0.1f;
+  for (uint64_t i = 0; i < n; i++)
+    p[i] = scale * ((float)i - (float)n / 3) + 0.1f;
   return p;
 }
 
@@ -36,7 +37,8 @@ static uint64_t header_len(const char *p) {
   ck_assert_int_eq(pread(fd, b, 8, 0), 8);
   close(fd);
   uint64_t n = 0;
-  for (int i = 7; i >= 0; i--) n = (n << 8) | b[i];
+  for (int i = 7; i >= 0; i--)
+    n = (n << 8) | b[i];
   return n;
 }
 
@@ -100,7 +102,8 @@ START_TEST(bf16_and_f16_round_trip_rne) {
                            0x7FC00000u, 0xFF800000u, 0x00018000u, 0x7F7FFFFFu};
   const uint16_t want[] = {0x3F80, 0x3F80, 0x3F82, 0x3F81, 0x7FC0, 0xFF80, 0x0002, 0x7F80};
   float x[8];
-  for (int i = 0; i < 8; i++) x[i] = fsdpc__f32_from_bits(bits[i]);
+  for (int i = 0; i < 8; i++)
+    x[i] = fsdpc__f32_from_bits(bits[i]);
   fsdpc_st_entry e = {sizeof e, "x", 1, {8}, x};
   fsdpc_err err = {0};
   ck_assert_int_eq(fsdpc__st_write(path, &e, 1, FSDPC_DTYPE_BF16, NULL, &err), FSDPC_OK);
@@ -138,7 +141,7 @@ END_TEST
 
 START_TEST(partial_reads_at_offsets) {
   enum { R = 100, C = 237, N = R * C }; /* N > the 8192-element read chunk */
-  float *w = ramp(N, 0.013f);            /* (R, C) */
+  float *w = ramp(N, 0.013f);           /* (R, C) */
   fsdpc_st_entry e[2] = {{sizeof e[0], "a", 2, {R, C}, w}, {sizeof e[1], "b", 1, {N}, w}};
   fsdpc_err err = {0};
   for (int pass = 0; pass < 2; pass++) {
@@ -147,15 +150,15 @@ START_TEST(partial_reads_at_offsets) {
     fsdpc_st_file *f;
     ck_assert_int_eq(fsdpc__st_open(path, &f, &err), FSDPC_OK);
     float *got = malloc(N * sizeof *got);
-    const uint64_t offs[][2] = {{0, 1}, {1, 5}, {C - 1, 2}, {N - 1, 1}, {8000, 10000}, {0, N},
-                                {12345, 0}};
+    const uint64_t offs[][2] = {{0, 1},        {1, 5}, {C - 1, 2}, {N - 1, 1},
+                                {8000, 10000}, {0, N}, {12345, 0}};
     for (size_t k = 0; k < sizeof offs / sizeof offs[0]; k++) {
       uint64_t o = offs[k][0], n = offs[k][1];
       ck_assert_int_eq(fsdpc__st_read_f32(f, pass ? "b" : "a", o, n, got, &err), FSDPC_OK);
       for (uint64_t i = 0; i < n; i++) {
         float want = pass ? fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(w[o + i])) : w[o + i];
-        ck_assert_msg(fsdpc__f32_bits(got[i]) == fsdpc__f32_bits(want),
-                      "pass %d offset %lu + %lu", pass, (unsigned long)o, (unsigned long)i);
+        ck_assert_msg(fsdpc__f32_bits(got[i]) == fsdpc__f32_bits(want), "pass %d offset %lu + %lu",
+                      pass, (unsigned long)o, (unsigned long)i);
       }
     }
     /* Past the end, and overflowing offset + n, are refused by name. */
@@ -198,9 +201,8 @@ START_TEST(streaming_writer_pieces_in_any_order) {
   for (int pass = 0; pass < 2; pass++) {
     int32_t dtype = pass ? FSDPC_DTYPE_BF16 : FSDPC_DTYPE_F32;
     fsdpc_st_writer *w;
-    ck_assert_int_eq(fsdpc__st_writer_begin(path, layout, 3, dtype, "{\"format\":\"pt\"}", &w,
-                                            &err),
-                     FSDPC_OK);
+    ck_assert_int_eq(
+        fsdpc__st_writer_begin(path, layout, 3, dtype, "{\"format\":\"pt\"}", &w, &err), FSDPC_OK);
     uint64_t size = fsdpc__st_writer_file_size(w);
     /* c in two halves, last half first; a in three pieces; b whole. */
     ck_assert_int_eq(fsdpc__st_writer_put(w, 2, c + 4500, 4500, 4500, &err), FSDPC_OK);
@@ -256,8 +258,7 @@ START_TEST(streaming_writer_incomplete_is_an_error) {
 
   /* Bad layouts: duplicate names, negative shape, bad metadata, bad dtype. */
   fsdpc_st_entry dup[2] = {{sizeof dup[0], "x", 1, {1}, a}, {sizeof dup[1], "x", 1, {1}, a}};
-  ck_assert_int_eq(fsdpc__st_write(path, dup, 2, FSDPC_DTYPE_F32, NULL, &err),
-                   FSDPC_INVALID_USAGE);
+  ck_assert_int_eq(fsdpc__st_write(path, dup, 2, FSDPC_DTYPE_F32, NULL, &err), FSDPC_INVALID_USAGE);
   io_assert_msg(err.msg, path, "tensor 'x' is listed twice", NULL);
   fsdpc_st_entry neg = {sizeof neg, "n", 2, {2, -1}, a};
   ck_assert_int_eq(fsdpc__st_write(path, &neg, 1, FSDPC_DTYPE_F32, NULL, &err),

@@ -12,10 +12,12 @@ int fsdpc__pread_full(int fd, void *buf, size_t len, uint64_t off) {
   while (len > 0) {
     ssize_t r = pread(fd, p, len, (off_t)off);
     if (r < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       return -1;
     }
-    if (r == 0) return 1;
+    if (r == 0)
+      return 1;
     p += r;
     len -= (size_t)r;
     off += (uint64_t)r;
@@ -28,7 +30,8 @@ int fsdpc__pwrite_full(int fd, const void *buf, size_t len, uint64_t off) {
   while (len > 0) {
     ssize_t r = pwrite(fd, p, len, (off_t)off);
     if (r < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR)
+        continue;
       return -1;
     }
     if (r == 0) {
@@ -46,9 +49,11 @@ char *fsdpc__path_join(const char *dir, const char *name) {
   size_t a = strlen(dir), b = strlen(name);
   int slash = a > 0 && dir[a - 1] != '/';
   char *s = malloc(a + (size_t)slash + b + 1);
-  if (!s) return NULL;
+  if (!s)
+    return NULL;
   memcpy(s, dir, a);
-  if (slash) s[a] = '/';
+  if (slash)
+    s[a] = '/';
   memcpy(s + a + slash, name, b + 1);
   return s;
 }
@@ -56,9 +61,11 @@ char *fsdpc__path_join(const char *dir, const char *name) {
 int fsdpc__read_small_file(const char *path, size_t max, char **out, size_t *len) {
   *out = NULL;
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
+  if (fd < 0)
+    return -1;
   struct stat st;
-  if (fstat(fd, &st) != 0) goto fail;
+  if (fstat(fd, &st) != 0)
+    goto fail;
   if (!S_ISREG(st.st_mode)) {
     errno = EISDIR;
     goto fail;
@@ -69,10 +76,12 @@ int fsdpc__read_small_file(const char *path, size_t max, char **out, size_t *len
   }
   size_t n = (size_t)st.st_size;
   char *buf = malloc(n + 1);
-  if (!buf) goto fail;
+  if (!buf)
+    goto fail;
   int r = fsdpc__pread_full(fd, buf, n, 0);
   if (r != 0) {
-    if (r > 0) errno = EIO; /* shrank while reading */
+    if (r > 0)
+      errno = EIO; /* shrank while reading */
     free(buf);
     goto fail;
   }
@@ -90,7 +99,8 @@ fail:;
 
 int fsdpc__write_small_file(const char *path, const char *data, size_t len) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return -1;
+  if (fd < 0)
+    return -1;
   if (fsdpc__pwrite_full(fd, data, len, 0) != 0 || fsync(fd) != 0) {
     int e = errno;
     close(fd);

@@ -35,14 +35,16 @@ static int entry_cmp(const void *a, const void *b) {
 }
 
 void fsdpc__hf_ckpt_close(fsdpc_hf_ckpt *ck) {
-  if (!ck) return;
+  if (!ck)
+    return;
   for (uint32_t i = 0; i < ck->n_files; i++) {
     fsdpc__st_close(ck->shards[i]);
     free(ck->paths[i]);
   }
   free(ck->shards);
   free(ck->paths);
-  for (uint32_t i = 0; i < ck->n; i++) free(ck->e[i].name);
+  for (uint32_t i = 0; i < ck->n; i++)
+    free(ck->e[i].name);
   free(ck->e);
   free(ck->dir);
   free(ck);
@@ -66,17 +68,21 @@ static fsdpc_status open_single(fsdpc_hf_ckpt *ck, const char *path, fsdpc_err *
   ck->source = FSDPC_HF_SINGLE_FILE;
   ck->paths = calloc(1, sizeof *ck->paths);
   ck->shards = calloc(1, sizeof *ck->shards);
-  if (!ck->paths || !ck->shards) return oom(err, ck->dir);
+  if (!ck->paths || !ck->shards)
+    return oom(err, ck->dir);
   ck->n_files = 1;
   ck->paths[0] = strdup(path);
-  if (!ck->paths[0]) return oom(err, ck->dir);
+  if (!ck->paths[0])
+    return oom(err, ck->dir);
   FSDPC_TRY(fsdpc__st_open(path, &ck->shards[0], err));
   uint32_t n = fsdpc__st_count(ck->shards[0]);
   ck->e = calloc((size_t)n + 1, sizeof *ck->e);
-  if (!ck->e) return oom(err, ck->dir);
+  if (!ck->e)
+    return oom(err, ck->dir);
   for (uint32_t i = 0; i < n; i++) {
     ck->e[i].name = strdup(fsdpc__st_at(ck->shards[0], i)->name);
-    if (!ck->e[i].name) return oom(err, ck->dir);
+    if (!ck->e[i].name)
+      return oom(err, ck->dir);
     ck->n++;
   }
   return sort_and_check(ck, path, err);
@@ -91,7 +97,8 @@ static fsdpc_status add_shard(fsdpc_hf_ckpt *ck, const char *file, const char *t
                               const char *index_path, uint32_t *id, fsdpc_err *err) {
   char q[QCAP];
   char *path = fsdpc__path_join(ck->dir, file);
-  if (!path) return oom(err, index_path);
+  if (!path)
+    return oom(err, index_path);
   for (uint32_t i = 0; i < ck->n_files; i++) {
     if (strcmp(ck->paths[i], path) == 0) {
       free(path);
@@ -122,8 +129,7 @@ static fsdpc_status open_index(fsdpc_hf_ckpt *ck, const char *index_path, fsdpc_
   char *text = NULL;
   size_t len = 0;
   if (fsdpc__read_small_file(index_path, FSDPC_ST_MAX_HEADER, &text, &len) != 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot read: %s", index_path,
-                       strerror(errno));
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot read: %s", index_path, strerror(errno));
   fsdpc_status s = FSDPC_OK;
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
@@ -175,7 +181,8 @@ out:
 fsdpc_status fsdpc__hf_ckpt_open(const char *dir, fsdpc_hf_ckpt **out, fsdpc_err *err) {
   *out = NULL;
   fsdpc_hf_ckpt *ck = calloc(1, sizeof *ck);
-  if (!ck) return oom(err, dir);
+  if (!ck)
+    return oom(err, dir);
   fsdpc_status s;
   char *index = fsdpc__path_join(dir, FSDPC_HF_INDEX_FILE);
   char *single = fsdpc__path_join(dir, FSDPC_HF_SINGLE_FILE);
@@ -230,13 +237,14 @@ static fsdpc_status shard_of(fsdpc_hf_ckpt *ck, const char *name, fsdpc_st_file 
   if (!e)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: tensor '%s' not found in %s", ck->dir,
                        fsdpc__st_quote(q, sizeof q, name), ck->source);
-  if (!ck->shards[e->file]) FSDPC_TRY(fsdpc__st_open(ck->paths[e->file], &ck->shards[e->file], err));
+  if (!ck->shards[e->file])
+    FSDPC_TRY(fsdpc__st_open(ck->paths[e->file], &ck->shards[e->file], err));
   *f = ck->shards[e->file];
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__hf_ckpt_find(fsdpc_hf_ckpt *ck, const char *name,
-                                 const fsdpc_st_info **info, fsdpc_err *err) {
+fsdpc_status fsdpc__hf_ckpt_find(fsdpc_hf_ckpt *ck, const char *name, const fsdpc_st_info **info,
+                                 fsdpc_err *err) {
   char q[QCAP];
   fsdpc_st_file *f;
   *info = NULL;
@@ -265,8 +273,10 @@ fsdpc_status fsdpc__hf_ckpt_expect(fsdpc_hf_ckpt *ck, const char *name, int32_t 
   FSDPC_TRY(fsdpc__hf_ckpt_find(ck, name, &info, err));
   FSDPC_TRY(shard_of(ck, name, &f, err));
   int same = info->ndim == ndim;
-  for (int32_t d = 0; same && d < ndim; d++) same = info->shape[d] == shape[d];
-  if (same) return FSDPC_OK;
+  for (int32_t d = 0; same && d < ndim; d++)
+    same = info->shape[d] == shape[d];
+  if (same)
+    return FSDPC_OK;
   char q[QCAP], have[256], want[256];
   return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: tensor '%s' has shape %s, expected %s",
                      fsdpc__st_path(f), fsdpc__st_quote(q, sizeof q, name),
@@ -297,8 +307,10 @@ fsdpc_status fsdpc__hf_index_write(const char *dir, const char *const *names,
   }
   for (uint32_t i = 0; i < n; i++) {
     if (!names[i] || !names[i][0] || !files[i] || !plain_file_name(files[i])) {
-      s = fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "%s: index entry %u has an empty name or a "
-                      "file name with a path", path, i);
+      s = fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                      "%s: index entry %u has an empty name or a "
+                      "file name with a path",
+                      path, i);
       goto out;
     }
     nf[i].name = names[i];

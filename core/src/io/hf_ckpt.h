@@ -28,8 +28,8 @@ const char *fsdpc__hf_ckpt_name(const fsdpc_hf_ckpt *ck, uint32_t i);
 int fsdpc__hf_ckpt_has(const fsdpc_hf_ckpt *ck, const char *name);
 
 /* Looks a tensor up, opening its shard if needed. *info lives until close. */
-fsdpc_status fsdpc__hf_ckpt_find(fsdpc_hf_ckpt *ck, const char *name,
-                                 const fsdpc_st_info **info, fsdpc_err *err);
+fsdpc_status fsdpc__hf_ckpt_find(fsdpc_hf_ckpt *ck, const char *name, const fsdpc_st_info **info,
+                                 fsdpc_err *err);
 /* As fsdpc__st_read_f32 on the shard holding name. dst: (n) floats. */
 fsdpc_status fsdpc__hf_ckpt_read_f32(fsdpc_hf_ckpt *ck, const char *name, uint64_t elem_offset,
                                      uint64_t n, float *dst, fsdpc_err *err);

@@ -39,8 +39,8 @@ typedef struct fsdpc_st_info {
   int32_t ndim;
   int64_t shape[FSDPC_ST_MAX_DIMS];
   uint64_t numel;
-  uint64_t begin, end;    /* data_offsets, relative to the data section */
-  uint64_t file_offset;   /* absolute offset of the first byte in the file */
+  uint64_t begin, end;  /* data_offsets, relative to the data section */
+  uint64_t file_offset; /* absolute offset of the first byte in the file */
 } fsdpc_st_info;
 
 typedef struct fsdpc_st_file fsdpc_st_file;
@@ -62,8 +62,7 @@ const fsdpc_st_info *fsdpc__st_find(const fsdpc_st_file *f, const char *name);
 
 /* __metadata__ entries (header order), and lookup by key (NULL if absent). */
 uint32_t fsdpc__st_meta_count(const fsdpc_st_file *f);
-void fsdpc__st_meta_at(const fsdpc_st_file *f, uint32_t i, const char **key,
-                       const char **value);
+void fsdpc__st_meta_at(const fsdpc_st_file *f, uint32_t i, const char **key, const char **value);
 const char *fsdpc__st_meta_get(const fsdpc_st_file *f, const char *key);
 
 /* Reads elements [elem_offset, elem_offset + n) of tensor `name` (flat,
@@ -90,8 +89,8 @@ fsdpc_status fsdpc__st_write(const char *path, const fsdpc_st_entry *entries, ui
 typedef struct fsdpc_st_writer fsdpc_st_writer;
 
 fsdpc_status fsdpc__st_writer_begin(const char *path, const fsdpc_st_entry *layout, uint32_t n,
-                                    int32_t dtype, const char *metadata_json,
-                                    fsdpc_st_writer **out, fsdpc_err *err);
+                                    int32_t dtype, const char *metadata_json, fsdpc_st_writer **out,
+                                    fsdpc_err *err);
 /* data: (n) fp32, elements [elem_offset, elem_offset + n) of layout[index]. */
 fsdpc_status fsdpc__st_writer_put(fsdpc_st_writer *w, uint32_t index, const float *data,
                                   uint64_t elem_offset, uint64_t n, fsdpc_err *err);

@@ -15,20 +15,21 @@ typedef struct dtype_row {
 /* Every dtype the reference implementation defines with a whole number of
  * bytes per element. Only the first three can be read as float. */
 static const dtype_row dtype_table[] = {
-    {"F32", FSDPC_DTYPE_F32, 4},       {"BF16", FSDPC_DTYPE_BF16, 2},
-    {"F16", FSDPC_DTYPE_F16, 2},       {"I32", FSDPC_DTYPE_I32, 4},
-    {"I64", FSDPC_DTYPE_I64, 8},       {"U8", FSDPC_DTYPE_U8, 1},
-    {"BOOL", FSDPC_ST_DTYPE_OTHER, 1}, {"I8", FSDPC_ST_DTYPE_OTHER, 1},
-    {"I16", FSDPC_ST_DTYPE_OTHER, 2},  {"U16", FSDPC_ST_DTYPE_OTHER, 2},
-    {"U32", FSDPC_ST_DTYPE_OTHER, 4},  {"U64", FSDPC_ST_DTYPE_OTHER, 8},
-    {"F64", FSDPC_ST_DTYPE_OTHER, 8},  {"F8_E4M3", FSDPC_ST_DTYPE_OTHER, 1},
+    {"F32", FSDPC_DTYPE_F32, 4},          {"BF16", FSDPC_DTYPE_BF16, 2},
+    {"F16", FSDPC_DTYPE_F16, 2},          {"I32", FSDPC_DTYPE_I32, 4},
+    {"I64", FSDPC_DTYPE_I64, 8},          {"U8", FSDPC_DTYPE_U8, 1},
+    {"BOOL", FSDPC_ST_DTYPE_OTHER, 1},    {"I8", FSDPC_ST_DTYPE_OTHER, 1},
+    {"I16", FSDPC_ST_DTYPE_OTHER, 2},     {"U16", FSDPC_ST_DTYPE_OTHER, 2},
+    {"U32", FSDPC_ST_DTYPE_OTHER, 4},     {"U64", FSDPC_ST_DTYPE_OTHER, 8},
+    {"F64", FSDPC_ST_DTYPE_OTHER, 8},     {"F8_E4M3", FSDPC_ST_DTYPE_OTHER, 1},
     {"F8_E5M2", FSDPC_ST_DTYPE_OTHER, 1}, {"F8_E8M0", FSDPC_ST_DTYPE_OTHER, 1},
 };
 
 int32_t fsdpc__st_dtype_parse(const char *name, uint32_t *elem_size) {
   for (size_t i = 0; i < sizeof dtype_table / sizeof dtype_table[0]; i++) {
     if (strcmp(name, dtype_table[i].name) == 0) {
-      if (elem_size) *elem_size = dtype_table[i].size;
+      if (elem_size)
+        *elem_size = dtype_table[i].size;
       return dtype_table[i].dtype;
     }
   }
@@ -39,13 +40,15 @@ int32_t fsdpc__st_dtype_parse(const char *name, uint32_t *elem_size) {
  * into a freed JSON tree. */
 const char *fsdpc__st_dtype_canon(const char *name) {
   for (size_t i = 0; i < sizeof dtype_table / sizeof dtype_table[0]; i++)
-    if (strcmp(name, dtype_table[i].name) == 0) return dtype_table[i].name;
+    if (strcmp(name, dtype_table[i].name) == 0)
+      return dtype_table[i].name;
   return NULL;
 }
 
 const char *fsdpc__st_dtype_name(int32_t dtype) {
   for (size_t i = 0; i < sizeof dtype_table / sizeof dtype_table[0]; i++)
-    if (dtype_table[i].dtype == dtype && dtype != FSDPC_ST_DTYPE_OTHER) return dtype_table[i].name;
+    if (dtype_table[i].dtype == dtype && dtype != FSDPC_ST_DTYPE_OTHER)
+      return dtype_table[i].name;
   return NULL;
 }
 
@@ -69,6 +72,7 @@ const char *fsdpc__st_fmt_shape(char *out, size_t cap, const int64_t *shape, int
   j += (size_t)snprintf(out, cap, "[");
   for (int32_t i = 0; i < ndim && j < cap; i++)
     j += (size_t)snprintf(out + j, cap - j, "%s%" PRId64, i ? ", " : "", shape[i]);
-  if (j < cap) snprintf(out + j, cap - j, "]");
+  if (j < cap)
+    snprintf(out + j, cap - j, "]");
   return out;
 }

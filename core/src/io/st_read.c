@@ -26,7 +26,7 @@ struct fsdpc_st_file {
   uint64_t data_start; /* 8 + header length */
   uint64_t data_size;
   uint32_t n;
-  fsdpc_st_info *t;  /* (n) sorted by data offset */
+  fsdpc_st_info *t;        /* (n) sorted by data offset */
   fsdpc_st_info **by_name; /* (n) pointers into t, sorted by name */
   uint32_t n_meta;
   char **meta; /* (2 * n_meta) key, value, key, value ... */
@@ -41,22 +41,25 @@ struct fsdpc_st_file {
  * represents exactly, so that no offset is silently rounded. */
 static int json_uint(const cJSON *j, uint64_t *out, int *negative) {
   *negative = 0;
-  if (!cJSON_IsNumber(j)) return 0;
+  if (!cJSON_IsNumber(j))
+    return 0;
   double d = j->valuedouble;
-  if (!isfinite(d) || d != floor(d)) return 0;
+  if (!isfinite(d) || d != floor(d))
+    return 0;
   if (d < 0) {
     *negative = 1;
     return 0;
   }
-  if (d > 9007199254740992.0) return 0; /* 2^53 */
+  if (d > 9007199254740992.0)
+    return 0; /* 2^53 */
   *out = (uint64_t)d;
   return 1;
 }
 
-static fsdpc_status tensor_fail(fsdpc_err *err, const char *path, const char *name,
-                                const char *fmt, ...) FSDPC_PRINTF(4, 5);
-static fsdpc_status tensor_fail(fsdpc_err *err, const char *path, const char *name,
-                                const char *fmt, ...) {
+static fsdpc_status tensor_fail(fsdpc_err *err, const char *path, const char *name, const char *fmt,
+                                ...) FSDPC_PRINTF(4, 5);
+static fsdpc_status tensor_fail(fsdpc_err *err, const char *path, const char *name, const char *fmt,
+                                ...) {
   char q[QCAP], what[768];
   va_list ap;
   va_start(ap, fmt);
@@ -92,8 +95,8 @@ static fsdpc_status parse_tensor(fsdpc_st_file *f, const cJSON *j, fsdpc_st_info
     return tensor_fail(err, f->path, name, "missing array field \"shape\"");
   int nd = cJSON_GetArraySize(js);
   if (nd > FSDPC_ST_MAX_DIMS)
-    return tensor_fail(err, f->path, name, "shape has %d dimensions; at most %d are supported",
-                       nd, FSDPC_ST_MAX_DIMS);
+    return tensor_fail(err, f->path, name, "shape has %d dimensions; at most %d are supported", nd,
+                       FSDPC_ST_MAX_DIMS);
   t->ndim = nd;
   uint64_t numel = 1;
   int d = 0, overflow = 0;
@@ -108,7 +111,8 @@ static fsdpc_status parse_tensor(fsdpc_st_file *f, const cJSON *j, fsdpc_st_info
                          "shape entry %d is not a non-negative integer below 2^53", d);
     }
     t->shape[d] = (int64_t)v;
-    if (__builtin_mul_overflow(numel, v, &numel)) overflow = 1;
+    if (__builtin_mul_overflow(numel, v, &numel))
+      overflow = 1;
   }
   uint64_t nbytes = 0;
   if (overflow || __builtin_mul_overflow(numel, (uint64_t)t->elem_size, &nbytes))
@@ -132,16 +136,16 @@ static fsdpc_status parse_tensor(fsdpc_st_file *f, const cJSON *j, fsdpc_st_info
                        " bytes); the file may be truncated",
                        b, e, f->data_size);
   if (e - b != nbytes)
-    return tensor_fail(err, f->path, name,
-                       "data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64
-                       " bytes, but %s %s needs %" PRIu64,
-                       b, e, e - b, t->dtype_name,
-                       fsdpc__st_fmt_shape(sh, sizeof sh, t->shape, t->ndim), nbytes);
+    return tensor_fail(
+        err, f->path, name,
+        "data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64 " bytes, but %s %s needs %" PRIu64,
+        b, e, e - b, t->dtype_name, fsdpc__st_fmt_shape(sh, sizeof sh, t->shape, t->ndim), nbytes);
   t->begin = b;
   t->end = e;
   t->file_offset = f->data_start + b;
   t->name = strdup(name);
-  if (!t->name) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", f->path);
+  if (!t->name)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", f->path);
   return FSDPC_OK;
 }
 
@@ -154,7 +158,8 @@ static fsdpc_status parse_metadata(fsdpc_st_file *f, const cJSON *j, fsdpc_err *
                        "%s: \"__metadata__\" must be a JSON object of strings", f->path);
   uint32_t n = (uint32_t)cJSON_GetArraySize(j);
   f->meta = calloc(2 * (size_t)n + 1, sizeof *f->meta);
-  if (!f->meta) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", f->path);
+  if (!f->meta)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", f->path);
   for (const cJSON *e = j->child; e; e = e->next) {
     char q[QCAP];
     if (!cJSON_IsString(e))
@@ -173,8 +178,10 @@ static fsdpc_status parse_metadata(fsdpc_st_file *f, const cJSON *j, fsdpc_err *
 
 static int by_offset(const void *a, const void *b) {
   const fsdpc_st_info *x = a, *y = b;
-  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
-  if (x->end != y->end) return x->end < y->end ? -1 : 1;
+  if (x->begin != y->begin)
+    return x->begin < y->begin ? -1 : 1;
+  if (x->end != y->end)
+    return x->end < y->end ? -1 : 1;
   return 0;
 }
 
@@ -185,11 +192,14 @@ static int by_name_cmp(const void *a, const void *b) {
 
 static fsdpc_status index_tensors(fsdpc_st_file *f, fsdpc_err *err) {
   char q1[QCAP], q2[QCAP];
-  if (f->n == 0) return FSDPC_OK;
+  if (f->n == 0)
+    return FSDPC_OK;
   qsort(f->t, f->n, sizeof *f->t, by_offset);
   f->by_name = malloc(f->n * sizeof *f->by_name);
-  if (!f->by_name) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", f->path);
-  for (uint32_t i = 0; i < f->n; i++) f->by_name[i] = &f->t[i];
+  if (!f->by_name)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", f->path);
+  for (uint32_t i = 0; i < f->n; i++)
+    f->by_name[i] = &f->t[i];
   qsort(f->by_name, f->n, sizeof *f->by_name, by_name_cmp);
   for (uint32_t i = 1; i < f->n; i++)
     if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0)
@@ -200,14 +210,16 @@ static fsdpc_status index_tensors(fsdpc_st_file *f, fsdpc_err *err) {
   const fsdpc_st_info *reach = NULL;
   for (uint32_t i = 0; i < f->n; i++) {
     const fsdpc_st_info *b = &f->t[i];
-    if (b->end == b->begin) continue;
+    if (b->end == b->begin)
+      continue;
     if (reach && reach->end > b->begin)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                          "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
                          "] overlap tensor '%s' [%" PRIu64 ", %" PRIu64 "]",
                          f->path, fsdpc__st_quote(q1, sizeof q1, b->name), b->begin, b->end,
                          fsdpc__st_quote(q2, sizeof q2, reach->name), reach->begin, reach->end);
-    if (!reach || b->end > reach->end) reach = b;
+    if (!reach || b->end > reach->end)
+      reach = b;
   }
   return FSDPC_OK;
 }
@@ -215,8 +227,7 @@ static fsdpc_status index_tensors(fsdpc_st_file *f, fsdpc_err *err) {
 static int is_json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 /* hdr: (hlen) bytes of JSON header; f->data_size and data_start are set. */
-static fsdpc_status parse_header(fsdpc_st_file *f, const char *hdr, uint64_t hlen,
-                                 fsdpc_err *err) {
+static fsdpc_status parse_header(fsdpc_st_file *f, const char *hdr, uint64_t hlen, fsdpc_err *err) {
   if (hlen < 2 || hdr[0] != '{')
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: header does not start with '{': not a safetensors file", f->path);
@@ -225,8 +236,7 @@ static fsdpc_status parse_header(fsdpc_st_file *f, const char *hdr, uint64_t hle
   if (!root) {
     uint64_t at = end && end >= hdr ? (uint64_t)(end - hdr) : 0;
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: header is not valid JSON (error near byte %" PRIu64 " of %" PRIu64
-                       ")",
+                       "%s: header is not valid JSON (error near byte %" PRIu64 " of %" PRIu64 ")",
                        f->path, at, hlen);
   }
   fsdpc_status s = FSDPC_OK;
@@ -245,7 +255,8 @@ static fsdpc_status parse_header(fsdpc_st_file *f, const char *hdr, uint64_t hle
   }
   uint32_t n = 0;
   for (const cJSON *e = root->child; e; e = e->next)
-    if (strcmp(e->string, "__metadata__") != 0) n++;
+    if (strcmp(e->string, "__metadata__") != 0)
+      n++;
   f->t = calloc((size_t)n + 1, sizeof *f->t);
   if (!f->t) {
     s = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", f->path);
@@ -256,9 +267,11 @@ static fsdpc_status parse_header(fsdpc_st_file *f, const char *hdr, uint64_t hle
       s = parse_metadata(f, e, err);
     } else {
       s = parse_tensor(f, e, &f->t[f->n], err);
-      if (s == FSDPC_OK) f->n++;
+      if (s == FSDPC_OK)
+        f->n++;
     }
-    if (s != FSDPC_OK) goto out;
+    if (s != FSDPC_OK)
+      goto out;
   }
   s = index_tensors(f, err);
 out:
@@ -269,7 +282,8 @@ out:
 /* Checks the 8-byte prefix against the file size and fills the layout. */
 static fsdpc_status check_prefix(fsdpc_st_file *f, const uint8_t *prefix, fsdpc_err *err) {
   uint64_t hlen = 0;
-  for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | prefix[i];
+  for (int i = 7; i >= 0; i--)
+    hlen = (hlen << 8) | prefix[i];
   if (hlen > FSDPC_ST_MAX_HEADER)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: header length %" PRIu64
@@ -299,7 +313,8 @@ static fsdpc_status check_size(const fsdpc_st_file *f, fsdpc_err *err) {
 
 static fsdpc_st_file *new_file(const char *path) {
   fsdpc_st_file *f = calloc(1, sizeof *f);
-  if (!f) return NULL;
+  if (!f)
+    return NULL;
   f->fd = -1;
   f->path = strdup(path);
   if (!f->path) {
@@ -310,13 +325,17 @@ static fsdpc_st_file *new_file(const char *path) {
 }
 
 void fsdpc__st_close(fsdpc_st_file *f) {
-  if (!f) return;
-  if (f->fd >= 0) close(f->fd);
-  for (uint32_t i = 0; i < f->n; i++) free((char *)f->t[i].name);
+  if (!f)
+    return;
+  if (f->fd >= 0)
+    close(f->fd);
+  for (uint32_t i = 0; i < f->n; i++)
+    free((char *)f->t[i].name);
   free(f->t);
   free(f->by_name);
   if (f->meta)
-    for (uint32_t i = 0; i < 2 * f->n_meta; i++) free(f->meta[i]);
+    for (uint32_t i = 0; i < 2 * f->n_meta; i++)
+      free(f->meta[i]);
   free(f->meta);
   free(f->path);
   free(f);
@@ -325,7 +344,8 @@ void fsdpc__st_close(fsdpc_st_file *f) {
 fsdpc_status fsdpc__st_open(const char *path, fsdpc_st_file **out, fsdpc_err *err) {
   *out = NULL;
   fsdpc_st_file *f = new_file(path);
-  if (!f) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", path);
+  if (!f)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", path);
   fsdpc_status s;
   char *hdr = NULL;
   f->fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -340,14 +360,16 @@ fsdpc_status fsdpc__st_open(const char *path, fsdpc_st_file **out, fsdpc_err *er
     goto fail;
   }
   f->file_size = (uint64_t)st.st_size;
-  if ((s = check_size(f, err)) != FSDPC_OK) goto fail;
+  if ((s = check_size(f, err)) != FSDPC_OK)
+    goto fail;
   uint8_t prefix[8];
   if (fsdpc__pread_full(f->fd, prefix, 8, 0) != 0) {
     s = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot read the header length: %s", path,
                     strerror(errno));
     goto fail;
   }
-  if ((s = check_prefix(f, prefix, err)) != FSDPC_OK) goto fail;
+  if ((s = check_prefix(f, prefix, err)) != FSDPC_OK)
+    goto fail;
   uint64_t hlen = f->data_start - 8;
   hdr = malloc(hlen + 1);
   if (!hdr) {
@@ -362,7 +384,8 @@ fsdpc_status fsdpc__st_open(const char *path, fsdpc_st_file **out, fsdpc_err *er
     goto fail;
   }
   hdr[hlen] = '\0';
-  if ((s = parse_header(f, hdr, hlen, err)) != FSDPC_OK) goto fail;
+  if ((s = parse_header(f, hdr, hlen, err)) != FSDPC_OK)
+    goto fail;
   free(hdr);
   *out = f;
   return FSDPC_OK;
@@ -376,12 +399,15 @@ fsdpc_status fsdpc__st_open_mem(const char *label, const void *buf, uint64_t len
                                 fsdpc_st_file **out, fsdpc_err *err) {
   *out = NULL;
   fsdpc_st_file *f = new_file(label);
-  if (!f) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", label);
+  if (!f)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", label);
   fsdpc_status s;
   f->mem = buf;
   f->file_size = len;
-  if ((s = check_size(f, err)) != FSDPC_OK) goto fail;
-  if ((s = check_prefix(f, f->mem, err)) != FSDPC_OK) goto fail;
+  if ((s = check_size(f, err)) != FSDPC_OK)
+    goto fail;
+  if ((s = check_prefix(f, f->mem, err)) != FSDPC_OK)
+    goto fail;
   if ((s = parse_header(f, (const char *)f->mem + 8, f->data_start - 8, err)) != FSDPC_OK)
     goto fail;
   *out = f;
@@ -406,7 +432,8 @@ const fsdpc_st_info *fsdpc__st_find(const fsdpc_st_file *f, const char *name) {
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
     int c = strcmp(f->by_name[mid]->name, name);
-    if (c == 0) return f->by_name[mid];
+    if (c == 0)
+      return f->by_name[mid];
     if (c < 0)
       lo = mid + 1;
     else
@@ -424,7 +451,8 @@ void fsdpc__st_meta_at(const fsdpc_st_file *f, uint32_t i, const char **key, con
 
 const char *fsdpc__st_meta_get(const fsdpc_st_file *f, const char *key) {
   for (uint32_t i = 0; i < f->n_meta; i++)
-    if (strcmp(f->meta[2 * i], key) == 0) return f->meta[2 * i + 1];
+    if (strcmp(f->meta[2 * i], key) == 0)
+      return f->meta[2 * i + 1];
   return NULL;
 }
 
@@ -433,15 +461,17 @@ const char *fsdpc__st_meta_get(const fsdpc_st_file *f, const char *key) {
 
 static fsdpc_status read_bytes(const fsdpc_st_file *f, const fsdpc_st_info *t, void *dst,
                                uint64_t len, uint64_t off, fsdpc_err *err) {
+  if (len == 0) return FSDPC_OK;
   if (f->mem) {
     memcpy(dst, f->mem + off, (size_t)len);
     return FSDPC_OK;
   }
   int r = fsdpc__pread_full(f->fd, dst, (size_t)len, off);
-  if (r == 0) return FSDPC_OK;
+  if (r == 0)
+    return FSDPC_OK;
   char q[QCAP];
-  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: tensor '%s': read of %" PRIu64
-                     " bytes at offset %" PRIu64 " failed: %s",
+  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                     "%s: tensor '%s': read of %" PRIu64 " bytes at offset %" PRIu64 " failed: %s",
                      f->path, fsdpc__st_quote(q, sizeof q, t->name), len, off,
                      r > 0 ? "the file is shorter than when it was opened" : strerror(errno));
 }
@@ -463,7 +493,8 @@ fsdpc_status fsdpc__st_read_f32(const fsdpc_st_file *f, const char *name, uint64
                        f->path, fsdpc__st_quote(q, sizeof q, name), elem_offset, elem_offset, n,
                        t->numel);
   uint64_t off = t->file_offset + elem_offset * t->elem_size;
-  if (t->dtype == FSDPC_DTYPE_F32) return read_bytes(f, t, dst, n * 4, off, err);
+  if (t->dtype == FSDPC_DTYPE_F32)
+    return read_bytes(f, t, dst, n * 4, off, err);
 
   /* 16-bit formats: read a bounded chunk, widen it into dst. */
   enum { CHUNK = 8192 };

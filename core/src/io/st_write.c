@@ -88,8 +88,10 @@ static fsdpc_status build_header(fsdpc_st_writer *w, const fsdpc_st_entry *layou
   fsdpc_status s = FSDPC_OK;
   const char **names = NULL;
   cJSON *root = cJSON_CreateObject();
-  if (!root) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", w->path);
-  if ((s = add_metadata(root, w->path, metadata_json, err)) != FSDPC_OK) goto out;
+  if (!root)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", w->path);
+  if ((s = add_metadata(root, w->path, metadata_json, err)) != FSDPC_OK)
+    goto out;
 
   names = malloc(((size_t)w->n + 1) * sizeof *names);
   if (!names) {
@@ -105,16 +107,18 @@ static fsdpc_status build_header(fsdpc_st_writer *w, const fsdpc_st_entry *layou
       goto out;
     }
     if (e->ndim < 0 || e->ndim > 4) {
-      s = fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: tensor '%s': ndim %d is outside 0..4",
-                      w->path, fsdpc__st_quote(q, sizeof q, e->name), e->ndim);
+      s = fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: tensor '%s': ndim %d is outside 0..4", w->path,
+                      fsdpc__st_quote(q, sizeof q, e->name), e->ndim);
       goto out;
     }
     uint64_t numel = 1, nbytes;
     int overflow = 0;
     cJSON *shape = cJSON_CreateArray();
     for (int32_t d = 0; d < e->ndim; d++) {
-      if (e->shape[d] < 0) overflow = 2;
-      else if (__builtin_mul_overflow(numel, (uint64_t)e->shape[d], &numel)) overflow = 1;
+      if (e->shape[d] < 0)
+        overflow = 2;
+      else if (__builtin_mul_overflow(numel, (uint64_t)e->shape[d], &numel))
+        overflow = 1;
       cJSON_AddItemToArray(shape, raw_u64((uint64_t)e->shape[d]));
     }
     if (overflow || __builtin_mul_overflow(numel, (uint64_t)w->elem_size, &nbytes) ||
@@ -154,7 +158,8 @@ static fsdpc_status build_header(fsdpc_st_writer *w, const fsdpc_st_entry *layou
     }
   }
   *out = cJSON_PrintUnformatted(root);
-  if (!*out) s = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", w->path);
+  if (!*out)
+    s = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", w->path);
   w->file_size = off; /* data bytes for now */
 out:
   free(names);
@@ -163,29 +168,34 @@ out:
 }
 
 static void writer_free(fsdpc_st_writer *w, int remove_file) {
-  if (w->fd >= 0) close(w->fd);
-  if (remove_file && w->fd >= 0) unlink(w->path);
-  for (uint32_t i = 0; i < w->n; i++) free(w->t[i].name);
+  if (w->fd >= 0)
+    close(w->fd);
+  if (remove_file && w->fd >= 0)
+    unlink(w->path);
+  for (uint32_t i = 0; i < w->n; i++)
+    free(w->t[i].name);
   free(w->t);
   free(w->path);
   free(w);
 }
 
 void fsdpc__st_writer_abort(fsdpc_st_writer *w) {
-  if (w) writer_free(w, 1);
+  if (w)
+    writer_free(w, 1);
 }
 
 uint64_t fsdpc__st_writer_file_size(const fsdpc_st_writer *w) { return w->file_size; }
 
 fsdpc_status fsdpc__st_writer_begin(const char *path, const fsdpc_st_entry *layout, uint32_t n,
-                                    int32_t dtype, const char *metadata_json,
-                                    fsdpc_st_writer **out, fsdpc_err *err) {
+                                    int32_t dtype, const char *metadata_json, fsdpc_st_writer **out,
+                                    fsdpc_err *err) {
   *out = NULL;
   if (!writable_dtype(dtype))
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: cannot write dtype %d; use F32, BF16 or F16", path, dtype);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot write dtype %d; use F32, BF16 or F16",
+                       path, dtype);
   fsdpc_st_writer *w = calloc(1, sizeof *w);
-  if (!w) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", path);
+  if (!w)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", path);
   w->fd = -1;
   w->dtype = dtype;
   w->elem_size = dtype == FSDPC_DTYPE_F32 ? 4 : 2;
@@ -198,7 +208,8 @@ fsdpc_status fsdpc__st_writer_begin(const char *path, const fsdpc_st_entry *layo
     s = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", path);
     goto fail;
   }
-  if ((s = build_header(w, layout, metadata_json, &hdr, err)) != FSDPC_OK) goto fail;
+  if ((s = build_header(w, layout, metadata_json, &hdr, err)) != FSDPC_OK)
+    goto fail;
 
   /* Pad with spaces to a multiple of 8 so the data section is aligned, as
    * the reference writer does. */
@@ -214,10 +225,12 @@ fsdpc_status fsdpc__st_writer_begin(const char *path, const fsdpc_st_entry *layo
     s = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", path);
     goto fail;
   }
-  for (int i = 0; i < 8; i++) buf[i] = (char)(((uint64_t)padded >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; i++)
+    buf[i] = (char)(((uint64_t)padded >> (8 * i)) & 0xff);
   memcpy(buf + 8, hdr, len);
   memset(buf + 8 + len, ' ', padded - len);
-  for (uint32_t i = 0; i < n; i++) w->t[i].file_offset += 8 + padded;
+  for (uint32_t i = 0; i < n; i++)
+    w->t[i].file_offset += 8 + padded;
   w->file_size += 8 + padded;
 
   w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -248,15 +261,15 @@ fsdpc_status fsdpc__st_writer_put(fsdpc_st_writer *w, uint32_t index, const floa
                                   uint64_t elem_offset, uint64_t n, fsdpc_err *err) {
   char q[QCAP];
   if (index >= w->n)
-    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "%s: tensor index %u is past the %u in the layout",
-                       w->path, index, w->n);
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                       "%s: tensor index %u is past the %u in the layout", w->path, index, w->n);
   st_slot *t = &w->t[index];
   if (elem_offset > t->numel || n > t->numel - elem_offset)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
                        "%s: tensor '%s': put of elements [%" PRIu64 ", %" PRIu64 " + %" PRIu64
                        ") is outside its %" PRIu64 " elements",
-                       w->path, fsdpc__st_quote(q, sizeof q, t->name), elem_offset, elem_offset,
-                       n, t->numel);
+                       w->path, fsdpc__st_quote(q, sizeof q, t->name), elem_offset, elem_offset, n,
+                       t->numel);
   uint64_t off = t->file_offset + elem_offset * w->elem_size;
   int r = 0;
   if (w->dtype == FSDPC_DTYPE_F32) {

@@ -29,4 +29,14 @@ fsdpc_status fsdpc__opts_get(const fsdpc_opts *opts, const char *key, int32_t ty
 /* Deep copy (so that each created component owns its options). */
 fsdpc_status fsdpc__opts_clone(const fsdpc_opts *src, fsdpc_opts **out, fsdpc_err *err);
 
+/* Iteration, for the config dump and `fsdpc config check`: entries in the
+ * order they were added (user values first, then defaults filled in by
+ * validate). user is 1 for a value the user gave. A later add of the same
+ * key replaces the earlier value (overrides win over the file). */
+int fsdpc__opts_count(const fsdpc_opts *opts);
+void fsdpc__opts_entry(const fsdpc_opts *opts, int i, const char **key, const char **value,
+                       int *user);
+/* The section name given at create, e.g. "optim.options". */
+const char *fsdpc__opts_where(const fsdpc_opts *opts);
+
 #endif

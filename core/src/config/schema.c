@@ -215,7 +215,7 @@ static const fsdpc_cfg_key keys[] = {
          MIN_(0)),
     FLOAT_("train.max_grad_norm", train.max_grad_norm, "1.0",
            "clip the global gradient norm to this; 0 = no clipping", MIN_(0)),
-    INT_("train.seed", train.seed, "42", "seed for init and dropout-free sampling", MIN_(0)),
+    INT_("train.seed", train.seed, "42", "seed for weight init (and data order unless data.seed)", MIN_(0)),
     INT_("train.eval_every", train.eval_every, "0", "evaluate every N steps; 0 = never", MIN_(0)),
     INT_("train.eval_batches", train.eval_batches, "4", "batches per evaluation", MIN_(1)),
     INT_("train.log_every", train.log_every, "1", "log every N steps", MIN_(1)),
@@ -228,7 +228,7 @@ static const fsdpc_cfg_key keys[] = {
          MIN_(0)),
 
     /* ---- checkpoint ---- */
-    PATH_("checkpoint.dir", checkpoint.dir, "", "where checkpoints go; \"\" = log.dir/checkpoints",
+    PATH_("checkpoint.dir", checkpoint.dir, "", "folder for checkpoints; \"\" = none are written",
           NONE_),
     INT_("checkpoint.save_steps", checkpoint.save_steps, "0",
          "save an intermediate checkpoint every N steps; 0 = never", .min = 0,

@@ -92,8 +92,8 @@ static void range_text(const fsdpc_cfg_key *k, char *buf, size_t cap) {
   bool lo = k->flags & FSDPC_CFG_HAS_MIN, hi = k->flags & FSDPC_CFG_HAS_MAX;
   if (!lo && !hi) return;
   char a[32] = "", b[32] = "";
-  snprintf(a, sizeof a, "%g", k->min);
-  snprintf(b, sizeof b, "%g", k->max);
+  snprintf(a, sizeof a, "%.10g", k->min);
+  snprintf(b, sizeof b, "%.10g", k->max);
   const char *prefix = k->type == FSDPC_CFG_FLOATS ? "each " : "";
   if (lo && hi)
     snprintf(buf, cap, "%s%c%s, %s%c", prefix, k->flags & FSDPC_CFG_MIN_EXCL ? '(' : '[', a, b,

@@ -80,8 +80,10 @@ int fsdpc__cmd_config(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  if (strcmp(argv[1], "check") == 0) return check(argc - 1, argv + 1);
-  if (strcmp(argv[1], "schema") == 0) return schema(argc - 1, argv + 1);
+  if (strcmp(argv[1], "check") == 0)
+    return check(argc - 1, argv + 1);
+  if (strcmp(argv[1], "schema") == 0)
+    return schema(argc - 1, argv + 1);
   fprintf(stderr, "fsdpc config: unknown subcommand '%s' (check, schema)\n", argv[1]);
   return 2;
 }

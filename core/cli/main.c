@@ -38,7 +38,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-    if (strcmp(argv[1], commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    if (strcmp(argv[1], commands[i].name) == 0)
+      return commands[i].run(argc - 1, argv + 1);
   }
   fprintf(stderr, "fsdpc: unknown command '%s' (run 'fsdpc --help' for the list)\n", argv[1]);
   return 2;

@@ -9,8 +9,9 @@
 
 #include "config/config.h"
 
-#define M "model: {vocab_size: 10, hidden_size: 8, intermediate_size: 8, num_hidden_layers: 1, " \
-          "num_attention_heads: 2}\n"
+#define M                                                                                          \
+  "model: {vocab_size: 10, hidden_size: 8, intermediate_size: 8, num_hidden_layers: 1, "           \
+  "num_attention_heads: 2}\n"
 #define FIX FSDPC_SOURCE_DIR "/tests/config/fixtures/"
 
 static fsdpc_config *load_ok(const char *yaml, const char *const *ov, int n) {
@@ -26,7 +27,8 @@ static const char *opt(const fsdpc_opts *o, const char *key) {
   for (int i = 0; i < fsdpc__opts_count(o); i++) {
     const char *k, *v;
     fsdpc__opts_entry(o, i, &k, &v, NULL);
-    if (strcmp(k, key) == 0) return v;
+    if (strcmp(k, key) == 0)
+      return v;
   }
   return NULL;
 }
@@ -115,6 +117,7 @@ static const char *full_yaml =
       "log:\n"
       "  level: DEBUG\n"
       "  progress: off\n"
+      "attention:\n"
       "plugins:\n"
       "  paths:\n";
 
@@ -151,10 +154,10 @@ START_TEST(overrides) {
       "optim.lr=5e-4",
       "fsdp.sharding_strategy=NO_SHARD",
       "plugins.paths=[a, /opt/b]",
-      "fsdp.wrap.options.min_num_params=50",  /* replaces the file's value */
-      "attention.options.block=64",           /* a new options key */
-      "data.train=C:\\data\\x.bin",           /* taken verbatim */
-      "data.eval=''",                         /* quoted empty string */
+      "fsdp.wrap.options.min_num_params=50", /* replaces the file's value */
+      "attention.options.block=64",          /* a new options key */
+      "data.train=C:\\data\\x.bin",          /* taken verbatim */
+      "data.eval=''",                        /* quoted empty string */
       "schedule={name: linear, warmup_steps: 5}",
       "train.max_steps=10",
       "train.max_steps=20", /* the last override wins */
@@ -248,7 +251,7 @@ START_TEST(hf_variants) {
   ck_assert_int_eq(m->bos_token_id, -1);
   ck_assert_int_eq(m->rope_scaling.type, FSDPC_ROPE_SCALING_NONE);
   ck_assert(m->rms_norm_eps == 1e-6);
-  ck_assert(m->rope_theta == 20000); /* YAML wins */
+  ck_assert(m->rope_theta == 20000);                  /* YAML wins */
   ck_assert_int_eq(m->max_position_embeddings, 2048); /* not in JSON: default */
   fsdpc__config_destroy(c);
 }
@@ -286,10 +289,15 @@ static void round_trip(const char *yaml, const char *const *ov, int n) {
 START_TEST(dump_round_trip) {
   round_trip(M, NULL, 0);
   round_trip(full_yaml, NULL, 0);
-  const char *ov[] = {"optim.lr=0.1", "optim.weight_decay=0.123456789012345", "data.eval=null",
-                      "log.dir='yes'", "plugins.paths=['1.5', '', 'a b', '#x', 'ü']",
-                      "optim.options.flag=true", "model.rope_scaling.type=llama3",
-                      "model.rope_scaling.factor=1e-300", "checkpoint.dir='~'"};
+  const char *ov[] = {"optim.lr=0.1",
+                      "optim.weight_decay=0.123456789012345",
+                      "data.eval=null",
+                      "log.dir='yes'",
+                      "plugins.paths=['1.5', '', 'a b', '#x', 'ü']",
+                      "optim.options.flag=true",
+                      "model.rope_scaling.type=llama3",
+                      "model.rope_scaling.factor=1e-300",
+                      "checkpoint.dir='~'"};
   round_trip(full_yaml, ov, (int)(sizeof ov / sizeof ov[0]));
   round_trip("model:\n  config: " FIX "llama3_2_1b\n", NULL, 0);
 }
@@ -298,9 +306,14 @@ END_TEST
 START_TEST(dump_has_every_key) {
   fsdpc_config *c = load_ok(M, NULL, 0);
   char *text = dump_to_string(c);
-  const char *must[] = {"sharding_strategy: FULL_SHARD", "betas: [0.9, 0.999]", "options: {}",
-                        "rms_norm_eps: 1.0e-05", "train: \"\"", "paths: []",
-                        "    param_dtype: fp32", "  rope_scaling:\n    type: none"};
+  const char *must[] = {"sharding_strategy: FULL_SHARD",
+                        "betas: [0.9, 0.999]",
+                        "options: {}",
+                        "rms_norm_eps: 1.0e-05",
+                        "train: \"\"",
+                        "paths: []",
+                        "    param_dtype: fp32",
+                        "  rope_scaling:\n    type: none"};
   for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
     ck_assert_msg(strstr(text, must[i]), "dump lacks '%s':\n%s", must[i], text);
   free(text);

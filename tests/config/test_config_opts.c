@@ -7,27 +7,32 @@
 #include "config/config.h"
 #include "config/suggest.h"
 
-static const fsdpc_option_desc d_min = {sizeof(fsdpc_option_desc), "min_num_params",
-                                        FSDPC_OPT_INT, "100000000", 1, 1e12,
-                                        "smallest unit, in parameters"};
-static const fsdpc_option_desc d_ratio = {sizeof(fsdpc_option_desc), "ratio", FSDPC_OPT_FLOAT,
-                                          "0.5", 0, 1, "a fraction"};
-static const fsdpc_option_desc d_flag = {sizeof(fsdpc_option_desc), "embedding_unit",
-                                         FSDPC_OPT_BOOL, "false", 1, 0,
-                                         "embedding in its own unit"};
-static const fsdpc_option_desc d_name = {sizeof(fsdpc_option_desc), "layer_name",
-                                         FSDPC_OPT_STRING, "decoder_layer", 1, 0, "module type"};
-static const fsdpc_option_desc d_req = {sizeof(fsdpc_option_desc), "key", FSDPC_OPT_STRING, NULL,
-                                        1, 0, "required"};
+static const fsdpc_option_desc d_min = {
+    sizeof(fsdpc_option_desc),     "min_num_params", FSDPC_OPT_INT, "100000000", 1, 1e12,
+    "smallest unit, in parameters"};
+static const fsdpc_option_desc d_ratio = {
+    sizeof(fsdpc_option_desc), "ratio", FSDPC_OPT_FLOAT, "0.5", 0, 1, "a fraction"};
+static const fsdpc_option_desc d_flag = {
+    sizeof(fsdpc_option_desc),  "embedding_unit", FSDPC_OPT_BOOL, "false", 1, 0,
+    "embedding in its own unit"};
+static const fsdpc_option_desc d_name = {sizeof(fsdpc_option_desc),
+                                         "layer_name",
+                                         FSDPC_OPT_STRING,
+                                         "decoder_layer",
+                                         1,
+                                         0,
+                                         "module type"};
+static const fsdpc_option_desc d_req = {
+    sizeof(fsdpc_option_desc), "key", FSDPC_OPT_STRING, NULL, 1, 0, "required"};
 static const fsdpc_option_desc *const descs[] = {&d_min, &d_ratio, &d_flag, &d_name};
 
-#define M "model: {vocab_size: 10, hidden_size: 8, intermediate_size: 8, num_hidden_layers: 1, " \
-          "num_attention_heads: 2}\n"
+#define M                                                                                          \
+  "model: {vocab_size: 10, hidden_size: 8, intermediate_size: 8, num_hidden_layers: 1, "           \
+  "num_attention_heads: 2}\n"
 
 static fsdpc_config *load_wrap(const char *options_yaml, const char *override) {
   char yaml[1024];
-  snprintf(yaml, sizeof yaml, M "fsdp:\n  wrap:\n    policy: size\n    options:\n%s",
-           options_yaml);
+  snprintf(yaml, sizeof yaml, M "fsdp:\n  wrap:\n    policy: size\n    options:\n%s", options_yaml);
   fsdpc_config *c = NULL;
   fsdpc_err err = {0};
   const char *ov[] = {override};
@@ -68,8 +73,7 @@ START_TEST(valid_values_and_defaults) {
   ck_assert_int_eq(fsdpc__opts_count(o), 4);
   ck_assert_str_eq(fsdpc__opts_where(o), "fsdp.wrap.options");
   /* Reading with the wrong type is a bug in the caller. */
-  ck_assert_int_eq(fsdpc__opts_get(o, "ratio", FSDPC_OPT_INT, &min, 0, &err),
-                   FSDPC_INTERNAL_ERROR);
+  ck_assert_int_eq(fsdpc__opts_get(o, "ratio", FSDPC_OPT_INT, &min, 0, &err), FSDPC_INTERNAL_ERROR);
   /* A buffer too small for the string. */
   char tiny[4];
   ck_assert_int_eq(fsdpc__opts_get(o, "layer_name", FSDPC_OPT_STRING, tiny, sizeof tiny, &err),
@@ -80,8 +84,7 @@ START_TEST(valid_values_and_defaults) {
   fsdpc_opts *copy = NULL;
   ck_assert_int_eq(fsdpc__opts_clone(o, &copy, &err), FSDPC_OK);
   fsdpc__config_destroy(c);
-  ck_assert_int_eq(fsdpc__opts_get(copy, "min_num_params", FSDPC_OPT_INT, &min, 0, &err),
-                   FSDPC_OK);
+  ck_assert_int_eq(fsdpc__opts_get(copy, "min_num_params", FSDPC_OPT_INT, &min, 0, &err), FSDPC_OK);
   ck_assert_int_eq(min, 1000000);
   /* Validating again against another plugin starts from the user's values
    * only: the first plugin's defaults (ratio, layer_name) are gone. */
@@ -104,9 +107,9 @@ START_TEST(override_value_wins) {
   ck_assert_int_eq(fsdpc__opts_validate(c->fsdp.wrap.options, descs, 4, "wrap 'size'", &err),
                    FSDPC_OK);
   int64_t v = 0;
-  ck_assert_int_eq(fsdpc__opts_get(c->fsdp.wrap.options, "min_num_params", FSDPC_OPT_INT, &v, 0,
-                                   &err),
-                   FSDPC_OK);
+  ck_assert_int_eq(
+      fsdpc__opts_get(c->fsdp.wrap.options, "min_num_params", FSDPC_OPT_INT, &v, 0, &err),
+      FSDPC_OK);
   ck_assert_int_eq(v, 7);
   fsdpc__config_destroy(c);
 }
@@ -164,8 +167,8 @@ START_TEST(no_options_and_required) {
   fsdpc__opts_destroy(NULL);
 
   /* A plugin whose default does not parse is reported as its bug. */
-  static const fsdpc_option_desc bad_default = {sizeof(fsdpc_option_desc), "n", FSDPC_OPT_INT,
-                                                "lots", 1, 0, "broken"};
+  static const fsdpc_option_desc bad_default = {
+      sizeof(fsdpc_option_desc), "n", FSDPC_OPT_INT, "lots", 1, 0, "broken"};
   const fsdpc_option_desc *bad[] = {&bad_default};
   ck_assert_int_eq(fsdpc__opts_create("optim.options", &o, &err), FSDPC_OK);
   ck_assert_int_eq(fsdpc__opts_validate(o, bad, 1, "optim 'broken'", &err), FSDPC_INTERNAL_ERROR);

@@ -7,7 +7,8 @@
 
 static const fsdpc_key_src *src_of(const fsdpc_config *c, const char *path) {
   int ki;
-  if (!fsdpc__cfg_find(path, &ki)) return NULL;
+  if (!fsdpc__cfg_find(path, &ki))
+    return NULL;
   return &c->meta->keys[ki];
 }
 
@@ -29,7 +30,8 @@ static const char *section_where(const fsdpc_config *c, const char *key_path) {
   for (char *dot = strrchr(section, '.'); dot; dot = strrchr(section, '.')) {
     *dot = '\0';
     for (int i = 0; i < c->meta->n_sections; i++) {
-      if (strcmp(c->meta->sections[i].path, section) == 0) return c->meta->sections[i].where;
+      if (strcmp(c->meta->sections[i].path, section) == 0)
+        return c->meta->sections[i].where;
     }
   }
   return c->source;
@@ -39,7 +41,8 @@ static fsdpc_status check_required(const fsdpc_config *c, fsdpc_err *err) {
   int n;
   const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
   for (int i = 0; i < n; i++) {
-    if (!(keys[i].flags & FSDPC_CFG_REQUIRED) || c->meta->keys[i].set) continue;
+    if (!(keys[i].flags & FSDPC_CFG_REQUIRED) || c->meta->keys[i].set)
+      continue;
     if (keys[i].hf && c->model.config[0])
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                          "%s: missing required key '%s' (not in model.config '%s' either)",
@@ -69,7 +72,8 @@ static fsdpc_status derive(fsdpc_config *c, fsdpc_err *err) {
                          (long long)m->num_attention_heads);
     m->head_dim = m->hidden_size / m->num_attention_heads;
   }
-  if (c->data.seed == -1) c->data.seed = c->train.seed;
+  if (c->data.seed == -1)
+    c->data.seed = c->train.seed;
   return FSDPC_OK;
 }
 
@@ -99,8 +103,8 @@ static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
                        "set; use one of them",
                        where_of(c, "data.eval_fraction"));
   if (c->optim.nesterov && c->optim.momentum == 0)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: optim.nesterov: needs optim.momentum > 0", where_of(c, "optim.nesterov"));
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: optim.nesterov: needs optim.momentum > 0",
+                       where_of(c, "optim.nesterov"));
   return FSDPC_OK;
 }
 
@@ -109,9 +113,11 @@ static bool in_list(const char *list, const char *value) {
   size_t vlen = strlen(value);
   for (const char *p = list; *p;) {
     size_t len = strcspn(p, "|");
-    if (len == vlen && strncmp(p, value, len) == 0) return true;
+    if (len == vlen && strncmp(p, value, len) == 0)
+      return true;
     p += len;
-    if (*p == '|') p++;
+    if (*p == '|')
+      p++;
   }
   return false;
 }
@@ -125,14 +131,16 @@ static fsdpc_status check_implemented(const fsdpc_config *c, fsdpc_err *err) {
   fsdpc_status st = FSDPC_OK;
   for (int i = 0; i < n && st == FSDPC_OK; i++) {
     const fsdpc_cfg_key *k = &keys[i];
-    if (!k->unimpl) continue;
+    if (!k->unimpl)
+      continue;
     char value[512];
     fsdpc__cfg_value_text(c, k, value, sizeof value);
     bool refused;
     if (strcmp(k->unimpl, "*") == 0) {
       if (!defaults) {
         st = fsdpc__cfg_new_defaults(c->source, &defaults, err);
-        if (st != FSDPC_OK) break;
+        if (st != FSDPC_OK)
+          break;
       }
       refused = !fsdpc__cfg_row_equal(c, defaults, k);
     } else {
@@ -147,7 +155,8 @@ static fsdpc_status check_implemented(const fsdpc_config *c, fsdpc_err *err) {
 }
 
 fsdpc_status fsdpc__cfg_finish(fsdpc_config *c, fsdpc_err *err) {
-  if (c->model.config[0]) FSDPC_TRY(fsdpc__cfg_read_hf(c, err));
+  if (c->model.config[0])
+    FSDPC_TRY(fsdpc__cfg_read_hf(c, err));
   FSDPC_TRY(check_required(c, err));
   FSDPC_TRY(derive(c, err));
   FSDPC_TRY(cross_checks(c, err));

@@ -26,12 +26,12 @@
  * FSDPC_DTYPE_*, train.device FSDPC_DEVICE_*, log.level FSDPC_LOG_* from
  * plugin.h. */
 enum { /* fsdp.sharding_strategy */
-  FSDPC_SHARD_FULL_SHARD = 0,
-  FSDPC_SHARD_SHARD_GRAD_OP = 1,
-  FSDPC_SHARD_NO_SHARD = 2,
-  FSDPC_SHARD_HYBRID_SHARD = 3
+       FSDPC_SHARD_FULL_SHARD = 0,
+       FSDPC_SHARD_SHARD_GRAD_OP = 1,
+       FSDPC_SHARD_NO_SHARD = 2,
+       FSDPC_SHARD_HYBRID_SHARD = 3
 };
-enum { FSDPC_STATE_DICT_FULL = 0, FSDPC_STATE_DICT_SHARDED = 1 }; /* fsdp.state_dict_type */
+enum { FSDPC_STATE_DICT_FULL = 0, FSDPC_STATE_DICT_SHARDED = 1 };    /* fsdp.state_dict_type */
 enum { FSDPC_ROPE_SCALING_NONE = 0, FSDPC_ROPE_SCALING_LLAMA3 = 1 }; /* model.rope_scaling.type */
 enum { FSDPC_SCHED_CONSTANT = 0, FSDPC_SCHED_LINEAR = 1, FSDPC_SCHED_COSINE = 2 };
 enum { FSDPC_PROGRESS_AUTO = 0, FSDPC_PROGRESS_ON = 1, FSDPC_PROGRESS_OFF = 2 };

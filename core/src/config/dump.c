@@ -13,10 +13,12 @@ typedef struct emit {
 
 static void ev(emit *e, yaml_event_t *event, int made) {
   if (!e->ok) {
-    if (made) yaml_event_delete(event);
+    if (made)
+      yaml_event_delete(event);
     return;
   }
-  if (!made || !yaml_emitter_emit(&e->em, event)) e->ok = false;
+  if (!made || !yaml_emitter_emit(&e->em, event))
+    e->ok = false;
 }
 
 static void scalar(emit *e, const char *text, yaml_scalar_style_t style) {
@@ -48,7 +50,8 @@ static void mapping_end(emit *e) {
 
 static void seq_start(emit *e) {
   yaml_event_t event;
-  ev(e, &event, yaml_sequence_start_event_initialize(&event, NULL, NULL, 1, YAML_FLOW_SEQUENCE_STYLE));
+  ev(e, &event,
+     yaml_sequence_start_event_initialize(&event, NULL, NULL, 1, YAML_FLOW_SEQUENCE_STYLE));
 }
 
 static void seq_end(emit *e) {
@@ -75,7 +78,8 @@ static void value(emit *e, const fsdpc_config *c, const fsdpc_cfg_key *k) {
   case FSDPC_CFG_STRINGS: {
     const fsdpc_strlist *l = field;
     seq_start(e);
-    for (int i = 0; i < l->n; i++) string_scalar(e, l->items[i]);
+    for (int i = 0; i < l->n; i++)
+      string_scalar(e, l->items[i]);
     seq_end(e);
     return;
   }
@@ -88,7 +92,8 @@ static void value(emit *e, const fsdpc_config *c, const fsdpc_cfg_key *k) {
       const char *key, *val;
       int user;
       fsdpc__opts_entry(o, i, &key, &val, &user);
-      if (!user) continue;
+      if (!user)
+        continue;
       scalar(e, key, YAML_ANY_SCALAR_STYLE);
       scalar(e, val, val[0] ? YAML_ANY_SCALAR_STYLE : YAML_DOUBLE_QUOTED_SCALAR_STYLE);
     }
@@ -109,7 +114,8 @@ static int shared_segments(const char *a, const char *b) {
   int shared = 0;
   for (;;) {
     size_t la = strcspn(a, "."), lb = strcspn(b, ".");
-    if (la != lb || strncmp(a, b, la) != 0 || !a[la] || !b[lb]) return shared;
+    if (la != lb || strncmp(a, b, la) != 0 || !a[la] || !b[lb])
+      return shared;
     shared++;
     a += la + 1;
     b += lb + 1;
@@ -118,7 +124,8 @@ static int shared_segments(const char *a, const char *b) {
 
 static int count_segments(const char *p) {
   int n = 1;
-  for (; *p; p++) n += *p == '.';
+  for (; *p; p++)
+    n += *p == '.';
   return n;
 }
 
@@ -128,7 +135,8 @@ static int write_handler(void *data, unsigned char *buffer, size_t size) {
 
 fsdpc_status fsdpc__config_dump(const fsdpc_config *c, FILE *f) {
   emit e = {.ok = true};
-  if (!yaml_emitter_initialize(&e.em)) return FSDPC_SYSTEM_ERROR;
+  if (!yaml_emitter_initialize(&e.em))
+    return FSDPC_SYSTEM_ERROR;
   yaml_emitter_set_output(&e.em, write_handler, f);
   yaml_emitter_set_unicode(&e.em, 1);
   yaml_emitter_set_width(&e.em, -1);
@@ -145,7 +153,8 @@ fsdpc_status fsdpc__config_dump(const fsdpc_config *c, FILE *f) {
   for (int i = 0; i < n; i++) {
     const char *path = keys[i].path;
     int keep = i ? shared_segments(prev, path) : 0;
-    for (; open > keep; open--) mapping_end(&e);
+    for (; open > keep; open--)
+      mapping_end(&e);
     /* Open the sections of path below the shared ones, then the leaf key. */
     int segs = count_segments(path);
     const char *p = path;
@@ -165,11 +174,13 @@ fsdpc_status fsdpc__config_dump(const fsdpc_config *c, FILE *f) {
     value(&e, c, &keys[i]);
     prev = path;
   }
-  for (; open > 0; open--) mapping_end(&e);
+  for (; open > 0; open--)
+    mapping_end(&e);
   mapping_end(&e);
   ev(&e, &event, yaml_document_end_event_initialize(&event, 1));
   ev(&e, &event, yaml_stream_end_event_initialize(&event));
-  if (e.ok) yaml_emitter_flush(&e.em);
+  if (e.ok)
+    yaml_emitter_flush(&e.em);
   yaml_emitter_delete(&e.em);
   fflush(f);
   return e.ok && !ferror(f) ? FSDPC_OK : FSDPC_SYSTEM_ERROR;

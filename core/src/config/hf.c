@@ -13,7 +13,8 @@
 
 static char *read_file(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
+  if (!f)
+    return NULL;
   char *buf = NULL;
   size_t cap = 0, n = 0;
   for (;;) {
@@ -30,7 +31,8 @@ static char *read_file(const char *path, size_t *len) {
     }
     size_t got = fread(buf + n, 1, cap - n - 1, f);
     n += got;
-    if (got == 0) break;
+    if (got == 0)
+      break;
   }
   bool bad = ferror(f);
   fclose(f);
@@ -65,7 +67,8 @@ static const cJSON *field(const cJSON *root, const char *path) {
   const cJSON *node = root;
   for (char *save = NULL, *part = strtok_r(buf, ".", &save); part && node;
        part = strtok_r(NULL, ".", &save)) {
-    if (!cJSON_IsObject(node)) return NULL;
+    if (!cJSON_IsObject(node))
+      return NULL;
     node = cJSON_GetObjectItemCaseSensitive(node, part);
   }
   return node;
@@ -77,9 +80,11 @@ static bool json_text(const cJSON *v, char *buf, size_t cap, bool *bad) {
   *bad = false;
   if (cJSON_IsArray(v)) { /* eos_token_id may list several ids: the first one */
     v = cJSON_GetArrayItem(v, 0);
-    if (!v) return false;
+    if (!v)
+      return false;
   }
-  if (cJSON_IsNull(v)) return false;
+  if (cJSON_IsNull(v))
+    return false;
   if (cJSON_IsBool(v)) {
     snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : "false");
   } else if (cJSON_IsNumber(v)) {
@@ -127,7 +132,8 @@ fsdpc_status fsdpc__cfg_read_hf(fsdpc_config *c, fsdpc_err *err) {
   const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
   for (int i = 0; i < n && status == FSDPC_OK; i++) {
     const fsdpc_cfg_key *k = &keys[i];
-    if (!k->hf || c->meta->keys[i].set) continue;
+    if (!k->hf || c->meta->keys[i].set)
+      continue;
     const char *name = k->hf;
     const cJSON *v = field(root, name);
     /* Older configs say rope_scaling.type where newer ones say rope_type. */
@@ -135,7 +141,8 @@ fsdpc_status fsdpc__cfg_read_hf(fsdpc_config *c, fsdpc_err *err) {
       name = "rope_scaling.type";
       v = field(root, name);
     }
-    if (!v) continue;
+    if (!v)
+      continue;
     char value[512], where[4500];
     bool bad;
     snprintf(where, sizeof where, "%s field '%s'", path, name);
@@ -146,7 +153,8 @@ fsdpc_status fsdpc__cfg_read_hf(fsdpc_config *c, fsdpc_err *err) {
       continue;
     }
     /* HF calls plain RoPE "default". */
-    if (k->type == FSDPC_CFG_ENUM && strcmp(value, "default") == 0) snprintf(value, sizeof value, "none");
+    if (k->type == FSDPC_CFG_ENUM && strcmp(value, "default") == 0)
+      snprintf(value, sizeof value, "none");
     fsdpc_cfg_ctx ctx = {c, path, where, err};
     status = fsdpc__cfg_set_text(&ctx, i, value);
   }

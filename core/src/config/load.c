@@ -14,7 +14,8 @@
 fsdpc_status fsdpc__cfg_mark(fsdpc_config *c, int ki, const char *where, fsdpc_err *err) {
   fsdpc_key_src *src = &c->meta->keys[ki];
   char *copy = strdup(where);
-  if (!copy) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!copy)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   free(src->where);
   src->where = copy;
   src->set = true;
@@ -27,7 +28,8 @@ fsdpc_status fsdpc__cfg_add_section(fsdpc_config *c, const char *path, const cha
   if (m->n_sections == m->cap_sections) {
     int cap = m->cap_sections ? 2 * m->cap_sections : 16;
     fsdpc_section_src *s = realloc(m->sections, (size_t)cap * sizeof *s);
-    if (!s) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    if (!s)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     m->sections = s;
     m->cap_sections = cap;
   }
@@ -35,17 +37,21 @@ fsdpc_status fsdpc__cfg_add_section(fsdpc_config *c, const char *path, const cha
   s->path = strdup(path);
   s->where = strdup(where);
   m->n_sections++;
-  if (!s->path || !s->where) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!s->path || !s->where)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   return FSDPC_OK;
 }
 
 void fsdpc__config_destroy(fsdpc_config *c) {
-  if (!c) return;
+  if (!c)
+    return;
   int n;
   const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
-  for (int i = 0; i < n; i++) fsdpc__cfg_free_field(c, &keys[i]);
+  for (int i = 0; i < n; i++)
+    fsdpc__cfg_free_field(c, &keys[i]);
   if (c->meta) {
-    for (int i = 0; i < c->meta->n_keys; i++) free(c->meta->keys[i].where);
+    for (int i = 0; i < c->meta->n_keys; i++)
+      free(c->meta->keys[i].where);
     for (int i = 0; i < c->meta->n_sections; i++) {
       free(c->meta->sections[i].path);
       free(c->meta->sections[i].where);
@@ -63,12 +69,15 @@ fsdpc_status fsdpc__cfg_new_defaults(const char *source, fsdpc_config **out, fsd
   int n;
   const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
   fsdpc_config *c = calloc(1, sizeof *c);
-  if (!c) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!c)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   c->meta = calloc(1, sizeof *c->meta);
   c->source = strdup(source);
-  if (!c->meta || !c->source) goto fail_oom;
+  if (!c->meta || !c->source)
+    goto fail_oom;
   c->meta->keys = calloc((size_t)n, sizeof *c->meta->keys);
-  if (!c->meta->keys) goto fail_oom;
+  if (!c->meta->keys)
+    goto fail_oom;
   c->meta->n_keys = n;
   fsdpc_status st = FSDPC_OK;
   for (int i = 0; i < n && st == FSDPC_OK; i++) {
@@ -77,7 +86,8 @@ fsdpc_status fsdpc__cfg_new_defaults(const char *source, fsdpc_config **out, fsd
     if (k->type == FSDPC_CFG_STRING || k->type == FSDPC_CFG_PATH) {
       /* String defaults are the text itself, never YAML. */
       *(char **)field = strdup(k->def && !(k->flags & FSDPC_CFG_DERIVED) ? k->def : "");
-      if (!*(char **)field) goto fail_oom;
+      if (!*(char **)field)
+        goto fail_oom;
     } else if (k->type == FSDPC_CFG_OPTS) {
       st = fsdpc__opts_create(k->path, (fsdpc_opts **)field, err);
     } else if (k->def && !(k->flags & FSDPC_CFG_DERIVED)) {
@@ -86,7 +96,8 @@ fsdpc_status fsdpc__cfg_new_defaults(const char *source, fsdpc_config **out, fsd
       c->meta->keys[i].set = false;
       if (st != FSDPC_OK) { /* a default that does not load is a bug in schema.c */
         fsdpc__err_prefix(err, "schema bug");
-        if (err) err->status = FSDPC_INTERNAL_ERROR;
+        if (err)
+          err->status = FSDPC_INTERNAL_ERROR;
         st = FSDPC_INTERNAL_ERROR;
       }
     }
@@ -111,8 +122,8 @@ static fsdpc_status unknown_key(const char *where, const char *section, const ch
   int n = fsdpc__cfg_children(section, names, buf, 128);
   const char *hint = fsdpc__did_you_mean(word, names, n);
   if (hint)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: unknown key '%s' (did you mean '%s'?)",
-                       where, path, hint);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: unknown key '%s' (did you mean '%s'?)", where,
+                       path, hint);
   return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: unknown key '%s'", where, path);
 }
 
@@ -125,8 +136,8 @@ static fsdpc_status walk_mapping(fsdpc_cfg_ctx *ctx, yaml_document_t *doc, yaml_
     char where[600], path[512];
     fsdpc__cfg_node_where(ctx, key, where, sizeof where);
     if (key->type != YAML_SCALAR_NODE)
-      return fsdpc__fail(ctx->err, FSDPC_INVALID_USAGE, "%s: keys must be plain words%s%s",
-                         where, prefix[0] ? " in " : "", prefix);
+      return fsdpc__fail(ctx->err, FSDPC_INVALID_USAGE, "%s: keys must be plain words%s%s", where,
+                         prefix[0] ? " in " : "", prefix);
     const char *name = (const char *)key->data.scalar.value;
     snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", name);
     for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
@@ -134,8 +145,7 @@ static fsdpc_status walk_mapping(fsdpc_cfg_ctx *ctx, yaml_document_t *doc, yaml_
       if (prev->type == YAML_SCALAR_NODE &&
           strcmp((const char *)prev->data.scalar.value, name) == 0) {
         if (ctx->fixed)
-          return fsdpc__fail(ctx->err, FSDPC_INVALID_USAGE, "%s: duplicate key '%s'", where,
-                             path);
+          return fsdpc__fail(ctx->err, FSDPC_INVALID_USAGE, "%s: duplicate key '%s'", where, path);
         return fsdpc__fail(ctx->err, FSDPC_INVALID_USAGE,
                            "%s: duplicate key '%s' (first given at line %d)", where, path,
                            (int)prev->start_mark.line + 1);
@@ -143,14 +153,15 @@ static fsdpc_status walk_mapping(fsdpc_cfg_ctx *ctx, yaml_document_t *doc, yaml_
     }
     if (strchr(name, '.'))
       return fsdpc__fail(ctx->err, FSDPC_INVALID_USAGE,
-                         "%s: key '%s' contains '.': nest it under its section instead",
-                         where, path);
+                         "%s: key '%s' contains '.': nest it under its section instead", where,
+                         path);
     int ki;
     if (name[0] && fsdpc__cfg_find(path, &ki)) {
       FSDPC_TRY(fsdpc__cfg_set_node(ctx, ki, doc, val));
     } else if (name[0] && fsdpc__cfg_is_section(path)) {
       FSDPC_TRY(fsdpc__cfg_add_section(ctx->cfg, path, where, ctx->err));
-      if (fsdpc__cfg_is_null(val)) continue; /* `fsdp:` with nothing under it */
+      if (fsdpc__cfg_is_null(val))
+        continue; /* `fsdp:` with nothing under it */
       if (val->type != YAML_MAPPING_NODE) {
         fsdpc__cfg_node_where(ctx, val, where, sizeof where);
         return fsdpc__fail(ctx->err, FSDPC_INVALID_USAGE,
@@ -247,11 +258,11 @@ static fsdpc_status apply_override(fsdpc_config *c, const char *text, fsdpc_err 
   const char *value = eq + 1;
   if (!value[0])
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: missing value after '=' (write %s='' for an empty string)", where,
-                       key);
+                       "%s: missing value after '=' (write %s='' for an empty string)", where, key);
   fsdpc_cfg_ctx ctx = {c, where, where, err};
   int ki;
-  if (fsdpc__cfg_find(key, &ki)) return fsdpc__cfg_set_text(&ctx, ki, value);
+  if (fsdpc__cfg_find(key, &ki))
+    return fsdpc__cfg_set_text(&ctx, ki, value);
 
   /* section.options.KEY goes into that plugin's options. */
   int n;
@@ -269,8 +280,8 @@ static fsdpc_status apply_override(fsdpc_config *c, const char *text, fsdpc_err 
       fsdpc_status st;
       if (root->type != YAML_SCALAR_NODE)
         st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "%s: %s: expected a single value (options are flat), got a %s", where,
-                         key, root->type == YAML_MAPPING_NODE ? "mapping" : "list");
+                         "%s: %s: expected a single value (options are flat), got a %s", where, key,
+                         root->type == YAML_MAPPING_NODE ? "mapping" : "list");
       else
         st = fsdpc__opts_add(opts, key + plen + 1,
                              fsdpc__cfg_is_null(root) ? "" : (const char *)root->data.scalar.value,
@@ -306,7 +317,8 @@ static fsdpc_status apply_override(fsdpc_config *c, const char *text, fsdpc_err 
     char head[256];
     memcpy(head, key, (size_t)(dot - key));
     head[dot - key] = '\0';
-    if (!fsdpc__cfg_is_section(head)) break;
+    if (!fsdpc__cfg_is_section(head))
+      break;
     memcpy(section, head, sizeof head);
     word = dot + 1;
   }
@@ -324,10 +336,14 @@ static fsdpc_status load_text(const char *text, size_t len, const char *name,
   fsdpc_config *c;
   FSDPC_TRY(fsdpc__cfg_new_defaults(name, &c, err));
   fsdpc_status st = apply_yaml(c, text, len, name, err);
-  for (int i = 0; i < n_overrides && st == FSDPC_OK; i++) st = apply_override(c, overrides[i], err);
-  if (st == FSDPC_OK) st = fsdpc__cfg_finish(c, err);
+  for (int i = 0; i < n_overrides && st == FSDPC_OK; i++)
+    st = apply_override(c, overrides[i], err);
+  if (st == FSDPC_OK)
+    st = fsdpc__cfg_finish(c, err);
   if (st != FSDPC_OK) {
     fsdpc__config_destroy(c);
+    if (err)
+      fsdpc__one_line(err->msg, sizeof err->msg);
     return st;
   }
   *out = c;
@@ -352,7 +368,8 @@ fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, 
   char *text = malloc(cap);
   while (text) {
     len += fread(text + len, 1, cap - len, f);
-    if (len < cap) break;
+    if (len < cap)
+      break;
     char *bigger = realloc(text, cap * 2);
     if (!bigger) {
       free(text);
@@ -364,7 +381,8 @@ fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, 
   }
   bool read_error = ferror(f);
   fclose(f);
-  if (!text) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory reading it", path);
+  if (!text)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory reading it", path);
   if (read_error) {
     free(text);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: read error", path);
@@ -387,7 +405,8 @@ bool fsdpc__config_equal(const fsdpc_config *a, const fsdpc_config *b, const cha
   const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
   for (int i = 0; i < n; i++) {
     if (!fsdpc__cfg_row_equal(a, b, &keys[i])) {
-      if (first_diff) *first_diff = keys[i].path;
+      if (first_diff)
+        *first_diff = keys[i].path;
       return false;
     }
   }

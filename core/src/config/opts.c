@@ -25,7 +25,6 @@ struct fsdpc_opts {
   bool validated;
 };
 
-
 static fsdpc_status oom(fsdpc_err *err) {
   return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory while reading options");
 }
@@ -33,7 +32,8 @@ static fsdpc_status oom(fsdpc_err *err) {
 fsdpc_status fsdpc__opts_create(const char *where, fsdpc_opts **out, fsdpc_err *err) {
   *out = NULL;
   fsdpc_opts *o = calloc(1, sizeof *o);
-  if (!o) return oom(err);
+  if (!o)
+    return oom(err);
   o->where = strdup(where ? where : "options");
   if (!o->where) {
     free(o);
@@ -50,8 +50,10 @@ static void entry_free(opt_entry *e) {
 }
 
 void fsdpc__opts_destroy(fsdpc_opts *opts) {
-  if (!opts) return;
-  for (int i = 0; i < opts->n; i++) entry_free(&opts->items[i]);
+  if (!opts)
+    return;
+  for (int i = 0; i < opts->n; i++)
+    entry_free(&opts->items[i]);
   free(opts->items);
   free(opts->where);
   free(opts);
@@ -59,7 +61,8 @@ void fsdpc__opts_destroy(fsdpc_opts *opts) {
 
 static opt_entry *find(const fsdpc_opts *o, const char *key) {
   for (int i = 0; i < o->n; i++) {
-    if (strcmp(o->items[i].key, key) == 0) return &o->items[i];
+    if (strcmp(o->items[i].key, key) == 0)
+      return &o->items[i];
   }
   return NULL;
 }
@@ -71,7 +74,8 @@ static fsdpc_status add_entry(fsdpc_opts *o, const char *key, const char *value,
     if (o->n == o->cap) {
       int cap = o->cap ? 2 * o->cap : 8;
       opt_entry *items = realloc(o->items, (size_t)cap * sizeof *items);
-      if (!items) return oom(err);
+      if (!items)
+        return oom(err);
       o->items = items;
       o->cap = cap;
     }
@@ -87,17 +91,17 @@ static fsdpc_status add_entry(fsdpc_opts *o, const char *key, const char *value,
   e->col = col;
   e->user = user;
   e->type = -1;
-  if (!e->key || !e->value || !e->file) return oom(err);
+  if (!e->key || !e->value || !e->file)
+    return oom(err);
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__opts_add(fsdpc_opts *opts, const char *key, const char *value,
-                             const char *file, int line, int col, fsdpc_err *err) {
+fsdpc_status fsdpc__opts_add(fsdpc_opts *opts, const char *key, const char *value, const char *file,
+                             int line, int col, fsdpc_err *err) {
   if (!key || !key[0]) {
     char where[512];
     fsdpc__format_where(where, sizeof where, file ? file : "<unknown>", line, col);
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: empty option key in %s", where,
-                       opts->where);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: empty option key in %s", where, opts->where);
   }
   opts->validated = false;
   return add_entry(opts, key, value, file, line, col, true, err);
@@ -110,15 +114,18 @@ static bool parse_typed(const char *text, int32_t type, char *why, size_t cap) {
   double d;
   switch (type) {
   case FSDPC_OPT_BOOL:
-    if (fsdpc__parse_bool(text, &b)) return true;
+    if (fsdpc__parse_bool(text, &b))
+      return true;
     snprintf(why, cap, "expected true or false, got '%s'", text);
     return false;
   case FSDPC_OPT_INT:
-    if (fsdpc__parse_int(text, &i)) return true;
+    if (fsdpc__parse_int(text, &i))
+      return true;
     snprintf(why, cap, "expected an integer, got '%s'", text);
     return false;
   case FSDPC_OPT_FLOAT:
-    if (fsdpc__parse_float(text, &d)) return true;
+    if (fsdpc__parse_float(text, &d))
+      return true;
     snprintf(why, cap, "expected a number, got '%s'", text);
     return false;
   case FSDPC_OPT_STRING:
@@ -129,7 +136,8 @@ static bool parse_typed(const char *text, int32_t type, char *why, size_t cap) {
 }
 
 static bool in_range(const fsdpc_option_desc *d, const char *text, char *why, size_t cap) {
-  if (d->min > d->max || (d->type != FSDPC_OPT_INT && d->type != FSDPC_OPT_FLOAT)) return true;
+  if (d->min > d->max || (d->type != FSDPC_OPT_INT && d->type != FSDPC_OPT_FLOAT))
+    return true;
   double v;
   int64_t iv;
   if (d->type == FSDPC_OPT_INT) {
@@ -148,7 +156,8 @@ static bool in_range(const fsdpc_option_desc *d, const char *text, char *why, si
 static const fsdpc_option_desc *find_desc(const fsdpc_option_desc *const *descs, uint32_t n,
                                           const char *key) {
   for (uint32_t i = 0; i < n; i++) {
-    if (descs[i] && descs[i]->key && strcmp(descs[i]->key, key) == 0) return descs[i];
+    if (descs[i] && descs[i]->key && strcmp(descs[i]->key, key) == 0)
+      return descs[i];
   }
   return NULL;
 }
@@ -166,11 +175,23 @@ static void drop_defaults(fsdpc_opts *o) {
   o->n = w;
 }
 
+static fsdpc_status validate(fsdpc_opts *opts, const fsdpc_option_desc *const *descs,
+                             uint32_t n_descs, const char *component, fsdpc_err *err);
+
 fsdpc_status fsdpc__opts_validate(fsdpc_opts *opts, const fsdpc_option_desc *const *descs,
                                   uint32_t n_descs, const char *component, fsdpc_err *err) {
+  fsdpc_status st = validate(opts, descs, n_descs, component, err);
+  if (st != FSDPC_OK && err)
+    fsdpc__one_line(err->msg, sizeof err->msg);
+  return st;
+}
+
+static fsdpc_status validate(fsdpc_opts *opts, const fsdpc_option_desc *const *descs,
+                             uint32_t n_descs, const char *component, fsdpc_err *err) {
   drop_defaults(opts);
   opts->validated = false;
-  if (!component) component = "this plugin";
+  if (!component)
+    component = "this plugin";
   char where[600], why[512];
   for (int i = 0; i < opts->n; i++) {
     opt_entry *e = &opts->items[i];
@@ -179,31 +200,33 @@ fsdpc_status fsdpc__opts_validate(fsdpc_opts *opts, const fsdpc_option_desc *con
     if (!d) {
       if (n_descs == 0)
         return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                           "%s: unknown option '%s.%s': %s takes no options", where,
-                           opts->where, e->key, component);
+                           "%s: unknown option '%s.%s': %s takes no options", where, opts->where,
+                           e->key, component);
       const char *names[256];
       int n = 0;
       for (uint32_t j = 0; j < n_descs && n < 256; j++) {
-        if (descs[j] && descs[j]->key) names[n++] = descs[j]->key;
+        if (descs[j] && descs[j]->key)
+          names[n++] = descs[j]->key;
       }
       const char *hint = fsdpc__did_you_mean(e->key, names, n);
       char tail[200] = "";
-      if (hint) snprintf(tail, sizeof tail, " (did you mean '%s'?)", hint);
+      if (hint)
+        snprintf(tail, sizeof tail, " (did you mean '%s'?)", hint);
       return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: unknown option '%s.%s' for %s%s", where,
                          opts->where, e->key, component, tail);
     }
-    if (!parse_typed(e->value, d->type, why, sizeof why) ||
-        !in_range(d, e->value, why, sizeof why))
+    if (!parse_typed(e->value, d->type, why, sizeof why) || !in_range(d, e->value, why, sizeof why))
       return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: %s.%s: %s (option of %s)", where,
                          opts->where, e->key, why, component);
     e->type = d->type;
   }
   for (uint32_t j = 0; j < n_descs; j++) {
     const fsdpc_option_desc *d = descs[j];
-    if (!d || !d->key || find(opts, d->key)) continue;
+    if (!d || !d->key || find(opts, d->key))
+      continue;
     if (!d->default_value)
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: missing required option '%s.%s'",
-                         component, opts->where, d->key);
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: missing required option '%s.%s'", component,
+                         opts->where, d->key);
     /* A default that does not parse is the plugin's bug, not the user's. */
     if (!parse_typed(d->default_value, d->type, why, sizeof why))
       return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "%s: default of option '%s' %s", component,
@@ -223,8 +246,8 @@ fsdpc_status fsdpc__opts_get(const fsdpc_opts *opts, const char *key, int32_t ty
                        opts ? opts->where : "(no options)");
   if (opts->validated && e->type != type)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
-                       "option '%s.%s' read as type %d but declared as type %d", opts->where,
-                       key, (int)type, (int)e->type);
+                       "option '%s.%s' read as type %d but declared as type %d", opts->where, key,
+                       (int)type, (int)e->type);
   char why[512];
   if (!parse_typed(e->value, type, why, sizeof why))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s.%s: %s", opts->where, key, why);
@@ -277,9 +300,12 @@ int fsdpc__opts_count(const fsdpc_opts *opts) { return opts ? opts->n : 0; }
 void fsdpc__opts_entry(const fsdpc_opts *opts, int i, const char **key, const char **value,
                        int *user) {
   const opt_entry *e = &opts->items[i];
-  if (key) *key = e->key;
-  if (value) *value = e->value;
-  if (user) *user = e->user;
+  if (key)
+    *key = e->key;
+  if (value)
+    *value = e->value;
+  if (user)
+    *user = e->user;
 }
 
 const char *fsdpc__opts_where(const fsdpc_opts *opts) { return opts->where; }

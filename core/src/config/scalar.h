@@ -17,8 +17,11 @@ bool fsdpc__parse_float(const char *s, double *out);
 void fsdpc__format_float(double v, char *buf, size_t cap);
 /* Checks v against a range; on failure writes e.g. "must be >= 0" or
  * "must be in [0, 1)" into why and returns false. */
-bool fsdpc__check_range(double v, bool has_min, double min, bool min_excl, bool has_max,
-                        double max, bool max_excl, char *why, size_t cap);
+bool fsdpc__check_range(double v, bool has_min, double min, bool min_excl, bool has_max, double max,
+                        bool max_excl, char *why, size_t cap);
+/* Rewrites control characters in msg (a newline in a quoted YAML value or
+ * an override) as \n, \t, \xNN so that every error stays one line. */
+void fsdpc__one_line(char *msg, size_t cap);
 /* "file:line:col", or just "file" when line is 0. */
 void fsdpc__format_where(char *buf, size_t cap, const char *file, int line, int col);
 

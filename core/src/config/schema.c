@@ -10,9 +10,10 @@
 
 /* Offset of field f, checked at compile time to have C type T, so a row can
  * never point at a field of the wrong type. */
-#define FIELD_(f, T) _Generic(((fsdpc_config *)0)->f, T: offsetof(fsdpc_config, f))
+#define FIELD_(f, T) _Generic(((fsdpc_config *)0)->f, T : offsetof(fsdpc_config, f))
 
-#define ROW_(p, t, off, d, h, ...) {.path = p, .type = t, .offset = off, .def = d, .help = h, __VA_ARGS__}
+#define ROW_(p, t, off, d, h, ...)                                                                 \
+  { .path = p, .type = t, .offset = off, .def = d, .help = h, __VA_ARGS__ }
 #define BOOL_(p, f, d, h, ...) ROW_(p, FSDPC_CFG_BOOL, FIELD_(f, bool), d, h, __VA_ARGS__)
 #define INT_(p, f, d, h, ...) ROW_(p, FSDPC_CFG_INT, FIELD_(f, int64_t), d, h, __VA_ARGS__)
 #define FLOAT_(p, f, d, h, ...) ROW_(p, FSDPC_CFG_FLOAT, FIELD_(f, double), d, h, __VA_ARGS__)
@@ -22,10 +23,13 @@
   ROW_(p, FSDPC_CFG_ENUM, FIELD_(f, int), d, h, .enums = e, __VA_ARGS__)
 #define FLOATS_(p, f, n, d, h, ...)                                                                \
   ROW_(p, FSDPC_CFG_FLOATS, FIELD_(f, double *), d, h, .list_len = n, __VA_ARGS__)
-#define STRS_(p, f, d, h, ...) ROW_(p, FSDPC_CFG_STRINGS, FIELD_(f, fsdpc_strlist), d, h, __VA_ARGS__)
+#define STRS_(p, f, d, h, ...)                                                                     \
+  ROW_(p, FSDPC_CFG_STRINGS, FIELD_(f, fsdpc_strlist), d, h, __VA_ARGS__)
 #define OPTS_(p, f, h) ROW_(p, FSDPC_CFG_OPTS, FIELD_(f, fsdpc_opts *), "{}", h, .flags = 0)
 
-/* Modifiers for the trailing arguments. Combine flags with | inside FLAGS. */
+/* Modifiers for the trailing arguments. Each range modifier sets .flags, so
+ * a row takes at most one; rows that need more flags (required, derived)
+ * set .min and .flags directly. */
 #define MIN_(lo) .min = (lo), .flags = FSDPC_CFG_HAS_MIN
 #define GT_(lo) .min = (lo), .flags = FSDPC_CFG_HAS_MIN | FSDPC_CFG_MIN_EXCL
 #define RANGE_(lo, hi) .min = (lo), .max = (hi), .flags = FSDPC_CFG_HAS_MIN | FSDPC_CFG_HAS_MAX
@@ -35,12 +39,11 @@
 #define NOT_IMPL(values) .unimpl = values
 #define NONE_ .flags = 0
 
-static const fsdpc_cfg_enum_item sharding_values[] = {
-    {"FULL_SHARD", FSDPC_SHARD_FULL_SHARD},
-    {"SHARD_GRAD_OP", FSDPC_SHARD_SHARD_GRAD_OP},
-    {"NO_SHARD", FSDPC_SHARD_NO_SHARD},
-    {"HYBRID_SHARD", FSDPC_SHARD_HYBRID_SHARD},
-    {NULL, 0}};
+static const fsdpc_cfg_enum_item sharding_values[] = {{"FULL_SHARD", FSDPC_SHARD_FULL_SHARD},
+                                                      {"SHARD_GRAD_OP", FSDPC_SHARD_SHARD_GRAD_OP},
+                                                      {"NO_SHARD", FSDPC_SHARD_NO_SHARD},
+                                                      {"HYBRID_SHARD", FSDPC_SHARD_HYBRID_SHARD},
+                                                      {NULL, 0}};
 static const fsdpc_cfg_enum_item dtype_values[] = {
     {"fp32", FSDPC_DTYPE_F32}, {"bf16", FSDPC_DTYPE_BF16}, {NULL, 0}};
 static const fsdpc_cfg_enum_item state_dict_values[] = {
@@ -58,8 +61,10 @@ static const fsdpc_cfg_enum_item level_values[] = {{"error", FSDPC_LOG_ERROR},
                                                    {"info", FSDPC_LOG_INFO},
                                                    {"debug", FSDPC_LOG_DEBUG},
                                                    {NULL, 0}};
-static const fsdpc_cfg_enum_item progress_values[] = {
-    {"auto", FSDPC_PROGRESS_AUTO}, {"on", FSDPC_PROGRESS_ON}, {"off", FSDPC_PROGRESS_OFF}, {NULL, 0}};
+static const fsdpc_cfg_enum_item progress_values[] = {{"auto", FSDPC_PROGRESS_AUTO},
+                                                      {"on", FSDPC_PROGRESS_ON},
+                                                      {"off", FSDPC_PROGRESS_OFF},
+                                                      {NULL, 0}};
 
 #define REQ_ FSDPC_CFG_REQUIRED | FSDPC_CFG_HAS_MIN
 
@@ -88,8 +93,8 @@ static const fsdpc_cfg_key keys[] = {
     INT_("model.max_position_embeddings", model.max_position_embeddings, "2048",
          "longest sequence the position encoding is set up for", MIN_(1),
          HF_("max_position_embeddings")),
-    FLOAT_("model.rms_norm_eps", model.rms_norm_eps, "1e-5", "epsilon of RMSNorm",
-           .min = 0, .max = 1, .flags = FSDPC_CFG_HAS_MIN | FSDPC_CFG_MIN_EXCL | FSDPC_CFG_HAS_MAX,
+    FLOAT_("model.rms_norm_eps", model.rms_norm_eps, "1e-5", "epsilon of RMSNorm", .min = 0,
+           .max = 1, .flags = FSDPC_CFG_HAS_MIN | FSDPC_CFG_MIN_EXCL | FSDPC_CFG_HAS_MAX,
            HF_("rms_norm_eps")),
     FLOAT_("model.rope_theta", model.rope_theta, "10000", "RoPE base frequency", GT_(0),
            HF_("rope_theta")),
@@ -114,8 +119,7 @@ static const fsdpc_cfg_key keys[] = {
          "end-of-sequence token (the first one when config.json lists several); -1 = none",
          MIN_(-1), HF_("eos_token_id")),
     PATH_("model.init.from", model.init.from, "",
-          "checkpoint folder to start from (HF safetensors); \"\" = random init",
-          NOT_IMPL("*")),
+          "checkpoint folder to start from (HF safetensors); \"\" = random init", NOT_IMPL("*")),
     FLOAT_("model.init.std", model.init.std, "0.02", "standard deviation of the random init",
            MIN_(0)),
 
@@ -149,8 +153,7 @@ static const fsdpc_cfg_key keys[] = {
     BOOL_("fsdp.activation_checkpointing", fsdp.activation_checkpointing, "false",
           "recompute each decoder layer's activations in backward", NONE_),
     BOOL_("fsdp.cpu_offload", fsdp.cpu_offload, "false",
-          "keep master, grad and optimizer shards in host memory; step on the CPU",
-          NOT_IMPL("*")),
+          "keep master, grad and optimizer shards in host memory; step on the CPU", NOT_IMPL("*")),
     BOOL_("fsdp.forward_prefetch", fsdp.forward_prefetch, "true",
           "issue the next unit's all-gather before computing the current one", NONE_),
     BOOL_("fsdp.backward_prefetch", fsdp.backward_prefetch, "true",
@@ -178,12 +181,10 @@ static const fsdpc_cfg_key keys[] = {
     OPTS_("attention.options", attention.options, "options of the attention plugin"),
 
     /* ---- optim ---- */
-    STR_("optim.name", optim.name, "adamw", "optimizer plugin (adamw, sgd, any installed)",
-         NONE_),
+    STR_("optim.name", optim.name, "adamw", "optimizer plugin (adamw, sgd, any installed)", NONE_),
     FLOAT_("optim.lr", optim.lr, "3e-4", "peak learning rate", MIN_(0)),
     FLOAT_("optim.weight_decay", optim.weight_decay, "0.0", "decoupled weight decay", MIN_(0)),
-    FLOATS_("optim.betas", optim.betas, 2, "[0.9, 0.999]", "Adam beta1, beta2",
-            RANGE_EXCL_(0, 1)),
+    FLOATS_("optim.betas", optim.betas, 2, "[0.9, 0.999]", "Adam beta1, beta2", RANGE_EXCL_(0, 1)),
     FLOAT_("optim.eps", optim.eps, "1e-8", "Adam epsilon", MIN_(0)),
     FLOAT_("optim.momentum", optim.momentum, "0.0", "SGD momentum", RANGE_EXCL_(0, 1)),
     BOOL_("optim.nesterov", optim.nesterov, "false", "SGD Nesterov momentum (needs momentum > 0)",
@@ -198,8 +199,7 @@ static const fsdpc_cfg_key keys[] = {
     INT_("schedule.warmup_steps", schedule.warmup_steps, "0", "linear warmup steps", MIN_(0)),
     FLOAT_("schedule.warmup_ratio", schedule.warmup_ratio, "0.0",
            "warmup as a fraction of train.max_steps (instead of warmup_steps)", RANGE_(0, 1)),
-    FLOAT_("schedule.min_lr", schedule.min_lr, "0.0", "learning rate at the end of decay",
-           MIN_(0)),
+    FLOAT_("schedule.min_lr", schedule.min_lr, "0.0", "learning rate at the end of decay", MIN_(0)),
     FLOAT_("schedule.min_lr_ratio", schedule.min_lr_ratio, "0.0",
            "min_lr as a fraction of optim.lr (instead of min_lr)", RANGE_(0, 1)),
 
@@ -215,7 +215,8 @@ static const fsdpc_cfg_key keys[] = {
          MIN_(0)),
     FLOAT_("train.max_grad_norm", train.max_grad_norm, "1.0",
            "clip the global gradient norm to this; 0 = no clipping", MIN_(0)),
-    INT_("train.seed", train.seed, "42", "seed for weight init (and data order unless data.seed)", MIN_(0)),
+    INT_("train.seed", train.seed, "42", "seed for weight init (and data order unless data.seed)",
+         MIN_(0)),
     INT_("train.eval_every", train.eval_every, "0", "evaluate every N steps; 0 = never", MIN_(0)),
     INT_("train.eval_batches", train.eval_batches, "4", "batches per evaluation", MIN_(1)),
     INT_("train.log_every", train.log_every, "1", "log every N steps", MIN_(1)),
@@ -269,7 +270,8 @@ const fsdpc_cfg_key *fsdpc__cfg_find(const char *path, int *index) {
   const fsdpc_cfg_key *k = fsdpc__cfg_keys(&n);
   for (int i = 0; i < n; i++) {
     if (strcmp(k[i].path, path) == 0) {
-      if (index) *index = i;
+      if (index)
+        *index = i;
       return &k[i];
     }
   }
@@ -278,11 +280,13 @@ const fsdpc_cfg_key *fsdpc__cfg_find(const char *path, int *index) {
 
 bool fsdpc__cfg_is_section(const char *path) {
   size_t len = strlen(path);
-  if (len == 0) return true;
+  if (len == 0)
+    return true;
   int n;
   const fsdpc_cfg_key *k = fsdpc__cfg_keys(&n);
   for (int i = 0; i < n; i++) {
-    if (strncmp(k[i].path, path, len) == 0 && k[i].path[len] == '.') return true;
+    if (strncmp(k[i].path, path, len) == 0 && k[i].path[len] == '.')
+      return true;
   }
   return false;
 }
@@ -294,16 +298,20 @@ int fsdpc__cfg_children(const char *section, const char **names, char (*buf)[64]
   for (int i = 0; i < n && count < cap; i++) {
     const char *rest = k[i].path;
     if (len > 0) {
-      if (strncmp(rest, section, len) != 0 || rest[len] != '.') continue;
+      if (strncmp(rest, section, len) != 0 || rest[len] != '.')
+        continue;
       rest += len + 1;
     }
     size_t seg = strcspn(rest, ".");
-    if (seg >= 64) continue;
+    if (seg >= 64)
+      continue;
     bool seen = false;
     for (int j = 0; j < count; j++) {
-      if (strlen(names[j]) == seg && strncmp(names[j], rest, seg) == 0) seen = true;
+      if (strlen(names[j]) == seg && strncmp(names[j], rest, seg) == 0)
+        seen = true;
     }
-    if (seen) continue;
+    if (seen)
+      continue;
     memcpy(buf[count], rest, seg);
     buf[count][seg] = '\0';
     names[count] = buf[count];
@@ -314,22 +322,32 @@ int fsdpc__cfg_children(const char *section, const char **names, char (*buf)[64]
 
 const char *fsdpc__cfg_type_name(fsdpc_cfg_type t) {
   switch (t) {
-  case FSDPC_CFG_BOOL: return "bool";
-  case FSDPC_CFG_INT: return "int";
-  case FSDPC_CFG_FLOAT: return "float";
-  case FSDPC_CFG_STRING: return "string";
-  case FSDPC_CFG_PATH: return "path";
-  case FSDPC_CFG_ENUM: return "enum";
-  case FSDPC_CFG_FLOATS: return "list of float";
-  case FSDPC_CFG_STRINGS: return "list of string";
-  case FSDPC_CFG_OPTS: return "map";
+  case FSDPC_CFG_BOOL:
+    return "bool";
+  case FSDPC_CFG_INT:
+    return "int";
+  case FSDPC_CFG_FLOAT:
+    return "float";
+  case FSDPC_CFG_STRING:
+    return "string";
+  case FSDPC_CFG_PATH:
+    return "path";
+  case FSDPC_CFG_ENUM:
+    return "enum";
+  case FSDPC_CFG_FLOATS:
+    return "list of float";
+  case FSDPC_CFG_STRINGS:
+    return "list of string";
+  case FSDPC_CFG_OPTS:
+    return "map";
   }
   return "?";
 }
 
 const char *fsdpc__cfg_enum_name(const fsdpc_cfg_key *k, int value) {
   for (const fsdpc_cfg_enum_item *e = k->enums; e && e->name; e++) {
-    if (e->value == value) return e->name;
+    if (e->value == value)
+      return e->name;
   }
   return "?";
 }

@@ -15,14 +15,14 @@
 
 typedef enum fsdpc_cfg_type {
   FSDPC_CFG_BOOL,
-  FSDPC_CFG_INT,    /* int64_t */
-  FSDPC_CFG_FLOAT,  /* double */
-  FSDPC_CFG_STRING, /* char *, owned */
-  FSDPC_CFG_PATH,   /* char *, owned; a file or folder name */
-  FSDPC_CFG_ENUM,   /* int, one of the row's enum values */
-  FSDPC_CFG_FLOATS, /* double[list_len], exactly list_len items */
-  FSDPC_CFG_STRINGS,/* fsdpc_strlist */
-  FSDPC_CFG_OPTS    /* fsdpc_opts *: a plugin's free-form options map */
+  FSDPC_CFG_INT,     /* int64_t */
+  FSDPC_CFG_FLOAT,   /* double */
+  FSDPC_CFG_STRING,  /* char *, owned */
+  FSDPC_CFG_PATH,    /* char *, owned; a file or folder name */
+  FSDPC_CFG_ENUM,    /* int, one of the row's enum values */
+  FSDPC_CFG_FLOATS,  /* double[list_len], exactly list_len items */
+  FSDPC_CFG_STRINGS, /* fsdpc_strlist */
+  FSDPC_CFG_OPTS     /* fsdpc_opts *: a plugin's free-form options map */
 } fsdpc_cfg_type;
 
 typedef struct fsdpc_cfg_enum_item {
@@ -30,29 +30,29 @@ typedef struct fsdpc_cfg_enum_item {
   int value;
 } fsdpc_cfg_enum_item;
 
-enum { /* fsdpc_cfg_key.flags */
-  FSDPC_CFG_REQUIRED = 1, /* must be set (model shape keys: unless model.config supplies it) */
-  FSDPC_CFG_DERIVED = 2,  /* default computed from other keys; `def` is prose for the docs */
-  FSDPC_CFG_HAS_MIN = 4,
-  FSDPC_CFG_HAS_MAX = 8,
-  FSDPC_CFG_MIN_EXCL = 16, /* value must be > min */
-  FSDPC_CFG_MAX_EXCL = 32  /* value must be < max */
+enum {                         /* fsdpc_cfg_key.flags */
+       FSDPC_CFG_REQUIRED = 1, /* must be set (model shape keys: unless model.config supplies it) */
+       FSDPC_CFG_DERIVED = 2,  /* default computed from other keys; `def` is prose for the docs */
+       FSDPC_CFG_HAS_MIN = 4,
+       FSDPC_CFG_HAS_MAX = 8,
+       FSDPC_CFG_MIN_EXCL = 16, /* value must be > min */
+       FSDPC_CFG_MAX_EXCL = 32  /* value must be < max */
 };
 
 typedef struct fsdpc_cfg_key {
-  const char *path;  /* "fsdp.sharding_strategy" */
+  const char *path; /* "fsdp.sharding_strategy" */
   fsdpc_cfg_type type;
-  size_t offset;     /* of the field in fsdpc_config */
-  const char *def;   /* default as YAML text (NULL for required keys) */
-  double min, max;   /* range for INT/FLOAT/FLOATS items, per FSDPC_CFG_HAS_MIN/MAX */
-  unsigned flags;    /* FSDPC_CFG_* */
+  size_t offset;   /* of the field in fsdpc_config */
+  const char *def; /* default as YAML text (NULL for required keys) */
+  double min, max; /* range for INT/FLOAT/FLOATS items, per FSDPC_CFG_HAS_MIN/MAX */
+  unsigned flags;  /* FSDPC_CFG_* */
   const fsdpc_cfg_enum_item *enums; /* ENUM: allowed values, NULL-terminated */
-  int list_len;      /* FLOATS: number of items */
-  const char *hf;    /* config.json field that supplies this key, or NULL */
+  int list_len;                     /* FLOATS: number of items */
+  const char *hf;                   /* config.json field that supplies this key, or NULL */
   /* Non-default values this build refuses: NULL = all implemented; "*" = any
    * non-default value; otherwise values separated by '|'. */
   const char *unimpl;
-  const char *help;  /* one line */
+  const char *help; /* one line */
 } fsdpc_cfg_key;
 
 const fsdpc_cfg_key *fsdpc__cfg_keys(int *n);

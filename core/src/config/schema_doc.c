@@ -31,7 +31,8 @@ static const char *const intro =
     "   one), each model key still unset takes the field named in the table (`HF`\n"
     "   column). YAML and overrides always win over the JSON. `rope_scaling.rope_type`\n"
     "   (or the older `rope_scaling.type`) `default` means `none`; an `eos_token_id`\n"
-    "   list gives its first id.\n"
+    "   list gives its first id. Relative paths, here and everywhere in a config, are\n"
+    "   taken from the working directory.\n"
     "5. Derived values: `model.num_key_value_heads` = `num_attention_heads`,\n"
     "   `model.head_dim` = `hidden_size / num_attention_heads` (which must then\n"
     "   divide), `data.seed` -1 = `train.seed`.\n"
@@ -71,12 +72,22 @@ static const char *const intro =
     "with each value's `file:line:col`. When the plugin is chosen, its declared options\n"
     "(`fsdpc_option_desc` in `plugin.h`) check them: unknown keys (with did-you-mean),\n"
     "types and ranges, then defaults are filled in. The dump shows only the values you\n"
-    "gave; `fsdpc plugins list` shows each plugin's options and defaults.\n";
+    "gave; `fsdpc plugins list` shows each plugin's options and defaults.\n"
+    "\n"
+    "## For developers\n"
+    "\n"
+    "Code reads the typed structs in `core/src/config/config.h` (`cfg->fsdp.sharding_strategy`,\n"
+    "`cfg->model.hidden_size`, ...). To add a key, add a field there and a row in\n"
+    "`core/src/config/schema.c`, then regenerate this page. To ship a feature listed as\n"
+    "not implemented, delete `NOT_IMPL(...)` from its row. `fsdpc__config_where()` says\n"
+    "where a key got its value, for errors raised after loading.\n";
 
 static void md_escape(FILE *f, const char *s) {
   for (; *s; s++) {
-    if (*s == '|') fputs("\\|", f);
-    else fputc(*s, f);
+    if (*s == '|')
+      fputs("\\|", f);
+    else
+      fputc(*s, f);
   }
 }
 
@@ -85,12 +96,13 @@ static void range_text(const fsdpc_cfg_key *k, char *buf, size_t cap) {
   if (k->type == FSDPC_CFG_ENUM) {
     size_t used = 0;
     for (const fsdpc_cfg_enum_item *e = k->enums; e->name && used < cap; e++)
-      used += (size_t)snprintf(buf + used, cap - used, "%s`%s`", e == k->enums ? "" : ", ",
-                               e->name);
+      used +=
+          (size_t)snprintf(buf + used, cap - used, "%s`%s`", e == k->enums ? "" : ", ", e->name);
     return;
   }
   bool lo = k->flags & FSDPC_CFG_HAS_MIN, hi = k->flags & FSDPC_CFG_HAS_MAX;
-  if (!lo && !hi) return;
+  if (!lo && !hi)
+    return;
   char a[32] = "", b[32] = "";
   snprintf(a, sizeof a, "%.10g", k->min);
   snprintf(b, sizeof b, "%.10g", k->max);

@@ -21,29 +21,48 @@ bool fsdpc__cfg_is_null(const yaml_node_t *node) {
   if (node->type != YAML_SCALAR_NODE || node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
     return false;
   const char *s = (const char *)node->data.scalar.value;
-  return s[0] == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
-         strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0;
+  return s[0] == '\0' || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
+         strcmp(s, "NULL") == 0;
 }
 
 static const char *node_kind(const yaml_node_t *node) {
   switch (node->type) {
-  case YAML_MAPPING_NODE: return "a mapping";
-  case YAML_SEQUENCE_NODE: return "a list";
-  default: return "a scalar";
+  case YAML_MAPPING_NODE:
+    return "a mapping";
+  case YAML_SEQUENCE_NODE:
+    return "a list";
+  default:
+    return "a scalar";
   }
 }
 
 /* What a row accepts, for "expected ..." messages. */
 static void expected(const fsdpc_cfg_key *k, char *buf, size_t cap) {
   switch (k->type) {
-  case FSDPC_CFG_BOOL: snprintf(buf, cap, "true or false"); return;
-  case FSDPC_CFG_INT: snprintf(buf, cap, "an integer"); return;
-  case FSDPC_CFG_FLOAT: snprintf(buf, cap, "a number"); return;
-  case FSDPC_CFG_STRING: snprintf(buf, cap, "a string"); return;
-  case FSDPC_CFG_PATH: snprintf(buf, cap, "a path"); return;
-  case FSDPC_CFG_FLOATS: snprintf(buf, cap, "a list of %d numbers", k->list_len); return;
-  case FSDPC_CFG_STRINGS: snprintf(buf, cap, "a list of strings"); return;
-  case FSDPC_CFG_OPTS: snprintf(buf, cap, "a mapping of option: value"); return;
+  case FSDPC_CFG_BOOL:
+    snprintf(buf, cap, "true or false");
+    return;
+  case FSDPC_CFG_INT:
+    snprintf(buf, cap, "an integer");
+    return;
+  case FSDPC_CFG_FLOAT:
+    snprintf(buf, cap, "a number");
+    return;
+  case FSDPC_CFG_STRING:
+    snprintf(buf, cap, "a string");
+    return;
+  case FSDPC_CFG_PATH:
+    snprintf(buf, cap, "a path");
+    return;
+  case FSDPC_CFG_FLOATS:
+    snprintf(buf, cap, "a list of %d numbers", k->list_len);
+    return;
+  case FSDPC_CFG_STRINGS:
+    snprintf(buf, cap, "a list of strings");
+    return;
+  case FSDPC_CFG_OPTS:
+    snprintf(buf, cap, "a mapping of option: value");
+    return;
   case FSDPC_CFG_ENUM: {
     size_t used = (size_t)snprintf(buf, cap, "one of");
     for (const fsdpc_cfg_enum_item *e = k->enums; e->name && used < cap; e++)
@@ -100,8 +119,8 @@ static fsdpc_status parse_number(fsdpc_cfg_ctx *ctx, const fsdpc_cfg_key *k, con
   }
   (void)exp;
   if (!fsdpc__check_range(v, k->flags & FSDPC_CFG_HAS_MIN, k->min, k->flags & FSDPC_CFG_MIN_EXCL,
-                          k->flags & FSDPC_CFG_HAS_MAX, k->max, k->flags & FSDPC_CFG_MAX_EXCL,
-                          why, sizeof why)) {
+                          k->flags & FSDPC_CFG_HAS_MAX, k->max, k->flags & FSDPC_CFG_MAX_EXCL, why,
+                          sizeof why)) {
     snprintf(what, sizeof what, "%s is out of range (%s)", s, why);
     return fail_at(ctx, node, path, "%s", what);
   }
@@ -129,7 +148,8 @@ static fsdpc_status set_scalar(fsdpc_cfg_ctx *ctx, const fsdpc_cfg_key *k, void 
   case FSDPC_CFG_STRING:
   case FSDPC_CFG_PATH: {
     char *copy = strdup(fsdpc__cfg_is_null(node) ? "" : s);
-    if (!copy) return oom(ctx);
+    if (!copy)
+      return oom(ctx);
     free(*(char **)field);
     *(char **)field = copy;
     return FSDPC_OK;
@@ -155,7 +175,8 @@ static fsdpc_status set_scalar(fsdpc_cfg_ctx *ctx, const fsdpc_cfg_key *k, void 
 
 static fsdpc_status set_floats(fsdpc_cfg_ctx *ctx, const fsdpc_cfg_key *k, double *field,
                                yaml_document_t *doc, yaml_node_t *node) {
-  if (node->type != YAML_SEQUENCE_NODE) return wrong_kind(ctx, k, k->path, node);
+  if (node->type != YAML_SEQUENCE_NODE)
+    return wrong_kind(ctx, k, k->path, node);
   int n = (int)(node->data.sequence.items.top - node->data.sequence.items.start);
   if (n != k->list_len) {
     char what[300];
@@ -175,7 +196,8 @@ static fsdpc_status set_floats(fsdpc_cfg_ctx *ctx, const fsdpc_cfg_key *k, doubl
 }
 
 static void strlist_free(fsdpc_strlist *l) {
-  for (int i = 0; i < l->n; i++) free(l->items[i]);
+  for (int i = 0; i < l->n; i++)
+    free(l->items[i]);
   free(l->items);
   l->items = NULL;
   l->n = 0;
@@ -184,11 +206,14 @@ static void strlist_free(fsdpc_strlist *l) {
 static fsdpc_status set_strings(fsdpc_cfg_ctx *ctx, const fsdpc_cfg_key *k, fsdpc_strlist *field,
                                 yaml_document_t *doc, yaml_node_t *node) {
   fsdpc_strlist l = {NULL, 0};
-  if (fsdpc__cfg_is_null(node)) goto done; /* `paths:` with nothing = empty list */
-  if (node->type != YAML_SEQUENCE_NODE) return wrong_kind(ctx, k, k->path, node);
+  if (fsdpc__cfg_is_null(node))
+    goto done; /* `paths:` with nothing = empty list */
+  if (node->type != YAML_SEQUENCE_NODE)
+    return wrong_kind(ctx, k, k->path, node);
   int n = (int)(node->data.sequence.items.top - node->data.sequence.items.start);
   l.items = calloc(n > 0 ? (size_t)n : 1, sizeof *l.items);
-  if (!l.items) return oom(ctx);
+  if (!l.items)
+    return oom(ctx);
   for (int i = 0; i < n; i++) {
     yaml_node_t *item = yaml_document_get_node(doc, node->data.sequence.items.start[i]);
     if (item->type != YAML_SCALAR_NODE) {
@@ -215,16 +240,17 @@ done:
  * location so that plugin-time errors still point into the file. */
 static fsdpc_status set_opts(fsdpc_cfg_ctx *ctx, const fsdpc_cfg_key *k, fsdpc_opts *opts,
                              yaml_document_t *doc, yaml_node_t *node) {
-  if (fsdpc__cfg_is_null(node)) return FSDPC_OK;
-  if (node->type != YAML_MAPPING_NODE) return wrong_kind(ctx, k, k->path, node);
+  if (fsdpc__cfg_is_null(node))
+    return FSDPC_OK;
+  if (node->type != YAML_MAPPING_NODE)
+    return wrong_kind(ctx, k, k->path, node);
   for (yaml_node_pair_t *p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top;
        p++) {
     yaml_node_t *key = yaml_document_get_node(doc, p->key);
     yaml_node_t *val = yaml_document_get_node(doc, p->value);
     char path[512];
     if (key->type != YAML_SCALAR_NODE)
-      return fail_at(ctx, key, k->path, "option names must be plain words, got %s",
-                     node_kind(key));
+      return fail_at(ctx, key, k->path, "option names must be plain words, got %s", node_kind(key));
     const char *name = (const char *)key->data.scalar.value;
     snprintf(path, sizeof path, "%s.%s", k->path, name);
     for (yaml_node_pair_t *q = node->data.mapping.pairs.start; q < p; q++) {
@@ -264,11 +290,13 @@ fsdpc_status fsdpc__cfg_set_node(fsdpc_cfg_ctx *ctx, int ki, yaml_document_t *do
     st = set_opts(ctx, k, *(fsdpc_opts **)field, doc, node);
     break;
   default:
-    if (node->type != YAML_SCALAR_NODE) return wrong_kind(ctx, k, k->path, node);
+    if (node->type != YAML_SCALAR_NODE)
+      return wrong_kind(ctx, k, k->path, node);
     st = set_scalar(ctx, k, field, node);
     break;
   }
-  if (st != FSDPC_OK) return st;
+  if (st != FSDPC_OK)
+    return st;
   char where[600];
   fsdpc__cfg_node_where(ctx, node, where, sizeof where);
   return fsdpc__cfg_mark(ctx->cfg, ki, where, ctx->err);
@@ -346,12 +374,22 @@ void fsdpc__cfg_value_text(const fsdpc_config *c, const fsdpc_cfg_key *k, char *
   size_t used = 0;
   buf[0] = '\0';
   switch (k->type) {
-  case FSDPC_CFG_BOOL: snprintf(buf, cap, "%s", *(const bool *)field ? "true" : "false"); return;
-  case FSDPC_CFG_INT: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)field); return;
-  case FSDPC_CFG_FLOAT: fsdpc__format_float(*(const double *)field, buf, cap); return;
+  case FSDPC_CFG_BOOL:
+    snprintf(buf, cap, "%s", *(const bool *)field ? "true" : "false");
+    return;
+  case FSDPC_CFG_INT:
+    snprintf(buf, cap, "%lld", (long long)*(const int64_t *)field);
+    return;
+  case FSDPC_CFG_FLOAT:
+    fsdpc__format_float(*(const double *)field, buf, cap);
+    return;
   case FSDPC_CFG_STRING:
-  case FSDPC_CFG_PATH: snprintf(buf, cap, "%s", *(char *const *)field); return;
-  case FSDPC_CFG_ENUM: snprintf(buf, cap, "%s", fsdpc__cfg_enum_name(k, *(const int *)field)); return;
+  case FSDPC_CFG_PATH:
+    snprintf(buf, cap, "%s", *(char *const *)field);
+    return;
+  case FSDPC_CFG_ENUM:
+    snprintf(buf, cap, "%s", fsdpc__cfg_enum_name(k, *(const int *)field));
+    return;
   case FSDPC_CFG_FLOATS:
     used = (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < k->list_len && used < cap; i++) {
@@ -359,14 +397,16 @@ void fsdpc__cfg_value_text(const fsdpc_config *c, const fsdpc_cfg_key *k, char *
       fsdpc__format_float(((const double *)field)[i], num, sizeof num);
       used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", num);
     }
-    if (used < cap) snprintf(buf + used, cap - used, "]");
+    if (used < cap)
+      snprintf(buf + used, cap - used, "]");
     return;
   case FSDPC_CFG_STRINGS: {
     const fsdpc_strlist *l = field;
     used = (size_t)snprintf(buf, cap, "[");
     for (int i = 0; i < l->n && used < cap; i++)
       used += (size_t)snprintf(buf + used, cap - used, "%s%s", i ? ", " : "", l->items[i]);
-    if (used < cap) snprintf(buf + used, cap - used, "]");
+    if (used < cap)
+      snprintf(buf + used, cap - used, "]");
     return;
   }
   case FSDPC_CFG_OPTS: {
@@ -377,7 +417,8 @@ void fsdpc__cfg_value_text(const fsdpc_config *c, const fsdpc_cfg_key *k, char *
       fsdpc__opts_entry(o, i, &key, &val, NULL);
       used += (size_t)snprintf(buf + used, cap - used, "%s%s: %s", i ? ", " : "", key, val);
     }
-    if (used < cap) snprintf(buf + used, cap - used, "}");
+    if (used < cap)
+      snprintf(buf + used, cap - used, "}");
     return;
   }
   }
@@ -393,7 +434,8 @@ static bool opts_subset(const fsdpc_opts *a, const fsdpc_opts *b) {
       fsdpc__opts_entry(b, j, &kb, &vb, NULL);
       found = strcmp(ka, kb) == 0 && strcmp(va, vb) == 0;
     }
-    if (!found) return false;
+    if (!found)
+      return false;
   }
   return true;
 }
@@ -401,21 +443,29 @@ static bool opts_subset(const fsdpc_opts *a, const fsdpc_opts *b) {
 bool fsdpc__cfg_row_equal(const fsdpc_config *a, const fsdpc_config *b, const fsdpc_cfg_key *k) {
   const void *fa = fsdpc__cfg_field(a, k), *fb = fsdpc__cfg_field(b, k);
   switch (k->type) {
-  case FSDPC_CFG_BOOL: return *(const bool *)fa == *(const bool *)fb;
-  case FSDPC_CFG_INT: return *(const int64_t *)fa == *(const int64_t *)fb;
-  case FSDPC_CFG_FLOAT: return *(const double *)fa == *(const double *)fb;
-  case FSDPC_CFG_ENUM: return *(const int *)fa == *(const int *)fb;
+  case FSDPC_CFG_BOOL:
+    return *(const bool *)fa == *(const bool *)fb;
+  case FSDPC_CFG_INT:
+    return *(const int64_t *)fa == *(const int64_t *)fb;
+  case FSDPC_CFG_FLOAT:
+    return *(const double *)fa == *(const double *)fb;
+  case FSDPC_CFG_ENUM:
+    return *(const int *)fa == *(const int *)fb;
   case FSDPC_CFG_STRING:
-  case FSDPC_CFG_PATH: return strcmp(*(char *const *)fa, *(char *const *)fb) == 0;
+  case FSDPC_CFG_PATH:
+    return strcmp(*(char *const *)fa, *(char *const *)fb) == 0;
   case FSDPC_CFG_FLOATS:
     for (int i = 0; i < k->list_len; i++)
-      if (((const double *)fa)[i] != ((const double *)fb)[i]) return false;
+      if (((const double *)fa)[i] != ((const double *)fb)[i])
+        return false;
     return true;
   case FSDPC_CFG_STRINGS: {
     const fsdpc_strlist *la = fa, *lb = fb;
-    if (la->n != lb->n) return false;
+    if (la->n != lb->n)
+      return false;
     for (int i = 0; i < la->n; i++)
-      if (strcmp(la->items[i], lb->items[i]) != 0) return false;
+      if (strcmp(la->items[i], lb->items[i]) != 0)
+        return false;
     return true;
   }
   case FSDPC_CFG_OPTS: {

@@ -1,0 +1,165 @@
+/* The last load stage: model.config, derived defaults, required keys,
+ * cross-key checks and the not-implemented rule. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/meta.h"
+
+static const fsdpc_key_src *src_of(const fsdpc_config *c, const char *path) {
+  int ki;
+  if (!fsdpc__cfg_find(path, &ki))
+    return NULL;
+  return &c->meta->keys[ki];
+}
+
+static bool is_set(const fsdpc_config *c, const char *path) {
+  const fsdpc_key_src *s = src_of(c, path);
+  return s && s->set;
+}
+
+/* Where a key got its value, or the file when it has its default. */
+static const char *where_of(const fsdpc_config *c, const char *path) {
+  const fsdpc_key_src *s = src_of(c, path);
+  return s && s->set ? s->where : c->source;
+}
+
+/* Where a section was opened in the file, for "missing key" messages. */
+static const char *section_where(const fsdpc_config *c, const char *key_path) {
+  char section[256];
+  snprintf(section, sizeof section, "%s", key_path);
+  for (char *dot = strrchr(section, '.'); dot; dot = strrchr(section, '.')) {
+    *dot = '\0';
+    for (int i = 0; i < c->meta->n_sections; i++) {
+      if (strcmp(c->meta->sections[i].path, section) == 0)
+        return c->meta->sections[i].where;
+    }
+  }
+  return c->source;
+}
+
+static fsdpc_status check_required(const fsdpc_config *c, fsdpc_err *err) {
+  int n;
+  const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
+  for (int i = 0; i < n; i++) {
+    if (!(keys[i].flags & FSDPC_CFG_REQUIRED) || c->meta->keys[i].set)
+      continue;
+    if (keys[i].hf && c->model.config[0])
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "%s: missing required key '%s' (not in model.config '%s' either)",
+                         section_where(c, keys[i].path), keys[i].path, c->model.config);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: missing required key '%s' (or set model.config to a Hugging Face "
+                       "config.json)",
+                       section_where(c, keys[i].path), keys[i].path);
+  }
+  return FSDPC_OK;
+}
+
+static fsdpc_status derive(fsdpc_config *c, fsdpc_err *err) {
+  fsdpc_config_model *m = &c->model;
+  int ki;
+  if (!is_set(c, "model.num_key_value_heads")) {
+    m->num_key_value_heads = m->num_attention_heads;
+    fsdpc__cfg_find("model.num_key_value_heads", &ki);
+    c->meta->keys[ki].set = false;
+  }
+  if (!is_set(c, "model.head_dim")) {
+    if (m->hidden_size % m->num_attention_heads != 0)
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "%s: model.hidden_size (%lld) is not divisible by "
+                         "model.num_attention_heads (%lld); fix one or set model.head_dim",
+                         where_of(c, "model.hidden_size"), (long long)m->hidden_size,
+                         (long long)m->num_attention_heads);
+    m->head_dim = m->hidden_size / m->num_attention_heads;
+  }
+  if (c->data.seed == -1)
+    c->data.seed = c->train.seed;
+  return FSDPC_OK;
+}
+
+static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
+  const fsdpc_config_model *m = &c->model;
+  if (m->num_key_value_heads > m->num_attention_heads ||
+      m->num_attention_heads % m->num_key_value_heads != 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: model.num_key_value_heads (%lld) must divide "
+                       "model.num_attention_heads (%lld)",
+                       where_of(c, "model.num_key_value_heads"), (long long)m->num_key_value_heads,
+                       (long long)m->num_attention_heads);
+  const fsdpc_config_schedule *s = &c->schedule;
+  if (s->warmup_steps > 0 && s->warmup_ratio > 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: schedule.warmup_ratio: set either schedule.warmup_steps or "
+                       "schedule.warmup_ratio, not both",
+                       where_of(c, "schedule.warmup_ratio"));
+  if (s->min_lr > 0 && s->min_lr_ratio > 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: schedule.min_lr_ratio: set either schedule.min_lr or "
+                       "schedule.min_lr_ratio, not both",
+                       where_of(c, "schedule.min_lr_ratio"));
+  if (c->data.eval_fraction > 0 && c->data.eval[0])
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: data.eval_fraction: holds out part of data.train, but data.eval is "
+                       "set; use one of them",
+                       where_of(c, "data.eval_fraction"));
+  if (c->optim.nesterov && c->optim.momentum == 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: optim.nesterov: needs optim.momentum > 0",
+                       where_of(c, "optim.nesterov"));
+  return FSDPC_OK;
+}
+
+/* True when `value` is one of the '|'-separated words in list. */
+static bool in_list(const char *list, const char *value) {
+  size_t vlen = strlen(value);
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, "|");
+    if (len == vlen && strncmp(p, value, len) == 0)
+      return true;
+    p += len;
+    if (*p == '|')
+      p++;
+  }
+  return false;
+}
+
+/* Refuses non-default values of options this build does not implement yet
+ * (schema column `unimpl`), rather than silently ignoring them. */
+static fsdpc_status check_implemented(const fsdpc_config *c, fsdpc_err *err) {
+  int n;
+  const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
+  fsdpc_config *defaults = NULL;
+  fsdpc_status st = FSDPC_OK;
+  for (int i = 0; i < n && st == FSDPC_OK; i++) {
+    const fsdpc_cfg_key *k = &keys[i];
+    if (!k->unimpl)
+      continue;
+    char value[512];
+    fsdpc__cfg_value_text(c, k, value, sizeof value);
+    bool refused;
+    if (strcmp(k->unimpl, "*") == 0) {
+      if (!defaults) {
+        st = fsdpc__cfg_new_defaults(c->source, &defaults, err);
+        if (st != FSDPC_OK)
+          break;
+      }
+      refused = !fsdpc__cfg_row_equal(c, defaults, k);
+    } else {
+      refused = in_list(k->unimpl, value);
+    }
+    if (refused)
+      st = fsdpc__fail(err, FSDPC_UNSUPPORTED, "%s: %s=%s is not implemented in this build",
+                       where_of(c, k->path), k->path, value);
+  }
+  fsdpc__config_destroy(defaults);
+  return st;
+}
+
+fsdpc_status fsdpc__cfg_finish(fsdpc_config *c, fsdpc_err *err) {
+  if (c->model.config[0])
+    FSDPC_TRY(fsdpc__cfg_read_hf(c, err));
+  FSDPC_TRY(check_required(c, err));
+  FSDPC_TRY(derive(c, err));
+  FSDPC_TRY(cross_checks(c, err));
+  FSDPC_TRY(check_implemented(c, err));
+  return FSDPC_OK;
+}

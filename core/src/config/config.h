@@ -1,0 +1,194 @@
+/* The resolved run configuration: typed structs, loader, dump.
+ *
+ * A config comes from one YAML file, then `section.key=value` overrides, then
+ * (for model shape keys still unset) the Hugging Face config.json named by
+ * model.config. Every key, its type, default, range and meaning is one row of
+ * the schema table in schema.c; parsing, defaults, validation, dump and the
+ * docs (docs/config.md) are all driven by that table.
+ *
+ * After a successful load every field holds its effective value: strings are
+ * never NULL ("" when empty), derived defaults are resolved
+ * (num_key_value_heads, head_dim, data.seed) and every `options` map is a
+ * non-NULL fsdpc_opts holding the user's values, not yet validated against a
+ * plugin (the caller does that with fsdpc__opts_validate once it knows the
+ * plugin). The config owns all of it; fsdpc__config_destroy frees it. */
+#ifndef FSDPC_CONFIG_CONFIG_H
+#define FSDPC_CONFIG_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "config/opts.h"
+#include "util/err.h"
+
+/* Enum-typed keys are stored as int holding one of these values. dtypes use
+ * FSDPC_DTYPE_*, train.device FSDPC_DEVICE_*, log.level FSDPC_LOG_* from
+ * plugin.h. */
+enum { /* fsdp.sharding_strategy */
+       FSDPC_SHARD_FULL_SHARD = 0,
+       FSDPC_SHARD_SHARD_GRAD_OP = 1,
+       FSDPC_SHARD_NO_SHARD = 2,
+       FSDPC_SHARD_HYBRID_SHARD = 3
+};
+enum { FSDPC_STATE_DICT_FULL = 0, FSDPC_STATE_DICT_SHARDED = 1 };    /* fsdp.state_dict_type */
+enum { FSDPC_ROPE_SCALING_NONE = 0, FSDPC_ROPE_SCALING_LLAMA3 = 1 }; /* model.rope_scaling.type */
+enum { FSDPC_SCHED_CONSTANT = 0, FSDPC_SCHED_LINEAR = 1, FSDPC_SCHED_COSINE = 2 };
+enum { FSDPC_PROGRESS_AUTO = 0, FSDPC_PROGRESS_ON = 1, FSDPC_PROGRESS_OFF = 2 };
+
+/* A list of owned strings. */
+typedef struct fsdpc_strlist {
+  char **items;
+  int n;
+} fsdpc_strlist;
+
+typedef struct fsdpc_config_model {
+  char *config; /* HF config.json or its folder; "" = none */
+  int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
+  int64_t num_attention_heads, num_key_value_heads, head_dim;
+  int64_t max_position_embeddings;
+  double rms_norm_eps, rope_theta;
+  struct {
+    int type; /* FSDPC_ROPE_SCALING_* */
+    double factor, low_freq_factor, high_freq_factor;
+    int64_t original_max_position_embeddings;
+  } rope_scaling;
+  bool tie_word_embeddings;
+  int64_t bos_token_id, eos_token_id; /* -1 = none */
+  struct {
+    char *from; /* checkpoint to start from; "" = random init */
+    double std;
+  } init;
+} fsdpc_config_model;
+
+typedef struct fsdpc_config_data {
+  char *train, *eval;
+  int64_t seq_len;
+  bool shuffle;
+  int64_t seed; /* resolved: train.seed when the file says -1 */
+  bool document_masking;
+  double eval_fraction;
+} fsdpc_config_data;
+
+typedef struct fsdpc_config_fsdp {
+  int sharding_strategy; /* FSDPC_SHARD_* */
+  int64_t hybrid_shard_size;
+  struct {
+    char *policy;
+    fsdpc_opts *options;
+  } wrap;
+  struct {
+    int param_dtype, reduce_dtype; /* FSDPC_DTYPE_F32 or FSDPC_DTYPE_BF16 */
+  } mixed_precision;
+  bool activation_checkpointing, cpu_offload, forward_prefetch, backward_prefetch;
+  int64_t max_inflight_allgathers;
+  bool no_sync;
+  int state_dict_type; /* FSDPC_STATE_DICT_* */
+  int64_t align;       /* elements */
+} fsdpc_config_fsdp;
+
+typedef struct fsdpc_config_collectives {
+  char *impl;
+  int64_t timeout_s;
+  fsdpc_opts *options;
+} fsdpc_config_collectives;
+
+typedef struct fsdpc_config_attention {
+  char *impl;
+  fsdpc_opts *options;
+} fsdpc_config_attention;
+
+typedef struct fsdpc_config_optim {
+  char *name;
+  double lr, weight_decay;
+  double betas[2];
+  double eps, momentum;
+  bool nesterov, decay_norm_and_bias;
+  fsdpc_opts *options;
+} fsdpc_config_optim;
+
+typedef struct fsdpc_config_schedule {
+  int name; /* FSDPC_SCHED_* */
+  int64_t warmup_steps;
+  double warmup_ratio, min_lr, min_lr_ratio;
+} fsdpc_config_schedule;
+
+typedef struct fsdpc_config_train {
+  int64_t max_steps, micro_batch_size, grad_accum_steps, global_batch_size;
+  double max_grad_norm;
+  int64_t seed, eval_every, eval_batches, log_every;
+  int device; /* FSDPC_DEVICE_* */
+  int64_t threads;
+  fsdpc_strlist generate_prompts;
+  int64_t generate_tokens;
+} fsdpc_config_train;
+
+typedef struct fsdpc_config_checkpoint {
+  char *dir;
+  int64_t save_steps, keep;
+  char *resume; /* "none", "auto" or a checkpoint folder */
+  char *intermediate_format, *final_format;
+  int final_dtype; /* FSDPC_DTYPE_* */
+  fsdpc_opts *options;
+} fsdpc_config_checkpoint;
+
+typedef struct fsdpc_config_log {
+  char *dir;
+  int level;    /* FSDPC_LOG_* */
+  int progress; /* FSDPC_PROGRESS_* */
+  int64_t memory_every;
+} fsdpc_config_log;
+
+typedef struct fsdpc_config_plugins {
+  fsdpc_strlist paths;
+} fsdpc_config_plugins;
+
+typedef struct fsdpc_config_meta fsdpc_config_meta; /* where each key came from */
+
+typedef struct fsdpc_config {
+  char *source; /* the file name (or the name given to from_string) */
+  fsdpc_config_model model;
+  fsdpc_config_data data;
+  fsdpc_config_fsdp fsdp;
+  fsdpc_config_collectives collectives;
+  fsdpc_config_attention attention;
+  fsdpc_config_optim optim;
+  fsdpc_config_schedule schedule;
+  fsdpc_config_train train;
+  fsdpc_config_checkpoint checkpoint;
+  fsdpc_config_log log;
+  fsdpc_config_plugins plugins;
+  fsdpc_config_meta *meta; /* private */
+} fsdpc_config;
+
+/* Loads path, applies overrides ("section.key=value", in order), reads
+ * model.config, resolves derived defaults and validates. On failure *out is
+ * NULL and err holds one line naming file:line:col (or the override text)
+ * and the key path. */
+fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, int n_overrides,
+                                fsdpc_config **out, fsdpc_err *err);
+/* Same from YAML text; name stands for the file name in messages. */
+fsdpc_status fsdpc__config_from_string(const char *yaml_text, const char *name,
+                                       const char *const *overrides, int n_overrides,
+                                       fsdpc_config **out, fsdpc_err *err);
+void fsdpc__config_destroy(fsdpc_config *c);
+
+/* Writes the resolved config as YAML: every key with its effective value.
+ * Loading the output gives an equal config. */
+fsdpc_status fsdpc__config_dump(const fsdpc_config *c, FILE *f);
+
+/* True when every key has the same value (options compared as text). When
+ * they differ and first_diff is non-NULL, it gets the first differing key. */
+bool fsdpc__config_equal(const fsdpc_config *a, const fsdpc_config *b, const char **first_diff);
+
+/* Writes where key `path` got its value, for messages by later stages:
+ * "cfg.yaml:12:9", "override 'optim.lr=1e-3'", "llama/config.json field
+ * 'hidden_size'", or the file name when the key has its default. */
+void fsdpc__config_where(const fsdpc_config *c, const char *path, char *buf, size_t cap);
+
+/* The reference page (docs/config.md) generated from the schema table. */
+void fsdpc__config_schema_markdown(FILE *f);
+/* One line per key: path, type, default, help. */
+void fsdpc__config_schema_text(FILE *f);
+
+#endif

@@ -1,0 +1,164 @@
+/* model.config: shape keys from a Hugging Face config.json (cJSON).
+ *
+ * Only keys still unset after the file and the overrides are taken, so YAML
+ * always wins. Each value goes through the same setter as YAML values (same
+ * types and ranges); errors name the JSON file and field. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "config/meta.h"
+
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  char *buf = NULL;
+  size_t cap = 0, n = 0;
+  for (;;) {
+    if (n + 4096 + 1 > cap) {
+      cap = cap ? 2 * cap : 65536;
+      char *bigger = realloc(buf, cap);
+      if (!bigger) {
+        free(buf);
+        fclose(f);
+        errno = ENOMEM;
+        return NULL;
+      }
+      buf = bigger;
+    }
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0)
+      break;
+  }
+  bool bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(buf);
+    errno = EIO;
+    return NULL;
+  }
+  buf[n] = '\0';
+  *len = n;
+  return buf;
+}
+
+/* Line and column of byte offset off, for JSON syntax errors. */
+static void line_col(const char *text, size_t off, int *line, int *col) {
+  *line = 1;
+  *col = 1;
+  for (size_t i = 0; i < off && text[i]; i++) {
+    if (text[i] == '\n') {
+      (*line)++;
+      *col = 1;
+    } else {
+      (*col)++;
+    }
+  }
+}
+
+/* Field "a.b" of root: nested objects. NULL when absent. */
+static const cJSON *field(const cJSON *root, const char *path) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", path);
+  const cJSON *node = root;
+  for (char *save = NULL, *part = strtok_r(buf, ".", &save); part && node;
+       part = strtok_r(NULL, ".", &save)) {
+    if (!cJSON_IsObject(node))
+      return NULL;
+    node = cJSON_GetObjectItemCaseSensitive(node, part);
+  }
+  return node;
+}
+
+/* JSON value -> the text a YAML scalar would hold. Returns false when the
+ * value should be skipped (null, empty list). *bad is set for objects. */
+static bool json_text(const cJSON *v, char *buf, size_t cap, bool *bad) {
+  *bad = false;
+  if (cJSON_IsArray(v)) { /* eos_token_id may list several ids: the first one */
+    v = cJSON_GetArrayItem(v, 0);
+    if (!v)
+      return false;
+  }
+  if (cJSON_IsNull(v))
+    return false;
+  if (cJSON_IsBool(v)) {
+    snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : "false");
+  } else if (cJSON_IsNumber(v)) {
+    snprintf(buf, cap, "%.17g", v->valuedouble);
+  } else if (cJSON_IsString(v)) {
+    snprintf(buf, cap, "%s", v->valuestring);
+  } else {
+    *bad = true;
+    return false;
+  }
+  return true;
+}
+
+fsdpc_status fsdpc__cfg_read_hf(fsdpc_config *c, fsdpc_err *err) {
+  char where_cfg[600], path[4096];
+  fsdpc__config_where(c, "model.config", where_cfg, sizeof where_cfg);
+  struct stat st;
+  if (stat(c->model.config, &st) == 0 && S_ISDIR(st.st_mode))
+    snprintf(path, sizeof path, "%s/config.json", c->model.config);
+  else
+    snprintf(path, sizeof path, "%s", c->model.config);
+  size_t len = 0;
+  char *text = read_file(path, &len);
+  if (!text)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: model.config: cannot read '%s': %s",
+                       where_cfg, path, strerror(errno));
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+  if (!root) {
+    int line, col;
+    const char *at = cJSON_GetErrorPtr();
+    line_col(text, at && at >= text && at <= text + len ? (size_t)(at - text) : 0, &line, &col);
+    free(text);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s:%d:%d: invalid JSON (model.config)", path,
+                       line, col);
+  }
+  free(text);
+  fsdpc_status status = FSDPC_OK;
+  if (!cJSON_IsObject(root)) {
+    status = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "%s: expected a JSON object of model settings (model.config)", path);
+    goto out;
+  }
+  int n;
+  const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
+  for (int i = 0; i < n && status == FSDPC_OK; i++) {
+    const fsdpc_cfg_key *k = &keys[i];
+    if (!k->hf || c->meta->keys[i].set)
+      continue;
+    const char *name = k->hf;
+    const cJSON *v = field(root, name);
+    /* Older configs say rope_scaling.type where newer ones say rope_type. */
+    if (!v && strcmp(name, "rope_scaling.rope_type") == 0) {
+      name = "rope_scaling.type";
+      v = field(root, name);
+    }
+    if (!v)
+      continue;
+    char value[512], where[4500];
+    bool bad;
+    snprintf(where, sizeof where, "%s field '%s'", path, name);
+    if (!json_text(v, value, sizeof value, &bad)) {
+      if (bad)
+        status = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                             "%s: %s: expected a single value, got a JSON object", where, k->path);
+      continue;
+    }
+    /* HF calls plain RoPE "default". */
+    if (k->type == FSDPC_CFG_ENUM && strcmp(value, "default") == 0)
+      snprintf(value, sizeof value, "none");
+    fsdpc_cfg_ctx ctx = {c, path, where, err};
+    status = fsdpc__cfg_set_text(&ctx, i, value);
+  }
+out:
+  cJSON_Delete(root);
+  return status;
+}

@@ -1,0 +1,355 @@
+/* The schema table: every config key, one row each.
+ *
+ * To add a key: add a field to the struct in config.h and a row here, in its
+ * section (rows of one section must stay together: the dump nests by them).
+ * To ship an option that was "not implemented": delete its NOT_IMPL(...) in
+ * the row. That column is the single switch the loader checks. */
+#include "config/schema.h"
+
+#include <string.h>
+
+/* Offset of field f, checked at compile time to have C type T, so a row can
+ * never point at a field of the wrong type. */
+#define FIELD_(f, T) _Generic(((fsdpc_config *)0)->f, T : offsetof(fsdpc_config, f))
+
+#define ROW_(p, t, off, d, h, ...)                                                                 \
+  { .path = p, .type = t, .offset = off, .def = d, .help = h, __VA_ARGS__ }
+#define BOOL_(p, f, d, h, ...) ROW_(p, FSDPC_CFG_BOOL, FIELD_(f, bool), d, h, __VA_ARGS__)
+#define INT_(p, f, d, h, ...) ROW_(p, FSDPC_CFG_INT, FIELD_(f, int64_t), d, h, __VA_ARGS__)
+#define FLOAT_(p, f, d, h, ...) ROW_(p, FSDPC_CFG_FLOAT, FIELD_(f, double), d, h, __VA_ARGS__)
+#define STR_(p, f, d, h, ...) ROW_(p, FSDPC_CFG_STRING, FIELD_(f, char *), d, h, __VA_ARGS__)
+#define PATH_(p, f, d, h, ...) ROW_(p, FSDPC_CFG_PATH, FIELD_(f, char *), d, h, __VA_ARGS__)
+#define ENUM_(p, f, d, e, h, ...)                                                                  \
+  ROW_(p, FSDPC_CFG_ENUM, FIELD_(f, int), d, h, .enums = e, __VA_ARGS__)
+#define FLOATS_(p, f, n, d, h, ...)                                                                \
+  ROW_(p, FSDPC_CFG_FLOATS, FIELD_(f, double *), d, h, .list_len = n, __VA_ARGS__)
+#define STRS_(p, f, d, h, ...)                                                                     \
+  ROW_(p, FSDPC_CFG_STRINGS, FIELD_(f, fsdpc_strlist), d, h, __VA_ARGS__)
+#define OPTS_(p, f, h) ROW_(p, FSDPC_CFG_OPTS, FIELD_(f, fsdpc_opts *), "{}", h, .flags = 0)
+
+/* Modifiers for the trailing arguments. Each range modifier sets .flags, so
+ * a row takes at most one; rows that need more flags (required, derived)
+ * set .min and .flags directly. */
+#define MIN_(lo) .min = (lo), .flags = FSDPC_CFG_HAS_MIN
+#define GT_(lo) .min = (lo), .flags = FSDPC_CFG_HAS_MIN | FSDPC_CFG_MIN_EXCL
+#define RANGE_(lo, hi) .min = (lo), .max = (hi), .flags = FSDPC_CFG_HAS_MIN | FSDPC_CFG_HAS_MAX
+#define RANGE_EXCL_(lo, hi)                                                                        \
+  .min = (lo), .max = (hi), .flags = FSDPC_CFG_HAS_MIN | FSDPC_CFG_HAS_MAX | FSDPC_CFG_MAX_EXCL
+#define HF_(name) .hf = name
+#define NOT_IMPL(values) .unimpl = values
+#define NONE_ .flags = 0
+
+static const fsdpc_cfg_enum_item sharding_values[] = {{"FULL_SHARD", FSDPC_SHARD_FULL_SHARD},
+                                                      {"SHARD_GRAD_OP", FSDPC_SHARD_SHARD_GRAD_OP},
+                                                      {"NO_SHARD", FSDPC_SHARD_NO_SHARD},
+                                                      {"HYBRID_SHARD", FSDPC_SHARD_HYBRID_SHARD},
+                                                      {NULL, 0}};
+static const fsdpc_cfg_enum_item dtype_values[] = {
+    {"fp32", FSDPC_DTYPE_F32}, {"bf16", FSDPC_DTYPE_BF16}, {NULL, 0}};
+static const fsdpc_cfg_enum_item state_dict_values[] = {
+    {"FULL", FSDPC_STATE_DICT_FULL}, {"SHARDED", FSDPC_STATE_DICT_SHARDED}, {NULL, 0}};
+static const fsdpc_cfg_enum_item rope_values[] = {
+    {"none", FSDPC_ROPE_SCALING_NONE}, {"llama3", FSDPC_ROPE_SCALING_LLAMA3}, {NULL, 0}};
+static const fsdpc_cfg_enum_item sched_values[] = {{"constant", FSDPC_SCHED_CONSTANT},
+                                                   {"linear", FSDPC_SCHED_LINEAR},
+                                                   {"cosine", FSDPC_SCHED_COSINE},
+                                                   {NULL, 0}};
+static const fsdpc_cfg_enum_item device_values[] = {
+    {"cpu", FSDPC_DEVICE_CPU}, {"cuda", FSDPC_DEVICE_CUDA}, {NULL, 0}};
+static const fsdpc_cfg_enum_item level_values[] = {{"error", FSDPC_LOG_ERROR},
+                                                   {"warn", FSDPC_LOG_WARN},
+                                                   {"info", FSDPC_LOG_INFO},
+                                                   {"debug", FSDPC_LOG_DEBUG},
+                                                   {NULL, 0}};
+static const fsdpc_cfg_enum_item progress_values[] = {{"auto", FSDPC_PROGRESS_AUTO},
+                                                      {"on", FSDPC_PROGRESS_ON},
+                                                      {"off", FSDPC_PROGRESS_OFF},
+                                                      {NULL, 0}};
+
+#define REQ_ FSDPC_CFG_REQUIRED | FSDPC_CFG_HAS_MIN
+
+static const fsdpc_cfg_key keys[] = {
+    /* ---- model ---- */
+    PATH_("model.config", model.config, "",
+          "Hugging Face config.json (or its folder) that supplies the shape keys below unless "
+          "they are also given here; \"\" = none",
+          NONE_),
+    INT_("model.vocab_size", model.vocab_size, NULL, "vocabulary size", .min = 1, .flags = REQ_,
+         HF_("vocab_size")),
+    INT_("model.hidden_size", model.hidden_size, NULL, "width of the residual stream", .min = 1,
+         .flags = REQ_, HF_("hidden_size")),
+    INT_("model.intermediate_size", model.intermediate_size, NULL, "width of the SwiGLU MLP",
+         .min = 1, .flags = REQ_, HF_("intermediate_size")),
+    INT_("model.num_hidden_layers", model.num_hidden_layers, NULL, "number of decoder layers",
+         .min = 1, .flags = REQ_, HF_("num_hidden_layers")),
+    INT_("model.num_attention_heads", model.num_attention_heads, NULL, "query heads", .min = 1,
+         .flags = REQ_, HF_("num_attention_heads")),
+    INT_("model.num_key_value_heads", model.num_key_value_heads, "num_attention_heads",
+         "key/value heads (grouped-query attention); must divide num_attention_heads", .min = 1,
+         .flags = FSDPC_CFG_DERIVED | FSDPC_CFG_HAS_MIN, HF_("num_key_value_heads")),
+    INT_("model.head_dim", model.head_dim, "hidden_size / num_attention_heads",
+         "size of one attention head", .min = 1, .flags = FSDPC_CFG_DERIVED | FSDPC_CFG_HAS_MIN,
+         HF_("head_dim")),
+    INT_("model.max_position_embeddings", model.max_position_embeddings, "2048",
+         "longest sequence the position encoding is set up for", MIN_(1),
+         HF_("max_position_embeddings")),
+    FLOAT_("model.rms_norm_eps", model.rms_norm_eps, "1e-5", "epsilon of RMSNorm", .min = 0,
+           .max = 1, .flags = FSDPC_CFG_HAS_MIN | FSDPC_CFG_MIN_EXCL | FSDPC_CFG_HAS_MAX,
+           HF_("rms_norm_eps")),
+    FLOAT_("model.rope_theta", model.rope_theta, "10000", "RoPE base frequency", GT_(0),
+           HF_("rope_theta")),
+    ENUM_("model.rope_scaling.type", model.rope_scaling.type, "none", rope_values,
+          "RoPE frequency scaling (llama3 = Llama 3.1 long-context scaling)",
+          HF_("rope_scaling.rope_type")),
+    FLOAT_("model.rope_scaling.factor", model.rope_scaling.factor, "8", "llama3 scaling factor",
+           GT_(0), HF_("rope_scaling.factor")),
+    FLOAT_("model.rope_scaling.low_freq_factor", model.rope_scaling.low_freq_factor, "1",
+           "llama3 low-frequency factor", GT_(0), HF_("rope_scaling.low_freq_factor")),
+    FLOAT_("model.rope_scaling.high_freq_factor", model.rope_scaling.high_freq_factor, "4",
+           "llama3 high-frequency factor", GT_(0), HF_("rope_scaling.high_freq_factor")),
+    INT_("model.rope_scaling.original_max_position_embeddings",
+         model.rope_scaling.original_max_position_embeddings, "8192",
+         "context length the model was pre-trained with (llama3 scaling)", MIN_(1),
+         HF_("rope_scaling.original_max_position_embeddings")),
+    BOOL_("model.tie_word_embeddings", model.tie_word_embeddings, "false",
+          "lm_head shares the embedding matrix", HF_("tie_word_embeddings")),
+    INT_("model.bos_token_id", model.bos_token_id, "-1", "beginning-of-sequence token; -1 = none",
+         MIN_(-1), HF_("bos_token_id")),
+    INT_("model.eos_token_id", model.eos_token_id, "-1",
+         "end-of-sequence token (the first one when config.json lists several); -1 = none",
+         MIN_(-1), HF_("eos_token_id")),
+    PATH_("model.init.from", model.init.from, "",
+          "Hugging Face folder (config.json + safetensors) to start from; each rank reads only "
+          "its own shards; \"\" = random init",
+          NONE_),
+    FLOAT_("model.init.std", model.init.std, "0.02", "standard deviation of the random init",
+           MIN_(0)),
+
+    /* ---- data ---- */
+    PATH_("data.train", data.train, "",
+          "training data; needed by `fsdpc train` (checked there, not at load)", NONE_),
+    PATH_("data.eval", data.eval, "", "evaluation data; \"\" = none (see eval_fraction)", NONE_),
+    INT_("data.seq_len", data.seq_len, "512", "tokens per sequence", RANGE_(1, 1048576)),
+    BOOL_("data.shuffle", data.shuffle, "true", "shuffle training sequences each epoch", NONE_),
+    INT_("data.seed", data.seed, "-1", "data order seed; -1 = train.seed", MIN_(-1)),
+    BOOL_("data.document_masking", data.document_masking, "false",
+          "attend only within each packed document", NONE_),
+    FLOAT_("data.eval_fraction", data.eval_fraction, "0.0",
+           "fraction of data.train held out for eval when data.eval is \"\"", RANGE_(0, 0.5)),
+
+    /* ---- fsdp ---- */
+    ENUM_("fsdp.sharding_strategy", fsdp.sharding_strategy, "FULL_SHARD", sharding_values,
+          "what is sharded: params+grads+optimizer (FULL_SHARD), grads+optimizer "
+          "(SHARD_GRAD_OP), nothing (NO_SHARD), FULL_SHARD within groups (HYBRID_SHARD)",
+          NONE_),
+    INT_("fsdp.hybrid_shard_size", fsdp.hybrid_shard_size, "0",
+         "ranks per shard group for HYBRID_SHARD; 0 = ranks per node", MIN_(0)),
+    STR_("fsdp.wrap.policy", fsdp.wrap.policy, "transformer",
+         "wrap plugin that decides FSDP unit boundaries (transformer, size, or any installed)",
+         NONE_),
+    OPTS_("fsdp.wrap.options", fsdp.wrap.options, "options of the wrap plugin"),
+    ENUM_("fsdp.mixed_precision.param_dtype", fsdp.mixed_precision.param_dtype, "fp32",
+          dtype_values, "dtype of gathered parameters used for compute", NOT_IMPL("*")),
+    ENUM_("fsdp.mixed_precision.reduce_dtype", fsdp.mixed_precision.reduce_dtype, "fp32",
+          dtype_values, "dtype of gradient reduce-scatter / all-reduce", NOT_IMPL("*")),
+    BOOL_("fsdp.activation_checkpointing", fsdp.activation_checkpointing, "false",
+          "recompute each decoder layer's activations in backward", NONE_),
+    BOOL_("fsdp.cpu_offload", fsdp.cpu_offload, "false",
+          "keep master, grad and optimizer shards in host memory; step on the CPU", NOT_IMPL("*")),
+    BOOL_("fsdp.forward_prefetch", fsdp.forward_prefetch, "true",
+          "issue the next unit's all-gather before computing the current one", NONE_),
+    BOOL_("fsdp.backward_prefetch", fsdp.backward_prefetch, "true",
+          "issue the previous unit's all-gather before its backward", NONE_),
+    INT_("fsdp.max_inflight_allgathers", fsdp.max_inflight_allgathers, "2",
+         "gathered units allowed in memory at once (rate limit)", RANGE_(1, 8)),
+    BOOL_("fsdp.no_sync", fsdp.no_sync, "false",
+          "keep full gradients across micro-batches and reduce once (more memory)", NONE_),
+    ENUM_("fsdp.state_dict_type", fsdp.state_dict_type, "SHARDED", state_dict_values,
+          "default state dict layout for intermediate checkpoints", NONE_),
+    INT_("fsdp.align", fsdp.align, "16", "flat buffer padding, in elements", RANGE_(1, 4096)),
+
+    /* ---- collectives ---- */
+    STR_("collectives.impl", collectives.impl, "auto",
+         "collectives plugin (gloo, nccl, any installed); auto = best that supports the run",
+         NOT_IMPL("nccl")),
+    INT_("collectives.timeout_s", collectives.timeout_s, "300",
+         "seconds before a collective is declared hung", RANGE_(1, 86400)),
+    OPTS_("collectives.options", collectives.options, "options of the collectives plugin"),
+
+    /* ---- attention ---- */
+    STR_("attention.impl", attention.impl, "auto",
+         "attention plugin (naive, flash, any installed); auto = best that supports the run",
+         NOT_IMPL("flash")),
+    OPTS_("attention.options", attention.options, "options of the attention plugin"),
+
+    /* ---- optim ---- */
+    STR_("optim.name", optim.name, "adamw", "optimizer plugin (adamw, sgd, any installed)", NONE_),
+    FLOAT_("optim.lr", optim.lr, "3e-4", "peak learning rate", MIN_(0)),
+    FLOAT_("optim.weight_decay", optim.weight_decay, "0.0", "decoupled weight decay", MIN_(0)),
+    FLOATS_("optim.betas", optim.betas, 2, "[0.9, 0.999]", "Adam beta1, beta2", RANGE_EXCL_(0, 1)),
+    FLOAT_("optim.eps", optim.eps, "1e-8", "Adam epsilon", MIN_(0)),
+    FLOAT_("optim.momentum", optim.momentum, "0.0", "SGD momentum", RANGE_EXCL_(0, 1)),
+    BOOL_("optim.nesterov", optim.nesterov, "false", "SGD Nesterov momentum (needs momentum > 0)",
+          NONE_),
+    BOOL_("optim.decay_norm_and_bias", optim.decay_norm_and_bias, "false",
+          "also apply weight decay to norm weights and biases", NONE_),
+    OPTS_("optim.options", optim.options, "options of the optimizer plugin"),
+
+    /* ---- schedule ---- */
+    ENUM_("schedule.name", schedule.name, "cosine", sched_values,
+          "learning-rate decay after warmup", NONE_),
+    INT_("schedule.warmup_steps", schedule.warmup_steps, "0", "linear warmup steps", MIN_(0)),
+    FLOAT_("schedule.warmup_ratio", schedule.warmup_ratio, "0.0",
+           "warmup as a fraction of train.max_steps (instead of warmup_steps)", RANGE_(0, 1)),
+    FLOAT_("schedule.min_lr", schedule.min_lr, "0.0", "learning rate at the end of decay", MIN_(0)),
+    FLOAT_("schedule.min_lr_ratio", schedule.min_lr_ratio, "0.0",
+           "min_lr as a fraction of optim.lr (instead of min_lr)", RANGE_(0, 1)),
+
+    /* ---- train ---- */
+    INT_("train.max_steps", train.max_steps, "100", "optimizer steps to run", MIN_(1)),
+    INT_("train.micro_batch_size", train.micro_batch_size, "1",
+         "sequences per rank per forward/backward", MIN_(1)),
+    INT_("train.grad_accum_steps", train.grad_accum_steps, "1",
+         "micro-batches accumulated per optimizer step", MIN_(1)),
+    INT_("train.global_batch_size", train.global_batch_size, "0",
+         "sequences per optimizer step; 0 = micro_batch_size * grad_accum_steps * data-parallel "
+         "ranks (checked against them when set)",
+         MIN_(0)),
+    FLOAT_("train.max_grad_norm", train.max_grad_norm, "1.0",
+           "clip the global gradient norm to this; 0 = no clipping", MIN_(0)),
+    INT_("train.seed", train.seed, "42", "seed for weight init (and data order unless data.seed)",
+         MIN_(0)),
+    INT_("train.eval_every", train.eval_every, "0", "evaluate every N steps; 0 = never", MIN_(0)),
+    INT_("train.eval_batches", train.eval_batches, "4", "batches per evaluation", MIN_(1)),
+    INT_("train.log_every", train.log_every, "1", "log every N steps", MIN_(1)),
+    ENUM_("train.device", train.device, "cpu", device_values, "where compute runs",
+          NOT_IMPL("cuda")),
+    INT_("train.threads", train.threads, "0", "CPU threads per rank; 0 = all cores", MIN_(0)),
+    STRS_("train.generate_prompts", train.generate_prompts, "[]",
+          "prompts to sample from after training (greedy)", NONE_),
+    INT_("train.generate_tokens", train.generate_tokens, "32", "tokens to generate per prompt",
+         MIN_(0)),
+
+    /* ---- checkpoint ---- */
+    PATH_("checkpoint.dir", checkpoint.dir, "", "folder for checkpoints; \"\" = none are written",
+          NONE_),
+    INT_("checkpoint.save_steps", checkpoint.save_steps, "0",
+         "save an intermediate checkpoint every N steps; 0 = never", .min = 0,
+         .flags = FSDPC_CFG_HAS_MIN, NOT_IMPL("*")),
+    INT_("checkpoint.keep", checkpoint.keep, "2", "intermediate checkpoints kept; 0 = all",
+         MIN_(0)),
+    STR_("checkpoint.resume", checkpoint.resume, "none",
+         "none, auto (latest in checkpoint.dir) or a checkpoint folder", NOT_IMPL("*")),
+    STR_("checkpoint.intermediate_format", checkpoint.intermediate_format, "sharded",
+         "statedict plugin for intermediate checkpoints", NONE_),
+    STR_("checkpoint.final_format", checkpoint.final_format, "full",
+         "statedict plugin for the final checkpoint", NONE_),
+    ENUM_("checkpoint.final_dtype", checkpoint.final_dtype, "bf16", dtype_values,
+          "dtype of weights in the final checkpoint", NONE_),
+    OPTS_("checkpoint.options", checkpoint.options, "options of the statedict plugins"),
+
+    /* ---- log ---- */
+    PATH_("log.dir", log.dir, "out", "folder for logs, metrics and (by default) checkpoints",
+          NONE_),
+    ENUM_("log.level", log.level, "info", level_values, "log verbosity", NONE_),
+    ENUM_("log.progress", log.progress, "auto", progress_values,
+          "progress line on the terminal (auto = when stderr is a terminal)", NONE_),
+    INT_("log.memory_every", log.memory_every, "0",
+         "log memory per category every N steps; 0 = only at start and end", MIN_(0)),
+
+    /* ---- plugins ---- */
+    STRS_("plugins.paths", plugins.paths, "[]",
+          "extra folders (or .so files) searched for plugins first", NONE_),
+};
+
+const fsdpc_cfg_key *fsdpc__cfg_keys(int *n) {
+  *n = (int)(sizeof keys / sizeof keys[0]);
+  return keys;
+}
+
+const fsdpc_cfg_key *fsdpc__cfg_find(const char *path, int *index) {
+  int n;
+  const fsdpc_cfg_key *k = fsdpc__cfg_keys(&n);
+  for (int i = 0; i < n; i++) {
+    if (strcmp(k[i].path, path) == 0) {
+      if (index)
+        *index = i;
+      return &k[i];
+    }
+  }
+  return NULL;
+}
+
+bool fsdpc__cfg_is_section(const char *path) {
+  size_t len = strlen(path);
+  if (len == 0)
+    return true;
+  int n;
+  const fsdpc_cfg_key *k = fsdpc__cfg_keys(&n);
+  for (int i = 0; i < n; i++) {
+    if (strncmp(k[i].path, path, len) == 0 && k[i].path[len] == '.')
+      return true;
+  }
+  return false;
+}
+
+int fsdpc__cfg_children(const char *section, const char **names, char (*buf)[64], int cap) {
+  size_t len = strlen(section);
+  int n, count = 0;
+  const fsdpc_cfg_key *k = fsdpc__cfg_keys(&n);
+  for (int i = 0; i < n && count < cap; i++) {
+    const char *rest = k[i].path;
+    if (len > 0) {
+      if (strncmp(rest, section, len) != 0 || rest[len] != '.')
+        continue;
+      rest += len + 1;
+    }
+    size_t seg = strcspn(rest, ".");
+    if (seg >= 64)
+      continue;
+    bool seen = false;
+    for (int j = 0; j < count; j++) {
+      if (strlen(names[j]) == seg && strncmp(names[j], rest, seg) == 0)
+        seen = true;
+    }
+    if (seen)
+      continue;
+    memcpy(buf[count], rest, seg);
+    buf[count][seg] = '\0';
+    names[count] = buf[count];
+    count++;
+  }
+  return count;
+}
+
+const char *fsdpc__cfg_type_name(fsdpc_cfg_type t) {
+  switch (t) {
+  case FSDPC_CFG_BOOL:
+    return "bool";
+  case FSDPC_CFG_INT:
+    return "int";
+  case FSDPC_CFG_FLOAT:
+    return "float";
+  case FSDPC_CFG_STRING:
+    return "string";
+  case FSDPC_CFG_PATH:
+    return "path";
+  case FSDPC_CFG_ENUM:
+    return "enum";
+  case FSDPC_CFG_FLOATS:
+    return "list of float";
+  case FSDPC_CFG_STRINGS:
+    return "list of string";
+  case FSDPC_CFG_OPTS:
+    return "map";
+  }
+  return "?";
+}
+
+const char *fsdpc__cfg_enum_name(const fsdpc_cfg_key *k, int value) {
+  for (const fsdpc_cfg_enum_item *e = k->enums; e && e->name; e++) {
+    if (e->value == value)
+      return e->name;
+  }
+  return "?";
+}

@@ -38,7 +38,7 @@ static void die_if(fsdpc_status st, const fsdpc_err *err) {
 }
 
 static float *read_ref(fixture *f, const char *name, uint64_t *n) {
-  const fsdpc_st_tensor *t = fsdpc__st_find(f->ref, name);
+  const fsdpc_st_info *t = fsdpc__st_find(f->ref, name);
   ck_assert_msg(t != NULL, "reference tensor %s missing", name);
   float *v = malloc(t->numel * sizeof(float));
   fsdpc_err err;

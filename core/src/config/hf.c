@@ -141,6 +141,14 @@ fsdpc_status fsdpc__cfg_read_hf(fsdpc_config *c, fsdpc_err *err) {
       name = "rope_scaling.type";
       v = field(root, name);
     }
+    /* transformers >= 5 writes rope_theta and the scaling fields into one
+     * rope_parameters object. */
+    char alt[128];
+    if (!v && (strncmp(k->hf, "rope_scaling.", 13) == 0 || strcmp(k->hf, "rope_theta") == 0)) {
+      snprintf(alt, sizeof alt, "rope_parameters.%s",
+               strncmp(k->hf, "rope_scaling.", 13) == 0 ? k->hf + 13 : k->hf);
+      if ((v = field(root, alt))) name = alt;
+    }
     if (!v)
       continue;
     char value[512], where[4500];

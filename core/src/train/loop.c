@@ -122,7 +122,7 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
     if (s->job) FSDPC_TRY(fsdpc__dist_check_abort(s->job->store, err));
     fsdpc__mem_reset_peak();
     s->dist.bytes_all_gather = s->dist.bytes_reduce_scatter = s->dist.bytes_all_reduce = 0;
-    double t0 = fsdpc__now(), loss, lr, gnorm;
+    double t0 = fsdpc__now(), loss = 0, lr = 0, gnorm = 0;
     FSDPC_TRY(train_step(s, step, &loss, &lr, &gnorm, err));
     double dt = fsdpc__now() - t0;
     fsdpc__engine_comm_bytes(s->eng, &s->last_comm);

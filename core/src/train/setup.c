@@ -78,11 +78,11 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
                        "`fsdpc data synth` or `fsdpc data tokenize`)",
                        c->source);
   FSDPC_TRY(fsdpc__tokfile_open(c->data.train, &s->train_tf, err));
-  if (s->train_tf->header.vocab_size > (uint32_t)s->shape.V)
+  if (s->train_tf->hdr.vocab_size > (uint32_t)s->shape.V)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: the token file's vocabulary (%u) is larger than model.vocab_size "
                        "(%d)",
-                       c->data.train, s->train_tf->header.vocab_size, s->shape.V);
+                       c->data.train, s->train_tf->hdr.vocab_size, s->shape.V);
   fsdpc_loader_opts lo;
   fsdpc__loader_opts_default(&lo);
   lo.seq_len = (int32_t)s->T;

@@ -165,6 +165,24 @@ static void allreduce_f32(fsdpc_comm *c, float *x, size_t n, int32_t op, int64_t
     scale(x, n, 1.0f / (float)c->ctx->size);
 }
 
+// In-place f64 all-reduce of x (n doubles).
+static void allreduce_f64(fsdpc_comm *c, double *x, size_t n, int32_t op, int64_t t) {
+  if (c->ctx->size > 1) {
+    gloo::AllreduceOptions o(c->ctx);
+    o.setOutput(x, n);
+    ReduceFn fn = op == FSDPC_REDUCE_MAX   ? static_cast<ReduceFn>(&gloo::max<double>)
+                  : op == FSDPC_REDUCE_MIN ? static_cast<ReduceFn>(&gloo::min<double>)
+                                           : static_cast<ReduceFn>(&gloo::sum<double>);
+    o.setReduceFunction(fn);
+    o.setTag(c->tag++);
+    o.setTimeout(std::chrono::milliseconds(t));
+    gloo::allreduce(o);
+  }
+  if (op == FSDPC_REDUCE_AVG)
+    for (size_t i = 0; i < n; i++)
+      x[i] /= (double)c->ctx->size;
+}
+
 int32_t all_reduce(fsdpc_comm *c, const void *send, void *recv, uint64_t count, int32_t dtype,
                    int32_t op, void *stream, const fsdpc_op_info *info) {
   return guarded(c, "all_reduce", info, [&](int64_t t) {
@@ -190,24 +208,6 @@ int32_t all_reduce(fsdpc_comm *c, const void *send, void *recv, uint64_t count, 
     allreduce_f32(c, tmp.data(), tmp.size(), op, t);
     from_f32(tmp.data(), recv, tmp.size(), dtype);
   });
-}
-
-// In-place f64 all-reduce of x (n doubles).
-static void allreduce_f64(fsdpc_comm *c, double *x, size_t n, int32_t op, int64_t t) {
-  if (c->ctx->size > 1) {
-    gloo::AllreduceOptions o(c->ctx);
-    o.setOutput(x, n);
-    ReduceFn fn = op == FSDPC_REDUCE_MAX   ? static_cast<ReduceFn>(&gloo::max<double>)
-                  : op == FSDPC_REDUCE_MIN ? static_cast<ReduceFn>(&gloo::min<double>)
-                                           : static_cast<ReduceFn>(&gloo::sum<double>);
-    o.setReduceFunction(fn);
-    o.setTag(c->tag++);
-    o.setTimeout(std::chrono::milliseconds(t));
-    gloo::allreduce(o);
-  }
-  if (op == FSDPC_REDUCE_AVG)
-    for (size_t i = 0; i < n; i++)
-      x[i] /= (double)c->ctx->size;
 }
 
 // Ring reduce-scatter on fp32. in: (N, n) chunks, chunk r is reduced into

@@ -1,6 +1,8 @@
 /* fsdpc: the command-line entry point. Subcommands live in cli/cmd_*.c. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "fsdpc/fsdpc.h"
@@ -23,7 +25,18 @@ static void usage(FILE *f) {
   fprintf(f, "\n`fsdpc <command> --help` for details; `fsdpc --version`.\n");
 }
 
+/* OpenMP threads that spin while OpenBLAS's own threads run a GEMM starve
+ * them: on a 2-core machine training ran 2.7x slower (bench/results/
+ * 2026-11-21-cpu-omp-wait.md). libgomp reads OMP_WAIT_POLICY before main,
+ * so when the user has not chosen one, set PASSIVE and re-run ourselves. */
+static void prefer_passive_openmp(char **argv) {
+  if (getenv("OMP_WAIT_POLICY")) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  execv("/proc/self/exe", argv); /* on failure, carry on as we are */
+}
+
 int main(int argc, char **argv) {
+  prefer_passive_openmp(argv);
   if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
     printf("fsdpc %s\n", fsdpc_version());
     return 0;

@@ -64,9 +64,20 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
 
 fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n, char *out,
                                      size_t cap, fsdpc_err *err) {
-  int32_t *ids = NULL;
-  int64_t np = 0;
-  FSDPC_TRY(fsdpc__tokenizer_encode_alloc(s->tok, prompt, strlen(prompt), &ids, &np, err));
+  int32_t *text_ids = NULL;
+  int64_t nt = 0;
+  FSDPC_TRY(fsdpc__tokenizer_encode_alloc(s->tok, prompt, strlen(prompt), &text_ids, &nt, err));
+  /* Packed training data puts EOS between documents, so a document always
+   * follows one; start the prompt the same way. */
+  int64_t np = nt + 1;
+  int32_t *ids = malloc((size_t)np * sizeof(int32_t));
+  if (!ids) {
+    free(text_ids);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  }
+  ids[0] = fsdpc__tokenizer_eos(s->tok);
+  memcpy(ids + 1, text_ids, (size_t)nt * sizeof(int32_t));
+  free(text_ids);
   int T = s->shape.max_pos;
   if (np + n < T) T = (int)(np + n);
   if (np < 1 || np >= T) {
@@ -104,7 +115,8 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
     /* ids the tokenizer does not know (vocab padding) are shown as '?' */
     for (int64_t i = np; i < len; i++)
       if (seq[i] >= fsdpc__tokenizer_vocab_size(s->tok)) seq[i] = '?';
-    st = fsdpc__tokenizer_decode(s->tok, seq + np, len - np, out, cap, &olen, err);
+    st = fsdpc__tokenizer_decode(s->tok, seq + np, len - np, out, cap - 1, &olen, err);
+    out[st == FSDPC_OK ? olen : 0] = '\0'; /* decode gives a length, no terminator */
   }
   fsdpc__model_ctx_destroy(g);
   free(ids);
@@ -112,6 +124,19 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
   free(lab);
   free(logits);
   return st;
+}
+
+/* C-style escaping so that a prompt or answer stays on one line. */
+static void escape(const char *in, char *out, size_t cap) {
+  size_t o = 0;
+  for (; *in && o + 5 < cap; in++) {
+    unsigned char c = (unsigned char)*in;
+    if (c == '\n') o += (size_t)snprintf(out + o, cap - o, "\\n");
+    else if (c == '"' || c == '\\') o += (size_t)snprintf(out + o, cap - o, "\\%c", c);
+    else if (c < 32) o += (size_t)snprintf(out + o, cap - o, "\\x%02x", c);
+    else out[o++] = (char)c;
+  }
+  out[o] = '\0';
 }
 
 fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
@@ -144,7 +169,10 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
     if (s->env.rank == 0) {
       size_t n = strlen(text);
       while (n && text[n - 1] == '\n') text[--n] = '\0';
-      printf("generate: %s|%s\n", prompt, text);
+      char ep[1024], et[1024];
+      escape(prompt, ep, sizeof ep);
+      escape(text, et, sizeof et);
+      printf("generate: \"%s\" -> \"%s\"\n", ep, et);
       fflush(stdout);
     }
   }

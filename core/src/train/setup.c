@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "train/session.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -226,7 +227,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                             cfg->schedule.warmup_ratio, cfg->schedule.min_lr,
                             cfg->schedule.min_lr_ratio, err));
   if (rank == 0) {
-    mkdir(cfg->log.dir, 0755);
+    STEP(fsdpc__mkdir_p(cfg->log.dir, err));
     char path[4096];
     snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->log.dir);
     if (!(s->metrics = fopen(path, "w"))) {

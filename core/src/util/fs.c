@@ -1,0 +1,26 @@
+#include "util/fs.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+fsdpc_status fsdpc__mkdir_p(const char *path, fsdpc_err *err) {
+  char buf[4096];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "bad folder path '%s'", path);
+  memcpy(buf, path, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (buf[i] != '/' && buf[i] != '\0') continue;
+    char c = buf[i];
+    buf[i] = '\0';
+    struct stat st;
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot create folder '%s': %s", buf,
+                         strerror(errno));
+    if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "'%s' exists and is not a folder", buf);
+    buf[i] = c;
+  }
+  return FSDPC_OK;
+}

@@ -1,0 +1,10 @@
+/* Small file-system helpers. */
+#ifndef FSDPC_UTIL_FS_H
+#define FSDPC_UTIL_FS_H
+
+#include "util/err.h"
+
+/* mkdir -p: creates path and its missing parents (mode 0755). */
+fsdpc_status fsdpc__mkdir_p(const char *path, fsdpc_err *err);
+
+#endif

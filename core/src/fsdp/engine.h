@@ -49,6 +49,41 @@ typedef struct fsdpc_unit {
   int grad_live;            /* full_grad holds grads not yet reduced */
 } fsdpc_unit;
 
+/* Compute blocks: 0 embedding, 1..L decoder layers, L+1 head (see llama.h).
+ * A block needs at most this many units (a layer's unit, plus the embedding
+ * unit and the norm/head units for the head block). */
+enum { FSDPC_BLOCK_MAX_UNITS = 4 };
+
+typedef struct fsdpc_block {
+  int units[FSDPC_BLOCK_MAX_UNITS];
+  int n_units;
+} fsdpc_block;
+
+/* The unit layout (see layout.c): a pure function of the model, the wrap
+ * plan, the shard group size S and the alignment. Units come back with their
+ * buffers NULL. */
+typedef struct fsdpc_layout {
+  int S;                       /* shard group size */
+  int n_params;
+  int *param_unit;             /* (n_params) */
+  uint64_t *param_offset;      /* (n_params) element offset in the unit's flat buffer */
+  int param_of_kind[FSDPC_P_NKIND]; /* non-layer params: index or -1 */
+  int *layer_param;            /* (L, FSDPC_P_NKIND) index or -1 */
+  fsdpc_unit *units;
+  int n_units;
+  fsdpc_block *blocks;         /* (L + 2) */
+  int n_blocks;
+  uint64_t max_shard, max_flat;
+} fsdpc_layout;
+
+/* Checks the plan (every module's parameters in one unit, no empty unit)
+ * and computes the layout; shard_rank sets each unit's shard_offset. */
+fsdpc_status fsdpc__layout_build(const fsdpc_model_shape *shape, const fsdpc_param_info *params,
+                                 int n_params, const uint32_t *unit_of_param, uint32_t n_units,
+                                 int shard_size, int align, int shard_rank, fsdpc_layout *out,
+                                 fsdpc_err *err);
+void fsdpc__layout_free(fsdpc_layout *l);
+
 typedef struct fsdpc_engine_opts {
   const fsdpc_model_shape *shape;
   fsdpc_strategy strategy;

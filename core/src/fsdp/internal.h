@@ -5,16 +5,6 @@
 
 #include "fsdp/engine.h"
 
-/* Compute blocks: 0 embedding, 1..L decoder layers, L+1 head (see llama.h).
- * A block needs at most this many units (a layer's unit, plus the embedding
- * unit and the norm/head units for the head block). */
-enum { FSDPC_BLOCK_MAX_UNITS = 4 };
-
-typedef struct fsdpc_block {
-  int units[FSDPC_BLOCK_MAX_UNITS];
-  int n_units;
-} fsdpc_block;
-
 struct fsdpc_engine {
   fsdpc_model_shape shape;
   fsdpc_strategy strategy;

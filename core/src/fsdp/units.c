@@ -21,120 +21,6 @@ int fsdpc__strategy_parse(const char *name) {
   return -1;
 }
 
-static void unit_name(fsdpc_engine *e, fsdpc_unit *u) {
-  /* Name a unit after what it holds: "layers.3", "layers.2-5", "embed", ... */
-  int lo = 1 << 30, hi = -1, other = 0;
-  const char *type = NULL;
-  for (int i = 0; i < u->n_params; i++) {
-    const fsdpc_param_info *p = &e->params[u->params[i]];
-    if (p->layer >= 0) {
-      if (p->layer < lo) lo = p->layer;
-      if (p->layer > hi) hi = p->layer;
-    } else {
-      other = 1;
-      type = p->module_type;
-    }
-  }
-  if (hi >= 0 && !other && lo == hi)
-    snprintf(u->name, sizeof u->name, "layers.%d", lo);
-  else if (hi >= 0 && !other)
-    snprintf(u->name, sizeof u->name, "layers.%d-%d", lo, hi);
-  else if (hi < 0 && u->n_params == 1)
-    snprintf(u->name, sizeof u->name, "%s", strcmp(type, "embedding") == 0 ? "embed" : type);
-  else if (hi < 0)
-    snprintf(u->name, sizeof u->name, "root");
-  else
-    snprintf(u->name, sizeof u->name, "root+layers.%d-%d", lo, hi);
-}
-
-static fsdpc_status build_layout(fsdpc_engine *e, const fsdpc_engine_opts *o, fsdpc_err *err) {
-  int L = e->shape.L;
-  e->n_units = (int)o->n_units;
-  if (e->n_units < 1)
-    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "the wrap policy produced no units");
-  e->units = calloc((size_t)e->n_units, sizeof *e->units);
-  e->param_unit = calloc((size_t)e->n_params, sizeof(int));
-  e->param_offset = calloc((size_t)e->n_params, sizeof(uint64_t));
-  e->layer_param = malloc((size_t)L * FSDPC_P_NKIND * sizeof(int));
-  e->n_blocks = L + 2;
-  e->blocks = calloc((size_t)e->n_blocks, sizeof *e->blocks);
-  if (!e->units || !e->param_unit || !e->param_offset || !e->layer_param || !e->blocks)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the unit layout");
-  for (int k = 0; k < FSDPC_P_NKIND; k++) e->param_of_kind[k] = -1;
-  for (int i = 0; i < L * FSDPC_P_NKIND; i++) e->layer_param[i] = -1;
-
-  /* Every parameter of a module must land in one unit (a block computes
-   * with its module's weights together). */
-  for (int p = 0; p < e->n_params; p++) {
-    uint32_t u = o->unit_of_param[p];
-    if (u >= o->n_units)
-      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
-                         "wrap plan puts '%s' in unit %u of %u", e->params[p].name, u,
-                         o->n_units);
-    for (int q = 0; q < p; q++)
-      if (strcmp(e->params[q].module, e->params[p].module) == 0 && o->unit_of_param[q] != u)
-        return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                           "wrap policy splits module '%s' across units %u and %u; a module's "
-                           "parameters must share a unit",
-                           e->params[p].module, o->unit_of_param[q], u);
-    e->param_unit[p] = (int)u;
-    e->units[u].n_params++;
-  }
-  for (int u = 0; u < e->n_units; u++) {
-    e->units[u].params = calloc((size_t)e->units[u].n_params + 1, sizeof(int));
-    if (!e->units[u].params) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-    e->units[u].n_params = 0;
-    e->units[u].first_block = 1 << 30;
-    e->units[u].last_block = -1;
-  }
-  uint64_t quantum = (uint64_t)e->S * (uint64_t)(o->align > 0 ? o->align : 1);
-  for (int p = 0; p < e->n_params; p++) {
-    fsdpc_unit *u = &e->units[e->param_unit[p]];
-    const fsdpc_param_info *pi = &e->params[p];
-    u->params[u->n_params++] = p;
-    e->param_offset[p] = u->numel;
-    u->numel += pi->numel;
-    if (pi->layer >= 0)
-      e->layer_param[pi->layer * FSDPC_P_NKIND + pi->kind] = p;
-    else
-      e->param_of_kind[pi->kind] = p;
-  }
-  for (int u = 0; u < e->n_units; u++) {
-    fsdpc_unit *un = &e->units[u];
-    if (un->n_params == 0)
-      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "wrap plan left unit %d empty", u);
-    un->flat_numel = (un->numel + quantum - 1) / quantum * quantum;
-    un->shard_numel = un->flat_numel / (uint64_t)e->S;
-    un->shard_offset = (uint64_t)e->dist->shard_rank * un->shard_numel;
-    unit_name(e, un);
-    if (un->shard_numel > e->max_shard) e->max_shard = un->shard_numel;
-    if (un->flat_numel > e->max_flat) e->max_flat = un->flat_numel;
-  }
-
-  /* Blocks and the units they need; the head also needs the embedding's
-   * unit when the embedding is tied. */
-  for (int p = 0; p < e->n_params; p++) {
-    int b = e->params[p].block, u = e->param_unit[p];
-    fsdpc_block *blk = &e->blocks[b];
-    int seen = 0;
-    for (int i = 0; i < blk->n_units; i++) seen |= blk->units[i] == u;
-    if (!seen) blk->units[blk->n_units++] = u;
-  }
-  if (e->shape.tied) {
-    fsdpc_block *head = &e->blocks[L + 1];
-    int u = e->param_unit[e->param_of_kind[FSDPC_P_EMBED]], seen = 0;
-    for (int i = 0; i < head->n_units; i++) seen |= head->units[i] == u;
-    if (!seen) head->units[head->n_units++] = u;
-  }
-  for (int b = 0; b < e->n_blocks; b++)
-    for (int i = 0; i < e->blocks[b].n_units; i++) {
-      fsdpc_unit *un = &e->units[e->blocks[b].units[i]];
-      if (b < un->first_block) un->first_block = b;
-      if (b > un->last_block) un->last_block = b;
-    }
-  return FSDPC_OK;
-}
-
 fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out,
                                   fsdpc_err *err) {
   fsdpc_engine *e = calloc(1, sizeof *e);
@@ -156,7 +42,21 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     goto fail;
   }
   memcpy(e->params, o->params, (size_t)o->n_params * sizeof *e->params);
-  if ((st = build_layout(e, o, err)) != FSDPC_OK) goto fail;
+  fsdpc_layout lay;
+  if ((st = fsdpc__layout_build(o->shape, o->params, o->n_params, o->unit_of_param, o->n_units,
+                                e->S, o->align, o->dist->shard_rank, &lay, err)) != FSDPC_OK)
+    goto fail;
+  /* The engine takes the layout's arrays over. */
+  e->units = lay.units;
+  e->n_units = lay.n_units;
+  e->param_unit = lay.param_unit;
+  e->param_offset = lay.param_offset;
+  memcpy(e->param_of_kind, lay.param_of_kind, sizeof e->param_of_kind);
+  e->layer_param = lay.layer_param;
+  e->blocks = lay.blocks;
+  e->n_blocks = lay.n_blocks;
+  e->max_shard = lay.max_shard;
+  e->max_flat = lay.max_flat;
 
   e->optim = o->optim;
   e->ov = o->optim->vtable;

@@ -46,6 +46,8 @@ static void unit_name(const fsdpc_param_info *params, fsdpc_unit *u) {
     snprintf(u->name, sizeof u->name, "%s", strcmp(type, "embedding") == 0 ? "embed" : type);
   else if (hi < 0)
     snprintf(u->name, sizeof u->name, "root");
+  else if (lo == hi)
+    snprintf(u->name, sizeof u->name, "root+layers.%d", lo);
   else
     snprintf(u->name, sizeof u->name, "root+layers.%d-%d", lo, hi);
 }

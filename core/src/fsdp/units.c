@@ -91,6 +91,21 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   }
   if (e->S > 1 && !(e->rs_scratch = fsdpc__mem_alloc(FSDPC_MEM_COMM, e->max_shard * 4)))
     goto oom;
+  if (e->dist->rank == 0) {
+    char names[1024];
+    int n = 0;
+    for (int u = 0; u < e->n_units && n < (int)sizeof names - 80; u++)
+      n += snprintf(names + n, sizeof names - (size_t)n, "%s%s (%.2fM)", u ? ", " : "",
+                    e->units[u].name, (double)e->units[u].numel / 1e6);
+    FSDPC_LOGI("fsdp: %s, shard group %d x replicas %d, %d units: %s",
+               fsdpc__strategy_name(e->strategy), e->S, e->dist->replica_size, e->n_units,
+               names);
+    fsdpc_engine_bytes eb;
+    fsdpc__engine_bytes(e, &eb);
+    FSDPC_LOGI("fsdp: per-rank shard bytes: params=%llu grads=%llu optim=%llu largest_unit=%llu",
+               (unsigned long long)eb.params, (unsigned long long)eb.grads,
+               (unsigned long long)eb.optim, (unsigned long long)eb.max_unit_full);
+  }
   *out = e;
   return FSDPC_OK;
 oom:

@@ -6,7 +6,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       libyaml-dev libcjson-dev libpcre2-dev libopenblas-dev libgloo-dev check
-      python3 procps bc)
+      python3 python3-yaml procps bc)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -7,6 +7,7 @@
 #   kill9      kill -9 of one rank mid-training: non-zero exit within 10 s
 #              naming the rank, no process left behind
 #   torchrun   ranks started by hand with torchrun's variables train like world 1
+#   determinism  the same run twice gives bit-identical losses
 source "$(dirname "$0")/common.sh"
 CASE=$1
 CMP="python3 $(dirname "$0")/compare_runs.py"
@@ -79,6 +80,16 @@ torchrun)
   for p in "${pids[@]}"; do wait "$p" || fail "a torchrun-style rank failed"; done
   grep -q "world 2 (torchrun)" "$TMP/tr0.log" || fail "rank 0 did not detect torchrun's variables"
   $CMP "$TMP/ref" "$TMP/tr" || fail "torchrun-style world 2 diverged from world 1"
+  ;;
+determinism)
+  # Same config twice: bit-identical losses (rtol 0), in one process and in
+  # a 2-rank job, with different OpenMP thread counts.
+  run a1 train.threads=1 || fail "run a1"
+  run a2 train.threads=2 || fail "run a2"
+  run b1 -- --nproc-per-node 2 || fail "run b1"
+  run b2 -- --nproc-per-node 2 || fail "run b2"
+  $CMP "$TMP/a1" "$TMP/a2" --rtol 0 || fail "two world-1 runs differ"
+  $CMP "$TMP/b1" "$TMP/b2" --rtol 0 || fail "two world-2 runs differ"
   ;;
 *) fail "unknown case $CASE" ;;
 esac

@@ -9,8 +9,8 @@
  *
  * Labels are ignore_index (-100) or in [0, V) (the data pipeline checks token
  * ids); any other label is treated like ignore_index, never read out of
- * bounds. Loss partials are summed per thread over fixed row slices and then
- * in order, so the loss bits do not depend on thread timing.
+ * bounds. Per-row losses are computed in parallel and summed in row order,
+ * so the loss bits depend neither on thread timing nor on the thread count.
  * Accumulation rule: dweight +=, dx =. */
 #include <cblas.h>
 #include <math.h>
@@ -19,7 +19,7 @@
 
 #include "ops/cpu/ops_cpu.h"
 
-enum { IGNORE_INDEX = -100, MAX_PARTIALS = 256 };
+enum { IGNORE_INDEX = -100, MAX_CHUNK_ROWS = 256 };
 
 /* Loss of one row; when want_grad, replaces the row's logits by
  * grad_scale * (softmax - onehot). */
@@ -53,43 +53,34 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
   int want_grad = dx != NULL || dweight != NULL;
   if (chunk_rows < 1)
     chunk_rows = 1;
+  if (chunk_rows > MAX_CHUNK_ROWS) /* the scratch holds at least this many rows */
+    chunk_rows = MAX_CHUNK_ROWS;
   for (int r0 = 0; r0 < N && V > 0; r0 += chunk_rows) {
     int R = N - r0 < chunk_rows ? N - r0 : chunk_rows;
     const float *xc = x + (size_t)r0 * C;
     const int32_t *lc = labels + r0;
     fsdpc__cpu_logits(scratch, xc, weight, R, C, V);
 
-    double partial[MAX_PARTIALS] = {0};
-    int64_t npartial[MAX_PARTIALS] = {0};
-    int nt = omp_get_max_threads();
-    if (nt > MAX_PARTIALS)
-      nt = MAX_PARTIALS;
-    if (nt > R)
-      nt = R;
-#pragma omp parallel num_threads(nt)
-    {
-      int t = omp_get_thread_num(), k = omp_get_num_threads();
-      int lo = (int)((int64_t)R * t / k), hi = (int)((int64_t)R * (t + 1) / k);
-      double s = 0.0;
-      int64_t cnt = 0;
-      for (int r = lo; r < hi; r++) {
-        float *row = scratch + (size_t)r * V;
-        int label = lc[r];
-        if (label < 0 || label >= V) { /* ignore_index (or invalid): no loss, no grad */
-          if (want_grad)
-            memset(row, 0, (size_t)V * sizeof(float));
-          continue;
-        }
-        s += xent_row(row, label, V, grad_scale, want_grad);
-        cnt++;
+    /* Per-row losses in parallel, summed in row order: the same bits for
+     * any thread count. */
+    double rowloss[MAX_CHUNK_ROWS];
+#pragma omp parallel for schedule(static) if (R > 1)
+    for (int r = 0; r < R; r++) {
+      float *row = scratch + (size_t)r * V;
+      int label = lc[r];
+      if (label < 0 || label >= V) { /* ignore_index (or invalid): no loss, no grad */
+        if (want_grad)
+          memset(row, 0, (size_t)V * sizeof(float));
+        rowloss[r] = -1.0;
+        continue;
       }
-      partial[t] = s;
-      npartial[t] = cnt;
+      rowloss[r] = xent_row(row, label, V, grad_scale, want_grad);
     }
-    for (int t = 0; t < nt; t++) {
-      total += partial[t];
-      counted += npartial[t];
-    }
+    for (int r = 0; r < R; r++)
+      if (rowloss[r] >= 0.0) {
+        total += rowloss[r];
+        counted++;
+      }
     if (dx != NULL) {
       /* (R, V) @ (V, C) */
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, C, V, 1.0f, scratch, V, weight, C,

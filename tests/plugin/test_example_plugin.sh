@@ -43,4 +43,25 @@ grep -qE "beta2 +float +0\.99 +\[0, 1\]" <<<"$out" || { echo "$out"; fail "info 
 # `make install` puts it where the installed fsdpc finds it without --path.
 make -C "$tmp/lion" install >/dev/null
 out=$(FSDPC_PLUGIN_PATH= "$bin" plugins info lion 2>&1) || fail "installed lion not found: $out"
+# Used, not just listed: the installed fsdpc trains with optim.name=lion
+# (pinned, found through plugins.paths in the config) and the loss falls.
+"$bin" data synth --task qa --n 500 --out "$tmp/qa.tok" >/dev/null || fail "data synth"
+cat >"$tmp/lion.yaml" <<YAML
+model: {vocab_size: 259, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 1,
+        num_attention_heads: 2, max_position_embeddings: 32}
+data: {train: $tmp/qa.tok, seq_len: 16}
+optim: {name: lion, lr: 1.0e-3, options: {beta1: 0.9, beta2: 0.99}}
+schedule: {name: constant}
+train: {max_steps: 20, micro_batch_size: 4, log_every: 1}
+plugins: {paths: [$tmp/lion]}
+log: {dir: $tmp/run}
+YAML
+(cd / && FSDPC_PLUGIN_PATH= "$bin" train "$tmp/lion.yaml" >"$tmp/train.log" 2>&1) ||
+  { cat "$tmp/train.log"; fail "training with lion failed"; }
+python3 - "$tmp/run/metrics.jsonl" <<'PY' || fail "lion did not lower the loss"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(f"lion: loss {rows[0]['loss']:.3f} at step 1 -> {rows[-1]['loss']:.3f} at step {rows[-1]['step']}")
+sys.exit(0 if rows[-1]["loss"] < rows[0]["loss"] - 0.5 else 1)
+PY
 echo "example plugin: ok"

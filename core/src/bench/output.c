@@ -246,10 +246,13 @@ void fsdpc__bench_print_table(FILE *f, const fsdpc_bench_spec *s, const fsdpc_be
       snprintf(ag, sizeof ag, "%.2f", mib((int64_t)r->comm.all_gather));
       snprintf(rs, sizeof rs, "%.2f", mib((int64_t)(r->comm.reduce_scatter + r->comm.all_reduce)));
     }
-    fprintf(f, "%-24s %8.2f %8.2f %8.2f %9.2f %8.2f %18s %9s %9s %9s %9s %9s\n", name,
-            mib(r->peak[FSDPC_MEM_PARAMS]), mib(r->peak[FSDPC_MEM_GRADS]),
-            mib(r->peak[FSDPC_MEM_OPTIM]), mib(r->peak[FSDPC_MEM_ACTIVATIONS]),
-            mib(r->peak[FSDPC_MEM_COMM]), tot, e, res, rss, ag, rs);
+    char cat[5][16];
+    static const int shown[5] = {FSDPC_MEM_PARAMS, FSDPC_MEM_GRADS, FSDPC_MEM_OPTIM,
+                                 FSDPC_MEM_ACTIVATIONS, FSDPC_MEM_COMM};
+    for (int k = 0; k < 5; k++)
+      snprintf(cat[k], sizeof cat[k], r->baseline ? "-" : "%.2f", mib(r->peak[shown[k]]));
+    fprintf(f, "%-24s %8s %8s %8s %9s %8s %18s %9s %9s %9s %9s %9s\n", name, cat[0], cat[1],
+            cat[2], cat[3], cat[4], tot, e, res, rss, ag, rs);
   }
 }
 

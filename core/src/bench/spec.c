@@ -179,7 +179,7 @@ static fsdpc_status expand(fsdpc_bench_spec *s, const axis *ax, int n_ax, fsdpc_
         len += (size_t)snprintf(var->name + len, sizeof var->name - len, "%s", av->label);
       else
         len += (size_t)snprintf(var->name + len, sizeof var->name - len, "%s%s=%s",
-                                i ? " " : "", av->n == 1 ? short_key(ax[i].key) : ax[i].key,
+                                i ? " " : "", short_key(ax[i].key),
                                 av->label);
       if (len >= sizeof var->name) len = sizeof var->name - 1;
     }

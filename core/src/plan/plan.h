@@ -98,5 +98,8 @@ fsdpc_status fsdpc__plan_config(const fsdpc_plan_ctx *p, const fsdpc_plan_varian
 uint64_t fsdpc__plan_numel(const fsdpc_plan_ctx *p);
 double fsdpc__plan_flops_per_token(const fsdpc_model_shape *s, int T);
 const fsdpc_model_shape *fsdpc__plan_shape(const fsdpc_plan_ctx *p);
+/* The parameter list and wrap plan the planner uses (as the trainer's). */
+const fsdpc_param_info *fsdpc__plan_params(const fsdpc_plan_ctx *p, int *n_params,
+                                           const uint32_t **unit_of_param, uint32_t *n_units);
 
 #endif

@@ -185,3 +185,10 @@ fsdpc_status fsdpc__plan_config(const fsdpc_plan_ctx *p, const fsdpc_plan_varian
 
 uint64_t fsdpc__plan_numel(const fsdpc_plan_ctx *p) { return fsdpc__model_numel(&p->shape); }
 const fsdpc_model_shape *fsdpc__plan_shape(const fsdpc_plan_ctx *p) { return &p->shape; }
+const fsdpc_param_info *fsdpc__plan_params(const fsdpc_plan_ctx *p, int *n_params,
+                                           const uint32_t **unit_of_param, uint32_t *n_units) {
+  *n_params = p->n_params;
+  *unit_of_param = p->unit_of_param;
+  *n_units = p->n_units;
+  return p->params;
+}

@@ -66,10 +66,13 @@ static void slug(const char *name, char *out, size_t cap) {
 static const char **run_overrides(const fsdpc_bench_spec *s, const fsdpc_bench_variant *v,
                                   char forced[4][4200], const char *log_dir, int *n) {
   const char **o = calloc((size_t)(s->n_set + v->n_overrides + 8), sizeof(char *));
-  if (!o) return NULL;
+  if (!o)
+    return NULL;
   *n = 0;
-  for (int i = 0; i < s->n_set; i++) o[(*n)++] = s->set[i];
-  for (int i = 0; i < v->n_overrides; i++) o[(*n)++] = v->overrides[i];
+  for (int i = 0; i < s->n_set; i++)
+    o[(*n)++] = s->set[i];
+  for (int i = 0; i < v->n_overrides; i++)
+    o[(*n)++] = v->overrides[i];
   snprintf(forced[0], 4200, "train.max_steps=%d", s->warmup_steps + s->steps);
   snprintf(forced[1], 4200, "log.dir=%s", log_dir);
   o[(*n)++] = forced[0];
@@ -90,7 +93,8 @@ static void plan_variant(const fsdpc_bench_spec *s, const fsdpc_bench_variant *v
   fsdpc_err err = {0};
   fsdpc_config *cfg = NULL;
   fsdpc_plan_ctx *pc = NULL;
-  if (!ovr) return;
+  if (!ovr)
+    return;
   if (fsdpc__config_load(s->base, ovr, n, &cfg, &err) != FSDPC_OK) {
     vs->failed = 1;
     snprintf(vs->row.reason, sizeof vs->row.reason, "%s", err.msg);
@@ -100,8 +104,8 @@ static void plan_variant(const fsdpc_bench_spec *s, const fsdpc_bench_variant *v
     fprintf(stderr, "bench: %s: no memory plan: %s\n", v->name, err.msg);
   } else {
     vs->row.have_plan = 1;
-    vs->row.flops_per_token = fsdpc__plan_flops_per_token(fsdpc__plan_shape(pc),
-                                                          (int)cfg->data.seq_len);
+    vs->row.flops_per_token =
+        fsdpc__plan_flops_per_token(fsdpc__plan_shape(pc), (int)cfg->data.seq_len);
   }
   fsdpc__plan_ctx_destroy(pc);
   fsdpc__config_destroy(cfg);
@@ -115,16 +119,22 @@ static int run_all(const fsdpc_bench_spec *s, const char *out_dir, const char *e
     for (int v = 0; v < s->n_variants; v++) {
       k++;
       const fsdpc_bench_variant *var = &s->variants[v];
-      if (vs[v].failed) continue;
+      if (vs[v].failed)
+        continue;
       char sl[64], dir[4096], forced[4][4200];
       slug(var->name, sl, sizeof sl);
       snprintf(dir, sizeof dir, "%.3000s/runs/%02d-%s-r%d", out_dir, v, sl, rep);
       int n = 0;
       const char **ovr = run_overrides(s, var, forced, dir, &n);
-      if (!ovr) return 0;
-      fsdpc_bench_run_opts ro = {.exe = exe, .config = s->base, .overrides = ovr,
-                                 .n_overrides = n, .nproc_per_node = s->nproc_per_node,
-                                 .warmup_steps = s->warmup_steps, .timeout_s = s->timeout_s,
+      if (!ovr)
+        return 0;
+      fsdpc_bench_run_opts ro = {.exe = exe,
+                                 .config = s->base,
+                                 .overrides = ovr,
+                                 .n_overrides = n,
+                                 .nproc_per_node = s->nproc_per_node,
+                                 .warmup_steps = s->warmup_steps,
+                                 .timeout_s = s->timeout_s,
                                  .log_dir = dir};
       fsdpc_bench_run *r = &vs[v].runs[vs[v].n_runs];
       fsdpc_err err = {0};
@@ -163,7 +173,8 @@ int fsdpc__cmd_bench(int argc, char **argv) {
   fsdpc_bench_spec *s = NULL;
   const char **sets = calloc((size_t)argc + 1, sizeof(char *));
   int n_sets = 0;
-  if (!sets) return 1;
+  if (!sets)
+    return 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
     int ok = 1;
@@ -175,17 +186,25 @@ int fsdpc__cmd_bench(int argc, char **argv) {
         *(a[2] == 'o' ? &out_opt : &baseline_opt) = val;
         i++;
       }
-    } else if (strcmp(a, "--repeats") == 0) ok = int_flag(a, val, 1, &repeats), i++;
-    else if (strcmp(a, "--steps") == 0) ok = int_flag(a, val, 1, &steps), i++;
-    else if (strcmp(a, "--warmup") == 0) ok = int_flag(a, val, 0, &warmup), i++;
-    else if (strcmp(a, "--nproc-per-node") == 0) ok = int_flag(a, val, 1, &nproc), i++;
-    else if (strcmp(a, "--timeout") == 0) ok = int_flag(a, val, 1, &timeout), i++;
-    else if (strcmp(a, "--dry-run") == 0) dry = 1;
+    } else if (strcmp(a, "--repeats") == 0)
+      ok = int_flag(a, val, 1, &repeats), i++;
+    else if (strcmp(a, "--steps") == 0)
+      ok = int_flag(a, val, 1, &steps), i++;
+    else if (strcmp(a, "--warmup") == 0)
+      ok = int_flag(a, val, 0, &warmup), i++;
+    else if (strcmp(a, "--nproc-per-node") == 0)
+      ok = int_flag(a, val, 1, &nproc), i++;
+    else if (strcmp(a, "--timeout") == 0)
+      ok = int_flag(a, val, 1, &timeout), i++;
+    else if (strcmp(a, "--dry-run") == 0)
+      dry = 1;
     else if (a[0] == '-' && a[1] == '-') {
       fprintf(stderr, "fsdpc bench: unknown option '%s' (`fsdpc bench --help`)\n", a);
       ok = 0;
-    } else if (!path) path = a;
-    else sets[n_sets++] = a;
+    } else if (!path)
+      path = a;
+    else
+      sets[n_sets++] = a;
     if (!ok) {
       free(sets);
       return 2;
@@ -209,17 +228,23 @@ int fsdpc__cmd_bench(int argc, char **argv) {
       return 2;
     }
   free(sets);
-  if (repeats > 0) s->repeats = repeats;
-  if (steps > 0) s->steps = steps;
-  if (warmup >= 0) s->warmup_steps = warmup;
-  if (nproc > 0) s->nproc_per_node = nproc;
-  if (timeout > 0) s->timeout_s = timeout;
+  if (repeats > 0)
+    s->repeats = repeats;
+  if (steps > 0)
+    s->steps = steps;
+  if (warmup >= 0)
+    s->warmup_steps = warmup;
+  if (nproc > 0)
+    s->nproc_per_node = nproc;
+  if (timeout > 0)
+    s->timeout_s = timeout;
 
   int code = 1, n_base = 0, n_rows = 0;
   fsdpc_bench_row *base_rows = NULL, *rows = NULL;
   variant_state *vs = calloc((size_t)s->n_variants, sizeof *vs);
   char out_dir[4096], exe[4096], p1[4200], p2[4200], p3[4200], p4[4200];
-  if (!vs) goto done;
+  if (!vs)
+    goto done;
   if (out_opt)
     snprintf(out_dir, sizeof out_dir, "%s", out_opt);
   else if (s->out_dir[0])
@@ -229,7 +254,8 @@ int fsdpc__cmd_bench(int argc, char **argv) {
     const char *b = strrchr(path, '/');
     snprintf(stem, sizeof stem, "%s", b ? b + 1 : path);
     char *dot = strrchr(stem, '.');
-    if (dot) *dot = '\0';
+    if (dot)
+      *dot = '\0';
     snprintf(out_dir, sizeof out_dir, "out/bench/%s", stem);
   }
   const char *baseline = baseline_opt ? baseline_opt : s->baseline[0] ? s->baseline : NULL;
@@ -253,7 +279,8 @@ int fsdpc__cmd_bench(int argc, char **argv) {
       len += (size_t)snprintf(x->row.axes + len, sizeof x->row.axes - len, "%s%s", i ? " " : "",
                               s->variants[v].overrides[i]);
     plan_variant(s, &s->variants[v], x);
-    if (!(x->runs = calloc((size_t)s->repeats, sizeof *x->runs))) goto done;
+    if (!(x->runs = calloc((size_t)s->repeats, sizeof *x->runs)))
+      goto done;
     if (dry)
       printf("%-28s %s%s%s\n", x->row.name, x->row.axes, x->failed ? "  FAILS: " : "",
              x->failed ? x->row.reason : "");
@@ -272,18 +299,22 @@ int fsdpc__cmd_bench(int argc, char **argv) {
     fprintf(stderr, "fsdpc bench: %s\n", err.msg);
     goto done;
   }
-  if (!run_all(s, out_dir, exe, vs)) goto done;
+  if (!run_all(s, out_dir, exe, vs))
+    goto done;
 
   n_rows = s->n_variants + n_base;
-  if (!(rows = calloc((size_t)n_rows, sizeof *rows))) goto done;
+  if (!(rows = calloc((size_t)n_rows, sizeof *rows)))
+    goto done;
   for (int v = 0; v < s->n_variants; v++) {
     fsdpc_bench_row *r = &rows[v];
     *r = vs[v].row;
     r->ok = !vs[v].failed && vs[v].n_runs > 0;
     r->world = s->nproc_per_node;
-    if (r->ok) fsdpc__bench_row_from_runs(r, vs[v].runs, vs[v].n_runs, s->peak_tflops);
+    if (r->ok)
+      fsdpc__bench_row_from_runs(r, vs[v].runs, vs[v].n_runs, s->peak_tflops);
   }
-  for (int i = 0; i < n_base; i++) rows[s->n_variants + i] = base_rows[i];
+  for (int i = 0; i < n_base; i++)
+    rows[s->n_variants + i] = base_rows[i];
   fsdpc__bench_print_table(stdout, s, rows, n_rows);
   snprintf(p1, sizeof p1, "%s/bench.csv", out_dir);
   snprintf(p2, sizeof p2, "%s/bench.json", out_dir);
@@ -302,7 +333,8 @@ int fsdpc__cmd_bench(int argc, char **argv) {
   code = 0;
 done:
   for (int v = 0; vs && v < s->n_variants; v++) {
-    for (int i = 0; i < vs[v].n_runs; i++) fsdpc__bench_run_free(&vs[v].runs[i]);
+    for (int i = 0; i < vs[v].n_runs; i++)
+      fsdpc__bench_run_free(&vs[v].runs[i]);
     free(vs[v].runs);
   }
   free(vs);

@@ -15,22 +15,23 @@
 #include "plan/plan.h"
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: fsdpc plan CFG.yaml [section.key=value ...] [--world N] [--nproc-per-node N]\n"
-          "                  [--gpu-mem GiB] [--json]\n"
-          "\n"
-          "Predicts per-rank memory (params, grads, optimizer, activations, comm buffers,\n"
-          "total peak) for FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and HYBRID_SHARD, with and\n"
-          "without fsdp.activation_checkpointing (and fsdp.cpu_offload when\n"
-          "train.device is cuda). '*' marks the config's own variant.\n"
-          "\n"
-          "  --world N            total ranks (default 1)\n"
-          "  --nproc-per-node N   ranks per machine (HYBRID_SHARD's default group; default N)\n"
-          "  --gpu-mem GiB        device memory per rank: adds a 'fits' column\n"
-          "  --json               print JSON instead of the table\n");
+  fprintf(f, "usage: fsdpc plan CFG.yaml [section.key=value ...] [--world N] [--nproc-per-node N]\n"
+             "                  [--gpu-mem GiB] [--json]\n"
+             "\n"
+             "Predicts per-rank memory (params, grads, optimizer, activations, comm buffers,\n"
+             "total peak) for FULL_SHARD, SHARD_GRAD_OP, NO_SHARD and HYBRID_SHARD, with and\n"
+             "without fsdp.activation_checkpointing (and fsdp.cpu_offload when\n"
+             "train.device is cuda). '*' marks the config's own variant.\n"
+             "\n"
+             "  --world N            total ranks (default 1)\n"
+             "  --nproc-per-node N   ranks per machine (HYBRID_SHARD's default group; default N)\n"
+             "  --gpu-mem GiB        device memory per rank: adds a 'fits' column\n"
+             "  --json               print JSON instead of the table\n");
 }
 
-static double mib(int64_t b) { return (double)b / 1048576.0; }
+static double mib(int64_t b) {
+  return (double)b / 1048576.0;
+}
 
 static int parse_pos_int(const char *flag, const char *v, int *out) {
   char *end;
@@ -50,7 +51,8 @@ int fsdpc__cmd_plan(int argc, char **argv) {
   const char *cfg_path = NULL;
   const char **ovr = calloc((size_t)argc + 1, sizeof(char *));
   int n_ovr = 0;
-  if (!ovr) return 1;
+  if (!ovr)
+    return 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -58,9 +60,11 @@ int fsdpc__cmd_plan(int argc, char **argv) {
       free(ovr);
       return 0;
     } else if (strcmp(a, "--world") == 0) {
-      if (!parse_pos_int(a, i + 1 < argc ? argv[++i] : NULL, &world)) goto usage_err;
+      if (!parse_pos_int(a, i + 1 < argc ? argv[++i] : NULL, &world))
+        goto usage_err;
     } else if (strcmp(a, "--nproc-per-node") == 0) {
-      if (!parse_pos_int(a, i + 1 < argc ? argv[++i] : NULL, &nproc)) goto usage_err;
+      if (!parse_pos_int(a, i + 1 < argc ? argv[++i] : NULL, &nproc))
+        goto usage_err;
     } else if (strcmp(a, "--gpu-mem") == 0) {
       char *end;
       const char *v = i + 1 < argc ? argv[++i] : "";
@@ -84,7 +88,8 @@ int fsdpc__cmd_plan(int argc, char **argv) {
     usage(stderr);
     goto usage_err;
   }
-  if (nproc == 0) nproc = world;
+  if (nproc == 0)
+    nproc = world;
   if (world % nproc != 0) {
     fprintf(stderr, "fsdpc plan: --world %d is not a multiple of --nproc-per-node %d\n", world,
             nproc);
@@ -110,8 +115,8 @@ int fsdpc__cmd_plan(int argc, char **argv) {
     printf("per-rank MiB: shards (params), peak per category over a step (grads, comm include "
            "the\ntransient full buffers), total = peak of the sum%s\n",
            cuda ? "; reserved = allocator estimate" : "");
-    printf("  %-14s %-4s %-7s %-6s %9s %9s %9s %9s %9s %10s%s%s\n", "strategy", "ckpt",
-           "offload", "S x R", "params", "grads", "optim", "activ.", "comm", "total",
+    printf("  %-14s %-4s %-7s %-6s %9s %9s %9s %9s %9s %10s%s%s\n", "strategy", "ckpt", "offload",
+           "S x R", "params", "grads", "optim", "activ.", "comm", "total",
            cuda ? "   reserved" : "", limit ? "  fits" : "");
   }
   for (int s = 0; s < 4; s++)
@@ -120,19 +125,20 @@ int fsdpc__cmd_plan(int argc, char **argv) {
         fsdpc_plan_variant v = {s, ck, off};
         fsdpc_plan_mem m;
         if (fsdpc__plan_config(pc, &v, world, nproc, &m, &err) != FSDPC_OK) {
-          fprintf(stderr, "fsdpc plan: %s: %s\n", fsdpc__strategy_name((fsdpc_strategy)s),
-                  err.msg);
+          fprintf(stderr, "fsdpc plan: %s: %s\n", fsdpc__strategy_name((fsdpc_strategy)s), err.msg);
           cJSON_Delete(rows);
           goto done;
         }
         int mine = s == cfg->fsdp.sharding_strategy &&
-                   ck == (int)cfg->fsdp.activation_checkpointing && off == (int)cfg->fsdp.cpu_offload;
+                   ck == (int)cfg->fsdp.activation_checkpointing &&
+                   off == (int)cfg->fsdp.cpu_offload;
         int64_t need = cuda ? m.reserved : m.total_peak;
         const char *fits = !limit ? "" : need <= limit ? "  yes" : "  no";
         if (!json) {
           char sr[16], res[24] = "";
           snprintf(sr, sizeof sr, "%d x %d", m.S, m.R);
-          if (cuda) snprintf(res, sizeof res, " %10.1f", mib(m.reserved));
+          if (cuda)
+            snprintf(res, sizeof res, " %10.1f", mib(m.reserved));
           printf("%c %-14s %-4s %-7s %-6s %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f%s%s\n",
                  mine ? '*' : ' ', fsdpc__strategy_name((fsdpc_strategy)s), ck ? "on" : "off",
                  off ? "on" : "off", sr, mib((int64_t)m.params), mib(m.peak[FSDPC_MEM_GRADS]),
@@ -156,12 +162,14 @@ int fsdpc__cmd_plan(int argc, char **argv) {
         cJSON_AddNumberToObject(pk, "total", (double)m.total_peak);
         cJSON_AddNumberToObject(o, "host_bytes", (double)m.host_bytes);
         cJSON_AddNumberToObject(o, "reserved_bytes", (double)m.reserved);
-        if (limit) cJSON_AddBoolToObject(o, "fits", need <= limit);
+        if (limit)
+          cJSON_AddBoolToObject(o, "fits", need <= limit);
         cJSON_AddItemToArray(rows, o);
       }
   if (json) {
     char *t = cJSON_Print(rows);
-    if (t) printf("%s\n", t);
+    if (t)
+      printf("%s\n", t);
     cJSON_free(t);
   } else if (!cuda) {
     printf("(cpu_offload rows omitted: on CPU the shards already live in host memory)\n");

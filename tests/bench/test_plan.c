@@ -61,14 +61,25 @@ static void check_shards(fsdpc_config *cfg, int strategy, int world, int rank) {
   d.shard_size = m.S;
   d.shard_rank = rank % m.S;
   d.replica_size = world / m.S;
-  fsdpc_optim_init oi = {.struct_size = sizeof oi, .opts = cfg->optim.options,
-                         .beta1 = cfg->optim.betas[0], .beta2 = cfg->optim.betas[1],
-                         .eps = cfg->optim.eps, .momentum = cfg->optim.momentum,
-                         .nesterov = cfg->optim.nesterov, .device = FSDPC_DEVICE_CPU};
-  fsdpc_engine_opts eo = {.shape = fsdpc__plan_shape(pc), .strategy = strategy,
-                          .align = (int)cfg->fsdp.align, .params = params,
-                          .n_params = n_params, .unit_of_param = uop, .n_units = n_units,
-                          .dist = &d, .optim = optim, .optim_init = &oi, .threads = 1};
+  fsdpc_optim_init oi = {.struct_size = sizeof oi,
+                         .opts = cfg->optim.options,
+                         .beta1 = cfg->optim.betas[0],
+                         .beta2 = cfg->optim.betas[1],
+                         .eps = cfg->optim.eps,
+                         .momentum = cfg->optim.momentum,
+                         .nesterov = cfg->optim.nesterov,
+                         .device = FSDPC_DEVICE_CPU};
+  fsdpc_engine_opts eo = {.shape = fsdpc__plan_shape(pc),
+                          .strategy = strategy,
+                          .align = (int)cfg->fsdp.align,
+                          .params = params,
+                          .n_params = n_params,
+                          .unit_of_param = uop,
+                          .n_units = n_units,
+                          .dist = &d,
+                          .optim = optim,
+                          .optim_init = &oi,
+                          .threads = 1};
   fsdpc_engine *e = NULL;
   ck_assert_msg(fsdpc__engine_create(&eo, &e, &err) == FSDPC_OK, "%s", err.msg);
   fsdpc_engine_bytes eb;
@@ -95,7 +106,8 @@ START_TEST(shards_equal_engine) {
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
       fsdpc_config *cfg = load(tied, variants[i], 2);
       for (int s = 0; s < 4; s++)
-        for (int world = 1; world <= 4; world *= 2) check_shards(cfg, s, world, world - 1);
+        for (int world = 1; world <= 4; world *= 2)
+          check_shards(cfg, s, world, world - 1);
       fsdpc__config_destroy(cfg);
     }
 }
@@ -109,13 +121,21 @@ START_TEST(ctx_bytes_match_allocation) {
   ck_assert(fsdpc__registry_select(reg, FSDPC_KIND_ATTENTION, "naive", NULL, &attn, &err) ==
             FSDPC_OK);
   const fsdpc_attention_v1 *av = attn->vtable;
-  fsdpc_model_shape s = {.V = 259, .C = 64, .F = 160, .L = 3, .NH = 4, .KVH = 2, .HD = 16,
-                         .max_pos = 128, .eps = 1e-5f, .rope_theta = 10000.0};
+  fsdpc_model_shape s = {.V = 259,
+                         .C = 64,
+                         .F = 160,
+                         .L = 3,
+                         .NH = 4,
+                         .KVH = 2,
+                         .HD = 16,
+                         .max_pos = 128,
+                         .eps = 1e-5f,
+                         .rope_theta = 10000.0};
   int shapes[][3] = {{1, 8, 0}, {2, 32, 0}, {2, 32, 1}, {4, 128, 0}, {3, 17, 1}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     int B = shapes[i][0], T = shapes[i][1], ck = shapes[i][2];
-    fsdpc_model_ctx_opts o = {.shape = &s, .B = B, .T = T, .activation_checkpointing = ck,
-                              .attention = attn};
+    fsdpc_model_ctx_opts o = {
+        .shape = &s, .B = B, .T = T, .activation_checkpointing = ck, .attention = attn};
     fsdpc_model_ctx *m = NULL;
     int64_t before[FSDPC_MEM_NCAT];
     fsdpc_mem_stats ms;
@@ -123,8 +143,15 @@ START_TEST(ctx_bytes_match_allocation) {
     memcpy(before, ms.current, sizeof before);
     ck_assert_msg(fsdpc__model_ctx_create(&o, &m, &err) == FSDPC_OK, "%s", err.msg);
     fsdpc__mem_stats(&ms);
-    fsdpc_attn_shape ash = {.struct_size = sizeof ash, .B = B, .T = T, .NH = s.NH, .KVH = s.KVH,
-                            .HD = s.HD, .causal = 1, .scale = 0.25f, .dtype = FSDPC_DTYPE_F32,
+    fsdpc_attn_shape ash = {.struct_size = sizeof ash,
+                            .B = B,
+                            .T = T,
+                            .NH = s.NH,
+                            .KVH = s.KVH,
+                            .HD = s.HD,
+                            .causal = 1,
+                            .scale = 0.25f,
+                            .dtype = FSDPC_DTYPE_F32,
                             .device = FSDPC_DEVICE_CPU};
     fsdpc_attn_sizes as = {.struct_size = sizeof as};
     ck_assert(av->sizes(NULL, &ash, &as) == FSDPC_OK);
@@ -180,8 +207,7 @@ END_TEST
 
 START_TEST(flops_formula) {
   /* Llama-3.2-1B shape (untied): 1.498 B params; 6 x (N - V x C) + 12 x L x C x T. */
-  fsdpc_model_shape s = {.V = 128256, .C = 2048, .F = 8192, .L = 16, .NH = 32, .KVH = 8,
-                         .HD = 64};
+  fsdpc_model_shape s = {.V = 128256, .C = 2048, .F = 8192, .L = 16, .NH = 32, .KVH = 8, .HD = 64};
   double n = (double)fsdpc__model_numel(&s);
   ck_assert_double_eq_tol(n, 1498482688.0, 0.5);
   double want = 6.0 * (n - 128256.0 * 2048.0) + 12.0 * 16 * 2048 * 2048;

@@ -28,17 +28,17 @@ typedef struct fsdpc_bench_variant {
 } fsdpc_bench_variant;
 
 typedef struct fsdpc_bench_spec {
-  char *path;               /* the bench file */
+  char *path; /* the bench file */
   char *title;
-  char *base;               /* base config, relative to the bench file's folder */
-  char **set;               /* overrides for every variant (owned) */
+  char *base; /* base config, relative to the bench file's folder */
+  char **set; /* overrides for every variant (owned) */
   int n_set;
   fsdpc_bench_variant *variants;
   int n_variants;
   int nproc_per_node, warmup_steps, steps, repeats, timeout_s;
-  double peak_tflops;       /* per device (dense, compute dtype); 0 = MFU not reported */
-  char *out_dir;            /* "" = out/bench/<file stem> */
-  char *baseline;           /* "" = none */
+  double peak_tflops; /* per device (dense, compute dtype); 0 = MFU not reported */
+  char *out_dir;      /* "" = out/bench/<file stem> */
+  char *baseline;     /* "" = none */
 } fsdpc_bench_spec;
 
 /* Reads and checks a bench file; one-line errors name file:line:col. */
@@ -50,21 +50,21 @@ fsdpc_status fsdpc__bench_spec_add_set(fsdpc_bench_spec *s, const char *kv, fsdp
 /* What one run measured. */
 typedef struct fsdpc_bench_run {
   int ok;
-  char reason[1024];         /* why it failed (one line) */
+  char reason[1024]; /* why it failed (one line) */
   int world;
-  double *step_s, *comm_s;   /* (n_steps) measured steps, warm-up excluded */
+  double *step_s, *comm_s; /* (n_steps) measured steps, warm-up excluded */
   int n_steps;
   double tokens_per_step, final_loss, wall_s;
-  fsdpc_comm_bytes comm;     /* bytes of the last step (rank 0) */
-  int64_t peak[FSDPC_MEM_NCAT], total_peak; /* max over ranks */
-  int64_t rss_peak;          /* max over ranks */
-  int64_t reserved;          /* -1 = not reported (CPU) */
+  fsdpc_comm_bytes comm;                           /* bytes of the last step (rank 0) */
+  int64_t peak[FSDPC_MEM_NCAT], total_peak;        /* max over ranks */
+  int64_t rss_peak;                                /* max over ranks */
+  int64_t reserved;                                /* -1 = not reported (CPU) */
   uint64_t shard_params, shard_grads, shard_optim; /* rank 0's engine accounting */
 } fsdpc_bench_run;
 
 typedef struct fsdpc_bench_run_opts {
-  const char *exe;           /* the fsdpc executable */
-  const char *config;        /* base config path */
+  const char *exe;              /* the fsdpc executable */
+  const char *config;           /* base config path */
   const char *const *overrides; /* set + variant + forced */
   int n_overrides;
   int nproc_per_node;
@@ -75,26 +75,25 @@ typedef struct fsdpc_bench_run_opts {
 
 /* Runs `fsdpc train` and reads its logs. A failing run is returned with
  * ok = 0 and a reason; only a bench-side problem is an error. */
-fsdpc_status fsdpc__bench_run(const fsdpc_bench_run_opts *o, fsdpc_bench_run *out,
-                              fsdpc_err *err);
+fsdpc_status fsdpc__bench_run(const fsdpc_bench_run_opts *o, fsdpc_bench_run *out, fsdpc_err *err);
 void fsdpc__bench_run_free(fsdpc_bench_run *r);
 
 /* One row of the result: a variant over its repeats. */
 typedef struct fsdpc_bench_row {
   char name[128];
-  int ok, baseline;          /* baseline: a row read from --baseline */
+  int ok, baseline; /* baseline: a row read from --baseline */
   char reason[1024];
   int world, repeats;
   double step_med, step_min, step_max;
   int n_samples;
-  double tok_s, tok_s_rank, flops_per_token, tflops_rank, mfu; /* mfu NAN = unknown */
+  double tok_s, tok_s_rank, flops_per_token, tflops_rank, mfu;  /* mfu NAN = unknown */
   int64_t peak[FSDPC_MEM_NCAT], total_peak, rss_peak, reserved; /* -1 = unknown */
   uint64_t shard_params, shard_grads, shard_optim;
   fsdpc_comm_bytes comm;
   double comm_s_med, final_loss;
   int have_plan;
   fsdpc_plan_mem plan;
-  char axes[512];            /* the variant's overrides, space separated */
+  char axes[512]; /* the variant's overrides, space separated */
 } fsdpc_bench_row;
 
 /* Pools the runs of one variant into a row (median and min-max of every

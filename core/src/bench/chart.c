@@ -19,8 +19,7 @@ typedef struct canvas {
   void (*rect)(void *ctx, double x, double y, double w, double h, uint32_t rgb);
   void (*line)(void *ctx, double x0, double y0, double x1, double y1, uint32_t rgb, double width);
   /* anchor: 0 start, 1 middle, 2 end; y is the text baseline */
-  void (*text)(void *ctx, double x, double y, const char *s, double size, int anchor,
-               uint32_t rgb);
+  void (*text)(void *ctx, double x, double y, const char *s, double size, int anchor, uint32_t rgb);
 } canvas;
 
 /* ---- SVG ---- */
@@ -93,10 +92,12 @@ static const uint32_t cat_color[FSDPC_MEM_NCAT] = {0x4e79a7, 0xf28e2b, 0xe15759,
 enum { W = 980, LABEL_W = 230, PLOT_W = 640, ROW_H = 22, TOP = 40, PANEL_GAP = 70 };
 
 static double nice_max(double v) {
-  if (!(v > 0)) return 1;
+  if (!(v > 0))
+    return 1;
   double p = pow(10, floor(log10(v)));
   for (int m = 1; m <= 10; m++)
-    if (m * p >= v) return m * p;
+    if (m * p >= v)
+      return m * p;
   return 10 * p;
 }
 
@@ -112,7 +113,9 @@ static void axis_ticks(const canvas *c, double x0, double y, double h, double vm
   }
 }
 
-static int chart_height(int n) { return TOP + 2 * (n * ROW_H + PANEL_GAP) + 40; }
+static int chart_height(int n) {
+  return TOP + 2 * (n * ROW_H + PANEL_GAP) + 40;
+}
 
 static void draw(const canvas *c, const char *title, const fsdpc_bench_row *rows, int n) {
   int H = chart_height(n);
@@ -120,12 +123,17 @@ static void draw(const canvas *c, const char *title, const fsdpc_bench_row *rows
   c->text(c->ctx, W / 2.0, 22, title, 15, 1, 0x000000);
   double tmax = 0, mmax = 0;
   for (int i = 0; i < n; i++) {
-    if (!rows[i].ok) continue;
-    if (rows[i].tok_s_rank > tmax) tmax = rows[i].tok_s_rank;
+    if (!rows[i].ok)
+      continue;
+    if (rows[i].tok_s_rank > tmax)
+      tmax = rows[i].tok_s_rank;
     double m = (double)rows[i].total_peak;
-    if (rows[i].have_plan && rows[i].plan.total_peak > m) m = (double)rows[i].plan.total_peak;
-    if (rows[i].reserved > m) m = (double)rows[i].reserved;
-    if (m > mmax) mmax = m;
+    if (rows[i].have_plan && rows[i].plan.total_peak > m)
+      m = (double)rows[i].plan.total_peak;
+    if (rows[i].reserved > m)
+      m = (double)rows[i].reserved;
+    if (m > mmax)
+      mmax = m;
   }
   tmax = nice_max(tmax);
   mmax = nice_max(mmax / 1048576.0);
@@ -163,7 +171,8 @@ static void draw(const canvas *c, const char *title, const fsdpc_bench_row *rows
     char label[160];
     snprintf(label, sizeof label, "%s%s", r->baseline ? "[baseline] " : "", r->name);
     c->text(c->ctx, x0 - 6, yy + 15, label, 11, 2, 0x000000);
-    if (!r->ok) continue;
+    if (!r->ok)
+      continue;
     if (r->baseline) {
       double w = PLOT_W * r->total_peak / 1048576.0 / mmax;
       c->rect(c->ctx, xx, yy + 3, w, ROW_H - 6, 0x9c755f);
@@ -172,7 +181,8 @@ static void draw(const canvas *c, const char *title, const fsdpc_bench_row *rows
       /* Categories peak at different moments; scale them to the measured
        * peak of the sum so the bar's length is the true peak. */
       double sum = 0;
-      for (int k = 0; k < FSDPC_MEM_NCAT; k++) sum += (double)r->peak[k];
+      for (int k = 0; k < FSDPC_MEM_NCAT; k++)
+        sum += (double)r->peak[k];
       double scale = sum > 0 ? (double)r->total_peak / sum : 0;
       for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
         double w = PLOT_W * r->peak[k] * scale / 1048576.0 / mmax;
@@ -217,7 +227,8 @@ fsdpc_status fsdpc__bench_chart(const char *svg_path, const char *png_path, cons
   canvas svg = {f, svg_rect, svg_line, svg_text};
   draw(&svg, title, rows, n);
   fputs("</svg>\n", f);
-  if (fclose(f) != 0) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s", svg_path);
+  if (fclose(f) != 0)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s", svg_path);
 #ifdef FSDPC_HAVE_CAIRO
   if (png_path) {
     cairo_surface_t *sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);

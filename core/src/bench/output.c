@@ -14,7 +14,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static double median(double *v, int n) {
-  if (n == 0) return NAN;
+  if (n == 0)
+    return NAN;
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
@@ -22,7 +23,8 @@ static double median(double *v, int n) {
 void fsdpc__bench_row_from_runs(fsdpc_bench_row *row, const fsdpc_bench_run *runs, int n_runs,
                                 double peak_tflops) {
   int total = 0;
-  for (int i = 0; i < n_runs; i++) total += runs[i].n_steps;
+  for (int i = 0; i < n_runs; i++)
+    total += runs[i].n_steps;
   double *st = malloc((size_t)(total ? total : 1) * sizeof(double));
   double *cs = malloc((size_t)(total ? total : 1) * sizeof(double));
   int k = 0;
@@ -34,10 +36,14 @@ void fsdpc__bench_row_from_runs(fsdpc_bench_row *row, const fsdpc_bench_run *run
       cs[k] = r->comm_s[j];
     }
     for (int c = 0; c < FSDPC_MEM_NCAT; c++)
-      if (r->peak[c] > row->peak[c]) row->peak[c] = r->peak[c];
-    if (r->total_peak > row->total_peak) row->total_peak = r->total_peak;
-    if (r->rss_peak > row->rss_peak) row->rss_peak = r->rss_peak;
-    if (r->reserved > row->reserved) row->reserved = r->reserved;
+      if (r->peak[c] > row->peak[c])
+        row->peak[c] = r->peak[c];
+    if (r->total_peak > row->total_peak)
+      row->total_peak = r->total_peak;
+    if (r->rss_peak > row->rss_peak)
+      row->rss_peak = r->rss_peak;
+    if (r->reserved > row->reserved)
+      row->reserved = r->reserved;
     row->world = r->world;
     row->comm = r->comm;
     row->final_loss = r->final_loss;
@@ -49,8 +55,10 @@ void fsdpc__bench_row_from_runs(fsdpc_bench_row *row, const fsdpc_bench_run *run
   row->n_samples = k;
   row->step_min = row->step_max = NAN;
   for (int i = 0; i < k; i++) {
-    if (!(st[i] >= row->step_min)) row->step_min = st[i];
-    if (!(st[i] <= row->step_max)) row->step_max = st[i];
+    if (!(st[i] >= row->step_min))
+      row->step_min = st[i];
+    if (!(st[i] <= row->step_max))
+      row->step_max = st[i];
   }
   row->step_med = st ? median(st, k) : NAN;
   row->comm_s_med = cs ? median(cs, k) : NAN;
@@ -127,7 +135,8 @@ static fsdpc_status add_row(fsdpc_bench_row **rows, int *n, int *cap, fsdpc_err 
   if (*n == *cap) {
     *cap = *cap ? 2 * *cap : 8;
     fsdpc_bench_row *r = realloc(*rows, (size_t)*cap * sizeof *r);
-    if (!r) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    if (!r)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     *rows = r;
   }
   (*n)++;
@@ -148,7 +157,8 @@ fsdpc_status fsdpc__bench_read_baseline(const char *path, double peak_tflops,
   char *text = len >= 0 ? malloc((size_t)len + 1) : NULL;
   size_t got = text ? fread(text, 1, (size_t)len, f) : 0;
   fclose(f);
-  if (!text) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory reading %s", path);
+  if (!text)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory reading %s", path);
   text[got] = '\0';
   int cap = 0;
   fsdpc_status st = FSDPC_OK;
@@ -158,16 +168,20 @@ fsdpc_status fsdpc__bench_read_baseline(const char *path, double peak_tflops,
     const cJSON *o;
     cJSON_ArrayForEach(o, list) {
       const cJSON *ok = cJSON_GetObjectItemCaseSensitive(o, "ok");
-      if (!cJSON_IsTrue(ok) || (st = add_row(rows, n, &cap, err)) != FSDPC_OK) continue;
+      if (!cJSON_IsTrue(ok) || (st = add_row(rows, n, &cap, err)) != FSDPC_OK)
+        continue;
       fsdpc_row(o, &(*rows)[*n - 1]);
     }
   } else { /* JSON lines from the PyTorch script ("RESULT {...}" is accepted) */
     int line_no = 0;
     for (char *line = strtok(text, "\n"); line && st == FSDPC_OK; line = strtok(NULL, "\n")) {
       line_no++;
-      if (strncmp(line, "RESULT ", 7) == 0) line += 7;
-      while (*line == ' ' || *line == '\t') line++;
-      if (!*line) continue;
+      if (strncmp(line, "RESULT ", 7) == 0)
+        line += 7;
+      while (*line == ' ' || *line == '\t')
+        line++;
+      if (!*line)
+        continue;
       cJSON *o = cJSON_Parse(line);
       if (!o || !cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(o, "tok_s_gpu"))) {
         st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -194,7 +208,9 @@ fsdpc_status fsdpc__bench_read_baseline(const char *path, double peak_tflops,
 
 /* ---- table ---- */
 
-static double mib(int64_t b) { return (double)b / 1048576.0; }
+static double mib(int64_t b) {
+  return (double)b / 1048576.0;
+}
 
 void fsdpc__bench_print_table(FILE *f, const fsdpc_bench_spec *s, const fsdpc_bench_row *rows,
                               int n) {
@@ -220,28 +236,32 @@ void fsdpc__bench_print_table(FILE *f, const fsdpc_bench_spec *s, const fsdpc_be
       snprintf(st, sizeof st, "%.4f (%.4f-%.4f)", r->step_med, r->step_min, r->step_max);
     snprintf(mfu, sizeof mfu, isnan(r->mfu) ? "-" : "%.1f%%", 100 * r->mfu);
     snprintf(cs, sizeof cs, isnan(r->comm_s_med) ? "-" : "%.4f", r->comm_s_med);
-    fprintf(f, "%-24s %6d %22s %10.0f %10.0f %10.4f %7s %9s %10.4f\n", name, r->world, st,
-            r->tok_s, r->tok_s_rank, r->tflops_rank, mfu, cs, r->final_loss);
+    fprintf(f, "%-24s %6d %22s %10.0f %10.0f %10.4f %7s %9s %10.4f\n", name, r->world, st, r->tok_s,
+            r->tok_s_rank, r->tflops_rank, mfu, cs, r->final_loss);
   }
   fprintf(f, "\nmemory per rank, MiB (max over ranks; predicted by the planner in brackets)\n");
   fprintf(f, "%-24s %8s %8s %8s %9s %8s %18s %9s %9s %9s %9s %9s\n", "variant", "params", "grads",
-          "optim", "activ.", "comm", "total (planned)", "err %", "reserved", "host RSS",
-          "AG/step", "RS+AR/st");
+          "optim", "activ.", "comm", "total (planned)", "err %", "reserved", "host RSS", "AG/step",
+          "RS+AR/st");
   for (int i = 0; i < n; i++) {
     const fsdpc_bench_row *r = &rows[i];
-    if (!r->ok) continue;
+    if (!r->ok)
+      continue;
     char name[40], tot[40], e[16] = "-", res[16] = "-", rss[16] = "-", ag[16] = "-", rs[16] = "-";
     snprintf(name, sizeof name, "%s%.*s", r->baseline ? "[b] " : "", r->baseline ? 20 : 24,
              r->name);
     if (r->have_plan) {
       snprintf(tot, sizeof tot, "%.2f (%.2f)", mib(r->total_peak), mib(r->plan.total_peak));
-      snprintf(e, sizeof e, "%+.1f", 100.0 * (double)(r->plan.total_peak - r->total_peak) /
-                                          (double)(r->total_peak ? r->total_peak : 1));
+      snprintf(e, sizeof e, "%+.1f",
+               100.0 * (double)(r->plan.total_peak - r->total_peak) /
+                   (double)(r->total_peak ? r->total_peak : 1));
     } else {
       snprintf(tot, sizeof tot, "%.2f", mib(r->total_peak));
     }
-    if (r->reserved >= 0) snprintf(res, sizeof res, "%.1f", mib(r->reserved));
-    if (r->rss_peak >= 0) snprintf(rss, sizeof rss, "%.1f", mib(r->rss_peak));
+    if (r->reserved >= 0)
+      snprintf(res, sizeof res, "%.1f", mib(r->reserved));
+    if (r->rss_peak >= 0)
+      snprintf(rss, sizeof rss, "%.1f", mib(r->rss_peak));
     if (!r->baseline) {
       snprintf(ag, sizeof ag, "%.2f", mib((int64_t)r->comm.all_gather));
       snprintf(rs, sizeof rs, "%.2f", mib((int64_t)(r->comm.reduce_scatter + r->comm.all_reduce)));
@@ -251,8 +271,8 @@ void fsdpc__bench_print_table(FILE *f, const fsdpc_bench_spec *s, const fsdpc_be
                                  FSDPC_MEM_ACTIVATIONS, FSDPC_MEM_COMM};
     for (int k = 0; k < 5; k++)
       snprintf(cat[k], sizeof cat[k], r->baseline ? "-" : "%.2f", mib(r->peak[shown[k]]));
-    fprintf(f, "%-24s %8s %8s %8s %9s %8s %18s %9s %9s %9s %9s %9s\n", name, cat[0], cat[1],
-            cat[2], cat[3], cat[4], tot, e, res, rss, ag, rs);
+    fprintf(f, "%-24s %8s %8s %8s %9s %8s %18s %9s %9s %9s %9s %9s\n", name, cat[0], cat[1], cat[2],
+            cat[3], cat[4], tot, e, res, rss, ag, rs);
   }
 }
 
@@ -268,7 +288,8 @@ static void csv_num(FILE *f, double v) {
 static void csv_text(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
-    if (*s == '"') fputc('"', f);
+    if (*s == '"')
+      fputc('"', f);
     fputc(*s, f);
   }
   fputc('"', f);
@@ -277,10 +298,12 @@ static void csv_text(FILE *f, const char *s) {
 fsdpc_status fsdpc__bench_write_csv(const char *path, const fsdpc_bench_row *rows, int n,
                                     fsdpc_err *err) {
   FILE *f = fopen(path, "w");
-  if (!f) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", path, strerror(errno));
+  if (!f)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", path, strerror(errno));
   fprintf(f, "name,source,ok,reason,world,repeats,steps_measured,step_s_median,step_s_min,"
              "step_s_max,tok_s,tok_s_per_rank,flops_per_token,tflops_per_rank,mfu");
-  for (int c = 0; c < FSDPC_MEM_NCAT; c++) fprintf(f, ",peak_%s_bytes", fsdpc__mem_cat_name(c));
+  for (int c = 0; c < FSDPC_MEM_NCAT; c++)
+    fprintf(f, ",peak_%s_bytes", fsdpc__mem_cat_name(c));
   fprintf(f, ",peak_total_bytes,reserved_bytes,host_rss_peak_bytes,all_gather_bytes_per_step,"
              "reduce_scatter_bytes_per_step,all_reduce_bytes_per_step,comm_s_per_step,"
              "final_loss,planned_params_bytes,planned_grads_bytes,planned_optim_bytes,"
@@ -319,7 +342,8 @@ fsdpc_status fsdpc__bench_write_csv(const char *path, const fsdpc_bench_row *row
     csv_text(f, r->axes);
     fputc('\n', f);
   }
-  if (fclose(f) != 0) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s", path);
+  if (fclose(f) != 0)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s", path);
   return FSDPC_OK;
 }
 
@@ -337,7 +361,8 @@ static cJSON *row_json(const fsdpc_bench_row *r) {
   cJSON_AddStringToObject(o, "name", r->name);
   cJSON_AddStringToObject(o, "source", r->baseline ? "baseline" : "fsdpc");
   cJSON_AddBoolToObject(o, "ok", r->ok);
-  if (!r->ok) cJSON_AddStringToObject(o, "reason", r->reason);
+  if (!r->ok)
+    cJSON_AddStringToObject(o, "reason", r->reason);
   cJSON_AddStringToObject(o, "axes", r->axes);
   cJSON_AddNumberToObject(o, "world", r->world);
   if (r->ok) {
@@ -406,7 +431,8 @@ fsdpc_status fsdpc__bench_write_json(const char *path, const fsdpc_bench_spec *s
                           "per token: 6 x (params - vocab x hidden) + 12 x layers x hidden x seq "
                           "(torchtitan)");
   cJSON *arr = cJSON_AddArrayToObject(doc, "rows");
-  for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, row_json(&rows[i]));
+  for (int i = 0; i < n; i++)
+    cJSON_AddItemToArray(arr, row_json(&rows[i]));
   char *text = cJSON_Print(doc);
   cJSON_Delete(doc);
   FILE *f = text ? fopen(path, "w") : NULL;

@@ -25,7 +25,8 @@ static double now_s(void) {
 
 static char *read_text(const char *path) {
   FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
+  if (!f)
+    return NULL;
   size_t cap = 4096, len = 0;
   char *buf = malloc(cap);
   size_t n;
@@ -33,12 +34,14 @@ static char *read_text(const char *path) {
     len += n;
     if (len + 1 == cap) {
       char *b = realloc(buf, cap *= 2);
-      if (!b) free(buf);
+      if (!b)
+        free(buf);
       buf = b;
     }
   }
   fclose(f);
-  if (buf) buf[len] = '\0';
+  if (buf)
+    buf[len] = '\0';
   return buf;
 }
 
@@ -47,13 +50,17 @@ static char *read_text(const char *path) {
 static void failure_reason(const char *stderr_path, char *out, size_t cap) {
   char *text = read_text(stderr_path);
   snprintf(out, cap, "no error message (see %.400s)", stderr_path);
-  if (!text) return;
+  if (!text)
+    return;
   const char *rank_err = NULL, *cmd_err = NULL, *last = NULL;
   for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
-    if (!line[0]) continue;
+    if (!line[0])
+      continue;
     last = line;
-    if (!rank_err && strncmp(line, "[rank ", 6) == 0 && strstr(line, "] error: ")) rank_err = line;
-    if (!cmd_err && strncmp(line, "fsdpc train: ", 13) == 0) cmd_err = line + 13;
+    if (!rank_err && strncmp(line, "[rank ", 6) == 0 && strstr(line, "] error: "))
+      rank_err = line;
+    if (!cmd_err && strncmp(line, "fsdpc train: ", 13) == 0)
+      cmd_err = line + 13;
   }
   const char *pick = rank_err ? rank_err : cmd_err ? cmd_err : last;
   if (pick == rank_err && rank_err) {
@@ -72,11 +79,13 @@ static fsdpc_status spawn(const fsdpc_bench_run_opts *o, pid_t *pid, fsdpc_err *
   char np[16];
   snprintf(np, sizeof np, "%d", o->nproc_per_node);
   const char **argv = calloc((size_t)o->n_overrides + 10, sizeof(char *));
-  if (!argv) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!argv)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   argv[n++] = o->exe;
   argv[n++] = "train";
   argv[n++] = o->config;
-  for (int i = 0; i < o->n_overrides; i++) argv[n++] = o->overrides[i];
+  for (int i = 0; i < o->n_overrides; i++)
+    argv[n++] = o->overrides[i];
   argv[n++] = "--nproc-per-node";
   argv[n++] = np;
   argv[n++] = "--master-port"; /* 0: a free port, so runs never collide */
@@ -87,11 +96,12 @@ static fsdpc_status spawn(const fsdpc_bench_run_opts *o, pid_t *pid, fsdpc_err *
   int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fo < 0 || fe < 0) {
-    if (fo >= 0) close(fo);
-    if (fe >= 0) close(fe);
+    if (fo >= 0)
+      close(fo);
+    if (fe >= 0)
+      close(fe);
     free(argv);
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", out_path,
-                       strerror(errno));
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", out_path, strerror(errno));
   }
   fflush(NULL);
   *pid = fork();
@@ -107,7 +117,8 @@ static fsdpc_status spawn(const fsdpc_bench_run_opts *o, pid_t *pid, fsdpc_err *
   close(fo);
   close(fe);
   free(argv);
-  if (*pid < 0) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "fork: %s", strerror(e));
+  if (*pid < 0)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "fork: %s", strerror(e));
   setpgid(*pid, *pid);
   return FSDPC_OK;
 }
@@ -120,8 +131,10 @@ static int wait_child(pid_t pid, int timeout_s) {
   int status = 0, term_sent = 0;
   for (;;) {
     pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return term_sent ? -1 : status;
-    if (r < 0 && errno != EINTR) return -1;
+    if (r == pid)
+      return term_sent ? -1 : status;
+    if (r < 0 && errno != EINTR)
+      return -1;
     double el = now_s() - t0;
     if (!term_sent && el > timeout_s) {
       kill(pid, SIGTERM);
@@ -152,10 +165,10 @@ static int read_metrics(const char *dir, int warmup, fsdpc_bench_run *r) {
   int cap = 64;
   r->step_s = malloc((size_t)cap * sizeof(double));
   r->comm_s = malloc((size_t)cap * sizeof(double));
-  for (char *line = strtok(text, "\n"); line && r->step_s && r->comm_s;
-       line = strtok(NULL, "\n")) {
+  for (char *line = strtok(text, "\n"); line && r->step_s && r->comm_s; line = strtok(NULL, "\n")) {
     cJSON *o = cJSON_Parse(line);
-    if (!o) continue;
+    if (!o)
+      continue;
     double step = num(o, "step", 0);
     r->final_loss = num(o, "loss", NAN);
     r->tokens_per_step = num(o, "tokens", 0);
@@ -167,9 +180,11 @@ static int read_metrics(const char *dir, int warmup, fsdpc_bench_run *r) {
       if (r->n_steps == cap) {
         cap *= 2;
         double *a = realloc(r->step_s, (size_t)cap * sizeof(double));
-        if (a) r->step_s = a;
+        if (a)
+          r->step_s = a;
         double *b = realloc(r->comm_s, (size_t)cap * sizeof(double));
-        if (b) r->comm_s = b;
+        if (b)
+          r->comm_s = b;
         if (!a || !b) {
           cJSON_Delete(o);
           break;
@@ -205,13 +220,17 @@ static int read_ranks(const char *dir, fsdpc_bench_run *r) {
     const cJSON *pk = cJSON_GetObjectItemCaseSensitive(o, "peak_bytes");
     for (int c = 0; c < FSDPC_MEM_NCAT; c++) {
       int64_t v = (int64_t)num(pk, fsdpc__mem_cat_name((fsdpc_mem_cat)c), 0);
-      if (v > r->peak[c]) r->peak[c] = v;
+      if (v > r->peak[c])
+        r->peak[c] = v;
     }
     int64_t t = (int64_t)num(pk, "total", 0), rss = (int64_t)num(o, "host_rss_peak_bytes", 0);
     int64_t res = (int64_t)num(o, "reserved_bytes", -1);
-    if (t > r->total_peak) r->total_peak = t;
-    if (rss > r->rss_peak) r->rss_peak = rss;
-    if (res > r->reserved) r->reserved = res;
+    if (t > r->total_peak)
+      r->total_peak = t;
+    if (rss > r->rss_peak)
+      r->rss_peak = rss;
+    if (res > r->reserved)
+      r->reserved = res;
     if (rank == 0) {
       const cJSON *sh = cJSON_GetObjectItemCaseSensitive(o, "shard_bytes");
       r->shard_params = (uint64_t)num(sh, "params", 0);
@@ -223,8 +242,7 @@ static int read_ranks(const char *dir, fsdpc_bench_run *r) {
   return 1;
 }
 
-fsdpc_status fsdpc__bench_run(const fsdpc_bench_run_opts *o, fsdpc_bench_run *r,
-                              fsdpc_err *err) {
+fsdpc_status fsdpc__bench_run(const fsdpc_bench_run_opts *o, fsdpc_bench_run *r, fsdpc_err *err) {
   memset(r, 0, sizeof *r);
   r->final_loss = NAN;
   FSDPC_TRY(fsdpc__mkdir_p(o->log_dir, err));
@@ -236,8 +254,7 @@ fsdpc_status fsdpc__bench_run(const fsdpc_bench_run_opts *o, fsdpc_bench_run *r,
   char err_path[4096];
   snprintf(err_path, sizeof err_path, "%s/stderr.log", o->log_dir);
   if (status == -1) {
-    snprintf(r->reason, sizeof r->reason, "timed out after %d s (bench timeout_s)",
-             o->timeout_s);
+    snprintf(r->reason, sizeof r->reason, "timed out after %d s (bench timeout_s)", o->timeout_s);
     return FSDPC_OK;
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -249,7 +266,8 @@ fsdpc_status fsdpc__bench_run(const fsdpc_bench_run_opts *o, fsdpc_bench_run *r,
 }
 
 void fsdpc__bench_run_free(fsdpc_bench_run *r) {
-  if (!r) return;
+  if (!r)
+    return;
   free(r->step_s);
   free(r->comm_s);
   r->step_s = r->comm_s = NULL;

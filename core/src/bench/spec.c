@@ -45,8 +45,8 @@ static const char *scalar(const yaml_node_t *n) {
 }
 
 /* "key=value" for a scalar or a flow list of scalars. */
-static fsdpc_status kv_text(yaml_document_t *d, const char *path, const char *key,
-                            yaml_node_t *v, char **out, fsdpc_err *err) {
+static fsdpc_status kv_text(yaml_document_t *d, const char *path, const char *key, yaml_node_t *v,
+                            char **out, fsdpc_err *err) {
   char buf[1024];
   int n = snprintf(buf, sizeof buf, "%s=", key);
   if (v->type == YAML_SCALAR_NODE) {
@@ -56,7 +56,8 @@ static fsdpc_status kv_text(yaml_document_t *d, const char *path, const char *ke
     for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
          it++) {
       const char *s = scalar(yaml_document_get_node(d, *it));
-      if (!s) return bad(err, path, v, "a list value may hold only scalars");
+      if (!s)
+        return bad(err, path, v, "a list value may hold only scalars");
       n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%s",
                     it == v->data.sequence.items.start ? "" : ", ", s);
     }
@@ -64,7 +65,8 @@ static fsdpc_status kv_text(yaml_document_t *d, const char *path, const char *ke
   } else {
     return bad(err, path, v, "expected a value or a list of values");
   }
-  if (!(*out = strdup(buf))) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!(*out = strdup(buf)))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   return FSDPC_OK;
 }
 
@@ -79,33 +81,38 @@ static fsdpc_status read_axis(yaml_document_t *d, const char *path, const char *
   if (list->type != YAML_SEQUENCE_NODE)
     return bad(err, path, list, "a matrix axis needs a list of values, e.g. [A, B]");
   int n = (int)(list->data.sequence.items.top - list->data.sequence.items.start);
-  if (n < 1) return bad(err, path, list, "a matrix axis needs at least one value");
+  if (n < 1)
+    return bad(err, path, list, "a matrix axis needs at least one value");
   a->vals = calloc((size_t)n, sizeof *a->vals);
-  if (!a->vals) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!a->vals)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   for (int i = 0; i < n; i++) {
     yaml_node_t *v = yaml_document_get_node(d, list->data.sequence.items.start[i]);
     axis_value *av = &a->vals[a->n++];
     if (v->type == YAML_MAPPING_NODE) {
       char label[96] = "";
-      for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top;
-           p++) {
+      for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
         const char *k = scalar(yaml_document_get_node(d, p->key));
         yaml_node_t *vv = yaml_document_get_node(d, p->value);
-        if (!k) return bad(err, path, v, "keys must be config key paths");
+        if (!k)
+          return bad(err, path, v, "keys must be config key paths");
         if (strcmp(k, "name") == 0) {
-          if (!scalar(vv)) return bad(err, path, vv, "name must be a string");
+          if (!scalar(vv))
+            return bad(err, path, vv, "name must be a string");
           snprintf(av->label, sizeof av->label, "%s", scalar(vv));
           continue;
         }
-        if (av->n == 16) return bad(err, path, v, "at most 16 keys in one axis value");
+        if (av->n == 16)
+          return bad(err, path, v, "at most 16 keys in one axis value");
         FSDPC_TRY(kv_text(d, path, k, vv, &av->kv[av->n], err));
         size_t l = strlen(label);
-        snprintf(label + l, sizeof label - l, "%s%s", l ? "," : "",
-                 strchr(av->kv[av->n], '=') + 1);
+        snprintf(label + l, sizeof label - l, "%s%s", l ? "," : "", strchr(av->kv[av->n], '=') + 1);
         av->n++;
       }
-      if (!av->n) return bad(err, path, v, "an axis value map sets no key");
-      if (!av->label[0]) snprintf(av->label, sizeof av->label, "%s", label);
+      if (!av->n)
+        return bad(err, path, v, "an axis value map sets no key");
+      if (!av->label[0])
+        snprintf(av->label, sizeof av->label, "%s", label);
     } else {
       FSDPC_TRY(kv_text(d, path, key, v, &av->kv[0], err));
       av->n = 1;
@@ -132,7 +139,8 @@ static fsdpc_status read_int(const char *path, yaml_node_t *v, int lo, int hi, i
 
 static fsdpc_status dup_str(char **dst, const char *s, fsdpc_err *err) {
   free(*dst);
-  if (!(*dst = strdup(s ? s : ""))) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!(*dst = strdup(s ? s : "")))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   return FSDPC_OK;
 }
 
@@ -140,9 +148,11 @@ fsdpc_status fsdpc__bench_spec_add_set(fsdpc_bench_spec *s, const char *kv, fsdp
   if (!strchr(kv, '='))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "override '%s': expected section.key=value", kv);
   char **n = realloc(s->set, (size_t)(s->n_set + 1) * sizeof *n);
-  if (!n) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!n)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   s->set = n;
-  if (!(s->set[s->n_set] = strdup(kv))) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!(s->set[s->n_set] = strdup(kv)))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   s->n_set++;
   return FSDPC_OK;
 }
@@ -157,7 +167,8 @@ static fsdpc_status expand(fsdpc_bench_spec *s, const axis *ax, int n_ax, fsdpc_
                          s->path, MAX_VARIANTS);
   }
   s->variants = calloc((size_t)total, sizeof *s->variants);
-  if (!s->variants) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!s->variants)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   for (int v = 0; v < total; v++) {
     fsdpc_bench_variant *var = &s->variants[s->n_variants++];
     int rest = v, n_kv = 0, idx[MAX_AXES];
@@ -167,7 +178,8 @@ static fsdpc_status expand(fsdpc_bench_spec *s, const axis *ax, int n_ax, fsdpc_
       n_kv += ax[i].vals[idx[i]].n;
     }
     var->overrides = calloc((size_t)n_kv + 1, sizeof(char *));
-    if (!var->overrides) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    if (!var->overrides)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     size_t len = 0;
     for (int i = 0; i < n_ax; i++) {
       const axis_value *av = &ax[i].vals[idx[i]];
@@ -178,10 +190,10 @@ static fsdpc_status expand(fsdpc_bench_spec *s, const axis *ax, int n_ax, fsdpc_
       if (n_ax == 1)
         len += (size_t)snprintf(var->name + len, sizeof var->name - len, "%s", av->label);
       else
-        len += (size_t)snprintf(var->name + len, sizeof var->name - len, "%s%s=%s",
-                                i ? " " : "", short_key(ax[i].key),
-                                av->label);
-      if (len >= sizeof var->name) len = sizeof var->name - 1;
+        len += (size_t)snprintf(var->name + len, sizeof var->name - len, "%s%s=%s", i ? " " : "",
+                                short_key(ax[i].key), av->label);
+      if (len >= sizeof var->name)
+        len = sizeof var->name - 1;
     }
   }
   return FSDPC_OK;
@@ -198,10 +210,12 @@ static fsdpc_status parse(fsdpc_bench_spec *s, yaml_document_t *d, axis *ax, int
        p++) {
     yaml_node_t *kn = yaml_document_get_node(d, p->key), *v = yaml_document_get_node(d, p->value);
     const char *k = scalar(kn);
-    if (!k) return bad(err, path, kn, "keys must be strings");
+    if (!k)
+      return bad(err, path, kn, "keys must be strings");
     if (strcmp(k, "base") == 0 || strcmp(k, "title") == 0 || strcmp(k, "out") == 0 ||
         strcmp(k, "baseline") == 0) {
-      if (!scalar(v)) return bad(err, path, v, "expected a string");
+      if (!scalar(v))
+        return bad(err, path, v, "expected a string");
       char **dst = strcmp(k, "base") == 0       ? &s->base
                    : strcmp(k, "baseline") == 0 ? &s->baseline
                    : strcmp(k, "title") == 0    ? &s->title
@@ -209,12 +223,13 @@ static fsdpc_status parse(fsdpc_bench_spec *s, yaml_document_t *d, axis *ax, int
       FSDPC_TRY(dup_str(dst, scalar(v), err));
       have_base |= dst == &s->base;
     } else if (strcmp(k, "set") == 0) {
-      if (v->type != YAML_MAPPING_NODE) return bad(err, path, v, "set: expected key: value pairs");
-      for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top;
-           q++) {
+      if (v->type != YAML_MAPPING_NODE)
+        return bad(err, path, v, "set: expected key: value pairs");
+      for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top; q++) {
         const char *sk = scalar(yaml_document_get_node(d, q->key));
         char *kv = NULL;
-        if (!sk) return bad(err, path, v, "set: keys must be config key paths");
+        if (!sk)
+          return bad(err, path, v, "set: keys must be config key paths");
         FSDPC_TRY(kv_text(d, path, sk, yaml_document_get_node(d, q->value), &kv, err));
         fsdpc_status st = fsdpc__bench_spec_add_set(s, kv, err);
         free(kv);
@@ -223,11 +238,12 @@ static fsdpc_status parse(fsdpc_bench_spec *s, yaml_document_t *d, axis *ax, int
     } else if (strcmp(k, "matrix") == 0) {
       if (v->type != YAML_MAPPING_NODE)
         return bad(err, path, v, "matrix: expected config.key: [values] pairs");
-      for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top;
-           q++) {
+      for (yaml_node_pair_t *q = v->data.mapping.pairs.start; q < v->data.mapping.pairs.top; q++) {
         const char *ak = scalar(yaml_document_get_node(d, q->key));
-        if (!ak) return bad(err, path, v, "matrix: keys must be config key paths");
-        if (*n_ax == MAX_AXES) return bad(err, path, v, "matrix: at most 8 axes");
+        if (!ak)
+          return bad(err, path, v, "matrix: keys must be config key paths");
+        if (*n_ax == MAX_AXES)
+          return bad(err, path, v, "matrix: at most 8 axes");
         FSDPC_TRY(read_axis(d, path, ak, yaml_document_get_node(d, q->value), &ax[*n_ax], err));
         (*n_ax)++;
       }
@@ -264,7 +280,8 @@ static fsdpc_status parse(fsdpc_bench_spec *s, yaml_document_t *d, axis *ax, int
 fsdpc_status fsdpc__bench_spec_load(const char *path, fsdpc_bench_spec **out, fsdpc_err *err) {
   *out = NULL;
   fsdpc_bench_spec *s = calloc(1, sizeof *s);
-  if (!s) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!s)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   s->nproc_per_node = 1;
   s->warmup_steps = 2;
   s->steps = 5;
@@ -297,7 +314,8 @@ fsdpc_status fsdpc__bench_spec_load(const char *path, fsdpc_bench_spec **out, fs
   }
   have_doc = 1;
   yaml_parser_delete(&parser);
-  if ((st = parse(s, &doc, ax, &n_ax, err)) != FSDPC_OK) goto done;
+  if ((st = parse(s, &doc, ax, &n_ax, err)) != FSDPC_OK)
+    goto done;
   if (n_ax == 0) {
     /* No matrix: a single variant, the base config as it is. */
     s->variants = calloc(1, sizeof *s->variants);
@@ -323,11 +341,14 @@ fsdpc_status fsdpc__bench_spec_load(const char *path, fsdpc_bench_spec **out, fs
     st = dup_str(&s->base, buf, err);
   }
 done:
-  if (have_doc) yaml_document_delete(&doc);
-  if (f) fclose(f);
+  if (have_doc)
+    yaml_document_delete(&doc);
+  if (f)
+    fclose(f);
   for (int i = 0; i < MAX_AXES; i++) {
     for (int j = 0; j < ax[i].n; j++)
-      for (int k = 0; k < ax[i].vals[j].n; k++) free(ax[i].vals[j].kv[k]);
+      for (int k = 0; k < ax[i].vals[j].n; k++)
+        free(ax[i].vals[j].kv[k]);
     free(ax[i].vals);
   }
   if (st != FSDPC_OK) {
@@ -339,13 +360,16 @@ done:
 }
 
 void fsdpc__bench_spec_destroy(fsdpc_bench_spec *s) {
-  if (!s) return;
+  if (!s)
+    return;
   for (int v = 0; v < s->n_variants; v++) {
-    for (int i = 0; i < s->variants[v].n_overrides; i++) free(s->variants[v].overrides[i]);
+    for (int i = 0; i < s->variants[v].n_overrides; i++)
+      free(s->variants[v].overrides[i]);
     free(s->variants[v].overrides);
   }
   free(s->variants);
-  for (int i = 0; i < s->n_set; i++) free(s->set[i]);
+  for (int i = 0; i < s->n_set; i++)
+    free(s->set[i]);
   free(s->set);
   free(s->path);
   free(s->title);

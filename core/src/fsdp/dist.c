@@ -130,7 +130,8 @@ fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const floa
   fsdpc_op_info oi = op_info(d, "reduce_scatter", unit);
   d->bytes_reduce_scatter += count * sizeof(float) * (uint64_t)(size - 1);
   double t0 = now_s();
-  int32_t r = d->cv->reduce_scatter(c, send, recv, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, NULL, &oi);
+  int32_t r =
+      d->cv->reduce_scatter(c, send, recv, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, NULL, &oi);
   d->comm_s += now_s() - t0;
   return check(d, r, "reduce_scatter", unit, oi.seq, err);
 }

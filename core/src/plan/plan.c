@@ -30,9 +30,11 @@ void fsdpc__plan_device_default(int32_t device, fsdpc_plan_device *out) {
 }
 
 int fsdpc__plan_shard_size(int strategy, int world, int nproc_per_node, int hybrid_shard_size) {
-  if (world <= 1 || strategy == FSDPC_NO_SHARD) return 1;
+  if (world <= 1 || strategy == FSDPC_NO_SHARD)
+    return 1;
   if (strategy == FSDPC_HYBRID_SHARD)
-    return hybrid_shard_size > 0 ? hybrid_shard_size : (nproc_per_node > 0 ? nproc_per_node : world);
+    return hybrid_shard_size > 0 ? hybrid_shard_size
+                                 : (nproc_per_node > 0 ? nproc_per_node : world);
   return world;
 }
 
@@ -45,8 +47,10 @@ typedef struct tracker {
 static void track(tracker *t, int cat, int64_t bytes) {
   t->cur[cat] += bytes;
   t->total += bytes;
-  if (t->cur[cat] > t->peak[cat]) t->peak[cat] = t->cur[cat];
-  if (t->total > t->total_peak) t->total_peak = t->total;
+  if (t->cur[cat] > t->peak[cat])
+    t->peak[cat] = t->cur[cat];
+  if (t->total > t->total_peak)
+    t->total_peak = t->total;
 }
 
 typedef struct replay_state {
@@ -65,14 +69,16 @@ static int64_t grad_bytes(const replay_state *r, int u) {
 }
 
 static void gather(replay_state *r, int u) {
-  if (r->full[u]) return;
+  if (r->full[u])
+    return;
   r->full[u] = 1;
   track(&r->t, FSDPC_MEM_COMM, full_bytes(r, u));
   r->comm.all_gather += r->lay->units[u].shard_numel * 4 * (uint64_t)(r->lay->S - 1);
 }
 
 static void release(replay_state *r, int u) {
-  if (!r->full[u]) return;
+  if (!r->full[u])
+    return;
   r->full[u] = 0;
   track(&r->t, FSDPC_MEM_COMM, -full_bytes(r, u));
 }
@@ -95,18 +101,22 @@ static void replay_micro(replay_state *r, int reshard, int last_micro) {
   int L = r->in->shape->L, head = L + 1;
   for (int b = 0; b <= L; b++) {
     gather_block(r, b, 0);
-    if (!reshard) continue;
+    if (!reshard)
+      continue;
     for (int i = 0; i < lay->blocks[b].n_units; i++) {
       int u = lay->blocks[b].units[i];
-      if (lay->units[u].last_block == b && lay->units[u].last_block != head) release(r, u);
+      if (lay->units[u].last_block == b && lay->units[u].last_block != head)
+        release(r, u);
     }
   }
   gather_block(r, head, 1);
   for (int b = head; b >= 0; b--) {
-    if (b < head) gather_block(r, b, 1);
+    if (b < head)
+      gather_block(r, b, 1);
     for (int i = 0; i < lay->blocks[b].n_units; i++) {
       int u = lay->blocks[b].units[i];
-      if (lay->units[u].first_block != b) continue;
+      if (lay->units[u].first_block != b)
+        continue;
       if (!(r->in->no_sync && !last_micro)) {
         r->comm.reduce_scatter += lay->units[u].shard_numel * 4 * (uint64_t)(lay->S - 1);
         r->full_grad[u] = 0;
@@ -125,8 +135,8 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_plan_in *in, fsdpc_plan_mem *out, fs
                        "planner: the shard group size (%d) must divide the world size (%d)", S,
                        in->world);
   fsdpc_layout lay;
-  FSDPC_TRY(fsdpc__layout_build(in->shape, in->params, in->n_params, in->unit_of_param,
-                                in->n_units, S, in->align, 0, &lay, err));
+  FSDPC_TRY(fsdpc__layout_build(in->shape, in->params, in->n_params, in->unit_of_param, in->n_units,
+                                S, in->align, 0, &lay, err));
   out->S = S;
   out->R = in->world / S;
   for (int u = 0; u < lay.n_units; u++) {
@@ -150,7 +160,8 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_plan_in *in, fsdpc_plan_mem *out, fs
     track(&r.t, FSDPC_MEM_GRADS, (int64_t)out->grads);
     track(&r.t, FSDPC_MEM_OPTIM, (int64_t)out->optim);
   }
-  if (S > 1) track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_shard * 4);
+  if (S > 1)
+    track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_shard * 4);
   track(&r.t, FSDPC_MEM_ACTIVATIONS, (int64_t)out->activations);
 
   if (S > 1) {
@@ -164,19 +175,21 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_plan_in *in, fsdpc_plan_mem *out, fs
     }
     int reshard = in->strategy == FSDPC_FULL_SHARD || in->strategy == FSDPC_HYBRID_SHARD;
     int accum = in->accum > 0 ? in->accum : 1;
-    for (int m = 0; m < accum; m++) replay_micro(&r, reshard, m == accum - 1);
+    for (int m = 0; m < accum; m++)
+      replay_micro(&r, reshard, m == accum - 1);
     free(r.full);
     free(r.full_grad);
   }
   /* fsdpc__engine_optim_step: replica all-reduce of every grad shard. */
   if (out->R > 1)
     for (int u = 0; u < lay.n_units; u++)
-      r.comm.all_reduce += lay.units[u].shard_numel * sizeof(float) * 2 *
-                           (uint64_t)(out->R - 1) / (uint64_t)out->R;
-  for (int c = 0; c < FSDPC_MEM_NCAT; c++) out->peak[c] = r.t.peak[c];
+      r.comm.all_reduce +=
+          lay.units[u].shard_numel * sizeof(float) * 2 * (uint64_t)(out->R - 1) / (uint64_t)out->R;
+  for (int c = 0; c < FSDPC_MEM_NCAT; c++)
+    out->peak[c] = r.t.peak[c];
   out->total_peak = r.t.total_peak;
-  out->reserved = (int64_t)((double)out->total_peak * in->dev.reserved_factor) +
-                  (int64_t)in->dev.runtime_bytes;
+  out->reserved =
+      (int64_t)((double)out->total_peak * in->dev.reserved_factor) + (int64_t)in->dev.runtime_bytes;
   out->comm = r.comm;
   fsdpc__layout_free(&lay);
   return FSDPC_OK;

@@ -22,12 +22,12 @@
 #include "util/mem.h"
 
 typedef struct fsdpc_plan_device {
-  int32_t device;          /* FSDPC_DEVICE_* */
-  int full_param_bytes;    /* element size of gathered params: 4 (CPU fp32), 2 (bf16) */
-  int full_grad_bytes;     /* element size of full gradient buffers */
-  double act_scale;        /* activations relative to the fp32 CPU context */
-  double reserved_factor;  /* reserved = factor x tracked peak + runtime_bytes */
-  uint64_t runtime_bytes;  /* CUDA context, communicator buffers (not tracked) */
+  int32_t device;         /* FSDPC_DEVICE_* */
+  int full_param_bytes;   /* element size of gathered params: 4 (CPU fp32), 2 (bf16) */
+  int full_grad_bytes;    /* element size of full gradient buffers */
+  double act_scale;       /* activations relative to the fp32 CPU context */
+  double reserved_factor; /* reserved = factor x tracked peak + runtime_bytes */
+  uint64_t runtime_bytes; /* CUDA context, communicator buffers (not tracked) */
 } fsdpc_plan_device;
 
 /* Defaults for a device: CPU = fp32 everywhere, nothing reserved beyond
@@ -39,31 +39,31 @@ typedef struct fsdpc_plan_in {
   const fsdpc_model_shape *shape;
   const fsdpc_param_info *params; /* module order */
   int n_params;
-  const uint32_t *unit_of_param;  /* the wrap plugin's plan */
+  const uint32_t *unit_of_param; /* the wrap plugin's plan */
   uint32_t n_units;
-  int align;                      /* fsdp.align */
-  uint32_t n_slots;               /* optimizer state planes */
-  int strategy;                   /* fsdpc_strategy */
-  int world;                      /* ranks */
-  int shard_size;                 /* S (see fsdpc__plan_shard_size) */
+  int align;        /* fsdp.align */
+  uint32_t n_slots; /* optimizer state planes */
+  int strategy;     /* fsdpc_strategy */
+  int world;        /* ranks */
+  int shard_size;   /* S (see fsdpc__plan_shard_size) */
   int no_sync;
-  int accum;                      /* micro-batches per step */
-  int B, T;                       /* micro-batch */
+  int accum; /* micro-batches per step */
+  int B, T;  /* micro-batch */
   int activation_checkpointing;
-  int cpu_offload;                /* shards live in host memory (GPU only) */
-  fsdpc_attn_sizes attn;          /* the attention plugin's sizes() for (B, T) */
+  int cpu_offload;       /* shards live in host memory (GPU only) */
+  fsdpc_attn_sizes attn; /* the attention plugin's sizes() for (B, T) */
   fsdpc_plan_device dev;
 } fsdpc_plan_in;
 
 typedef struct fsdpc_plan_mem {
-  int S, R;                       /* shard and replica group sizes */
-  uint64_t params, grads, optim;  /* shard bytes: == fsdpc__engine_bytes */
-  uint64_t activations;           /* model context bytes */
-  int64_t peak[FSDPC_MEM_NCAT];   /* per-category peaks, as fsdpc_mem_stats.peak */
-  int64_t total_peak;             /* peak of the sum (device memory) */
-  int64_t host_bytes;             /* shards moved to host memory by cpu_offload */
-  int64_t reserved;               /* predicted reserved device memory */
-  fsdpc_comm_bytes comm;          /* collective bytes sent per step (comm_s unused) */
+  int S, R;                      /* shard and replica group sizes */
+  uint64_t params, grads, optim; /* shard bytes: == fsdpc__engine_bytes */
+  uint64_t activations;          /* model context bytes */
+  int64_t peak[FSDPC_MEM_NCAT];  /* per-category peaks, as fsdpc_mem_stats.peak */
+  int64_t total_peak;            /* peak of the sum (device memory) */
+  int64_t host_bytes;            /* shards moved to host memory by cpu_offload */
+  int64_t reserved;              /* predicted reserved device memory */
+  fsdpc_comm_bytes comm;         /* collective bytes sent per step (comm_s unused) */
 } fsdpc_plan_mem;
 
 /* S for a strategy: FULL_SHARD / SHARD_GRAD_OP = world, NO_SHARD = 1,
@@ -78,8 +78,7 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_plan_in *in, fsdpc_plan_mem *out, fs
  * wrap plan, the optimizer's n_slots and the attention sizes. */
 typedef struct fsdpc_plan_ctx fsdpc_plan_ctx;
 
-fsdpc_status fsdpc__plan_ctx_create(const fsdpc_config *cfg, fsdpc_plan_ctx **out,
-                                    fsdpc_err *err);
+fsdpc_status fsdpc__plan_ctx_create(const fsdpc_config *cfg, fsdpc_plan_ctx **out, fsdpc_err *err);
 void fsdpc__plan_ctx_destroy(fsdpc_plan_ctx *p);
 
 /* One variant of the config: strategy, checkpointing and offload as given

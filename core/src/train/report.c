@@ -57,8 +57,10 @@ static void progress_bar(fsdpc_session *s, int64_t step, double loss) {
 /* The trainer resets the peak window every step; keep the run's maximum. */
 static void track_run_peak(fsdpc_session *s, const fsdpc_mem_stats *ms) {
   for (int c = 0; c < FSDPC_MEM_NCAT; c++)
-    if (ms->peak[c] > s->run_peak.peak[c]) s->run_peak.peak[c] = ms->peak[c];
-  if (ms->total_peak > s->run_peak.total_peak) s->run_peak.total_peak = ms->total_peak;
+    if (ms->peak[c] > s->run_peak.peak[c])
+      s->run_peak.peak[c] = ms->peak[c];
+  if (ms->total_peak > s->run_peak.total_peak)
+    s->run_peak.total_peak = ms->total_peak;
   s->comm_s_total += s->last_comm.comm_s;
 }
 
@@ -126,8 +128,7 @@ fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err) {
   cJSON_AddStringToObject(o, "device", "cpu");
   cJSON_AddNumberToObject(o, "steps", (double)s->cfg->train.max_steps);
   for (int k = 0; k < FSDPC_MEM_NCAT; k++)
-    cJSON_AddNumberToObject(pk, fsdpc__mem_cat_name((fsdpc_mem_cat)k),
-                            (double)s->run_peak.peak[k]);
+    cJSON_AddNumberToObject(pk, fsdpc__mem_cat_name((fsdpc_mem_cat)k), (double)s->run_peak.peak[k]);
   cJSON_AddNumberToObject(pk, "total", (double)s->run_peak.total_peak);
   cJSON_AddItemToObject(o, "peak_bytes", pk);
   cJSON_AddNumberToObject(sh, "params", (double)eb.params);
@@ -143,7 +144,8 @@ fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err) {
   cJSON_AddNumberToObject(o, "comm_s_total", s->comm_s_total);
   char *text = cJSON_Print(o);
   cJSON_Delete(o);
-  if (!text) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!text)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   char path[4096];
   snprintf(path, sizeof path, "%s/rank%d.json", s->cfg->log.dir, s->env.rank);
   fsdpc_status st = fsdpc__mkdir_p(s->cfg->log.dir, err);

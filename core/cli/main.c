@@ -16,6 +16,8 @@ static const struct {
     {"config", fsdpc__cmd_config, "check a config and print it resolved; the schema"},
     {"plugins", fsdpc__cmd_plugins, "list plugins and show what each offers"},
     {"data", fsdpc__cmd_data, "make and inspect token files (synth, tokenize, info)"},
+    {"plan", fsdpc__cmd_plan, "predict per-rank memory for each sharding strategy"},
+    {"bench", fsdpc__cmd_bench, "A/B benchmark a matrix of config variants"},
 };
 
 static void usage(FILE *f) {

@@ -3,10 +3,22 @@
 #include "fsdp/dist.h"
 
 #include <string.h>
+#include <time.h>
 
 void fsdpc__dist_single(fsdpc_dist *d) {
   memset(d, 0, sizeof *d);
   d->world_size = d->shard_size = d->replica_size = 1;
+}
+
+void fsdpc__dist_reset_counters(fsdpc_dist *d) {
+  d->bytes_all_gather = d->bytes_reduce_scatter = d->bytes_all_reduce = 0;
+  d->comm_s = 0.0;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static fsdpc_comm *group_comm(fsdpc_dist *d, fsdpc_group g, int *size) {
@@ -100,8 +112,10 @@ fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const float *s
   }
   fsdpc_op_info oi = op_info(d, "all_gather", unit);
   d->bytes_all_gather += count * sizeof(float) * (uint64_t)(size - 1);
-  return check(d, d->cv->all_gather(c, send, recv, count, FSDPC_DTYPE_F32, NULL, &oi),
-               "all_gather", unit, oi.seq, err);
+  double t0 = now_s();
+  int32_t r = d->cv->all_gather(c, send, recv, count, FSDPC_DTYPE_F32, NULL, &oi);
+  d->comm_s += now_s() - t0;
+  return check(d, r, "all_gather", unit, oi.seq, err);
 }
 
 fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const float *send,
@@ -115,10 +129,11 @@ fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const floa
   }
   fsdpc_op_info oi = op_info(d, "reduce_scatter", unit);
   d->bytes_reduce_scatter += count * sizeof(float) * (uint64_t)(size - 1);
-  return check(d,
-               d->cv->reduce_scatter(c, send, recv, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM,
-                                     NULL, &oi),
-               "reduce_scatter", unit, oi.seq, err);
+  double t0 = now_s();
+  int32_t r =
+      d->cv->reduce_scatter(c, send, recv, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, NULL, &oi);
+  d->comm_s += now_s() - t0;
+  return check(d, r, "reduce_scatter", unit, oi.seq, err);
 }
 
 fsdpc_status fsdpc__dist_all_reduce_f32(fsdpc_dist *d, fsdpc_group g, float *buf,
@@ -128,10 +143,10 @@ fsdpc_status fsdpc__dist_all_reduce_f32(fsdpc_dist *d, fsdpc_group g, float *buf
   if (size == 1 || !c) return FSDPC_OK;
   fsdpc_op_info oi = op_info(d, "all_reduce", what);
   d->bytes_all_reduce += count * sizeof(float) * 2 * (uint64_t)(size - 1) / (uint64_t)size;
-  return check(d,
-               d->cv->all_reduce(c, buf, buf, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, NULL,
-                                 &oi),
-               "all_reduce", what, oi.seq, err);
+  double t0 = now_s();
+  int32_t r = d->cv->all_reduce(c, buf, buf, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, NULL, &oi);
+  d->comm_s += now_s() - t0;
+  return check(d, r, "all_reduce", what, oi.seq, err);
 }
 
 fsdpc_status fsdpc__dist_all_reduce_f64(fsdpc_dist *d, fsdpc_group g, double *v, int n,
@@ -140,16 +155,19 @@ fsdpc_status fsdpc__dist_all_reduce_f64(fsdpc_dist *d, fsdpc_group g, double *v,
   fsdpc_comm *c = group_comm(d, g, &size);
   if (size == 1 || !c) return FSDPC_OK;
   fsdpc_op_info oi = op_info(d, "all_reduce", what);
-  return check(d,
-               d->cv->all_reduce(c, v, v, (uint64_t)n, FSDPC_DTYPE_F64, FSDPC_REDUCE_SUM, NULL,
-                                 &oi),
-               "all_reduce", what, oi.seq, err);
+  double t0 = now_s();
+  int32_t r = d->cv->all_reduce(c, v, v, (uint64_t)n, FSDPC_DTYPE_F64, FSDPC_REDUCE_SUM, NULL, &oi);
+  d->comm_s += now_s() - t0;
+  return check(d, r, "all_reduce", what, oi.seq, err);
 }
 
 fsdpc_status fsdpc__dist_barrier(fsdpc_dist *d, const char *what, fsdpc_err *err) {
   if (d->world_size == 1 || !d->world) return FSDPC_OK;
   fsdpc_op_info oi = op_info(d, "barrier", what);
-  return check(d, d->cv->barrier(d->world, &oi), "barrier", what, oi.seq, err);
+  double t0 = now_s();
+  int32_t r = d->cv->barrier(d->world, &oi);
+  d->comm_s += now_s() - t0;
+  return check(d, r, "barrier", what, oi.seq, err);
 }
 
 fsdpc_status fsdpc__dist_broadcast(fsdpc_dist *d, fsdpc_group g, float *buf, uint64_t count,
@@ -158,6 +176,8 @@ fsdpc_status fsdpc__dist_broadcast(fsdpc_dist *d, fsdpc_group g, float *buf, uin
   fsdpc_comm *c = group_comm(d, g, &size);
   if (size == 1 || !c) return FSDPC_OK;
   fsdpc_op_info oi = op_info(d, "broadcast", what);
-  return check(d, d->cv->broadcast(c, buf, count, FSDPC_DTYPE_F32, root, NULL, &oi),
-               "broadcast", what, oi.seq, err);
+  double t0 = now_s();
+  int32_t r = d->cv->broadcast(c, buf, count, FSDPC_DTYPE_F32, root, NULL, &oi);
+  d->comm_s += now_s() - t0;
+  return check(d, r, "broadcast", what, oi.seq, err);
 }

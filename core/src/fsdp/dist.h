@@ -19,6 +19,10 @@ typedef struct fsdpc_dist {
   int64_t timeout_ms;
   /* bytes this rank sent into collectives since the counters were reset */
   uint64_t bytes_all_gather, bytes_reduce_scatter, bytes_all_reduce;
+  /* Seconds spent inside collective calls since the counters were reset.
+   * Host collectives are synchronous, so on CPU this is the time compute
+   * waited on communication (exposed communication time). */
+  double comm_s;
 } fsdpc_dist;
 
 /* Single-process dist (world 1). */
@@ -32,6 +36,8 @@ fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const 
                               int world_size, int shard_size, int64_t timeout_ms,
                               fsdpc_err *err);
 void fsdpc__dist_destroy(fsdpc_dist *d);
+/* Zeroes the byte counters and comm_s (the trainer does it at each step). */
+void fsdpc__dist_reset_counters(fsdpc_dist *d);
 
 typedef enum { FSDPC_GROUP_WORLD, FSDPC_GROUP_SHARD, FSDPC_GROUP_REPLICA } fsdpc_group;
 

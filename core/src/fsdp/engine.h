@@ -108,9 +108,11 @@ typedef struct fsdpc_engine_bytes {
   uint64_t max_unit_full;   /* largest gathered unit (params) */
 } fsdpc_engine_bytes;
 
-/* Communication volume of the last step, this rank, in bytes. */
+/* Communication volume of the last step, this rank, in bytes, and the
+ * seconds spent inside collective calls (exposed communication time on CPU). */
 typedef struct fsdpc_comm_bytes {
   uint64_t all_gather, reduce_scatter, all_reduce;
+  double comm_s;
 } fsdpc_comm_bytes;
 
 typedef struct fsdpc_engine fsdpc_engine;

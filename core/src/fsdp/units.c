@@ -175,6 +175,7 @@ void fsdpc__engine_comm_bytes(const fsdpc_engine *e, fsdpc_comm_bytes *out) {
   out->all_gather = e->dist->bytes_all_gather;
   out->reduce_scatter = e->dist->bytes_reduce_scatter;
   out->all_reduce = e->dist->bytes_all_reduce;
+  out->comm_s = e->dist->comm_s;
 }
 
 /* Calls fn(p, lo, hi, dst) for each parameter segment [lo, hi) (elements of

@@ -98,6 +98,12 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
 void fsdpc__model_ctx_destroy(fsdpc_model_ctx *m);
 /* Bytes of activation memory the context holds (for the planner/logs). */
 uint64_t fsdpc__model_ctx_bytes(const fsdpc_model_ctx *m);
+/* The same number without allocating, from the shapes and the attention
+ * plugin's sizes() answer (the memory planner). Kept equal to
+ * fsdpc__model_ctx_bytes by tests/bench/test_plan.c. */
+uint64_t fsdpc__model_ctx_bytes_for(const fsdpc_model_shape *s, int B, int T,
+                                    int activation_checkpointing, const fsdpc_attn_sizes *as,
+                                    int xent_chunk_rows);
 
 /* Sets the micro-batch about to run: tokens, labels (-100 ignored) and doc
  * ids (may be NULL), each (B, T); positions are 0..T-1 per row. */

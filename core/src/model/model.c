@@ -176,6 +176,31 @@ void fsdpc__model_ctx_destroy(fsdpc_model_ctx *m) {
 
 uint64_t fsdpc__model_ctx_bytes(const fsdpc_model_ctx *m) { return m->bytes; }
 
+uint64_t fsdpc__model_ctx_bytes_for(const fsdpc_model_shape *s, int B, int T,
+                                    int activation_checkpointing, const fsdpc_attn_sizes *as,
+                                    int xent_chunk_rows) {
+  /* Mirrors fsdpc__model_ctx_create's alloc_f calls, in elements. */
+  uint64_t N = (uint64_t)B * (uint64_t)T, C = (uint64_t)s->C, F = (uint64_t)s->F;
+  uint64_t V = (uint64_t)s->V, QD = (uint64_t)s->NH * s->HD, KD = (uint64_t)s->KVH * s->HD;
+  uint64_t chunk = xent_chunk_rows > 0 ? (uint64_t)xent_chunk_rows : 64;
+  if (chunk > N)
+    chunk = N;
+  uint64_t saved = (as->saved_bytes + 3) / 4;
+  uint64_t layer[13] = {N * C, N,     N * QD, N * KD, N * KD, saved, N * QD,
+                        N * C, N * C, N,      N * F,  N * F,  N * F};
+  uint64_t per_layer = 0;
+  for (int i = 0; i < 13; i++)
+    per_layer += layer[i] ? layer[i] : 1;
+  uint64_t n_acts = activation_checkpointing ? 1 : (uint64_t)s->L;
+  uint64_t ws = as->fwd_workspace > as->bwd_workspace ? as->fwd_workspace : as->bwd_workspace;
+  uint64_t el = 2 * ((uint64_t)s->max_pos * s->HD / 2) /* rope tables */
+                + ((uint64_t)s->L + 1) * N * C         /* residual stream */
+                + n_acts * per_layer + (ws ? (ws + 3) / 4 : 0) + N * C + N +
+                chunk * V                                          /* final norm, CE chunk */
+                + 4 * N * C + 3 * N * F + 2 * N * QD + 2 * N * KD; /* backward scratch */
+  return el * 4;
+}
+
 void fsdpc__model_set_batch(fsdpc_model_ctx *m, const int32_t *tokens, const int32_t *labels,
                             const int32_t *doc_ids) {
   m->tokens = tokens;

@@ -146,7 +146,7 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
   for (int64_t step = 0; step < c->train.max_steps; step++) {
     if (s->job) FSDPC_TRY(fsdpc__dist_check_abort(s->job->store, err));
     fsdpc__mem_reset_peak();
-    s->dist.bytes_all_gather = s->dist.bytes_reduce_scatter = s->dist.bytes_all_reduce = 0;
+    fsdpc__dist_reset_counters(&s->dist);
     double t0 = fsdpc__now(), loss = 0, lr = 0, gnorm = 0;
     FSDPC_TRY(train_step(s, step, &loss, &lr, &gnorm, err));
     double dt = fsdpc__now() - t0;
@@ -161,6 +161,7 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
       fsdpc__report_memory(s, "step");
   }
   fsdpc__report_memory(s, "end");
+  FSDPC_TRY(fsdpc__report_rank_summary(s, err));
   for (int i = 0; i < c->train.generate_prompts.n; i++) {
     char text[4096];
     const char *prompt = c->train.generate_prompts.items[i];

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "train/session.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -53,15 +54,26 @@ static void progress_bar(fsdpc_session *s, int64_t step, double loss) {
   fflush(stdout);
 }
 
+/* The trainer resets the peak window every step; keep the run's maximum. */
+static void track_run_peak(fsdpc_session *s, const fsdpc_mem_stats *ms) {
+  for (int c = 0; c < FSDPC_MEM_NCAT; c++)
+    if (ms->peak[c] > s->run_peak.peak[c])
+      s->run_peak.peak[c] = ms->peak[c];
+  if (ms->total_peak > s->run_peak.total_peak)
+    s->run_peak.total_peak = ms->total_peak;
+  s->comm_s_total += s->last_comm.comm_s;
+}
+
 void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, double gnorm,
                         double step_s, double eval_loss) {
+  fsdpc_mem_stats ms;
+  fsdpc__mem_stats(&ms);
+  track_run_peak(s, &ms);
   if (s->env.rank != 0) return;
   const fsdpc_config *c = s->cfg;
   double tok = (double)(s->G * s->T);
   double tok_s = step_s > 0 ? tok / step_s : 0.0;
   double el = fsdpc__now() - s->t_start;
-  fsdpc_mem_stats ms;
-  fsdpc__mem_stats(&ms);
   const fsdpc_comm_bytes cb = s->last_comm;
   int log_now = step % c->train.log_every == 0 || step == c->train.max_steps;
   if (log_now) {
@@ -85,6 +97,14 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
     cJSON_AddNumberToObject(o, "all_gather_bytes", (double)cb.all_gather);
     cJSON_AddNumberToObject(o, "reduce_scatter_bytes", (double)cb.reduce_scatter);
     cJSON_AddNumberToObject(o, "all_reduce_bytes", (double)cb.all_reduce);
+    cJSON_AddNumberToObject(o, "comm_s", cb.comm_s);
+    cJSON_AddNumberToObject(o, "tokens", tok);
+    cJSON_AddNumberToObject(o, "world", s->env.world_size);
+    for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
+      char key[48];
+      snprintf(key, sizeof key, "peak_%s_bytes", fsdpc__mem_cat_name((fsdpc_mem_cat)k));
+      cJSON_AddNumberToObject(o, key, (double)ms.peak[k]);
+    }
     char *line = cJSON_PrintUnformatted(o);
     if (line && s->metrics) {
       fprintf(s->metrics, "%s\n", line);
@@ -94,4 +114,46 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
     cJSON_Delete(o);
   }
   if (s->progress) progress_bar(s, step, loss);
+}
+
+fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err) {
+  fsdpc_engine_bytes eb;
+  int64_t rss, hwm;
+  fsdpc__engine_bytes(s->eng, &eb);
+  fsdpc__mem_rss(&rss, &hwm);
+  cJSON *o = cJSON_CreateObject(), *pk = cJSON_CreateObject(), *sh = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "rank", s->env.rank);
+  cJSON_AddNumberToObject(o, "world", s->env.world_size);
+  cJSON_AddNumberToObject(o, "shard_size", s->dist.shard_size);
+  cJSON_AddStringToObject(o, "device", "cpu");
+  cJSON_AddNumberToObject(o, "steps", (double)s->cfg->train.max_steps);
+  for (int k = 0; k < FSDPC_MEM_NCAT; k++)
+    cJSON_AddNumberToObject(pk, fsdpc__mem_cat_name((fsdpc_mem_cat)k), (double)s->run_peak.peak[k]);
+  cJSON_AddNumberToObject(pk, "total", (double)s->run_peak.total_peak);
+  cJSON_AddItemToObject(o, "peak_bytes", pk);
+  cJSON_AddNumberToObject(sh, "params", (double)eb.params);
+  cJSON_AddNumberToObject(sh, "grads", (double)eb.grads);
+  cJSON_AddNumberToObject(sh, "optim", (double)eb.optim);
+  cJSON_AddNumberToObject(sh, "max_unit_full", (double)eb.max_unit_full);
+  cJSON_AddItemToObject(o, "shard_bytes", sh);
+  cJSON_AddNumberToObject(o, "activation_ctx_bytes", (double)fsdpc__model_ctx_bytes(s->mctx));
+  /* CPU: device memory is host memory and malloc keeps no cache; the GPU
+   * path reports its allocator's reserved bytes here. */
+  cJSON_AddNullToObject(o, "reserved_bytes");
+  cJSON_AddNumberToObject(o, "host_rss_peak_bytes", (double)hwm);
+  cJSON_AddNumberToObject(o, "comm_s_total", s->comm_s_total);
+  char *text = cJSON_Print(o);
+  cJSON_Delete(o);
+  if (!text)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  char path[4096];
+  snprintf(path, sizeof path, "%s/rank%d.json", s->cfg->log.dir, s->env.rank);
+  fsdpc_status st = fsdpc__mkdir_p(s->cfg->log.dir, err);
+  FILE *f = st == FSDPC_OK ? fopen(path, "w") : NULL;
+  if (st == FSDPC_OK && (!f || fprintf(f, "%s\n", text) < 0))
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: check log.dir", path);
+  if (f && fclose(f) != 0 && st == FSDPC_OK)
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: check log.dir", path);
+  cJSON_free(text);
+  return st;
 }

@@ -12,6 +12,7 @@
 #include "dist/job.h"
 #include "fsdp/engine.h"
 #include "train/schedule.h"
+#include "util/mem.h"
 
 typedef struct fsdpc_session {
   fsdpc_config *cfg;           /* borrowed */
@@ -37,6 +38,8 @@ typedef struct fsdpc_session {
   int32_t *tokens, *labels, *doc_ids; /* (mb, T) */
 
   fsdpc_comm_bytes last_comm;   /* collective bytes of the last step */
+  fsdpc_mem_stats run_peak;     /* per-category peaks over every step so far */
+  double comm_s_total;          /* seconds inside collectives, all steps */
   FILE *metrics;               /* rank 0: log.dir/metrics.jsonl */
   int progress;                /* draw a progress bar */
   double t_start;
@@ -64,5 +67,9 @@ double fsdpc__now(void);
 void fsdpc__report_memory(fsdpc_session *s, const char *when);
 void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, double gnorm,
                         double step_s, double eval_loss);
+/* Every rank: writes log.dir/rank<R>.json with its peak memory by category
+ * over the run, host RSS peak, shard bytes and communication totals (what
+ * `fsdpc bench` reads). */
+fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err);
 
 #endif

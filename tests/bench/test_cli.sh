@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# `fsdpc plan` and `fsdpc bench`: help, the plan table, --gpu-mem, --json,
+# --dry-run, and one-line errors with exit codes (1 failure, 2 usage).
+set -u
+: "${FSDPC:?FSDPC must point at the fsdpc executable}"
+src=${FSDPC_SOURCE_DIR:?}
+dir=$(mktemp -d "${FSDPC_BINARY_DIR:-/tmp}/bench-cli-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+
+expect() {
+  local code=$1 pat=$2; shift 2
+  out=$("$@" 2>"$dir/err"); rc=$?
+  err=$(cat "$dir/err")
+  [ "$rc" -eq "$code" ] || fail "'$*' exited $rc, expected $code: $err"
+  printf '%s\n%s\n' "$out" "$err" | grep -qF -- "$pat" || fail "'$*' output lacks '$pat': $out $err"
+  if [ "$code" -ne 0 ]; then
+    [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] || fail "'$*' error is not one line: $err"
+  fi
+}
+
+tiny=$src/configs/tiny-cpu.yaml
+bench=$src/configs/bench/tiny-cpu-strategies.yaml
+expect 0 "usage: fsdpc plan" "$FSDPC" plan --help
+expect 0 "usage: fsdpc bench" "$FSDPC" bench --help
+expect 0 "* FULL_SHARD" "$FSDPC" plan "$tiny" --world 4
+expect 0 "HYBRID_SHARD" "$FSDPC" plan "$tiny" --world 4 --nproc-per-node 2
+# FULL_SHARD's 50.2 MiB fits in 0.05 GiB (51.2 MiB); NO_SHARD's 57.65 MiB does not.
+out=$("$FSDPC" plan "$tiny" --world 4 --gpu-mem 0.05)
+echo "$out" | grep -E '^\* FULL_SHARD +off +off .* yes$' >/dev/null || fail "FULL_SHARD should fit: $out"
+echo "$out" | grep -E '^  NO_SHARD +off +off .* no$' >/dev/null || fail "NO_SHARD should not fit: $out"
+"$FSDPC" plan "$tiny" --world 2 --json | python3 -c '
+import json, sys
+rows = json.load(sys.stdin)
+assert len(rows) == 8, len(rows)
+full = [r for r in rows if r["strategy"] == "FULL_SHARD" and not r["activation_checkpointing"]][0]
+assert full["config"] and full["shard_size"] == 2, full
+' || fail "plan --json"
+expect 2 "needs a positive integer" "$FSDPC" plan "$tiny" --world 0
+expect 2 "unknown option '--frob'" "$FSDPC" plan "$tiny" --frob
+expect 2 "is not a multiple" "$FSDPC" plan "$tiny" --world 4 --nproc-per-node 3
+expect 1 "nope.yaml" "$FSDPC" plan "$dir/nope.yaml"
+expect 1 "must divide" "$FSDPC" plan "$tiny" --world 4 fsdp.hybrid_shard_size=3
+
+expect 0 "HYBRID_SHARD/2" "$FSDPC" bench "$bench" --dry-run
+expect 0 "planned peak" "$FSDPC" bench "$bench" --dry-run
+expect 2 "unknown option '--frob'" "$FSDPC" bench x.yaml --frob
+expect 2 "--steps needs an integer" "$FSDPC" bench x.yaml --steps 0
+expect 1 "cannot open bench file" "$FSDPC" bench "$dir/nope.yaml"
+printf 'base: x.yaml\nmatrix: {fsdp.sharding_strategy: FULL_SHARD}\n' > "$dir/b1.yaml"
+expect 1 "b1.yaml:2:" "$FSDPC" bench "$dir/b1.yaml"
+printf 'matrix: {fsdp.sharding_strategy: [FULL_SHARD]}\n' > "$dir/b2.yaml"
+expect 1 "missing 'base'" "$FSDPC" bench "$dir/b2.yaml"
+printf 'base: x.yaml\nrepeat: 3\n' > "$dir/b3.yaml"
+expect 1 "unknown key 'repeat'" "$FSDPC" bench "$dir/b3.yaml"
+printf 'base: x.yaml\nsteps: -1\n' > "$dir/b4.yaml"
+expect 1 "expected an integer" "$FSDPC" bench "$dir/b4.yaml"
+printf 'base: x.yaml\nmatrix: [\n' > "$dir/b5.yaml"
+expect 1 "YAML" "$FSDPC" bench "$dir/b5.yaml"
+printf 'not json\n' > "$dir/bad.jsonl"
+expect 1 "bad.jsonl:1: not a bench JSON" "$FSDPC" bench "$bench" --baseline "$dir/bad.jsonl"
+
+[ "$fails" -eq 0 ] && echo "bench cli: all checks passed"
+exit "$fails"

@@ -1,0 +1,232 @@
+/* The memory planner against the engine and the model context:
+ * - shard bytes (params, grads, optimizer) equal fsdpc__engine_bytes exactly
+ *   for every strategy's shard group size, wrap policy and optimizer;
+ * - fsdpc__model_ctx_bytes_for equals what a real context allocates;
+ * - the replayed step's peaks behave as step.c does (FULL_SHARD frees units
+ *   after forward, SHARD_GRAD_OP keeps them, NO_SHARD has none). */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "plan/plan.h"
+#include "util/mem.h"
+
+static const char *tiny_yaml = "model:\n"
+                               "  vocab_size: 259\n"
+                               "  hidden_size: 64\n"
+                               "  intermediate_size: 160\n"
+                               "  num_hidden_layers: 3\n"
+                               "  num_attention_heads: 4\n"
+                               "  num_key_value_heads: 2\n"
+                               "  max_position_embeddings: 64\n"
+                               "  tie_word_embeddings: %s\n"
+                               "data: {train: none.tok, seq_len: 32}\n"
+                               "attention: {impl: naive}\n"
+                               "train: {micro_batch_size: 2}\n";
+
+static fsdpc_config *load(int tied, const char *const *ovr, int n) {
+  char text[2048];
+  snprintf(text, sizeof text, tiny_yaml, tied ? "true" : "false");
+  fsdpc_config *c = NULL;
+  fsdpc_err err = {0};
+  fsdpc_status st = fsdpc__config_from_string(text, "tiny.yaml", ovr, n, &c, &err);
+  ck_assert_msg(st == FSDPC_OK, "%s", err.msg);
+  return c;
+}
+
+/* Builds the engine this rank would build (no communicator is needed to
+ * allocate shards) and compares its accounting with the plan. */
+static void check_shards(fsdpc_config *cfg, int strategy, int world, int rank) {
+  fsdpc_err err = {0};
+  fsdpc_plan_ctx *pc = NULL;
+  ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc_plan_variant v = {strategy, -1, -1};
+  fsdpc_plan_mem m;
+  ck_assert_msg(fsdpc__plan_config(pc, &v, world, world, &m, &err) == FSDPC_OK, "%s", err.msg);
+
+  fsdpc_registry *reg = NULL;
+  ck_assert(fsdpc__registry_create(NULL, 0, &reg, &err) == FSDPC_OK);
+  const fsdpc_component *optim = NULL;
+  ck_assert_msg(fsdpc__registry_select(reg, FSDPC_KIND_OPTIM, cfg->optim.name, NULL, &optim,
+                                       &err) == FSDPC_OK,
+                "%s", err.msg);
+  int n_params;
+  const uint32_t *uop;
+  uint32_t n_units;
+  const fsdpc_param_info *params = fsdpc__plan_params(pc, &n_params, &uop, &n_units);
+  fsdpc_dist d;
+  fsdpc__dist_single(&d);
+  d.world_size = world;
+  d.shard_size = m.S;
+  d.shard_rank = rank % m.S;
+  d.replica_size = world / m.S;
+  fsdpc_optim_init oi = {.struct_size = sizeof oi,
+                         .opts = cfg->optim.options,
+                         .beta1 = cfg->optim.betas[0],
+                         .beta2 = cfg->optim.betas[1],
+                         .eps = cfg->optim.eps,
+                         .momentum = cfg->optim.momentum,
+                         .nesterov = cfg->optim.nesterov,
+                         .device = FSDPC_DEVICE_CPU};
+  fsdpc_engine_opts eo = {.shape = fsdpc__plan_shape(pc),
+                          .strategy = strategy,
+                          .align = (int)cfg->fsdp.align,
+                          .params = params,
+                          .n_params = n_params,
+                          .unit_of_param = uop,
+                          .n_units = n_units,
+                          .dist = &d,
+                          .optim = optim,
+                          .optim_init = &oi,
+                          .threads = 1};
+  fsdpc_engine *e = NULL;
+  ck_assert_msg(fsdpc__engine_create(&eo, &e, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc_engine_bytes eb;
+  fsdpc__engine_bytes(e, &eb);
+  ck_assert_uint_eq(m.params, eb.params);
+  ck_assert_uint_eq(m.grads, eb.grads);
+  ck_assert_uint_eq(m.optim, eb.optim);
+  ck_assert_int_eq(m.peak[FSDPC_MEM_PARAMS], (int64_t)eb.params);
+  ck_assert_int_eq(m.peak[FSDPC_MEM_OPTIM], (int64_t)eb.optim);
+  fsdpc__engine_destroy(e);
+  fsdpc__registry_destroy(reg);
+  fsdpc__plan_ctx_destroy(pc);
+}
+
+START_TEST(shards_equal_engine) {
+  const char *variants[][2] = {
+      {"fsdp.wrap.policy=transformer", "optim.name=adamw"},
+      {"fsdp.wrap.policy=transformer", "fsdp.wrap.options.separate_embedding=true"},
+      {"fsdp.wrap.policy=size", "fsdp.wrap.options.min_num_params=20000"},
+      {"optim.name=sgd", "optim.momentum=0.9"},
+      {"optim.name=sgd", "fsdp.align=1"},
+  };
+  for (int tied = 0; tied < 2; tied++)
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
+      fsdpc_config *cfg = load(tied, variants[i], 2);
+      for (int s = 0; s < 4; s++)
+        for (int world = 1; world <= 4; world *= 2)
+          check_shards(cfg, s, world, world - 1);
+      fsdpc__config_destroy(cfg);
+    }
+}
+END_TEST
+
+START_TEST(ctx_bytes_match_allocation) {
+  fsdpc_err err = {0};
+  fsdpc_registry *reg = NULL;
+  ck_assert(fsdpc__registry_create(NULL, 0, &reg, &err) == FSDPC_OK);
+  const fsdpc_component *attn = NULL;
+  ck_assert(fsdpc__registry_select(reg, FSDPC_KIND_ATTENTION, "naive", NULL, &attn, &err) ==
+            FSDPC_OK);
+  const fsdpc_attention_v1 *av = attn->vtable;
+  fsdpc_model_shape s = {.V = 259,
+                         .C = 64,
+                         .F = 160,
+                         .L = 3,
+                         .NH = 4,
+                         .KVH = 2,
+                         .HD = 16,
+                         .max_pos = 128,
+                         .eps = 1e-5f,
+                         .rope_theta = 10000.0};
+  int shapes[][3] = {{1, 8, 0}, {2, 32, 0}, {2, 32, 1}, {4, 128, 0}, {3, 17, 1}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    int B = shapes[i][0], T = shapes[i][1], ck = shapes[i][2];
+    fsdpc_model_ctx_opts o = {
+        .shape = &s, .B = B, .T = T, .activation_checkpointing = ck, .attention = attn};
+    fsdpc_model_ctx *m = NULL;
+    int64_t before[FSDPC_MEM_NCAT];
+    fsdpc_mem_stats ms;
+    fsdpc__mem_stats(&ms);
+    memcpy(before, ms.current, sizeof before);
+    ck_assert_msg(fsdpc__model_ctx_create(&o, &m, &err) == FSDPC_OK, "%s", err.msg);
+    fsdpc__mem_stats(&ms);
+    fsdpc_attn_shape ash = {.struct_size = sizeof ash,
+                            .B = B,
+                            .T = T,
+                            .NH = s.NH,
+                            .KVH = s.KVH,
+                            .HD = s.HD,
+                            .causal = 1,
+                            .scale = 0.25f,
+                            .dtype = FSDPC_DTYPE_F32,
+                            .device = FSDPC_DEVICE_CPU};
+    fsdpc_attn_sizes as = {.struct_size = sizeof as};
+    ck_assert(av->sizes(NULL, &ash, &as) == FSDPC_OK);
+    uint64_t pure = fsdpc__model_ctx_bytes_for(&s, B, T, ck, &as, 0);
+    ck_assert_uint_eq(pure, fsdpc__model_ctx_bytes(m));
+    ck_assert_int_eq((int64_t)pure,
+                     ms.current[FSDPC_MEM_ACTIVATIONS] - before[FSDPC_MEM_ACTIVATIONS]);
+    fsdpc__model_ctx_destroy(m);
+  }
+  fsdpc__registry_destroy(reg);
+}
+END_TEST
+
+START_TEST(transients_follow_the_schedule) {
+  fsdpc_config *cfg = load(1, NULL, 0);
+  fsdpc_err err = {0};
+  fsdpc_plan_ctx *pc = NULL;
+  ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc_plan_mem full, sgo, none, hyb, ckpt;
+  fsdpc_plan_variant v = {FSDPC_FULL_SHARD, 0, 0};
+  ck_assert(fsdpc__plan_config(pc, &v, 4, 4, &full, &err) == FSDPC_OK);
+  v.strategy = FSDPC_SHARD_GRAD_OP;
+  ck_assert(fsdpc__plan_config(pc, &v, 4, 4, &sgo, &err) == FSDPC_OK);
+  v.strategy = FSDPC_NO_SHARD;
+  ck_assert(fsdpc__plan_config(pc, &v, 4, 4, &none, &err) == FSDPC_OK);
+  v.strategy = FSDPC_HYBRID_SHARD;
+  ck_assert(fsdpc__plan_config(pc, &v, 4, 2, &hyb, &err) == FSDPC_OK);
+  v = (fsdpc_plan_variant){FSDPC_FULL_SHARD, 1, 0};
+  ck_assert(fsdpc__plan_config(pc, &v, 4, 4, &ckpt, &err) == FSDPC_OK);
+  ck_assert_int_eq(none.peak[FSDPC_MEM_COMM], 0);
+  ck_assert_int_eq(none.peak[FSDPC_MEM_GRADS], (int64_t)none.grads);
+  ck_assert_int_gt(sgo.peak[FSDPC_MEM_COMM], full.peak[FSDPC_MEM_COMM]);
+  ck_assert_int_eq(sgo.S, 4);
+  ck_assert_int_eq(hyb.S, 2);
+  ck_assert_int_eq(hyb.R, 2);
+  ck_assert_uint_eq(full.comm.all_reduce, 0);
+  ck_assert_uint_gt(hyb.comm.all_reduce, 0);
+  /* FULL_SHARD gathers every unit twice (forward, backward) except the ones
+   * the head keeps; SHARD_GRAD_OP once. */
+  ck_assert_uint_gt(full.comm.all_gather, sgo.comm.all_gather);
+  ck_assert_uint_eq(full.comm.reduce_scatter, sgo.comm.reduce_scatter);
+  ck_assert_uint_lt(ckpt.activations, full.activations);
+  ck_assert_int_eq(full.total_peak - ckpt.total_peak,
+                   (int64_t)(full.activations - ckpt.activations));
+  /* A shard group that does not divide the world is refused in one line. */
+  v.strategy = FSDPC_HYBRID_SHARD;
+  ck_assert(fsdpc__plan_config(pc, &v, 4, 3, &hyb, &err) == FSDPC_INVALID_USAGE);
+  ck_assert(strstr(err.msg, "must divide") != NULL);
+  fsdpc__plan_ctx_destroy(pc);
+  fsdpc__config_destroy(cfg);
+}
+END_TEST
+
+START_TEST(flops_formula) {
+  /* Llama-3.2-1B shape (untied): 1.498 B params; 6 x (N - V x C) + 12 x L x C x T. */
+  fsdpc_model_shape s = {.V = 128256, .C = 2048, .F = 8192, .L = 16, .NH = 32, .KVH = 8, .HD = 64};
+  double n = (double)fsdpc__model_numel(&s);
+  ck_assert_double_eq_tol(n, 1498482688.0, 0.5);
+  double want = 6.0 * (n - 128256.0 * 2048.0) + 12.0 * 16 * 2048 * 2048;
+  ck_assert_double_eq_tol(fsdpc__plan_flops_per_token(&s, 2048), want, 1.0);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("plan");
+  TCase *tc = tcase_create("plan");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, shards_equal_engine);
+  tcase_add_test(tc, ctx_bytes_match_allocation);
+  tcase_add_test(tc, transients_follow_the_schedule);
+  tcase_add_test(tc, flops_formula);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -141,7 +141,7 @@ static void setup(fixture *f, const char *name, double lr, double wd) {
                              .attention_opts = f->cfg->attention.options,
                              .xent_chunk_rows = 5 /* not a divisor of B*T on purpose */};
   die_if(fsdpc__model_ctx_create(&mo, &f->m, &err), &err);
-  fsdpc__model_set_batch(f->m, f->ids, f->labels, NULL);
+  die_if(fsdpc__model_set_batch(f->m, f->ids, f->labels, NULL, &err), &err);
 }
 
 static void teardown(fixture *f) {

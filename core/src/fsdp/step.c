@@ -59,10 +59,17 @@ static fsdpc_status reduce_grads(fsdpc_engine *e, int u, int last_micro, fsdpc_e
   return FSDPC_OK;
 }
 
-static void layer_ptrs(fsdpc_engine *e, int l, int grads, float *base[FSDPC_P_NKIND]) {
+static void layer_weights(fsdpc_engine *e, int l, void *base[FSDPC_P_NKIND]) {
   for (int k = 0; k < FSDPC_P_NKIND; k++) {
     int p = e->layer_param[l * FSDPC_P_NKIND + k];
-    base[k] = p < 0 ? NULL : grads ? fsdpc__param_full_grad(e, p) : fsdpc__param_full(e, p);
+    base[k] = p < 0 ? NULL : fsdpc__param_full(e, p);
+  }
+}
+
+static void layer_grads(fsdpc_engine *e, int l, float *base[FSDPC_P_NKIND]) {
+  for (int k = 0; k < FSDPC_P_NKIND; k++) {
+    int p = e->layer_param[l * FSDPC_P_NKIND + k];
+    base[k] = p < 0 ? NULL : fsdpc__param_full_grad(e, p);
   }
 }
 
@@ -89,9 +96,9 @@ static fsdpc_status forward_layers(fsdpc_engine *e, fsdpc_model_ctx *m, int resh
     if (b == 0) {
       FSDPC_TRY(fsdpc__model_embed_fwd(m, top_ptr(e, FSDPC_P_EMBED, 0), err));
     } else {
-      float *base[FSDPC_P_NKIND];
+      void *base[FSDPC_P_NKIND];
       fsdpc_layer_w w;
-      layer_ptrs(e, b - 1, 0, base);
+      layer_weights(e, b - 1, base);
       fsdpc__layer_views(base, &w);
       FSDPC_TRY(fsdpc__model_layer_fwd(m, b - 1, &w, err));
     }
@@ -120,11 +127,12 @@ fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float
       if (b == 0) {
         FSDPC_TRY(fsdpc__model_embed_bwd(m, top_ptr(e, FSDPC_P_EMBED, 1), err));
       } else {
-        float *wb[FSDPC_P_NKIND], *gb[FSDPC_P_NKIND];
+        void *wb[FSDPC_P_NKIND];
+        float *gb[FSDPC_P_NKIND];
         fsdpc_layer_w w;
         fsdpc_layer_g g;
-        layer_ptrs(e, b - 1, 0, wb);
-        layer_ptrs(e, b - 1, 1, gb);
+        layer_weights(e, b - 1, wb);
+        layer_grads(e, b - 1, gb);
         fsdpc__layer_views(wb, &w);
         fsdpc__layer_grad_views(gb, &g);
         FSDPC_TRY(fsdpc__model_layer_bwd(m, b - 1, &w, &g, err));

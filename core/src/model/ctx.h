@@ -1,29 +1,37 @@
 /* The model context's internals, shared by model.c (embedding, head,
- * context) and layer.c (decoder layer). Not part of the model's API. */
+ * context) and layer.c (decoder layer). Not part of the model's API.
+ * Activation buffers are `void *` of the ops table's act_dtype (fp32 on the
+ * CPU, bf16 on CUDA) and live in the device's memory; statistics (rstd) and
+ * parameter gradients are fp32. */
 #ifndef FSDPC_MODEL_CTX_H
 #define FSDPC_MODEL_CTX_H
 
 #include "model/llama.h"
+#include "ops/ops.h"
 
 /* Saved activations of one decoder layer. */
 typedef struct fsdpc_layer_acts {
-  float *ln1;      /* (N, C) */
-  float *rstd1;    /* (N) */
-  float *q;        /* (N, NH*HD) after RoPE */
-  float *k;        /* (N, KVH*HD) after RoPE */
-  float *v;        /* (N, KVH*HD) */
-  float *attn_saved;/* plugin-defined bytes (naive: probabilities) */
-  float *attn;     /* (N, NH*HD) attention output */
-  float *h;        /* (N, C) residual after attention */
-  float *ln2;      /* (N, C) */
-  float *rstd2;    /* (N) */
-  float *gate;     /* (N, F) */
-  float *up;       /* (N, F) */
-  float *act;      /* (N, F) silu(gate) * up */
+  void *ln1;        /* (N, C) */
+  float *rstd1;     /* (N) */
+  void *q;          /* (N, NH*HD) after RoPE */
+  void *k;          /* (N, KVH*HD) after RoPE */
+  void *v;          /* (N, KVH*HD) */
+  void *attn_saved; /* plugin-defined bytes (naive: probabilities; flash: LSE) */
+  void *attn;       /* (N, NH*HD) attention output */
+  void *h;          /* (N, C) residual after attention */
+  void *ln2;        /* (N, C) */
+  float *rstd2;     /* (N) */
+  void *gate;       /* (N, F) */
+  void *up;         /* (N, F) */
+  void *act;        /* (N, F) silu(gate) * up */
 } fsdpc_layer_acts;
+
+enum { FSDPC_LAYER_NACTS = 13 };
 
 struct fsdpc_model_ctx {
   fsdpc_model_shape s;
+  const fsdpc_ops *ops;
+  void *dev;                    /* ops->ctx */
   int B, T, N;
   int ckpt;                     /* activation checkpointing */
   const fsdpc_component *attn;  /* attention plugin */
@@ -33,23 +41,30 @@ struct fsdpc_model_ctx {
   fsdpc_attn_sizes asizes;
   int chunk_rows;
 
-  const int32_t *tokens, *labels, *doc_ids; /* (B, T) borrowed */
-  int32_t *pos;                  /* (N) position of each row */
-  float *rope_cos, *rope_sin;    /* (max_pos, HD/2) */
+  /* the micro-batch, in device memory (on the CPU: the caller's arrays) */
+  const int32_t *tokens, *labels, *doc_ids;  /* (B, T) */
+  int32_t *d_tokens, *d_labels, *d_doc_ids;  /* device copies (CUDA only) */
+  const int32_t *h_tokens, *h_labels;        /* host views, for checks */
+  int32_t *pos;                  /* (N) position of each row, device */
+  float *rope_cos, *rope_sin;    /* (max_pos, HD/2), device */
 
-  float **resid;                 /* L+1 of (N, C): resid[0] = embedding out */
+  void **resid;                  /* L+1 of (N, C): resid[0] = embedding out */
   fsdpc_layer_acts *acts;        /* L (no ckpt) or 1 (ckpt: recompute) */
   int n_acts;
-  float *xn, *rstdf;             /* final norm out (N, C), (N) */
-  float *xent_scratch;           /* (chunk_rows, V) */
+  void *xn;                      /* final norm out (N, C) */
+  float *rstdf;                  /* (N) */
+  void *xent_scratch;
+  size_t xent_scratch_bytes;
+  double *loss2;                 /* (2) device: loss sum, counted tokens */
 
   /* backward scratch */
-  float *dres;                   /* (N, C) d(residual stream) */
-  float *dh, *dtmp, *dtmp2;      /* (N, C) */
-  float *dact, *dgate, *dup;     /* (N, F) */
-  float *dattn, *dq;             /* (N, NH*HD) */
-  float *dk, *dv;                /* (N, KVH*HD) */
+  void *dres;                    /* (N, C) d(residual stream) */
+  void *dh, *dtmp, *dtmp2;       /* (N, C) */
+  void *dact, *dgate, *dup;      /* (N, F) */
+  void *dattn, *dq;              /* (N, NH*HD) */
+  void *dk, *dv;                 /* (N, KVH*HD) */
   void *attn_ws;                 /* max(fwd, bwd) workspace */
+  size_t attn_ws_bytes;
 
   uint64_t bytes;                /* everything above */
 };

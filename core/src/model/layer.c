@@ -13,9 +13,10 @@
  * from m->dres and leaves d(resid[l]) there. With activation checkpointing
  * the forward is recomputed from resid[l] first. */
 #include "model/ctx.h"
-#include "ops/cpu/ops_cpu.h"
 
-void fsdpc__layer_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_w *w) {
+#define OP(name, ...) FSDPC_TRY(m->ops->name(m->dev, __VA_ARGS__))
+
+void fsdpc__layer_views(void *const base[FSDPC_P_NKIND], fsdpc_layer_w *w) {
   w->wq = base[FSDPC_P_Q];
   w->wk = base[FSDPC_P_K];
   w->wv = base[FSDPC_P_V];
@@ -42,29 +43,27 @@ void fsdpc__layer_grad_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_g *g)
 static fsdpc_status layer_forward(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                                   fsdpc_err *err) {
   const fsdpc_model_shape *s = &m->s;
-  int N = m->N, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD;
+  int N = m->N, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD, P = s->max_pos;
   fsdpc_layer_acts *a = fsdpc__model_acts(m, l);
-  const float *x = m->resid[l];
-  float *out = m->resid[l + 1];
+  const void *x = m->resid[l];
+  void *out = m->resid[l + 1];
 
-  fsdpc__cpu_rmsnorm_fwd(a->ln1, a->rstd1, x, w->ln1, N, C, s->eps);
-  fsdpc__cpu_matmul_fwd(a->q, a->ln1, w->wq, N, C, QD);
-  fsdpc__cpu_matmul_fwd(a->k, a->ln1, w->wk, N, C, KD);
-  fsdpc__cpu_matmul_fwd(a->v, a->ln1, w->wv, N, C, KD);
-  fsdpc__cpu_rope_fwd(a->q, m->rope_cos, m->rope_sin, m->pos, N, s->NH, s->HD);
-  fsdpc__cpu_rope_fwd(a->k, m->rope_cos, m->rope_sin, m->pos, N, s->KVH, s->HD);
+  OP(rmsnorm_fwd, a->ln1, a->rstd1, x, w->ln1, N, C, s->eps, err);
+  OP(matmul_fwd, a->q, a->ln1, w->wq, NULL, N, C, QD, err);
+  OP(matmul_fwd, a->k, a->ln1, w->wk, NULL, N, C, KD, err);
+  OP(matmul_fwd, a->v, a->ln1, w->wv, NULL, N, C, KD, err);
+  OP(rope_fwd, a->q, m->rope_cos, m->rope_sin, m->pos, N, s->NH, s->HD, P, err);
+  OP(rope_fwd, a->k, m->rope_cos, m->rope_sin, m->pos, N, s->KVH, s->HD, P, err);
   m->ashape.doc_ids = m->doc_ids;
   int32_t st = m->av->forward(m->actx, &m->ashape, a->q, a->k, a->v, a->attn, a->attn_saved,
-                              m->attn_ws, NULL);
+                              m->attn_ws, m->ops->stream(m->dev));
   if (st != FSDPC_OK) return fsdpc__plugin_fail(m->attn, st, err);
-  fsdpc__cpu_matmul_fwd(a->h, a->attn, w->wo, N, QD, C);
-  fsdpc__cpu_add(a->h, a->h, x, (size_t)N * C);
-  fsdpc__cpu_rmsnorm_fwd(a->ln2, a->rstd2, a->h, w->ln2, N, C, s->eps);
-  fsdpc__cpu_matmul_fwd(a->gate, a->ln2, w->wgate, N, C, F);
-  fsdpc__cpu_matmul_fwd(a->up, a->ln2, w->wup, N, C, F);
-  fsdpc__cpu_swiglu_fwd(a->act, a->gate, a->up, N, F);
-  fsdpc__cpu_matmul_fwd(out, a->act, w->wdown, N, F, C);
-  fsdpc__cpu_add(out, out, a->h, (size_t)N * C);
+  OP(matmul_fwd, a->h, a->attn, w->wo, x, N, QD, C, err); /* h = x + attn @ Wo^T */
+  OP(rmsnorm_fwd, a->ln2, a->rstd2, a->h, w->ln2, N, C, s->eps, err);
+  OP(matmul_fwd, a->gate, a->ln2, w->wgate, NULL, N, C, F, err);
+  OP(matmul_fwd, a->up, a->ln2, w->wup, NULL, N, C, F, err);
+  OP(swiglu_fwd, a->act, a->gate, a->up, N, F, err);
+  OP(matmul_fwd, out, a->act, w->wdown, a->h, N, F, C, err); /* out = h + act @ Wdown^T */
   return FSDPC_OK;
 }
 
@@ -76,35 +75,36 @@ fsdpc_status fsdpc__model_layer_fwd(fsdpc_model_ctx *m, int l, const fsdpc_layer
 fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                                     const fsdpc_layer_g *g, fsdpc_err *err) {
   const fsdpc_model_shape *s = &m->s;
-  int N = m->N, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD;
+  int N = m->N, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD, P = s->max_pos;
   size_t NC = (size_t)N * C;
   if (m->ckpt) FSDPC_TRY(layer_forward(m, l, w, err)); /* recompute from resid[l] */
   fsdpc_layer_acts *a = fsdpc__model_acts(m, l);
-  const float *x = m->resid[l];
+  const void *x = m->resid[l];
 
   /* MLP: resid[l+1] = h + act @ Wdown^T */
-  fsdpc__cpu_matmul_bwd(m->dact, g->wdown, m->dres, a->act, w->wdown, N, F, C);
-  fsdpc__cpu_swiglu_bwd(m->dgate, m->dup, m->dact, a->gate, a->up, N, F);
-  fsdpc__cpu_matmul_bwd(m->dtmp, g->wgate, m->dgate, a->ln2, w->wgate, N, C, F);
-  fsdpc__cpu_matmul_bwd(m->dtmp2, g->wup, m->dup, a->ln2, w->wup, N, C, F);
-  fsdpc__cpu_add_inplace(m->dtmp, m->dtmp2, NC);
-  fsdpc__cpu_rmsnorm_bwd(m->dh, g->ln2, m->dtmp, a->h, w->ln2, a->rstd2, N, C);
-  fsdpc__cpu_add_inplace(m->dh, m->dres, NC); /* residual path */
+  OP(matmul_bwd, m->dact, g->wdown, m->dres, a->act, w->wdown, N, F, C, err);
+  OP(swiglu_bwd, m->dgate, m->dup, m->dact, a->gate, a->up, N, F, err);
+  OP(matmul_bwd, m->dtmp, g->wgate, m->dgate, a->ln2, w->wgate, N, C, F, err);
+  OP(matmul_bwd, m->dtmp2, g->wup, m->dup, a->ln2, w->wup, N, C, F, err);
+  OP(add_inplace, m->dtmp, m->dtmp2, NC, err);
+  OP(rmsnorm_bwd, m->dh, g->ln2, m->dtmp, a->h, w->ln2, a->rstd2, N, C, err);
+  OP(add_inplace, m->dh, m->dres, NC, err); /* residual path */
 
   /* Attention: h = x + attn @ Wo^T */
-  fsdpc__cpu_matmul_bwd(m->dattn, g->wo, m->dh, a->attn, w->wo, N, QD, C);
+  OP(matmul_bwd, m->dattn, g->wo, m->dh, a->attn, w->wo, N, QD, C, err);
   m->ashape.doc_ids = m->doc_ids;
   int32_t st = m->av->backward(m->actx, &m->ashape, a->q, a->k, a->v, a->attn, m->dattn,
-                               a->attn_saved, m->dq, m->dk, m->dv, m->attn_ws, NULL);
+                               a->attn_saved, m->dq, m->dk, m->dv, m->attn_ws,
+                               m->ops->stream(m->dev));
   if (st != FSDPC_OK) return fsdpc__plugin_fail(m->attn, st, err);
-  fsdpc__cpu_rope_bwd(m->dq, m->rope_cos, m->rope_sin, m->pos, N, s->NH, s->HD);
-  fsdpc__cpu_rope_bwd(m->dk, m->rope_cos, m->rope_sin, m->pos, N, s->KVH, s->HD);
-  fsdpc__cpu_matmul_bwd(m->dtmp, g->wq, m->dq, a->ln1, w->wq, N, C, QD);
-  fsdpc__cpu_matmul_bwd(m->dtmp2, g->wk, m->dk, a->ln1, w->wk, N, C, KD);
-  fsdpc__cpu_add_inplace(m->dtmp, m->dtmp2, NC);
-  fsdpc__cpu_matmul_bwd(m->dtmp2, g->wv, m->dv, a->ln1, w->wv, N, C, KD);
-  fsdpc__cpu_add_inplace(m->dtmp, m->dtmp2, NC);
-  fsdpc__cpu_rmsnorm_bwd(m->dres, g->ln1, m->dtmp, x, w->ln1, a->rstd1, N, C);
-  fsdpc__cpu_add_inplace(m->dres, m->dh, NC); /* residual path */
+  OP(rope_bwd, m->dq, m->rope_cos, m->rope_sin, m->pos, N, s->NH, s->HD, P, err);
+  OP(rope_bwd, m->dk, m->rope_cos, m->rope_sin, m->pos, N, s->KVH, s->HD, P, err);
+  OP(matmul_bwd, m->dtmp, g->wq, m->dq, a->ln1, w->wq, N, C, QD, err);
+  OP(matmul_bwd, m->dtmp2, g->wk, m->dk, a->ln1, w->wk, N, C, KD, err);
+  OP(add_inplace, m->dtmp, m->dtmp2, NC, err);
+  OP(matmul_bwd, m->dtmp2, g->wv, m->dv, a->ln1, w->wv, N, C, KD, err);
+  OP(add_inplace, m->dtmp, m->dtmp2, NC, err);
+  OP(rmsnorm_bwd, m->dres, g->ln1, m->dtmp, x, w->ln1, a->rstd1, N, C, err);
+  OP(add_inplace, m->dres, m->dh, NC, err); /* residual path */
   return FSDPC_OK;
 }

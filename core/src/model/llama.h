@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "ops/ops.h"
 #include "plugin/registry.h"
 #include "util/err.h"
 
@@ -64,17 +65,18 @@ fsdpc_status fsdpc__model_params(const fsdpc_model_shape *s, fsdpc_param_info **
 uint64_t fsdpc__model_numel(const fsdpc_model_shape *s);
 fsdpc_status fsdpc__model_shape_check(const fsdpc_model_shape *s, fsdpc_err *err);
 
-/* Weights of one decoder layer (views into a gathered unit buffer). */
+/* Weights of one decoder layer: views into a gathered unit buffer, of the
+ * ops table's act_dtype (fp32 on the CPU, bf16 on CUDA). */
 typedef struct fsdpc_layer_w {
-  const float *wq;   /* (NH*HD, C) */
-  const float *wk;   /* (KVH*HD, C) */
-  const float *wv;   /* (KVH*HD, C) */
-  const float *wo;   /* (C, NH*HD) */
-  const float *wgate;/* (F, C) */
-  const float *wup;  /* (F, C) */
-  const float *wdown;/* (C, F) */
-  const float *ln1;  /* (C) */
-  const float *ln2;  /* (C) */
+  const void *wq;    /* (NH*HD, C) */
+  const void *wk;    /* (KVH*HD, C) */
+  const void *wv;    /* (KVH*HD, C) */
+  const void *wo;    /* (C, NH*HD) */
+  const void *wgate; /* (F, C) */
+  const void *wup;   /* (F, C) */
+  const void *wdown; /* (C, F) */
+  const void *ln1;   /* (C) */
+  const void *ln2;   /* (C) */
 } fsdpc_layer_w;
 
 typedef struct fsdpc_layer_g {
@@ -91,6 +93,7 @@ typedef struct fsdpc_model_ctx_opts {
   const fsdpc_component *attention; /* attention plugin component */
   const fsdpc_opts *attention_opts;
   int xent_chunk_rows;              /* rows per chunk of the fused CE (0 = auto) */
+  const fsdpc_ops *ops;             /* device ops table; NULL = the CPU reference */
 } fsdpc_model_ctx_opts;
 
 fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_ctx **out,
@@ -106,19 +109,22 @@ uint64_t fsdpc__model_ctx_bytes_for(const fsdpc_model_shape *s, int B, int T,
                                     int xent_chunk_rows);
 
 /* Sets the micro-batch about to run: tokens, labels (-100 ignored) and doc
- * ids (may be NULL), each (B, T); positions are 0..T-1 per row. */
-void fsdpc__model_set_batch(fsdpc_model_ctx *m, const int32_t *tokens, const int32_t *labels,
-                            const int32_t *doc_ids);
+ * ids (may be NULL), each (B, T) in host memory; positions are 0..T-1 per
+ * row. On the CPU the arrays are used in place (they must outlive the
+ * micro-batch); on a device they are copied. */
+fsdpc_status fsdpc__model_set_batch(fsdpc_model_ctx *m, const int32_t *tokens,
+                                    const int32_t *labels, const int32_t *doc_ids,
+                                    fsdpc_err *err);
 
 /* Forward of each block, in order. */
-fsdpc_status fsdpc__model_embed_fwd(fsdpc_model_ctx *m, const float *wte, fsdpc_err *err);
+fsdpc_status fsdpc__model_embed_fwd(fsdpc_model_ctx *m, const void *wte, fsdpc_err *err);
 fsdpc_status fsdpc__model_layer_fwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                                     fsdpc_err *err);
 /* Final norm + lm_head + CE. Returns the loss sum and counted tokens of the
  * micro-batch. With grad_scale != 0 it also runs the head's backward
  * (dnorm +=, dhead +=) and leaves d(residual) for layer L-1. */
-fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const float *norm_w,
-                                       const float *head_w, float grad_scale, float *dnorm_w,
+fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
+                                       const void *head_w, float grad_scale, float *dnorm_w,
                                        float *dhead_w, double *loss_sum, int64_t *count,
                                        fsdpc_err *err);
 /* Backward of each block, in reverse. */
@@ -129,12 +135,12 @@ fsdpc_status fsdpc__model_embed_bwd(fsdpc_model_ctx *m, float *dwte, fsdpc_err *
 /* Logits at position pos of each row after a forward through the layers
  * (generation: with causal attention, positions after pos do not matter):
  * out (B, V). */
-fsdpc_status fsdpc__model_logits_at(fsdpc_model_ctx *m, int pos, const float *norm_w,
-                                    const float *head_w, float *out, fsdpc_err *err);
+fsdpc_status fsdpc__model_logits_at(fsdpc_model_ctx *m, int pos, const void *norm_w,
+                                    const void *head_w, float *out, fsdpc_err *err);
 
 /* Layer weight/grad views from a block's base pointers; `base[k]` is the
  * pointer of parameter kind k of that layer. */
-void fsdpc__layer_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_w *w);
+void fsdpc__layer_views(void *const base[FSDPC_P_NKIND], fsdpc_layer_w *w);
 void fsdpc__layer_grad_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_g *g);
 
 /* World-size-independent init: the value of element i of parameter `name`

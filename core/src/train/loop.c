@@ -24,8 +24,8 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
   for (int64_t m = 0; m < s->accum; m++) {
     FSDPC_TRY(fsdpc__loader_batch(s->train_ld, step, (int32_t)m, rank, world, (int32_t)s->mb,
                                   s->tokens, s->labels, s->doc_ids, err));
-    fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
-                           s->cfg->data.document_masking ? s->doc_ids : NULL);
+    FSDPC_TRY(fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
+                                     s->cfg->data.document_masking ? s->doc_ids : NULL, err));
     double ls = 0.0;
     int64_t cnt = 0;
     FSDPC_TRY(fsdpc__engine_micro_step(s->eng, s->mctx, grad_scale, m == s->accum - 1, &ls, &cnt,
@@ -49,8 +49,8 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
     for (int64_t m = 0; m < s->accum; m++) {
       FSDPC_TRY(fsdpc__loader_batch(s->eval_ld, b, (int32_t)m, rank, world, (int32_t)s->mb,
                                     s->tokens, s->labels, s->doc_ids, err));
-      fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
-                             s->cfg->data.document_masking ? s->doc_ids : NULL);
+      FSDPC_TRY(fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
+                                       s->cfg->data.document_masking ? s->doc_ids : NULL, err));
       double ls = 0.0;
       int64_t cnt = 0;
       FSDPC_TRY(fsdpc__engine_eval(s->eng, s->mctx, &ls, &cnt, err));
@@ -99,7 +99,7 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
     memcpy(seq, ids, (size_t)np * sizeof(int32_t));
     int32_t eos = fsdpc__tokenizer_eos(s->tok);
     while (len < T) {
-      fsdpc__model_set_batch(g, seq, lab, NULL);
+      if ((st = fsdpc__model_set_batch(g, seq, lab, NULL, err)) != FSDPC_OK) break;
       if ((st = fsdpc__engine_logits_at(s->eng, g, (int)len - 1, logits, err)) != FSDPC_OK)
         break;
       int best = 0;

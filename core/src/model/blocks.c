@@ -1,0 +1,63 @@
+/* The embedding block and the head block (final RMSNorm, lm_head, fused
+ * cross-entropy), forward and backward side by side, through the ops table.
+ * Parameter gradients +=, activation gradients =. */
+#include "model/ctx.h"
+
+#define OP(name, ...) FSDPC_TRY(m->ops->name(m->dev, __VA_ARGS__))
+
+fsdpc_status fsdpc__model_embed_fwd(fsdpc_model_ctx *m, const void *wte, fsdpc_err *err) {
+  for (int i = 0; i < m->N; i++) /* a clear message beats a silent zero row */
+    if (m->h_tokens[i] < 0 || m->h_tokens[i] >= m->s.V)
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "token id %d at batch position %d is outside the vocabulary "
+                         "(model.vocab_size %d)",
+                         m->h_tokens[i], i, m->s.V);
+  OP(embedding_fwd, m->resid[0], m->tokens, wte, m->N, m->s.C, m->s.V, err);
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__model_embed_bwd(fsdpc_model_ctx *m, float *dwte, fsdpc_err *err) {
+  OP(embedding_bwd, dwte, m->dres, m->tokens, m->N, m->s.C, m->s.V, err);
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
+                                       const void *head_w, float grad_scale, float *dnorm_w,
+                                       float *dhead_w, double *loss_sum, int64_t *count,
+                                       fsdpc_err *err) {
+  const fsdpc_model_shape *s = &m->s;
+  int N = m->N, C = s->C;
+  for (int i = 0; i < N; i++)
+    if (m->h_labels[i] != -100 && (m->h_labels[i] < 0 || m->h_labels[i] >= s->V))
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "label %d at batch position %d is outside the vocabulary (%d)",
+                         m->h_labels[i], i, s->V);
+  const void *x = m->resid[s->L];
+  int bwd = grad_scale != 0.0f;
+  OP(rmsnorm_fwd, m->xn, m->rstdf, x, norm_w, N, C, s->eps, err);
+  OP(lmhead_xent, m->loss2, bwd ? m->dtmp : NULL, bwd ? dhead_w : NULL, m->xn, head_w,
+     m->labels, N, C, s->V, grad_scale, m->chunk_rows, m->xent_scratch, m->xent_scratch_bytes,
+     err);
+  if (bwd) OP(rmsnorm_bwd, m->dres, dnorm_w, m->dtmp, x, norm_w, m->rstdf, N, C, err);
+  double l2[2];
+  OP(download, l2, m->loss2, sizeof l2, err);
+  *loss_sum = l2[0];
+  *count = (int64_t)l2[1];
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__model_logits_at(fsdpc_model_ctx *m, int pos, const void *norm_w,
+                                    const void *head_w, float *out, fsdpc_err *err) {
+  const fsdpc_model_shape *s = &m->s;
+  size_t C = (size_t)s->C, act = m->ops->act_size;
+  if (pos < 0 || pos >= m->T)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "logits position %d outside [0, %d)", pos, m->T);
+  if (m->ops->device != FSDPC_DEVICE_CPU)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED, "logits on a device are not wired up yet");
+  for (int b = 0; b < m->B; b++) {
+    const char *x = (const char *)m->resid[s->L] + ((size_t)b * m->T + pos) * C * act;
+    OP(rmsnorm_fwd, m->xn, m->rstdf, x, norm_w, 1, (int)C, s->eps, err);
+    OP(logits, out + (size_t)b * s->V, m->xn, head_w, 1, (int)C, s->V, err);
+  }
+  return FSDPC_OK;
+}

@@ -1,0 +1,259 @@
+/* The model context: activation buffers, RoPE tables, the micro-batch in
+ * device memory, and the attention plugin's per-device context. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ctx.h"
+
+fsdpc_layer_acts *fsdpc__model_acts(fsdpc_model_ctx *m, int l) {
+  return &m->acts[m->n_acts == 1 ? 0 : l];
+}
+
+/* Every fixed buffer the context holds, as (slot, bytes): one list that both
+ * fsdpc__model_ctx_create (allocation) and fsdpc__model_ctx_bytes_for (the
+ * planner) walk, so the two cannot drift apart. slot is NULL when counting. */
+typedef struct buf {
+  void **slot;
+  size_t bytes;
+} buf;
+
+enum { MAX_BUFS = 32 };
+
+typedef struct buf_list {
+  buf b[MAX_BUFS];
+  int n;
+} buf_list;
+
+static void add_buf(buf_list *l, void **slot, size_t bytes) {
+  l->b[l->n].slot = slot;
+  l->b[l->n].bytes = bytes ? bytes : 1;
+  l->n++;
+}
+
+/* The fixed buffers, and each layer's activation sizes in acts[]. */
+static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t act, size_t N,
+                         size_t xent_scratch, const fsdpc_attn_sizes *as, buf_list *l,
+                         size_t acts[FSDPC_LAYER_NACTS]) {
+  size_t C = (size_t)s->C, F = (size_t)s->F;
+  size_t QD = (size_t)s->NH * s->HD, KD = (size_t)s->KVH * s->HD;
+  size_t rope = (size_t)s->max_pos * (size_t)(s->HD / 2) * sizeof(float);
+  size_t ws = (size_t)(as->fwd_workspace > as->bwd_workspace ? as->fwd_workspace
+                                                             : as->bwd_workspace);
+  size_t ib = N * sizeof(int32_t);
+#define SLOT(f) (m ? (void **)&m->f : NULL)
+  add_buf(l, SLOT(rope_cos), rope);
+  add_buf(l, SLOT(rope_sin), rope);
+  add_buf(l, SLOT(pos), ib);
+  add_buf(l, SLOT(xn), N * C * act);
+  add_buf(l, SLOT(rstdf), N * sizeof(float));
+  add_buf(l, SLOT(xent_scratch), xent_scratch);
+  add_buf(l, SLOT(loss2), 2 * sizeof(double));
+  add_buf(l, SLOT(dres), N * C * act);
+  add_buf(l, SLOT(dh), N * C * act);
+  add_buf(l, SLOT(dtmp), N * C * act);
+  add_buf(l, SLOT(dtmp2), N * C * act);
+  add_buf(l, SLOT(dact), N * F * act);
+  add_buf(l, SLOT(dgate), N * F * act);
+  add_buf(l, SLOT(dup), N * F * act);
+  add_buf(l, SLOT(dattn), N * QD * act);
+  add_buf(l, SLOT(dq), N * QD * act);
+  add_buf(l, SLOT(dk), N * KD * act);
+  add_buf(l, SLOT(dv), N * KD * act);
+  if (ws) add_buf(l, SLOT(attn_ws), ws);
+#undef SLOT
+  size_t a[FSDPC_LAYER_NACTS] = {N * C * act,  N * sizeof(float),      N * QD * act,
+                                 N * KD * act, N * KD * act,           (size_t)as->saved_bytes,
+                                 N * QD * act, N * C * act,            N * C * act,
+                                 N * sizeof(float), N * F * act,       N * F * act,
+                                 N * F * act};
+  for (int i = 0; i < FSDPC_LAYER_NACTS; i++) acts[i] = a[i] ? a[i] : 1;
+}
+
+/* A layer's activation slots, in the order of list_buffers' acts[]. */
+static void acts_fields(fsdpc_layer_acts *a, void **f[FSDPC_LAYER_NACTS]) {
+  void **p[FSDPC_LAYER_NACTS] = {&a->ln1,  (void **)&a->rstd1, &a->q,    &a->k,
+                                 &a->v,    &a->attn_saved,     &a->attn, &a->h,
+                                 &a->ln2,  (void **)&a->rstd2, &a->gate, &a->up,
+                                 &a->act};
+  memcpy(f, p, sizeof p);
+}
+
+static size_t total_bytes(const fsdpc_model_shape *s, int B, int T, int ckpt, size_t act,
+                          size_t xent_scratch, const fsdpc_attn_sizes *as) {
+  buf_list l = {.n = 0};
+  size_t acts[FSDPC_LAYER_NACTS], N = (size_t)B * (size_t)T, t = 0;
+  list_buffers(NULL, s, act, N, xent_scratch, as, &l, acts);
+  for (int i = 0; i < l.n; i++) t += l.b[i].bytes;
+  t += ((size_t)s->L + 1) * N * (size_t)s->C * act; /* residual stream */
+  for (int i = 0; i < FSDPC_LAYER_NACTS; i++) t += (ckpt ? 1 : (size_t)s->L) * acts[i];
+  return t;
+}
+
+static int chunk_rows_for(int opt, int N) {
+  int c = opt > 0 ? opt : 64;
+  return c > N ? N : c;
+}
+
+uint64_t fsdpc__model_ctx_bytes_for(const fsdpc_model_shape *s, int B, int T,
+                                    int activation_checkpointing, const fsdpc_attn_sizes *as,
+                                    int xent_chunk_rows) {
+  const fsdpc_ops *ops = fsdpc__ops_cpu();
+  int N = B * T, chunk = chunk_rows_for(xent_chunk_rows, N);
+  return total_bytes(s, B, T, activation_checkpointing, ops->act_size,
+                     ops->xent_scratch_bytes(N, s->V, chunk), as);
+}
+
+static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_opts *o,
+                                    fsdpc_err *err) {
+  const fsdpc_model_shape *s = o->shape;
+  int dev_index = m->ops->device == FSDPC_DEVICE_CPU ? -1 : 0;
+  if (m->av->create) {
+    int32_t r = m->av->create(o->attention_opts, m->ops->device, dev_index, &m->actx);
+    if (r != FSDPC_OK) return fsdpc__plugin_fail(m->attn, r, err);
+  }
+  m->ashape = (fsdpc_attn_shape){.struct_size = sizeof(fsdpc_attn_shape),
+                                 .B = o->B, .T = o->T, .NH = s->NH, .KVH = s->KVH,
+                                 .HD = s->HD, .causal = 1,
+                                 .scale = (float)(1.0 / sqrt((double)s->HD)),
+                                 .dtype = m->ops->act_dtype, .device = m->ops->device};
+  if (m->av->supports && m->av->supports(&m->ashape) != FSDPC_OK)
+    return fsdpc__plugin_fail(m->attn, FSDPC_UNSUPPORTED, err);
+  m->asizes.struct_size = sizeof m->asizes;
+  int32_t r = m->av->sizes(m->actx, &m->ashape, &m->asizes);
+  return r == FSDPC_OK ? FSDPC_OK : fsdpc__plugin_fail(m->attn, r, err);
+}
+
+static fsdpc_status alloc_buffers(fsdpc_model_ctx *m, fsdpc_err *err) {
+  const fsdpc_model_shape *s = &m->s;
+  size_t act = m->ops->act_size, N = (size_t)m->N, C = (size_t)s->C;
+  buf_list l = {.n = 0};
+  size_t acts[FSDPC_LAYER_NACTS];
+  m->resid = calloc((size_t)s->L + 1, sizeof(void *));
+  m->n_acts = m->ckpt ? 1 : s->L;
+  m->acts = calloc((size_t)m->n_acts, sizeof *m->acts);
+  if (!m->resid || !m->acts) goto oom;
+  list_buffers(m, s, act, N, m->xent_scratch_bytes, &m->asizes, &l, acts);
+  for (int i = 0; i < l.n; i++)
+    if (!(*l.b[i].slot = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, l.b[i].bytes))) goto oom;
+  for (int i = 0; i <= s->L; i++)
+    if (!(m->resid[i] = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, N * C * act))) goto oom;
+  for (int a = 0; a < m->n_acts; a++) {
+    void **f[FSDPC_LAYER_NACTS];
+    acts_fields(&m->acts[a], f);
+    for (int i = 0; i < FSDPC_LAYER_NACTS; i++)
+      if (!(*f[i] = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, acts[i]))) goto oom;
+  }
+  if (m->ops->device != FSDPC_DEVICE_CPU) { /* the micro-batch goes up each step */
+    size_t ib = N * sizeof(int32_t);
+    if (!(m->d_tokens = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, ib)) ||
+        !(m->d_labels = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, ib)) ||
+        !(m->d_doc_ids = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, ib)))
+      goto oom;
+  }
+  m->bytes = total_bytes(s, m->B, m->T, m->ckpt, act, m->xent_scratch_bytes, &m->asizes);
+  return FSDPC_OK;
+oom:
+  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                     "out of memory for activations (micro-batch %d x %d); lower "
+                     "train.micro_batch_size or data.seq_len, or enable "
+                     "fsdp.activation_checkpointing",
+                     m->B, m->T);
+}
+
+static fsdpc_status init_tables(fsdpc_model_ctx *m, fsdpc_err *err) {
+  const fsdpc_model_shape *s = &m->s;
+  size_t N = (size_t)m->N;
+  int32_t *pos = malloc(N * sizeof(int32_t));
+  if (!pos) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  for (size_t i = 0; i < N; i++) pos[i] = (int32_t)(i % (size_t)m->T);
+  fsdpc_status st = m->ops->upload(m->dev, m->pos, pos, N * sizeof(int32_t), err);
+  free(pos);
+  FSDPC_TRY(st);
+  return m->ops->rope_tables(m->dev, m->rope_cos, m->rope_sin, s->max_pos, s->HD, s->rope_theta,
+                             s->rope_llama3, s->rope_factor, s->rope_low_freq_factor,
+                             s->rope_high_freq_factor, s->rope_original_max_pos, err);
+}
+
+fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_ctx **out,
+                                     fsdpc_err *err) {
+  const fsdpc_model_shape *s = o->shape;
+  FSDPC_TRY(fsdpc__model_shape_check(s, err));
+  if (o->T > s->max_pos)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "data.seq_len (%d) exceeds model.max_position_embeddings (%d)", o->T,
+                       s->max_pos);
+  if (!o->attention || !o->attention->vtable)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "model: no attention component");
+  fsdpc_model_ctx *m = calloc(1, sizeof *m);
+  if (!m) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the model context");
+  m->s = *s;
+  m->ops = o->ops ? o->ops : fsdpc__ops_cpu();
+  m->dev = m->ops->ctx;
+  m->B = o->B;
+  m->T = o->T;
+  m->N = o->B * o->T;
+  m->ckpt = o->activation_checkpointing;
+  m->attn = o->attention;
+  m->av = o->attention->vtable;
+  m->chunk_rows = chunk_rows_for(o->xent_chunk_rows, m->N);
+  m->xent_scratch_bytes = m->ops->xent_scratch_bytes(m->N, s->V, m->chunk_rows);
+  fsdpc_status st = setup_attention(m, o, err);
+  if (st == FSDPC_OK) st = alloc_buffers(m, err);
+  if (st == FSDPC_OK) st = init_tables(m, err);
+  if (st != FSDPC_OK) {
+    fsdpc__model_ctx_destroy(m);
+    return st;
+  }
+  *out = m;
+  return FSDPC_OK;
+}
+
+void fsdpc__model_ctx_destroy(fsdpc_model_ctx *m) {
+  if (!m) return;
+  const fsdpc_model_shape *s = &m->s;
+  size_t act = m->ops->act_size, N = (size_t)m->N, C = (size_t)s->C, ib = N * sizeof(int32_t);
+  if (m->actx && m->av->destroy) m->av->destroy(m->actx);
+  buf_list l = {.n = 0};
+  size_t acts[FSDPC_LAYER_NACTS];
+  list_buffers(m, s, act, N, m->xent_scratch_bytes, &m->asizes, &l, acts);
+  for (int i = 0; i < l.n; i++)
+    if (*l.b[i].slot) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, *l.b[i].slot, l.b[i].bytes);
+  for (int i = 0; m->resid && i <= s->L; i++)
+    if (m->resid[i]) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->resid[i], N * C * act);
+  for (int a = 0; m->acts && a < m->n_acts; a++) {
+    void **f[FSDPC_LAYER_NACTS];
+    acts_fields(&m->acts[a], f);
+    for (int i = 0; i < FSDPC_LAYER_NACTS; i++)
+      if (*f[i]) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, *f[i], acts[i]);
+  }
+  if (m->d_tokens) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_tokens, ib);
+  if (m->d_labels) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_labels, ib);
+  if (m->d_doc_ids) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_doc_ids, ib);
+  free(m->resid);
+  free(m->acts);
+  free(m);
+}
+
+uint64_t fsdpc__model_ctx_bytes(const fsdpc_model_ctx *m) { return m->bytes; }
+
+fsdpc_status fsdpc__model_set_batch(fsdpc_model_ctx *m, const int32_t *tokens,
+                                    const int32_t *labels, const int32_t *doc_ids,
+                                    fsdpc_err *err) {
+  m->h_tokens = tokens;
+  m->h_labels = labels;
+  if (m->ops->device == FSDPC_DEVICE_CPU) {
+    m->tokens = tokens;
+    m->labels = labels;
+    m->doc_ids = doc_ids;
+    return FSDPC_OK;
+  }
+  size_t ib = (size_t)m->N * sizeof(int32_t);
+  FSDPC_TRY(m->ops->upload(m->dev, m->d_tokens, tokens, ib, err));
+  FSDPC_TRY(m->ops->upload(m->dev, m->d_labels, labels, ib, err));
+  if (doc_ids) FSDPC_TRY(m->ops->upload(m->dev, m->d_doc_ids, doc_ids, ib, err));
+  m->tokens = m->d_tokens;
+  m->labels = m->d_labels;
+  m->doc_ids = doc_ids ? m->d_doc_ids : NULL;
+  return FSDPC_OK;
+}

@@ -1,0 +1,147 @@
+/* The CPU ops table: thin adapters from fsdpc_ops to the fp32 reference
+ * functions of ops_cpu.h, which take no context and cannot fail. */
+#include <cblas.h>
+#include <string.h>
+
+#include "ops/cpu/ops_cpu.h"
+#include "ops/ops.h"
+
+static void *cpu_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
+  return fsdpc__mem_alloc(cat, bytes);
+}
+static void cpu_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
+  fsdpc__mem_free(cat, p, bytes);
+}
+static void *cpu_stream(void *ctx) { return NULL; }
+static fsdpc_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes, fsdpc_err *err) {
+  if (bytes) memcpy(dst, src, bytes);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_rope_tables(void *ctx, float *cos, float *sin, int maxT, int HD,
+                                    double theta, int llama3, double factor, double low,
+                                    double high, int orig_max, fsdpc_err *err) {
+  fsdpc__rope_tables(cos, sin, maxT, HD, theta, llama3, factor, low, high, orig_max);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_embedding_fwd(void *ctx, void *out, const int32_t *tokens,
+                                      const void *wte, int N, int C, int V, fsdpc_err *err) {
+  fsdpc__cpu_embedding_fwd(out, tokens, wte, N, C);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_embedding_bwd(void *ctx, float *dwte, const void *dout,
+                                      const int32_t *tokens, int N, int C, int V,
+                                      fsdpc_err *err) {
+  fsdpc__cpu_embedding_bwd(dwte, dout, tokens, N, C);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_rmsnorm_fwd(void *ctx, void *out, float *rstd, const void *inp,
+                                    const void *weight, int N, int C, float eps, fsdpc_err *err) {
+  fsdpc__cpu_rmsnorm_fwd(out, rstd, inp, weight, N, C, eps);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_rmsnorm_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
+                                    const void *inp, const void *weight, const float *rstd,
+                                    int N, int C, fsdpc_err *err) {
+  fsdpc__cpu_rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, N, C);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_matmul_fwd(void *ctx, void *out, const void *inp, const void *weight,
+                                   const void *residual, int N, int C, int OC, fsdpc_err *err) {
+  if (residual && residual == out && N > 0 && OC > 0 && C > 0) {
+    /* out += inp @ W^T: GEMM with beta = 1 adds in place. */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 1.0f,
+                out, OC);
+    return FSDPC_OK;
+  }
+  fsdpc__cpu_matmul_fwd(out, inp, weight, N, C, OC);
+  if (residual) fsdpc__cpu_add(out, out, residual, (size_t)N * OC);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_matmul_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
+                                   const void *inp, const void *weight, int N, int C, int OC,
+                                   fsdpc_err *err) {
+  fsdpc__cpu_matmul_bwd(dinp, dweight, dout, inp, weight, N, C, OC);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_rope_fwd(void *ctx, void *x, const float *cos, const float *sin,
+                                 const int32_t *pos, int N, int H, int HD, int maxT,
+                                 fsdpc_err *err) {
+  fsdpc__cpu_rope_fwd(x, cos, sin, pos, N, H, HD);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_rope_bwd(void *ctx, void *dx, const float *cos, const float *sin,
+                                 const int32_t *pos, int N, int H, int HD, int maxT,
+                                 fsdpc_err *err) {
+  fsdpc__cpu_rope_bwd(dx, cos, sin, pos, N, H, HD);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_swiglu_fwd(void *ctx, void *out, const void *gate, const void *up,
+                                   int N, int F, fsdpc_err *err) {
+  fsdpc__cpu_swiglu_fwd(out, gate, up, N, F);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_swiglu_bwd(void *ctx, void *dgate, void *dup, const void *dout,
+                                   const void *gate, const void *up, int N, int F,
+                                   fsdpc_err *err) {
+  fsdpc__cpu_swiglu_bwd(dgate, dup, dout, gate, up, N, F);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_add(void *ctx, void *out, const void *a, const void *b, size_t n,
+                            fsdpc_err *err) {
+  fsdpc__cpu_add(out, a, b, n);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_add_inplace(void *ctx, void *y, const void *x, size_t n, fsdpc_err *err) {
+  fsdpc__cpu_add_inplace(y, x, n);
+  return FSDPC_OK;
+}
+static size_t cpu_xent_scratch_bytes(int N, int V, int chunk_rows) {
+  return (size_t)chunk_rows * (size_t)V * sizeof(float);
+}
+static fsdpc_status cpu_lmhead_xent(void *ctx, double *out2, void *dx, float *dweight,
+                                    const void *x, const void *weight, const int32_t *labels,
+                                    int N, int C, int V, float grad_scale, int chunk_rows,
+                                    void *scratch, size_t scratch_bytes, fsdpc_err *err) {
+  if (scratch_bytes < cpu_xent_scratch_bytes(N, V, chunk_rows))
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "cross-entropy scratch too small");
+  int64_t count = 0;
+  fsdpc__cpu_lmhead_xent(&out2[0], &count, dx, dweight, x, weight, labels, N, C, V, grad_scale,
+                         chunk_rows, scratch);
+  out2[1] = (double)count;
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_logits(void *ctx, float *out, const void *x, const void *weight, int N,
+                               int C, int V, fsdpc_err *err) {
+  fsdpc__cpu_logits(out, x, weight, N, C, V);
+  return FSDPC_OK;
+}
+
+static const fsdpc_ops cpu_ops = {
+    /* .device = */ FSDPC_DEVICE_CPU,
+    /* .act_dtype = */ FSDPC_DTYPE_F32,
+    /* .act_size = */ sizeof(float),
+    /* .ctx = */ NULL,
+    /* .alloc = */ cpu_alloc,
+    /* .free = */ cpu_free,
+    /* .stream = */ cpu_stream,
+    /* .upload = */ cpu_copy,
+    /* .download = */ cpu_copy,
+    /* .rope_tables = */ cpu_rope_tables,
+    /* .embedding_fwd = */ cpu_embedding_fwd,
+    /* .embedding_bwd = */ cpu_embedding_bwd,
+    /* .rmsnorm_fwd = */ cpu_rmsnorm_fwd,
+    /* .rmsnorm_bwd = */ cpu_rmsnorm_bwd,
+    /* .matmul_fwd = */ cpu_matmul_fwd,
+    /* .matmul_bwd = */ cpu_matmul_bwd,
+    /* .rope_fwd = */ cpu_rope_fwd,
+    /* .rope_bwd = */ cpu_rope_bwd,
+    /* .swiglu_fwd = */ cpu_swiglu_fwd,
+    /* .swiglu_bwd = */ cpu_swiglu_bwd,
+    /* .add = */ cpu_add,
+    /* .add_inplace = */ cpu_add_inplace,
+    /* .xent_scratch_bytes = */ cpu_xent_scratch_bytes,
+    /* .lmhead_xent = */ cpu_lmhead_xent,
+    /* .logits = */ cpu_logits,
+};
+
+const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

@@ -1,0 +1,85 @@
+/* The ops table: the model's compute for one device.
+ *
+ * The model calls every op through this table, so the same layer code runs
+ * on the CPU reference (fp32 activations and weights) and on CUDA (bf16
+ * activations and weights). Conventions are those of ops/cpu/ops_cpu.h:
+ * activations and weights are `void *` of act_dtype; parameter gradients are
+ * always fp32 and accumulated (+=); activation gradients are written (=);
+ * saved statistics (rstd) are fp32. Every op takes the device context first
+ * and returns a status. Pointers are in the device's memory.
+ *
+ * ops/cpu/table.c fills the CPU table; the CUDA table wraps ops/cuda. */
+#ifndef FSDPC_OPS_OPS_H
+#define FSDPC_OPS_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+#include "util/mem.h"
+
+typedef struct fsdpc_ops {
+  int32_t device;    /* FSDPC_DEVICE_* */
+  int32_t act_dtype; /* FSDPC_DTYPE_F32 or FSDPC_DTYPE_BF16 */
+  size_t act_size;   /* bytes per activation / weight element */
+  void *ctx;         /* device context; NULL on the CPU */
+
+  /* Memory of the device, accounted by category. alloc returns NULL when
+   * out of memory; contents are unspecified. */
+  void *(*alloc)(void *ctx, fsdpc_mem_cat cat, size_t bytes);
+  void (*free)(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes);
+  /* The stream device work is ordered on (cudaStream_t), NULL on the CPU. */
+  void *(*stream)(void *ctx);
+  /* host -> device and device -> host copies (plain memcpy on the CPU). */
+  fsdpc_status (*upload)(void *ctx, void *dst, const void *src, size_t bytes, fsdpc_err *err);
+  fsdpc_status (*download)(void *ctx, void *dst, const void *src, size_t bytes, fsdpc_err *err);
+  /* cos/sin: (maxT, HD/2) fp32 in device memory (see fsdpc__rope_tables). */
+  fsdpc_status (*rope_tables)(void *ctx, float *cos, float *sin, int maxT, int HD, double theta,
+                              int llama3, double factor, double low, double high, int orig_max,
+                              fsdpc_err *err);
+
+  fsdpc_status (*embedding_fwd)(void *ctx, void *out, const int32_t *tokens, const void *wte,
+                                int N, int C, int V, fsdpc_err *err);
+  fsdpc_status (*embedding_bwd)(void *ctx, float *dwte, const void *dout, const int32_t *tokens,
+                                int N, int C, int V, fsdpc_err *err);
+  fsdpc_status (*rmsnorm_fwd)(void *ctx, void *out, float *rstd, const void *inp,
+                              const void *weight, int N, int C, float eps, fsdpc_err *err);
+  fsdpc_status (*rmsnorm_bwd)(void *ctx, void *dinp, float *dweight, const void *dout,
+                              const void *inp, const void *weight, const float *rstd, int N,
+                              int C, fsdpc_err *err);
+  /* out = inp @ weight^T (+ residual when non-NULL; residual may alias out) */
+  fsdpc_status (*matmul_fwd)(void *ctx, void *out, const void *inp, const void *weight,
+                             const void *residual, int N, int C, int OC, fsdpc_err *err);
+  /* dinp = dout @ weight (skipped when NULL); dweight += dout^T @ inp */
+  fsdpc_status (*matmul_bwd)(void *ctx, void *dinp, float *dweight, const void *dout,
+                             const void *inp, const void *weight, int N, int C, int OC,
+                             fsdpc_err *err);
+  fsdpc_status (*rope_fwd)(void *ctx, void *x, const float *cos, const float *sin,
+                           const int32_t *pos, int N, int H, int HD, int maxT, fsdpc_err *err);
+  fsdpc_status (*rope_bwd)(void *ctx, void *dx, const float *cos, const float *sin,
+                           const int32_t *pos, int N, int H, int HD, int maxT, fsdpc_err *err);
+  fsdpc_status (*swiglu_fwd)(void *ctx, void *out, const void *gate, const void *up, int N,
+                             int F, fsdpc_err *err);
+  fsdpc_status (*swiglu_bwd)(void *ctx, void *dgate, void *dup, const void *dout,
+                             const void *gate, const void *up, int N, int F, fsdpc_err *err);
+  /* out = a + b (may alias); y += x */
+  fsdpc_status (*add)(void *ctx, void *out, const void *a, const void *b, size_t n,
+                      fsdpc_err *err);
+  fsdpc_status (*add_inplace)(void *ctx, void *y, const void *x, size_t n, fsdpc_err *err);
+  /* Fused lm_head + cross-entropy, chunked over rows. out2 (device memory):
+   * [0] = sum of token losses, [1] = counted tokens, written (=). dx and
+   * dweight may be NULL (evaluation). */
+  size_t (*xent_scratch_bytes)(int N, int V, int chunk_rows);
+  fsdpc_status (*lmhead_xent)(void *ctx, double *out2, void *dx, float *dweight, const void *x,
+                              const void *weight, const int32_t *labels, int N, int C, int V,
+                              float grad_scale, int chunk_rows, void *scratch,
+                              size_t scratch_bytes, fsdpc_err *err);
+  /* fp32 logits: out (N, V) = x @ weight^T */
+  fsdpc_status (*logits)(void *ctx, float *out, const void *x, const void *weight, int N, int C,
+                         int V, fsdpc_err *err);
+} fsdpc_ops;
+
+/* The CPU reference table (ops/cpu/table.c). */
+const fsdpc_ops *fsdpc__ops_cpu(void);
+
+#endif

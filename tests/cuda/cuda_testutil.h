@@ -30,14 +30,14 @@ static fsdpc_err g_err;
 
 /* xorshift64* uniform in [lo, hi) */
 static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static double urand(double lo, double hi) {
+static inline double urand(double lo, double hi) {
   g_rng ^= g_rng >> 12;
   g_rng ^= g_rng << 25;
   g_rng ^= g_rng >> 27;
   return lo + (hi - lo) * (double)((g_rng * 2685821657736338717ull) >> 11) / 9007199254740992.0;
 }
 
-static uint16_t f2bf(float f) {
+static inline uint16_t f2bf(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
   if (isnan(f))
@@ -45,7 +45,7 @@ static uint16_t f2bf(float f) {
   u += 0x7FFFu + ((u >> 16) & 1u);
   return (uint16_t)(u >> 16);
 }
-static float bf2f(uint16_t h) {
+static inline float bf2f(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;
   float f;
   memcpy(&f, &u, 4);
@@ -54,20 +54,20 @@ static float bf2f(uint16_t h) {
 
 /* Fills x with uniform values in [lo, hi), rounded to bf16 (so the fp32 CPU
  * reference and the bf16 GPU kernel see the same numbers). */
-static float *rand_bf16_values(size_t n, double lo, double hi) {
+static inline float *rand_bf16_values(size_t n, double lo, double hi) {
   float *x = malloc((n ? n : 1) * sizeof(float));
   for (size_t i = 0; i < n; i++)
     x[i] = bf2f(f2bf((float)urand(lo, hi)));
   return x;
 }
-static float *rand_f32(size_t n, double lo, double hi) {
+static inline float *rand_f32(size_t n, double lo, double hi) {
   float *x = malloc((n ? n : 1) * sizeof(float));
   for (size_t i = 0; i < n; i++)
     x[i] = (float)urand(lo, hi);
   return x;
 }
 
-static void *dev_alloc(size_t bytes) {
+static inline void *dev_alloc(size_t bytes) {
   void *p = NULL;
   CK(fsdpc__cuda_alloc(g_ctx, FSDPC_MEM_OTHER, bytes ? bytes : 1, NULL, &p, &g_err));
   /* Poison: 0xFF bytes are NaN in bf16 and fp32, so an element a kernel
@@ -75,11 +75,11 @@ static void *dev_alloc(size_t bytes) {
   CK(fsdpc__cuda_memset(g_ctx, p, 0xFF, bytes ? bytes : 1, &g_err));
   return p;
 }
-static void dev_free(void *p, size_t bytes) {
+static inline void dev_free(void *p, size_t bytes) {
   CK(fsdpc__cuda_free(g_ctx, FSDPC_MEM_OTHER, p, bytes ? bytes : 1, NULL, &g_err));
 }
 
-static uint16_t *up_bf16(const float *x, size_t n) {
+static inline uint16_t *up_bf16(const float *x, size_t n) {
   uint16_t *h = malloc((n ? n : 1) * 2);
   for (size_t i = 0; i < n; i++)
     h[i] = f2bf(x[i]);
@@ -88,12 +88,12 @@ static uint16_t *up_bf16(const float *x, size_t n) {
   free(h);
   return d;
 }
-static void *up_raw(const void *x, size_t bytes) {
+static inline void *up_raw(const void *x, size_t bytes) {
   void *d = dev_alloc(bytes);
   CK(fsdpc__cuda_h2d(g_ctx, d, x, bytes, &g_err));
   return d;
 }
-static float *down_bf16(const uint16_t *d, size_t n) {
+static inline float *down_bf16(const uint16_t *d, size_t n) {
   uint16_t *h = malloc((n ? n : 1) * 2);
   CK(fsdpc__cuda_sync(g_ctx, &g_err));
   CK(fsdpc__cuda_d2h(g_ctx, h, d, n * 2, &g_err));
@@ -103,7 +103,7 @@ static float *down_bf16(const uint16_t *d, size_t n) {
   free(h);
   return x;
 }
-static float *down_f32(const float *d, size_t n) {
+static inline float *down_f32(const float *d, size_t n) {
   float *x = malloc((n ? n : 1) * sizeof(float));
   CK(fsdpc__cuda_sync(g_ctx, &g_err));
   CK(fsdpc__cuda_d2h(g_ctx, x, d, n * sizeof(float), &g_err));
@@ -111,7 +111,7 @@ static float *down_f32(const float *d, size_t n) {
 }
 
 /* ||got - ref|| / ||ref||; +inf when any element of got is not finite. */
-static double rel_err(const float *got, const float *ref, size_t n) {
+static inline double rel_err(const float *got, const float *ref, size_t n) {
   double num = 0.0, den = 0.0;
   for (size_t i = 0; i < n; i++) {
     if (!isfinite(got[i]))
@@ -138,7 +138,7 @@ static double rel_err(const float *got, const float *ref, size_t n) {
 #define TOL_F32 1e-5
 
 /* The common main: skip without a GPU, make the context, run the suite. */
-static int cuda_test_main(Suite *(*make_suite)(void)) {
+static inline int cuda_test_main(Suite *(*make_suite)(void)) {
   if (fsdpc__cuda_device_count() < 1) {
     printf("skipped: no GPU\n");
     return CUDA_SKIP_CODE;

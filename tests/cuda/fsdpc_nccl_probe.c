@@ -8,8 +8,11 @@
  * ok:   every collective on checked data (fp32, bf16, f64; odd counts; in
  *       place; every reduce op), group calls over two streams, sub-
  *       communicators from split, one-line usage errors, barrier, poll_error.
- * hang: rank 1 never joins an all_reduce; rank 0's watchdog must abort the
- *       communicator after its 3 s timeout, naming op, unit and seq. */
+ * hang warm|cold: rank 1 never joins an all_reduce; rank 0's watchdog must
+ *       abort the communicator after its 3 s timeout, naming op, unit and
+ *       seq. warm: after one collective both joined (the op waits on the
+ *       device); cold: the first collective (NCCL connects to its peers
+ *       inside the host call, which then blocks). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -309,7 +312,7 @@ static void check_split(fsdpc_comm *world, int color, int key, const int *member
   C->destroy(sub);
 }
 
-static int run_rank(const char *mode) {
+static int run_rank(const char *mode, const char *variant) {
   fsdpc_dist_env env;
   if (fsdpc__dist_env_detect(&env, &E)) {
     fprintf(stderr, "probe: %s\n", E.msg);
@@ -359,18 +362,32 @@ static int run_rank(const char *mode) {
     fprintf(stderr, "[rank %d] probe ok: world %d on GPU %d (comm peak %lld KiB allocated)\n", R, W,
             env.local_rank, (long long)(ms.allocated_peak[FSDPC_MEM_COMM] >> 10));
     C->destroy(world);
-  } else if (R == 1) {
+  } else if (strcmp(variant, "warm") == 0 && R == 1) {
+    float *d = dalloc(sizeof(float) * 1024);
+    fsdpc_op_info oi = info("all_reduce", "warmup", 1);
+    CALL(C->all_reduce(world, d, d, 1024, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, S(), &oi));
+    CU(fsdpc__cuda_sync(X, &E));
+    dfree(d, sizeof(float) * 1024);
+  }
+  if (hang && R == 1) {
     sleep(6); /* never joins the all_reduce below */
     C->abort(world, "test: rank 1 leaves");
     C->destroy(world);
     fprintf(stderr, "[rank 1] left without joining\n");
-  } else {
+  } else if (hang) {
     float *d = dalloc(sizeof(float) * 1024);
+    if (strcmp(variant, "warm") == 0) {
+      fsdpc_op_info w = info("all_reduce", "warmup", 1);
+      CALL(C->all_reduce(world, d, d, 1024, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, S(), &w));
+      CU(fsdpc__cuda_sync(X, &E));
+    }
     fsdpc_op_info oi = info("all_reduce", "layers.3", 57);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    CALL(C->all_reduce(world, d, d, 1024, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, S(), &oi));
-    int32_t st = FSDPC_OK;
+    /* cold: the call itself may come back with the watchdog's error */
+    int32_t st = C->all_reduce(world, d, d, 1024, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, S(), &oi);
+    if (st != FSDPC_OK)
+      fprintf(stderr, "[rank 0] the all_reduce call itself returned %d\n", (int)st);
     for (int i = 0; i < 200 && st == FSDPC_OK; i++) {
       usleep(100000);
       st = C->poll_error(world);
@@ -387,7 +404,7 @@ static int run_rank(const char *mode) {
         !strstr(last_error, "unusable"))
       FAIL("an aborted communicator accepted more work: %s", last_error);
     CU(fsdpc__cuda_sync(X, &E)); /* the aborted kernel must have ended */
-    fprintf(stderr, "[rank 0] watchdog ok after %.1f s: %s\n", dt, last_error);
+    fprintf(stderr, "[rank 0] watchdog ok (%s) after %.1f s: %s\n", variant, dt, last_error);
     C->destroy(world);
     dfree(d, sizeof(float) * 1024);
   }
@@ -428,5 +445,5 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: fsdpc_nccl_probe gpus | launch ... | ok | hang\n");
     return 2;
   }
-  return run_rank(argv[1]);
+  return run_rank(argv[1], argc > 2 ? argv[2] : "warm");
 }

@@ -21,7 +21,7 @@ rc=$?
 [ "$(grep -c 'probe ok: world 2' "$TMP/ok.log")" -eq 2 ] || fail "ok: expected 2 ranks ok"
 grep 'probe ok' "$TMP/ok.log"
 
-timeout 60 "$PROBE" launch --nproc-per-node 2 -- "$PROBE" hang >"$TMP/hang.log" 2>&1
+timeout 60 "$PROBE" launch --nproc-per-node 2 -- "$PROBE" hang "${HANG_VARIANT:-warm}" >"$TMP/hang.log" 2>&1
 rc=$?
 [ $rc -eq 0 ] || fail "hang: launcher exited $rc"
 grep -q '\[rank 0\] watchdog ok' "$TMP/hang.log" || fail "hang: no watchdog line from rank 0"

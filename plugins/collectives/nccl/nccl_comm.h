@@ -41,6 +41,11 @@ struct fsdpc_comm {
   char broken[512];
   int32_t broken_status;
   int aborted; /* ncclCommAbort was called: never ncclCommDestroy */
+  /* A host call into NCCL in progress (the first collective of a comm
+   * connects to its peers inside the call and blocks until they join). */
+  int inflight_on;
+  int64_t inflight_deadline_ms, inflight_timeout_ms;
+  char inflight_what[160];
 
   /* Between group_start and group_end: streams to record on at the end and
    * a name for the group. */
@@ -65,6 +70,10 @@ int32_t nccl_result_fail(fsdpc_comm *c, ncclResult_t r, const char *what);
 /* After an op was enqueued on stream: tracks it for the watchdog. Inside a
  * group, remembers the stream until group_end. */
 int32_t nccl_track(fsdpc_comm *c, cudaStream_t stream, const char *what, int64_t timeout_ms);
+/* Bracket a host call into NCCL so that the watchdog also aborts a call that
+ * blocks on the host past the op's timeout. */
+void nccl_enter(fsdpc_comm *c, const char *what, int64_t timeout_ms);
+void nccl_leave(fsdpc_comm *c);
 /* One watchdog pass: reaps completed ops, aborts on a timeout or an async
  * NCCL error. Returns the comm's state like nccl_check_usable. */
 int32_t nccl_watch_once(fsdpc_comm *c);

@@ -68,7 +68,9 @@ int32_t nccl_all_gather(fsdpc_comm *c, const void *send, void *recv, uint64_t co
     st = check_dtype(dtype, 0, &t, what);
   if (st != FSDPC_OK || count == 0)
     return st;
+  nccl_enter(c, what, nccl_op_timeout(c, info));
   ncclResult_t r = ncclAllGather(send, recv, (size_t)count, t, c->nc, (cudaStream_t)stream);
+  nccl_leave(c);
   if (r != ncclSuccess)
     return nccl_result_fail(c, r, what);
   return nccl_track(c, (cudaStream_t)stream, what, nccl_op_timeout(c, info));
@@ -86,7 +88,9 @@ int32_t nccl_reduce_scatter(fsdpc_comm *c, const void *send, void *recv, uint64_
     st = check_op(op, &o, what);
   if (st != FSDPC_OK || count == 0)
     return st;
+  nccl_enter(c, what, nccl_op_timeout(c, info));
   ncclResult_t r = ncclReduceScatter(send, recv, (size_t)count, t, o, c->nc, (cudaStream_t)stream);
+  nccl_leave(c);
   if (r != ncclSuccess)
     return nccl_result_fail(c, r, what);
   return nccl_track(c, (cudaStream_t)stream, what, nccl_op_timeout(c, info));
@@ -104,7 +108,9 @@ int32_t nccl_all_reduce(fsdpc_comm *c, const void *send, void *recv, uint64_t co
     st = check_op(op, &o, what);
   if (st != FSDPC_OK || count == 0)
     return st;
+  nccl_enter(c, what, nccl_op_timeout(c, info));
   ncclResult_t r = ncclAllReduce(send, recv, (size_t)count, t, o, c->nc, (cudaStream_t)stream);
+  nccl_leave(c);
   if (r != ncclSuccess)
     return nccl_result_fail(c, r, what);
   return nccl_track(c, (cudaStream_t)stream, what, nccl_op_timeout(c, info));
@@ -124,7 +130,9 @@ int32_t nccl_broadcast(fsdpc_comm *c, void *buf, uint64_t count, int32_t dtype, 
                      (int)root, c->size);
   if (count == 0)
     return FSDPC_OK;
+  nccl_enter(c, what, nccl_op_timeout(c, info));
   ncclResult_t r = ncclBroadcast(buf, buf, (size_t)count, t, root, c->nc, (cudaStream_t)stream);
+  nccl_leave(c);
   if (r != ncclSuccess)
     return nccl_result_fail(c, r, what);
   return nccl_track(c, (cudaStream_t)stream, what, nccl_op_timeout(c, info));
@@ -140,8 +148,10 @@ int32_t nccl_barrier(fsdpc_comm *c, const fsdpc_op_info *info) {
     return st;
   if (c->group_depth > 0)
     return nccl_fail(FSDPC_INVALID_USAGE, "nccl: %s inside group_start/group_end", what);
+  nccl_enter(c, what, nccl_op_timeout(c, info));
   ncclResult_t r = ncclAllReduce(c->scratch, c->scratch, 1, ncclFloat32, ncclSum, c->nc,
                                  c->internal);
+  nccl_leave(c);
   if (r != ncclSuccess)
     return nccl_result_fail(c, r, what);
   const int64_t deadline = nccl_now_ms() + nccl_op_timeout(c, info);
@@ -189,11 +199,16 @@ int32_t nccl_group_end(fsdpc_comm *c) {
     return nccl_fail(FSDPC_INVALID_USAGE, "nccl: group_end on a NULL communicator");
   if (c->group_depth <= 0)
     return nccl_fail(FSDPC_INVALID_USAGE, "nccl: group_end without group_start");
+  char what[200];
+  pthread_mutex_lock(&c->mu);
+  snprintf(what, sizeof what, "group of %d ops (first: %s)", c->group_n, c->group_what);
+  const int64_t timeout = c->group_timeout_ms > 0 ? c->group_timeout_ms : c->timeout_ms;
+  pthread_mutex_unlock(&c->mu);
+  nccl_enter(c, what, timeout);
   ncclResult_t r = ncclGroupEnd();
+  nccl_leave(c);
   pthread_mutex_lock(&c->mu);
   const int outer = --c->group_depth == 0;
-  char what[200];
-  snprintf(what, sizeof what, "group of %d ops (first: %s)", c->group_n, c->group_what);
   pthread_mutex_unlock(&c->mu);
   if (r != ncclSuccess)
     return nccl_result_fail(c, r, what);

@@ -87,6 +87,13 @@ int32_t nccl_check_usable(fsdpc_comm *c, const char *what) {
 }
 
 int32_t nccl_result_fail(fsdpc_comm *c, ncclResult_t r, const char *what) {
+  if (c != NULL) { /* aborted by the watchdog while inside NCCL: report why */
+    pthread_mutex_lock(&c->mu);
+    const int broken = c->broken[0] != 0;
+    pthread_mutex_unlock(&c->mu);
+    if (broken)
+      return nccl_check_usable(c, what);
+  }
   const char *last = c && c->nc ? ncclGetLastError(c->nc) : NULL;
   int32_t st = r == ncclInvalidArgument || r == ncclInvalidUsage ? FSDPC_INVALID_USAGE
                                                                    : FSDPC_SYSTEM_ERROR;
@@ -112,6 +119,21 @@ static void break_and_abort(fsdpc_comm *c, int32_t status, const char *why) {
     nccl_log(FSDPC_LOG_ERROR, "%s", why);
   if (do_abort)
     (void)ncclCommAbort(c->nc);
+}
+
+void nccl_enter(fsdpc_comm *c, const char *what, int64_t timeout_ms) {
+  pthread_mutex_lock(&c->mu);
+  snprintf(c->inflight_what, sizeof c->inflight_what, "%s", what);
+  c->inflight_timeout_ms = timeout_ms;
+  c->inflight_deadline_ms = nccl_now_ms() + timeout_ms;
+  c->inflight_on = 1;
+  pthread_mutex_unlock(&c->mu);
+}
+
+void nccl_leave(fsdpc_comm *c) {
+  pthread_mutex_lock(&c->mu);
+  c->inflight_on = 0;
+  pthread_mutex_unlock(&c->mu);
 }
 
 int32_t nccl_watch_once(fsdpc_comm *c) {
@@ -141,6 +163,13 @@ int32_t nccl_watch_once(fsdpc_comm *c) {
         status = FSDPC_TIMEOUT;
         break;
       }
+    }
+    if (status == FSDPC_OK && c->inflight_on && now > c->inflight_deadline_ms) {
+      snprintf(why, sizeof why,
+               "nccl: %s on rank %d blocked on the host for more than %.1f s (connecting to its "
+               "peers): a rank never reached it or died; the communicator was aborted",
+               c->inflight_what, c->rank, (double)c->inflight_timeout_ms / 1000.0);
+      status = FSDPC_TIMEOUT;
     }
     while (c->count > 0 && !c->ring[c->head].active) {
       c->head = (c->head + 1) % NCCL_RING;

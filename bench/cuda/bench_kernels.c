@@ -83,29 +83,42 @@ static double *OUT2;
 static void *SCR;
 static size_t SCR_BYTES;
 
-enum { NBIG = 64 << 20 };              /* elements for the elementwise ops */
-enum { RN = 16384, RC = 4096 };        /* rmsnorm rows, hidden */
-enum { SN = 8192, SF = 14336 };        /* swiglu rows, intermediate (8B) */
-enum { QN = 16384, QH = 32, QD = 128 };/* rope rows, heads, head dim */
+enum { NBIG = 64 << 20 };               /* elements for the elementwise ops */
+enum { RN = 16384, RC = 4096 };         /* rmsnorm rows, hidden */
+enum { SN = 8192, SF = 14336 };         /* swiglu rows, intermediate (8B) */
+enum { QN = 16384, QH = 32, QD = 128 }; /* rope rows, heads, head dim */
 enum { GN = 8192, GC = 4096, GO = 14336 };
 enum { XN = 8192, XC = 2048, XV = 128256, XR = 1024 };
 
-static void op_cast(void *a) { CU(fsdpc__cuda_cast_f32_bf16(X, B1, F32, NBIG, NULL, &E)); }
-static void op_add(void *a) { CU(fsdpc__cuda_add(X, B1, (void *)P, (void *)(P + 2 * NBIG), NBIG, &E)); }
-static void op_rms_f(void *a) { CU(fsdpc__cuda_rmsnorm_fwd(X, B1, RSTD, (void *)P, (void *)P, RN, RC, 1e-5f, &E)); }
+static void op_cast(void *a) {
+  CU(fsdpc__cuda_cast_f32_bf16(X, B1, F32, NBIG, NULL, &E));
+}
+static void op_add(void *a) {
+  CU(fsdpc__cuda_add(X, B1, (void *)P, (void *)(P + 2 * NBIG), NBIG, &E));
+}
+static void op_rms_f(void *a) {
+  CU(fsdpc__cuda_rmsnorm_fwd(X, B1, RSTD, (void *)P, (void *)P, RN, RC, 1e-5f, &E));
+}
 static void op_rms_b(void *a) {
-  CU(fsdpc__cuda_rmsnorm_bwd(X, B1, DW, (void *)P, (void *)(P + 2 * (size_t)RN * RC), (void *)P, RSTD, RN, RC, &E));
+  CU(fsdpc__cuda_rmsnorm_bwd(X, B1, DW, (void *)P, (void *)(P + 2 * (size_t)RN * RC), (void *)P,
+                             RSTD, RN, RC, &E));
 }
 static void op_swi_f(void *a) {
   CU(fsdpc__cuda_swiglu_fwd(X, B1, (void *)P, (void *)(P + 2 * (size_t)SN * SF), SN, SF, &E));
 }
 static void op_swi_b(void *a) {
-  CU(fsdpc__cuda_swiglu_bwd(X, B1, B2, (void *)P, (void *)(P + 2 * (size_t)SN * SF), (void *)P, SN, SF, &E));
+  CU(fsdpc__cuda_swiglu_bwd(X, B1, B2, (void *)P, (void *)(P + 2 * (size_t)SN * SF), (void *)P, SN,
+                            SF, &E));
 }
-static void op_rope(void *a) { CU(fsdpc__cuda_rope_fwd(X, B1, COS, SIN, POS, QN, QH, QD, 8192, &E)); }
-static void op_sumsq(void *a) { CU(fsdpc__cuda_sumsq(X, OUT2, F32, NBIG, 0, &E)); }
+static void op_rope(void *a) {
+  CU(fsdpc__cuda_rope_fwd(X, B1, COS, SIN, POS, QN, QH, QD, 8192, &E));
+}
+static void op_sumsq(void *a) {
+  CU(fsdpc__cuda_sumsq(X, OUT2, F32, NBIG, 0, &E));
+}
 static void op_mm_f(void *a) {
-  CU(fsdpc__cuda_matmul_fwd(X, B1, (void *)P, (void *)(P + 2 * (size_t)GN * GC), NULL, GN, GC, GO, &E));
+  CU(fsdpc__cuda_matmul_fwd(X, B1, (void *)P, (void *)(P + 2 * (size_t)GN * GC), NULL, GN, GC, GO,
+                            &E));
 }
 static void op_mm_b(void *a) {
   CU(fsdpc__cuda_matmul_bwd(X, B2, (float *)B3, (void *)P, (void *)(P + 2 * (size_t)GN * GO),
@@ -136,7 +149,8 @@ int main(void) {
   const size_t pool = (size_t)1 << 30; /* 1 GiB of random bf16 */
   P = random_pool(pool);
   B1 = dalloc((size_t)GN * GO * 2), B2 = dalloc((size_t)GN * GO * 2);
-  B3 = dalloc((size_t)XV * XC * 4 > (size_t)GO * GC * 4 ? (size_t)XV * XC * 4 : (size_t)GO * GC * 4);
+  B3 =
+      dalloc((size_t)XV * XC * 4 > (size_t)GO * GC * 4 ? (size_t)XV * XC * 4 : (size_t)GO * GC * 4);
   F32 = dalloc((size_t)NBIG * 4);
   CU(fsdpc__cuda_cast_bf16_f32(X, F32, (void *)P, NBIG, NULL, &E));
   RSTD = dalloc(sizeof(float) * RN);
@@ -160,7 +174,8 @@ int main(void) {
   CU(fsdpc__cuda_memset(X, B3, 0, (size_t)XV * XC * 4, &E));
 
   printf("device: %s, %d SMs\n\n", prop.name, prop.multiProcessorCount);
-  printf("| op                     | shape                        |  ms      |  GB/s    | TFLOP/s |\n");
+  printf("| op                     | shape                        |  ms      |  GB/s    | TFLOP/s "
+         "|\n");
   printf("|---|---|---:|---:|---:|\n");
   row("cast f32->bf16", "64Mi elements", time_ms(op_cast, NULL), 6.0 * NBIG, 0);
   row("add bf16", "64Mi elements", time_ms(op_add, NULL), 6.0 * NBIG, 0);

@@ -25,7 +25,7 @@ static fsdpc_err g_err;
 #define CK(expr)                                                                                   \
   do {                                                                                             \
     fsdpc_status st_ = (expr);                                                                     \
-    ck_assert_msg(st_ == FSDPC_OK, "%s -> %d: %s", #expr, (int)st_, g_err.msg);                  \
+    ck_assert_msg(st_ == FSDPC_OK, "%s -> %d: %s", #expr, (int)st_, g_err.msg);                    \
   } while (0)
 
 /* xorshift64* uniform in [lo, hi) */
@@ -127,7 +127,7 @@ static inline double rel_err(const float *got, const float *ref, size_t n) {
 #define CHECK_REL(name, got, ref, n, tol)                                                          \
   do {                                                                                             \
     double e_ = rel_err(got, ref, n);                                                              \
-    printf("  %-34s rel err %.3e (tol %.0e, n %zu)\n", name, e_, (double)(tol), (size_t)(n));     \
+    printf("  %-34s rel err %.3e (tol %.0e, n %zu)\n", name, e_, (double)(tol), (size_t)(n));      \
     ck_assert_msg(isfinite(e_) && e_ < (tol), "%s: relative error %g >= %g (or not finite)", name, \
                   e_, (double)(tol));                                                              \
   } while (0)

@@ -13,13 +13,13 @@
  *       seq. warm: after one collective both joined (the op waits on the
  *       device); cold: the first collective (NCCL connects to its peers
  *       inside the host call, which then blocks). */
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <dlfcn.h>
 
 #include "dist/env.h"
 #include "dist/job.h"
@@ -90,15 +90,23 @@ static void *dalloc(size_t bytes) {
   CU(fsdpc__cuda_alloc(X, FSDPC_MEM_COMM, bytes, NULL, &p, &E));
   return p;
 }
-static void dfree(void *p, size_t bytes) { CU(fsdpc__cuda_free(X, FSDPC_MEM_COMM, p, bytes, NULL, &E)); }
-static void *S(void) { return fsdpc__cuda_compute_stream(X); }
-static void h2d(void *d, const void *h, size_t b) { CU(fsdpc__cuda_h2d(X, d, h, b, &E)); }
+static void dfree(void *p, size_t bytes) {
+  CU(fsdpc__cuda_free(X, FSDPC_MEM_COMM, p, bytes, NULL, &E));
+}
+static void *S(void) {
+  return fsdpc__cuda_compute_stream(X);
+}
+static void h2d(void *d, const void *h, size_t b) {
+  CU(fsdpc__cuda_h2d(X, d, h, b, &E));
+}
 static void d2h(void *h, const void *d, size_t b) {
   CU(fsdpc__cuda_sync(X, &E));
   CU(fsdpc__cuda_d2h(X, h, d, b, &E));
 }
 
-static float val(int rank, int j, int i) { return (float)(rank * 1000 + j * 10 + i % 97) * 0.5f; }
+static float val(int rank, int j, int i) {
+  return (float)(rank * 1000 + j * 10 + i % 97) * 0.5f;
+}
 static uint16_t bf(float f) { /* exact for the small integers used here */
   uint32_t u;
   memcpy(&u, &f, 4);
@@ -125,7 +133,8 @@ static void check_all_gather(fsdpc_comm *c, const int *m) {
   for (int q = 0; q < n; q++)
     for (size_t i = 0; i < count; i++)
       if (h[q * count + i] != val(m[q], 0, (int)i))
-        FAIL("all_gather: recv[%d][%zu] = %g, want %g", q, i, h[q * count + i], val(m[q], 0, (int)i));
+        FAIL("all_gather: recv[%d][%zu] = %g, want %g", q, i, h[q * count + i],
+             val(m[q], 0, (int)i));
   /* bf16 in place: own slice already at recv + r*3. */
   uint16_t b[64];
   for (int i = 0; i < 3; i++)
@@ -258,7 +267,8 @@ static void check_group(fsdpc_comm *c, const int *m) {
   fsdpc_op_info o1 = info("all_gather", "group", 7), o2 = info("all_reduce", "group", 8);
   CALL(C->group_start(c));
   CALL(C->all_gather(c, da, dg, 8, FSDPC_DTYPE_F32, S(), &o1));
-  CALL(C->all_reduce(c, ds, ds, 8, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, fsdpc__cuda_comm_stream(X), &o2));
+  CALL(C->all_reduce(c, ds, ds, 8, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, fsdpc__cuda_comm_stream(X),
+                     &o2));
   CALL(C->group_end(c));
   d2h(g, dg, sizeof(float) * 8 * n);
   d2h(a, ds, sizeof a);
@@ -349,7 +359,7 @@ static int run_rank(const char *mode, const char *variant) {
     if (W == 2) {
       int rev[2] = {1, 0}, self[1] = {R};
       check_split(world, 0, -R, rev, 2); /* key = -rank reverses the order */
-      check_split(world, R, 0, self, 1);  /* singletons */
+      check_split(world, R, 0, self, 1); /* singletons */
       fsdpc_comm *none = NULL;           /* a negative color joins nothing */
       CALL(C->split(world, R == 0 ? -1 : 5, 0, &none));
       if ((R == 0) != (none == NULL))

@@ -99,19 +99,34 @@ static void attn_case(int B, int T, int NH, int KVH, int HD, int causal, int wit
     dev_free(d_doc, sizeof(int32_t) * B * T);
 }
 
-START_TEST(gqa_causal) { attn_case(2, 37, 4, 2, 64, 1, 0); }
+START_TEST(gqa_causal) {
+  attn_case(2, 37, 4, 2, 64, 1, 0);
+}
 END_TEST
-START_TEST(mha_noncausal_doc) { attn_case(1, 50, 3, 3, 80, 0, 1); }
+START_TEST(mha_noncausal_doc) {
+  attn_case(1, 50, 3, 3, 80, 0, 1);
+}
 END_TEST
-START_TEST(gqa6_causal_doc) { attn_case(2, 133, 6, 1, 128, 1, 1); }
+START_TEST(gqa6_causal_doc) {
+  attn_case(2, 133, 6, 1, 128, 1, 1);
+}
 END_TEST
-START_TEST(single_token) { attn_case(3, 1, 2, 1, 16, 1, 0); }
+START_TEST(single_token) {
+  attn_case(3, 1, 2, 1, 16, 1, 0);
+}
 END_TEST
 
 START_TEST(refuses_fp32_on_cuda) {
   const fsdpc_attention_v1 *A = load();
-  fsdpc_attn_shape s = {.struct_size = sizeof s, .B = 1, .T = 4, .NH = 2, .KVH = 1, .HD = 8,
-                        .causal = 1, .scale = 0.35f, .dtype = FSDPC_DTYPE_F32,
+  fsdpc_attn_shape s = {.struct_size = sizeof s,
+                        .B = 1,
+                        .T = 4,
+                        .NH = 2,
+                        .KVH = 1,
+                        .HD = 8,
+                        .causal = 1,
+                        .scale = 0.35f,
+                        .dtype = FSDPC_DTYPE_F32,
                         .device = FSDPC_DEVICE_CUDA};
   ck_assert_int_eq(A->supports(&s), FSDPC_UNSUPPORTED);
   ck_assert_ptr_nonnull(strstr(last_error, "only bf16"));
@@ -135,4 +150,6 @@ static Suite *make_suite(void) {
   return s;
 }
 
-int main(void) { return cuda_test_main(make_suite); }
+int main(void) {
+  return cuda_test_main(make_suite);
+}

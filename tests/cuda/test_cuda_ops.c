@@ -275,12 +275,12 @@ static void xent_case(int N, int C, int V, int chunk) {
   double *d_out = dev_alloc(2 * sizeof(double)), got[2], got_eval[2];
   size_t sb = fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk);
   void *d_s = dev_alloc(sb);
-  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_dw, d_x, d_w, d_lab, N, C, V, gs, chunk, d_s,
-                             sb, &g_err));
+  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_dw, d_x, d_w, d_lab, N, C, V, gs, chunk, d_s, sb,
+                             &g_err));
   CK(fsdpc__cuda_sync(g_ctx, &g_err));
   CK(fsdpc__cuda_d2h(g_ctx, got, d_out, sizeof got, &g_err));
-  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, NULL, NULL, d_x, d_w, d_lab, N, C, V, gs, chunk, d_s,
-                             sb, &g_err));
+  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, NULL, NULL, d_x, d_w, d_lab, N, C, V, gs, chunk, d_s, sb,
+                             &g_err));
   CK(fsdpc__cuda_d2h(g_ctx, got_eval, d_out, sizeof got_eval, &g_err));
   double loss = 0;
   int64_t count = 0;
@@ -302,7 +302,7 @@ static void xent_case(int N, int C, int V, int chunk) {
 }
 
 START_TEST(lmhead_xent) {
-  xent_case(37, 64, 1001, 16);  /* several chunks, a short last one */
+  xent_case(37, 64, 1001, 16); /* several chunks, a short last one */
   xent_case(70, 128, 32003, 64);
 }
 END_TEST
@@ -359,13 +359,13 @@ END_TEST
 START_TEST(bad_shapes_are_one_line_errors) {
   fsdpc_err e;
   uint16_t *d = dev_alloc(64);
-  ck_assert_int_eq(fsdpc__cuda_rope_fwd(g_ctx, d, (float *)d, (float *)d, (int32_t *)d, 1, 1, 7,
-                                        4, &e),
-                   FSDPC_INVALID_USAGE);
+  ck_assert_int_eq(
+      fsdpc__cuda_rope_fwd(g_ctx, d, (float *)d, (float *)d, (int32_t *)d, 1, 1, 7, 4, &e),
+      FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(e.msg, "HD must be even"));
   ck_assert_ptr_null(strchr(e.msg, '\n'));
-  ck_assert_int_eq(fsdpc__cuda_lmhead_xent(g_ctx, (double *)d, NULL, NULL, d, d, (int32_t *)d, 4,
-                                           8, 100, 1.0f, 2, d, 16, &e),
+  ck_assert_int_eq(fsdpc__cuda_lmhead_xent(g_ctx, (double *)d, NULL, NULL, d, d, (int32_t *)d, 4, 8,
+                                           100, 1.0f, 2, d, 16, &e),
                    FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(e.msg, "scratch"));
   ck_assert_int_eq(fsdpc__cuda_matmul_fwd(g_ctx, d, NULL, d, NULL, 2, 2, 2, &e),
@@ -396,4 +396,6 @@ static Suite *make_suite(void) {
   return s;
 }
 
-int main(void) { return cuda_test_main(make_suite); }
+int main(void) {
+  return cuda_test_main(make_suite);
+}

@@ -162,4 +162,6 @@ static Suite *make_suite(void) {
   return s;
 }
 
-int main(void) { return cuda_test_main(make_suite); }
+int main(void) {
+  return cuda_test_main(make_suite);
+}

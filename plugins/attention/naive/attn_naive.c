@@ -1,8 +1,8 @@
 /* Attention plugin "naive": the fp32 CPU reference of softmax(Q K^T * scale +
  * mask) V, and (attn_naive.cu, when built with CUDA) its bf16 GPU twin with
- * fp32 softmax, which shares the shape checks, masks and saved P layout. It materialises the probabilities P (B, NH, T, T) in `saved` during
- * forward and runs backward from them, so it is simple to check and memory
- * hungry (T^2 per head): use it for tests and small CPU runs.
+ * fp32 softmax, which shares the shape checks, masks and saved P layout. It materialises the
+ * probabilities P (B, NH, T, T) in `saved` during forward and runs backward from them, so it is
+ * simple to check and memory hungry (T^2 per head): use it for tests and small CPU runs.
  *
  * B = batch, T = sequence, NH = query heads, KVH = kv heads (GQA: query head
  * h reads kv head h / (NH / KVH)), HD = head dim.
@@ -305,9 +305,10 @@ static const fsdpc_component_desc naive_component = {
     /* .iface_version  = */ 1,
     /* .default_score  = */ 10,
     /* .description    = */ "reference attention that materialises the T x T probabilities",
-    /* .capabilities   = */ "cpu fp32; causal; GQA; doc masking; any head dim"
+    /* .capabilities   = */
+    "cpu fp32; causal; GQA; doc masking; any head dim"
 #ifdef FSDPC_WITH_CUDA
-                            "; cuda bf16 (fp32 softmax, head dim <= 512)"
+    "; cuda bf16 (fp32 softmax, head dim <= 512)"
 #endif
     ,
     /* .options        = */ NULL,

@@ -195,16 +195,15 @@ extern "C" int32_t attn_naive_cuda_forward(const fsdpc_attn_shape *s, const void
                                            char *msg, size_t cap) {
   const dims d = make_dims(s);
   const dim3 grid(d.T, d.NH, d.B);
-  fwd_kernel<<<grid, THREADS, 0, (cudaStream_t)stream>>>(d, (const bf16 *)q, (const bf16 *)k,
-                                                         (const bf16 *)v, (bf16 *)out,
-                                                         (float *)saved);
+  fwd_kernel<<<grid, THREADS, 0, (cudaStream_t)stream>>>(
+      d, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (bf16 *)out, (float *)saved);
   return launched("forward", msg, cap);
 }
 
-extern "C" int32_t attn_naive_cuda_backward(const fsdpc_attn_shape *s, const void *q,
-                                            const void *k, const void *v, const void *dout,
-                                            const void *saved, void *dq, void *dk, void *dv,
-                                            void *workspace, void *stream, char *msg, size_t cap) {
+extern "C" int32_t attn_naive_cuda_backward(const fsdpc_attn_shape *s, const void *q, const void *k,
+                                            const void *v, const void *dout, const void *saved,
+                                            void *dq, void *dk, void *dv, void *workspace,
+                                            void *stream, char *msg, size_t cap) {
   const dims d = make_dims(s);
   cudaStream_t st = (cudaStream_t)stream;
   float *dS = (float *)workspace;
@@ -214,8 +213,7 @@ extern "C" int32_t attn_naive_cuda_backward(const fsdpc_attn_shape *s, const voi
   int32_t r = launched("backward (dq)", msg, cap);
   if (r != FSDPC_OK)
     return r;
-  bwd_kv_kernel<<<dim3(d.T, d.KVH, d.B), THREADS, 0, st>>>(d, (const bf16 *)q, (const bf16 *)dout,
-                                                           (const float *)saved, dS, (bf16 *)dk,
-                                                           (bf16 *)dv);
+  bwd_kv_kernel<<<dim3(d.T, d.KVH, d.B), THREADS, 0, st>>>(
+      d, (const bf16 *)q, (const bf16 *)dout, (const float *)saved, dS, (bf16 *)dk, (bf16 *)dv);
   return launched("backward (dk, dv)", msg, cap);
 }

@@ -27,11 +27,11 @@ typedef struct nccl_pending {
 struct fsdpc_comm {
   ncclComm_t nc;
   int rank, size, device;
-  int64_t timeout_ms;     /* default per-op timeout */
-  cudaStream_t internal;  /* for barrier */
-  float *scratch;         /* (1) device float for barrier */
+  int64_t timeout_ms;    /* default per-op timeout */
+  cudaStream_t internal; /* for barrier */
+  float *scratch;        /* (1) device float for barrier */
 
-  pthread_mutex_t mu;     /* guards everything below */
+  pthread_mutex_t mu; /* guards everything below */
   pthread_cond_t cv;
   pthread_t thread;
   int thread_on, stop;

@@ -11,22 +11,37 @@
 
 static int dtype_map(int32_t dtype, ncclDataType_t *out) {
   switch (dtype) {
-  case FSDPC_DTYPE_F32: *out = ncclFloat32; return 1;
-  case FSDPC_DTYPE_BF16: *out = ncclBfloat16; return 1;
-  case FSDPC_DTYPE_F16: *out = ncclFloat16; return 1;
-  case FSDPC_DTYPE_I32: *out = ncclInt32; return 1;
-  case FSDPC_DTYPE_I64: *out = ncclInt64; return 1;
-  case FSDPC_DTYPE_U8: *out = ncclUint8; return 1;
-  case FSDPC_DTYPE_F64: *out = ncclFloat64; return 1;
-  default: return 0;
+  case FSDPC_DTYPE_F32:
+    *out = ncclFloat32;
+    return 1;
+  case FSDPC_DTYPE_BF16:
+    *out = ncclBfloat16;
+    return 1;
+  case FSDPC_DTYPE_F16:
+    *out = ncclFloat16;
+    return 1;
+  case FSDPC_DTYPE_I32:
+    *out = ncclInt32;
+    return 1;
+  case FSDPC_DTYPE_I64:
+    *out = ncclInt64;
+    return 1;
+  case FSDPC_DTYPE_U8:
+    *out = ncclUint8;
+    return 1;
+  case FSDPC_DTYPE_F64:
+    *out = ncclFloat64;
+    return 1;
+  default:
+    return 0;
   }
 }
 
 static int32_t check_dtype(int32_t dtype, int reduce, ncclDataType_t *t, const char *what) {
   if (!dtype_map(dtype, t))
     return nccl_fail(FSDPC_INVALID_USAGE, "nccl: %s: unknown dtype %d", what, (int)dtype);
-  if (reduce && dtype != FSDPC_DTYPE_F32 && dtype != FSDPC_DTYPE_BF16 &&
-      dtype != FSDPC_DTYPE_F16 && dtype != FSDPC_DTYPE_F64)
+  if (reduce && dtype != FSDPC_DTYPE_F32 && dtype != FSDPC_DTYPE_BF16 && dtype != FSDPC_DTYPE_F16 &&
+      dtype != FSDPC_DTYPE_F64)
     return nccl_fail(FSDPC_UNSUPPORTED,
                      "nccl: %s: reductions take fp32, bf16, fp16 or f64 only (dtype %d)", what,
                      (int)dtype);
@@ -35,10 +50,18 @@ static int32_t check_dtype(int32_t dtype, int reduce, ncclDataType_t *t, const c
 
 static int32_t check_op(int32_t op, ncclRedOp_t *out, const char *what) {
   switch (op) {
-  case FSDPC_REDUCE_SUM: *out = ncclSum; return FSDPC_OK;
-  case FSDPC_REDUCE_AVG: *out = ncclAvg; return FSDPC_OK;
-  case FSDPC_REDUCE_MAX: *out = ncclMax; return FSDPC_OK;
-  case FSDPC_REDUCE_MIN: *out = ncclMin; return FSDPC_OK;
+  case FSDPC_REDUCE_SUM:
+    *out = ncclSum;
+    return FSDPC_OK;
+  case FSDPC_REDUCE_AVG:
+    *out = ncclAvg;
+    return FSDPC_OK;
+  case FSDPC_REDUCE_MAX:
+    *out = ncclMax;
+    return FSDPC_OK;
+  case FSDPC_REDUCE_MIN:
+    *out = ncclMin;
+    return FSDPC_OK;
   default:
     return nccl_fail(FSDPC_INVALID_USAGE, "nccl: %s: unknown reduce op %d", what, (int)op);
   }
@@ -142,15 +165,15 @@ int32_t nccl_broadcast(fsdpc_comm *c, void *buf, uint64_t count, int32_t dtype, 
  * for with the op's timeout (the communicator is aborted when it passes). */
 int32_t nccl_barrier(fsdpc_comm *c, const fsdpc_op_info *info) {
   char what[160];
-  int32_t st = begin(c, "barrier", info, what, sizeof what, c ? c->scratch : NULL,
-                     c ? c->scratch : NULL, 1);
+  int32_t st =
+      begin(c, "barrier", info, what, sizeof what, c ? c->scratch : NULL, c ? c->scratch : NULL, 1);
   if (st != FSDPC_OK)
     return st;
   if (c->group_depth > 0)
     return nccl_fail(FSDPC_INVALID_USAGE, "nccl: %s inside group_start/group_end", what);
   nccl_enter(c, what, nccl_op_timeout(c, info));
-  ncclResult_t r = ncclAllReduce(c->scratch, c->scratch, 1, ncclFloat32, ncclSum, c->nc,
-                                 c->internal);
+  ncclResult_t r =
+      ncclAllReduce(c->scratch, c->scratch, 1, ncclFloat32, ncclSum, c->nc, c->internal);
   nccl_leave(c);
   if (r != ncclSuccess)
     return nccl_result_fail(c, r, what);

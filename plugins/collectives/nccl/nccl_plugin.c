@@ -60,8 +60,7 @@ int64_t nccl_now_ms(void) {
 void nccl_describe(char *buf, size_t cap, const char *op, const fsdpc_op_info *info) {
   if (info && FSDPC_HAS_FIELD(info, fsdpc_op_info, seq)) {
     if (info->unit)
-      snprintf(buf, cap, "%s (unit %s, seq %llu)", op, info->unit,
-               (unsigned long long)info->seq);
+      snprintf(buf, cap, "%s (unit %s, seq %llu)", op, info->unit, (unsigned long long)info->seq);
     else
       snprintf(buf, cap, "%s (seq %llu)", op, (unsigned long long)info->seq);
   } else {
@@ -95,8 +94,8 @@ int32_t nccl_result_fail(fsdpc_comm *c, ncclResult_t r, const char *what) {
       return nccl_check_usable(c, what);
   }
   const char *last = c && c->nc ? ncclGetLastError(c->nc) : NULL;
-  int32_t st = r == ncclInvalidArgument || r == ncclInvalidUsage ? FSDPC_INVALID_USAGE
-                                                                   : FSDPC_SYSTEM_ERROR;
+  int32_t st =
+      r == ncclInvalidArgument || r == ncclInvalidUsage ? FSDPC_INVALID_USAGE : FSDPC_SYSTEM_ERROR;
   return nccl_fail(st, "nccl: %s failed on rank %d: %s%s%s", what, c ? c->rank : -1,
                    ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
 }
@@ -151,8 +150,8 @@ int32_t nccl_watch_once(fsdpc_comm *c) {
       if (e == cudaSuccess) {
         p->active = 0;
       } else if (e != cudaErrorNotReady) {
-        snprintf(why, sizeof why, "nccl: %s on rank %d failed on the device: %s", p->what,
-                 c->rank, cudaGetErrorString(e));
+        snprintf(why, sizeof why, "nccl: %s on rank %d failed on the device: %s", p->what, c->rank,
+                 cudaGetErrorString(e));
         status = FSDPC_SYSTEM_ERROR;
         break;
       } else if (now > p->deadline_ms) {
@@ -234,8 +233,8 @@ int32_t nccl_track(fsdpc_comm *c, cudaStream_t stream, const char *what, int64_t
   }
   /* Reap what is done; when the ring is full of pending ops, the oldest is
    * dropped from tracking (later ops on its stream complete after it). */
-  while (c->count > 0 && (!c->ring[c->head].active ||
-                          cudaEventQuery(c->ring[c->head].ev) == cudaSuccess)) {
+  while (c->count > 0 &&
+         (!c->ring[c->head].active || cudaEventQuery(c->ring[c->head].ev) == cudaSuccess)) {
     c->ring[c->head].active = 0;
     c->head = (c->head + 1) % NCCL_RING;
     c->count--;
@@ -420,8 +419,8 @@ static int32_t comm_split(fsdpc_comm *parent, int32_t color, int32_t key, fsdpc_
   if ((st = comm_alloc(parent->device, parent->timeout_ms, &c)) != FSDPC_OK)
     return st;
   ncclComm_t child = NULL;
-  ncclResult_t r = ncclCommSplit(parent->nc, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child,
-                                 NULL);
+  ncclResult_t r =
+      ncclCommSplit(parent->nc, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, NULL);
   if (r != ncclSuccess) {
     comm_free(c);
     return nccl_result_fail(parent, r, "split (ncclCommSplit)");
@@ -444,9 +443,15 @@ static int32_t comm_split(fsdpc_comm *parent, int32_t color, int32_t key, fsdpc_
   return FSDPC_OK;
 }
 
-static void comm_destroy(fsdpc_comm *c) { comm_free(c); }
-static int32_t comm_rank(const fsdpc_comm *c) { return c ? c->rank : -1; }
-static int32_t comm_size(const fsdpc_comm *c) { return c ? c->size : -1; }
+static void comm_destroy(fsdpc_comm *c) {
+  comm_free(c);
+}
+static int32_t comm_rank(const fsdpc_comm *c) {
+  return c ? c->rank : -1;
+}
+static int32_t comm_size(const fsdpc_comm *c) {
+  return c ? c->size : -1;
+}
 
 static int32_t comm_abort(fsdpc_comm *c, const char *reason) {
   if (c == NULL)

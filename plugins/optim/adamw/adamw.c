@@ -60,7 +60,6 @@ static int32_t fail(int32_t status, const char *fmt, ...) {
 /* ---------------------------------------------------------------------- */
 /* The kernel.                                                              */
 
-
 static void adamw_kernel(float *restrict p,       // (n)
                          const float *restrict g, // (n)
                          float *restrict m,       // (n) exp_avg
@@ -204,9 +203,13 @@ static int32_t adamw_create(const fsdpc_optim_init *init, fsdpc_optimizer **out)
   return FSDPC_OK;
 }
 
-static void adamw_destroy(fsdpc_optimizer *opt) { free(opt); }
+static void adamw_destroy(fsdpc_optimizer *opt) {
+  free(opt);
+}
 
-static uint32_t adamw_n_slots(const fsdpc_optimizer *opt) { return ADAMW_N_SLOTS; }
+static uint32_t adamw_n_slots(const fsdpc_optimizer *opt) {
+  return ADAMW_N_SLOTS;
+}
 
 static const char *adamw_slot_name(const fsdpc_optimizer *opt, uint32_t i) {
   static const char *const names[ADAMW_N_SLOTS] = {"exp_avg", "exp_avg_sq"};

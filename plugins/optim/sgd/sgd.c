@@ -64,7 +64,6 @@ static int32_t fail(int32_t status, const char *fmt, ...) {
 /* ---------------------------------------------------------------------- */
 /* The kernel.                                                              */
 
-
 /* Always inlined into sgd_kernel with constant flags, so each combination
  * becomes its own branch-free, vectorisable loop. */
 static inline __attribute__((always_inline)) void
@@ -255,7 +254,9 @@ static int32_t sgd_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
   return FSDPC_OK;
 }
 
-static void sgd_destroy(fsdpc_optimizer *opt) { free(opt); }
+static void sgd_destroy(fsdpc_optimizer *opt) {
+  free(opt);
+}
 
 static uint32_t sgd_n_slots(const fsdpc_optimizer *opt) {
   return opt != NULL && opt->momentum > 0.0 ? 1u : 0u;

@@ -15,7 +15,9 @@
 #define XENT_THREADS 1024
 #define IGNORE_INDEX (-100)
 
-static size_t align256(size_t b) { return (b + 255) / 256 * 256; }
+static size_t align256(size_t b) {
+  return (b + 255) / 256 * 256;
+}
 
 extern "C" size_t fsdpc__cuda_lmhead_xent_scratch_bytes(int N, int V, int chunk_rows) {
   size_t R = (size_t)(chunk_rows < 1 ? 1 : chunk_rows);
@@ -91,8 +93,8 @@ static __global__ void xent_row_kernel(float *row_loss,     // (R) this chunk's 
 }
 
 /* out2 = (sum of row losses, count of rows with a label in [0, V)). */
-static __global__ void xent_total_kernel(double *out2, const float *row_loss,
-                                         const int32_t *labels, int N, int V) {
+static __global__ void xent_total_kernel(double *out2, const float *row_loss, const int32_t *labels,
+                                         int N, int V) {
   __shared__ double sh[2][32];
   double s = 0.0, c = 0.0;
   for (int i = threadIdx.x; i < N; i += blockDim.x) {
@@ -143,8 +145,8 @@ extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out
                                                 float *dweight, const fsdpc_bf16 *x_,
                                                 const fsdpc_bf16 *weight_, const int32_t *labels,
                                                 int N, int C, int V, float grad_scale,
-                                                int chunk_rows, void *scratch,
-                                                size_t scratch_bytes, fsdpc_err *err) {
+                                                int chunk_rows, void *scratch, size_t scratch_bytes,
+                                                fsdpc_err *err) {
   if (!out2 || !x_ || !weight_ || !labels || !scratch)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "cuda lmhead_xent: out2, x, weight, labels or scratch is NULL");
@@ -168,10 +170,10 @@ extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out
   for (int r0 = 0; r0 < N; r0 += chunk_rows) {
     const int R = N - r0 < chunk_rows ? N - r0 : chunk_rows;
     const bf16 *xc = x + (size_t)r0 * C;
-    FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 1, 0, V, R, C, weight, C, xc, C, NULL, logits, V,
-                                  CUDA_R_32F, 1.0f, 0.0f, "lmhead_xent (logits)", err));
-    FSDPC_TRY(launch_xent_rows(ctx, row_loss + r0, want_grad ? dlogits : NULL, logits,
-                               labels + r0, R, V, grad_scale, err));
+    FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 1, 0, V, R, C, weight, C, xc, C, NULL, logits, V, CUDA_R_32F,
+                                  1.0f, 0.0f, "lmhead_xent (logits)", err));
+    FSDPC_TRY(launch_xent_rows(ctx, row_loss + r0, want_grad ? dlogits : NULL, logits, labels + r0,
+                               R, V, grad_scale, err));
     if (dx)
       FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 0, C, R, V, weight, C, dlogits, V, NULL,
                                     dx + (size_t)r0 * C, C, CUDA_R_16BF, 1.0f, 0.0f,

@@ -24,10 +24,18 @@ int fsdpc__cuda_device_count(void) {
   return n;
 }
 
-int32_t fsdpc__cuda_ctx_device(const fsdpc_cuda_ctx *ctx) { return ctx->device; }
-void *fsdpc__cuda_compute_stream(const fsdpc_cuda_ctx *ctx) { return (void *)ctx->compute; }
-void *fsdpc__cuda_comm_stream(const fsdpc_cuda_ctx *ctx) { return (void *)ctx->comm; }
-int fsdpc__cuda_sm_count(const fsdpc_cuda_ctx *ctx) { return ctx->sm_count; }
+int32_t fsdpc__cuda_ctx_device(const fsdpc_cuda_ctx *ctx) {
+  return ctx->device;
+}
+void *fsdpc__cuda_compute_stream(const fsdpc_cuda_ctx *ctx) {
+  return (void *)ctx->compute;
+}
+void *fsdpc__cuda_comm_stream(const fsdpc_cuda_ctx *ctx) {
+  return (void *)ctx->comm;
+}
+int fsdpc__cuda_sm_count(const fsdpc_cuda_ctx *ctx) {
+  return ctx->sm_count;
+}
 
 /* Pieces of create, each undone by destroy (which tolerates zeroed fields). */
 static fsdpc_status create_pools(fsdpc_cuda_ctx *c, uint64_t threshold, fsdpc_err *err) {
@@ -76,7 +84,7 @@ fsdpc_status fsdpc__cuda_ctx_create(const fsdpc_cuda_ctx_opts *opts, fsdpc_cuda_
   do {                                                                                             \
     cudaError_t e_ = (call);                                                                       \
     if (e_ != cudaSuccess) {                                                                       \
-      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: device %d: %s failed: %s", c->device,      \
+      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: device %d: %s failed: %s", c->device,       \
                        #call, cudaGetErrorString(e_));                                             \
       goto fail;                                                                                   \
     }                                                                                              \
@@ -134,8 +142,7 @@ void fsdpc__cuda_ctx_destroy(fsdpc_cuda_ctx *c) {
   free(c);
 }
 
-fsdpc_status fsdpc__cuda_event_record(fsdpc_cuda_ctx *ctx, int slot, void *stream,
-                                      fsdpc_err *err) {
+fsdpc_status fsdpc__cuda_event_record(fsdpc_cuda_ctx *ctx, int slot, void *stream, fsdpc_err *err) {
   if (slot < 0 || slot >= FSDPC_CUDA_N_EVENTS)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: event slot %d is outside [0, %d)", slot,
                        FSDPC_CUDA_N_EVENTS);
@@ -148,18 +155,21 @@ fsdpc_status fsdpc__cuda_stream_wait_event(fsdpc_cuda_ctx *ctx, void *stream, in
   if (slot < 0 || slot >= FSDPC_CUDA_N_EVENTS)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: event slot %d is outside [0, %d)", slot,
                        FSDPC_CUDA_N_EVENTS);
-  FSDPC_CUDA_TRY(err, cudaStreamWaitEvent(fsdpc__cuda_stream_or(ctx, stream), ctx->events[slot], 0));
+  FSDPC_CUDA_TRY(err,
+                 cudaStreamWaitEvent(fsdpc__cuda_stream_or(ctx, stream), ctx->events[slot], 0));
   return FSDPC_OK;
 }
 
 /* ---- memory ---- */
 
-static int cat_ok(fsdpc_mem_cat cat) { return (int)cat >= 0 && (int)cat < FSDPC_MEM_NCAT; }
+static int cat_ok(fsdpc_mem_cat cat) {
+  return (int)cat >= 0 && (int)cat < FSDPC_MEM_NCAT;
+}
 
 static void bump_peak(int64_t *peak, int64_t cur) {
   int64_t p = __atomic_load_n(peak, __ATOMIC_RELAXED);
-  while (cur > p && !__atomic_compare_exchange_n(peak, &p, cur, 1, __ATOMIC_RELAXED,
-                                                 __ATOMIC_RELAXED)) {
+  while (cur > p &&
+         !__atomic_compare_exchange_n(peak, &p, cur, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
   }
 }
 
@@ -171,8 +181,8 @@ fsdpc_status fsdpc__cuda_alloc(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, size_t by
   *out = NULL;
   if (bytes == 0)
     return FSDPC_OK;
-  cudaError_t e = cudaMallocFromPoolAsync(out, bytes, ctx->pools[cat],
-                                          fsdpc__cuda_stream_or(ctx, stream));
+  cudaError_t e =
+      cudaMallocFromPoolAsync(out, bytes, ctx->pools[cat], fsdpc__cuda_stream_or(ctx, stream));
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     *out = NULL;
@@ -206,8 +216,10 @@ fsdpc_status fsdpc__cuda_mem_stats(fsdpc_cuda_ctx *ctx, fsdpc_cuda_mem_stats *ou
   memset(out, 0, sizeof *out);
   for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
     uint64_t cur = 0, high = 0;
-    FSDPC_CUDA_TRY(err, cudaMemPoolGetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemCurrent, &cur));
-    FSDPC_CUDA_TRY(err, cudaMemPoolGetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemHigh, &high));
+    FSDPC_CUDA_TRY(err,
+                   cudaMemPoolGetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemCurrent, &cur));
+    FSDPC_CUDA_TRY(err,
+                   cudaMemPoolGetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemHigh, &high));
     out->allocated[k] = __atomic_load_n(&ctx->alloc_cur[k], __ATOMIC_RELAXED);
     out->allocated_peak[k] = __atomic_load_n(&ctx->alloc_peak[k], __ATOMIC_RELAXED);
     out->reserved[k] = (int64_t)cur;
@@ -217,19 +229,21 @@ fsdpc_status fsdpc__cuda_mem_stats(fsdpc_cuda_ctx *ctx, fsdpc_cuda_mem_stats *ou
   }
   out->total_allocated = __atomic_load_n(&ctx->alloc_total_cur, __ATOMIC_RELAXED);
   out->total_allocated_peak = __atomic_load_n(&ctx->alloc_total_peak, __ATOMIC_RELAXED);
-  out->fixed_bytes = (int64_t)ctx->lt_ws_bytes + (int64_t)sizeof(double) * 2 * FSDPC_CUDA_REDUCE_BLOCKS;
+  out->fixed_bytes =
+      (int64_t)ctx->lt_ws_bytes + (int64_t)sizeof(double) * 2 * FSDPC_CUDA_REDUCE_BLOCKS;
   return FSDPC_OK;
 }
 
 fsdpc_status fsdpc__cuda_mem_reset_peak(fsdpc_cuda_ctx *ctx, fsdpc_err *err) {
   for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
     uint64_t zero = 0; /* the only value allowed: resets the high mark to current */
-    FSDPC_CUDA_TRY(err, cudaMemPoolSetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemHigh, &zero));
+    FSDPC_CUDA_TRY(err,
+                   cudaMemPoolSetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemHigh, &zero));
     __atomic_store_n(&ctx->alloc_peak[k], __atomic_load_n(&ctx->alloc_cur[k], __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
   }
-  __atomic_store_n(&ctx->alloc_total_peak,
-                   __atomic_load_n(&ctx->alloc_total_cur, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+  __atomic_store_n(&ctx->alloc_total_peak, __atomic_load_n(&ctx->alloc_total_cur, __ATOMIC_RELAXED),
+                   __ATOMIC_RELAXED);
   return FSDPC_OK;
 }
 

@@ -41,7 +41,7 @@ typedef struct fsdpc_cuda_ctx fsdpc_cuda_ctx;
 #define FSDPC_CUDA_N_EVENTS 64
 
 typedef struct fsdpc_cuda_ctx_opts {
-  int32_t device_index;       /* CUDA ordinal */
+  int32_t device_index; /* CUDA ordinal */
   /* Bytes each category's pool keeps reserved after frees at a sync point;
    * UINT64_MAX (the default from _opts_default) keeps everything, so that a
    * step that frees and re-allocates the same sizes never calls the driver. */
@@ -69,8 +69,7 @@ int fsdpc__cuda_sm_count(const fsdpc_cuda_ctx *ctx);
 
 /* Records event slot (0 <= slot < FSDPC_CUDA_N_EVENTS) on stream; stream
  * NULL means the compute stream. */
-fsdpc_status fsdpc__cuda_event_record(fsdpc_cuda_ctx *ctx, int slot, void *stream,
-                                      fsdpc_err *err);
+fsdpc_status fsdpc__cuda_event_record(fsdpc_cuda_ctx *ctx, int slot, void *stream, fsdpc_err *err);
 /* Makes stream wait (on the device, not the host) for event slot. */
 fsdpc_status fsdpc__cuda_stream_wait_event(fsdpc_cuda_ctx *ctx, void *stream, int slot,
                                            fsdpc_err *err);

@@ -33,7 +33,7 @@ typedef __nv_bfloat16 bf16;
   do {                                                                                             \
     cudaError_t e_ = (call);                                                                       \
     if (e_ != cudaSuccess)                                                                         \
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: %s failed: %s (%s)", #call,              \
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: %s failed: %s (%s)", #call,               \
                          cudaGetErrorString(e_), cudaGetErrorName(e_));                            \
   } while (0)
 
@@ -42,7 +42,7 @@ typedef __nv_bfloat16 bf16;
   do {                                                                                             \
     cudaError_t e_ = cudaGetLastError();                                                           \
     if (e_ != cudaSuccess)                                                                         \
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: launching %s failed: %s", what,         \
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: launching %s failed: %s", what,           \
                          cudaGetErrorString(e_));                                                  \
   } while (0)
 
@@ -93,9 +93,9 @@ static __device__ __forceinline__ float block_max(float v, float *sh) {
 /* Internal GEMM in cuBLASLt's column-major terms: D = alpha op(A) op(B) +
  * beta C, A/B bf16, fp32 accumulation, C/D of type cd (CUDA_R_16BF or
  * CUDA_R_32F); C may equal D. m x n output, k inner. */
-fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, int m, int n,
-                                 int k, const void *A, int lda, const void *B, int ldb,
-                                 const void *C, void *D, int ldcd, cudaDataType_t cd, float alpha,
-                                 float beta, const char *what, fsdpc_err *err);
+fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                                 const void *A, int lda, const void *B, int ldb, const void *C,
+                                 void *D, int ldcd, cudaDataType_t cd, float alpha, float beta,
+                                 const char *what, fsdpc_err *err);
 
 #endif

@@ -119,7 +119,7 @@ static unsigned ew_blocks(const fsdpc_cuda_ctx *ctx, size_t n8) {
 static fsdpc_status launch_add(fsdpc_cuda_ctx *ctx, bf16 *out, const bf16 *a, const bf16 *b,
                                size_t n, fsdpc_err *err) {
   add_kernel<<<ew_blocks(ctx, n / 8), EW_THREADS, 0, ctx->compute>>>(out, a, b, n,
-                                                                      aligned16(out, a, b));
+                                                                     aligned16(out, a, b));
   FSDPC_CUDA_LAUNCHED(err, "add");
   return FSDPC_OK;
 }

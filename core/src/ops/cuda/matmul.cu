@@ -16,16 +16,16 @@
   do {                                                                                             \
     cublasStatus_t s_ = (call);                                                                    \
     if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda %s: %s failed: %s", what, #call,            \
-                       cublasLtGetStatusString(s_));                                                 \
+      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda %s: %s failed: %s", what, #call,             \
+                       cublasLtGetStatusString(s_));                                               \
       goto done;                                                                                   \
     }                                                                                              \
   } while (0)
 
-fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, int m, int n,
-                                 int k, const void *A, int lda, const void *B, int ldb,
-                                 const void *C, void *D, int ldcd, cudaDataType_t cd, float alpha,
-                                 float beta, const char *what, fsdpc_err *err) {
+fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                                 const void *A, int lda, const void *B, int ldb, const void *C,
+                                 void *D, int ldcd, cudaDataType_t cd, float alpha, float beta,
+                                 const char *what, fsdpc_err *err) {
   fsdpc_status st = FSDPC_OK;
   cublasLtMatmulDesc_t op = NULL;
   cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
@@ -52,8 +52,8 @@ fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, 
                      what, m, n, k, lda, ldb, ldcd);
     goto done;
   }
-  LT_TRY(cublasLtMatmul(ctx->lt, op, &alpha, A, la, B, lb, &beta, C ? C : D, lc, D, lc,
-                        &heur.algo, ctx->lt_ws, ctx->lt_ws_bytes, ctx->compute),
+  LT_TRY(cublasLtMatmul(ctx->lt, op, &alpha, A, la, B, lb, &beta, C ? C : D, lc, D, lc, &heur.algo,
+                        ctx->lt_ws, ctx->lt_ws_bytes, ctx->compute),
          what);
 done:
   if (pref)
@@ -85,8 +85,8 @@ extern "C" fsdpc_status fsdpc__cuda_matmul_fwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda matmul_fwd: a tensor pointer is NULL");
   if (N == 0)
     return FSDPC_OK;
-  return fsdpc__cuda_lt_gemm(ctx, 1, 0, OC, N, C, weight, C, inp, C, residual, out, OC,
-                             CUDA_R_16BF, 1.0f, residual ? 1.0f : 0.0f, "matmul_fwd", err);
+  return fsdpc__cuda_lt_gemm(ctx, 1, 0, OC, N, C, weight, C, inp, C, residual, out, OC, CUDA_R_16BF,
+                             1.0f, residual ? 1.0f : 0.0f, "matmul_fwd", err);
 }
 
 extern "C" fsdpc_status fsdpc__cuda_matmul_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp,

@@ -72,12 +72,12 @@ static fsdpc_status launch_rmsnorm_bwd(fsdpc_cuda_ctx *ctx, bf16 *dinp, float *d
                                        const float *rstd, int N, int C, fsdpc_err *err) {
   const size_t smem = (size_t)C * sizeof(float);
   if (smem > 48 * 1024)
-    FSDPC_CUDA_TRY(err, cudaFuncSetAttribute(rmsnorm_bwd_kernel,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             (int)smem));
+    FSDPC_CUDA_TRY(err,
+                   cudaFuncSetAttribute(rmsnorm_bwd_kernel,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   const int grid = N < 2 * ctx->sm_count ? N : 2 * ctx->sm_count;
   rmsnorm_bwd_kernel<<<grid, RMS_THREADS, smem, ctx->compute>>>(dinp, dweight, dout, inp, weight,
-                                                                  rstd, N, C);
+                                                                rstd, N, C);
   FSDPC_CUDA_LAUNCHED(err, "rmsnorm_bwd");
   return FSDPC_OK;
 }

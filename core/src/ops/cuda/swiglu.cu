@@ -4,7 +4,9 @@
  * N = rows, F = intermediate size. Accumulation rule: dgate =, dup =. */
 #include "ops/cuda/cuda_internal.cuh"
 
-static __device__ __forceinline__ float sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
+static __device__ __forceinline__ float sigmoid(float g) {
+  return 1.0f / (1.0f + expf(-g));
+}
 
 static __global__ void swiglu_fwd_kernel(bf16 *out, const bf16 *gate, const bf16 *up, size_t n) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
@@ -14,8 +16,8 @@ static __global__ void swiglu_fwd_kernel(bf16 *out, const bf16 *gate, const bf16
   }
 }
 
-static __global__ void swiglu_bwd_kernel(bf16 *dgate, bf16 *dup, const bf16 *dout,
-                                         const bf16 *gate, const bf16 *up, size_t n) {
+static __global__ void swiglu_bwd_kernel(bf16 *dgate, bf16 *dup, const bf16 *dout, const bf16 *gate,
+                                         const bf16 *up, size_t n) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
     const float g = __bfloat162float(gate[i]), u = __bfloat162float(up[i]);
@@ -33,9 +35,8 @@ static fsdpc_status launch_swiglu_fwd(fsdpc_cuda_ctx *ctx, bf16 *out, const bf16
   return FSDPC_OK;
 }
 
-static fsdpc_status launch_swiglu_bwd(fsdpc_cuda_ctx *ctx, bf16 *dgate, bf16 *dup,
-                                      const bf16 *dout, const bf16 *gate, const bf16 *up, size_t n,
-                                      fsdpc_err *err) {
+static fsdpc_status launch_swiglu_bwd(fsdpc_cuda_ctx *ctx, bf16 *dgate, bf16 *dup, const bf16 *dout,
+                                      const bf16 *gate, const bf16 *up, size_t n, fsdpc_err *err) {
   swiglu_bwd_kernel<<<fsdpc__cuda_blocks(n, 256, ctx->sm_count * 16), 256, 0, ctx->compute>>>(
       dgate, dup, dout, gate, up, n);
   FSDPC_CUDA_LAUNCHED(err, "swiglu_bwd");
@@ -64,6 +65,6 @@ extern "C" fsdpc_status fsdpc__cuda_swiglu_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *
   const size_t n = (size_t)N * F;
   if (n == 0)
     return FSDPC_OK;
-  return launch_swiglu_bwd(ctx, (bf16 *)dgate, (bf16 *)dup, (const bf16 *)dout,
-                           (const bf16 *)gate, (const bf16 *)up, n, err);
+  return launch_swiglu_bwd(ctx, (bf16 *)dgate, (bf16 *)dup, (const bf16 *)dout, (const bf16 *)gate,
+                           (const bf16 *)up, n, err);
 }

@@ -1,8 +1,9 @@
 /* Attention plugin "naive": the fp32 CPU reference of softmax(Q K^T * scale +
  * mask) V, and (attn_naive.cu, when built with CUDA) its bf16 GPU twin with
- * fp32 softmax, which shares the shape checks, masks and saved P layout. It materialises the
- * probabilities P (B, NH, T, T) in `saved` during forward and runs backward from them, so it is
- * simple to check and memory hungry (T^2 per head): use it for tests and small CPU runs.
+ * fp32 softmax, which shares the shape checks, masks and saved P layout.
+ * It materialises the probabilities P (B, NH, T, T) in `saved` during
+ * forward and runs backward from them, so it is simple to check and memory
+ * hungry (T^2 per head): use it for tests and small runs.
  *
  * B = batch, T = sequence, NH = query heads, KVH = kv heads (GQA: query head
  * h reads kv head h / (NH / KVH)), HD = head dim.

@@ -1,7 +1,9 @@
-/* Attention plugin "naive": the CPU fp32 reference of softmax(Q K^T * scale +
- * mask) V. It materialises the probabilities P (B, NH, T, T) in `saved` during
+/* Attention plugin "naive": the fp32 CPU reference of softmax(Q K^T * scale +
+ * mask) V, and (attn_naive.cu, when built with CUDA) its bf16 GPU twin with
+ * fp32 softmax, which shares the shape checks, masks and saved P layout.
+ * It materialises the probabilities P (B, NH, T, T) in `saved` during
  * forward and runs backward from them, so it is simple to check and memory
- * hungry (T^2 per head): use it for tests and small CPU runs.
+ * hungry (T^2 per head): use it for tests and small runs.
  *
  * B = batch, T = sequence, NH = query heads, KVH = kv heads (GQA: query head
  * h reads kv head h / (NH / KVH)), HD = head dim.
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "attn_naive_cuda.h"
 #include "fsdpc/plugin.h"
 
 static const fsdpc_host_api *g_host; /* set once by the entry point */
@@ -50,11 +53,25 @@ static int32_t fail(int32_t status, const char *fmt, ...) {
 static int32_t check_shape(const fsdpc_attn_shape *s) {
   if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_attn_shape, device))
     return fail(FSDPC_INVALID_USAGE, "attention naive: shape is NULL or too short (struct_size)");
-  if (s->device != FSDPC_DEVICE_CPU)
+#ifdef FSDPC_WITH_CUDA
+  if (s->device == FSDPC_DEVICE_CUDA) {
+    if (s->dtype != FSDPC_DTYPE_BF16)
+      return fail(FSDPC_UNSUPPORTED,
+                  "attention naive: dtype %d is not supported on CUDA; only bf16 (dtype 1)",
+                  (int)s->dtype);
+    if (s->HD > ATTN_NAIVE_CUDA_MAX_HD)
+      return fail(FSDPC_UNSUPPORTED, "attention naive: head dim %d > %d is not supported on CUDA",
+                  (int)s->HD, ATTN_NAIVE_CUDA_MAX_HD);
+    if (s->T > 65535 * 32 || s->NH > 65535 || s->B > 65535)
+      return fail(FSDPC_UNSUPPORTED, "attention naive: B=%d NH=%d T=%d too large for the grid",
+                  (int)s->B, (int)s->NH, (int)s->T);
+  } else
+#endif
+      if (s->device != FSDPC_DEVICE_CPU)
     return fail(FSDPC_UNSUPPORTED,
-                "attention naive: CUDA device is not supported by this build; use a CUDA attention "
-                "plugin (e.g. flash) or run on the CPU");
-  if (s->dtype != FSDPC_DTYPE_F32)
+                "attention naive: CUDA device is not supported by this build (nvcc was not found "
+                "at build time); use a CUDA attention plugin (e.g. flash) or run on the CPU");
+  else if (s->dtype != FSDPC_DTYPE_F32)
     return fail(FSDPC_UNSUPPORTED,
                 "attention naive: dtype %d is not supported on the CPU; only fp32 (dtype 0)",
                 (int)s->dtype);
@@ -106,9 +123,11 @@ static int32_t naive_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc
     out->saved_bytes = B * (uint64_t)s->NH * T * T * sizeof(float);
   if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, fwd_workspace))
     out->fwd_workspace = 0;
-  /* One row of dP per (b, kv head) task. */
+  /* CPU: one row of dP per (b, kv head) task; CUDA: the whole dS, like P. */
   if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, bwd_workspace))
-    out->bwd_workspace = B * (uint64_t)s->KVH * T * sizeof(float);
+    out->bwd_workspace = s->device == FSDPC_DEVICE_CUDA
+                             ? B * (uint64_t)s->NH * T * T * sizeof(float)
+                             : B * (uint64_t)s->KVH * T * sizeof(float);
   return FSDPC_OK;
 }
 
@@ -120,6 +139,13 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
     return st;
   if (q_ == NULL || k_ == NULL || v_ == NULL || out_ == NULL || saved_ == NULL)
     return fail(FSDPC_INVALID_USAGE, "attention naive: forward got a NULL q, k, v, out or saved");
+#ifdef FSDPC_WITH_CUDA
+  if (s->device == FSDPC_DEVICE_CUDA) {
+    char msg[256];
+    st = attn_naive_cuda_forward(s, q_, k_, v_, out_, saved_, stream, msg, sizeof msg);
+    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+  }
+#endif
   const float *q = q_;   // (B, T, NH, HD)
   const float *k = k_;   // (B, T, KVH, HD)
   const float *v = v_;   // (B, T, KVH, HD)
@@ -188,6 +214,14 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
   if (workspace == NULL)
     return fail(FSDPC_INVALID_USAGE,
                 "attention naive: backward needs a workspace of sizes().bwd_workspace bytes");
+#ifdef FSDPC_WITH_CUDA
+  if (s->device == FSDPC_DEVICE_CUDA) {
+    char msg[256];
+    st = attn_naive_cuda_backward(s, q_, k_, v_, dout_, saved_, dq_, dk_, dv_, workspace, stream,
+                                  msg, sizeof msg);
+    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+  }
+#endif
   const float *q = q_;         // (B, T, NH, HD)
   const float *k = k_;         // (B, T, KVH, HD)
   const float *v = v_;         // (B, T, KVH, HD)
@@ -272,7 +306,12 @@ static const fsdpc_component_desc naive_component = {
     /* .iface_version  = */ 1,
     /* .default_score  = */ 10,
     /* .description    = */ "reference attention that materialises the T x T probabilities",
-    /* .capabilities   = */ "cpu fp32; causal; GQA; doc masking; any head dim",
+    /* .capabilities   = */
+    "cpu fp32; causal; GQA; doc masking; any head dim"
+#ifdef FSDPC_WITH_CUDA
+    "; cuda bf16 (fp32 softmax, head dim <= 512)"
+#endif
+    ,
     /* .options        = */ NULL,
     /* .n_options      = */ 0,
     /* .vtable         = */ &naive_vtable,

@@ -1,4 +1,4 @@
-/* AdamW optimizer plugin (fsdpc_optim_v1), CPU path.
+/* AdamW optimizer plugin (fsdpc_optim_v1): CPU path here, CUDA path in adamw.cu.
  *
  * Semantics are torch.optim.AdamW (amsgrad=False, maximize=False), step by
  * step as its single-tensor ("for-loop") path computes them, in fp32 with the
@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "adamw_cuda.h"
 #include "fsdpc/plugin.h"
 
 #define ADAMW_N_SLOTS 2u
@@ -58,17 +59,6 @@ static int32_t fail(int32_t status, const char *fmt, ...) {
 
 /* ---------------------------------------------------------------------- */
 /* The kernel.                                                              */
-
-/* Per-step scalars, already rounded to fp32 the way PyTorch rounds them. */
-typedef struct adamw_scalars {
-  float grad_scale;
-  float decay_factor; /* 1 - lr*wd */
-  float w1;           /* lerp weight 1 - b1 */
-  float beta2, w2;    /* b2 and 1 - b2 */
-  float bc2_sqrt;     /* sqrt(1 - b2^t) */
-  float eps;
-  float neg_step_size; /* -lr / (1 - b1^t) */
-} adamw_scalars;
 
 static void adamw_kernel(float *restrict p,       // (n)
                          const float *restrict g, // (n)
@@ -158,12 +148,21 @@ static int32_t check_beta(const char *name, double x, const char *example) {
 /* ---------------------------------------------------------------------- */
 /* The vtable.                                                              */
 
+/* CPU always; CUDA when the plugin was built with its CUDA path. */
+static int device_ok(int32_t device) {
+#ifdef FSDPC_WITH_CUDA
+  if (device == FSDPC_DEVICE_CUDA)
+    return 1;
+#endif
+  return device == FSDPC_DEVICE_CPU;
+}
+
 static int32_t adamw_supports(const fsdpc_situation *s) {
-  if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_situation, device) || s->device == FSDPC_DEVICE_CPU)
+  if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_situation, device) || device_ok(s->device))
     return FSDPC_OK;
   return fail(FSDPC_UNSUPPORTED,
-              "adamw: only the CPU path is built (device %d asked); the CUDA path is not "
-              "implemented yet, use CPU offload or another optimizer",
+              "adamw: device %d is not supported: this build of the plugin has only the CPU "
+              "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
               (int)s->device);
 }
 
@@ -173,10 +172,10 @@ static int32_t adamw_create(const fsdpc_optim_init *init, fsdpc_optimizer **out)
   *out = NULL;
   if (!FSDPC_HAS_FIELD(init, fsdpc_optim_init, device))
     return fail(FSDPC_INVALID_USAGE, "adamw: create got a NULL or too small fsdpc_optim_init");
-  if (init->device != FSDPC_DEVICE_CPU)
+  if (!device_ok(init->device))
     return fail(FSDPC_UNSUPPORTED,
-                "adamw: only the CPU path is built (device %d asked); the CUDA path is not "
-                "implemented yet",
+                "adamw: device %d is not supported: this build of the plugin has only the CPU "
+                "path (nvcc was not found at build time)",
                 (int)init->device);
   int32_t st = check_beta("beta1", init->beta1, "0.9");
   if (st == FSDPC_OK)
@@ -204,9 +203,13 @@ static int32_t adamw_create(const fsdpc_optim_init *init, fsdpc_optimizer **out)
   return FSDPC_OK;
 }
 
-static void adamw_destroy(fsdpc_optimizer *opt) { free(opt); }
+static void adamw_destroy(fsdpc_optimizer *opt) {
+  free(opt);
+}
 
-static uint32_t adamw_n_slots(const fsdpc_optimizer *opt) { return ADAMW_N_SLOTS; }
+static uint32_t adamw_n_slots(const fsdpc_optimizer *opt) {
+  return ADAMW_N_SLOTS;
+}
 
 static const char *adamw_slot_name(const fsdpc_optimizer *opt, uint32_t i) {
   static const char *const names[ADAMW_N_SLOTS] = {"exp_avg", "exp_avg_sq"};
@@ -215,12 +218,19 @@ static const char *adamw_slot_name(const fsdpc_optimizer *opt, uint32_t i) {
 
 static int32_t adamw_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_floats,
                                 int32_t device, void *stream) {
-  if (device != FSDPC_DEVICE_CPU)
+  if (!device_ok(device))
     return fail(FSDPC_UNSUPPORTED, "adamw: init_state on device %d: only CPU state is supported",
                 (int)device);
   if (n_floats > 0 && state == NULL)
     return fail(FSDPC_INVALID_USAGE, "adamw: init_state got a NULL state for %llu floats",
                 (unsigned long long)n_floats);
+#ifdef FSDPC_WITH_CUDA
+  if (device == FSDPC_DEVICE_CUDA) {
+    char msg[256];
+    int32_t st = adamw_cuda_zero(state, n_floats, stream, msg, sizeof msg);
+    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+  }
+#endif
   for (uint64_t i = 0; i < n_floats; i++)
     state[i] = 0.0f;
   return FSDPC_OK;
@@ -260,6 +270,14 @@ static int32_t adamw_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensor
       .neg_step_size = (float)(-(lr / bc1)),
   };
 
+#ifdef FSDPC_WITH_CUDA
+  if (opt->device == FSDPC_DEVICE_CUDA) {
+    char msg[256];
+    void *stream = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, stream) ? info->stream : NULL;
+    st = adamw_cuda_step(tensors, n_tensors, &sc, stream, msg, sizeof msg);
+    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+  }
+#endif
   int nt = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, num_threads) && info->num_threads > 0
                ? info->num_threads
                : omp_get_max_threads();
@@ -301,7 +319,11 @@ static const fsdpc_component_desc adamw_component = {
     /* .description = */ "AdamW with decoupled weight decay (torch.optim.AdamW semantics)",
     /* .capabilities = */
     "cpu (OpenMP, SIMD); fp32 params and state; slots exp_avg, exp_avg_sq; "
-    "cuda: not yet",
+#ifdef FSDPC_WITH_CUDA
+    "cuda (multi-tensor kernel, bit-identical to the CPU path)",
+#else
+    "cuda: not in this build",
+#endif
     /* .options = */ NULL,
     /* .n_options = */ 0,
     /* .vtable = */ &adamw_vtable,

@@ -1,4 +1,4 @@
-/* SGD optimizer plugin (fsdpc_optim_v1), CPU path.
+/* SGD optimizer plugin (fsdpc_optim_v1): CPU path here, CUDA path in sgd.cu.
  *
  * Semantics are torch.optim.SGD (maximize=False), as its single-tensor
  * ("for-loop") path computes them in fp32, with each Python-float scalar
@@ -33,6 +33,7 @@
 #include <stdlib.h>
 
 #include "fsdpc/plugin.h"
+#include "sgd_cuda.h"
 
 /* Below this many elements per step one thread is faster than a team. */
 #define SGD_MIN_PARALLEL 32768u
@@ -62,16 +63,6 @@ static int32_t fail(int32_t status, const char *fmt, ...) {
 
 /* ---------------------------------------------------------------------- */
 /* The kernel.                                                              */
-
-/* Per-step scalars, already rounded to fp32 the way PyTorch rounds them. */
-typedef struct sgd_scalars {
-  float grad_scale;
-  float weight_decay;
-  float momentum;
-  float w;      /* 1 - dampening */
-  float neg_lr; /* -lr */
-  int momentum_on, first, nesterov;
-} sgd_scalars;
 
 /* Always inlined into sgd_kernel with constant flags, so each combination
  * becomes its own branch-free, vectorisable loop. */
@@ -195,12 +186,21 @@ static const fsdpc_option_desc *const sgd_options[] = {&sgd_opt_dampening};
 /* ---------------------------------------------------------------------- */
 /* The vtable.                                                              */
 
+/* CPU always; CUDA when the plugin was built with its CUDA path. */
+static int device_ok(int32_t device) {
+#ifdef FSDPC_WITH_CUDA
+  if (device == FSDPC_DEVICE_CUDA)
+    return 1;
+#endif
+  return device == FSDPC_DEVICE_CPU;
+}
+
 static int32_t sgd_supports(const fsdpc_situation *s) {
-  if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_situation, device) || s->device == FSDPC_DEVICE_CPU)
+  if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_situation, device) || device_ok(s->device))
     return FSDPC_OK;
   return fail(FSDPC_UNSUPPORTED,
-              "sgd: only the CPU path is built (device %d asked); the CUDA path is not "
-              "implemented yet, use CPU offload or another optimizer",
+              "sgd: device %d is not supported: this build of the plugin has only the CPU "
+              "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
               (int)s->device);
 }
 
@@ -210,10 +210,10 @@ static int32_t sgd_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
   *out = NULL;
   if (!FSDPC_HAS_FIELD(init, fsdpc_optim_init, device))
     return fail(FSDPC_INVALID_USAGE, "sgd: create got a NULL or too small fsdpc_optim_init");
-  if (init->device != FSDPC_DEVICE_CPU)
+  if (!device_ok(init->device))
     return fail(FSDPC_UNSUPPORTED,
-                "sgd: only the CPU path is built (device %d asked); the CUDA path is not "
-                "implemented yet",
+                "sgd: device %d is not supported: this build of the plugin has only the CPU "
+                "path (nvcc was not found at build time)",
                 (int)init->device);
   double dampening = 0.0; /* the declared default, when the host gives no options */
   if (init->opts != NULL) {
@@ -254,7 +254,9 @@ static int32_t sgd_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
   return FSDPC_OK;
 }
 
-static void sgd_destroy(fsdpc_optimizer *opt) { free(opt); }
+static void sgd_destroy(fsdpc_optimizer *opt) {
+  free(opt);
+}
 
 static uint32_t sgd_n_slots(const fsdpc_optimizer *opt) {
   return opt != NULL && opt->momentum > 0.0 ? 1u : 0u;
@@ -266,12 +268,19 @@ static const char *sgd_slot_name(const fsdpc_optimizer *opt, uint32_t i) {
 
 static int32_t sgd_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_floats, int32_t device,
                               void *stream) {
-  if (device != FSDPC_DEVICE_CPU)
+  if (!device_ok(device))
     return fail(FSDPC_UNSUPPORTED, "sgd: init_state on device %d: only CPU state is supported",
                 (int)device);
   if (n_floats > 0 && state == NULL)
     return fail(FSDPC_INVALID_USAGE, "sgd: init_state got a NULL state for %llu floats",
                 (unsigned long long)n_floats);
+#ifdef FSDPC_WITH_CUDA
+  if (device == FSDPC_DEVICE_CUDA) {
+    char msg[256];
+    int32_t st = sgd_cuda_zero(state, n_floats, stream, msg, sizeof msg);
+    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+  }
+#endif
   /* Zeros are never read: step 1 overwrites the buffer with the gradient. */
   for (uint64_t i = 0; i < n_floats; i++)
     state[i] = 0.0f;
@@ -309,6 +318,14 @@ static int32_t sgd_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors,
       .nesterov = momentum_on && opt->nesterov,
   };
 
+#ifdef FSDPC_WITH_CUDA
+  if (opt->device == FSDPC_DEVICE_CUDA) {
+    char msg[256];
+    void *stream = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, stream) ? info->stream : NULL;
+    st = sgd_cuda_step(tensors, n_tensors, &sc, stream, msg, sizeof msg);
+    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+  }
+#endif
   int nt = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, num_threads) && info->num_threads > 0
                ? info->num_threads
                : omp_get_max_threads();
@@ -352,7 +369,11 @@ static const fsdpc_component_desc sgd_component = {
     "(torch.optim.SGD semantics)",
     /* .capabilities = */
     "cpu (OpenMP, SIMD); fp32 params and state; slot momentum_buffer when "
-    "momentum > 0; cuda: not yet",
+#ifdef FSDPC_WITH_CUDA
+    "momentum > 0; cuda (multi-tensor kernel, bit-identical to the CPU path)",
+#else
+    "momentum > 0; cuda: not in this build",
+#endif
     /* .options = */ sgd_options,
     /* .n_options = */ 1,
     /* .vtable = */ &sgd_vtable,

@@ -1,0 +1,186 @@
+/* Fused lm_head + softmax cross-entropy on the GPU, chunked over rows (twin
+ * of ops/cpu/cross_entropy.c). N = rows, C = hidden, V = vocab, R = chunk.
+ *
+ * Per chunk: logits (R, V) fp32 = x_c W^T (cuBLASLt); one block per row
+ * takes the max and the exp-sum in fp32 in one online pass, writes the row's
+ * loss (lse - logit[label]) and, for the backward, the bf16 gradient
+ * grad_scale * (softmax - onehot) into dlogits (R, V); then
+ * dx_c = dlogits W (bf16, =) and dW += dlogits^T x_c (fp32, beta = 1).
+ * At the end one block adds the per-row losses in a fixed order into fp64.
+ *
+ * Scratch layout: logits fp32 (R, V) | dlogits bf16 (R, V) | loss fp32 (N),
+ * each 256-byte aligned. */
+#include "ops/cuda/cuda_internal.cuh"
+
+#define XENT_THREADS 1024
+#define IGNORE_INDEX (-100)
+
+static size_t align256(size_t b) {
+  return (b + 255) / 256 * 256;
+}
+
+extern "C" size_t fsdpc__cuda_lmhead_xent_scratch_bytes(int N, int V, int chunk_rows) {
+  size_t R = (size_t)(chunk_rows < 1 ? 1 : chunk_rows);
+  if (N > 0 && R > (size_t)N)
+    R = (size_t)N;
+  return align256(R * V * sizeof(float)) + align256(R * V * sizeof(bf16)) +
+         align256((size_t)(N > 0 ? N : 1) * sizeof(float));
+}
+
+/* Online max / sum-of-exp pair, combined associatively. */
+static __device__ __forceinline__ void lse_combine(float &m, float &s, float m2, float s2) {
+  const float mx = fmaxf(m, m2);
+  if (mx == -INFINITY)
+    return; /* both empty */
+  s = s * expf(m - mx) + s2 * expf(m2 - mx);
+  m = mx;
+}
+
+/* One block per row of the chunk. */
+static __global__ void xent_row_kernel(float *row_loss,     // (R) this chunk's slice of (N)
+                                       bf16 *dlogits,       // (R, V) or NULL
+                                       const float *logits, // (R, V)
+                                       const int32_t *labels, int V, float grad_scale) {
+  __shared__ float shm[32], shs[32];
+  const int r = blockIdx.x, label = labels[r];
+  const float *row = logits + (size_t)r * V;
+  bf16 *drow = dlogits ? dlogits + (size_t)r * V : NULL;
+  if (label < 0 || label >= V) { /* ignore_index or invalid: no loss, zero gradient */
+    if (drow)
+      for (int v = threadIdx.x; v < V; v += blockDim.x)
+        drow[v] = __float2bfloat16(0.0f);
+    if (threadIdx.x == 0)
+      row_loss[r] = 0.0f;
+    return;
+  }
+  float m = -INFINITY, s = 0.0f;
+  for (int v = threadIdx.x; v < V; v += blockDim.x) {
+    const float l = row[v];
+    if (l > m) {
+      s = s * expf(m - l) + 1.0f;
+      m = l;
+    } else {
+      s += expf(l - m);
+    }
+  }
+  /* Combine (m, s) across the warp, then across warps. */
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    lse_combine(m, s, m2, s2);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  if (lane == 0) {
+    shm[warp] = m;
+    shs[warp] = s;
+  }
+  __syncthreads();
+  m = lane < nw ? shm[lane] : -INFINITY;
+  s = lane < nw ? shs[lane] : 0.0f;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    lse_combine(m, s, m2, s2);
+  }
+  const float lse = m + logf(s);
+  if (threadIdx.x == 0)
+    row_loss[r] = lse - row[label];
+  if (drow)
+    for (int v = threadIdx.x; v < V; v += blockDim.x) {
+      float g = grad_scale * expf(row[v] - lse);
+      if (v == label)
+        g -= grad_scale;
+      drow[v] = __float2bfloat16(g);
+    }
+}
+
+/* out2 = (sum of row losses, count of rows with a label in [0, V)). */
+static __global__ void xent_total_kernel(double *out2, const float *row_loss, const int32_t *labels,
+                                         int N, int V) {
+  __shared__ double sh[2][32];
+  double s = 0.0, c = 0.0;
+  for (int i = threadIdx.x; i < N; i += blockDim.x) {
+    s += row_loss[i];
+    c += labels[i] >= 0 && labels[i] < V ? 1.0 : 0.0;
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    s += __shfl_xor_sync(0xffffffffu, s, o);
+    c += __shfl_xor_sync(0xffffffffu, c, o);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  if (lane == 0) {
+    sh[0][warp] = s;
+    sh[1][warp] = c;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    s = lane < nw ? sh[0][lane] : 0.0;
+    c = lane < nw ? sh[1][lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) {
+      s += __shfl_xor_sync(0xffffffffu, s, o);
+      c += __shfl_xor_sync(0xffffffffu, c, o);
+    }
+    if (lane == 0) {
+      out2[0] = s;
+      out2[1] = c;
+    }
+  }
+}
+
+static fsdpc_status launch_xent_rows(fsdpc_cuda_ctx *ctx, float *row_loss, bf16 *dlogits,
+                                     const float *logits, const int32_t *labels, int R, int V,
+                                     float grad_scale, fsdpc_err *err) {
+  xent_row_kernel<<<R, XENT_THREADS, 0, ctx->compute>>>(row_loss, dlogits, logits, labels, V,
+                                                        grad_scale);
+  FSDPC_CUDA_LAUNCHED(err, "lmhead_xent (softmax)");
+  return FSDPC_OK;
+}
+
+static fsdpc_status launch_xent_total(fsdpc_cuda_ctx *ctx, double *out2, const float *row_loss,
+                                      const int32_t *labels, int N, int V, fsdpc_err *err) {
+  xent_total_kernel<<<1, 1024, 0, ctx->compute>>>(out2, row_loss, labels, N, V);
+  FSDPC_CUDA_LAUNCHED(err, "lmhead_xent (total)");
+  return FSDPC_OK;
+}
+
+extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out2, fsdpc_bf16 *dx_,
+                                                float *dweight, const fsdpc_bf16 *x_,
+                                                const fsdpc_bf16 *weight_, const int32_t *labels,
+                                                int N, int C, int V, float grad_scale,
+                                                int chunk_rows, void *scratch, size_t scratch_bytes,
+                                                fsdpc_err *err) {
+  if (!out2 || !x_ || !weight_ || !labels || !scratch)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "cuda lmhead_xent: out2, x, weight, labels or scratch is NULL");
+  if (N < 0 || C < 1 || V < 1 || chunk_rows < 1)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "cuda lmhead_xent: bad shape N=%d C=%d V=%d chunk_rows=%d", N, C, V,
+                       chunk_rows);
+  const size_t need = fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk_rows);
+  if (scratch_bytes < need)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "cuda lmhead_xent: scratch of %zu bytes < %zu needed for N=%d V=%d "
+                       "chunk_rows=%d",
+                       scratch_bytes, need, N, V, chunk_rows);
+  const int Rmax = chunk_rows < N ? chunk_rows : (N > 0 ? N : 1);
+  float *logits = (float *)scratch;
+  bf16 *dlogits = (bf16 *)((char *)scratch + align256((size_t)Rmax * V * sizeof(float)));
+  float *row_loss = (float *)((char *)dlogits + align256((size_t)Rmax * V * sizeof(bf16)));
+  const bf16 *x = (const bf16 *)x_, *weight = (const bf16 *)weight_;
+  bf16 *dx = (bf16 *)dx_;
+  const int want_grad = dx != NULL || dweight != NULL;
+  for (int r0 = 0; r0 < N; r0 += chunk_rows) {
+    const int R = N - r0 < chunk_rows ? N - r0 : chunk_rows;
+    const bf16 *xc = x + (size_t)r0 * C;
+    FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 1, 0, V, R, C, weight, C, xc, C, NULL, logits, V, CUDA_R_32F,
+                                  1.0f, 0.0f, "lmhead_xent (logits)", err));
+    FSDPC_TRY(launch_xent_rows(ctx, row_loss + r0, want_grad ? dlogits : NULL, logits, labels + r0,
+                               R, V, grad_scale, err));
+    if (dx)
+      FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 0, C, R, V, weight, C, dlogits, V, NULL,
+                                    dx + (size_t)r0 * C, C, CUDA_R_16BF, 1.0f, 0.0f,
+                                    "lmhead_xent (dx)", err));
+    if (dweight)
+      FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 1, C, V, R, xc, C, dlogits, V, dweight, dweight, C,
+                                    CUDA_R_32F, 1.0f, 1.0f, "lmhead_xent (dweight)", err));
+  }
+  return launch_xent_total(ctx, out2, row_loss, labels, N, V, err);
+}

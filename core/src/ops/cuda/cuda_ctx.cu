@@ -1,0 +1,290 @@
+/* The CUDA device context (see cuda_ctx.h): streams, events, cuBLASLt,
+ * per-category stream-ordered memory pools and their accounting. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/cuda/cuda_internal.cuh"
+
+#define LT_WORKSPACE_DEFAULT (32u << 20) /* what cuBLASLt asks for on Hopper */
+
+void fsdpc__cuda_ctx_opts_default(fsdpc_cuda_ctx_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->device_index = 0;
+  o->release_threshold = UINT64_MAX;
+  o->lt_workspace_bytes = LT_WORKSPACE_DEFAULT;
+}
+
+int fsdpc__cuda_device_count(void) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError(); /* clear it: "no device" is an answer, not an error */
+    return 0;
+  }
+  return n;
+}
+
+int32_t fsdpc__cuda_ctx_device(const fsdpc_cuda_ctx *ctx) {
+  return ctx->device;
+}
+void *fsdpc__cuda_compute_stream(const fsdpc_cuda_ctx *ctx) {
+  return (void *)ctx->compute;
+}
+void *fsdpc__cuda_comm_stream(const fsdpc_cuda_ctx *ctx) {
+  return (void *)ctx->comm;
+}
+int fsdpc__cuda_sm_count(const fsdpc_cuda_ctx *ctx) {
+  return ctx->sm_count;
+}
+
+/* Pieces of create, each undone by destroy (which tolerates zeroed fields). */
+static fsdpc_status create_pools(fsdpc_cuda_ctx *c, uint64_t threshold, fsdpc_err *err) {
+  for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
+    cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = c->device;
+    FSDPC_CUDA_TRY(err, cudaMemPoolCreate(&c->pools[k], &props));
+    uint64_t t = threshold;
+    FSDPC_CUDA_TRY(err, cudaMemPoolSetAttribute(c->pools[k], cudaMemPoolAttrReleaseThreshold, &t));
+  }
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__cuda_ctx_create(const fsdpc_cuda_ctx_opts *opts, fsdpc_cuda_ctx **out,
+                                    fsdpc_err *err) {
+  if (out == NULL)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: ctx_create got a NULL out pointer");
+  *out = NULL;
+  fsdpc_cuda_ctx_opts o;
+  if (opts)
+    o = *opts;
+  else
+    fsdpc__cuda_ctx_opts_default(&o);
+  if (o.lt_workspace_bytes == 0)
+    o.lt_workspace_bytes = LT_WORKSPACE_DEFAULT;
+  int n = fsdpc__cuda_device_count();
+  if (n == 0)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                       "cuda: no CUDA device is visible (driver missing or no GPU); run on a GPU "
+                       "host or set train.device: cpu");
+  if (o.device_index < 0 || o.device_index >= n)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "cuda: device index %d is outside the %d visible device(s); check "
+                       "CUDA_VISIBLE_DEVICES and the local rank",
+                       (int)o.device_index, n);
+  fsdpc_cuda_ctx *c = (fsdpc_cuda_ctx *)calloc(1, sizeof *c);
+  if (c == NULL)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: out of host memory creating the context");
+  c->device = o.device_index;
+  fsdpc_status st = FSDPC_OK;
+#define STEP(call)                                                                                 \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: device %d: %s failed: %s", c->device,       \
+                       #call, cudaGetErrorString(e_));                                             \
+      goto fail;                                                                                   \
+    }                                                                                              \
+  } while (0)
+  STEP(cudaSetDevice(c->device));
+  STEP(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, c->device));
+  STEP(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
+  STEP(cudaStreamCreateWithFlags(&c->comm, cudaStreamNonBlocking));
+  for (int i = 0; i < FSDPC_CUDA_N_EVENTS; i++)
+    STEP(cudaEventCreateWithFlags(&c->events[i], cudaEventDisableTiming));
+  if ((st = create_pools(c, o.release_threshold, err)) != FSDPC_OK)
+    goto fail;
+  /* The context's own buffers are plain cudaMalloc: they live as long as it. */
+  c->lt_ws_bytes = (size_t)o.lt_workspace_bytes;
+  STEP(cudaMalloc(&c->lt_ws, c->lt_ws_bytes));
+  STEP(cudaMalloc((void **)&c->partials, sizeof(double) * 2 * FSDPC_CUDA_REDUCE_BLOCKS));
+  {
+    cublasStatus_t bs = cublasLtCreate(&c->lt);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: cublasLtCreate failed (status %d)", (int)bs);
+      goto fail;
+    }
+  }
+#undef STEP
+  *out = c;
+  return FSDPC_OK;
+fail:
+  fsdpc__cuda_ctx_destroy(c);
+  return st;
+}
+
+void fsdpc__cuda_ctx_destroy(fsdpc_cuda_ctx *c) {
+  if (c == NULL)
+    return;
+  (void)cudaSetDevice(c->device);
+  if (c->compute)
+    (void)cudaStreamSynchronize(c->compute);
+  if (c->comm)
+    (void)cudaStreamSynchronize(c->comm);
+  if (c->lt)
+    (void)cublasLtDestroy(c->lt);
+  (void)cudaFree(c->lt_ws);
+  (void)cudaFree(c->partials);
+  for (int k = 0; k < FSDPC_MEM_NCAT; k++)
+    if (c->pools[k])
+      (void)cudaMemPoolDestroy(c->pools[k]);
+  for (int i = 0; i < FSDPC_CUDA_N_EVENTS; i++)
+    if (c->events[i])
+      (void)cudaEventDestroy(c->events[i]);
+  if (c->compute)
+    (void)cudaStreamDestroy(c->compute);
+  if (c->comm)
+    (void)cudaStreamDestroy(c->comm);
+  (void)cudaGetLastError();
+  free(c);
+}
+
+fsdpc_status fsdpc__cuda_event_record(fsdpc_cuda_ctx *ctx, int slot, void *stream, fsdpc_err *err) {
+  if (slot < 0 || slot >= FSDPC_CUDA_N_EVENTS)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: event slot %d is outside [0, %d)", slot,
+                       FSDPC_CUDA_N_EVENTS);
+  FSDPC_CUDA_TRY(err, cudaEventRecord(ctx->events[slot], fsdpc__cuda_stream_or(ctx, stream)));
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__cuda_stream_wait_event(fsdpc_cuda_ctx *ctx, void *stream, int slot,
+                                           fsdpc_err *err) {
+  if (slot < 0 || slot >= FSDPC_CUDA_N_EVENTS)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: event slot %d is outside [0, %d)", slot,
+                       FSDPC_CUDA_N_EVENTS);
+  FSDPC_CUDA_TRY(err,
+                 cudaStreamWaitEvent(fsdpc__cuda_stream_or(ctx, stream), ctx->events[slot], 0));
+  return FSDPC_OK;
+}
+
+/* ---- memory ---- */
+
+static int cat_ok(fsdpc_mem_cat cat) {
+  return (int)cat >= 0 && (int)cat < FSDPC_MEM_NCAT;
+}
+
+static void bump_peak(int64_t *peak, int64_t cur) {
+  int64_t p = __atomic_load_n(peak, __ATOMIC_RELAXED);
+  while (cur > p &&
+         !__atomic_compare_exchange_n(peak, &p, cur, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+  }
+}
+
+fsdpc_status fsdpc__cuda_alloc(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream,
+                               void **out, fsdpc_err *err) {
+  if (out == NULL || !cat_ok(cat))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: alloc got a NULL out or category %d",
+                       (int)cat);
+  *out = NULL;
+  if (bytes == 0)
+    return FSDPC_OK;
+  cudaError_t e =
+      cudaMallocFromPoolAsync(out, bytes, ctx->pools[cat], fsdpc__cuda_stream_or(ctx, stream));
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    *out = NULL;
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                       "cuda: device %d out of memory allocating %.1f MiB for %s (%s); %.1f MiB "
+                       "allocated in total: lower the micro-batch, shard more or enable "
+                       "activation checkpointing",
+                       ctx->device, (double)bytes / 1048576.0, fsdpc__mem_cat_name(cat),
+                       cudaGetErrorString(e), (double)ctx->alloc_total_cur / 1048576.0);
+  }
+  int64_t c = __atomic_add_fetch(&ctx->alloc_cur[cat], (int64_t)bytes, __ATOMIC_RELAXED);
+  bump_peak(&ctx->alloc_peak[cat], c);
+  int64_t t = __atomic_add_fetch(&ctx->alloc_total_cur, (int64_t)bytes, __ATOMIC_RELAXED);
+  bump_peak(&ctx->alloc_total_peak, t);
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__cuda_free(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, void *ptr, size_t bytes,
+                              void *stream, fsdpc_err *err) {
+  if (ptr == NULL)
+    return FSDPC_OK;
+  if (!cat_ok(cat))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: free got category %d", (int)cat);
+  FSDPC_CUDA_TRY(err, cudaFreeAsync(ptr, fsdpc__cuda_stream_or(ctx, stream)));
+  __atomic_sub_fetch(&ctx->alloc_cur[cat], (int64_t)bytes, __ATOMIC_RELAXED);
+  __atomic_sub_fetch(&ctx->alloc_total_cur, (int64_t)bytes, __ATOMIC_RELAXED);
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__cuda_mem_stats(fsdpc_cuda_ctx *ctx, fsdpc_cuda_mem_stats *out, fsdpc_err *err) {
+  memset(out, 0, sizeof *out);
+  for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
+    uint64_t cur = 0, high = 0;
+    FSDPC_CUDA_TRY(err,
+                   cudaMemPoolGetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemCurrent, &cur));
+    FSDPC_CUDA_TRY(err,
+                   cudaMemPoolGetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemHigh, &high));
+    out->allocated[k] = __atomic_load_n(&ctx->alloc_cur[k], __ATOMIC_RELAXED);
+    out->allocated_peak[k] = __atomic_load_n(&ctx->alloc_peak[k], __ATOMIC_RELAXED);
+    out->reserved[k] = (int64_t)cur;
+    out->reserved_peak[k] = (int64_t)high;
+    out->total_reserved += (int64_t)cur;
+    out->total_reserved_peak += (int64_t)high;
+  }
+  out->total_allocated = __atomic_load_n(&ctx->alloc_total_cur, __ATOMIC_RELAXED);
+  out->total_allocated_peak = __atomic_load_n(&ctx->alloc_total_peak, __ATOMIC_RELAXED);
+  out->fixed_bytes =
+      (int64_t)ctx->lt_ws_bytes + (int64_t)sizeof(double) * 2 * FSDPC_CUDA_REDUCE_BLOCKS;
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__cuda_mem_reset_peak(fsdpc_cuda_ctx *ctx, fsdpc_err *err) {
+  for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
+    uint64_t zero = 0; /* the only value allowed: resets the high mark to current */
+    FSDPC_CUDA_TRY(err,
+                   cudaMemPoolSetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemHigh, &zero));
+    __atomic_store_n(&ctx->alloc_peak[k], __atomic_load_n(&ctx->alloc_cur[k], __ATOMIC_RELAXED),
+                     __ATOMIC_RELAXED);
+  }
+  __atomic_store_n(&ctx->alloc_total_peak, __atomic_load_n(&ctx->alloc_total_cur, __ATOMIC_RELAXED),
+                   __ATOMIC_RELAXED);
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__cuda_mem_trim(fsdpc_cuda_ctx *ctx, fsdpc_err *err) {
+  FSDPC_TRY(fsdpc__cuda_sync(ctx, err));
+  for (int k = 0; k < FSDPC_MEM_NCAT; k++)
+    FSDPC_CUDA_TRY(err, cudaMemPoolTrimTo(ctx->pools[k], 0));
+  return FSDPC_OK;
+}
+
+/* ---- host <-> device ---- */
+
+fsdpc_status fsdpc__cuda_h2d(fsdpc_cuda_ctx *ctx, void *dst, const void *src, size_t bytes,
+                             fsdpc_err *err) {
+  if (bytes == 0)
+    return FSDPC_OK;
+  FSDPC_CUDA_TRY(err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->compute));
+  FSDPC_CUDA_TRY(err, cudaStreamSynchronize(ctx->compute));
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__cuda_d2h(fsdpc_cuda_ctx *ctx, void *dst, const void *src, size_t bytes,
+                             fsdpc_err *err) {
+  if (bytes == 0)
+    return FSDPC_OK;
+  FSDPC_CUDA_TRY(err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->compute));
+  FSDPC_CUDA_TRY(err, cudaStreamSynchronize(ctx->compute));
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__cuda_memset(fsdpc_cuda_ctx *ctx, void *dst, int value, size_t bytes,
+                                fsdpc_err *err) {
+  if (bytes == 0)
+    return FSDPC_OK;
+  FSDPC_CUDA_TRY(err, cudaMemsetAsync(dst, value, bytes, ctx->compute));
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__cuda_sync(fsdpc_cuda_ctx *ctx, fsdpc_err *err) {
+  FSDPC_CUDA_TRY(err, cudaStreamSynchronize(ctx->compute));
+  FSDPC_CUDA_TRY(err, cudaStreamSynchronize(ctx->comm));
+  FSDPC_CUDA_TRY(err, cudaGetLastError());
+  return FSDPC_OK;
+}

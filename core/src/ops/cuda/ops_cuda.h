@@ -1,0 +1,174 @@
+/* CUDA ops: bf16 storage, fp32 accumulation, forward and backward side by
+ * side. Each op is the twin of a CPU op in ops/cpu/ops_cpu.h (same name with
+ * cuda instead of cpu, same argument order, same accumulation rule) and is
+ * tested against it in tests/cuda/.
+ *
+ * Dimensions: N = B*T tokens (rows), C = hidden size, V = vocab size,
+ * F = MLP intermediate size, H = heads of a tensor, HD = head dim, OC = out
+ * features. All tensors are row-major, contiguous, in device memory.
+ *
+ * Types: activations and weights are bf16 (fsdpc_bf16, the raw 16 bits);
+ * parameter gradients (dwte, dweight) are fp32 and ACCUMULATED (+=), so
+ * micro-batches and tied weights add up in fp32; activation gradients (dinp,
+ * dx, dgate, ...) are bf16 and WRITTEN (=). Saved statistics (rstd) are fp32.
+ * Every reduction (norms, softmax, dot products) accumulates in fp32.
+ *
+ * Every op runs on the context's compute stream, never synchronises with the
+ * host and never allocates (scratch is passed in). Each returns a status
+ * after checking shapes; a kernel fault surfaces at the next sync.
+ *
+ * Plain C: includable from GCC-compiled code without any CUDA header. */
+#ifndef FSDPC_OPS_CUDA_H
+#define FSDPC_OPS_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops/cuda/cuda_ctx.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef uint16_t fsdpc_bf16; /* bfloat16 bits in device memory */
+
+/* ---- embedding.cu ---- tokens must lie in [0, V) (checked by the data
+ * pipeline); a token outside gives a zero row and no gradient, never an
+ * out-of-bounds access. */
+fsdpc_status fsdpc__cuda_embedding_fwd(fsdpc_cuda_ctx *ctx,
+                                       fsdpc_bf16 *out,       // (N, C)
+                                       const int32_t *tokens, // (N)
+                                       const fsdpc_bf16 *wte, // (V, C)
+                                       int N, int C, int V, fsdpc_err *err);
+/* dwte[tokens[n]] += dout[n] (fp32 atomics: the order of additions into a
+ * repeated token's row is not fixed). */
+fsdpc_status fsdpc__cuda_embedding_bwd(fsdpc_cuda_ctx *ctx,
+                                       float *dwte,            // (V, C) +=
+                                       const fsdpc_bf16 *dout, // (N, C)
+                                       const int32_t *tokens,  // (N)
+                                       int N, int C, int V, fsdpc_err *err);
+
+/* ---- rmsnorm.cu ---- out = weight * (inp * rstd), rstd = 1/sqrt(mean(inp^2) + eps) */
+fsdpc_status fsdpc__cuda_rmsnorm_fwd(fsdpc_cuda_ctx *ctx,
+                                     fsdpc_bf16 *out,          // (N, C)
+                                     float *rstd,              // (N)
+                                     const fsdpc_bf16 *inp,    // (N, C)
+                                     const fsdpc_bf16 *weight, // (C)
+                                     int N, int C, float eps, fsdpc_err *err);
+fsdpc_status fsdpc__cuda_rmsnorm_bwd(fsdpc_cuda_ctx *ctx,
+                                     fsdpc_bf16 *dinp,         // (N, C) =
+                                     float *dweight,           // (C) +=
+                                     const fsdpc_bf16 *dout,   // (N, C)
+                                     const fsdpc_bf16 *inp,    // (N, C)
+                                     const fsdpc_bf16 *weight, // (C)
+                                     const float *rstd,        // (N)
+                                     int N, int C, fsdpc_err *err);
+
+/* ---- rope.cu ---- Hugging Face rotate_half convention (see ops_cpu.h);
+ * cos/sin are the fp32 tables of fsdpc__rope_tables, in device memory. */
+fsdpc_status fsdpc__cuda_rope_fwd(fsdpc_cuda_ctx *ctx,
+                                  fsdpc_bf16 *x,      // (N, H, HD) in place
+                                  const float *cos,   // (maxT, HD/2)
+                                  const float *sin,   // (maxT, HD/2)
+                                  const int32_t *pos, // (N), each in [0, maxT)
+                                  int N, int H, int HD, int maxT, fsdpc_err *err);
+fsdpc_status fsdpc__cuda_rope_bwd(fsdpc_cuda_ctx *ctx,
+                                  fsdpc_bf16 *dx, // (N, H, HD) in place
+                                  const float *cos, const float *sin, const int32_t *pos, int N,
+                                  int H, int HD, int maxT, fsdpc_err *err);
+/* Setup-time: computes the tables on the host with fsdpc__rope_tables (same
+ * arguments) and uploads them into cos/sin (device, (maxT, HD/2) each).
+ * Synchronises. */
+fsdpc_status fsdpc__cuda_rope_tables(fsdpc_cuda_ctx *ctx, float *cos, float *sin, int maxT, int HD,
+                                     double theta, int scaling_llama3, double factor,
+                                     double low_freq_factor, double high_freq_factor,
+                                     int original_max_pos, fsdpc_err *err);
+
+/* ---- swiglu.cu ---- out = silu(gate) * up */
+fsdpc_status fsdpc__cuda_swiglu_fwd(fsdpc_cuda_ctx *ctx,
+                                    fsdpc_bf16 *out,        // (N, F)
+                                    const fsdpc_bf16 *gate, // (N, F)
+                                    const fsdpc_bf16 *up,   // (N, F)
+                                    int N, int F, fsdpc_err *err);
+fsdpc_status fsdpc__cuda_swiglu_bwd(fsdpc_cuda_ctx *ctx,
+                                    fsdpc_bf16 *dgate,      // (N, F) =
+                                    fsdpc_bf16 *dup,        // (N, F) =
+                                    const fsdpc_bf16 *dout, // (N, F)
+                                    const fsdpc_bf16 *gate, // (N, F)
+                                    const fsdpc_bf16 *up,   // (N, F)
+                                    int N, int F, fsdpc_err *err);
+
+/* ---- elementwise.cu ---- residual adds and casts. Casts take a stream
+ * (NULL = compute stream) because parameter casts run on the comm stream. */
+/* out = a + b (out may alias a or b) */
+fsdpc_status fsdpc__cuda_add(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *a,
+                             const fsdpc_bf16 *b, size_t n, fsdpc_err *err);
+/* y += x */
+fsdpc_status fsdpc__cuda_add_inplace(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *y, const fsdpc_bf16 *x,
+                                     size_t n, fsdpc_err *err);
+/* Round to nearest even; NaN stays NaN, overflow gives inf. */
+fsdpc_status fsdpc__cuda_cast_f32_bf16(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const float *in,
+                                       size_t n, void *stream, fsdpc_err *err);
+fsdpc_status fsdpc__cuda_cast_bf16_f32(fsdpc_cuda_ctx *ctx, float *out, const fsdpc_bf16 *in,
+                                       size_t n, void *stream, fsdpc_err *err);
+/* x *= s (fp32, e.g. gradient clipping or averaging) */
+fsdpc_status fsdpc__cuda_scale(fsdpc_cuda_ctx *ctx, float *x, float s, size_t n, fsdpc_err *err);
+
+/* ---- reduce.cu ---- Sum of squares of fp32 x, in fp64, deterministic (a
+ * fixed grid and a fixed combine order). Writes (=) or adds (+=, when
+ * accumulate) into *out, a double in DEVICE memory, so that the global grad
+ * norm over many buffers needs no host sync until it is read. */
+fsdpc_status fsdpc__cuda_sumsq(fsdpc_cuda_ctx *ctx, double *out, const float *x, size_t n,
+                               int accumulate, fsdpc_err *err);
+
+/* ---- matmul.cu ---- nn.Linear without bias through cuBLASLt: bf16 inputs,
+ * fp32 accumulation. out = inp @ weight^T (+ residual when non-NULL: the
+ * residual add rides in the GEMM's C operand instead of a separate pass;
+ * residual may alias out). */
+fsdpc_status fsdpc__cuda_matmul_fwd(fsdpc_cuda_ctx *ctx,
+                                    fsdpc_bf16 *out,            // (N, OC)
+                                    const fsdpc_bf16 *inp,      // (N, C)
+                                    const fsdpc_bf16 *weight,   // (OC, C)
+                                    const fsdpc_bf16 *residual, // (N, OC) or NULL
+                                    int N, int C, int OC, fsdpc_err *err);
+/* dinp = dout @ weight (bf16, skipped when NULL); dweight += dout^T @ inp
+ * (fp32, accumulated inside the GEMM with beta = 1; skipped when NULL). */
+fsdpc_status fsdpc__cuda_matmul_bwd(fsdpc_cuda_ctx *ctx,
+                                    fsdpc_bf16 *dinp,         // (N, C) =, or NULL
+                                    float *dweight,           // (OC, C) +=, or NULL
+                                    const fsdpc_bf16 *dout,   // (N, OC)
+                                    const fsdpc_bf16 *inp,    // (N, C)
+                                    const fsdpc_bf16 *weight, // (OC, C)
+                                    int N, int C, int OC, fsdpc_err *err);
+/* fp32 logits for evaluation: out = x @ weight^T */
+fsdpc_status fsdpc__cuda_logits(fsdpc_cuda_ctx *ctx,
+                                float *out,               // (N, V)
+                                const fsdpc_bf16 *x,      // (N, C)
+                                const fsdpc_bf16 *weight, // (V, C)
+                                int N, int C, int V, fsdpc_err *err);
+
+/* ---- cross_entropy.cu ----
+ * Fused lm_head + softmax cross-entropy, chunked over rows: per chunk of R =
+ * chunk_rows rows, logits = x @ weight^T into an fp32 (R, V) scratch, an fp32
+ * softmax per row, the gradient grad_scale * (softmax - onehot) as bf16
+ * (R, V), then dx (=) and dweight (+=) by two GEMMs. Never more than R * V
+ * logits exist. Labels: ignore_index (-100) or anything outside [0, V)
+ * contributes no loss and no gradient.
+ * out2[0] = sum of per-token losses, out2[1] = number of counted tokens, both
+ * double in DEVICE memory, written (=). dx and dweight may be NULL
+ * (evaluation). scratch must hold fsdpc__cuda_lmhead_xent_scratch_bytes. */
+size_t fsdpc__cuda_lmhead_xent_scratch_bytes(int N, int V, int chunk_rows);
+fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx,
+                                     double *out2,             // (2) device
+                                     fsdpc_bf16 *dx,           // (N, C) =, or NULL
+                                     float *dweight,           // (V, C) +=, or NULL
+                                     const fsdpc_bf16 *x,      // (N, C) final-norm output
+                                     const fsdpc_bf16 *weight, // (V, C) lm_head
+                                     const int32_t *labels,    // (N)
+                                     int N, int C, int V, float grad_scale, int chunk_rows,
+                                     void *scratch, size_t scratch_bytes, fsdpc_err *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,97 @@
+/* Rotary position embedding on bf16 activations (twin of ops/cpu/rope.c),
+ * Hugging Face rotate_half convention: element i pairs with i + HD/2.
+ * N = rows, H = heads in the tensor, HD = head dim (even). The rotation is
+ * done in fp32 with the fp32 cos/sin tables of fsdpc__rope_tables (which
+ * carry the llama3 frequency scaling when asked). Backward rotates by the
+ * opposite angle (the transpose). Both work in place. */
+#include <stdlib.h>
+
+#include "ops/cuda/cuda_internal.cuh"
+
+extern "C" {
+#include "ops/cpu/ops_cpu.h"
+}
+
+/* One thread per (row, head, i < HD/2) pair. */
+static __global__ void rope_kernel(bf16 *x, const float *cos, const float *sin, const int32_t *pos,
+                                   int N, int H, int half, int maxT, float sign) {
+  const size_t total = (size_t)N * H * half;
+  for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+       idx += (size_t)gridDim.x * blockDim.x) {
+    const int i = (int)(idx % half);
+    const size_t nh = idx / half; /* row * H + head */
+    const int n = (int)(nh / H);
+    int p = pos[n];
+    p = p < 0 ? 0 : (p >= maxT ? maxT - 1 : p); /* never read outside the table */
+    const float c = cos[(size_t)p * half + i], s = sign * sin[(size_t)p * half + i];
+    bf16 *v = x + nh * 2 * half;
+    const float a = __bfloat162float(v[i]), b = __bfloat162float(v[i + half]);
+    v[i] = __float2bfloat16(a * c - b * s);
+    v[i + half] = __float2bfloat16(b * c + a * s);
+  }
+}
+
+static fsdpc_status launch_rope(fsdpc_cuda_ctx *ctx, bf16 *x, const float *cos, const float *sin,
+                                const int32_t *pos, int N, int H, int HD, int maxT, float sign,
+                                fsdpc_err *err) {
+  const size_t total = (size_t)N * H * (HD / 2);
+  const unsigned blocks = fsdpc__cuda_blocks(total, 256, (unsigned)ctx->sm_count * 16);
+  rope_kernel<<<blocks, 256, 0, ctx->compute>>>(x, cos, sin, pos, N, H, HD / 2, maxT, sign);
+  FSDPC_CUDA_LAUNCHED(err, "rope");
+  return FSDPC_OK;
+}
+
+static fsdpc_status check(const char *op, const void *x, const float *cos, const float *sin,
+                          const int32_t *pos, int N, int H, int HD, int maxT, fsdpc_err *err) {
+  if (!x || !cos || !sin || !pos)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda %s: a tensor pointer is NULL", op);
+  if (N < 0 || H < 1 || HD < 2 || HD % 2 != 0 || maxT < 1)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "cuda %s: N=%d H=%d HD=%d maxT=%d; HD must be even and >= 2", op, N, H, HD,
+                       maxT);
+  return FSDPC_OK;
+}
+
+extern "C" fsdpc_status fsdpc__cuda_rope_fwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *x, const float *cos,
+                                             const float *sin, const int32_t *pos, int N, int H,
+                                             int HD, int maxT, fsdpc_err *err) {
+  FSDPC_TRY(check("rope_fwd", x, cos, sin, pos, N, H, HD, maxT, err));
+  if (N == 0)
+    return FSDPC_OK;
+  return launch_rope(ctx, (bf16 *)x, cos, sin, pos, N, H, HD, maxT, 1.0f, err);
+}
+
+extern "C" fsdpc_status fsdpc__cuda_rope_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dx, const float *cos,
+                                             const float *sin, const int32_t *pos, int N, int H,
+                                             int HD, int maxT, fsdpc_err *err) {
+  FSDPC_TRY(check("rope_bwd", dx, cos, sin, pos, N, H, HD, maxT, err));
+  if (N == 0)
+    return FSDPC_OK;
+  return launch_rope(ctx, (bf16 *)dx, cos, sin, pos, N, H, HD, maxT, -1.0f, err);
+}
+
+extern "C" fsdpc_status fsdpc__cuda_rope_tables(fsdpc_cuda_ctx *ctx, float *cos, float *sin,
+                                                int maxT, int HD, double theta, int scaling_llama3,
+                                                double factor, double low_freq_factor,
+                                                double high_freq_factor, int original_max_pos,
+                                                fsdpc_err *err) {
+  if (!cos || !sin || maxT < 1 || HD < 2 || HD % 2 != 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "cuda rope_tables: maxT=%d HD=%d (HD even) and non-NULL tables needed", maxT,
+                       HD);
+  const size_t n = (size_t)maxT * (HD / 2);
+  float *hc = (float *)malloc(n * sizeof(float)), *hs = (float *)malloc(n * sizeof(float));
+  if (!hc || !hs) {
+    free(hc);
+    free(hs);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda rope_tables: out of host memory");
+  }
+  fsdpc__rope_tables(hc, hs, maxT, HD, theta, scaling_llama3, factor, low_freq_factor,
+                     high_freq_factor, original_max_pos);
+  fsdpc_status st = fsdpc__cuda_h2d(ctx, cos, hc, n * sizeof(float), err);
+  if (st == FSDPC_OK)
+    st = fsdpc__cuda_h2d(ctx, sin, hs, n * sizeof(float), err);
+  free(hc);
+  free(hs);
+  return st;
+}

@@ -1,0 +1,401 @@
+/* Every CUDA op against its CPU twin (ops/cpu) on random inputs, with
+ * shapes that are not multiples of any block size. Inputs are rounded to
+ * bf16 first, so the CPU reference (fp32) and the kernel (bf16 storage,
+ * fp32 accumulation) compute the same function; bf16 outputs must be within
+ * TOL_BF16, fp32 outputs within TOL_F32, and everything finite (outputs are
+ * poisoned with NaN before each kernel). Also: the context's memory
+ * accounting and events, and one-line errors for bad shapes. */
+#include "cuda_testutil.h"
+#include "ops/cpu/ops_cpu.h"
+
+/* ---- embedding ---- */
+
+static void embedding_case(int N, int C, int V) {
+  float *wte = rand_bf16_values((size_t)V * C, -1, 1);
+  float *dout = rand_bf16_values((size_t)N * C, -1, 1);
+  float *dwte = rand_f32((size_t)V * C, -1, 1);
+  int32_t *tok = malloc(sizeof(int32_t) * N);
+  for (int n = 0; n < N; n++)
+    tok[n] = n % 3 == 0 ? 1 : (int32_t)urand(0, V); /* repeated tokens */
+  uint16_t *d_wte = up_bf16(wte, (size_t)V * C), *d_out = dev_alloc((size_t)N * C * 2);
+  uint16_t *d_dout = up_bf16(dout, (size_t)N * C);
+  int32_t *d_tok = up_raw(tok, sizeof(int32_t) * N);
+  float *d_dwte = up_raw(dwte, sizeof(float) * V * C);
+  CK(fsdpc__cuda_embedding_fwd(g_ctx, d_out, d_tok, d_wte, N, C, V, &g_err));
+  CK(fsdpc__cuda_embedding_bwd(g_ctx, d_dwte, d_dout, d_tok, N, C, V, &g_err));
+  float *ref = malloc(sizeof(float) * N * C);
+  fsdpc__cpu_embedding_fwd(ref, tok, wte, N, C);
+  fsdpc__cpu_embedding_bwd(dwte, dout, tok, N, C);
+  float *got = down_bf16(d_out, (size_t)N * C), *gdw = down_f32(d_dwte, (size_t)V * C);
+  CHECK_REL("embedding_fwd (exact copy)", got, ref, (size_t)N * C, 1e-30);
+  CHECK_REL("embedding_bwd dwte (fp32 +=)", gdw, dwte, (size_t)V * C, TOL_F32);
+  free(got), free(gdw), free(ref), free(wte), free(dout), free(dwte), free(tok);
+  dev_free(d_wte, (size_t)V * C * 2), dev_free(d_out, (size_t)N * C * 2);
+  dev_free(d_dout, (size_t)N * C * 2), dev_free(d_tok, sizeof(int32_t) * N);
+  dev_free(d_dwte, sizeof(float) * V * C);
+}
+
+START_TEST(embedding) {
+  embedding_case(37, 200, 50); /* 16-byte copy path */
+  embedding_case(41, 77, 13);  /* scalar path */
+}
+END_TEST
+
+/* ---- rmsnorm ---- */
+
+static void rmsnorm_case(int N, int C) {
+  const size_t nc = (size_t)N * C;
+  float *x = rand_bf16_values(nc, -2, 2), *w = rand_bf16_values(C, 0.5, 1.5);
+  float *dy = rand_bf16_values(nc, -1, 1), *dw = rand_f32(C, -1, 1);
+  uint16_t *d_x = up_bf16(x, nc), *d_w = up_bf16(w, C), *d_dy = up_bf16(dy, nc);
+  uint16_t *d_y = dev_alloc(nc * 2), *d_dx = dev_alloc(nc * 2);
+  float *d_rstd = dev_alloc(sizeof(float) * N), *d_dw = up_raw(dw, sizeof(float) * C);
+  CK(fsdpc__cuda_rmsnorm_fwd(g_ctx, d_y, d_rstd, d_x, d_w, N, C, 1e-5f, &g_err));
+  CK(fsdpc__cuda_rmsnorm_bwd(g_ctx, d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C, &g_err));
+  float *y = malloc(sizeof(float) * nc), *rstd = malloc(sizeof(float) * N);
+  float *dx = malloc(sizeof(float) * nc);
+  fsdpc__cpu_rmsnorm_fwd(y, rstd, x, w, N, C, 1e-5f);
+  fsdpc__cpu_rmsnorm_bwd(dx, dw, dy, x, w, rstd, N, C);
+  float *gy = down_bf16(d_y, nc), *gr = down_f32(d_rstd, N), *gdx = down_bf16(d_dx, nc);
+  float *gdw = down_f32(d_dw, C);
+  char name[64];
+  snprintf(name, sizeof name, "rmsnorm_fwd out N=%d C=%d", N, C);
+  CHECK_REL(name, gy, y, nc, TOL_BF16);
+  CHECK_REL("rmsnorm_fwd rstd (fp32)", gr, rstd, N, TOL_F32);
+  CHECK_REL("rmsnorm_bwd dinp", gdx, dx, nc, TOL_BF16);
+  CHECK_REL("rmsnorm_bwd dweight (fp32 +=)", gdw, dw, C, TOL_F32);
+  free(x), free(w), free(dy), free(dw), free(y), free(rstd), free(dx);
+  free(gy), free(gr), free(gdx), free(gdw);
+  dev_free(d_x, nc * 2), dev_free(d_w, C * 2), dev_free(d_dy, nc * 2), dev_free(d_y, nc * 2);
+  dev_free(d_dx, nc * 2), dev_free(d_rstd, sizeof(float) * N), dev_free(d_dw, sizeof(float) * C);
+}
+
+START_TEST(rmsnorm) {
+  rmsnorm_case(37, 333);
+  rmsnorm_case(300, 4096); /* more rows than the backward's grid */
+  rmsnorm_case(3, 16384);  /* dweight partials above 48 KiB of shared memory */
+}
+END_TEST
+
+/* ---- rope ---- */
+
+static void rope_case(int N, int H, int HD, int maxT, int llama3) {
+  const int half = HD / 2;
+  const size_t n = (size_t)N * H * HD, nt = (size_t)maxT * half;
+  float *cs = malloc(sizeof(float) * nt), *sn = malloc(sizeof(float) * nt);
+  fsdpc__rope_tables(cs, sn, maxT, HD, 500000.0, llama3, 32.0, 1.0, 4.0, 64);
+  float *d_cs = dev_alloc(sizeof(float) * nt), *d_sn = dev_alloc(sizeof(float) * nt);
+  CK(fsdpc__cuda_rope_tables(g_ctx, d_cs, d_sn, maxT, HD, 500000.0, llama3, 32.0, 1.0, 4.0, 64,
+                             &g_err));
+  float *gcs = down_f32(d_cs, nt), *gsn = down_f32(d_sn, nt);
+  ck_assert_int_eq(memcmp(gcs, cs, sizeof(float) * nt), 0); /* same host code, uploaded */
+  ck_assert_int_eq(memcmp(gsn, sn, sizeof(float) * nt), 0);
+  int32_t *pos = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++)
+    pos[i] = (int32_t)urand(0, maxT);
+  int32_t *d_pos = up_raw(pos, sizeof(int32_t) * N);
+  float *x = rand_bf16_values(n, -1, 1), *g = rand_bf16_values(n, -1, 1);
+  uint16_t *d_x = up_bf16(x, n), *d_g = up_bf16(g, n);
+  CK(fsdpc__cuda_rope_fwd(g_ctx, d_x, d_cs, d_sn, d_pos, N, H, HD, maxT, &g_err));
+  CK(fsdpc__cuda_rope_bwd(g_ctx, d_g, d_cs, d_sn, d_pos, N, H, HD, maxT, &g_err));
+  fsdpc__cpu_rope_fwd(x, cs, sn, pos, N, H, HD);
+  fsdpc__cpu_rope_bwd(g, cs, sn, pos, N, H, HD);
+  float *gx = down_bf16(d_x, n), *gg = down_bf16(d_g, n);
+  CHECK_REL(llama3 ? "rope_fwd (llama3 tables)" : "rope_fwd", gx, x, n, TOL_BF16);
+  CHECK_REL(llama3 ? "rope_bwd (llama3 tables)" : "rope_bwd", gg, g, n, TOL_BF16);
+  free(cs), free(sn), free(gcs), free(gsn), free(pos), free(x), free(g), free(gx), free(gg);
+  dev_free(d_cs, sizeof(float) * nt), dev_free(d_sn, sizeof(float) * nt);
+  dev_free(d_pos, sizeof(int32_t) * N), dev_free(d_x, n * 2), dev_free(d_g, n * 2);
+}
+
+START_TEST(rope) {
+  rope_case(19, 3, 64, 100, 0);
+  rope_case(53, 5, 128, 4096, 1);
+}
+END_TEST
+
+/* ---- swiglu ---- */
+
+START_TEST(swiglu) {
+  const int N = 37, F = 301;
+  const size_t n = (size_t)N * F;
+  float *gt = rand_bf16_values(n, -4, 4), *up = rand_bf16_values(n, -2, 2);
+  float *dy = rand_bf16_values(n, -1, 1);
+  uint16_t *d_gt = up_bf16(gt, n), *d_up = up_bf16(up, n), *d_dy = up_bf16(dy, n);
+  uint16_t *d_y = dev_alloc(n * 2), *d_dg = dev_alloc(n * 2), *d_du = dev_alloc(n * 2);
+  CK(fsdpc__cuda_swiglu_fwd(g_ctx, d_y, d_gt, d_up, N, F, &g_err));
+  CK(fsdpc__cuda_swiglu_bwd(g_ctx, d_dg, d_du, d_dy, d_gt, d_up, N, F, &g_err));
+  float *y = malloc(sizeof(float) * n), *dg = malloc(sizeof(float) * n);
+  float *du = malloc(sizeof(float) * n);
+  fsdpc__cpu_swiglu_fwd(y, gt, up, N, F);
+  fsdpc__cpu_swiglu_bwd(dg, du, dy, gt, up, N, F);
+  float *gy = down_bf16(d_y, n), *gdg = down_bf16(d_dg, n), *gdu = down_bf16(d_du, n);
+  CHECK_REL("swiglu_fwd", gy, y, n, TOL_BF16);
+  CHECK_REL("swiglu_bwd dgate", gdg, dg, n, TOL_BF16);
+  CHECK_REL("swiglu_bwd dup", gdu, du, n, TOL_BF16);
+  free(gt), free(up), free(dy), free(y), free(dg), free(du), free(gy), free(gdg), free(gdu);
+  dev_free(d_gt, n * 2), dev_free(d_up, n * 2), dev_free(d_dy, n * 2), dev_free(d_y, n * 2);
+  dev_free(d_dg, n * 2), dev_free(d_du, n * 2);
+}
+END_TEST
+
+/* ---- residual add, casts, scale ---- */
+
+static void elementwise_case(size_t n) {
+  float *a = rand_bf16_values(n, -3, 3), *b = rand_bf16_values(n, -3, 3);
+  uint16_t *d_a = up_bf16(a, n), *d_b = up_bf16(b, n), *d_o = dev_alloc(n * 2);
+  CK(fsdpc__cuda_add(g_ctx, d_o, d_a, d_b, n, &g_err));
+  CK(fsdpc__cuda_add_inplace(g_ctx, d_a, d_b, n, &g_err)); /* a += b */
+  float *ref = malloc(sizeof(float) * n);
+  fsdpc__cpu_add(ref, a, b, n);
+  float *go = down_bf16(d_o, n), *ga = down_bf16(d_a, n);
+  CHECK_REL("add", go, ref, n, TOL_BF16);
+  CHECK_REL("add_inplace", ga, ref, n, TOL_BF16);
+  /* Casts: f32 -> bf16 must round exactly as the host does (nearest even). */
+  float *f = rand_f32(n, -100, 100);
+  if (n > 3)
+    f[1] = bf2f(0x3f80) + bf2f(0x3c00) * 0.5f; /* a tie: 1 + 2^-8, rounds to even (1.0) */
+  float *d_f = up_raw(f, sizeof(float) * n), *d_f2 = dev_alloc(sizeof(float) * n);
+  CK(fsdpc__cuda_cast_f32_bf16(g_ctx, d_o, d_f, n, NULL, &g_err));
+  CK(fsdpc__cuda_cast_bf16_f32(g_ctx, d_f2, d_o, n, fsdpc__cuda_comm_stream(g_ctx), &g_err));
+  CK(fsdpc__cuda_sync(g_ctx, &g_err));
+  uint16_t *h = malloc(n * 2);
+  CK(fsdpc__cuda_d2h(g_ctx, h, d_o, n * 2, &g_err));
+  size_t mismatches = 0;
+  for (size_t i = 0; i < n; i++)
+    mismatches += h[i] != f2bf(f[i]);
+  ck_assert_msg(mismatches == 0, "cast_f32_bf16: %zu of %zu differ from round-to-nearest-even",
+                mismatches, n);
+  float *back = down_f32(d_f2, n);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(back[i] == bf2f(h[i]), "cast_bf16_f32 not exact at %zu", i);
+  /* scale (fp32) */
+  CK(fsdpc__cuda_scale(g_ctx, d_f, 0.37f, n, &g_err));
+  for (size_t i = 0; i < n; i++)
+    f[i] *= 0.37f;
+  float *gf = down_f32(d_f, n);
+  CHECK_REL("scale (fp32)", gf, f, n, TOL_F32);
+  printf("  casts n=%zu: bit-exact\n", n);
+  free(a), free(b), free(ref), free(go), free(ga), free(f), free(h), free(back), free(gf);
+  dev_free(d_a, n * 2), dev_free(d_b, n * 2), dev_free(d_o, n * 2);
+  dev_free(d_f, sizeof(float) * n), dev_free(d_f2, sizeof(float) * n);
+}
+
+START_TEST(elementwise) {
+  elementwise_case(1001);   /* scalar tail */
+  elementwise_case(65536);  /* 16-byte path */
+  elementwise_case(100003); /* both */
+}
+END_TEST
+
+/* ---- sum of squares ---- */
+
+START_TEST(sumsq) {
+  const size_t n = 1000003;
+  float *x = rand_f32(n, -2, 2);
+  float *d_x = up_raw(x, sizeof(float) * n);
+  double *d_out = dev_alloc(sizeof(double)), got = 0, got2 = 0;
+  CK(fsdpc__cuda_sumsq(g_ctx, d_out, d_x, n, 0, &g_err));
+  CK(fsdpc__cuda_sync(g_ctx, &g_err));
+  CK(fsdpc__cuda_d2h(g_ctx, &got, d_out, sizeof got, &g_err));
+  CK(fsdpc__cuda_sumsq(g_ctx, d_out, d_x, 1001, 1, &g_err)); /* accumulate a second buffer */
+  CK(fsdpc__cuda_d2h(g_ctx, &got2, d_out, sizeof got2, &g_err));
+  double ref = fsdpc__cpu_sumsq(x, n), ref2 = ref + fsdpc__cpu_sumsq(x, 1001);
+  printf("  sumsq rel err %.3e, accumulated %.3e\n", fabs(got - ref) / ref,
+         fabs(got2 - ref2) / ref2);
+  ck_assert(isfinite(got) && fabs(got - ref) / ref < 1e-12);
+  ck_assert(isfinite(got2) && fabs(got2 - ref2) / ref2 < 1e-12);
+  /* Deterministic: the same input gives the same bits. */
+  double again = 0;
+  CK(fsdpc__cuda_sumsq(g_ctx, d_out, d_x, n, 0, &g_err));
+  CK(fsdpc__cuda_d2h(g_ctx, &again, d_out, sizeof again, &g_err));
+  ck_assert(memcmp(&again, &got, sizeof got) == 0);
+  free(x);
+  dev_free(d_x, sizeof(float) * n), dev_free(d_out, sizeof(double));
+}
+END_TEST
+
+/* ---- matmul (cuBLASLt) ---- */
+
+static void matmul_case(int N, int C, int OC) {
+  const size_t nc = (size_t)N * C, no = (size_t)N * OC, oc = (size_t)OC * C;
+  float *x = rand_bf16_values(nc, -1, 1), *w = rand_bf16_values(oc, -0.5, 0.5);
+  float *res = rand_bf16_values(no, -1, 1), *dy = rand_bf16_values(no, -1, 1);
+  float *dw = rand_f32(oc, -1, 1);
+  uint16_t *d_x = up_bf16(x, nc), *d_w = up_bf16(w, oc), *d_res = up_bf16(res, no);
+  uint16_t *d_dy = up_bf16(dy, no), *d_y = dev_alloc(no * 2), *d_y2 = dev_alloc(no * 2);
+  uint16_t *d_dx = dev_alloc(nc * 2);
+  float *d_dw = up_raw(dw, sizeof(float) * oc);
+  CK(fsdpc__cuda_matmul_fwd(g_ctx, d_y, d_x, d_w, NULL, N, C, OC, &g_err));
+  CK(fsdpc__cuda_matmul_fwd(g_ctx, d_y2, d_x, d_w, d_res, N, C, OC, &g_err));
+  CK(fsdpc__cuda_matmul_bwd(g_ctx, d_dx, d_dw, d_dy, d_x, d_w, N, C, OC, &g_err));
+  float *y = malloc(sizeof(float) * no), *y2 = malloc(sizeof(float) * no);
+  float *dx = malloc(sizeof(float) * nc);
+  fsdpc__cpu_matmul_fwd(y, x, w, N, C, OC);
+  fsdpc__cpu_add(y2, y, res, no);
+  fsdpc__cpu_matmul_bwd(dx, dw, dy, x, w, N, C, OC);
+  float *gy = down_bf16(d_y, no), *gy2 = down_bf16(d_y2, no), *gdx = down_bf16(d_dx, nc);
+  float *gdw = down_f32(d_dw, oc);
+  char name[64];
+  snprintf(name, sizeof name, "matmul_fwd N=%d C=%d OC=%d", N, C, OC);
+  CHECK_REL(name, gy, y, no, TOL_BF16);
+  CHECK_REL("matmul_fwd + residual (beta=1)", gy2, y2, no, TOL_BF16);
+  CHECK_REL("matmul_bwd dinp", gdx, dx, nc, TOL_BF16);
+  CHECK_REL("matmul_bwd dweight (fp32 +=)", gdw, dw, oc, TOL_F32);
+  free(x), free(w), free(res), free(dy), free(dw), free(y), free(y2), free(dx);
+  free(gy), free(gy2), free(gdx), free(gdw);
+  dev_free(d_x, nc * 2), dev_free(d_w, oc * 2), dev_free(d_res, no * 2), dev_free(d_dy, no * 2);
+  dev_free(d_y, no * 2), dev_free(d_y2, no * 2), dev_free(d_dx, nc * 2);
+  dev_free(d_dw, sizeof(float) * oc);
+}
+
+START_TEST(matmul) {
+  matmul_case(37, 72, 100);
+  matmul_case(256, 512, 384);
+  matmul_case(33, 77, 45); /* odd leading dimensions */
+}
+END_TEST
+
+/* ---- fused lm_head + cross-entropy ---- */
+
+static void xent_case(int N, int C, int V, int chunk) {
+  const size_t nc = (size_t)N * C, vc = (size_t)V * C;
+  float *x = rand_bf16_values(nc, -1, 1), *w = rand_bf16_values(vc, -0.5, 0.5);
+  float *dw = rand_f32(vc, -0.1, 0.1);
+  int32_t *lab = malloc(sizeof(int32_t) * N);
+  int counted = 0;
+  for (int i = 0; i < N; i++) {
+    lab[i] = i % 7 == 3 ? -100 : (i == 5 ? V + 5 : (int32_t)urand(0, V));
+    counted += lab[i] >= 0 && lab[i] < V;
+  }
+  const float gs = 1.0f / (float)counted;
+  uint16_t *d_x = up_bf16(x, nc), *d_w = up_bf16(w, vc), *d_dx = dev_alloc(nc * 2);
+  float *d_dw = up_raw(dw, sizeof(float) * vc);
+  int32_t *d_lab = up_raw(lab, sizeof(int32_t) * N);
+  double *d_out = dev_alloc(2 * sizeof(double)), got[2], got_eval[2];
+  size_t sb = fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk);
+  void *d_s = dev_alloc(sb);
+  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_dw, d_x, d_w, d_lab, N, C, V, gs, chunk, d_s, sb,
+                             &g_err));
+  CK(fsdpc__cuda_sync(g_ctx, &g_err));
+  CK(fsdpc__cuda_d2h(g_ctx, got, d_out, sizeof got, &g_err));
+  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, NULL, NULL, d_x, d_w, d_lab, N, C, V, gs, chunk, d_s, sb,
+                             &g_err));
+  CK(fsdpc__cuda_d2h(g_ctx, got_eval, d_out, sizeof got_eval, &g_err));
+  double loss = 0;
+  int64_t count = 0;
+  float *dx = malloc(sizeof(float) * nc), *scr = malloc(sizeof(float) * (size_t)chunk * V);
+  fsdpc__cpu_lmhead_xent(&loss, &count, dx, dw, x, w, lab, N, C, V, gs, chunk, scr);
+  printf("  lmhead_xent N=%d C=%d V=%d R=%d: loss %.6f vs %.6f (rel %.2e), count %g vs %lld\n", N,
+         C, V, chunk, got[0], loss, fabs(got[0] - loss) / loss, got[1], (long long)count);
+  ck_assert(isfinite(got[0]) && fabs(got[0] - loss) / loss < 1e-4);
+  ck_assert(got[1] == (double)count && count == counted);
+  ck_assert(got_eval[0] == got[0] && got_eval[1] == got[1]);
+  float *gdx = down_bf16(d_dx, nc), *gdw = down_f32(d_dw, vc);
+  CHECK_REL("lmhead_xent dx", gdx, dx, nc, TOL_BF16);
+  /* dweight accumulates bf16 gradients of the logits: a bf16 path. */
+  CHECK_REL("lmhead_xent dweight (+=)", gdw, dw, vc, TOL_BF16);
+  free(x), free(w), free(dw), free(lab), free(dx), free(scr), free(gdx), free(gdw);
+  dev_free(d_x, nc * 2), dev_free(d_w, vc * 2), dev_free(d_dx, nc * 2);
+  dev_free(d_dw, sizeof(float) * vc), dev_free(d_lab, sizeof(int32_t) * N);
+  dev_free(d_out, 2 * sizeof(double)), dev_free(d_s, sb);
+}
+
+START_TEST(lmhead_xent) {
+  xent_case(37, 64, 1001, 16); /* several chunks, a short last one */
+  xent_case(70, 128, 32003, 64);
+}
+END_TEST
+
+/* ---- the context: memory accounting, events, errors ---- */
+
+START_TEST(ctx_memory_and_events) {
+  fsdpc_cuda_mem_stats s0, s1, s2, s3;
+  CK(fsdpc__cuda_sync(g_ctx, &g_err));
+  CK(fsdpc__cuda_mem_reset_peak(g_ctx, &g_err));
+  CK(fsdpc__cuda_mem_stats(g_ctx, &s0, &g_err));
+  void *a = NULL, *p = NULL;
+  CK(fsdpc__cuda_alloc(g_ctx, FSDPC_MEM_ACTIVATIONS, 10 << 20, NULL, &a, &g_err));
+  CK(fsdpc__cuda_alloc(g_ctx, FSDPC_MEM_PARAMS, 3 << 20, NULL, &p, &g_err));
+  CK(fsdpc__cuda_mem_stats(g_ctx, &s1, &g_err));
+  ck_assert_int_eq(s1.allocated[FSDPC_MEM_ACTIVATIONS] - s0.allocated[FSDPC_MEM_ACTIVATIONS],
+                   10 << 20);
+  ck_assert_int_eq(s1.allocated[FSDPC_MEM_PARAMS] - s0.allocated[FSDPC_MEM_PARAMS], 3 << 20);
+  ck_assert_int_ge(s1.reserved[FSDPC_MEM_ACTIVATIONS], 10 << 20);
+  ck_assert_int_ge(s1.reserved[FSDPC_MEM_PARAMS], 3 << 20);
+  ck_assert_int_ge(s1.total_allocated_peak, s0.total_allocated + (13 << 20));
+  /* Events order the comm stream after the compute stream. */
+  CK(fsdpc__cuda_memset(g_ctx, a, 0x5A, 10 << 20, &g_err));
+  CK(fsdpc__cuda_event_record(g_ctx, 3, NULL, &g_err));
+  CK(fsdpc__cuda_stream_wait_event(g_ctx, fsdpc__cuda_comm_stream(g_ctx), 3, &g_err));
+  CK(fsdpc__cuda_cast_bf16_f32(g_ctx, p, a, 100, fsdpc__cuda_comm_stream(g_ctx), &g_err));
+  CK(fsdpc__cuda_free(g_ctx, FSDPC_MEM_ACTIVATIONS, a, 10 << 20, NULL, &g_err));
+  CK(fsdpc__cuda_sync(g_ctx, &g_err));
+  float h[100];
+  CK(fsdpc__cuda_d2h(g_ctx, h, p, sizeof h, &g_err));
+  ck_assert(h[99] == bf2f(0x5A5A));
+  CK(fsdpc__cuda_free(g_ctx, FSDPC_MEM_PARAMS, p, 3 << 20, NULL, &g_err));
+  CK(fsdpc__cuda_sync(g_ctx, &g_err));
+  CK(fsdpc__cuda_mem_stats(g_ctx, &s2, &g_err));
+  ck_assert_int_eq(s2.allocated[FSDPC_MEM_ACTIVATIONS], s0.allocated[FSDPC_MEM_ACTIVATIONS]);
+  ck_assert_int_ge(s2.allocated_peak[FSDPC_MEM_ACTIVATIONS], 10 << 20);
+  /* The release threshold keeps freed memory reserved: re-allocating the
+   * same size after a sync does not grow the reservation. */
+  ck_assert_int_ge(s2.reserved[FSDPC_MEM_ACTIVATIONS], 10 << 20);
+  CK(fsdpc__cuda_alloc(g_ctx, FSDPC_MEM_ACTIVATIONS, 10 << 20, NULL, &a, &g_err));
+  CK(fsdpc__cuda_mem_stats(g_ctx, &s3, &g_err));
+  ck_assert_int_eq(s3.reserved[FSDPC_MEM_ACTIVATIONS], s2.reserved[FSDPC_MEM_ACTIVATIONS]);
+  CK(fsdpc__cuda_free(g_ctx, FSDPC_MEM_ACTIVATIONS, a, 10 << 20, NULL, &g_err));
+  CK(fsdpc__cuda_mem_reset_peak(g_ctx, &g_err));
+  CK(fsdpc__cuda_mem_stats(g_ctx, &s3, &g_err));
+  ck_assert_int_eq(s3.allocated_peak[FSDPC_MEM_ACTIVATIONS], s3.allocated[FSDPC_MEM_ACTIVATIONS]);
+  CK(fsdpc__cuda_mem_trim(g_ctx, &g_err));
+  printf("  memory: activations reserved %lld MiB after free, peak allocated %lld MiB\n",
+         (long long)(s2.reserved[FSDPC_MEM_ACTIVATIONS] >> 20),
+         (long long)(s2.allocated_peak[FSDPC_MEM_ACTIVATIONS] >> 20));
+}
+END_TEST
+
+START_TEST(bad_shapes_are_one_line_errors) {
+  fsdpc_err e;
+  uint16_t *d = dev_alloc(64);
+  ck_assert_int_eq(
+      fsdpc__cuda_rope_fwd(g_ctx, d, (float *)d, (float *)d, (int32_t *)d, 1, 1, 7, 4, &e),
+      FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(e.msg, "HD must be even"));
+  ck_assert_ptr_null(strchr(e.msg, '\n'));
+  ck_assert_int_eq(fsdpc__cuda_lmhead_xent(g_ctx, (double *)d, NULL, NULL, d, d, (int32_t *)d, 4, 8,
+                                           100, 1.0f, 2, d, 16, &e),
+                   FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(e.msg, "scratch"));
+  ck_assert_int_eq(fsdpc__cuda_matmul_fwd(g_ctx, d, NULL, d, NULL, 2, 2, 2, &e),
+                   FSDPC_INVALID_USAGE);
+  void *q = NULL;
+  ck_assert_int_eq(fsdpc__cuda_alloc(g_ctx, FSDPC_MEM_OTHER, (size_t)1 << 50, NULL, &q, &e),
+                   FSDPC_SYSTEM_ERROR);
+  ck_assert_ptr_nonnull(strstr(e.msg, "out of memory"));
+  dev_free(d, 64);
+}
+END_TEST
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("cuda_ops");
+  TCase *tc = tcase_create("ops");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, embedding);
+  tcase_add_test(tc, rmsnorm);
+  tcase_add_test(tc, rope);
+  tcase_add_test(tc, swiglu);
+  tcase_add_test(tc, elementwise);
+  tcase_add_test(tc, sumsq);
+  tcase_add_test(tc, matmul);
+  tcase_add_test(tc, lmhead_xent);
+  tcase_add_test(tc, ctx_memory_and_events);
+  tcase_add_test(tc, bad_shapes_are_one_line_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  return cuda_test_main(make_suite);
+}

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "commands.h"
 #include "data/loader.h"
@@ -636,7 +637,8 @@ static const char encode_help[] =
     "  --escaped-lines FILE   encode each line separately (one output line each); lines\n"
     "                         may use \\n \\r \\t \\\\ \\xHH escapes; empty lines and lines\n"
     "                         starting with # are skipped\n"
-    "  --no-special           encode special-token strings as plain text\n";
+    "  --no-special           encode special-token strings as plain text\n"
+    "  --stats                print counts and speed instead of the ids\n";
 
 static const char decode_help[] = "usage: fsdpc data decode --tokenizer T [--escaped] ID [ID ...]\n"
                                   "Prints the text of the ids (BOS/EOS/PAD print nothing).\n"
@@ -671,10 +673,26 @@ static long unescape(char *s) {
   return (long)k;
 }
 
-static fsdpc_status print_ids(const fsdpc_tokenizer *tok, const char *s, size_t n, fsdpc_err *err) {
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static fsdpc_status print_ids(const fsdpc_tokenizer *tok, const char *s, size_t n, int stats,
+                              fsdpc_err *err) {
   int32_t *ids;
   int64_t n_ids;
+  double t0 = now_s();
   FSDPC_TRY(fsdpc__tokenizer_encode_alloc(tok, s, n, &ids, &n_ids, err));
+  double dt = now_s() - t0;
+  if (stats) {
+    printf("%zu bytes -> %" PRId64 " ids (%.2f bytes/id) in %.3f s: %.2f MB/s, %.0f ids/s\n", n,
+           n_ids, n_ids ? (double)n / (double)n_ids : 0.0, dt, (double)n / dt / 1e6,
+           (double)n_ids / dt);
+    free(ids);
+    return FSDPC_OK;
+  }
   for (int64_t i = 0; i < n_ids; i++)
     printf("%s%" PRId32, i ? " " : "", ids[i]);
   putchar('\n');
@@ -684,7 +702,7 @@ static fsdpc_status print_ids(const fsdpc_tokenizer *tok, const char *s, size_t 
 
 static int cmd_encode(int argc, char **argv) {
   const char *cmd = "encode", *spec = NULL, *text = NULL, *in = NULL, *lines = NULL, *v;
-  int parse_special = 1;
+  int parse_special = 1, stats = 0;
   for (int i = 1; i < argc; i++) {
     int r;
     if (is_help(argv[i])) {
@@ -708,6 +726,8 @@ static int cmd_encode(int argc, char **argv) {
       lines = v;
     } else if (strcmp(argv[i], "--no-special") == 0) {
       parse_special = 0;
+    } else if (strcmp(argv[i], "--stats") == 0) {
+      stats = 1;
     } else {
       return bad_arg(cmd, argv[i], 0);
     }
@@ -723,11 +743,18 @@ static int cmd_encode(int argc, char **argv) {
   size_t len = 0;
   fsdpc_status st = open_tokenizer(spec, parse_special, &tok, &err);
   if (!st && text)
-    st = print_ids(tok, text, strlen(text), &err);
+    st = print_ids(tok, text, strlen(text), stats, &err);
   if (!st && (in || lines))
     st = read_whole(in ? in : lines, &data, &len, &err);
+  if (!st && lines) { /* strtok_r needs a terminated string */
+    char *d = realloc(data, len + 1);
+    if (d)
+      d[len] = '\0', data = d;
+    else
+      st = fsdpc__fail(&err, FSDPC_SYSTEM_ERROR, "out of memory");
+  }
   if (!st && in)
-    st = print_ids(tok, data, len, &err);
+    st = print_ids(tok, data, len, stats, &err);
   if (!st && lines) {
     int line_no = 0;
     for (char *save = NULL, *line = strtok_r(data, "\n", &save); line && !st;
@@ -739,7 +766,7 @@ static int cmd_encode(int argc, char **argv) {
       if (n < 0)
         st = fsdpc__fail(&err, FSDPC_INVALID_USAGE, "%s: line %d: bad escape", lines, line_no);
       else
-        st = print_ids(tok, line, (size_t)n, &err);
+        st = print_ids(tok, line, (size_t)n, stats, &err);
     }
   }
   free(data);

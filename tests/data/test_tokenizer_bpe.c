@@ -184,7 +184,7 @@ START_TEST(llama3_round_trips_any_bytes) {
   };
   fsdpc_err err = {0};
   for (size_t k = 0; k < sizeof texts / sizeof texts[0]; k++) {
-    size_t n = k == 3 ? 28 : strlen(texts[k]);
+    size_t n = k == 3 ? 22 : strlen(texts[k]); /* text 3 starts with NUL */
     int32_t *ids;
     int64_t n_ids;
     ck_assert_int_eq(fsdpc__tokenizer_encode_alloc(tok, texts[k], n, &ids, &n_ids, &err), FSDPC_OK);

@@ -473,22 +473,36 @@ fsdpc_status fsdpc__tokenizer_bpe_create(const char *path, const fsdpc_bpe_opts 
   }
   /* A folder means its tokenizer.json; tokenizer_config.json beside the file
    * names BOS/EOS/PAD when present (as transformers reads it). */
-  char file[4096], dir[4096];
+  size_t plen = strlen(path);
+  char *file = malloc(plen + 16), *dir = malloc(plen + 2);
+  if (!file || !dir) {
+    free(file);
+    free(dir);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "bpe tokenizer: out of memory");
+  }
   struct stat stt;
-  int is_dir = stat(path, &stt) == 0 && S_ISDIR(stt.st_mode);
-  if (is_dir) {
-    snprintf(file, sizeof file, "%s/tokenizer.json", path);
-    snprintf(dir, sizeof dir, "%s", path);
+  if (stat(path, &stt) == 0 && S_ISDIR(stt.st_mode)) {
+    memcpy(dir, path, plen + 1);
+    memcpy(file, path, plen);
+    memcpy(file + plen, "/tokenizer.json", 16);
   } else {
-    snprintf(file, sizeof file, "%s", path);
+    memcpy(file, path, plen + 1);
     const char *slash = strrchr(path, '/');
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    size_t dlen = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+    memcpy(dir, slash ? path : ".", slash ? dlen : 1);
+    dir[slash ? dlen : 1] = '\0';
   }
   bpe *b;
-  FSDPC_TRY(fsdpc__bpe_load(file, &b, err));
+  fsdpc_status st = fsdpc__bpe_load(file, &b, err);
+  free(file);
+  if (st) {
+    free(dir);
+    return st;
+  }
   b->parse_special = opts->parse_special;
   fsdpc__bpe_config_names names;
-  fsdpc_status st = fsdpc__bpe_read_config(dir, &names, err);
+  st = fsdpc__bpe_read_config(dir, &names, err);
+  free(dir);
   static const char *const bos_known[] = {"<|begin_of_text|>", "<s>", "<|startoftext|>", NULL};
   static const char *const eos_known[] = {"<|end_of_text|>", "</s>", "<|endoftext|>", NULL};
   static const char *const pad_known[] = {"<pad>", NULL};

@@ -397,20 +397,36 @@ done:
 /* ---- info -------------------------------------------------------------- */
 
 static const char info_help[] =
-    "usage: fsdpc data info FILE [--docs K]\n"
+    "usage: fsdpc data info FILE [--docs K] [--tokenizer T]\n"
     "Validates a token file (header, sizes, offsets, checksum) and prints its header,\n"
-    "counts and the first K documents (default 3) decoded with the byte tokenizer.\n"
+    "counts and the first K documents (default 3): decoded with --tokenizer T (byte, or a\n"
+    "tokenizer.json or its folder), else as bytes for a byte-tokenizer file, else as ids.\n"
     "Context tokens that are not training targets (loss mask 0) are shown in {{ }}.\n";
 
-/* Prints document d: decoded bytes when every id is a byte, else raw ids. */
-static void print_doc(const fsdpc_tokfile *tf, int64_t d) {
+/* Prints tokens [start, start + n) decoded by tok, C-escaped. */
+static void print_decoded(const fsdpc_tokenizer *tok, const fsdpc_tokfile *tf, int64_t start,
+                          int64_t n) {
+  int32_t ids[200];
+  char text[200 * 64];
+  size_t len = 0;
+  fsdpc_err err = {0};
+  fsdpc__tokfile_read(tf, start, n, ids);
+  if (fsdpc__tokenizer_decode(tok, ids, n, text, sizeof text, &len, &err) == FSDPC_OK)
+    print_escaped(stdout, (const unsigned char *)text, len, len);
+  else
+    printf("<%s>", err.msg);
+}
+
+/* Prints document d: decoded by tok when given, else as bytes when the file
+ * was made by the byte tokenizer, else as raw ids. */
+static void print_doc(const fsdpc_tokfile *tf, int64_t d, const fsdpc_tokenizer *tok) {
   int64_t start = (int64_t)tf->offsets[d], n = (int64_t)tf->offsets[d + 1] - start;
   int64_t shown = n < 200 ? n : 200;
-  int bytes_only = 1;
+  int bytes_only = tf->hdr.vocab_size <= FSDPC_BYTE_VOCAB;
   for (int64_t i = 0; i < shown; i++)
     bytes_only &= fsdpc__tokfile_token(tf, start + i) < 256;
   printf("  [%" PRId64 "] %" PRId64 " tokens: ", d, n);
-  if (!bytes_only) {
+  if (!bytes_only && !tok) {
     for (int64_t i = 0; i < shown; i++)
       printf("%s%" PRId32, i ? " " : "", fsdpc__tokfile_token(tf, start + i));
     printf("%s\n", n > shown ? " ..." : "");
@@ -418,15 +434,25 @@ static void print_doc(const fsdpc_tokfile *tf, int64_t d) {
   }
   putchar('"');
   int in_ctx = 0;
-  for (int64_t i = 0; i < shown; i++) {
+  for (int64_t i = 0; i < shown;) {
     int target = fsdpc__tokfile_mask(tf, start + i);
     if (!target && !in_ctx)
       fputs("{{", stdout);
     if (target && in_ctx)
       fputs("}}", stdout);
     in_ctx = !target;
-    unsigned char c = (unsigned char)fsdpc__tokfile_token(tf, start + i);
-    print_escaped(stdout, &c, 1, 1);
+    int64_t run = 1; /* tokens with the same mask bit are decoded together */
+    while (i + run < shown && fsdpc__tokfile_mask(tf, start + i + run) == target)
+      run++;
+    if (tok) {
+      print_decoded(tok, tf, start + i, run);
+    } else {
+      for (int64_t j = 0; j < run; j++) {
+        unsigned char c = (unsigned char)fsdpc__tokfile_token(tf, start + i + j);
+        print_escaped(stdout, &c, 1, 1);
+      }
+    }
+    i += run;
   }
   if (in_ctx)
     fputs("}}", stdout);
@@ -434,7 +460,7 @@ static void print_doc(const fsdpc_tokfile *tf, int64_t d) {
 }
 
 static int cmd_info(int argc, char **argv) {
-  const char *cmd = "info", *path = NULL, *v;
+  const char *cmd = "info", *path = NULL, *v, *tok_spec = NULL;
   int64_t k = 3;
   for (int i = 1; i < argc; i++) {
     int r;
@@ -446,6 +472,10 @@ static int cmd_info(int argc, char **argv) {
         return bad_arg(cmd, argv[i], 1);
       if (!parse_i64(cmd, "docs", v, 0, 1000000, &k))
         return 2;
+    } else if ((r = opt_value(argc, argv, &i, "tokenizer", &v))) {
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      tok_spec = v;
     } else if (argv[i][0] == '-' || path) {
       return bad_arg(cmd, argv[i], 0);
     } else {
@@ -460,6 +490,17 @@ static int cmd_info(int argc, char **argv) {
   fsdpc_tokfile *tf;
   if (fsdpc__tokfile_open(path, &tf, &err) != FSDPC_OK)
     return fail(cmd, &err);
+  fsdpc_tokenizer *tok = NULL;
+  if (tok_spec && (open_tokenizer(tok_spec, 1, &tok, &err) ||
+                   (fsdpc__tokenizer_vocab_size(tok) > (int32_t)tf->hdr.vocab_size &&
+                    fsdpc__fail(&err, FSDPC_INVALID_USAGE,
+                                "%s: tokenizer vocab %" PRId32 " exceeds the file's %" PRIu32
+                                " (not the tokenizer it was made with?)",
+                                tok_spec, fsdpc__tokenizer_vocab_size(tok), tf->hdr.vocab_size)))) {
+    fsdpc__tokenizer_destroy(tok);
+    fsdpc__tokfile_close(tf);
+    return fail(cmd, &err);
+  }
   const fsdpc_tokfile_header *h = &tf->hdr;
   int64_t N = fsdpc__tokfile_n_tokens(tf), D = fsdpc__tokfile_n_docs(tf);
   int64_t lo = INT64_MAX, hi = 0, targets = 0;
@@ -492,7 +533,8 @@ static int cmd_info(int argc, char **argv) {
   if (k > 0)
     printf("preview      first %" PRId64 " document(s):\n", k);
   for (int64_t d = 0; d < k; d++)
-    print_doc(tf, d);
+    print_doc(tf, d, tok);
+  fsdpc__tokenizer_destroy(tok);
   fsdpc__tokfile_close(tf);
   return 0;
 }

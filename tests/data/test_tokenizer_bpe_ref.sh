@@ -52,6 +52,14 @@ echo "$info" | grep -q "eos_id       557" || fail "token file eos: $info"
 echo "$info" | grep -q "tokens       $(( $("$FSDPC" data encode --tokenizer "$fix/llama3-tiny" --text $'Hello world! The quick brown fox.\n' | wc -w) + $("$FSDPC" data encode --tokenizer "$fix/llama3-tiny" --text $'Second paragraph<|eot_id|>\n' | wc -w) ))" \
   || fail "token count differs from encode: $info"
 
+# info shows raw ids for a BPE file, text with its tokenizer.
+"$FSDPC" data info "$dir/t.tok" | grep -Eq '^  \[0\] [0-9]+ tokens: [0-9]+( [0-9]+)+$' \
+  || fail "info without --tokenizer should print ids"
+"$FSDPC" data info "$dir/t.tok" --tokenizer "$fix/llama3-tiny" \
+  | grep -qxF '  [1] 18 tokens: "Second paragraph<|eot_id|>\n"' || fail "info --tokenizer preview"
+
+printf 'abc\n' >"$dir/b.txt"
+"$FSDPC" data tokenize --in "$dir/b.txt" --out "$dir/b.tok" >/dev/null || fail "byte tokenize"
 # Errors: one line, exit 1 (bad tokenizer) or 2 (usage).
 expect() {
   local code=$1 pat=$2; shift 2
@@ -71,6 +79,8 @@ expect 1 "id 9999 at position 1 is not in its vocabulary" \
   "$FSDPC" data decode --tokenizer "$fix/llama3-tiny" 1 9999
 expect 2 "one of --text, --in, --escaped-lines" "$FSDPC" data encode --tokenizer "$fix/llama3-tiny"
 expect 2 "--tokenizer is required" "$FSDPC" data decode 1 2
+expect 1 "tokenizer vocab 567 exceeds the file's 259" \
+  "$FSDPC" data info "$dir/b.tok" --tokenizer "$fix/llama3-tiny"
 expect 2 "--id expects an integer" "$FSDPC" data decode --tokenizer "$fix/llama3-tiny" 12x
 for sub in encode decode; do
   "$FSDPC" data $sub --help | grep -q "usage: fsdpc data $sub" || fail "$sub --help"

@@ -649,7 +649,7 @@ static int cmd_batch(int argc, char **argv) {
     printf("  [%" PRId64 "] window %" PRId64 ", %" PRId64 " targets: \"", pos, idx, targets);
     for (int64_t j = 0; j < T; j++) {
       int32_t t = buf[j];
-      if (t < 256) {
+      if (t < 256 && tf->hdr.vocab_size <= FSDPC_BYTE_VOCAB) { /* else ids, not bytes */
         unsigned char c = (unsigned char)t;
         print_escaped(stdout, &c, 1, 1);
       } else {

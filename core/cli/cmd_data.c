@@ -1,13 +1,17 @@
 /* `fsdpc data ...`: make and inspect token files.
  *   synth     write a synthetic learnable dataset (arith, qa, copy, reverse)
- *   tokenize  byte-tokenize text files into a token file
+ *   tokenize  tokenize text files into a token file (byte or tokenizer.json BPE)
+ *   encode    print the ids of a text (checking a tokenizer)
+ *   decode    print the text of ids
  *   info      print a token file's header, counts and a decoded preview
  *   batch     print the windows of one global batch as the loader serves them */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "commands.h"
 #include "data/loader.h"
@@ -191,8 +195,13 @@ static int cmd_synth(int argc, char **argv) {
 /* ---- tokenize ---------------------------------------------------------- */
 
 static const char tokenize_help[] =
-    "usage: fsdpc data tokenize --in TEXT [--in TEXT ...] --out FILE [--doc-per MODE]\n"
-    "Byte-tokenizes text files (ids 0..255 are bytes; vocab 259, EOS 257) into a token file.\n"
+    "usage: fsdpc data tokenize --in TEXT [--in TEXT ...] --out FILE [options]\n"
+    "Tokenizes text files into a token file (vocab size and EOS id of the tokenizer).\n"
+    "  --tokenizer T        byte (default: ids 0..255 are bytes; vocab 259, EOS 257), or a\n"
+    "                       Hugging Face tokenizer.json or a folder holding one (BPE:\n"
+    "                       Llama 3 byte-level, Llama 2 SentencePiece-converted)\n"
+    "  --no-special         encode special-token strings such as <|eot_id|> as plain text\n"
+    "                       (default: they become their ids)\n"
     "  --doc-per paragraph  one document per blank-line-separated paragraph (default);\n"
     "                       lines of only spaces/tabs/CR count as blank\n"
     "  --doc-per line       one document per non-blank line (newline kept)\n"
@@ -283,8 +292,20 @@ static fsdpc_status tokenize_file(fsdpc_tokfile_writer *w, const fsdpc_tokenizer
   return st;
 }
 
+/* Opens "byte" or a tokenizer.json/folder; parse_special applies to BPE. */
+static fsdpc_status open_tokenizer(const char *spec, int parse_special, fsdpc_tokenizer **tok,
+                                   fsdpc_err *err) {
+  if (strcmp(spec, "byte") == 0)
+    return fsdpc__tokenizer_byte_create(tok, err);
+  fsdpc_bpe_opts o;
+  fsdpc__bpe_opts_default(&o);
+  o.parse_special = parse_special;
+  return fsdpc__tokenizer_bpe_create(spec, &o, tok, err);
+}
+
 static int cmd_tokenize(int argc, char **argv) {
-  const char *cmd = "tokenize", *out = NULL, *v;
+  const char *cmd = "tokenize", *out = NULL, *v, *tok_spec = "byte";
+  int parse_special = 1;
   const char **ins = calloc((size_t)argc, sizeof *ins);
   int n_in = 0, mode = DOC_PER_PARAGRAPH, rc = 2;
   if (!ins)
@@ -307,6 +328,14 @@ static int cmd_tokenize(int argc, char **argv) {
         goto done;
       }
       out = v;
+    } else if ((r = opt_value(argc, argv, &i, "tokenizer", &v))) {
+      if (r < 0) {
+        rc = bad_arg(cmd, argv[i], 1);
+        goto done;
+      }
+      tok_spec = v;
+    } else if (strcmp(argv[i], "--no-special") == 0) {
+      parse_special = 0;
     } else if ((r = opt_value(argc, argv, &i, "doc-per", &v))) {
       if (r < 0) {
         rc = bad_arg(cmd, argv[i], 1);
@@ -336,9 +365,16 @@ static int cmd_tokenize(int argc, char **argv) {
   fsdpc_tokenizer *tok = NULL;
   fsdpc_tokfile_writer *w = NULL;
   int64_t n_docs = 0;
-  fsdpc_status st = fsdpc__tokenizer_byte_create(&tok, &err);
+  fsdpc_status st = open_tokenizer(tok_spec, parse_special, &tok, &err);
+  int32_t vocab = st ? 0 : fsdpc__tokenizer_vocab_size(tok);
+  int32_t eos = st ? 0 : fsdpc__tokenizer_eos(tok);
+  if (!st && eos < 0)
+    st = fsdpc__fail(&err, FSDPC_INVALID_USAGE,
+                     "%s: the tokenizer has no EOS token (documents need one between them); "
+                     "name it as eos_token in tokenizer_config.json",
+                     tok_spec);
   if (!st)
-    st = fsdpc__tokfile_writer_create(out, FSDPC_BYTE_VOCAB, FSDPC_BYTE_EOS, 0, &w, &err);
+    st = fsdpc__tokfile_writer_create(out, (uint32_t)vocab, (uint32_t)eos, 0, &w, &err);
   for (int k = 0; k < n_in && !st; k++)
     st = tokenize_file(w, tok, ins[k], mode, &n_docs, &err);
   if (!st)
@@ -349,8 +385,9 @@ static int cmd_tokenize(int argc, char **argv) {
     rc = fail(cmd, &err);
     goto done;
   }
-  printf("wrote %s: %" PRId64 " documents from %d file(s) (byte tokenizer, vocab %d)\n", out,
-         n_docs, n_in, FSDPC_BYTE_VOCAB);
+  printf("wrote %s: %" PRId64 " documents from %d file(s) (%s tokenizer, vocab %" PRId32
+         ", eos %" PRId32 ")\n",
+         out, n_docs, n_in, strcmp(tok_spec, "byte") == 0 ? "byte" : "bpe", vocab, eos);
   rc = 0;
 done:
   free(ins);
@@ -360,20 +397,36 @@ done:
 /* ---- info -------------------------------------------------------------- */
 
 static const char info_help[] =
-    "usage: fsdpc data info FILE [--docs K]\n"
+    "usage: fsdpc data info FILE [--docs K] [--tokenizer T]\n"
     "Validates a token file (header, sizes, offsets, checksum) and prints its header,\n"
-    "counts and the first K documents (default 3) decoded with the byte tokenizer.\n"
+    "counts and the first K documents (default 3): decoded with --tokenizer T (byte, or a\n"
+    "tokenizer.json or its folder), else as bytes for a byte-tokenizer file, else as ids.\n"
     "Context tokens that are not training targets (loss mask 0) are shown in {{ }}.\n";
 
-/* Prints document d: decoded bytes when every id is a byte, else raw ids. */
-static void print_doc(const fsdpc_tokfile *tf, int64_t d) {
+/* Prints tokens [start, start + n) decoded by tok, C-escaped. */
+static void print_decoded(const fsdpc_tokenizer *tok, const fsdpc_tokfile *tf, int64_t start,
+                          int64_t n) {
+  int32_t ids[200];
+  char text[200 * 64];
+  size_t len = 0;
+  fsdpc_err err = {0};
+  fsdpc__tokfile_read(tf, start, n, ids);
+  if (fsdpc__tokenizer_decode(tok, ids, n, text, sizeof text, &len, &err) == FSDPC_OK)
+    print_escaped(stdout, (const unsigned char *)text, len, len);
+  else
+    printf("<%s>", err.msg);
+}
+
+/* Prints document d: decoded by tok when given, else as bytes when the file
+ * was made by the byte tokenizer, else as raw ids. */
+static void print_doc(const fsdpc_tokfile *tf, int64_t d, const fsdpc_tokenizer *tok) {
   int64_t start = (int64_t)tf->offsets[d], n = (int64_t)tf->offsets[d + 1] - start;
   int64_t shown = n < 200 ? n : 200;
-  int bytes_only = 1;
+  int bytes_only = tf->hdr.vocab_size <= FSDPC_BYTE_VOCAB;
   for (int64_t i = 0; i < shown; i++)
     bytes_only &= fsdpc__tokfile_token(tf, start + i) < 256;
   printf("  [%" PRId64 "] %" PRId64 " tokens: ", d, n);
-  if (!bytes_only) {
+  if (!bytes_only && !tok) {
     for (int64_t i = 0; i < shown; i++)
       printf("%s%" PRId32, i ? " " : "", fsdpc__tokfile_token(tf, start + i));
     printf("%s\n", n > shown ? " ..." : "");
@@ -381,15 +434,25 @@ static void print_doc(const fsdpc_tokfile *tf, int64_t d) {
   }
   putchar('"');
   int in_ctx = 0;
-  for (int64_t i = 0; i < shown; i++) {
+  for (int64_t i = 0; i < shown;) {
     int target = fsdpc__tokfile_mask(tf, start + i);
     if (!target && !in_ctx)
       fputs("{{", stdout);
     if (target && in_ctx)
       fputs("}}", stdout);
     in_ctx = !target;
-    unsigned char c = (unsigned char)fsdpc__tokfile_token(tf, start + i);
-    print_escaped(stdout, &c, 1, 1);
+    int64_t run = 1; /* tokens with the same mask bit are decoded together */
+    while (i + run < shown && fsdpc__tokfile_mask(tf, start + i + run) == target)
+      run++;
+    if (tok) {
+      print_decoded(tok, tf, start + i, run);
+    } else {
+      for (int64_t j = 0; j < run; j++) {
+        unsigned char c = (unsigned char)fsdpc__tokfile_token(tf, start + i + j);
+        print_escaped(stdout, &c, 1, 1);
+      }
+    }
+    i += run;
   }
   if (in_ctx)
     fputs("}}", stdout);
@@ -397,7 +460,7 @@ static void print_doc(const fsdpc_tokfile *tf, int64_t d) {
 }
 
 static int cmd_info(int argc, char **argv) {
-  const char *cmd = "info", *path = NULL, *v;
+  const char *cmd = "info", *path = NULL, *v, *tok_spec = NULL;
   int64_t k = 3;
   for (int i = 1; i < argc; i++) {
     int r;
@@ -409,6 +472,10 @@ static int cmd_info(int argc, char **argv) {
         return bad_arg(cmd, argv[i], 1);
       if (!parse_i64(cmd, "docs", v, 0, 1000000, &k))
         return 2;
+    } else if ((r = opt_value(argc, argv, &i, "tokenizer", &v))) {
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      tok_spec = v;
     } else if (argv[i][0] == '-' || path) {
       return bad_arg(cmd, argv[i], 0);
     } else {
@@ -423,6 +490,17 @@ static int cmd_info(int argc, char **argv) {
   fsdpc_tokfile *tf;
   if (fsdpc__tokfile_open(path, &tf, &err) != FSDPC_OK)
     return fail(cmd, &err);
+  fsdpc_tokenizer *tok = NULL;
+  if (tok_spec && (open_tokenizer(tok_spec, 1, &tok, &err) ||
+                   (fsdpc__tokenizer_vocab_size(tok) > (int32_t)tf->hdr.vocab_size &&
+                    fsdpc__fail(&err, FSDPC_INVALID_USAGE,
+                                "%s: tokenizer vocab %" PRId32 " exceeds the file's %" PRIu32
+                                " (not the tokenizer it was made with?)",
+                                tok_spec, fsdpc__tokenizer_vocab_size(tok), tf->hdr.vocab_size)))) {
+    fsdpc__tokenizer_destroy(tok);
+    fsdpc__tokfile_close(tf);
+    return fail(cmd, &err);
+  }
   const fsdpc_tokfile_header *h = &tf->hdr;
   int64_t N = fsdpc__tokfile_n_tokens(tf), D = fsdpc__tokfile_n_docs(tf);
   int64_t lo = INT64_MAX, hi = 0, targets = 0;
@@ -455,7 +533,8 @@ static int cmd_info(int argc, char **argv) {
   if (k > 0)
     printf("preview      first %" PRId64 " document(s):\n", k);
   for (int64_t d = 0; d < k; d++)
-    print_doc(tf, d);
+    print_doc(tf, d, tok);
+  fsdpc__tokenizer_destroy(tok);
   fsdpc__tokfile_close(tf);
   return 0;
 }
@@ -570,7 +649,7 @@ static int cmd_batch(int argc, char **argv) {
     printf("  [%" PRId64 "] window %" PRId64 ", %" PRId64 " targets: \"", pos, idx, targets);
     for (int64_t j = 0; j < T; j++) {
       int32_t t = buf[j];
-      if (t < 256) {
+      if (t < 256 && tf->hdr.vocab_size <= FSDPC_BYTE_VOCAB) { /* else ids, not bytes */
         unsigned char c = (unsigned char)t;
         print_escaped(stdout, &c, 1, 1);
       } else {
@@ -589,14 +668,227 @@ out:
   return rc;
 }
 
+/* ---- encode / decode --------------------------------------------------- */
+
+static const char encode_help[] =
+    "usage: fsdpc data encode --tokenizer T (--text S | --in FILE | --escaped-lines FILE)\n"
+    "Prints the ids a tokenizer gives, space-separated, for checking a tokenizer.\n"
+    "  --tokenizer T          byte, or a tokenizer.json or a folder holding one\n"
+    "  --text S               encode S\n"
+    "  --in FILE              encode the whole file as one text\n"
+    "  --escaped-lines FILE   encode each line separately (one output line each); lines\n"
+    "                         may use \\n \\r \\t \\\\ \\xHH escapes; empty lines and lines\n"
+    "                         starting with # are skipped\n"
+    "  --no-special           encode special-token strings as plain text\n"
+    "  --stats                print counts and speed instead of the ids\n";
+
+static const char decode_help[] = "usage: fsdpc data decode --tokenizer T [--escaped] ID [ID ...]\n"
+                                  "Prints the text of the ids (BOS/EOS/PAD print nothing).\n"
+                                  "  --escaped   print C-escaped in quotes instead of raw bytes\n";
+
+/* Undoes the --escaped-lines escapes in place; returns the new length, or
+ * -1 for a bad escape. */
+static long unescape(char *s) {
+  size_t k = 0;
+  for (size_t i = 0; s[i]; i++) {
+    if (s[i] != '\\') {
+      s[k++] = s[i];
+      continue;
+    }
+    char e = s[++i];
+    if (e == 'n')
+      s[k++] = '\n';
+    else if (e == 'r')
+      s[k++] = '\r';
+    else if (e == 't')
+      s[k++] = '\t';
+    else if (e == '\\')
+      s[k++] = '\\';
+    else if (e == 'x' && isxdigit((unsigned char)s[i + 1]) && isxdigit((unsigned char)s[i + 2])) {
+      char hex[3] = {s[i + 1], s[i + 2], 0};
+      s[k++] = (char)strtol(hex, NULL, 16);
+      i += 2;
+    } else {
+      return -1;
+    }
+  }
+  return (long)k;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static fsdpc_status print_ids(const fsdpc_tokenizer *tok, const char *s, size_t n, int stats,
+                              fsdpc_err *err) {
+  int32_t *ids;
+  int64_t n_ids;
+  double t0 = now_s();
+  FSDPC_TRY(fsdpc__tokenizer_encode_alloc(tok, s, n, &ids, &n_ids, err));
+  double dt = now_s() - t0;
+  if (stats) {
+    printf("%zu bytes -> %" PRId64 " ids (%.2f bytes/id) in %.3f s: %.2f MB/s, %.0f ids/s\n", n,
+           n_ids, n_ids ? (double)n / (double)n_ids : 0.0, dt, (double)n / dt / 1e6,
+           (double)n_ids / dt);
+    free(ids);
+    return FSDPC_OK;
+  }
+  for (int64_t i = 0; i < n_ids; i++)
+    printf("%s%" PRId32, i ? " " : "", ids[i]);
+  putchar('\n');
+  free(ids);
+  return FSDPC_OK;
+}
+
+static int cmd_encode(int argc, char **argv) {
+  const char *cmd = "encode", *spec = NULL, *text = NULL, *in = NULL, *lines = NULL, *v;
+  int parse_special = 1, stats = 0;
+  for (int i = 1; i < argc; i++) {
+    int r;
+    if (is_help(argv[i])) {
+      fputs(encode_help, stdout);
+      return 0;
+    } else if ((r = opt_value(argc, argv, &i, "tokenizer", &v))) {
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      spec = v;
+    } else if ((r = opt_value(argc, argv, &i, "text", &v))) {
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      text = v;
+    } else if ((r = opt_value(argc, argv, &i, "in", &v))) {
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      in = v;
+    } else if ((r = opt_value(argc, argv, &i, "escaped-lines", &v))) {
+      if (r < 0)
+        return bad_arg(cmd, argv[i], 1);
+      lines = v;
+    } else if (strcmp(argv[i], "--no-special") == 0) {
+      parse_special = 0;
+    } else if (strcmp(argv[i], "--stats") == 0) {
+      stats = 1;
+    } else {
+      return bad_arg(cmd, argv[i], 0);
+    }
+  }
+  if (!spec || (!!text + !!in + !!lines) != 1) {
+    fprintf(stderr, "fsdpc data encode: --tokenizer and one of --text, --in, --escaped-lines "
+                    "are required (see --help)\n");
+    return 2;
+  }
+  fsdpc_err err = {0};
+  fsdpc_tokenizer *tok = NULL;
+  char *data = NULL;
+  size_t len = 0;
+  fsdpc_status st = open_tokenizer(spec, parse_special, &tok, &err);
+  if (!st && text)
+    st = print_ids(tok, text, strlen(text), stats, &err);
+  if (!st && (in || lines))
+    st = read_whole(in ? in : lines, &data, &len, &err);
+  if (!st && lines) { /* strtok_r needs a terminated string */
+    char *d = realloc(data, len + 1);
+    if (d)
+      d[len] = '\0', data = d;
+    else
+      st = fsdpc__fail(&err, FSDPC_SYSTEM_ERROR, "out of memory");
+  }
+  if (!st && in)
+    st = print_ids(tok, data, len, stats, &err);
+  if (!st && lines) {
+    int line_no = 0;
+    for (char *save = NULL, *line = strtok_r(data, "\n", &save); line && !st;
+         line = strtok_r(NULL, "\n", &save)) {
+      line_no++;
+      if (line[0] == '#')
+        continue;
+      long n = unescape(line);
+      if (n < 0)
+        st = fsdpc__fail(&err, FSDPC_INVALID_USAGE, "%s: line %d: bad escape", lines, line_no);
+      else
+        st = print_ids(tok, line, (size_t)n, stats, &err);
+    }
+  }
+  free(data);
+  fsdpc__tokenizer_destroy(tok);
+  return st ? fail(cmd, &err) : 0;
+}
+
+static int cmd_decode(int argc, char **argv) {
+  const char *cmd = "decode", *spec = NULL, *v;
+  int escaped = 0;
+  int32_t *ids = calloc((size_t)argc, sizeof *ids);
+  int64_t n = 0, x;
+  int rc = 2;
+  if (!ids)
+    return 1;
+  for (int i = 1; i < argc; i++) {
+    int r;
+    if (is_help(argv[i])) {
+      fputs(decode_help, stdout);
+      rc = 0;
+      goto done;
+    } else if ((r = opt_value(argc, argv, &i, "tokenizer", &v))) {
+      if (r < 0) {
+        rc = bad_arg(cmd, argv[i], 1);
+        goto done;
+      }
+      spec = v;
+    } else if (strcmp(argv[i], "--escaped") == 0) {
+      escaped = 1;
+    } else if (argv[i][0] == '-' && !isdigit((unsigned char)argv[i][1])) {
+      rc = bad_arg(cmd, argv[i], 0);
+      goto done;
+    } else {
+      if (!parse_i64(cmd, "id", argv[i], INT32_MIN, INT32_MAX, &x))
+        goto done;
+      ids[n++] = (int32_t)x;
+    }
+  }
+  if (!spec) {
+    fprintf(stderr, "fsdpc data decode: --tokenizer is required (see --help)\n");
+    goto done;
+  }
+  fsdpc_err err = {0};
+  fsdpc_tokenizer *tok = NULL;
+  char *out = NULL;
+  size_t len = 0;
+  fsdpc_status st = open_tokenizer(spec, 1, &tok, &err);
+  if (!st) {
+    fsdpc__tokenizer_decode(tok, ids, n, NULL, 0, &len, &err); /* sizes; fails on bad ids too */
+    out = malloc(len + 1);
+    st = out ? fsdpc__tokenizer_decode(tok, ids, n, out, len, &len, &err)
+             : fsdpc__fail(&err, FSDPC_SYSTEM_ERROR, "out of memory");
+  }
+  if (!st) {
+    if (escaped) {
+      putchar('"');
+      print_escaped(stdout, (const unsigned char *)out, len, len);
+      puts("\"");
+    } else {
+      fwrite(out, 1, len, stdout);
+    }
+  }
+  free(out);
+  fsdpc__tokenizer_destroy(tok);
+  rc = st ? fail(cmd, &err) : 0;
+done:
+  free(ids);
+  return rc;
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 static const char data_help[] =
-    "usage: fsdpc data <synth|tokenize|info|batch> [args]\n"
+    "usage: fsdpc data <synth|tokenize|info|batch|encode|decode> [args]\n"
     "  synth     write a synthetic learnable dataset (arith, qa, copy, reverse)\n"
-    "  tokenize  byte-tokenize text files into a token file\n"
+    "  tokenize  tokenize text files into a token file (byte or tokenizer.json)\n"
     "  info      validate a token file and print its header and a preview\n"
     "  batch     print one global batch as the loader serves it\n"
+    "  encode    print the ids of a text (check a tokenizer)\n"
+    "  decode    print the text of ids\n"
     "`fsdpc data <command> --help` for details. Format: docs/data.md.\n";
 
 int fsdpc__cmd_data(int argc, char **argv) {
@@ -616,6 +908,12 @@ int fsdpc__cmd_data(int argc, char **argv) {
     return cmd_info(argc - 1, argv + 1);
   if (strcmp(argv[1], "batch") == 0)
     return cmd_batch(argc - 1, argv + 1);
-  fprintf(stderr, "fsdpc data: unknown command '%s' (synth, tokenize, info or batch)\n", argv[1]);
+  if (strcmp(argv[1], "encode") == 0)
+    return cmd_encode(argc - 1, argv + 1);
+  if (strcmp(argv[1], "decode") == 0)
+    return cmd_decode(argc - 1, argv + 1);
+  fprintf(stderr,
+          "fsdpc data: unknown command '%s' (synth, tokenize, info, batch, encode or decode)\n",
+          argv[1]);
   return 2;
 }

@@ -2,6 +2,7 @@
 #include "data/tokenizer.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 fsdpc_status fsdpc__tokenizer_encode(const fsdpc_tokenizer *tok, const char *text, size_t len,
                                      int32_t *ids, int64_t cap, int64_t *n_out, fsdpc_err *err) {
@@ -41,4 +42,16 @@ const char *fsdpc__tokenizer_name(const fsdpc_tokenizer *tok) { return tok->vt->
 void fsdpc__tokenizer_destroy(fsdpc_tokenizer *tok) {
   if (tok)
     tok->vt->destroy(tok);
+}
+
+fsdpc_status fsdpc__tokenizer_open(const char *path_or_name, fsdpc_tokenizer **out,
+                                   fsdpc_err *err) {
+  *out = NULL;
+  if (!path_or_name || !*path_or_name)
+    return fsdpc__fail(
+        err, FSDPC_INVALID_USAGE,
+        "tokenizer: expected \"byte\" or a path to a tokenizer.json (or its folder)");
+  if (strcmp(path_or_name, "byte") == 0)
+    return fsdpc__tokenizer_byte_create(out, err);
+  return fsdpc__tokenizer_bpe_create(path_or_name, NULL, out, err);
 }

@@ -17,7 +17,7 @@
 typedef struct fsdpc_tokenizer fsdpc_tokenizer;
 
 typedef struct fsdpc_tokenizer_vtable {
-  const char *name; /* "byte" */
+  const char *name; /* "byte", "bpe" */
   /* Encodes text (len bytes, any bytes incl. NUL) into ids (cap). Writes the
    * number of ids to *n_out; if cap is too small, fails with INVALID_USAGE
    * and *n_out is the capacity needed. */
@@ -68,5 +68,32 @@ void fsdpc__tokenizer_destroy(fsdpc_tokenizer *tok); /* NULL is a no-op */
 #define FSDPC_BYTE_PAD 258
 #define FSDPC_BYTE_VOCAB 259
 fsdpc_status fsdpc__tokenizer_byte_create(fsdpc_tokenizer **out, fsdpc_err *err);
+
+/* Hugging Face tokenizer.json BPE tokenizer (tokenizer_bpe*.c, docs/data.md):
+ * byte-level files (GPT-2, Llama 3: Split regex + ByteLevel) and Llama 2's
+ * SentencePiece-converted files (byte fallback). Anything else is refused
+ * with one line naming the file and the component. */
+#define FSDPC_BPE_AUTO (-2) /* id not given: find it by name */
+typedef struct fsdpc_bpe_opts {
+  /* 1 (default): special added tokens written in the text (e.g.
+   * "<|eot_id|>") become their ids, so chat-formatted training text keeps its
+   * control tokens. 0: they are encoded as the plain text they spell.
+   * Non-special added tokens are always matched. */
+  int32_t parse_special;
+  /* BOS/EOS/PAD: an id >= 0 (or -1 for none) wins; else a token name; else
+   * the name in tokenizer_config.json beside tokenizer.json; else the first
+   * added token named <|begin_of_text|>, <s>, <|startoftext|> (BOS),
+   * <|end_of_text|>, </s>, <|endoftext|> (EOS), <pad> (PAD); else none (-1). */
+  int32_t bos_id, eos_id, pad_id;                /* FSDPC_BPE_AUTO by default */
+  const char *bos_token, *eos_token, *pad_token; /* NULL by default; borrowed */
+} fsdpc_bpe_opts;
+void fsdpc__bpe_opts_default(fsdpc_bpe_opts *o);
+/* path: a tokenizer.json, or a folder holding one. opts NULL = defaults. */
+fsdpc_status fsdpc__tokenizer_bpe_create(const char *path, const fsdpc_bpe_opts *opts,
+                                         fsdpc_tokenizer **out, fsdpc_err *err);
+
+/* Config-free factory: "byte" is the byte tokenizer; anything else is a path
+ * to a tokenizer.json or a folder holding one (default BPE options). */
+fsdpc_status fsdpc__tokenizer_open(const char *path_or_name, fsdpc_tokenizer **out, fsdpc_err *err);
 
 #endif

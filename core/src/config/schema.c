@@ -179,7 +179,7 @@ static const fsdpc_cfg_key keys[] = {
     /* ---- attention ---- */
     STR_("attention.impl", attention.impl, "auto",
          "attention plugin (naive, flash, any installed); auto = best that supports the run",
-         NOT_IMPL("flash")),
+         NONE_),
     OPTS_("attention.options", attention.options, "options of the attention plugin"),
 
     /* ---- optim ---- */

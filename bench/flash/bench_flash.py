@@ -1,0 +1,230 @@
+"""Flash attention plugin vs PyTorch SDPA (and naive), on the GPU machine.
+
+  python3 bench_flash.py check PLUGIN_DIR   accuracy over the issue's grid
+  python3 bench_flash.py bench PLUGIN_DIR   forward / backward TFLOP/s
+
+check: random bf16 inputs; the reference is PyTorch attention in fp32 on the
+same values (math backend); flash and SDPA in bf16 (flash backend) are both
+measured against it by ||x - ref|| / ||ref|| for out, dq, dk, dv. Grid: T in
+{1, 17, 128, 1000, 2048, 8192}, head dims 64 and 128, GQA ratios 1, 4, 8
+(NH = 8), causal; plus document masking. Pass: every error < 1e-2.
+
+bench: CUDA events around each call, warm-up first, median of repeats; both
+in the same process on the same inputs. FLOPs count the causal half:
+fwd 2 * 2 * B * NH * T^2 * HD / 2, bwd 2.5 times that."""
+import math
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from flash_ctypes import Flash, Plugin, F32, CPU
+
+TOL = 1e-2
+
+
+def rel(x, ref):
+    """||x - ref|| / ||ref||; where the exact gradient is zero (dq, dk at T = 1:
+    one key, so P = 1 whatever the scores) the denominator is the norm of a
+    tensor of unit RMS, the scale of the inputs, instead of rounding noise."""
+    x, ref = x.float(), ref.float()
+    if not torch.isfinite(x).all():
+        return math.inf
+    den = ref.norm()
+    if den < 1e-4 * math.sqrt(ref.numel()):
+        den = torch.tensor(math.sqrt(ref.numel()))
+    return ((x - ref).norm() / den).item()
+
+
+def to_sdpa(x):  # (B, T, H, D) -> (B, H, T, D)
+    return x.transpose(1, 2)
+
+
+def doc_mask(doc):  # (B, T) -> (B, 1, T, T) same-document and causal
+    T = doc.shape[1]
+    same = doc[:, :, None] == doc[:, None, :]
+    return (same & torch.ones(T, T, dtype=torch.bool, device=doc.device).tril())[:, None]
+
+
+def reference(q, k, v, do, causal, doc):
+    """fp32 attention and its gradients, on upcast copies."""
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    rep = q.shape[2] // k.shape[2]
+    kr, vr = kf.repeat_interleave(rep, 2), vf.repeat_interleave(rep, 2)
+    with sdpa_kernel(SDPBackend.MATH):
+        if doc is None:
+            o = F.scaled_dot_product_attention(to_sdpa(qf), to_sdpa(kr), to_sdpa(vr),
+                                               is_causal=causal)
+        else:
+            o = F.scaled_dot_product_attention(to_sdpa(qf), to_sdpa(kr), to_sdpa(vr),
+                                               attn_mask=doc_mask(doc))
+    o = o.transpose(1, 2)
+    o.backward(do.float())
+    return o.detach(), qf.grad, kf.grad, vf.grad
+
+
+def sdpa_bf16(q, k, v, do, causal):
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        o = F.scaled_dot_product_attention(to_sdpa(q), to_sdpa(k), to_sdpa(v), is_causal=causal,
+                                           enable_gqa=q.shape[2] != k.shape[2]).transpose(1, 2)
+    o.backward(do)
+    return o.detach(), q.grad, k.grad, v.grad
+
+
+def flash_run(fl, q, k, v, do, causal, doc):
+    st = fl.setup(q, k, causal, doc)
+    out, dq = torch.full_like(q, math.nan), torch.full_like(q, math.nan)
+    dk, dv = torch.full_like(k, math.nan), torch.full_like(k, math.nan)
+    fl.fwd(st, q, k, v, out)
+    fl.bwd(st, q, k, v, out, do, dq, dk, dv)
+    torch.cuda.synchronize()
+    return out, dq, dk, dv
+
+
+def make(B, T, NH, KVH, HD, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    r = lambda *s: torch.randn(*s, device="cuda", generator=g, dtype=torch.float32)
+    q = r(B, T, NH, HD).bfloat16()
+    k = r(B, T, KVH, HD).bfloat16()
+    v = r(B, T, KVH, HD).bfloat16()
+    do = r(B, T, NH, HD).bfloat16()
+    return q, k, v, do
+
+
+def random_docs(B, T, seed):
+    g = torch.Generator().manual_seed(seed)
+    doc = torch.zeros(B, T, dtype=torch.int32)
+    for b in range(B):
+        cuts = sorted(torch.randint(1, max(T, 2), (max(T // 300, 1),), generator=g).tolist())
+        for c in cuts:
+            doc[b, c:] += 1
+    return doc.cuda()
+
+
+def check(plugin_dir):
+    fl = Flash(plugin_dir)
+    fails, n, seed = 0, 0, 0
+    cases = []
+    for T in (1, 17, 128, 1000, 2048, 8192):
+        for HD in (64, 128):
+            for ratio in (1, 4, 8):
+                cases.append((2 if T <= 128 else 1, T, 8, 8 // ratio, HD, True, False))
+    cases += [(1, 1000, 8, 2, 128, False, False), (1, 2048, 8, 2, 128, True, True),
+              (2, 8192, 8, 1, 64, True, True), (1, 8192, 8, 8, 128, True, True)]
+    print(f"{'shape':34s} {'mask':7s} {'flash: out':>10s} {'dq':>9s} {'dk':>9s} {'dv':>9s}"
+          f"   {'sdpa: out':>9s} {'dq':>9s} {'dk':>9s} {'dv':>9s}")
+    for B, T, NH, KVH, HD, causal, docs in cases:
+        seed += 1
+        q, k, v, do = make(B, T, NH, KVH, HD, seed)
+        doc = random_docs(B, T, seed) if docs else None
+        ref = reference(q, k, v, do, causal, doc)
+        got = flash_run(fl, q, k, v, do, causal, doc)
+        ef = [rel(a, b) for a, b in zip(got, ref)]
+        es = ["-"] * 4
+        if doc is None:
+            es = [f"{rel(a, b):9.2e}" for a, b in zip(sdpa_bf16(q, k, v, do, causal), ref)]
+        ok = all(e < TOL for e in ef)
+        fails += not ok
+        n += 1
+        mask = "docs" if docs else ("causal" if causal else "full")
+        print(f"{'ok  ' if ok else 'FAIL'} B={B} T={T:<5d} NH={NH} KVH={KVH} HD={HD:<3d} {mask:7s} "
+              + " ".join(f"{e:9.2e}" for e in ef) + "   " + " ".join(f"{e:>9s}" for e in es),
+              flush=True)
+        del ref, got
+    print(f"check: {n - fails} of {n} cases within {TOL:g} of fp32 attention")
+    return fails == 0
+
+
+def time_ms(fn, reps=20, warmup=5):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def bench(plugin_dir):
+    fl = Flash(plugin_dir)
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    rows = []
+    for B, T, NH, KVH, HD in ((8, 2048, 16, 16, 128), (2, 8192, 16, 16, 128),
+                              (8, 2048, 32, 8, 128), (2, 8192, 32, 8, 128),
+                              (8, 2048, 32, 32, 64), (2, 8192, 32, 32, 64)):
+        q, k, v, do = make(B, T, NH, KVH, HD, 7)
+        fwd_flop = 4 * B * NH * T * T * HD / 2
+        st = fl.setup(q, k, True)
+        out, dq = torch.empty_like(q), torch.empty_like(q)
+        dk, dv = torch.empty_like(k), torch.empty_like(k)
+        f_fwd = time_ms(lambda: fl.fwd(st, q, k, v, out))
+        f_bwd = time_ms(lambda: fl.bwd(st, q, k, v, out, do, dq, dk, dv))
+
+        gqa = NH != KVH
+        qs, ks, vs = (to_sdpa(t).detach().requires_grad_() for t in (q, k, v))
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            try:
+                o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, enable_gqa=gqa)
+                how = "flash" + (" gqa" if gqa else "")
+            except RuntimeError:  # flash backend without GQA: repeat K/V, as models do
+                ks = to_sdpa(k.repeat_interleave(NH // KVH, 2)).detach().requires_grad_()
+                vs = to_sdpa(v.repeat_interleave(NH // KVH, 2)).detach().requires_grad_()
+                o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True)
+                how = "flash rep-kv"
+            dos = to_sdpa(do)
+            s_fwd = time_ms(lambda: F.scaled_dot_product_attention(
+                qs, ks, vs, is_causal=True, enable_gqa=gqa and how == "flash gqa"))
+            s_bwd = time_ms(lambda: torch.autograd.grad(o, (qs, ks, vs), dos, retain_graph=True))
+        tf = lambda flop, ms: flop / ms / 1e9
+        rows.append((B, T, NH, KVH, HD, how, tf(fwd_flop, f_fwd), tf(2.5 * fwd_flop, f_bwd),
+                     tf(3.5 * fwd_flop, f_fwd + f_bwd), tf(fwd_flop, s_fwd),
+                     tf(2.5 * fwd_flop, s_bwd), tf(3.5 * fwd_flop, s_fwd + s_bwd), f_fwd, f_bwd,
+                     s_fwd, s_bwd))
+        del q, k, v, do, out, dq, dk, dv, st, qs, ks, vs, o
+        torch.cuda.empty_cache()
+
+    # naive: the CPU fp32 reference plugin (its CUDA path is another branch).
+    naive = Plugin(plugin_dir, "naive")
+    B, T, NH, KVH, HD = 1, 2048, 8, 8, 128
+    q, k, v, do = (t.float().cpu() for t in make(B, T, NH, KVH, HD, 3))
+    s = naive.shape(B, T, NH, KVH, HD, True, F32, CPU)
+    z = naive.sizes(s)
+    saved = torch.empty(z.saved_bytes // 4)
+    ws = torch.empty(z.bwd_workspace // 4 + 4)
+    out, dq, dk, dv = (torch.empty_like(t) for t in (q, q, k, v))
+    t0 = time.perf_counter()
+    naive.forward(s, q, k, v, out, saved, None)
+    t1 = time.perf_counter()
+    naive.backward(s, q, k, v, out, do, saved, dq, dk, dv, ws)
+    t2 = time.perf_counter()
+    nflop = 4 * B * NH * T * T * HD / 2
+    naive_row = (f"naive (CPU fp32, {torch.get_num_threads()} threads) B={B} T={T} NH={NH} HD={HD}:"
+                 f" fwd {(t1 - t0) * 1e3:.0f} ms ({nflop / (t1 - t0) / 1e12:.3f} TFLOP/s),"
+                 f" bwd {(t2 - t1) * 1e3:.0f} ms ({2.5 * nflop / (t2 - t1) / 1e12:.3f} TFLOP/s)")
+
+    print("\ncausal, TFLOP/s (median of 20 after 5 warm-up; fwd+bwd = 3.5x fwd FLOPs over the"
+          " summed time)")
+    print(f"{'B':>2s} {'T':>5s} {'NH':>3s} {'KVH':>3s} {'HD':>3s} | {'flash fwd':>9s} {'bwd':>6s}"
+          f" {'f+b':>6s} | {'sdpa fwd':>8s} {'bwd':>6s} {'f+b':>6s} | {'ratio f+b':>9s} | sdpa as"
+          f" | ms: flash fwd/bwd, sdpa fwd/bwd")
+    for r in rows:
+        print(f"{r[0]:2d} {r[1]:5d} {r[2]:3d} {r[3]:3d} {r[4]:3d} | {r[6]:9.1f} {r[7]:6.1f}"
+              f" {r[8]:6.1f} | {r[9]:8.1f} {r[10]:6.1f} {r[11]:6.1f} | {r[8] / r[11]:9.2f} |"
+              f" {r[5]} | {r[12]:.3f}/{r[13]:.3f}, {r[14]:.3f}/{r[15]:.3f}")
+    print(naive_row)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in ("check", "bench"):
+        sys.exit(__doc__)
+    ok = check(sys.argv[2]) if sys.argv[1] == "check" else (bench(sys.argv[2]) or True)
+    sys.exit(0 if ok else 1)

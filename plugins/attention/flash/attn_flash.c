@@ -1,0 +1,234 @@
+/* Attention plugin "flash": exact causal attention on Hopper GPUs with
+ * tiling and an online softmax (flash_fwd.cu, flash_bwd.cu). No T x T matrix
+ * is ever stored: forward keeps only the log-sum-exp of each query row for
+ * the backward, which recomputes the probabilities tile by tile.
+ *
+ * B = batch, T = sequence, NH = query heads, KVH = kv heads (GQA: query head
+ * h reads kv head h / (NH / KVH), never a repeated copy), HD = head dim.
+ * Layouts (row-major, device memory, bf16): q, out, dq, dout (B, T, NH, HD);
+ * k, v, dk, dv (B, T, KVH, HD). saved: lse (B, NH, T) fp32. Masks: causal
+ * (key j <= query i) when shape->causal, and same document when doc_ids
+ * (B, T) int32 is given. Gradients dq, dk, dv are written (=).
+ *
+ * This file is the plugin's C face: shape checks, sizes and the descriptor.
+ * Built without CUDA it loads and answers UNSUPPORTED to every shape. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fsdpc/plugin.h"
+
+#ifdef FSDPC_WITH_CUDA
+#include "flash.h"
+#endif
+
+static const fsdpc_host_api *g_host; /* set once by the entry point */
+
+static int32_t fail(int32_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int32_t fail(int32_t status, const char *fmt, ...) {
+  if (g_host != NULL && FSDPC_HAS_FIELD(g_host, fsdpc_host_api, set_error) &&
+      g_host->set_error != NULL) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    g_host->set_error(g_host->host_ctx, status, msg);
+  }
+  return status;
+}
+
+/* INVALID_USAGE for a malformed shape, UNSUPPORTED for a device, dtype or
+ * head dim this plugin does not run, OK otherwise. check_device also asks
+ * the CUDA runtime whether the current GPU is a Hopper (sm_90). */
+static int32_t check_shape(const fsdpc_attn_shape *s, int check_device) {
+  if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_attn_shape, device))
+    return fail(FSDPC_INVALID_USAGE, "attention flash: shape is NULL or too short (struct_size)");
+#ifndef FSDPC_WITH_CUDA
+  (void)check_device;
+  return fail(FSDPC_UNSUPPORTED,
+              "attention flash: built without CUDA; rebuild with a CUDA compiler or use naive");
+#else
+  if (s->device != FSDPC_DEVICE_CUDA)
+    return fail(FSDPC_UNSUPPORTED, "attention flash: runs on CUDA only; use naive on the CPU");
+  if (s->dtype != FSDPC_DTYPE_BF16)
+    return fail(FSDPC_UNSUPPORTED,
+                "attention flash: dtype %d is not supported; only bf16 (dtype 1) in and out",
+                (int)s->dtype);
+  if (s->HD != 64 && s->HD != 128)
+    return fail(FSDPC_UNSUPPORTED,
+                "attention flash: head dim %d is not supported; only 64 and 128 (use naive)",
+                (int)s->HD);
+  if (s->B < 1 || s->T < 1 || s->NH < 1 || s->KVH < 1)
+    return fail(FSDPC_INVALID_USAGE, "attention flash: B=%d T=%d NH=%d KVH=%d; all must be >= 1",
+                (int)s->B, (int)s->T, (int)s->NH, (int)s->KVH);
+  if (s->NH % s->KVH != 0)
+    return fail(FSDPC_INVALID_USAGE,
+                "attention flash: num_heads %d is not a multiple of num_kv_heads %d", (int)s->NH,
+                (int)s->KVH);
+  if ((int64_t)s->B * s->T * s->NH >= ((int64_t)1 << 31) / 2)
+    return fail(FSDPC_UNSUPPORTED, "attention flash: B*T*NH = %lld rows is too many (< 2^30)",
+                (long long)s->B * s->T * s->NH);
+  if (!(s->scale > 0.0f) || !isfinite(s->scale))
+    return fail(FSDPC_INVALID_USAGE, "attention flash: scale %g must be finite and > 0",
+                (double)s->scale);
+  if (check_device) {
+    int major = 0, minor = 0;
+    int rc = flash_device_check(&major, &minor);
+    if (rc > 0)
+      return fail(FSDPC_UNSUPPORTED, "attention flash: no usable CUDA device (%s)",
+                  flash_error_string(rc));
+    if (rc < 0)
+      return fail(FSDPC_UNSUPPORTED,
+                  "attention flash: the GPU is compute capability %d.%d; the kernels are built "
+                  "for Hopper (9.0) only",
+                  major, minor);
+  }
+  return FSDPC_OK;
+#endif
+}
+
+/* ---- vtable ---- */
+
+static int32_t flash_supports(const fsdpc_attn_shape *shape) {
+  int32_t st = check_shape(shape, 1);
+  return st == FSDPC_OK ? FSDPC_OK : FSDPC_UNSUPPORTED;
+}
+
+static int32_t flash_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc_attn_sizes *out) {
+  int32_t st = check_shape(s, 0);
+  if (st != FSDPC_OK)
+    return st;
+  if (out == NULL)
+    return fail(FSDPC_INVALID_USAGE, "attention flash: sizes() out is NULL");
+#ifdef FSDPC_WITH_CUDA
+  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal, s->scale, NULL};
+  /* Everything is linear in T: the LSE, and dq in fp32 plus one float per
+   * row during backward. */
+  if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, saved_bytes))
+    out->saved_bytes = (uint64_t)s->B * s->NH * s->T * sizeof(float);
+  if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, fwd_workspace))
+    out->fwd_workspace = 0;
+  if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, bwd_workspace))
+    out->bwd_workspace = flash_bwd_workspace_bytes(&p);
+#endif
+  return FSDPC_OK;
+}
+
+#ifdef FSDPC_WITH_CUDA
+static int aligned16(const void *p) {
+  return ((uintptr_t)p & 15u) == 0;
+}
+
+static flash_params params_of(const fsdpc_attn_shape *s) {
+  const int32_t *doc = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, doc_ids) ? s->doc_ids : NULL;
+  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal != 0, s->scale, doc};
+  return p;
+}
+#endif
+
+static int32_t flash_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, const void *q,
+                             const void *k, const void *v, void *out, void *saved,
+                             void *workspace, void *stream) {
+  int32_t st = check_shape(s, 0);
+  if (st != FSDPC_OK)
+    return st;
+#ifdef FSDPC_WITH_CUDA
+  if (q == NULL || k == NULL || v == NULL || out == NULL || saved == NULL)
+    return fail(FSDPC_INVALID_USAGE, "attention flash: forward got a NULL q, k, v, out or saved");
+  if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out) || !aligned16(saved))
+    return fail(FSDPC_INVALID_USAGE,
+                "attention flash: q, k, v, out and saved must be 16-byte aligned");
+  flash_params p = params_of(s);
+  int rc = flash_fwd(&p, q, k, v, out, (float *)saved, stream);
+  if (rc != 0)
+    return fail(FSDPC_SYSTEM_ERROR, "attention flash: forward launch failed: %s",
+                flash_error_string(rc));
+#endif
+  return FSDPC_OK;
+}
+
+static int32_t flash_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, const void *q,
+                              const void *k, const void *v, const void *out, const void *dout,
+                              const void *saved, void *dq, void *dk, void *dv, void *workspace,
+                              void *stream) {
+  int32_t st = check_shape(s, 0);
+  if (st != FSDPC_OK)
+    return st;
+#ifdef FSDPC_WITH_CUDA
+  if (q == NULL || k == NULL || v == NULL || out == NULL || dout == NULL || saved == NULL ||
+      dq == NULL || dk == NULL || dv == NULL)
+    return fail(FSDPC_INVALID_USAGE,
+                "attention flash: backward got a NULL q, k, v, out, dout, saved, dq, dk or dv");
+  if (workspace == NULL)
+    return fail(FSDPC_INVALID_USAGE,
+                "attention flash: backward needs a workspace of sizes().bwd_workspace bytes");
+  const void *ptrs[] = {q, k, v, out, dout, saved, dq, dk, dv, workspace};
+  for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+    if (!aligned16(ptrs[i]))
+      return fail(FSDPC_INVALID_USAGE, "attention flash: backward buffers must be 16-byte aligned");
+  flash_params p = params_of(s);
+  int rc = flash_bwd(&p, q, k, v, out, dout, (const float *)saved, dq, dk, dv, workspace, stream);
+  if (rc != 0)
+    return fail(FSDPC_SYSTEM_ERROR, "attention flash: backward launch failed: %s",
+                flash_error_string(rc));
+#endif
+  return FSDPC_OK;
+}
+
+/* ---- descriptors ---- */
+
+static const fsdpc_attention_v1 flash_vtable = {
+    /* .struct_size = */ sizeof(fsdpc_attention_v1),
+    /* .supports    = */ flash_supports,
+    /* .create      = */ NULL, /* stateless: the stream comes with each call */
+    /* .destroy     = */ NULL,
+    /* .sizes       = */ flash_sizes,
+    /* .forward     = */ flash_forward,
+    /* .backward    = */ flash_backward,
+};
+
+static const fsdpc_component_desc flash_component = {
+    /* .struct_size    = */ sizeof(fsdpc_component_desc),
+    /* .kind           = */ FSDPC_KIND_ATTENTION,
+    /* .name           = */ "flash",
+    /* .version        = */ "1.0.0",
+    /* .iface_version  = */ 1,
+    /* .default_score  = */ 50,
+    /* .description    = */ "tiled exact attention with online softmax (mma.sync bf16), "
+                            "O(T) memory",
+#ifdef FSDPC_WITH_CUDA
+    /* .capabilities   = */ "cuda sm_90 (Hopper); bf16 in/out, fp32 accumulation; head dims 64 "
+                            "and 128; any T >= 1; causal or full; GQA (NH % KVH == 0); "
+                            "document masking; saved = LSE (B, NH, T) fp32",
+#else
+    /* .capabilities   = */ "built without CUDA: supports nothing",
+#endif
+    /* .options        = */ NULL,
+    /* .n_options      = */ 0,
+    /* .vtable         = */ &flash_vtable,
+};
+
+static const fsdpc_component_desc *const flash_components[] = {&flash_component};
+
+static const fsdpc_plugin_desc flash_plugin = {
+    /* .struct_size   = */ sizeof(fsdpc_plugin_desc),
+    /* .abi_major     = */ FSDPC_PLUGIN_ABI_MAJOR,
+    /* .abi_minor     = */ FSDPC_PLUGIN_ABI_MINOR,
+    /* .name          = */ "attention-flash",
+    /* .components    = */ flash_components,
+    /* .n_components  = */ 1,
+};
+
+FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
+                                                  const fsdpc_plugin_desc **out) {
+  if (out == NULL)
+    return FSDPC_INVALID_USAGE;
+  g_host = host;
+  if (host != NULL && host->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
+    return fail(FSDPC_UNSUPPORTED, "attention flash: built for plugin ABI %d, host speaks %u",
+                FSDPC_PLUGIN_ABI_MAJOR, (unsigned)host->abi_major);
+  *out = &flash_plugin;
+  return FSDPC_OK;
+}

@@ -1,0 +1,45 @@
+/* Launchers of the flash attention kernels (flash_fwd.cu, flash_bwd.cu),
+ * called by the plugin's C face (attn_flash.c). All pointers are device
+ * memory; shapes are already checked (HD 64 or 128, NH % KVH == 0). Each
+ * returns a cudaError_t as int (0 = success) after enqueueing on stream.
+ *
+ * Layouts: q, out, dout, dq (B, T, NH, HD) bf16; k, v, dk, dv (B, T, KVH, HD)
+ * bf16; lse (B, NH, T) fp32 natural-log sum of exp of the scaled scores; doc
+ * (B, T) int32 document ids or NULL. */
+#ifndef FSDPC_FLASH_H
+#define FSDPC_FLASH_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct flash_params {
+  int B, T, NH, KVH, HD;
+  int causal;
+  float scale;
+  const int32_t *doc; /* (B, T) or NULL */
+} flash_params;
+
+/* Bytes of the backward workspace: dq in fp32 (B, T, NH, HD) and the row
+ * dots D = rowsum(dO * O) (B, NH, T), each 256-byte aligned. */
+uint64_t flash_bwd_workspace_bytes(const flash_params *p);
+
+int flash_fwd(const flash_params *p, const void *q, const void *k, const void *v, void *out,
+              float *lse, void *stream);
+
+int flash_bwd(const flash_params *p, const void *q, const void *k, const void *v, const void *out,
+              const void *dout, const float *lse, void *dq, void *dk, void *dv, void *workspace,
+              void *stream);
+
+/* 0 when the current device can run the kernels (compute capability 9.0);
+ * otherwise a cudaError_t, or -1 with *cc_major/minor set to the device's. */
+int flash_device_check(int *cc_major, int *cc_minor);
+
+const char *flash_error_string(int err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,360 @@
+/* Flash attention backward: dQ, dK, dV from Q, K, V, O, dO and the saved
+ * log-sum-exp, recomputing the probabilities tile by tile.
+ *
+ * With s_ij = scale * q_i . k_j, P_ij = exp(s_ij - lse_i):
+ *   dV_j = sum_i P_ij dO_i             dP_ij = dO_i . V_j
+ *   dS_ij = P_ij (dP_ij - D_i), D_i = dO_i . O_i
+ *   dQ_i = scale * sum_j dS_ij K_j     dK_j = scale * sum_i dS_ij Q_i
+ *
+ * Three launches: (1) D = rowsum(dO * O) into the workspace, and dq_acc
+ * zeroed; (2) the main kernel; (3) dq = bf16(scale * dq_acc).
+ * The main kernel's CTA (8 warps) owns one (batch, kv head, block of BN = 128
+ * keys); each warp owns 16 keys. It loops over the query heads of its GQA
+ * group and over the query blocks (BM = 64) that can see its keys, keeping
+ * dK and dV of its keys in registers, so they need no atomics and K/V are
+ * never repeated. It computes the transposed products S^T = K Q^T and
+ * dP^T = V dO^T, whose accumulators are directly the A operands of
+ * dV += P^T dO and dK += dS^T Q. dQ gets contributions from every key
+ * block, so dS goes through shared memory and dQ is accumulated in an fp32
+ * workspace with vector atomics (red.global.add.v2.f32).
+ *
+ * Workspace: dq_acc (B, T, NH, HD) fp32, then D (B, NH, T) fp32: O(T). */
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "flash.h"
+#include "flash_common.cuh"
+
+#define BWD_BM 64
+#define BWD_BN 128
+#define BWD_THREADS 256
+
+static uint64_t align256(uint64_t x) {
+  return (x + 255) / 256 * 256;
+}
+
+extern "C" uint64_t flash_bwd_workspace_bytes(const flash_params *p) {
+  uint64_t rows = (uint64_t)p->B * p->T * p->NH;
+  return align256(rows * p->HD * sizeof(float)) + align256(rows * sizeof(float));
+}
+
+/* D (B, NH, T) = rowsum(dout * out); one warp per (b, t, h) row. */
+static __global__ void flash_bwd_dot_kernel(const bf16 *__restrict__ out,
+                                            const bf16 *__restrict__ dout, float *__restrict__ D,
+                                            int64_t n_rows, int T, int NH, int HD) {
+  const int64_t row = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= n_rows)
+    return;
+  const __nv_bfloat162 *o = reinterpret_cast<const __nv_bfloat162 *>(out + row * HD);
+  const __nv_bfloat162 *d = reinterpret_cast<const __nv_bfloat162 *>(dout + row * HD);
+  float acc = 0.0f;
+  for (int i = lane; i < HD / 2; i += 32) {
+    float2 a = __bfloat1622float2(o[i]), c = __bfloat1622float2(d[i]);
+    acc += a.x * c.x + a.y * c.y;
+  }
+  for (int off = 16; off > 0; off /= 2)
+    acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) {
+    const int h = (int)(row % NH);
+    const int64_t bt = row / NH;
+    const int t = (int)(bt % T);
+    const int64_t b = bt / T;
+    D[(b * NH + h) * T + t] = acc;
+  }
+}
+
+/* dq = bf16(scale * dq_acc), four elements a thread. */
+static __global__ void flash_bwd_dq_kernel(const float4 *__restrict__ acc, bf16 *__restrict__ dq,
+                                           int64_t n4, float scale) {
+  const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n4)
+    return;
+  float4 a = acc[i];
+  uint2 packed = {pack_bf16(a.x * scale, a.y * scale), pack_bf16(a.z * scale, a.w * scale)};
+  reinterpret_cast<uint2 *>(dq)[i] = packed;
+}
+
+template <int HD> static constexpr int bwd_smem_bytes() {
+  return (2 * BWD_BN * HD + 2 * BWD_BM * HD + BWD_BN * BWD_BM) * (int)sizeof(bf16) +
+         3 * BWD_BM * (int)sizeof(float);
+}
+
+template <int HD>
+static __global__ void __launch_bounds__(BWD_THREADS, 1)
+    flash_bwd_kernel(const flash_params p, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
+                     const bf16 *__restrict__ v, const bf16 *__restrict__ dout,
+                     const float *__restrict__ lse, const float *__restrict__ Dg,
+                     float *__restrict__ dq_acc, bf16 *__restrict__ dk, bf16 *__restrict__ dv) {
+  constexpr int BM = BWD_BM, BN = BWD_BN, NT = BWD_THREADS;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf16 *sK = reinterpret_cast<bf16 *>(smem_raw); // (BN, HD)
+  bf16 *sV = sK + BN * HD;                       // (BN, HD)
+  bf16 *sQ = sV + BN * HD;                       // (BM, HD)
+  bf16 *sdO = sQ + BM * HD;                      // (BM, HD)
+  bf16 *sdS = sdO + BM * HD;                     // (BN, BM): dS^T, keys by queries
+  float *sL = reinterpret_cast<float *>(sdS + BN * BM); // (BM) lse * log2(e)
+  float *sD = sL + BM;                                  // (BM)
+  int32_t *sDoc = reinterpret_cast<int32_t *>(sD + BM); // (BM)
+
+  const int T = p.T, NH = p.NH, KVH = p.KVH, rep = NH / KVH;
+  const int n_block = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int n0 = n_block * BN;
+  const int64_t qstride = (int64_t)NH * HD, kstride = (int64_t)KVH * HD;
+  const bf16 *kb = k + (int64_t)b * T * kstride + g * HD; // rows t: (T, KVH*HD)
+  const bf16 *vb = v + (int64_t)b * T * kstride + g * HD;
+  const int32_t *doc = p.doc ? p.doc + (int64_t)b * T : nullptr; // (T)
+  const float sl2 = p.scale * FLASH_LOG2E;
+
+  load_tile<BN, HD, NT>(sK, kb, n0, T, kstride);
+  load_tile<BN, HD, NT>(sV, vb, n0, T, kstride);
+  cp_async_commit();
+
+  const int kr_lo = n0 + warp * 16 + lane / 4; // key row of c0, c1; c2, c3 are kr_lo + 8
+  int doc_k[2] = {0, 0};
+  if (doc) {
+    doc_k[0] = kr_lo < T ? doc[kr_lo] : INT32_MIN;
+    doc_k[1] = kr_lo + 8 < T ? doc[kr_lo + 8] : INT32_MIN;
+  }
+
+  float dka[HD / 8][4], dva[HD / 8][4];
+#pragma unroll
+  for (int i = 0; i < HD / 8; i++)
+#pragma unroll
+    for (int c = 0; c < 4; c++)
+      dka[i][c] = dva[i][c] = 0.0f;
+
+  const int m_first = p.causal ? n0 / BM : 0;
+  const int m_blocks = (T + BM - 1) / BM;
+  for (int h = g * rep; h < (g + 1) * rep; h++) {
+    const bf16 *qb = q + (int64_t)b * T * qstride + h * HD; // rows t: (T, NH*HD)
+    const bf16 *dob = dout + (int64_t)b * T * qstride + h * HD;
+    const float *lse_h = lse + ((int64_t)b * NH + h) * T; // (T)
+    const float *D_h = Dg + ((int64_t)b * NH + h) * T;    // (T)
+    for (int mb = m_first; mb < m_blocks; mb++) {
+      const int m0 = mb * BM;
+      load_tile<BM, HD, NT>(sQ, qb, m0, T, qstride);
+      load_tile<BM, HD, NT>(sdO, dob, m0, T, qstride);
+      cp_async_commit();
+      if (threadIdx.x < BM) {
+        const int row = m0 + threadIdx.x;
+        /* Rows past T get lse = +inf, so their P is exactly 0. */
+        sL[threadIdx.x] = row < T ? lse_h[row] * FLASH_LOG2E : INFINITY;
+        sD[threadIdx.x] = row < T ? D_h[row] : 0.0f;
+        sDoc[threadIdx.x] = doc && row < T ? doc[row] : INT32_MIN;
+      }
+      cp_async_wait<0>();
+      __syncthreads();
+
+      /* S^T (16 keys of this warp x BM queries) = K_w Q^T. */
+      float st[BM / 8][4];
+#pragma unroll
+      for (int i = 0; i < BM / 8; i++)
+        st[i][0] = st[i][1] = st[i][2] = st[i][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t a[4];
+        ldsm_x4(a, sK + swz<HD>(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+        for (int np = 0; np < BM / 16; np++) {
+          uint32_t r[4];
+          ldsm_x4(r, sQ + swz<HD>(np * 16 + (lane & 7) + (lane >> 4) * 8,
+                                  kk * 16 + ((lane >> 3) & 1) * 8));
+          uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+          mma_bf16(st[2 * np], a, b0);
+          mma_bf16(st[2 * np + 1], a, b1);
+        }
+      }
+
+      /* P^T = exp(S^T - lse), masked. Keys past T are zero rows of K,
+       * which would otherwise get a nonzero probability. */
+      const bool need_mask =
+          doc != nullptr || n0 + BN > T || (p.causal && n0 + warp * 16 + 15 > m0);
+#pragma unroll
+      for (int nt = 0; nt < BM / 8; nt++) {
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+          const int qi = nt * 8 + (lane % 4) * 2 + (c & 1);
+          float pv = exp2f(st[nt][c] * sl2 - sL[qi]);
+          if (need_mask) {
+            const int key = kr_lo + (c >> 1) * 8;
+            bool ok = key < T && (!p.causal || key <= m0 + qi);
+            if (doc)
+              ok = ok && sDoc[qi] == doc_k[c >> 1];
+            pv = ok ? pv : 0.0f;
+          }
+          st[nt][c] = pv;
+        }
+      }
+
+      /* dV += P^T dO. */
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        uint32_t a[4] = {pack_bf16(st[2 * kk][0], st[2 * kk][1]),
+                         pack_bf16(st[2 * kk][2], st[2 * kk][3]),
+                         pack_bf16(st[2 * kk + 1][0], st[2 * kk + 1][1]),
+                         pack_bf16(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+#pragma unroll
+        for (int np = 0; np < HD / 16; np++) {
+          uint32_t r[4];
+          ldsm_x4_t(r, sdO + swz<HD>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                     np * 16 + (lane >> 4) * 8));
+          uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+          mma_bf16(dva[2 * np], a, b0);
+          mma_bf16(dva[2 * np + 1], a, b1);
+        }
+      }
+
+      /* dP^T = V_w dO^T, then dS^T = P^T (dP^T - D). */
+      float ds[BM / 8][4];
+#pragma unroll
+      for (int i = 0; i < BM / 8; i++)
+        ds[i][0] = ds[i][1] = ds[i][2] = ds[i][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t a[4];
+        ldsm_x4(a, sV + swz<HD>(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+        for (int np = 0; np < BM / 16; np++) {
+          uint32_t r[4];
+          ldsm_x4(r, sdO + swz<HD>(np * 16 + (lane & 7) + (lane >> 4) * 8,
+                                   kk * 16 + ((lane >> 3) & 1) * 8));
+          uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+          mma_bf16(ds[2 * np], a, b0);
+          mma_bf16(ds[2 * np + 1], a, b1);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < BM / 8; nt++)
+#pragma unroll
+        for (int c = 0; c < 4; c++)
+          ds[nt][c] = st[nt][c] * (ds[nt][c] - sD[nt * 8 + (lane % 4) * 2 + (c & 1)]);
+
+      /* dK += dS^T Q; dS^T also goes to shared memory for dQ. */
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        uint32_t a[4] = {pack_bf16(ds[2 * kk][0], ds[2 * kk][1]),
+                         pack_bf16(ds[2 * kk][2], ds[2 * kk][3]),
+                         pack_bf16(ds[2 * kk + 1][0], ds[2 * kk + 1][1]),
+                         pack_bf16(ds[2 * kk + 1][2], ds[2 * kk + 1][3])};
+        const int key = warp * 16 + lane / 4, qc = kk * 16 + (lane % 4) * 2;
+        *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key, qc)) = a[0];
+        *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key + 8, qc)) = a[1];
+        *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key, qc + 8)) = a[2];
+        *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key + 8, qc + 8)) = a[3];
+#pragma unroll
+        for (int np = 0; np < HD / 16; np++) {
+          uint32_t r[4];
+          ldsm_x4_t(r, sQ + swz<HD>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                    np * 16 + (lane >> 4) * 8));
+          uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+          mma_bf16(dka[2 * np], a, b0);
+          mma_bf16(dka[2 * np + 1], a, b1);
+        }
+      }
+      __syncthreads();
+
+      /* dQ (BM x HD) += dS (BM x BN) K (BN x HD): warp w takes query rows
+       * (w % 4) * 16 and half the head dim, (w / 4) * HD / 2. */
+      {
+        const int qr = (warp % 4) * 16, hc = (warp / 4) * (HD / 2);
+        float dqa[HD / 16][4];
+#pragma unroll
+        for (int i = 0; i < HD / 16; i++)
+          dqa[i][0] = dqa[i][1] = dqa[i][2] = dqa[i][3] = 0.0f;
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+          uint32_t a[4];
+          ldsm_x4_t(a, sdS + swz<BM>(kk * 16 + (lane & 7) + (lane >> 4) * 8,
+                                     qr + ((lane >> 3) & 1) * 8));
+#pragma unroll
+          for (int np = 0; np < HD / 32; np++) {
+            uint32_t r[4];
+            ldsm_x4_t(r, sK + swz<HD>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                      hc + np * 16 + (lane >> 4) * 8));
+            uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+            mma_bf16(dqa[2 * np], a, b0);
+            mma_bf16(dqa[2 * np + 1], a, b1);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const int row = m0 + qr + lane / 4 + r * 8;
+          if (row < T) {
+            float *dst = dq_acc + ((int64_t)(b * T + row) * NH + h) * HD + hc + (lane % 4) * 2;
+#pragma unroll
+            for (int dt = 0; dt < HD / 16; dt++)
+              atomicAdd(reinterpret_cast<float2 *>(dst + dt * 8),
+                        make_float2(dqa[dt][2 * r], dqa[dt][2 * r + 1]));
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+  cp_async_wait<0>(); /* no group is left in flight when rep * blocks == 0 */
+
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int row = kr_lo + r * 8;
+    if (row < T) {
+      const int64_t o = ((int64_t)(b * T + row) * KVH + g) * HD + (lane % 4) * 2;
+#pragma unroll
+      for (int dt = 0; dt < HD / 8; dt++) {
+        *reinterpret_cast<uint32_t *>(dk + o + dt * 8) =
+            pack_bf16(dka[dt][2 * r] * p.scale, dka[dt][2 * r + 1] * p.scale);
+        *reinterpret_cast<uint32_t *>(dv + o + dt * 8) =
+            pack_bf16(dva[dt][2 * r], dva[dt][2 * r + 1]);
+      }
+    }
+  }
+}
+
+template <int HD>
+static int launch_bwd(const flash_params *p, const void *q, const void *k, const void *v,
+                      const void *dout, const float *lse, const float *D, float *dq_acc, void *dk, void *dv,
+                      cudaStream_t stream) {
+  const int smem = bwd_smem_bytes<HD>();
+  cudaError_t e = cudaFuncSetAttribute(flash_bwd_kernel<HD>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess)
+    return (int)e;
+  dim3 grid((p->T + BWD_BN - 1) / BWD_BN, p->KVH, p->B);
+  flash_bwd_kernel<HD><<<grid, BWD_THREADS, smem, stream>>>(
+      *p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)dout, lse, D,
+      dq_acc, (bf16 *)dk, (bf16 *)dv);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, const void *v,
+                         const void *out, const void *dout, const float *lse, void *dq, void *dk,
+                         void *dv, void *workspace, void *stream) {
+  cudaStream_t st = (cudaStream_t)stream;
+  const int64_t rows = (int64_t)p->B * p->T * p->NH;
+  float *dq_acc = (float *)workspace;                                          // (B, T, NH, HD)
+  float *D = (float *)((char *)workspace + align256(rows * p->HD * sizeof(float))); // (B, NH, T)
+  cudaError_t e = cudaMemsetAsync(dq_acc, 0, rows * p->HD * sizeof(float), st);
+  if (e != cudaSuccess)
+    return (int)e;
+  const int warps = 8;
+  flash_bwd_dot_kernel<<<(unsigned)((rows + warps - 1) / warps), warps * 32, 0, st>>>(
+      (const bf16 *)out, (const bf16 *)dout, D, rows, p->T, p->NH, p->HD);
+  if ((e = cudaGetLastError()) != cudaSuccess)
+    return (int)e;
+  int rc;
+  if (p->HD == 64)
+    rc = launch_bwd<64>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+  else if (p->HD == 128)
+    rc = launch_bwd<128>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+  else
+    return (int)cudaErrorInvalidValue;
+  if (rc != 0)
+    return rc;
+  const int64_t n4 = rows * p->HD / 4;
+  flash_bwd_dq_kernel<<<(unsigned)((n4 + 255) / 256), 256, 0, st>>>((const float4 *)dq_acc,
+                                                                     (bf16 *)dq, n4, p->scale);
+  return (int)cudaGetLastError();
+}

@@ -44,7 +44,7 @@ import sys, yaml
 d = yaml.safe_load(open(sys.argv[1]))
 assert d["optim"]["lr"] == 0.001 and d["model"]["rms_norm_eps"] == 1e-5, d["model"]
 assert d["data"]["train"] == "" and d["train"]["generate_prompts"] == []
-assert d["fsdp"]["mixed_precision"]["param_dtype"] == "fp32"
+assert d["fsdp"]["mixed_precision"]["param_dtype"] == "auto"
 PY
 
 # Errors: exit 1, exactly one line on stderr naming file:line:col and the key.

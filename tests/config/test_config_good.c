@@ -57,7 +57,7 @@ START_TEST(defaults) {
   ck_assert_int_eq(c->fsdp.sharding_strategy, FSDPC_SHARD_FULL_SHARD);
   ck_assert_str_eq(c->fsdp.wrap.policy, "transformer");
   ck_assert_int_eq(fsdpc__opts_count(c->fsdp.wrap.options), 0);
-  ck_assert_int_eq(c->fsdp.mixed_precision.param_dtype, FSDPC_DTYPE_F32);
+  ck_assert_int_eq(c->fsdp.mixed_precision.param_dtype, -1); /* auto */
   ck_assert_int_eq(c->fsdp.mixed_precision.reduce_dtype, FSDPC_DTYPE_F32);
   ck_assert(c->fsdp.forward_prefetch && c->fsdp.backward_prefetch && !c->fsdp.cpu_offload);
   ck_assert_int_eq(c->fsdp.max_inflight_allgathers, 2);
@@ -312,7 +312,7 @@ START_TEST(dump_has_every_key) {
                         "rms_norm_eps: 1.0e-05",
                         "train: \"\"",
                         "paths: []",
-                        "    param_dtype: fp32",
+                        "    param_dtype: auto",
                         "  rope_scaling:\n    type: none"};
   for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
     ck_assert_msg(strstr(text, must[i]), "dump lacks '%s':\n%s", must[i], text);

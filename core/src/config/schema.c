@@ -46,6 +46,9 @@ static const fsdpc_cfg_enum_item sharding_values[] = {{"FULL_SHARD", FSDPC_SHARD
                                                       {NULL, 0}};
 static const fsdpc_cfg_enum_item dtype_values[] = {
     {"fp32", FSDPC_DTYPE_F32}, {"bf16", FSDPC_DTYPE_BF16}, {NULL, 0}};
+/* Compute dtype: "auto" is the device's own (fp32 on the CPU, bf16 on CUDA). */
+static const fsdpc_cfg_enum_item param_dtype_values[] = {
+    {"auto", -1}, {"fp32", FSDPC_DTYPE_F32}, {"bf16", FSDPC_DTYPE_BF16}, {NULL, 0}};
 static const fsdpc_cfg_enum_item state_dict_values[] = {
     {"FULL", FSDPC_STATE_DICT_FULL}, {"SHARDED", FSDPC_STATE_DICT_SHARDED}, {NULL, 0}};
 static const fsdpc_cfg_enum_item rope_values[] = {
@@ -148,8 +151,11 @@ static const fsdpc_cfg_key keys[] = {
          "wrap plugin that decides FSDP unit boundaries (transformer, size, or any installed)",
          NONE_),
     OPTS_("fsdp.wrap.options", fsdp.wrap.options, "options of the wrap plugin"),
-    ENUM_("fsdp.mixed_precision.param_dtype", fsdp.mixed_precision.param_dtype, "fp32",
-          dtype_values, "dtype of gathered parameters used for compute", NOT_IMPL("*")),
+    ENUM_("fsdp.mixed_precision.param_dtype", fsdp.mixed_precision.param_dtype, "auto",
+          param_dtype_values,
+          "dtype of gathered parameters and activations: auto = fp32 on the CPU, bf16 on CUDA "
+          "(the only ones each device computes in)",
+          NONE_),
     ENUM_("fsdp.mixed_precision.reduce_dtype", fsdp.mixed_precision.reduce_dtype, "fp32",
           dtype_values, "dtype of gradient reduce-scatter / all-reduce", NOT_IMPL("*")),
     BOOL_("fsdp.activation_checkpointing", fsdp.activation_checkpointing, "false",
@@ -222,8 +228,8 @@ static const fsdpc_cfg_key keys[] = {
     INT_("train.eval_every", train.eval_every, "0", "evaluate every N steps; 0 = never", MIN_(0)),
     INT_("train.eval_batches", train.eval_batches, "4", "batches per evaluation", MIN_(1)),
     INT_("train.log_every", train.log_every, "1", "log every N steps", MIN_(1)),
-    ENUM_("train.device", train.device, "cpu", device_values, "where compute runs",
-          NOT_IMPL("cuda")),
+    ENUM_("train.device", train.device, "cpu", device_values,
+          "where compute runs (cuda: one GPU per local rank)", NONE_),
     INT_("train.threads", train.threads, "0", "CPU threads per rank; 0 = all cores", MIN_(0)),
     STRS_("train.generate_prompts", train.generate_prompts, "[]",
           "prompts to sample from after training (greedy)", NONE_),

@@ -8,6 +8,12 @@
 void fsdpc__dist_single(fsdpc_dist *d) {
   memset(d, 0, sizeof *d);
   d->world_size = d->shard_size = d->replica_size = 1;
+  d->device_index = -1;
+}
+
+void fsdpc__dist_set_device(fsdpc_dist *d, const fsdpc_ops *ops, int device_index) {
+  d->ops = ops;
+  d->device_index = device_index;
 }
 
 void fsdpc__dist_reset_counters(fsdpc_dist *d) {
@@ -54,7 +60,11 @@ fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const 
                               const fsdpc_store_v1 *store, const char *prefix, int rank,
                               int world_size, int shard_size, int64_t timeout_ms,
                               fsdpc_err *err) {
+  const fsdpc_ops *ops = d->ops;
+  int device_index = d->device_index;
   fsdpc__dist_single(d);
+  d->ops = ops;
+  d->device_index = device_index;
   d->rank = rank;
   d->world_size = world_size;
   d->timeout_ms = timeout_ms;
@@ -70,9 +80,20 @@ fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const 
   if (world_size == 1) return FSDPC_OK;
   d->coll = coll;
   d->cv = coll->vtable;
+  if (d->cv->memory & FSDPC_COMM_MEM_DEVICE) {
+    if (!d->ops || d->ops->device == FSDPC_DEVICE_CPU)
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "collectives '%s' moves device memory but this run computes on the "
+                         "CPU; use collectives.impl: gloo (or auto)",
+                         coll->desc->name);
+    d->stream = d->ops->stream(d->ops->ctx);
+    if (!(d->dscratch = d->ops->alloc(d->ops->ctx, FSDPC_MEM_COMM,
+                                      FSDPC_DIST_SCALARS * sizeof(double))))
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of device memory for collectives");
+  }
   fsdpc_comm_init ci = {.struct_size = sizeof ci, .opts = opts, .store = store,
                         .store_prefix = prefix, .rank = rank, .world_size = world_size,
-                        .device_index = -1, .timeout_ms = timeout_ms};
+                        .device_index = d->device_index, .timeout_ms = timeout_ms};
   int32_t st = d->cv->init(&ci, &d->world);
   if (st != FSDPC_OK) {
     fsdpc__plugin_fail(coll, st, err);
@@ -100,20 +121,27 @@ void fsdpc__dist_destroy(fsdpc_dist *d) {
   if (d->shard && d->shard != d->world) d->cv->destroy(d->shard);
   if (d->world) d->cv->destroy(d->world);
   d->world = d->shard = d->replica = NULL;
+  if (d->dscratch) d->ops->free(d->ops->ctx, FSDPC_MEM_COMM, d->dscratch,
+                                FSDPC_DIST_SCALARS * sizeof(double));
+  d->dscratch = NULL;
 }
 
-fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const float *send, float *recv,
-                                    uint64_t count, const char *unit, fsdpc_err *err) {
+fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const void *send, void *recv,
+                                    uint64_t count, int32_t dtype, const char *unit,
+                                    fsdpc_err *err) {
   int size;
+  size_t es = dtype == FSDPC_DTYPE_BF16 ? 2 : 4;
   fsdpc_comm *c = group_comm(d, g, &size);
   if (size == 1 || !c) {
-    if (recv != send) memcpy(recv, send, count * sizeof(float));
+    if (d->ops && d->ops->device != FSDPC_DEVICE_CPU)
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "all_gather over one rank on a device");
+    if (recv != send) memcpy(recv, send, count * es);
     return FSDPC_OK;
   }
   fsdpc_op_info oi = op_info(d, "all_gather", unit);
-  d->bytes_all_gather += count * sizeof(float) * (uint64_t)(size - 1);
+  d->bytes_all_gather += count * es * (uint64_t)(size - 1);
   double t0 = now_s();
-  int32_t r = d->cv->all_gather(c, send, recv, count, FSDPC_DTYPE_F32, NULL, &oi);
+  int32_t r = d->cv->all_gather(c, send, recv, count, dtype, d->stream, &oi);
   d->comm_s += now_s() - t0;
   return check(d, r, "all_gather", unit, oi.seq, err);
 }
@@ -131,7 +159,8 @@ fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const floa
   d->bytes_reduce_scatter += count * sizeof(float) * (uint64_t)(size - 1);
   double t0 = now_s();
   int32_t r =
-      d->cv->reduce_scatter(c, send, recv, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, NULL, &oi);
+      d->cv->reduce_scatter(c, send, recv, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, d->stream,
+                            &oi);
   d->comm_s += now_s() - t0;
   return check(d, r, "reduce_scatter", unit, oi.seq, err);
 }
@@ -144,7 +173,8 @@ fsdpc_status fsdpc__dist_all_reduce_f32(fsdpc_dist *d, fsdpc_group g, float *buf
   fsdpc_op_info oi = op_info(d, "all_reduce", what);
   d->bytes_all_reduce += count * sizeof(float) * 2 * (uint64_t)(size - 1) / (uint64_t)size;
   double t0 = now_s();
-  int32_t r = d->cv->all_reduce(c, buf, buf, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, NULL, &oi);
+  int32_t r =
+      d->cv->all_reduce(c, buf, buf, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, d->stream, &oi);
   d->comm_s += now_s() - t0;
   return check(d, r, "all_reduce", what, oi.seq, err);
 }
@@ -156,7 +186,18 @@ fsdpc_status fsdpc__dist_all_reduce_f64(fsdpc_dist *d, fsdpc_group g, double *v,
   if (size == 1 || !c) return FSDPC_OK;
   fsdpc_op_info oi = op_info(d, "all_reduce", what);
   double t0 = now_s();
-  int32_t r = d->cv->all_reduce(c, v, v, (uint64_t)n, FSDPC_DTYPE_F64, FSDPC_REDUCE_SUM, NULL, &oi);
+  int32_t r;
+  if (d->dscratch) { /* device collectives: stage the scalars */
+    if (n > FSDPC_DIST_SCALARS)
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "too many scalars to all-reduce (%d)", n);
+    FSDPC_TRY(d->ops->upload(d->ops->ctx, d->dscratch, v, (size_t)n * sizeof(double), err));
+    r = d->cv->all_reduce(c, d->dscratch, d->dscratch, (uint64_t)n, FSDPC_DTYPE_F64,
+                          FSDPC_REDUCE_SUM, d->stream, &oi);
+    if (r == FSDPC_OK)
+      FSDPC_TRY(d->ops->download(d->ops->ctx, v, d->dscratch, (size_t)n * sizeof(double), err));
+  } else {
+    r = d->cv->all_reduce(c, v, v, (uint64_t)n, FSDPC_DTYPE_F64, FSDPC_REDUCE_SUM, NULL, &oi);
+  }
   d->comm_s += now_s() - t0;
   return check(d, r, "all_reduce", what, oi.seq, err);
 }
@@ -177,7 +218,7 @@ fsdpc_status fsdpc__dist_broadcast(fsdpc_dist *d, fsdpc_group g, float *buf, uin
   if (size == 1 || !c) return FSDPC_OK;
   fsdpc_op_info oi = op_info(d, "broadcast", what);
   double t0 = now_s();
-  int32_t r = d->cv->broadcast(c, buf, count, FSDPC_DTYPE_F32, root, NULL, &oi);
+  int32_t r = d->cv->broadcast(c, buf, count, FSDPC_DTYPE_F32, root, d->stream, &oi);
   d->comm_s += now_s() - t0;
   return check(d, r, "broadcast", what, oi.seq, err);
 }

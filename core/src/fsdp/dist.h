@@ -5,6 +5,7 @@
 #ifndef FSDPC_FSDP_DIST_H
 #define FSDPC_FSDP_DIST_H
 
+#include "ops/ops.h"
 #include "plugin/registry.h"
 #include "util/err.h"
 
@@ -23,6 +24,12 @@ typedef struct fsdpc_dist {
    * Host collectives are synchronous, so on CPU this is the time compute
    * waited on communication (exposed communication time). */
   double comm_s;
+  /* Device collectives (NCCL): the stream they are ordered on, and a small
+   * device buffer to stage host scalars through. NULL for host memory. */
+  void *stream;
+  const fsdpc_ops *ops;
+  double *dscratch;
+  int device_index;           /* CUDA ordinal handed to the plugin, or -1 */
 } fsdpc_dist;
 
 /* Single-process dist (world 1). */
@@ -35,15 +42,23 @@ fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const 
                               const fsdpc_store_v1 *store, const char *prefix, int rank,
                               int world_size, int shard_size, int64_t timeout_ms,
                               fsdpc_err *err);
+/* For a collectives plugin on device memory: the ops table of the device
+ * (its stream orders the collectives; host scalars are staged through it)
+ * and the CUDA ordinal. Call before fsdpc__dist_init. */
+void fsdpc__dist_set_device(fsdpc_dist *d, const fsdpc_ops *ops, int device_index);
 void fsdpc__dist_destroy(fsdpc_dist *d);
 /* Zeroes the byte counters and comm_s (the trainer does it at each step). */
 void fsdpc__dist_reset_counters(fsdpc_dist *d);
 
+enum { FSDPC_DIST_SCALARS = 16 }; /* most doubles one all_reduce_f64 takes */
+
 typedef enum { FSDPC_GROUP_WORLD, FSDPC_GROUP_SHARD, FSDPC_GROUP_REPLICA } fsdpc_group;
 
-/* recv (size * count) = concatenation of every group rank's send (count). */
-fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const float *send, float *recv,
-                                    uint64_t count, const char *unit, fsdpc_err *err);
+/* recv (size * count elements of dtype) = concatenation of every group
+ * rank's send (count). In place when send == recv + rank * count. */
+fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const void *send, void *recv,
+                                    uint64_t count, int32_t dtype, const char *unit,
+                                    fsdpc_err *err);
 /* recv (count) = sum over group ranks of send[rank*count ..]. */
 fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const float *send,
                                         float *recv, uint64_t count, const char *unit,

@@ -43,7 +43,8 @@ typedef struct fsdpc_unit {
   float *master;            /* (shard_numel) fp32 master shard */
   float *grad;              /* (shard_numel) fp32 grad shard, summed over micro-batches */
   float *state;             /* (n_slots * shard_numel) optimizer state */
-  float *full;              /* (flat_numel) gathered params; == master when S == 1 */
+  void *full;               /* (flat_numel) gathered params in the compute dtype; == master
+                               when S == 1 and the compute dtype is fp32 */
   float *full_grad;         /* (flat_numel) this micro-batch's grads; == grad when S == 1 */
   int first_block, last_block; /* compute blocks that use it (forward order) */
   int grad_live;            /* full_grad holds grads not yet reduced */
@@ -98,6 +99,7 @@ typedef struct fsdpc_engine_opts {
   const fsdpc_optim_init *optim_init;
   int decay_norm_and_bias;  /* 1 = weight decay on 1-D params too */
   int threads;
+  const fsdpc_ops *ops;     /* the device; NULL = the CPU reference (fp32) */
 } fsdpc_engine_opts;
 
 /* Bytes per rank, by category (what the planner predicts). */

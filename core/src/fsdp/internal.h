@@ -7,6 +7,9 @@
 
 struct fsdpc_engine {
   fsdpc_model_shape shape;
+  const fsdpc_ops *ops;        /* the device: memory, casts, fp32 adds and norms */
+  size_t psize;                /* bytes per element of a gathered (compute) parameter */
+  int full_is_master;          /* S == 1 and fp32 compute: nothing to gather or cast */
   fsdpc_strategy strategy;
   int reshard_after_forward;
   int no_sync;
@@ -37,12 +40,20 @@ struct fsdpc_engine {
   uint64_t max_shard, max_flat;
 };
 
-/* Pointer to parameter p inside its unit's gathered full buffer. */
-static inline float *fsdpc__param_full(fsdpc_engine *e, int p) {
-  return e->units[e->param_unit[p]].full + e->param_offset[p];
+/* Parameter p inside its unit's gathered full buffer (compute dtype). */
+static inline void *fsdpc__param_full(fsdpc_engine *e, int p) {
+  return (char *)e->units[e->param_unit[p]].full + e->param_offset[p] * e->psize;
 }
 static inline float *fsdpc__param_full_grad(fsdpc_engine *e, int p) {
   return e->units[e->param_unit[p]].full_grad + e->param_offset[p];
+}
+
+
+static inline void *fsdpc__ealloc(fsdpc_engine *e, fsdpc_mem_cat cat, size_t bytes) {
+  return e->ops->alloc(e->ops->ctx, cat, bytes);
+}
+static inline void fsdpc__efree(fsdpc_engine *e, fsdpc_mem_cat cat, void *p, size_t bytes) {
+  if (p) e->ops->free(e->ops->ctx, cat, p, bytes);
 }
 
 #endif

@@ -17,21 +17,30 @@
 #include "ops/cpu/ops_cpu.h"
 #include "util/mem.h"
 
+/* Makes unit u's full parameters exist in the compute dtype: all-gather the
+ * fp32 shards (fp32 compute), or cast this rank's shard to bf16 into its own
+ * slot of the full buffer and all-gather in place (bf16 compute). */
 static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   if (un->full) return FSDPC_OK;
-  size_t fb = un->flat_numel * sizeof(float);
-  if (!(un->full = fsdpc__mem_alloc(FSDPC_MEM_COMM, fb)))
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory gathering unit %s (%zu bytes)",
+  size_t fb = un->flat_numel * e->psize;
+  if (!(un->full = fsdpc__ealloc(e, FSDPC_MEM_COMM, fb)))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s (%zu bytes)",
                        un->name, fb);
-  return fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, un->master, un->full,
-                                un->shard_numel, un->name, err);
+  if (e->ops->act_dtype == FSDPC_DTYPE_F32)
+    return fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, un->master, un->full,
+                                  un->shard_numel, FSDPC_DTYPE_F32, un->name, err);
+  void *own = (char *)un->full + un->shard_offset * e->psize;
+  FSDPC_TRY(e->ops->cast_params(e->ops->ctx, own, un->master, un->shard_numel, err));
+  if (e->S == 1) return FSDPC_OK;
+  return fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
+                                e->ops->act_dtype, un->name, err);
 }
 
 static void release(fsdpc_engine *e, int u) {
   fsdpc_unit *un = &e->units[u];
-  if (e->S == 1 || !un->full) return;
-  fsdpc__mem_free(FSDPC_MEM_COMM, un->full, un->flat_numel * sizeof(float));
+  if (e->full_is_master || !un->full) return;
+  fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
   un->full = NULL;
 }
 
@@ -39,11 +48,10 @@ static fsdpc_status ensure_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   if (un->full_grad) return FSDPC_OK;
   size_t fb = un->flat_numel * sizeof(float);
-  if (!(un->full_grad = fsdpc__mem_alloc(FSDPC_MEM_GRADS, fb))) /* zero-filled */
+  if (!(un->full_grad = fsdpc__ealloc(e, FSDPC_MEM_GRADS, fb)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                       "out of host memory for the gradients of unit %s (%zu bytes)", un->name,
-                       fb);
-  return FSDPC_OK;
+                       "out of memory for the gradients of unit %s (%zu bytes)", un->name, fb);
+  return e->ops->memset0(e->ops->ctx, un->full_grad, fb, err);
 }
 
 /* After the unit's last backward use in this micro-batch. */
@@ -53,8 +61,8 @@ static fsdpc_status reduce_grads(fsdpc_engine *e, int u, int last_micro, fsdpc_e
   if (e->no_sync && !last_micro) return FSDPC_OK; /* keep accumulating full grads */
   FSDPC_TRY(fsdpc__dist_reduce_scatter(e->dist, FSDPC_GROUP_SHARD, un->full_grad, e->rs_scratch,
                                        un->shard_numel, un->name, err));
-  fsdpc__cpu_add_inplace(un->grad, e->rs_scratch, un->shard_numel);
-  fsdpc__mem_free(FSDPC_MEM_GRADS, un->full_grad, un->flat_numel * sizeof(float));
+  FSDPC_TRY(e->ops->add_f32(e->ops->ctx, un->grad, e->rs_scratch, un->shard_numel, err));
+  fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, un->flat_numel * sizeof(float));
   un->full_grad = NULL;
   return FSDPC_OK;
 }
@@ -73,10 +81,13 @@ static void layer_grads(fsdpc_engine *e, int l, float *base[FSDPC_P_NKIND]) {
   }
 }
 
-static float *top_ptr(fsdpc_engine *e, int kind, int grads) {
-  int p = e->param_of_kind[kind];
-  if (kind == FSDPC_P_HEAD && e->shape.tied) p = e->param_of_kind[FSDPC_P_EMBED];
-  return grads ? fsdpc__param_full_grad(e, p) : fsdpc__param_full(e, p);
+static int top_param(fsdpc_engine *e, int kind) {
+  if (kind == FSDPC_P_HEAD && e->shape.tied) return e->param_of_kind[FSDPC_P_EMBED];
+  return e->param_of_kind[kind];
+}
+static void *top_w(fsdpc_engine *e, int kind) { return fsdpc__param_full(e, top_param(e, kind)); }
+static float *top_g(fsdpc_engine *e, int kind) {
+  return fsdpc__param_full_grad(e, top_param(e, kind));
 }
 
 static fsdpc_status gather_block(fsdpc_engine *e, int b, int with_grads, fsdpc_err *err) {
@@ -94,7 +105,7 @@ static fsdpc_status forward_layers(fsdpc_engine *e, fsdpc_model_ctx *m, int resh
   for (int b = 0; b <= L; b++) {
     FSDPC_TRY(gather_block(e, b, 0, err));
     if (b == 0) {
-      FSDPC_TRY(fsdpc__model_embed_fwd(m, top_ptr(e, FSDPC_P_EMBED, 0), err));
+      FSDPC_TRY(fsdpc__model_embed_fwd(m, top_w(e, FSDPC_P_EMBED), err));
     } else {
       void *base[FSDPC_P_NKIND];
       fsdpc_layer_w w;
@@ -118,14 +129,14 @@ fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float
   FSDPC_TRY(forward_layers(e, m, e->reshard_after_forward, err));
 
   FSDPC_TRY(gather_block(e, head, 1, err));
-  FSDPC_TRY(fsdpc__model_head_fwd_bwd(m, top_ptr(e, FSDPC_P_NORM, 0), top_ptr(e, FSDPC_P_HEAD, 0),
-                                      grad_scale, top_ptr(e, FSDPC_P_NORM, 1),
-                                      top_ptr(e, FSDPC_P_HEAD, 1), loss_sum, count, err));
+  FSDPC_TRY(fsdpc__model_head_fwd_bwd(m, top_w(e, FSDPC_P_NORM), top_w(e, FSDPC_P_HEAD),
+                                      grad_scale, top_g(e, FSDPC_P_NORM),
+                                      top_g(e, FSDPC_P_HEAD), loss_sum, count, err));
   for (int b = head; b >= 0; b--) {
     if (b < head) {
       FSDPC_TRY(gather_block(e, b, 1, err));
       if (b == 0) {
-        FSDPC_TRY(fsdpc__model_embed_bwd(m, top_ptr(e, FSDPC_P_EMBED, 1), err));
+        FSDPC_TRY(fsdpc__model_embed_bwd(m, top_g(e, FSDPC_P_EMBED), err));
       } else {
         void *wb[FSDPC_P_NKIND];
         float *gb[FSDPC_P_NKIND];
@@ -153,7 +164,7 @@ fsdpc_status fsdpc__engine_eval(fsdpc_engine *e, fsdpc_model_ctx *m, double *los
   int head = e->shape.L + 1;
   FSDPC_TRY(forward_layers(e, m, 1, err));
   FSDPC_TRY(gather_block(e, head, 0, err));
-  FSDPC_TRY(fsdpc__model_head_fwd_bwd(m, top_ptr(e, FSDPC_P_NORM, 0), top_ptr(e, FSDPC_P_HEAD, 0),
+  FSDPC_TRY(fsdpc__model_head_fwd_bwd(m, top_w(e, FSDPC_P_NORM), top_w(e, FSDPC_P_HEAD),
                                       0.0f, NULL, NULL, loss_sum, count, err));
   for (int u = 0; u < e->n_units; u++) release(e, u);
   return FSDPC_OK;
@@ -164,8 +175,8 @@ fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int po
   int head = e->shape.L + 1;
   FSDPC_TRY(forward_layers(e, m, 1, err));
   FSDPC_TRY(gather_block(e, head, 0, err));
-  FSDPC_TRY(fsdpc__model_logits_at(m, pos, top_ptr(e, FSDPC_P_NORM, 0),
-                                   top_ptr(e, FSDPC_P_HEAD, 0), out, err));
+  FSDPC_TRY(fsdpc__model_logits_at(m, pos, top_w(e, FSDPC_P_NORM),
+                                   top_w(e, FSDPC_P_HEAD), out, err));
   for (int u = 0; u < e->n_units; u++) release(e, u);
   return FSDPC_OK;
 }
@@ -178,8 +189,12 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
       FSDPC_TRY(fsdpc__dist_all_reduce_f32(e->dist, FSDPC_GROUP_REPLICA, e->units[u].grad,
                                            e->units[u].shard_numel, e->units[u].name, err));
   double sumsq = 0.0;
-  for (int u = 0; u < e->n_units; u++)
-    sumsq += fsdpc__cpu_sumsq(e->units[u].grad, e->units[u].shard_numel);
+  for (int u = 0; u < e->n_units; u++) {
+    double part;
+    FSDPC_TRY(e->ops->sumsq_f32(e->ops->ctx, e->units[u].grad, e->units[u].shard_numel, &part,
+                                err));
+    sumsq += part;
+  }
   FSDPC_TRY(fsdpc__dist_all_reduce_f64(e->dist, FSDPC_GROUP_SHARD, &sumsq, 1, "grad_norm", err));
   double norm = sqrt(sumsq);
   *grad_norm = norm;
@@ -210,11 +225,11 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
           .decay = e->params[p].decay || e->decay_norm_and_bias};
     }
     fsdpc_optim_step_info si = {.struct_size = sizeof si, .step = step, .lr = lr,
-                                .grad_scale = scale, .stream = NULL,
+                                .grad_scale = scale, .stream = e->ops->stream(e->ops->ctx),
                                 .num_threads = e->threads};
     int32_t r = n ? e->ov->step(e->opt, e->otensors, n, &si) : FSDPC_OK;
     if (r != FSDPC_OK) return fsdpc__plugin_fail(e->optim, r, err);
-    memset(un->grad, 0, un->shard_numel * sizeof(float));
+    FSDPC_TRY(e->ops->memset0(e->ops->ctx, un->grad, un->shard_numel * sizeof(float), err));
   }
   return FSDPC_OK;
 }
@@ -224,18 +239,19 @@ fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int roo
   fsdpc_unit *un = &e->units[u];
   const float *src = slot == FSDPC_SD_SLOT_PARAM ? un->master
                                                   : un->state + (size_t)slot * un->shard_numel;
+  size_t fb = un->flat_numel * sizeof(float);
   if (e->S == 1) {
-    if (full) memcpy(full, src, un->shard_numel * sizeof(float));
+    if (full) FSDPC_TRY(e->ops->download(e->ops->ctx, full, src, fb, err));
     return FSDPC_OK;
   }
-  /* All-gather into a transient buffer; only root keeps a copy. Peak extra
-   * memory is one unit, never the model. */
-  float *tmp = fsdpc__mem_alloc(FSDPC_MEM_COMM, un->flat_numel * sizeof(float));
+  /* All-gather into a transient buffer; only root keeps a (host) copy. Peak
+   * extra memory is one unit, never the model. */
+  float *tmp = fsdpc__ealloc(e, FSDPC_MEM_COMM, fb);
   if (!tmp) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s", un->name);
   fsdpc_status st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, src, tmp, un->shard_numel,
-                                           un->name, err);
+                                           FSDPC_DTYPE_F32, un->name, err);
   if (st == FSDPC_OK && e->dist->shard_rank == root && full)
-    memcpy(full, tmp, un->flat_numel * sizeof(float));
-  fsdpc__mem_free(FSDPC_MEM_COMM, tmp, un->flat_numel * sizeof(float));
+    st = e->ops->download(e->ops->ctx, full, tmp, fb, err);
+  fsdpc__efree(e, FSDPC_MEM_COMM, tmp, fb);
   return st;
 }

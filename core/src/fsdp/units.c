@@ -27,6 +27,8 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   if (!e) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the FSDP engine");
   fsdpc_status st;
   e->shape = *o->shape;
+  e->ops = o->ops ? o->ops : fsdpc__ops_cpu();
+  e->psize = e->ops->act_size;
   e->strategy = o->strategy;
   e->reshard_after_forward =
       o->strategy == FSDPC_FULL_SHARD || o->strategy == FSDPC_HYBRID_SHARD;
@@ -34,6 +36,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   e->threads = o->threads;
   e->dist = o->dist;
   e->S = o->dist->shard_size;
+  e->full_is_master = e->S == 1 && e->ops->act_dtype == FSDPC_DTYPE_F32;
   e->decay_norm_and_bias = o->decay_norm_and_bias;
   e->n_params = o->n_params;
   e->params = malloc((size_t)o->n_params * sizeof *e->params);
@@ -72,24 +75,25 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   for (int u = 0; u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float);
-    un->master = fsdpc__mem_alloc(FSDPC_MEM_PARAMS, sb);
-    un->grad = fsdpc__mem_alloc(FSDPC_MEM_GRADS, sb);
-    un->state = e->n_slots ? fsdpc__mem_alloc(FSDPC_MEM_OPTIM, sb * e->n_slots) : NULL;
+    un->master = fsdpc__ealloc(e, FSDPC_MEM_PARAMS, sb);
+    un->grad = fsdpc__ealloc(e, FSDPC_MEM_GRADS, sb);
+    un->state = e->n_slots ? fsdpc__ealloc(e, FSDPC_MEM_OPTIM, sb * e->n_slots) : NULL;
     if (!un->master || !un->grad || (e->n_slots && !un->state)) goto oom;
+    if ((st = e->ops->memset0(e->ops->ctx, un->master, sb, err)) != FSDPC_OK ||
+        (st = e->ops->memset0(e->ops->ctx, un->grad, sb, err)) != FSDPC_OK)
+      goto fail;
     if (e->n_slots) {
-      r = e->ov->init_state(e->opt, un->state, un->shard_numel * e->n_slots, FSDPC_DEVICE_CPU,
-                            NULL);
+      r = e->ov->init_state(e->opt, un->state, un->shard_numel * e->n_slots, e->ops->device,
+                            e->ops->stream(e->ops->ctx));
       if (r != FSDPC_OK) {
         st = fsdpc__plugin_fail(o->optim, r, err);
         goto fail;
       }
     }
-    if (e->S == 1) { /* nothing to gather: the shard is the full buffer */
-      un->full = un->master;
-      un->full_grad = un->grad;
-    }
+    if (e->full_is_master) un->full = un->master; /* nothing to gather or cast */
+    if (e->S == 1) un->full_grad = un->grad;      /* grads accumulate in the shard */
   }
-  if (e->S > 1 && !(e->rs_scratch = fsdpc__mem_alloc(FSDPC_MEM_COMM, e->max_shard * 4)))
+  if (e->S > 1 && !(e->rs_scratch = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_shard * 4)))
     goto oom;
   if (e->dist->rank == 0) {
     char names[1024];
@@ -110,8 +114,9 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   return FSDPC_OK;
 oom:
   st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                   "out of host memory for parameter, gradient and optimizer shards; use "
-                   "more ranks or a sharded strategy");
+                   "out of %s memory for parameter, gradient and optimizer shards; use "
+                   "more ranks or a sharded strategy",
+                   e->ops->device == FSDPC_DEVICE_CPU ? "host" : "device");
 fail:
   fsdpc__engine_destroy(e);
   return st;
@@ -122,17 +127,15 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   for (int u = 0; e->units && u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float), fb = un->flat_numel * sizeof(float);
-    if (e->S > 1) {
-      fsdpc__mem_free(FSDPC_MEM_COMM, un->full, fb);
-      fsdpc__mem_free(FSDPC_MEM_GRADS, un->full_grad, fb);
-    }
-    fsdpc__mem_free(FSDPC_MEM_PARAMS, un->master, sb);
-    fsdpc__mem_free(FSDPC_MEM_GRADS, un->grad, sb);
-    fsdpc__mem_free(FSDPC_MEM_OPTIM, un->state, sb * e->n_slots);
+    if (!e->full_is_master) fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
+    if (e->S > 1) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
+    fsdpc__efree(e, FSDPC_MEM_PARAMS, un->master, sb);
+    fsdpc__efree(e, FSDPC_MEM_GRADS, un->grad, sb);
+    fsdpc__efree(e, FSDPC_MEM_OPTIM, un->state, sb * e->n_slots);
     free(un->params);
   }
   if (e->opt) e->ov->destroy(e->opt);
-  fsdpc__mem_free(FSDPC_MEM_COMM, e->rs_scratch, e->max_shard * 4);
+  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs_scratch, e->max_shard * 4);
   free(e->otensors);
   free(e->units);
   free(e->blocks);
@@ -184,8 +187,8 @@ void fsdpc__engine_comm_bytes(const fsdpc_engine *e, fsdpc_comm_bytes *out) {
 typedef fsdpc_status (*segment_fn)(fsdpc_engine *e, int p, uint64_t lo, uint64_t hi, float *dst,
                                    void *arg, fsdpc_err *err);
 
-static fsdpc_status for_each_segment(fsdpc_engine *e, int u, segment_fn fn, void *arg,
-                                     fsdpc_err *err) {
+static fsdpc_status for_each_segment(fsdpc_engine *e, int u, float *shard, segment_fn fn,
+                                     void *arg, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   uint64_t s0 = un->shard_offset, s1 = un->shard_offset + un->shard_numel;
   for (int i = 0; i < un->n_params; i++) {
@@ -193,9 +196,33 @@ static fsdpc_status for_each_segment(fsdpc_engine *e, int u, segment_fn fn, void
     uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
     uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
     if (a >= b) continue;
-    FSDPC_TRY(fn(e, p, a - p0, b - p0, un->master + (a - s0), arg, err));
+    FSDPC_TRY(fn(e, p, a - p0, b - p0, shard + (a - s0), arg, err));
   }
   return FSDPC_OK;
+}
+
+/* Runs fn over every unit's shard segments. On the CPU it writes the master
+ * shards in place; on a device it fills one host staging shard at a time and
+ * uploads it, so host memory stays at one unit's shard. */
+static fsdpc_status fill_shards(fsdpc_engine *e, segment_fn fn, void *arg, fsdpc_err *err) {
+  int on_host = e->ops->device == FSDPC_DEVICE_CPU;
+  float *stage = on_host ? NULL : malloc(e->max_shard * sizeof(float));
+  if (!on_host && !stage)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory staging a shard");
+  fsdpc_status st = FSDPC_OK;
+  for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
+    fsdpc_unit *un = &e->units[u];
+    if (on_host) {
+      st = for_each_segment(e, u, un->master, fn, arg, err);
+      continue;
+    }
+    memset(stage, 0, un->shard_numel * sizeof(float)); /* padding stays zero */
+    st = for_each_segment(e, u, stage, fn, arg, err);
+    if (st == FSDPC_OK)
+      st = e->ops->upload(e->ops->ctx, un->master, stage, un->shard_numel * sizeof(float), err);
+  }
+  free(stage);
+  return st;
 }
 
 typedef struct init_arg {
@@ -213,8 +240,7 @@ static fsdpc_status init_segment(fsdpc_engine *e, int p, uint64_t lo, uint64_t h
 fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std,
                                        fsdpc_err *err) {
   init_arg a = {seed, std};
-  for (int u = 0; u < e->n_units; u++) FSDPC_TRY(for_each_segment(e, u, init_segment, &a, err));
-  return FSDPC_OK;
+  return fill_shards(e, init_segment, &a, err);
 }
 
 static fsdpc_status load_segment(fsdpc_engine *e, int p, uint64_t lo, uint64_t hi, float *dst,
@@ -229,8 +255,7 @@ fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *
   for (int p = 0; p < e->n_params && st == FSDPC_OK; p++)
     st = fsdpc__hf_ckpt_expect(ck, e->params[p].name, e->params[p].ndim, e->params[p].shape,
                                err);
-  for (int u = 0; u < e->n_units && st == FSDPC_OK; u++)
-    st = for_each_segment(e, u, load_segment, ck, err);
+  if (st == FSDPC_OK) st = fill_shards(e, load_segment, ck, err);
   fsdpc__hf_ckpt_close(ck);
   return st;
 }

@@ -52,12 +52,17 @@ fsdpc_status fsdpc__model_logits_at(fsdpc_model_ctx *m, int pos, const void *nor
   size_t C = (size_t)s->C, act = m->ops->act_size;
   if (pos < 0 || pos >= m->T)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "logits position %d outside [0, %d)", pos, m->T);
-  if (m->ops->device != FSDPC_DEVICE_CPU)
-    return fsdpc__fail(err, FSDPC_UNSUPPORTED, "logits on a device are not wired up yet");
+  /* fp32 logits of one row land in the cross-entropy scratch (device
+   * memory), then come to the host. */
+  size_t vb = (size_t)s->V * sizeof(float);
+  if (m->xent_scratch_bytes < vb)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "logits: scratch smaller than one row");
+  float *row = m->xent_scratch;
   for (int b = 0; b < m->B; b++) {
     const char *x = (const char *)m->resid[s->L] + ((size_t)b * m->T + pos) * C * act;
     OP(rmsnorm_fwd, m->xn, m->rstdf, x, norm_w, 1, (int)C, s->eps, err);
-    OP(logits, out + (size_t)b * s->V, m->xn, head_w, 1, (int)C, s->V, err);
+    OP(logits, row, m->xn, head_w, 1, (int)C, s->V, err);
+    OP(download, out + (size_t)b * s->V, row, vb, err);
   }
   return FSDPC_OK;
 }

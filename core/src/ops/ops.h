@@ -34,6 +34,16 @@ typedef struct fsdpc_ops {
   fsdpc_status (*upload)(void *ctx, void *dst, const void *src, size_t bytes, fsdpc_err *err);
   fsdpc_status (*download)(void *ctx, void *dst, const void *src, size_t bytes, fsdpc_err *err);
   /* cos/sin: (maxT, HD/2) fp32 in device memory (see fsdpc__rope_tables). */
+  /* fp32 buffers of the engine (shards, full gradients). */
+  fsdpc_status (*memset0)(void *ctx, void *p, size_t bytes, fsdpc_err *err);
+  fsdpc_status (*add_f32)(void *ctx, float *y, const float *x, size_t n, fsdpc_err *err);
+  /* *out (host) = sum of x^2 in double, deterministic. */
+  fsdpc_status (*sumsq_f32)(void *ctx, const float *x, size_t n, double *out, fsdpc_err *err);
+  /* Full parameter buffer in act_dtype from an fp32 shard: dst = cast(src)
+   * (a plain copy when act_dtype is fp32). */
+  fsdpc_status (*cast_params)(void *ctx, void *dst, const float *src, size_t n, fsdpc_err *err);
+  /* Waits for all device work (reading results, timing). */
+  fsdpc_status (*sync)(void *ctx, fsdpc_err *err);
   fsdpc_status (*rope_tables)(void *ctx, float *cos, float *sin, int maxT, int HD, double theta,
                               int llama3, double factor, double low, double high, int orig_max,
                               fsdpc_err *err);
@@ -81,5 +91,9 @@ typedef struct fsdpc_ops {
 
 /* The CPU reference table (ops/cpu/table.c). */
 const fsdpc_ops *fsdpc__ops_cpu(void);
+
+/* The CUDA table over a device context (ops/cuda/table_cuda.c; CUDA builds
+ * only). ctx is an fsdpc_cuda_ctx. */
+void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *out);
 
 #endif

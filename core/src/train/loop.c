@@ -35,8 +35,9 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
   FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, &loss_sum, 1, "loss", err));
   *loss = loss_sum / (double)count;
   *lr = fsdpc__schedule_lr(&s->sched, step);
-  return fsdpc__engine_optim_step(s->eng, step + 1, *lr, s->cfg->train.max_grad_norm, gnorm,
-                                  err);
+  FSDPC_TRY(fsdpc__engine_optim_step(s->eng, step + 1, *lr, s->cfg->train.max_grad_norm, gnorm,
+                                     err));
+  return s->ops->sync(s->ops->ctx, err); /* the step's time includes its device work */
 }
 
 fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err) {
@@ -88,7 +89,7 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
   }
   fsdpc_model_ctx *g = NULL;
   fsdpc_model_ctx_opts mo = {.shape = &s->shape, .B = 1, .T = T, .attention = s->attn,
-                             .attention_opts = s->cfg->attention.options};
+                             .attention_opts = s->cfg->attention.options, .ops = s->ops};
   int32_t *seq = calloc((size_t)T, sizeof(int32_t)), *lab = calloc((size_t)T, sizeof(int32_t));
   float *logits = malloc((size_t)s->shape.V * sizeof(float));
   fsdpc_status st = fsdpc__model_ctx_create(&mo, &g, err);

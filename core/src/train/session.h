@@ -38,6 +38,9 @@ typedef struct fsdpc_session {
   int32_t *tokens, *labels, *doc_ids; /* (mb, T) */
 
   fsdpc_comm_bytes last_comm;   /* collective bytes of the last step */
+  const fsdpc_ops *ops;         /* the device this rank computes on */
+  fsdpc_ops ops_dev;            /* its table, when not the CPU */
+  void *cuda;                   /* fsdpc_cuda_ctx, with train.device cuda */
   fsdpc_mem_stats run_peak;     /* per-category peaks over every step so far */
   double comm_s_total;          /* seconds inside collectives, all steps */
   FILE *metrics;               /* rank 0: log.dir/metrics.jsonl */

@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include "train/session.h"
+#ifdef FSDPC_WITH_CUDA
+#include "ops/cuda/cuda_ctx.h"
+#endif
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -134,6 +137,52 @@ static fsdpc_status batch_geometry(fsdpc_session *s, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
+/* The device this rank computes on: the CPU reference (fp32), or the GPU
+ * whose ordinal is the local rank (bf16 compute, fp32 master weights). */
+static fsdpc_status setup_device(fsdpc_session *s, fsdpc_err *err) {
+  const fsdpc_config *c = s->cfg;
+  int want = c->fsdp.mixed_precision.param_dtype;
+  if (c->train.device == FSDPC_DEVICE_CPU) {
+    if (want == FSDPC_DTYPE_BF16)
+      return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                         "%s: fsdp.mixed_precision.param_dtype=bf16 needs train.device: cuda; the "
+                         "CPU path is the fp32 reference",
+                         c->source);
+    s->ops = fsdpc__ops_cpu();
+    return FSDPC_OK;
+  }
+#ifdef FSDPC_WITH_CUDA
+  if (want == FSDPC_DTYPE_F32)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "%s: the CUDA path computes in bf16 (with fp32 master weights, gradients "
+                       "and optimizer state); set fsdp.mixed_precision.param_dtype to bf16 or auto",
+                       c->source);
+  int n = fsdpc__cuda_device_count();
+  if (n == 0)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                       "train.device is cuda but no CUDA device is visible (driver, "
+                       "CUDA_VISIBLE_DEVICES?)");
+  if (s->env.local_rank >= n)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "local rank %d needs GPU %d but this node has %d; start at most %d ranks "
+                       "per node",
+                       s->env.local_rank, s->env.local_rank, n, n);
+  fsdpc_cuda_ctx_opts co;
+  fsdpc__cuda_ctx_opts_default(&co);
+  co.device_index = s->env.local_rank;
+  fsdpc_cuda_ctx *ctx = NULL;
+  FSDPC_TRY(fsdpc__cuda_ctx_create(&co, &ctx, err));
+  s->cuda = ctx;
+  fsdpc__ops_cuda(ctx, &s->ops_dev);
+  s->ops = &s->ops_dev;
+  return FSDPC_OK;
+#else
+  return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                     "train.device is cuda but this fsdpc was built without CUDA; rebuild with "
+                     "nvcc installed (cmake -DFSDPC_CUDA=ON)");
+#endif
+}
+
 static const char *schedule_name(int id) {
   return id == FSDPC_SCHED_CONSTANT ? "constant" : id == FSDPC_SCHED_LINEAR ? "linear" : "cosine";
 }
@@ -155,13 +204,14 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   } while (0)
 
   STEP(batch_geometry(s, err));
+  STEP(setup_device(s, err));
   shape_from_config(cfg, &s->shape);
   STEP(fsdpc__model_params(&s->shape, &s->params, &s->n_params, err));
 
   STEP(fsdpc__registry_create((const char *const *)cfg->plugins.paths.items, cfg->plugins.paths.n,
                               &s->reg, err));
-  fsdpc_situation sit = {.struct_size = sizeof sit, .device = cfg->train.device,
-                         .dtype = FSDPC_DTYPE_F32, .world_size = world,
+  fsdpc_situation sit = {.struct_size = sizeof sit, .device = s->ops->device,
+                         .dtype = s->ops->act_dtype, .world_size = world,
                          .num_heads = s->shape.NH, .num_kv_heads = s->shape.KVH,
                          .head_dim = s->shape.HD, .max_seq_len = (int)s->T};
   STEP(select_plugin(s, FSDPC_KIND_ATTENTION, cfg->attention.impl, cfg->attention.options,
@@ -184,6 +234,8 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                        "collectives.impl", &sit, &s->coll, err));
     STEP(fsdpc__dist_job_start(env, cfg->collectives.timeout_s * 1000, &s->job, err));
     fsdpc__store_as_v1(s->job->store, &s->store_v1);
+    fsdpc__dist_set_device(&s->dist, s->ops,
+                           s->ops->device == FSDPC_DEVICE_CPU ? -1 : env->local_rank);
     STEP(fsdpc__dist_init(&s->dist, s->coll, cfg->collectives.options, &s->store_v1, "fsdpc/",
                           rank, world, S, cfg->collectives.timeout_s * 1000, err));
   } else {
@@ -195,7 +247,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                          .weight_decay = cfg->optim.weight_decay, .beta1 = cfg->optim.betas[0],
                          .beta2 = cfg->optim.betas[1], .eps = cfg->optim.eps,
                          .momentum = cfg->optim.momentum, .nesterov = cfg->optim.nesterov,
-                         .device = FSDPC_DEVICE_CPU};
+                         .device = s->ops->device};
   fsdpc_engine_opts eo = {.shape = &s->shape,
                           .strategy = (fsdpc_strategy)cfg->fsdp.sharding_strategy,
                           .no_sync = cfg->fsdp.no_sync, .align = (int)cfg->fsdp.align,
@@ -203,7 +255,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .unit_of_param = s->unit_of_param, .n_units = s->n_units,
                           .dist = &s->dist, .optim = s->optim, .optim_init = &oi,
                           .decay_norm_and_bias = cfg->optim.decay_norm_and_bias,
-                          .threads = omp_get_max_threads()};
+                          .threads = omp_get_max_threads(), .ops = s->ops};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
   if (cfg->model.init.from[0]) {
     int64_t rss0, hwm0, rss1, hwm1;
@@ -218,7 +270,8 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
 
   fsdpc_model_ctx_opts mo = {.shape = &s->shape, .B = (int)s->mb, .T = (int)s->T,
                              .activation_checkpointing = cfg->fsdp.activation_checkpointing,
-                             .attention = s->attn, .attention_opts = cfg->attention.options};
+                             .attention = s->attn, .attention_opts = cfg->attention.options,
+                             .ops = s->ops};
   STEP(fsdpc__model_ctx_create(&mo, &s->mctx, err));
   STEP(open_data(s, err));
   STEP(fsdpc__tokenizer_byte_create(&s->tok, err));
@@ -263,5 +316,8 @@ void fsdpc__session_destroy(fsdpc_session *s) {
   free(s->unit_of_param);
   free(s->params);
   fsdpc__registry_destroy(s->reg);
+#ifdef FSDPC_WITH_CUDA
+  fsdpc__cuda_ctx_destroy(s->cuda); /* after everything that holds device memory */
+#endif
   free(s);
 }

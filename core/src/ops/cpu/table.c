@@ -17,6 +17,25 @@ static fsdpc_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes
   if (bytes) memcpy(dst, src, bytes);
   return FSDPC_OK;
 }
+static fsdpc_status cpu_memset0(void *ctx, void *p, size_t bytes, fsdpc_err *err) {
+  if (bytes) memset(p, 0, bytes);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_add_f32(void *ctx, float *y, const float *x, size_t n, fsdpc_err *err) {
+  fsdpc__cpu_add_inplace(y, x, n);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_sumsq_f32(void *ctx, const float *x, size_t n, double *out,
+                                  fsdpc_err *err) {
+  *out = fsdpc__cpu_sumsq(x, n);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_cast_params(void *ctx, void *dst, const float *src, size_t n,
+                                    fsdpc_err *err) {
+  if (n && dst != src) memcpy(dst, src, n * sizeof(float));
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_sync(void *ctx, fsdpc_err *err) { return FSDPC_OK; }
 static fsdpc_status cpu_rope_tables(void *ctx, float *cos, float *sin, int maxT, int HD,
                                     double theta, int llama3, double factor, double low,
                                     double high, int orig_max, fsdpc_err *err) {
@@ -126,6 +145,11 @@ static const fsdpc_ops cpu_ops = {
     /* .stream = */ cpu_stream,
     /* .upload = */ cpu_copy,
     /* .download = */ cpu_copy,
+    /* .memset0 = */ cpu_memset0,
+    /* .add_f32 = */ cpu_add_f32,
+    /* .sumsq_f32 = */ cpu_sumsq_f32,
+    /* .cast_params = */ cpu_cast_params,
+    /* .sync = */ cpu_sync,
     /* .rope_tables = */ cpu_rope_tables,
     /* .embedding_fwd = */ cpu_embedding_fwd,
     /* .embedding_bwd = */ cpu_embedding_bwd,

@@ -108,6 +108,12 @@ static __global__ void scale_kernel(float *x, float s, size_t n) {
     x[i] *= s;
 }
 
+static __global__ void add_f32_kernel(float *y, const float *x, size_t n) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    y[i] += x[i];
+}
+
 static bool aligned16(const void *a, const void *b, const void *c) {
   return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15u) == 0;
 }
@@ -179,5 +185,18 @@ extern "C" fsdpc_status fsdpc__cuda_scale(fsdpc_cuda_ctx *ctx, float *x, float s
   scale_kernel<<<fsdpc__cuda_blocks(n, EW_THREADS, ctx->sm_count * 8), EW_THREADS, 0,
                  ctx->compute>>>(x, s, n);
   FSDPC_CUDA_LAUNCHED(err, "scale");
+  return FSDPC_OK;
+}
+
+/* y += x in fp32 (gradient shards accumulating reduce-scattered grads). */
+extern "C" fsdpc_status fsdpc__cuda_add_f32_inplace(fsdpc_cuda_ctx *ctx, float *y, const float *x,
+                                                    size_t n, fsdpc_err *err) {
+  if (n == 0)
+    return FSDPC_OK;
+  if (!y || !x)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda add_f32_inplace: a tensor pointer is NULL");
+  add_f32_kernel<<<fsdpc__cuda_blocks(n, EW_THREADS, (unsigned)ctx->sm_count * 8), EW_THREADS, 0,
+                   ctx->compute>>>(y, x, n);
+  FSDPC_CUDA_LAUNCHED(err, "add_f32_inplace");
   return FSDPC_OK;
 }

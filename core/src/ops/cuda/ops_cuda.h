@@ -111,6 +111,9 @@ fsdpc_status fsdpc__cuda_cast_f32_bf16(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, con
                                        size_t n, void *stream, fsdpc_err *err);
 fsdpc_status fsdpc__cuda_cast_bf16_f32(fsdpc_cuda_ctx *ctx, float *out, const fsdpc_bf16 *in,
                                        size_t n, void *stream, fsdpc_err *err);
+/* y += x in fp32 */
+fsdpc_status fsdpc__cuda_add_f32_inplace(fsdpc_cuda_ctx *ctx, float *y, const float *x, size_t n,
+                                         fsdpc_err *err);
 /* x *= s (fp32, e.g. gradient clipping or averaging) */
 fsdpc_status fsdpc__cuda_scale(fsdpc_cuda_ctx *ctx, float *x, float s, size_t n, fsdpc_err *err);
 

@@ -1,0 +1,131 @@
+/* The CUDA ops table: adapters from fsdpc_ops to ops_cuda.h. Activations and
+ * weights are bf16; parameter gradients, shards and statistics are fp32.
+ * Everything runs on the context's compute stream. */
+#include "ops/cuda/ops_cuda.h"
+#include "ops/ops.h"
+
+static void *c_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
+  void *p = NULL;
+  fsdpc_err err;
+  return fsdpc__cuda_alloc(ctx, cat, bytes, NULL, &p, &err) == FSDPC_OK ? p : NULL;
+}
+static void c_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
+  fsdpc_err err;
+  fsdpc__cuda_free(ctx, cat, p, bytes, NULL, &err);
+}
+static void *c_stream(void *ctx) { return fsdpc__cuda_compute_stream(ctx); }
+static fsdpc_status c_upload(void *ctx, void *dst, const void *src, size_t bytes, fsdpc_err *err) {
+  return bytes ? fsdpc__cuda_h2d(ctx, dst, src, bytes, err) : FSDPC_OK;
+}
+static fsdpc_status c_download(void *ctx, void *dst, const void *src, size_t bytes,
+                               fsdpc_err *err) {
+  return bytes ? fsdpc__cuda_d2h(ctx, dst, src, bytes, err) : FSDPC_OK;
+}
+static fsdpc_status c_memset0(void *ctx, void *p, size_t bytes, fsdpc_err *err) {
+  return bytes ? fsdpc__cuda_memset(ctx, p, 0, bytes, err) : FSDPC_OK;
+}
+static fsdpc_status c_add_f32(void *ctx, float *y, const float *x, size_t n, fsdpc_err *err) {
+  return fsdpc__cuda_add_f32_inplace(ctx, y, x, n, err);
+}
+static fsdpc_status c_sumsq_f32(void *ctx, const float *x, size_t n, double *out,
+                                fsdpc_err *err) {
+  /* The result lands in a device double; one small scratch per call keeps
+   * the table stateless. */
+  double *d = c_alloc(ctx, FSDPC_MEM_OTHER, sizeof(double));
+  if (!d) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: out of memory for a norm");
+  fsdpc_status st = fsdpc__cuda_sumsq(ctx, d, x, n, 0, err);
+  if (st == FSDPC_OK) st = fsdpc__cuda_d2h(ctx, out, d, sizeof(double), err);
+  c_free(ctx, FSDPC_MEM_OTHER, d, sizeof(double));
+  return st;
+}
+static fsdpc_status c_cast_params(void *ctx, void *dst, const float *src, size_t n,
+                                  fsdpc_err *err) {
+  return fsdpc__cuda_cast_f32_bf16(ctx, dst, src, n, NULL, err);
+}
+static fsdpc_status c_sync(void *ctx, fsdpc_err *err) { return fsdpc__cuda_sync(ctx, err); }
+static fsdpc_status c_rope_tables(void *ctx, float *cos, float *sin, int maxT, int HD,
+                                  double theta, int llama3, double factor, double low, double high,
+                                  int orig_max, fsdpc_err *err) {
+  return fsdpc__cuda_rope_tables(ctx, cos, sin, maxT, HD, theta, llama3, factor, low, high,
+                                 orig_max, err);
+}
+static fsdpc_status c_embedding_fwd(void *ctx, void *out, const int32_t *tokens, const void *wte,
+                                    int N, int C, int V, fsdpc_err *err) {
+  return fsdpc__cuda_embedding_fwd(ctx, out, tokens, wte, N, C, V, err);
+}
+static fsdpc_status c_embedding_bwd(void *ctx, float *dwte, const void *dout,
+                                    const int32_t *tokens, int N, int C, int V, fsdpc_err *err) {
+  return fsdpc__cuda_embedding_bwd(ctx, dwte, dout, tokens, N, C, V, err);
+}
+static fsdpc_status c_rmsnorm_fwd(void *ctx, void *out, float *rstd, const void *inp,
+                                  const void *weight, int N, int C, float eps, fsdpc_err *err) {
+  return fsdpc__cuda_rmsnorm_fwd(ctx, out, rstd, inp, weight, N, C, eps, err);
+}
+static fsdpc_status c_rmsnorm_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
+                                  const void *inp, const void *weight, const float *rstd, int N,
+                                  int C, fsdpc_err *err) {
+  return fsdpc__cuda_rmsnorm_bwd(ctx, dinp, dweight, dout, inp, weight, rstd, N, C, err);
+}
+static fsdpc_status c_matmul_fwd(void *ctx, void *out, const void *inp, const void *weight,
+                                 const void *residual, int N, int C, int OC, fsdpc_err *err) {
+  return fsdpc__cuda_matmul_fwd(ctx, out, inp, weight, residual, N, C, OC, err);
+}
+static fsdpc_status c_matmul_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
+                                 const void *inp, const void *weight, int N, int C, int OC,
+                                 fsdpc_err *err) {
+  return fsdpc__cuda_matmul_bwd(ctx, dinp, dweight, dout, inp, weight, N, C, OC, err);
+}
+static fsdpc_status c_rope_fwd(void *ctx, void *x, const float *cos, const float *sin,
+                               const int32_t *pos, int N, int H, int HD, int maxT,
+                               fsdpc_err *err) {
+  return fsdpc__cuda_rope_fwd(ctx, x, cos, sin, pos, N, H, HD, maxT, err);
+}
+static fsdpc_status c_rope_bwd(void *ctx, void *dx, const float *cos, const float *sin,
+                               const int32_t *pos, int N, int H, int HD, int maxT,
+                               fsdpc_err *err) {
+  return fsdpc__cuda_rope_bwd(ctx, dx, cos, sin, pos, N, H, HD, maxT, err);
+}
+static fsdpc_status c_swiglu_fwd(void *ctx, void *out, const void *gate, const void *up, int N,
+                                 int F, fsdpc_err *err) {
+  return fsdpc__cuda_swiglu_fwd(ctx, out, gate, up, N, F, err);
+}
+static fsdpc_status c_swiglu_bwd(void *ctx, void *dgate, void *dup, const void *dout,
+                                 const void *gate, const void *up, int N, int F, fsdpc_err *err) {
+  return fsdpc__cuda_swiglu_bwd(ctx, dgate, dup, dout, gate, up, N, F, err);
+}
+static fsdpc_status c_add(void *ctx, void *out, const void *a, const void *b, size_t n,
+                          fsdpc_err *err) {
+  return fsdpc__cuda_add(ctx, out, a, b, n, err);
+}
+static fsdpc_status c_add_inplace(void *ctx, void *y, const void *x, size_t n, fsdpc_err *err) {
+  return fsdpc__cuda_add_inplace(ctx, y, x, n, err);
+}
+static size_t c_xent_scratch_bytes(int N, int V, int chunk_rows) {
+  return fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk_rows);
+}
+static fsdpc_status c_lmhead_xent(void *ctx, double *out2, void *dx, float *dweight,
+                                  const void *x, const void *weight, const int32_t *labels, int N,
+                                  int C, int V, float grad_scale, int chunk_rows, void *scratch,
+                                  size_t scratch_bytes, fsdpc_err *err) {
+  return fsdpc__cuda_lmhead_xent(ctx, out2, dx, dweight, x, weight, labels, N, C, V, grad_scale,
+                                 chunk_rows, scratch, scratch_bytes, err);
+}
+static fsdpc_status c_logits(void *ctx, float *out, const void *x, const void *weight, int N,
+                             int C, int V, fsdpc_err *err) {
+  return fsdpc__cuda_logits(ctx, out, x, weight, N, C, V, err);
+}
+
+void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
+  *t = (fsdpc_ops){
+      .device = FSDPC_DEVICE_CUDA, .act_dtype = FSDPC_DTYPE_BF16, .act_size = 2,
+      .ctx = cuda_ctx, .alloc = c_alloc, .free = c_free, .stream = c_stream,
+      .upload = c_upload, .download = c_download, .memset0 = c_memset0, .add_f32 = c_add_f32,
+      .sumsq_f32 = c_sumsq_f32, .cast_params = c_cast_params, .sync = c_sync,
+      .rope_tables = c_rope_tables, .embedding_fwd = c_embedding_fwd,
+      .embedding_bwd = c_embedding_bwd, .rmsnorm_fwd = c_rmsnorm_fwd,
+      .rmsnorm_bwd = c_rmsnorm_bwd, .matmul_fwd = c_matmul_fwd, .matmul_bwd = c_matmul_bwd,
+      .rope_fwd = c_rope_fwd, .rope_bwd = c_rope_bwd, .swiglu_fwd = c_swiglu_fwd,
+      .swiglu_bwd = c_swiglu_bwd, .add = c_add, .add_inplace = c_add_inplace,
+      .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
+      .logits = c_logits};
+}

@@ -1,0 +1,17 @@
+#!/bin/bash
+# Packs the fsdpc executable, libfsdpc, every plugin and the CUDA test
+# binaries of build/ (absolute paths, unpacked at / on the GPU host), the
+# runtime libraries the GPU host lacks, and the scripts, into DEST (a folder
+# the device tool carries, e.g. .carry/train). Usage: pack_train_carry.sh DEST
+set -euo pipefail
+DEST=$(realpath -m "$1")
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+B=$ROOT/build
+mkdir -p "$DEST"
+files=$(cd / && ls -d "${B#/}"/bin/fsdpc "${B#/}"/lib/libfsdpc.so* "${B#/}"/plugins/*.so \
+  "${B#/}"/bin/test_cuda_* "${B#/}"/bin/test_flash_gpu 2>/dev/null || true)
+(cd / && tar cJf "$DEST/build.tar.xz" $files)
+/work/shared/device/pack-runtime.sh "$DEST/runtime.tar.xz" $(cd / && for f in $files; do echo /$f; done) >/dev/null
+echo "$B" >"$DEST/build_dir"
+cp "$ROOT/scripts/gpu/run_train_gpu.sh" "$ROOT/tests/train/compare_runs.py" "$DEST/"
+du -sh "$DEST"/*

@@ -1,0 +1,72 @@
+#!/bin/bash
+# On the GPU host: the CUDA training path against the CPU reference.
+#   bash .carry/train/run_train_gpu.sh [single|multi]
+# single: world 1 on GPU 0 vs the CPU (naive attention, head dim 32; flash,
+#         head dim 64), 20 steps each, losses compared within bf16 tolerance
+# multi:  world 2 over NCCL, FULL_SHARD / SHARD_GRAD_OP / NO_SHARD vs world 1
+# Logs go to $OUT.
+set -u
+C=$(cd "$(dirname "$0")" && pwd)
+MODE=${1:-single}
+OUT=${OUT:-/tmp/out}
+mkdir -p /tmp/rt "$OUT"
+tar xf "$C/runtime.tar.xz" -C /tmp/rt
+tar xf "$C/build.tar.xz" -C /
+B=$(cat "$C/build_dir")
+export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
+export FSDPC_PLUGIN_PATH=$B/plugins
+F=$B/bin/fsdpc
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+W=$(mktemp -d)
+$F data synth --task qa --n 20000 --out "$W/qa.tok" >/dev/null
+cat >"$W/small.yaml" <<YAML
+model: {vocab_size: 259, hidden_size: 128, intermediate_size: 384, num_hidden_layers: 4,
+        num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 128,
+        tie_word_embeddings: true}
+data: {train: $W/qa.tok, seq_len: 64}
+optim: {name: adamw, lr: 3.0e-3, weight_decay: 0.01}
+schedule: {name: cosine, warmup_steps: 5}
+train: {max_steps: 20, micro_batch_size: 16, log_every: 1, max_grad_norm: 1.0}
+YAML
+# head dim 64 so that flash serves it
+cat >"$W/hd64.yaml" <<YAML
+model: {vocab_size: 259, hidden_size: 256, intermediate_size: 640, num_hidden_layers: 4,
+        num_attention_heads: 4, num_key_value_heads: 1, max_position_embeddings: 256,
+        tie_word_embeddings: false}
+data: {train: $W/qa.tok, seq_len: 128}
+optim: {name: adamw, lr: 2.0e-3, weight_decay: 0.01}
+schedule: {name: cosine, warmup_steps: 5}
+train: {max_steps: 20, micro_batch_size: 8, log_every: 1, max_grad_norm: 1.0}
+YAML
+CMP="python3 $C/compare_runs.py"
+run() { # name cfg overrides...
+  local n=$1 cfg=$2; shift 2
+  $F train "$W/$cfg" log.dir="$W/$n" "$@" >"$OUT/$n.log" 2>&1
+  echo "== $n: exit $?"; grep -E "step 20/|error|generate" "$OUT/$n.log" | tail -3
+  [ -f "$W/$n/metrics.jsonl" ] && cp "$W/$n/metrics.jsonl" "$OUT/$n.metrics.jsonl"
+}
+case $MODE in
+single)
+  run cpu small.yaml
+  run gpu_naive small.yaml train.device=cuda attention.impl=naive
+  run gpu_auto small.yaml train.device=cuda
+  run cpu64 hd64.yaml
+  run gpu64_flash hd64.yaml train.device=cuda attention.impl=flash
+  run gpu64_naive hd64.yaml train.device=cuda attention.impl=naive
+  run gpu64_ckpt hd64.yaml train.device=cuda attention.impl=flash fsdp.activation_checkpointing=true
+  echo "--- bf16 GPU vs fp32 CPU (rtol 3e-2 on loss)"
+  $CMP "$W/cpu" "$W/gpu_naive" "$W/gpu_auto" --rtol 3e-2 --keys loss
+  $CMP "$W/cpu64" "$W/gpu64_flash" "$W/gpu64_naive" "$W/gpu64_ckpt" --rtol 3e-2 --keys loss
+  echo "--- flash vs naive on GPU"
+  $CMP "$W/gpu64_naive" "$W/gpu64_flash" --rtol 2e-2 --keys loss
+  for t in $B/bin/test_cuda_ops $B/bin/test_cuda_hf_fixture; do [ -x $t ] && $t 2>&1 | tail -3; done
+  ;;
+multi)
+  run w1 small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=8
+  for st in FULL_SHARD SHARD_GRAD_OP NO_SHARD; do
+    run "w2_$st" small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=8 \
+      fsdp.sharding_strategy=$st --nproc-per-node 2
+  done
+  $CMP "$W/w1" "$W/w2_FULL_SHARD" "$W/w2_SHARD_GRAD_OP" "$W/w2_NO_SHARD" --rtol 2e-2 --keys loss
+  ;;
+esac

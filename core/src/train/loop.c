@@ -146,7 +146,7 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
   double eval_loss = NAN;
   for (int64_t step = 0; step < c->train.max_steps; step++) {
     if (s->job) FSDPC_TRY(fsdpc__dist_check_abort(s->job->store, err));
-    fsdpc__mem_reset_peak();
+    fsdpc__session_mem_reset_peak(s);
     fsdpc__dist_reset_counters(&s->dist);
     double t0 = fsdpc__now(), loss = 0, lr = 0, gnorm = 0;
     FSDPC_TRY(train_step(s, step, &loss, &lr, &gnorm, err));

@@ -12,11 +12,44 @@
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
+#ifdef FSDPC_WITH_CUDA
+#include "ops/cuda/cuda_ctx.h"
+#endif
 
 double fsdpc__now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Memory of the device this rank computes on: the host allocator's tracked
+ * categories on the CPU; the CUDA pools' allocated bytes (and reserved, in
+ * *reserved_peak, -1 on the CPU) on a GPU. */
+void fsdpc__session_mem(fsdpc_session *s, fsdpc_mem_stats *ms, int64_t *reserved_peak) {
+  if (reserved_peak) *reserved_peak = -1;
+#ifdef FSDPC_WITH_CUDA
+  fsdpc_cuda_mem_stats cs;
+  fsdpc_err err;
+  if (s->cuda && fsdpc__cuda_mem_stats(s->cuda, &cs, &err) == FSDPC_OK) {
+    for (int c = 0; c < FSDPC_MEM_NCAT; c++) {
+      ms->current[c] = cs.allocated[c];
+      ms->peak[c] = cs.allocated_peak[c];
+    }
+    ms->total_current = cs.total_allocated;
+    ms->total_peak = cs.total_allocated_peak;
+    if (reserved_peak) *reserved_peak = cs.total_reserved_peak;
+    return;
+  }
+#endif
+  fsdpc__mem_stats(ms);
+}
+
+void fsdpc__session_mem_reset_peak(fsdpc_session *s) {
+  fsdpc__mem_reset_peak();
+#ifdef FSDPC_WITH_CUDA
+  fsdpc_err err;
+  if (s->cuda) fsdpc__cuda_mem_reset_peak(s->cuda, &err);
+#endif
 }
 
 static double mib(int64_t b) { return (double)b / 1048576.0; }
@@ -26,7 +59,7 @@ void fsdpc__report_memory(fsdpc_session *s, const char *when) {
   fsdpc_mem_stats ms;
   int64_t rss, hwm;
   fsdpc__engine_bytes(s->eng, &eb);
-  fsdpc__mem_stats(&ms);
+  fsdpc__session_mem(s, &ms, NULL);
   fsdpc__mem_rss(&rss, &hwm);
   char cats[512];
   int n = 0;
@@ -67,7 +100,7 @@ static void track_run_peak(fsdpc_session *s, const fsdpc_mem_stats *ms) {
 void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, double gnorm,
                         double step_s, double eval_loss) {
   fsdpc_mem_stats ms;
-  fsdpc__mem_stats(&ms);
+  fsdpc__session_mem(s, &ms, NULL);
   track_run_peak(s, &ms);
   if (s->env.rank != 0) return;
   const fsdpc_config *c = s->cfg;
@@ -139,7 +172,13 @@ fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err) {
   cJSON_AddNumberToObject(o, "activation_ctx_bytes", (double)fsdpc__model_ctx_bytes(s->mctx));
   /* CPU: device memory is host memory and malloc keeps no cache; the GPU
    * path reports its allocator's reserved bytes here. */
-  cJSON_AddNullToObject(o, "reserved_bytes");
+  fsdpc_mem_stats now;
+  int64_t reserved_peak;
+  fsdpc__session_mem(s, &now, &reserved_peak);
+  if (reserved_peak >= 0)
+    cJSON_AddNumberToObject(o, "reserved_bytes", (double)reserved_peak);
+  else
+    cJSON_AddNullToObject(o, "reserved_bytes");
   cJSON_AddNumberToObject(o, "host_rss_peak_bytes", (double)hwm);
   cJSON_AddNumberToObject(o, "comm_s_total", s->comm_s_total);
   char *text = cJSON_Print(o);

@@ -66,6 +66,8 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
                                      size_t cap, fsdpc_err *err);
 
 /* report.c */
+void fsdpc__session_mem(fsdpc_session *s, fsdpc_mem_stats *ms, int64_t *reserved_peak);
+void fsdpc__session_mem_reset_peak(fsdpc_session *s);
 double fsdpc__now(void);
 void fsdpc__report_memory(fsdpc_session *s, const char *when);
 void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, double gnorm,

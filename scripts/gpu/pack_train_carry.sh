@@ -13,5 +13,5 @@ files=$(cd / && ls -d "${B#/}"/bin/fsdpc "${B#/}"/lib/libfsdpc.so* "${B#/}"/plug
 (cd / && tar cJf "$DEST/build.tar.xz" $files)
 /work/shared/device/pack-runtime.sh "$DEST/runtime.tar.xz" $(cd / && for f in $files; do echo /$f; done) >/dev/null
 echo "$B" >"$DEST/build_dir"
-cp "$ROOT/scripts/gpu/run_train_gpu.sh" "$ROOT/tests/train/compare_runs.py" "$DEST/"
+cp "$ROOT/scripts/gpu/run_train_gpu.sh" "$ROOT/scripts/gpu/run_1b_side_by_side.sh" "$ROOT/tests/train/compare_runs.py" "$DEST/"
 du -sh "$DEST"/*

@@ -163,10 +163,6 @@ static const bad_case cases[] = {
      M,
      {"checkpoint.resume=auto"},
      {"override 'checkpoint.resume=auto'", "checkpoint.resume=auto is not implemented"}},
-    {"ni_nccl",
-     M "collectives:\n  impl: nccl\n",
-     {0},
-     {"cfg.yaml:3:9:", "collectives.impl=nccl is not implemented"}},
     /* cross-key checks */
     {"kv_heads_divide",
      M,

@@ -177,7 +177,7 @@ static const fsdpc_cfg_key keys[] = {
     /* ---- collectives ---- */
     STR_("collectives.impl", collectives.impl, "auto",
          "collectives plugin (gloo, nccl, any installed); auto = best that supports the run",
-         NOT_IMPL("nccl")),
+         NONE_),
     INT_("collectives.timeout_s", collectives.timeout_s, "300",
          "seconds before a collective is declared hung", RANGE_(1, 86400)),
     OPTS_("collectives.options", collectives.options, "options of the collectives plugin"),

@@ -13,6 +13,8 @@
 #include "fsdp/engine.h"
 #include "train/schedule.h"
 
+typedef struct fsdpc_ckpt_run fsdpc_ckpt_run;
+
 typedef struct fsdpc_session {
   fsdpc_config *cfg;           /* borrowed */
   fsdpc_dist_env env;
@@ -35,6 +37,9 @@ typedef struct fsdpc_session {
   fsdpc_schedule sched;
   int64_t G, accum, mb, T;
   int32_t *tokens, *labels, *doc_ids; /* (mb, T) */
+
+  int64_t start_step;          /* first step to run (> 0 after a resume) */
+  struct fsdpc_ckpt_run *ckpt; /* checkpointing (ckpt/train.c) */
 
   fsdpc_comm_bytes last_comm;   /* collective bytes of the last step */
   FILE *metrics;               /* rank 0: log.dir/metrics.jsonl */

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/train_hooks.h"
 #include "train/session.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -206,12 +207,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .threads = omp_get_max_threads()};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
   if (cfg->model.init.from[0]) {
-    int64_t rss0, hwm0, rss1, hwm1;
-    fsdpc__mem_rss(&rss0, &hwm0);
-    STEP(fsdpc__engine_load_hf(s->eng, cfg->model.init.from, err));
-    fsdpc__mem_rss(&rss1, &hwm1);
-    FSDPC_LOGI("loaded %s: host RSS %.1f -> %.1f MiB (peak %.1f MiB)", cfg->model.init.from,
-               rss0 / 1048576.0, rss1 / 1048576.0, hwm1 / 1048576.0);
+    STEP(fsdpc__ckpt_load_hf_checked(s, cfg->model.init.from, err));
   } else {
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));
   }
@@ -226,6 +222,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                             cfg->train.max_steps, cfg->schedule.warmup_steps,
                             cfg->schedule.warmup_ratio, cfg->schedule.min_lr,
                             cfg->schedule.min_lr_ratio, err));
+  STEP(fsdpc__ckpt_session_setup(s, err));
   if (rank == 0) {
     STEP(fsdpc__mkdir_p(cfg->log.dir, err));
     char path[4096];
@@ -247,6 +244,7 @@ fail:
 
 void fsdpc__session_destroy(fsdpc_session *s) {
   if (!s) return;
+  fsdpc__ckpt_session_destroy(s);
   if (s->metrics) fclose(s->metrics);
   free(s->tokens);
   free(s->labels);

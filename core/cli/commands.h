@@ -8,5 +8,6 @@ int fsdpc__cmd_train(int argc, char **argv);
 int fsdpc__cmd_config(int argc, char **argv);
 int fsdpc__cmd_plugins(int argc, char **argv);
 int fsdpc__cmd_data(int argc, char **argv);
+int fsdpc__cmd_convert(int argc, char **argv);
 
 #endif

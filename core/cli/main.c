@@ -16,6 +16,7 @@ static const struct {
     {"config", fsdpc__cmd_config, "check a config and print it resolved; the schema"},
     {"plugins", fsdpc__cmd_plugins, "list plugins and show what each offers"},
     {"data", fsdpc__cmd_data, "make and inspect token files (synth, tokenize, info)"},
+    {"convert", fsdpc__cmd_convert, "convert checkpoints: sharded <-> Hugging Face, any world size"},
 };
 
 static void usage(FILE *f) {

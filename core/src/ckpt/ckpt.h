@@ -101,6 +101,15 @@ fsdpc_status fsdpc__ckpt_probe(fsdpc_registry *reg, const fsdpc_component *first
 fsdpc_status fsdpc__ckpt_save(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
                               const fsdpc_opts *opts, const char *root, const char *name,
                               const fsdpc_sd_save_opts *so, int64_t keep, fsdpc_err *err);
+/* The three parts of a save, for callers that play every rank in turn
+ * (offline conversion): rank 0 creates root/.tmp-<name>; each rank writes
+ * its files and checksums into tmp; rank 0 renames and rotates. */
+fsdpc_status fsdpc__ckpt_stage_begin(const char *root, const char *name, fsdpc_err *err);
+fsdpc_status fsdpc__ckpt_save_part(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
+                                   const fsdpc_opts *opts, const char *tmp,
+                                   const fsdpc_sd_save_opts *so, fsdpc_err *err);
+fsdpc_status fsdpc__ckpt_stage_commit(const char *root, const char *name, int64_t keep,
+                                      fsdpc_err *err);
 /* Collective load from dir (checksums verified on every file read). */
 fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
                               const fsdpc_opts *opts, const char *dir, int with_optimizer,

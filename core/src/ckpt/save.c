@@ -45,23 +45,19 @@ static fsdpc_status agree(fsdpc_ckpt_host *h, fsdpc_status st, const char *what,
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__ckpt_save(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
-                              const fsdpc_opts *opts, const char *root, const char *name,
-                              const fsdpc_sd_save_opts *so, int64_t keep, fsdpc_err *err) {
-  int rank = h->sd.rank;
-  char tmp[4096], final[4096], old[4096];
+fsdpc_status fsdpc__ckpt_stage_begin(const char *root, const char *name, fsdpc_err *err) {
+  char tmp[4096];
   snprintf(tmp, sizeof tmp, "%s/.tmp-%s", root, name);
-  snprintf(final, sizeof final, "%s/%s", root, name);
-  snprintf(old, sizeof old, "%s/.old-%s", root, name);
-  fsdpc_status st = FSDPC_OK;
-  if (rank == 0) {
-    st = fsdpc__mkdir_p(root, err);
-    if (st == FSDPC_OK) st = fsdpc__ckpt_rm_rf(tmp, err); /* a save that died earlier */
-    if (st == FSDPC_OK && mkdir(tmp, 0755) != 0)
-      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot create %s: %s", tmp, strerror(errno));
-  }
-  FSDPC_TRY(agree(h, st, "creating", tmp, err));
+  FSDPC_TRY(fsdpc__mkdir_p(root, err));
+  FSDPC_TRY(fsdpc__ckpt_rm_rf(tmp, err)); /* a save that died earlier */
+  if (mkdir(tmp, 0755) != 0)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot create %s: %s", tmp, strerror(errno));
+  return FSDPC_OK;
+}
 
+fsdpc_status fsdpc__ckpt_save_part(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
+                                   const fsdpc_opts *opts, const char *tmp,
+                                   const fsdpc_sd_save_opts *so, fsdpc_err *err) {
   free(h->dir);
   if (!(h->dir = strdup(tmp))) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   fsdpc__ckpt_files_clear(&h->written, &h->n_written);
@@ -70,19 +66,59 @@ fsdpc_status fsdpc__ckpt_save(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
   h->save_dtype = so->dtype;
   const fsdpc_statedict_v1 *v = plugin->vtable;
   int32_t r = v->save(opts, &h->sd, tmp, so);
-  if (r != FSDPC_OK) st = plugin_error(h, plugin, r, err);
-  if (st == FSDPC_OK && rank == 0 && h->config_yaml) {
+  if (r != FSDPC_OK) return plugin_error(h, plugin, r, err);
+  if (h->sd.rank == 0 && h->config_yaml) {
     char *p = fsdpc__path_join(tmp, FSDPC_CKPT_CONFIG_FILE);
-    if (!p) {
-      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-    } else if ((r = h->sd.write_file(h, p, h->config_yaml, strlen(h->config_yaml))) != FSDPC_OK) {
-      *err = h->err;
-      st = r;
-    }
+    if (!p) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    r = h->sd.write_file(h, p, h->config_yaml, strlen(h->config_yaml));
     free(p);
+    if (r != FSDPC_OK) {
+      *err = h->err;
+      return r;
+    }
   }
-  if (st == FSDPC_OK && h->n_written > 0)
-    st = fsdpc__ckpt_manifest_write(tmp, rank, h->written, h->n_written, err);
+  if (h->n_written > 0)
+    FSDPC_TRY(fsdpc__ckpt_manifest_write(tmp, h->sd.rank, h->written, h->n_written, err));
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__ckpt_stage_commit(const char *root, const char *name, int64_t keep,
+                                      fsdpc_err *err) {
+  char tmp[4096], final[4096], old[4096];
+  snprintf(tmp, sizeof tmp, "%s/.tmp-%s", root, name);
+  snprintf(final, sizeof final, "%s/%s", root, name);
+  snprintf(old, sizeof old, "%s/.old-%s", root, name);
+  fsdpc__ckpt_fsync_dir(tmp);
+  /* Replace an older folder of the same name (a re-run's "final"): move it
+   * aside first so that one complete copy exists at every moment. */
+  struct stat sb;
+  int had = stat(final, &sb) == 0;
+  if (had) {
+    FSDPC_TRY(fsdpc__ckpt_rm_rf(old, err));
+    if (rename(final, old) != 0)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot move %s aside: %s", final,
+                         strerror(errno));
+  }
+  if (rename(tmp, final) != 0)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot rename %s to %s: %s", tmp, final,
+                       strerror(errno));
+  fsdpc__ckpt_fsync_dir(root);
+  if (had) FSDPC_TRY(fsdpc__ckpt_rm_rf(old, err));
+  if (strncmp(name, FSDPC_CKPT_STEP_PREFIX, strlen(FSDPC_CKPT_STEP_PREFIX)) == 0)
+    FSDPC_TRY(fsdpc__ckpt_rotate(root, keep, err));
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__ckpt_save(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
+                              const fsdpc_opts *opts, const char *root, const char *name,
+                              const fsdpc_sd_save_opts *so, int64_t keep, fsdpc_err *err) {
+  int rank = h->sd.rank;
+  char tmp[4096], final[4096];
+  snprintf(tmp, sizeof tmp, "%s/.tmp-%s", root, name);
+  snprintf(final, sizeof final, "%s/%s", root, name);
+  fsdpc_status st = rank == 0 ? fsdpc__ckpt_stage_begin(root, name, err) : FSDPC_OK;
+  FSDPC_TRY(agree(h, st, "creating", tmp, err));
+  st = fsdpc__ckpt_save_part(h, plugin, opts, tmp, so, err);
   st = agree(h, st, "saving", final, err);
   if (st != FSDPC_OK) {
     if (rank == 0) {
@@ -91,24 +127,7 @@ fsdpc_status fsdpc__ckpt_save(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
     }
     return st;
   }
-  if (rank == 0) {
-    fsdpc__ckpt_fsync_dir(tmp);
-    /* Replace an older folder of the same name (a re-run's "final"): move
-     * it aside first so that one complete copy exists at every moment. */
-    struct stat sb;
-    int had = stat(final, &sb) == 0;
-    if (had) st = fsdpc__ckpt_rm_rf(old, err);
-    if (st == FSDPC_OK && had && rename(final, old) != 0)
-      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot move %s aside: %s", final,
-                       strerror(errno));
-    if (st == FSDPC_OK && rename(tmp, final) != 0)
-      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot rename %s to %s: %s", tmp, final,
-                       strerror(errno));
-    if (st == FSDPC_OK) fsdpc__ckpt_fsync_dir(root);
-    if (st == FSDPC_OK && had) st = fsdpc__ckpt_rm_rf(old, err);
-    if (st == FSDPC_OK && strncmp(name, FSDPC_CKPT_STEP_PREFIX, strlen(FSDPC_CKPT_STEP_PREFIX)) == 0)
-      st = fsdpc__ckpt_rotate(root, keep, err);
-  }
+  if (rank == 0) st = fsdpc__ckpt_stage_commit(root, name, keep, err);
   return agree(h, st, "finishing", final, err);
 }
 
@@ -124,6 +143,17 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
   h->has_err = 0;
   fsdpc_status st = fsdpc__ckpt_manifest_read(dir, &h->manifest, &h->n_manifest, err);
   h->verify = h->n_manifest > 0;
+  if (st == FSDPC_OK && !h->verify) {
+    /* config.yaml marks a folder fsdpc wrote: it must have its checksums. */
+    char *p = fsdpc__path_join(dir, FSDPC_CKPT_CONFIG_FILE);
+    struct stat sb;
+    if (p && stat(p, &sb) == 0)
+      st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "checkpoint %s: its checksums.rank-*.txt files are missing; the "
+                       "checkpoint is incomplete, resume from an older one",
+                       dir);
+    free(p);
+  }
   if (st == FSDPC_OK && !h->verify && h->sd.rank == 0)
     FSDPC_LOGW("%s has no checksums (not written by fsdpc?): its files are not verified", dir);
   if (st == FSDPC_OK) {

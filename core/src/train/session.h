@@ -64,6 +64,9 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
 fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n, char *out,
                                      size_t cap, fsdpc_err *err);
 
+/* The model shape a config describes (setup.c). */
+void fsdpc__session_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh);
+
 /* report.c */
 double fsdpc__now(void);
 void fsdpc__report_memory(fsdpc_session *s, const char *when);

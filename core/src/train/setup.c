@@ -28,7 +28,7 @@ static fsdpc_status select_plugin(fsdpc_session *s, int32_t kind, const char *na
   return FSDPC_OK;
 }
 
-static void shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
+void fsdpc__session_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
   const fsdpc_config_model *m = &c->model;
   memset(sh, 0, sizeof *sh);
   sh->V = (int)m->vocab_size;
@@ -156,7 +156,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   } while (0)
 
   STEP(batch_geometry(s, err));
-  shape_from_config(cfg, &s->shape);
+  fsdpc__session_shape_from_config(cfg, &s->shape);
   STEP(fsdpc__model_params(&s->shape, &s->params, &s->n_params, err));
 
   STEP(fsdpc__registry_create((const char *const *)cfg->plugins.paths.items, cfg->plugins.paths.n,

@@ -27,18 +27,20 @@ static void usage(FILE *f) {
 static int parse_int(const char *s, int *out) {
   char *end;
   long v = strtol(s, &end, 10);
-  if (!*s || *end || v < 1 || v > 1 << 20) return 0;
+  if (!*s || *end || v < 1 || v > 1 << 20)
+    return 0;
   *out = (int)v;
   return 1;
 }
 
 int fsdpc__cmd_convert(int argc, char **argv) {
-  fsdpc_convert_opts o = {.to = NULL, .dtype = FSDPC_DTYPE_BF16, .world = 1,
-                          .strategy = "FULL_SHARD"};
+  fsdpc_convert_opts o = {
+      .to = NULL, .dtype = FSDPC_DTYPE_BF16, .world = 1, .strategy = "FULL_SHARD"};
   const char *pos[2] = {NULL, NULL};
   int npos = 0;
   const char **ov = calloc((size_t)argc + 1, sizeof *ov);
-  if (!ov) return 1;
+  if (!ov)
+    return 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -56,14 +58,20 @@ int fsdpc__cmd_convert(int argc, char **argv) {
       return 2;
     }
     int ok = 1;
-    if (strcmp(a, "--to") == 0) o.to = strcmp(val, "hf") == 0 ? "full" : val;
+    if (strcmp(a, "--to") == 0)
+      o.to = strcmp(val, "hf") == 0 ? "full" : val;
     else if (strcmp(a, "--dtype") == 0)
-      ok = strcmp(val, "fp32") == 0 ? (o.dtype = FSDPC_DTYPE_F32, 1)
-           : strcmp(val, "bf16") == 0 ? (o.dtype = FSDPC_DTYPE_BF16, 1) : 0;
-    else if (strcmp(a, "--world") == 0) ok = parse_int(val, &o.world);
-    else if (strcmp(a, "--strategy") == 0) o.strategy = val;
-    else if (strcmp(a, "--hybrid-shard-size") == 0) ok = parse_int(val, &o.hybrid_shard_size);
-    else if (strcmp(a, "--config") == 0) o.config = val;
+      ok = strcmp(val, "fp32") == 0   ? (o.dtype = FSDPC_DTYPE_F32, 1)
+           : strcmp(val, "bf16") == 0 ? (o.dtype = FSDPC_DTYPE_BF16, 1)
+                                      : 0;
+    else if (strcmp(a, "--world") == 0)
+      ok = parse_int(val, &o.world);
+    else if (strcmp(a, "--strategy") == 0)
+      o.strategy = val;
+    else if (strcmp(a, "--hybrid-shard-size") == 0)
+      ok = parse_int(val, &o.hybrid_shard_size);
+    else if (strcmp(a, "--config") == 0)
+      o.config = val;
     else if (a[0] == '-') {
       fprintf(stderr, "fsdpc convert: unknown option '%s' (`fsdpc convert --help`)\n", a);
       free(ov);

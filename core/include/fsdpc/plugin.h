@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 #define FSDPC_PLUGIN_ABI_MAJOR 1
-#define FSDPC_PLUGIN_ABI_MINOR 1
+#define FSDPC_PLUGIN_ABI_MINOR 0
 
 #if defined(__GNUC__)
 #define FSDPC_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -466,7 +466,7 @@ typedef struct fsdpc_sd_host {
   int32_t (*st_read)(void *ctx, const char *path, const char *name,
                      uint64_t elem_offset, uint64_t n, float *dst);
 
-  /* Appended in ABI 1.1 (check with FSDPC_HAS_FIELD). When a host callback
+  /* Appended after the first 1.0 fields (check with FSDPC_HAS_FIELD). When a host callback
    * fails it records its own one-line message; the plugin just returns the
    * status (calling set_error too is harmless: the host's message wins). */
 

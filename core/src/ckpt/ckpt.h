@@ -41,14 +41,14 @@ typedef struct fsdpc_ckpt_host_opts {
   const fsdpc_model_shape *shape;
   const fsdpc_param_info *params; /* (n_params) module order */
   int n_params;
-  const int *param_unit;          /* (n_params) */
-  const uint64_t *param_offset;   /* (n_params) element offset in the unit's flat buffer */
-  const fsdpc_unit *units;        /* (n_units) sizes and shard_offset of this rank */
+  const int *param_unit;        /* (n_params) */
+  const uint64_t *param_offset; /* (n_params) element offset in the unit's flat buffer */
+  const fsdpc_unit *units;      /* (n_units) sizes and shard_offset of this rank */
   int n_units;
   int rank, world_size, shard_rank, shard_size, replica_rank, replica_size;
-  const char *strategy;           /* "FULL_SHARD", ... */
+  const char *strategy; /* "FULL_SHARD", ... */
   uint32_t n_slots;
-  const char *const *slot_names;  /* (n_slots) */
+  const char *const *slot_names; /* (n_slots) */
   fsdpc_ckpt_backend backend;
 } fsdpc_ckpt_host_opts;
 
@@ -71,8 +71,7 @@ fsdpc_status fsdpc__ckpt_host_set_state(fsdpc_ckpt_host *h, const char *json, fs
 const char *fsdpc__ckpt_host_loaded_state(const fsdpc_ckpt_host *h);
 /* The resolved config written as config.yaml into each checkpoint (copied;
  * NULL = none). */
-fsdpc_status fsdpc__ckpt_host_set_config_yaml(fsdpc_ckpt_host *h, const char *yaml,
-                                              fsdpc_err *err);
+fsdpc_status fsdpc__ckpt_host_set_config_yaml(fsdpc_ckpt_host *h, const char *yaml, fsdpc_err *err);
 /* Test hook: the host raises SIGKILL after this process has written `n`
  * checkpoint files in this save (0 = never). */
 void fsdpc__ckpt_host_kill_after(fsdpc_ckpt_host *h, int n);
@@ -132,7 +131,6 @@ fsdpc_status fsdpc__ckpt_rm_rf(const char *path, fsdpc_err *err);
 /* fsync of a folder (so that a rename in it is durable). */
 void fsdpc__ckpt_fsync_dir(const char *path);
 /* CRC-32 and size of a whole file. */
-fsdpc_status fsdpc__ckpt_file_crc(const char *path, uint32_t *crc, uint64_t *size,
-                                  fsdpc_err *err);
+fsdpc_status fsdpc__ckpt_file_crc(const char *path, uint32_t *crc, uint64_t *size, fsdpc_err *err);
 
 #endif

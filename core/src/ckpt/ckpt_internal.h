@@ -39,7 +39,7 @@ struct fsdpc_ckpt_host {
   fsdpc_err err;
   int has_err;
 
-  char *dir; /* the folder being written (staging) or read */
+  char *dir;                /* the folder being written (staging) or read */
   fsdpc_ckpt_file *written; /* files this rank wrote in the current save */
   int n_written, cap_written;
   fsdpc_ckpt_file *manifest; /* every rank's checksums, on load */

@@ -28,10 +28,12 @@ void fsdpc__ckpt_step_name(int64_t step, char *buf, size_t cap) {
 /* step-<digits> -> step; -1 for any other name. */
 static int64_t parse_step(const char *name) {
   size_t n = strlen(FSDPC_CKPT_STEP_PREFIX);
-  if (strncmp(name, FSDPC_CKPT_STEP_PREFIX, n) != 0 || !name[n]) return -1;
+  if (strncmp(name, FSDPC_CKPT_STEP_PREFIX, n) != 0 || !name[n])
+    return -1;
   int64_t v = 0;
   for (const char *p = name + n; *p; p++) {
-    if (*p < '0' || *p > '9' || v > INT64_MAX / 10 - 10) return -1;
+    if (*p < '0' || *p > '9' || v > INT64_MAX / 10 - 10)
+      return -1;
     v = v * 10 + (*p - '0');
   }
   return v;
@@ -58,7 +60,8 @@ static fsdpc_status list_steps(const char *root, step_dir **out, int *n, fsdpc_e
   *n = 0;
   DIR *d = opendir(root);
   if (!d) {
-    if (errno == ENOENT) return FSDPC_OK;
+    if (errno == ENOENT)
+      return FSDPC_OK;
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot list checkpoint folder %s: %s", root,
                        strerror(errno));
   }
@@ -66,11 +69,13 @@ static fsdpc_status list_steps(const char *root, step_dir **out, int *n, fsdpc_e
   struct dirent *de;
   while ((de = readdir(d))) {
     int64_t s = parse_step(de->d_name);
-    if (s < 0 || strlen(de->d_name) >= sizeof((step_dir *)0)->name) continue;
+    if (s < 0 || strlen(de->d_name) >= sizeof((step_dir *)0)->name)
+      continue;
     char *p = fsdpc__path_join(root, de->d_name);
     int ok = p && is_dir(p);
     free(p);
-    if (!ok) continue;
+    if (!ok)
+      continue;
     if (*n == cap) {
       cap = cap ? 2 * cap : 16;
       step_dir *v = realloc(*out, (size_t)cap * sizeof *v);
@@ -85,7 +90,8 @@ static fsdpc_status list_steps(const char *root, step_dir **out, int *n, fsdpc_e
     (*n)++;
   }
   closedir(d);
-  if (*n) qsort(*out, (size_t)*n, sizeof **out, step_cmp);
+  if (*n)
+    qsort(*out, (size_t)*n, sizeof **out, step_cmp);
   return FSDPC_OK;
 }
 
@@ -104,7 +110,8 @@ fsdpc_status fsdpc__ckpt_latest(const char *root, char *out, size_t cap, int *fo
 }
 
 fsdpc_status fsdpc__ckpt_rotate(const char *root, int64_t keep, fsdpc_err *err) {
-  if (keep <= 0) return FSDPC_OK;
+  if (keep <= 0)
+    return FSDPC_OK;
   step_dir *v;
   int n;
   FSDPC_TRY(list_steps(root, &v, &n, err));
@@ -115,7 +122,8 @@ fsdpc_status fsdpc__ckpt_rotate(const char *root, int64_t keep, fsdpc_err *err) 
     free(p);
   }
   free(v);
-  if (st == FSDPC_OK) fsdpc__ckpt_fsync_dir(root);
+  if (st == FSDPC_OK)
+    fsdpc__ckpt_fsync_dir(root);
   return st;
 }
 
@@ -125,7 +133,8 @@ static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW 
 
 fsdpc_status fsdpc__ckpt_rm_rf(const char *path, fsdpc_err *err) {
   struct stat sb;
-  if (lstat(path, &sb) != 0) return FSDPC_OK;
+  if (lstat(path, &sb) != 0)
+    return FSDPC_OK;
   if (nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot remove %s: %s", path, strerror(errno));
   return FSDPC_OK;
@@ -133,13 +142,13 @@ fsdpc_status fsdpc__ckpt_rm_rf(const char *path, fsdpc_err *err) {
 
 void fsdpc__ckpt_fsync_dir(const char *path) {
   int fd = open(path, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;
+  if (fd < 0)
+    return;
   fsync(fd);
   close(fd);
 }
 
-fsdpc_status fsdpc__ckpt_file_crc(const char *path, uint32_t *crc, uint64_t *size,
-                                  fsdpc_err *err) {
+fsdpc_status fsdpc__ckpt_file_crc(const char *path, uint32_t *crc, uint64_t *size, fsdpc_err *err) {
   int fd = open(path, O_RDONLY);
   if (fd < 0)
     return fsdpc__fail(err, errno == ENOENT ? FSDPC_INVALID_USAGE : FSDPC_SYSTEM_ERROR,
@@ -154,14 +163,16 @@ fsdpc_status fsdpc__ckpt_file_crc(const char *path, uint32_t *crc, uint64_t *siz
   uint64_t total = 0;
   for (;;) {
     ssize_t r = read(fd, buf, CHUNK);
-    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && errno == EINTR)
+      continue;
     if (r < 0) {
       int e = errno;
       free(buf);
       close(fd);
       return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: read failed: %s", path, strerror(e));
     }
-    if (r == 0) break;
+    if (r == 0)
+      break;
     c = fsdpc__crc32(c, buf, (size_t)r);
     total += (uint64_t)r;
   }
@@ -178,7 +189,8 @@ fsdpc_status fsdpc__ckpt_manifest_write(const char *dir, int rank, const fsdpc_c
                                         int n, fsdpc_err *err) {
   size_t cap = 64 + (size_t)n * 300, len = 0;
   char *text = malloc(cap);
-  if (!text) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!text)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   for (int i = 0; i < n; i++)
     len += (size_t)snprintf(text + len, cap - len, "%08" PRIx32 " %" PRIu64 " %s\n", files[i].crc,
                             files[i].size, files[i].name);
@@ -250,13 +262,15 @@ fsdpc_status fsdpc__ckpt_manifest_read(const char *dir, fsdpc_ckpt_file **files,
   fsdpc_status st = FSDPC_OK;
   struct dirent *de;
   while (st == FSDPC_OK && (de = readdir(d))) {
-    if (strncmp(de->d_name, MANIFEST_PREFIX, strlen(MANIFEST_PREFIX)) != 0) continue;
+    if (strncmp(de->d_name, MANIFEST_PREFIX, strlen(MANIFEST_PREFIX)) != 0)
+      continue;
     char *p = fsdpc__path_join(dir, de->d_name);
     st = p ? parse_manifest(p, files, n, &cap, err)
            : fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     free(p);
   }
   closedir(d);
-  if (st != FSDPC_OK) fsdpc__ckpt_files_clear(files, n);
+  if (st != FSDPC_OK)
+    fsdpc__ckpt_files_clear(files, n);
   return st;
 }

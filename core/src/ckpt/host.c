@@ -12,18 +12,22 @@
 #include "io/fileio.h"
 #include "util/log.h"
 
-static fsdpc_ckpt_host *H(void *ctx) { return ctx; }
+static fsdpc_ckpt_host *H(void *ctx) {
+  return ctx;
+}
 
 /* Records the callback's error; the save/load driver reports it in place
  * of the plugin's (less specific) message. */
 fsdpc_status fsdpc__ckpt_cb_fail(fsdpc_ckpt_host *h, fsdpc_status st) {
-  if (st != FSDPC_OK) h->has_err = 1;
+  if (st != FSDPC_OK)
+    h->has_err = 1;
   return st;
 }
 
 static const char *rel_name(const fsdpc_ckpt_host *h, const char *path) {
   size_t n = h->dir ? strlen(h->dir) : 0;
-  if (n && strncmp(path, h->dir, n) == 0 && path[n] == '/') return path + n + 1;
+  if (n && strncmp(path, h->dir, n) == 0 && path[n] == '/')
+    return path + n + 1;
   return path;
 }
 
@@ -33,7 +37,8 @@ static fsdpc_status record_file(fsdpc_ckpt_host *h, const char *path) {
   if (h->n_written == h->cap_written) {
     int cap = h->cap_written ? 2 * h->cap_written : 16;
     fsdpc_ckpt_file *w = realloc(h->written, (size_t)cap * sizeof *w);
-    if (!w) return fsdpc__fail(&h->err, FSDPC_SYSTEM_ERROR, "out of memory");
+    if (!w)
+      return fsdpc__fail(&h->err, FSDPC_SYSTEM_ERROR, "out of memory");
     h->written = w;
     h->cap_written = cap;
   }
@@ -53,12 +58,15 @@ static fsdpc_status record_file(fsdpc_ckpt_host *h, const char *path) {
  * file). A checkpoint without any manifest is not verified (an HF folder
  * written by another tool); the driver warns about it. */
 fsdpc_status fsdpc__ckpt_verify(fsdpc_ckpt_host *h, const char *path, fsdpc_err *err) {
-  if (!h->verify) return FSDPC_OK;
+  if (!h->verify)
+    return FSDPC_OK;
   const char *name = rel_name(h, path);
   for (int i = 0; i < h->n_manifest; i++) {
     fsdpc_ckpt_file *m = &h->manifest[i];
-    if (strcmp(m->name, name) != 0) continue;
-    if (m->verified) return FSDPC_OK;
+    if (strcmp(m->name, name) != 0)
+      continue;
+    if (m->verified)
+      return FSDPC_OK;
     struct stat sb;
     if (stat(path, &sb) != 0)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -85,15 +93,15 @@ fsdpc_status fsdpc__ckpt_verify(fsdpc_ckpt_host *h, const char *path, fsdpc_err 
   if (stat(path, &sb) != 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: missing from the checkpoint", path);
   return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                     "%s: not listed in the checkpoint's checksums (checksums.rank-*.txt)",
-                     path);
+                     "%s: not listed in the checkpoint's checksums (checksums.rank-*.txt)", path);
 }
 
 /* ---- memory and collectives ---- */
 
 static float *cb_shard_ptr(void *ctx, uint32_t unit, int32_t slot) {
   fsdpc_ckpt_host *h = H(ctx);
-  if (unit >= h->sd.n_units || slot < FSDPC_SD_SLOT_PARAM || (slot >= 0 && (uint32_t)slot >= h->sd.n_slots))
+  if (unit >= h->sd.n_units || slot < FSDPC_SD_SLOT_PARAM ||
+      (slot >= 0 && (uint32_t)slot >= h->sd.n_slots))
     return NULL;
   return h->be.shard(h->be.ctx, (int)unit, slot);
 }
@@ -102,8 +110,8 @@ static int32_t cb_gather_unit(void *ctx, uint32_t unit, int32_t slot, int32_t ro
   fsdpc_ckpt_host *h = H(ctx);
   if (unit >= h->sd.n_units || root < 0 || root >= h->sd.shard_size)
     return fsdpc__ckpt_cb_fail(h, fsdpc__fail(&h->err, FSDPC_INTERNAL_ERROR,
-                                              "gather_unit: unit %u or root %d out of range",
-                                              unit, root));
+                                              "gather_unit: unit %u or root %d out of range", unit,
+                                              root));
   return fsdpc__ckpt_cb_fail(h, h->be.gather(h->be.ctx, (int)unit, slot, root, full, &h->err));
 }
 
@@ -142,7 +150,8 @@ static int32_t cb_write_hf_config(void *ctx, const char *path) {
   if (st == FSDPC_OK && fsdpc__write_small_file(path, text, strlen(text)) != 0)
     st = fsdpc__fail(&h->err, FSDPC_SYSTEM_ERROR, "cannot write %s", path);
   free(text);
-  if (st == FSDPC_OK) st = record_file(h, path);
+  if (st == FSDPC_OK)
+    st = record_file(h, path);
   return fsdpc__ckpt_cb_fail(h, st);
 }
 
@@ -152,7 +161,8 @@ static int32_t cb_st_write(void *ctx, const char *path, const fsdpc_st_entry *en
                            int32_t dtype, const char *metadata_json) {
   fsdpc_ckpt_host *h = H(ctx);
   fsdpc_status st = fsdpc__st_write(path, entries, n, dtype, metadata_json, &h->err);
-  if (st == FSDPC_OK) st = record_file(h, path);
+  if (st == FSDPC_OK)
+    st = record_file(h, path);
   return fsdpc__ckpt_cb_fail(h, st);
 }
 
@@ -190,7 +200,8 @@ static int32_t cb_st_end(void *ctx, void *handle) {
   fsdpc_ckpt_host *h = H(ctx);
   writer_handle *wh = handle;
   fsdpc_status st = fsdpc__st_writer_end(wh->w, &h->err);
-  if (st == FSDPC_OK) st = record_file(h, wh->path);
+  if (st == FSDPC_OK)
+    st = record_file(h, wh->path);
   free(wh->path);
   free(wh);
   return fsdpc__ckpt_cb_fail(h, st);
@@ -198,7 +209,8 @@ static int32_t cb_st_end(void *ctx, void *handle) {
 
 static void cb_st_abort(void *ctx, void *handle) {
   writer_handle *wh = handle;
-  if (!wh) return;
+  if (!wh)
+    return;
   fsdpc__st_writer_abort(wh->w);
   free(wh->path);
   free(wh);
@@ -209,7 +221,8 @@ static int32_t cb_write_file(void *ctx, const char *path, const void *data, uint
   fsdpc_status st = FSDPC_OK;
   if (fsdpc__write_small_file(path, data, (size_t)len) != 0)
     st = fsdpc__fail(&h->err, FSDPC_SYSTEM_ERROR, "cannot write %s", path);
-  if (st == FSDPC_OK) st = record_file(h, path);
+  if (st == FSDPC_OK)
+    st = record_file(h, path);
   return fsdpc__ckpt_cb_fail(h, st);
 }
 
@@ -222,7 +235,8 @@ static int32_t cb_read_file(void *ctx, const char *path, uint64_t max, char **ou
                                               "%s: cannot read it (missing, or larger than "
                                               "%llu bytes)",
                                               path, (unsigned long long)max));
-  if (len) *len = n;
+  if (len)
+    *len = n;
   return FSDPC_OK;
 }
 
@@ -242,7 +256,8 @@ static fsdpc_status cache_get(fsdpc_ckpt_host *h, const char *path, fsdpc_ckpt_o
     /* An HF folder: verify every file the manifest lists before reading. */
     for (int i = 0; i < h->n_manifest && h->verify; i++) {
       char *p = fsdpc__path_join(h->dir, h->manifest[i].name);
-      if (!p) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+      if (!p)
+        return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
       fsdpc_status st = fsdpc__ckpt_verify(h, p, err);
       free(p);
       FSDPC_TRY(st);
@@ -254,7 +269,8 @@ static fsdpc_status cache_get(fsdpc_ckpt_host *h, const char *path, fsdpc_ckpt_o
   }
   fsdpc_ckpt_open *c = realloc(h->cache, (size_t)(h->n_cache + 1) * sizeof *c);
   if (!c || !(o.path = strdup(path))) {
-    if (c) h->cache = c;
+    if (c)
+      h->cache = c;
     fsdpc__st_close(o.st);
     fsdpc__hf_ckpt_close(o.hf);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
@@ -294,19 +310,20 @@ static int32_t cb_st_shape(void *ctx, const char *path, const char *name, int32_
   const fsdpc_st_info *info = NULL;
   if (o->hf) {
     if (!fsdpc__hf_ckpt_has(o->hf, name))
-      return fsdpc__ckpt_cb_fail(h, fsdpc__fail(&h->err, FSDPC_INVALID_USAGE,
-                                                "%s: no tensor '%s'", path, name));
+      return fsdpc__ckpt_cb_fail(
+          h, fsdpc__fail(&h->err, FSDPC_INVALID_USAGE, "%s: no tensor '%s'", path, name));
     FSDPC_TRY(fsdpc__ckpt_cb_fail(h, fsdpc__hf_ckpt_find(o->hf, name, &info, &h->err)));
   } else if (!(info = fsdpc__st_find(o->st, name))) {
     return fsdpc__ckpt_cb_fail(
         h, fsdpc__fail(&h->err, FSDPC_INVALID_USAGE, "%s: no tensor '%s'", path, name));
   }
   if (info->ndim > 4)
-    return fsdpc__ckpt_cb_fail(
-        h, fsdpc__fail(&h->err, FSDPC_INVALID_USAGE, "%s: tensor '%s' has %d dimensions", path,
-                       name, (int)info->ndim));
+    return fsdpc__ckpt_cb_fail(h, fsdpc__fail(&h->err, FSDPC_INVALID_USAGE,
+                                              "%s: tensor '%s' has %d dimensions", path, name,
+                                              (int)info->ndim));
   *ndim = info->ndim;
-  for (int i = 0; i < 4; i++) shape[i] = i < info->ndim ? info->shape[i] : 0;
+  for (int i = 0; i < 4; i++)
+    shape[i] = i < info->ndim ? info->shape[i] : 0;
   return FSDPC_OK;
 }
 
@@ -315,7 +332,8 @@ static int32_t cb_st_shape(void *ctx, const char *path, const char *name, int32_
 fsdpc_status fsdpc__ckpt_host_create(const fsdpc_ckpt_host_opts *o, fsdpc_ckpt_host **out,
                                      fsdpc_err *err) {
   fsdpc_ckpt_host *h = calloc(1, sizeof *h);
-  if (!h) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!h)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   h->be = o->backend;
   h->shape = *o->shape;
   h->save_dtype = FSDPC_DTYPE_F32;
@@ -325,25 +343,33 @@ fsdpc_status fsdpc__ckpt_host_create(const fsdpc_ckpt_host_opts *o, fsdpc_ckpt_h
   h->tensors = calloc((size_t)o->n_params, sizeof *h->tensors);
   h->tensor_ptrs = calloc((size_t)o->n_params, sizeof *h->tensor_ptrs);
   h->slot_names = calloc((size_t)o->n_slots + 1, sizeof *h->slot_names);
-  if (!h->units || !h->unit_ptrs || !h->tensors || !h->tensor_ptrs || !h->slot_names) goto oom;
+  if (!h->units || !h->unit_ptrs || !h->tensors || !h->tensor_ptrs || !h->slot_names)
+    goto oom;
   for (int u = 0; u < o->n_units; u++) {
     const fsdpc_unit *un = &o->units[u];
-    h->units[u] = (fsdpc_sd_unit){.struct_size = sizeof(fsdpc_sd_unit), .name = un->name,
-                                  .flat_numel = un->flat_numel, .shard_numel = un->shard_numel,
+    h->units[u] = (fsdpc_sd_unit){.struct_size = sizeof(fsdpc_sd_unit),
+                                  .name = un->name,
+                                  .flat_numel = un->flat_numel,
+                                  .shard_numel = un->shard_numel,
                                   .shard_offset = un->shard_offset};
     h->unit_ptrs[u] = &h->units[u];
   }
   for (int p = 0; p < o->n_params; p++) {
     const fsdpc_param_info *pi = &o->params[p];
     fsdpc_sd_tensor *t = &h->tensors[p];
-    *t = (fsdpc_sd_tensor){.struct_size = sizeof *t, .name = pi->name, .ndim = pi->ndim,
+    *t = (fsdpc_sd_tensor){.struct_size = sizeof *t,
+                           .name = pi->name,
+                           .ndim = pi->ndim,
                            .unit = (uint32_t)o->param_unit[p],
-                           .unit_offset = o->param_offset[p], .numel = pi->numel};
-    for (int d = 0; d < pi->ndim; d++) t->shape[d] = pi->shape[d];
+                           .unit_offset = o->param_offset[p],
+                           .numel = pi->numel};
+    for (int d = 0; d < pi->ndim; d++)
+      t->shape[d] = pi->shape[d];
     h->tensor_ptrs[p] = t;
   }
   for (uint32_t i = 0; i < o->n_slots; i++)
-    if (!(h->slot_names[i] = strdup(o->slot_names[i]))) goto oom;
+    if (!(h->slot_names[i] = strdup(o->slot_names[i])))
+      goto oom;
   h->n_slots = o->n_slots;
   h->sd = (fsdpc_sd_host){
       .struct_size = sizeof(fsdpc_sd_host),
@@ -386,18 +412,21 @@ oom:
 }
 
 void fsdpc__ckpt_files_clear(fsdpc_ckpt_file **files, int *n) {
-  for (int i = 0; i < *n; i++) free((*files)[i].name);
+  for (int i = 0; i < *n; i++)
+    free((*files)[i].name);
   free(*files);
   *files = NULL;
   *n = 0;
 }
 
 void fsdpc__ckpt_host_destroy(fsdpc_ckpt_host *h) {
-  if (!h) return;
+  if (!h)
+    return;
   fsdpc__ckpt_cache_clear(h);
   fsdpc__ckpt_files_clear(&h->written, &h->n_written);
   fsdpc__ckpt_files_clear(&h->manifest, &h->n_manifest);
-  for (uint32_t i = 0; h->slot_names && i < h->n_slots; i++) free(h->slot_names[i]);
+  for (uint32_t i = 0; h->slot_names && i < h->n_slots; i++)
+    free(h->slot_names[i]);
   free(h->slot_names);
   free(h->units);
   free(h->unit_ptrs);
@@ -413,16 +442,21 @@ void fsdpc__ckpt_host_destroy(fsdpc_ckpt_host *h) {
 static fsdpc_status set_str(char **dst, const char *src, fsdpc_err *err) {
   free(*dst);
   *dst = NULL;
-  if (src && !(*dst = strdup(src))) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (src && !(*dst = strdup(src)))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   return FSDPC_OK;
 }
 
 fsdpc_status fsdpc__ckpt_host_set_state(fsdpc_ckpt_host *h, const char *json, fsdpc_err *err) {
   return set_str(&h->state, json, err);
 }
-const char *fsdpc__ckpt_host_loaded_state(const fsdpc_ckpt_host *h) { return h->loaded_state; }
+const char *fsdpc__ckpt_host_loaded_state(const fsdpc_ckpt_host *h) {
+  return h->loaded_state;
+}
 fsdpc_status fsdpc__ckpt_host_set_config_yaml(fsdpc_ckpt_host *h, const char *yaml,
                                               fsdpc_err *err) {
   return set_str(&h->config_yaml, yaml, err);
 }
-void fsdpc__ckpt_host_kill_after(fsdpc_ckpt_host *h, int n) { h->kill_after = n; }
+void fsdpc__ckpt_host_kill_after(fsdpc_ckpt_host *h, int n) {
+  h->kill_after = n;
+}

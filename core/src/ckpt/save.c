@@ -34,7 +34,8 @@ static fsdpc_status agree(fsdpc_ckpt_host *h, fsdpc_status st, const char *what,
   fsdpc_err e2;
   fsdpc__err_clear(&e2);
   fsdpc_status a = h->be.agree(h->be.ctx, &ok, &e2);
-  if (st != FSDPC_OK) return st;
+  if (st != FSDPC_OK)
+    return st;
   if (a != FSDPC_OK) {
     *err = e2;
     return a;
@@ -59,17 +60,20 @@ fsdpc_status fsdpc__ckpt_save_part(fsdpc_ckpt_host *h, const fsdpc_component *pl
                                    const fsdpc_opts *opts, const char *tmp,
                                    const fsdpc_sd_save_opts *so, fsdpc_err *err) {
   free(h->dir);
-  if (!(h->dir = strdup(tmp))) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!(h->dir = strdup(tmp)))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   fsdpc__ckpt_files_clear(&h->written, &h->n_written);
   h->cap_written = 0;
   h->has_err = 0;
   h->save_dtype = so->dtype;
   const fsdpc_statedict_v1 *v = plugin->vtable;
   int32_t r = v->save(opts, &h->sd, tmp, so);
-  if (r != FSDPC_OK) return plugin_error(h, plugin, r, err);
+  if (r != FSDPC_OK)
+    return plugin_error(h, plugin, r, err);
   if (h->sd.rank == 0 && h->config_yaml) {
     char *p = fsdpc__path_join(tmp, FSDPC_CKPT_CONFIG_FILE);
-    if (!p) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    if (!p)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     r = h->sd.write_file(h, p, h->config_yaml, strlen(h->config_yaml));
     free(p);
     if (r != FSDPC_OK) {
@@ -103,7 +107,8 @@ fsdpc_status fsdpc__ckpt_stage_commit(const char *root, const char *name, int64_
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot rename %s to %s: %s", tmp, final,
                        strerror(errno));
   fsdpc__ckpt_fsync_dir(root);
-  if (had) FSDPC_TRY(fsdpc__ckpt_rm_rf(old, err));
+  if (had)
+    FSDPC_TRY(fsdpc__ckpt_rm_rf(old, err));
   if (strncmp(name, FSDPC_CKPT_STEP_PREFIX, strlen(FSDPC_CKPT_STEP_PREFIX)) == 0)
     FSDPC_TRY(fsdpc__ckpt_rotate(root, keep, err));
   return FSDPC_OK;
@@ -127,7 +132,8 @@ fsdpc_status fsdpc__ckpt_save(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
     }
     return st;
   }
-  if (rank == 0) st = fsdpc__ckpt_stage_commit(root, name, keep, err);
+  if (rank == 0)
+    st = fsdpc__ckpt_stage_commit(root, name, keep, err);
   return agree(h, st, "finishing", final, err);
 }
 
@@ -135,7 +141,8 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
                               const fsdpc_opts *opts, const char *dir, int with_optimizer,
                               fsdpc_err *err) {
   free(h->dir);
-  if (!(h->dir = strdup(dir))) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!(h->dir = strdup(dir)))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   fsdpc__ckpt_cache_clear(h);
   fsdpc__ckpt_files_clear(&h->manifest, &h->n_manifest);
   free(h->loaded_state);
@@ -159,7 +166,8 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
   if (st == FSDPC_OK) {
     const fsdpc_statedict_v1 *v = plugin->vtable;
     int32_t r = v->load(opts, &h->sd, dir, with_optimizer);
-    if (r != FSDPC_OK) st = plugin_error(h, plugin, r, err);
+    if (r != FSDPC_OK)
+      st = plugin_error(h, plugin, r, err);
   }
   fsdpc__ckpt_cache_clear(h);
   return agree(h, st, "loading", dir, err);
@@ -172,8 +180,7 @@ static float *eng_shard(void *ctx, int u, int slot) {
   return slot == FSDPC_SD_SLOT_PARAM ? un->master : un->state + (size_t)slot * un->shard_numel;
 }
 
-static fsdpc_status eng_gather(void *ctx, int u, int slot, int root, float *full,
-                               fsdpc_err *err) {
+static fsdpc_status eng_gather(void *ctx, int u, int slot, int root, float *full, fsdpc_err *err) {
   return fsdpc__engine_gather_unit(ctx, u, slot, root, full, err);
 }
 
@@ -186,8 +193,8 @@ static fsdpc_status eng_agree(void *ctx, int *ok, fsdpc_err *err) {
 }
 
 fsdpc_ckpt_backend fsdpc__ckpt_engine_backend(fsdpc_engine *e) {
-  return (fsdpc_ckpt_backend){.ctx = e, .shard = eng_shard, .gather = eng_gather,
-                              .agree = eng_agree};
+  return (fsdpc_ckpt_backend){
+      .ctx = e, .shard = eng_shard, .gather = eng_gather, .agree = eng_agree};
 }
 
 typedef struct engine_keep {
@@ -199,7 +206,8 @@ typedef struct engine_keep {
 
 void fsdpc__ckpt_engine_opts_free(void *keep) {
   engine_keep *k = keep;
-  if (!k) return;
+  if (!k)
+    return;
   free(k->param_unit);
   free(k->param_offset);
   free(k->slot_names);
@@ -224,15 +232,23 @@ fsdpc_status fsdpc__ckpt_engine_opts(fsdpc_engine *e, const fsdpc_model_shape *s
   }
   for (int p = 0; p < np; p++)
     k->params[p] = *fsdpc__engine_param(e, p, &k->param_offset[p], &k->param_unit[p]);
-  for (uint32_t i = 0; i < ns; i++) k->slot_names[i] = fsdpc__engine_slot_name(e, i);
+  for (uint32_t i = 0; i < ns; i++)
+    k->slot_names[i] = fsdpc__engine_slot_name(e, i);
   fsdpc_dist *d = fsdpc__engine_dist(e);
-  *o = (fsdpc_ckpt_host_opts){.shape = shape, .params = k->params, .n_params = np,
-                              .param_unit = k->param_unit, .param_offset = k->param_offset,
+  *o = (fsdpc_ckpt_host_opts){.shape = shape,
+                              .params = k->params,
+                              .n_params = np,
+                              .param_unit = k->param_unit,
+                              .param_offset = k->param_offset,
                               .units = fsdpc__engine_unit(e, 0),
-                              .n_units = fsdpc__engine_n_units(e), .rank = d->rank,
-                              .world_size = d->world_size, .shard_rank = d->shard_rank,
-                              .shard_size = d->shard_size, .replica_rank = d->replica_rank,
-                              .replica_size = d->replica_size, .n_slots = ns,
+                              .n_units = fsdpc__engine_n_units(e),
+                              .rank = d->rank,
+                              .world_size = d->world_size,
+                              .shard_rank = d->shard_rank,
+                              .shard_size = d->shard_size,
+                              .replica_rank = d->replica_rank,
+                              .replica_size = d->replica_size,
+                              .n_slots = ns,
                               .slot_names = k->slot_names,
                               .backend = fsdpc__ckpt_engine_backend(e)};
   *keep = k;
@@ -252,29 +268,37 @@ fsdpc_status fsdpc__ckpt_formats_select(fsdpc_registry *reg, const char *interme
   memset(out, 0, sizeof *out);
   fsdpc_status st = fsdpc__registry_select(reg, FSDPC_KIND_STATEDICT, intermediate, NULL,
                                            &out->intermediate, err);
-  if (st != FSDPC_OK) return fsdpc__err_prefix(err, "checkpoint.intermediate_format");
+  if (st != FSDPC_OK)
+    return fsdpc__err_prefix(err, "checkpoint.intermediate_format");
   st = fsdpc__registry_select(reg, FSDPC_KIND_STATEDICT, final, NULL, &out->final, err);
-  if (st != FSDPC_OK) return fsdpc__err_prefix(err, "checkpoint.final_format");
+  if (st != FSDPC_OK)
+    return fsdpc__err_prefix(err, "checkpoint.final_format");
   /* One options map serves both plugins: validate it against the union of
    * their keys (a key both declare is taken from the first). */
   const fsdpc_component_desc *a = out->intermediate->desc, *b = out->final->desc;
   uint32_t n = a->n_options + (a == b ? 0 : b->n_options);
   const fsdpc_option_desc **descs = calloc((size_t)n + 1, sizeof *descs);
-  if (!descs) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!descs)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   uint32_t k = 0;
-  for (uint32_t i = 0; i < a->n_options; i++) descs[k++] = a->options[i];
+  for (uint32_t i = 0; i < a->n_options; i++)
+    descs[k++] = a->options[i];
   for (uint32_t i = 0; a != b && i < b->n_options; i++) {
     int dup = 0;
-    for (uint32_t j = 0; j < a->n_options; j++) dup |= strcmp(a->options[j]->key, b->options[i]->key) == 0;
-    if (!dup) descs[k++] = b->options[i];
+    for (uint32_t j = 0; j < a->n_options; j++)
+      dup |= strcmp(a->options[j]->key, b->options[i]->key) == 0;
+    if (!dup)
+      descs[k++] = b->options[i];
   }
   char who[160];
   snprintf(who, sizeof who, "statedict '%s'%s%s%s", a->name, a == b ? "" : " and '",
            a == b ? "" : b->name, a == b ? "" : "'");
   st = fsdpc__opts_clone(user_opts, &out->opts, err);
-  if (st == FSDPC_OK) st = fsdpc__opts_validate(out->opts, descs, k, who, err);
+  if (st == FSDPC_OK)
+    st = fsdpc__opts_validate(out->opts, descs, k, who, err);
   free(descs);
-  if (st != FSDPC_OK) fsdpc__ckpt_formats_free(out);
+  if (st != FSDPC_OK)
+    fsdpc__ckpt_formats_free(out);
   return st;
 }
 
@@ -292,7 +316,8 @@ fsdpc_status fsdpc__ckpt_probe(fsdpc_registry *reg, const fsdpc_component *first
   }
   for (int i = 0; i < fsdpc__registry_count(reg); i++) {
     const fsdpc_component *c = fsdpc__registry_at(reg, i);
-    if (c->desc->kind != FSDPC_KIND_STATEDICT) continue;
+    if (c->desc->kind != FSDPC_KIND_STATEDICT)
+      continue;
     const fsdpc_statedict_v1 *v = c->vtable;
     if (v->probe && v->probe(dir) == FSDPC_OK) {
       *out = c;

@@ -17,7 +17,9 @@
 #include "config/meta.h"
 #include "config/schema.h"
 
-static cJSON *num(double v) { return cJSON_CreateNumber(v); }
+static cJSON *num(double v) {
+  return cJSON_CreateNumber(v);
+}
 
 static cJSON *hf_config_obj(const fsdpc_model_shape *s, int32_t dtype) {
   cJSON *o = cJSON_CreateObject();
@@ -48,10 +50,14 @@ static cJSON *hf_config_obj(const fsdpc_model_shape *s, int32_t dtype) {
     cJSON_AddNullToObject(o, "rope_scaling");
   }
   cJSON_AddBoolToObject(o, "tie_word_embeddings", s->tied);
-  if (s->bos_id >= 0) cJSON_AddItemToObject(o, "bos_token_id", num(s->bos_id));
-  else cJSON_AddNullToObject(o, "bos_token_id");
-  if (s->eos_id >= 0) cJSON_AddItemToObject(o, "eos_token_id", num(s->eos_id));
-  else cJSON_AddNullToObject(o, "eos_token_id");
+  if (s->bos_id >= 0)
+    cJSON_AddItemToObject(o, "bos_token_id", num(s->bos_id));
+  else
+    cJSON_AddNullToObject(o, "bos_token_id");
+  if (s->eos_id >= 0)
+    cJSON_AddItemToObject(o, "eos_token_id", num(s->eos_id));
+  else
+    cJSON_AddNullToObject(o, "eos_token_id");
   cJSON_AddStringToObject(o, "hidden_act", "silu");
   cJSON_AddBoolToObject(o, "attention_bias", 0);
   cJSON_AddBoolToObject(o, "mlp_bias", 0);
@@ -68,7 +74,8 @@ fsdpc_status fsdpc__ckpt_hf_config_json(const fsdpc_model_shape *shape, int32_t 
   cJSON *o = hf_config_obj(shape, dtype);
   char *text = o ? cJSON_Print(o) : NULL;
   cJSON_Delete(o);
-  if (!text) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!text)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   size_t n = strlen(text);
   *out = malloc(n + 2);
   if (!*out) {
@@ -84,28 +91,50 @@ fsdpc_status fsdpc__ckpt_hf_config_json(const fsdpc_model_shape *shape, int32_t 
 
 /* Keys that may change between a save and its resume without changing
  * what the run computes (or that are resharding itself). */
-static const char *const resume_free[] = {
-    "train.max_steps", "train.micro_batch_size", "train.grad_accum_steps", "train.threads",
-    "train.eval_every", "train.eval_batches", "train.log_every", "train.generate_",
-    "log.", "checkpoint.", "collectives.", "plugins.", "attention.",
-    "fsdp.sharding_strategy", "fsdp.hybrid_shard_size", "fsdp.wrap.", "fsdp.align",
-    "fsdp.forward_prefetch", "fsdp.backward_prefetch", "fsdp.max_inflight_allgathers",
-    "fsdp.activation_checkpointing", "fsdp.no_sync", "fsdp.state_dict_type", "model.init.",
-    "model.config", "data.train", "data.eval", NULL};
+static const char *const resume_free[] = {"train.max_steps",
+                                          "train.micro_batch_size",
+                                          "train.grad_accum_steps",
+                                          "train.threads",
+                                          "train.eval_every",
+                                          "train.eval_batches",
+                                          "train.log_every",
+                                          "train.generate_",
+                                          "log.",
+                                          "checkpoint.",
+                                          "collectives.",
+                                          "plugins.",
+                                          "attention.",
+                                          "fsdp.sharding_strategy",
+                                          "fsdp.hybrid_shard_size",
+                                          "fsdp.wrap.",
+                                          "fsdp.align",
+                                          "fsdp.forward_prefetch",
+                                          "fsdp.backward_prefetch",
+                                          "fsdp.max_inflight_allgathers",
+                                          "fsdp.activation_checkpointing",
+                                          "fsdp.no_sync",
+                                          "fsdp.state_dict_type",
+                                          "model.init.",
+                                          "model.config",
+                                          "data.train",
+                                          "data.eval",
+                                          NULL};
 
 char *fsdpc__ckpt_config_text(const fsdpc_config *c) {
   int n;
   const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
   size_t cap = 4096, len = 0;
   char *out = malloc(cap);
-  if (!out) return NULL;
+  if (!out)
+    return NULL;
   out[0] = '\0';
   for (int i = 0; i < n; i++) {
     int skip = 0;
     for (int j = 0; resume_free[j]; j++)
       skip |= strncmp(keys[i].path, resume_free[j], strlen(resume_free[j])) == 0;
     /* A resolved-to-itself value (data.seed) is still compared. */
-    if (skip) continue;
+    if (skip)
+      continue;
     char v[1024];
     fsdpc__cfg_value_text(c, &keys[i], v, sizeof v);
     size_t need = strlen(keys[i].path) + strlen(v) + 3;
@@ -205,11 +234,13 @@ fsdpc_status fsdpc__ckpt_state_parse(const char *json, const char *where, fsdpc_
   const cJSON *str = cJSON_GetObjectItemCaseSensitive(o, "strategy");
   snprintf(s->strategy, sizeof s->strategy, "%s", cJSON_IsString(str) ? str->valuestring : "");
   const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "config_hash");
-  if (cJSON_IsString(h)) s->config_hash = strtoull(h->valuestring, NULL, 16);
+  if (cJSON_IsString(h))
+    s->config_hash = strtoull(h->valuestring, NULL, 16);
   const cJSON *ct = cJSON_GetObjectItemCaseSensitive(o, "config");
   s->config_text = cJSON_IsString(ct) ? strdup(ct->valuestring) : NULL;
   const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model");
-  if (m) *model_json = cJSON_PrintUnformatted(m);
+  if (m)
+    *model_json = cJSON_PrintUnformatted(m);
   cJSON_Delete(o);
   return FSDPC_OK;
 }
@@ -222,14 +253,18 @@ void fsdpc__ckpt_state_free(fsdpc_ckpt_state *s) {
 /* First differing field between two HF config objects, for the message. */
 fsdpc_status fsdpc__ckpt_check_model(const fsdpc_model_shape *shape, const char *saved_json,
                                      const char *where, fsdpc_err *err) {
-  if (!saved_json) return FSDPC_OK;
+  if (!saved_json)
+    return FSDPC_OK;
   cJSON *saved = cJSON_Parse(saved_json), *mine = hf_config_obj(shape, FSDPC_DTYPE_F32);
   fsdpc_status st = FSDPC_OK;
-  if (!saved) st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: the saved model is not JSON", where);
+  if (!saved)
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: the saved model is not JSON", where);
   for (cJSON *a = mine ? mine->child : NULL; a && st == FSDPC_OK; a = a->next) {
-    if (strcmp(a->string, "torch_dtype") == 0) continue;
+    if (strcmp(a->string, "torch_dtype") == 0)
+      continue;
     cJSON *b = cJSON_GetObjectItemCaseSensitive(saved, a->string);
-    if (b && cJSON_Compare(a, b, 1)) continue;
+    if (b && cJSON_Compare(a, b, 1))
+      continue;
     char *va = cJSON_PrintUnformatted(a), *vb = b ? cJSON_PrintUnformatted(b) : NULL;
     st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
                      "%s is for another model: %s is %s there, %s in this run's config", where,
@@ -245,7 +280,8 @@ fsdpc_status fsdpc__ckpt_check_model(const fsdpc_model_shape *shape, const char 
 /* The first line of a that differs from b ("key=value"), for a warning. */
 void fsdpc__ckpt_first_diff(const char *a, const char *b, char *out, size_t cap) {
   out[0] = '\0';
-  if (!a || !b) return;
+  if (!a || !b)
+    return;
   const char *pa = a, *pb = b;
   while (*pa || *pb) {
     const char *ea = strchr(pa, '\n'), *eb = strchr(pb, '\n');

@@ -21,7 +21,9 @@
 /* Process-wide by nature: a signal handler can reach nothing else. */
 static volatile sig_atomic_t g_stop_signal;
 
-static void on_stop_signal(int sig) { g_stop_signal = sig; }
+static void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+}
 
 struct fsdpc_ckpt_run {
   fsdpc_ckpt_formats fmt;
@@ -47,8 +49,10 @@ static const char *intermediate_name(const fsdpc_config *c, fsdpc_err *err, fsdp
   int sdt_given = strcmp(where, c->source) != 0;
   const char *sdt = c->fsdp.state_dict_type == FSDPC_STATE_DICT_FULL ? "full" : "sharded";
   *st = FSDPC_OK;
-  if (!sdt_given) return c->checkpoint.intermediate_format;
-  if (!fmt_given) return sdt;
+  if (!sdt_given)
+    return c->checkpoint.intermediate_format;
+  if (!fmt_given)
+    return sdt;
   if (strcmp(sdt, c->checkpoint.intermediate_format) != 0)
     *st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
                       "%s: fsdp.state_dict_type=%s contradicts checkpoint.intermediate_format=%s; "
@@ -62,7 +66,8 @@ static char *dump_config(const fsdpc_config *c) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
-  if (!f) return NULL;
+  if (!f)
+    return NULL;
   fsdpc_status st = fsdpc__config_dump(c, f);
   fclose(f);
   if (st != FSDPC_OK) {
@@ -75,13 +80,20 @@ static char *dump_config(const fsdpc_config *c) {
 static fsdpc_status build_state(fsdpc_session *s, int64_t step, int has_optimizer, char **out,
                                 fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
-  fsdpc_ckpt_state st = {.step = step, .has_optimizer = has_optimizer,
-                         .global_batch = s->G, .seq_len = s->T, .data_seed = c->data.seed,
-                         .base_lr = s->sched.base_lr, .min_lr_rate = s->sched.min_lr_rate,
-                         .warmup_steps = s->sched.warmup_steps, .max_steps = s->sched.max_steps,
-                         .init_seed = c->train.seed, .world_size = s->env.world_size,
+  fsdpc_ckpt_state st = {.step = step,
+                         .has_optimizer = has_optimizer,
+                         .global_batch = s->G,
+                         .seq_len = s->T,
+                         .data_seed = c->data.seed,
+                         .base_lr = s->sched.base_lr,
+                         .min_lr_rate = s->sched.min_lr_rate,
+                         .warmup_steps = s->sched.warmup_steps,
+                         .max_steps = s->sched.max_steps,
+                         .init_seed = c->train.seed,
+                         .world_size = s->env.world_size,
                          .config_hash = s->ckpt->config_hash,
-                         .config_text = s->ckpt->config_text, .model = s->shape};
+                         .config_text = s->ckpt->config_text,
+                         .model = s->shape};
   fsdpc_loader_state ls;
   fsdpc__loader_state(s->train_ld, &ls);
   /* The position after `step` steps: batches are addressed by step, so the
@@ -118,8 +130,8 @@ static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_compone
   r->last_saved = step;
   fsdpc__log(s->env.rank == 0 ? FSDPC_LOG_INFO : FSDPC_LOG_DEBUG,
              "saved %s/%s (%s) at step %lld in %.2f s; host RSS %.1f MiB, peak %.1f MiB",
-             s->cfg->checkpoint.dir, name, plugin->desc->name, (long long)step,
-             fsdpc__now() - t0, rss1 / 1048576.0, hwm1 / 1048576.0);
+             s->cfg->checkpoint.dir, name, plugin->desc->name, (long long)step, fsdpc__now() - t0,
+             rss1 / 1048576.0, hwm1 / 1048576.0);
   return FSDPC_OK;
 }
 
@@ -145,7 +157,8 @@ static fsdpc_status apply_state(fsdpc_session *s, const char *dir, fsdpc_err *er
   if (rc == FSDPC_OK && st.loader_step >= 0) {
     fsdpc_loader_state ls = {.epoch = st.loader_epoch, .step = st.loader_step};
     rc = fsdpc__loader_restore(s->train_ld, &ls, err);
-    if (rc != FSDPC_OK) fsdpc__err_prefix(err, "%s: data position", dir);
+    if (rc != FSDPC_OK)
+      fsdpc__err_prefix(err, "%s: data position", dir);
   }
   if (rc == FSDPC_OK && st.config_text && st.config_hash != r->config_hash && s->env.rank == 0) {
     char diff[512];
@@ -168,7 +181,8 @@ static fsdpc_status apply_state(fsdpc_session *s, const char *dir, fsdpc_err *er
 static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   const char *want = c->checkpoint.resume;
-  if (!want[0] || strcmp(want, "none") == 0) return FSDPC_OK;
+  if (!want[0] || strcmp(want, "none") == 0)
+    return FSDPC_OK;
   char dir[4096];
   if (strcmp(want, "auto") == 0) {
     if (!c->checkpoint.dir[0])
@@ -197,7 +211,8 @@ static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
 fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   fsdpc_ckpt_run *r = calloc(1, sizeof *r);
-  if (!r) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!r)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   s->ckpt = r;
   r->last_saved = -1;
   fsdpc_status st;
@@ -238,7 +253,8 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_session *s, int64_t done, int *stop, f
   const fsdpc_config *c = s->cfg;
   fsdpc_ckpt_run *r = s->ckpt;
   *stop = 0;
-  if (r->signal_at > 0 && done == r->signal_at && s->env.rank == 0) raise(SIGTERM);
+  if (r->signal_at > 0 && done == r->signal_at && s->env.rank == 0)
+    raise(SIGTERM);
   double flag = g_stop_signal ? 1.0 : 0.0;
   FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, &flag, 1, "stop signal", err));
   int stopping = flag > 0.0 && done < c->train.max_steps;
@@ -267,7 +283,8 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_session *s, int64_t done, int *stop, f
 
 fsdpc_status fsdpc__ckpt_final(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
-  if (!c->checkpoint.dir[0]) return FSDPC_OK;
+  if (!c->checkpoint.dir[0])
+    return FSDPC_OK;
   const fsdpc_component *p = s->ckpt->fmt.final;
   int32_t dtype = strcmp(p->desc->name, "full") == 0 ? c->checkpoint.final_dtype : FSDPC_DTYPE_F32;
   return save(s, FSDPC_CKPT_FINAL_NAME, p, dtype, c->train.max_steps, err);
@@ -275,7 +292,8 @@ fsdpc_status fsdpc__ckpt_final(fsdpc_session *s, fsdpc_err *err) {
 
 void fsdpc__ckpt_session_destroy(fsdpc_session *s) {
   fsdpc_ckpt_run *r = s ? s->ckpt : NULL;
-  if (!r) return;
+  if (!r)
+    return;
   fsdpc__ckpt_host_destroy(r->host);
   fsdpc__ckpt_engine_opts_free(r->keep);
   fsdpc__ckpt_formats_free(&r->fmt);
@@ -307,7 +325,7 @@ fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_session *s, const char *dir, fsdp
   fsdpc__log(ok ? FSDPC_LOG_INFO : FSDPC_LOG_WARN,
              "loaded %s in %.2f s: peak host memory during the load +%.1f MiB over %.1f MiB "
              "(own shards %.1f MiB; bound %.1f MiB): %s",
-             dir, fsdpc__now() - t0, peak / 1048576.0, base / 1048576.0,
-             eb.params / 1048576.0, bound / 1048576.0, ok ? "within bound" : "BOUND EXCEEDED");
+             dir, fsdpc__now() - t0, peak / 1048576.0, base / 1048576.0, eb.params / 1048576.0,
+             bound / 1048576.0, ok ? "within bound" : "BOUND EXCEEDED");
   return FSDPC_OK;
 }

@@ -69,7 +69,8 @@ static int32_t make_plan(const fsdpc_sd_host *h, uint64_t max_bytes, uint32_t es
   p->file_of = calloc(n + 1, sizeof(uint32_t));
   p->index_of = calloc(n + 1, sizeof(uint32_t));
   p->count = calloc(n + 1, sizeof(uint32_t));
-  if (!p->file_of || !p->index_of || !p->count) return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
+  if (!p->file_of || !p->index_of || !p->count)
+    return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
   uint64_t cur = 0;
   uint32_t f = 0;
   for (uint32_t i = 0; i < n; i++) {
@@ -85,7 +86,8 @@ static int32_t make_plan(const fsdpc_sd_host *h, uint64_t max_bytes, uint32_t es
   p->n_files = f + 1;
   p->names = calloc(p->n_files, sizeof *p->names);
   p->writers = calloc(p->n_files, sizeof(void *));
-  if (!p->names || !p->writers) return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
+  if (!p->names || !p->writers)
+    return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
   for (uint32_t k = 0; k < p->n_files; k++) {
     if (p->n_files == 1)
       snprintf(p->names[k], sizeof p->names[k], "model.safetensors");
@@ -98,12 +100,14 @@ static int32_t make_plan(const fsdpc_sd_host *h, uint64_t max_bytes, uint32_t es
 
 static int32_t begin_files(const fsdpc_sd_host *h, const char *dir, int32_t dtype, plan *p) {
   fsdpc_st_entry *e = calloc(h->n_tensors + 1, sizeof *e);
-  if (!e) return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
+  if (!e)
+    return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
   int32_t r = FSDPC_OK;
   for (uint32_t k = 0; k < p->n_files && r == FSDPC_OK; k++) {
     uint32_t m = 0;
     for (uint32_t i = 0; i < h->n_tensors; i++) {
-      if (p->file_of[i] != k) continue;
+      if (p->file_of[i] != k)
+        continue;
       const fsdpc_sd_tensor *t = h->tensors[i];
       e[m] = (fsdpc_st_entry){.struct_size = sizeof *e, .name = t->name, .ndim = t->ndim};
       memcpy(e[m].shape, t->shape, sizeof e[m].shape);
@@ -121,16 +125,20 @@ static int32_t write_index(const fsdpc_sd_host *h, const char *dir, const plan *
   /* Keys sorted by name, as transformers writes them. */
   uint32_t n = h->n_tensors;
   uint32_t *order = malloc((n + 1) * sizeof *order);
-  if (!order) return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
-  for (uint32_t i = 0; i < n; i++) order[i] = i;
+  if (!order)
+    return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
+  for (uint32_t i = 0; i < n; i++)
+    order[i] = i;
   for (uint32_t i = 1; i < n; i++) /* insertion sort: a few hundred names */
-    for (uint32_t j = i; j > 0 && strcmp(h->tensors[order[j - 1]]->name, h->tensors[order[j]]->name) > 0; j--) {
+    for (uint32_t j = i;
+         j > 0 && strcmp(h->tensors[order[j - 1]]->name, h->tensors[order[j]]->name) > 0; j--) {
       uint32_t t = order[j];
       order[j] = order[j - 1];
       order[j - 1] = t;
     }
   uint64_t total = 0;
-  for (uint32_t i = 0; i < n; i++) total += h->tensors[i]->numel * es;
+  for (uint32_t i = 0; i < n; i++)
+    total += h->tensors[i]->numel * es;
   cJSON *o = cJSON_CreateObject();
   cJSON *meta = cJSON_AddObjectToObject(o, "metadata");
   char tot[32];
@@ -142,7 +150,8 @@ static int32_t write_index(const fsdpc_sd_host *h, const char *dir, const plan *
   free(order);
   char *text = cJSON_Print(o);
   cJSON_Delete(o);
-  if (!text) return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
+  if (!text)
+    return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
   char path[4096];
   snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
   int32_t r = h->write_file(h->ctx, path, text, strlen(text));
@@ -164,28 +173,33 @@ static const fsdpc_option_desc *const options[] = {&opt_max};
 static int32_t full_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, const char *dir,
                          const fsdpc_sd_save_opts *so) {
   if (!FSDPC_HAS_FIELD(h, fsdpc_sd_host, st_shape) || !h->st_begin || !h->write_file)
-    return fail(FSDPC_UNSUPPORTED, "full: this fsdpc host is too old (needs ABI 1.1)");
+    return fail(FSDPC_UNSUPPORTED,
+                "full: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
   if (so->dtype != FSDPC_DTYPE_F32 && so->dtype != FSDPC_DTYPE_BF16)
     return fail(FSDPC_INVALID_USAGE, "full: dtype must be fp32 or bf16");
   /* Replicas hold equal values: only the first shard group gathers. */
-  if (h->replica_rank != 0) return FSDPC_OK;
+  if (h->replica_rank != 0)
+    return FSDPC_OK;
   int writer = h->rank == 0;
   int64_t max_bytes = (int64_t)so->max_shard_bytes;
   if (max_bytes <= 0 && opts &&
       g_host->opt_get(g_host->host_ctx, opts, "max_shard_size", FSDPC_OPT_INT, &max_bytes,
                       sizeof max_bytes) != FSDPC_OK)
     max_bytes = 5000000000LL;
-  if (max_bytes <= 0) max_bytes = 5000000000LL;
+  if (max_bytes <= 0)
+    max_bytes = 5000000000LL;
   uint32_t es = so->dtype == FSDPC_DTYPE_BF16 ? 2 : 4;
   plan p = {0};
   int32_t r = FSDPC_OK;
   uint64_t max_flat = 0;
   for (uint32_t u = 0; u < h->n_units; u++)
-    if (h->units[u]->flat_numel > max_flat) max_flat = h->units[u]->flat_numel;
+    if (h->units[u]->flat_numel > max_flat)
+      max_flat = h->units[u]->flat_numel;
   float *full = NULL;
   if (writer) {
     r = make_plan(h, (uint64_t)max_bytes, es, &p);
-    if (r == FSDPC_OK) r = begin_files(h, dir, so->dtype, &p);
+    if (r == FSDPC_OK)
+      r = begin_files(h, dir, so->dtype, &p);
     if (r == FSDPC_OK && !(full = g_host->alloc(g_host->host_ctx, max_flat * sizeof(float), 64)))
       r = fail(FSDPC_SYSTEM_ERROR, "full: out of memory for one unit (%llu floats)",
                (unsigned long long)max_flat);
@@ -198,17 +212,20 @@ static int32_t full_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, const c
       r = g;
       break; /* a failed collective: the others fail too */
     }
-    if (!writer || r != FSDPC_OK) continue;
+    if (!writer || r != FSDPC_OK)
+      continue;
     for (uint32_t i = 0; i < h->n_tensors && r == FSDPC_OK; i++) {
       const fsdpc_sd_tensor *t = h->tensors[i];
-      if (t->unit != u) continue;
+      if (t->unit != u)
+        continue;
       r = h->st_put(h->ctx, p.writers[p.file_of[i]], p.index_of[i], full + t->unit_offset, 0,
                     t->numel);
     }
   }
   if (writer) {
     for (uint32_t k = 0; k < p.n_files && p.writers; k++) {
-      if (!p.writers[k]) continue;
+      if (!p.writers[k])
+        continue;
       if (r == FSDPC_OK)
         r = h->st_end(h->ctx, p.writers[k]);
       else
@@ -220,7 +237,8 @@ static int32_t full_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, const c
       snprintf(path, sizeof path, "%s/config.json", dir);
       r = h->write_hf_config(h->ctx, path);
     }
-    if (r == FSDPC_OK && p.n_files > 1) r = write_index(h, dir, &p, es);
+    if (r == FSDPC_OK && p.n_files > 1)
+      r = write_index(h, dir, &p, es);
     g_host->free(g_host->host_ctx, full);
   }
   plan_free(&p);
@@ -230,15 +248,18 @@ static int32_t full_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, const c
 static int32_t full_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, const char *dir,
                          int32_t with_optimizer) {
   if (!FSDPC_HAS_FIELD(h, fsdpc_sd_host, st_shape) || !h->st_shape)
-    return fail(FSDPC_UNSUPPORTED, "full: this fsdpc host is too old (needs ABI 1.1)");
+    return fail(FSDPC_UNSUPPORTED,
+                "full: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
   for (uint32_t i = 0; i < h->n_tensors; i++) {
     const fsdpc_sd_tensor *t = h->tensors[i];
     int32_t nd = 0;
     int64_t shape[4] = {0};
     int32_t r = h->st_shape(h->ctx, dir, t->name, &nd, shape);
-    if (r != FSDPC_OK) return r;
+    if (r != FSDPC_OK)
+      return r;
     int same = nd == t->ndim;
-    for (int d = 0; same && d < nd; d++) same = shape[d] == t->shape[d];
+    for (int d = 0; same && d < nd; d++)
+      same = shape[d] == t->shape[d];
     if (!same)
       return fail(FSDPC_INVALID_USAGE,
                   "%s is for another model: tensor '%s' has %d dims [%lld, %lld], this model "
@@ -249,11 +270,14 @@ static int32_t full_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, const c
     uint64_t s0 = u->shard_offset, s1 = s0 + u->shard_numel;
     uint64_t p0 = t->unit_offset, p1 = p0 + t->numel;
     uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
-    if (a >= b) continue;
+    if (a >= b)
+      continue;
     float *dst = h->shard_ptr(h->ctx, t->unit, FSDPC_SD_SLOT_PARAM);
-    if (!dst) return fail(FSDPC_INTERNAL_ERROR, "full: no shard for unit %u", t->unit);
+    if (!dst)
+      return fail(FSDPC_INTERNAL_ERROR, "full: no shard for unit %u", t->unit);
     r = h->st_read(h->ctx, dir, t->name, a - p0, b - a, dst + (a - s0));
-    if (r != FSDPC_OK) return r;
+    if (r != FSDPC_OK)
+      return r;
   }
   return FSDPC_OK;
 }
@@ -274,7 +298,8 @@ static const fsdpc_component_desc component = {
     .default_score = 50,
     .description = "consolidated Hugging Face checkpoint (config.json + safetensors), one unit "
                    "at a time",
-    .capabilities = "fp32 or bf16; index above max_shard_size; weights only; needs host ABI 1.1",
+    .capabilities = "fp32 or bf16; index above max_shard_size; weights only; needs the streaming "
+                    "host callbacks",
     .options = options,
     .n_options = 1,
     .vtable = &vtable,

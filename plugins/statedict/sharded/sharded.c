@@ -54,7 +54,9 @@ static int32_t sharded_probe(const char *dir) {
   return stat(p, &sb) == 0 ? FSDPC_OK : FSDPC_UNSUPPORTED;
 }
 
-static cJSON *u64(uint64_t v) { return cJSON_CreateNumber((double)v); }
+static cJSON *u64(uint64_t v) {
+  return cJSON_CreateNumber((double)v);
+}
 
 static int32_t write_meta(const fsdpc_sd_host *h, const char *dir, uint32_t n_slots) {
   cJSON *o = cJSON_CreateObject();
@@ -87,7 +89,8 @@ static int32_t write_meta(const fsdpc_sd_host *h, const char *dir, uint32_t n_sl
     cJSON *x = cJSON_CreateObject();
     cJSON_AddStringToObject(x, "name", t->name);
     cJSON *shape = cJSON_AddArrayToObject(x, "shape");
-    for (int d = 0; d < t->ndim; d++) cJSON_AddItemToArray(shape, u64((uint64_t)t->shape[d]));
+    for (int d = 0; d < t->ndim; d++)
+      cJSON_AddItemToArray(shape, u64((uint64_t)t->shape[d]));
     cJSON_AddNumberToObject(x, "unit", t->unit);
     cJSON_AddItemToObject(x, "unit_offset", u64(t->unit_offset));
     cJSON_AddItemToObject(x, "numel", u64(t->numel));
@@ -97,7 +100,8 @@ static int32_t write_meta(const fsdpc_sd_host *h, const char *dir, uint32_t n_sl
   cJSON_AddItemToObject(o, "trainer_state", state ? state : cJSON_CreateObject());
   char *text = cJSON_Print(o);
   cJSON_Delete(o);
-  if (!text) return fail(FSDPC_SYSTEM_ERROR, "sharded: out of memory writing " META_FILE);
+  if (!text)
+    return fail(FSDPC_SYSTEM_ERROR, "sharded: out of memory writing " META_FILE);
   char p[4096];
   snprintf(p, sizeof p, "%s/" META_FILE, dir);
   int32_t r = h->write_file(h->ctx, p, text, strlen(text));
@@ -108,7 +112,8 @@ static int32_t write_meta(const fsdpc_sd_host *h, const char *dir, uint32_t n_sl
 static int32_t sharded_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, const char *dir,
                             const fsdpc_sd_save_opts *so) {
   if (!has_v11(h))
-    return fail(FSDPC_UNSUPPORTED, "sharded: this fsdpc host is too old (needs ABI 1.1)");
+    return fail(FSDPC_UNSUPPORTED,
+                "sharded: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
   uint32_t n_slots = so->with_optimizer ? h->n_slots : 0;
   if (h->replica_rank == 0) {
     uint32_t n = h->n_units * (1 + n_slots);
@@ -124,7 +129,9 @@ static int32_t sharded_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, cons
       for (int32_t s = FSDPC_SD_SLOT_PARAM; s < (int32_t)n_slots; s++, k++) {
         snprintf(names[k], sizeof names[k], "unit.%u.%s", u,
                  s == FSDPC_SD_SLOT_PARAM ? "param" : h->slot_names[s]);
-        e[k] = (fsdpc_st_entry){.struct_size = sizeof e[k], .name = names[k], .ndim = 1,
+        e[k] = (fsdpc_st_entry){.struct_size = sizeof e[k],
+                                .name = names[k],
+                                .ndim = 1,
                                 .shape = {(int64_t)h->units[u]->shard_numel},
                                 .data = h->shard_ptr(h->ctx, u, s)};
       }
@@ -134,7 +141,8 @@ static int32_t sharded_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, cons
     int32_t r = h->st_write(h->ctx, p, e, n, FSDPC_DTYPE_F32, NULL);
     free(e);
     free(names);
-    if (r != FSDPC_OK) return r;
+    if (r != FSDPC_OK)
+      return r;
   }
   return h->rank == 0 ? write_meta(h, dir, n_slots) : FSDPC_OK;
 }
@@ -162,7 +170,8 @@ static void shape_text(char *buf, size_t cap, int ndim, const int64_t *shape) {
   size_t n = (size_t)snprintf(buf, cap, "[");
   for (int d = 0; d < ndim && n < cap; d++)
     n += (size_t)snprintf(buf + n, cap - n, "%s%lld", d ? ", " : "", (long long)shape[d]);
-  if (n < cap) snprintf(buf + n, cap - n, "]");
+  if (n < cap)
+    snprintf(buf + n, cap - n, "]");
 }
 
 /* Reads elements [lo, hi) of a saved tensor (saved unit su, offset soff)
@@ -172,13 +181,15 @@ static int32_t read_range(const fsdpc_sd_host *h, const char *dir, const saved *
   uint64_t ssn = sv->shard_numel[su];
   while (lo < hi) {
     uint64_t f = soff + lo, k = f / ssn, off = f % ssn, cnt = ssn - off;
-    if (cnt > hi - lo) cnt = hi - lo;
+    if (cnt > hi - lo)
+      cnt = hi - lo;
     char file[64], p[4096], name[96];
     shard_file(file, sizeof file, (int)k, sv->shard_size);
     snprintf(p, sizeof p, "%s/%s", dir, file);
     snprintf(name, sizeof name, "unit.%u.%s", su, slot);
     int32_t r = h->st_read(h->ctx, p, name, off, cnt, dst);
-    if (r != FSDPC_OK) return r;
+    if (r != FSDPC_OK)
+      return r;
     lo += cnt;
     dst += cnt;
   }
@@ -205,7 +216,8 @@ static int32_t load_tensors(const fsdpc_sd_host *h, const char *dir, const char 
     int64_t shape[4] = {0};
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(x, "shape"), *d;
     cJSON_ArrayForEach(d, sh) {
-      if (nd < 4 && cJSON_IsNumber(d)) shape[nd] = (int64_t)d->valuedouble;
+      if (nd < 4 && cJSON_IsNumber(d))
+        shape[nd] = (int64_t)d->valuedouble;
       nd++;
     }
     uint32_t su = (uint32_t)num_u64(x, "unit", &ok);
@@ -214,7 +226,8 @@ static int32_t load_tensors(const fsdpc_sd_host *h, const char *dir, const char 
     if (!ok || su >= sv->n_units)
       return fail(FSDPC_INVALID_USAGE, "%s: tensor '%s' has a bad unit or offset", meta, t->name);
     int same = nd == t->ndim && numel == t->numel;
-    for (int k = 0; same && k < nd; k++) same = shape[k] == t->shape[k];
+    for (int k = 0; same && k < nd; k++)
+      same = shape[k] == t->shape[k];
     if (!same) {
       char a[96], b[96];
       shape_text(a, sizeof a, nd, shape);
@@ -230,13 +243,16 @@ static int32_t load_tensors(const fsdpc_sd_host *h, const char *dir, const char 
     uint64_t s0 = cu->shard_offset, s1 = s0 + cu->shard_numel;
     uint64_t p0 = t->unit_offset, p1 = p0 + t->numel;
     uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
-    if (a >= b) continue;
+    if (a >= b)
+      continue;
     for (int32_t s = FSDPC_SD_SLOT_PARAM; s < (int32_t)n_slots; s++) {
       float *dst = h->shard_ptr(h->ctx, t->unit, s);
-      if (!dst) return fail(FSDPC_INTERNAL_ERROR, "sharded: no shard for unit %u", t->unit);
+      if (!dst)
+        return fail(FSDPC_INTERNAL_ERROR, "sharded: no shard for unit %u", t->unit);
       int32_t r = read_range(h, dir, sv, su, soff, a - p0, b - p0,
                              s == FSDPC_SD_SLOT_PARAM ? "param" : sv->slots[s], dst + (a - s0));
-      if (r != FSDPC_OK) return r;
+      if (r != FSDPC_OK)
+        return r;
     }
   }
   return FSDPC_OK;
@@ -245,13 +261,15 @@ static int32_t load_tensors(const fsdpc_sd_host *h, const char *dir, const char 
 static int32_t sharded_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, const char *dir,
                             int32_t with_optimizer) {
   if (!has_v11(h))
-    return fail(FSDPC_UNSUPPORTED, "sharded: this fsdpc host is too old (needs ABI 1.1)");
+    return fail(FSDPC_UNSUPPORTED,
+                "sharded: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
   char meta[4096];
   snprintf(meta, sizeof meta, "%s/" META_FILE, dir);
   char *text = NULL;
   uint64_t len = 0;
   int32_t r = h->read_file(h->ctx, meta, META_MAX, &text, &len);
-  if (r != FSDPC_OK) return r;
+  if (r != FSDPC_OK)
+    return r;
   cJSON *o = cJSON_Parse(text);
   g_host->free(g_host->host_ctx, text);
   saved sv = {0};
@@ -348,7 +366,8 @@ static const fsdpc_component_desc component = {
     .iface_version = 1,
     .default_score = 100,
     .description = "per-rank fp32 shards + optimizer state, no gather; reshards on load",
-    .capabilities = "resumable; any world size and strategy on load; needs host ABI 1.1",
+    .capabilities =
+        "resumable; any world size and strategy on load; needs the streaming host callbacks",
     .options = NULL,
     .n_options = 0,
     .vtable = &vtable,
@@ -366,7 +385,8 @@ static const fsdpc_plugin_desc plugin = {
 
 FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out) {
-  if (!host || !host->set_error || !host->free || !out) return FSDPC_INVALID_USAGE;
+  if (!host || !host->set_error || !host->free || !out)
+    return FSDPC_INVALID_USAGE;
   g_host = host;
   *out = &plugin;
   return FSDPC_OK;

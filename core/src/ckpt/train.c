@@ -25,6 +25,15 @@ static void on_stop_signal(int sig) {
   g_stop_signal = sig;
 }
 
+/* Restarts the peak (VmHWM) so that it measures what follows alone. */
+static void reset_peak_rss(void) {
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (f) {
+    fputs("5", f);
+    fclose(f);
+  }
+}
+
 struct fsdpc_ckpt_run {
   fsdpc_ckpt_formats fmt;
   fsdpc_ckpt_host *host;
@@ -122,6 +131,7 @@ static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_compone
   fsdpc__ckpt_host_kill_after(r->host, step == r->kill_step ? r->kill_files : 0);
   fsdpc_sd_save_opts so = {.struct_size = sizeof so, .dtype = dtype, .with_optimizer = with_opt};
   int64_t rss0, hwm0, rss1, hwm1;
+  reset_peak_rss();
   fsdpc__mem_rss(&rss0, &hwm0);
   double t0 = fsdpc__now();
   FSDPC_TRY(fsdpc__ckpt_save(r->host, plugin, r->fmt.opts, s->cfg->checkpoint.dir, name, &so,
@@ -129,9 +139,10 @@ static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_compone
   fsdpc__mem_rss(&rss1, &hwm1);
   r->last_saved = step;
   fsdpc__log(s->env.rank == 0 ? FSDPC_LOG_INFO : FSDPC_LOG_DEBUG,
-             "saved %s/%s (%s) at step %lld in %.2f s; host RSS %.1f MiB, peak %.1f MiB",
+             "saved %s/%s (%s) at step %lld in %.2f s; host RSS %.1f -> %.1f MiB, peak %.1f MiB "
+             "during the save",
              s->cfg->checkpoint.dir, name, plugin->desc->name, (long long)step, fsdpc__now() - t0,
-             rss1 / 1048576.0, hwm1 / 1048576.0);
+             rss0 / 1048576.0, rss1 / 1048576.0, hwm1 / 1048576.0);
   return FSDPC_OK;
 }
 
@@ -201,10 +212,16 @@ static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
   }
   const fsdpc_component *plugin;
   FSDPC_TRY(fsdpc__ckpt_probe(s->reg, s->ckpt->fmt.intermediate, dir, &plugin, err));
+  reset_peak_rss();
+  int64_t rss0, hwm0, rss1, hwm1;
+  fsdpc__mem_rss(&rss0, &hwm0);
   double t0 = fsdpc__now();
   FSDPC_TRY(fsdpc__ckpt_load(s->ckpt->host, plugin, s->ckpt->fmt.opts, dir, 1, err));
-  if (s->env.rank == 0)
-    FSDPC_LOGI("loaded %s (%s) in %.2f s", dir, plugin->desc->name, fsdpc__now() - t0);
+  fsdpc__mem_rss(&rss1, &hwm1);
+  fsdpc__log(s->env.rank == 0 ? FSDPC_LOG_INFO : FSDPC_LOG_DEBUG,
+             "loaded %s (%s) in %.2f s; host RSS %.1f -> %.1f MiB, peak %.1f MiB", dir,
+             plugin->desc->name, fsdpc__now() - t0, rss0 / 1048576.0, rss1 / 1048576.0,
+             hwm1 / 1048576.0);
   return apply_state(s, dir, err);
 }
 
@@ -308,12 +325,7 @@ void fsdpc__ckpt_session_destroy(fsdpc_session *s) {
 fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_session *s, const char *dir, fsdpc_err *err) {
   fsdpc_engine_bytes eb;
   fsdpc__engine_bytes(s->eng, &eb);
-  /* Restart the peak (VmHWM) so that it measures the load alone. */
-  FILE *f = fopen("/proc/self/clear_refs", "w");
-  if (f) {
-    fputs("5", f);
-    fclose(f);
-  }
+  reset_peak_rss();
   int64_t rss0, hwm0, rss1, hwm1;
   fsdpc__mem_rss(&rss0, &hwm0);
   double t0 = fsdpc__now();

@@ -42,7 +42,7 @@ echo "1. train 2 steps, world 2 FULL_SHARD (sharded save at step 1, full bf16 at
 t "$F" train 1b.yaml log.dir=log1 --nproc-per-node 2 --master-port 0 >run1.log 2>&1
 show run1.log
 du -sh ck/step-000001 ck/final | sed 's/^/    /'
-echo "2a. resume from ck/step-000001 at world 2 (1 more step; final save skipped)"
+echo "2a. resume from ck/step-000001 at world 2 (1 more step, then the final full save)"
 t "$F" train 1b.yaml log.dir=log2 checkpoint.dir=ck2 checkpoint.resume=ck/step-000001 \
   --nproc-per-node 2 --master-port 0 >run2.log 2>&1
 show run2.log
@@ -52,7 +52,7 @@ t "$F" train 1b.yaml log.dir=log3 checkpoint.dir=ck3 checkpoint.resume=ck/step-0
 show run3.log
 rm -rf ck2 ck3
 echo "3. model.init.from=ck/final (HF bf16) at world 2"
-t "$F" train 1b.yaml log.dir=log4 checkpoint.dir= model.init.from=ck/final train.max_steps=1 \
+t "$F" train 1b.yaml log.dir=log4 checkpoint.dir="''" model.init.from=ck/final train.max_steps=1 \
   --nproc-per-node 2 --master-port 0 >run4.log 2>&1
 show run4.log
 echo "4a. fsdpc convert ck/step-000001 -> HF fp32"

@@ -183,32 +183,41 @@ static fsdpc_status apply_state(fsdpc_session *s, const char *dir, fsdpc_err *er
       FSDPC_LOGI("resumed from %s at step %lld (saved at world %d %s, now world %d %s)%s", dir,
                  (long long)st.step, st.world_size, st.strategy, s->env.world_size,
                  fsdpc__strategy_name((fsdpc_strategy)s->cfg->fsdp.sharding_strategy),
-                 st.has_optimizer ? "" : "; optimizer state starts fresh");
+                 st.has_optimizer || fsdpc__engine_n_slots(s->eng) == 0
+                     ? ""
+                     : "; optimizer state starts fresh");
   }
   fsdpc__ckpt_state_free(&st);
   return rc;
 }
 
-static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
-  const fsdpc_config *c = s->cfg;
+fsdpc_status fsdpc__ckpt_resume_dir(const fsdpc_config *c, char *dir, size_t cap, int *found,
+                                    fsdpc_err *err) {
   const char *want = c->checkpoint.resume;
+  *found = 0;
   if (!want[0] || strcmp(want, "none") == 0)
     return FSDPC_OK;
+  if (strcmp(want, "auto") != 0) {
+    snprintf(dir, cap, "%s", want);
+    *found = 1;
+    return FSDPC_OK;
+  }
+  if (!c->checkpoint.dir[0])
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "checkpoint.resume=auto needs checkpoint.dir (where to look)");
+  return fsdpc__ckpt_latest(c->checkpoint.dir, dir, cap, found, err);
+}
+
+static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
+  const fsdpc_config *c = s->cfg;
   char dir[4096];
-  if (strcmp(want, "auto") == 0) {
-    if (!c->checkpoint.dir[0])
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "checkpoint.resume=auto needs checkpoint.dir (where to look)");
-    int found = 0;
-    FSDPC_TRY(fsdpc__ckpt_latest(c->checkpoint.dir, dir, sizeof dir, &found, err));
-    if (!found) {
-      if (s->env.rank == 0)
-        FSDPC_LOGI("checkpoint.resume=auto: no checkpoint in %s yet; starting from scratch",
-                   c->checkpoint.dir);
-      return FSDPC_OK;
-    }
-  } else {
-    snprintf(dir, sizeof dir, "%s", want);
+  int found = 0;
+  FSDPC_TRY(fsdpc__ckpt_resume_dir(c, dir, sizeof dir, &found, err));
+  if (!found) {
+    if (strcmp(c->checkpoint.resume, "auto") == 0 && s->env.rank == 0)
+      FSDPC_LOGI("checkpoint.resume=auto: no checkpoint in %s yet; starting from scratch",
+                 c->checkpoint.dir);
+    return FSDPC_OK;
   }
   const fsdpc_component *plugin;
   FSDPC_TRY(fsdpc__ckpt_probe(s->reg, s->ckpt->fmt.intermediate, dir, &plugin, err));

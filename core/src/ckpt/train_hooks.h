@@ -17,6 +17,10 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_session *s, int64_t done, int *stop, f
 /* The final checkpoint (checkpoint.final_format) into checkpoint.dir/final. */
 fsdpc_status fsdpc__ckpt_final(fsdpc_session *s, fsdpc_err *err);
 void fsdpc__ckpt_session_destroy(fsdpc_session *s);
+/* The folder checkpoint.resume points at (*found 0: none, start fresh), so
+ * that setup can skip the random init a resume would overwrite. */
+fsdpc_status fsdpc__ckpt_resume_dir(const fsdpc_config *c, char *dir, size_t cap, int *found,
+                                    fsdpc_err *err);
 /* fsdpc__engine_load_hf plus the per-rank peak host memory check (logged). */
 fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_session *s, const char *dir, fsdpc_err *err);
 

@@ -206,7 +206,12 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .decay_norm_and_bias = cfg->optim.decay_norm_and_bias,
                           .threads = omp_get_max_threads()};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
-  if (cfg->model.init.from[0]) {
+  char resume_dir[4096];
+  int resuming = 0;
+  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
+  if (resuming) {
+    /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup) */
+  } else if (cfg->model.init.from[0]) {
     STEP(fsdpc__ckpt_load_hf_checked(s, cfg->model.init.from, err));
   } else {
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));

@@ -241,6 +241,20 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   s->ckpt = r;
   r->last_saved = -1;
+  const char *t = getenv("FSDPC_TEST_SIGNAL_AT_STEP");
+  r->signal_at = t ? atoi(t) : 0;
+  g_stop_signal = 0;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESTART; /* collectives' socket calls carry on */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);
+  /* Without a checkpoint folder or a resume nothing is saved or loaded, so
+   * no statedict plugin is needed (a signal still stops the run cleanly). */
+  if (!c->checkpoint.dir[0] && strcmp(c->checkpoint.resume, "none") == 0)
+    return FSDPC_OK;
   fsdpc_status st;
   const char *inter = intermediate_name(c, err, &st);
   FSDPC_TRY(st);
@@ -254,8 +268,6 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   r->config_hash = fsdpc__ckpt_hash(r->config_text);
   FSDPC_TRY(fsdpc__ckpt_host_set_config_yaml(r->host, r->config_yaml, err));
-  const char *t = getenv("FSDPC_TEST_SIGNAL_AT_STEP");
-  r->signal_at = t ? atoi(t) : 0;
   const char *k = getenv("FSDPC_TEST_KILL_IN_SAVE"); /* "<step>:<files>" */
   long long ks = 0;
   int kf = 0;
@@ -264,14 +276,6 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
     r->kill_files = kf;
   }
 
-  g_stop_signal = 0;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
-  sa.sa_flags = SA_RESTART; /* collectives' socket calls carry on */
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGUSR1, &sa, NULL);
   return resume(s, err);
 }
 

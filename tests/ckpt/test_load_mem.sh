@@ -8,7 +8,7 @@ run A 1 || fail "run"
 for n in 1 2 4; do
   run L$n $n model.init.from=A/ck/final optim.lr=0 optim.weight_decay=0 train.max_steps=1 schedule.warmup_steps=0 train.micro_batch_size=1 \
     checkpoint.options.max_shard_size=30000 || fail "load at world $n: $(tail -1 L$n.log)"
-  c=$(grep -c "peak host memory during the load .*within bound" L$n.log)
+  c=$(grep -c "peak host memory of the load .*: within bound" L$n.log)
   [ "$c" = "$n" ] || fail "world $n: $c of $n ranks logged a load peak within bound"
   cmp <(grep -v '"step":' A/ck/final/config.json) <(grep -v '"step":' L$n/ck/final/config.json) ||
     fail "config.json differs"

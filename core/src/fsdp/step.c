@@ -220,14 +220,13 @@ fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int roo
     if (full) memcpy(full, src, un->shard_numel * sizeof(float));
     return FSDPC_OK;
   }
-  /* All-gather into a transient buffer; only root keeps a copy. Peak extra
-   * memory is one unit, never the model. */
-  float *tmp = fsdpc__mem_alloc(FSDPC_MEM_COMM, un->flat_numel * sizeof(float));
+  /* Root gathers straight into `full`; the others into a transient buffer.
+   * Peak extra memory is one unit, never the model. */
+  int direct = e->dist->shard_rank == root && full;
+  float *tmp = direct ? full : fsdpc__mem_alloc(FSDPC_MEM_COMM, un->flat_numel * sizeof(float));
   if (!tmp) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s", un->name);
   fsdpc_status st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, src, tmp, un->shard_numel,
                                            un->name, err);
-  if (st == FSDPC_OK && e->dist->shard_rank == root && full)
-    memcpy(full, tmp, un->flat_numel * sizeof(float));
-  fsdpc__mem_free(FSDPC_MEM_COMM, tmp, un->flat_numel * sizeof(float));
+  if (!direct) fsdpc__mem_free(FSDPC_MEM_COMM, tmp, un->flat_numel * sizeof(float));
   return st;
 }

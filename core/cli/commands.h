@@ -10,5 +10,6 @@ int fsdpc__cmd_plugins(int argc, char **argv);
 int fsdpc__cmd_data(int argc, char **argv);
 int fsdpc__cmd_plan(int argc, char **argv);
 int fsdpc__cmd_bench(int argc, char **argv);
+int fsdpc__cmd_convert(int argc, char **argv);
 
 #endif

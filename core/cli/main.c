@@ -18,6 +18,7 @@ static const struct {
     {"data", fsdpc__cmd_data, "make and inspect token files (synth, tokenize, info)"},
     {"plan", fsdpc__cmd_plan, "predict per-rank memory for each sharding strategy"},
     {"bench", fsdpc__cmd_bench, "A/B benchmark a matrix of config variants"},
+    {"convert", fsdpc__cmd_convert, "convert checkpoints: sharded <-> Hugging Face, any world size"},
 };
 
 static void usage(FILE *f) {

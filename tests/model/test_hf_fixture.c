@@ -87,19 +87,9 @@ static void setup(fixture *f, const char *name, double lr, double wd) {
   die_if(fsdpc__opts_validate(f->cfg->fsdp.wrap.options, f->wrap->desc->options,
                               f->wrap->desc->n_options, "wrap", &err),
          &err);
-  fsdpc_wrap_param *wp = calloc((size_t)f->n_params, sizeof *wp);
-  f->unit_of_param = calloc((size_t)f->n_params, sizeof(uint32_t));
-  for (int i = 0; i < f->n_params; i++)
-    wp[i] = (fsdpc_wrap_param){.struct_size = sizeof *wp, .name = f->params[i].name,
-                               .module = f->params[i].module,
-                               .module_type = f->params[i].module_type,
-                               .numel = f->params[i].numel, .layer = f->params[i].layer,
-                               .tie_group = f->params[i].tie_group};
-  const fsdpc_wrap_v1 *wv = f->wrap->vtable;
-  ck_assert_int_eq(wv->plan(f->cfg->fsdp.wrap.options, wp, (uint32_t)f->n_params,
-                            f->unit_of_param, &f->n_units),
-                   FSDPC_OK);
-  free(wp);
+  die_if(fsdpc__wrap_plan(f->wrap, f->cfg->fsdp.wrap.options, f->params, f->n_params,
+                         &f->unit_of_param, &f->n_units, &err),
+         &err);
   fsdpc__dist_single(&f->dist);
   fsdpc_optim_init oi = {.struct_size = sizeof oi, .opts = f->cfg->optim.options,
                          .weight_decay = wd, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,

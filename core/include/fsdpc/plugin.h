@@ -465,13 +465,43 @@ typedef struct fsdpc_sd_host {
    * safetensors file, converted to fp32, without reading the rest. */
   int32_t (*st_read)(void *ctx, const char *path, const char *name,
                      uint64_t elem_offset, uint64_t n, float *dst);
+
+  /* Appended after the first 1.0 fields (check with FSDPC_HAS_FIELD). When a host callback
+   * fails it records its own one-line message; the plugin just returns the
+   * status (calling set_error too is harmless: the host's message wins). */
+
+  /* Streaming safetensors writer, so that a consolidated checkpoint never
+   * holds more than one unit: begin writes the header from the layout
+   * (entries' data ignored) and gives a handle; put writes elements
+   * [elem_offset, elem_offset + n) of layout[index] (fp32 in, stored as
+   * dtype) in any order; end checks that every element came, fsyncs and
+   * closes; abort removes the partial file. end and abort free the handle. */
+  int32_t (*st_begin)(void *ctx, const char *path, const fsdpc_st_entry *layout,
+                      uint32_t n, int32_t dtype, const char *metadata_json,
+                      void **handle);
+  int32_t (*st_put)(void *ctx, void *handle, uint32_t index, const float *data,
+                    uint64_t elem_offset, uint64_t n);
+  int32_t (*st_end)(void *ctx, void *handle);
+  void (*st_abort)(void *ctx, void *handle);
+  /* Writes a small file (metadata) in full and fsyncs it. Every file a
+   * plugin writes must go through st_write, st_begin..st_end or write_file:
+   * the host records a checksum of each and verifies it on load. */
+  int32_t (*write_file)(void *ctx, const char *path, const void *data, uint64_t len);
+  /* Reads a whole small file (at most max bytes), checksum-verified; *out is
+   * NUL-terminated and freed with fsdpc_host_api.free. */
+  int32_t (*read_file)(void *ctx, const char *path, uint64_t max, char **out,
+                       uint64_t *len);
+  /* Sizes of the tensor `name` in a safetensors file (or an HF folder, when
+   * path is a directory): ndim and shape; FSDPC_INVALID_USAGE if absent. */
+  int32_t (*st_shape)(void *ctx, const char *path, const char *name, int32_t *ndim,
+                      int64_t shape[4]);
 } fsdpc_sd_host;
 
 typedef struct fsdpc_sd_save_opts {
   uint32_t struct_size;
   int32_t dtype;            /* FSDPC_DTYPE_F32 or BF16 for weights */
   int32_t with_optimizer;   /* 1 = include optimizer state */
-  uint64_t max_shard_bytes; /* split files above this (full format) */
+  uint64_t max_shard_bytes; /* split files above this (full format); 0 = plugin default */
 } fsdpc_sd_save_opts;
 
 typedef struct fsdpc_statedict_v1 {

@@ -244,14 +244,16 @@ fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int roo
     if (full) FSDPC_TRY(e->ops->download(e->ops->ctx, full, src, fb, err));
     return FSDPC_OK;
   }
-  /* All-gather into a transient buffer; only root keeps a (host) copy. Peak
+  /* Root gathers straight into `full` on the CPU; on a device (and on the
+   * other ranks) into a transient buffer, from which root downloads. Peak
    * extra memory is one unit, never the model. */
-  float *tmp = fsdpc__ealloc(e, FSDPC_MEM_COMM, fb);
+  int direct = e->dist->shard_rank == root && full && e->ops->device == FSDPC_DEVICE_CPU;
+  float *tmp = direct ? full : fsdpc__ealloc(e, FSDPC_MEM_COMM, fb);
   if (!tmp) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s", un->name);
   fsdpc_status st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, src, tmp, un->shard_numel,
                                            FSDPC_DTYPE_F32, un->name, err);
-  if (st == FSDPC_OK && e->dist->shard_rank == root && full)
+  if (!direct && st == FSDPC_OK && e->dist->shard_rank == root && full)
     st = e->ops->download(e->ops->ctx, full, tmp, fb, err);
-  fsdpc__efree(e, FSDPC_MEM_COMM, tmp, fb);
+  if (!direct) fsdpc__efree(e, FSDPC_MEM_COMM, tmp, fb);
   return st;
 }

@@ -7,6 +7,7 @@
 
 #include "config/opts.h"
 #include "plan/plan.h"
+#include "train/session.h"
 #include "util/log.h"
 
 struct fsdpc_plan_ctx {
@@ -20,48 +21,6 @@ struct fsdpc_plan_ctx {
   uint32_t n_slots;
   fsdpc_attn_sizes attn;
 };
-
-/* As core/src/train/setup.c reads the shape (the fields memory depends on,
- * and the rest so that fsdpc__model_shape_check sees the same model). */
-static void shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
-  const fsdpc_config_model *m = &c->model;
-  memset(sh, 0, sizeof *sh);
-  sh->V = (int)m->vocab_size;
-  sh->C = (int)m->hidden_size;
-  sh->F = (int)m->intermediate_size;
-  sh->L = (int)m->num_hidden_layers;
-  sh->NH = (int)m->num_attention_heads;
-  sh->KVH = (int)m->num_key_value_heads;
-  sh->HD = (int)m->head_dim;
-  sh->max_pos = (int)m->max_position_embeddings;
-  sh->eps = (float)m->rms_norm_eps;
-  sh->rope_theta = m->rope_theta;
-  sh->tied = m->tie_word_embeddings;
-  sh->bos_id = (int)m->bos_token_id;
-  sh->eos_id = (int)m->eos_token_id;
-}
-
-static fsdpc_status plan_wrap(fsdpc_plan_ctx *p, const fsdpc_component *wrap, fsdpc_err *err) {
-  fsdpc_wrap_param *wp = calloc((size_t)p->n_params, sizeof *wp);
-  p->unit_of_param = calloc((size_t)p->n_params, sizeof(uint32_t));
-  if (!wp || !p->unit_of_param) {
-    free(wp);
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  }
-  for (int i = 0; i < p->n_params; i++)
-    wp[i] = (fsdpc_wrap_param){.struct_size = sizeof *wp,
-                               .name = p->params[i].name,
-                               .module = p->params[i].module,
-                               .module_type = p->params[i].module_type,
-                               .numel = p->params[i].numel,
-                               .layer = p->params[i].layer,
-                               .tie_group = p->params[i].tie_group};
-  const fsdpc_wrap_v1 *wv = wrap->vtable;
-  int32_t r =
-      wv->plan(p->cfg->fsdp.wrap.options, wp, (uint32_t)p->n_params, p->unit_of_param, &p->n_units);
-  free(wp);
-  return r == FSDPC_OK ? FSDPC_OK : fsdpc__plugin_fail(wrap, r, err);
-}
 
 static fsdpc_status optim_slots(fsdpc_plan_ctx *p, const fsdpc_component *optim, fsdpc_err *err) {
   const fsdpc_config *c = p->cfg;
@@ -129,7 +88,7 @@ fsdpc_status fsdpc__plan_ctx_create(const fsdpc_config *cfg, fsdpc_plan_ctx **ou
   p->cfg = cfg;
   fsdpc_status st;
   const fsdpc_component *attn, *optim, *wrap;
-  shape_from_config(cfg, &p->shape);
+  fsdpc__session_shape_from_config(cfg, &p->shape);
   if ((st = fsdpc__model_params(&p->shape, &p->params, &p->n_params, err)) != FSDPC_OK)
     goto fail;
   if ((st = fsdpc__registry_create((const char *const *)cfg->plugins.paths.items,
@@ -152,7 +111,8 @@ fsdpc_status fsdpc__plan_ctx_create(const fsdpc_config *cfg, fsdpc_plan_ctx **ou
       (st = select_plugin(p, FSDPC_KIND_WRAP, cfg->fsdp.wrap.policy, cfg->fsdp.wrap.options,
                           "fsdp.wrap.policy", &sit, &wrap, err)) != FSDPC_OK)
     goto fail;
-  if ((st = plan_wrap(p, wrap, err)) != FSDPC_OK)
+  if ((st = fsdpc__wrap_plan(wrap, p->cfg->fsdp.wrap.options, p->params, p->n_params,
+                             &p->unit_of_param, &p->n_units, err)) != FSDPC_OK)
     goto fail;
   if ((st = optim_slots(p, optim, err)) != FSDPC_OK)
     goto fail;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt/train_hooks.h"
 #include "train/session.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -144,7 +145,7 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   fsdpc__report_memory(s, "start");
   double eval_loss = NAN;
-  for (int64_t step = 0; step < c->train.max_steps; step++) {
+  for (int64_t step = s->start_step; step < c->train.max_steps; step++) {
     if (s->job) FSDPC_TRY(fsdpc__dist_check_abort(s->job->store, err));
     fsdpc__session_mem_reset_peak(s);
     fsdpc__dist_reset_counters(&s->dist);
@@ -160,7 +161,11 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
     fsdpc__report_step(s, step + 1, loss, lr, gnorm, dt, eval_loss);
     if (c->log.memory_every > 0 && (step + 1) % c->log.memory_every == 0)
       fsdpc__report_memory(s, "step");
+    int stop = 0;
+    FSDPC_TRY(fsdpc__ckpt_after_step(s, step + 1, &stop, err));
+    if (stop) return FSDPC_OK; /* a checkpoint was written: leave cleanly */
   }
+  FSDPC_TRY(fsdpc__ckpt_final(s, err));
   fsdpc__report_memory(s, "end");
   FSDPC_TRY(fsdpc__report_rank_summary(s, err));
   for (int i = 0; i < c->train.generate_prompts.n; i++) {

@@ -14,6 +14,8 @@
 #include "train/schedule.h"
 #include "util/mem.h"
 
+typedef struct fsdpc_ckpt_run fsdpc_ckpt_run;
+
 typedef struct fsdpc_session {
   fsdpc_config *cfg;           /* borrowed */
   fsdpc_dist_env env;
@@ -36,6 +38,9 @@ typedef struct fsdpc_session {
   fsdpc_schedule sched;
   int64_t G, accum, mb, T;
   int32_t *tokens, *labels, *doc_ids; /* (mb, T) */
+
+  int64_t start_step;          /* first step to run (> 0 after a resume) */
+  struct fsdpc_ckpt_run *ckpt; /* checkpointing (ckpt/train.c) */
 
   fsdpc_comm_bytes last_comm;   /* collective bytes of the last step */
   const fsdpc_ops *ops;         /* the device this rank computes on */
@@ -64,6 +69,9 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
  * decoded completion. */
 fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n, char *out,
                                      size_t cap, fsdpc_err *err);
+
+/* The model shape a config describes (setup.c). */
+void fsdpc__session_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh);
 
 /* report.c */
 void fsdpc__session_mem(fsdpc_session *s, fsdpc_mem_stats *ms, int64_t *reserved_peak);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckpt/train_hooks.h"
 #include "train/session.h"
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/cuda_ctx.h"
@@ -30,7 +31,7 @@ static fsdpc_status select_plugin(fsdpc_session *s, int32_t kind, const char *na
   return FSDPC_OK;
 }
 
-static void shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
+void fsdpc__session_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
   const fsdpc_config_model *m = &c->model;
   memset(sh, 0, sizeof *sh);
   sh->V = (int)m->vocab_size;
@@ -53,26 +54,6 @@ static void shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
   sh->eos_id = (int)m->eos_token_id;
 }
 
-static fsdpc_status wrap_plan(fsdpc_session *s, fsdpc_err *err) {
-  fsdpc_wrap_param *wp = calloc((size_t)s->n_params, sizeof *wp);
-  s->unit_of_param = calloc((size_t)s->n_params, sizeof(uint32_t));
-  if (!wp || !s->unit_of_param) {
-    free(wp);
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  }
-  for (int i = 0; i < s->n_params; i++)
-    wp[i] = (fsdpc_wrap_param){.struct_size = sizeof *wp, .name = s->params[i].name,
-                               .module = s->params[i].module,
-                               .module_type = s->params[i].module_type,
-                               .numel = s->params[i].numel, .layer = s->params[i].layer,
-                               .tie_group = s->params[i].tie_group};
-  const fsdpc_wrap_v1 *wv = s->wrap->vtable;
-  int32_t r = wv->plan(s->cfg->fsdp.wrap.options, wp, (uint32_t)s->n_params, s->unit_of_param,
-                       &s->n_units);
-  free(wp);
-  if (r != FSDPC_OK) return fsdpc__plugin_fail(s->wrap, r, err);
-  return FSDPC_OK;
-}
 
 static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
@@ -205,7 +186,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
 
   STEP(batch_geometry(s, err));
   STEP(setup_device(s, err));
-  shape_from_config(cfg, &s->shape);
+  fsdpc__session_shape_from_config(cfg, &s->shape);
   STEP(fsdpc__model_params(&s->shape, &s->params, &s->n_params, err));
 
   STEP(fsdpc__registry_create((const char *const *)cfg->plugins.paths.items, cfg->plugins.paths.n,
@@ -220,7 +201,8 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                      &sit, &s->optim, err));
   STEP(select_plugin(s, FSDPC_KIND_WRAP, cfg->fsdp.wrap.policy, cfg->fsdp.wrap.options,
                      "fsdp.wrap.policy", &sit, &s->wrap, err));
-  STEP(wrap_plan(s, err));
+  STEP(fsdpc__wrap_plan(s->wrap, cfg->fsdp.wrap.options, s->params, s->n_params,
+                        &s->unit_of_param, &s->n_units, err));
 
   /* Communicators. The shard group: everyone (FULL_SHARD, SHARD_GRAD_OP),
    * nobody else (NO_SHARD), or hybrid_shard_size ranks (HYBRID_SHARD). */
@@ -257,13 +239,13 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .decay_norm_and_bias = cfg->optim.decay_norm_and_bias,
                           .threads = omp_get_max_threads(), .ops = s->ops};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
-  if (cfg->model.init.from[0]) {
-    int64_t rss0, hwm0, rss1, hwm1;
-    fsdpc__mem_rss(&rss0, &hwm0);
-    STEP(fsdpc__engine_load_hf(s->eng, cfg->model.init.from, err));
-    fsdpc__mem_rss(&rss1, &hwm1);
-    FSDPC_LOGI("loaded %s: host RSS %.1f -> %.1f MiB (peak %.1f MiB)", cfg->model.init.from,
-               rss0 / 1048576.0, rss1 / 1048576.0, hwm1 / 1048576.0);
+  char resume_dir[4096];
+  int resuming = 0;
+  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
+  if (resuming) {
+    /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup) */
+  } else if (cfg->model.init.from[0]) {
+    STEP(fsdpc__ckpt_load_hf_checked(s, cfg->model.init.from, err));
   } else {
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));
   }
@@ -279,6 +261,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                             cfg->train.max_steps, cfg->schedule.warmup_steps,
                             cfg->schedule.warmup_ratio, cfg->schedule.min_lr,
                             cfg->schedule.min_lr_ratio, err));
+  STEP(fsdpc__ckpt_session_setup(s, err));
   if (rank == 0) {
     STEP(fsdpc__mkdir_p(cfg->log.dir, err));
     char path[4096];
@@ -300,6 +283,7 @@ fail:
 
 void fsdpc__session_destroy(fsdpc_session *s) {
   if (!s) return;
+  fsdpc__ckpt_session_destroy(s);
   if (s->metrics) fclose(s->metrics);
   free(s->tokens);
   free(s->labels);

@@ -1,0 +1,297 @@
+/* What a checkpoint says about the run besides the tensors: the trainer
+ * state JSON, the config fingerprint, and a Hugging Face config.json.
+ *
+ * Bit-exact resume needs the master shards, the optimizer state, the step
+ * count (AdamW bias correction, the LR schedule) and the data position;
+ * the model has no dropout and training draws no other random numbers, so
+ * the seeds are recorded only to detect a changed run. */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/ckpt_internal.h"
+#include "ckpt/state.h"
+#include "config/meta.h"
+#include "config/schema.h"
+
+static cJSON *num(double v) {
+  return cJSON_CreateNumber(v);
+}
+
+static cJSON *hf_config_obj(const fsdpc_model_shape *s, int32_t dtype) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+  cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
+  cJSON_AddStringToObject(o, "model_type", "llama");
+  cJSON_AddItemToObject(o, "vocab_size", num(s->V));
+  cJSON_AddItemToObject(o, "hidden_size", num(s->C));
+  cJSON_AddItemToObject(o, "intermediate_size", num(s->F));
+  cJSON_AddItemToObject(o, "num_hidden_layers", num(s->L));
+  cJSON_AddItemToObject(o, "num_attention_heads", num(s->NH));
+  cJSON_AddItemToObject(o, "num_key_value_heads", num(s->KVH));
+  cJSON_AddItemToObject(o, "head_dim", num(s->HD));
+  cJSON_AddItemToObject(o, "max_position_embeddings", num(s->max_pos));
+  /* The float as written in the config: %.9g keeps every fp32 bit. */
+  char eps[32];
+  snprintf(eps, sizeof eps, "%.9g", (double)s->eps);
+  cJSON_AddItemToObject(o, "rms_norm_eps", num(strtod(eps, NULL)));
+  cJSON_AddItemToObject(o, "rope_theta", num(s->rope_theta));
+  if (s->rope_llama3) {
+    cJSON *r = cJSON_AddObjectToObject(o, "rope_scaling");
+    cJSON_AddStringToObject(r, "rope_type", "llama3");
+    cJSON_AddItemToObject(r, "factor", num(s->rope_factor));
+    cJSON_AddItemToObject(r, "low_freq_factor", num(s->rope_low_freq_factor));
+    cJSON_AddItemToObject(r, "high_freq_factor", num(s->rope_high_freq_factor));
+    cJSON_AddItemToObject(r, "original_max_position_embeddings", num(s->rope_original_max_pos));
+  } else {
+    cJSON_AddNullToObject(o, "rope_scaling");
+  }
+  cJSON_AddBoolToObject(o, "tie_word_embeddings", s->tied);
+  if (s->bos_id >= 0)
+    cJSON_AddItemToObject(o, "bos_token_id", num(s->bos_id));
+  else
+    cJSON_AddNullToObject(o, "bos_token_id");
+  if (s->eos_id >= 0)
+    cJSON_AddItemToObject(o, "eos_token_id", num(s->eos_id));
+  else
+    cJSON_AddNullToObject(o, "eos_token_id");
+  cJSON_AddStringToObject(o, "hidden_act", "silu");
+  cJSON_AddBoolToObject(o, "attention_bias", 0);
+  cJSON_AddBoolToObject(o, "mlp_bias", 0);
+  cJSON_AddItemToObject(o, "attention_dropout", num(0.0));
+  cJSON_AddItemToObject(o, "initializer_range", num(0.02));
+  cJSON_AddItemToObject(o, "pretraining_tp", num(1));
+  cJSON_AddBoolToObject(o, "use_cache", 1);
+  cJSON_AddStringToObject(o, "torch_dtype", dtype == FSDPC_DTYPE_BF16 ? "bfloat16" : "float32");
+  return o;
+}
+
+fsdpc_status fsdpc__ckpt_hf_config_json(const fsdpc_model_shape *shape, int32_t dtype, char **out,
+                                        fsdpc_err *err) {
+  cJSON *o = hf_config_obj(shape, dtype);
+  char *text = o ? cJSON_Print(o) : NULL;
+  cJSON_Delete(o);
+  if (!text)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  size_t n = strlen(text);
+  *out = malloc(n + 2);
+  if (!*out) {
+    cJSON_free(text);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  }
+  memcpy(*out, text, n);
+  (*out)[n] = '\n';
+  (*out)[n + 1] = '\0';
+  cJSON_free(text);
+  return FSDPC_OK;
+}
+
+/* Keys that may change between a save and its resume without changing
+ * what the run computes (or that are resharding itself). */
+static const char *const resume_free[] = {"train.max_steps",
+                                          "train.micro_batch_size",
+                                          "train.grad_accum_steps",
+                                          "train.threads",
+                                          "train.eval_every",
+                                          "train.eval_batches",
+                                          "train.log_every",
+                                          "train.generate_",
+                                          "log.",
+                                          "checkpoint.",
+                                          "collectives.",
+                                          "plugins.",
+                                          "attention.",
+                                          "fsdp.sharding_strategy",
+                                          "fsdp.hybrid_shard_size",
+                                          "fsdp.wrap.",
+                                          "fsdp.align",
+                                          "fsdp.forward_prefetch",
+                                          "fsdp.backward_prefetch",
+                                          "fsdp.max_inflight_allgathers",
+                                          "fsdp.activation_checkpointing",
+                                          "fsdp.no_sync",
+                                          "fsdp.state_dict_type",
+                                          "model.init.",
+                                          "model.config",
+                                          "data.train",
+                                          "data.eval",
+                                          NULL};
+
+char *fsdpc__ckpt_config_text(const fsdpc_config *c) {
+  int n;
+  const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
+  size_t cap = 4096, len = 0;
+  char *out = malloc(cap);
+  if (!out)
+    return NULL;
+  out[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    int skip = 0;
+    for (int j = 0; resume_free[j]; j++)
+      skip |= strncmp(keys[i].path, resume_free[j], strlen(resume_free[j])) == 0;
+    /* A resolved-to-itself value (data.seed) is still compared. */
+    if (skip)
+      continue;
+    char v[1024];
+    fsdpc__cfg_value_text(c, &keys[i], v, sizeof v);
+    size_t need = strlen(keys[i].path) + strlen(v) + 3;
+    if (len + need >= cap) {
+      cap = 2 * (len + need);
+      char *o2 = realloc(out, cap);
+      if (!o2) {
+        free(out);
+        return NULL;
+      }
+      out = o2;
+    }
+    len += (size_t)snprintf(out + len, cap - len, "%s=%s\n", keys[i].path, v);
+  }
+  return out;
+}
+
+uint64_t fsdpc__ckpt_hash(const char *text) {
+  uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+    h ^= *p;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+char *fsdpc__ckpt_state_build(const fsdpc_ckpt_state *s) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "format", "fsdpc-trainer-state");
+  cJSON_AddItemToObject(o, "version", num(1));
+  cJSON_AddItemToObject(o, "step", num((double)s->step));
+  cJSON_AddBoolToObject(o, "has_optimizer", s->has_optimizer);
+  cJSON *ld = cJSON_AddObjectToObject(o, "data_loader");
+  cJSON_AddItemToObject(ld, "epoch", num((double)s->loader_epoch));
+  cJSON_AddItemToObject(ld, "step", num((double)s->loader_step));
+  cJSON_AddItemToObject(ld, "global_batch", num((double)s->global_batch));
+  cJSON_AddItemToObject(ld, "seq_len", num((double)s->seq_len));
+  cJSON_AddItemToObject(ld, "seed", num((double)s->data_seed));
+  cJSON *sc = cJSON_AddObjectToObject(o, "schedule");
+  cJSON_AddStringToObject(sc, "name", s->sched_name);
+  cJSON_AddItemToObject(sc, "base_lr", num(s->base_lr));
+  cJSON_AddItemToObject(sc, "warmup_steps", num((double)s->warmup_steps));
+  cJSON_AddItemToObject(sc, "max_steps", num((double)s->max_steps));
+  cJSON_AddItemToObject(sc, "min_lr_rate", num(s->min_lr_rate));
+  cJSON *rng = cJSON_AddObjectToObject(o, "rng");
+  cJSON_AddItemToObject(rng, "init_seed", num((double)s->init_seed));
+  cJSON_AddStringToObject(rng, "note", "no random numbers are drawn during training");
+  cJSON_AddItemToObject(o, "world_size", num(s->world_size));
+  cJSON_AddStringToObject(o, "strategy", s->strategy);
+  char hash[24];
+  snprintf(hash, sizeof hash, "%016" PRIx64, s->config_hash);
+  cJSON_AddStringToObject(o, "config_hash", hash);
+  cJSON_AddStringToObject(o, "config", s->config_text ? s->config_text : "");
+  cJSON_AddItemToObject(o, "model", hf_config_obj(&s->model, FSDPC_DTYPE_F32));
+  char *text = cJSON_Print(o);
+  cJSON_Delete(o);
+  return text; /* cJSON_free-compatible with free() (default hooks) */
+}
+
+static int64_t get_i(const cJSON *o, const char *k, int64_t dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(v) ? (int64_t)v->valuedouble : dflt;
+}
+static double get_d(const cJSON *o, const char *k, double dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+  return cJSON_IsNumber(v) ? v->valuedouble : dflt;
+}
+
+fsdpc_status fsdpc__ckpt_state_parse(const char *json, const char *where, fsdpc_ckpt_state *s,
+                                     char **model_json, fsdpc_err *err) {
+  memset(s, 0, sizeof *s);
+  *model_json = NULL;
+  cJSON *o = cJSON_Parse(json);
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format");
+  if (!o || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "fsdpc-trainer-state") != 0) {
+    cJSON_Delete(o);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: the trainer state is not valid", where);
+  }
+  s->step = get_i(o, "step", 0);
+  const cJSON *ho = cJSON_GetObjectItemCaseSensitive(o, "has_optimizer");
+  s->has_optimizer = cJSON_IsTrue(ho);
+  const cJSON *ld = cJSON_GetObjectItemCaseSensitive(o, "data_loader");
+  s->loader_epoch = get_i(ld, "epoch", -1);
+  s->loader_step = get_i(ld, "step", -1);
+  s->global_batch = get_i(ld, "global_batch", 0);
+  s->seq_len = get_i(ld, "seq_len", 0);
+  s->data_seed = get_i(ld, "seed", 0);
+  const cJSON *sc = cJSON_GetObjectItemCaseSensitive(o, "schedule");
+  const cJSON *sn = cJSON_GetObjectItemCaseSensitive(sc, "name");
+  snprintf(s->sched_name, sizeof s->sched_name, "%s", cJSON_IsString(sn) ? sn->valuestring : "");
+  s->base_lr = get_d(sc, "base_lr", 0);
+  s->warmup_steps = get_i(sc, "warmup_steps", 0);
+  s->max_steps = get_i(sc, "max_steps", 0);
+  s->min_lr_rate = get_d(sc, "min_lr_rate", 0);
+  s->init_seed = get_i(cJSON_GetObjectItemCaseSensitive(o, "rng"), "init_seed", 0);
+  s->world_size = (int)get_i(o, "world_size", 0);
+  const cJSON *str = cJSON_GetObjectItemCaseSensitive(o, "strategy");
+  snprintf(s->strategy, sizeof s->strategy, "%s", cJSON_IsString(str) ? str->valuestring : "");
+  const cJSON *h = cJSON_GetObjectItemCaseSensitive(o, "config_hash");
+  if (cJSON_IsString(h))
+    s->config_hash = strtoull(h->valuestring, NULL, 16);
+  const cJSON *ct = cJSON_GetObjectItemCaseSensitive(o, "config");
+  s->config_text = cJSON_IsString(ct) ? strdup(ct->valuestring) : NULL;
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "model");
+  if (m)
+    *model_json = cJSON_PrintUnformatted(m);
+  cJSON_Delete(o);
+  return FSDPC_OK;
+}
+
+void fsdpc__ckpt_state_free(fsdpc_ckpt_state *s) {
+  free(s->config_text);
+  s->config_text = NULL;
+}
+
+/* First differing field between two HF config objects, for the message. */
+fsdpc_status fsdpc__ckpt_check_model(const fsdpc_model_shape *shape, const char *saved_json,
+                                     const char *where, fsdpc_err *err) {
+  if (!saved_json)
+    return FSDPC_OK;
+  cJSON *saved = cJSON_Parse(saved_json), *mine = hf_config_obj(shape, FSDPC_DTYPE_F32);
+  fsdpc_status st = FSDPC_OK;
+  if (!saved)
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: the saved model is not JSON", where);
+  for (cJSON *a = mine ? mine->child : NULL; a && st == FSDPC_OK; a = a->next) {
+    if (strcmp(a->string, "torch_dtype") == 0)
+      continue;
+    cJSON *b = cJSON_GetObjectItemCaseSensitive(saved, a->string);
+    if (b && cJSON_Compare(a, b, 1))
+      continue;
+    char *va = cJSON_PrintUnformatted(a), *vb = b ? cJSON_PrintUnformatted(b) : NULL;
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                     "%s is for another model: %s is %s there, %s in this run's config", where,
+                     a->string, vb ? vb : "missing", va ? va : "?");
+    cJSON_free(va);
+    cJSON_free(vb);
+  }
+  cJSON_Delete(saved);
+  cJSON_Delete(mine);
+  return st;
+}
+
+/* The first line of a that differs from b ("key=value"), for a warning. */
+void fsdpc__ckpt_first_diff(const char *a, const char *b, char *out, size_t cap) {
+  out[0] = '\0';
+  if (!a || !b)
+    return;
+  const char *pa = a, *pb = b;
+  while (*pa || *pb) {
+    const char *ea = strchr(pa, '\n'), *eb = strchr(pb, '\n');
+    size_t la = ea ? (size_t)(ea - pa) : strlen(pa), lb = eb ? (size_t)(eb - pb) : strlen(pb);
+    if (la != lb || strncmp(pa, pb, la) != 0) {
+      snprintf(out, cap, "saved %.*s, now %.*s", (int)(lb < 200 ? lb : 200), pb,
+               (int)(la < 200 ? la : 200), pa);
+      return;
+    }
+    pa += la + (ea ? 1 : 0);
+    pb += lb + (eb ? 1 : 0);
+  }
+}

@@ -1,0 +1,370 @@
+/* Checkpoints in a training run: resume at setup, a save every
+ * checkpoint.save_steps, a save and a clean stop on SIGTERM / SIGUSR1, and
+ * the final checkpoint at the end.
+ *
+ * Stopping on a signal: the handler only sets a flag. Between steps every
+ * rank contributes its flag to one all-reduce, so all ranks see the same
+ * answer after the same step, save the same checkpoint and exit 0, even
+ * when the signal reached only some of them. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/ckpt.h"
+#include "ckpt/state.h"
+#include "ckpt/train_hooks.h"
+#include "util/log.h"
+#include "util/mem.h"
+
+/* Process-wide by nature: a signal handler can reach nothing else. */
+static volatile sig_atomic_t g_stop_signal;
+
+static void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+}
+
+/* Restarts the peak (VmHWM) so that it measures what follows alone. */
+static void reset_peak_rss(void) {
+  FILE *f = fopen("/proc/self/clear_refs", "w");
+  if (f) {
+    fputs("5", f);
+    fclose(f);
+  }
+}
+
+struct fsdpc_ckpt_run {
+  fsdpc_ckpt_formats fmt;
+  fsdpc_ckpt_host *host;
+  void *keep;
+  char *config_text, *config_yaml;
+  uint64_t config_hash;
+  int64_t last_saved; /* step of the last checkpoint written (or loaded) */
+  int signal_at;      /* test hook: raise SIGTERM on rank 0 after this step */
+  int64_t kill_step;  /* test hook: die during the save of this step ... */
+  int kill_files;     /* ... after writing this many files */
+};
+
+static const char *intermediate_name(const fsdpc_config *c, fsdpc_err *err, fsdpc_status *st) {
+  /* checkpoint.intermediate_format is the one source of truth;
+   * fsdp.state_dict_type (the PyTorch spelling) only picks the format when
+   * intermediate_format was left at its default, and a contradiction is an
+   * error rather than a silent choice. */
+  char where[512];
+  fsdpc__config_where(c, "checkpoint.intermediate_format", where, sizeof where);
+  int fmt_given = strcmp(where, c->source) != 0;
+  fsdpc__config_where(c, "fsdp.state_dict_type", where, sizeof where);
+  int sdt_given = strcmp(where, c->source) != 0;
+  const char *sdt = c->fsdp.state_dict_type == FSDPC_STATE_DICT_FULL ? "full" : "sharded";
+  *st = FSDPC_OK;
+  if (!sdt_given)
+    return c->checkpoint.intermediate_format;
+  if (!fmt_given)
+    return sdt;
+  if (strcmp(sdt, c->checkpoint.intermediate_format) != 0)
+    *st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                      "%s: fsdp.state_dict_type=%s contradicts checkpoint.intermediate_format=%s; "
+                      "set only checkpoint.intermediate_format",
+                      where, c->fsdp.state_dict_type == FSDPC_STATE_DICT_FULL ? "FULL" : "SHARDED",
+                      c->checkpoint.intermediate_format);
+  return c->checkpoint.intermediate_format;
+}
+
+static char *dump_config(const fsdpc_config *c) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f)
+    return NULL;
+  fsdpc_status st = fsdpc__config_dump(c, f);
+  fclose(f);
+  if (st != FSDPC_OK) {
+    free(buf);
+    return NULL;
+  }
+  return buf;
+}
+
+static fsdpc_status build_state(fsdpc_session *s, int64_t step, int has_optimizer, char **out,
+                                fsdpc_err *err) {
+  const fsdpc_config *c = s->cfg;
+  fsdpc_ckpt_state st = {.step = step,
+                         .has_optimizer = has_optimizer,
+                         .global_batch = s->G,
+                         .seq_len = s->T,
+                         .data_seed = c->data.seed,
+                         .base_lr = s->sched.base_lr,
+                         .min_lr_rate = s->sched.min_lr_rate,
+                         .warmup_steps = s->sched.warmup_steps,
+                         .max_steps = s->sched.max_steps,
+                         .init_seed = c->train.seed,
+                         .world_size = s->env.world_size,
+                         .config_hash = s->ckpt->config_hash,
+                         .config_text = s->ckpt->config_text,
+                         .model = s->shape};
+  fsdpc_loader_state ls;
+  fsdpc__loader_state(s->train_ld, &ls);
+  /* The position after `step` steps: batches are addressed by step, so the
+   * next step to serve is `step` whatever the loader has cached. */
+  ls.step = step;
+  ls.epoch = step / fsdpc__loader_steps_per_epoch(s->train_ld);
+  st.loader_epoch = ls.epoch;
+  st.loader_step = ls.step;
+  snprintf(st.sched_name, sizeof st.sched_name, "%s", fsdpc__schedule_name(&s->sched));
+  snprintf(st.strategy, sizeof st.strategy, "%s",
+           fsdpc__strategy_name((fsdpc_strategy)c->fsdp.sharding_strategy));
+  if (!(*out = fsdpc__ckpt_state_build(&st)))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  return FSDPC_OK;
+}
+
+static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_component *plugin,
+                         int32_t dtype, int64_t step, fsdpc_err *err) {
+  fsdpc_ckpt_run *r = s->ckpt;
+  int with_opt = strcmp(plugin->desc->name, "full") != 0;
+  char *state = NULL;
+  FSDPC_TRY(build_state(s, step, with_opt, &state, err));
+  fsdpc_status st = fsdpc__ckpt_host_set_state(r->host, state, err);
+  free(state);
+  FSDPC_TRY(st);
+  fsdpc__ckpt_host_kill_after(r->host, step == r->kill_step ? r->kill_files : 0);
+  fsdpc_sd_save_opts so = {.struct_size = sizeof so, .dtype = dtype, .with_optimizer = with_opt};
+  int64_t rss0, hwm0, rss1, hwm1;
+  reset_peak_rss();
+  fsdpc__mem_rss(&rss0, &hwm0);
+  double t0 = fsdpc__now();
+  FSDPC_TRY(fsdpc__ckpt_save(r->host, plugin, r->fmt.opts, s->cfg->checkpoint.dir, name, &so,
+                             s->cfg->checkpoint.keep, err));
+  fsdpc__mem_rss(&rss1, &hwm1);
+  r->last_saved = step;
+  fsdpc__log(s->env.rank == 0 ? FSDPC_LOG_INFO : FSDPC_LOG_DEBUG,
+             "saved %s/%s (%s) at step %lld in %.2f s; host RSS %.1f -> %.1f MiB, peak %.1f MiB "
+             "during the save",
+             s->cfg->checkpoint.dir, name, plugin->desc->name, (long long)step, fsdpc__now() - t0,
+             rss0 / 1048576.0, rss1 / 1048576.0, hwm1 / 1048576.0);
+  return FSDPC_OK;
+}
+
+static fsdpc_status apply_state(fsdpc_session *s, const char *dir, fsdpc_err *err) {
+  fsdpc_ckpt_run *r = s->ckpt;
+  const char *json = fsdpc__ckpt_host_loaded_state(r->host);
+  if (!json) {
+    if (s->env.rank == 0)
+      FSDPC_LOGW("%s holds weights only: training starts at step 0 with a fresh optimizer", dir);
+    return FSDPC_OK;
+  }
+  fsdpc_ckpt_state st;
+  char *model = NULL;
+  FSDPC_TRY(fsdpc__ckpt_state_parse(json, dir, &st, &model, err));
+  fsdpc_status rc = fsdpc__ckpt_check_model(&s->shape, model, dir, err);
+  free(model);
+  if (rc == FSDPC_OK && st.global_batch && (st.global_batch != s->G || st.seq_len != s->T))
+    rc = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                     "%s was saved with a global batch of %lld x %lld tokens, this run has %lld "
+                     "x %lld: set train.global_batch_size=%lld and data.seq_len=%lld to resume",
+                     dir, (long long)st.global_batch, (long long)st.seq_len, (long long)s->G,
+                     (long long)s->T, (long long)st.global_batch, (long long)st.seq_len);
+  if (rc == FSDPC_OK && st.loader_step >= 0) {
+    fsdpc_loader_state ls = {.epoch = st.loader_epoch, .step = st.loader_step};
+    rc = fsdpc__loader_restore(s->train_ld, &ls, err);
+    if (rc != FSDPC_OK)
+      fsdpc__err_prefix(err, "%s: data position", dir);
+  }
+  if (rc == FSDPC_OK && st.config_text && st.config_hash != r->config_hash && s->env.rank == 0) {
+    char diff[512];
+    fsdpc__ckpt_first_diff(r->config_text, st.config_text, diff, sizeof diff);
+    FSDPC_LOGW("%s was saved with a different config (%s); continuing with this one", dir, diff);
+  }
+  if (rc == FSDPC_OK) {
+    s->start_step = st.step;
+    r->last_saved = st.step;
+    if (s->env.rank == 0)
+      FSDPC_LOGI("resumed from %s at step %lld (saved at world %d %s, now world %d %s)%s", dir,
+                 (long long)st.step, st.world_size, st.strategy, s->env.world_size,
+                 fsdpc__strategy_name((fsdpc_strategy)s->cfg->fsdp.sharding_strategy),
+                 st.has_optimizer || fsdpc__engine_n_slots(s->eng) == 0
+                     ? ""
+                     : "; optimizer state starts fresh");
+  }
+  fsdpc__ckpt_state_free(&st);
+  return rc;
+}
+
+fsdpc_status fsdpc__ckpt_resume_dir(const fsdpc_config *c, char *dir, size_t cap, int *found,
+                                    fsdpc_err *err) {
+  const char *want = c->checkpoint.resume;
+  *found = 0;
+  if (!want[0] || strcmp(want, "none") == 0)
+    return FSDPC_OK;
+  if (strcmp(want, "auto") != 0) {
+    snprintf(dir, cap, "%s", want);
+    *found = 1;
+    return FSDPC_OK;
+  }
+  if (!c->checkpoint.dir[0])
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "checkpoint.resume=auto needs checkpoint.dir (where to look)");
+  return fsdpc__ckpt_latest(c->checkpoint.dir, dir, cap, found, err);
+}
+
+static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
+  const fsdpc_config *c = s->cfg;
+  char dir[4096];
+  int found = 0;
+  FSDPC_TRY(fsdpc__ckpt_resume_dir(c, dir, sizeof dir, &found, err));
+  if (!found) {
+    if (strcmp(c->checkpoint.resume, "auto") == 0 && s->env.rank == 0)
+      FSDPC_LOGI("checkpoint.resume=auto: no checkpoint in %s yet; starting from scratch",
+                 c->checkpoint.dir);
+    return FSDPC_OK;
+  }
+  const fsdpc_component *plugin;
+  FSDPC_TRY(fsdpc__ckpt_probe(s->reg, s->ckpt->fmt.intermediate, dir, &plugin, err));
+  reset_peak_rss();
+  int64_t rss0, hwm0, rss1, hwm1;
+  fsdpc__mem_rss(&rss0, &hwm0);
+  double t0 = fsdpc__now();
+  FSDPC_TRY(fsdpc__ckpt_load(s->ckpt->host, plugin, s->ckpt->fmt.opts, dir, 1, err));
+  fsdpc__mem_rss(&rss1, &hwm1);
+  fsdpc__log(s->env.rank == 0 ? FSDPC_LOG_INFO : FSDPC_LOG_DEBUG,
+             "loaded %s (%s) in %.2f s; host RSS %.1f -> %.1f MiB, peak %.1f MiB", dir,
+             plugin->desc->name, fsdpc__now() - t0, rss0 / 1048576.0, rss1 / 1048576.0,
+             hwm1 / 1048576.0);
+  return apply_state(s, dir, err);
+}
+
+fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
+  const fsdpc_config *c = s->cfg;
+  /* The statedict plugins read and write shards in host memory; the CUDA
+   * engine keeps them on the device, and staging them is not built yet. */
+  if (s->ops->device != FSDPC_DEVICE_CPU &&
+      (c->checkpoint.dir[0] || strcmp(c->checkpoint.resume, "none") != 0))
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "%s: checkpoints (checkpoint.dir, checkpoint.resume) work on "
+                       "train.device: cpu only in this build; save with the CPU path or leave "
+                       "checkpoint.dir empty",
+                       c->source);
+  fsdpc_ckpt_run *r = calloc(1, sizeof *r);
+  if (!r)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  s->ckpt = r;
+  r->last_saved = -1;
+  const char *t = getenv("FSDPC_TEST_SIGNAL_AT_STEP");
+  r->signal_at = t ? atoi(t) : 0;
+  g_stop_signal = 0;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_stop_signal;
+  sa.sa_flags = SA_RESTART; /* collectives' socket calls carry on */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGUSR1, &sa, NULL);
+  /* Without a checkpoint folder or a resume nothing is saved or loaded, so
+   * no statedict plugin is needed (a signal still stops the run cleanly). */
+  if (!c->checkpoint.dir[0] && strcmp(c->checkpoint.resume, "none") == 0)
+    return FSDPC_OK;
+  fsdpc_status st;
+  const char *inter = intermediate_name(c, err, &st);
+  FSDPC_TRY(st);
+  FSDPC_TRY(fsdpc__ckpt_formats_select(s->reg, inter, c->checkpoint.final_format,
+                                       c->checkpoint.options, &r->fmt, err));
+  fsdpc_ckpt_host_opts ho;
+  FSDPC_TRY(fsdpc__ckpt_engine_opts(s->eng, &s->shape, &ho, &r->keep, err));
+  ho.strategy = fsdpc__strategy_name((fsdpc_strategy)c->fsdp.sharding_strategy);
+  FSDPC_TRY(fsdpc__ckpt_host_create(&ho, &r->host, err));
+  if (!(r->config_text = fsdpc__ckpt_config_text(c)) || !(r->config_yaml = dump_config(c)))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  r->config_hash = fsdpc__ckpt_hash(r->config_text);
+  FSDPC_TRY(fsdpc__ckpt_host_set_config_yaml(r->host, r->config_yaml, err));
+  const char *k = getenv("FSDPC_TEST_KILL_IN_SAVE"); /* "<step>:<files>" */
+  long long ks = 0;
+  int kf = 0;
+  if (k && sscanf(k, "%lld:%d", &ks, &kf) == 2 && s->env.rank == 0) {
+    r->kill_step = ks;
+    r->kill_files = kf;
+  }
+
+  return resume(s, err);
+}
+
+fsdpc_status fsdpc__ckpt_after_step(fsdpc_session *s, int64_t done, int *stop, fsdpc_err *err) {
+  const fsdpc_config *c = s->cfg;
+  fsdpc_ckpt_run *r = s->ckpt;
+  *stop = 0;
+  if (r->signal_at > 0 && done == r->signal_at && s->env.rank == 0)
+    raise(SIGTERM);
+  double flag = g_stop_signal ? 1.0 : 0.0;
+  FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, &flag, 1, "stop signal", err));
+  int stopping = flag > 0.0 && done < c->train.max_steps;
+  int periodic = c->checkpoint.save_steps > 0 && done % c->checkpoint.save_steps == 0 &&
+                 done < c->train.max_steps;
+  if ((periodic || stopping) && c->checkpoint.dir[0] && r->last_saved != done) {
+    char name[64];
+    fsdpc__ckpt_step_name(done, name, sizeof name);
+    FSDPC_TRY(save(s, name, r->fmt.intermediate, FSDPC_DTYPE_F32, done, err));
+  }
+  if (stopping) {
+    if (s->env.rank == 0) {
+      if (c->checkpoint.dir[0])
+        FSDPC_LOGI("stop requested (SIGTERM/SIGUSR1): stopped after step %lld; resume with "
+                   "checkpoint.resume=auto",
+                   (long long)done);
+      else
+        FSDPC_LOGW("stop requested (SIGTERM/SIGUSR1): stopped after step %lld without a "
+                   "checkpoint (checkpoint.dir is empty)",
+                   (long long)done);
+    }
+    *stop = 1;
+  }
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__ckpt_final(fsdpc_session *s, fsdpc_err *err) {
+  const fsdpc_config *c = s->cfg;
+  if (!c->checkpoint.dir[0])
+    return FSDPC_OK;
+  const fsdpc_component *p = s->ckpt->fmt.final;
+  int32_t dtype = strcmp(p->desc->name, "full") == 0 ? c->checkpoint.final_dtype : FSDPC_DTYPE_F32;
+  return save(s, FSDPC_CKPT_FINAL_NAME, p, dtype, c->train.max_steps, err);
+}
+
+void fsdpc__ckpt_session_destroy(fsdpc_session *s) {
+  fsdpc_ckpt_run *r = s ? s->ckpt : NULL;
+  if (!r)
+    return;
+  fsdpc__ckpt_host_destroy(r->host);
+  fsdpc__ckpt_engine_opts_free(r->keep);
+  fsdpc__ckpt_formats_free(&r->fmt);
+  free(r->config_text);
+  free(r->config_yaml);
+  free(r);
+  s->ckpt = NULL;
+}
+
+/* Per-rank peak host memory while loading initial weights from an HF
+ * folder, checked against this rank's own shard bytes + 10% + 256 MiB. */
+fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_session *s, const char *dir, fsdpc_err *err) {
+  fsdpc_engine_bytes eb;
+  fsdpc__engine_bytes(s->eng, &eb);
+  reset_peak_rss();
+  int64_t rss0, hwm0, rss1, hwm1;
+  fsdpc__mem_rss(&rss0, &hwm0);
+  double t0 = fsdpc__now();
+  FSDPC_TRY(fsdpc__engine_load_hf(s->eng, dir, err));
+  fsdpc__mem_rss(&rss1, &hwm1);
+  int64_t base = rss0 < hwm0 ? rss0 : hwm0;
+  /* The load's footprint: this rank's master shards (allocated, and
+   * counted whole whether or not already resident) plus whatever the load
+   * itself added on top of the memory the process held before it. */
+  double extra = (double)(hwm1 - base), used = (double)eb.params + extra;
+  double bound = (double)eb.params * 1.1 + 256.0 * 1048576.0;
+  int ok = used <= bound;
+  fsdpc__log(ok ? FSDPC_LOG_INFO : FSDPC_LOG_WARN,
+             "loaded %s in %.2f s: peak host memory of the load %.1f MiB = own shards %.1f MiB "
+             "+ %.1f MiB extra (process RSS before %.1f MiB, peak %.1f MiB); bound %.1f MiB: %s",
+             dir, fsdpc__now() - t0, used / 1048576.0, eb.params / 1048576.0, extra / 1048576.0,
+             base / 1048576.0, hwm1 / 1048576.0, bound / 1048576.0,
+             ok ? "within bound" : "BOUND EXCEEDED");
+  return FSDPC_OK;
+}

@@ -59,7 +59,14 @@ single)
   $CMP "$W/cpu64" "$W/gpu64_flash" "$W/gpu64_naive" "$W/gpu64_ckpt" --rtol 3e-2 --keys loss
   echo "--- flash vs naive on GPU"
   $CMP "$W/gpu64_naive" "$W/gpu64_flash" --rtol 2e-2 --keys loss
-  for t in $B/bin/test_cuda_ops $B/bin/test_cuda_hf_fixture; do [ -x $t ] && $t 2>&1 | tail -3; done
+  echo "--- the whole model on the GPU vs the HF fixtures (bf16 tolerance)"
+  FSDPC_SOURCE_DIR=$C/src $B/bin/test_cuda_hf_fixture 2>&1 | tail -12
+  echo "--- transformers loads fsdpc's full (HF) checkpoint; logits vs fsdpc's (fp32)"
+  $F train "$W/small.yaml" train.max_steps=10 checkpoint.dir="$W/ck" checkpoint.final_dtype=fp32 \
+    log.dir="$W/ckrun" >"$OUT/ckpt_train.log" 2>&1; echo "train for checkpoint: exit $?"
+  $B/bin/fsdpc_dump_logits "$W/ck/final" "$W/fsdpc_logits.safetensors" 32 >"$OUT/dump.log" 2>&1
+  echo "dump logits: exit $?"
+  python3 "$C/check_hf_load.py" "$W/ck/final" "$W/fsdpc_logits.safetensors" 2>&1 | tail -5
   ;;
 multi)
   run w1 small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=8
@@ -68,5 +75,19 @@ multi)
       fsdp.sharding_strategy=$st --nproc-per-node 2
   done
   $CMP "$W/w1" "$W/w2_FULL_SHARD" "$W/w2_SHARD_GRAD_OP" "$W/w2_NO_SHARD" --rtol 2e-2 --keys loss
+  echo "--- kill -9 of rank 1 mid-training on GPUs"
+  $F train "$W/small.yaml" train.device=cuda train.max_steps=100000 train.log_every=1 \
+    log.dir="$W/k9" --nproc-per-node 2 >"$OUT/kill9.log" 2>&1 &
+  L=$!
+  for _ in $(seq 300); do grep -q "step 20/" "$OUT/kill9.log" && break; sleep 0.1; done
+  V=""
+  for p in $(pgrep -f "$W/k9"); do
+    [ "$p" = "$L" ] && continue
+    tr '\0' '\n' </proc/$p/environ 2>/dev/null | grep -qx RANK=1 && V=$p
+  done
+  t0=$(date +%s.%N); kill -9 $V; wait $L; rc=$?; t1=$(date +%s.%N)
+  echo "launcher exit $rc after $(python3 -c "print(round($t1-$t0,2))") s (victim pid $V)"
+  grep -E "died|error" "$OUT/kill9.log" | tail -3
+  sleep 1; pgrep -af "$W/k9" && echo "LEFTOVER PROCESSES" || echo "no processes left"
   ;;
 esac

@@ -173,6 +173,9 @@ int fsdpc__cmd_plan(int argc, char **argv) {
     cJSON_free(t);
   } else if (!cuda) {
     printf("(cpu_offload rows omitted: on CPU the shards already live in host memory)\n");
+  } else {
+    printf("(offload rows are predictions only: fsdp.cpu_offload is not implemented in this "
+           "build yet)\n");
   }
   cJSON_Delete(rows);
   code = 0;

@@ -73,7 +73,15 @@ static fsdpc_status attn_sizes(fsdpc_plan_ctx *p, const fsdpc_component *attn, f
 static fsdpc_status select_plugin(fsdpc_plan_ctx *p, int32_t kind, const char *name,
                                   fsdpc_opts *opts, const char *section, const fsdpc_situation *sit,
                                   const fsdpc_component **out, fsdpc_err *err) {
-  if (fsdpc__registry_select(p->reg, kind, name, sit, out, err) != FSDPC_OK)
+  /* Planning a GPU run may happen on a machine without the GPU, where a
+   * plugin's supports() (rightly) refuses; a pinned plugin is then looked up
+   * by name: the plan needs its sizes, not this machine's ability to run it. */
+  const fsdpc_component *found = NULL;
+  if (sit->device != FSDPC_DEVICE_CPU && name && strcmp(name, "auto") != 0)
+    found = fsdpc__registry_find(p->reg, kind, name);
+  if (found)
+    *out = found;
+  else if (fsdpc__registry_select(p->reg, kind, name, sit, out, err) != FSDPC_OK)
     return fsdpc__err_prefix(err, "%s", section);
   const fsdpc_component_desc *d = (*out)->desc;
   char who[96];
@@ -98,7 +106,7 @@ fsdpc_status fsdpc__plan_ctx_create(const fsdpc_config *cfg, fsdpc_plan_ctx **ou
    * optimizer or wrap plugin `auto` picks. */
   fsdpc_situation sit = {.struct_size = sizeof sit,
                          .device = cfg->train.device,
-                         .dtype = FSDPC_DTYPE_F32,
+                         .dtype = cfg->train.device == FSDPC_DEVICE_CUDA ? FSDPC_DTYPE_BF16 : FSDPC_DTYPE_F32,
                          .world_size = 1,
                          .num_heads = p->shape.NH,
                          .num_kv_heads = p->shape.KVH,

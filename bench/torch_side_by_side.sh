@@ -16,7 +16,7 @@ set -euo pipefail
 model=${1:?usage: bench/torch_side_by_side.sh 1b|8b [NPROC]}
 nproc=${2:-4}
 case "$model" in
-  1b) bs=2 ac=0 ;;
+  1b) bs=${BS:-4} ac=0 ;;   # micro-batch 4: the shape of shared/device/README.md's table
   8b) bs=1 ac=1 ;;
   *) echo "torch_side_by_side: model must be 1b or 8b, got '$model'" >&2; exit 2 ;;
 esac
@@ -47,5 +47,5 @@ baseline=()
 # The 8b bench file has activation checkpointing as an axis; the torch rows
 # use --ac as set above.
 "$FSDPC" bench "$bench_file" --nproc-per-node "$nproc" --out "$OUT" \
-  train.micro_batch_size=$bs "${baseline[@]}" | tee "$OUT/table.txt"
+  train.micro_batch_size=$bs ${BENCH_ARGS:-} "${baseline[@]}" | tee "$OUT/table.txt"
 echo "== merged rows in $OUT (bench.json, bench.csv, bench.svg, bench.png, table.txt)"

@@ -3,7 +3,8 @@
 #   bash .carry/train/run_train_gpu.sh [single|multi]
 # single: world 1 on GPU 0 vs the CPU (naive attention, head dim 32; flash,
 #         head dim 64), 20 steps each, losses compared within bf16 tolerance
-# multi:  world 2 over NCCL, FULL_SHARD / SHARD_GRAD_OP / NO_SHARD vs world 1
+# multi:  world 2 over NCCL, FULL_SHARD / SHARD_GRAD_OP / NO_SHARD vs world 1, kill -9
+# multi4: world 4: FULL_SHARD / SHARD_GRAD_OP / NO_SHARD / HYBRID_SHARD 2x2 vs world 1
 # Logs go to $OUT.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
@@ -89,5 +90,17 @@ multi)
   echo "launcher exit $rc after $(python3 -c "print(round($t1-$t0,2))") s (victim pid $V)"
   grep -E "died|error" "$OUT/kill9.log" | tail -3
   sleep 1; pgrep -af "$W/k9" && echo "LEFTOVER PROCESSES" || echo "no processes left"
+  ;;
+multi4)
+  run w1 small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=4
+  for st in FULL_SHARD SHARD_GRAD_OP NO_SHARD; do
+    run "w4_$st" small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=4 \
+      fsdp.sharding_strategy=$st --nproc-per-node 4
+  done
+  run w4_HYBRID_2x2 small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=4 \
+    fsdp.sharding_strategy=HYBRID_SHARD fsdp.hybrid_shard_size=2 --nproc-per-node 4
+  grep -h "fsdp: HYBRID" "$OUT/w4_HYBRID_2x2.log" | head -1
+  $CMP "$W/w1" "$W/w4_FULL_SHARD" "$W/w4_SHARD_GRAD_OP" "$W/w4_NO_SHARD" "$W/w4_HYBRID_2x2" \
+    --rtol 2e-2 --keys loss
   ;;
 esac

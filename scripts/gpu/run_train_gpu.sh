@@ -4,6 +4,7 @@
 # single: world 1 on GPU 0 vs the CPU (naive attention, head dim 32; flash,
 #         head dim 64), 20 steps each, losses compared within bf16 tolerance
 # multi:  world 2 over NCCL, FULL_SHARD / SHARD_GRAD_OP / NO_SHARD vs world 1, kill -9
+# ckpt:   GPU training saves, resumes, and its full output loads in transformers
 # multi4: world 4: FULL_SHARD / SHARD_GRAD_OP / NO_SHARD / HYBRID_SHARD 2x2 vs world 1
 # Logs go to $OUT.
 set -u
@@ -68,6 +69,26 @@ single)
   $B/bin/fsdpc_dump_logits "$W/ck/final" "$W/fsdpc_logits.safetensors" 32 >"$OUT/dump.log" 2>&1
   echo "dump logits: exit $?"
   python3 "$C/check_hf_load.py" "$W/ck/final" "$W/fsdpc_logits.safetensors" 2>&1 | tail -5
+  ;;
+ckpt)
+  # GPU training with checkpoints: save every 10 steps + a full fp32 model at
+  # the end; resume from step 10 and compare; transformers reads the output.
+  run straight small.yaml train.device=cuda checkpoint.dir="$W/ckA" checkpoint.save_steps=10 \
+    checkpoint.final_dtype=fp32
+  ls "$W/ckA"
+  run resumed small.yaml train.device=cuda checkpoint.dir="$W/ckB" \
+    checkpoint.resume="$W/ckA/step-000010"
+  grep -h "resumed from" "$OUT/resumed.log" | head -1
+  python3 - "$W/straight/metrics.jsonl" "$W/resumed/metrics.jsonl" <<'PY'
+import json, sys
+a = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1]))}
+b = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2]))}
+common = sorted(set(a) & set(b))
+worst = max(abs(a[s] - b[s]) / a[s] for s in common)
+print(f"resumed steps {common[0]}..{common[-1]}: worst relative loss difference vs straight {worst:.2e}")
+PY
+  $B/bin/fsdpc_dump_logits "$W/ckA/final" "$W/gpu_logits.safetensors" 32 >"$OUT/dump.log" 2>&1
+  python3 "$C/check_hf_load.py" "$W/ckA/final" "$W/gpu_logits.safetensors" 2>&1 | tail -2
   ;;
 multi)
   run w1 small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=8

@@ -35,6 +35,9 @@ typedef struct fsdpc_ckpt_backend {
   fsdpc_status (*gather)(void *ctx, int u, int slot, int root, float *full, fsdpc_err *err);
   /* Collective over the job: *ok becomes the AND over ranks. */
   fsdpc_status (*agree)(void *ctx, int *ok, fsdpc_err *err);
+  /* (optional) After a plugin's save (loaded 0) or successful load (loaded
+   * 1): a backend that staged shards in host memory syncs and frees them. */
+  fsdpc_status (*done)(void *ctx, int loaded, fsdpc_err *err);
 } fsdpc_ckpt_backend;
 
 typedef struct fsdpc_ckpt_host_opts {

@@ -68,6 +68,8 @@ fsdpc_status fsdpc__ckpt_save_part(fsdpc_ckpt_host *h, const fsdpc_component *pl
   h->save_dtype = so->dtype;
   const fsdpc_statedict_v1 *v = plugin->vtable;
   int32_t r = v->save(opts, &h->sd, tmp, so);
+  fsdpc_err e2;
+  if (h->be.done) h->be.done(h->be.ctx, 0, &e2); /* staged shards are not needed any more */
   if (r != FSDPC_OK)
     return plugin_error(h, plugin, r, err);
   if (h->sd.rank == 0 && h->config_yaml) {
@@ -168,6 +170,12 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
     int32_t r = v->load(opts, &h->sd, dir, with_optimizer);
     if (r != FSDPC_OK)
       st = plugin_error(h, plugin, r, err);
+    /* staged shards go to the device only after a complete load */
+    if (h->be.done) {
+      fsdpc_err e2;
+      fsdpc_status d = h->be.done(h->be.ctx, st == FSDPC_OK, &e2);
+      if (st == FSDPC_OK && d != FSDPC_OK) st = fsdpc__fail(err, d, "%s", e2.msg);
+    }
   }
   fsdpc__ckpt_cache_clear(h);
   return agree(h, st, "loading", dir, err);
@@ -176,8 +184,14 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
 /* ---- the engine as a backend ---- */
 
 static float *eng_shard(void *ctx, int u, int slot) {
-  fsdpc_unit *un = (fsdpc_unit *)fsdpc__engine_unit(ctx, u);
-  return slot == FSDPC_SD_SLOT_PARAM ? un->master : un->state + (size_t)slot * un->shard_numel;
+  fsdpc_err err;
+  float *p = fsdpc__engine_host_shard(ctx, u, slot, &err);
+  if (!p) FSDPC_LOGE("%s", err.msg);
+  return p;
+}
+
+static fsdpc_status eng_done(void *ctx, int loaded, fsdpc_err *err) {
+  return fsdpc__engine_host_shards_done(ctx, loaded, err);
 }
 
 static fsdpc_status eng_gather(void *ctx, int u, int slot, int root, float *full, fsdpc_err *err) {
@@ -194,7 +208,7 @@ static fsdpc_status eng_agree(void *ctx, int *ok, fsdpc_err *err) {
 
 fsdpc_ckpt_backend fsdpc__ckpt_engine_backend(fsdpc_engine *e) {
   return (fsdpc_ckpt_backend){
-      .ctx = e, .shard = eng_shard, .gather = eng_gather, .agree = eng_agree};
+      .ctx = e, .shard = eng_shard, .gather = eng_gather, .agree = eng_agree, .done = eng_done};
 }
 
 typedef struct engine_keep {

@@ -236,15 +236,6 @@ static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
 
 fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
-  /* The statedict plugins read and write shards in host memory; the CUDA
-   * engine keeps them on the device, and staging them is not built yet. */
-  if (s->ops->device != FSDPC_DEVICE_CPU &&
-      (c->checkpoint.dir[0] || strcmp(c->checkpoint.resume, "none") != 0))
-    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "%s: checkpoints (checkpoint.dir, checkpoint.resume) work on "
-                       "train.device: cpu only in this build; save with the CPU path or leave "
-                       "checkpoint.dir empty",
-                       c->source);
   fsdpc_ckpt_run *r = calloc(1, sizeof *r);
   if (!r)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");

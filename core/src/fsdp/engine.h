@@ -167,6 +167,15 @@ fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int po
 fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
                                       double max_grad_norm, double *grad_norm, fsdpc_err *err);
 
+/* This rank's fp32 shard of unit u (slot FSDPC_SD_SLOT_PARAM or an optimizer
+ * slot) in HOST memory, for checkpoints. On the CPU it is the shard itself. On
+ * a device it is a host mirror, filled from the device on first use; writes
+ * to it reach the device at fsdpc__engine_host_shards_done(e, 1). */
+float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err);
+/* Ends a checkpoint operation: with upload, copies every host mirror back to
+ * the device (after a load); frees the mirrors. No-op on the CPU. */
+fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_err *err);
+
 /* Gathers the full fp32 values of unit u (params or an optimizer slot) to
  * shard-group rank `root` (full: flat_numel floats, used on root only).
  * slot = FSDPC_SD_SLOT_PARAM or 0..n_slots-1. Collective over the shard group. */

@@ -134,6 +134,8 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
     fsdpc__efree(e, FSDPC_MEM_OPTIM, un->state, sb * e->n_slots);
     free(un->params);
   }
+  fsdpc_err ignore;
+  fsdpc__engine_host_shards_done(e, 0, &ignore);
   if (e->opt) e->ov->destroy(e->opt);
   fsdpc__efree(e, FSDPC_MEM_COMM, e->rs_scratch, e->max_shard * 4);
   free(e->otensors);
@@ -257,5 +259,58 @@ fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *
                                err);
   if (st == FSDPC_OK) st = fill_shards(e, load_segment, ck, err);
   fsdpc__hf_ckpt_close(ck);
+  return st;
+}
+
+/* Host mirrors of device shards (checkpoints). Index: unit * (1 + n_slots) +
+ * (slot + 1), slot FSDPC_SD_SLOT_PARAM = -1 for the master weights. */
+static float *device_shard(fsdpc_engine *e, int u, int slot) {
+  fsdpc_unit *un = &e->units[u];
+  return slot == FSDPC_SD_SLOT_PARAM ? un->master : un->state + (size_t)slot * un->shard_numel;
+}
+
+float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err) {
+  if (u < 0 || u >= e->n_units || slot < FSDPC_SD_SLOT_PARAM || slot >= (int)e->n_slots) {
+    fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "host_shard: unit %d slot %d out of range", u, slot);
+    return NULL;
+  }
+  if (e->ops->device == FSDPC_DEVICE_CPU) return device_shard(e, u, slot);
+  size_t per = 1 + (size_t)e->n_slots, i = (size_t)u * per + (size_t)(slot + 1);
+  if (!e->mirror && !(e->mirror = calloc((size_t)e->n_units * per, sizeof(float *)))) {
+    fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory for checkpoint staging");
+    return NULL;
+  }
+  if (!e->mirror[i]) {
+    size_t b = e->units[u].shard_numel * sizeof(float);
+    float *m = malloc(b ? b : 1);
+    if (!m) {
+      fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory staging unit %s for a checkpoint",
+                  e->units[u].name);
+      return NULL;
+    }
+    if (e->ops->download(e->ops->ctx, m, device_shard(e, u, slot), b, err) != FSDPC_OK) {
+      free(m);
+      return NULL;
+    }
+    e->mirror[i] = m;
+  }
+  return e->mirror[i];
+}
+
+fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_err *err) {
+  if (!e->mirror) return FSDPC_OK;
+  size_t per = 1 + (size_t)e->n_slots;
+  fsdpc_status st = FSDPC_OK;
+  for (int u = 0; u < e->n_units; u++)
+    for (int k = 0; k < (int)per; k++) {
+      float *m = e->mirror[(size_t)u * per + (size_t)k];
+      if (!m) continue;
+      if (upload && st == FSDPC_OK)
+        st = e->ops->upload(e->ops->ctx, device_shard(e, u, k - 1), m,
+                            e->units[u].shard_numel * sizeof(float), err);
+      free(m);
+    }
+  free(e->mirror);
+  e->mirror = NULL;
   return st;
 }

@@ -63,6 +63,7 @@ typedef struct fsdpc_config_model {
 
 typedef struct fsdpc_config_data {
   char *train, *eval;
+  char *tokenizer; /* "byte", or a tokenizer.json (or its folder) */
   int64_t seq_len;
   bool shuffle;
   int64_t seed; /* resolved: train.seed when the file says -1 */

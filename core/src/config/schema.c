@@ -132,6 +132,10 @@ static const fsdpc_cfg_key keys[] = {
     PATH_("data.train", data.train, "",
           "training data; needed by `fsdpc train` (checked there, not at load)", NONE_),
     PATH_("data.eval", data.eval, "", "evaluation data; \"\" = none (see eval_fraction)", NONE_),
+    STR_("data.tokenizer", data.tokenizer, "byte",
+         "tokenizer for generation prompts and output: byte, or a Hugging Face tokenizer.json "
+         "(or the folder holding it)",
+         NONE_),
     INT_("data.seq_len", data.seq_len, "512", "tokens per sequence", RANGE_(1, 1048576)),
     BOOL_("data.shuffle", data.shuffle, "true", "shuffle training sequences each epoch", NONE_),
     INT_("data.seed", data.seed, "-1", "data order seed; -1 = train.seed", MIN_(-1)),

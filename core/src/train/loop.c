@@ -109,7 +109,14 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
         if (logits[v] > logits[best]) best = v;
       if (best == eos) break;
       seq[len++] = best;
-      if (best == '\n') break; /* one line of answer */
+      char piece[64];
+      size_t plen = 0;
+      fsdpc_err derr;
+      if (best < fsdpc__tokenizer_vocab_size(s->tok) &&
+          fsdpc__tokenizer_decode(s->tok, &seq[len - 1], 1, piece, sizeof piece, &plen, &derr) ==
+              FSDPC_OK &&
+          memchr(piece, '\n', plen))
+        break; /* one line of answer */
     }
   }
   size_t olen = 0;

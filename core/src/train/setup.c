@@ -256,7 +256,14 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                              .ops = s->ops};
   STEP(fsdpc__model_ctx_create(&mo, &s->mctx, err));
   STEP(open_data(s, err));
-  STEP(fsdpc__tokenizer_byte_create(&s->tok, err));
+  STEP(fsdpc__tokenizer_open(cfg->data.tokenizer, &s->tok, err));
+  if (fsdpc__tokenizer_vocab_size(s->tok) > s->shape.V) {
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                     "%s: data.tokenizer '%s' has %d tokens, more than model.vocab_size (%d)",
+                     cfg->source, cfg->data.tokenizer, fsdpc__tokenizer_vocab_size(s->tok),
+                     s->shape.V);
+    goto fail;
+  }
   STEP(fsdpc__schedule_init(&s->sched, schedule_name(cfg->schedule.name), cfg->optim.lr,
                             cfg->train.max_steps, cfg->schedule.warmup_steps,
                             cfg->schedule.warmup_ratio, cfg->schedule.min_lr,

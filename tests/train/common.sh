@@ -49,6 +49,7 @@ run() {
     over+=("$1")
     shift
   done
-  timeout 120 "$FSDPC" train "$CFG" "${over[@]}" log.dir="$TMP/$name" "${launch[@]}" \
+  timeout 120 "$FSDPC" train "$CFG" "${over[@]}" log.dir="$TMP/$name" \
+    checkpoint.dir="$TMP/$name/ck" checkpoint.final_dtype=fp32 "${launch[@]}" \
     --master-port 0 >"$TMP/$name.log" 2>&1
 }

@@ -2,8 +2,9 @@
 # Issue 4 numerics contract: the same seed and global batch give the same
 # loss trajectory (and eval loss and grad norm) at world 1 and at world N
 # under every strategy and wrap policy, within fp32 reduction-order rounding
-# (1e-5 relative), over 10 steps. GROUP selects a slice so ctest can run the
-# slices in parallel: strategies | wraps.
+# (1e-5 relative), over 10 steps; and the final fp32 weights (each run's
+# checkpoint.final_format full output) match world 1's tensor by tensor.
+# GROUP selects a slice so ctest can run the slices in parallel: strategies | wraps.
 source "$(dirname "$0")/common.sh"
 GROUP=${1:-strategies}
 CMP="python3 $(dirname "$0")/compare_runs.py"
@@ -39,7 +40,7 @@ wraps)
   ;;
 *) fail "unknown group $GROUP" ;;
 esac
-$CMP "$TMP/ref" "${runs[@]}" || fail "a run diverged from world 1"
+$CMP "$TMP/ref" "${runs[@]}" --weights || fail "a run diverged from world 1"
 # The runs really differ in layout: check the engine's own account of it.
 units() { sed -n 's/.*fsdp: \([A-Z_]*\), shard group \([0-9]*\) x replicas \([0-9]*\), \([0-9]*\) units.*/\1 \2x\3 \4/p' "$TMP/$1.log"; }
 expect() { [ "$(units "$1")" = "$2" ] || fail "$1: layout '$(units "$1")', expected '$2'"; }

@@ -1,0 +1,285 @@
+/* `fsdpc data info` and `fsdpc data batch`: inspect a token file, as stored
+ * and as the loader serves it. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/loader.h"
+#include "data/tokenizer.h"
+#include "data/tokfile.h"
+#include "data_cli.h"
+
+/* ---- info -------------------------------------------------------------- */
+
+static const char info_help[] =
+    "usage: fsdpc data info FILE [--docs K] [--tokenizer T]\n"
+    "Validates a token file (header, sizes, offsets, checksum) and prints its header,\n"
+    "counts and the first K documents (default 3): decoded with --tokenizer T (byte, or a\n"
+    "tokenizer.json or its folder), else as bytes for a byte-tokenizer file, else as ids.\n"
+    "Context tokens that are not training targets (loss mask 0) are shown in {{ }}.\n";
+
+/* Prints tokens [start, start + n) decoded by tok, C-escaped. */
+static void print_decoded(const fsdpc_tokenizer *tok, const fsdpc_tokfile *tf, int64_t start,
+                          int64_t n) {
+  int32_t ids[200];
+  char text[200 * 64];
+  size_t len = 0;
+  fsdpc_err err = {0};
+  fsdpc__tokfile_read(tf, start, n, ids);
+  if (fsdpc__tokenizer_decode(tok, ids, n, text, sizeof text, &len, &err) == FSDPC_OK)
+    fsdpc__data_print_escaped(stdout, (const unsigned char *)text, len, len);
+  else
+    printf("<%s>", err.msg);
+}
+
+/* Prints document d: decoded by tok when given, else as bytes when the file
+ * was made by the byte tokenizer, else as raw ids. */
+static void print_doc(const fsdpc_tokfile *tf, int64_t d, const fsdpc_tokenizer *tok) {
+  int64_t start = (int64_t)tf->offsets[d], n = (int64_t)tf->offsets[d + 1] - start;
+  int64_t shown = n < 200 ? n : 200;
+  int bytes_only = tf->hdr.vocab_size <= FSDPC_BYTE_VOCAB;
+  for (int64_t i = 0; i < shown; i++)
+    bytes_only &= fsdpc__tokfile_token(tf, start + i) < 256;
+  printf("  [%" PRId64 "] %" PRId64 " tokens: ", d, n);
+  if (!bytes_only && !tok) {
+    for (int64_t i = 0; i < shown; i++)
+      printf("%s%" PRId32, i ? " " : "", fsdpc__tokfile_token(tf, start + i));
+    printf("%s\n", n > shown ? " ..." : "");
+    return;
+  }
+  putchar('"');
+  int in_ctx = 0;
+  for (int64_t i = 0; i < shown;) {
+    int target = fsdpc__tokfile_mask(tf, start + i);
+    if (!target && !in_ctx)
+      fputs("{{", stdout);
+    if (target && in_ctx)
+      fputs("}}", stdout);
+    in_ctx = !target;
+    int64_t run = 1; /* tokens with the same mask bit are decoded together */
+    while (i + run < shown && fsdpc__tokfile_mask(tf, start + i + run) == target)
+      run++;
+    if (tok) {
+      print_decoded(tok, tf, start + i, run);
+    } else {
+      for (int64_t j = 0; j < run; j++) {
+        unsigned char c = (unsigned char)fsdpc__tokfile_token(tf, start + i + j);
+        fsdpc__data_print_escaped(stdout, &c, 1, 1);
+      }
+    }
+    i += run;
+  }
+  if (in_ctx)
+    fputs("}}", stdout);
+  printf("\"%s\n", n > shown ? "..." : "");
+}
+
+int fsdpc__data_info(int argc, char **argv) {
+  const char *cmd = "info", *path = NULL, *v, *tok_spec = NULL;
+  int64_t k = 3;
+  for (int i = 1; i < argc; i++) {
+    int r;
+    if (fsdpc__data_is_help(argv[i])) {
+      fputs(info_help, stdout);
+      return 0;
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "docs", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      if (!fsdpc__data_parse_i64(cmd, "docs", v, 0, 1000000, &k))
+        return 2;
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "tokenizer", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      tok_spec = v;
+    } else if (argv[i][0] == '-' || path) {
+      return fsdpc__data_bad_arg(cmd, argv[i], 0);
+    } else {
+      path = argv[i];
+    }
+  }
+  if (!path) {
+    fprintf(stderr, "fsdpc data info: FILE is required (see --help)\n");
+    return 2;
+  }
+  fsdpc_err err = {0};
+  fsdpc_tokfile *tf;
+  if (fsdpc__tokfile_open(path, &tf, &err) != FSDPC_OK)
+    return fsdpc__data_fail(cmd, &err);
+  fsdpc_tokenizer *tok = NULL;
+  if (tok_spec && (fsdpc__data_open_tokenizer(tok_spec, 1, &tok, &err) ||
+                   (fsdpc__tokenizer_vocab_size(tok) > (int32_t)tf->hdr.vocab_size &&
+                    fsdpc__fail(&err, FSDPC_INVALID_USAGE,
+                                "%s: tokenizer vocab %" PRId32 " exceeds the file's %" PRIu32
+                                " (not the tokenizer it was made with?)",
+                                tok_spec, fsdpc__tokenizer_vocab_size(tok), tf->hdr.vocab_size)))) {
+    fsdpc__tokenizer_destroy(tok);
+    fsdpc__tokfile_close(tf);
+    return fsdpc__data_fail(cmd, &err);
+  }
+  const fsdpc_tokfile_header *h = &tf->hdr;
+  int64_t N = fsdpc__tokfile_n_tokens(tf), D = fsdpc__tokfile_n_docs(tf);
+  int64_t lo = INT64_MAX, hi = 0, targets = 0;
+  for (int64_t d = 0; d < D; d++) {
+    int64_t len = (int64_t)(tf->offsets[d + 1] - tf->offsets[d]);
+    lo = len < lo ? len : lo;
+    hi = len > hi ? len : hi;
+  }
+  for (int64_t i = 0; tf->mask && i < N; i++)
+    targets += fsdpc__tokfile_mask(tf, i);
+  printf("file         %s (%zu bytes)\n", path, tf->map_bytes);
+  printf("format       FSDPCTOK version %" PRIu32 ", u%" PRIu32 " tokens\n", h->version,
+         8 * h->token_bytes);
+  printf("vocab_size   %" PRIu32 "\n", h->vocab_size);
+  printf("eos_id       %" PRIu32 "\n", h->eos_id);
+  printf("tokens       %" PRId64 "\n", N);
+  printf("documents    %" PRId64 "\n", D);
+  if (D > 0)
+    printf("doc length   min %" PRId64 ", mean %.1f, max %" PRId64 "\n", lo, (double)N / (double)D,
+           hi);
+  if (tf->mask)
+    printf("loss mask    yes: %" PRId64 " of %" PRId64 " tokens are targets (%.1f%%)\n", targets, N,
+           N ? 100.0 * (double)targets / (double)N : 0.0);
+  else
+    printf("loss mask    no (every token is a target)\n");
+  printf("checksums    header 0x%08" PRIx32 ", payload 0x%08" PRIx32 " (verified)\n", h->header_crc,
+         h->payload_crc);
+  if (k > D)
+    k = D;
+  if (k > 0)
+    printf("preview      first %" PRId64 " document(s):\n", k);
+  for (int64_t d = 0; d < k; d++)
+    print_doc(tf, d, tok);
+  fsdpc__tokenizer_destroy(tok);
+  fsdpc__tokfile_close(tf);
+  return 0;
+}
+
+/* ---- batch ------------------------------------------------------------- */
+
+static const char batch_help[] =
+    "usage: fsdpc data batch FILE --seq-len T --global-batch G [options]\n"
+    "Prints the G windows of one global batch as the loader serves them: the window's\n"
+    "split index, its input tokens decoded, and how many labels are targets.\n"
+    "  --step S            global step (default 0)\n"
+    "  --seed S            shuffle seed (default 0)\n"
+    "  --no-shuffle        visit windows in file order\n"
+    "  --split all|train|eval  (default all)\n"
+    "  --eval-fraction F   held-out share of windows, needed for train/eval\n"
+    "  --split-seed S      chooses the held-out windows (default 0x5EED5EED)\n";
+
+int fsdpc__data_batch(int argc, char **argv) {
+  const char *cmd = "batch", *path = NULL, *v;
+  fsdpc_loader_opts o;
+  fsdpc__loader_opts_default(&o);
+  int64_t step = 0, x;
+  for (int i = 1; i < argc; i++) {
+    int r;
+    if (fsdpc__data_is_help(argv[i])) {
+      fputs(batch_help, stdout);
+      return 0;
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "seq-len", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      if (!fsdpc__data_parse_i64(cmd, "seq-len", v, 1, 1 << 24, &x))
+        return 2;
+      o.seq_len = (int32_t)x;
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "global-batch", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      if (!fsdpc__data_parse_i64(cmd, "global-batch", v, 1, 1 << 20, &o.global_batch))
+        return 2;
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "step", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      if (!fsdpc__data_parse_i64(cmd, "step", v, 0, INT64_MAX / 2, &step))
+        return 2;
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "seed", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      if (!fsdpc__data_parse_u64(cmd, "seed", v, &o.seed))
+        return 2;
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "split-seed", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      if (!fsdpc__data_parse_u64(cmd, "split-seed", v, &o.split_seed))
+        return 2;
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "split", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      if (strcmp(v, "all") == 0)
+        o.split = FSDPC_SPLIT_ALL;
+      else if (strcmp(v, "train") == 0)
+        o.split = FSDPC_SPLIT_TRAIN;
+      else if (strcmp(v, "eval") == 0)
+        o.split = FSDPC_SPLIT_EVAL;
+      else {
+        fprintf(stderr, "fsdpc data batch: --split must be all, train or eval, got '%s'\n", v);
+        return 2;
+      }
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "eval-fraction", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      char *end;
+      o.eval_fraction = strtod(v, &end);
+      if (end == v || *end) {
+        fprintf(stderr, "fsdpc data batch: --eval-fraction expects a number, got '%s'\n", v);
+        return 2;
+      }
+    } else if (strcmp(argv[i], "--no-shuffle") == 0) {
+      o.shuffle = 0;
+    } else if (argv[i][0] == '-' || path) {
+      return fsdpc__data_bad_arg(cmd, argv[i], 0);
+    } else {
+      path = argv[i];
+    }
+  }
+  if (!path || !o.seq_len || !o.global_batch) {
+    fprintf(stderr,
+            "fsdpc data batch: FILE, --seq-len and --global-batch are required (see --help)\n");
+    return 2;
+  }
+  fsdpc_err err = {0};
+  fsdpc_tokfile *tf = NULL;
+  fsdpc_loader *l = NULL;
+  int32_t *buf = NULL;
+  int rc = 1;
+  if (fsdpc__tokfile_open(path, &tf, &err) || fsdpc__loader_create(tf, &o, &l, &err))
+    goto out;
+  int64_t T = o.seq_len, count;
+  buf = malloc((size_t)(2 * T) * sizeof *buf);
+  if (!buf || fsdpc__loader_count_labels(l, step, o.global_batch, &count, &err))
+    goto out;
+  printf("step %" PRId64 " (epoch %" PRId64 "): %" PRId64 " windows of %" PRId64 " tokens, %" PRId64
+         " target labels; split has %" PRId64 " of %" PRId64 " windows\n",
+         step, step / fsdpc__loader_steps_per_epoch(l), o.global_batch, T, count,
+         fsdpc__loader_num_windows(l), fsdpc__loader_total_windows(l));
+  for (int64_t pos = 0; pos < o.global_batch; pos++) {
+    int64_t idx;
+    if (fsdpc__loader_batch_window(l, step, pos, &idx, &err) ||
+        fsdpc__loader_window(l, idx, buf, buf + T, NULL, &err))
+      goto out;
+    int64_t targets = 0;
+    for (int64_t j = 0; j < T; j++)
+      targets += buf[T + j] != FSDPC_IGNORE_INDEX;
+    printf("  [%" PRId64 "] window %" PRId64 ", %" PRId64 " targets: \"", pos, idx, targets);
+    for (int64_t j = 0; j < T; j++) {
+      int32_t t = buf[j];
+      if (t < 256 && tf->hdr.vocab_size <= FSDPC_BYTE_VOCAB) { /* else ids, not bytes */
+        unsigned char c = (unsigned char)t;
+        fsdpc__data_print_escaped(stdout, &c, 1, 1);
+      } else {
+        printf(t == (int32_t)tf->hdr.eos_id ? "<eos>" : "<%" PRId32 ">", t);
+      }
+    }
+    printf("\"\n");
+  }
+  rc = 0;
+out:
+  if (rc)
+    fsdpc__data_fail(cmd, &err);
+  free(buf);
+  fsdpc__loader_destroy(l);
+  fsdpc__tokfile_close(tf);
+  return rc;
+}

@@ -166,14 +166,14 @@ static const fsdpc_cfg_key keys[] = {
           "recompute each decoder layer's activations in backward", NONE_),
     BOOL_("fsdp.cpu_offload", fsdp.cpu_offload, "false",
           "keep master, grad and optimizer shards in host memory; step on the CPU", NOT_IMPL("*")),
-    /* Prefetch needs the comm stream overlap of the GPU engine, not built yet:
-     * the engine gathers each unit when its block runs. */
-    BOOL_("fsdp.forward_prefetch", fsdp.forward_prefetch, "false",
-          "issue the next unit's all-gather before computing the current one", NOT_IMPL("*")),
-    BOOL_("fsdp.backward_prefetch", fsdp.backward_prefetch, "false",
-          "issue the previous unit's all-gather before its backward", NOT_IMPL("*")),
-    INT_("fsdp.max_inflight_allgathers", fsdp.max_inflight_allgathers, "1",
-         "gathered units in flight at once (rate limit); 1 = no prefetch",
+    /* Prefetch and overlap happen on GPUs (collectives on a second stream);
+     * CPU collectives block, so there the keys change nothing. */
+    BOOL_("fsdp.forward_prefetch", fsdp.forward_prefetch, "true",
+          "GPU: issue the next unit's all-gather before computing the current one", NONE_),
+    BOOL_("fsdp.backward_prefetch", fsdp.backward_prefetch, "true",
+          "GPU: issue the previous unit's all-gather before the current backward", NONE_),
+    INT_("fsdp.max_inflight_allgathers", fsdp.max_inflight_allgathers, "2",
+         "gathered units in flight at once: the current one and one prefetched",
          .flags = FSDPC_CFG_HAS_MIN | FSDPC_CFG_HAS_MAX, .min = 1, .max = 8, NOT_IMPL("*")),
     BOOL_("fsdp.no_sync", fsdp.no_sync, "false",
           "keep full gradients across micro-batches and reduce once (more memory)", NONE_),

@@ -48,6 +48,7 @@ typedef struct fsdpc_unit {
   float *full_grad;         /* (flat_numel) this micro-batch's grads; == grad when S == 1 */
   int first_block, last_block; /* compute blocks that use it (forward order) */
   int grad_live;            /* full_grad holds grads not yet reduced */
+  int pending;              /* gathered on the comm stream; compute has not waited yet */
 } fsdpc_unit;
 
 /* Compute blocks: 0 embedding, 1..L decoder layers, L+1 head (see llama.h).
@@ -106,6 +107,7 @@ typedef struct fsdpc_engine_opts {
   int decay_norm_and_bias;  /* 1 = weight decay on 1-D params too */
   int threads;
   const fsdpc_ops *ops;     /* the device; NULL = the CPU reference (fp32) */
+  int forward_prefetch, backward_prefetch; /* with device collectives on a comm stream */
 } fsdpc_engine_opts;
 
 /* Bytes per rank, by category (what the planner predicts). */

@@ -36,6 +36,8 @@ struct fsdpc_engine {
   fsdpc_optim_tensor *otensors;/* scratch for the multi-tensor step */
   int decay_norm_and_bias;
 
+  void *comm;                  /* comm stream when collectives overlap compute, else NULL */
+  int fwd_prefetch, bwd_prefetch;
   float **mirror;              /* (n_units * (1 + n_slots)) host copies of shards, or NULL */
   float *rs_scratch;           /* (max shard_numel) reduce-scatter landing buffer */
   uint64_t max_shard, max_flat;

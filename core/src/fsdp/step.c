@@ -17,29 +17,86 @@
 #include "ops/cpu/ops_cpu.h"
 #include "util/mem.h"
 
+/* Events: a unit's gather done (comm -> compute), a unit's grads ready
+ * (compute -> comm), and the two fences around a pass. */
+enum { EV_GATHER = 0, EV_GRADS = 32, EV_FENCE_IN = 48, EV_FENCE_OUT = 49 };
+
+/* Collectives of the engine on stream st (the dist default when NULL). */
+static void *dist_stream_swap(fsdpc_engine *e, void *st) {
+  void *old = e->dist->stream;
+  if (st) e->dist->stream = st;
+  return old;
+}
+
+/* Before a pass: the comm stream waits for everything on the compute stream
+ * (the optimizer's update of the master shards, frees). */
+static fsdpc_status fence_in(fsdpc_engine *e, fsdpc_err *err) {
+  if (!e->comm) return FSDPC_OK;
+  FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_FENCE_IN, NULL, err));
+  return e->ops->stream_wait(e->ops->ctx, e->comm, EV_FENCE_IN, err);
+}
+
+/* After a pass: compute waits for every gather and reduction issued. */
+static fsdpc_status fence_out(fsdpc_engine *e, fsdpc_err *err) {
+  if (!e->comm) return FSDPC_OK;
+  FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_FENCE_OUT, e->comm, err));
+  return e->ops->stream_wait(e->ops->ctx, NULL, EV_FENCE_OUT, err);
+}
+
 /* Makes unit u's full parameters exist in the compute dtype: all-gather the
  * fp32 shards (fp32 compute), or cast this rank's shard to bf16 into its own
- * slot of the full buffer and all-gather in place (bf16 compute). */
+ * slot of the full buffer and all-gather in place (bf16 compute). With a
+ * comm stream this is issued there and only recorded; use() makes compute
+ * wait for it. */
 static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   if (un->full) return FSDPC_OK;
   size_t fb = un->flat_numel * e->psize;
-  if (!(un->full = fsdpc__ealloc(e, FSDPC_MEM_COMM, fb)))
+  un->full = e->comm ? e->ops->alloc_on(e->ops->ctx, FSDPC_MEM_COMM, fb, e->comm)
+                     : fsdpc__ealloc(e, FSDPC_MEM_COMM, fb);
+  if (!un->full)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s (%zu bytes)",
                        un->name, fb);
-  if (e->ops->act_dtype == FSDPC_DTYPE_F32)
-    return fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, un->master, un->full,
-                                  un->shard_numel, FSDPC_DTYPE_F32, un->name, err);
-  void *own = (char *)un->full + un->shard_offset * e->psize;
-  FSDPC_TRY(e->ops->cast_params(e->ops->ctx, own, un->master, un->shard_numel, err));
-  if (e->S == 1) return FSDPC_OK;
-  return fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
-                                e->ops->act_dtype, un->name, err);
+  void *old = dist_stream_swap(e, e->comm);
+  fsdpc_status st;
+  if (e->ops->act_dtype == FSDPC_DTYPE_F32) {
+    st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, un->master, un->full,
+                                un->shard_numel, FSDPC_DTYPE_F32, un->name, err);
+  } else {
+    void *own = (char *)un->full + un->shard_offset * e->psize;
+    st = e->comm ? e->ops->cast_params_on(e->ops->ctx, own, un->master, un->shard_numel, e->comm,
+                                          err)
+                 : e->ops->cast_params(e->ops->ctx, own, un->master, un->shard_numel, err);
+    if (st == FSDPC_OK && e->S > 1)
+      st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
+                                  e->ops->act_dtype, un->name, err);
+  }
+  e->dist->stream = old;
+  FSDPC_TRY(st);
+  if (e->comm) {
+    FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_GATHER + u % 32, e->comm, err));
+    un->pending = 1;
+  }
+  return FSDPC_OK;
+}
+
+/* Compute waits for u's gather (issued earlier, perhaps as a prefetch). */
+static fsdpc_status use(fsdpc_engine *e, int u, fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  if (!un->pending) return FSDPC_OK;
+  un->pending = 0;
+  return e->ops->stream_wait(e->ops->ctx, NULL, EV_GATHER + u % 32, err);
 }
 
 static void release(fsdpc_engine *e, int u) {
   fsdpc_unit *un = &e->units[u];
   if (e->full_is_master || !un->full) return;
+  /* stream-ordered after compute's last use (a pending prefetch is waited
+   * for first, so the free never overtakes the gather) */
+  if (un->pending) {
+    fsdpc_err ignore;
+    use(e, u, &ignore);
+  }
   fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
   un->full = NULL;
 }
@@ -54,15 +111,31 @@ static fsdpc_status ensure_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
   return e->ops->memset0(e->ops->ctx, un->full_grad, fb, err);
 }
 
-/* After the unit's last backward use in this micro-batch. */
+/* After the unit's last backward use in this micro-batch. With a comm
+ * stream, the reduce-scatter and the accumulation into the grad shard run
+ * there, overlapping the backward of the blocks before it. */
 static fsdpc_status reduce_grads(fsdpc_engine *e, int u, int last_micro, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   if (e->S == 1) return FSDPC_OK; /* grads accumulated straight into the shard */
   if (e->no_sync && !last_micro) return FSDPC_OK; /* keep accumulating full grads */
-  FSDPC_TRY(fsdpc__dist_reduce_scatter(e->dist, FSDPC_GROUP_SHARD, un->full_grad, e->rs_scratch,
-                                       un->shard_numel, un->name, err));
-  FSDPC_TRY(e->ops->add_f32(e->ops->ctx, un->grad, e->rs_scratch, un->shard_numel, err));
-  fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, un->flat_numel * sizeof(float));
+  size_t fb = un->flat_numel * sizeof(float);
+  if (e->comm) {
+    FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_GRADS + u % 16, NULL, err));
+    FSDPC_TRY(e->ops->stream_wait(e->ops->ctx, e->comm, EV_GRADS + u % 16, err));
+  }
+  void *old = dist_stream_swap(e, e->comm);
+  fsdpc_status st = fsdpc__dist_reduce_scatter(e->dist, FSDPC_GROUP_SHARD, un->full_grad,
+                                               e->rs_scratch, un->shard_numel, un->name, err);
+  e->dist->stream = old;
+  FSDPC_TRY(st);
+  if (e->comm) {
+    FSDPC_TRY(e->ops->add_f32_on(e->ops->ctx, un->grad, e->rs_scratch, un->shard_numel, e->comm,
+                                 err));
+    e->ops->free_on(e->ops->ctx, FSDPC_MEM_GRADS, un->full_grad, fb, e->comm);
+  } else {
+    FSDPC_TRY(e->ops->add_f32(e->ops->ctx, un->grad, e->rs_scratch, un->shard_numel, err));
+    fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
+  }
   un->full_grad = NULL;
   return FSDPC_OK;
 }
@@ -93,8 +166,17 @@ static float *top_g(fsdpc_engine *e, int kind) {
 static fsdpc_status gather_block(fsdpc_engine *e, int b, int with_grads, fsdpc_err *err) {
   for (int i = 0; i < e->blocks[b].n_units; i++) {
     FSDPC_TRY(gather(e, e->blocks[b].units[i], err));
+    FSDPC_TRY(use(e, e->blocks[b].units[i], err));
     if (with_grads) FSDPC_TRY(ensure_grad(e, e->blocks[b].units[i], err));
   }
+  return FSDPC_OK;
+}
+
+/* Issues block b's gathers on the comm stream so they run while compute
+ * works on the current block (a no-op without a comm stream). */
+static fsdpc_status prefetch_block(fsdpc_engine *e, int b, fsdpc_err *err) {
+  if (!e->comm || b < 0 || b >= e->n_blocks) return FSDPC_OK;
+  for (int i = 0; i < e->blocks[b].n_units; i++) FSDPC_TRY(gather(e, e->blocks[b].units[i], err));
   return FSDPC_OK;
 }
 
@@ -104,6 +186,7 @@ static fsdpc_status forward_layers(fsdpc_engine *e, fsdpc_model_ctx *m, int resh
   int L = e->shape.L, head = L + 1;
   for (int b = 0; b <= L; b++) {
     FSDPC_TRY(gather_block(e, b, 0, err));
+    if (e->fwd_prefetch) FSDPC_TRY(prefetch_block(e, b + 1, err));
     if (b == 0) {
       FSDPC_TRY(fsdpc__model_embed_fwd(m, top_w(e, FSDPC_P_EMBED), err));
     } else {
@@ -126,15 +209,18 @@ fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float
                                       int last_micro, double *loss_sum, int64_t *count,
                                       fsdpc_err *err) {
   int L = e->shape.L, head = L + 1;
+  FSDPC_TRY(fence_in(e, err));
   FSDPC_TRY(forward_layers(e, m, e->reshard_after_forward, err));
 
   FSDPC_TRY(gather_block(e, head, 1, err));
+  if (e->bwd_prefetch) FSDPC_TRY(prefetch_block(e, L, err));
   FSDPC_TRY(fsdpc__model_head_fwd_bwd(m, top_w(e, FSDPC_P_NORM), top_w(e, FSDPC_P_HEAD),
                                       grad_scale, top_g(e, FSDPC_P_NORM),
                                       top_g(e, FSDPC_P_HEAD), loss_sum, count, err));
   for (int b = head; b >= 0; b--) {
     if (b < head) {
       FSDPC_TRY(gather_block(e, b, 1, err));
+      if (e->bwd_prefetch) FSDPC_TRY(prefetch_block(e, b - 1, err));
       if (b == 0) {
         FSDPC_TRY(fsdpc__model_embed_bwd(m, top_g(e, FSDPC_P_EMBED), err));
       } else {
@@ -156,29 +242,31 @@ fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float
       release(e, u);
     }
   }
-  return FSDPC_OK;
+  return fence_out(e, err);
 }
 
 fsdpc_status fsdpc__engine_eval(fsdpc_engine *e, fsdpc_model_ctx *m, double *loss_sum,
                                 int64_t *count, fsdpc_err *err) {
   int head = e->shape.L + 1;
+  FSDPC_TRY(fence_in(e, err));
   FSDPC_TRY(forward_layers(e, m, 1, err));
   FSDPC_TRY(gather_block(e, head, 0, err));
   FSDPC_TRY(fsdpc__model_head_fwd_bwd(m, top_w(e, FSDPC_P_NORM), top_w(e, FSDPC_P_HEAD),
                                       0.0f, NULL, NULL, loss_sum, count, err));
   for (int u = 0; u < e->n_units; u++) release(e, u);
-  return FSDPC_OK;
+  return fence_out(e, err);
 }
 
 fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int pos, float *out,
                                      fsdpc_err *err) {
   int head = e->shape.L + 1;
+  FSDPC_TRY(fence_in(e, err));
   FSDPC_TRY(forward_layers(e, m, 1, err));
   FSDPC_TRY(gather_block(e, head, 0, err));
   FSDPC_TRY(fsdpc__model_logits_at(m, pos, top_w(e, FSDPC_P_NORM),
                                    top_w(e, FSDPC_P_HEAD), out, err));
   for (int u = 0; u < e->n_units; u++) release(e, u);
-  return FSDPC_OK;
+  return fence_out(e, err);
 }
 
 fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,

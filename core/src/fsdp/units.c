@@ -37,6 +37,10 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   e->dist = o->dist;
   e->S = o->dist->shard_size;
   e->full_is_master = e->S == 1 && e->ops->act_dtype == FSDPC_DTYPE_F32;
+  /* Overlap: device collectives on a second stream (sharded units only). */
+  if (e->S > 1 && e->ops->comm_stream && o->dist->stream) e->comm = e->ops->comm_stream(e->ops->ctx);
+  e->fwd_prefetch = o->forward_prefetch;
+  e->bwd_prefetch = o->backward_prefetch;
   e->decay_norm_and_bias = o->decay_norm_and_bias;
   e->n_params = o->n_params;
   e->params = malloc((size_t)o->n_params * sizeof *e->params);

@@ -30,6 +30,18 @@ typedef struct fsdpc_ops {
   void (*free)(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes);
   /* The stream device work is ordered on (cudaStream_t), NULL on the CPU. */
   void *(*stream)(void *ctx);
+  /* (optional: NULL on the CPU) A second stream for collectives, events to
+   * order the two (slot < 64), and memory ordered on a given stream. */
+  void *(*comm_stream)(void *ctx);
+  fsdpc_status (*event_record)(void *ctx, int slot, void *stream, fsdpc_err *err);
+  fsdpc_status (*stream_wait)(void *ctx, void *stream, int slot, fsdpc_err *err);
+  void *(*alloc_on)(void *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream);
+  void (*free_on)(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes, void *stream);
+  /* cast_params and add_f32 on a given stream (NULL = the compute stream) */
+  fsdpc_status (*cast_params_on)(void *ctx, void *dst, const float *src, size_t n, void *stream,
+                                 fsdpc_err *err);
+  fsdpc_status (*add_f32_on)(void *ctx, float *y, const float *x, size_t n, void *stream,
+                             fsdpc_err *err);
   /* host -> device and device -> host copies (plain memcpy on the CPU). */
   fsdpc_status (*upload)(void *ctx, void *dst, const void *src, size_t bytes, fsdpc_err *err);
   fsdpc_status (*download)(void *ctx, void *dst, const void *src, size_t bytes, fsdpc_err *err);

@@ -237,7 +237,9 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .unit_of_param = s->unit_of_param, .n_units = s->n_units,
                           .dist = &s->dist, .optim = s->optim, .optim_init = &oi,
                           .decay_norm_and_bias = cfg->optim.decay_norm_and_bias,
-                          .threads = omp_get_max_threads(), .ops = s->ops};
+                          .threads = omp_get_max_threads(), .ops = s->ops,
+                          .forward_prefetch = cfg->fsdp.forward_prefetch,
+                          .backward_prefetch = cfg->fsdp.backward_prefetch};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
   char resume_dir[4096];
   int resuming = 0;

@@ -188,15 +188,22 @@ extern "C" fsdpc_status fsdpc__cuda_scale(fsdpc_cuda_ctx *ctx, float *x, float s
   return FSDPC_OK;
 }
 
-/* y += x in fp32 (gradient shards accumulating reduce-scattered grads). */
-extern "C" fsdpc_status fsdpc__cuda_add_f32_inplace(fsdpc_cuda_ctx *ctx, float *y, const float *x,
-                                                    size_t n, fsdpc_err *err) {
+/* y += x in fp32 (gradient shards accumulating reduce-scattered grads), on
+ * stream (NULL = the compute stream). */
+extern "C" fsdpc_status fsdpc__cuda_add_f32_inplace_on(fsdpc_cuda_ctx *ctx, float *y,
+                                                       const float *x, size_t n, void *stream,
+                                                       fsdpc_err *err) {
   if (n == 0)
     return FSDPC_OK;
   if (!y || !x)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda add_f32_inplace: a tensor pointer is NULL");
   add_f32_kernel<<<fsdpc__cuda_blocks(n, EW_THREADS, (unsigned)ctx->sm_count * 8), EW_THREADS, 0,
-                   ctx->compute>>>(y, x, n);
+                   fsdpc__cuda_stream_or(ctx, stream)>>>(y, x, n);
   FSDPC_CUDA_LAUNCHED(err, "add_f32_inplace");
   return FSDPC_OK;
+}
+
+extern "C" fsdpc_status fsdpc__cuda_add_f32_inplace(fsdpc_cuda_ctx *ctx, float *y, const float *x,
+                                                    size_t n, fsdpc_err *err) {
+  return fsdpc__cuda_add_f32_inplace_on(ctx, y, x, n, NULL, err);
 }

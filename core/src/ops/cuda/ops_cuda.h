@@ -114,6 +114,9 @@ fsdpc_status fsdpc__cuda_cast_bf16_f32(fsdpc_cuda_ctx *ctx, float *out, const fs
 /* y += x in fp32 */
 fsdpc_status fsdpc__cuda_add_f32_inplace(fsdpc_cuda_ctx *ctx, float *y, const float *x, size_t n,
                                          fsdpc_err *err);
+/* the same on stream (NULL = the compute stream) */
+fsdpc_status fsdpc__cuda_add_f32_inplace_on(fsdpc_cuda_ctx *ctx, float *y, const float *x,
+                                            size_t n, void *stream, fsdpc_err *err);
 /* x *= s (fp32, e.g. gradient clipping or averaging) */
 fsdpc_status fsdpc__cuda_scale(fsdpc_cuda_ctx *ctx, float *x, float s, size_t n, fsdpc_err *err);
 

@@ -14,6 +14,30 @@ static void c_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
   fsdpc__cuda_free(ctx, cat, p, bytes, NULL, &err);
 }
 static void *c_stream(void *ctx) { return fsdpc__cuda_compute_stream(ctx); }
+static void *c_comm_stream(void *ctx) { return fsdpc__cuda_comm_stream(ctx); }
+static fsdpc_status c_event_record(void *ctx, int slot, void *stream, fsdpc_err *err) {
+  return fsdpc__cuda_event_record(ctx, slot, stream, err);
+}
+static fsdpc_status c_stream_wait(void *ctx, void *stream, int slot, fsdpc_err *err) {
+  return fsdpc__cuda_stream_wait_event(ctx, stream, slot, err);
+}
+static void *c_alloc_on(void *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream) {
+  void *p = NULL;
+  fsdpc_err err;
+  return fsdpc__cuda_alloc(ctx, cat, bytes, stream, &p, &err) == FSDPC_OK ? p : NULL;
+}
+static void c_free_on(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes, void *stream) {
+  fsdpc_err err;
+  fsdpc__cuda_free(ctx, cat, p, bytes, stream, &err);
+}
+static fsdpc_status c_cast_params_on(void *ctx, void *dst, const float *src, size_t n,
+                                     void *stream, fsdpc_err *err) {
+  return fsdpc__cuda_cast_f32_bf16(ctx, dst, src, n, stream, err);
+}
+static fsdpc_status c_add_f32_on(void *ctx, float *y, const float *x, size_t n, void *stream,
+                                 fsdpc_err *err) {
+  return fsdpc__cuda_add_f32_inplace_on(ctx, y, x, n, stream, err);
+}
 static fsdpc_status c_upload(void *ctx, void *dst, const void *src, size_t bytes, fsdpc_err *err) {
   return bytes ? fsdpc__cuda_h2d(ctx, dst, src, bytes, err) : FSDPC_OK;
 }
@@ -119,6 +143,9 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
   *t = (fsdpc_ops){
       .device = FSDPC_DEVICE_CUDA, .act_dtype = FSDPC_DTYPE_BF16, .act_size = 2,
       .ctx = cuda_ctx, .alloc = c_alloc, .free = c_free, .stream = c_stream,
+      .comm_stream = c_comm_stream, .event_record = c_event_record, .stream_wait = c_stream_wait,
+      .alloc_on = c_alloc_on, .free_on = c_free_on, .cast_params_on = c_cast_params_on,
+      .add_f32_on = c_add_f32_on,
       .upload = c_upload, .download = c_download, .memset0 = c_memset0, .add_f32 = c_add_f32,
       .sumsq_f32 = c_sumsq_f32, .cast_params = c_cast_params, .sync = c_sync,
       .rope_tables = c_rope_tables, .embedding_fwd = c_embedding_fwd,

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 
 #include "adamw_cuda.h"
+#include "../common/optim_parallel.h"
 #include "fsdpc/plugin.h"
 
 #define ADAMW_N_SLOTS 2u
@@ -278,18 +279,11 @@ static int32_t adamw_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensor
     return st == FSDPC_OK ? st : fail(st, "%s", msg);
   }
 #endif
-  int nt = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, num_threads) && info->num_threads > 0
-               ? info->num_threads
-               : omp_get_max_threads();
-  if (total < ADAMW_MIN_PARALLEL)
-    nt = 1;
+  int nt = fsdpc_optim_threads(info, total, ADAMW_MIN_PARALLEL);
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
-    const uint64_t nth = (uint64_t)omp_get_num_threads(), tid = (uint64_t)omp_get_thread_num();
-    uint64_t chunk = (total + nth - 1) / nth;
-    chunk = (chunk + ADAMW_GRAIN - 1) / ADAMW_GRAIN * ADAMW_GRAIN;
-    const uint64_t lo = tid * chunk < total ? tid * chunk : total;
-    const uint64_t hi = lo + chunk < total ? lo + chunk : total;
+    uint64_t lo, hi;
+    fsdpc_optim_range(total, ADAMW_GRAIN, &lo, &hi);
     adamw_range(tensors, n_tensors, lo, hi, &sc);
   }
   return FSDPC_OK;

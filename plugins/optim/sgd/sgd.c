@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../common/optim_parallel.h"
 #include "fsdpc/plugin.h"
 #include "sgd_cuda.h"
 
@@ -326,18 +327,11 @@ static int32_t sgd_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors,
     return st == FSDPC_OK ? st : fail(st, "%s", msg);
   }
 #endif
-  int nt = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, num_threads) && info->num_threads > 0
-               ? info->num_threads
-               : omp_get_max_threads();
-  if (total < SGD_MIN_PARALLEL)
-    nt = 1;
+  int nt = fsdpc_optim_threads(info, total, SGD_MIN_PARALLEL);
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
-    const uint64_t nth = (uint64_t)omp_get_num_threads(), tid = (uint64_t)omp_get_thread_num();
-    uint64_t chunk = (total + nth - 1) / nth;
-    chunk = (chunk + SGD_GRAIN - 1) / SGD_GRAIN * SGD_GRAIN;
-    const uint64_t lo = tid * chunk < total ? tid * chunk : total;
-    const uint64_t hi = lo + chunk < total ? lo + chunk : total;
+    uint64_t lo, hi;
+    fsdpc_optim_range(total, SGD_GRAIN, &lo, &hi);
     sgd_range(tensors, n_tensors, lo, hi, &sc);
   }
   return FSDPC_OK;

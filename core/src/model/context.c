@@ -90,8 +90,12 @@ static size_t total_bytes(const fsdpc_model_shape *s, int B, int T, int ckpt, si
   return t;
 }
 
-static int chunk_rows_for(int opt, int N) {
-  int c = opt > 0 ? opt : 64;
+int fsdpc__model_xent_chunk_rows(int opt, int N, int V) {
+  int c = opt;
+  if (c < 1) { /* auto: the largest multiple of 64 rows with at most 2^28 logits */
+    long long r = ((1LL << 28) / (V > 0 ? V : 1)) / 64 * 64;
+    c = r < 64 ? 64 : r > (1LL << 30) ? (1 << 30) : (int)r;
+  }
   return c > N ? N : c;
 }
 
@@ -99,7 +103,7 @@ uint64_t fsdpc__model_ctx_bytes_for(const fsdpc_model_shape *s, int B, int T,
                                     int activation_checkpointing, const fsdpc_attn_sizes *as,
                                     int xent_chunk_rows) {
   const fsdpc_ops *ops = fsdpc__ops_cpu();
-  int N = B * T, chunk = chunk_rows_for(xent_chunk_rows, N);
+  int N = B * T, chunk = fsdpc__model_xent_chunk_rows(xent_chunk_rows, N, s->V);
   return total_bytes(s, B, T, activation_checkpointing, ops->act_size,
                      ops->xent_scratch_bytes(N, s->V, chunk), as);
 }
@@ -196,7 +200,7 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
   m->ckpt = o->activation_checkpointing;
   m->attn = o->attention;
   m->av = o->attention->vtable;
-  m->chunk_rows = chunk_rows_for(o->xent_chunk_rows, m->N);
+  m->chunk_rows = fsdpc__model_xent_chunk_rows(o->xent_chunk_rows, m->N, s->V);
   m->xent_scratch_bytes = m->ops->xent_scratch_bytes(m->N, s->V, m->chunk_rows);
   fsdpc_status st = setup_attention(m, o, err);
   if (st == FSDPC_OK) st = alloc_buffers(m, err);

@@ -104,6 +104,12 @@ uint64_t fsdpc__model_ctx_bytes(const fsdpc_model_ctx *m);
 /* The same number without allocating, from the shapes and the attention
  * plugin's sizes() answer (the memory planner). Kept equal to
  * fsdpc__model_ctx_bytes by tests/bench/test_plan.c. */
+/* Rows per chunk of the fused lm-head + cross-entropy: opt when > 0, else
+ * the largest multiple of 64 with at most 2^28 logits in a chunk (2048 rows
+ * for a 128k vocabulary: few, large GEMMs; the fp32 weight-gradient
+ * accumulation reads and writes the whole (V, C) matrix once per chunk).
+ * At most N. */
+int fsdpc__model_xent_chunk_rows(int opt, int N, int V);
 uint64_t fsdpc__model_ctx_bytes_for(const fsdpc_model_shape *s, int B, int T,
                                     int activation_checkpointing, const fsdpc_attn_sizes *as,
                                     int xent_chunk_rows);

@@ -18,12 +18,14 @@ void fsdpc__plan_device_default(int32_t device, fsdpc_plan_device *out) {
     out->full_param_bytes = 2;
     out->full_grad_bytes = 4;
     out->act_scale = 0.5;
+    out->xent_logit_bytes = 6;
     out->reserved_factor = 1.10;
     out->runtime_bytes = (uint64_t)768 << 20;
   } else {
     out->full_param_bytes = 4;
     out->full_grad_bytes = 4;
     out->act_scale = 1.0;
+    out->xent_logit_bytes = 4;
     out->reserved_factor = 1.0;
     out->runtime_bytes = 0;
   }
@@ -147,7 +149,13 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_plan_in *in, fsdpc_plan_mem *out, fs
   }
   uint64_t act = fsdpc__model_ctx_bytes_for(in->shape, in->B, in->T, in->activation_checkpointing,
                                             &in->attn, 0);
-  out->activations = (uint64_t)((double)act * in->dev.act_scale);
+  /* The context is sized with the CPU table (fp32); its cross-entropy
+   * scratch does not scale with the activation dtype, so it is swapped for
+   * the device's own. */
+  uint64_t rows = (uint64_t)fsdpc__model_xent_chunk_rows(0, in->B * in->T, in->shape->V);
+  uint64_t cpu_xent = rows * (uint64_t)in->shape->V * sizeof(float);
+  uint64_t dev_xent = rows * (uint64_t)in->shape->V * (uint64_t)in->dev.xent_logit_bytes;
+  out->activations = (uint64_t)((double)(act - cpu_xent) * in->dev.act_scale) + dev_xent;
 
   /* Resident from engine creation on: shards (on the host when offloaded),
    * the reduce-scatter landing buffer (S > 1) and the model context. */

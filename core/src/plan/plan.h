@@ -26,6 +26,8 @@ typedef struct fsdpc_plan_device {
   int full_param_bytes;   /* element size of gathered params: 4 (CPU fp32), 2 (bf16) */
   int full_grad_bytes;    /* element size of full gradient buffers */
   double act_scale;       /* activations relative to the fp32 CPU context */
+  int xent_logit_bytes;   /* cross-entropy scratch per logit of a chunk (CPU 4:
+                           * fp32; CUDA 6: fp32 logits + bf16 gradient) */
   double reserved_factor; /* reserved = factor x tracked peak + runtime_bytes */
   uint64_t runtime_bytes; /* CUDA context, communicator buffers (not tracked) */
 } fsdpc_plan_device;

@@ -36,7 +36,20 @@ static __device__ __forceinline__ void lse_combine(float &m, float &s, float m2,
   m = mx;
 }
 
-/* One block per row of the chunk. */
+/* Online (max, sum of exp) over one thread's share of a row. */
+static __device__ __forceinline__ void lse_push(float &m, float &s, float l) {
+  if (l > m) {
+    s = s * expf(m - l) + 1.0f;
+    m = l;
+  } else {
+    s += expf(l - m);
+  }
+}
+
+/* One block per row of the chunk. When V is a multiple of 4 (rows then
+ * start 16-byte aligned) the logits are read as float4 and the gradient
+ * written 4 bf16 at a time: the kernel is bound by the two passes over the
+ * fp32 row. */
 static __global__ void xent_row_kernel(float *row_loss,     // (R) this chunk's slice of (N)
                                        bf16 *dlogits,       // (R, V) or NULL
                                        const float *logits, // (R, V)
@@ -45,6 +58,7 @@ static __global__ void xent_row_kernel(float *row_loss,     // (R) this chunk's 
   const int r = blockIdx.x, label = labels[r];
   const float *row = logits + (size_t)r * V;
   bf16 *drow = dlogits ? dlogits + (size_t)r * V : NULL;
+  const int vec = (V & 3) == 0, V4 = vec ? V / 4 : 0;
   if (label < 0 || label >= V) { /* ignore_index or invalid: no loss, zero gradient */
     if (drow)
       for (int v = threadIdx.x; v < V; v += blockDim.x)
@@ -54,14 +68,18 @@ static __global__ void xent_row_kernel(float *row_loss,     // (R) this chunk's 
     return;
   }
   float m = -INFINITY, s = 0.0f;
-  for (int v = threadIdx.x; v < V; v += blockDim.x) {
-    const float l = row[v];
-    if (l > m) {
-      s = s * expf(m - l) + 1.0f;
-      m = l;
-    } else {
-      s += expf(l - m);
+  if (vec) {
+    const float4 *row4 = (const float4 *)row;
+    for (int i = threadIdx.x; i < V4; i += blockDim.x) {
+      const float4 l = row4[i];
+      lse_push(m, s, l.x);
+      lse_push(m, s, l.y);
+      lse_push(m, s, l.z);
+      lse_push(m, s, l.w);
     }
+  } else {
+    for (int v = threadIdx.x; v < V; v += blockDim.x)
+      lse_push(m, s, row[v]);
   }
   /* Combine (m, s) across the warp, then across warps. */
   for (int o = 16; o > 0; o >>= 1) {
@@ -83,13 +101,30 @@ static __global__ void xent_row_kernel(float *row_loss,     // (R) this chunk's 
   const float lse = m + logf(s);
   if (threadIdx.x == 0)
     row_loss[r] = lse - row[label];
-  if (drow)
+  if (!drow)
+    return;
+  if (vec) {
+    const float4 *row4 = (const float4 *)row;
+    for (int i = threadIdx.x; i < V4; i += blockDim.x) {
+      const float4 l = row4[i];
+      float g[4] = {grad_scale * __expf(l.x - lse), grad_scale * __expf(l.y - lse),
+                    grad_scale * __expf(l.z - lse), grad_scale * __expf(l.w - lse)};
+      if (label >= 4 * i && label < 4 * i + 4)
+        g[label - 4 * i] -= grad_scale;
+      __nv_bfloat162 lo = __floats2bfloat162_rn(g[0], g[1]), hi = __floats2bfloat162_rn(g[2], g[3]);
+      uint2 packed;
+      memcpy(&packed.x, &lo, 4);
+      memcpy(&packed.y, &hi, 4);
+      ((uint2 *)drow)[i] = packed;
+    }
+  } else {
     for (int v = threadIdx.x; v < V; v += blockDim.x) {
-      float g = grad_scale * expf(row[v] - lse);
+      float g = grad_scale * __expf(row[v] - lse);
       if (v == label)
         g -= grad_scale;
       drow[v] = __float2bfloat16(g);
     }
+  }
 }
 
 /* out2 = (sum of row losses, count of rows with a label in [0, V)). */

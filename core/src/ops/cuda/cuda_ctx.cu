@@ -89,10 +89,14 @@ fsdpc_status fsdpc__cuda_ctx_create(const fsdpc_cuda_ctx_opts *opts, fsdpc_cuda_
       goto fail;                                                                                   \
     }                                                                                              \
   } while (0)
+  int prio_low = 0, prio_high = 0;
   STEP(cudaSetDevice(c->device));
   STEP(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, c->device));
   STEP(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
-  STEP(cudaStreamCreateWithFlags(&c->comm, cudaStreamNonBlocking));
+  /* Collectives get the higher priority: a gather or reduce-scatter that
+   * waits behind a long GEMM for its blocks delays the unit after it. */
+  STEP(cudaDeviceGetStreamPriorityRange(&prio_low, &prio_high));
+  STEP(cudaStreamCreateWithPriority(&c->comm, cudaStreamNonBlocking, prio_high));
   for (int i = 0; i < FSDPC_CUDA_N_EVENTS; i++)
     STEP(cudaEventCreateWithFlags(&c->events[i], cudaEventDisableTiming));
   if ((st = create_pools(c, o.release_threshold, err)) != FSDPC_OK)
@@ -124,6 +128,7 @@ void fsdpc__cuda_ctx_destroy(fsdpc_cuda_ctx *c) {
     (void)cudaStreamSynchronize(c->compute);
   if (c->comm)
     (void)cudaStreamSynchronize(c->comm);
+  fsdpc__cuda_lt_plans_free(c);
   if (c->lt)
     (void)cublasLtDestroy(c->lt);
   (void)cudaFree(c->lt_ws);

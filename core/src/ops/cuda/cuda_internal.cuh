@@ -13,6 +13,9 @@
 /* Partials of the deterministic two-pass reductions (sum of squares, loss). */
 #define FSDPC_CUDA_REDUCE_BLOCKS 1024
 
+typedef struct fsdpc_lt_plan fsdpc_lt_plan; /* matmul.cu: cached cuBLASLt plans */
+extern "C" void fsdpc__cuda_lt_plans_free(fsdpc_cuda_ctx *ctx);
+
 struct fsdpc_cuda_ctx {
   int device, sm_count;
   cudaStream_t compute, comm;
@@ -20,6 +23,7 @@ struct fsdpc_cuda_ctx {
   cublasLtHandle_t lt;
   void *lt_ws; /* cuBLASLt workspace */
   size_t lt_ws_bytes;
+  fsdpc_lt_plan *lt_plans; /* LT_PLANS entries, built on first use (matmul.cu) */
   cudaMemPool_t pools[FSDPC_MEM_NCAT];
   int64_t alloc_cur[FSDPC_MEM_NCAT], alloc_peak[FSDPC_MEM_NCAT];
   int64_t alloc_total_cur, alloc_total_peak;

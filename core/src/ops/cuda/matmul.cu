@@ -9,6 +9,8 @@
  * beta = 1 (C = residual, D = out), and the weight gradient accumulates in
  * place with beta = 1 (C = D = dweight, fp32), so neither needs a pass. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "ops/cuda/cuda_internal.cuh"
 
@@ -22,50 +24,131 @@
     }                                                                                              \
   } while (0)
 
-fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
-                                 const void *A, int lda, const void *B, int ldb, const void *C,
-                                 void *D, int ldcd, cudaDataType_t cd, float alpha, float beta,
-                                 const char *what, fsdpc_err *err) {
+/* A GEMM's cuBLASLt plan: descriptors and the heuristic's algorithm for one
+ * shape. A training step repeats a few dozen shapes hundreds of times, so
+ * plans are built once and kept (the heuristic query costs host time on
+ * every call otherwise). Open addressing over a fixed table; a full table
+ * still works, uncached. */
+#define LT_PLANS 128
+#define LT_KEY 10
+struct fsdpc_lt_plan {
+  int used;
+  long long key[LT_KEY];
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, lc;
+  cublasLtMatmulAlgo_t algo;
+};
+
+static void plan_destroy(fsdpc_lt_plan *p) {
+  if (p->lc)
+    cublasLtMatrixLayoutDestroy(p->lc);
+  if (p->lb)
+    cublasLtMatrixLayoutDestroy(p->lb);
+  if (p->la)
+    cublasLtMatrixLayoutDestroy(p->la);
+  if (p->op)
+    cublasLtMatmulDescDestroy(p->op);
+  memset(p, 0, sizeof *p);
+}
+
+extern "C" void fsdpc__cuda_lt_plans_free(fsdpc_cuda_ctx *ctx) {
+  if (!ctx->lt_plans)
+    return;
+  for (int i = 0; i < LT_PLANS; i++)
+    plan_destroy(&ctx->lt_plans[i]);
+  free(ctx->lt_plans);
+  ctx->lt_plans = NULL;
+}
+
+static fsdpc_status plan_build(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const long long *key,
+                               const char *what, fsdpc_err *err) {
   fsdpc_status st = FSDPC_OK;
-  cublasLtMatmulDesc_t op = NULL;
-  cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-  cublasLtMatmulPreference_t pref = NULL;
-  cublasLtMatmulHeuristicResult_t heur;
-  int found = 0;
+  const int trans_a = (int)key[0], trans_b = (int)key[1], m = (int)key[2], n = (int)key[3],
+            k = (int)key[4], lda = (int)key[5], ldb = (int)key[6], ldcd = (int)key[7];
+  const cudaDataType_t cd = (cudaDataType_t)key[8];
   const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const uint64_t ws = ctx->lt_ws_bytes;
-  LT_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
-  LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), what);
-  LT_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), what);
-  LT_TRY(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, trans_a ? k : m, trans_a ? m : k, lda), what);
-  LT_TRY(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, trans_b ? n : k, trans_b ? k : n, ldb), what);
-  LT_TRY(cublasLtMatrixLayoutCreate(&lc, cd, m, n, ldcd), what);
+  cublasLtMatmulPreference_t pref = NULL;
+  cublasLtMatmulHeuristicResult_t heur;
+  int found = 0;
+  memset(p, 0, sizeof *p);
+  LT_TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
+  LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), what);
+  LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), what);
+  LT_TRY(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, trans_a ? k : m, trans_a ? m : k, lda),
+         what);
+  LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, trans_b ? n : k, trans_b ? k : n, ldb),
+         what);
+  LT_TRY(cublasLtMatrixLayoutCreate(&p->lc, cd, m, n, ldcd), what);
   LT_TRY(cublasLtMatmulPreferenceCreate(&pref), what);
   LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                               sizeof ws),
          what);
-  LT_TRY(cublasLtMatmulAlgoGetHeuristic(ctx->lt, op, la, lb, lc, lc, pref, 1, &heur, &found), what);
+  LT_TRY(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
+                                        &found),
+         what);
   if (found < 1) {
     st = fsdpc__fail(err, FSDPC_UNSUPPORTED,
                      "cuda %s: cuBLASLt has no algorithm for m=%d n=%d k=%d (lda %d ldb %d ldc %d)",
                      what, m, n, k, lda, ldb, ldcd);
     goto done;
   }
-  LT_TRY(cublasLtMatmul(ctx->lt, op, &alpha, A, la, B, lb, &beta, C ? C : D, lc, D, lc, &heur.algo,
-                        ctx->lt_ws, ctx->lt_ws_bytes, ctx->compute),
-         what);
+  p->algo = heur.algo;
+  memcpy(p->key, key, sizeof p->key);
+  p->used = 1;
 done:
   if (pref)
     cublasLtMatmulPreferenceDestroy(pref);
-  if (lc)
-    cublasLtMatrixLayoutDestroy(lc);
-  if (lb)
-    cublasLtMatrixLayoutDestroy(lb);
-  if (la)
-    cublasLtMatrixLayoutDestroy(la);
-  if (op)
-    cublasLtMatmulDescDestroy(op);
+  if (st != FSDPC_OK)
+    plan_destroy(p);
+  return st;
+}
+
+/* The cached plan for key, built on first use; *tmp receives an uncached
+ * one (the caller destroys it) when the table is full. */
+static fsdpc_status plan_get(fsdpc_cuda_ctx *ctx, const long long *key, fsdpc_lt_plan *tmp,
+                             fsdpc_lt_plan **out, const char *what, fsdpc_err *err) {
+  if (!ctx->lt_plans)
+    ctx->lt_plans = (fsdpc_lt_plan *)calloc(LT_PLANS, sizeof(fsdpc_lt_plan));
+  if (ctx->lt_plans) {
+    unsigned long long h = 1469598103934665603ull;
+    for (int i = 0; i < LT_KEY; i++)
+      h = (h ^ (unsigned long long)key[i]) * 1099511628211ull;
+    for (int probe = 0; probe < LT_PLANS; probe++) {
+      fsdpc_lt_plan *p = &ctx->lt_plans[(h + probe) % LT_PLANS];
+      if (p->used && memcmp(p->key, key, sizeof p->key) == 0) {
+        *out = p;
+        return FSDPC_OK;
+      }
+      if (!p->used) {
+        FSDPC_TRY(plan_build(ctx, p, key, what, err));
+        *out = p;
+        return FSDPC_OK;
+      }
+    }
+  }
+  FSDPC_TRY(plan_build(ctx, tmp, key, what, err));
+  *out = tmp;
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                                 const void *A, int lda, const void *B, int ldb, const void *C,
+                                 void *D, int ldcd, cudaDataType_t cd, float alpha, float beta,
+                                 const char *what, fsdpc_err *err) {
+  fsdpc_status st = FSDPC_OK;
+  const long long key[LT_KEY] = {trans_a, trans_b, m, n, k, lda, ldb, ldcd, (long long)cd,
+                                 beta != 0.0f};
+  fsdpc_lt_plan tmp, *p = NULL;
+  memset(&tmp, 0, sizeof tmp);
+  FSDPC_TRY(plan_get(ctx, key, &tmp, &p, what, err));
+  LT_TRY(cublasLtMatmul(ctx->lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C ? C : D, p->lc, D,
+                        p->lc, &p->algo, ctx->lt_ws, ctx->lt_ws_bytes, ctx->compute),
+         what);
+done:
+  if (p == &tmp)
+    plan_destroy(&tmp);
   return st;
 }
 

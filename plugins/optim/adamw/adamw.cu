@@ -2,8 +2,8 @@
  * fp32 operations in the same order; this file is built with -fmad=false so
  * that no multiply-add is contracted, and division and sqrt are IEEE), over
  * many tensors per launch (plugins/optim/common/optim_multitensor.cuh). */
-#include "adamw_cuda.h"
 #include "../common/optim_multitensor.cuh"
+#include "adamw_cuda.h"
 
 struct adamw_op {
   adamw_scalars sc;
@@ -20,7 +20,9 @@ struct adamw_op {
   }
 };
 
-static int decay_of(const fsdpc_optim_tensor &t) { return t.decay; }
+static int decay_of(const fsdpc_optim_tensor &t) {
+  return t.decay;
+}
 
 extern "C" int32_t adamw_cuda_step(const fsdpc_optim_tensor *t, uint32_t n_tensors,
                                    const adamw_scalars *sc, void *stream, char *msg, size_t cap) {

@@ -25,7 +25,9 @@ struct sgd_op {
 
 struct sgd_decay {
   float weight_decay;
-  int operator()(const fsdpc_optim_tensor &t) const { return t.decay && weight_decay != 0.0f; }
+  int operator()(const fsdpc_optim_tensor &t) const {
+    return t.decay && weight_decay != 0.0f;
+  }
 };
 
 extern "C" int32_t sgd_cuda_step(const fsdpc_optim_tensor *t, uint32_t n_tensors,

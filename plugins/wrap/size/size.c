@@ -11,6 +11,7 @@
  * first appearance. */
 #include <string.h>
 
+#include "../common/wrap_separate.h"
 #include "fsdpc/plugin.h"
 
 static const fsdpc_host_api *g_host;
@@ -28,22 +29,12 @@ static int32_t fail(int32_t st, const char *msg) {
   return st;
 }
 
-static int eq(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
-
 static int32_t read_opts(const fsdpc_opts *opts, size_opts *o) {
   o->min_num_params = 100000000;
-  o->separate_embedding = o->separate_lm_head = 0;
-  if (!opts)
-    return FSDPC_OK; /* no options section: defaults */
-  void *ctx = g_host->host_ctx;
-  int32_t st = g_host->opt_get(ctx, opts, "min_num_params", FSDPC_OPT_INT, &o->min_num_params,
-                               sizeof o->min_num_params);
-  if (st == FSDPC_OK)
-    st = g_host->opt_get(ctx, opts, "separate_embedding", FSDPC_OPT_BOOL, &o->separate_embedding,
-                         sizeof o->separate_embedding);
-  if (st == FSDPC_OK)
-    st = g_host->opt_get(ctx, opts, "separate_lm_head", FSDPC_OPT_BOOL, &o->separate_lm_head,
-                         sizeof o->separate_lm_head);
+  int32_t st = fsdpc_wrap_read_separate(g_host, opts, &o->separate_embedding, &o->separate_lm_head);
+  if (st == FSDPC_OK && opts)
+    st = g_host->opt_get(g_host->host_ctx, opts, "min_num_params", FSDPC_OPT_INT,
+                         &o->min_num_params, sizeof o->min_num_params);
   if (st == FSDPC_OK && o->min_num_params < 1)
     return fail(FSDPC_INVALID_USAGE, "wrap size: min_num_params must be at least 1");
   return st;
@@ -86,8 +77,8 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
     while (e < n_params && same_block(&params[b], &params[e]))
       e++;
     const char *type = params[b].module_type;
-    int separate = (o.separate_embedding && eq(type, "embedding")) ||
-                   (o.separate_lm_head && eq(type, "lm_head"));
+    int separate = (o.separate_embedding && fsdpc_wrap_eq(type, "embedding")) ||
+                   (o.separate_lm_head && fsdpc_wrap_eq(type, "lm_head"));
     uint32_t own = NO_UNIT; /* a separated block's unit, made on first use */
     uint64_t added = 0;
     for (uint32_t i = b; i < e; i++) {
@@ -146,25 +137,8 @@ static const fsdpc_option_desc opt_min = {
     .max = 1e15,
     .help = "close a unit once it holds at least this many parameters",
 };
-static const fsdpc_option_desc opt_sep_emb = {
-    .struct_size = sizeof(fsdpc_option_desc),
-    .key = "separate_embedding",
-    .type = FSDPC_OPT_BOOL,
-    .default_value = "false",
-    .min = 1,
-    .max = 0,
-    .help = "give the token embedding its own unit (large vocabularies)",
-};
-static const fsdpc_option_desc opt_sep_head = {
-    .struct_size = sizeof(fsdpc_option_desc),
-    .key = "separate_lm_head",
-    .type = FSDPC_OPT_BOOL,
-    .default_value = "false",
-    .min = 1,
-    .max = 0,
-    .help = "give the output projection its own unit (unless tied to the embedding)",
-};
-static const fsdpc_option_desc *const options[] = {&opt_min, &opt_sep_emb, &opt_sep_head};
+static const fsdpc_option_desc *const options[] = {&opt_min, &fsdpc_wrap_opt_separate_embedding,
+                                                   &fsdpc_wrap_opt_separate_lm_head};
 
 static const fsdpc_wrap_v1 vtable = {
     .struct_size = sizeof(fsdpc_wrap_v1),

@@ -9,6 +9,7 @@
  * both are "separated". Units are numbered by first appearance. */
 #include <string.h>
 
+#include "../common/wrap_separate.h"
 #include "fsdpc/plugin.h"
 
 static const fsdpc_host_api *g_host;
@@ -26,14 +27,12 @@ static int32_t fail(int32_t st, const char *msg) {
   return st;
 }
 
-static int eq(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
-
 static int param_class(const fsdpc_wrap_param *p, const wrap_opts *o) {
-  if (eq(p->module_type, "decoder_layer"))
+  if (fsdpc_wrap_eq(p->module_type, "decoder_layer"))
     return CLASS_LAYER;
-  if (o->separate_embedding && eq(p->module_type, "embedding"))
+  if (o->separate_embedding && fsdpc_wrap_eq(p->module_type, "embedding"))
     return CLASS_EMBEDDING;
-  if (o->separate_lm_head && eq(p->module_type, "lm_head"))
+  if (o->separate_lm_head && fsdpc_wrap_eq(p->module_type, "lm_head"))
     return CLASS_LM_HEAD;
   return CLASS_ROOT;
 }
@@ -47,17 +46,8 @@ static int same_layer(const fsdpc_wrap_param *a, const fsdpc_wrap_param *b) {
 }
 
 static int32_t read_opts(const fsdpc_opts *opts, wrap_opts *o) {
-  o->separate_embedding = o->separate_lm_head = 0;
-  if (!opts)
-    return FSDPC_OK; /* no options section: defaults */
-  int32_t st = g_host->opt_get(g_host->host_ctx, opts, "separate_embedding", FSDPC_OPT_BOOL,
-                               &o->separate_embedding, sizeof o->separate_embedding);
-  if (st != FSDPC_OK)
-    return st;
-  return g_host->opt_get(g_host->host_ctx, opts, "separate_lm_head", FSDPC_OPT_BOOL,
-                         &o->separate_lm_head, sizeof o->separate_lm_head);
+  return fsdpc_wrap_read_separate(g_host, opts, &o->separate_embedding, &o->separate_lm_head);
 }
-
 static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint32_t n_params,
                     uint32_t *unit_of_param, uint32_t *n_units) {
   if (!n_units || (n_params > 0 && (!params || !unit_of_param)))
@@ -70,7 +60,8 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
   for (uint32_t i = 0; i < n_params; i++) {
     if (params[i].struct_size < offsetof(fsdpc_wrap_param, tie_group) + sizeof(int32_t))
       return fail(FSDPC_INVALID_USAGE, "wrap transformer: a parameter's struct_size is too small");
-    if (eq(params[i].module_type, "decoder_layer") && !params[i].module && params[i].layer < 0)
+    if (fsdpc_wrap_eq(params[i].module_type, "decoder_layer") && !params[i].module &&
+        params[i].layer < 0)
       return fail(FSDPC_INVALID_USAGE,
                   "wrap transformer: a decoder-layer parameter has neither module nor layer");
   }
@@ -111,25 +102,8 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
   return FSDPC_OK;
 }
 
-static const fsdpc_option_desc opt_sep_emb = {
-    .struct_size = sizeof(fsdpc_option_desc),
-    .key = "separate_embedding",
-    .type = FSDPC_OPT_BOOL,
-    .default_value = "false",
-    .min = 1,
-    .max = 0,
-    .help = "give the token embedding its own unit (large vocabularies)",
-};
-static const fsdpc_option_desc opt_sep_head = {
-    .struct_size = sizeof(fsdpc_option_desc),
-    .key = "separate_lm_head",
-    .type = FSDPC_OPT_BOOL,
-    .default_value = "false",
-    .min = 1,
-    .max = 0,
-    .help = "give the output projection its own unit (unless tied to the embedding)",
-};
-static const fsdpc_option_desc *const options[] = {&opt_sep_emb, &opt_sep_head};
+static const fsdpc_option_desc *const options[] = {&fsdpc_wrap_opt_separate_embedding,
+                                                   &fsdpc_wrap_opt_separate_lm_head};
 
 static const fsdpc_wrap_v1 vtable = {
     .struct_size = sizeof(fsdpc_wrap_v1),

@@ -138,8 +138,8 @@ fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, 
                                  void *D, int ldcd, cudaDataType_t cd, float alpha, float beta,
                                  const char *what, fsdpc_err *err) {
   fsdpc_status st = FSDPC_OK;
-  const long long key[LT_KEY] = {trans_a, trans_b, m, n, k, lda, ldb, ldcd, (long long)cd,
-                                 beta != 0.0f};
+  const long long key[LT_KEY] = {trans_a, trans_b,       m,           n, k, lda, ldb,
+                                 ldcd,    (long long)cd, beta != 0.0f};
   fsdpc_lt_plan tmp, *p = NULL;
   memset(&tmp, 0, sizeof tmp);
   FSDPC_TRY(plan_get(ctx, key, &tmp, &p, what, err));

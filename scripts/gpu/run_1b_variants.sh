@@ -3,6 +3,7 @@
 # micro-batch 4, flash) under several engine settings, one RESULT line each.
 #   bash .carry/train/run_1b_variants.sh NPROC "name|override override..." ...
 # e.g. run_1b_variants.sh 4 "default|" "sep|fsdp.wrap.options.separate_embedding=true"
+# A token env:NAME=VALUE sets an environment variable for that variant only.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 N=$1
@@ -19,8 +20,12 @@ export FSDPC_PLUGIN_PATH=$B/plugins
 $F data synth --task copy --n 300000 --out "$W/copy.tok" >/dev/null
 for v in "$@"; do
   name=${v%%|*}
-  read -r -a ov <<<"${v#*|}"
-  timeout 180 $F train configs/bench/llama3-1b-base.yaml data.train="$W/copy.tok" \
+  read -r -a toks <<<"${v#*|}"
+  ov=() envs=()
+  for t in "${toks[@]}"; do
+    case $t in env:*) envs+=("${t#env:}") ;; *) ov+=("$t") ;; esac
+  done
+  timeout 180 env "${envs[@]}" $F train configs/bench/llama3-1b-base.yaml data.train="$W/copy.tok" \
     train.micro_batch_size=4 train.max_steps=12 train.log_every=1 log.dir="$W/$name" \
     "${ov[@]}" --nproc-per-node "$N" >"$OUT/variant-$name.log" 2>&1
   echo "variant $name exit $?"

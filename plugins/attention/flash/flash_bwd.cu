@@ -25,9 +25,23 @@
 #include "flash.h"
 #include "flash_common.cuh"
 
+/* BM query rows per step; NW warps of 16 keys each (BN = 16 NW keys a CTA);
+ * MINB CTAs per SM the registers are budgeted for. Overridable at build time
+ * (-DBWD64_NW=4 ...) to benchmark variants; the defaults are the fastest
+ * measured on an H200 (bench/results/2026-11-21-flash-attention-s2.md). */
 #define BWD_BM 64
-#define BWD_BN 128
-#define BWD_THREADS 256
+#ifndef BWD64_NW
+#define BWD64_NW 4
+#endif
+#ifndef BWD64_MINB
+#define BWD64_MINB 2
+#endif
+#ifndef BWD128_NW
+#define BWD128_NW 8
+#endif
+#ifndef BWD128_MINB
+#define BWD128_MINB 1
+#endif
 
 static uint64_t align256(uint64_t x) {
   return (x + 255) / 256 * 256;
@@ -75,27 +89,48 @@ static __global__ void flash_bwd_dq_kernel(const float4 *__restrict__ acc, bf16 
   reinterpret_cast<uint2 *>(dq)[i] = packed;
 }
 
-template <int HD> static constexpr int bwd_smem_bytes() {
-  return (2 * BWD_BN * HD + 2 * BWD_BM * HD + BWD_BN * BWD_BM) * (int)sizeof(bf16) +
-         3 * BWD_BM * (int)sizeof(float);
+template <int HD, int NW> static constexpr int bwd_smem_bytes() {
+  return (2 * NW * 16 * HD + 4 * BWD_BM * HD + NW * 16 * BWD_BM) * (int)sizeof(bf16) +
+         6 * BWD_BM * (int)sizeof(float);
 }
 
-template <int HD>
-static __global__ void __launch_bounds__(BWD_THREADS, 1)
+/* Stages the query step `it` (head h, block mb of the flattened loop) into
+ * buffer `buf`: Q, dO, lse, D, doc ids, all by cp.async (zero-filled past T;
+ * rows past T are masked explicitly, so their lse / D values do not matter). */
+template <int HD, int NT>
+static __device__ __forceinline__ void bwd_stage(bf16 *sQ, bf16 *sdO, float *sL, float *sD,
+                                                 int32_t *sDoc, const bf16 *qb, const bf16 *dob,
+                                                 const float *lse_h, const float *D_h,
+                                                 const int32_t *doc, int m0, int T,
+                                                 int64_t qstride) {
+  load_tile<BWD_BM, HD, NT>(sQ, qb, m0, T, qstride);
+  load_tile<BWD_BM, HD, NT>(sdO, dob, m0, T, qstride);
+  if (threadIdx.x < BWD_BM) {
+    const int row = m0 + threadIdx.x;
+    const bool ok = row < T;
+    cp_async4(sL + threadIdx.x, ok ? lse_h + row : lse_h, ok ? 4 : 0);
+    cp_async4(sD + threadIdx.x, ok ? D_h + row : D_h, ok ? 4 : 0);
+    if (doc)
+      cp_async4(sDoc + threadIdx.x, ok ? doc + row : doc, ok ? 4 : 0);
+  }
+}
+
+template <int HD, int NW, int MINB>
+static __global__ void __launch_bounds__(NW * 32, MINB)
     flash_bwd_kernel(const flash_params p, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
                      const bf16 *__restrict__ v, const bf16 *__restrict__ dout,
                      const float *__restrict__ lse, const float *__restrict__ Dg,
                      float *__restrict__ dq_acc, bf16 *__restrict__ dk, bf16 *__restrict__ dv) {
-  constexpr int BM = BWD_BM, BN = BWD_BN, NT = BWD_THREADS;
+  constexpr int BM = BWD_BM, BN = NW * 16, NT = NW * 32;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16 *sK = reinterpret_cast<bf16 *>(smem_raw); // (BN, HD)
   bf16 *sV = sK + BN * HD;                       // (BN, HD)
-  bf16 *sQ = sV + BN * HD;                       // (BM, HD)
-  bf16 *sdO = sQ + BM * HD;                      // (BM, HD)
-  bf16 *sdS = sdO + BM * HD;                     // (BN, BM): dS^T, keys by queries
-  float *sL = reinterpret_cast<float *>(sdS + BN * BM); // (BM) lse * log2(e)
-  float *sD = sL + BM;                                  // (BM)
-  int32_t *sDoc = reinterpret_cast<int32_t *>(sD + BM); // (BM)
+  bf16 *sQb = sV + BN * HD;                      // (2, BM, HD): double buffered
+  bf16 *sdOb = sQb + 2 * BM * HD;                // (2, BM, HD)
+  bf16 *sdS = sdOb + 2 * BM * HD;                // (BN, BM): dS^T, keys by queries
+  float *sLb = reinterpret_cast<float *>(sdS + BN * BM); // (2, BM) lse (natural log)
+  float *sDb = sLb + 2 * BM;                             // (2, BM)
+  int32_t *sDocb = reinterpret_cast<int32_t *>(sDb + 2 * BM); // (2, BM)
 
   const int T = p.T, NH = p.NH, KVH = p.KVH, rep = NH / KVH;
   const int n_block = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
@@ -106,10 +141,13 @@ static __global__ void __launch_bounds__(BWD_THREADS, 1)
   const bf16 *vb = v + (int64_t)b * T * kstride + g * HD;
   const int32_t *doc = p.doc ? p.doc + (int64_t)b * T : nullptr; // (T)
   const float sl2 = p.scale * FLASH_LOG2E;
+  /* ldmatrix lane patterns (see swz_ld): A operands and transposed loads
+   * (rA, xA), B operands (rB, xB). */
+  const int rA = (lane & 7) + ((lane >> 3) & 1) * 8, xA = (lane >> 4) ^ (lane & 7);
+  const int rB = (lane & 7) + (lane >> 4) * 8, xB = ((lane >> 3) & 1) ^ (lane & 7);
 
   load_tile<BN, HD, NT>(sK, kb, n0, T, kstride);
   load_tile<BN, HD, NT>(sV, vb, n0, T, kstride);
-  cp_async_commit();
 
   const int kr_lo = n0 + warp * 16 + lane / 4; // key row of c0, c1; c2, c3 are kr_lo + 8
   int doc_k[2] = {0, 0};
@@ -125,27 +163,36 @@ static __global__ void __launch_bounds__(BWD_THREADS, 1)
     for (int c = 0; c < 4; c++)
       dka[i][c] = dva[i][c] = 0.0f;
 
+  /* One flattened loop over (query head of the group, query block), so
+   * that step it + 1 (possibly the next head's first block) is loaded while
+   * step it computes. */
   const int m_first = p.causal ? n0 / BM : 0;
   const int m_blocks = (T + BM - 1) / BM;
-  for (int h = g * rep; h < (g + 1) * rep; h++) {
-    const bf16 *qb = q + (int64_t)b * T * qstride + h * HD; // rows t: (T, NH*HD)
-    const bf16 *dob = dout + (int64_t)b * T * qstride + h * HD;
-    const float *lse_h = lse + ((int64_t)b * NH + h) * T; // (T)
-    const float *D_h = Dg + ((int64_t)b * NH + h) * T;    // (T)
-    for (int mb = m_first; mb < m_blocks; mb++) {
-      const int m0 = mb * BM;
-      load_tile<BM, HD, NT>(sQ, qb, m0, T, qstride);
-      load_tile<BM, HD, NT>(sdO, dob, m0, T, qstride);
-      cp_async_commit();
-      if (threadIdx.x < BM) {
-        const int row = m0 + threadIdx.x;
-        /* Rows past T get lse = +inf, so their P is exactly 0. */
-        sL[threadIdx.x] = row < T ? lse_h[row] * FLASH_LOG2E : INFINITY;
-        sD[threadIdx.x] = row < T ? D_h[row] : 0.0f;
-        sDoc[threadIdx.x] = doc && row < T ? doc[row] : INT32_MIN;
-      }
-      cp_async_wait<0>();
-      __syncthreads();
+  const int n_mb = m_blocks - m_first, n_it = rep * n_mb;
+  auto stage = [&](int it, int buf) {
+    const int h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
+    bwd_stage<HD, NT>(sQb + buf * BM * HD, sdOb + buf * BM * HD, sLb + buf * BM, sDb + buf * BM,
+                      sDocb + buf * BM, q + (int64_t)b * T * qstride + h * HD,
+                      dout + (int64_t)b * T * qstride + h * HD,
+                      lse + ((int64_t)b * NH + h) * T, Dg + ((int64_t)b * NH + h) * T, doc, m0, T,
+                      qstride);
+  };
+  stage(0, 0);
+  cp_async_commit(); /* K, V and step 0 */
+  for (int it = 0; it < n_it; it++) {
+    const int buf = it & 1;
+    const int h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
+    /* Buffer buf ^ 1 was last read before the middle barrier of step
+     * it - 1, which every warp has passed by now. */
+    if (it + 1 < n_it)
+      stage(it + 1, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>(); /* all but the group just issued */
+    __syncthreads();
+    {
+      const bf16 *sQ = sQb + buf * BM * HD, *sdO = sdOb + buf * BM * HD;
+      const float *sL = sLb + buf * BM, *sD = sDb + buf * BM;
+      const int32_t *sDoc = sDocb + buf * BM;
 
       /* S^T (16 keys of this warp x BM queries) = K_w Q^T. */
       float st[BM / 8][4];
@@ -155,13 +202,11 @@ static __global__ void __launch_bounds__(BWD_THREADS, 1)
 #pragma unroll
       for (int kk = 0; kk < HD / 16; kk++) {
         uint32_t a[4];
-        ldsm_x4(a, sK + swz<HD>(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                kk * 16 + (lane >> 4) * 8));
+        ldsm_x4(a, sK + swz_ld<HD>(warp * 16 + rA, kk * 2, xA));
 #pragma unroll
         for (int np = 0; np < BM / 16; np++) {
           uint32_t r[4];
-          ldsm_x4(r, sQ + swz<HD>(np * 16 + (lane & 7) + (lane >> 4) * 8,
-                                  kk * 16 + ((lane >> 3) & 1) * 8));
+          ldsm_x4(r, sQ + swz_ld<HD>(np * 16 + rB, kk * 2, xB));
           uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
           mma_bf16(st[2 * np], a, b0);
           mma_bf16(st[2 * np + 1], a, b1);
@@ -169,18 +214,19 @@ static __global__ void __launch_bounds__(BWD_THREADS, 1)
       }
 
       /* P^T = exp(S^T - lse), masked. Keys past T are zero rows of K,
-       * which would otherwise get a nonzero probability. */
-      const bool need_mask =
-          doc != nullptr || n0 + BN > T || (p.causal && n0 + warp * 16 + 15 > m0);
+       * which would otherwise get a nonzero probability; query rows past T
+       * have zero-filled lse and D, so they are masked too. */
+      const bool need_mask = doc != nullptr || n0 + BN > T || m0 + BM > T ||
+                             (p.causal && n0 + warp * 16 + 15 > m0);
 #pragma unroll
       for (int nt = 0; nt < BM / 8; nt++) {
 #pragma unroll
         for (int c = 0; c < 4; c++) {
           const int qi = nt * 8 + (lane % 4) * 2 + (c & 1);
-          float pv = exp2f(st[nt][c] * sl2 - sL[qi]);
+          float pv = exp2f(fmaf(st[nt][c], sl2, -sL[qi] * FLASH_LOG2E));
           if (need_mask) {
             const int key = kr_lo + (c >> 1) * 8;
-            bool ok = key < T && (!p.causal || key <= m0 + qi);
+            bool ok = key < T && m0 + qi < T && (!p.causal || key <= m0 + qi);
             if (doc)
               ok = ok && sDoc[qi] == doc_k[c >> 1];
             pv = ok ? pv : 0.0f;
@@ -199,8 +245,7 @@ static __global__ void __launch_bounds__(BWD_THREADS, 1)
 #pragma unroll
         for (int np = 0; np < HD / 16; np++) {
           uint32_t r[4];
-          ldsm_x4_t(r, sdO + swz<HD>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                     np * 16 + (lane >> 4) * 8));
+          ldsm_x4_t(r, sdO + swz_ld<HD>(kk * 16 + rA, np * 2, xA));
           uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
           mma_bf16(dva[2 * np], a, b0);
           mma_bf16(dva[2 * np + 1], a, b1);
@@ -215,13 +260,11 @@ static __global__ void __launch_bounds__(BWD_THREADS, 1)
 #pragma unroll
       for (int kk = 0; kk < HD / 16; kk++) {
         uint32_t a[4];
-        ldsm_x4(a, sV + swz<HD>(warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                kk * 16 + (lane >> 4) * 8));
+        ldsm_x4(a, sV + swz_ld<HD>(warp * 16 + rA, kk * 2, xA));
 #pragma unroll
         for (int np = 0; np < BM / 16; np++) {
           uint32_t r[4];
-          ldsm_x4(r, sdO + swz<HD>(np * 16 + (lane & 7) + (lane >> 4) * 8,
-                                   kk * 16 + ((lane >> 3) & 1) * 8));
+          ldsm_x4(r, sdO + swz_ld<HD>(np * 16 + rB, kk * 2, xB));
           uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
           mma_bf16(ds[2 * np], a, b0);
           mma_bf16(ds[2 * np + 1], a, b1);
@@ -248,8 +291,7 @@ static __global__ void __launch_bounds__(BWD_THREADS, 1)
 #pragma unroll
         for (int np = 0; np < HD / 16; np++) {
           uint32_t r[4];
-          ldsm_x4_t(r, sQ + swz<HD>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                    np * 16 + (lane >> 4) * 8));
+          ldsm_x4_t(r, sQ + swz_ld<HD>(kk * 16 + rA, np * 2, xA));
           uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
           mma_bf16(dka[2 * np], a, b0);
           mma_bf16(dka[2 * np + 1], a, b1);
@@ -258,23 +300,22 @@ static __global__ void __launch_bounds__(BWD_THREADS, 1)
       __syncthreads();
 
       /* dQ (BM x HD) += dS (BM x BN) K (BN x HD): warp w takes query rows
-       * (w % 4) * 16 and half the head dim, (w / 4) * HD / 2. */
+       * (w % 4) * 16 and a 1 / (NW / 4) share of the head dim. */
       {
-        const int qr = (warp % 4) * 16, hc = (warp / 4) * (HD / 2);
-        float dqa[HD / 16][4];
+        constexpr int DQW = HD / (NW / 4); // head-dim columns per warp
+        const int qr = (warp % 4) * 16, hc = (warp / 4) * DQW;
+        float dqa[DQW / 8][4];
 #pragma unroll
-        for (int i = 0; i < HD / 16; i++)
+        for (int i = 0; i < DQW / 8; i++)
           dqa[i][0] = dqa[i][1] = dqa[i][2] = dqa[i][3] = 0.0f;
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
           uint32_t a[4];
-          ldsm_x4_t(a, sdS + swz<BM>(kk * 16 + (lane & 7) + (lane >> 4) * 8,
-                                     qr + ((lane >> 3) & 1) * 8));
+          ldsm_x4_t(a, sdS + swz_ld<BM>(kk * 16 + rB, qr / 8, xB));
 #pragma unroll
-          for (int np = 0; np < HD / 32; np++) {
+          for (int np = 0; np < DQW / 16; np++) {
             uint32_t r[4];
-            ldsm_x4_t(r, sK + swz<HD>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                      hc + np * 16 + (lane >> 4) * 8));
+            ldsm_x4_t(r, sK + swz_ld<HD>(kk * 16 + rA, hc / 8 + np * 2, xA));
             uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
             mma_bf16(dqa[2 * np], a, b0);
             mma_bf16(dqa[2 * np + 1], a, b1);
@@ -286,16 +327,17 @@ static __global__ void __launch_bounds__(BWD_THREADS, 1)
           if (row < T) {
             float *dst = dq_acc + ((int64_t)(b * T + row) * NH + h) * HD + hc + (lane % 4) * 2;
 #pragma unroll
-            for (int dt = 0; dt < HD / 16; dt++)
+            for (int dt = 0; dt < DQW / 8; dt++)
               atomicAdd(reinterpret_cast<float2 *>(dst + dt * 8),
                         make_float2(dqa[dt][2 * r], dqa[dt][2 * r + 1]));
           }
         }
       }
-      __syncthreads();
     }
+    /* No barrier here: the next step's stage() writes only the buffer this
+     * step did not read, and its sdS writes come after its top barrier. */
   }
-  cp_async_wait<0>(); /* no group is left in flight when rep * blocks == 0 */
+  cp_async_wait<0>();
 
 #pragma unroll
   for (int r = 0; r < 2; r++) {
@@ -313,17 +355,17 @@ static __global__ void __launch_bounds__(BWD_THREADS, 1)
   }
 }
 
-template <int HD>
+template <int HD, int NW, int MINB>
 static int launch_bwd(const flash_params *p, const void *q, const void *k, const void *v,
                       const void *dout, const float *lse, const float *D, float *dq_acc, void *dk, void *dv,
                       cudaStream_t stream) {
-  const int smem = bwd_smem_bytes<HD>();
-  cudaError_t e = cudaFuncSetAttribute(flash_bwd_kernel<HD>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  const int smem = bwd_smem_bytes<HD, NW>();
+  auto kern = flash_bwd_kernel<HD, NW, MINB>;
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess)
     return (int)e;
-  dim3 grid((p->T + BWD_BN - 1) / BWD_BN, p->KVH, p->B);
-  flash_bwd_kernel<HD><<<grid, BWD_THREADS, smem, stream>>>(
+  dim3 grid((p->T + NW * 16 - 1) / (NW * 16), p->KVH, p->B);
+  kern<<<grid, NW * 32, smem, stream>>>(
       *p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)dout, lse, D,
       dq_acc, (bf16 *)dk, (bf16 *)dv);
   return (int)cudaGetLastError();
@@ -346,9 +388,9 @@ extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, co
     return (int)e;
   int rc;
   if (p->HD == 64)
-    rc = launch_bwd<64>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+    rc = launch_bwd<64, BWD64_NW, BWD64_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else if (p->HD == 128)
-    rc = launch_bwd<128>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+    rc = launch_bwd<128, BWD128_NW, BWD128_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else
     return (int)cudaErrorInvalidValue;
   if (rc != 0)

@@ -52,6 +52,11 @@ static __device__ __forceinline__ void cp_async16(void *dst, const void *src, in
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes));
 }
+/* 4-byte async copy (lse, D, doc ids); src_bytes 0 writes a zero. */
+static __device__ __forceinline__ void cp_async4(void *dst, const void *src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes));
+}
 static __device__ __forceinline__ void cp_async_commit(void) {
   asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -69,6 +74,16 @@ static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
  * 8 different bank groups instead of one. COLS is a multiple of 64. */
 template <int COLS> static __device__ __forceinline__ int swz(int row, int col) {
   return row * COLS + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+
+/* swz for an ldmatrix address: row = (multiple of 8) + lane-dependent part,
+ * 16-byte chunk = c + (0 or 1), c even, and x = (that 0 or 1) ^ (row % 8),
+ * which depends on the lane only. Equal to swz<COLS>(row, 8 * chunk), but
+ * written so that for a compile-time c the compiler needs one register per
+ * c % 8 and folds the rest (row and c / 8 offsets) into immediates, instead
+ * of one address register per (row, chunk) pair of an unrolled loop. */
+template <int COLS> static __device__ __forceinline__ int swz_ld(int row, int c, int x) {
+  return row * COLS + (((c & ~7) | ((c & 7) ^ x)) << 3);
 }
 
 /* Copies rows [row0, row0 + ROWS) of a (T, stride) bf16 matrix, columns

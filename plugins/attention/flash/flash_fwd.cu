@@ -18,20 +18,45 @@
 #include "flash.h"
 #include "flash_common.cuh"
 
-#define FWD_BM 128
-#define FWD_BN 64
-#define FWD_MT 2 /* 16-row m-tiles per warp: each K/V fragment read from smem feeds 2 MMAs */
-#define FWD_THREADS (FWD_BM / (16 * FWD_MT) * 32)
+/* Tile shape per head dim: MT (16-row m-tiles per warp), NW (warps per
+ * CTA), BN (keys per block), MINB (CTAs per SM the registers are budgeted
+ * for); BM = NW * 16 * MT query rows per CTA. Each is overridable at build
+ * time (-DFWD64_NW=8 ...) to benchmark variants; the defaults are the
+ * fastest measured on an H200 (bench/results/2026-11-21-flash-attention-s2.md). */
+#ifndef FWD64_MT
+#define FWD64_MT 2
+#endif
+#ifndef FWD64_NW
+#define FWD64_NW 4
+#endif
+#ifndef FWD64_BN
+#define FWD64_BN 128
+#endif
+#ifndef FWD64_MINB
+#define FWD64_MINB 2
+#endif
+#ifndef FWD128_MT
+#define FWD128_MT 2
+#endif
+#ifndef FWD128_NW
+#define FWD128_NW 4
+#endif
+#ifndef FWD128_BN
+#define FWD128_BN 64
+#endif
+#ifndef FWD128_MINB
+#define FWD128_MINB 2
+#endif
 
-template <int HD> static constexpr int fwd_smem_bytes() {
-  return (FWD_BM * HD + 4 * FWD_BN * HD) * (int)sizeof(bf16);
+template <int HD, int MT, int NW, int BN> static constexpr int fwd_smem_bytes() {
+  return (NW * 16 * MT * HD + 4 * BN * HD) * (int)sizeof(bf16);
 }
 
-template <int HD>
-static __global__ void __launch_bounds__(FWD_THREADS, 2)
+template <int HD, int MT, int NW, int BN, int MINB>
+static __global__ void __launch_bounds__(NW * 32, MINB)
     flash_fwd_kernel(const flash_params p, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
                      const bf16 *__restrict__ v, bf16 *__restrict__ out, float *__restrict__ lse) {
-  constexpr int BM = FWD_BM, BN = FWD_BN, NT = FWD_THREADS, MT = FWD_MT;
+  constexpr int BM = NW * 16 * MT, NT = NW * 32;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16 *sQ = reinterpret_cast<bf16 *>(smem_raw); // (BM, HD)
   bf16 *sK = sQ + BM * HD;                       // (2, BN, HD)
@@ -48,10 +73,18 @@ static __global__ void __launch_bounds__(FWD_THREADS, 2)
   const bf16 *kb = k + (int64_t)b * T * kstride + g * HD; // rows t: (T, KVH*HD)
   const bf16 *vb = v + (int64_t)b * T * kstride + g * HD;
   const int32_t *doc = p.doc ? p.doc + (int64_t)b * T : nullptr; // (T)
+  /* Scores stay unscaled; the scale and log2(e) go into one FFMA with the
+   * running max before exp2: p = exp2(s * sl2 - m), m in log2 units. */
   const float sl2 = p.scale * FLASH_LOG2E;
 
   const int kv_end = p.causal ? min(T, m0 + BM) : T;
   const int n_blocks = (kv_end + BN - 1) / BN;
+  /* Causal: this warp's last row; key blocks past it are skipped. */
+  const int warp_last = m0 + wrow + 16 * MT - 1;
+  /* ldmatrix lane patterns: A operands and transposed loads (rA, xA), B
+   * operands (rB, xB); see swz_ld. */
+  const int rA = (lane & 7) + ((lane >> 3) & 1) * 8, xA = (lane >> 4) ^ (lane & 7);
+  const int rB = (lane & 7) + (lane >> 4) * 8, xB = ((lane >> 3) & 1) ^ (lane & 7);
 
   load_tile<BM, HD, NT>(sQ, qb, m0, T, qstride);
   load_tile<BN, HD, NT>(sK, kb, 0, T, kstride);
@@ -66,7 +99,7 @@ static __global__ void __launch_bounds__(FWD_THREADS, 2)
 #pragma unroll
     for (int i = 0; i < HD / 8; i++)
       o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
-  float mrow[MT][2], lrow[MT][2];
+  float mrow[MT][2], lrow[MT][2]; // running max (log2 units, scaled) and partial row sum
   int doc_r[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; mt++)
@@ -86,106 +119,106 @@ static __global__ void __launch_bounds__(FWD_THREADS, 2)
       load_tile<BN, HD, NT>(sV + (buf ^ 1) * BN * HD, vb, (nb + 1) * BN, T, kstride);
     }
     cp_async_commit();
+    const int n0 = nb * BN;
 
-    float s[MT][BN / 8][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-      for (int i = 0; i < BN / 8; i++)
-        s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) {
-      uint32_t a[MT][4];
+    /* Warp-uniform: a causal block wholly above this warp's rows adds
+     * nothing (every p would be 0), so the warp only keeps the barrier. */
+    if (!p.causal || n0 <= warp_last) {
+      float s[MT][BN / 8][4];
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
-        ldsm_x4(a[mt], sQ + swz<HD>(wrow + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                    kk * 16 + (lane >> 4) * 8));
 #pragma unroll
-      for (int np = 0; np < BN / 16; np++) {
-        uint32_t r[4];
-        ldsm_x4(r, cK + swz<HD>(np * 16 + (lane & 7) + (lane >> 4) * 8,
-                                kk * 16 + ((lane >> 3) & 1) * 8));
-        uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+        for (int i = 0; i < BN / 8; i++)
+          s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-          mma_bf16(s[mt][2 * np], a[mt], b0);
-          mma_bf16(s[mt][2 * np + 1], a[mt], b1);
-        }
-      }
-    }
-
-    const int n0 = nb * BN;
-    const bool need_mask =
-        n0 + BN > T || doc != nullptr || (p.causal && n0 + BN - 1 > m0 + wrow);
+      for (int kk = 0; kk < HD / 16; kk++) {
+        uint32_t a[MT][4];
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
+        for (int mt = 0; mt < MT; mt++)
+          ldsm_x4(a[mt], sQ + swz_ld<HD>(wrow + mt * 16 + rA, kk * 2, xA));
 #pragma unroll
-      for (int nt = 0; nt < BN / 8; nt++) {
+        for (int np = 0; np < BN / 16; np++) {
+          uint32_t r[4];
+          ldsm_x4(r, cK + swz_ld<HD>(np * 16 + rB, kk * 2, xB));
+          uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-          float x = s[mt][nt][c] * sl2;
-          if (need_mask) {
-            const int row = m0 + wrow + mt * 16 + lane / 4 + (c >> 1) * 8;
-            const int col = n0 + nt * 8 + (lane % 4) * 2 + (c & 1);
-            bool ok = col < T && (!p.causal || col <= row);
-            if (ok && doc)
-              ok = __ldg(doc + col) == doc_r[mt][c >> 1];
-            x = ok ? x : -INFINITY;
+          for (int mt = 0; mt < MT; mt++) {
+            mma_bf16(s[mt][2 * np], a[mt], b0);
+            mma_bf16(s[mt][2 * np + 1], a[mt], b1);
           }
-          s[mt][nt][c] = x;
         }
       }
 
-      /* Online softmax over the two rows this thread holds in this m-tile;
-       * a quad of lanes shares a row. A row with no visible key yet keeps
-       * max -inf and uses 0 in its place so that exp2 gives 0, not NaN. */
-#pragma unroll
-      for (int r = 0; r < 2; r++) {
-        float mx = mrow[mt][r];
-#pragma unroll
-        for (int nt = 0; nt < BN / 8; nt++)
-          mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_use = mx == -INFINITY ? 0.0f : mx;
-        const float alpha = exp2f(mrow[mt][r] - m_use);
-        mrow[mt][r] = mx;
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < BN / 8; nt++) {
-          s[mt][nt][2 * r] = exp2f(s[mt][nt][2 * r] - m_use);
-          s[mt][nt][2 * r + 1] = exp2f(s[mt][nt][2 * r + 1] - m_use);
-          sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
-        }
-        lrow[mt][r] = lrow[mt][r] * alpha + sum;
-#pragma unroll
-        for (int dt = 0; dt < HD / 8; dt++) {
-          o[mt][dt][2 * r] *= alpha;
-          o[mt][dt][2 * r + 1] *= alpha;
-        }
-      }
-    }
-
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++) {
-      uint32_t a[MT][4];
+      const bool need_mask =
+          n0 + BN > T || doc != nullptr || (p.causal && n0 + BN - 1 > m0 + wrow);
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
-        a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-        a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-        a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-        a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-      }
+        if (need_mask) {
 #pragma unroll
-      for (int np = 0; np < HD / 16; np++) {
-        uint32_t r[4];
-        ldsm_x4_t(r, cV + swz<HD>(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                  np * 16 + (lane >> 4) * 8));
-        uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+          for (int nt = 0; nt < BN / 8; nt++) {
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+              const int row = m0 + wrow + mt * 16 + lane / 4 + (c >> 1) * 8;
+              const int col = n0 + nt * 8 + (lane % 4) * 2 + (c & 1);
+              bool ok = col < T && (!p.causal || col <= row);
+              if (ok && doc)
+                ok = __ldg(doc + col) == doc_r[mt][c >> 1];
+              s[mt][nt][c] = ok ? s[mt][nt][c] : -INFINITY;
+            }
+          }
+        }
+
+        /* Online softmax over the two rows this thread holds in this m-tile;
+         * a quad of lanes shares a row. A row with no visible key yet keeps
+         * max -inf and uses 0 in its place so that exp2 gives 0, not NaN. */
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          float mx = -INFINITY;
+#pragma unroll
+          for (int nt = 0; nt < BN / 8; nt++)
+            mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          mx = fmaxf(mrow[mt][r], mx * sl2); // scale > 0: the max commutes with it
+          const float m_use = mx == -INFINITY ? 0.0f : mx;
+          const float alpha = exp2f(mrow[mt][r] - m_use);
+          mrow[mt][r] = mx;
+          float sum = 0.0f;
+#pragma unroll
+          for (int nt = 0; nt < BN / 8; nt++) {
+            s[mt][nt][2 * r] = exp2f(fmaf(s[mt][nt][2 * r], sl2, -m_use));
+            s[mt][nt][2 * r + 1] = exp2f(fmaf(s[mt][nt][2 * r + 1], sl2, -m_use));
+            sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
+          }
+          lrow[mt][r] = lrow[mt][r] * alpha + sum;
+#pragma unroll
+          for (int dt = 0; dt < HD / 8; dt++) {
+            o[mt][dt][2 * r] *= alpha;
+            o[mt][dt][2 * r + 1] *= alpha;
+          }
+        }
+      }
+
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; kk++) {
+        uint32_t a[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
-          mma_bf16(o[mt][2 * np], a[mt], b0);
-          mma_bf16(o[mt][2 * np + 1], a[mt], b1);
+          a[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          a[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          a[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          a[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
+#pragma unroll
+        for (int np = 0; np < HD / 16; np++) {
+          uint32_t r[4];
+          ldsm_x4_t(r, cV + swz_ld<HD>(kk * 16 + rA, np * 2, xA));
+          uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            mma_bf16(o[mt][2 * np], a[mt], b0);
+            mma_bf16(o[mt][2 * np + 1], a[mt], b1);
+          }
         }
       }
     }
@@ -215,17 +248,18 @@ static __global__ void __launch_bounds__(FWD_THREADS, 2)
   }
 }
 
-template <int HD>
+template <int HD, int MT, int NW, int BN, int MINB>
 static int launch_fwd(const flash_params *p, const void *q, const void *k, const void *v,
                       void *out, float *lse, cudaStream_t stream) {
-  const int smem = fwd_smem_bytes<HD>();
-  cudaError_t e = cudaFuncSetAttribute(flash_fwd_kernel<HD>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  constexpr int BM = NW * 16 * MT;
+  const int smem = fwd_smem_bytes<HD, MT, NW, BN>();
+  auto kern = flash_fwd_kernel<HD, MT, NW, BN, MINB>;
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess)
     return (int)e;
-  dim3 grid((p->T + FWD_BM - 1) / FWD_BM, p->NH, p->B);
-  flash_fwd_kernel<HD><<<grid, FWD_THREADS, smem, stream>>>(
-      *p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (bf16 *)out, lse);
+  dim3 grid((p->T + BM - 1) / BM, p->NH, p->B);
+  kern<<<grid, NW * 32, smem, stream>>>(*p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+                                        (bf16 *)out, lse);
   return (int)cudaGetLastError();
 }
 
@@ -233,9 +267,9 @@ extern "C" int flash_fwd(const flash_params *p, const void *q, const void *k, co
                          void *out, float *lse, void *stream) {
   cudaStream_t st = (cudaStream_t)stream;
   if (p->HD == 64)
-    return launch_fwd<64>(p, q, k, v, out, lse, st);
+    return launch_fwd<64, FWD64_MT, FWD64_NW, FWD64_BN, FWD64_MINB>(p, q, k, v, out, lse, st);
   if (p->HD == 128)
-    return launch_fwd<128>(p, q, k, v, out, lse, st);
+    return launch_fwd<128, FWD128_MT, FWD128_NW, FWD128_BN, FWD128_MINB>(p, q, k, v, out, lse, st);
   return (int)cudaErrorInvalidValue;
 }
 

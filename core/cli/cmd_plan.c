@@ -174,8 +174,8 @@ int fsdpc__cmd_plan(int argc, char **argv) {
   } else if (!cuda) {
     printf("(cpu_offload rows omitted: on CPU the shards already live in host memory)\n");
   } else {
-    printf("(offload rows are predictions only: fsdp.cpu_offload is not implemented in this "
-           "build yet)\n");
+    printf("(offload rows: the shards live in pinned host memory, not counted above; "
+           "--json gives host_bytes)\n");
   }
   cJSON_Delete(rows);
   code = 0;

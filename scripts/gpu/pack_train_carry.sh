@@ -13,7 +13,7 @@ files=$(cd / && ls -d "${B#/}"/bin/fsdpc "${B#/}"/lib/libfsdpc.so* "${B#/}"/plug
 (cd / && tar cJf "$DEST/build.tar.xz" $files)
 /work/shared/device/pack-runtime.sh "$DEST/runtime.tar.xz" $(cd / && for f in $files; do echo /$f; done) >/dev/null
 echo "$B" >"$DEST/build_dir"
-cp "$ROOT/scripts/gpu/run_train_gpu.sh" "$ROOT/scripts/gpu/run_1b_side_by_side.sh" "$ROOT/scripts/gpu/run_seq8192.sh" "$ROOT/scripts/gpu/run_bench_1b.sh" "$ROOT/scripts/gpu/run_profile_1b.sh" "$ROOT/scripts/gpu/run_1b_variants.sh" "$ROOT/bench/profile_summary.py" \
+cp "$ROOT"/scripts/gpu/run_*.sh "$ROOT/bench/profile_summary.py" \
   "$ROOT/tests/train/compare_runs.py" "$ROOT/tests/fixtures/check_hf_load.py" "$DEST/"
 # the HF fixtures, where the fixture test looks for them (its source dir)
 mkdir -p "$DEST/src/tests/fixtures" && cp -r "$ROOT"/tests/fixtures/hf_tiny_* "$DEST/src/tests/fixtures/"

@@ -92,7 +92,7 @@ set: {train.eval_every: 0, data.eval_fraction: 0, schedule.warmup_steps: 1, trai
       data.train: $dir/qa.tok}
 matrix:
   fsdp.sharding_strategy: [NO_SHARD, {name: hybrid-3, fsdp.sharding_strategy: HYBRID_SHARD, fsdp.hybrid_shard_size: 3}]
-  fsdp.cpu_offload: [false, true]
+  fsdp.max_inflight_allgathers: [2, 3]
 nproc_per_node: 2
 warmup_steps: 1
 steps: 1
@@ -101,13 +101,13 @@ YAML
 python3 - "$dir/fail/bench.json" <<'PY' || fails=$((fails + 1))
 import json, sys
 rows = {r["name"]: r for r in json.load(open(sys.argv[1]))["rows"]}
-assert set(rows) == {"sharding_strategy=NO_SHARD cpu_offload=false", "sharding_strategy=NO_SHARD cpu_offload=true",
-                     "sharding_strategy=hybrid-3 cpu_offload=false", "sharding_strategy=hybrid-3 cpu_offload=true"}, rows.keys()
-ok = rows["sharding_strategy=NO_SHARD cpu_offload=false"]
+assert set(rows) == {"sharding_strategy=NO_SHARD max_inflight_allgathers=2", "sharding_strategy=NO_SHARD max_inflight_allgathers=3",
+                     "sharding_strategy=hybrid-3 max_inflight_allgathers=2", "sharding_strategy=hybrid-3 max_inflight_allgathers=3"}, rows.keys()
+ok = rows["sharding_strategy=NO_SHARD max_inflight_allgathers=2"]
 assert ok["ok"], ok
-off = rows["sharding_strategy=NO_SHARD cpu_offload=true"]
-assert not off["ok"] and "cpu_offload" in off["reason"], off
-h3 = rows["sharding_strategy=hybrid-3 cpu_offload=false"]
+off = rows["sharding_strategy=NO_SHARD max_inflight_allgathers=3"]
+assert not off["ok"] and "max_inflight_allgathers" in off["reason"], off
+h3 = rows["sharding_strategy=hybrid-3 max_inflight_allgathers=2"]
 assert not h3["ok"] and "divide" in h3["reason"] and "\n" not in h3["reason"], h3
 print("failure rows:", off["reason"], "|", h3["reason"])
 PY

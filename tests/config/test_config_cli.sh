@@ -57,8 +57,8 @@ grep -q "bad.yaml:4:3: unknown key 'fsdp.shardng_strategy' (did you mean 'shardi
 
 expect 1 "$FSDPC" config check "$tmp/good.yaml" optim.lr=abc
 grep -q "^override 'optim.lr=abc': optim.lr: expected a number" "$tmp/err" || fail "override error: $(cat "$tmp/err")"
-expect 1 "$FSDPC" config check "$tmp/good.yaml" fsdp.cpu_offload=true
-grep -q "fsdp.cpu_offload=true is not implemented in this build" "$tmp/err" || fail "not-implemented: $(cat "$tmp/err")"
+expect 1 "$FSDPC" config check "$tmp/good.yaml" fsdp.max_inflight_allgathers=3
+grep -q "fsdp.max_inflight_allgathers=3 is not implemented in this build" "$tmp/err" || fail "not-implemented: $(cat "$tmp/err")"
 expect 1 "$FSDPC" config check "$tmp/missing.yaml"
 grep -q "missing.yaml: cannot open config" "$tmp/err" || fail "missing file: $(cat "$tmp/err")"
 

@@ -147,14 +147,14 @@ static const bad_case cases[] = {
     {"empty_file", "", {0}, {"cfg.yaml: empty config file"}},
     {"comment_only", "# nothing here\n", {0}, {"cfg.yaml: empty config file"}},
     /* not implemented */
-    {"ni_cpu_offload",
-     M "fsdp:\n  cpu_offload: true\n",
+    {"ni_inflight",
+     M "fsdp:\n  max_inflight_allgathers: 3\n",
      {0},
-     {"cfg.yaml:3:16: fsdp.cpu_offload=true is not implemented in this build"}},
-    {"ni_reduce_dtype",
+     {"cfg.yaml:3:28: fsdp.max_inflight_allgathers=3 is not implemented in this build"}},
+    {"ni_inflight_override",
      M,
-     {"fsdp.mixed_precision.reduce_dtype=bf16"},
-     {"override 'fsdp.mixed_precision.reduce_dtype=bf16'", "is not implemented"}},
+     {"fsdp.max_inflight_allgathers=4"},
+     {"override 'fsdp.max_inflight_allgathers=4'", "is not implemented"}},
     /* cross-key checks */
     {"kv_heads_divide",
      M,
@@ -262,10 +262,10 @@ START_TEST(exclusive_min_and_init_from) {
   ck_assert_msg(strstr(err.msg, "cfg.yaml:1:") && strstr(err.msg, "model.rms_norm_eps") &&
                     strstr(err.msg, "must be in (0, 1]"),
                 "%s", err.msg);
-  const char *ov[] = {"fsdp.mixed_precision.reduce_dtype=bf16"};
+  const char *ov[] = {"fsdp.max_inflight_allgathers=4"};
   ck_assert_int_ne(fsdpc__config_from_string(M, "cfg.yaml", ov, 1, &cfg, &err), FSDPC_OK);
-  ck_assert_str_eq(err.msg, "override 'fsdp.mixed_precision.reduce_dtype=bf16': "
-                            "fsdp.mixed_precision.reduce_dtype=bf16 is not implemented in this build");
+  ck_assert_str_eq(err.msg, "override 'fsdp.max_inflight_allgathers=4': "
+                            "fsdp.max_inflight_allgathers=4 is not implemented in this build");
 }
 END_TEST
 

@@ -161,11 +161,17 @@ static const fsdpc_cfg_key keys[] = {
           "(the only ones each device computes in)",
           NONE_),
     ENUM_("fsdp.mixed_precision.reduce_dtype", fsdp.mixed_precision.reduce_dtype, "fp32",
-          dtype_values, "dtype of gradient reduce-scatter / all-reduce", NOT_IMPL("*")),
+          dtype_values,
+          "dtype of gradient reduce-scatter / replica all-reduce; bf16 (CUDA only) halves the "
+          "traffic, grads still accumulate in fp32",
+          NONE_),
     BOOL_("fsdp.activation_checkpointing", fsdp.activation_checkpointing, "false",
           "recompute each decoder layer's activations in backward", NONE_),
     BOOL_("fsdp.cpu_offload", fsdp.cpu_offload, "false",
-          "keep master, grad and optimizer shards in host memory; step on the CPU", NOT_IMPL("*")),
+          "CUDA: keep master, grad and optimizer shards in pinned host memory and run the "
+          "optimizer on the CPU (the device holds only gathered units, activations and comm "
+          "buffers); a no-op on the CPU device",
+          NONE_),
     /* Prefetch and overlap happen on GPUs (collectives on a second stream);
      * CPU collectives block, so there the keys change nothing. */
     BOOL_("fsdp.forward_prefetch", fsdp.forward_prefetch, "true",

@@ -146,37 +146,47 @@ fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const void *se
   return check(d, r, "all_gather", unit, oi.seq, err);
 }
 
-fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const float *send,
-                                        float *recv, uint64_t count, const char *unit,
-                                        fsdpc_err *err) {
+fsdpc_status fsdpc__dist_reduce_scatter_dt(fsdpc_dist *d, fsdpc_group g, const void *send,
+                                           void *recv, uint64_t count, int32_t dtype,
+                                           const char *unit, fsdpc_err *err) {
   int size;
+  size_t es = dtype == FSDPC_DTYPE_BF16 ? 2 : 4;
   fsdpc_comm *c = group_comm(d, g, &size);
   if (size == 1 || !c) {
-    if (recv != send) memcpy(recv, send, count * sizeof(float));
+    if (recv != send) memcpy(recv, send, count * es);
     return FSDPC_OK;
   }
   fsdpc_op_info oi = op_info(d, "reduce_scatter", unit);
-  d->bytes_reduce_scatter += count * sizeof(float) * (uint64_t)(size - 1);
+  d->bytes_reduce_scatter += count * es * (uint64_t)(size - 1);
   double t0 = now_s();
-  int32_t r =
-      d->cv->reduce_scatter(c, send, recv, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, d->stream,
-                            &oi);
+  int32_t r = d->cv->reduce_scatter(c, send, recv, count, dtype, FSDPC_REDUCE_SUM, d->stream, &oi);
   d->comm_s += now_s() - t0;
   return check(d, r, "reduce_scatter", unit, oi.seq, err);
 }
 
-fsdpc_status fsdpc__dist_all_reduce_f32(fsdpc_dist *d, fsdpc_group g, float *buf,
-                                        uint64_t count, const char *what, fsdpc_err *err) {
+fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const float *send,
+                                        float *recv, uint64_t count, const char *unit,
+                                        fsdpc_err *err) {
+  return fsdpc__dist_reduce_scatter_dt(d, g, send, recv, count, FSDPC_DTYPE_F32, unit, err);
+}
+
+fsdpc_status fsdpc__dist_all_reduce_dt(fsdpc_dist *d, fsdpc_group g, void *buf, uint64_t count,
+                                       int32_t dtype, const char *what, fsdpc_err *err) {
   int size;
+  size_t es = dtype == FSDPC_DTYPE_BF16 ? 2 : 4;
   fsdpc_comm *c = group_comm(d, g, &size);
   if (size == 1 || !c) return FSDPC_OK;
   fsdpc_op_info oi = op_info(d, "all_reduce", what);
-  d->bytes_all_reduce += count * sizeof(float) * 2 * (uint64_t)(size - 1) / (uint64_t)size;
+  d->bytes_all_reduce += count * es * 2 * (uint64_t)(size - 1) / (uint64_t)size;
   double t0 = now_s();
-  int32_t r =
-      d->cv->all_reduce(c, buf, buf, count, FSDPC_DTYPE_F32, FSDPC_REDUCE_SUM, d->stream, &oi);
+  int32_t r = d->cv->all_reduce(c, buf, buf, count, dtype, FSDPC_REDUCE_SUM, d->stream, &oi);
   d->comm_s += now_s() - t0;
   return check(d, r, "all_reduce", what, oi.seq, err);
+}
+
+fsdpc_status fsdpc__dist_all_reduce_f32(fsdpc_dist *d, fsdpc_group g, float *buf,
+                                        uint64_t count, const char *what, fsdpc_err *err) {
+  return fsdpc__dist_all_reduce_dt(d, g, buf, count, FSDPC_DTYPE_F32, what, err);
 }
 
 fsdpc_status fsdpc__dist_all_reduce_f64(fsdpc_dist *d, fsdpc_group g, double *v, int n,

@@ -63,7 +63,14 @@ fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const void *se
 fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const float *send,
                                         float *recv, uint64_t count, const char *unit,
                                         fsdpc_err *err);
+/* The same in dtype (FSDPC_DTYPE_F32 or FSDPC_DTYPE_BF16: reduce_dtype bf16);
+ * send/recv as above, count elements of dtype. */
+fsdpc_status fsdpc__dist_reduce_scatter_dt(fsdpc_dist *d, fsdpc_group g, const void *send,
+                                           void *recv, uint64_t count, int32_t dtype,
+                                           const char *unit, fsdpc_err *err);
 /* In-place sum over the group. */
+fsdpc_status fsdpc__dist_all_reduce_dt(fsdpc_dist *d, fsdpc_group g, void *buf, uint64_t count,
+                                       int32_t dtype, const char *what, fsdpc_err *err);
 fsdpc_status fsdpc__dist_all_reduce_f32(fsdpc_dist *d, fsdpc_group g, float *buf,
                                         uint64_t count, const char *what, fsdpc_err *err);
 /* In-place sum of a few doubles over the group (loss sums, token counts,

@@ -49,6 +49,12 @@ typedef struct fsdpc_unit {
   int first_block, last_block; /* compute blocks that use it (forward order) */
   int grad_live;            /* full_grad holds grads not yet reduced */
   int pending;              /* gathered on the comm stream; compute has not waited yet */
+  /* cpu_offload only (pinned host memory): */
+  uint16_t *stage;          /* (shard_numel) bf16 copy of master, the source of each gather */
+  float *landing;           /* (shard_numel) later micro-batches' grads before the host add */
+  int stage_stale;          /* master changed since stage was cast */
+  int grad_clean;           /* grad is all zero (no micro-batch landed since the step) */
+  int land_pending;         /* landing holds grads not yet added into grad */
 } fsdpc_unit;
 
 /* Compute blocks: 0 embedding, 1..L decoder layers, L+1 head (see llama.h).
@@ -108,6 +114,13 @@ typedef struct fsdpc_engine_opts {
   int threads;
   const fsdpc_ops *ops;     /* the device; NULL = the CPU reference (fp32) */
   int forward_prefetch, backward_prefetch; /* with device collectives on a comm stream */
+  /* fsdp.mixed_precision.reduce_dtype: FSDPC_DTYPE_F32 (0 = default) or
+   * FSDPC_DTYPE_BF16 (device only: the CPU device refuses it). */
+  int reduce_dtype;
+  /* fsdp.cpu_offload: on a device, master, grad and optimizer shards live in
+   * pinned host memory and the optimizer steps on the CPU; on the CPU device
+   * a no-op (the shards already are host memory). */
+  int cpu_offload;
 } fsdpc_engine_opts;
 
 /* Bytes per rank, by category (what the planner predicts). */
@@ -169,9 +182,13 @@ fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int po
 fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
                                       double max_grad_norm, double *grad_norm, fsdpc_err *err);
 
+/* Whether the shards live in host memory while the model computes on a
+ * device (fsdp.cpu_offload on CUDA). */
+int fsdpc__engine_offloaded(const fsdpc_engine *e);
+
 /* This rank's fp32 shard of unit u (slot FSDPC_SD_SLOT_PARAM or an optimizer
- * slot) in HOST memory, for checkpoints. On the CPU it is the shard itself. On
- * a device it is a host mirror, filled from the device on first use; writes
+ * slot) in HOST memory, for checkpoints. On the CPU (and with cpu_offload) it
+ * is the shard itself. On a device it is a host mirror, filled from the device on first use; writes
  * to it reach the device at fsdpc__engine_host_shards_done(e, 1). */
 float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err);
 /* Ends a checkpoint operation: with upload, copies every host mirror back to

@@ -40,6 +40,12 @@ struct fsdpc_engine {
   int fwd_prefetch, bwd_prefetch;
   float **mirror;              /* (n_units * (1 + n_slots)) host copies of shards, or NULL */
   float *rs_scratch;           /* (max shard_numel) reduce-scatter landing buffer */
+  int reduce_bf16;             /* reduce-scatter / replica all-reduce in bf16 (device) */
+  void *rs16;                  /* (max shard_numel) bf16 reduce-scatter landing, or NULL */
+  double *dnorm;               /* (1) device accumulator of the grad norm, or NULL */
+  int offload;                 /* shards in pinned host memory, optimizer on the CPU */
+  const fsdpc_ops *sops;       /* where shard math runs: the CPU table when offloaded */
+  uint64_t host_pinned;        /* bytes of pinned host memory held (offload) */
   uint64_t max_shard, max_flat;
 };
 
@@ -51,6 +57,24 @@ static inline float *fsdpc__param_full_grad(fsdpc_engine *e, int p) {
   return e->units[e->param_unit[p]].full_grad + e->param_offset[p];
 }
 
+
+/* Shard memory (master, grad, optimizer state): the device's, or pinned
+ * host memory when offloaded. */
+static inline void *fsdpc__salloc(fsdpc_engine *e, fsdpc_mem_cat cat, size_t bytes) {
+  if (!e->offload) return e->ops->alloc(e->ops->ctx, cat, bytes);
+  void *p = e->ops->alloc_host(e->ops->ctx, bytes);
+  if (p) e->host_pinned += bytes;
+  return p;
+}
+static inline void fsdpc__sfree(fsdpc_engine *e, fsdpc_mem_cat cat, void *p, size_t bytes) {
+  if (!p) return;
+  if (!e->offload) {
+    e->ops->free(e->ops->ctx, cat, p, bytes);
+    return;
+  }
+  e->ops->free_host(e->ops->ctx, p);
+  e->host_pinned -= bytes;
+}
 
 static inline void *fsdpc__ealloc(fsdpc_engine *e, fsdpc_mem_cat cat, size_t bytes) {
   return e->ops->alloc(e->ops->ctx, cat, bytes);

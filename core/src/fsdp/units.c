@@ -37,6 +37,27 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   e->dist = o->dist;
   e->S = o->dist->shard_size;
   e->full_is_master = e->S == 1 && e->ops->act_dtype == FSDPC_DTYPE_F32;
+  int on_cpu = e->ops->device == FSDPC_DEVICE_CPU;
+  if (o->reduce_dtype == FSDPC_DTYPE_BF16) {
+    /* The CPU path is the fp32 reference and Gloo's shim reduces fp32 only. */
+    if (on_cpu) {
+      st = fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "fsdp.mixed_precision.reduce_dtype=bf16 needs train.device: cuda; the CPU "
+                       "path reduces gradients in fp32 (set it to fp32)");
+      goto fail;
+    }
+    e->reduce_bf16 = 1;
+  }
+  e->offload = o->cpu_offload && !on_cpu;
+  if (e->offload && (!e->ops->alloc_host || !e->ops->copy_on)) {
+    st = fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                     "fsdp.cpu_offload: this device has no pinned host memory; set it to false");
+    goto fail;
+  }
+  e->sops = e->offload ? fsdpc__ops_cpu() : e->ops;
+  if (o->cpu_offload && on_cpu && o->dist->rank == 0)
+    FSDPC_LOGI("fsdp: cpu_offload: the shards already live in host memory on the CPU device; "
+               "nothing to offload");
   /* Overlap: device collectives on a second stream (sharded units only). */
   if (e->S > 1 && e->ops->comm_stream && o->dist->stream) e->comm = e->ops->comm_stream(e->ops->ctx);
   e->fwd_prefetch = o->forward_prefetch;
@@ -67,7 +88,10 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
 
   e->optim = o->optim;
   e->ov = o->optim->vtable;
-  int32_t r = e->ov->create(o->optim_init, &e->opt);
+  /* Offloaded: the optimizer runs on the CPU over the host shards. */
+  fsdpc_optim_init oinit = *o->optim_init;
+  if (e->offload) oinit.device = FSDPC_DEVICE_CPU;
+  int32_t r = e->ov->create(&oinit, &e->opt);
   if (r != FSDPC_OK) {
     st = fsdpc__plugin_fail(o->optim, r, err);
     goto fail;
@@ -79,25 +103,38 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   for (int u = 0; u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float);
-    un->master = fsdpc__ealloc(e, FSDPC_MEM_PARAMS, sb);
-    un->grad = fsdpc__ealloc(e, FSDPC_MEM_GRADS, sb);
-    un->state = e->n_slots ? fsdpc__ealloc(e, FSDPC_MEM_OPTIM, sb * e->n_slots) : NULL;
+    un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, sb);
+    un->grad = fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
+    un->state = e->n_slots ? fsdpc__salloc(e, FSDPC_MEM_OPTIM, sb * e->n_slots) : NULL;
     if (!un->master || !un->grad || (e->n_slots && !un->state)) goto oom;
-    if ((st = e->ops->memset0(e->ops->ctx, un->master, sb, err)) != FSDPC_OK ||
-        (st = e->ops->memset0(e->ops->ctx, un->grad, sb, err)) != FSDPC_OK)
+    if ((st = e->sops->memset0(e->sops->ctx, un->master, sb, err)) != FSDPC_OK ||
+        (st = e->sops->memset0(e->sops->ctx, un->grad, sb, err)) != FSDPC_OK)
       goto fail;
+    un->grad_clean = 1;
+    if (e->offload) {
+      if (!(un->stage = e->ops->alloc_host(e->ops->ctx, un->shard_numel * 2))) goto oom;
+      e->host_pinned += un->shard_numel * 2;
+      un->stage_stale = 1;
+    }
     if (e->n_slots) {
-      r = e->ov->init_state(e->opt, un->state, un->shard_numel * e->n_slots, e->ops->device,
-                            e->ops->stream(e->ops->ctx));
+      r = e->ov->init_state(e->opt, un->state, un->shard_numel * e->n_slots, e->sops->device,
+                            e->sops->stream(e->sops->ctx));
       if (r != FSDPC_OK) {
         st = fsdpc__plugin_fail(o->optim, r, err);
         goto fail;
       }
     }
     if (e->full_is_master) un->full = un->master; /* nothing to gather or cast */
-    if (e->S == 1) un->full_grad = un->grad;      /* grads accumulate in the shard */
+    /* grads accumulate in the shard (offloaded: in a device buffer, then D2H) */
+    if (e->S == 1 && !e->offload) un->full_grad = un->grad;
   }
   if (e->S > 1 && !(e->rs_scratch = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_shard * 4)))
+    goto oom;
+  if (e->S > 1 && e->reduce_bf16 && !(e->rs16 = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_shard * 2)))
+    goto oom;
+  /* the global grad norm sums on the device and downloads once */
+  if (!e->offload && e->ops->sumsq_f32_dev &&
+      !(e->dnorm = fsdpc__ealloc(e, FSDPC_MEM_OTHER, sizeof(double))))
     goto oom;
   if (e->dist->rank == 0) {
     char names[1024];
@@ -113,6 +150,13 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     FSDPC_LOGI("fsdp: per-rank shard bytes: params=%llu grads=%llu optim=%llu largest_unit=%llu",
                (unsigned long long)eb.params, (unsigned long long)eb.grads,
                (unsigned long long)eb.optim, (unsigned long long)eb.max_unit_full);
+    if (e->offload)
+      FSDPC_LOGI("fsdp: cpu_offload: shards in pinned host memory (%.1f MiB with the bf16 "
+                 "staging copies); grad norm, clipping and the optimizer on the CPU (%d threads)",
+                 (double)e->host_pinned / 1048576.0, e->threads);
+    if (e->reduce_bf16)
+      FSDPC_LOGI("fsdp: gradients reduced in bf16 (reduce-scatter%s), accumulated in fp32",
+                 e->dist->replica_size > 1 ? " and replica all-reduce" : "");
   }
   *out = e;
   return FSDPC_OK;
@@ -132,16 +176,20 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float), fb = un->flat_numel * sizeof(float);
     if (!e->full_is_master) fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
-    if (e->S > 1) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
-    fsdpc__efree(e, FSDPC_MEM_PARAMS, un->master, sb);
-    fsdpc__efree(e, FSDPC_MEM_GRADS, un->grad, sb);
-    fsdpc__efree(e, FSDPC_MEM_OPTIM, un->state, sb * e->n_slots);
+    if (un->full_grad != un->grad) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
+    fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, sb);
+    fsdpc__sfree(e, FSDPC_MEM_GRADS, un->grad, sb);
+    fsdpc__sfree(e, FSDPC_MEM_OPTIM, un->state, sb * e->n_slots);
+    if (un->stage) e->ops->free_host(e->ops->ctx, un->stage);
+    if (un->landing) e->ops->free_host(e->ops->ctx, un->landing);
     free(un->params);
   }
   fsdpc_err ignore;
   fsdpc__engine_host_shards_done(e, 0, &ignore);
   if (e->opt) e->ov->destroy(e->opt);
   fsdpc__efree(e, FSDPC_MEM_COMM, e->rs_scratch, e->max_shard * 4);
+  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs16, e->max_shard * 2);
+  fsdpc__efree(e, FSDPC_MEM_OTHER, e->dnorm, sizeof(double));
   free(e->otensors);
   free(e->units);
   free(e->blocks);
@@ -153,6 +201,7 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
 }
 
 int fsdpc__engine_n_units(const fsdpc_engine *e) { return e->n_units; }
+int fsdpc__engine_offloaded(const fsdpc_engine *e) { return e->offload; }
 const fsdpc_unit *fsdpc__engine_unit(const fsdpc_engine *e, int u) { return &e->units[u]; }
 int fsdpc__engine_n_params(const fsdpc_engine *e) { return e->n_params; }
 fsdpc_dist *fsdpc__engine_dist(fsdpc_engine *e) { return e->dist; }
@@ -211,7 +260,7 @@ static fsdpc_status for_each_segment(fsdpc_engine *e, int u, float *shard, segme
  * shards in place; on a device it fills one host staging shard at a time and
  * uploads it, so host memory stays at one unit's shard. */
 static fsdpc_status fill_shards(fsdpc_engine *e, segment_fn fn, void *arg, fsdpc_err *err) {
-  int on_host = e->ops->device == FSDPC_DEVICE_CPU;
+  int on_host = e->ops->device == FSDPC_DEVICE_CPU || e->offload;
   float *stage = on_host ? NULL : malloc(e->max_shard * sizeof(float));
   if (!on_host && !stage)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory staging a shard");
@@ -219,6 +268,7 @@ static fsdpc_status fill_shards(fsdpc_engine *e, segment_fn fn, void *arg, fsdpc
   for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
     fsdpc_unit *un = &e->units[u];
     if (on_host) {
+      un->stage_stale = 1;
       st = for_each_segment(e, u, un->master, fn, arg, err);
       continue;
     }
@@ -278,7 +328,7 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
     fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "host_shard: unit %d slot %d out of range", u, slot);
     return NULL;
   }
-  if (e->ops->device == FSDPC_DEVICE_CPU) return device_shard(e, u, slot);
+  if (e->ops->device == FSDPC_DEVICE_CPU || e->offload) return device_shard(e, u, slot);
   size_t per = 1 + (size_t)e->n_slots, i = (size_t)u * per + (size_t)(slot + 1);
   if (!e->mirror && !(e->mirror = calloc((size_t)e->n_units * per, sizeof(float *)))) {
     fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory for checkpoint staging");
@@ -302,6 +352,12 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
 }
 
 fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_err *err) {
+  if (e->offload && upload) {
+    /* The host shards were written in place: recast the bf16 staging copies
+     * at the next gather, once no copy from them is in flight. */
+    FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
+    for (int u = 0; u < e->n_units; u++) e->units[u].stage_stale = 1;
+  }
   if (!e->mirror) return FSDPC_OK;
   size_t per = 1 + (size_t)e->n_slots;
   fsdpc_status st = FSDPC_OK;

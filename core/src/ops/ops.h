@@ -51,6 +51,25 @@ typedef struct fsdpc_ops {
   fsdpc_status (*add_f32)(void *ctx, float *y, const float *x, size_t n, fsdpc_err *err);
   /* *out (host) = sum of x^2 in double, deterministic. */
   fsdpc_status (*sumsq_f32)(void *ctx, const float *x, size_t n, double *out, fsdpc_err *err);
+  /* (optional: NULL on the CPU) The same into a double in DEVICE memory,
+   * written (=) or added (+=, accumulate), with no host sync: a global norm
+   * over many buffers is summed in a fixed order and downloaded once. */
+  fsdpc_status (*sumsq_f32_dev)(void *ctx, double *dout, const float *x, size_t n, int accumulate,
+                                fsdpc_err *err);
+  /* (optional: NULL on the CPU, whose memory is already host memory) Pinned
+   * host memory (cudaHostAlloc), for shards kept off the device; NULL when out
+   * of memory. Not zeroed. */
+  void *(*alloc_host)(void *ctx, size_t bytes);
+  void (*free_host)(void *ctx, void *p);
+  /* (optional: NULL on the CPU) Asynchronous copy in either direction between
+   * pinned host and device memory, ordered on stream (NULL = the compute
+   * stream); the host must not touch src/dst until the stream has passed it. */
+  fsdpc_status (*copy_on)(void *ctx, void *dst, const void *src, size_t bytes, void *stream,
+                          fsdpc_err *err);
+  /* (optional: NULL on the CPU) dst (fp32) = src (act_dtype, bf16) on stream:
+   * the way back from a bf16 reduction. */
+  fsdpc_status (*cast_to_f32_on)(void *ctx, float *dst, const void *src, size_t n, void *stream,
+                                 fsdpc_err *err);
   /* Full parameter buffer in act_dtype from an fp32 shard: dst = cast(src)
    * (a plain copy when act_dtype is fp32). */
   fsdpc_status (*cast_params)(void *ctx, void *dst, const float *src, size_t n, fsdpc_err *err);

@@ -58,6 +58,8 @@ static void track(tracker *t, int cat, int64_t bytes) {
 typedef struct replay_state {
   const fsdpc_layout *lay;
   const fsdpc_plan_in *in;
+  int offload, bf16;    /* cpu_offload / reduce_dtype bf16, both in effect on CUDA only */
+  int full_grads;       /* full grad buffers apart from the shard (S > 1 or offload) */
   tracker t;
   unsigned char *full, *full_grad; /* (n_units) gathered / full grads live */
   fsdpc_comm_bytes comm;
@@ -75,7 +77,8 @@ static void gather(replay_state *r, int u) {
     return;
   r->full[u] = 1;
   track(&r->t, FSDPC_MEM_COMM, full_bytes(r, u));
-  r->comm.all_gather += r->lay->units[u].shard_numel * 4 * (uint64_t)(r->lay->S - 1);
+  r->comm.all_gather +=
+      r->lay->units[u].shard_numel * (uint64_t)r->in->dev.full_param_bytes * (uint64_t)(r->lay->S - 1);
 }
 
 static void release(replay_state *r, int u) {
@@ -90,14 +93,36 @@ static void gather_block(replay_state *r, int b, int with_grads) {
   for (int i = 0; i < blk->n_units; i++) {
     int u = blk->units[i];
     gather(r, u);
-    if (with_grads && !r->full_grad[u]) {
+    if (with_grads && r->full_grads && !r->full_grad[u]) {
       r->full_grad[u] = 1;
       track(&r->t, FSDPC_MEM_GRADS, grad_bytes(r, u));
     }
   }
 }
 
-/* One micro-batch of fsdpc__engine_micro_step with S > 1. */
+/* The reduction of unit u's full grads (step.c reduce_grads): fp32
+ * reduce-scatter, or a bf16 copy made before the fp32 buffer goes (the two
+ * overlap for a moment). Offloaded with S == 1 the full grads go to the host
+ * as they are. */
+static void reduce(replay_state *r, int u) {
+  const fsdpc_unit *un = &r->lay->units[u];
+  int S = r->lay->S;
+  if (!r->full_grads)
+    return;
+  if (S > 1 && r->bf16) {
+    track(&r->t, FSDPC_MEM_COMM, (int64_t)un->flat_numel * 2);
+    track(&r->t, FSDPC_MEM_GRADS, -grad_bytes(r, u));
+    track(&r->t, FSDPC_MEM_COMM, -(int64_t)un->flat_numel * 2);
+  } else {
+    track(&r->t, FSDPC_MEM_GRADS, -grad_bytes(r, u));
+  }
+  r->full_grad[u] = 0;
+  if (S > 1)
+    r->comm.reduce_scatter += un->shard_numel * (r->bf16 ? 2u : 4u) * (uint64_t)(S - 1);
+}
+
+/* One micro-batch of fsdpc__engine_micro_step (S > 1, or a device that
+ * gathers into bf16 buffers). */
 static void replay_micro(replay_state *r, int reshard, int last_micro) {
   const fsdpc_layout *lay = r->lay;
   int L = r->in->shape->L, head = L + 1;
@@ -119,11 +144,8 @@ static void replay_micro(replay_state *r, int reshard, int last_micro) {
       int u = lay->blocks[b].units[i];
       if (lay->units[u].first_block != b)
         continue;
-      if (!(r->in->no_sync && !last_micro)) {
-        r->comm.reduce_scatter += lay->units[u].shard_numel * 4 * (uint64_t)(lay->S - 1);
-        r->full_grad[u] = 0;
-        track(&r->t, FSDPC_MEM_GRADS, -grad_bytes(r, u));
-      }
+      if (!(r->in->no_sync && !last_micro))
+        reduce(r, u);
       release(r, u);
     }
   }
@@ -159,20 +181,34 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_plan_in *in, fsdpc_plan_mem *out, fs
 
   /* Resident from engine creation on: shards (on the host when offloaded),
    * the reduce-scatter landing buffer (S > 1) and the model context. */
-  replay_state r = {.lay = &lay, .in = in};
+  int cuda = in->dev.device == FSDPC_DEVICE_CUDA;
+  replay_state r = {.lay = &lay, .in = in, .offload = in->cpu_offload && cuda,
+                    .bf16 = in->reduce_dtype == FSDPC_DTYPE_BF16 && cuda};
+  r.full_grads = S > 1 || r.offload;
+  int accum = in->accum > 0 ? in->accum : 1;
   int64_t shards = (int64_t)(out->params + out->grads + out->optim);
-  if (in->cpu_offload && in->dev.device == FSDPC_DEVICE_CUDA) {
-    out->host_bytes = shards;
+  if (r.offload) {
+    /* units.c: shards + the bf16 staging copy of each master shard; a grad
+     * landing buffer per unit once a second micro-batch reduces in a step */
+    out->host_bytes = shards + (int64_t)out->params / 2;
+    if (accum > 1 && !in->no_sync)
+      out->host_bytes += (int64_t)out->grads;
   } else {
     track(&r.t, FSDPC_MEM_PARAMS, (int64_t)out->params);
     track(&r.t, FSDPC_MEM_GRADS, (int64_t)out->grads);
     track(&r.t, FSDPC_MEM_OPTIM, (int64_t)out->optim);
+    if (cuda) /* the device accumulator of the grad norm */
+      track(&r.t, FSDPC_MEM_OTHER, (int64_t)sizeof(double));
   }
   if (S > 1)
     track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_shard * 4);
+  if (S > 1 && r.bf16)
+    track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_shard * 2);
   track(&r.t, FSDPC_MEM_ACTIVATIONS, (int64_t)out->activations);
 
-  if (S > 1) {
+  /* Gathered buffers are apart from the master shards unless S == 1 and
+   * the compute dtype is the master's (the CPU). */
+  if (S > 1 || in->dev.full_param_bytes != 4 || r.offload) {
     r.full = calloc((size_t)lay.n_units, 1);
     r.full_grad = calloc((size_t)lay.n_units, 1);
     if (!r.full || !r.full_grad) {
@@ -182,17 +218,22 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_plan_in *in, fsdpc_plan_mem *out, fs
       return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     }
     int reshard = in->strategy == FSDPC_FULL_SHARD || in->strategy == FSDPC_HYBRID_SHARD;
-    int accum = in->accum > 0 ? in->accum : 1;
     for (int m = 0; m < accum; m++)
       replay_micro(&r, reshard, m == accum - 1);
     free(r.full);
     free(r.full_grad);
   }
-  /* fsdpc__engine_optim_step: replica all-reduce of every grad shard. */
-  if (out->R > 1)
+  /* fsdpc__engine_optim_step: replica all-reduce of every grad shard, one
+   * unit at a time through transient buffers (offloaded: an fp32 device
+   * copy of the host shard; bf16: a bf16 copy). */
+  if (out->R > 1) {
+    uint64_t es = r.bf16 ? 2 : 4;
     for (int u = 0; u < lay.n_units; u++)
-      r.comm.all_reduce +=
-          lay.units[u].shard_numel * sizeof(float) * 2 * (uint64_t)(out->R - 1) / (uint64_t)out->R;
+      r.comm.all_reduce += lay.units[u].shard_numel * es * 2 * (uint64_t)(out->R - 1) / (uint64_t)out->R;
+    int64_t tmp = (int64_t)lay.max_shard * ((r.offload ? 4 : 0) + (r.bf16 ? 2 : 0));
+    track(&r.t, FSDPC_MEM_COMM, tmp);
+    track(&r.t, FSDPC_MEM_COMM, -tmp);
+  }
   for (int c = 0; c < FSDPC_MEM_NCAT; c++)
     out->peak[c] = r.t.peak[c];
   out->total_peak = r.t.total_peak;

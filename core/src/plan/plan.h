@@ -53,6 +53,7 @@ typedef struct fsdpc_plan_in {
   int B, T;  /* micro-batch */
   int activation_checkpointing;
   int cpu_offload;       /* shards live in host memory (GPU only) */
+  int reduce_dtype;      /* FSDPC_DTYPE_F32 or FSDPC_DTYPE_BF16 (GPU only) */
   fsdpc_attn_sizes attn; /* the attention plugin's sizes() for (B, T) */
   fsdpc_plan_device dev;
 } fsdpc_plan_in;
@@ -63,7 +64,9 @@ typedef struct fsdpc_plan_mem {
   uint64_t activations;          /* model context bytes */
   int64_t peak[FSDPC_MEM_NCAT];  /* per-category peaks, as fsdpc_mem_stats.peak */
   int64_t total_peak;            /* peak of the sum (device memory) */
-  int64_t host_bytes;            /* shards moved to host memory by cpu_offload */
+  int64_t host_bytes;            /* pinned host memory of cpu_offload: the shards, the bf16
+                                  * staging copies of the master shards and, with more than
+                                  * one micro-batch, the grad landing buffers */
   int64_t reserved;              /* predicted reserved device memory */
   fsdpc_comm_bytes comm;         /* collective bytes sent per step (comm_s unused) */
 } fsdpc_plan_mem;

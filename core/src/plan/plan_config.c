@@ -174,6 +174,7 @@ fsdpc_status fsdpc__plan_config(const fsdpc_plan_ctx *p, const fsdpc_plan_varian
                                       ? v->activation_checkpointing
                                       : c->fsdp.activation_checkpointing,
       .cpu_offload = v && v->cpu_offload >= 0 ? v->cpu_offload : c->fsdp.cpu_offload,
+      .reduce_dtype = c->fsdp.mixed_precision.reduce_dtype,
       .attn = p->attn};
   fsdpc__plan_device_default(c->train.device, &in.dev);
   return fsdpc__plan_memory(&in, out, err);

@@ -239,7 +239,9 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .decay_norm_and_bias = cfg->optim.decay_norm_and_bias,
                           .threads = omp_get_max_threads(), .ops = s->ops,
                           .forward_prefetch = cfg->fsdp.forward_prefetch,
-                          .backward_prefetch = cfg->fsdp.backward_prefetch};
+                          .backward_prefetch = cfg->fsdp.backward_prefetch,
+                          .reduce_dtype = cfg->fsdp.mixed_precision.reduce_dtype,
+                          .cpu_offload = cfg->fsdp.cpu_offload};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
   char resume_dir[4096];
   int resuming = 0;

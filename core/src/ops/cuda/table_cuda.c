@@ -1,6 +1,8 @@
 /* The CUDA ops table: adapters from fsdpc_ops to ops_cuda.h. Activations and
  * weights are bf16; parameter gradients, shards and statistics are fp32.
  * Everything runs on the context's compute stream. */
+#include <cuda_runtime.h>
+
 #include "ops/cuda/ops_cuda.h"
 #include "ops/ops.h"
 
@@ -61,6 +63,31 @@ static fsdpc_status c_sumsq_f32(void *ctx, const float *x, size_t n, double *out
   if (st == FSDPC_OK) st = fsdpc__cuda_d2h(ctx, out, d, sizeof(double), err);
   c_free(ctx, FSDPC_MEM_OTHER, d, sizeof(double));
   return st;
+}
+static fsdpc_status c_sumsq_f32_dev(void *ctx, double *dout, const float *x, size_t n,
+                                    int accumulate, fsdpc_err *err) {
+  return fsdpc__cuda_sumsq(ctx, dout, x, n, accumulate, err);
+}
+static void *c_alloc_host(void *ctx, size_t bytes) {
+  void *p = NULL;
+  return cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) == cudaSuccess ? p : NULL;
+}
+static void c_free_host(void *ctx, void *p) {
+  if (p) cudaFreeHost(p);
+}
+static fsdpc_status c_copy_on(void *ctx, void *dst, const void *src, size_t bytes, void *stream,
+                              fsdpc_err *err) {
+  if (!bytes) return FSDPC_OK;
+  cudaStream_t s = stream ? (cudaStream_t)stream : (cudaStream_t)fsdpc__cuda_compute_stream(ctx);
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+  if (e != cudaSuccess)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: async copy of %zu bytes: %s", bytes,
+                       cudaGetErrorString(e));
+  return FSDPC_OK;
+}
+static fsdpc_status c_cast_to_f32_on(void *ctx, float *dst, const void *src, size_t n,
+                                     void *stream, fsdpc_err *err) {
+  return fsdpc__cuda_cast_bf16_f32(ctx, dst, src, n, stream, err);
 }
 static fsdpc_status c_cast_params(void *ctx, void *dst, const float *src, size_t n,
                                   fsdpc_err *err) {
@@ -147,7 +174,9 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .alloc_on = c_alloc_on, .free_on = c_free_on, .cast_params_on = c_cast_params_on,
       .add_f32_on = c_add_f32_on,
       .upload = c_upload, .download = c_download, .memset0 = c_memset0, .add_f32 = c_add_f32,
-      .sumsq_f32 = c_sumsq_f32, .cast_params = c_cast_params, .sync = c_sync,
+      .sumsq_f32 = c_sumsq_f32, .sumsq_f32_dev = c_sumsq_f32_dev,
+      .alloc_host = c_alloc_host, .free_host = c_free_host, .copy_on = c_copy_on,
+      .cast_to_f32_on = c_cast_to_f32_on, .cast_params = c_cast_params, .sync = c_sync,
       .rope_tables = c_rope_tables, .embedding_fwd = c_embedding_fwd,
       .embedding_bwd = c_embedding_bwd, .rmsnorm_fwd = c_rmsnorm_fwd,
       .rmsnorm_bwd = c_rmsnorm_bwd, .matmul_fwd = c_matmul_fwd, .matmul_bwd = c_matmul_bwd,

@@ -1,0 +1,219 @@
+/* fsdp.mixed_precision.reduce_dtype and fsdp.cpu_offload:
+ * - the config accepts both (they are implemented);
+ * - on the CPU device the engine refuses reduce_dtype bf16 with one line
+ *   naming the key, and takes cpu_offload as a no-op (nothing offloaded,
+ *   the same shard bytes);
+ * - the planner: offloaded on CUDA the device holds no shard (the total peak
+ *   falls by exactly the shard bytes) and host_bytes counts the shards, the
+ *   bf16 staging copies and, with accumulation, the grad landing buffers;
+ *   reduce_dtype bf16 halves the reduce-scatter / replica all-reduce bytes
+ *   and adds its bf16 landing buffer; on the CPU both change nothing. */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "plan/plan.h"
+
+static const char *tiny_yaml = "model:\n"
+                               "  vocab_size: 259\n"
+                               "  hidden_size: 64\n"
+                               "  intermediate_size: 160\n"
+                               "  num_hidden_layers: 3\n"
+                               "  num_attention_heads: 4\n"
+                               "  num_key_value_heads: 2\n"
+                               "  max_position_embeddings: 64\n"
+                               "data: {train: none.tok, seq_len: 32}\n"
+                               "attention: {impl: naive}\n"
+                               "train: {micro_batch_size: 2, device: %s}\n";
+
+static fsdpc_config *load(const char *device, const char *const *ovr, int n) {
+  char text[2048];
+  snprintf(text, sizeof text, tiny_yaml, device);
+  fsdpc_config *c = NULL;
+  fsdpc_err err = {0};
+  fsdpc_status st = fsdpc__config_from_string(text, "tiny.yaml", ovr, n, &c, &err);
+  ck_assert_msg(st == FSDPC_OK, "%s", err.msg);
+  return c;
+}
+
+START_TEST(config_accepts) {
+  const char *ov[] = {"fsdp.cpu_offload=true", "fsdp.mixed_precision.reduce_dtype=bf16"};
+  fsdpc_config *c = load("cuda", ov, 2);
+  ck_assert(c->fsdp.cpu_offload);
+  ck_assert_int_eq(c->fsdp.mixed_precision.reduce_dtype, FSDPC_DTYPE_BF16);
+  fsdpc__config_destroy(c);
+  c = load("cpu", ov, 2); /* the engine, not the config, knows the device's limits */
+  fsdpc__config_destroy(c);
+}
+END_TEST
+
+/* Creates this rank's engine for cfg on the CPU (world 1 or a pretend
+ * shard group: no communicator is needed to allocate shards). */
+static fsdpc_status make_engine(fsdpc_config *cfg, int world, fsdpc_engine **e,
+                                fsdpc_engine_bytes *eb, fsdpc_err *err) {
+  fsdpc_plan_ctx *pc = NULL;
+  ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, err) == FSDPC_OK, "%s", err->msg);
+  fsdpc_registry *reg = NULL;
+  ck_assert(fsdpc__registry_create(NULL, 0, &reg, err) == FSDPC_OK);
+  const fsdpc_component *optim = NULL;
+  ck_assert_msg(fsdpc__registry_select(reg, FSDPC_KIND_OPTIM, cfg->optim.name, NULL, &optim,
+                                       err) == FSDPC_OK,
+                "%s", err->msg);
+  int n_params;
+  const uint32_t *uop;
+  uint32_t n_units;
+  const fsdpc_param_info *params = fsdpc__plan_params(pc, &n_params, &uop, &n_units);
+  fsdpc_dist d;
+  fsdpc__dist_single(&d);
+  d.world_size = d.shard_size = world;
+  fsdpc_optim_init oi = {.struct_size = sizeof oi, .opts = cfg->optim.options,
+                         .beta1 = cfg->optim.betas[0], .beta2 = cfg->optim.betas[1],
+                         .eps = cfg->optim.eps, .device = FSDPC_DEVICE_CPU};
+  fsdpc_engine_opts eo = {.shape = fsdpc__plan_shape(pc), .strategy = FSDPC_FULL_SHARD,
+                          .align = (int)cfg->fsdp.align, .params = params, .n_params = n_params,
+                          .unit_of_param = uop, .n_units = n_units, .dist = &d, .optim = optim,
+                          .optim_init = &oi, .threads = 1,
+                          .reduce_dtype = cfg->fsdp.mixed_precision.reduce_dtype,
+                          .cpu_offload = cfg->fsdp.cpu_offload};
+  fsdpc_status st = fsdpc__engine_create(&eo, e, err);
+  if (st == FSDPC_OK) fsdpc__engine_bytes(*e, eb);
+  fsdpc__registry_destroy(reg);
+  fsdpc__plan_ctx_destroy(pc);
+  return st;
+}
+
+START_TEST(cpu_refuses_bf16_reduce) {
+  const char *ov[] = {"fsdp.mixed_precision.reduce_dtype=bf16"};
+  fsdpc_config *c = load("cpu", ov, 1);
+  fsdpc_err err = {0};
+  fsdpc_engine *e = NULL;
+  fsdpc_engine_bytes eb;
+  for (int world = 1; world <= 2; world++) {
+    ck_assert_int_eq(make_engine(c, world, &e, &eb, &err), FSDPC_UNSUPPORTED);
+    ck_assert_str_eq(err.msg, "fsdp.mixed_precision.reduce_dtype=bf16 needs train.device: cuda; "
+                              "the CPU path reduces gradients in fp32 (set it to fp32)");
+  }
+  fsdpc__config_destroy(c);
+}
+END_TEST
+
+START_TEST(cpu_offload_is_noop_on_cpu) {
+  const char *ov[] = {"fsdp.cpu_offload=true"};
+  fsdpc_config *off = load("cpu", ov, 1), *on = load("cpu", NULL, 0);
+  fsdpc_err err = {0};
+  for (int world = 1; world <= 2; world++) {
+    fsdpc_engine *a = NULL, *b = NULL;
+    fsdpc_engine_bytes ea, eb;
+    ck_assert_msg(make_engine(off, world, &a, &ea, &err) == FSDPC_OK, "%s", err.msg);
+    ck_assert_msg(make_engine(on, world, &b, &eb, &err) == FSDPC_OK, "%s", err.msg);
+    ck_assert(!fsdpc__engine_offloaded(a));
+    ck_assert_uint_eq(ea.params, eb.params);
+    ck_assert_uint_eq(ea.optim, eb.optim);
+    /* the host view of a shard is the shard itself, as without the key */
+    ck_assert_ptr_eq(fsdpc__engine_host_shard(a, 0, FSDPC_SD_SLOT_PARAM, &err),
+                     fsdpc__engine_unit(a, 0)->master);
+    fsdpc__engine_destroy(a);
+    fsdpc__engine_destroy(b);
+  }
+  fsdpc__config_destroy(off);
+  fsdpc__config_destroy(on);
+}
+END_TEST
+
+static void plan(fsdpc_config *c, int strategy, int offload, int world, fsdpc_plan_mem *m) {
+  fsdpc_err err = {0};
+  fsdpc_plan_ctx *pc = NULL;
+  ck_assert_msg(fsdpc__plan_ctx_create(c, &pc, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc_plan_variant v = {strategy, -1, offload};
+  ck_assert_msg(fsdpc__plan_config(pc, &v, world, world, m, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc__plan_ctx_destroy(pc);
+}
+
+START_TEST(plan_offload_cuda) {
+  for (int accum = 1; accum <= 2; accum++) {
+    char gb[64];
+    snprintf(gb, sizeof gb, "train.grad_accum_steps=%d", accum);
+    const char *ov[] = {gb};
+    fsdpc_config *c = load("cuda", ov, 1);
+    for (int world = 1; world <= 4; world *= 2)
+      for (int s = 0; s < 4; s++) {
+        fsdpc_plan_mem a, b;
+        plan(c, s, 0, world, &a);
+        plan(c, s, 1, world, &b);
+        int64_t shards = (int64_t)(a.params + a.grads + a.optim);
+        ck_assert_int_eq(a.host_bytes, 0);
+        ck_assert_int_eq(b.peak[FSDPC_MEM_PARAMS], 0);
+        ck_assert_int_eq(b.peak[FSDPC_MEM_OPTIM], 0);
+        /* grads on the device are only this micro-batch's full buffers */
+        ck_assert_int_le(b.peak[FSDPC_MEM_GRADS], a.peak[FSDPC_MEM_GRADS]);
+        int64_t want_host = shards + (int64_t)a.params / 2 + (accum > 1 ? (int64_t)a.grads : 0);
+        ck_assert_int_eq(b.host_bytes, want_host);
+        if (a.S > 1 && s != FSDPC_NO_SHARD) {
+          /* same gathers and full grads: the peak falls by the resident shards
+           * (and the 8-byte device norm accumulator) */
+          ck_assert_int_eq(a.total_peak - b.total_peak, shards + 8);
+        } else {
+          /* S == 1: offloaded, full grads live apart from the (host) shard */
+          ck_assert_int_lt(b.total_peak, a.total_peak);
+        }
+      }
+    fsdpc__config_destroy(c);
+  }
+}
+END_TEST
+
+START_TEST(plan_bf16_reduce_cuda) {
+  const char *ov[] = {"fsdp.mixed_precision.reduce_dtype=bf16"};
+  fsdpc_config *f = load("cuda", NULL, 0), *h = load("cuda", ov, 1);
+  fsdpc_plan_mem a, b;
+  plan(f, FSDPC_FULL_SHARD, 0, 4, &a);
+  plan(h, FSDPC_FULL_SHARD, 0, 4, &b);
+  ck_assert_uint_gt(a.comm.reduce_scatter, 0);
+  ck_assert_uint_eq(b.comm.reduce_scatter * 2, a.comm.reduce_scatter);
+  ck_assert_uint_eq(b.comm.all_gather, a.comm.all_gather);
+  ck_assert_int_gt(b.peak[FSDPC_MEM_COMM], a.peak[FSDPC_MEM_COMM]);
+  ck_assert_int_eq(b.peak[FSDPC_MEM_PARAMS], a.peak[FSDPC_MEM_PARAMS]);
+  plan(f, FSDPC_NO_SHARD, 0, 2, &a);
+  plan(h, FSDPC_NO_SHARD, 0, 2, &b);
+  ck_assert_uint_gt(a.comm.all_reduce, 0);
+  ck_assert_uint_eq(b.comm.all_reduce * 2, a.comm.all_reduce);
+  fsdpc__config_destroy(f);
+  fsdpc__config_destroy(h);
+}
+END_TEST
+
+START_TEST(plan_cpu_unchanged) {
+  const char *ov[] = {"fsdp.mixed_precision.reduce_dtype=bf16"};
+  fsdpc_config *f = load("cpu", NULL, 0), *h = load("cpu", ov, 1);
+  for (int world = 1; world <= 4; world *= 2)
+    for (int s = 0; s < 4; s++) {
+      fsdpc_plan_mem a, b;
+      plan(f, s, 0, world, &a);
+      plan(h, s, 1, world, &b);
+      ck_assert_int_eq(b.host_bytes, 0);
+      ck_assert_int_eq(a.total_peak, b.total_peak);
+      ck_assert(memcmp(a.peak, b.peak, sizeof a.peak) == 0);
+      ck_assert(memcmp(&a.comm, &b.comm, sizeof a.comm) == 0);
+    }
+  fsdpc__config_destroy(f);
+  fsdpc__config_destroy(h);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("fsdp_opts");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, config_accepts);
+  tcase_add_test(tc, cpu_refuses_bf16_reduce);
+  tcase_add_test(tc, cpu_offload_is_noop_on_cpu);
+  tcase_add_test(tc, plan_offload_cuda);
+  tcase_add_test(tc, plan_bf16_reduce_cuda);
+  tcase_add_test(tc, plan_cpu_unchanged);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -9,7 +9,8 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$ROOT/build
 mkdir -p "$DEST"
 files=$(cd / && ls -d "${B#/}"/bin/test_cuda_* "${B#/}"/plugins/*.so \
-  "${B#/}"/bin/fsdpc_nccl_probe "${B#/}"/bin/fsdpc_bench_cuda 2>/dev/null || true)
+  "${B#/}"/bin/fsdpc_nccl_probe "${B#/}"/bin/fsdpc_bench_cuda \
+  "${B#/}"/bin/fsdpc_bench_ew 2>/dev/null || true)
 (cd / && tar cJf "$DEST/build.tar.xz" $files)
 /work/shared/device/pack-runtime.sh "$DEST/runtime.tar.xz" $(cd / && for f in $files; do echo /$f; done) >/dev/null
 echo "$B" >"$DEST/build_dir"

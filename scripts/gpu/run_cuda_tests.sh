@@ -2,7 +2,7 @@
 # Runs the CUDA tests on a GPU host of the device tool, from binaries built
 # on the development machine (see docs/cuda.md):
 #   scripts/gpu/pack_cuda_carry.sh DEST    (here: builds DEST/{build.tar.xz,runtime.tar.xz})
-#   bash DEST/run_cuda_tests.sh [ops] [optim] [attention] [sanitize] [nccl] [nccl-cold] [bench]
+#   bash DEST/run_cuda_tests.sh [ops] [optim] [attention] [sanitize] [nccl] [nccl-cold] [bench] [bench-ew]
 # The test binaries look for plugins under the build directory compiled into
 # them, so build.tar.xz restores that directory at the same absolute path.
 # Logs go to $OUT (or /tmp/out).
@@ -40,6 +40,7 @@ for what in "${@:-ops optim attention}"; do
     nccl) run nccl bash "$HERE/test_nccl.sh" "$BUILD/bin/fsdpc_nccl_probe" ;;
     nccl-cold) HANG_VARIANT=cold run nccl-cold bash "$HERE/test_nccl.sh" "$BUILD/bin/fsdpc_nccl_probe" ;;
     bench) run bench "$BUILD/bin/fsdpc_bench_cuda" ;;
+    bench-ew) run bench-ew "$BUILD/bin/fsdpc_bench_ew" ;;
     esac
   done
 done

@@ -3,10 +3,36 @@
  * bf16 first, so the CPU reference (fp32) and the kernel (bf16 storage,
  * fp32 accumulation) compute the same function; bf16 outputs must be within
  * TOL_BF16, fp32 outputs within TOL_F32, and everything finite (outputs are
- * poisoned with NaN before each kernel). Also: the context's memory
- * accounting and events, and one-line errors for bad shapes. */
+ * poisoned with NaN before each kernel). Shapes cover the 16-byte vector
+ * paths, sizes that are not multiples of the vector width, tensors one
+ * element past an aligned address (the scalar paths), and large rows; the
+ * rmsnorm backward is checked bit-identical run to run. Also: the context's
+ * memory accounting and events, and one-line errors for bad shapes. */
 #include "cuda_testutil.h"
 #include "ops/cpu/ops_cpu.h"
+
+/* Offset buffers: the kernels take 16-byte vector paths only when every
+ * pointer is 16-byte aligned; a tensor that starts `off` elements past an
+ * allocation (off = 1) drives the scalar paths. */
+static void *dev_alloc_at(size_t elem, size_t n, int off) {
+  return (char *)dev_alloc(elem * (n + (size_t)off)) + elem * (size_t)off;
+}
+static void dev_free_at(void *p, size_t elem, size_t n, int off) {
+  dev_free((char *)p - elem * (size_t)off, elem * (n + (size_t)off));
+}
+static uint16_t *up_bf16_at(const float *x, size_t n, int off) {
+  uint16_t *h = malloc((n ? n : 1) * 2), *d = dev_alloc_at(2, n, off);
+  for (size_t i = 0; i < n; i++)
+    h[i] = f2bf(x[i]);
+  CK(fsdpc__cuda_h2d(g_ctx, d, h, n * 2, &g_err));
+  free(h);
+  return d;
+}
+static void *up_raw_at(const void *x, size_t elem, size_t n, int off) {
+  void *d = dev_alloc_at(elem, n, off);
+  CK(fsdpc__cuda_h2d(g_ctx, d, x, elem * n, &g_err));
+  return d;
+}
 
 /* ---- embedding ---- */
 
@@ -43,13 +69,14 @@ END_TEST
 
 /* ---- rmsnorm ---- */
 
-static void rmsnorm_case(int N, int C) {
+static void rmsnorm_case(int N, int C, int off) {
   const size_t nc = (size_t)N * C;
   float *x = rand_bf16_values(nc, -2, 2), *w = rand_bf16_values(C, 0.5, 1.5);
   float *dy = rand_bf16_values(nc, -1, 1), *dw = rand_f32(C, -1, 1);
-  uint16_t *d_x = up_bf16(x, nc), *d_w = up_bf16(w, C), *d_dy = up_bf16(dy, nc);
-  uint16_t *d_y = dev_alloc(nc * 2), *d_dx = dev_alloc(nc * 2);
-  float *d_rstd = dev_alloc(sizeof(float) * N), *d_dw = up_raw(dw, sizeof(float) * C);
+  uint16_t *d_x = up_bf16_at(x, nc, off), *d_w = up_bf16_at(w, C, off);
+  uint16_t *d_dy = up_bf16_at(dy, nc, off);
+  uint16_t *d_y = dev_alloc_at(2, nc, off), *d_dx = dev_alloc_at(2, nc, off);
+  float *d_rstd = dev_alloc(sizeof(float) * N), *d_dw = up_raw_at(dw, sizeof(float), C, off);
   CK(fsdpc__cuda_rmsnorm_fwd(g_ctx, d_y, d_rstd, d_x, d_w, N, C, 1e-5f, &g_err));
   CK(fsdpc__cuda_rmsnorm_bwd(g_ctx, d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C, &g_err));
   float *y = malloc(sizeof(float) * nc), *rstd = malloc(sizeof(float) * N);
@@ -58,28 +85,75 @@ static void rmsnorm_case(int N, int C) {
   fsdpc__cpu_rmsnorm_bwd(dx, dw, dy, x, w, rstd, N, C);
   float *gy = down_bf16(d_y, nc), *gr = down_f32(d_rstd, N), *gdx = down_bf16(d_dx, nc);
   float *gdw = down_f32(d_dw, C);
-  char name[64];
-  snprintf(name, sizeof name, "rmsnorm_fwd out N=%d C=%d", N, C);
+  char name[80];
+  snprintf(name, sizeof name, "rmsnorm_fwd out N=%d C=%d off=%d", N, C, off);
   CHECK_REL(name, gy, y, nc, TOL_BF16);
   CHECK_REL("rmsnorm_fwd rstd (fp32)", gr, rstd, N, TOL_F32);
   CHECK_REL("rmsnorm_bwd dinp", gdx, dx, nc, TOL_BF16);
   CHECK_REL("rmsnorm_bwd dweight (fp32 +=)", gdw, dw, C, TOL_F32);
   free(x), free(w), free(dy), free(dw), free(y), free(rstd), free(dx);
   free(gy), free(gr), free(gdx), free(gdw);
+  dev_free_at(d_x, 2, nc, off), dev_free_at(d_w, 2, C, off), dev_free_at(d_dy, 2, nc, off);
+  dev_free_at(d_y, 2, nc, off), dev_free_at(d_dx, 2, nc, off);
+  dev_free(d_rstd, sizeof(float) * N), dev_free_at(d_dw, sizeof(float), C, off);
+}
+
+START_TEST(rmsnorm) {
+  rmsnorm_case(37, 333, 0);
+  rmsnorm_case(300, 4096, 0); /* more rows than the backward's grid */
+  rmsnorm_case(3, 16384, 0);  /* generic path, dweight partials above 48 KiB of shared memory */
+  rmsnorm_case(1, 2048, 0);   /* one row: one block adds straight into dweight */
+  rmsnorm_case(13, 2047, 0);  /* C not a multiple of 8 */
+  rmsnorm_case(13, 100, 0);
+  rmsnorm_case(1000, 2048, 0); /* the 1B hidden size, many blocks and the partial reduce */
+  rmsnorm_case(77, 8192, 0);   /* largest fast-path row */
+  rmsnorm_case(29, 64, 0);     /* one 32-thread block per row */
+  rmsnorm_case(50, 2048, 1);   /* misaligned pointers: generic path */
+  rmsnorm_case(9, 576, 1);
+}
+END_TEST
+
+/* Same inputs, same bits: dinp and the fp32 dweight (fixed-order partials,
+ * no atomics) over repeated runs, for the fast and the generic path. */
+static void rmsnorm_determinism_case(int N, int C) {
+  const size_t nc = (size_t)N * C;
+  float *x = rand_bf16_values(nc, -2, 2), *w = rand_bf16_values(C, 0.5, 1.5);
+  float *dy = rand_bf16_values(nc, -1, 1), *dw0 = rand_f32(C, -1, 1);
+  uint16_t *d_x = up_bf16(x, nc), *d_w = up_bf16(w, C), *d_dy = up_bf16(dy, nc);
+  uint16_t *d_y = dev_alloc(nc * 2), *d_dx = dev_alloc(nc * 2);
+  float *d_rstd = dev_alloc(sizeof(float) * N), *d_dw = dev_alloc(sizeof(float) * C);
+  CK(fsdpc__cuda_rmsnorm_fwd(g_ctx, d_y, d_rstd, d_x, d_w, N, C, 1e-5f, &g_err));
+  float *first = NULL;
+  uint16_t *first_dx = malloc(nc * 2), *dx = malloc(nc * 2);
+  for (int rep = 0; rep < 5; rep++) {
+    CK(fsdpc__cuda_h2d(g_ctx, d_dw, dw0, sizeof(float) * C, &g_err));
+    CK(fsdpc__cuda_rmsnorm_bwd(g_ctx, d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C, &g_err));
+    float *got = down_f32(d_dw, C);
+    CK(fsdpc__cuda_d2h(g_ctx, rep ? dx : first_dx, d_dx, nc * 2, &g_err));
+    if (!first) {
+      first = got;
+      continue;
+    }
+    ck_assert_msg(memcmp(got, first, sizeof(float) * C) == 0,
+                  "rmsnorm_bwd dweight N=%d C=%d differs between runs (run %d)", N, C, rep);
+    ck_assert_msg(memcmp(dx, first_dx, nc * 2) == 0, "rmsnorm_bwd dinp differs between runs");
+    free(got);
+  }
+  printf("  rmsnorm_bwd N=%d C=%d: dweight and dinp bit-identical over 5 runs\n", N, C);
+  free(x), free(w), free(dy), free(dw0), free(first), free(first_dx), free(dx);
   dev_free(d_x, nc * 2), dev_free(d_w, C * 2), dev_free(d_dy, nc * 2), dev_free(d_y, nc * 2);
   dev_free(d_dx, nc * 2), dev_free(d_rstd, sizeof(float) * N), dev_free(d_dw, sizeof(float) * C);
 }
 
-START_TEST(rmsnorm) {
-  rmsnorm_case(37, 333);
-  rmsnorm_case(300, 4096); /* more rows than the backward's grid */
-  rmsnorm_case(3, 16384);  /* dweight partials above 48 KiB of shared memory */
+START_TEST(rmsnorm_deterministic) {
+  rmsnorm_determinism_case(4096, 2048); /* fast path, hundreds of partials */
+  rmsnorm_determinism_case(600, 2047);  /* generic path */
 }
 END_TEST
 
 /* ---- rope ---- */
 
-static void rope_case(int N, int H, int HD, int maxT, int llama3) {
+static void rope_case(int N, int H, int HD, int maxT, int llama3, int off) {
   const int half = HD / 2;
   const size_t n = (size_t)N * H * HD, nt = (size_t)maxT * half;
   float *cs = malloc(sizeof(float) * nt), *sn = malloc(sizeof(float) * nt);
@@ -95,34 +169,43 @@ static void rope_case(int N, int H, int HD, int maxT, int llama3) {
     pos[i] = (int32_t)urand(0, maxT);
   int32_t *d_pos = up_raw(pos, sizeof(int32_t) * N);
   float *x = rand_bf16_values(n, -1, 1), *g = rand_bf16_values(n, -1, 1);
-  uint16_t *d_x = up_bf16(x, n), *d_g = up_bf16(g, n);
+  uint16_t *d_x = up_bf16_at(x, n, off), *d_g = up_bf16_at(g, n, off);
   CK(fsdpc__cuda_rope_fwd(g_ctx, d_x, d_cs, d_sn, d_pos, N, H, HD, maxT, &g_err));
   CK(fsdpc__cuda_rope_bwd(g_ctx, d_g, d_cs, d_sn, d_pos, N, H, HD, maxT, &g_err));
   fsdpc__cpu_rope_fwd(x, cs, sn, pos, N, H, HD);
   fsdpc__cpu_rope_bwd(g, cs, sn, pos, N, H, HD);
   float *gx = down_bf16(d_x, n), *gg = down_bf16(d_g, n);
-  CHECK_REL(llama3 ? "rope_fwd (llama3 tables)" : "rope_fwd", gx, x, n, TOL_BF16);
-  CHECK_REL(llama3 ? "rope_bwd (llama3 tables)" : "rope_bwd", gg, g, n, TOL_BF16);
+  char name[80];
+  snprintf(name, sizeof name, "rope_fwd N=%d H=%d HD=%d off=%d%s", N, H, HD, off,
+           llama3 ? " llama3" : "");
+  CHECK_REL(name, gx, x, n, TOL_BF16);
+  CHECK_REL("rope_bwd", gg, g, n, TOL_BF16);
   free(cs), free(sn), free(gcs), free(gsn), free(pos), free(x), free(g), free(gx), free(gg);
   dev_free(d_cs, sizeof(float) * nt), dev_free(d_sn, sizeof(float) * nt);
-  dev_free(d_pos, sizeof(int32_t) * N), dev_free(d_x, n * 2), dev_free(d_g, n * 2);
+  dev_free(d_pos, sizeof(int32_t) * N), dev_free_at(d_x, 2, n, off), dev_free_at(d_g, 2, n, off);
 }
 
 START_TEST(rope) {
-  rope_case(19, 3, 64, 100, 0);
-  rope_case(53, 5, 128, 4096, 1);
+  rope_case(19, 3, 64, 100, 0, 0);
+  rope_case(53, 5, 128, 4096, 1, 0);
+  rope_case(1, 1, 16, 8, 0, 0);      /* one 8-pair group per half */
+  rope_case(13, 7, 12, 50, 0, 0);    /* HD/2 = 6: scalar path */
+  rope_case(31, 8, 64, 64, 1, 1);    /* misaligned x: scalar path */
+  rope_case(257, 32, 64, 512, 1, 0); /* 1B's q shape (fewer rows) */
 }
 END_TEST
 
 /* ---- swiglu ---- */
 
-START_TEST(swiglu) {
-  const int N = 37, F = 301;
+static void swiglu_case(int N, int F, int off) {
   const size_t n = (size_t)N * F;
   float *gt = rand_bf16_values(n, -4, 4), *up = rand_bf16_values(n, -2, 2);
   float *dy = rand_bf16_values(n, -1, 1);
-  uint16_t *d_gt = up_bf16(gt, n), *d_up = up_bf16(up, n), *d_dy = up_bf16(dy, n);
-  uint16_t *d_y = dev_alloc(n * 2), *d_dg = dev_alloc(n * 2), *d_du = dev_alloc(n * 2);
+  if (n > 2)
+    gt[0] = -100.0f, gt[1] = 100.0f; /* saturated sigmoid: silu(-100) = 0, silu(100) = 100 */
+  uint16_t *d_gt = up_bf16_at(gt, n, off), *d_up = up_bf16_at(up, n, off);
+  uint16_t *d_dy = up_bf16_at(dy, n, off), *d_y = dev_alloc_at(2, n, off);
+  uint16_t *d_dg = dev_alloc_at(2, n, off), *d_du = dev_alloc_at(2, n, off);
   CK(fsdpc__cuda_swiglu_fwd(g_ctx, d_y, d_gt, d_up, N, F, &g_err));
   CK(fsdpc__cuda_swiglu_bwd(g_ctx, d_dg, d_du, d_dy, d_gt, d_up, N, F, &g_err));
   float *y = malloc(sizeof(float) * n), *dg = malloc(sizeof(float) * n);
@@ -130,20 +213,31 @@ START_TEST(swiglu) {
   fsdpc__cpu_swiglu_fwd(y, gt, up, N, F);
   fsdpc__cpu_swiglu_bwd(dg, du, dy, gt, up, N, F);
   float *gy = down_bf16(d_y, n), *gdg = down_bf16(d_dg, n), *gdu = down_bf16(d_du, n);
-  CHECK_REL("swiglu_fwd", gy, y, n, TOL_BF16);
+  char name[80];
+  snprintf(name, sizeof name, "swiglu_fwd N=%d F=%d off=%d", N, F, off);
+  CHECK_REL(name, gy, y, n, TOL_BF16);
   CHECK_REL("swiglu_bwd dgate", gdg, dg, n, TOL_BF16);
   CHECK_REL("swiglu_bwd dup", gdu, du, n, TOL_BF16);
   free(gt), free(up), free(dy), free(y), free(dg), free(du), free(gy), free(gdg), free(gdu);
-  dev_free(d_gt, n * 2), dev_free(d_up, n * 2), dev_free(d_dy, n * 2), dev_free(d_y, n * 2);
-  dev_free(d_dg, n * 2), dev_free(d_du, n * 2);
+  dev_free_at(d_gt, 2, n, off), dev_free_at(d_up, 2, n, off), dev_free_at(d_dy, 2, n, off);
+  dev_free_at(d_y, 2, n, off), dev_free_at(d_dg, 2, n, off), dev_free_at(d_du, 2, n, off);
+}
+
+START_TEST(swiglu) {
+  swiglu_case(37, 301, 0); /* 16-byte path and a tail */
+  swiglu_case(1, 13, 0);   /* one vector and a 5-element tail */
+  swiglu_case(1, 3, 0);    /* tail only */
+  swiglu_case(64, 8192, 0);
+  swiglu_case(13, 333, 1); /* misaligned: scalar path */
 }
 END_TEST
 
 /* ---- residual add, casts, scale ---- */
 
-static void elementwise_case(size_t n) {
+static void elementwise_case(size_t n, int off) {
   float *a = rand_bf16_values(n, -3, 3), *b = rand_bf16_values(n, -3, 3);
-  uint16_t *d_a = up_bf16(a, n), *d_b = up_bf16(b, n), *d_o = dev_alloc(n * 2);
+  uint16_t *d_a = up_bf16_at(a, n, off), *d_b = up_bf16_at(b, n, off);
+  uint16_t *d_o = dev_alloc_at(2, n, off);
   CK(fsdpc__cuda_add(g_ctx, d_o, d_a, d_b, n, &g_err));
   CK(fsdpc__cuda_add_inplace(g_ctx, d_a, d_b, n, &g_err)); /* a += b */
   float *ref = malloc(sizeof(float) * n);
@@ -155,7 +249,7 @@ static void elementwise_case(size_t n) {
   float *f = rand_f32(n, -100, 100);
   if (n > 3)
     f[1] = bf2f(0x3f80) + bf2f(0x3c00) * 0.5f; /* a tie: 1 + 2^-8, rounds to even (1.0) */
-  float *d_f = up_raw(f, sizeof(float) * n), *d_f2 = dev_alloc(sizeof(float) * n);
+  float *d_f = up_raw_at(f, sizeof(float), n, off), *d_f2 = dev_alloc_at(sizeof(float), n, off);
   CK(fsdpc__cuda_cast_f32_bf16(g_ctx, d_o, d_f, n, NULL, &g_err));
   CK(fsdpc__cuda_cast_bf16_f32(g_ctx, d_f2, d_o, n, fsdpc__cuda_comm_stream(g_ctx), &g_err));
   CK(fsdpc__cuda_sync(g_ctx, &g_err));
@@ -175,16 +269,28 @@ static void elementwise_case(size_t n) {
     f[i] *= 0.37f;
   float *gf = down_f32(d_f, n);
   CHECK_REL("scale (fp32)", gf, f, n, TOL_F32);
-  printf("  casts n=%zu: bit-exact\n", n);
+  /* fp32 y += x: d_f2 (the bf16 values) += d_f (the scaled values) */
+  CK(fsdpc__cuda_add_f32_inplace(g_ctx, d_f2, d_f, n, &g_err));
+  float *gs = down_f32(d_f2, n);
+  for (size_t i = 0; i < n; i++)
+    back[i] += f[i];
+  CHECK_REL("add_f32_inplace", gs, back, n, TOL_F32);
+  free(gs);
+  printf("  casts n=%zu off=%d: bit-exact\n", n, off);
   free(a), free(b), free(ref), free(go), free(ga), free(f), free(h), free(back), free(gf);
-  dev_free(d_a, n * 2), dev_free(d_b, n * 2), dev_free(d_o, n * 2);
-  dev_free(d_f, sizeof(float) * n), dev_free(d_f2, sizeof(float) * n);
+  dev_free_at(d_a, 2, n, off), dev_free_at(d_b, 2, n, off), dev_free_at(d_o, 2, n, off);
+  dev_free_at(d_f, sizeof(float), n, off), dev_free_at(d_f2, sizeof(float), n, off);
 }
 
 START_TEST(elementwise) {
-  elementwise_case(1001);   /* scalar tail */
-  elementwise_case(65536);  /* 16-byte path */
-  elementwise_case(100003); /* both */
+  elementwise_case(1001, 0);    /* scalar tail */
+  elementwise_case(65536, 0);   /* 16-byte path */
+  elementwise_case(100003, 0);  /* both */
+  elementwise_case(1, 0);       /* tail only */
+  elementwise_case(13, 0);      /* one vector and a tail */
+  elementwise_case(4000037, 0); /* several strides of the capped grid */
+  elementwise_case(1001, 1);    /* misaligned: scalar path */
+  elementwise_case(13, 1);
 }
 END_TEST
 
@@ -210,6 +316,21 @@ START_TEST(sumsq) {
   CK(fsdpc__cuda_sumsq(g_ctx, d_out, d_x, n, 0, &g_err));
   CK(fsdpc__cuda_d2h(g_ctx, &again, d_out, sizeof again, &g_err));
   ck_assert(memcmp(&again, &got, sizeof got) == 0);
+  /* Small n (tail only, one vector and a tail), and x one float past an
+   * aligned address (scalar path), each against the CPU and repeated. */
+  const size_t ns[] = {1, 13, 4099, n - 1};
+  for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++)
+    for (int off = 0; off <= 1; off++) {
+      const size_t m = ns[t];
+      double g1 = 0, g2 = 0, r = fsdpc__cpu_sumsq(x + off, m);
+      CK(fsdpc__cuda_sumsq(g_ctx, d_out, d_x + off, m, 0, &g_err));
+      CK(fsdpc__cuda_d2h(g_ctx, &g1, d_out, sizeof g1, &g_err));
+      CK(fsdpc__cuda_sumsq(g_ctx, d_out, d_x + off, m, 0, &g_err));
+      CK(fsdpc__cuda_d2h(g_ctx, &g2, d_out, sizeof g2, &g_err));
+      ck_assert_msg(isfinite(g1) && fabs(g1 - r) / r < 1e-12, "sumsq n=%zu off=%d: %.17g vs %.17g",
+                    m, off, g1, r);
+      ck_assert(memcmp(&g1, &g2, sizeof g1) == 0);
+    }
   free(x);
   dev_free(d_x, sizeof(float) * n), dev_free(d_out, sizeof(double));
 }
@@ -384,6 +505,7 @@ static Suite *make_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, embedding);
   tcase_add_test(tc, rmsnorm);
+  tcase_add_test(tc, rmsnorm_deterministic);
   tcase_add_test(tc, rope);
   tcase_add_test(tc, swiglu);
   tcase_add_test(tc, elementwise);

@@ -94,6 +94,104 @@ static __device__ __forceinline__ float block_max(float v, float *sh) {
   return warp_max(v);
 }
 
+/* ---- 16-byte vector access for the memory-bound kernels ----
+ * A uint4 holds 8 bf16 or 4 fp32. Kernels take the vector path only when every
+ * pointer they touch is 16-byte aligned (and rows are whole vectors); anything
+ * else runs a scalar path with the same arithmetic, so results do not depend
+ * on the path. */
+static inline bool fsdpc__aligned16(const void *p) {
+  return ((uintptr_t)p & 15u) == 0;
+}
+
+static __device__ __forceinline__ void unpack_bf16x8(uint4 u, float f[8]) {
+  const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    const float2 t = __bfloat1622float2(h[k]);
+    f[2 * k] = t.x, f[2 * k + 1] = t.y;
+  }
+}
+/* Round to nearest even, like __float2bfloat16. */
+static __device__ __forceinline__ uint4 pack_bf16x8(const float f[8]) {
+  uint4 u;
+  __nv_bfloat162 *h = (__nv_bfloat162 *)&u;
+#pragma unroll
+  for (int k = 0; k < 4; k++)
+    h[k] = __floats2bfloat162_rn(f[2 * k], f[2 * k + 1]);
+  return u;
+}
+
+/* ---- element-wise map engine (elementwise.cu, swiglu.cu) ----
+ * An Op describes one element-wise function over n elements:
+ *   W                 elements per 16-byte vector step (8 for bf16, 4 for fp32)
+ *   Vec               the registers one vector step loads
+ *   load(Vec&, v)     loads vector step v (elements [W v, W v + W))
+ *   store(const Vec&, v)  computes and stores it
+ *   scalar(i)         does element i alone (tails and misaligned pointers)
+ * The vector kernel issues EW_UNROLL vector loads per thread before the first
+ * store, so each thread keeps several 16-byte requests in flight; the grid is
+ * capped at one full wave of resident blocks that stride over the rest. */
+#define EW_THREADS 256
+#define EW_UNROLL 4
+
+template <class Op>
+static __global__ void __launch_bounds__(EW_THREADS) ew_vec_kernel(Op op, size_t nv, size_t n) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  size_t v = tid;
+  for (; v + (EW_UNROLL - 1) * stride < nv; v += EW_UNROLL * stride) {
+    typename Op::Vec r[EW_UNROLL];
+#pragma unroll
+    for (int k = 0; k < EW_UNROLL; k++)
+      op.load(r[k], v + k * stride);
+#pragma unroll
+    for (int k = 0; k < EW_UNROLL; k++)
+      op.store(r[k], v + k * stride);
+  }
+  for (; v < nv; v += stride) {
+    typename Op::Vec r;
+    op.load(r, v);
+    op.store(r, v);
+  }
+  const size_t t = nv * Op::W + tid; /* fewer than W tail elements */
+  if (t < n)
+    op.scalar(t);
+}
+
+template <class Op>
+static __global__ void __launch_bounds__(EW_THREADS) ew_scalar_kernel(Op op, size_t n) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    op.scalar(i);
+}
+
+/* Runs op over n elements on stream; vec selects the 16-byte path (the
+ * caller checked the alignment of every pointer of op). */
+template <class Op>
+static fsdpc_status fsdpc__ew_launch(const fsdpc_cuda_ctx *ctx, const Op &op, size_t n, bool vec,
+                                     cudaStream_t stream, const char *what, fsdpc_err *err) {
+  const unsigned wave = (unsigned)ctx->sm_count * (2048 / EW_THREADS);
+  if (vec) {
+    const size_t nv = n / Op::W;
+    ew_vec_kernel<Op>
+        <<<fsdpc__cuda_blocks(nv, EW_THREADS * EW_UNROLL, wave), EW_THREADS, 0, stream>>>(op, nv,
+                                                                                          n);
+  } else {
+    ew_scalar_kernel<Op>
+        <<<fsdpc__cuda_blocks(n, EW_THREADS * 4, wave), EW_THREADS, 0, stream>>>(op, n);
+  }
+  FSDPC_CUDA_LAUNCHED(err, what);
+  return FSDPC_OK;
+}
+
+/* Device scratch for a kernel on the COMPUTE stream: the cuBLASLt workspace.
+ * Only GEMMs on the compute stream use it (matmul.cu, cross_entropy.cu), and
+ * work on one stream runs in order, so a non-GEMM kernel there may borrow it
+ * between GEMMs. Returns NULL when it is smaller than bytes. */
+static inline void *fsdpc__cuda_compute_scratch(const fsdpc_cuda_ctx *ctx, size_t bytes) {
+  return bytes <= ctx->lt_ws_bytes ? ctx->lt_ws : NULL;
+}
+
 /* Internal GEMM in cuBLASLt's column-major terms: D = alpha op(A) op(B) +
  * beta C, A/B bf16, fp32 accumulation, C/D of type cd (CUDA_R_16BF or
  * CUDA_R_32F); C may equal D. m x n output, k inner. */

@@ -1,133 +1,128 @@
 /* Residual adds, casts and scaling (twins of ops/cpu/residual.c and
- * reduce.c's scale). Memory-bound: each thread moves 8 elements, with
- * 16-byte loads and stores when every pointer is 16-byte aligned, and the
- * last n % 8 elements by a scalar tail. The sums are done in fp32 and
- * rounded once to bf16 (round to nearest even). */
+ * reduce.c's scale). Memory-bound: each is an Op of the map engine in
+ * cuda_internal.cuh, so each thread keeps EW_UNROLL 16-byte loads per input
+ * in flight when every pointer is 16-byte aligned; otherwise (and for the
+ * last n % W elements) the same arithmetic runs element by element. Sums are
+ * done in fp32 and rounded once to bf16 (round to nearest even). */
 #include "ops/cuda/cuda_internal.cuh"
 
-#define EW_THREADS 256
-
-/* Loads/stores 8 consecutive elements; aligned selects 16-byte accesses. */
-struct bf16x8 {
-  bf16 v[8];
-};
-struct f32x8 {
-  float v[8];
-};
-
-static __device__ __forceinline__ void load8(f32x8 &o, const bf16 *p, bool aligned) {
-  if (aligned) {
-    uint4 u = *(const uint4 *)p;
-    const bf16 *b = (const bf16 *)&u;
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-      o.v[k] = __bfloat162float(b[k]);
-  } else {
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-      o.v[k] = __bfloat162float(p[k]);
+/* out = a + b (bf16; out may alias a or b: each element is read before it is
+ * written, by the same thread). */
+struct AddOp {
+  bf16 *out;
+  const bf16 *a, *b;
+  static constexpr int W = 8;
+  struct Vec {
+    uint4 a, b;
+  };
+  __device__ void load(Vec &r, size_t v) const {
+    r.a = ((const uint4 *)a)[v];
+    r.b = ((const uint4 *)b)[v];
   }
-}
-static __device__ __forceinline__ void store8(bf16 *p, const f32x8 &o, bool aligned) {
-  if (aligned) {
+  __device__ void store(const Vec &r, size_t v) const {
+    float x[8], y[8];
+    unpack_bf16x8(r.a, x);
+    unpack_bf16x8(r.b, y);
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      x[k] += y[k];
+    ((uint4 *)out)[v] = pack_bf16x8(x);
+  }
+  __device__ void scalar(size_t i) const {
+    out[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
+  }
+};
+
+/* fp32 -> bf16, round to nearest even. */
+struct CastF32Bf16Op {
+  bf16 *out;
+  const float *in;
+  static constexpr int W = 8;
+  struct Vec {
+    float4 p, q;
+  };
+  __device__ void load(Vec &r, size_t v) const {
+    r.p = ((const float4 *)in)[2 * v];
+    r.q = ((const float4 *)in)[2 * v + 1];
+  }
+  __device__ void store(const Vec &r, size_t v) const {
+    const float f[8] = {r.p.x, r.p.y, r.p.z, r.p.w, r.q.x, r.q.y, r.q.z, r.q.w};
+    ((uint4 *)out)[v] = pack_bf16x8(f);
+  }
+  __device__ void scalar(size_t i) const {
+    out[i] = __float2bfloat16(in[i]);
+  }
+};
+
+/* bf16 -> fp32 (exact). */
+struct CastBf16F32Op {
+  float *out;
+  const bf16 *in;
+  static constexpr int W = 8;
+  struct Vec {
     uint4 u;
-    bf16 *b = (bf16 *)&u;
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-      b[k] = __float2bfloat16(o.v[k]);
-    *(uint4 *)p = u;
-  } else {
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-      p[k] = __float2bfloat16(o.v[k]);
+  };
+  __device__ void load(Vec &r, size_t v) const {
+    r.u = ((const uint4 *)in)[v];
   }
-}
-
-/* out = a + b over n elements (a, b, out bf16). */
-static __global__ void add_kernel(bf16 *out, const bf16 *a, const bf16 *b, size_t n, bool aligned) {
-  const size_t n8 = n / 8;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8;
-       i += (size_t)gridDim.x * blockDim.x) {
-    f32x8 x, y;
-    load8(x, a + 8 * i, aligned);
-    load8(y, b + 8 * i, aligned);
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-      x.v[k] += y.v[k];
-    store8(out + 8 * i, x, aligned);
+  __device__ void store(const Vec &r, size_t v) const {
+    float f[8];
+    unpack_bf16x8(r.u, f);
+    ((float4 *)out)[2 * v] = make_float4(f[0], f[1], f[2], f[3]);
+    ((float4 *)out)[2 * v + 1] = make_float4(f[4], f[5], f[6], f[7]);
   }
-  if (blockIdx.x == 0)
-    for (size_t i = 8 * n8 + threadIdx.x; i < n; i += blockDim.x)
-      out[i] = __float2bfloat16(__bfloat162float(a[i]) + __bfloat162float(b[i]));
-}
-
-static __global__ void cast_f32_bf16_kernel(bf16 *out, const float *in, size_t n, bool aligned) {
-  const size_t n8 = n / 8;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8;
-       i += (size_t)gridDim.x * blockDim.x) {
-    f32x8 x;
-    if (aligned) {
-      float4 p = ((const float4 *)in)[2 * i], q = ((const float4 *)in)[2 * i + 1];
-      x.v[0] = p.x, x.v[1] = p.y, x.v[2] = p.z, x.v[3] = p.w;
-      x.v[4] = q.x, x.v[5] = q.y, x.v[6] = q.z, x.v[7] = q.w;
-    } else {
-#pragma unroll
-      for (int k = 0; k < 8; k++)
-        x.v[k] = in[8 * i + k];
-    }
-    store8(out + 8 * i, x, aligned);
+  __device__ void scalar(size_t i) const {
+    out[i] = __bfloat162float(in[i]);
   }
-  if (blockIdx.x == 0)
-    for (size_t i = 8 * n8 + threadIdx.x; i < n; i += blockDim.x)
-      out[i] = __float2bfloat16(in[i]);
-}
+};
 
-static __global__ void cast_bf16_f32_kernel(float *out, const bf16 *in, size_t n, bool aligned) {
-  const size_t n8 = n / 8;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8;
-       i += (size_t)gridDim.x * blockDim.x) {
-    f32x8 x;
-    load8(x, in + 8 * i, aligned);
-    if (aligned) {
-      ((float4 *)out)[2 * i] = make_float4(x.v[0], x.v[1], x.v[2], x.v[3]);
-      ((float4 *)out)[2 * i + 1] = make_float4(x.v[4], x.v[5], x.v[6], x.v[7]);
-    } else {
-#pragma unroll
-      for (int k = 0; k < 8; k++)
-        out[8 * i + k] = x.v[k];
-    }
+/* x *= s (fp32). */
+struct ScaleOp {
+  float *x;
+  float s;
+  static constexpr int W = 4;
+  struct Vec {
+    float4 x;
+  };
+  __device__ void load(Vec &r, size_t v) const {
+    r.x = ((const float4 *)x)[v];
   }
-  if (blockIdx.x == 0)
-    for (size_t i = 8 * n8 + threadIdx.x; i < n; i += blockDim.x)
-      out[i] = __bfloat162float(in[i]);
-}
-
-static __global__ void scale_kernel(float *x, float s, size_t n) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x)
+  __device__ void store(const Vec &r, size_t v) const {
+    ((float4 *)x)[v] = make_float4(r.x.x * s, r.x.y * s, r.x.z * s, r.x.w * s);
+  }
+  __device__ void scalar(size_t i) const {
     x[i] *= s;
-}
+  }
+};
 
-static __global__ void add_f32_kernel(float *y, const float *x, size_t n) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x)
+/* y += x (fp32). */
+struct AddF32Op {
+  float *y;
+  const float *x;
+  static constexpr int W = 4;
+  struct Vec {
+    float4 y, x;
+  };
+  __device__ void load(Vec &r, size_t v) const {
+    r.y = ((const float4 *)y)[v];
+    r.x = ((const float4 *)x)[v];
+  }
+  __device__ void store(const Vec &r, size_t v) const {
+    ((float4 *)y)[v] = make_float4(r.y.x + r.x.x, r.y.y + r.x.y, r.y.z + r.x.z, r.y.w + r.x.w);
+  }
+  __device__ void scalar(size_t i) const {
     y[i] += x[i];
-}
+  }
+};
 
 static bool aligned16(const void *a, const void *b, const void *c) {
-  return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) & 15u) == 0;
-}
-
-static unsigned ew_blocks(const fsdpc_cuda_ctx *ctx, size_t n8) {
-  return fsdpc__cuda_blocks(n8, EW_THREADS, (unsigned)ctx->sm_count * 8);
+  return fsdpc__aligned16(a) && fsdpc__aligned16(b) && fsdpc__aligned16(c);
 }
 
 static fsdpc_status launch_add(fsdpc_cuda_ctx *ctx, bf16 *out, const bf16 *a, const bf16 *b,
                                size_t n, fsdpc_err *err) {
-  add_kernel<<<ew_blocks(ctx, n / 8), EW_THREADS, 0, ctx->compute>>>(out, a, b, n,
-                                                                     aligned16(out, a, b));
-  FSDPC_CUDA_LAUNCHED(err, "add");
-  return FSDPC_OK;
+  const AddOp op = {out, a, b};
+  return fsdpc__ew_launch(ctx, op, n, aligned16(out, a, b), ctx->compute, "add", err);
 }
 
 extern "C" fsdpc_status fsdpc__cuda_add(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *a,
@@ -155,11 +150,9 @@ extern "C" fsdpc_status fsdpc__cuda_cast_f32_bf16(fsdpc_cuda_ctx *ctx, fsdpc_bf1
     return FSDPC_OK;
   if (!out || !in)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda cast_f32_bf16: a tensor pointer is NULL");
-  cast_f32_bf16_kernel<<<ew_blocks(ctx, n / 8), EW_THREADS, 0,
-                         fsdpc__cuda_stream_or(ctx, stream)>>>((bf16 *)out, in, n,
-                                                               aligned16(out, in, NULL));
-  FSDPC_CUDA_LAUNCHED(err, "cast_f32_bf16");
-  return FSDPC_OK;
+  const CastF32Bf16Op op = {(bf16 *)out, in};
+  return fsdpc__ew_launch(ctx, op, n, aligned16(out, in, in), fsdpc__cuda_stream_or(ctx, stream),
+                          "cast_f32_bf16", err);
 }
 
 extern "C" fsdpc_status fsdpc__cuda_cast_bf16_f32(fsdpc_cuda_ctx *ctx, float *out,
@@ -169,11 +162,9 @@ extern "C" fsdpc_status fsdpc__cuda_cast_bf16_f32(fsdpc_cuda_ctx *ctx, float *ou
     return FSDPC_OK;
   if (!out || !in)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda cast_bf16_f32: a tensor pointer is NULL");
-  cast_bf16_f32_kernel<<<ew_blocks(ctx, n / 8), EW_THREADS, 0,
-                         fsdpc__cuda_stream_or(ctx, stream)>>>(out, (const bf16 *)in, n,
-                                                               aligned16(out, in, NULL));
-  FSDPC_CUDA_LAUNCHED(err, "cast_bf16_f32");
-  return FSDPC_OK;
+  const CastBf16F32Op op = {out, (const bf16 *)in};
+  return fsdpc__ew_launch(ctx, op, n, aligned16(out, in, in), fsdpc__cuda_stream_or(ctx, stream),
+                          "cast_bf16_f32", err);
 }
 
 extern "C" fsdpc_status fsdpc__cuda_scale(fsdpc_cuda_ctx *ctx, float *x, float s, size_t n,
@@ -182,10 +173,8 @@ extern "C" fsdpc_status fsdpc__cuda_scale(fsdpc_cuda_ctx *ctx, float *x, float s
     return FSDPC_OK;
   if (!x)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda scale: x is NULL");
-  scale_kernel<<<fsdpc__cuda_blocks(n, EW_THREADS, ctx->sm_count * 8), EW_THREADS, 0,
-                 ctx->compute>>>(x, s, n);
-  FSDPC_CUDA_LAUNCHED(err, "scale");
-  return FSDPC_OK;
+  const ScaleOp op = {x, s};
+  return fsdpc__ew_launch(ctx, op, n, fsdpc__aligned16(x), ctx->compute, "scale", err);
 }
 
 /* y += x in fp32 (gradient shards accumulating reduce-scattered grads), on
@@ -197,10 +186,9 @@ extern "C" fsdpc_status fsdpc__cuda_add_f32_inplace_on(fsdpc_cuda_ctx *ctx, floa
     return FSDPC_OK;
   if (!y || !x)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda add_f32_inplace: a tensor pointer is NULL");
-  add_f32_kernel<<<fsdpc__cuda_blocks(n, EW_THREADS, (unsigned)ctx->sm_count * 8), EW_THREADS, 0,
-                   fsdpc__cuda_stream_or(ctx, stream)>>>(y, x, n);
-  FSDPC_CUDA_LAUNCHED(err, "add_f32_inplace");
-  return FSDPC_OK;
+  const AddF32Op op = {y, x};
+  return fsdpc__ew_launch(ctx, op, n, aligned16(y, x, x), fsdpc__cuda_stream_or(ctx, stream),
+                          "add_f32_inplace", err);
 }
 
 extern "C" fsdpc_status fsdpc__cuda_add_f32_inplace(fsdpc_cuda_ctx *ctx, float *y, const float *x,

@@ -1,46 +1,93 @@
 /* SwiGLU gate of the Llama MLP (twin of ops/cpu/swiglu.c), bf16 in/out, fp32
  * math: out = silu(gate) * up, silu(g) = g * sigmoid(g);
  * d silu / dg = s (1 + g (1 - s)) with s = sigmoid(g).
- * N = rows, F = intermediate size. Accumulation rule: dgate =, dup =. */
+ * N = rows, F = intermediate size. Accumulation rule: dgate =, dup =.
+ * Memory-bound (6 and 10 bytes an element): both are Ops of the map engine in
+ * cuda_internal.cuh (16-byte accesses, several in flight per thread). The
+ * sigmoid uses the hardware exp2 and reciprocal (__expf, __frcp_rn): a few
+ * ulp in fp32, far below the bf16 rounding of the result, and it keeps the
+ * kernels off the arithmetic limit. */
 #include "ops/cuda/cuda_internal.cuh"
 
 static __device__ __forceinline__ float sigmoid(float g) {
-  return 1.0f / (1.0f + expf(-g));
+  return __frcp_rn(1.0f + __expf(-g)); /* g -> -inf: 1/inf = 0; g -> +inf: 1 */
 }
 
-static __global__ void swiglu_fwd_kernel(bf16 *out, const bf16 *gate, const bf16 *up, size_t n) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
+struct SwigluFwdOp {
+  bf16 *out;
+  const bf16 *gate, *up;
+  static constexpr int W = 8;
+  struct Vec {
+    uint4 g, u;
+  };
+  __device__ void load(Vec &r, size_t v) const {
+    r.g = ((const uint4 *)gate)[v];
+    r.u = ((const uint4 *)up)[v];
+  }
+  __device__ void store(const Vec &r, size_t v) const {
+    float g[8], u[8];
+    unpack_bf16x8(r.g, g);
+    unpack_bf16x8(r.u, u);
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      g[k] = g[k] * sigmoid(g[k]) * u[k];
+    ((uint4 *)out)[v] = pack_bf16x8(g);
+  }
+  __device__ void scalar(size_t i) const {
     const float g = __bfloat162float(gate[i]);
     out[i] = __float2bfloat16(g * sigmoid(g) * __bfloat162float(up[i]));
   }
-}
+};
 
-static __global__ void swiglu_bwd_kernel(bf16 *dgate, bf16 *dup, const bf16 *dout, const bf16 *gate,
-                                         const bf16 *up, size_t n) {
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x) {
-    const float g = __bfloat162float(gate[i]), u = __bfloat162float(up[i]);
-    const float d = __bfloat162float(dout[i]), s = sigmoid(g);
-    dgate[i] = __float2bfloat16(d * u * s * (1.0f + g * (1.0f - s)));
-    dup[i] = __float2bfloat16(d * g * s);
+struct SwigluBwdOp {
+  bf16 *dgate, *dup;
+  const bf16 *dout, *gate, *up;
+  static constexpr int W = 8;
+  struct Vec {
+    uint4 d, g, u;
+  };
+  __device__ void load(Vec &r, size_t v) const {
+    r.d = ((const uint4 *)dout)[v];
+    r.g = ((const uint4 *)gate)[v];
+    r.u = ((const uint4 *)up)[v];
   }
-}
+  static __device__ __forceinline__ void one(float d, float g, float u, float &dg, float &du) {
+    const float s = sigmoid(g);
+    dg = d * u * s * (1.0f + g * (1.0f - s));
+    du = d * g * s;
+  }
+  __device__ void store(const Vec &r, size_t v) const {
+    float d[8], g[8], u[8];
+    unpack_bf16x8(r.d, d);
+    unpack_bf16x8(r.g, g);
+    unpack_bf16x8(r.u, u);
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+      one(d[k], g[k], u[k], d[k], u[k]); /* d <- dgate, u <- dup */
+    ((uint4 *)dgate)[v] = pack_bf16x8(d);
+    ((uint4 *)dup)[v] = pack_bf16x8(u);
+  }
+  __device__ void scalar(size_t i) const {
+    float dg, du;
+    one(__bfloat162float(dout[i]), __bfloat162float(gate[i]), __bfloat162float(up[i]), dg, du);
+    dgate[i] = __float2bfloat16(dg);
+    dup[i] = __float2bfloat16(du);
+  }
+};
 
 static fsdpc_status launch_swiglu_fwd(fsdpc_cuda_ctx *ctx, bf16 *out, const bf16 *gate,
                                       const bf16 *up, size_t n, fsdpc_err *err) {
-  swiglu_fwd_kernel<<<fsdpc__cuda_blocks(n, 256, ctx->sm_count * 16), 256, 0, ctx->compute>>>(
-      out, gate, up, n);
-  FSDPC_CUDA_LAUNCHED(err, "swiglu_fwd");
-  return FSDPC_OK;
+  const SwigluFwdOp op = {out, gate, up};
+  const bool vec = fsdpc__aligned16(out) && fsdpc__aligned16(gate) && fsdpc__aligned16(up);
+  return fsdpc__ew_launch(ctx, op, n, vec, ctx->compute, "swiglu_fwd", err);
 }
 
 static fsdpc_status launch_swiglu_bwd(fsdpc_cuda_ctx *ctx, bf16 *dgate, bf16 *dup, const bf16 *dout,
                                       const bf16 *gate, const bf16 *up, size_t n, fsdpc_err *err) {
-  swiglu_bwd_kernel<<<fsdpc__cuda_blocks(n, 256, ctx->sm_count * 16), 256, 0, ctx->compute>>>(
-      dgate, dup, dout, gate, up, n);
-  FSDPC_CUDA_LAUNCHED(err, "swiglu_bwd");
-  return FSDPC_OK;
+  const SwigluBwdOp op = {dgate, dup, dout, gate, up};
+  const bool vec = fsdpc__aligned16(dgate) && fsdpc__aligned16(dup) && fsdpc__aligned16(dout) &&
+                   fsdpc__aligned16(gate) && fsdpc__aligned16(up);
+  return fsdpc__ew_launch(ctx, op, n, vec, ctx->compute, "swiglu_bwd", err);
 }
 
 extern "C" fsdpc_status fsdpc__cuda_swiglu_fwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out,

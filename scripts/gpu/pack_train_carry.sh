@@ -9,7 +9,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 B=$ROOT/build
 mkdir -p "$DEST"
 files=$(cd / && ls -d "${B#/}"/bin/fsdpc "${B#/}"/lib/libfsdpc.so* "${B#/}"/plugins/*.so \
-  "${B#/}"/bin/test_cuda_* "${B#/}"/bin/test_flash_gpu "${B#/}"/bin/fsdpc_dump_logits 2>/dev/null || true)
+  "${B#/}"/bin/test_cuda_* "${B#/}"/bin/test_flash_gpu "${B#/}"/bin/fsdpc_dump_logits "${B#/}"/bin/fsdpc_bench_* 2>/dev/null || true)
 (cd / && tar cJf "$DEST/build.tar.xz" $files)
 /work/shared/device/pack-runtime.sh "$DEST/runtime.tar.xz" $(cd / && for f in $files; do echo /$f; done) >/dev/null
 echo "$B" >"$DEST/build_dir"

@@ -44,3 +44,4 @@ for f in ncu_fsdpc ncu_torch; do
   [ -f "$W/$f.csv" ] && python3 "$C/profile_summary.py" "$W/$f.csv" | head -45
   [ -f "$W/$f.csv" ] && xz -c "$W/$f.csv" >"$OUT/$f.csv.xz"
 done
+exit 0

@@ -11,8 +11,10 @@
 #           max(1e-5, 3 x noise) relative (the same fp32 AdamW, on the CPU)
 #   offck   cpu_offload, sharded checkpoint every 10 steps + a full fp32 model;
 #           offres resumes it at step 10 (offload), baseres resumes base's
-#           checkpoint with offload, fullres saves/resumes the full format:
-#           steps 11..20 vs the straight run within the same tolerance
+#           checkpoint with offload: steps 11..20 vs the straight run within
+#           the same tolerance; offfull saves the full (weights-only) format,
+#           fullres starts from it with offload, fullbase without: the two
+#           agree within the same tolerance
 #   offbf   cpu_offload + reduce_dtype bf16         vs base: within 1e-2
 # and the device peak (max of peak_bytes over steps): offload must be lower
 # than base by at least half the shard bytes the engine logs (the planner's
@@ -96,6 +98,9 @@ for w in $worlds; do
     checkpoint.intermediate_format=full
   run ${p}_fullres $w fsdp.cpu_offload=true checkpoint.dir="$W/${p}_ckF" \
     checkpoint.resume="$W/${p}_ckE/step-000010"
+  # a full checkpoint holds weights only: training restarts at step 0 from
+  # them, so the check is the same start without offload
+  run ${p}_fullbase $w checkpoint.dir="$W/${p}_ckG" checkpoint.resume="$W/${p}_ckE/step-000010"
   ls "$W/${p}_ckB" "$W/${p}_ckE" 2>&1 | tr '\n' ' '; echo
 
   noise=$(worst "$W/${p}_base" "$W/${p}_base2" loss)
@@ -107,14 +112,15 @@ for w in $worlds; do
   echo "--- offload vs base (rtol $tol on loss, grad_norm)"
   python3 "$C/compare_runs.py" "$W/${p}_base" "$W/${p}_off" --rtol "$tol" --keys loss,grad_norm ||
     bad "world $w: offload differs from base"
-  for pair in "offck offres" "offck baseres" "offfull fullres" "ckbase offck"; do
+  for pair in "offck offres" "offck baseres" "fullbase fullres" "ckbase offck"; do
     set -- $pair
     d=$(worst "$W/${p}_$1" "$W/${p}_$2" loss)
     echo "--- $2 vs $1 (common steps), worst relative loss difference $d"
     within "$d" "$tol" || bad "world $w: $2 vs $1: $d > $tol"
   done
   grep -q "resumed from" "$OUT/${p}_offres.log" || bad "world $w: offres did not resume"
-  grep -q "resumed from" "$OUT/${p}_fullres.log" || bad "world $w: fullres did not resume"
+  grep -q "loaded .*step-000010 (full)" "$OUT/${p}_fullres.log" ||
+    bad "world $w: fullres did not load the full checkpoint"
   [ -f "$W/${p}_ckB/final/model.safetensors" ] || bad "world $w: no final model with offload"
 
   sb=$(shard_bytes "$OUT/${p}_base.log")

@@ -5,7 +5,8 @@
 #         head dim 64), 20 steps each, losses compared within bf16 tolerance
 # multi:  world 2 over NCCL, FULL_SHARD / SHARD_GRAD_OP / NO_SHARD vs world 1, kill -9
 # ckpt:   GPU training saves, resumes, and its full output loads in transformers
-# multi4: world 4: FULL_SHARD / SHARD_GRAD_OP / NO_SHARD / HYBRID_SHARD 2x2 vs world 1
+# multi4: world 4: FULL_SHARD / SHARD_GRAD_OP / NO_SHARD / HYBRID_SHARD 2x2 (and bf16
+#         reduce, CPU offload) vs world 1
 # Logs go to $OUT.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
@@ -120,8 +121,17 @@ multi4)
   done
   run w4_HYBRID_2x2 small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=4 \
     fsdp.sharding_strategy=HYBRID_SHARD fsdp.hybrid_shard_size=2 --nproc-per-node 4
+  run w4_FULL_bf16reduce small.yaml train.device=cuda train.global_batch_size=16 \
+    train.micro_batch_size=4 fsdp.mixed_precision.reduce_dtype=bf16 --nproc-per-node 4
+  run w4_HYBRID_bf16reduce small.yaml train.device=cuda train.global_batch_size=16 \
+    train.micro_batch_size=4 fsdp.sharding_strategy=HYBRID_SHARD fsdp.hybrid_shard_size=2 \
+    fsdp.mixed_precision.reduce_dtype=bf16 --nproc-per-node 4
+  run w4_FULL_offload small.yaml train.device=cuda train.global_batch_size=16 \
+    train.micro_batch_size=4 fsdp.cpu_offload=true --nproc-per-node 4
   grep -h "fsdp: HYBRID" "$OUT/w4_HYBRID_2x2.log" | head -1
   $CMP "$W/w1" "$W/w4_FULL_SHARD" "$W/w4_SHARD_GRAD_OP" "$W/w4_NO_SHARD" "$W/w4_HYBRID_2x2" \
-    --rtol 2e-2 --keys loss
+    "$W/w4_FULL_bf16reduce" "$W/w4_HYBRID_bf16reduce" "$W/w4_FULL_offload" --rtol 2e-2 --keys loss
+  echo "--- offload vs the same run with shards on the device (world 4)"
+  $CMP "$W/w4_FULL_SHARD" "$W/w4_FULL_offload" --rtol 1e-4 --keys loss,grad_norm
   ;;
 esac

@@ -49,6 +49,14 @@ static fsdpc_status create_pools(fsdpc_cuda_ctx *c, uint64_t threshold, fsdpc_er
     FSDPC_CUDA_TRY(err, cudaMemPoolCreate(&c->pools[k], &props));
     uint64_t t = threshold;
     FSDPC_CUDA_TRY(err, cudaMemPoolSetAttribute(c->pools[k], cudaMemPoolAttrReleaseThreshold, &t));
+    /* Memory freed on the comm stream (a unit's full gradient after its
+     * reduce-scatter) must not be handed to the compute stream by making
+     * compute wait for that stream: the allocator may do so by default,
+     * which turns the overlap back into a serial schedule. Reuse across
+     * streams then happens only once the free has completed. */
+    int no = 0;
+    FSDPC_CUDA_TRY(err, cudaMemPoolSetAttribute(c->pools[k],
+                                                cudaMemPoolReuseAllowInternalDependencies, &no));
   }
   return FSDPC_OK;
 }

@@ -120,6 +120,7 @@ typedef struct fsdpc_config_train {
   int64_t seed, eval_every, eval_batches, log_every;
   int device; /* FSDPC_DEVICE_* */
   int64_t threads;
+  int64_t gemm_sm_margin; /* CUDA: SMs the GEMMs leave to the collectives */
   fsdpc_strlist generate_prompts;
   int64_t generate_tokens;
 } fsdpc_config_train;

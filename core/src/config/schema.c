@@ -246,6 +246,10 @@ static const fsdpc_cfg_key keys[] = {
     ENUM_("train.device", train.device, "cpu", device_values,
           "where compute runs (cuda: one GPU per local rank)", NONE_),
     INT_("train.threads", train.threads, "0", "CPU threads per rank; 0 = all cores", MIN_(0)),
+    INT_("train.gemm_sm_margin", train.gemm_sm_margin, "0",
+         "CUDA: multiprocessors the GEMMs leave free for the collectives running beside them "
+         "(cuBLASLt SM count target); 0 = GEMMs may use every SM",
+         MIN_(0)),
     STRS_("train.generate_prompts", train.generate_prompts, "[]",
           "prompts to sample from after training (greedy)", NONE_),
     INT_("train.generate_tokens", train.generate_tokens, "32", "tokens to generate per prompt",

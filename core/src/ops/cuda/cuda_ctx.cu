@@ -100,6 +100,8 @@ fsdpc_status fsdpc__cuda_ctx_create(const fsdpc_cuda_ctx_opts *opts, fsdpc_cuda_
   int prio_low = 0, prio_high = 0;
   STEP(cudaSetDevice(c->device));
   STEP(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, c->device));
+  if (o.gemm_sm_margin > 0 && o.gemm_sm_margin < c->sm_count)
+    c->gemm_sm_target = c->sm_count - o.gemm_sm_margin;
   STEP(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
   /* Collectives get the higher priority: a gather or reduce-scatter that
    * waits behind a long GEMM for its blocks delays the unit after it. */

@@ -47,6 +47,9 @@ typedef struct fsdpc_cuda_ctx_opts {
    * step that frees and re-allocates the same sizes never calls the driver. */
   uint64_t release_threshold;
   uint64_t lt_workspace_bytes; /* cuBLASLt workspace; default 32 MiB */
+  /* Multiprocessors GEMMs leave free for the collectives that run beside
+   * them (cuBLASLt's SM count target = SMs - margin); 0 = all SMs. */
+  int gemm_sm_margin;
 } fsdpc_cuda_ctx_opts;
 
 void fsdpc__cuda_ctx_opts_default(fsdpc_cuda_ctx_opts *o);

@@ -18,6 +18,7 @@ extern "C" void fsdpc__cuda_lt_plans_free(fsdpc_cuda_ctx *ctx);
 
 struct fsdpc_cuda_ctx {
   int device, sm_count;
+  int gemm_sm_target; /* cuBLASLt SM count target; 0 = all */
   cudaStream_t compute, comm;
   cudaEvent_t events[FSDPC_CUDA_N_EVENTS];
   cublasLtHandle_t lt;

@@ -76,6 +76,12 @@ static fsdpc_status plan_build(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const long
   LT_TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
   LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), what);
   LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), what);
+  if (ctx->gemm_sm_target > 0) {
+    const int32_t sms = ctx->gemm_sm_target;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms,
+                                          sizeof sms),
+           what);
+  }
   LT_TRY(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, trans_a ? k : m, trans_a ? m : k, lda),
          what);
   LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, trans_b ? n : k, trans_b ? k : n, ldb),

@@ -22,8 +22,9 @@ typedef struct flash_params {
   const int32_t *doc; /* (B, T) or NULL */
 } flash_params;
 
-/* Bytes of the backward workspace: dq in fp32 (B, T, NH, HD) and the row
- * dots D = rowsum(dO * O) (B, NH, T), each 256-byte aligned. */
+/* Bytes of the backward workspace: the row dots D = rowsum(dO * O) (B, NH, T),
+ * preceded, for the fused-dQ build only (BWD_SPLIT_DQ 0), by dq in fp32
+ * (B, T, NH, HD); each 256-byte aligned. */
 uint64_t flash_bwd_workspace_bytes(const flash_params *p);
 
 int flash_fwd(const flash_params *p, const void *q, const void *k, const void *v, void *out,

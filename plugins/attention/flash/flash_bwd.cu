@@ -18,18 +18,31 @@
  * block, so dS goes through shared memory and dQ is accumulated in an fp32
  * workspace with vector atomics (red.global.add.v2.f32).
  *
- * Workspace: dq_acc (B, T, NH, HD) fp32, then D (B, NH, T) fp32: O(T). */
+ * Workspace: D (B, NH, T) fp32, preceded by dq_acc (B, T, NH, HD) fp32 only
+ * when BWD_SPLIT_DQ is 0: O(T). */
 #include <cuda_runtime.h>
 #include <math.h>
 
 #include "flash.h"
 #include "flash_common.cuh"
+#include "flash_bwd_dq.cuh"
 
-/* BM query rows per step; NW warps of 16 keys each (BN = 16 NW keys a CTA);
- * MINB CTAs per SM the registers are budgeted for. Overridable at build time
- * (-DBWD64_NW=4 ...) to benchmark variants; the defaults are the fastest
- * measured on an H200 (bench/results/2026-11-21-flash-attention-s2.md). */
-#define BWD_BM 64
+/* BM query rows per step; NW warps of 16 MT keys each (BN = 16 NW MT keys
+ * a CTA); MINB CTAs per SM the registers are budgeted for. Overridable at
+ * build time (-DBWD64_NW=4 ...) to benchmark variants; the defaults are the
+ * fastest measured on an H200 (bench/results/2026-11-21-flash-attention-s2b.md). */
+#ifndef BWD64_MT
+#define BWD64_MT 1
+#endif
+#ifndef BWD64_BM
+#define BWD64_BM 64
+#endif
+#ifndef BWD128_MT
+#define BWD128_MT 1
+#endif
+#ifndef BWD128_BM
+#define BWD128_BM 64
+#endif
 #ifndef BWD64_NW
 #define BWD64_NW 4
 #endif
@@ -42,6 +55,21 @@
 #ifndef BWD128_MINB
 #define BWD128_MINB 1
 #endif
+/* BWD_SPLIT_DQ 1: dQ comes from its own kernel (flash_bwd_dq.cuh), which
+ * owns query blocks and loops over key blocks, so the dK/dV kernel needs no
+ * dS tile, no second barrier and no atomics, and dQ is deterministic.
+ * BWD_SPLIT_DQ 0 (default, faster on an H200 by 10-20 %,
+ * bench/results/2026-11-21-flash-attention-s2b.md): dQ is accumulated by
+ * the dK/dV kernel with fp32 atomics. */
+#ifndef BWD_SPLIT_DQ
+#define BWD_SPLIT_DQ 0
+#endif
+/* BWD_LPT 1: grid y walks the key blocks, x the (kv head, batch) pairs, so
+ * that CTAs start heaviest-first over the whole grid (causal key block n
+ * sees T - n * BN queries), not only within one head: a shorter tail. */
+#ifndef BWD_LPT
+#define BWD_LPT 1
+#endif
 
 static uint64_t align256(uint64_t x) {
   return (x + 255) / 256 * 256;
@@ -49,7 +77,9 @@ static uint64_t align256(uint64_t x) {
 
 extern "C" uint64_t flash_bwd_workspace_bytes(const flash_params *p) {
   uint64_t rows = (uint64_t)p->B * p->T * p->NH;
-  return align256(rows * p->HD * sizeof(float)) + align256(rows * sizeof(float));
+  /* The split dQ kernel writes dq directly: no fp32 accumulator. */
+  return (BWD_SPLIT_DQ ? 0 : align256(rows * p->HD * sizeof(float))) +
+         align256(rows * sizeof(float));
 }
 
 /* D (B, NH, T) = rowsum(dout * out); one warp per (b, t, h) row. */
@@ -89,23 +119,24 @@ static __global__ void flash_bwd_dq_kernel(const float4 *__restrict__ acc, bf16 
   reinterpret_cast<uint2 *>(dq)[i] = packed;
 }
 
-template <int HD, int NW> static constexpr int bwd_smem_bytes() {
-  return (2 * NW * 16 * HD + 4 * BWD_BM * HD + NW * 16 * BWD_BM) * (int)sizeof(bf16) +
-         6 * BWD_BM * (int)sizeof(float);
+template <int HD, int NW, int MT, int BM> static constexpr int bwd_smem_bytes() {
+  return (2 * NW * 16 * MT * HD + 4 * BM * HD + (BWD_SPLIT_DQ ? 0 : NW * 16 * MT * BM)) *
+             (int)sizeof(bf16) +
+         6 * BM * (int)sizeof(float);
 }
 
 /* Stages the query step `it` (head h, block mb of the flattened loop) into
  * buffer `buf`: Q, dO, lse, D, doc ids, all by cp.async (zero-filled past T;
  * rows past T are masked explicitly, so their lse / D values do not matter). */
-template <int HD, int NT>
+template <int HD, int BM, int NT>
 static __device__ __forceinline__ void bwd_stage(bf16 *sQ, bf16 *sdO, float *sL, float *sD,
                                                  int32_t *sDoc, const bf16 *qb, const bf16 *dob,
                                                  const float *lse_h, const float *D_h,
                                                  const int32_t *doc, int m0, int T,
                                                  int64_t qstride) {
-  load_tile<BWD_BM, HD, NT>(sQ, qb, m0, T, qstride);
-  load_tile<BWD_BM, HD, NT>(sdO, dob, m0, T, qstride);
-  if (threadIdx.x < BWD_BM) {
+  load_tile<BM, HD, NT>(sQ, qb, m0, T, qstride);
+  load_tile<BM, HD, NT>(sdO, dob, m0, T, qstride);
+  if (threadIdx.x < BM) {
     const int row = m0 + threadIdx.x;
     const bool ok = row < T;
     cp_async4(sL + threadIdx.x, ok ? lse_h + row : lse_h, ok ? 4 : 0);
@@ -115,25 +146,31 @@ static __device__ __forceinline__ void bwd_stage(bf16 *sQ, bf16 *sdO, float *sL,
   }
 }
 
-template <int HD, int NW, int MINB>
+template <int HD, int NW, int MT, int BM, int MINB>
 static __global__ void __launch_bounds__(NW * 32, MINB)
     flash_bwd_kernel(const flash_params p, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
                      const bf16 *__restrict__ v, const bf16 *__restrict__ dout,
                      const float *__restrict__ lse, const float *__restrict__ Dg,
                      float *__restrict__ dq_acc, bf16 *__restrict__ dk, bf16 *__restrict__ dv) {
-  constexpr int BM = BWD_BM, BN = NW * 16, NT = NW * 32;
+  constexpr int BN = NW * 16 * MT, NT = NW * 32;
+  static_assert(BWD_SPLIT_DQ || (BM == 64 && NW % 4 == 0), "the fused dQ needs BM 64, NW 4k");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16 *sK = reinterpret_cast<bf16 *>(smem_raw); // (BN, HD)
   bf16 *sV = sK + BN * HD;                       // (BN, HD)
   bf16 *sQb = sV + BN * HD;                      // (2, BM, HD): double buffered
   bf16 *sdOb = sQb + 2 * BM * HD;                // (2, BM, HD)
   bf16 *sdS = sdOb + 2 * BM * HD;                // (BN, BM): dS^T, keys by queries
-  float *sLb = reinterpret_cast<float *>(sdS + BN * BM); // (2, BM) lse (natural log)
+  constexpr bool split = BWD_SPLIT_DQ;
+  float *sLb = reinterpret_cast<float *>(sdS + (split ? 0 : BN * BM)); // (2, BM) lse (ln)
   float *sDb = sLb + 2 * BM;                             // (2, BM)
   int32_t *sDocb = reinterpret_cast<int32_t *>(sDb + 2 * BM); // (2, BM)
 
   const int T = p.T, NH = p.NH, KVH = p.KVH, rep = NH / KVH;
+#if BWD_LPT
+  const int n_block = blockIdx.y, g = blockIdx.x % KVH, b = blockIdx.x / KVH;
+#else
   const int n_block = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+#endif
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n0 = n_block * BN;
   const int64_t qstride = (int64_t)NH * HD, kstride = (int64_t)KVH * HD;
@@ -149,19 +186,25 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   load_tile<BN, HD, NT>(sK, kb, n0, T, kstride);
   load_tile<BN, HD, NT>(sV, vb, n0, T, kstride);
 
-  const int kr_lo = n0 + warp * 16 + lane / 4; // key row of c0, c1; c2, c3 are kr_lo + 8
-  int doc_k[2] = {0, 0};
-  if (doc) {
-    doc_k[0] = kr_lo < T ? doc[kr_lo] : INT32_MIN;
-    doc_k[1] = kr_lo + 8 < T ? doc[kr_lo + 8] : INT32_MIN;
-  }
+  const int wkey = warp * 16 * MT;             // this warp's first key in the block
+  const int kr_lo = n0 + wkey + lane / 4;      // key row of c0, c1 of m-tile 0; c2, c3: + 8
+  int doc_k[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      const int key = kr_lo + mt * 16 + r * 8;
+      doc_k[mt][r] = doc && key < T ? doc[key] : INT32_MIN;
+    }
 
-  float dka[HD / 8][4], dva[HD / 8][4];
+  float dka[MT][HD / 8][4], dva[MT][HD / 8][4];
 #pragma unroll
-  for (int i = 0; i < HD / 8; i++)
+  for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-    for (int c = 0; c < 4; c++)
-      dka[i][c] = dva[i][c] = 0.0f;
+    for (int i = 0; i < HD / 8; i++)
+#pragma unroll
+      for (int c = 0; c < 4; c++)
+        dka[mt][i][c] = dva[mt][i][c] = 0.0f;
 
   /* One flattened loop over (query head of the group, query block), so
    * that step it + 1 (possibly the next head's first block) is loaded while
@@ -171,7 +214,7 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   const int n_mb = m_blocks - m_first, n_it = rep * n_mb;
   auto stage = [&](int it, int buf) {
     const int h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
-    bwd_stage<HD, NT>(sQb + buf * BM * HD, sdOb + buf * BM * HD, sLb + buf * BM, sDb + buf * BM,
+    bwd_stage<HD, BM, NT>(sQb + buf * BM * HD, sdOb + buf * BM * HD, sLb + buf * BM, sDb + buf * BM,
                       sDocb + buf * BM, q + (int64_t)b * T * qstride + h * HD,
                       dout + (int64_t)b * T * qstride + h * HD,
                       lse + ((int64_t)b * NH + h) * T, Dg + ((int64_t)b * NH + h) * T, doc, m0, T,
@@ -182,34 +225,51 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   for (int it = 0; it < n_it; it++) {
     const int buf = it & 1;
     const int h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
-    /* Buffer buf ^ 1 was last read before the middle barrier of step
-     * it - 1, which every warp has passed by now. */
-    if (it + 1 < n_it)
-      stage(it + 1, buf ^ 1);
-    cp_async_commit();
-    cp_async_wait<1>(); /* all but the group just issued */
-    __syncthreads();
+    if constexpr (split) {
+      /* One barrier a step: once every warp is past it, step it - 1 (the
+       * last reader of buffer buf ^ 1) is done everywhere. */
+      cp_async_wait<0>();
+      __syncthreads();
+      if (it + 1 < n_it)
+        stage(it + 1, buf ^ 1);
+      cp_async_commit();
+    } else {
+      /* Buffer buf ^ 1 was last read before the middle barrier of step
+       * it - 1, which every warp has passed by now. */
+      if (it + 1 < n_it)
+        stage(it + 1, buf ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>(); /* all but the group just issued */
+      __syncthreads();
+    }
     {
       const bf16 *sQ = sQb + buf * BM * HD, *sdO = sdOb + buf * BM * HD;
       const float *sL = sLb + buf * BM, *sD = sDb + buf * BM;
       const int32_t *sDoc = sDocb + buf * BM;
 
-      /* S^T (16 keys of this warp x BM queries) = K_w Q^T. */
-      float st[BM / 8][4];
+      /* S^T (16 MT keys of this warp x BM queries) = K_w Q^T. */
+      float st[MT][BM / 8][4];
 #pragma unroll
-      for (int i = 0; i < BM / 8; i++)
-        st[i][0] = st[i][1] = st[i][2] = st[i][3] = 0.0f;
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < BM / 8; i++)
+          st[mt][i][0] = st[mt][i][1] = st[mt][i][2] = st[mt][i][3] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < HD / 16; kk++) {
-        uint32_t a[4];
-        ldsm_x4(a, sK + swz_ld<HD>(warp * 16 + rA, kk * 2, xA));
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+          ldsm_x4(a[mt], sK + swz_ld<HD>(wkey + mt * 16 + rA, kk * 2, xA));
 #pragma unroll
         for (int np = 0; np < BM / 16; np++) {
           uint32_t r[4];
           ldsm_x4(r, sQ + swz_ld<HD>(np * 16 + rB, kk * 2, xB));
           uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-          mma_bf16(st[2 * np], a, b0);
-          mma_bf16(st[2 * np + 1], a, b1);
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            mma_bf16(st[mt][2 * np], a[mt], b0);
+            mma_bf16(st[mt][2 * np + 1], a[mt], b1);
+          }
         }
       }
 
@@ -217,91 +277,118 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
        * which would otherwise get a nonzero probability; query rows past T
        * have zero-filled lse and D, so they are masked too. */
       const bool need_mask = doc != nullptr || n0 + BN > T || m0 + BM > T ||
-                             (p.causal && n0 + warp * 16 + 15 > m0);
+                             (p.causal && n0 + wkey + 16 * MT - 1 > m0);
 #pragma unroll
-      for (int nt = 0; nt < BM / 8; nt++) {
+      for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int c = 0; c < 4; c++) {
-          const int qi = nt * 8 + (lane % 4) * 2 + (c & 1);
-          float pv = exp2f(fmaf(st[nt][c], sl2, -sL[qi] * FLASH_LOG2E));
-          if (need_mask) {
-            const int key = kr_lo + (c >> 1) * 8;
-            bool ok = key < T && m0 + qi < T && (!p.causal || key <= m0 + qi);
-            if (doc)
-              ok = ok && sDoc[qi] == doc_k[c >> 1];
-            pv = ok ? pv : 0.0f;
+        for (int nt = 0; nt < BM / 8; nt++) {
+#pragma unroll
+          for (int c = 0; c < 4; c++) {
+            const int qi = nt * 8 + (lane % 4) * 2 + (c & 1);
+            float pv = exp2f(fmaf(st[mt][nt][c], sl2, -sL[qi] * FLASH_LOG2E));
+            if (need_mask) {
+              const int key = kr_lo + mt * 16 + (c >> 1) * 8;
+              bool ok = key < T && m0 + qi < T && (!p.causal || key <= m0 + qi);
+              if (doc)
+                ok = ok && sDoc[qi] == doc_k[mt][c >> 1];
+              pv = ok ? pv : 0.0f;
+            }
+            st[mt][nt][c] = pv;
           }
-          st[nt][c] = pv;
         }
-      }
 
       /* dV += P^T dO. */
 #pragma unroll
       for (int kk = 0; kk < BM / 16; kk++) {
-        uint32_t a[4] = {pack_bf16(st[2 * kk][0], st[2 * kk][1]),
-                         pack_bf16(st[2 * kk][2], st[2 * kk][3]),
-                         pack_bf16(st[2 * kk + 1][0], st[2 * kk + 1][1]),
-                         pack_bf16(st[2 * kk + 1][2], st[2 * kk + 1][3])};
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          a[mt][0] = pack_bf16(st[mt][2 * kk][0], st[mt][2 * kk][1]);
+          a[mt][1] = pack_bf16(st[mt][2 * kk][2], st[mt][2 * kk][3]);
+          a[mt][2] = pack_bf16(st[mt][2 * kk + 1][0], st[mt][2 * kk + 1][1]);
+          a[mt][3] = pack_bf16(st[mt][2 * kk + 1][2], st[mt][2 * kk + 1][3]);
+        }
 #pragma unroll
         for (int np = 0; np < HD / 16; np++) {
           uint32_t r[4];
           ldsm_x4_t(r, sdO + swz_ld<HD>(kk * 16 + rA, np * 2, xA));
           uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-          mma_bf16(dva[2 * np], a, b0);
-          mma_bf16(dva[2 * np + 1], a, b1);
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            mma_bf16(dva[mt][2 * np], a[mt], b0);
+            mma_bf16(dva[mt][2 * np + 1], a[mt], b1);
+          }
         }
       }
 
       /* dP^T = V_w dO^T, then dS^T = P^T (dP^T - D). */
-      float ds[BM / 8][4];
+      float ds[MT][BM / 8][4];
 #pragma unroll
-      for (int i = 0; i < BM / 8; i++)
-        ds[i][0] = ds[i][1] = ds[i][2] = ds[i][3] = 0.0f;
+      for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < BM / 8; i++)
+          ds[mt][i][0] = ds[mt][i][1] = ds[mt][i][2] = ds[mt][i][3] = 0.0f;
 #pragma unroll
       for (int kk = 0; kk < HD / 16; kk++) {
-        uint32_t a[4];
-        ldsm_x4(a, sV + swz_ld<HD>(warp * 16 + rA, kk * 2, xA));
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+          ldsm_x4(a[mt], sV + swz_ld<HD>(wkey + mt * 16 + rA, kk * 2, xA));
 #pragma unroll
         for (int np = 0; np < BM / 16; np++) {
           uint32_t r[4];
           ldsm_x4(r, sdO + swz_ld<HD>(np * 16 + rB, kk * 2, xB));
           uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-          mma_bf16(ds[2 * np], a, b0);
-          mma_bf16(ds[2 * np + 1], a, b1);
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            mma_bf16(ds[mt][2 * np], a[mt], b0);
+            mma_bf16(ds[mt][2 * np + 1], a[mt], b1);
+          }
         }
       }
 #pragma unroll
-      for (int nt = 0; nt < BM / 8; nt++)
+      for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int c = 0; c < 4; c++)
-          ds[nt][c] = st[nt][c] * (ds[nt][c] - sD[nt * 8 + (lane % 4) * 2 + (c & 1)]);
+        for (int nt = 0; nt < BM / 8; nt++)
+#pragma unroll
+          for (int c = 0; c < 4; c++)
+            ds[mt][nt][c] =
+                st[mt][nt][c] * (ds[mt][nt][c] - sD[nt * 8 + (lane % 4) * 2 + (c & 1)]);
 
       /* dK += dS^T Q; dS^T also goes to shared memory for dQ. */
 #pragma unroll
       for (int kk = 0; kk < BM / 16; kk++) {
-        uint32_t a[4] = {pack_bf16(ds[2 * kk][0], ds[2 * kk][1]),
-                         pack_bf16(ds[2 * kk][2], ds[2 * kk][3]),
-                         pack_bf16(ds[2 * kk + 1][0], ds[2 * kk + 1][1]),
-                         pack_bf16(ds[2 * kk + 1][2], ds[2 * kk + 1][3])};
-        const int key = warp * 16 + lane / 4, qc = kk * 16 + (lane % 4) * 2;
-        *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key, qc)) = a[0];
-        *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key + 8, qc)) = a[1];
-        *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key, qc + 8)) = a[2];
-        *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key + 8, qc + 8)) = a[3];
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+          a[mt][0] = pack_bf16(ds[mt][2 * kk][0], ds[mt][2 * kk][1]);
+          a[mt][1] = pack_bf16(ds[mt][2 * kk][2], ds[mt][2 * kk][3]);
+          a[mt][2] = pack_bf16(ds[mt][2 * kk + 1][0], ds[mt][2 * kk + 1][1]);
+          a[mt][3] = pack_bf16(ds[mt][2 * kk + 1][2], ds[mt][2 * kk + 1][3]);
+          if constexpr (!split) {
+            const int key = wkey + mt * 16 + lane / 4, qc = kk * 16 + (lane % 4) * 2;
+            *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key, qc)) = a[mt][0];
+            *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key + 8, qc)) = a[mt][1];
+            *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key, qc + 8)) = a[mt][2];
+            *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key + 8, qc + 8)) = a[mt][3];
+          }
+        }
 #pragma unroll
         for (int np = 0; np < HD / 16; np++) {
           uint32_t r[4];
           ldsm_x4_t(r, sQ + swz_ld<HD>(kk * 16 + rA, np * 2, xA));
           uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-          mma_bf16(dka[2 * np], a, b0);
-          mma_bf16(dka[2 * np + 1], a, b1);
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            mma_bf16(dka[mt][2 * np], a[mt], b0);
+            mma_bf16(dka[mt][2 * np + 1], a[mt], b1);
+          }
         }
       }
-      __syncthreads();
-
       /* dQ (BM x HD) += dS (BM x BN) K (BN x HD): warp w takes query rows
        * (w % 4) * 16 and a 1 / (NW / 4) share of the head dim. */
-      {
+      if constexpr (!split) {
+        __syncthreads();
         constexpr int DQW = HD / (NW / 4); // head-dim columns per warp
         const int qr = (warp % 4) * 16, hc = (warp / 4) * DQW;
         float dqa[DQW / 8][4];
@@ -340,31 +427,38 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   cp_async_wait<0>();
 
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    const int row = kr_lo + r * 8;
-    if (row < T) {
-      const int64_t o = ((int64_t)(b * T + row) * KVH + g) * HD + (lane % 4) * 2;
+  for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-      for (int dt = 0; dt < HD / 8; dt++) {
-        *reinterpret_cast<uint32_t *>(dk + o + dt * 8) =
-            pack_bf16(dka[dt][2 * r] * p.scale, dka[dt][2 * r + 1] * p.scale);
-        *reinterpret_cast<uint32_t *>(dv + o + dt * 8) =
-            pack_bf16(dva[dt][2 * r], dva[dt][2 * r + 1]);
+    for (int r = 0; r < 2; r++) {
+      const int row = kr_lo + mt * 16 + r * 8;
+      if (row < T) {
+        const int64_t o = ((int64_t)(b * T + row) * KVH + g) * HD + (lane % 4) * 2;
+#pragma unroll
+        for (int dt = 0; dt < HD / 8; dt++) {
+          *reinterpret_cast<uint32_t *>(dk + o + dt * 8) =
+              pack_bf16(dka[mt][dt][2 * r] * p.scale, dka[mt][dt][2 * r + 1] * p.scale);
+          *reinterpret_cast<uint32_t *>(dv + o + dt * 8) =
+              pack_bf16(dva[mt][dt][2 * r], dva[mt][dt][2 * r + 1]);
+        }
       }
     }
-  }
 }
 
-template <int HD, int NW, int MINB>
+template <int HD, int NW, int MT, int BM, int MINB>
 static int launch_bwd(const flash_params *p, const void *q, const void *k, const void *v,
                       const void *dout, const float *lse, const float *D, float *dq_acc, void *dk, void *dv,
                       cudaStream_t stream) {
-  const int smem = bwd_smem_bytes<HD, NW>();
-  auto kern = flash_bwd_kernel<HD, NW, MINB>;
+  constexpr int BN = NW * 16 * MT;
+  const int smem = bwd_smem_bytes<HD, NW, MT, BM>();
+  auto kern = flash_bwd_kernel<HD, NW, MT, BM, MINB>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess)
     return (int)e;
-  dim3 grid((p->T + NW * 16 - 1) / (NW * 16), p->KVH, p->B);
+#if BWD_LPT
+  dim3 grid(p->KVH * p->B, (p->T + BN - 1) / BN);
+#else
+  dim3 grid((p->T + BN - 1) / BN, p->KVH, p->B);
+#endif
   kern<<<grid, NW * 32, smem, stream>>>(
       *p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)dout, lse, D,
       dq_acc, (bf16 *)dk, (bf16 *)dv);
@@ -376,9 +470,12 @@ extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, co
                          void *dv, void *workspace, void *stream) {
   cudaStream_t st = (cudaStream_t)stream;
   const int64_t rows = (int64_t)p->B * p->T * p->NH;
-  float *dq_acc = (float *)workspace;                                          // (B, T, NH, HD)
-  float *D = (float *)((char *)workspace + align256(rows * p->HD * sizeof(float))); // (B, NH, T)
-  cudaError_t e = cudaMemsetAsync(dq_acc, 0, rows * p->HD * sizeof(float), st);
+  /* Workspace: [dq_acc (B, T, NH, HD) fp32, fused dQ only] then D (B, NH, T). */
+  float *dq_acc = (float *)workspace;
+  float *D = (float *)((char *)workspace +
+                       (BWD_SPLIT_DQ ? 0 : align256(rows * p->HD * sizeof(float))));
+  cudaError_t e = BWD_SPLIT_DQ ? cudaSuccess
+                               : cudaMemsetAsync(dq_acc, 0, rows * p->HD * sizeof(float), st);
   if (e != cudaSuccess)
     return (int)e;
   const int warps = 8;
@@ -388,13 +485,20 @@ extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, co
     return (int)e;
   int rc;
   if (p->HD == 64)
-    rc = launch_bwd<64, BWD64_NW, BWD64_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+    rc = launch_bwd<64, BWD64_NW, BWD64_MT, BWD64_BM, BWD64_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else if (p->HD == 128)
-    rc = launch_bwd<128, BWD128_NW, BWD128_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+    rc = launch_bwd<128, BWD128_NW, BWD128_MT, BWD128_BM, BWD128_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else
     return (int)cudaErrorInvalidValue;
   if (rc != 0)
     return rc;
+  if (BWD_SPLIT_DQ) {
+    if (p->HD == 64)
+      return launch_bwd_dq<64, DQ64_MT, DQ64_NW, DQ64_BN, DQ64_MINB>(p, q, k, v, dout, lse, D,
+                                                                    dq, st);
+    return launch_bwd_dq<128, DQ128_MT, DQ128_NW, DQ128_BN, DQ128_MINB>(p, q, k, v, dout, lse,
+                                                                        D, dq, st);
+  }
   const int64_t n4 = rows * p->HD / 4;
   flash_bwd_dq_kernel<<<(unsigned)((n4 + 255) / 256), 256, 0, st>>>((const float4 *)dq_acc,
                                                                      (bf16 *)dq, n4, p->scale);

@@ -48,6 +48,13 @@
 #define FWD128_MINB 2
 #endif
 
+/* FWD_LPT 1: grid y counts down the query blocks and x walks (head, batch),
+ * so causal CTAs start heaviest-first over the whole grid, not only within
+ * one head: a shorter tail. */
+#ifndef FWD_LPT
+#define FWD_LPT 1
+#endif
+
 template <int HD, int MT, int NW, int BN> static constexpr int fwd_smem_bytes() {
   return (NW * 16 * MT * HD + 4 * BN * HD) * (int)sizeof(bf16);
 }
@@ -64,8 +71,13 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
 
   const int T = p.T, NH = p.NH, KVH = p.KVH;
   /* Causal rows near the end see the most keys: start them first. */
+#if FWD_LPT
+  const int m_block = gridDim.y - 1 - blockIdx.y;
+  const int h = blockIdx.x % NH, b = blockIdx.x / NH, g = h / (NH / KVH);
+#else
   const int m_block = gridDim.x - 1 - blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, g = h / (NH / KVH);
+#endif
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int m0 = m_block * BM, wrow = warp * 16 * MT; // this warp's first row in the tile
   const int64_t qstride = (int64_t)NH * HD, kstride = (int64_t)KVH * HD;
@@ -257,7 +269,11 @@ static int launch_fwd(const flash_params *p, const void *q, const void *k, const
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess)
     return (int)e;
+#if FWD_LPT
+  dim3 grid(p->NH * p->B, (p->T + BM - 1) / BM);
+#else
   dim3 grid((p->T + BM - 1) / BM, p->NH, p->B);
+#endif
   kern<<<grid, NW * 32, smem, stream>>>(*p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
                                         (bf16 *)out, lse);
   return (int)cudaGetLastError();

@@ -42,7 +42,7 @@ static const char *const intro =
     "   `optim.nesterov` needs `optim.momentum` > 0.\n"
     "7. Not implemented yet: a key whose `Not implemented` column is filled refuses\n"
     "   those values (`*` = any non-default value) with\n"
-    "   `cfg.yaml:9:17: fsdp.cpu_offload=true is not implemented in this build`,\n"
+    "   `cfg.yaml:9:17: fsdp.max_inflight_allgathers=3 is not implemented in this build`,\n"
     "   rather than ignoring them.\n"
     "\n"
     "Scalars: booleans are `true`/`false` (also yes/no, on/off); integers may be\n"

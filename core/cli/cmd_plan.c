@@ -119,7 +119,7 @@ int fsdpc__cmd_plan(int argc, char **argv) {
            "S x R", "params", "grads", "optim", "activ.", "comm", "total",
            cuda ? "   reserved" : "", limit ? "  fits" : "");
   }
-  for (int s = 0; s < 4; s++)
+  for (int s = 0; s < FSDPC_STRATEGY_COUNT; s++)
     for (int ck = 0; ck < 2; ck++)
       for (int off = 0; off < (cuda ? 2 : 1); off++) {
         fsdpc_plan_variant v = {s, ck, off};

@@ -92,10 +92,7 @@ int fsdpc__cmd_train(int argc, char **argv) {
   fsdpc__log_setup(cfg->log.level, env.world_size > 1 ? env.rank : -1);
   if (env.rank == 0)
     FSDPC_LOGI("fsdpc %s: %s, world %d (%s), %s", fsdpc_version(), cfg_path, env.world_size,
-               env.source, cfg->fsdp.sharding_strategy == 0   ? "FULL_SHARD"
-                           : cfg->fsdp.sharding_strategy == 1 ? "SHARD_GRAD_OP"
-                           : cfg->fsdp.sharding_strategy == 2 ? "NO_SHARD"
-                                                              : "HYBRID_SHARD");
+               env.source, fsdpc__strategy_name((fsdpc_strategy)cfg->fsdp.sharding_strategy));
   fsdpc_session *s = NULL;
   fsdpc_status st = fsdpc__session_create(cfg, &env, &s, &err);
   if (st == FSDPC_OK) st = fsdpc__session_train(s, &err);

@@ -19,7 +19,8 @@
 #include "ckpt/convert.h"
 #include "ckpt/state.h"
 #include "io/fileio.h"
-#include "train/session.h"
+#include "runplan/runplan.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -87,14 +88,13 @@ static fsdpc_status load_config(const fsdpc_convert_opts *o, fsdpc_config **cfg,
 
 fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
   fsdpc_config *cfg = NULL;
-  fsdpc_registry *reg = NULL;
-  fsdpc_param_info *params = NULL;
+  fsdpc_run_plan *rp = NULL;
   uint32_t *unit_of = NULL;
   fsdpc_ckpt_formats fmt = {0};
   fsdpc_ckpt_host *h = NULL;
   char *yaml = NULL, *state = NULL;
   vrank v = {0};
-  int n_params = 0, staged = 0;
+  int staged = 0;
   fsdpc_status st;
   const char *name = strrchr(o->dst, '/');
   char root[4096];
@@ -121,11 +121,12 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
       goto out;                                                                                    \
   } while (0)
   STEP(load_config(o, &cfg, err));
-  fsdpc_model_shape shape;
-  fsdpc__session_shape_from_config(cfg, &shape);
-  STEP(fsdpc__model_params(&shape, &params, &n_params, err));
-  STEP(fsdpc__registry_create((const char *const *)cfg->plugins.paths.items, cfg->plugins.paths.n,
-                              &reg, err));
+  /* The model and the plugins; the target's groups come from the flags. */
+  STEP(fsdpc__run_plan_create(cfg, NULL, FSDPC_RUN_PLAN_MODEL_ONLY, &rp, err));
+  const fsdpc_model_shape shape = rp->shape;
+  const fsdpc_param_info *params = rp->params;
+  int n_params = rp->n_params;
+  fsdpc_registry *reg = rp->reg;
   const fsdpc_component *src;
   STEP(fsdpc__ckpt_probe(reg, NULL, o->src, &src, err));
   STEP(fsdpc__ckpt_formats_select(reg, src->desc->name, o->to, cfg->checkpoint.options, &fmt, err));
@@ -147,10 +148,14 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
   if (world < 1 || sid < 0)
     STEP(fsdpc__fail(err, FSDPC_INVALID_USAGE, "convert: bad world size %d or strategy '%s'", world,
                      strategy));
-  int S = sid == FSDPC_NO_SHARD ? 1 : sid == FSDPC_HYBRID_SHARD ? o->hybrid_shard_size : world;
-  if (S < 1 || world % S != 0)
-    STEP(fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                     "convert: HYBRID_SHARD needs --hybrid-shard-size dividing the world size"));
+  /* Offline there is no node layout: HYBRID_SHARD needs its group size. */
+  fsdpc_run_world rw = {.world_size = world, .nproc_per_node = 0};
+  int S = 1;
+  if ((st = fsdpc__run_shard_size((fsdpc_strategy)sid, &rw, o->hybrid_shard_size, &S, err)) !=
+      FSDPC_OK) {
+    fsdpc__err_prefix(err, "convert (--world, --strategy, --hybrid-shard-size)");
+    goto out;
+  }
 
   /* The trainer state of a converted checkpoint: step 0, model only. */
   fsdpc_ckpt_state cs = {
@@ -231,9 +236,8 @@ out:
   fsdpc__ckpt_host_destroy(h);
   vrank_free(&v);
   fsdpc__ckpt_formats_free(&fmt);
-  fsdpc__registry_destroy(reg);
+  fsdpc__run_plan_destroy(rp);
   free(unit_of);
-  free(params);
   free(state);
   free(yaml);
   fsdpc__config_destroy(cfg);

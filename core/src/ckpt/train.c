@@ -15,6 +15,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/state.h"
 #include "ckpt/train_hooks.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -86,23 +87,23 @@ static char *dump_config(const fsdpc_config *c) {
   return buf;
 }
 
-static fsdpc_status build_state(fsdpc_session *s, int64_t step, int has_optimizer, char **out,
+static fsdpc_status build_state(fsdpc_ckpt_train *s, int64_t step, int has_optimizer, char **out,
                                 fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   fsdpc_ckpt_state st = {.step = step,
                          .has_optimizer = has_optimizer,
-                         .global_batch = s->G,
-                         .seq_len = s->T,
+                         .global_batch = s->plan->modes.batch.global,
+                         .seq_len = s->plan->modes.batch.seq_len,
                          .data_seed = c->data.seed,
-                         .base_lr = s->sched.base_lr,
-                         .min_lr_rate = s->sched.min_lr_rate,
-                         .warmup_steps = s->sched.warmup_steps,
-                         .max_steps = s->sched.max_steps,
+                         .base_lr = s->lr.base_lr,
+                         .min_lr_rate = s->lr.min_lr_rate,
+                         .warmup_steps = s->lr.warmup_steps,
+                         .max_steps = s->lr.max_steps,
                          .init_seed = c->train.seed,
-                         .world_size = s->env.world_size,
-                         .config_hash = s->ckpt->config_hash,
-                         .config_text = s->ckpt->config_text,
-                         .model = s->shape};
+                         .world_size = s->plan->modes.world.world_size,
+                         .config_hash = s->run->config_hash,
+                         .config_text = s->run->config_text,
+                         .model = s->plan->shape};
   fsdpc_loader_state ls;
   fsdpc__loader_state(s->train_ld, &ls);
   /* The position after `step` steps: batches are addressed by step, so the
@@ -111,17 +112,16 @@ static fsdpc_status build_state(fsdpc_session *s, int64_t step, int has_optimize
   ls.epoch = step / fsdpc__loader_steps_per_epoch(s->train_ld);
   st.loader_epoch = ls.epoch;
   st.loader_step = ls.step;
-  snprintf(st.sched_name, sizeof st.sched_name, "%s", fsdpc__schedule_name(&s->sched));
-  snprintf(st.strategy, sizeof st.strategy, "%s",
-           fsdpc__strategy_name((fsdpc_strategy)c->fsdp.sharding_strategy));
+  snprintf(st.sched_name, sizeof st.sched_name, "%s", s->lr.name);
+  snprintf(st.strategy, sizeof st.strategy, "%s", fsdpc__strategy_name(s->plan->modes.strategy));
   if (!(*out = fsdpc__ckpt_state_build(&st)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   return FSDPC_OK;
 }
 
-static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_component *plugin,
+static fsdpc_status save(fsdpc_ckpt_train *s, const char *name, const fsdpc_component *plugin,
                          int32_t dtype, int64_t step, fsdpc_err *err) {
-  fsdpc_ckpt_run *r = s->ckpt;
+  fsdpc_ckpt_run *r = s->run;
   int with_opt = strcmp(plugin->desc->name, "full") != 0;
   char *state = NULL;
   FSDPC_TRY(build_state(s, step, with_opt, &state, err));
@@ -138,7 +138,7 @@ static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_compone
                              s->cfg->checkpoint.keep, err));
   fsdpc__mem_rss(&rss1, &hwm1);
   r->last_saved = step;
-  fsdpc__log(s->env.rank == 0 ? FSDPC_LOG_INFO : FSDPC_LOG_DEBUG,
+  fsdpc__log(s->rank == 0 ? FSDPC_LOG_INFO : FSDPC_LOG_DEBUG,
              "saved %s/%s (%s) at step %lld in %.2f s; host RSS %.1f -> %.1f MiB, peak %.1f MiB "
              "during the save",
              s->cfg->checkpoint.dir, name, plugin->desc->name, (long long)step, fsdpc__now() - t0,
@@ -146,32 +146,36 @@ static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_compone
   return FSDPC_OK;
 }
 
-static fsdpc_status apply_state(fsdpc_session *s, const char *dir, fsdpc_err *err) {
-  fsdpc_ckpt_run *r = s->ckpt;
+static fsdpc_status apply_state(fsdpc_ckpt_train *s, const char *dir, fsdpc_err *err) {
+  fsdpc_ckpt_run *r = s->run;
   const char *json = fsdpc__ckpt_host_loaded_state(r->host);
   if (!json) {
-    if (s->env.rank == 0)
+    if (s->rank == 0)
       FSDPC_LOGW("%s holds weights only: training starts at step 0 with a fresh optimizer", dir);
     return FSDPC_OK;
   }
   fsdpc_ckpt_state st;
   char *model = NULL;
   FSDPC_TRY(fsdpc__ckpt_state_parse(json, dir, &st, &model, err));
-  fsdpc_status rc = fsdpc__ckpt_check_model(&s->shape, model, dir, err);
+  fsdpc_status rc = fsdpc__ckpt_check_model(&s->plan->shape, model, dir, err);
   free(model);
-  if (rc == FSDPC_OK && st.global_batch && (st.global_batch != s->G || st.seq_len != s->T))
-    rc = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                     "%s was saved with a global batch of %lld x %lld tokens, this run has %lld "
-                     "x %lld: set train.global_batch_size=%lld and data.seq_len=%lld to resume",
-                     dir, (long long)st.global_batch, (long long)st.seq_len, (long long)s->G,
-                     (long long)s->T, (long long)st.global_batch, (long long)st.seq_len);
+  if (rc == FSDPC_OK && st.global_batch &&
+      (st.global_batch != s->plan->modes.batch.global ||
+       st.seq_len != s->plan->modes.batch.seq_len))
+    rc =
+        fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                    "%s was saved with a global batch of %lld x %lld tokens, this run has %lld "
+                    "x %lld: set train.global_batch_size=%lld and data.seq_len=%lld to resume",
+                    dir, (long long)st.global_batch, (long long)st.seq_len,
+                    (long long)s->plan->modes.batch.global, (long long)s->plan->modes.batch.seq_len,
+                    (long long)st.global_batch, (long long)st.seq_len);
   if (rc == FSDPC_OK && st.loader_step >= 0) {
     fsdpc_loader_state ls = {.epoch = st.loader_epoch, .step = st.loader_step};
     rc = fsdpc__loader_restore(s->train_ld, &ls, err);
     if (rc != FSDPC_OK)
       fsdpc__err_prefix(err, "%s: data position", dir);
   }
-  if (rc == FSDPC_OK && st.config_text && st.config_hash != r->config_hash && s->env.rank == 0) {
+  if (rc == FSDPC_OK && st.config_text && st.config_hash != r->config_hash && s->rank == 0) {
     char diff[512];
     fsdpc__ckpt_first_diff(r->config_text, st.config_text, diff, sizeof diff);
     FSDPC_LOGW("%s was saved with a different config (%s); continuing with this one", dir, diff);
@@ -179,10 +183,10 @@ static fsdpc_status apply_state(fsdpc_session *s, const char *dir, fsdpc_err *er
   if (rc == FSDPC_OK) {
     s->start_step = st.step;
     r->last_saved = st.step;
-    if (s->env.rank == 0)
+    if (s->rank == 0)
       FSDPC_LOGI("resumed from %s at step %lld (saved at world %d %s, now world %d %s)%s", dir,
-                 (long long)st.step, st.world_size, st.strategy, s->env.world_size,
-                 fsdpc__strategy_name((fsdpc_strategy)s->cfg->fsdp.sharding_strategy),
+                 (long long)st.step, st.world_size, st.strategy, s->plan->modes.world.world_size,
+                 fsdpc__strategy_name(s->plan->modes.strategy),
                  st.has_optimizer || fsdpc__engine_n_slots(s->eng) == 0
                      ? ""
                      : "; optimizer state starts fresh");
@@ -208,38 +212,38 @@ fsdpc_status fsdpc__ckpt_resume_dir(const fsdpc_config *c, char *dir, size_t cap
   return fsdpc__ckpt_latest(c->checkpoint.dir, dir, cap, found, err);
 }
 
-static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
+static fsdpc_status resume(fsdpc_ckpt_train *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   char dir[4096];
   int found = 0;
   FSDPC_TRY(fsdpc__ckpt_resume_dir(c, dir, sizeof dir, &found, err));
   if (!found) {
-    if (strcmp(c->checkpoint.resume, "auto") == 0 && s->env.rank == 0)
+    if (strcmp(c->checkpoint.resume, "auto") == 0 && s->rank == 0)
       FSDPC_LOGI("checkpoint.resume=auto: no checkpoint in %s yet; starting from scratch",
                  c->checkpoint.dir);
     return FSDPC_OK;
   }
   const fsdpc_component *plugin;
-  FSDPC_TRY(fsdpc__ckpt_probe(s->reg, s->ckpt->fmt.intermediate, dir, &plugin, err));
+  FSDPC_TRY(fsdpc__ckpt_probe(s->plan->reg, s->run->fmt.intermediate, dir, &plugin, err));
   reset_peak_rss();
   int64_t rss0, hwm0, rss1, hwm1;
   fsdpc__mem_rss(&rss0, &hwm0);
   double t0 = fsdpc__now();
-  FSDPC_TRY(fsdpc__ckpt_load(s->ckpt->host, plugin, s->ckpt->fmt.opts, dir, 1, err));
+  FSDPC_TRY(fsdpc__ckpt_load(s->run->host, plugin, s->run->fmt.opts, dir, 1, err));
   fsdpc__mem_rss(&rss1, &hwm1);
-  fsdpc__log(s->env.rank == 0 ? FSDPC_LOG_INFO : FSDPC_LOG_DEBUG,
+  fsdpc__log(s->rank == 0 ? FSDPC_LOG_INFO : FSDPC_LOG_DEBUG,
              "loaded %s (%s) in %.2f s; host RSS %.1f -> %.1f MiB, peak %.1f MiB", dir,
              plugin->desc->name, fsdpc__now() - t0, rss0 / 1048576.0, rss1 / 1048576.0,
              hwm1 / 1048576.0);
   return apply_state(s, dir, err);
 }
 
-fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
+fsdpc_status fsdpc__ckpt_session_setup(fsdpc_ckpt_train *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   fsdpc_ckpt_run *r = calloc(1, sizeof *r);
   if (!r)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  s->ckpt = r;
+  s->run = r;
   r->last_saved = -1;
   const char *t = getenv("FSDPC_TEST_SIGNAL_AT_STEP");
   r->signal_at = t ? atoi(t) : 0;
@@ -258,11 +262,11 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
   fsdpc_status st;
   const char *inter = intermediate_name(c, err, &st);
   FSDPC_TRY(st);
-  FSDPC_TRY(fsdpc__ckpt_formats_select(s->reg, inter, c->checkpoint.final_format,
+  FSDPC_TRY(fsdpc__ckpt_formats_select(s->plan->reg, inter, c->checkpoint.final_format,
                                        c->checkpoint.options, &r->fmt, err));
   fsdpc_ckpt_host_opts ho;
-  FSDPC_TRY(fsdpc__ckpt_engine_opts(s->eng, &s->shape, &ho, &r->keep, err));
-  ho.strategy = fsdpc__strategy_name((fsdpc_strategy)c->fsdp.sharding_strategy);
+  FSDPC_TRY(fsdpc__ckpt_engine_opts(s->eng, &s->plan->shape, &ho, &r->keep, err));
+  ho.strategy = fsdpc__strategy_name(s->plan->modes.strategy);
   FSDPC_TRY(fsdpc__ckpt_host_create(&ho, &r->host, err));
   if (!(r->config_text = fsdpc__ckpt_config_text(c)) || !(r->config_yaml = dump_config(c)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
@@ -271,7 +275,7 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
   const char *k = getenv("FSDPC_TEST_KILL_IN_SAVE"); /* "<step>:<files>" */
   long long ks = 0;
   int kf = 0;
-  if (k && sscanf(k, "%lld:%d", &ks, &kf) == 2 && s->env.rank == 0) {
+  if (k && sscanf(k, "%lld:%d", &ks, &kf) == 2 && s->rank == 0) {
     r->kill_step = ks;
     r->kill_files = kf;
   }
@@ -279,14 +283,14 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
   return resume(s, err);
 }
 
-fsdpc_status fsdpc__ckpt_after_step(fsdpc_session *s, int64_t done, int *stop, fsdpc_err *err) {
+fsdpc_status fsdpc__ckpt_after_step(fsdpc_ckpt_train *s, int64_t done, int *stop, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
-  fsdpc_ckpt_run *r = s->ckpt;
+  fsdpc_ckpt_run *r = s->run;
   *stop = 0;
-  if (r->signal_at > 0 && done == r->signal_at && s->env.rank == 0)
+  if (r->signal_at > 0 && done == r->signal_at && s->rank == 0)
     raise(SIGTERM);
   double flag = g_stop_signal ? 1.0 : 0.0;
-  FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, &flag, 1, "stop signal", err));
+  FSDPC_TRY(fsdpc__dist_all_reduce_f64(s->dist, FSDPC_GROUP_WORLD, &flag, 1, "stop signal", err));
   int stopping = flag > 0.0 && done < c->train.max_steps;
   int periodic = c->checkpoint.save_steps > 0 && done % c->checkpoint.save_steps == 0 &&
                  done < c->train.max_steps;
@@ -296,7 +300,7 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_session *s, int64_t done, int *stop, f
     FSDPC_TRY(save(s, name, r->fmt.intermediate, FSDPC_DTYPE_F32, done, err));
   }
   if (stopping) {
-    if (s->env.rank == 0) {
+    if (s->rank == 0) {
       if (c->checkpoint.dir[0])
         FSDPC_LOGI("stop requested (SIGTERM/SIGUSR1): stopped after step %lld; resume with "
                    "checkpoint.resume=auto",
@@ -311,17 +315,17 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_session *s, int64_t done, int *stop, f
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__ckpt_final(fsdpc_session *s, fsdpc_err *err) {
+fsdpc_status fsdpc__ckpt_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   if (!c->checkpoint.dir[0])
     return FSDPC_OK;
-  const fsdpc_component *p = s->ckpt->fmt.final;
+  const fsdpc_component *p = s->run->fmt.final;
   int32_t dtype = strcmp(p->desc->name, "full") == 0 ? c->checkpoint.final_dtype : FSDPC_DTYPE_F32;
   return save(s, FSDPC_CKPT_FINAL_NAME, p, dtype, c->train.max_steps, err);
 }
 
-void fsdpc__ckpt_session_destroy(fsdpc_session *s) {
-  fsdpc_ckpt_run *r = s ? s->ckpt : NULL;
+void fsdpc__ckpt_session_destroy(fsdpc_ckpt_train *s) {
+  fsdpc_ckpt_run *r = s ? s->run : NULL;
   if (!r)
     return;
   fsdpc__ckpt_host_destroy(r->host);
@@ -330,19 +334,19 @@ void fsdpc__ckpt_session_destroy(fsdpc_session *s) {
   free(r->config_text);
   free(r->config_yaml);
   free(r);
-  s->ckpt = NULL;
+  s->run = NULL;
 }
 
 /* Per-rank peak host memory while loading initial weights from an HF
  * folder, checked against this rank's own shard bytes + 10% + 256 MiB. */
-fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_session *s, const char *dir, fsdpc_err *err) {
+fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_engine *eng, const char *dir, fsdpc_err *err) {
   fsdpc_engine_bytes eb;
-  fsdpc__engine_bytes(s->eng, &eb);
+  fsdpc__engine_bytes(eng, &eb);
   reset_peak_rss();
   int64_t rss0, hwm0, rss1, hwm1;
   fsdpc__mem_rss(&rss0, &hwm0);
   double t0 = fsdpc__now();
-  FSDPC_TRY(fsdpc__engine_load_hf(s->eng, dir, err));
+  FSDPC_TRY(fsdpc__engine_load_hf(eng, dir, err));
   fsdpc__mem_rss(&rss1, &hwm1);
   int64_t base = rss0 < hwm0 ? rss0 : hwm0;
   /* The load's footprint: this rank's master shards (allocated, and

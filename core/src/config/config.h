@@ -25,12 +25,26 @@
 /* Enum-typed keys are stored as int holding one of these values. dtypes use
  * FSDPC_DTYPE_*, train.device FSDPC_DEVICE_*, log.level FSDPC_LOG_* from
  * plugin.h. */
-enum { /* fsdp.sharding_strategy */
-       FSDPC_SHARD_FULL_SHARD = 0,
-       FSDPC_SHARD_SHARD_GRAD_OP = 1,
-       FSDPC_SHARD_NO_SHARD = 2,
-       FSDPC_SHARD_HYBRID_SHARD = 3
-};
+/* fsdp.sharding_strategy: the one strategy enum of the project (the engine,
+ * the run plan, checkpoints and the CLI use it); its one name table is the
+ * schema's (schema.c), read through fsdpc__strategy_name/_parse. */
+typedef enum fsdpc_strategy {
+  FSDPC_FULL_SHARD = 0,
+  FSDPC_SHARD_GRAD_OP = 1,
+  FSDPC_NO_SHARD = 2,
+  FSDPC_HYBRID_SHARD = 3,
+  FSDPC_STRATEGY_COUNT = 4
+} fsdpc_strategy;
+/* The config's spellings of the same values. */
+#define FSDPC_SHARD_FULL_SHARD FSDPC_FULL_SHARD
+#define FSDPC_SHARD_SHARD_GRAD_OP FSDPC_SHARD_GRAD_OP
+#define FSDPC_SHARD_NO_SHARD FSDPC_NO_SHARD
+#define FSDPC_SHARD_HYBRID_SHARD FSDPC_HYBRID_SHARD
+
+/* "FULL_SHARD", ...; "?" for a value out of range. */
+const char *fsdpc__strategy_name(fsdpc_strategy s);
+/* The strategy a name spells (as the config writes it), or -1. */
+int fsdpc__strategy_parse(const char *name);
 enum { FSDPC_STATE_DICT_FULL = 0, FSDPC_STATE_DICT_SHARDED = 1 };    /* fsdp.state_dict_type */
 enum { FSDPC_ROPE_SCALING_NONE = 0, FSDPC_ROPE_SCALING_LLAMA3 = 1 }; /* model.rope_scaling.type */
 enum { FSDPC_SCHED_CONSTANT = 0, FSDPC_SCHED_LINEAR = 1, FSDPC_SCHED_COSINE = 2 };

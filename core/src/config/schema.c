@@ -44,6 +44,21 @@ static const fsdpc_cfg_enum_item sharding_values[] = {{"FULL_SHARD", FSDPC_SHARD
                                                       {"NO_SHARD", FSDPC_SHARD_NO_SHARD},
                                                       {"HYBRID_SHARD", FSDPC_SHARD_HYBRID_SHARD},
                                                       {NULL, 0}};
+/* The strategy names: this table is the only one (config/config.h). */
+const char *fsdpc__strategy_name(fsdpc_strategy s) {
+  for (const fsdpc_cfg_enum_item *it = sharding_values; it->name; it++)
+    if (it->value == (int)s)
+      return it->name;
+  return "?";
+}
+
+int fsdpc__strategy_parse(const char *name) {
+  for (const fsdpc_cfg_enum_item *it = sharding_values; name && it->name; it++)
+    if (strcmp(it->name, name) == 0)
+      return it->value;
+  return -1;
+}
+
 static const fsdpc_cfg_enum_item dtype_values[] = {
     {"fp32", FSDPC_DTYPE_F32}, {"bf16", FSDPC_DTYPE_BF16}, {NULL, 0}};
 /* Compute dtype: "auto" is the device's own (fp32 on the CPU, bf16 on CUDA). */

@@ -18,19 +18,11 @@
 #ifndef FSDPC_FSDP_ENGINE_H
 #define FSDPC_FSDP_ENGINE_H
 
+#include "config/config.h"
 #include "fsdp/dist.h"
 #include "model/llama.h"
 
-typedef enum fsdpc_strategy {
-  FSDPC_FULL_SHARD = 0,
-  FSDPC_SHARD_GRAD_OP = 1,
-  FSDPC_NO_SHARD = 2,
-  FSDPC_HYBRID_SHARD = 3
-} fsdpc_strategy;
-
-const char *fsdpc__strategy_name(fsdpc_strategy s);
-/* Parses "FULL_SHARD" etc.; returns -1 if unknown. */
-int fsdpc__strategy_parse(const char *name);
+/* fsdpc_strategy and its names: config/config.h. */
 
 typedef struct fsdpc_unit {
   char name[64];            /* "layers.3", "root", "embed", "units.2" ... */

@@ -4,6 +4,7 @@
 #define FSDPC_FSDP_INTERNAL_H
 
 #include "fsdp/engine.h"
+#include "fsdp/program.h"
 
 struct fsdpc_engine {
   fsdpc_model_shape shape;
@@ -47,6 +48,7 @@ struct fsdpc_engine {
   const fsdpc_ops *sops;       /* where shard math runs: the CPU table when offloaded */
   uint64_t host_pinned;        /* bytes of pinned host memory held (offload) */
   uint64_t max_shard, max_flat;
+  fsdpc_program prog[FSDPC_PROGRAM_NKINDS]; /* the step as data (program.h) */
 };
 
 /* Parameter p inside its unit's gathered full buffer (compute dtype). */

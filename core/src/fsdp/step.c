@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fsdp/internal.h"
+#include "fsdp/program.h"
 #include "io/dtype.h"
 #include "ops/cpu/ops_cpu.h"
 #include "util/mem.h"
@@ -112,17 +113,17 @@ static fsdpc_status use(fsdpc_engine *e, int u, fsdpc_err *err) {
   return e->ops->stream_wait(e->ops->ctx, NULL, EV_GATHER + u % 32, err);
 }
 
-static void release(fsdpc_engine *e, int u) {
+static fsdpc_status release(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
-  if (e->full_is_master || !un->full) return;
+  if (e->full_is_master || !un->full)
+    return FSDPC_OK;
   /* stream-ordered after compute's last use (a pending prefetch is waited
    * for first, so the free never overtakes the gather) */
-  if (un->pending) {
-    fsdpc_err ignore;
-    use(e, u, &ignore);
-  }
+  if (un->pending)
+    FSDPC_TRY(use(e, u, err));
   fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
   un->full = NULL;
+  return FSDPC_OK;
 }
 
 static fsdpc_status ensure_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
@@ -199,11 +200,11 @@ static fsdpc_status absorb_landings(fsdpc_engine *e, fsdpc_err *err) {
  * stream, the reduce-scatter and the accumulation into the grad shard run
  * there, overlapping the backward of the blocks before it. Offloaded, the
  * reduced shard is copied to the host instead of added on the device. */
-static fsdpc_status reduce_grads(fsdpc_engine *e, int u, int last_micro, fsdpc_err *err) {
+static fsdpc_status reduce_grads(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   /* grads accumulated straight into the shard */
-  if (e->S == 1 && !e->offload) return FSDPC_OK;
-  if (e->no_sync && !last_micro) return FSDPC_OK; /* keep accumulating full grads */
+  if (e->S == 1 && !e->offload)
+    return FSDPC_OK;
   size_t fb = un->flat_numel * sizeof(float);
   if (e->comm) {
     FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_GRADS + u % 16, NULL, err));
@@ -263,43 +264,99 @@ static float *top_g(fsdpc_engine *e, int kind) {
   return fsdpc__param_full_grad(e, top_param(e, kind));
 }
 
-static fsdpc_status gather_block(fsdpc_engine *e, int b, int with_grads, fsdpc_err *err) {
-  for (int i = 0; i < e->blocks[b].n_units; i++) {
-    FSDPC_TRY(gather(e, e->blocks[b].units[i], err));
-    FSDPC_TRY(use(e, e->blocks[b].units[i], err));
-    if (with_grads) FSDPC_TRY(ensure_grad(e, e->blocks[b].units[i], err));
+/* What the HEAD action does in each kind of pass. */
+typedef enum { PASS_TRAIN, PASS_EVAL, PASS_LOGITS } pass_kind;
+
+typedef struct pass {
+  pass_kind kind;
+  fsdpc_model_ctx *m;
+  float grad_scale;
+  double *loss_sum;
+  int64_t *count;
+  int pos;    /* PASS_LOGITS: the position whose logits are wanted */
+  float *out; /* PASS_LOGITS: (B, V) */
+} pass;
+
+static fsdpc_status block_forward(fsdpc_engine *e, fsdpc_model_ctx *m, int b, fsdpc_err *err) {
+  if (b == 0)
+    return fsdpc__model_embed_fwd(m, top_w(e, FSDPC_P_EMBED), err);
+  void *base[FSDPC_P_NKIND];
+  fsdpc_layer_w w;
+  layer_weights(e, b - 1, base);
+  fsdpc__layer_views(base, &w);
+  return fsdpc__model_layer_fwd(m, b - 1, &w, err);
+}
+
+static fsdpc_status block_backward(fsdpc_engine *e, fsdpc_model_ctx *m, int b, fsdpc_err *err) {
+  if (b == 0)
+    return fsdpc__model_embed_bwd(m, top_g(e, FSDPC_P_EMBED), err);
+  void *wb[FSDPC_P_NKIND];
+  float *gb[FSDPC_P_NKIND];
+  fsdpc_layer_w w;
+  fsdpc_layer_g g;
+  layer_weights(e, b - 1, wb);
+  layer_grads(e, b - 1, gb);
+  fsdpc__layer_views(wb, &w);
+  fsdpc__layer_grad_views(gb, &g);
+  return fsdpc__model_layer_bwd(m, b - 1, &w, &g, err);
+}
+
+static fsdpc_status head(fsdpc_engine *e, const pass *x, fsdpc_err *err) {
+  switch (x->kind) {
+  case PASS_TRAIN:
+    return fsdpc__model_head_fwd_bwd(x->m, top_w(e, FSDPC_P_NORM), top_w(e, FSDPC_P_HEAD),
+                                     x->grad_scale, top_g(e, FSDPC_P_NORM), top_g(e, FSDPC_P_HEAD),
+                                     x->loss_sum, x->count, err);
+  case PASS_EVAL:
+    return fsdpc__model_head_fwd_bwd(x->m, top_w(e, FSDPC_P_NORM), top_w(e, FSDPC_P_HEAD), 0.0f,
+                                     NULL, NULL, x->loss_sum, x->count, err);
+  default:
+    return fsdpc__model_logits_at(x->m, x->pos, top_w(e, FSDPC_P_NORM), top_w(e, FSDPC_P_HEAD),
+                                  x->out, err);
   }
-  return FSDPC_OK;
 }
 
-/* Issues block b's gathers on the comm stream so they run while compute
- * works on the current block (a no-op without a comm stream). */
-static fsdpc_status prefetch_block(fsdpc_engine *e, int b, fsdpc_err *err) {
-  if (!e->comm || b < 0 || b >= e->n_blocks) return FSDPC_OK;
-  for (int i = 0; i < e->blocks[b].n_units; i++) FSDPC_TRY(gather(e, e->blocks[b].units[i], err));
-  return FSDPC_OK;
-}
-
-/* Forward of blocks 0..L (not the head). */
-static fsdpc_status forward_layers(fsdpc_engine *e, fsdpc_model_ctx *m, int reshard,
-                                   fsdpc_err *err) {
-  int L = e->shape.L, head = L + 1;
-  for (int b = 0; b <= L; b++) {
-    FSDPC_TRY(gather_block(e, b, 0, err));
-    if (e->fwd_prefetch) FSDPC_TRY(prefetch_block(e, b + 1, err));
-    if (b == 0) {
-      FSDPC_TRY(fsdpc__model_embed_fwd(m, top_w(e, FSDPC_P_EMBED), err));
-    } else {
-      void *base[FSDPC_P_NKIND];
-      fsdpc_layer_w w;
-      layer_weights(e, b - 1, base);
-      fsdpc__layer_views(base, &w);
-      FSDPC_TRY(fsdpc__model_layer_fwd(m, b - 1, &w, err));
-    }
-    if (!reshard) continue;
-    for (int i = 0; i < e->blocks[b].n_units; i++) {
-      fsdpc_unit *un = &e->units[e->blocks[b].units[i]];
-      if (un->last_block == b && un->last_block != head) release(e, e->blocks[b].units[i]);
+/* Executes a pass's program (fsdp/program.h) action by action. */
+static fsdpc_status run(fsdpc_engine *e, const fsdpc_program *p, const pass *x, fsdpc_err *err) {
+  for (int i = 0; i < p->n; i++) {
+    int arg = p->a[i].arg;
+    switch ((fsdpc_act_op)p->a[i].op) {
+    case FSDPC_ACT_FENCE_IN:
+      FSDPC_TRY(fence_in(e, err));
+      break;
+    case FSDPC_ACT_GATHER:
+      FSDPC_TRY(gather(e, arg, err));
+      break;
+    case FSDPC_ACT_WAIT:
+      FSDPC_TRY(use(e, arg, err));
+      break;
+    case FSDPC_ACT_GRAD_ALLOC:
+      FSDPC_TRY(ensure_grad(e, arg, err));
+      break;
+    case FSDPC_ACT_FORWARD:
+      FSDPC_TRY(block_forward(e, x->m, arg, err));
+      break;
+    case FSDPC_ACT_HEAD:
+      FSDPC_TRY(head(e, x, err));
+      break;
+    case FSDPC_ACT_BACKWARD:
+      FSDPC_TRY(block_backward(e, x->m, arg, err));
+      break;
+    case FSDPC_ACT_REDUCE:
+      FSDPC_TRY(reduce_grads(e, arg, err));
+      break;
+    case FSDPC_ACT_RELEASE:
+      FSDPC_TRY(release(e, arg, err));
+      break;
+    case FSDPC_ACT_FENCE_OUT:
+      FSDPC_TRY(fence_out(e, err));
+      break;
+    case FSDPC_ACT_ABSORB:
+      FSDPC_TRY(absorb_landings(e, err));
+      break;
+    default:
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: action %s in a compute pass",
+                         fsdpc__act_name(p->a[i].op));
     }
   }
   return FSDPC_OK;
@@ -308,66 +365,21 @@ static fsdpc_status forward_layers(fsdpc_engine *e, fsdpc_model_ctx *m, int resh
 fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float grad_scale,
                                       int last_micro, double *loss_sum, int64_t *count,
                                       fsdpc_err *err) {
-  int L = e->shape.L, head = L + 1;
-  FSDPC_TRY(fence_in(e, err));
-  FSDPC_TRY(forward_layers(e, m, e->reshard_after_forward, err));
-
-  FSDPC_TRY(gather_block(e, head, 1, err));
-  if (e->bwd_prefetch) FSDPC_TRY(prefetch_block(e, L, err));
-  FSDPC_TRY(fsdpc__model_head_fwd_bwd(m, top_w(e, FSDPC_P_NORM), top_w(e, FSDPC_P_HEAD),
-                                      grad_scale, top_g(e, FSDPC_P_NORM),
-                                      top_g(e, FSDPC_P_HEAD), loss_sum, count, err));
-  for (int b = head; b >= 0; b--) {
-    if (b < head) {
-      FSDPC_TRY(gather_block(e, b, 1, err));
-      if (e->bwd_prefetch) FSDPC_TRY(prefetch_block(e, b - 1, err));
-      if (b == 0) {
-        FSDPC_TRY(fsdpc__model_embed_bwd(m, top_g(e, FSDPC_P_EMBED), err));
-      } else {
-        void *wb[FSDPC_P_NKIND];
-        float *gb[FSDPC_P_NKIND];
-        fsdpc_layer_w w;
-        fsdpc_layer_g g;
-        layer_weights(e, b - 1, wb);
-        layer_grads(e, b - 1, gb);
-        fsdpc__layer_views(wb, &w);
-        fsdpc__layer_grad_views(gb, &g);
-        FSDPC_TRY(fsdpc__model_layer_bwd(m, b - 1, &w, &g, err));
-      }
-    }
-    for (int i = 0; i < e->blocks[b].n_units; i++) {
-      int u = e->blocks[b].units[i];
-      if (e->units[u].first_block != b) continue; /* used again further back */
-      FSDPC_TRY(reduce_grads(e, u, last_micro, err));
-      release(e, u);
-    }
-  }
-  FSDPC_TRY(fence_out(e, err));
-  return e->offload ? absorb_landings(e, err) : FSDPC_OK;
+  pass x = {
+      .kind = PASS_TRAIN, .m = m, .grad_scale = grad_scale, .loss_sum = loss_sum, .count = count};
+  return run(e, &e->prog[last_micro ? FSDPC_PROGRAM_MICRO : FSDPC_PROGRAM_MICRO_NO_SYNC], &x, err);
 }
 
 fsdpc_status fsdpc__engine_eval(fsdpc_engine *e, fsdpc_model_ctx *m, double *loss_sum,
                                 int64_t *count, fsdpc_err *err) {
-  int head = e->shape.L + 1;
-  FSDPC_TRY(fence_in(e, err));
-  FSDPC_TRY(forward_layers(e, m, 1, err));
-  FSDPC_TRY(gather_block(e, head, 0, err));
-  FSDPC_TRY(fsdpc__model_head_fwd_bwd(m, top_w(e, FSDPC_P_NORM), top_w(e, FSDPC_P_HEAD),
-                                      0.0f, NULL, NULL, loss_sum, count, err));
-  for (int u = 0; u < e->n_units; u++) release(e, u);
-  return fence_out(e, err);
+  pass x = {.kind = PASS_EVAL, .m = m, .loss_sum = loss_sum, .count = count};
+  return run(e, &e->prog[FSDPC_PROGRAM_FORWARD], &x, err);
 }
 
 fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int pos, float *out,
                                      fsdpc_err *err) {
-  int head = e->shape.L + 1;
-  FSDPC_TRY(fence_in(e, err));
-  FSDPC_TRY(forward_layers(e, m, 1, err));
-  FSDPC_TRY(gather_block(e, head, 0, err));
-  FSDPC_TRY(fsdpc__model_logits_at(m, pos, top_w(e, FSDPC_P_NORM),
-                                   top_w(e, FSDPC_P_HEAD), out, err));
-  for (int u = 0; u < e->n_units; u++) release(e, u);
-  return fence_out(e, err);
+  pass x = {.kind = PASS_LOGITS, .m = m, .pos = pos, .out = out};
+  return run(e, &e->prog[FSDPC_PROGRAM_FORWARD], &x, err);
 }
 
 /* Replica all-reduce of a grad shard in device memory (in place), in fp32 or,
@@ -389,26 +401,23 @@ static fsdpc_status replica_reduce_dev(fsdpc_engine *e, float *g, uint64_t n, co
 }
 
 /* Replicas (NO_SHARD, HYBRID_SHARD) hold partial sums of the same shard.
- * Offloaded, each host shard goes through a transient device buffer (device
+ * Offloaded, the host shard goes through a transient device buffer (device
  * collectives move device memory). */
-static fsdpc_status replica_reduce(fsdpc_engine *e, fsdpc_err *err) {
-  if (e->dist->replica_size <= 1) return FSDPC_OK;
-  for (int u = 0; u < e->n_units; u++) {
-    fsdpc_unit *un = &e->units[u];
-    if (!e->offload) {
-      FSDPC_TRY(replica_reduce_dev(e, un->grad, un->shard_numel, un->name, err));
-      continue;
-    }
-    size_t sb = un->shard_numel * sizeof(float);
-    float *d = fsdpc__ealloc(e, FSDPC_MEM_COMM, sb);
-    if (!d) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory reducing unit %s", un->name);
-    fsdpc_status st = e->ops->upload(e->ops->ctx, d, un->grad, sb, err);
-    if (st == FSDPC_OK) st = replica_reduce_dev(e, d, un->shard_numel, un->name, err);
-    if (st == FSDPC_OK) st = e->ops->download(e->ops->ctx, un->grad, d, sb, err);
-    fsdpc__efree(e, FSDPC_MEM_COMM, d, sb);
-    FSDPC_TRY(st);
-  }
-  return FSDPC_OK;
+static fsdpc_status replica_reduce(fsdpc_engine *e, int u, fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  if (!e->offload)
+    return replica_reduce_dev(e, un->grad, un->shard_numel, un->name, err);
+  size_t sb = un->shard_numel * sizeof(float);
+  float *d = fsdpc__ealloc(e, FSDPC_MEM_COMM, sb);
+  if (!d)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory reducing unit %s", un->name);
+  fsdpc_status st = e->ops->upload(e->ops->ctx, d, un->grad, sb, err);
+  if (st == FSDPC_OK)
+    st = replica_reduce_dev(e, d, un->shard_numel, un->name, err);
+  if (st == FSDPC_OK)
+    st = e->ops->download(e->ops->ctx, un->grad, d, sb, err);
+  fsdpc__efree(e, FSDPC_MEM_COMM, d, sb);
+  return st;
 }
 
 /* Sum of squares of every grad shard of this rank, in unit order. On a
@@ -434,51 +443,88 @@ static fsdpc_status local_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
-                                      double max_grad_norm, double *grad_norm, fsdpc_err *err) {
-  /* Offloaded: every grad copy to the host (and every gather copy from the
-   * staging buffers, which the update below makes stale) must be done. */
-  if (e->offload) FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
-  FSDPC_TRY(replica_reduce(e, err));
+/* The global grad norm (before clipping) and the clipping factor. */
+static fsdpc_status grad_norm(fsdpc_engine *e, int64_t step, double max_grad_norm, double *norm,
+                              double *scale, fsdpc_err *err) {
   double sumsq = 0.0;
   FSDPC_TRY(local_sumsq(e, &sumsq, err));
   FSDPC_TRY(fsdpc__dist_all_reduce_f64(e->dist, FSDPC_GROUP_SHARD, &sumsq, 1, "grad_norm", err));
-  double norm = sqrt(sumsq);
-  *grad_norm = norm;
-  if (!isfinite(norm))
+  *norm = sqrt(sumsq);
+  if (!isfinite(*norm))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "step %lld: the gradient norm is %f; lower optim.lr or check the data",
-                       (long long)step, norm);
+                       (long long)step, *norm);
   /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1. */
-  double scale = 1.0;
+  *scale = 1.0;
   if (max_grad_norm > 0.0) {
-    double coef = max_grad_norm / (norm + 1e-6);
-    if (coef < 1.0) scale = coef;
+    double coef = max_grad_norm / (*norm + 1e-6);
+    if (coef < 1.0)
+      *scale = coef;
   }
+  return FSDPC_OK;
+}
 
-  for (int u = 0; u < e->n_units; u++) {
-    fsdpc_unit *un = &e->units[u];
-    uint32_t n = 0;
-    uint64_t s0 = un->shard_offset, s1 = s0 + un->shard_numel;
-    for (int i = 0; i < un->n_params; i++) {
-      int p = un->params[i];
-      uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
-      uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
-      if (a >= b) continue;
-      e->otensors[n++] = (fsdpc_optim_tensor){
-          .struct_size = sizeof(fsdpc_optim_tensor), .param = un->master + (a - s0),
-          .grad = un->grad + (a - s0), .state = un->state ? un->state + (a - s0) : NULL,
-          .numel = b - a, .stride = un->shard_numel,
-          .decay = e->params[p].decay || e->decay_norm_and_bias};
+/* The optimizer update of unit u's shard (clipped by scale), then its grad
+ * shard zeroed. */
+static fsdpc_status update(fsdpc_engine *e, int u, int64_t step, double lr, double scale,
+                           fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  uint32_t n = 0;
+  uint64_t s0 = un->shard_offset, s1 = s0 + un->shard_numel;
+  for (int i = 0; i < un->n_params; i++) {
+    int p = un->params[i];
+    uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
+    uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
+    if (a >= b)
+      continue;
+    e->otensors[n++] = (fsdpc_optim_tensor){.struct_size = sizeof(fsdpc_optim_tensor),
+                                            .param = un->master + (a - s0),
+                                            .grad = un->grad + (a - s0),
+                                            .state = un->state ? un->state + (a - s0) : NULL,
+                                            .numel = b - a,
+                                            .stride = un->shard_numel,
+                                            .decay = e->params[p].decay || e->decay_norm_and_bias};
+  }
+  fsdpc_optim_step_info si = {.struct_size = sizeof si,
+                              .step = step,
+                              .lr = lr,
+                              .grad_scale = scale,
+                              .stream = e->sops->stream(e->sops->ctx),
+                              .num_threads = e->threads};
+  int32_t r = n ? e->ov->step(e->opt, e->otensors, n, &si) : FSDPC_OK;
+  if (r != FSDPC_OK)
+    return fsdpc__plugin_fail(e->optim, r, err);
+  FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->grad, un->shard_numel * sizeof(float), err));
+  un->grad_clean = 1;
+  un->stage_stale = 1;
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
+                                      double max_grad_norm, double *grad_norm_out, fsdpc_err *err) {
+  const fsdpc_program *p = &e->prog[FSDPC_PROGRAM_OPTIM];
+  double scale = 1.0;
+  for (int i = 0; i < p->n; i++) {
+    int arg = p->a[i].arg;
+    switch ((fsdpc_act_op)p->a[i].op) {
+    /* Offloaded: every grad copy to the host (and every gather copy from
+     * the staging buffers, which the update makes stale) must be done. */
+    case FSDPC_ACT_SYNC:
+      FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
+      break;
+    case FSDPC_ACT_REPLICA_REDUCE:
+      FSDPC_TRY(replica_reduce(e, arg, err));
+      break;
+    case FSDPC_ACT_NORM:
+      FSDPC_TRY(grad_norm(e, step, max_grad_norm, grad_norm_out, &scale, err));
+      break;
+    case FSDPC_ACT_UPDATE:
+      FSDPC_TRY(update(e, arg, step, lr, scale, err));
+      break;
+    default:
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: action %s in the optimizer step",
+                         fsdpc__act_name(p->a[i].op));
     }
-    fsdpc_optim_step_info si = {.struct_size = sizeof si, .step = step, .lr = lr,
-                                .grad_scale = scale, .stream = e->sops->stream(e->sops->ctx),
-                                .num_threads = e->threads};
-    int32_t r = n ? e->ov->step(e->opt, e->otensors, n, &si) : FSDPC_OK;
-    if (r != FSDPC_OK) return fsdpc__plugin_fail(e->optim, r, err);
-    FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->grad, un->shard_numel * sizeof(float), err));
-    un->grad_clean = 1;
-    un->stage_stale = 1;
   }
   return FSDPC_OK;
 }

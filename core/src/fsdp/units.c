@@ -10,17 +10,6 @@
 #include "util/log.h"
 #include "util/mem.h"
 
-const char *fsdpc__strategy_name(fsdpc_strategy s) {
-  static const char *names[] = {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD"};
-  return (unsigned)s < 4 ? names[s] : "?";
-}
-
-int fsdpc__strategy_parse(const char *name) {
-  for (int i = 0; i < 4; i++)
-    if (strcmp(name, fsdpc__strategy_name((fsdpc_strategy)i)) == 0) return i;
-  return -1;
-}
-
 fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out,
                                   fsdpc_err *err) {
   fsdpc_engine *e = calloc(1, sizeof *e);
@@ -85,6 +74,13 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   e->n_blocks = lay.n_blocks;
   e->max_shard = lay.max_shard;
   e->max_flat = lay.max_flat;
+  fsdpc_program_opts po;
+  fsdpc__program_opts_for(&lay, e->S, o->dist->replica_size, e->ops->act_dtype == FSDPC_DTYPE_F32,
+                          e->offload, e->reshard_after_forward, e->no_sync, e->comm != NULL,
+                          e->fwd_prefetch, e->bwd_prefetch, &po);
+  for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
+    if ((st = fsdpc__program_build(&po, (fsdpc_program_kind)k, &e->prog[k], err)) != FSDPC_OK)
+      goto fail;
 
   e->optim = o->optim;
   e->ov = o->optim->vtable;
@@ -191,6 +187,8 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   fsdpc__efree(e, FSDPC_MEM_COMM, e->rs16, e->max_shard * 2);
   fsdpc__efree(e, FSDPC_MEM_OTHER, e->dnorm, sizeof(double));
   free(e->otensors);
+  for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
+    fsdpc__program_free(&e->prog[k]);
   free(e->units);
   free(e->blocks);
   free(e->param_unit);

@@ -1,9 +1,12 @@
 /* The memory model: shard bytes from the unit layout, activations from the
  * model context's sizes, and the transient buffers of one training step
- * replayed allocation by allocation in the order core/src/fsdp/step.c makes
- * them. If step.c changes when it gathers, frees or reduces, change replay()
- * with it; tests/bench checks the two agree on a real run. */
+ * costed action by action over the same programs the engine executes
+ * (fsdp/program.h): what a gather, a gradient buffer, a reduction or a
+ * release allocates or frees, in the order they run, prefetches included.
+ * tests/bench checks the prediction against measured runs. */
 #include "plan/plan.h"
+
+#include "fsdp/program.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,15 +34,6 @@ void fsdpc__plan_device_default(int32_t device, fsdpc_plan_device *out) {
   }
 }
 
-int fsdpc__plan_shard_size(int strategy, int world, int nproc_per_node, int hybrid_shard_size) {
-  if (world <= 1 || strategy == FSDPC_NO_SHARD)
-    return 1;
-  if (strategy == FSDPC_HYBRID_SHARD)
-    return hybrid_shard_size > 0 ? hybrid_shard_size
-                                 : (nproc_per_node > 0 ? nproc_per_node : world);
-  return world;
-}
-
 /* Current and peak bytes per category, as util/mem.c keeps them. */
 typedef struct tracker {
   int64_t cur[FSDPC_MEM_NCAT], peak[FSDPC_MEM_NCAT];
@@ -55,60 +49,30 @@ static void track(tracker *t, int cat, int64_t bytes) {
     t->total_peak = t->total;
 }
 
-typedef struct replay_state {
+typedef struct cost_state {
   const fsdpc_layout *lay;
-  const fsdpc_plan_in *in;
-  int offload, bf16;    /* cpu_offload / reduce_dtype bf16, both in effect on CUDA only */
-  int full_grads;       /* full grad buffers apart from the shard (S > 1 or offload) */
+  const fsdpc_plan_device *dev;
+  int bf16; /* reduce_dtype bf16, in effect on CUDA only */
+  int S, R, offload;
   tracker t;
-  unsigned char *full, *full_grad; /* (n_units) gathered / full grads live */
+  unsigned char *full_grad; /* (n_units) full grads live (they outlive a no_sync program) */
   fsdpc_comm_bytes comm;
-} replay_state;
+} cost_state;
 
-static int64_t full_bytes(const replay_state *r, int u) {
-  return (int64_t)r->lay->units[u].flat_numel * r->in->dev.full_param_bytes;
+static int64_t full_bytes(const cost_state *r, int u) {
+  return (int64_t)r->lay->units[u].flat_numel * r->dev->full_param_bytes;
 }
-static int64_t grad_bytes(const replay_state *r, int u) {
-  return (int64_t)r->lay->units[u].flat_numel * r->in->dev.full_grad_bytes;
-}
-
-static void gather(replay_state *r, int u) {
-  if (r->full[u])
-    return;
-  r->full[u] = 1;
-  track(&r->t, FSDPC_MEM_COMM, full_bytes(r, u));
-  r->comm.all_gather +=
-      r->lay->units[u].shard_numel * (uint64_t)r->in->dev.full_param_bytes * (uint64_t)(r->lay->S - 1);
-}
-
-static void release(replay_state *r, int u) {
-  if (!r->full[u])
-    return;
-  r->full[u] = 0;
-  track(&r->t, FSDPC_MEM_COMM, -full_bytes(r, u));
-}
-
-static void gather_block(replay_state *r, int b, int with_grads) {
-  const fsdpc_block *blk = &r->lay->blocks[b];
-  for (int i = 0; i < blk->n_units; i++) {
-    int u = blk->units[i];
-    gather(r, u);
-    if (with_grads && r->full_grads && !r->full_grad[u]) {
-      r->full_grad[u] = 1;
-      track(&r->t, FSDPC_MEM_GRADS, grad_bytes(r, u));
-    }
-  }
+static int64_t grad_bytes(const cost_state *r, int u) {
+  return (int64_t)r->lay->units[u].flat_numel * r->dev->full_grad_bytes;
 }
 
 /* The reduction of unit u's full grads (step.c reduce_grads): fp32
  * reduce-scatter, or a bf16 copy made before the fp32 buffer goes (the two
  * overlap for a moment). Offloaded with S == 1 the full grads go to the host
  * as they are. */
-static void reduce(replay_state *r, int u) {
+static void cost_reduce(cost_state *r, int u) {
   const fsdpc_unit *un = &r->lay->units[u];
-  int S = r->lay->S;
-  if (!r->full_grads)
-    return;
+  int S = r->S;
   if (S > 1 && r->bf16) {
     track(&r->t, FSDPC_MEM_COMM, (int64_t)un->flat_numel * 2);
     track(&r->t, FSDPC_MEM_GRADS, -grad_bytes(r, u));
@@ -121,77 +85,91 @@ static void reduce(replay_state *r, int u) {
     r->comm.reduce_scatter += un->shard_numel * (r->bf16 ? 2u : 4u) * (uint64_t)(S - 1);
 }
 
-/* One micro-batch of fsdpc__engine_micro_step (S > 1, or a device that
- * gathers into bf16 buffers). */
-static void replay_micro(replay_state *r, int reshard, int last_micro) {
-  const fsdpc_layout *lay = r->lay;
-  int L = r->in->shape->L, head = L + 1;
-  for (int b = 0; b <= L; b++) {
-    gather_block(r, b, 0);
-    if (!reshard)
-      continue;
-    for (int i = 0; i < lay->blocks[b].n_units; i++) {
-      int u = lay->blocks[b].units[i];
-      if (lay->units[u].last_block == b && lay->units[u].last_block != head)
-        release(r, u);
-    }
-  }
-  gather_block(r, head, 1);
-  for (int b = head; b >= 0; b--) {
-    if (b < head)
-      gather_block(r, b, 1);
-    for (int i = 0; i < lay->blocks[b].n_units; i++) {
-      int u = lay->blocks[b].units[i];
-      if (lay->units[u].first_block != b)
-        continue;
-      if (!(r->in->no_sync && !last_micro))
-        reduce(r, u);
-      release(r, u);
+/* fsdpc__engine_optim_step's replica all-reduce of unit u's grad shard,
+ * through transient buffers (offloaded: an fp32 device copy of the host
+ * shard; bf16: a bf16 copy). */
+static void cost_replica_reduce(cost_state *r, int u) {
+  uint64_t n = r->lay->units[u].shard_numel;
+  r->comm.all_reduce += n * (r->bf16 ? 2u : 4u) * 2 * (uint64_t)(r->R - 1) / (uint64_t)r->R;
+  int64_t tmp = (int64_t)n * ((r->offload ? 4 : 0) + (r->bf16 ? 2 : 0));
+  track(&r->t, FSDPC_MEM_COMM, tmp);
+  track(&r->t, FSDPC_MEM_COMM, -tmp);
+}
+
+/* Costs one program: what each action allocates and frees. */
+static void cost(cost_state *r, const fsdpc_program *p) {
+  for (int i = 0; i < p->n; i++) {
+    int u = p->a[i].arg;
+    switch ((fsdpc_act_op)p->a[i].op) {
+    case FSDPC_ACT_GATHER:
+      track(&r->t, FSDPC_MEM_COMM, full_bytes(r, u));
+      r->comm.all_gather +=
+          r->lay->units[u].shard_numel * (uint64_t)r->dev->full_param_bytes * (uint64_t)(r->S - 1);
+      break;
+    case FSDPC_ACT_RELEASE:
+      track(&r->t, FSDPC_MEM_COMM, -full_bytes(r, u));
+      break;
+    case FSDPC_ACT_GRAD_ALLOC:
+      if (!r->full_grad[u]) {
+        r->full_grad[u] = 1;
+        track(&r->t, FSDPC_MEM_GRADS, grad_bytes(r, u));
+      }
+      break;
+    case FSDPC_ACT_REDUCE:
+      cost_reduce(r, u);
+      break;
+    case FSDPC_ACT_REPLICA_REDUCE:
+      cost_replica_reduce(r, u);
+      break;
+    default: /* compute, waits, fences: no memory of their own here */
+      break;
     }
   }
 }
 
-fsdpc_status fsdpc__plan_memory(const fsdpc_plan_in *in, fsdpc_plan_mem *out, fsdpc_err *err) {
+fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
+                                const fsdpc_plan_device *dev, fsdpc_plan_mem *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
-  int S = in->shard_size;
-  if (S < 1 || in->world < 1 || in->world % S != 0)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "planner: the shard group size (%d) must divide the world size (%d)", S,
-                       in->world);
+  int S = m->S;
+  int B = (int)m->batch.micro, T = (int)m->batch.seq_len;
+  const fsdpc_model_shape *shape = &p->shape;
   fsdpc_layout lay;
-  FSDPC_TRY(fsdpc__layout_build(in->shape, in->params, in->n_params, in->unit_of_param, in->n_units,
-                                S, in->align, 0, &lay, err));
+  FSDPC_TRY(fsdpc__layout_build(shape, p->params, p->n_params, p->unit_of_param, p->n_units, S,
+                                m->align, 0, &lay, err));
   out->S = S;
-  out->R = in->world / S;
+  out->R = m->R;
   for (int u = 0; u < lay.n_units; u++) {
     uint64_t sb = lay.units[u].shard_numel * sizeof(float);
     out->params += sb;
     out->grads += sb;
-    out->optim += sb * in->n_slots;
+    out->optim += sb * p->n_slots;
   }
-  uint64_t act = fsdpc__model_ctx_bytes_for(in->shape, in->B, in->T, in->activation_checkpointing,
-                                            &in->attn, 0);
+  uint64_t act =
+      fsdpc__model_ctx_bytes_for(shape, B, T, m->activation_checkpointing, &p->attn_sizes, 0);
   /* The context is sized with the CPU table (fp32); its cross-entropy
    * scratch does not scale with the activation dtype, so it is swapped for
    * the device's own. */
-  uint64_t rows = (uint64_t)fsdpc__model_xent_chunk_rows(0, in->B * in->T, in->shape->V);
-  uint64_t cpu_xent = rows * (uint64_t)in->shape->V * sizeof(float);
-  uint64_t dev_xent = rows * (uint64_t)in->shape->V * (uint64_t)in->dev.xent_logit_bytes;
-  out->activations = (uint64_t)((double)(act - cpu_xent) * in->dev.act_scale) + dev_xent;
+  uint64_t rows = (uint64_t)fsdpc__model_xent_chunk_rows(0, B * T, shape->V);
+  uint64_t cpu_xent = rows * (uint64_t)shape->V * sizeof(float);
+  uint64_t dev_xent = rows * (uint64_t)shape->V * (uint64_t)dev->xent_logit_bytes;
+  out->activations = (uint64_t)((double)(act - cpu_xent) * dev->act_scale) + dev_xent;
 
   /* Resident from engine creation on: shards (on the host when offloaded),
    * the reduce-scatter landing buffer (S > 1) and the model context. */
-  int cuda = in->dev.device == FSDPC_DEVICE_CUDA;
-  replay_state r = {.lay = &lay, .in = in, .offload = in->cpu_offload && cuda,
-                    .bf16 = in->reduce_dtype == FSDPC_DTYPE_BF16 && cuda};
-  r.full_grads = S > 1 || r.offload;
-  int accum = in->accum > 0 ? in->accum : 1;
+  int cuda = dev->device == FSDPC_DEVICE_CUDA;
+  cost_state r = {.lay = &lay,
+                  .dev = dev,
+                  .S = S,
+                  .R = m->R,
+                  .offload = m->cpu_offload,
+                  .bf16 = m->reduce_dtype == FSDPC_DTYPE_BF16 && cuda};
+  int accum = m->batch.accum > 0 ? (int)m->batch.accum : 1;
   int64_t shards = (int64_t)(out->params + out->grads + out->optim);
   if (r.offload) {
     /* units.c: shards + the bf16 staging copy of each master shard; a grad
      * landing buffer per unit once a second micro-batch reduces in a step */
     out->host_bytes = shards + (int64_t)out->params / 2;
-    if (accum > 1 && !in->no_sync)
+    if (accum > 1 && !m->no_sync)
       out->host_bytes += (int64_t)out->grads;
   } else {
     track(&r.t, FSDPC_MEM_PARAMS, (int64_t)out->params);
@@ -206,45 +184,49 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_plan_in *in, fsdpc_plan_mem *out, fs
     track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_shard * 2);
   track(&r.t, FSDPC_MEM_ACTIVATIONS, (int64_t)out->activations);
 
-  /* Gathered buffers are apart from the master shards unless S == 1 and
-   * the compute dtype is the master's (the CPU). */
-  if (S > 1 || in->dev.full_param_bytes != 4 || r.offload) {
-    r.full = calloc((size_t)lay.n_units, 1);
-    r.full_grad = calloc((size_t)lay.n_units, 1);
-    if (!r.full || !r.full_grad) {
-      free(r.full);
-      free(r.full_grad);
-      fsdpc__layout_free(&lay);
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-    }
-    int reshard = in->strategy == FSDPC_FULL_SHARD || in->strategy == FSDPC_HYBRID_SHARD;
-    for (int m = 0; m < accum; m++)
-      replay_micro(&r, reshard, m == accum - 1);
-    free(r.full);
-    free(r.full_grad);
+  /* The step's programs, as the engine builds them on this device: device
+   * collectives (CUDA) overlap on a comm stream when units are sharded. */
+  fsdpc_program_opts po;
+  fsdpc__program_opts_for(&lay, S, m->R, dev->full_param_bytes == 4 && !cuda, r.offload,
+                          m->reshard_after_forward, m->no_sync, cuda && S > 1, m->forward_prefetch,
+                          m->backward_prefetch, &po);
+  fsdpc_program micro = {0}, last = {0}, opt = {0};
+  fsdpc_status st = FSDPC_OK;
+  r.full_grad = calloc((size_t)lay.n_units + 1, 1);
+  if (!r.full_grad)
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (st == FSDPC_OK)
+    st = fsdpc__program_build(&po, FSDPC_PROGRAM_MICRO_NO_SYNC, &micro, err);
+  if (st == FSDPC_OK)
+    st = fsdpc__program_build(&po, FSDPC_PROGRAM_MICRO, &last, err);
+  if (st == FSDPC_OK)
+    st = fsdpc__program_build(&po, FSDPC_PROGRAM_OPTIM, &opt, err);
+  if (st == FSDPC_OK) {
+    for (int mi = 0; mi < accum; mi++)
+      cost(&r, mi == accum - 1 ? &last : &micro);
+    cost(&r, &opt);
   }
-  /* fsdpc__engine_optim_step: replica all-reduce of every grad shard, one
-   * unit at a time through transient buffers (offloaded: an fp32 device
-   * copy of the host shard; bf16: a bf16 copy). */
-  if (out->R > 1) {
-    uint64_t es = r.bf16 ? 2 : 4;
-    for (int u = 0; u < lay.n_units; u++)
-      r.comm.all_reduce += lay.units[u].shard_numel * es * 2 * (uint64_t)(out->R - 1) / (uint64_t)out->R;
-    int64_t tmp = (int64_t)lay.max_shard * ((r.offload ? 4 : 0) + (r.bf16 ? 2 : 0));
-    track(&r.t, FSDPC_MEM_COMM, tmp);
-    track(&r.t, FSDPC_MEM_COMM, -tmp);
+  fsdpc__program_free(&micro);
+  fsdpc__program_free(&last);
+  fsdpc__program_free(&opt);
+  free(r.full_grad);
+  if (st != FSDPC_OK) {
+    fsdpc__layout_free(&lay);
+    return st;
   }
   for (int c = 0; c < FSDPC_MEM_NCAT; c++)
     out->peak[c] = r.t.peak[c];
   out->total_peak = r.t.total_peak;
   out->reserved =
-      (int64_t)((double)out->total_peak * in->dev.reserved_factor) + (int64_t)in->dev.runtime_bytes;
+      (int64_t)((double)out->total_peak * dev->reserved_factor) + (int64_t)dev->runtime_bytes;
   out->comm = r.comm;
   fsdpc__layout_free(&lay);
   return FSDPC_OK;
 }
 
-double fsdpc__plan_flops_per_token(const fsdpc_model_shape *s, int T) {
-  double n = (double)fsdpc__model_numel(s), embed = (double)s->V * (double)s->C;
-  return 6.0 * (n - embed) + 12.0 * (double)s->L * (double)s->C * (double)T;
+fsdpc_status fsdpc__plan_modes(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
+                               fsdpc_plan_mem *out, fsdpc_err *err) {
+  fsdpc_plan_device dev;
+  fsdpc__plan_device_default(m->device, &dev);
+  return fsdpc__plan_memory(p, m, &dev, out, err);
 }

@@ -17,8 +17,8 @@
 #ifndef FSDPC_PLAN_PLAN_H
 #define FSDPC_PLAN_PLAN_H
 
-#include "config/config.h"
 #include "fsdp/engine.h"
+#include "runplan/runplan.h"
 #include "util/mem.h"
 
 typedef struct fsdpc_plan_device {
@@ -36,28 +36,6 @@ typedef struct fsdpc_plan_device {
  * what is tracked; CUDA = bf16 compute, estimated allocator overhead. */
 void fsdpc__plan_device_default(int32_t device, fsdpc_plan_device *out);
 
-/* Everything the memory model needs, independent of a config file. */
-typedef struct fsdpc_plan_in {
-  const fsdpc_model_shape *shape;
-  const fsdpc_param_info *params; /* module order */
-  int n_params;
-  const uint32_t *unit_of_param; /* the wrap plugin's plan */
-  uint32_t n_units;
-  int align;        /* fsdp.align */
-  uint32_t n_slots; /* optimizer state planes */
-  int strategy;     /* fsdpc_strategy */
-  int world;        /* ranks */
-  int shard_size;   /* S (see fsdpc__plan_shard_size) */
-  int no_sync;
-  int accum; /* micro-batches per step */
-  int B, T;  /* micro-batch */
-  int activation_checkpointing;
-  int cpu_offload;       /* shards live in host memory (GPU only) */
-  int reduce_dtype;      /* FSDPC_DTYPE_F32 or FSDPC_DTYPE_BF16 (GPU only) */
-  fsdpc_attn_sizes attn; /* the attention plugin's sizes() for (B, T) */
-  fsdpc_plan_device dev;
-} fsdpc_plan_in;
-
 typedef struct fsdpc_plan_mem {
   int S, R;                      /* shard and replica group sizes */
   uint64_t params, grads, optim; /* shard bytes: == fsdpc__engine_bytes */
@@ -71,38 +49,35 @@ typedef struct fsdpc_plan_mem {
   fsdpc_comm_bytes comm;         /* collective bytes sent per step (comm_s unused) */
 } fsdpc_plan_mem;
 
-/* S for a strategy: FULL_SHARD / SHARD_GRAD_OP = world, NO_SHARD = 1,
- * HYBRID_SHARD = hybrid_shard_size, or ranks per node when 0; 1 at world 1
- * (as core/src/train/setup.c decides). */
-int fsdpc__plan_shard_size(int strategy, int world, int nproc_per_node, int hybrid_shard_size);
+/* The memory model of run plan p under modes m (the plan's own, or a
+ * variant's from fsdpc__run_modes_resolve) on device dev. Pure: no plugin
+ * call, no allocation of model memory. */
+fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
+                                const fsdpc_plan_device *dev, fsdpc_plan_mem *out, fsdpc_err *err);
 
-/* The memory model (pure: no plugin, no allocation of model memory). */
-fsdpc_status fsdpc__plan_memory(const fsdpc_plan_in *in, fsdpc_plan_mem *out, fsdpc_err *err);
+/* The same with the device defaults of m->device and m's world. */
+fsdpc_status fsdpc__plan_modes(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
+                               fsdpc_plan_mem *out, fsdpc_err *err);
 
-/* What a config needs from plugins, loaded once: the parameter list, the
- * wrap plan, the optimizer's n_slots and the attention sizes. */
+/* A planner over one config (a run plan made for planning: see
+ * FSDPC_RUN_PLAN_OFFLINE), for any strategy / checkpointing / offload
+ * variant and world. */
 typedef struct fsdpc_plan_ctx fsdpc_plan_ctx;
+typedef fsdpc_run_variant fsdpc_plan_variant;
 
 fsdpc_status fsdpc__plan_ctx_create(const fsdpc_config *cfg, fsdpc_plan_ctx **out, fsdpc_err *err);
 void fsdpc__plan_ctx_destroy(fsdpc_plan_ctx *p);
+const fsdpc_run_plan *fsdpc__plan_run(const fsdpc_plan_ctx *p);
 
-/* One variant of the config: strategy, checkpointing and offload as given
- * (pass -1 to keep the config's value). world / nproc_per_node as for
- * `fsdpc train --nproc-per-node`. */
-typedef struct fsdpc_plan_variant {
-  int strategy, activation_checkpointing, cpu_offload;
-} fsdpc_plan_variant;
-
+/* Variant v (NULL = the config's own) at world ranks, nproc_per_node per
+ * node, as for `fsdpc train --nproc-per-node`. */
 fsdpc_status fsdpc__plan_config(const fsdpc_plan_ctx *p, const fsdpc_plan_variant *v, int world,
                                 int nproc_per_node, fsdpc_plan_mem *out, fsdpc_err *err);
 
-/* Parameter count of the model (unique parameters) and the FLOPs per token
- * of one training step, torchtitan's convention:
- *   6 x (params - embedding) + 12 x L x C x T. */
+/* Views of the plan's run plan (tests use them). */
 uint64_t fsdpc__plan_numel(const fsdpc_plan_ctx *p);
 double fsdpc__plan_flops_per_token(const fsdpc_model_shape *s, int T);
 const fsdpc_model_shape *fsdpc__plan_shape(const fsdpc_plan_ctx *p);
-/* The parameter list and wrap plan the planner uses (as the trainer's). */
 const fsdpc_param_info *fsdpc__plan_params(const fsdpc_plan_ctx *p, int *n_params,
                                            const uint32_t **unit_of_param, uint32_t *n_units);
 

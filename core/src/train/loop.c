@@ -14,7 +14,8 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
                                double *gnorm, fsdpc_err *err) {
   int rank = s->env.rank, world = s->env.world_size;
   int64_t count = 0;
-  FSDPC_TRY(fsdpc__loader_count_labels(s->train_ld, step, s->G, &count, err));
+  FSDPC_TRY(
+      fsdpc__loader_count_labels(s->train_ld, step, s->plan->modes.batch.global, &count, err));
   if (count == 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "step %lld: the global batch has no counted labels (all -100); check "
@@ -22,15 +23,16 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
                        (long long)step);
   float grad_scale = (float)(1.0 / (double)count);
   double loss_sum = 0.0;
-  for (int64_t m = 0; m < s->accum; m++) {
-    FSDPC_TRY(fsdpc__loader_batch(s->train_ld, step, (int32_t)m, rank, world, (int32_t)s->mb,
-                                  s->tokens, s->labels, s->doc_ids, err));
+  for (int64_t m = 0; m < s->plan->modes.batch.accum; m++) {
+    FSDPC_TRY(fsdpc__loader_batch(s->train_ld, step, (int32_t)m, rank, world,
+                                  (int32_t)s->plan->modes.batch.micro, s->tokens, s->labels,
+                                  s->doc_ids, err));
     FSDPC_TRY(fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
                                      s->cfg->data.document_masking ? s->doc_ids : NULL, err));
     double ls = 0.0;
     int64_t cnt = 0;
-    FSDPC_TRY(fsdpc__engine_micro_step(s->eng, s->mctx, grad_scale, m == s->accum - 1, &ls, &cnt,
-                                       err));
+    FSDPC_TRY(fsdpc__engine_micro_step(s->eng, s->mctx, grad_scale,
+                                       m == s->plan->modes.batch.accum - 1, &ls, &cnt, err));
     loss_sum += ls;
   }
   FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, &loss_sum, 1, "loss", err));
@@ -48,9 +50,10 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
   if (nb > have) nb = have;
   double sums[2] = {0.0, 0.0}; /* loss sum, counted tokens */
   for (int64_t b = 0; b < nb; b++)
-    for (int64_t m = 0; m < s->accum; m++) {
-      FSDPC_TRY(fsdpc__loader_batch(s->eval_ld, b, (int32_t)m, rank, world, (int32_t)s->mb,
-                                    s->tokens, s->labels, s->doc_ids, err));
+    for (int64_t m = 0; m < s->plan->modes.batch.accum; m++) {
+      FSDPC_TRY(fsdpc__loader_batch(s->eval_ld, b, (int32_t)m, rank, world,
+                                    (int32_t)s->plan->modes.batch.micro, s->tokens, s->labels,
+                                    s->doc_ids, err));
       FSDPC_TRY(fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
                                        s->cfg->data.document_masking ? s->doc_ids : NULL, err));
       double ls = 0.0;
@@ -80,19 +83,23 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
   ids[0] = fsdpc__tokenizer_eos(s->tok);
   memcpy(ids + 1, text_ids, (size_t)nt * sizeof(int32_t));
   free(text_ids);
-  int T = s->shape.max_pos;
+  int T = s->plan->shape.max_pos;
   if (np + n < T) T = (int)(np + n);
   if (np < 1 || np >= T) {
     free(ids);
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "generation prompt '%s' has %lld tokens; it must be 1..%d", prompt,
-                       (long long)np, s->shape.max_pos - 1);
+                       (long long)np, s->plan->shape.max_pos - 1);
   }
   fsdpc_model_ctx *g = NULL;
-  fsdpc_model_ctx_opts mo = {.shape = &s->shape, .B = 1, .T = T, .attention = s->attn,
-                             .attention_opts = s->cfg->attention.options, .ops = s->ops};
+  fsdpc_model_ctx_opts mo = {.shape = &s->plan->shape,
+                             .B = 1,
+                             .T = T,
+                             .attention = s->plan->attn,
+                             .attention_opts = s->cfg->attention.options,
+                             .ops = s->ops};
   int32_t *seq = calloc((size_t)T, sizeof(int32_t)), *lab = calloc((size_t)T, sizeof(int32_t));
-  float *logits = malloc((size_t)s->shape.V * sizeof(float));
+  float *logits = malloc((size_t)s->plan->shape.V * sizeof(float));
   fsdpc_status st = fsdpc__model_ctx_create(&mo, &g, err);
   if (st == FSDPC_OK && (!seq || !lab || !logits))
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
@@ -105,7 +112,7 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
       if ((st = fsdpc__engine_logits_at(s->eng, g, (int)len - 1, logits, err)) != FSDPC_OK)
         break;
       int best = 0;
-      for (int v = 1; v < s->shape.V; v++)
+      for (int v = 1; v < s->plan->shape.V; v++)
         if (logits[v] > logits[best]) best = v;
       if (best == eos) break;
       seq[len++] = best;
@@ -152,7 +159,7 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   fsdpc__report_memory(s, "start");
   double eval_loss = NAN;
-  for (int64_t step = s->start_step; step < c->train.max_steps; step++) {
+  for (int64_t step = s->ckpt.start_step; step < c->train.max_steps; step++) {
     if (s->job) FSDPC_TRY(fsdpc__dist_check_abort(s->job->store, err));
     fsdpc__session_mem_reset_peak(s);
     fsdpc__dist_reset_counters(&s->dist);
@@ -169,10 +176,10 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
     if (c->log.memory_every > 0 && (step + 1) % c->log.memory_every == 0)
       fsdpc__report_memory(s, "step");
     int stop = 0;
-    FSDPC_TRY(fsdpc__ckpt_after_step(s, step + 1, &stop, err));
+    FSDPC_TRY(fsdpc__ckpt_after_step(&s->ckpt, step + 1, &stop, err));
     if (stop) return FSDPC_OK; /* a checkpoint was written: leave cleanly */
   }
-  FSDPC_TRY(fsdpc__ckpt_final(s, err));
+  FSDPC_TRY(fsdpc__ckpt_final(&s->ckpt, err));
   fsdpc__report_memory(s, "end");
   FSDPC_TRY(fsdpc__report_rank_summary(s, err));
   for (int i = 0; i < c->train.generate_prompts.n; i++) {

@@ -16,12 +16,6 @@
 #include "ops/cuda/cuda_ctx.h"
 #endif
 
-double fsdpc__now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Memory of the device this rank computes on: the host allocator's tracked
  * categories on the CPU; the CUDA pools' allocated bytes (and reserved, in
  * *reserved_peak, -1 on the CPU) on a GPU. */
@@ -104,7 +98,7 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
   track_run_peak(s, &ms);
   if (s->env.rank != 0) return;
   const fsdpc_config *c = s->cfg;
-  double tok = (double)(s->G * s->T);
+  double tok = (double)(s->plan->modes.batch.global * s->plan->modes.batch.seq_len);
   double tok_s = step_s > 0 ? tok / step_s : 0.0;
   double el = fsdpc__now() - s->t_start;
   const fsdpc_comm_bytes cb = s->last_comm;

@@ -6,28 +6,23 @@
 
 #include <stdio.h>
 
+#include "ckpt/train_hooks.h"
 #include "config/config.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
 #include "dist/job.h"
 #include "fsdp/engine.h"
+#include "runplan/runplan.h"
 #include "train/schedule.h"
+#include "util/clock.h"
 #include "util/mem.h"
-
-typedef struct fsdpc_ckpt_run fsdpc_ckpt_run;
 
 typedef struct fsdpc_session {
   fsdpc_config *cfg;           /* borrowed */
+  fsdpc_run_plan *plan;        /* what this run is: shape, plugins, groups, batch geometry */
   fsdpc_dist_env env;
   fsdpc_dist_job *job;         /* NULL at world size 1 */
   fsdpc_store_v1 store_v1;
-  fsdpc_registry *reg;
-  const fsdpc_component *attn, *optim, *wrap, *coll;
-  fsdpc_model_shape shape;
-  fsdpc_param_info *params;
-  int n_params;
-  uint32_t *unit_of_param;
-  uint32_t n_units;
   fsdpc_dist dist;
   fsdpc_engine *eng;
   fsdpc_model_ctx *mctx;
@@ -36,11 +31,9 @@ typedef struct fsdpc_session {
   fsdpc_tokfile *train_tf, *eval_tf;
   fsdpc_loader *train_ld, *eval_ld; /* eval_ld NULL = no evaluation */
   fsdpc_schedule sched;
-  int64_t G, accum, mb, T;
-  int32_t *tokens, *labels, *doc_ids; /* (mb, T) */
+  int32_t *tokens, *labels, *doc_ids; /* (micro, seq_len) */
 
-  int64_t start_step;          /* first step to run (> 0 after a resume) */
-  struct fsdpc_ckpt_run *ckpt; /* checkpointing (ckpt/train.c) */
+  fsdpc_ckpt_train ckpt; /* checkpointing; ckpt.start_step: first step to run */
 
   fsdpc_comm_bytes last_comm;   /* collective bytes of the last step */
   const fsdpc_ops *ops;         /* the device this rank computes on */
@@ -70,13 +63,14 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
 fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n, char *out,
                                      size_t cap, fsdpc_err *err);
 
-/* The model shape a config describes (setup.c). */
-void fsdpc__session_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh);
+/* The model shape a config describes (the run plan's). */
+static inline void fsdpc__session_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
+  fsdpc__run_shape_from_config(c, sh);
+}
 
 /* report.c */
 void fsdpc__session_mem(fsdpc_session *s, fsdpc_mem_stats *ms, int64_t *reserved_peak);
 void fsdpc__session_mem_reset_peak(fsdpc_session *s);
-double fsdpc__now(void);
 void fsdpc__report_memory(fsdpc_session *s, const char *when);
 void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, double gnorm,
                         double step_s, double eval_loss);

@@ -1,0 +1,222 @@
+/* Building the programs of a step (see program.h).
+ *
+ * A micro-batch (FULL_SHARD; the others differ as noted):
+ *   forward, block by block: gather the block's units (unless resident) ->
+ *   wait -> [prefetch the next block's units] -> forward -> free each unit
+ *   after its last forward use, except those the head needs (SHARD_GRAD_OP
+ *   and NO_SHARD keep them for backward);
+ *   head: gather, wait, gradient buffers, [prefetch layer L], forward and
+ *   backward together (fused cross-entropy);
+ *   backward, in reverse: gather (re-gather after a free) -> wait ->
+ *   gradient buffers -> [prefetch the block before] -> backward -> after a
+ *   unit's last backward use: reduce its grads (not under no_sync before the
+ *   last micro-batch) and free it.
+ * The optimizer step: replica all-reduce of each grad shard (R > 1) ->
+ * global grad norm -> per unit: clip, update, zero. */
+#include "fsdp/program.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct builder {
+  const fsdpc_program_opts *o;
+  fsdpc_program *p;
+  unsigned char *resident, *pending; /* (n_units) */
+  int failed;
+} builder;
+
+static void emit(builder *b, int op, int arg) {
+  fsdpc_program *p = b->p;
+  if (b->failed)
+    return;
+  if (p->n == p->cap) {
+    int cap = p->cap ? 2 * p->cap : 64;
+    fsdpc_action *a = realloc(p->a, (size_t)cap * sizeof *a);
+    if (!a) {
+      b->failed = 1;
+      return;
+    }
+    p->a = a;
+    p->cap = cap;
+  }
+  p->a[p->n++] = (fsdpc_action){.op = (int16_t)op, .arg = arg};
+}
+
+static void gather(builder *b, int u) {
+  if (b->o->full_is_master || b->resident[u])
+    return;
+  emit(b, FSDPC_ACT_GATHER, u);
+  b->resident[u] = 1;
+  b->pending[u] = b->o->overlap;
+}
+
+static void wait(builder *b, int u) {
+  if (!b->pending[u])
+    return;
+  emit(b, FSDPC_ACT_WAIT, u);
+  b->pending[u] = 0;
+}
+
+static void release(builder *b, int u) {
+  if (b->o->full_is_master || !b->resident[u])
+    return;
+  wait(b, u); /* a free never overtakes the gather in flight */
+  emit(b, FSDPC_ACT_RELEASE, u);
+  b->resident[u] = 0;
+}
+
+static void gather_block(builder *b, int blk, int with_grads) {
+  const fsdpc_block *bl = &b->o->lay->blocks[blk];
+  for (int i = 0; i < bl->n_units; i++) {
+    gather(b, bl->units[i]);
+    wait(b, bl->units[i]);
+    if (with_grads && !b->o->grads_in_shard)
+      emit(b, FSDPC_ACT_GRAD_ALLOC, bl->units[i]);
+  }
+}
+
+/* Issues a block's gathers ahead of its use (only with a comm stream). */
+static void prefetch_block(builder *b, int blk) {
+  if (!b->o->overlap || blk < 0 || blk >= b->o->lay->n_blocks)
+    return;
+  const fsdpc_block *bl = &b->o->lay->blocks[blk];
+  for (int i = 0; i < bl->n_units; i++)
+    gather(b, bl->units[i]);
+}
+
+/* Blocks 0..L forward; under reshard each unit is freed after its last
+ * forward use unless the head needs it. */
+static void forward_layers(builder *b, int reshard, int prefetch) {
+  const fsdpc_layout *lay = b->o->lay;
+  int head = lay->n_blocks - 1;
+  for (int blk = 0; blk < head; blk++) {
+    gather_block(b, blk, 0);
+    if (prefetch)
+      prefetch_block(b, blk + 1);
+    emit(b, FSDPC_ACT_FORWARD, blk);
+    if (!reshard)
+      continue;
+    for (int i = 0; i < lay->blocks[blk].n_units; i++) {
+      int u = lay->blocks[blk].units[i];
+      if (lay->units[u].last_block == blk && lay->units[u].last_block != head)
+        release(b, u);
+    }
+  }
+}
+
+static void micro(builder *b, int reduce) {
+  const fsdpc_program_opts *o = b->o;
+  const fsdpc_layout *lay = o->lay;
+  int head = lay->n_blocks - 1;
+  emit(b, FSDPC_ACT_FENCE_IN, -1);
+  forward_layers(b, o->reshard, o->forward_prefetch);
+  gather_block(b, head, 1);
+  if (o->backward_prefetch)
+    prefetch_block(b, head - 1);
+  emit(b, FSDPC_ACT_HEAD, head);
+  for (int blk = head; blk >= 0; blk--) {
+    if (blk < head) {
+      gather_block(b, blk, 1);
+      if (o->backward_prefetch)
+        prefetch_block(b, blk - 1);
+      emit(b, FSDPC_ACT_BACKWARD, blk);
+    }
+    for (int i = 0; i < lay->blocks[blk].n_units; i++) {
+      int u = lay->blocks[blk].units[i];
+      if (lay->units[u].first_block != blk)
+        continue; /* used again further back */
+      if (reduce && !o->grads_in_shard)
+        emit(b, FSDPC_ACT_REDUCE, u);
+      release(b, u);
+    }
+  }
+  emit(b, FSDPC_ACT_FENCE_OUT, -1);
+  if (o->offload)
+    emit(b, FSDPC_ACT_ABSORB, -1);
+}
+
+static void forward_only(builder *b) {
+  const fsdpc_layout *lay = b->o->lay;
+  int head = lay->n_blocks - 1;
+  emit(b, FSDPC_ACT_FENCE_IN, -1);
+  forward_layers(b, 1, b->o->forward_prefetch);
+  gather_block(b, head, 0);
+  emit(b, FSDPC_ACT_HEAD, head);
+  for (int u = 0; u < lay->n_units; u++)
+    release(b, u);
+  emit(b, FSDPC_ACT_FENCE_OUT, -1);
+}
+
+static void optim(builder *b) {
+  const fsdpc_layout *lay = b->o->lay;
+  if (b->o->offload)
+    emit(b, FSDPC_ACT_SYNC, -1);
+  if (b->o->replicas > 1)
+    for (int u = 0; u < lay->n_units; u++)
+      emit(b, FSDPC_ACT_REPLICA_REDUCE, u);
+  emit(b, FSDPC_ACT_NORM, -1);
+  for (int u = 0; u < lay->n_units; u++)
+    emit(b, FSDPC_ACT_UPDATE, u);
+}
+
+void fsdpc__program_opts_for(const fsdpc_layout *lay, int S, int R, int compute_f32, int offload,
+                             int reshard, int no_sync, int overlap, int forward_prefetch,
+                             int backward_prefetch, fsdpc_program_opts *out) {
+  *out = (fsdpc_program_opts){.lay = lay,
+                              .full_is_master = S == 1 && compute_f32,
+                              .grads_in_shard = S == 1 && !offload,
+                              .reshard = reshard,
+                              .no_sync = no_sync,
+                              .overlap = overlap,
+                              .forward_prefetch = forward_prefetch,
+                              .backward_prefetch = backward_prefetch,
+                              .offload = offload,
+                              .replicas = R};
+}
+
+fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kind kind,
+                                  fsdpc_program *out, fsdpc_err *err) {
+  out->n = 0;
+  int nu = o->lay->n_units;
+  builder b = {.o = o, .p = out};
+  b.resident = calloc((size_t)nu + 1, 1);
+  b.pending = calloc((size_t)nu + 1, 1);
+  if (b.resident && b.pending) {
+    switch (kind) {
+    case FSDPC_PROGRAM_MICRO:
+      micro(&b, 1);
+      break;
+    case FSDPC_PROGRAM_MICRO_NO_SYNC:
+      micro(&b, !o->no_sync);
+      break;
+    case FSDPC_PROGRAM_FORWARD:
+      forward_only(&b);
+      break;
+    case FSDPC_PROGRAM_OPTIM:
+      optim(&b);
+      break;
+    default:
+      b.failed = 1;
+    }
+  } else {
+    b.failed = 1;
+  }
+  free(b.resident);
+  free(b.pending);
+  if (b.failed)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory building the step program");
+  return FSDPC_OK;
+}
+
+void fsdpc__program_free(fsdpc_program *p) {
+  free(p->a);
+  memset(p, 0, sizeof *p);
+}
+
+const char *fsdpc__act_name(int op) {
+  static const char *names[FSDPC_ACT_NOPS] = {
+      "fence_in", "gather",   "wait",           "grad_alloc", "forward",
+      "head",     "backward", "reduce",         "release",    "fence_out",
+      "absorb",   "sync",     "replica_reduce", "norm",       "update"};
+  return op >= 0 && op < FSDPC_ACT_NOPS ? names[op] : "?";
+}

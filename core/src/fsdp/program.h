@@ -1,0 +1,85 @@
+/* The FSDP step as data: the actions of one micro-batch (gather, wait,
+ * forward, backward, reduce, release ...) and of the optimizer step, in the
+ * order they happen, built once from the unit layout and the run's modes.
+ * The engine (step.c) executes a program; the memory planner (plan/)
+ * costs the same program action by action, so prefetching, offload and
+ * every strategy are counted the way they run.
+ *
+ * The builder tracks which units are resident (gathered) and which gathers
+ * are still in flight, so a program never gathers a resident unit, waits
+ * only for a gather in flight, and releases only what is resident. */
+#ifndef FSDPC_FSDP_PROGRAM_H
+#define FSDPC_FSDP_PROGRAM_H
+
+#include <stdint.h>
+
+#include "fsdp/engine.h"
+
+typedef enum fsdpc_act_op {
+  FSDPC_ACT_FENCE_IN = 0,   /* the comm stream waits for compute (before a pass) */
+  FSDPC_ACT_GATHER,         /* unit: full buffer + (cast,) all-gather; on the comm stream when
+                             * the run overlaps (a prefetch when ahead of its use) */
+  FSDPC_ACT_WAIT,           /* unit: compute waits for its gather */
+  FSDPC_ACT_GRAD_ALLOC,     /* unit: its full gradient buffer, zeroed */
+  FSDPC_ACT_FORWARD,        /* block: 0 embedding, 1..L decoder layer */
+  FSDPC_ACT_HEAD,           /* the head block: forward + backward (fused loss), or forward */
+  FSDPC_ACT_BACKWARD,       /* block: 0 embedding, 1..L decoder layer */
+  FSDPC_ACT_REDUCE,         /* unit: reduce(-scatter) its grads into the grad shard, free them */
+  FSDPC_ACT_RELEASE,        /* unit: free its full buffer */
+  FSDPC_ACT_FENCE_OUT,      /* compute waits for every gather and reduction issued */
+  FSDPC_ACT_ABSORB,         /* offloaded: add the grads that landed beside the host shards */
+  FSDPC_ACT_SYNC,           /* optimizer step, offloaded: every copy to or from the host done */
+  FSDPC_ACT_REPLICA_REDUCE, /* unit: all-reduce its grad shard over the replica group */
+  FSDPC_ACT_NORM,           /* the global grad norm (one all-reduce over the shard group) */
+  FSDPC_ACT_UPDATE,         /* unit: clip, optimizer update, zero the grad shard */
+  FSDPC_ACT_NOPS
+} fsdpc_act_op;
+
+typedef struct fsdpc_action {
+  int16_t op;  /* fsdpc_act_op */
+  int32_t arg; /* the unit or the block; -1 when neither */
+} fsdpc_action;
+
+typedef struct fsdpc_program {
+  fsdpc_action *a;
+  int n, cap;
+} fsdpc_program;
+
+/* What shapes a program: the engine fills it from its own state, the
+ * planner from the run's modes, both through this one struct. */
+typedef struct fsdpc_program_opts {
+  const fsdpc_layout *lay;
+  int full_is_master; /* S == 1 and fp32 compute: units are always resident */
+  int grads_in_shard; /* S == 1 and not offloaded: grads accumulate in the shard */
+  int reshard;        /* free a unit after its last forward use (FULL_SHARD, HYBRID_SHARD) */
+  int no_sync;        /* keep full grads until the last micro-batch */
+  int overlap;        /* collectives on a comm stream: prefetching means something */
+  int forward_prefetch, backward_prefetch;
+  int offload;  /* shards in host memory */
+  int replicas; /* replica group size R */
+} fsdpc_program_opts;
+
+/* The one derivation of the options above from the facts of a run: the
+ * layout, group sizes S and R, whether compute is fp32 (the CPU), offload,
+ * reshard-after-forward, no_sync, a comm stream, the prefetch settings. */
+void fsdpc__program_opts_for(const fsdpc_layout *lay, int S, int R, int compute_f32, int offload,
+                             int reshard, int no_sync, int overlap, int forward_prefetch,
+                             int backward_prefetch, fsdpc_program_opts *out);
+
+typedef enum fsdpc_program_kind {
+  FSDPC_PROGRAM_MICRO = 0,     /* one training micro-batch, grads reduced */
+  FSDPC_PROGRAM_MICRO_NO_SYNC, /* one training micro-batch, grads kept (no_sync, not last) */
+  FSDPC_PROGRAM_FORWARD,       /* forward through the head only (evaluation, generation) */
+  FSDPC_PROGRAM_OPTIM,         /* the optimizer step */
+  FSDPC_PROGRAM_NKINDS
+} fsdpc_program_kind;
+
+/* Builds the program of one kind into out (emptied first). */
+fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kind kind,
+                                  fsdpc_program *out, fsdpc_err *err);
+void fsdpc__program_free(fsdpc_program *p);
+
+/* "gather", "forward", ... for logs and tests. */
+const char *fsdpc__act_name(int op);
+
+#endif

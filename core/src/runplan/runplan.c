@@ -1,0 +1,267 @@
+/* Resolving a run: groups, batch geometry and precision (the modes), then
+ * the model, the plugins with their options checked, the wrap plan, the
+ * optimizer's state planes and the attention sizes. */
+#include "runplan/runplan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/opts.h"
+#include "fsdp/engine.h"
+#include "util/log.h"
+
+void fsdpc__run_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
+  const fsdpc_config_model *m = &c->model;
+  memset(sh, 0, sizeof *sh);
+  sh->V = (int)m->vocab_size;
+  sh->C = (int)m->hidden_size;
+  sh->F = (int)m->intermediate_size;
+  sh->L = (int)m->num_hidden_layers;
+  sh->NH = (int)m->num_attention_heads;
+  sh->KVH = (int)m->num_key_value_heads;
+  sh->HD = (int)m->head_dim;
+  sh->max_pos = (int)m->max_position_embeddings;
+  sh->eps = (float)m->rms_norm_eps;
+  sh->rope_theta = m->rope_theta;
+  sh->rope_llama3 = m->rope_scaling.type == FSDPC_ROPE_SCALING_LLAMA3;
+  sh->rope_factor = m->rope_scaling.factor;
+  sh->rope_low_freq_factor = m->rope_scaling.low_freq_factor;
+  sh->rope_high_freq_factor = m->rope_scaling.high_freq_factor;
+  sh->rope_original_max_pos = (int)m->rope_scaling.original_max_position_embeddings;
+  sh->tied = m->tie_word_embeddings;
+  sh->bos_id = (int)m->bos_token_id;
+  sh->eos_id = (int)m->eos_token_id;
+}
+
+fsdpc_status fsdpc__run_shard_size(fsdpc_strategy strategy, const fsdpc_run_world *w,
+                                   int64_t hybrid_shard_size, int *S, fsdpc_err *err) {
+  int world = w->world_size;
+  if (world < 1)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "the world size must be at least 1 (got %d)",
+                       world);
+  int s = world;
+  if (world == 1 || strategy == FSDPC_NO_SHARD) {
+    s = 1;
+  } else if (strategy == FSDPC_HYBRID_SHARD) {
+    if (hybrid_shard_size > 0)
+      s = (int)hybrid_shard_size;
+    else if (w->nproc_per_node > 0)
+      s = w->nproc_per_node;
+    else
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "HYBRID_SHARD: set fsdp.hybrid_shard_size (the ranks per node, its "
+                         "default, are not known here)");
+  }
+  if (s < 1 || world % s != 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "HYBRID_SHARD: the shard group size (%d) must divide the world size (%d); "
+                       "set fsdp.hybrid_shard_size to a divisor of it",
+                       s, world);
+  *S = s;
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_variant *v,
+                                      const fsdpc_run_world *w, fsdpc_run_modes *out,
+                                      fsdpc_err *err) {
+  memset(out, 0, sizeof *out);
+  out->world = *w;
+  int world = w->world_size;
+  out->strategy = (fsdpc_strategy)(v && v->strategy >= 0 ? v->strategy : c->fsdp.sharding_strategy);
+  FSDPC_TRY(fsdpc__run_shard_size(out->strategy, w, c->fsdp.hybrid_shard_size, &out->S, err));
+  out->R = world / out->S;
+  out->reshard_after_forward =
+      out->strategy == FSDPC_FULL_SHARD || out->strategy == FSDPC_HYBRID_SHARD;
+
+  fsdpc_run_batch *b = &out->batch;
+  b->micro = c->train.micro_batch_size;
+  b->seq_len = c->data.seq_len;
+  b->global = c->train.global_batch_size > 0 ? c->train.global_batch_size
+                                             : b->micro * c->train.grad_accum_steps * world;
+  if (b->global % (b->micro * world) != 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "train.global_batch_size (%lld) must be a multiple of "
+                       "train.micro_batch_size (%lld) x world size (%d)",
+                       (long long)b->global, (long long)b->micro, world);
+  b->accum = b->global / (b->micro * world);
+  b->steps_per_epoch = -1;
+
+  /* Precision: the CPU is the fp32 reference; CUDA computes in bf16 with
+   * fp32 master weights, gradients and optimizer state. */
+  out->device = c->train.device;
+  int want = c->fsdp.mixed_precision.param_dtype;
+  if (out->device == FSDPC_DEVICE_CPU) {
+    if (want == FSDPC_DTYPE_BF16)
+      return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                         "%s: fsdp.mixed_precision.param_dtype=bf16 needs train.device: cuda; the "
+                         "CPU path is the fp32 reference",
+                         c->source);
+    out->compute_dtype = FSDPC_DTYPE_F32;
+  } else {
+    if (want == FSDPC_DTYPE_F32)
+      return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                         "%s: the CUDA path computes in bf16 (with fp32 master weights, gradients "
+                         "and optimizer state); set fsdp.mixed_precision.param_dtype to bf16 or "
+                         "auto",
+                         c->source);
+    out->compute_dtype = FSDPC_DTYPE_BF16;
+  }
+  out->reduce_dtype = c->fsdp.mixed_precision.reduce_dtype;
+  out->cpu_offload_asked = v && v->cpu_offload >= 0 ? v->cpu_offload : c->fsdp.cpu_offload;
+  out->cpu_offload = out->cpu_offload_asked && out->device != FSDPC_DEVICE_CPU;
+  out->activation_checkpointing = v && v->activation_checkpointing >= 0
+                                      ? v->activation_checkpointing
+                                      : c->fsdp.activation_checkpointing;
+  out->no_sync = c->fsdp.no_sync;
+  out->align = (int)c->fsdp.align;
+  out->forward_prefetch = c->fsdp.forward_prefetch;
+  out->backward_prefetch = c->fsdp.backward_prefetch;
+  return FSDPC_OK;
+}
+
+void fsdpc__run_situation(const fsdpc_run_plan *p, fsdpc_situation *sit) {
+  *sit = (fsdpc_situation){.struct_size = sizeof *sit,
+                           .device = p->modes.device,
+                           .dtype = p->modes.compute_dtype,
+                           .world_size = p->modes.world.world_size,
+                           .num_heads = p->shape.NH,
+                           .num_kv_heads = p->shape.KVH,
+                           .head_dim = p->shape.HD,
+                           .max_seq_len = (int)p->modes.batch.seq_len};
+}
+
+/* Selects a plugin and checks (and defaults) the options the config gives
+ * it. */
+static fsdpc_status select_plugin(fsdpc_run_plan *p, int32_t kind, const char *name,
+                                  fsdpc_opts *opts, const char *section, const fsdpc_situation *sit,
+                                  const fsdpc_component **out, fsdpc_err *err) {
+  const fsdpc_component *found = NULL;
+  if ((p->flags & FSDPC_RUN_PLAN_OFFLINE) && sit->device != FSDPC_DEVICE_CPU && name &&
+      strcmp(name, "auto") != 0)
+    found = fsdpc__registry_find(p->reg, kind, name);
+  if (found)
+    *out = found;
+  else if (fsdpc__registry_select(p->reg, kind, name, sit, out, err) != FSDPC_OK)
+    return fsdpc__err_prefix(err, "%s", section);
+  const fsdpc_component_desc *d = (*out)->desc;
+  char who[96];
+  snprintf(who, sizeof who, "%s '%s'", fsdpc__kind_name(kind), d->name);
+  if (opts)
+    FSDPC_TRY(fsdpc__opts_validate(opts, d->options, d->n_options, who, err));
+  FSDPC_LOGD("%s: %s %s from %s", section, who, d->version, (*out)->path);
+  return FSDPC_OK;
+}
+
+static fsdpc_status optim_slots(fsdpc_run_plan *p, fsdpc_err *err) {
+  const fsdpc_optim_v1 *ov = p->optim->vtable;
+  fsdpc_optimizer *opt = NULL;
+  int32_t r = ov->create(&p->optim_init, &opt);
+  if (r != FSDPC_OK)
+    return fsdpc__plugin_fail(p->optim, r, err);
+  p->n_slots = ov->n_slots(opt);
+  ov->destroy(opt);
+  return FSDPC_OK;
+}
+
+static fsdpc_status attn_sizes(fsdpc_run_plan *p, fsdpc_err *err) {
+  const fsdpc_config *c = p->cfg;
+  const fsdpc_attention_v1 *av = p->attn->vtable;
+  fsdpc_attn_ctx *actx = NULL;
+  int32_t r;
+  if (av->create && (r = av->create(c->attention.options, p->modes.device, -1, &actx)) != FSDPC_OK)
+    return fsdpc__plugin_fail(p->attn, r, err);
+  fsdpc_attn_shape sh = {.struct_size = sizeof sh,
+                         .B = (int)p->modes.batch.micro,
+                         .T = (int)p->modes.batch.seq_len,
+                         .NH = p->shape.NH,
+                         .KVH = p->shape.KVH,
+                         .HD = p->shape.HD,
+                         .causal = 1,
+                         .scale = 1.0f,
+                         .dtype = p->modes.compute_dtype,
+                         .device = p->modes.device};
+  p->attn_sizes.struct_size = sizeof p->attn_sizes;
+  r = av->sizes(actx, &sh, &p->attn_sizes);
+  if (actx && av->destroy)
+    av->destroy(actx);
+  return r == FSDPC_OK ? FSDPC_OK : fsdpc__plugin_fail(p->attn, r, err);
+}
+
+static fsdpc_status select_all(fsdpc_run_plan *p, fsdpc_err *err) {
+  const fsdpc_config *c = p->cfg;
+  fsdpc_situation sit;
+  fsdpc__run_situation(p, &sit);
+  FSDPC_TRY(select_plugin(p, FSDPC_KIND_ATTENTION, c->attention.impl, c->attention.options,
+                          "attention.impl", &sit, &p->attn, err));
+  FSDPC_TRY(select_plugin(p, FSDPC_KIND_OPTIM, c->optim.name, c->optim.options, "optim.name", &sit,
+                          &p->optim, err));
+  FSDPC_TRY(select_plugin(p, FSDPC_KIND_WRAP, c->fsdp.wrap.policy, c->fsdp.wrap.options,
+                          "fsdp.wrap.policy", &sit, &p->wrap, err));
+  FSDPC_TRY(fsdpc__wrap_plan(p->wrap, c->fsdp.wrap.options, p->params, p->n_params,
+                             &p->unit_of_param, &p->n_units, err));
+  if (p->modes.world.world_size > 1)
+    FSDPC_TRY(select_plugin(p, FSDPC_KIND_COLLECTIVES, c->collectives.impl, c->collectives.options,
+                            "collectives.impl", &sit, &p->coll, err));
+  p->optim_init = (fsdpc_optim_init){.struct_size = sizeof p->optim_init,
+                                     .opts = c->optim.options,
+                                     .weight_decay = c->optim.weight_decay,
+                                     .beta1 = c->optim.betas[0],
+                                     .beta2 = c->optim.betas[1],
+                                     .eps = c->optim.eps,
+                                     .momentum = c->optim.momentum,
+                                     .nesterov = c->optim.nesterov,
+                                     .device = p->modes.device};
+  FSDPC_TRY(optim_slots(p, err));
+  return attn_sizes(p, err);
+}
+
+fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_world *w,
+                                    unsigned flags, fsdpc_run_plan **out, fsdpc_err *err) {
+  fsdpc_run_plan *p = calloc(1, sizeof *p);
+  if (!p)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  p->cfg = cfg;
+  p->flags = flags;
+  fsdpc_status st;
+  fsdpc_run_world one = {1, 1};
+  if (!(flags & FSDPC_RUN_PLAN_MODEL_ONLY) &&
+      (st = fsdpc__run_modes_resolve(cfg, NULL, w ? w : &one, &p->modes, err)) != FSDPC_OK)
+    goto fail;
+  fsdpc__run_shape_from_config(cfg, &p->shape);
+  p->numel = fsdpc__model_numel(&p->shape);
+  if ((st = fsdpc__model_params(&p->shape, &p->params, &p->n_params, err)) != FSDPC_OK)
+    goto fail;
+  if ((st = fsdpc__registry_create((const char *const *)cfg->plugins.paths.items,
+                                   cfg->plugins.paths.n, &p->reg, err)) != FSDPC_OK)
+    goto fail;
+  if (!(flags & FSDPC_RUN_PLAN_MODEL_ONLY) && (st = select_all(p, err)) != FSDPC_OK)
+    goto fail;
+  *out = p;
+  return FSDPC_OK;
+fail:
+  fsdpc__run_plan_destroy(p);
+  return st;
+}
+
+void fsdpc__run_plan_destroy(fsdpc_run_plan *p) {
+  if (!p)
+    return;
+  free(p->unit_of_param);
+  free(p->params);
+  fsdpc__registry_destroy(p->reg);
+  free(p);
+}
+
+fsdpc_status fsdpc__run_check_vocab(const fsdpc_run_plan *p, const char *what, const char *path,
+                                    int64_t vocab, fsdpc_err *err) {
+  if (vocab <= p->shape.V)
+    return FSDPC_OK;
+  return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: %s (%lld) is larger than model.vocab_size (%d)",
+                     path, what, (long long)vocab, p->shape.V);
+}
+
+double fsdpc__run_flops_per_token(const fsdpc_model_shape *s, int T) {
+  double n = (double)fsdpc__model_numel(s), embed = (double)s->V * (double)s->C;
+  return 6.0 * (n - embed) + 12.0 * (double)s->L * (double)s->C * (double)T;
+}

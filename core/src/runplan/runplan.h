@@ -1,0 +1,134 @@
+/* The run plan: everything a run is, resolved once from a config, the
+ * world (ranks, ranks per node) and the device kind, before any weight or
+ * token is read. The trainer (train/setup.c), the memory planner (plan/),
+ * `fsdpc convert`, `fsdpc bench` and `fsdpc config check` take a run plan;
+ * none derives these numbers again.
+ *
+ * Two layers:
+ *   fsdpc_run_modes  plain values (strategy, shard/replica groups, batch
+ *                    geometry, precision, offload, checkpointing, prefetch),
+ *                    resolved by fsdpc__run_modes_resolve: cheap, no plugin,
+ *                    so the planner resolves one per variant it is asked
+ *                    about;
+ *   fsdpc_run_plan   the modes of the config's own run, plus what needs the
+ *                    plugins: the model's parameter list, the chosen
+ *                    attention / optimizer / wrap (/ collectives) components
+ *                    with their options validated, the wrap plan, the
+ *                    optimizer's state planes and the attention sizes.
+ *
+ * Pure: nothing here allocates model memory, opens a device or a data file,
+ * or changes process state. */
+#ifndef FSDPC_RUNPLAN_RUNPLAN_H
+#define FSDPC_RUNPLAN_RUNPLAN_H
+
+#include "config/config.h"
+#include "model/llama.h"
+#include "plugin/registry.h"
+
+/* Where the run happens. */
+typedef struct fsdpc_run_world {
+  int world_size;     /* ranks in the run (>= 1) */
+  int nproc_per_node; /* ranks per node: HYBRID_SHARD's default group; 0 = unknown */
+} fsdpc_run_world;
+
+/* A variant of the config's run: -1 keeps the config's value. */
+typedef struct fsdpc_run_variant {
+  int strategy, activation_checkpointing, cpu_offload;
+} fsdpc_run_variant;
+
+/* Batch geometry: every rank sees micro x accum sequences of seq_len tokens
+ * per optimizer step; global = micro x accum x world. */
+typedef struct fsdpc_run_batch {
+  int64_t global, micro, accum, seq_len;
+  int64_t steps_per_epoch; /* of the training data; -1 = not known (no data opened) */
+} fsdpc_run_batch;
+
+typedef struct fsdpc_run_modes {
+  fsdpc_run_world world;
+  fsdpc_strategy strategy;
+  int S, R;                  /* shard group size, replica group size (S x R = world) */
+  int reshard_after_forward; /* FULL_SHARD, HYBRID_SHARD */
+  fsdpc_run_batch batch;
+  int32_t device;        /* FSDPC_DEVICE_* */
+  int32_t compute_dtype; /* fp32 on the CPU, bf16 on CUDA */
+  int32_t reduce_dtype;  /* FSDPC_DTYPE_F32 or (CUDA only) FSDPC_DTYPE_BF16 */
+  int cpu_offload;       /* in effect: shards in host memory while a device computes */
+  int cpu_offload_asked; /* fsdp.cpu_offload as given (a no-op on the CPU device) */
+  int activation_checkpointing;
+  int no_sync;
+  int align;
+  int forward_prefetch, backward_prefetch;
+} fsdpc_run_modes;
+
+/* The shard group size: FULL_SHARD / SHARD_GRAD_OP = world, NO_SHARD = 1,
+ * HYBRID_SHARD = hybrid_shard_size, or the ranks per node when that is 0;
+ * 1 at world 1. Checks that it divides the world. The only place that
+ * derives it. */
+fsdpc_status fsdpc__run_shard_size(fsdpc_strategy strategy, const fsdpc_run_world *w,
+                                   int64_t hybrid_shard_size, int *S, fsdpc_err *err);
+
+/* Resolves the modes of cfg (with variant v, NULL = as configured) at world
+ * w: groups, batch geometry, precision. Refuses what the trainer would
+ * refuse for these reasons, with the trainer's messages. */
+fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *cfg, const fsdpc_run_variant *v,
+                                      const fsdpc_run_world *w, fsdpc_run_modes *out,
+                                      fsdpc_err *err);
+
+/* The model shape a config describes. */
+void fsdpc__run_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh);
+
+enum {
+  /* Plan for a device this machine may not have (fsdpc plan, bench, config
+   * check): a plugin pinned by name is looked up by name when its
+   * supports() refuses, since the plan needs its sizes, not this machine's
+   * ability to run it. */
+  FSDPC_RUN_PLAN_OFFLINE = 1,
+  /* The model and the plugin registry only: no plugin selection, no modes
+   * (fsdpc convert, whose target layout comes from its own flags). */
+  FSDPC_RUN_PLAN_MODEL_ONLY = 2,
+};
+
+typedef struct fsdpc_run_plan {
+  const fsdpc_config *cfg; /* borrowed; outlives the plan */
+  unsigned flags;
+  fsdpc_run_modes modes;
+  /* the model */
+  fsdpc_model_shape shape;
+  fsdpc_param_info *params; /* (n_params) module order */
+  int n_params;
+  uint64_t numel; /* unique parameters */
+  /* plugins (owned by reg) */
+  fsdpc_registry *reg;
+  const fsdpc_component *attn, *optim, *wrap;
+  const fsdpc_component *coll; /* NULL at world 1 */
+  fsdpc_optim_init optim_init; /* as the config gives it, for the engine */
+  uint32_t n_slots;            /* optimizer state planes */
+  fsdpc_attn_sizes attn_sizes; /* the attention plugin's sizes() for (micro, seq_len) */
+  /* the wrap plan */
+  uint32_t *unit_of_param; /* (n_params) */
+  uint32_t n_units;
+} fsdpc_run_plan;
+
+/* Builds the plan of cfg at world w (flags: FSDPC_RUN_PLAN_*). */
+fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_world *w,
+                                    unsigned flags, fsdpc_run_plan **out, fsdpc_err *err);
+void fsdpc__run_plan_destroy(fsdpc_run_plan *p);
+
+/* The situation plugins are selected for (device, dtype, world, heads). */
+void fsdpc__run_situation(const fsdpc_run_plan *p, fsdpc_situation *sit);
+
+/* Checks a token file against the plan (its vocabulary fits the model) and
+ * a tokenizer's vocabulary size; the trainer and `config check` call them. */
+fsdpc_status fsdpc__run_check_vocab(const fsdpc_run_plan *p, const char *what, const char *path,
+                                    int64_t vocab, fsdpc_err *err);
+
+/* The files the config names (token files, tokenizer, model.init.from,
+ * checkpoint.resume), opened as far as their headers and checked against
+ * the plan: what `fsdpc train` would refuse about them (check.c). */
+fsdpc_status fsdpc__run_plan_check_files(const fsdpc_run_plan *p, fsdpc_err *err);
+
+/* FLOPs per token of one training step, torchtitan's convention:
+ *   6 x (params - embedding) + 12 x L x C x T. */
+double fsdpc__run_flops_per_token(const fsdpc_model_shape *s, int T);
+
+#endif

@@ -1,0 +1,173 @@
+/* The step as data (core/src/fsdp/program.h): the programs the engine runs
+ * and the planner costs are well formed for every strategy and option:
+ * a unit is resident whenever a block that uses it computes, gathers only
+ * what is not resident, waits only for gathers in flight, releases
+ * everything by the end; FULL_SHARD re-gathers in backward and
+ * SHARD_GRAD_OP does not; prefetches run ahead of the compute that needs
+ * them only with a comm stream; no_sync keeps the grads. */
+#include <check.h>
+#include <stdlib.h>
+
+#include "fsdp/program.h"
+#include "runplan/runplan.h"
+
+static const char *yaml =
+    "model: {vocab_size: 259, hidden_size: 64, intermediate_size: 160,\n"
+    "        num_hidden_layers: 3, num_attention_heads: 4,\n"
+    "        num_key_value_heads: 2, max_position_embeddings: 64}\n"
+    "data: {seq_len: 32}\n"
+    "attention: {impl: naive}\n"
+    "fsdp: {wrap: {policy: transformer, options: {separate_embedding: true}}}\n";
+
+static fsdpc_config *cfg;
+static fsdpc_run_plan *rp;
+static fsdpc_layout lay;
+
+static void setup(void) {
+  fsdpc_err err = {0};
+  ck_assert_msg(fsdpc__config_from_string(yaml, "t.yaml", NULL, 0, &cfg, &err) == FSDPC_OK, "%s",
+                err.msg);
+  fsdpc_run_world w = {1, 1};
+  ck_assert_msg(fsdpc__run_plan_create(cfg, &w, 0, &rp, &err) == FSDPC_OK, "%s", err.msg);
+  ck_assert_msg(fsdpc__layout_build(&rp->shape, rp->params, rp->n_params, rp->unit_of_param,
+                                    rp->n_units, 2, 1, 0, &lay, &err) == FSDPC_OK,
+                "%s", err.msg);
+}
+
+static void teardown(void) {
+  fsdpc__layout_free(&lay);
+  fsdpc__run_plan_destroy(rp);
+  fsdpc__config_destroy(cfg);
+}
+
+typedef struct counts {
+  int op[FSDPC_ACT_NOPS];
+  int first_gather_before_use; /* gathers issued before the compute action ahead of their block */
+} counts;
+
+/* Walks a program as an executor would and checks its invariants. */
+static counts check(const fsdpc_program_opts *o, const fsdpc_program *p) {
+  counts c = {0};
+  int nu = lay.n_units;
+  int *res = calloc((size_t)nu, sizeof *res), *pend = calloc((size_t)nu, sizeof *pend);
+  for (int i = 0; i < p->n; i++) {
+    int op = p->a[i].op, arg = p->a[i].arg;
+    c.op[op]++;
+    switch (op) {
+    case FSDPC_ACT_GATHER:
+      ck_assert_msg(!res[arg], "action %d gathers resident unit %d", i, arg);
+      res[arg] = 1;
+      pend[arg] = o->overlap;
+      break;
+    case FSDPC_ACT_WAIT:
+      ck_assert_msg(pend[arg], "action %d waits for unit %d with no gather in flight", i, arg);
+      pend[arg] = 0;
+      break;
+    case FSDPC_ACT_RELEASE:
+      ck_assert_msg(res[arg] && !pend[arg], "action %d releases unit %d", i, arg);
+      res[arg] = 0;
+      break;
+    case FSDPC_ACT_FORWARD:
+    case FSDPC_ACT_BACKWARD:
+    case FSDPC_ACT_HEAD: {
+      const fsdpc_block *b = &lay.blocks[arg];
+      for (int k = 0; k < b->n_units; k++) {
+        int u = b->units[k];
+        ck_assert_msg(o->full_is_master || (res[u] && !pend[u]),
+                      "action %d (%s) runs block %d without unit %d", i, fsdpc__act_name(op), arg,
+                      u);
+      }
+      /* a prefetch: the next block's units already in flight */
+      if (op == FSDPC_ACT_FORWARD && arg + 1 < lay.n_blocks)
+        for (int k = 0; k < lay.blocks[arg + 1].n_units; k++)
+          c.first_gather_before_use += pend[lay.blocks[arg + 1].units[k]];
+      break;
+    }
+    default:
+      break;
+    }
+  }
+  for (int u = 0; u < nu; u++)
+    ck_assert_msg(o->full_is_master || !res[u], "unit %d still resident at the end", u);
+  free(res);
+  free(pend);
+  return c;
+}
+
+static counts build(fsdpc_program_opts *o, fsdpc_program_kind kind) {
+  fsdpc_program p = {0};
+  fsdpc_err err = {0};
+  ck_assert_msg(fsdpc__program_build(o, kind, &p, &err) == FSDPC_OK, "%s", err.msg);
+  counts c = check(o, &p);
+  fsdpc__program_free(&p);
+  return c;
+}
+
+START_TEST(reshard_regathers) {
+  fsdpc_program_opts o;
+  fsdpc__program_opts_for(&lay, 2, 1, 1, 0, 1, 0, 0, 1, 1, &o); /* FULL_SHARD, CPU */
+  counts full = build(&o, FSDPC_PROGRAM_MICRO);
+  ck_assert_int_gt(full.op[FSDPC_ACT_GATHER], lay.n_units); /* backward re-gathers */
+  ck_assert_int_eq(full.op[FSDPC_ACT_GATHER], full.op[FSDPC_ACT_RELEASE]);
+  ck_assert_int_eq(full.op[FSDPC_ACT_REDUCE], lay.n_units);
+  ck_assert_int_eq(full.op[FSDPC_ACT_WAIT], 0); /* no comm stream: nothing in flight */
+  ck_assert_int_eq(full.first_gather_before_use, 0);
+  fsdpc__program_opts_for(&lay, 2, 1, 1, 0, 0, 0, 0, 1, 1, &o); /* SHARD_GRAD_OP */
+  counts sgo = build(&o, FSDPC_PROGRAM_MICRO);
+  ck_assert_int_eq(sgo.op[FSDPC_ACT_GATHER], lay.n_units);
+  ck_assert_int_eq(sgo.op[FSDPC_ACT_FORWARD], full.op[FSDPC_ACT_FORWARD]);
+  ck_assert_int_eq(sgo.op[FSDPC_ACT_BACKWARD], lay.n_blocks - 1);
+}
+END_TEST
+
+START_TEST(prefetch_with_comm_stream) {
+  fsdpc_program_opts o;
+  fsdpc__program_opts_for(&lay, 2, 1, 0, 0, 1, 0, 1, 1, 1, &o); /* CUDA, comm stream */
+  counts c = build(&o, FSDPC_PROGRAM_MICRO);
+  ck_assert_int_eq(c.op[FSDPC_ACT_WAIT], c.op[FSDPC_ACT_GATHER]);
+  ck_assert_int_gt(c.first_gather_before_use, 0);
+  fsdpc__program_opts_for(&lay, 2, 1, 0, 0, 1, 0, 1, 0, 0, &o); /* prefetch off */
+  c = build(&o, FSDPC_PROGRAM_MICRO);
+  ck_assert_int_eq(c.first_gather_before_use, 0);
+  c = build(&o, FSDPC_PROGRAM_FORWARD);
+  ck_assert_int_eq(c.op[FSDPC_ACT_BACKWARD] + c.op[FSDPC_ACT_REDUCE], 0);
+}
+END_TEST
+
+START_TEST(shard_is_full_and_no_sync) {
+  fsdpc_program_opts o;
+  fsdpc__program_opts_for(&lay, 1, 4, 1, 0, 1, 1, 0, 1, 1, &o); /* NO_SHARD on the CPU */
+  counts c = build(&o, FSDPC_PROGRAM_MICRO);
+  ck_assert_int_eq(c.op[FSDPC_ACT_GATHER] + c.op[FSDPC_ACT_RELEASE] + c.op[FSDPC_ACT_REDUCE] +
+                       c.op[FSDPC_ACT_GRAD_ALLOC],
+                   0);
+  c = build(&o, FSDPC_PROGRAM_OPTIM);
+  ck_assert_int_eq(c.op[FSDPC_ACT_REPLICA_REDUCE], lay.n_units);
+  ck_assert_int_eq(c.op[FSDPC_ACT_UPDATE], lay.n_units);
+  ck_assert_int_eq(c.op[FSDPC_ACT_NORM], 1);
+  fsdpc__program_opts_for(&lay, 2, 1, 1, 0, 1, 1, 0, 1, 1, &o); /* FULL_SHARD, no_sync */
+  ck_assert_int_eq(build(&o, FSDPC_PROGRAM_MICRO_NO_SYNC).op[FSDPC_ACT_REDUCE], 0);
+  ck_assert_int_eq(build(&o, FSDPC_PROGRAM_MICRO).op[FSDPC_ACT_REDUCE], lay.n_units);
+  ck_assert_int_eq(build(&o, FSDPC_PROGRAM_OPTIM).op[FSDPC_ACT_REPLICA_REDUCE], 0);
+  fsdpc__program_opts_for(&lay, 1, 1, 0, 1, 1, 0, 0, 1, 1, &o); /* offloaded at S = 1 */
+  c = build(&o, FSDPC_PROGRAM_MICRO);
+  ck_assert_int_eq(c.op[FSDPC_ACT_REDUCE], lay.n_units); /* grads go to the host */
+  ck_assert_int_eq(c.op[FSDPC_ACT_ABSORB], 1);
+  ck_assert_int_eq(build(&o, FSDPC_PROGRAM_OPTIM).op[FSDPC_ACT_SYNC], 1);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("fsdp_program");
+  TCase *tc = tcase_create("core");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_add_test(tc, reshard_regathers);
+  tcase_add_test(tc, prefetch_with_comm_stream);
+  tcase_add_test(tc, shard_is_full_and_no_sync);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -129,6 +129,12 @@ void fsdpc__dist_destroy(fsdpc_dist *d) {
 fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const void *send, void *recv,
                                     uint64_t count, int32_t dtype, const char *unit,
                                     fsdpc_err *err) {
+  return fsdpc__dist_all_gather_on(d, g, send, recv, count, dtype, NULL, unit, err);
+}
+
+fsdpc_status fsdpc__dist_all_gather_on(fsdpc_dist *d, fsdpc_group g, const void *send, void *recv,
+                                       uint64_t count, int32_t dtype, void *stream,
+                                       const char *unit, fsdpc_err *err) {
   int size;
   size_t es = dtype == FSDPC_DTYPE_BF16 ? 2 : 4;
   fsdpc_comm *c = group_comm(d, g, &size);
@@ -141,7 +147,7 @@ fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const void *se
   fsdpc_op_info oi = op_info(d, "all_gather", unit);
   d->bytes_all_gather += count * es * (uint64_t)(size - 1);
   double t0 = now_s();
-  int32_t r = d->cv->all_gather(c, send, recv, count, dtype, d->stream, &oi);
+  int32_t r = d->cv->all_gather(c, send, recv, count, dtype, stream ? stream : d->stream, &oi);
   d->comm_s += now_s() - t0;
   return check(d, r, "all_gather", unit, oi.seq, err);
 }
@@ -149,6 +155,12 @@ fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const void *se
 fsdpc_status fsdpc__dist_reduce_scatter_dt(fsdpc_dist *d, fsdpc_group g, const void *send,
                                            void *recv, uint64_t count, int32_t dtype,
                                            const char *unit, fsdpc_err *err) {
+  return fsdpc__dist_reduce_scatter_on(d, g, send, recv, count, dtype, NULL, unit, err);
+}
+
+fsdpc_status fsdpc__dist_reduce_scatter_on(fsdpc_dist *d, fsdpc_group g, const void *send,
+                                           void *recv, uint64_t count, int32_t dtype,
+                                           void *stream, const char *unit, fsdpc_err *err) {
   int size;
   size_t es = dtype == FSDPC_DTYPE_BF16 ? 2 : 4;
   fsdpc_comm *c = group_comm(d, g, &size);
@@ -159,7 +171,8 @@ fsdpc_status fsdpc__dist_reduce_scatter_dt(fsdpc_dist *d, fsdpc_group g, const v
   fsdpc_op_info oi = op_info(d, "reduce_scatter", unit);
   d->bytes_reduce_scatter += count * es * (uint64_t)(size - 1);
   double t0 = now_s();
-  int32_t r = d->cv->reduce_scatter(c, send, recv, count, dtype, FSDPC_REDUCE_SUM, d->stream, &oi);
+  int32_t r = d->cv->reduce_scatter(c, send, recv, count, dtype, FSDPC_REDUCE_SUM,
+                                    stream ? stream : d->stream, &oi);
   d->comm_s += now_s() - t0;
   return check(d, r, "reduce_scatter", unit, oi.seq, err);
 }

@@ -59,6 +59,11 @@ typedef enum { FSDPC_GROUP_WORLD, FSDPC_GROUP_SHARD, FSDPC_GROUP_REPLICA } fsdpc
 fsdpc_status fsdpc__dist_all_gather(fsdpc_dist *d, fsdpc_group g, const void *send, void *recv,
                                     uint64_t count, int32_t dtype, const char *unit,
                                     fsdpc_err *err);
+/* The same on stream (a device stream; NULL = the dist's own), so that a
+ * caller ordering collectives on a second stream passes it per call. */
+fsdpc_status fsdpc__dist_all_gather_on(fsdpc_dist *d, fsdpc_group g, const void *send, void *recv,
+                                       uint64_t count, int32_t dtype, void *stream,
+                                       const char *unit, fsdpc_err *err);
 /* recv (count) = sum over group ranks of send[rank*count ..]. */
 fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const float *send,
                                         float *recv, uint64_t count, const char *unit,
@@ -68,6 +73,9 @@ fsdpc_status fsdpc__dist_reduce_scatter(fsdpc_dist *d, fsdpc_group g, const floa
 fsdpc_status fsdpc__dist_reduce_scatter_dt(fsdpc_dist *d, fsdpc_group g, const void *send,
                                            void *recv, uint64_t count, int32_t dtype,
                                            const char *unit, fsdpc_err *err);
+fsdpc_status fsdpc__dist_reduce_scatter_on(fsdpc_dist *d, fsdpc_group g, const void *send,
+                                           void *recv, uint64_t count, int32_t dtype,
+                                           void *stream, const char *unit, fsdpc_err *err);
 /* In-place sum over the group. */
 fsdpc_status fsdpc__dist_all_reduce_dt(fsdpc_dist *d, fsdpc_group g, void *buf, uint64_t count,
                                        int32_t dtype, const char *what, fsdpc_err *err);

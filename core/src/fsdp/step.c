@@ -23,13 +23,6 @@
  * (compute -> comm), and the two fences around a pass. */
 enum { EV_GATHER = 0, EV_GRADS = 32, EV_FENCE_IN = 48, EV_FENCE_OUT = 49 };
 
-/* Collectives of the engine on stream st (the dist default when NULL). */
-static void *dist_stream_swap(fsdpc_engine *e, void *st) {
-  void *old = e->dist->stream;
-  if (st) e->dist->stream = st;
-  return old;
-}
-
 /* Before a pass: the comm stream waits for everything on the compute stream
  * (the optimizer's update of the master shards, frees). */
 static fsdpc_status fence_in(fsdpc_engine *e, fsdpc_err *err) {
@@ -75,28 +68,26 @@ static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
   if (!un->full)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s (%zu bytes)",
                        un->name, fb);
-  void *old = dist_stream_swap(e, e->comm);
   fsdpc_status st;
   if (e->offload) {
     void *own = (char *)un->full + un->shard_offset * e->psize;
     refresh_stage(e, un);
     st = e->ops->copy_on(e->ops->ctx, own, un->stage, un->shard_numel * e->psize, e->comm, err);
     if (st == FSDPC_OK && e->S > 1)
-      st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
-                                  e->ops->act_dtype, un->name, err);
+      st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
+                                     e->ops->act_dtype, e->comm, un->name, err);
   } else if (e->ops->act_dtype == FSDPC_DTYPE_F32) {
-    st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, un->master, un->full,
-                                un->shard_numel, FSDPC_DTYPE_F32, un->name, err);
+    st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, un->master, un->full,
+                                   un->shard_numel, FSDPC_DTYPE_F32, e->comm, un->name, err);
   } else {
     void *own = (char *)un->full + un->shard_offset * e->psize;
     st = e->comm ? e->ops->cast_params_on(e->ops->ctx, own, un->master, un->shard_numel, e->comm,
                                           err)
                  : e->ops->cast_params(e->ops->ctx, own, un->master, un->shard_numel, err);
     if (st == FSDPC_OK && e->S > 1)
-      st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
-                                  e->ops->act_dtype, un->name, err);
+      st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
+                                     e->ops->act_dtype, e->comm, un->name, err);
   }
-  e->dist->stream = old;
   FSDPC_TRY(st);
   if (e->comm) {
     FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_GATHER + u % 32, e->comm, err));
@@ -151,8 +142,8 @@ static fsdpc_status reduce_scatter_bf16(fsdpc_engine *e, fsdpc_unit *un, void *s
   e->ops->free_on(e->ops->ctx, FSDPC_MEM_GRADS, un->full_grad, fb, st);
   un->full_grad = NULL;
   if (s == FSDPC_OK)
-    s = fsdpc__dist_reduce_scatter_dt(e->dist, FSDPC_GROUP_SHARD, g16, e->rs16, un->shard_numel,
-                                      FSDPC_DTYPE_BF16, un->name, err);
+    s = fsdpc__dist_reduce_scatter_on(e->dist, FSDPC_GROUP_SHARD, g16, e->rs16, un->shard_numel,
+                                      FSDPC_DTYPE_BF16, st, un->name, err);
   e->ops->free_on(e->ops->ctx, FSDPC_MEM_COMM, g16, hb, st);
   FSDPC_TRY(s);
   return e->ops->cast_to_f32_on(e->ops->ctx, e->rs_scratch, e->rs16, un->shard_numel, st, err);
@@ -212,14 +203,10 @@ static fsdpc_status reduce_grads(fsdpc_engine *e, int u, fsdpc_err *err) {
   }
   const float *reduced = un->full_grad; /* S == 1: the full grads are the shard */
   if (e->S > 1) {
-    void *old = dist_stream_swap(e, e->comm);
-    fsdpc_status st =
-        e->reduce_bf16
-            ? reduce_scatter_bf16(e, un, e->comm, err)
-            : fsdpc__dist_reduce_scatter(e->dist, FSDPC_GROUP_SHARD, un->full_grad,
-                                         e->rs_scratch, un->shard_numel, un->name, err);
-    e->dist->stream = old;
-    FSDPC_TRY(st);
+    FSDPC_TRY(e->reduce_bf16 ? reduce_scatter_bf16(e, un, e->comm, err)
+                             : fsdpc__dist_reduce_scatter_on(
+                                   e->dist, FSDPC_GROUP_SHARD, un->full_grad, e->rs_scratch,
+                                   un->shard_numel, FSDPC_DTYPE_F32, e->comm, un->name, err));
     reduced = e->rs_scratch;
   }
   if (e->offload) {

@@ -44,6 +44,7 @@ typedef struct fsdpc_session {
   FILE *metrics;               /* rank 0: log.dir/metrics.jsonl */
   int progress;                /* draw a progress bar */
   double t_start;
+  int omp_threads_before;      /* the caller's OpenMP team size, restored at destroy */
 } fsdpc_session;
 
 /* Builds the session for this rank (env says which). */

@@ -109,6 +109,9 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   s->env = *env;
   s->t_start = fsdpc__now();
   int world = env->world_size, rank = env->rank;
+  /* train.threads sets the OpenMP team size of the CPU ops; the caller's
+   * setting comes back when the session is destroyed. */
+  s->omp_threads_before = omp_get_max_threads();
   if (cfg->train.threads > 0) omp_set_num_threads((int)cfg->train.threads);
 
 #define STEP(x)                                                                                \
@@ -233,5 +236,6 @@ void fsdpc__session_destroy(fsdpc_session *s) {
 #ifdef FSDPC_WITH_CUDA
   fsdpc__cuda_ctx_destroy(s->cuda); /* after everything that holds device memory */
 #endif
+  if (s->omp_threads_before > 0) omp_set_num_threads(s->omp_threads_before);
   free(s);
 }

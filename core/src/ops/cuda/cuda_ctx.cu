@@ -201,6 +201,12 @@ fsdpc_status fsdpc__cuda_alloc(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, size_t by
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
     *out = NULL;
+    if (e != cudaErrorMemoryAllocation) /* a sticky fault of an earlier kernel or copy */
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                         "cuda: device %d cannot allocate %.1f MiB for %s: %s (an earlier device "
+                         "fault; the device is unusable until the process restarts)",
+                         ctx->device, (double)bytes / 1048576.0, fsdpc__mem_cat_name(cat),
+                         cudaGetErrorString(e));
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
                        "cuda: device %d out of memory allocating %.1f MiB for %s (%s); %.1f MiB "
                        "allocated in total: lower the micro-batch, shard more or enable "

@@ -5,15 +5,21 @@
 
 #include "ops/cuda/ops_cuda.h"
 #include "ops/ops.h"
+#include "util/log.h"
 
+/* The table's alloc / free report failure by NULL and not at all: the
+ * CUDA error behind it is logged here so that a sticky device fault is not
+ * read later as "out of memory" only. */
 static void *c_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
   void *p = NULL;
   fsdpc_err err;
-  return fsdpc__cuda_alloc(ctx, cat, bytes, NULL, &p, &err) == FSDPC_OK ? p : NULL;
+  if (fsdpc__cuda_alloc(ctx, cat, bytes, NULL, &p, &err) == FSDPC_OK) return p;
+  FSDPC_LOGE("%s", err.msg);
+  return NULL;
 }
 static void c_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
   fsdpc_err err;
-  fsdpc__cuda_free(ctx, cat, p, bytes, NULL, &err);
+  if (fsdpc__cuda_free(ctx, cat, p, bytes, NULL, &err) != FSDPC_OK) FSDPC_LOGE("%s", err.msg);
 }
 static void *c_stream(void *ctx) { return fsdpc__cuda_compute_stream(ctx); }
 static void *c_comm_stream(void *ctx) { return fsdpc__cuda_comm_stream(ctx); }
@@ -26,11 +32,13 @@ static fsdpc_status c_stream_wait(void *ctx, void *stream, int slot, fsdpc_err *
 static void *c_alloc_on(void *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream) {
   void *p = NULL;
   fsdpc_err err;
-  return fsdpc__cuda_alloc(ctx, cat, bytes, stream, &p, &err) == FSDPC_OK ? p : NULL;
+  if (fsdpc__cuda_alloc(ctx, cat, bytes, stream, &p, &err) == FSDPC_OK) return p;
+  FSDPC_LOGE("%s", err.msg);
+  return NULL;
 }
 static void c_free_on(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes, void *stream) {
   fsdpc_err err;
-  fsdpc__cuda_free(ctx, cat, p, bytes, stream, &err);
+  if (fsdpc__cuda_free(ctx, cat, p, bytes, stream, &err) != FSDPC_OK) FSDPC_LOGE("%s", err.msg);
 }
 static fsdpc_status c_cast_params_on(void *ctx, void *dst, const float *src, size_t n,
                                      void *stream, fsdpc_err *err) {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/api_internal.h"
 #include "commands.h"
 #include "config/config.h"
 #include "dist/env.h"
@@ -93,14 +94,21 @@ int fsdpc__cmd_train(int argc, char **argv) {
   if (env.rank == 0)
     FSDPC_LOGI("fsdpc %s: %s, world %d (%s), %s", fsdpc_version(), cfg_path, env.world_size,
                env.source, fsdpc__strategy_name((fsdpc_strategy)cfg->fsdp.sharding_strategy));
-  fsdpc_session *s = NULL;
-  fsdpc_status st = fsdpc__session_create(cfg, &env, &s, &err);
-  if (st == FSDPC_OK) st = fsdpc__session_train(s, &err);
-  if (st != FSDPC_OK) {
-    if (s && s->job) fsdpc__dist_post_abort(s->job->store, err.msg, NULL);
-    FSDPC_LOGE("%s", err.msg);
+  /* The public API: this command is its first user. */
+  fsdpc_trainer *t = NULL;
+  fsdpc_status st = fsdpc_trainer_create(cfg, &t, &err);
+  if (st == FSDPC_OK)
+    st = fsdpc_trainer_run(t, 0, NULL, NULL, &err);
+  /* generation only after the last step (not after a stop on a signal) */
+  fsdpc_session *s = fsdpc__trainer_session(t);
+  if (st == FSDPC_OK && fsdpc_trainer_step(t) == cfg->train.max_steps) {
+    st = fsdpc__session_generate_prompts(s, &err);
+    if (st != FSDPC_OK && s->job)
+      fsdpc__dist_post_abort(s->job->store, err.msg, NULL);
   }
-  fsdpc__session_destroy(s);
+  if (st != FSDPC_OK)
+    FSDPC_LOGE("%s", err.msg);
+  fsdpc_trainer_destroy(t);
   fsdpc__config_destroy(cfg);
   return st == FSDPC_OK ? 0 : 1;
 }

@@ -315,6 +315,19 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_ckpt_train *s, int64_t done, int *stop
   return FSDPC_OK;
 }
 
+fsdpc_status fsdpc__ckpt_save_now(fsdpc_ckpt_train *s, int64_t done, fsdpc_err *err) {
+  fsdpc_ckpt_run *r = s->run;
+  if (!s->cfg->checkpoint.dir[0] || !r || !r->host)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: saving needs checkpoint.dir (the folder checkpoints go to)",
+                       s->cfg->source);
+  if (r->last_saved == done)
+    return FSDPC_OK;
+  char name[64];
+  fsdpc__ckpt_step_name(done, name, sizeof name);
+  return save(s, name, r->fmt.intermediate, FSDPC_DTYPE_F32, done, err);
+}
+
 fsdpc_status fsdpc__ckpt_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   if (!c->checkpoint.dir[0])

@@ -37,6 +37,9 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_ckpt_train *s, fsdpc_err *err);
 /* After `done` steps: the periodic save, and the agreed stop on a signal
  * (a save, then *stop = 1: the caller returns OK at once). */
 fsdpc_status fsdpc__ckpt_after_step(fsdpc_ckpt_train *s, int64_t done, int *stop, fsdpc_err *err);
+/* A checkpoint of `done` steps now (checkpoint.intermediate_format into
+ * checkpoint.dir), unless that step is saved already. */
+fsdpc_status fsdpc__ckpt_save_now(fsdpc_ckpt_train *s, int64_t done, fsdpc_err *err);
 /* The final checkpoint (checkpoint.final_format) into checkpoint.dir/final. */
 fsdpc_status fsdpc__ckpt_final(fsdpc_ckpt_train *s, fsdpc_err *err);
 void fsdpc__ckpt_session_destroy(fsdpc_ckpt_train *s);

@@ -12,12 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "plugin/plugin_lib.h"
 #include "util/log.h"
 
 #ifndef FSDPC_PLUGIN_BUILD_DIR
 #define FSDPC_PLUGIN_BUILD_DIR ""
+#endif
+#ifndef FSDPC_PLUGIN_DIR_FROM_BIN
+#define FSDPC_PLUGIN_DIR_FROM_BIN "../lib/fsdpc/plugins"
 #endif
 #ifndef FSDPC_PLUGIN_INSTALL_DIR
 #define FSDPC_PLUGIN_INSTALL_DIR ""
@@ -224,17 +228,29 @@ static fsdpc_status search_entry(fsdpc_registry *reg, const char *entry, int exp
 
 /* The plugin folder next to the libfsdpc.so actually loaded
  * (<libdir>/fsdpc/plugins), so that an installation moved to another prefix
- * still finds its own plugins. Empty when the core is linked statically. */
+ * still finds its own plugins; for the fsdpc executable (the core linked
+ * statically) the same folder reached from its bindir. Empty otherwise. */
 static void relocated_install_dir(char *buf, size_t cap) {
   buf[0] = '\0';
   Dl_info info;
   if (!dladdr((void *)&fsdpc__registry_create_ex, &info) || !info.dli_fname)
     return;
   const char *slash = strrchr(info.dli_fname, '/');
-  if (!slash || !strstr(slash, "libfsdpc.so"))
-    return;
   char dir[PATH_MAX], real[PATH_MAX];
-  snprintf(dir, sizeof dir, "%.*s/fsdpc/plugins", (int)(slash - info.dli_fname), info.dli_fname);
+  if (slash && strstr(slash, "libfsdpc.so")) {
+    snprintf(dir, sizeof dir, "%.*s/fsdpc/plugins", (int)(slash - info.dli_fname), info.dli_fname);
+  } else {
+    /* the fsdpc executable, which links the core statically: <bindir>/fsdpc */
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+      return;
+    exe[n] = '\0';
+    const char *es = strrchr(exe, '/');
+    if (!es || strcmp(es, "/fsdpc") != 0)
+      return;
+    snprintf(dir, sizeof dir, "%.*s/%s", (int)(es - exe), exe, FSDPC_PLUGIN_DIR_FROM_BIN);
+  }
   /* Canonical, so that it compares equal to the configured install folder
    * and reads well in messages ("bin/../lib" otherwise). */
   snprintf(buf, cap, "%s", realpath(dir, real) ? real : dir);

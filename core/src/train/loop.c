@@ -155,33 +155,49 @@ static void escape(const char *in, char *out, size_t cap) {
   out[o] = '\0';
 }
 
-fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
+fsdpc_status fsdpc__session_step(fsdpc_session *s, fsdpc_session_step *out, int *stop,
+                                 fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
-  fsdpc__report_memory(s, "start");
-  double eval_loss = NAN;
-  for (int64_t step = s->ckpt.start_step; step < c->train.max_steps; step++) {
-    if (s->job) FSDPC_TRY(fsdpc__dist_check_abort(s->job->store, err));
-    fsdpc__session_mem_reset_peak(s);
-    fsdpc__dist_reset_counters(&s->dist);
-    double t0 = fsdpc__now(), loss = 0, lr = 0, gnorm = 0;
-    FSDPC_TRY(train_step(s, step, &loss, &lr, &gnorm, err));
-    double dt = fsdpc__now() - t0;
-    fsdpc__engine_comm_bytes(s->eng, &s->last_comm);
-    eval_loss = NAN;
-    int last = step + 1 == c->train.max_steps;
-    if (s->eval_ld && ((c->train.eval_every > 0 && (step + 1) % c->train.eval_every == 0) ||
-                       last))
-      FSDPC_TRY(fsdpc__session_eval(s, &eval_loss, err));
-    fsdpc__report_step(s, step + 1, loss, lr, gnorm, dt, eval_loss);
-    if (c->log.memory_every > 0 && (step + 1) % c->log.memory_every == 0)
-      fsdpc__report_memory(s, "step");
-    int stop = 0;
-    FSDPC_TRY(fsdpc__ckpt_after_step(&s->ckpt, step + 1, &stop, err));
-    if (stop) return FSDPC_OK; /* a checkpoint was written: leave cleanly */
+  int64_t step = s->next_step;
+  *stop = 0;
+  if (!s->started) {
+    fsdpc__report_memory(s, "start");
+    s->started = 1;
   }
+  if (s->job)
+    FSDPC_TRY(fsdpc__dist_check_abort(s->job->store, err));
+  fsdpc__session_mem_reset_peak(s);
+  fsdpc__dist_reset_counters(&s->dist);
+  double t0 = fsdpc__now(), loss = 0, lr = 0, gnorm = 0;
+  FSDPC_TRY(train_step(s, step, &loss, &lr, &gnorm, err));
+  double dt = fsdpc__now() - t0;
+  fsdpc__engine_comm_bytes(s->eng, &s->last_comm);
+  double eval_loss = NAN;
+  int last = step + 1 == c->train.max_steps;
+  if (s->eval_ld && ((c->train.eval_every > 0 && (step + 1) % c->train.eval_every == 0) || last))
+    FSDPC_TRY(fsdpc__session_eval(s, &eval_loss, err));
+  fsdpc__report_step(s, step + 1, loss, lr, gnorm, dt, eval_loss);
+  if (c->log.memory_every > 0 && (step + 1) % c->log.memory_every == 0)
+    fsdpc__report_memory(s, "step");
+  s->next_step = step + 1;
+  *out = (fsdpc_session_step){.step = step + 1,
+                              .loss = loss,
+                              .lr = lr,
+                              .grad_norm = gnorm,
+                              .step_s = dt,
+                              .eval_loss = eval_loss};
+  /* a stop signal: a checkpoint was written, the caller leaves cleanly */
+  return fsdpc__ckpt_after_step(&s->ckpt, step + 1, stop, err);
+}
+
+fsdpc_status fsdpc__session_finish(fsdpc_session *s, fsdpc_err *err) {
   FSDPC_TRY(fsdpc__ckpt_final(&s->ckpt, err));
   fsdpc__report_memory(s, "end");
-  FSDPC_TRY(fsdpc__report_rank_summary(s, err));
+  return fsdpc__report_rank_summary(s, err);
+}
+
+fsdpc_status fsdpc__session_generate_prompts(fsdpc_session *s, fsdpc_err *err) {
+  const fsdpc_config *c = s->cfg;
   for (int i = 0; i < c->train.generate_prompts.n; i++) {
     char text[4096];
     const char *prompt = c->train.generate_prompts.items[i];
@@ -198,4 +214,16 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
     }
   }
   return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
+  while (s->next_step < s->cfg->train.max_steps) {
+    fsdpc_session_step m;
+    int stop = 0;
+    FSDPC_TRY(fsdpc__session_step(s, &m, &stop, err));
+    if (stop)
+      return FSDPC_OK; /* a checkpoint was written: leave cleanly */
+  }
+  FSDPC_TRY(fsdpc__session_finish(s, err));
+  return fsdpc__session_generate_prompts(s, err);
 }

@@ -45,12 +45,30 @@ typedef struct fsdpc_session {
   int progress;                /* draw a progress bar */
   double t_start;
   int omp_threads_before;      /* the caller's OpenMP team size, restored at destroy */
+  int64_t next_step;           /* 0-based index of the next step to run */
+  int started;                 /* the start memory report was written */
 } fsdpc_session;
+
+/* What one step reports (fsdpc__session_step). */
+typedef struct fsdpc_session_step {
+  int64_t step;                                  /* 1-based: steps done */
+  double loss, lr, grad_norm, step_s, eval_loss; /* eval_loss NaN when not evaluated */
+} fsdpc_session_step;
 
 /* Builds the session for this rank (env says which). */
 fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                                    fsdpc_session **out, fsdpc_err *err);
 void fsdpc__session_destroy(fsdpc_session *s);
+
+/* One optimizer step (the next one), its evaluation, report and checkpoint
+ * hooks; *stop = 1 when a stop signal made it save and the run must end. */
+fsdpc_status fsdpc__session_step(fsdpc_session *s, fsdpc_session_step *out, int *stop,
+                                 fsdpc_err *err);
+/* After the last step: the final checkpoint, the memory report and
+ * log.dir/rank<R>.json. */
+fsdpc_status fsdpc__session_finish(fsdpc_session *s, fsdpc_err *err);
+/* The config's generation prompts, answers on stdout (rank 0). */
+fsdpc_status fsdpc__session_generate_prompts(fsdpc_session *s, fsdpc_err *err);
 
 /* Trains cfg->train.max_steps steps, evaluating and logging as configured,
  * then runs the generation prompts. */

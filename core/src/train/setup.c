@@ -197,6 +197,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                                       .warmup_steps = s->sched.warmup_steps,
                                       .max_steps = s->sched.max_steps}};
   STEP(fsdpc__ckpt_session_setup(&s->ckpt, err));
+  s->next_step = s->ckpt.start_step;
   if (rank == 0) {
     STEP(fsdpc__mkdir_p(cfg->log.dir, err));
     char path[4096];

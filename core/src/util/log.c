@@ -6,6 +6,18 @@
 
 static int g_level = FSDPC_LOG_INFO;
 static int g_rank = -1;
+/* Where lines go: stderr, or the embedder's sink (fsdpc_set_log_sink). */
+static fsdpc_log_fn g_sink;
+static void *g_sink_user;
+
+void fsdpc_set_log_sink(fsdpc_log_fn fn, void *user) {
+  g_sink_user = user;
+  g_sink = fn;
+}
+
+void fsdpc_set_log_level(int32_t level) {
+  g_level = level;
+}
 
 void fsdpc__log_setup(int level, int rank) {
   g_level = level;
@@ -26,6 +38,10 @@ void fsdpc__log(int level, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
   va_end(ap);
+  if (g_sink) {
+    g_sink(g_sink_user, level, line);
+    return;
+  }
   /* One write per line so that lines from several ranks do not interleave. */
   size_t len = strlen(line);
   if (len + 1 < sizeof line) {

@@ -36,7 +36,8 @@ typedef struct run_state {
 
 static int32_t on_step(void *user, const fsdpc_step_metrics *m) {
   run_state *r = user;
-  if (r->steps++ == 0) r->first_loss = m->loss;
+  if (r->steps++ == 0)
+    r->first_loss = m->loss;
   r->last_loss = m->loss;
   printf("step %lld/%lld loss %.4f lr %.2e grad_norm %.3f (%.3f s)\n", (long long)m->step,
          (long long)m->max_steps, m->loss, m->lr, m->grad_norm, m->step_s);
@@ -54,7 +55,8 @@ int main(int argc, char **argv) {
   snprintf(logdir, sizeof logdir, "log.dir=%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   const char *overrides[64] = {data, steps, logdir};
   int n = 3;
-  for (int i = 3; i < argc && n < 64; i++) overrides[n++] = argv[i];
+  for (int i = 3; i < argc && n < 64; i++)
+    overrides[n++] = argv[i];
 
   int lines = 0;
   fsdpc_set_log_sink(sink, &lines);
@@ -80,8 +82,10 @@ int main(int argc, char **argv) {
          ps.n_units, ps.attention, ps.optim);
   fsdpc_plan_destroy(plan);
 
-  if (fsdpc_trainer_create(cfg, &t, &err) != FSDPC_OK) goto out;
-  if (fsdpc_trainer_run(t, 0, on_step, &r, &err) != FSDPC_OK) goto out;
+  if (fsdpc_trainer_create(cfg, &t, &err) != FSDPC_OK)
+    goto out;
+  if (fsdpc_trainer_run(t, 0, on_step, &r, &err) != FSDPC_OK)
+    goto out;
   printf("trained %lld steps in-process: loss %.4f -> %.4f; %d library log lines\n",
          (long long)fsdpc_trainer_step(t), r.first_loss, r.last_loss, lines);
   code = r.steps > 1 && r.last_loss < r.first_loss ? 0 : 3;

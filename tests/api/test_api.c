@@ -25,8 +25,7 @@ static const char *tiny = "model: {vocab_size: 259, hidden_size: 32, intermediat
 static fsdpc_config *parse(const char *const *ovr, int n) {
   fsdpc_config *c = NULL;
   fsdpc_err err = {0};
-  ck_assert_msg(fsdpc_config_parse(tiny, "tiny.yaml", ovr, n, &c, &err) == FSDPC_OK, "%s",
-                err.msg);
+  ck_assert_msg(fsdpc_config_parse(tiny, "tiny.yaml", ovr, n, &c, &err) == FSDPC_OK, "%s", err.msg);
   return c;
 }
 
@@ -100,7 +99,8 @@ static int32_t on_step(void *user, const fsdpc_step_metrics *m) {
   ck_assert_int_eq(m->step, s->last_step + 1);
   ck_assert_int_eq(m->max_steps, 6);
   ck_assert(isfinite(m->loss) && m->loss > 0 && m->tokens == 2 * 32);
-  if (s->calls++ == 0) s->first_loss = m->loss;
+  if (s->calls++ == 0)
+    s->first_loss = m->loss;
   s->last_step = m->step;
   return s->calls == s->stop_at;
 }
@@ -146,12 +146,14 @@ END_TEST
 
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "%s/api-test-XXXXXX", FSDPC_BINARY_DIR);
-  if (!mkdtemp(tmpdir)) return 1;
+  if (!mkdtemp(tmpdir))
+    return 1;
   snprintf(data, sizeof data, "%s/qa.tok", tmpdir);
   char cmd[1200];
   snprintf(cmd, sizeof cmd, "'%s' data synth --task qa --out '%s' >/dev/null 2>&1", FSDPC_CLI,
            data);
-  if (system(cmd) != 0) return 1;
+  if (system(cmd) != 0)
+    return 1;
   Suite *su = suite_create("api");
   TCase *tc = tcase_create("core");
   tcase_set_timeout(tc, 120);
@@ -164,6 +166,7 @@ int main(void) {
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0) failed++;
+  if (system(cmd) != 0)
+    failed++;
   return failed ? 1 : 0;
 }

@@ -14,6 +14,7 @@
 
 #include "ckpt/ckpt.h"
 #include "ckpt/state.h"
+#include "ckpt/test_hooks.h"
 #include "ckpt/train_hooks.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -245,8 +246,9 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_ckpt_train *s, fsdpc_err *err) {
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   s->run = r;
   r->last_saved = -1;
-  const char *t = getenv("FSDPC_TEST_SIGNAL_AT_STEP");
-  r->signal_at = t ? atoi(t) : 0;
+  fsdpc_test_hooks hooks;
+  fsdpc__test_hooks_get(&hooks); /* none outside the test build (test_hooks.h) */
+  r->signal_at = hooks.signal_at_step;
   g_stop_signal = 0;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -272,12 +274,9 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_ckpt_train *s, fsdpc_err *err) {
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   r->config_hash = fsdpc__ckpt_hash(r->config_text);
   FSDPC_TRY(fsdpc__ckpt_host_set_config_yaml(r->host, r->config_yaml, err));
-  const char *k = getenv("FSDPC_TEST_KILL_IN_SAVE"); /* "<step>:<files>" */
-  long long ks = 0;
-  int kf = 0;
-  if (k && sscanf(k, "%lld:%d", &ks, &kf) == 2 && s->rank == 0) {
-    r->kill_step = ks;
-    r->kill_files = kf;
+  if (hooks.kill_step > 0 && s->rank == 0) {
+    r->kill_step = hooks.kill_step;
+    r->kill_files = hooks.kill_files;
   }
 
   return resume(s, err);

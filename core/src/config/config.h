@@ -41,6 +41,11 @@ typedef enum fsdpc_strategy {
 #define FSDPC_SHARD_NO_SHARD FSDPC_NO_SHARD
 #define FSDPC_SHARD_HYBRID_SHARD FSDPC_HYBRID_SHARD
 
+/* Whether a strategy frees a unit's gathered parameters after its forward
+ * (and gathers them again for backward): FULL_SHARD, HYBRID_SHARD. */
+static inline int fsdpc__strategy_reshards(fsdpc_strategy s) {
+  return s == FSDPC_FULL_SHARD || s == FSDPC_HYBRID_SHARD;
+}
 /* "FULL_SHARD", ...; "?" for a value out of range. */
 const char *fsdpc__strategy_name(fsdpc_strategy s);
 /* The strategy a name spells (as the config writes it), or -1. */

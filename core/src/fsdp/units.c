@@ -19,8 +19,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   e->ops = o->ops ? o->ops : fsdpc__ops_cpu();
   e->psize = e->ops->act_size;
   e->strategy = o->strategy;
-  e->reshard_after_forward =
-      o->strategy == FSDPC_FULL_SHARD || o->strategy == FSDPC_HYBRID_SHARD;
+  e->reshard_after_forward = fsdpc__strategy_reshards(o->strategy);
   e->no_sync = o->no_sync;
   e->threads = o->threads;
   e->dist = o->dist;

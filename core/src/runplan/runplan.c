@@ -71,8 +71,7 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
   out->strategy = (fsdpc_strategy)(v && v->strategy >= 0 ? v->strategy : c->fsdp.sharding_strategy);
   FSDPC_TRY(fsdpc__run_shard_size(out->strategy, w, c->fsdp.hybrid_shard_size, &out->S, err));
   out->R = world / out->S;
-  out->reshard_after_forward =
-      out->strategy == FSDPC_FULL_SHARD || out->strategy == FSDPC_HYBRID_SHARD;
+  out->reshard_after_forward = fsdpc__strategy_reshards(out->strategy);
 
   fsdpc_run_batch *b = &out->batch;
   b->micro = c->train.micro_batch_size;

@@ -12,6 +12,10 @@
 #   scripts/gpu/pack_train_carry.sh /work/main/.carry/train
 # then on the host (run tool, carry .carry/train):
 #   bash .carry/train/run_plan_check.sh [1b] [8b]
+# On one GPU every unit is whole (S = 1): nothing is gathered over a comm
+# stream, so the no-prefetch rows must equal their prefetch twins, in the
+# plan and in the measurement. NPROC=N runs the same rows over N GPUs
+# (--nproc-per-node N, planned with --world N), where prefetch matters.
 # Env: STEPS (default 4), L8 (decoder layers of the 8B shape, default 32:
 # the full 8B does not fit one GPU without offload, and with offload needs
 # about 150 GB of pinned host memory; set e.g. L8=8 to keep the 8B widths
@@ -57,10 +61,10 @@ for shape in "${shapes[@]}"; do
     read -r -a ov <<<"${v#*|}"
     common=(data.train="$W/copy.tok" train.max_steps="$STEPS" train.log_every=1
             train.generate_prompts=[] train.eval_every=0 "${base[@]}" "${ov[@]}")
-    $F plan "$cfg" "${common[@]}" --json >"$OUT/plan-$shape-$name.json" 2>"$OUT/plan-$shape-$name.err"
+    $F plan "$cfg" "${common[@]}" --world "${NPROC:-1}" --json >"$OUT/plan-$shape-$name.json" 2>"$OUT/plan-$shape-$name.err"
     prc=$?
     timeout 600 $F train "$cfg" "${common[@]}" log.dir="$W/$shape-$name" \
-      >"$OUT/train-$shape-$name.log" 2>&1
+      --nproc-per-node "${NPROC:-1}" >"$OUT/train-$shape-$name.log" 2>&1
     trc=$?
     python3 - "$OUT/plan-$shape-$name.json" "$W/$shape-$name/rank0.json" "$shape" "$name" \
       "$prc" "$trc" <<'PY'

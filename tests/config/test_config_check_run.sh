@@ -32,6 +32,7 @@ refused "min_num_paramz" "$cfg" "${ok[@]}" fsdp.wrap.policy=size fsdp.wrap.optio
 refused "$tmp/missing.tok" "$cfg" data.train="$tmp/missing.tok"
 refused "larger than model.vocab_size" "$cfg" "${ok[@]}" model.vocab_size=200
 refused "param_dtype=bf16" "$cfg" "${ok[@]}" fsdp.mixed_precision.param_dtype=bf16
+refused "reduce_dtype=bf16 needs" "$cfg" "${ok[@]}" fsdp.mixed_precision.reduce_dtype=bf16
 refused "checkpoint.resume" "$cfg" "${ok[@]}" checkpoint.resume="$tmp/none-here"
 refused "eval_every" "$cfg" "${ok[@]}" data.eval_fraction=0 train.eval_every=5
 [ "$fails" -eq 0 ] && echo "config check (run): all checks passed"

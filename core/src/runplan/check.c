@@ -1,6 +1,6 @@
 /* What `fsdpc config check` adds to a loaded config so that it reports what
- * `fsdpc train` would refuse before any weight is read: the files the
- * config names (token files, tokenizer, the HF folder to start from, a
+ * `fsdpc train` would refuse before any weight is read: the engine's
+ * refusal of a bf16 reduction on the CPU, and the files the config names (token files, tokenizer, the HF folder to start from, a
  * checkpoint to resume), read only as far as their headers. */
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +22,12 @@ static fsdpc_status check_tokfile(const fsdpc_run_plan *p, const char *path, fsd
 
 fsdpc_status fsdpc__run_plan_check_files(const fsdpc_run_plan *p, fsdpc_err *err) {
   const fsdpc_config *c = p->cfg;
+  /* The engine's refusal (fsdp/units.c); the planner still plans such a
+   * config (it reduces in fp32 on the CPU). */
+  if (p->modes.device == FSDPC_DEVICE_CPU && p->modes.reduce_dtype == FSDPC_DTYPE_BF16)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "fsdp.mixed_precision.reduce_dtype=bf16 needs train.device: cuda; the CPU "
+                       "path reduces gradients in fp32 (set it to fp32)");
   /* A config without data.train is not yet a whole run (the data comes as
    * an override at train time): the data checks, the tokenizer's included
    * when it is the default byte tokenizer, are then left to the run. */

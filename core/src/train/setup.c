@@ -64,7 +64,7 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
 /* The device this rank computes on: the CPU reference (fp32), or the GPU
  * whose ordinal is the local rank (bf16 compute, fp32 master weights). */
 static fsdpc_status setup_device(fsdpc_session *s, fsdpc_err *err) {
-  if (s->plan->modes.device == FSDPC_DEVICE_CPU) {
+  if (s->cfg->train.device == FSDPC_DEVICE_CPU) {
     s->ops = fsdpc__ops_cpu();
     return FSDPC_OK;
   }
@@ -119,11 +119,12 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
     if ((st = (x)) != FSDPC_OK) goto fail;                                                     \
   } while (0)
 
+  /* The device first: "no GPU here" says more than a plugin refusing it. */
+  STEP(setup_device(s, err));
   fsdpc_run_world rw = {.world_size = world, .nproc_per_node = env->local_world_size};
   STEP(fsdpc__run_plan_create(cfg, &rw, 0, &s->plan, err));
   const fsdpc_run_plan *p = s->plan;
   const fsdpc_run_modes *md = &p->modes;
-  STEP(setup_device(s, err));
 
   /* Communicators: the shard group and the replica group of the plan. */
   if (world > 1) {

@@ -228,6 +228,16 @@ typedef struct jctx {
 /* Fails the render with "ORIGIN:LINE:COL: message"; returns -1. */
 int jx_fail(jctx *x, const jnode *at, const char *fmt, ...) FSDPC_PRINTF(3, 4);
 
+/* ops.c */
+int jx_undef_fail(jctx *x, const jnode *at, const jv *v);
+jv jx_mkstr(jctx *x, const char *a, size_t na, const char *b, size_t nb, int *ok);
+int jx_get_attr(jctx *x, const jnode *at, const jv *obj, const char *name, size_t len, jv *out);
+int jx_get_item(jctx *x, const jnode *at, const jv *obj, const jv *key, jv *out);
+/* obj[a:b:c]; NULL parts are omitted ones */
+int jx_slice(jctx *x, const jnode *at, const jv *obj, jv *a, jv *b, jv *c, jv *out);
+int jx_binop(jctx *x, const jnode *at, int op, const jv *a, const jv *b, jv *out);
+int jx_contains(jctx *x, const jnode *at, const jv *item, const jv *cont, int *out);
+
 /* value.c */
 jv jv_undef(const char *name);
 jv jv_none(void);
@@ -275,7 +285,15 @@ int jf_apply_test(jctx *x, const jnode *at, int id, const jv *v, const jv *args,
 int jf_call_method(jctx *x, const jnode *at, const jmethod *m, const jv *args, size_t nargs,
                    const char **kwn, const jv *kwv, size_t nkw, jv *out);
 int jf_is_method(const jv *self, const char *name, size_t len);
-/* python-like string ops used by filters and methods */
+/* strings.c: Python-like string ops and sequences for filters and methods */
+int jf_need_str(jctx *x, const jnode *at, const jv *v, const char *what);
+/* mode: 0 lower, 1 upper, 2 capitalize, 3 str.title, 4 Jinja's title */
+int jf_case_map(jctx *x, const jnode *at, const jv *v, int mode, jv *out);
+int jf_replace(jctx *x, const jnode *at, const jv *s, const jv *old, const jv *nw, int64_t count,
+               jv *out);
+/* The items of a sequence, string (code points), mapping (keys) or undefined (none). */
+jv *jf_seq_items(jctx *x, const jnode *at, const jv *v, size_t *n, int *rc);
+int jf_mklist(jctx *x, const jnode *at, jv *items, size_t n, jv *out);
 int jf_strip(const char *s, size_t n, const char *chars, size_t nchars, int left, int right,
              size_t *b, size_t *e);
 

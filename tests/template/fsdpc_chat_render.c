@@ -5,12 +5,17 @@
  *     CONVERSATIONS.json: [{"messages": [...], "add_generation_prompt": b}]
  *     prints [{"text": ..., "spans": [[b, e], ...]} or {"error": ...}] with
  *     byte offsets; TRAIN_ON: assistant (default), all, last.
+ *   fsdpc_chat_render bench MODEL_DIR CONVERSATIONS.json REPEAT
+ *     renders the conversations REPEAT times with the assistant mask and
+ *     prints throughput (conversations/s, MB/s of message content and of
+ *     rendered text), for bench/results.
  *   fsdpc_chat_render raw TEMPLATE_FILE VARS.json [EPOCH]
  *     prints the rendered text, or the error on stderr (exit 1).
  * EPOCH pins strftime_now's clock (local time). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "data/chat.h"
 #include "io/fileio.h"
@@ -118,7 +123,63 @@ static int chat(int argc, char **argv) {
   return 0;
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int bench(char **argv) {
+  fsdpc_err err = {0};
+  fsdpc_chat_template *t = NULL;
+  if (fsdpc__chat_template_load(argv[2], NULL, NULL, &t, &err) != FSDPC_OK) {
+    fprintf(stderr, "%s\n", err.msg);
+    return 1;
+  }
+  cJSON *convs = read_json(argv[3]);
+  if (!convs) {
+    fsdpc__chat_template_destroy(t);
+    return 2;
+  }
+  long repeat = atol(argv[4]);
+  double content = 0, rendered = 0, spans_total = 0;
+  long n = 0;
+  double t0 = now_s();
+  for (long r = 0; r < repeat; r++) {
+    const cJSON *c;
+    cJSON_ArrayForEach(c, convs) {
+      const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(c, "messages"), *m;
+      if (r == 0)
+        cJSON_ArrayForEach(m, msgs) content +=
+            (double)strlen(cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring);
+      char *text = NULL;
+      size_t len = 0, ns = 0;
+      fsdpc_chat_span *spans = NULL;
+      if (fsdpc__chat_render(t, msgs, 0, FSDPC_TRAIN_ON_ASSISTANT, &text, &len, &spans, &ns,
+                             &err) != FSDPC_OK) {
+        fprintf(stderr, "%s\n", err.msg);
+        return 1;
+      }
+      rendered += (double)len;
+      spans_total += (double)ns;
+      free(text);
+      free(spans);
+      n++;
+    }
+  }
+  double dt = now_s() - t0;
+  printf("%s: %ld conversations in %.3f s: %.0f conversations/s, %.2f MB/s of message content, "
+         "%.2f MB/s of rendered text, %.1f spans per conversation\n",
+         argv[2], n, dt, (double)n / dt, content * (double)repeat / dt / 1e6, rendered / dt / 1e6,
+         spans_total / (double)n);
+  cJSON_Delete(convs);
+  fsdpc__chat_template_destroy(t);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 5 && !strcmp(argv[1], "bench"))
+    return bench(argv);
   if (argc >= 4 && !strcmp(argv[1], "raw"))
     return raw(argc, argv);
   if (argc >= 4 && !strcmp(argv[1], "chat"))

@@ -257,9 +257,9 @@ static fsdpc_status render_array(const fsdpc_chat_template *t, const cJSON *msgs
   return st;
 }
 
-/* A new array of references to msgs[0..k), optionally with message `swap`
- * replaced by a copy whose content is `content`, and `extra` appended. */
-static cJSON *prefix_array(const cJSON *msgs, size_t k, size_t swap, const char *content,
+/* A new array of references to msgs[0..k), where repl[i] (if repl and
+ * repl[i] are non-NULL) replaces message i's content, and `extra` appended. */
+static cJSON *prefix_array(const cJSON *msgs, size_t k, const char *const *repl,
                            const cJSON *extra) {
   cJSON *arr = cJSON_CreateArray();
   if (!arr)
@@ -270,7 +270,7 @@ static cJSON *prefix_array(const cJSON *msgs, size_t k, size_t swap, const char 
     if (i >= k)
       break;
     int ok;
-    if (i == swap) {
+    if (repl && repl[i]) {
       cJSON *copy = cJSON_CreateObject();
       const cJSON *f;
       ok = copy != NULL;
@@ -278,7 +278,7 @@ static cJSON *prefix_array(const cJSON *msgs, size_t k, size_t swap, const char 
         if (!ok)
           break;
         if (!strcmp(f->string, "content"))
-          ok = cJSON_AddStringToObject(copy, "content", content) != NULL;
+          ok = cJSON_AddStringToObject(copy, "content", repl[i]) != NULL;
         else
           ok = cJSON_AddItemReferenceToObject(copy, f->string, (cJSON *)f);
       }
@@ -302,9 +302,9 @@ static cJSON *prefix_array(const cJSON *msgs, size_t k, size_t swap, const char 
 }
 
 static fsdpc_status render_variant(const fsdpc_chat_template *t, const cJSON *msgs, size_t k,
-                                   size_t swap, const char *content, const cJSON *extra, int agp,
-                                   char **out, size_t *len, fsdpc_err *err) {
-  cJSON *arr = prefix_array(msgs, k, swap, content, extra);
+                                   const char *const *repl, const cJSON *extra, int agp, char **out,
+                                   size_t *len, fsdpc_err *err) {
+  cJSON *arr = prefix_array(msgs, k, repl, extra);
   if (!arr)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "chat template: out of memory");
   fsdpc_status st = render_array(t, arr, agp, out, len, NULL, NULL, err);
@@ -363,59 +363,184 @@ static size_t common_prefix(const char *a, size_t na, const char *b, size_t nb) 
   return i;
 }
 
-/* The target span of assistant message i inside the full render R. */
-static fsdpc_status assistant_span(const fsdpc_chat_template *t, const cJSON *msgs, size_t nmsg,
-                                   size_t i, int agp, const char *R, size_t nR,
-                                   fsdpc_chat_span *span, fsdpc_err *err) {
-  static const char *const SENTINELS[] = {"\x01"
-                                          "fsdpc-probe"
-                                          "\x02",
-                                          "\x03"
-                                          "fsdpc-probe"
-                                          "\x04",
-                                          "\x05"
-                                          "fsdpc-probe"
-                                          "\x06"};
-  const char *c = cJSON_GetObjectItemCaseSensitive(msg_at(msgs, i), "content")->valuestring;
+static const char *content_of(const cJSON *msgs, size_t i) {
+  return cJSON_GetObjectItemCaseSensitive(msg_at(msgs, i), "content")->valuestring;
+}
+
+/* Sentinel delimiters: the sentinel of a content starts and ends with bytes
+ * that the content (trimmed or not) does not start or end with, so that
+ * the diff of the two renders stops exactly at the content. */
+static const char SENT_OPEN[] = {'\x01', '\x03', '\x05', '\x0e'};
+static const char SENT_CLOSE[] = {'\x02', '\x04', '\x06', '\x0f'};
+
+static int sentinel_fits(const char *c, int pair) {
   size_t nc = strlen(c), sb, se;
+  if (!nc)
+    return 1;
   py_strip(c, nc, &sb, &se);
-  const char *X = NULL;
-  for (size_t k = 0; k < 3 && !X; k++) {
-    const char *s = SENTINELS[k];
-    size_t ns = strlen(s);
-    if (nc && (c[0] == s[0] || c[nc - 1] == s[ns - 1] || c[sb] == s[0] ||
-               (se > sb && c[se - 1] == s[ns - 1])))
-      continue;
-    X = s;
-  }
-  if (!X)
-    X = SENTINELS[0];
+  char o = SENT_OPEN[pair], e = SENT_CLOSE[pair];
+  return c[0] != o && c[nc - 1] != e && (se == sb || (c[sb] != o && c[se - 1] != e));
+}
+
+/* Whether R[at..) holds content c as rendered (verbatim or stripped); sets *len. */
+static int content_at(const char *R, size_t nR, size_t at, const char *c, int stripped,
+                      size_t *len) {
+  size_t nc = strlen(c), sb = 0, se = nc;
+  if (stripped)
+    py_strip(c, nc, &sb, &se);
+  if (at + (se - sb) > nR || memcmp(R + at, c + sb, se - sb) != 0)
+    return 0;
+  *len = se - sb;
+  return 1;
+}
+
+/* The content of assistant message i in R, the exact way: one render with
+ * that content replaced by a sentinel, diffed against R. */
+static fsdpc_status locate_one(const fsdpc_chat_template *t, const cJSON *msgs, size_t nmsg,
+                               size_t i, int agp, const char *R, size_t nR, size_t *cb, size_t *ce,
+                               fsdpc_err *err) {
+  const char *c = content_of(msgs, i);
+  int pair = 0;
+  while (pair < 3 && !sentinel_fits(c, pair))
+    pair++;
+  char X[32];
+  snprintf(X, sizeof X, "%cfsdpc-probe%c", SENT_OPEN[pair], SENT_CLOSE[pair]);
   size_t nX = strlen(X);
-  char *R2 = NULL, *B = NULL, *D = NULL;
-  size_t nR2, nB, nD;
-  fsdpc_status st = render_variant(t, msgs, nmsg, i, X, NULL, agp, &R2, &nR2, err);
+  const char **repl = calloc(nmsg, sizeof *repl);
+  if (!repl)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "chat template: out of memory");
+  repl[i] = X;
+  char *R2 = NULL;
+  size_t nR2;
+  fsdpc_status st = render_variant(t, msgs, nmsg, repl, NULL, agp, &R2, &nR2, err);
+  free(repl);
   if (st != FSDPC_OK)
-    goto done;
+    return st;
   size_t lcp = common_prefix(R, nR, R2, nR2), lcs = 0;
   size_t lim = (nR < nR2 ? nR : nR2) - lcp;
   while (lcs < lim && R[nR - 1 - lcs] == R2[nR2 - 1 - lcs])
     lcs++;
-  size_t cb = lcp, ce = nR - lcs;
-  int content_ok = nR2 - lcs - lcp == nX && memcmp(R2 + lcp, X, nX) == 0 &&
-                   ((ce - cb == nc && memcmp(R + cb, c, nc) == 0) ||
-                    (ce - cb == se - sb && memcmp(R + cb, c + sb, se - sb) == 0));
-  if (!content_ok) {
-    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                     "%s: cannot place the content of messages[%zu] in the rendered text (the "
-                     "template changes it beyond trimming or uses it twice); use a template with "
-                     "{%% generation %%} blocks or train_on all",
-                     t->origin, i);
-    goto done;
+  size_t len = 0;
+  int ok = nR2 - lcs - lcp == nX && memcmp(R2 + lcp, X, nX) == 0 &&
+           ((content_at(R, nR, lcp, c, 0, &len) && lcp + len == nR - lcs) ||
+            (content_at(R, nR, lcp, c, 1, &len) && lcp + len == nR - lcs));
+  free(R2);
+  if (!ok)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: cannot place the content of messages[%zu] in the rendered text (the "
+                       "template changes it beyond trimming or uses it twice); use a template "
+                       "with {%% generation %%} blocks or train_on all",
+                       t->origin, i);
+  *cb = lcp;
+  *ce = nR - lcs;
+  return FSDPC_OK;
+}
+
+/* All contents of the m messages idx[] at once: one render with every one
+ * replaced by its own numbered sentinel; R must then be the sentinel render
+ * with each sentinel replaced by its content (verbatim or stripped).
+ * Returns 1 when that holds (cb / ce set), 0 when the exact per-message way
+ * must decide, -1 on a render error. */
+static int locate_all(const fsdpc_chat_template *t, const cJSON *msgs, size_t nmsg,
+                      const size_t *idx, size_t m, int agp, const char *R, size_t nR, size_t *cb,
+                      size_t *ce, fsdpc_err *err) {
+  int pair = 0;
+  for (; pair < 4; pair++) {
+    size_t k = 0;
+    while (k < m && sentinel_fits(content_of(msgs, idx[k]), pair))
+      k++;
+    if (k == m)
+      break;
   }
-  /* The text after the content when the conversation ends with message i. */
-  if ((st = render_variant(t, msgs, i + 1, (size_t)-1, NULL, NULL, 0, &B, &nB, err)) != FSDPC_OK)
-    goto done;
-  if (nB < ce || memcmp(B, R, ce) != 0) {
+  if (pair == 4)
+    return 0;
+  const char **repl = calloc(nmsg, sizeof *repl);
+  char *xs = malloc(m * 32 + 1);
+  if (!repl || !xs) {
+    free(repl);
+    free(xs);
+    fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "chat template: out of memory");
+    return -1;
+  }
+  for (size_t k = 0; k < m; k++) {
+    snprintf(xs + 32 * k, 32, "%cfsdpc%zu%c", SENT_OPEN[pair], k, SENT_CLOSE[pair]);
+    repl[idx[k]] = xs + 32 * k;
+  }
+  char *R2 = NULL;
+  size_t nR2 = 0;
+  fsdpc_err perr = {0};
+  int found = 0;
+  if (render_variant(t, msgs, nmsg, repl, NULL, agp, &R2, &nR2, &perr) == FSDPC_OK) {
+    /* R2 = s0 X0 s1 X1 ... sm; R must be s0 c0 s1 c1 ... sm. */
+    size_t p2 = 0, p = 0, k = 0;
+    for (; k < m; k++) {
+      const char *X = xs + 32 * k;
+      size_t nX = strlen(X);
+      const char *hit = NULL;
+      for (size_t q = p2; q + nX <= nR2 && !hit; q++)
+        if (R2[q] == X[0] && memcmp(R2 + q, X, nX) == 0)
+          hit = R2 + q;
+      if (!hit)
+        break;
+      size_t seg = (size_t)(hit - R2) - p2;
+      if (p + seg > nR || memcmp(R + p, R2 + p2, seg) != 0)
+        break;
+      p += seg;
+      p2 += seg + nX;
+      /* the next literal segment decides between verbatim and stripped */
+      const char *next = k + 1 < m ? xs + 32 * (k + 1) : NULL;
+      size_t nseg = next ? 0 : nR2 - p2;
+      if (next) {
+        const char *h2 = NULL;
+        for (size_t q = p2; q + strlen(next) <= nR2 && !h2; q++)
+          if (R2[q] == next[0] && memcmp(R2 + q, next, strlen(next)) == 0)
+            h2 = R2 + q;
+        if (!h2)
+          break;
+        nseg = (size_t)(h2 - R2) - p2;
+      }
+      const char *c = content_of(msgs, idx[k]);
+      size_t len = 0, lens[2] = {0, 0};
+      int fits[2];
+      for (int stripped = 0; stripped < 2; stripped++)
+        fits[stripped] = content_at(R, nR, p, c, stripped, &lens[stripped]) &&
+                         p + lens[stripped] + nseg <= nR &&
+                         memcmp(R + p + lens[stripped], R2 + p2, nseg) == 0;
+      /* Both readings fitting with different lengths: let the exact way decide. */
+      if ((fits[0] && fits[1] && lens[0] != lens[1]) || (!fits[0] && !fits[1]))
+        break;
+      len = fits[0] ? lens[0] : lens[1];
+      cb[k] = p;
+      ce[k] = p + len;
+      p += len;
+    }
+    found = k == m && nR - p == nR2 - p2 && memcmp(R + p, R2 + p2, nR - p) == 0;
+  }
+  free(R2);
+  free(repl);
+  free(xs);
+  return found;
+}
+
+/* The end of the target span of assistant message i whose content ends at
+ * ce in R: its end-of-turn text (see the file comment). */
+static fsdpc_status turn_end(const fsdpc_chat_template *t, const cJSON *msgs, size_t nmsg, size_t i,
+                             int agp, const char *R, size_t nR, size_t ce, size_t *end,
+                             fsdpc_err *err) {
+  char *B = NULL, *D = NULL;
+  size_t nB = 0, nD = 0;
+  fsdpc_status st = FSDPC_OK;
+  /* The text after the content when the conversation ends with message i
+   * (R itself when it does and no generation prompt was added). */
+  const char *Bp = R;
+  if (i + 1 < nmsg || agp) {
+    if ((st = render_variant(t, msgs, i + 1, NULL, NULL, 0, &B, &nB, err)) != FSDPC_OK)
+      goto done;
+    Bp = B;
+  } else {
+    nB = nR;
+  }
+  if (nB < ce || memcmp(Bp, R, ce) != 0) {
     st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
                      "%s: the conversation up to messages[%zu] renders differently from the "
                      "start of the whole conversation, so its assistant mask cannot be derived; "
@@ -423,7 +548,7 @@ static fsdpc_status assistant_span(const fsdpc_chat_template *t, const cJSON *ms
                      t->origin, i);
     goto done;
   }
-  const char *tail_end = B + ce, *tail_next;
+  const char *tail_end = Bp + ce, *tail_next;
   size_t n_end = nB - ce, n_next;
   if (i + 1 < nmsg) {
     tail_next = R + ce;
@@ -438,16 +563,15 @@ static fsdpc_status assistant_span(const fsdpc_chat_template *t, const cJSON *ms
       goto done;
     }
     fsdpc_err perr = {0};
-    st = render_variant(t, msgs, i + 1, (size_t)-1, NULL, probe, 0, &D, &nD, &perr);
+    fsdpc_status ps = render_variant(t, msgs, i + 1, NULL, probe, 0, &D, &nD, &perr);
     cJSON_Delete(probe);
-    if (st == FSDPC_OK && nD >= ce && memcmp(D, R, ce) == 0) {
+    if (ps == FSDPC_OK && nD >= ce && memcmp(D, R, ce) == 0) {
       tail_next = D + ce;
       n_next = nD - ce;
     } else {
       tail_next = tail_end; /* the template refuses a continuation: use its ending */
       n_next = n_end;
     }
-    st = FSDPC_OK;
   }
   size_t eot = common_prefix(tail_end, n_end, tail_next, n_next);
   while (eot > 0 && is_ws(tail_end[eot - 1]))
@@ -462,10 +586,8 @@ static fsdpc_status assistant_span(const fsdpc_chat_template *t, const cJSON *ms
   }
   if (ce + eot > nR)
     eot = nR - ce;
-  span->begin = cb;
-  span->end = ce + eot;
+  *end = ce + eot;
 done:
-  free(R2);
   free(B);
   free(D);
   return st;
@@ -591,17 +713,34 @@ fsdpc_status fsdpc__chat_render(const fsdpc_chat_template *t, const cJSON *messa
         k++;
       }
     } else {
-      for (size_t i = 0; i < nmsg; i++) {
-        const cJSON *m = msg_at(messages, i);
-        if (!trainable(m) || (train_on == FSDPC_TRAIN_ON_LAST_ASSISTANT && i != last))
-          continue;
-        fsdpc_chat_span s;
-        st = assistant_span(t, messages, nmsg, i, add_generation_prompt, R, nR, &s, err);
-        if (st != FSDPC_OK)
-          goto fail;
-        if (s.end > s.begin)
-          sp[ns++] = s;
+      size_t *idx = malloc((nmsg + 1) * 3 * sizeof *idx), m = 0;
+      if (!idx) {
+        st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "chat render: out of memory");
+        goto fail;
       }
+      size_t *cb = idx + nmsg + 1, *ce = cb + nmsg + 1;
+      for (size_t i = 0; i < nmsg; i++)
+        if (trainable(msg_at(messages, i)) && (train_on == FSDPC_TRAIN_ON_ASSISTANT || i == last))
+          idx[m++] = i;
+      int all =
+          m ? locate_all(t, messages, nmsg, idx, m, add_generation_prompt, R, nR, cb, ce, err) : 1;
+      st = all < 0 ? err->status : FSDPC_OK;
+      for (size_t k = 0; k < m && st == FSDPC_OK; k++) {
+        if (!all)
+          st = locate_one(t, messages, nmsg, idx[k], add_generation_prompt, R, nR, &cb[k], &ce[k],
+                          err);
+        size_t end = 0;
+        if (st == FSDPC_OK)
+          st = turn_end(t, messages, nmsg, idx[k], add_generation_prompt, R, nR, ce[k], &end, err);
+        if (st == FSDPC_OK && end > cb[k]) {
+          sp[ns].begin = cb[k];
+          sp[ns].end = end;
+          ns++;
+        }
+      }
+      free(idx);
+      if (st != FSDPC_OK)
+        goto fail;
     }
     for (size_t k = 1; k < ns; k++)
       if (sp[k].begin < sp[k - 1].end) {

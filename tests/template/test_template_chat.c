@@ -197,6 +197,30 @@ START_TEST(mask_modes) {
 }
 END_TEST
 
+/* Contents that start with every sentinel byte the one-render way could
+ * use: the spans come from the exact per-message way, and are the same. */
+START_TEST(mask_per_message_fallback) {
+  fsdpc_chat_template *t = load_ok(FIXTURES "/zephyr-7b-beta", NULL, NULL);
+  const char *msgs =
+      "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", \"content\": "
+      "\"\\u0001a\"}, {\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
+      "\"content\": \"\\u0003b\"}, {\"role\": \"user\", \"content\": \"q\"}, {\"role\": "
+      "\"assistant\", \"content\": \"\\u0005c\"}, {\"role\": \"user\", \"content\": \"q\"}, "
+      "{\"role\": \"assistant\", \"content\": \"\\u000ed\"}]";
+  fsdpc_chat_span *sp;
+  size_t ns;
+  char *s = render_ok(t, msgs, 0, FSDPC_TRAIN_ON_ASSISTANT, &sp, &ns);
+  ck_assert_uint_eq(ns, 4);
+  span_is(s, &sp[0], "\001a</s>");
+  span_is(s, &sp[1], "\003b</s>");
+  span_is(s, &sp[2], "\005c</s>");
+  span_is(s, &sp[3], "\016d</s>");
+  free(s);
+  free(sp);
+  fsdpc__chat_template_destroy(t);
+}
+END_TEST
+
 START_TEST(mask_generation_blocks_and_refusal) {
   char dir[4096], file[4200];
   mkdir_tmp(dir, sizeof dir, "gen");
@@ -247,6 +271,7 @@ int main(void) {
   tcase_add_test(tc, bad_folders);
   tcase_add_test(tc, bad_conversations);
   tcase_add_test(tc, mask_modes);
+  tcase_add_test(tc, mask_per_message_fallback);
   tcase_add_test(tc, mask_generation_blocks_and_refusal);
   suite_add_tcase(s, tc);
   return run_suite(s);

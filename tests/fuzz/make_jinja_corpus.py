@@ -41,6 +41,8 @@ def main():
     k = 0
     fx = os.path.join(ROOT, "tests", "fixtures", "chat_templates")
     for name in sorted(os.listdir(fx)):
+        if not os.path.isdir(os.path.join(fx, name)):
+            continue
         cfg = json.load(open(os.path.join(fx, name, "tokenizer_config.json"), encoding="utf-8"))
         with open(os.path.join(OUT, f"fixture_{name}"), "w", encoding="utf-8") as f:
             f.write(cfg["chat_template"])

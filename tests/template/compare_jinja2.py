@@ -232,6 +232,23 @@ RAW_CASES = [
     ("{{ range(3) | list }}{{ range(1, 7, 2) | list }}{{ range(5, 0, -2) | list }}|{{ dict(a=1, b=2) | tojson }}", {}),
     ("{{ strftime_now('%d %b %Y') }}|{{ strftime_now('%Y-%m-%d %H:%M') }}", {}),
     ("{% set x = [1, 2] + [3] %}{{ x }}{% set y = (1, 2) %}{{ y + (3,) }}|{{ 'ab' * 3 }}|{{ 10 - 2 - 3 }}{{ 2 ** 3 ** 2 }}|{{ -2 ** 2 }}|{{ (-2) ** 2 }}", {}),
+    ("a   \n  {%- if true %}\n   x  {% endif %}  \n  {# c #}\n  y\n", {}),
+    ("  {%- if true %}A{% endif +%}\nB\n{% if true +%}\nC{% endif %}", {}),
+    ("{% for m in ms %}\n  {{ m }}\n{% endfor %}\n", {"ms": [1, 2]}),
+    ("{% if true %}\r\n  x\r\n{% endif %}\r\n", {}),
+    ("x {%- set y = 1 -%} {{ y }}|{% macro f() -%}\n  body\n{%- endmacro %}[{{ f() }}]", {}),
+    ("{{ none }}|{{ [none] }}|{{ {'a': none} }}|{{ 1.0 }}|{{ [1.0, 'x\\'y'] }}", {}),
+    ("{{ m.content is string }}{{ m.content is iterable }}{{ m.x is mapping }}{{ m | length }}", {"m": {"content": "hi", "x": {"a": 1}}}),
+    ("{{ messages[0]['content'] if messages else 'none' }}", {"messages": []}),
+    ("{{ '\\n'.join(['a','b']) }}|{{ 'a-b'.split('-')[1] }}|{{ ('x' ~ 1)|length }}", {}),
+    ("{% set ns = namespace(a=[]) %}{% set ns.a = ns.a + [1] %}{{ ns.a }}", {}),
+    ("{{ 10 / 4 }}|{{ 10 // 4 }}|{{ 2 ** -1 }}|{{ 3 * 1.5 }}|{{ -3 % 5 }}|{{ 7.5 % 2 }}|{{ 1e300 * 1e10 }}", {}),
+    ("{{ 'Hello'[1:3] }}|{{ 'héllo wörld'[::-1] }}|{{ 'héllo'|length }}|{{ [1,2,3][::2] }}|{{ [1,2,3][5:] }}", {}),
+    ("{% for a, b in [[1, 2], [3, 4]] %}{{ a + b }}{% endfor %}|{% for x in 'ab' %}{{ loop.index }}{{ x }}{% endfor %}", {}),
+    ("{{ x | default('d', true) }}|{{ y | default }}|{{ x is none }}", {"x": None}),
+    ("{% for i in range(3) %}{{ loop.previtem }}-{{ loop.nextitem }};{% endfor %}", {}),
+    ("{{ d | tojson(indent=4) }}", {"d": {"a": {"b": [1, {"c": None}], "e": []}, "f": "ü\u2028"}}),
+    ("{{ 0.1 }} {{ 100.0 }} {{ 1e22 }} {{ 1.5e-7 }} {{ 123456789012345678 }} {{ 2.5e15 }}", {}),
 ]
 
 

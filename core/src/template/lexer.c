@@ -194,7 +194,7 @@ static const char *const OPS2[] = {"//", "**", "==", "!=", ">=", "<="};
 static const char OPS1[] = "+-*/%~<>=.,:|()[]{}";
 
 /* Lexes the inside of a tag from *pos; stops at its end marker (at balance
- * 0). Sets *minus when the end is "-}}" / "-%}". */
+ * 0). Sets *minus to 1 when the end is "-}}" / "-%}", -1 for "+%}". */
 static fsdpc_status lex_tag(lexer *L, size_t *pos, size_t open, char end0, int *minus) {
   const char *s = L->s;
   size_t n = L->n, i = *pos;
@@ -208,6 +208,11 @@ static fsdpc_status lex_tag(lexer *L, size_t *pos, size_t open, char end0, int *
     if (balance == 0) {
       if (s[i] == '-' && i + 2 < n && s[i + 1] == end0 && s[i + 2] == '}') {
         *minus = 1;
+        *pos = i + 3;
+        return FSDPC_OK;
+      }
+      if (s[i] == '+' && end0 == '%' && i + 2 < n && s[i + 1] == '%' && s[i + 2] == '}') {
+        *minus = -1; /* "+%}": no trim_blocks after this tag */
         *pos = i + 3;
         return FSDPC_OK;
       }
@@ -423,7 +428,7 @@ fsdpc_status fsdpc__jinja_lex(fsdpc_jinja *t, jtok **toks, size_t *ntoks, fsdpc_
     jtok *e = push(&L, kind == '{' ? TK_VAR_END : TK_BLOCK_END, p - 2);
     if (!e)
       goto oom;
-    lead = minus ? 2 : (kind == '%' ? 1 : 0);
+    lead = minus > 0 ? 2 : (kind == '%' && minus == 0 ? 1 : 0);
     pos = p;
   }
   if (!push(&L, TK_EOF, n))

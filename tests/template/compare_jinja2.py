@@ -249,6 +249,8 @@ RAW_CASES = [
     ("{% for i in range(3) %}{{ loop.previtem }}-{{ loop.nextitem }};{% endfor %}", {}),
     ("{{ d | tojson(indent=4) }}", {"d": {"a": {"b": [1, {"c": None}], "e": []}, "f": "ü\u2028"}}),
     ("{{ 0.1 }} {{ 100.0 }} {{ 1e22 }} {{ 1.5e-7 }} {{ 123456789012345678 }} {{ 2.5e15 }}", {}),
+    ("{{ s | indent }}|{{ s | indent(2, true) }}|{{ s | indent(width=3, blank=true) }}|{{ s | indent('> ', first=true) }}", {"s": "a\nb\n\nc\r\nd\n"}),
+    ("[{{ '' | indent(first=true) }}][{{ 'one' | indent }}][{{ '\\n' | indent(blank=true) }}][{{ 'a\\n\\n' | indent }}]", {}),
 ]
 
 

@@ -41,6 +41,7 @@ enum {
   FL_TRIM,
   FL_UPPER,
   FL_UNIQUE,
+  FL_INDENT,
   FL_N
 };
 static const char *const FILTERS[FL_N] = {[FL_ABS] = "abs",
@@ -72,7 +73,8 @@ static const char *const FILTERS[FL_N] = {[FL_ABS] = "abs",
                                           [FL_TOJSON] = "tojson",
                                           [FL_TRIM] = "trim",
                                           [FL_UPPER] = "upper",
-                                          [FL_UNIQUE] = "unique"};
+                                          [FL_UNIQUE] = "unique",
+                                          [FL_INDENT] = "indent"};
 
 int jf_filter_id(const char *name, size_t len) {
   for (int i = 1; i < FL_N; i++)
@@ -174,12 +176,97 @@ static int select_like(jctx *x, const jnode *at, int id, const jv *v, const jv *
   return jf_mklist(x, at, kept, k, out);
 }
 
+/* Jinja's indent(width=4, first=False, blank=False): lines are Python's
+ * splitlines() of the text plus a newline. */
+static size_t line_break(const char *s, size_t n, size_t i) {
+  unsigned char c = (unsigned char)s[i];
+  if (c == '\r')
+    return i + 1 < n && s[i + 1] == '\n' ? 2 : 1;
+  if (c == '\n' || c == '\v' || c == '\f' || c == 0x1c || c == 0x1d || c == 0x1e)
+    return 1;
+  if (c == 0xC2 && i + 1 < n && (unsigned char)s[i + 1] == 0x85)
+    return 2;
+  if (c == 0xE2 && i + 2 < n && (unsigned char)s[i + 1] == 0x80 &&
+      ((unsigned char)s[i + 2] == 0xA8 || (unsigned char)s[i + 2] == 0xA9))
+    return 3;
+  return 0;
+}
+
+static int indent(jctx *x, const jnode *at, const jv *v, const jv *args, size_t nargs,
+                  const char **kwn, const jv *kwv, size_t nkw, jv *out) {
+  static const char *const ok[] = {"width", "first", "blank", NULL};
+  if (check_kwargs(x, at, "indent", kwn, nkw, ok))
+    return -1;
+  const jv *w = nargs > 0 ? &args[0] : kwarg(kwn, kwv, nkw, "width");
+  const jv *first = nargs > 1 ? &args[1] : kwarg(kwn, kwv, nkw, "first");
+  const jv *blank = nargs > 2 ? &args[2] : kwarg(kwn, kwv, nkw, "blank");
+  jv s, ind = jv_str("    ", 4);
+  if (jv_stringify(x, at, v, &s))
+    return -1;
+  char spaces[65];
+  if (w && w->kind == JV_STR) {
+    ind = *w;
+  } else if (w) {
+    if (w->kind != JV_INT || w->u.i < 0 || w->u.i > 64)
+      return jx_fail(x, at, "unsupported construct 'indent width that is not 0..64'");
+    memset(spaces, ' ', (size_t)w->u.i);
+    ind = jv_str(spaces, (size_t)w->u.i);
+  }
+  /* lines of str.splitlines(s + "\n") */
+  const char *t = s.u.s.p;
+  size_t n = s.u.s.n, cap = 8, nl = 0;
+  size_t *lb = malloc(cap * 2 * sizeof *lb);
+  if (!lb)
+    return jx_fail(x, at, "out of memory");
+  for (size_t i = 0;;) {
+    size_t j = i, brk = 0;
+    while (j < n && !(brk = line_break(t, n, j)))
+      j++;
+    if (nl == cap) {
+      size_t *nb = realloc(lb, (cap *= 2) * 2 * sizeof *lb);
+      if (!nb) {
+        free(lb);
+        return jx_fail(x, at, "out of memory");
+      }
+      lb = nb;
+    }
+    lb[2 * nl] = i;
+    lb[2 * nl + 1] = j;
+    nl++;
+    if (j >= n)
+      break; /* the appended "\n" ends this line */
+    i = j + brk;
+  }
+  int bl = blank && jv_truthy(blank);
+  jbuf b = {0};
+  int e = jb_put(&b, "", 0);
+  if (first && jv_truthy(first))
+    e |= jb_put(&b, ind.u.s.p, ind.u.s.n);
+  for (size_t k = 0; k < nl && !e; k++) {
+    size_t lo = lb[2 * k], hi = lb[2 * k + 1];
+    if (k > 0) {
+      e |= jb_put(&b, "\n", 1);
+      if (bl || hi > lo)
+        e |= jb_put(&b, ind.u.s.p, ind.u.s.n);
+    }
+    e |= jb_put(&b, t + lo, hi - lo);
+  }
+  free(lb);
+  char *p = e ? NULL : ja_strdup(&x->arena, b.p, b.n);
+  size_t len = b.n;
+  free(b.p);
+  if (!p)
+    return jx_fail(x, at, "out of memory");
+  *out = jv_str(p, len);
+  return 0;
+}
+
 int jf_apply_filter(jctx *x, const jnode *at, int id, jv *v, const jv *args, size_t nargs,
                     const char **kwn, const jv *kwv, size_t nkw, jv *out) {
   int rc;
   size_t n;
   if (id != FL_TOJSON && id != FL_MAP && id != FL_JOIN && id != FL_DEFAULT && id != FL_D &&
-      id != FL_INT && id != FL_FLOAT && nkw)
+      id != FL_INT && id != FL_FLOAT && id != FL_INDENT && nkw)
     return jx_fail(x, at, "unsupported construct '%s(%s=...)'", jf_filter_name(id), kwn[0]);
   switch (id) {
   case FL_SAFE:
@@ -517,6 +604,8 @@ int jf_apply_filter(jctx *x, const jnode *at, int id, jv *v, const jv *args, siz
     *out = d;
     return 0;
   }
+  case FL_INDENT:
+    return indent(x, at, v, args, nargs, kwn, kwv, nkw, out);
   case FL_ABS:
     if (v->kind == JV_INT) {
       if (v->u.i == INT64_MIN)

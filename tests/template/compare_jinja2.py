@@ -87,6 +87,7 @@ def conversations():
         [a("assistant first")],
         [u("line\nbreaks\r\nand\ttabs"), a("multi\nline\n\nanswer")],
         [u("quotes ' \" \\ backslash"), a("'single' \"double\" \\n literal")],
+        [u("\u3000\u00a0unicode spaces\u2003 "), a("\u00a0\u2028 answer\u3000\x1f")],
     ]
     out = []
     for msgs in base:

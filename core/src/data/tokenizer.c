@@ -145,6 +145,25 @@ const char *fsdpc__tokenizer_token_str(const fsdpc_tokenizer *tok, int32_t id) {
   return tok->vt->token_str ? tok->vt->token_str(tok, id) : NULL;
 }
 
+void fsdpc__tok_widen_offsets(const char *text, size_t len, size_t (*offs)[2], int64_t n) {
+  const unsigned char *t = (const unsigned char *)text;
+  for (int64_t i = 0; i < n; i++) {
+    size_t a = offs[i][0], z = offs[i][1];
+    if (a > len)
+      a = len;
+    if (z > len || z < a)
+      z = a;
+    while (a > 0 && a < len && (t[a] & 0xc0) == 0x80)
+      a--;
+    if (z == a && z < len)
+      z++;
+    while (z < len && (t[z] & 0xc0) == 0x80)
+      z++;
+    offs[i][0] = a;
+    offs[i][1] = z;
+  }
+}
+
 /* Length of the valid UTF-8 character at s of a code point >= U+00A0 (no
  * C1 controls), or 0. */
 static size_t printable_utf8(const unsigned char *s) {

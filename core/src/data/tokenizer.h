@@ -149,6 +149,11 @@ int32_t fsdpc__tokenizer_token_id(const fsdpc_tokenizer *tok, const char *token)
  * (fsdpc__tok_esc) before printing it to a terminal. */
 const char *fsdpc__tokenizer_token_str(const fsdpc_tokenizer *tok, int32_t id);
 
+/* Widens each [begin, end) of offs (n) to whole UTF-8 characters of text,
+ * as HF's character offsets are; an empty range at a character takes that
+ * character (SentencePiece gives byte pieces and a dummy prefix no bytes). */
+void fsdpc__tok_widen_offsets(const char *text, size_t len, size_t (*offs)[2], int64_t n);
+
 /* Escapes an untrusted string (from a tokenizer or config file) for a
  * one-line message: control bytes, DEL, C1 controls, backslash and invalid
  * UTF-8 become \n, \t, \xHH; cut to cap - 1 bytes with "..." at the end.

@@ -578,16 +578,8 @@ fsdpc_status fsdpc__bpe_encode_offsets(const fsdpc_tokenizer *tok, const char *t
     return e.st;
   }
   /* HF offsets are in characters: widen each range to whole characters. */
-  const unsigned char *t = (const unsigned char *)text;
-  for (int64_t i = 0; e.offs && i < e.n; i++) {
-    size_t a = e.offs[i][0], z = e.offs[i][1];
-    while (a > 0 && a < len && (t[a] & 0xc0) == 0x80)
-      a--;
-    while (z < len && z > a && (t[z] & 0xc0) == 0x80)
-      z++;
-    e.offs[i][0] = a;
-    e.offs[i][1] = z;
-  }
+  if (e.offs)
+    fsdpc__tok_widen_offsets(text, len, e.offs, e.n);
   *ids = e.ids;
   if (offsets)
     *offsets = e.offs;

@@ -132,6 +132,33 @@ static fsdpc_status read_added(sp_tok *t, const char *dir, fsdpc_err *err) {
   return st;
 }
 
+/* The model's control and unknown pieces (<s>, </s>, <unk>) are special
+ * tokens to transformers, matched in the text as added tokens are. */
+static fsdpc_status add_control_pieces(sp_tok *t, fsdpc_err *err) {
+  for (int32_t id = 0; id < t->size; id++) {
+    if (!fsdpc__spm_is_control(t->m, id))
+      continue;
+    const char *p = fsdpc__spm_id_piece(t->m, id);
+    int known = !p || !*p;
+    for (int32_t i = 0; i < t->n_added && !known; i++)
+      known = t->added[i].id == id || strcmp(t->added[i].content, p) == 0;
+    if (known)
+      continue;
+    sp_added *na = realloc(t->added, (size_t)(t->n_added + 1) * sizeof *na);
+    if (!na)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", t->path);
+    t->added = na;
+    if (!(na[t->n_added].content = strdup(p)))
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", t->path);
+    na[t->n_added].len = strlen(p);
+    na[t->n_added].id = id;
+    t->n_added++;
+  }
+  if (t->n_added > 1)
+    qsort(t->added, (size_t)t->n_added, sizeof *t->added, by_len_desc);
+  return FSDPC_OK;
+}
+
 static int32_t sp_token_id(const fsdpc_tokenizer *tok, const char *s) {
   const sp_tok *t = tok->impl;
   for (int32_t i = 0; i < t->n_added; i++)
@@ -238,6 +265,7 @@ static fsdpc_status sp_encode_offsets(const fsdpc_tokenizer *tok, const char *te
     return st;
   }
   *ids_out = ids;
+  fsdpc__tok_widen_offsets(text, len, offs, n);
   if (offsets)
     *offsets = offs;
   else
@@ -404,6 +432,8 @@ fsdpc_status fsdpc__tokenizer_sp_create(const char *model_path, fsdpc_tokenizer 
   if (slash)
     *slash = '\0';
   st = read_added(t, slash ? (*dir ? dir : "/") : ".", err);
+  if (!st)
+    st = add_control_pieces(t, err);
   fsdpc__bpe_config_names names = {0};
   if (!st)
     st = fsdpc__bpe_read_config(slash ? (*dir ? dir : "/") : ".", &names, err);

@@ -22,6 +22,8 @@ static const char encode_help[] =
     "                         may use \\n \\r \\t \\\\ \\xHH escapes; empty lines and lines\n"
     "                         starting with # are skipped\n"
     "  --no-special           encode special-token strings as plain text\n"
+    "  --add-special          add BOS/EOS as the tokenizer's add_bos_token and\n"
+    "                         add_eos_token say (HF add_special_tokens=True)\n"
     "  --offsets              print id:begin-end, the byte range of the text each id\n"
     "                         came from (HF's offset_mapping, in bytes)\n"
     "  --stats                print counts and speed instead of the ids\n";
@@ -65,6 +67,8 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static int add_special; /* --add-special, for print_ids */
+
 static fsdpc_status print_ids(const fsdpc_tokenizer *tok, const char *s, size_t n, int stats,
                               int offsets, fsdpc_err *err) {
   int32_t *ids;
@@ -89,8 +93,14 @@ static fsdpc_status print_ids(const fsdpc_tokenizer *tok, const char *s, size_t 
     free(ids);
     return FSDPC_OK;
   }
+  int bos = add_special && fsdpc__tokenizer_adds_bos(tok) && fsdpc__tokenizer_bos(tok) >= 0;
+  int eos = add_special && fsdpc__tokenizer_adds_eos(tok) && fsdpc__tokenizer_eos(tok) >= 0;
+  if (bos)
+    printf("%" PRId32 "%s", fsdpc__tokenizer_bos(tok), n_ids ? " " : "");
   for (int64_t i = 0; i < n_ids; i++)
     printf("%s%" PRId32, i ? " " : "", ids[i]);
+  if (eos)
+    printf("%s%" PRId32, n_ids || bos ? " " : "", fsdpc__tokenizer_eos(tok));
   putchar('\n');
   free(ids);
   return FSDPC_OK;
@@ -126,6 +136,8 @@ int fsdpc__data_encode(int argc, char **argv) {
       stats = 1;
     } else if (strcmp(argv[i], "--offsets") == 0) {
       offsets = 1;
+    } else if (strcmp(argv[i], "--add-special") == 0) {
+      add_special = 1;
     } else {
       return fsdpc__data_bad_arg(cmd, argv[i], 0);
     }

@@ -66,6 +66,8 @@ static fsdpc_status byte_encode_offsets(const fsdpc_tokenizer *tok, const char *
       (*offsets)[i][1] = i + 1;
     }
   }
+  if (offsets) /* a byte of a multi-byte character gets the character's range */
+    fsdpc__tok_widen_offsets(text, len, *offsets, (int64_t)len);
   *n = (int64_t)len;
   return FSDPC_OK;
 }

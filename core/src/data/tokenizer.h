@@ -102,6 +102,12 @@ void fsdpc__bpe_opts_default(fsdpc_bpe_opts *o);
 fsdpc_status fsdpc__tokenizer_bpe_create(const char *path, const fsdpc_bpe_opts *opts,
                                          fsdpc_tokenizer **out, fsdpc_err *err);
 
+/* A tokenizer.json image in memory (default options, no
+ * tokenizer_config.json); name stands for the file in messages. For the
+ * fuzzer and tests. */
+fsdpc_status fsdpc__tokenizer_bpe_create_mem(const char *name, const char *json, size_t len,
+                                             fsdpc_tokenizer **out, fsdpc_err *err);
+
 /* SentencePiece tokenizer.model through libsentencepiece (tokenizer_sp.c +
  * tokenizer_sp_shim.cc). tokenizer_config.json beside the file gives
  * add_bos_token/add_eos_token, the special token names and

@@ -161,6 +161,9 @@ static fsdpc_status pick_special(bpe *b, const char *what, int32_t id, const cha
   return FSDPC_OK;
 }
 
+static fsdpc_status finish(bpe *b, const fsdpc_bpe_opts *opts, const char *dir,
+                           fsdpc_tokenizer **out, fsdpc_err *err);
+
 fsdpc_status fsdpc__tokenizer_bpe_create(const char *path, const fsdpc_bpe_opts *opts,
                                          fsdpc_tokenizer **out, fsdpc_err *err) {
   *out = NULL;
@@ -193,14 +196,31 @@ fsdpc_status fsdpc__tokenizer_bpe_create(const char *path, const fsdpc_bpe_opts 
   bpe *b;
   fsdpc_status st = fsdpc__bpe_load(file, &b, err);
   free(file);
-  if (st) {
-    free(dir);
-    return st;
-  }
-  b->parse_special = opts->parse_special;
-  fsdpc__bpe_config_names names;
-  st = fsdpc__bpe_read_config(dir, &names, err);
+  if (!st)
+    st = finish(b, opts, dir, out, err);
   free(dir);
+  return st;
+}
+
+fsdpc_status fsdpc__tokenizer_bpe_create_mem(const char *name, const char *json, size_t len,
+                                             fsdpc_tokenizer **out, fsdpc_err *err) {
+  *out = NULL;
+  fsdpc_bpe_opts def;
+  fsdpc__bpe_opts_default(&def);
+  bpe *b;
+  FSDPC_TRY(fsdpc__bpe_load_mem(name, json, len, &b, err));
+  return finish(b, &def, NULL, out, err);
+}
+
+/* Completes a loaded tokenizer: options, tokenizer_config.json in dir
+ * (NULL: none), BOS/EOS/PAD. Frees b on failure. */
+static fsdpc_status finish(bpe *b, const fsdpc_bpe_opts *opts, const char *dir,
+                           fsdpc_tokenizer **out, fsdpc_err *err) {
+  fsdpc_status st = FSDPC_OK;
+  b->parse_special = opts->parse_special;
+  fsdpc__bpe_config_names names = {.add_bos = -1, .add_eos = -1};
+  if (dir)
+    st = fsdpc__bpe_read_config(dir, &names, err);
   static const char *const bos_known[] = {"<|begin_of_text|>", "<s>", "<|startoftext|>", NULL};
   static const char *const eos_known[] = {"<|end_of_text|>", "</s>", "<|endoftext|>", NULL};
   static const char *const pad_known[] = {"<pad>", NULL};

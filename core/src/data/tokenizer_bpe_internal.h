@@ -135,6 +135,9 @@ typedef struct bpe {
  * built except bos/eos/pad/parse_special and the adds_* flags from
  * tokenizer_config.json, which the caller sets. */
 fsdpc_status fsdpc__bpe_load(const char *path, bpe **out, fsdpc_err *err);
+/* The same over a JSON image in memory (path names it in messages). */
+fsdpc_status fsdpc__bpe_load_mem(const char *path, const char *text, size_t len, bpe **out,
+                                 fsdpc_err *err);
 void fsdpc__bpe_free(bpe *b);
 /* Adds bytes to the arena as token id's string. */
 int fsdpc__bpe_arena_set(bpe *b, int32_t id, const char *s, size_t n);

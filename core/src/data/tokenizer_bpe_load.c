@@ -6,6 +6,9 @@
  * Strings from the file are escaped before they reach a message. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +19,23 @@
 
 /* ---- small helpers ----------------------------------------------------- */
 
+/* Reads a regular file whole (a FIFO or device is refused before any
+ * blocking read: EINVAL). */
 static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return NULL;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    errno = EINVAL;
+    return NULL;
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return NULL;
+  }
   char *buf = NULL;
   size_t cap = 0, n = 0;
   for (;;) {
@@ -465,16 +481,23 @@ fsdpc_status fsdpc__bpe_load(const char *path, bpe **out, fsdpc_err *err) {
   size_t len = 0;
   char *text = read_file(path, &len);
   if (!text)
-    return FAIL("%s: cannot read tokenizer: %s", path, strerror(errno));
+    return FAIL("%s: cannot read tokenizer: %s", path,
+                errno == EINVAL ? "not a regular file" : strerror(errno));
+  fsdpc_status st = fsdpc__bpe_load_mem(path, text, len, out, err);
+  free(text);
+  return st;
+}
+
+fsdpc_status fsdpc__bpe_load_mem(const char *path, const char *text, size_t len, bpe **out,
+                                 fsdpc_err *err) {
+  *out = NULL;
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
   if (!root) {
     int line, col;
     line_col(text, end && end >= text && end <= text + len ? (size_t)(end - text) : 0, &line, &col);
-    free(text);
     return FAIL("%s:%d:%d: invalid JSON", path, line, col);
   }
-  free(text);
   bpe *b = calloc(1, sizeof *b);
   fsdpc_status st = FSDPC_OK;
   if (!b || !(b->path = strdup(path))) {

@@ -8,6 +8,8 @@
  * only. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,14 +50,21 @@ static void sp_free(sp_tok *t) {
   free(t);
 }
 
+/* Reads a regular file of at most max bytes (anything else is refused
+ * before a blocking read: EINVAL). */
 static char *slurp(const char *path, size_t max, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return NULL;
   struct stat st;
-  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max) {
-    fclose(f);
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max) {
+    close(fd);
     errno = EINVAL;
+    return NULL;
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
     return NULL;
   }
   char *buf = malloc((size_t)st.st_size + 1);
@@ -86,7 +95,8 @@ static fsdpc_status read_added(sp_tok *t, const char *dir, fsdpc_err *err) {
   if (!text)
     return errno == ENOENT ? FSDPC_OK
                            : fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot read: %s", path,
-                                         strerror(errno));
+                                         errno == EINVAL ? "not a regular file of at most 64 MiB"
+                                                         : strerror(errno));
   cJSON *root = cJSON_ParseWithLength(text, len);
   free(text);
   if (!root)

@@ -57,6 +57,8 @@ expect qwen2.5-instruct "Hi" "13048" --add-special
 expect qwen2.5-instruct "caf$(printf 'e\xcc\x81')" "$("$FSDPC" data encode --tokenizer "$hub/qwen2.5-instruct" \
   --text "caf$(printf '\xc3\xa9')")" # NFC: e + U+0301 is é
 expect qwen2.5-instruct "caf$(printf 'e\xcc\x81')" "924:0-2 58858:2-6" --offsets # the é of e + U+0301 spans both
+# NFC lengthens U+2ADC (3 bytes) to 4 byte-level ids: the id buffer must allow it.
+expect qwen2.5-instruct "$(printf '\xe2\xab\x9c')" "145773 251 136 116"
 expect llama2-chat "Hello world!" "15043 3186 29991"
 expect llama2-chat "Hi" "1 6324" --add-special
 expect mistral-v0.1-instruct "Hello world!" "22557 1526 28808"

@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t text_len = nul ? size - json_len - 1 : sizeof default_text - 1;
   fsdpc_err err = {0};
   fsdpc_tokenizer *tok = NULL;
-  fsdpc_status s = fsdpc__tokenizer_bpe_create_mem("fuzz.json", (const char *)data, json_len, &tok,
-                                                   &err);
+  fsdpc_status s =
+      fsdpc__tokenizer_bpe_create_mem("fuzz.json", (const char *)data, json_len, &tok, &err);
   if (s != FSDPC_OK) {
     CHECK(tok == NULL);
     CHECK(err.status == s);

@@ -73,10 +73,12 @@ static int32_t bpe_pad(const fsdpc_tokenizer *tok) {
 static int32_t bpe_vocab(const fsdpc_tokenizer *tok) {
   return ((const bpe *)tok->impl)->vocab_size;
 }
-/* Byte-level: each id covers at least one input byte. SentencePiece adds one
+/* Byte-level: each id covers at least one (normalized) input byte. SentencePiece adds one
  * "▁" per piece, so at most len + pieces <= 2 * len ids. */
 static int32_t bpe_max_ids_per_byte(const fsdpc_tokenizer *tok) {
-  return ((const bpe *)tok->impl)->mode == BPE_SENTENCEPIECE ? 2 : 1;
+  const bpe *b = tok->impl;
+  /* NFC can lengthen UTF-8 text up to 3 times (Unicode's stability bound). */
+  return b->mode == BPE_SENTENCEPIECE ? 2 : b->nfc ? 3 : 1;
 }
 static int bpe_adds_bos(const fsdpc_tokenizer *tok) {
   return ((const bpe *)tok->impl)->adds_bos;

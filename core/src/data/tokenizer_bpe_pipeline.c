@@ -44,7 +44,7 @@ static int is_type(const cJSON *v, const char *t) {
 /* The type name of a component, escaped for messages (static buffer per
  * slot, so two may appear in one message). */
 static const char *type_of(const cJSON *v, int slot) {
-  static char buf[2][80];
+  static _Thread_local char buf[2][80];
   const char *t = get_str(v, "type");
   if (!t)
     return cJSON_IsObject(v) ? "(no type)" : "(not an object)";

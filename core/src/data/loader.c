@@ -164,18 +164,10 @@ void fsdpc__loader_destroy(fsdpc_loader *l) {
   free(l);
 }
 
-int64_t fsdpc__loader_total_windows(const fsdpc_loader *l) {
-  return l->total_windows;
-}
-int64_t fsdpc__loader_num_windows(const fsdpc_loader *l) {
-  return l->n;
-}
-int64_t fsdpc__loader_steps_per_epoch(const fsdpc_loader *l) {
-  return l->steps_per_epoch;
-}
-int32_t fsdpc__loader_seq_len(const fsdpc_loader *l) {
-  return l->opts.seq_len;
-}
+int64_t fsdpc__loader_total_windows(const fsdpc_loader *l) { return l->total_windows; }
+int64_t fsdpc__loader_num_windows(const fsdpc_loader *l) { return l->n; }
+int64_t fsdpc__loader_steps_per_epoch(const fsdpc_loader *l) { return l->steps_per_epoch; }
+int32_t fsdpc__loader_seq_len(const fsdpc_loader *l) { return l->opts.seq_len; }
 
 /* Largest d in [0, D) with off[d] + d <= p: the document whose stream span
  * [off[d] + d, off[d+1] + d] (its tokens, then its EOS) holds position p. */

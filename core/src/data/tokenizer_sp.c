@@ -37,6 +37,10 @@ typedef struct sp_tok {
   int32_t adds_bos, adds_eos;
   sp_added *added; /* longest first */
   int32_t n_added;
+  /* added[by_first[first_start[c] .. first_start[c + 1])] start with byte c,
+   * longest first: encode tries only the candidates for the byte at hand. */
+  int32_t *by_first;
+  int32_t first_start[257];
 } sp_tok;
 
 static void sp_free(sp_tok *t) {
@@ -46,8 +50,24 @@ static void sp_free(sp_tok *t) {
   for (int32_t i = 0; i < t->n_added; i++)
     free(t->added[i].content);
   free(t->added);
+  free(t->by_first);
   free(t->path);
   free(t);
+}
+
+static fsdpc_status index_added(sp_tok *t, fsdpc_err *err) {
+  t->by_first = malloc((size_t)(t->n_added ? t->n_added : 1) * sizeof *t->by_first);
+  if (!t->by_first)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", t->path);
+  int32_t k = 0;
+  for (int c = 0; c < 256; c++) {
+    t->first_start[c] = k;
+    for (int32_t i = 0; i < t->n_added; i++) /* added is sorted longest first */
+      if ((unsigned char)t->added[i].content[0] == c)
+        t->by_first[k++] = i;
+  }
+  t->first_start[256] = k;
+  return FSDPC_OK;
 }
 
 /* Reads a regular file of at most max bytes (anything else is refused
@@ -179,6 +199,8 @@ static int32_t sp_token_id(const fsdpc_tokenizer *tok, const char *s) {
 
 static const char *sp_token_str(const fsdpc_tokenizer *tok, int32_t id) {
   const sp_tok *t = tok->impl;
+  if (id >= 0 && id < t->size && !fsdpc__spm_is_control(t->m, id))
+    return fsdpc__spm_id_piece(t->m, id);
   for (int32_t i = 0; i < t->n_added; i++)
     if (t->added[i].id == id)
       return t->added[i].content;
@@ -243,10 +265,12 @@ static fsdpc_status sp_encode_offsets(const fsdpc_tokenizer *tok, const char *te
   size_t piece = 0;
   for (size_t pos = 0; pos < len && !st;) {
     const sp_added *hit = NULL;
-    for (int32_t i = 0; i < t->n_added && !hit; i++)
-      if (t->added[i].len <= len - pos &&
-          memcmp(text + pos, t->added[i].content, t->added[i].len) == 0)
-        hit = &t->added[i];
+    unsigned char c = (unsigned char)text[pos];
+    for (int32_t k = t->first_start[c]; k < t->first_start[c + 1] && !hit; k++) {
+      const sp_added *a = &t->added[t->by_first[k]];
+      if (a->len <= len - pos && memcmp(text + pos, a->content, a->len) == 0)
+        hit = a;
+    }
     if (!hit) {
       pos++;
       continue;
@@ -299,8 +323,9 @@ static fsdpc_status sp_encode(const fsdpc_tokenizer *tok, const char *text, size
   return FSDPC_OK;
 }
 
-/* Runs of SentencePiece ids decode through SentencePiece (control pieces
- * give nothing); added tokens give their text, BOS/EOS/PAD nothing. */
+/* Runs of ordinary SentencePiece ids decode through SentencePiece; BOS,
+ * EOS and PAD give nothing; other control pieces ([INST]) and added tokens
+ * give their text, as the BPE tokenizer's added tokens do. */
 static fsdpc_status sp_decode(const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n, char *out,
                               size_t cap, size_t *len_out, fsdpc_err *err) {
   const sp_tok *t = tok->impl;
@@ -311,28 +336,22 @@ static fsdpc_status sp_decode(const fsdpc_tokenizer *tok, const int32_t *ids, in
                          "sentencepiece tokenizer: id %" PRId32 " at position %" PRId64
                          " is not in its vocabulary [0, %d)",
                          ids[i], i, t->vocab_size);
+#define PLAIN(id) ((id) < t->size && !fsdpc__spm_is_control(t->m, (id)))
   for (int64_t i = 0; i < n;) {
-    int64_t j = i;
-    while (j < n && ids[j] < t->size && (ids[j] == t->bos || ids[j] == t->eos || ids[j] == t->pad))
-      j++;
-    if (j > i) {
-      i = j;
-      continue;
-    }
-    const char *s;
-    size_t l;
+    int64_t j = i + 1;
+    const char *s = "";
+    size_t l = 0;
     char *dec = NULL;
-    if (ids[i] < t->size && sp_token_id(tok, fsdpc__spm_id_piece(t->m, ids[i])) == ids[i]) {
-      while (j < n && ids[j] < t->size && ids[j] != t->bos && ids[j] != t->eos && ids[j] != t->pad)
+    if (PLAIN(ids[i])) {
+      while (j < n && PLAIN(ids[j]))
         j++;
       char msg[256];
       if (fsdpc__spm_decode(t->m, ids + i, j - i, &dec, &l, msg, sizeof msg) != 0)
         return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: %s", t->path, msg);
       s = dec;
-    } else {
+    } else if (ids[i] != t->bos && ids[i] != t->eos && ids[i] != t->pad) {
       s = sp_token_str(tok, ids[i]);
       l = strlen(s);
-      j = i + 1;
     }
     if (k + l <= cap)
       memcpy(out + k, s, l);
@@ -340,6 +359,7 @@ static fsdpc_status sp_decode(const fsdpc_tokenizer *tok, const int32_t *ids, in
     free(dec);
     i = j;
   }
+#undef PLAIN
   *len_out = k;
   if (k > cap)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -444,6 +464,8 @@ fsdpc_status fsdpc__tokenizer_sp_create(const char *model_path, fsdpc_tokenizer 
   st = read_added(t, slash ? (*dir ? dir : "/") : ".", err);
   if (!st)
     st = add_control_pieces(t, err);
+  if (!st)
+    st = index_added(t, err);
   fsdpc__bpe_config_names names = {0};
   if (!st)
     st = fsdpc__bpe_read_config(slash ? (*dir ? dir : "/") : ".", &names, err);

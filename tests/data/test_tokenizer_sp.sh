@@ -10,7 +10,7 @@ set -u
 : "${FSDPC:?FSDPC must point at the fsdpc executable}"
 : "${FSDPC_SOURCE_DIR:?}"
 fix="$FSDPC_SOURCE_DIR/tests/fixtures/tokenizers"
-model="$FSDPC_SOURCE_DIR/shared/tokenizers/llama2/tokenizer.model"
+model="$FSDPC_SOURCE_DIR/tests/fixtures/tokenizers/vocab/llama2/tokenizer.model"
 dir=$(mktemp -d "${FSDPC_BINARY_DIR:-/tmp}/sp-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fails=0

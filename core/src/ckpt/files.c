@@ -20,6 +20,7 @@
 #include "ckpt/ckpt_internal.h"
 #include "data/crc32.h"
 #include "io/fileio.h"
+#include "util/fs.h"
 
 void fsdpc__ckpt_step_name(int64_t step, char *buf, size_t cap) {
   snprintf(buf, cap, FSDPC_CKPT_STEP_PREFIX "%06lld", (long long)step);
@@ -149,7 +150,9 @@ void fsdpc__ckpt_fsync_dir(const char *path) {
 }
 
 fsdpc_status fsdpc__ckpt_file_crc(const char *path, uint32_t *crc, uint64_t *size, fsdpc_err *err) {
-  int fd = open(path, O_RDONLY);
+  int fd = fsdpc__open_regular(path, 0);
+  if (fd == -2)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: not a regular file", path);
   if (fd < 0)
     return fsdpc__fail(err, errno == ENOENT ? FSDPC_INVALID_USAGE : FSDPC_SYSTEM_ERROR,
                        "%s: cannot open: %s", path, strerror(errno));

@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "data/tokenizer_bpe_internal.h"
+#include "util/fs.h"
 
 #define MAX_VOCAB (1 << 26) /* ids beyond this are surely a corrupt file */
 
@@ -27,9 +29,15 @@ static const char metaspace[] = "\xe2\x96\x81"; /* U+2581 LOWER ONE EIGHTH BLOCK
 /* ---- small helpers ----------------------------------------------------- */
 
 static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
+  int fd = fsdpc__open_regular(path, 0); /* a FIFO must not block */
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+  if (!f) {
+    if (fd >= 0)
+      close(fd);
+    if (fd == -2)
+      errno = EINVAL;
     return NULL;
+  }
   char *buf = NULL;
   size_t cap = 0, n = 0;
   for (;;) {

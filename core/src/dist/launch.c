@@ -17,6 +17,7 @@
 
 #include "dist/env.h"
 #include "dist/job.h"
+#include "dist/job_token.h"
 #include "dist/store.h"
 #include "dist/store_wire.h"
 #include "util/log.h"
@@ -95,6 +96,7 @@ fsdpc_status fsdpc__launch_parse_args(int *argc, char **argv, fsdpc_launch_opts 
       break;
     case 4:
       FSDPC_TRY(parse_int(flags[4], val, 0, 65535, &o->master_port, err));
+      o->port_given = 1;
       break;
     }
   }
@@ -138,11 +140,34 @@ static fsdpc_status pick_port(int *port, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
+/* Node 0 of a job whose port was given: refuses to start when the port is
+ * already taken on this host (another job?), before any rank exists. */
+static fsdpc_status port_free(const char *addr, int port, fsdpc_err *err) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return FSDPC_OK; /* cannot tell; the store will say */
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  int r = bind(fd, (struct sockaddr *)&a, sizeof a), e = errno;
+  close(fd);
+  if (r != 0 && e == EADDRINUSE)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "launcher: port %d on this host is in use (another job's store?): pick "
+                       "another --master-port, or leave it out on one node to get a free port "
+                       "(store address %s)",
+                       port, addr);
+  return FSDPC_OK;
+}
+
 /* environ without the variables we set, then ours. Freed with free_env. */
-static char **make_env(const fsdpc_launch_opts *o, int port, int local, int world) {
+static char **make_env(const fsdpc_launch_opts *o, int port, const char *token, int local,
+                       int world) {
   static const char *ours[] = {
       "RANK=",        "WORLD_SIZE=", "LOCAL_RANK=",     "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
-      "MASTER_PORT=", "GROUP_RANK=", "FSDPC_LAUNCHER=", "FSDPC_NODE_RANK=",  "FSDPC_NNODES="};
+      "MASTER_PORT=", "GROUP_RANK=", "FSDPC_LAUNCHER=", "FSDPC_NODE_RANK=",  "FSDPC_NNODES=",
+      "FSDPC_JOB_TOKEN="};
   enum { NOURS = sizeof ours / sizeof ours[0] };
   size_t n = 0;
   while (environ[n])
@@ -180,6 +205,9 @@ static char **make_env(const fsdpc_launch_opts *o, int port, int local, int worl
       break;
     case 7:
       snprintf(buf, sizeof buf, "%s1", ours[j]);
+      break;
+    case 10:
+      snprintf(buf, sizeof buf, "%s%s", ours[j], token);
       break;
     default:
       snprintf(buf, sizeof buf, "%s%d", ours[j], o->nnodes);
@@ -254,12 +282,12 @@ static void signal_all(child *cs, int n, int sig) {
 }
 
 /* Tells ranks on other nodes through the store; best effort, bounded. */
-static void post_death(const fsdpc_launch_opts *o, int port, const char *msg, char *root,
-                       size_t cap) {
+static void post_death(const fsdpc_launch_opts *o, int port, const char *token, const char *msg,
+                       char *root, size_t cap) {
   fsdpc_store *s = NULL;
   fsdpc_err e;
   root[0] = '\0';
-  if (fsdpc__store_connect(o->master_addr, port, 1000, &s, &e))
+  if (fsdpc__store_connect(o->master_addr, port, token, 1000, &s, &e))
     return;
   if (fsdpc__dist_check_abort(s, &e) && strncmp(e.msg, "job aborted: ", 13) == 0)
     snprintf(root, cap, "%.500s", e.msg + 13); /* another node saw a death first */
@@ -279,6 +307,8 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
                        "--node-rank %d (must be below --nnodes)",
                        o->nproc_per_node, MAX_LOCAL, o->nnodes, o->node_rank);
   int port = o->master_port;
+  if (!o->port_given && o->nnodes == 1)
+    port = 0; /* two single-node jobs never meet on a default port */
   if (port == 0) {
     if (o->nnodes > 1)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -287,6 +317,10 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
                          o->nnodes);
     FSDPC_TRY(pick_port(&port, err));
   }
+  if (o->node_rank == 0 && o->master_port != 0 && (o->port_given || o->nnodes > 1))
+    FSDPC_TRY(port_free(o->master_addr, port, err));
+  char token[FSDPC_JOB_TOKEN_CAP];
+  FSDPC_TRY(fsdpc__job_token_resolve(o->nnodes == 1, o->master_addr, port, token, err));
   int n = o->nproc_per_node, world = n * o->nnodes;
   int grace = o->grace_ms > 0 ? o->grace_ms : 3000;
   child *cs = calloc((size_t)n, sizeof *cs);
@@ -309,7 +343,7 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
              o->nnodes, o->node_rank * n, o->node_rank * n + n - 1, world, o->master_addr, port);
   for (int i = 0; i < n; i++) {
     cs[i].rank = o->node_rank * n + i;
-    char **env = make_env(o, port, i, world);
+    char **env = make_env(o, port, token, i, world);
     if (!env) {
       st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: out of memory");
     } else {
@@ -380,7 +414,7 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
       kill_at = fsdpc__now_ms() + grace;
       FSDPC_LOGE("launcher: %s; stopping the other ranks", why);
       char root[512];
-      post_death(o, port, why, root, sizeof root);
+      post_death(o, port, token, why, root, sizeof root);
       if (root[0] && strcmp(root, why) != 0) {
         size_t l = strlen(why);
         snprintf(why + l, sizeof why - l, " (after %s)", root);

@@ -20,6 +20,6 @@ for t in "${targets[@]}"; do
   dict=()
   [ -f tests/fuzz/$t.dict ] && dict=(-dict=tests/fuzz/$t.dict)
   echo "== fuzz_$t for $secs s"
-  ASAN_OPTIONS=detect_leaks=1 build-fuzz/tests/fuzz/fuzz_$t "${dict[@]}" -max_total_time="$secs" \
+  ASAN_OPTIONS=detect_leaks=1 build-fuzz/bin/fuzz_$t "${dict[@]}" -max_total_time="$secs" \
     -rss_limit_mb=2048 -artifact_prefix=build-fuzz/fuzz_$t- -print_final_stats=1 "$work"
 done

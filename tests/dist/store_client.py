@@ -4,7 +4,7 @@
 Usage: store_client.py PORT ACTION [ARGS]
   set-dead-old TEXT        SET fsdpc/dead in the wire format without a token
   set-dead TOKEN TEXT      SET fsdpc/dead carrying TOKEN
-  big TOKEN                one 2 MiB SET, then 120 SETs of 1 MiB; prints how
+  big TOKEN                one SET of 1 MiB + 1 byte, then 120 SETs of 1 MiB; prints how
                            many were accepted
   idle N SECONDS           opens N connections, sends nothing, holds them
 STORE_WIRE=old speaks the wire format from before job tokens (no token
@@ -80,7 +80,7 @@ def main():
         send(port, frame_new(OP_SET, sys.argv[3].encode(), b"fsdpc/dead", sys.argv[4].encode()))
     elif act == "big":
         tok = sys.argv[3].encode()
-        r = send(port, frame_new(OP_SET, tok, b"big/0", b"x" * (2 << 20)))
+        r = send(port, frame_new(OP_SET, tok, b"big/0", b"x" * ((1 << 20) + 1)))
         ok = 0
         s = socket.create_connection((HOST, port), timeout=10)
         for i in range(120):

@@ -139,6 +139,7 @@ static int write_conn(fsdpc__store_conn *c) {
 
 static void *serve(void *arg) {
   fsdpc_store_server *s = arg;
+  pthread_setname_np(pthread_self(), "fsdpc-store"); /* for top -H and the tests */
   struct pollfd *pfds = NULL;
   int pcap = 0;
   for (;;) {

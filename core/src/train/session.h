@@ -51,6 +51,7 @@ typedef struct fsdpc_session {
   FILE *metrics;               /* rank 0: log.dir/metrics.jsonl */
   int progress;                /* draw a progress bar */
   double t_start;
+  int64_t skipped_steps; /* steps whose global batch had no target token */
 } fsdpc_session;
 
 /* Builds the session for this rank (env says which). */

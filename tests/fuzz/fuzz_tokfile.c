@@ -35,7 +35,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   memcpy(img, data, size);
   if (fix && size >= FSDPC_TOKFILE_HEADER_BYTES) {
-    uint32_t pc = fsdpc__crc32(0, img + FSDPC_TOKFILE_HEADER_BYTES, size - FSDPC_TOKFILE_HEADER_BYTES);
+    uint32_t pc =
+        fsdpc__crc32(0, img + FSDPC_TOKFILE_HEADER_BYTES, size - FSDPC_TOKFILE_HEADER_BYTES);
     for (int i = 0; i < 4; i++)
       img[48 + i] = (uint8_t)(pc >> (8 * i));
     uint32_t hc = fsdpc__tokfile_header_crc(img);

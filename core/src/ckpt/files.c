@@ -110,6 +110,20 @@ fsdpc_status fsdpc__ckpt_latest(const char *root, char *out, size_t cap, int *fo
   return FSDPC_OK;
 }
 
+fsdpc_status fsdpc__ckpt_nth_latest(const char *root, int k, char *out, size_t cap, int *found,
+                                    fsdpc_err *err) {
+  step_dir *v;
+  int n;
+  *found = 0;
+  FSDPC_TRY(list_steps(root, &v, &n, err));
+  if (k >= 0 && k < n) {
+    snprintf(out, cap, "%s/%s", root, v[n - 1 - k].name);
+    *found = 1;
+  }
+  free(v);
+  return FSDPC_OK;
+}
+
 fsdpc_status fsdpc__ckpt_rotate(const char *root, int64_t keep, fsdpc_err *err) {
   if (keep <= 0)
     return FSDPC_OK;

@@ -15,6 +15,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/state.h"
 #include "ckpt/train_hooks.h"
+#include "ckpt/verify.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -123,6 +124,21 @@ static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_compone
                          int32_t dtype, int64_t step, fsdpc_err *err) {
   fsdpc_ckpt_run *r = s->ckpt;
   int with_opt = strcmp(plugin->desc->name, "full") != 0;
+  /* A diverged step (NaN/Inf loss or grad norm poisons the weights) never
+   * becomes a checkpoint: the last good one stays, and rotation never sees
+   * a bad one to keep in its place. */
+  fsdpc_err bad;
+  int ok = fsdpc__ckpt_check_finite(r->host, with_opt, NULL, &bad) == FSDPC_OK;
+  if (!fsdpc__ckpt_all_ok(r->host, ok)) {
+    if (!ok)
+      FSDPC_LOGW("step %lld: not saving %s: %s; the newest good checkpoint stays", (long long)step,
+                 name, bad.msg);
+    else if (s->env.rank == 0)
+      FSDPC_LOGW("step %lld: not saving %s: another rank's weights hold NaN/Inf (see its "
+                 "message); the newest good checkpoint stays",
+                 (long long)step, name);
+    return FSDPC_OK;
+  }
   char *state = NULL;
   FSDPC_TRY(build_state(s, step, with_opt, &state, err));
   fsdpc_status st = fsdpc__ckpt_host_set_state(r->host, state, err);
@@ -208,6 +224,8 @@ fsdpc_status fsdpc__ckpt_resume_dir(const fsdpc_config *c, char *dir, size_t cap
   return fsdpc__ckpt_latest(c->checkpoint.dir, dir, cap, found, err);
 }
 
+static fsdpc_status resume_from(fsdpc_session *s, const char *dir, fsdpc_err *err);
+
 static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   char dir[4096];
@@ -219,6 +237,32 @@ static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
                  c->checkpoint.dir);
     return FSDPC_OK;
   }
+  /* resume: auto goes back to older checkpoints while the newer ones fail
+   * their checks (checksums, meta.json, NaN/Inf), and says so. */
+  int fallback = strcmp(c->checkpoint.resume, "auto") == 0;
+  fsdpc_err first;
+  for (int k = 1;; k++) {
+    fsdpc_status st = resume_from(s, dir, err);
+    if (st == FSDPC_OK || !fallback)
+      return st;
+    if (k == 1)
+      first = *err;
+    char older[4096];
+    int more = 0;
+    FSDPC_TRY(fsdpc__ckpt_nth_latest(c->checkpoint.dir, k, older, sizeof older, &more, err));
+    if (!more) {
+      *err = first;
+      return fsdpc__err_prefix(err, "checkpoint.resume=auto: no checkpoint in %s passes its checks",
+                               c->checkpoint.dir);
+    }
+    if (s->env.rank == 0)
+      FSDPC_LOGW("checkpoint.resume=auto: %s cannot be used (%s); falling back to %s", dir,
+                 err->msg, older);
+    snprintf(dir, sizeof dir, "%s", older);
+  }
+}
+
+static fsdpc_status resume_from(fsdpc_session *s, const char *dir, fsdpc_err *err) {
   const fsdpc_component *plugin;
   FSDPC_TRY(fsdpc__ckpt_probe(s->reg, s->ckpt->fmt.intermediate, dir, &plugin, err));
   reset_peak_rss();
@@ -264,6 +308,7 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
   FSDPC_TRY(fsdpc__ckpt_engine_opts(s->eng, &s->shape, &ho, &r->keep, err));
   ho.strategy = fsdpc__strategy_name((fsdpc_strategy)c->fsdp.sharding_strategy);
   FSDPC_TRY(fsdpc__ckpt_host_create(&ho, &r->host, err));
+  fsdpc__ckpt_host_refuse_nonfinite(r->host, !c->checkpoint.allow_nonfinite);
   if (!(r->config_text = fsdpc__ckpt_config_text(c)) || !(r->config_yaml = dump_config(c)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   r->config_hash = fsdpc__ckpt_hash(r->config_text);

@@ -132,6 +132,7 @@ typedef struct fsdpc_config_checkpoint {
   char *intermediate_format, *final_format;
   int final_dtype; /* FSDPC_DTYPE_* */
   fsdpc_opts *options;
+  bool allow_nonfinite; /* load weights/optimizer state holding NaN/Inf */
 } fsdpc_config_checkpoint;
 
 typedef struct fsdpc_config_log {

@@ -275,6 +275,10 @@ static const fsdpc_cfg_key keys[] = {
     ENUM_("checkpoint.final_dtype", checkpoint.final_dtype, "bf16", dtype_values,
           "dtype of weights in the final checkpoint", NONE_),
     OPTS_("checkpoint.options", checkpoint.options, "options of the statedict plugins"),
+    BOOL_("checkpoint.allow_nonfinite", checkpoint.allow_nonfinite, "false",
+          "load a checkpoint whose weights or optimizer state hold NaN/Inf (refused by default, "
+          "naming the tensor)",
+          NONE_),
 
     /* ---- log ---- */
     PATH_("log.dir", log.dir, "out", "folder for logs, metrics and (by default) checkpoints",

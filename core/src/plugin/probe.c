@@ -111,8 +111,8 @@ fsdpc_status fsdpc__plugin_probe(const char *path, char *reason, size_t cap) {
              base, s, n ? n : "?");
   } else {
     snprintf(reason, cap,
-             "%s: its entry point ended the process (exit code %d) instead of returning",
-             base, WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
+             "%s: its entry point ended the process (exit code %d) instead of returning", base,
+             WIFEXITED(ws) ? WEXITSTATUS(ws) : -1);
   }
   return FSDPC_SYSTEM_ERROR;
 }

@@ -16,9 +16,15 @@ static int32_t create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
   *out = NULL;
   return FSDPC_UNSUPPORTED;
 }
-static void destroy(fsdpc_optimizer *o) { (void)o; }
-static uint32_t n_slots(const fsdpc_optimizer *o) { return 0; }
-static const char *slot_name(const fsdpc_optimizer *o, uint32_t i) { return NULL; }
+static void destroy(fsdpc_optimizer *o) {
+  (void)o;
+}
+static uint32_t n_slots(const fsdpc_optimizer *o) {
+  return 0;
+}
+static const char *slot_name(const fsdpc_optimizer *o, uint32_t i) {
+  return NULL;
+}
 static int32_t init_state(fsdpc_optimizer *o, float *state, uint64_t n, int32_t dev, void *s) {
   return FSDPC_OK;
 }

@@ -74,6 +74,7 @@ int fsdpc__cmd_train(int argc, char **argv) {
     child[1] = "train";
     for (int i = 1; i < argc; i++) child[i + 1] = argv[i];
     lo.argv = child;
+    lo.grace_ms = (int)(cfg->dist.term_grace_s * 1000.0);
     int code = 1;
     fsdpc__log_setup(cfg->log.level, -1);
     fsdpc_status st = fsdpc__launch(&lo, &code, &err);

@@ -16,6 +16,7 @@
 #include "ckpt/state.h"
 #include "ckpt/train_hooks.h"
 #include "ckpt/verify.h"
+#include "dist/save_notify.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -45,6 +46,7 @@ struct fsdpc_ckpt_run {
   int signal_at;      /* test hook: raise SIGTERM on rank 0 after this step */
   int64_t kill_step;  /* test hook: die during the save of this step ... */
   int kill_files;     /* ... after writing this many files */
+  int warned_grace;   /* a save took longer than dist.term_grace_s */
 };
 
 static const char *intermediate_name(const fsdpc_config *c, fsdpc_err *err, fsdpc_status *st) {
@@ -150,8 +152,17 @@ static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_compone
   reset_peak_rss();
   fsdpc__mem_rss(&rss0, &hwm0);
   double t0 = fsdpc__now();
-  FSDPC_TRY(fsdpc__ckpt_save(r->host, plugin, r->fmt.opts, s->cfg->checkpoint.dir, name, &so,
-                             s->cfg->checkpoint.keep, err));
+  fsdpc__save_notify(s->env.rank, 1); /* the launcher's grace waits for it */
+  fsdpc_status sst = fsdpc__ckpt_save(r->host, plugin, r->fmt.opts, s->cfg->checkpoint.dir, name,
+                                      &so, s->cfg->checkpoint.keep, err);
+  fsdpc__save_notify(s->env.rank, 0);
+  FSDPC_TRY(sst);
+  double took = fsdpc__now() - t0;
+  if (took > s->cfg->dist.term_grace_s && s->env.rank == 0 && !r->warned_grace++)
+    FSDPC_LOGW("this save took %.1f s, more than dist.term_grace_s=%.1f s: a preemption "
+               "(SIGTERM) may not leave time for its checkpoint; raise dist.term_grace_s and the "
+               "scheduler's grace (SLURM KillWait, Kubernetes terminationGracePeriodSeconds)",
+               took, s->cfg->dist.term_grace_s);
   fsdpc__mem_rss(&rss1, &hwm1);
   r->last_saved = step;
   fsdpc__log(s->env.rank == 0 ? FSDPC_LOG_INFO : FSDPC_LOG_DEBUG,
@@ -225,6 +236,28 @@ fsdpc_status fsdpc__ckpt_resume_dir(const fsdpc_config *c, char *dir, size_t cap
 }
 
 static fsdpc_status resume_from(fsdpc_session *s, const char *dir, fsdpc_err *err);
+
+/* Write bandwidth a save is assumed to get per rank, for the warning below
+ * (a local NVMe does better, a busy network file system worse). */
+#define ASSUMED_SAVE_MIBPS 200.0
+
+/* At start: when this rank's shards (weights and optimizer state, fp32)
+ * would take longer to write than the launcher's grace after SIGTERM, say
+ * so before hours are spent. */
+static void warn_save_time(fsdpc_session *s) {
+  const fsdpc_config *c = s->cfg;
+  if (!c->checkpoint.dir[0] || s->env.rank != 0)
+    return;
+  fsdpc_engine_bytes eb;
+  fsdpc__engine_bytes(s->eng, &eb);
+  double mib = (double)(eb.params + eb.optim) / 1048576.0, est = mib / ASSUMED_SAVE_MIBPS;
+  if (est > c->dist.term_grace_s)
+    FSDPC_LOGW("a checkpoint save writes %.0f MiB per rank, about %.0f s at %.0f MiB/s: more than "
+               "dist.term_grace_s=%.1f s, so a SIGTERM may not leave time to save; raise "
+               "dist.term_grace_s and the scheduler's grace (SLURM KillWait, Kubernetes "
+               "terminationGracePeriodSeconds)",
+               mib, est, ASSUMED_SAVE_MIBPS, c->dist.term_grace_s);
+}
 
 static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
@@ -321,6 +354,7 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
     r->kill_files = kf;
   }
 
+  warn_save_time(s);
   return resume(s, err);
 }
 

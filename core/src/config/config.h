@@ -146,6 +146,11 @@ typedef struct fsdpc_config_plugins {
   fsdpc_strlist paths;
 } fsdpc_config_plugins;
 
+/* The job as a whole (launcher, signals). */
+typedef struct fsdpc_config_dist {
+  double term_grace_s; /* SIGTERM -> SIGKILL delay of the launcher */
+} fsdpc_config_dist;
+
 typedef struct fsdpc_config_meta fsdpc_config_meta; /* where each key came from */
 
 typedef struct fsdpc_config {
@@ -161,6 +166,7 @@ typedef struct fsdpc_config {
   fsdpc_config_checkpoint checkpoint;
   fsdpc_config_log log;
   fsdpc_config_plugins plugins;
+  fsdpc_config_dist dist;
   fsdpc_config_meta *meta; /* private */
 } fsdpc_config;
 

@@ -199,6 +199,10 @@ static const fsdpc_cfg_key keys[] = {
     INT_("collectives.timeout_s", collectives.timeout_s, "300",
          "seconds before a collective is declared hung", RANGE_(1, 86400)),
     OPTS_("collectives.options", collectives.options, "options of the collectives plugin"),
+    FLOAT_("dist.term_grace_s", dist.term_grace_s, "25",
+           "seconds the launcher gives ranks between SIGTERM and SIGKILL (a save under way gets "
+           "more); SLURM's KillWait and Kubernetes give 30",
+           RANGE_(0.1, 3600)),
 
     /* ---- attention ---- */
     STR_("attention.impl", attention.impl, "auto",

@@ -18,6 +18,7 @@
 #include "dist/env.h"
 #include "dist/job.h"
 #include "dist/job_token.h"
+#include "dist/save_notify.h"
 #include "dist/store.h"
 #include "dist/store_wire.h"
 #include "util/log.h"
@@ -32,7 +33,7 @@ void fsdpc__launch_opts_default(fsdpc_launch_opts *o) {
   o->nnodes = 1;
   snprintf(o->master_addr, sizeof o->master_addr, "127.0.0.1");
   o->master_port = FSDPC_DEFAULT_MASTER_PORT;
-  o->grace_ms = 3000;
+  o->grace_ms = 25000;
 }
 
 /* ---- argument parsing ---------------------------------------------------- */
@@ -162,12 +163,12 @@ static fsdpc_status port_free(const char *addr, int port, fsdpc_err *err) {
 }
 
 /* environ without the variables we set, then ours. Freed with free_env. */
-static char **make_env(const fsdpc_launch_opts *o, int port, const char *token, int local,
-                       int world) {
+static char **make_env(const fsdpc_launch_opts *o, int port, const char *token, int save_fd,
+                       int local, int world) {
   static const char *ours[] = {
       "RANK=",        "WORLD_SIZE=", "LOCAL_RANK=",     "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
       "MASTER_PORT=", "GROUP_RANK=", "FSDPC_LAUNCHER=", "FSDPC_NODE_RANK=",  "FSDPC_NNODES=",
-      "FSDPC_JOB_TOKEN="};
+      "FSDPC_JOB_TOKEN=", FSDPC_LAUNCHER_FD_ENV "="};
   enum { NOURS = sizeof ours / sizeof ours[0] };
   size_t n = 0;
   while (environ[n])
@@ -208,6 +209,9 @@ static char **make_env(const fsdpc_launch_opts *o, int port, const char *token, 
       break;
     case 10:
       snprintf(buf, sizeof buf, "%s%s", ours[j], token);
+      break;
+    case 11:
+      snprintf(buf, sizeof buf, "%s%d", ours[j], save_fd);
       break;
     default:
       snprintf(buf, sizeof buf, "%s%d", ours[j], o->nnodes);
@@ -322,7 +326,16 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
   char token[FSDPC_JOB_TOKEN_CAP];
   FSDPC_TRY(fsdpc__job_token_resolve(o->nnodes == 1, o->master_addr, port, token, err));
   int n = o->nproc_per_node, world = n * o->nnodes;
-  int grace = o->grace_ms > 0 ? o->grace_ms : 3000;
+  int grace = o->grace_ms > 0 ? o->grace_ms : 25000;
+  /* Ranks say when they write a checkpoint: the grace then waits for it. */
+  int save_ch[2] = {-1, -1};
+  if (fsdpc__save_channel_open(save_ch) != 0)
+    save_ch[0] = save_ch[1] = -1;
+  int saving[MAX_LOCAL] = {0}, said_waiting = 0;
+  /* After a rank died the others cannot save (a save is collective): they
+   * get a short grace whatever dist.term_grace_s says. */
+  int fail_grace = grace < 3000 ? grace : 3000;
+  int64_t hard_kill_at = 0;
   child *cs = calloc((size_t)n, sizeof *cs);
   if (!cs)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: out of memory");
@@ -343,7 +356,7 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
              o->nnodes, o->node_rank * n, o->node_rank * n + n - 1, world, o->master_addr, port);
   for (int i = 0; i < n; i++) {
     cs[i].rank = o->node_rank * n + i;
-    char **env = make_env(o, port, token, i, world);
+    char **env = make_env(o, port, token, save_ch[1], i, world);
     if (!env) {
       st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: out of memory");
     } else {
@@ -354,7 +367,7 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
       snprintf(why, sizeof why, "%.900s", err->msg);
       fail_code = 127;
       stopping = 1;
-      kill_at = fsdpc__now_ms() + grace;
+      kill_at = fsdpc__now_ms() + fail_grace;
       signal_all(cs, i + 1, SIGTERM);
       break;
     }
@@ -411,7 +424,7 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
                  (int)cs[cause].pid, fail_code);
       }
       stopping = 1;
-      kill_at = fsdpc__now_ms() + grace;
+      kill_at = fsdpc__now_ms() + fail_grace;
       FSDPC_LOGE("launcher: %s; stopping the other ranks", why);
       char root[512];
       post_death(o, port, token, why, root, sizeof root);
@@ -421,9 +434,26 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
       }
       signal_all(cs, n, SIGTERM);
     }
+    if (save_ch[0] >= 0)
+      fsdpc__save_channel_read(save_ch[0], o->node_rank * n, n, saving);
     if (stopping && alive > 0 && fsdpc__now_ms() >= kill_at) {
-      signal_all(cs, n, SIGKILL);
-      kill_at = fsdpc__now_ms() + 1000000;
+      /* A save under way gets up to another ten graces, not a SIGKILL. */
+      int busy = -1;
+      for (int i = 0; i < n && busy < 0; i++)
+        if (cs[i].alive && saving[i])
+          busy = i;
+      if (!hard_kill_at)
+        hard_kill_at = kill_at + 10 * (int64_t)grace;
+      if (busy >= 0 && fsdpc__now_ms() < hard_kill_at) {
+        if (!said_waiting++)
+          FSDPC_LOGW("launcher: rank %d is writing a checkpoint: waiting for it beyond the %.1f s "
+                     "grace (dist.term_grace_s)",
+                     cs[busy].rank, grace / 1000.0);
+        kill_at = fsdpc__now_ms() + 100;
+      } else {
+        signal_all(cs, n, SIGKILL);
+        kill_at = fsdpc__now_ms() + 1000000;
+      }
     }
   }
   /* Sweep grandchildren left in the ranks' groups. */
@@ -438,6 +468,10 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
   }
   sigprocmask(SIG_SETMASK, &old, NULL);
   free(cs);
+  if (save_ch[0] >= 0) {
+    close(save_ch[0]);
+    close(save_ch[1]);
+  }
 
   if (fail_code == 0 && !stopping) {
     *exit_code = 0;

@@ -4,7 +4,7 @@
 #   integers past their real range (vocab_size=4294967555 used to train a
 #   259-token model, num_hidden_layers=4294967298 two layers, threads=100000
 #   crashed in OpenMP); a FIFO, /dev/zero or a 17 MiB file as the config; a
-#   FIFO named model.safetensors.
+#   FIFO named model.safetensors; a plan over 20,000 layers (linear time).
 set -u
 : "${FSDPC:?path to the fsdpc executable}" "${FSDPC_SOURCE_DIR:?}"
 tmp=$(mktemp -d)
@@ -55,6 +55,17 @@ cp "$FSDPC_SOURCE_DIR/tests/fixtures/hf_tiny_untied/config.json" "$tmp/hf/"
 mkfifo "$tmp/hf/model.safetensors"
 refused "a FIFO named model.safetensors" "not a regular file" \
   "$FSDPC" convert "$tmp/hf" "$tmp/conv" --to sharded
+
+# A wrap plan and unit layout over 20,000 layers (180,000 parameters) is
+# linear: `fsdpc plan` ends in well under a second here; a quadratic one
+# took minutes (92 s before the first step of a run).
+cat >"$tmp/deep.yaml" <<'YAML'
+model: {vocab_size: 64, hidden_size: 8, intermediate_size: 16, num_hidden_layers: 20000,
+        num_attention_heads: 2, max_position_embeddings: 32}
+YAML
+timeout 30 "$FSDPC" plan "$tmp/deep.yaml" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] || fail "fsdpc plan of 20,000 layers exited $rc (124: not done in 30 s)"
 
 [ "$fails" -eq 0 ] || exit 1
 echo "PASS"

@@ -10,6 +10,8 @@
 #           step "5", step 1e15) is refused in one line
 #   fallback resume: auto skips a corrupt newest checkpoint for the older one
 #           and says so
+#   fulldisk metrics.jsonl on a full disk: reported when it happens
+#   confighash a resume with two changed keys names both in its warning
 # Usage: test_hostile_train.sh CASE   (FSDPC = the fsdpc executable)
 set -u
 : "${FSDPC:?FSDPC must point at the fsdpc executable}"
@@ -105,6 +107,27 @@ fallback)
   grep -q "step-000004 cannot be used (.*); falling back to .*step-000002" "$TMP/resume.log" ||
     fail "the fallback is not said"
   grep -q "resumed from .*step-000002 at step 2" "$TMP/resume.log" || fail "not resumed from step 2"
+  ;;
+confighash)
+  timeout 120 "$FSDPC" train "$TMP/tiny.yaml" "checkpoint.dir=$TMP/ck" checkpoint.save_steps=2 \
+    train.max_steps=4 "log.dir=$TMP/run" >"$TMP/run.log" 2>&1 || fail "the first run failed"
+  timeout 120 "$FSDPC" train "$TMP/tiny.yaml" checkpoint.resume=auto "checkpoint.dir=$TMP/ck" \
+    optim.lr=2e-3 optim.weight_decay=0.05 train.max_steps=5 "log.dir=$TMP/run2" \
+    >"$TMP/resume.log" 2>&1 || fail "the resume failed"
+  grep "saved with a different config" "$TMP/resume.log" | grep -q "optim.lr (saved 0.001, now 0.002)" ||
+    fail "the warning does not list optim.lr"
+  grep "saved with a different config" "$TMP/resume.log" | grep -q "optim.weight_decay (saved" ||
+    fail "the warning does not list optim.weight_decay"
+  ;;
+fulldisk)
+  # metrics.jsonl on a full disk (/dev/full): the failure is reported when
+  # it happens, naming the file, and the run goes on.
+  mkdir -p "$TMP/run"
+  ln -s /dev/full "$TMP/run/metrics.jsonl"
+  timeout 120 "$FSDPC" train "$TMP/tiny.yaml" "log.dir=$TMP/run" >"$TMP/run.log" 2>&1 ||
+    fail "the run failed"
+  grep -q "cannot write .*metrics.jsonl at step 1: No space left on device" "$TMP/run.log" ||
+    fail "the failed metrics write was not reported"
   ;;
 *)
   fail "unknown case"

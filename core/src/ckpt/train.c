@@ -199,9 +199,11 @@ static fsdpc_status apply_state(fsdpc_session *s, const char *dir, fsdpc_err *er
       fsdpc__err_prefix(err, "%s: data position", dir);
   }
   if (rc == FSDPC_OK && st.config_text && st.config_hash != r->config_hash && s->env.rank == 0) {
-    char diff[512];
+    char diff[1536];
     fsdpc__ckpt_first_diff(r->config_text, st.config_text, diff, sizeof diff);
-    FSDPC_LOGW("%s was saved with a different config (%s); continuing with this one", dir, diff);
+    FSDPC_LOGW("%s was saved with a different config (config_hash differs): %s; continuing with "
+               "this one",
+               dir, diff[0] ? diff : "no key differs in the saved text (edited hash?)");
   }
   if (rc == FSDPC_OK) {
     s->start_step = st.step;

@@ -101,6 +101,7 @@ int fsdpc__cmd_train(int argc, char **argv) {
   fsdpc_status st = fsdpc__session_create(cfg, &env, &s, &err);
   if (st == FSDPC_OK) st = fsdpc__session_train(s, &err);
   if (st != FSDPC_OK) {
+    if (s && s->job && st == FSDPC_TIMEOUT) fsdpc__dist_blame_silent(s->job, &err);
     if (s && s->job) fsdpc__dist_post_abort(s->job->store, err.msg, NULL);
     FSDPC_LOGE("%s", err.msg);
   }

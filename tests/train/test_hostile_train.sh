@@ -10,6 +10,7 @@
 #           step "5", step 1e15) is refused in one line
 #   fallback resume: auto skips a corrupt newest checkpoint for the older one
 #           and says so
+#   sigstop a SIGSTOPped rank is named by the others and the launcher
 #   fulldisk metrics.jsonl on a full disk: reported when it happens
 #   confighash a resume with two changed keys names both in its warning
 # Usage: test_hostile_train.sh CASE   (FSDPC = the fsdpc executable)
@@ -128,6 +129,25 @@ fulldisk)
     fail "the run failed"
   grep -q "cannot write .*metrics.jsonl at step 1: No space left on device" "$TMP/run.log" ||
     fail "the failed metrics write was not reported"
+  ;;
+sigstop)
+  # Rank 1 of 3 stopped (SIGSTOP) mid-run: the ranks whose collective times
+  # out name rank 1 (its heartbeat stands still), and so does the launcher.
+  timeout 120 "$FSDPC" train "$TMP/tiny.yaml" --nproc-per-node 3 collectives.timeout_s=3 \
+    train.max_steps=100000 "log.dir=$TMP/run" >"$TMP/run.log" 2>&1 &
+  lpid=$!
+  for _ in $(seq 300); do [ -s "$TMP/run/metrics.jsonl" ] && break; sleep 0.1; done
+  victim=""
+  for p in $(pgrep -f "log.dir=$TMP/run"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=1" && victim=$p
+  done
+  [ -n "$victim" ] || fail "rank 1 not found"
+  kill -STOP "$victim"
+  wait $lpid
+  grep -q "rank 1 stopped answering (heartbeat standing still" "$TMP/run.log" ||
+    fail "no rank names rank 1 as the one that stopped answering"
+  grep -q "launcher: rank 1 (pid $victim) was stopped by signal 19 (SIGSTOP)" "$TMP/run.log" ||
+    fail "the launcher does not name rank 1"
   ;;
 *)
   fail "unknown case"

@@ -2,10 +2,12 @@
 #include "dist/job.h"
 
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "dist/heartbeat.h"
 #include "util/escape.h"
 #include "util/log.h"
 
@@ -40,6 +42,8 @@ fsdpc_status fsdpc__dist_job_start(const fsdpc_dist_env *env, int64_t timeout_ms
                             &job->store, err);
   if (st)
     goto fail_connect;
+  if (env->world_size > 1)
+    job->heartbeat = fsdpc__heartbeat_start(job->store, env->rank);
   *out = job;
   return FSDPC_OK;
 
@@ -53,6 +57,7 @@ fail_server:
 void fsdpc__dist_job_stop(fsdpc_dist_job *job) {
   if (!job)
     return;
+  fsdpc__heartbeat_stop(job->heartbeat);
   /* Every rank says it is done with the store; the last one raises a flag
    * that rank 0 waits for before it takes the server away. Other ranks do
    * not wait: after their ADD they send nothing more. */
@@ -92,4 +97,17 @@ fsdpc_status fsdpc__dist_post_abort(fsdpc_store *store, const char *msg, fsdpc_e
   if (n != 1)
     return FSDPC_OK;
   return fsdpc__store_set(store, FSDPC_DEAD_KEY, msg, strlen(msg), err);
+}
+
+void fsdpc__dist_blame_silent(fsdpc_dist_job *job, fsdpc_err *err) {
+  if (!job || job->env.world_size < 2 || !err)
+    return;
+  char who[256];
+  fsdpc__heartbeat_silent(job->store, job->env.world_size, job->env.rank, who, sizeof who);
+  if (!who[0])
+    return;
+  size_t l = strlen(err->msg);
+  snprintf(err->msg + l, sizeof err->msg - l,
+           "; rank%s %s stopped answering (heartbeat standing still: stopped or hung)",
+           strchr(who, ',') || strstr(who, "more") ? "s" : "", who);
 }

@@ -113,9 +113,31 @@ fsdpc_status fsdpc__launch_parse_args(int *argc, char **argv, fsdpc_launch_opts 
 
 typedef struct child {
   pid_t pid;
-  int rank;  /* global */
-  int alive; /* not yet reaped */
+  int rank;    /* global */
+  int alive;   /* not yet reaped */
+  int stopped; /* the signal that stopped it (SIGSTOP, SIGTSTP...), 0 when running */
 } child;
+
+/* A rank stopped (SIGSTOP) blocks the others until their collectives time
+ * out, and they then blame each other: name it as soon as it stops. Returns
+ * 1 when ws was a stop or a continue (the rank is still there). */
+static int note_stopped(child *c, int ws) {
+  if (WIFSTOPPED(ws)) {
+    c->stopped = WSTOPSIG(ws);
+    const char *n = sigabbrev_np(c->stopped);
+    FSDPC_LOGW("launcher: rank %d (pid %d) was stopped by signal %d (SIG%s): the other ranks wait "
+               "for it until their collectives time out (SIGCONT resumes it)",
+               c->rank, (int)c->pid, c->stopped, n ? n : "?");
+    return 1;
+  }
+  if (WIFCONTINUED(ws)) {
+    if (c->stopped)
+      FSDPC_LOGI("launcher: rank %d (pid %d) continues", c->rank, (int)c->pid);
+    c->stopped = 0;
+    return 1;
+  }
+  return 0;
+}
 
 static const char *sig_name(int sig) {
   const char *n = sigabbrev_np(sig);
@@ -399,8 +421,10 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
       if (!cs[i].alive)
         continue;
       int ws;
-      if (waitpid(cs[i].pid, &ws, WNOHANG) != cs[i].pid)
+      if (waitpid(cs[i].pid, &ws, WNOHANG | WUNTRACED | WCONTINUED) != cs[i].pid)
         continue;
+      if (note_stopped(&cs[i], ws))
+        continue; /* stopped or continued, not gone */
       cs[i].alive = 0;
       alive--;
       int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
@@ -413,15 +437,21 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
     }
     if (cause >= 0 && !stopping &&
         (WIFSIGNALED(cause_status) || alive == 0 || fsdpc__now_ms() >= decide_at)) {
+      char stopped_note[256] = "";
+      for (int i = 0; i < n; i++)
+        if (cs[i].alive && cs[i].stopped && i != cause)
+          snprintf(stopped_note, sizeof stopped_note,
+                   "rank %d (pid %d) is stopped (SIG%s) and never answered; ", cs[i].rank,
+                   (int)cs[i].pid, sig_name(cs[i].stopped));
       if (WIFSIGNALED(cause_status)) {
         int s = WTERMSIG(cause_status);
-        snprintf(why, sizeof why, "rank %d (pid %d) died: killed by signal %d (SIG%s)",
-                 cs[cause].rank, (int)cs[cause].pid, s, sig_name(s));
+        snprintf(why, sizeof why, "%srank %d (pid %d) died: killed by signal %d (SIG%s)",
+                 stopped_note, cs[cause].rank, (int)cs[cause].pid, s, sig_name(s));
         fail_code = 128 + s;
       } else {
         fail_code = WEXITSTATUS(cause_status);
-        snprintf(why, sizeof why, "rank %d (pid %d) died: exited with code %d", cs[cause].rank,
-                 (int)cs[cause].pid, fail_code);
+        snprintf(why, sizeof why, "%srank %d (pid %d) died: exited with code %d", stopped_note,
+                 cs[cause].rank, (int)cs[cause].pid, fail_code);
       }
       stopping = 1;
       kill_at = fsdpc__now_ms() + fail_grace;

@@ -371,7 +371,7 @@ fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, 
   if (!f) {
     if (fd >= 0)
       close(fd);
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot read config: %s", path,
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open config: %s", path,
                        fsdpc__open_regular_why(fd, CONFIG_MAX_BYTES, why, sizeof why));
   }
   size_t cap = 1 << 16, len = 0;

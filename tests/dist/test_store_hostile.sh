@@ -8,6 +8,7 @@
 #   escapes    a dead-key text with terminal escapes is printed escaped
 #   big        a value over 1 MiB and a flood of 1 MiB values are refused; rank 0's
 #              memory stays bounded
+#   localhost  --master-addr localhost binds the loopback address only
 #   idle       1,100 idle connections under a 1,024-descriptor limit: the
 #              store does not spin and the job keeps training
 # Usage: test_store_hostile.sh CASE   (FSDPC = the fsdpc executable)
@@ -158,6 +159,30 @@ idle)
   wait "$cpid"
   cat "$TMP/idle.out"
   grep -q "Too many open files" "$TMP/a.log" && fail "the job ran out of descriptors"
+  still_training a 1
+  ;;
+localhost)
+  # --master-addr localhost listens on the loopback address only.
+  start_job a --master-addr localhost --master-port "$port"
+  wait_steps a 2
+  # Listening sockets on the port, from /proc/net/tcp{,6} (state 0A).
+  python3 - "$port" >"$TMP/listen.out" <<'PY'
+import socket, struct, sys
+port = int(sys.argv[1])
+for f, fam in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 6)):
+    for line in open(f).read().splitlines()[1:]:
+        loc, st = line.split()[1], line.split()[3]
+        a, p = loc.split(":")
+        if st != "0A" or int(p, 16) != port:
+            continue
+        if fam == 4:
+            print(socket.inet_ntoa(struct.pack("<I", int(a, 16))))
+        else:
+            print(socket.inet_ntop(socket.AF_INET6, b"".join(struct.pack("<I", int(a[i:i + 8], 16)) for i in range(0, 32, 8))))
+PY
+  cat "$TMP/listen.out"
+  grep -qx "127.0.0.1" "$TMP/listen.out" || fail "nothing listens on 127.0.0.1:$port"
+  grep -qxE "0\.0\.0\.0|::" "$TMP/listen.out" && fail "the store listens on every interface"
   still_training a 1
   ;;
 *)

@@ -42,8 +42,12 @@ fsdpc_status fsdpc__dist_job_start(const fsdpc_dist_env *env, int64_t timeout_ms
                             &job->store, err);
   if (st)
     goto fail_connect;
-  if (env->world_size > 1)
-    job->heartbeat = fsdpc__heartbeat_start(job->store, env->rank);
+  if (env->world_size > 1) {
+    fsdpc_err e;
+    if (fsdpc__store_connect(env->master_addr, env->master_port, env->job_token, timeout_ms,
+                             &job->hb_store, &e) == FSDPC_OK)
+      job->heartbeat = fsdpc__heartbeat_start(job->hb_store, env->rank);
+  }
   *out = job;
   return FSDPC_OK;
 
@@ -58,6 +62,7 @@ void fsdpc__dist_job_stop(fsdpc_dist_job *job) {
   if (!job)
     return;
   fsdpc__heartbeat_stop(job->heartbeat);
+  fsdpc__store_close(job->hb_store);
   /* Every rank says it is done with the store; the last one raises a flag
    * that rank 0 waits for before it takes the server away. Other ranks do
    * not wait: after their ADD they send nothing more. */

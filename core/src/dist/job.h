@@ -16,6 +16,8 @@ typedef struct fsdpc_dist_job {
   fsdpc_store *store;         /* every rank */
   int64_t timeout_ms;
   struct fsdpc_heartbeat *heartbeat; /* this rank's, dist/heartbeat.h */
+  fsdpc_store *hb_store; /* the heartbeat's own connection: a long GET on the
+                            main one must not stall it */
 } fsdpc_dist_job;
 
 /* Rank 0 starts the store server on env->master_port (bound to master_addr

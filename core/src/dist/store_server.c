@@ -266,6 +266,15 @@ fsdpc_status fsdpc__store_server_start(const char *bind_addr, int port, const ch
   /* Leave at least half of the process's descriptors to the rest of it
    * (checkpoints, data, plugins). */
   struct rlimit rl;
+  /* Every rank holds two connections (requests, heartbeats): take the
+   * descriptors the hard limit allows, as servers do. */
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+    if (want > rl.rlim_cur) {
+      struct rlimit up = {.rlim_cur = want, .rlim_max = rl.rlim_max};
+      setrlimit(RLIMIT_NOFILE, &up);
+    }
+  }
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
       (rlim_t)s->t.lim.max_conns > rl.rlim_cur / 2)
     s->t.lim.max_conns = rl.rlim_cur / 2 > 16 ? (int)(rl.rlim_cur / 2) : 16;

@@ -10,7 +10,7 @@
 void fsdpc__store_limits_default(fsdpc_store_limits *l) {
   l->max_value = FSDPC_STORE_MAX_VALUE;
   l->max_total = (size_t)64 << 20;
-  l->max_conns = 1024;
+  l->max_conns = 1 << 16; /* and at most half the descriptors (store_server.c) */
   l->anon_ms = 10000;
   l->max_pending = (size_t)16 << 20;
 }

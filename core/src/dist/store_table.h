@@ -21,7 +21,8 @@
 typedef struct fsdpc_store_limits {
   size_t max_value;   /* bytes of one value */
   size_t max_total;   /* bytes of all keys and values together */
-  int max_conns;      /* open connections; more evict the oldest unauthenticated one */
+  int max_conns;      /* open connections (also at most half of RLIMIT_NOFILE); more evict
+                         the oldest unauthenticated one */
   int64_t anon_ms;    /* a connection that sent no valid request is closed after this */
   size_t max_pending; /* bytes of replies queued for one connection */
 } fsdpc_store_limits;

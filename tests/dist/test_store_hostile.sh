@@ -57,13 +57,18 @@ rank0_pid() { # NAME
     tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=0" && { echo "$p"; return; }
   done
 }
-# still_training NAME SECONDS: the job is alive and its step count grows.
+# still_training NAME SECONDS: after SECONDS the job is alive and its step
+# count grows (within 20 s more: a loaded CI machine may stall it a while).
 still_training() {
   local a b
   a=$(steps "$1")
   sleep "$2"
-  eval "alive \$pid_$1" || fail "job $1 is gone"
-  b=$(steps "$1")
+  for _ in $(seq 200); do
+    eval "alive \$pid_$1" || fail "job $1 is gone"
+    b=$(steps "$1")
+    [ "$b" -gt "$a" ] && break
+    sleep 0.1
+  done
   [ "$b" -gt "$a" ] || fail "job $1 stopped training ($a -> $b logged steps)"
   grep -q "aborted" "$TMP/$1.log" && fail "job $1 was aborted"
   return 0

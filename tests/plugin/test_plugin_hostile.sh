@@ -7,6 +7,7 @@
 #                 line, prints no raw escape
 #   train         with adamw selected, trains every step (the bad files are
 #                 never loaded: they are not selected)
+#   build folder  searched only by a binary inside the build tree
 set -u
 : "${FSDPC:?}" "${FSDPC_TEST_HOSTILE_DIR:?}" "${FSDPC_PLUGIN_PATH:?}"
 tmp=$(mktemp -d /tmp/fsdpc-hostile-plugins-XXXXXX)
@@ -49,6 +50,17 @@ rc=$?
 [ $rc -eq 0 ] || fail "train exited $rc: $(tail -3 "$tmp/train.log")"
 n=$(grep -c '"step"' "$tmp/run/metrics.jsonl" 2>/dev/null)
 [ "${n:-0}" -eq 4 ] || fail "train logged ${n:-0} of 4 steps (a plugin's exit(0) ended it?)"
+
+# The build folder compiled into fsdpc is searched only by a binary that
+# runs from that build tree: a copy elsewhere (as an installed fsdpc is)
+# never loads a file planted there.
+env -u FSDPC_PLUGIN_PATH "$FSDPC" plugins list >"$tmp/in.out" 2>&1
+grep "^searched:" "$tmp/in.out" | grep -q "$FSDPC_PLUGIN_PATH" ||
+  fail "the fsdpc of the build tree does not search its build folder"
+cp "$FSDPC" "$tmp/fsdpc-elsewhere"
+env -u FSDPC_PLUGIN_PATH "$tmp/fsdpc-elsewhere" plugins list >"$tmp/out.out" 2>&1
+grep "^searched:" "$tmp/out.out" | grep -q "$FSDPC_PLUGIN_PATH" &&
+  fail "an fsdpc outside the build tree searched the build folder: $(grep searched "$tmp/out.out")"
 
 [ "$fails" -eq 0 ] || exit 1
 echo "PASS"

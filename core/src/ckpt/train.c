@@ -132,6 +132,7 @@ static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_compone
   fsdpc_err bad;
   int ok = fsdpc__ckpt_check_finite(r->host, with_opt, NULL, &bad) == FSDPC_OK;
   if (!fsdpc__ckpt_all_ok(r->host, ok)) {
+    fsdpc__ckpt_release_staging(r->host);
     if (!ok)
       FSDPC_LOGW("step %lld: not saving %s: %s; the newest good checkpoint stays", (long long)step,
                  name, bad.msg);

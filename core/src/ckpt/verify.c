@@ -72,3 +72,9 @@ int fsdpc__ckpt_all_ok(fsdpc_ckpt_host *h, int ok) {
     return 0;
   return ok;
 }
+
+void fsdpc__ckpt_release_staging(fsdpc_ckpt_host *h) {
+  fsdpc_err e;
+  if (h->be.done)
+    h->be.done(h->be.ctx, 0, &e);
+}

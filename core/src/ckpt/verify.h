@@ -18,6 +18,11 @@ fsdpc_status fsdpc__ckpt_check_finite(fsdpc_ckpt_host *h, int with_optimizer, co
 void fsdpc__ckpt_host_refuse_nonfinite(fsdpc_ckpt_host *h, int refuse);
 int fsdpc__ckpt_host_refuses_nonfinite(const fsdpc_ckpt_host *h);
 
+/* After a check outside a load or save: frees the host copies a backend
+ * staged for it (a GPU engine's mirrors would otherwise serve stale values
+ * to the next save). */
+void fsdpc__ckpt_release_staging(fsdpc_ckpt_host *h);
+
 /* The job-wide AND of ok through h's backend; a backend error counts as 0. */
 int fsdpc__ckpt_all_ok(fsdpc_ckpt_host *h, int ok);
 

@@ -75,6 +75,7 @@ int fsdpc__cmd_train(int argc, char **argv) {
     child[1] = "train";
     for (int i = 1; i < argc; i++) child[i + 1] = argv[i];
     lo.argv = child;
+    lo.grace_ms = (int)(cfg->dist.term_grace_s * 1000.0);
     int code = 1;
     fsdpc__log_setup(cfg->log.level, -1);
     fsdpc_status st = fsdpc__launch(&lo, &code, &err);
@@ -103,6 +104,8 @@ int fsdpc__cmd_train(int argc, char **argv) {
   fsdpc_session *s = fsdpc__trainer_session(t);
   if (st == FSDPC_OK && fsdpc_trainer_step(t) == cfg->train.max_steps) {
     st = fsdpc__session_generate_prompts(s, &err);
+    if (st != FSDPC_OK && s->job && st == FSDPC_TIMEOUT)
+      fsdpc__dist_blame_silent(s->job, &err);
     if (st != FSDPC_OK && s->job)
       fsdpc__dist_post_abort(s->job->store, err.msg, NULL);
   }

@@ -110,8 +110,12 @@ FSDPC_API int64_t fsdpc_trainer_step(const fsdpc_trainer *t) {
 
 /* The other ranks learn of a failure through the store at once. */
 static fsdpc_status failed(fsdpc_trainer *t, fsdpc_status st, fsdpc_err *err) {
-  if (t->s->job)
-    fsdpc__dist_post_abort(t->s->job->store, err ? err->msg : "", NULL);
+  if (!t->s->job)
+    return st;
+  /* a collective that timed out: name the ranks whose heartbeat stands still */
+  if (st == FSDPC_TIMEOUT && err)
+    fsdpc__dist_blame_silent(t->s->job, err);
+  fsdpc__dist_post_abort(t->s->job->store, err ? err->msg : "", NULL);
   return st;
 }
 

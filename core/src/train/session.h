@@ -47,6 +47,8 @@ typedef struct fsdpc_session {
   int omp_threads_before;      /* the caller's OpenMP team size, restored at destroy */
   int64_t next_step;           /* 0-based index of the next step to run */
   int started;                 /* the start memory report was written */
+  int64_t skipped_steps; /* steps whose global batch had no target token */
+  int metrics_failed;    /* a write to metrics.jsonl failed (reported once) */
 } fsdpc_session;
 
 /* What one step reports (fsdpc__session_step). */

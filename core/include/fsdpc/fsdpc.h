@@ -109,7 +109,8 @@ typedef struct fsdpc_step_metrics {
   uint32_t struct_size; /* sizeof(fsdpc_step_metrics) as this library knows it */
   int64_t step;         /* 1-based: steps done */
   int64_t max_steps;    /* train.max_steps */
-  double loss;          /* mean over the global batch */
+  double loss;          /* mean over the global batch; NaN for a skipped step (a global
+                         * batch without a target token) */
   double lr, grad_norm; /* grad_norm before clipping */
   double step_s;        /* wall time of the step */
   double eval_loss;     /* NaN when this step did not evaluate */

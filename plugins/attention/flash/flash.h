@@ -30,6 +30,13 @@ uint64_t flash_bwd_workspace_bytes(const flash_params *p);
 int flash_fwd(const flash_params *p, const void *q, const void *k, const void *v, void *out,
               float *lse, void *stream);
 
+/* The two forward implementations flash_fwd dispatches to: wgmma + TMA
+ * (sm_90a, flash_fwd_sm90.cu) and mma.sync (flash_fwd.cu). */
+int flash_fwd_sm90(const flash_params *p, const void *q, const void *k, const void *v, void *out,
+                   float *lse, void *stream);
+int flash_fwd_mma(const flash_params *p, const void *q, const void *k, const void *v, void *out,
+                  float *lse, void *stream);
+
 int flash_bwd(const flash_params *p, const void *q, const void *k, const void *v, const void *out,
               const void *dout, const float *lse, void *dq, void *dk, void *dv, void *workspace,
               void *stream);

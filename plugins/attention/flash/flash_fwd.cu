@@ -4,11 +4,10 @@
  * One CTA of 4 warps owns BM = 128 query rows of one (batch, head); each warp
  * owns 32 of them (two 16-row MMA tiles, so that every K/V fragment read
  * from shared memory feeds two MMAs; shared-memory bandwidth, not the
- * tensor cores, limits mma.sync attention at 16 rows a warp). It streams the key/value blocks (BN = 64 rows, double
- * buffered through cp.async) of the kv head that the query head reads (GQA:
- * h / (NH / KVH); K and V are never repeated in memory). S = Q K^T and
- * O += P V run on the tensor cores (mma.sync m16n8k16 bf16, fp32
- * accumulators); P stays in registers between the two products.
+ * tensor cores, limits mma.sync attention at 16 rows a warp). It streams the key/value blocks (BN =
+ * 64 rows, double buffered through cp.async) of the kv head that the query head reads (GQA: h / (NH
+ * / KVH); K and V are never repeated in memory). S = Q K^T and O += P V run on the tensor cores
+ * (mma.sync m16n8k16 bf16, fp32 accumulators); P stays in registers between the two products.
  *
  * Saved for the backward: lse (B, NH, T) fp32, the natural log of
  * sum_j exp(scale * q_i . k_j) over the keys query i may see. */
@@ -161,8 +160,7 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
         }
       }
 
-      const bool need_mask =
-          n0 + BN > T || doc != nullptr || (p.causal && n0 + BN - 1 > m0 + wrow);
+      const bool need_mask = n0 + BN > T || doc != nullptr || (p.causal && n0 + BN - 1 > m0 + wrow);
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
         if (need_mask) {
@@ -261,8 +259,8 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
 }
 
 template <int HD, int MT, int NW, int BN, int MINB>
-static int launch_fwd(const flash_params *p, const void *q, const void *k, const void *v,
-                      void *out, float *lse, cudaStream_t stream) {
+static int launch_fwd(const flash_params *p, const void *q, const void *k, const void *v, void *out,
+                      float *lse, cudaStream_t stream) {
   constexpr int BM = NW * 16 * MT;
   const int smem = fwd_smem_bytes<HD, MT, NW, BN>();
   auto kern = flash_fwd_kernel<HD, MT, NW, BN, MINB>;
@@ -279,8 +277,26 @@ static int launch_fwd(const flash_params *p, const void *q, const void *k, const
   return (int)cudaGetLastError();
 }
 
+/* Hopper (9.0) runs the wgmma kernels of flash_fwd_sm90.cu; any other device
+ * the mma.sync kernels below. */
+static int device_is_sm90(void) {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return 0;
+  return major == 9 && minor == 0;
+}
+
 extern "C" int flash_fwd(const flash_params *p, const void *q, const void *k, const void *v,
                          void *out, float *lse, void *stream) {
+  if (device_is_sm90())
+    return flash_fwd_sm90(p, q, k, v, out, lse, stream);
+  return flash_fwd_mma(p, q, k, v, out, lse, stream);
+}
+
+extern "C" int flash_fwd_mma(const flash_params *p, const void *q, const void *k, const void *v,
+                             void *out, float *lse, void *stream) {
   cudaStream_t st = (cudaStream_t)stream;
   if (p->HD == 64)
     return launch_fwd<64, FWD64_MT, FWD64_NW, FWD64_BN, FWD64_MINB>(p, q, k, v, out, lse, st);

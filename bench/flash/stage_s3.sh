@@ -17,7 +17,7 @@ ln -s "$PWD/core" "$src/core"
 echo "base" | (cd "$src" && bash "$OLDPWD/bench/flash/variants.sh" "$dest/var") >/dev/null
 bash bench/flash/variants.sh "$dest/var" >/dev/null
 cp build/bin/test_flash_gpu "$dest/"
-cp bench/flash/*.py bench/flash/run_device_s3.sh "$dest/"
+cp bench/flash/*.py bench/flash/run_device_s3*.sh bench/flash/run_device_dbg.sh "$dest/"
 /work/shared/device/pack-runtime.sh "$dest/rt.tar.xz" build/bin/test_flash_gpu "$dest"/var/v1/*.so >/dev/null
 rm -rf "$src"
 du -sh "$dest"

@@ -37,6 +37,16 @@ int flash_fwd_sm90(const flash_params *p, const void *q, const void *k, const vo
 int flash_fwd_mma(const flash_params *p, const void *q, const void *k, const void *v, void *out,
                   float *lse, void *stream);
 
+/* 1 when the current device is a Hopper (compute capability 9.0), which runs
+ * the sm_90a kernels; 0 otherwise (the mma.sync ones). */
+int flash_is_sm90(void);
+
+/* The main backward kernel for sm_90a (flash_bwd_sm90.cu): dk, dv and the
+ * fp32 dq accumulator (zeroed before) from the row dots D (B, NH, T). */
+int flash_bwd_sm90(const flash_params *p, const void *q, const void *k, const void *v,
+                   const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
+                   void *dv, void *stream);
+
 int flash_bwd(const flash_params *p, const void *q, const void *k, const void *v, const void *out,
               const void *dout, const float *lse, void *dq, void *dk, void *dv, void *workspace,
               void *stream);

@@ -279,7 +279,7 @@ static int launch_fwd(const flash_params *p, const void *q, const void *k, const
 
 /* Hopper (9.0) runs the wgmma kernels of flash_fwd_sm90.cu; any other device
  * the mma.sync kernels below. */
-static int device_is_sm90(void) {
+extern "C" int flash_is_sm90(void) {
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
@@ -290,7 +290,7 @@ static int device_is_sm90(void) {
 
 extern "C" int flash_fwd(const flash_params *p, const void *q, const void *k, const void *v,
                          void *out, float *lse, void *stream) {
-  if (device_is_sm90())
+  if (flash_is_sm90())
     return flash_fwd_sm90(p, q, k, v, out, lse, stream);
   return flash_fwd_mma(p, q, k, v, out, lse, stream);
 }

@@ -59,6 +59,11 @@ static __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap 
                "l"((uint64_t)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                : "memory");
 }
+/* Orders this thread's generic shared-memory writes before later reads of
+ * the async proxy (wgmma operands written with st.shared). */
+static __device__ __forceinline__ void fence_proxy_async(void) {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 static __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
 }

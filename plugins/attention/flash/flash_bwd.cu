@@ -24,8 +24,8 @@
 #include <math.h>
 
 #include "flash.h"
-#include "flash_bwd_dq.cuh"
 #include "flash_common.cuh"
+#include "flash_bwd_dq.cuh"
 
 /* BM query rows per step; NW warps of 16 MT keys each (BN = 16 NW MT keys
  * a CTA); MINB CTAs per SM the registers are budgeted for. Overridable at
@@ -129,10 +129,11 @@ template <int HD, int NW, int MT, int BM> static constexpr int bwd_smem_bytes() 
  * buffer `buf`: Q, dO, lse, D, doc ids, all by cp.async (zero-filled past T;
  * rows past T are masked explicitly, so their lse / D values do not matter). */
 template <int HD, int BM, int NT>
-static __device__ __forceinline__ void
-bwd_stage(bf16 *sQ, bf16 *sdO, float *sL, float *sD, int32_t *sDoc, const bf16 *qb, const bf16 *dob,
-          const float *lse_h, const float *D_h, const int32_t *doc, int m0, int T,
-          int64_t qstride) {
+static __device__ __forceinline__ void bwd_stage(bf16 *sQ, bf16 *sdO, float *sL, float *sD,
+                                                 int32_t *sDoc, const bf16 *qb, const bf16 *dob,
+                                                 const float *lse_h, const float *D_h,
+                                                 const int32_t *doc, int m0, int T,
+                                                 int64_t qstride) {
   load_tile<BM, HD, NT>(sQ, qb, m0, T, qstride);
   load_tile<BM, HD, NT>(sdO, dob, m0, T, qstride);
   if (threadIdx.x < BM) {
@@ -161,8 +162,8 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   bf16 *sdS = sdOb + 2 * BM * HD;                // (BN, BM): dS^T, keys by queries
   constexpr bool split = BWD_SPLIT_DQ;
   float *sLb = reinterpret_cast<float *>(sdS + (split ? 0 : BN * BM)); // (2, BM) lse (ln)
-  float *sDb = sLb + 2 * BM;                                           // (2, BM)
-  int32_t *sDocb = reinterpret_cast<int32_t *>(sDb + 2 * BM);          // (2, BM)
+  float *sDb = sLb + 2 * BM;                             // (2, BM)
+  int32_t *sDocb = reinterpret_cast<int32_t *>(sDb + 2 * BM); // (2, BM)
 
   const int T = p.T, NH = p.NH, KVH = p.KVH, rep = NH / KVH;
 #if BWD_LPT
@@ -185,8 +186,8 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   load_tile<BN, HD, NT>(sK, kb, n0, T, kstride);
   load_tile<BN, HD, NT>(sV, vb, n0, T, kstride);
 
-  const int wkey = warp * 16 * MT;        // this warp's first key in the block
-  const int kr_lo = n0 + wkey + lane / 4; // key row of c0, c1 of m-tile 0; c2, c3: + 8
+  const int wkey = warp * 16 * MT;             // this warp's first key in the block
+  const int kr_lo = n0 + wkey + lane / 4;      // key row of c0, c1 of m-tile 0; c2, c3: + 8
   int doc_k[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; mt++)
@@ -214,9 +215,10 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   auto stage = [&](int it, int buf) {
     const int h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
     bwd_stage<HD, BM, NT>(sQb + buf * BM * HD, sdOb + buf * BM * HD, sLb + buf * BM, sDb + buf * BM,
-                          sDocb + buf * BM, q + (int64_t)b * T * qstride + h * HD,
-                          dout + (int64_t)b * T * qstride + h * HD, lse + ((int64_t)b * NH + h) * T,
-                          Dg + ((int64_t)b * NH + h) * T, doc, m0, T, qstride);
+                      sDocb + buf * BM, q + (int64_t)b * T * qstride + h * HD,
+                      dout + (int64_t)b * T * qstride + h * HD,
+                      lse + ((int64_t)b * NH + h) * T, Dg + ((int64_t)b * NH + h) * T, doc, m0, T,
+                      qstride);
   };
   stage(0, 0);
   cp_async_commit(); /* K, V and step 0 */
@@ -295,7 +297,7 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
           }
         }
 
-        /* dV += P^T dO. */
+      /* dV += P^T dO. */
 #pragma unroll
       for (int kk = 0; kk < BM / 16; kk++) {
         uint32_t a[MT][4];
@@ -350,9 +352,10 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
         for (int nt = 0; nt < BM / 8; nt++)
 #pragma unroll
           for (int c = 0; c < 4; c++)
-            ds[mt][nt][c] = st[mt][nt][c] * (ds[mt][nt][c] - sD[nt * 8 + (lane % 4) * 2 + (c & 1)]);
+            ds[mt][nt][c] =
+                st[mt][nt][c] * (ds[mt][nt][c] - sD[nt * 8 + (lane % 4) * 2 + (c & 1)]);
 
-            /* dK += dS^T Q; dS^T also goes to shared memory for dQ. */
+      /* dK += dS^T Q; dS^T also goes to shared memory for dQ. */
 #pragma unroll
       for (int kk = 0; kk < BM / 16; kk++) {
         uint32_t a[MT][4];
@@ -443,8 +446,8 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
 
 template <int HD, int NW, int MT, int BM, int MINB>
 static int launch_bwd(const flash_params *p, const void *q, const void *k, const void *v,
-                      const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
-                      void *dv, cudaStream_t stream) {
+                      const void *dout, const float *lse, const float *D, float *dq_acc, void *dk, void *dv,
+                      cudaStream_t stream) {
   constexpr int BN = NW * 16 * MT;
   const int smem = bwd_smem_bytes<HD, NW, MT, BM>();
   auto kern = flash_bwd_kernel<HD, NW, MT, BM, MINB>;
@@ -456,8 +459,9 @@ static int launch_bwd(const flash_params *p, const void *q, const void *k, const
 #else
   dim3 grid((p->T + BN - 1) / BN, p->KVH, p->B);
 #endif
-  kern<<<grid, NW * 32, smem, stream>>>(*p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
-                                        (const bf16 *)dout, lse, D, dq_acc, (bf16 *)dk, (bf16 *)dv);
+  kern<<<grid, NW * 32, smem, stream>>>(
+      *p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)dout, lse, D,
+      dq_acc, (bf16 *)dk, (bf16 *)dv);
   return (int)cudaGetLastError();
 }
 
@@ -468,10 +472,10 @@ extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, co
   const int64_t rows = (int64_t)p->B * p->T * p->NH;
   /* Workspace: [dq_acc (B, T, NH, HD) fp32, fused dQ only] then D (B, NH, T). */
   float *dq_acc = (float *)workspace;
-  float *D =
-      (float *)((char *)workspace + (BWD_SPLIT_DQ ? 0 : align256(rows * p->HD * sizeof(float))));
-  cudaError_t e =
-      BWD_SPLIT_DQ ? cudaSuccess : cudaMemsetAsync(dq_acc, 0, rows * p->HD * sizeof(float), st);
+  float *D = (float *)((char *)workspace +
+                       (BWD_SPLIT_DQ ? 0 : align256(rows * p->HD * sizeof(float))));
+  cudaError_t e = BWD_SPLIT_DQ ? cudaSuccess
+                               : cudaMemsetAsync(dq_acc, 0, rows * p->HD * sizeof(float), st);
   if (e != cudaSuccess)
     return (int)e;
   const int warps = 8;
@@ -483,24 +487,22 @@ extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, co
   if (!BWD_SPLIT_DQ && flash_is_sm90())
     rc = flash_bwd_sm90(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else if (p->HD == 64)
-    rc = launch_bwd<64, BWD64_NW, BWD64_MT, BWD64_BM, BWD64_MINB>(p, q, k, v, dout, lse, D, dq_acc,
-                                                                  dk, dv, st);
+    rc = launch_bwd<64, BWD64_NW, BWD64_MT, BWD64_BM, BWD64_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else if (p->HD == 128)
-    rc = launch_bwd<128, BWD128_NW, BWD128_MT, BWD128_BM, BWD128_MINB>(p, q, k, v, dout, lse, D,
-                                                                       dq_acc, dk, dv, st);
+    rc = launch_bwd<128, BWD128_NW, BWD128_MT, BWD128_BM, BWD128_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else
     return (int)cudaErrorInvalidValue;
   if (rc != 0)
     return rc;
   if (BWD_SPLIT_DQ) {
     if (p->HD == 64)
-      return launch_bwd_dq<64, DQ64_MT, DQ64_NW, DQ64_BN, DQ64_MINB>(p, q, k, v, dout, lse, D, dq,
-                                                                     st);
-    return launch_bwd_dq<128, DQ128_MT, DQ128_NW, DQ128_BN, DQ128_MINB>(p, q, k, v, dout, lse, D,
-                                                                        dq, st);
+      return launch_bwd_dq<64, DQ64_MT, DQ64_NW, DQ64_BN, DQ64_MINB>(p, q, k, v, dout, lse, D,
+                                                                    dq, st);
+    return launch_bwd_dq<128, DQ128_MT, DQ128_NW, DQ128_BN, DQ128_MINB>(p, q, k, v, dout, lse,
+                                                                        D, dq, st);
   }
   const int64_t n4 = rows * p->HD / 4;
   flash_bwd_dq_kernel<<<(unsigned)((n4 + 255) / 256), 256, 0, st>>>((const float4 *)dq_acc,
-                                                                    (bf16 *)dq, n4, p->scale);
+                                                                     (bf16 *)dq, n4, p->scale);
   return (int)cudaGetLastError();
 }

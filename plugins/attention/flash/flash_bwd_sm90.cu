@@ -36,8 +36,11 @@
 #include "flash_wgmma.cuh"
 
 #define BWD90_BN 128
-#ifndef BWD90_ST
-#define BWD90_ST 3
+#ifndef BWD90_64_ST
+#define BWD90_64_ST 2
+#endif
+#ifndef BWD90_128_ST
+#define BWD90_128_ST 3
 #endif
 /* dS^T buffers in shared memory: 2 lets a warpgroup write step i's while the
  * other may still read step i - 1's for dQ (one barrier a step, not two). */
@@ -46,7 +49,7 @@
 #endif
 
 template <int HD> struct bwd90_cfg {
-  static constexpr int BN = BWD90_BN, ST = BWD90_ST;
+  static constexpr int BN = BWD90_BN, ST = HD == 64 ? BWD90_64_ST : BWD90_128_ST;
   static constexpr int BM = HD == 64 ? 128 : 64;
   static constexpr int THREADS = 384;
   static constexpr int KV_BYTES = BN * HD * 2, Q_BYTES = BM * HD * 2, DS_BYTES = BN * BM * 2;

@@ -4,10 +4,11 @@
  * One CTA of 4 warps owns BM = 128 query rows of one (batch, head); each warp
  * owns 32 of them (two 16-row MMA tiles, so that every K/V fragment read
  * from shared memory feeds two MMAs; shared-memory bandwidth, not the
- * tensor cores, limits mma.sync attention at 16 rows a warp). It streams the key/value blocks (BN =
- * 64 rows, double buffered through cp.async) of the kv head that the query head reads (GQA: h / (NH
- * / KVH); K and V are never repeated in memory). S = Q K^T and O += P V run on the tensor cores
- * (mma.sync m16n8k16 bf16, fp32 accumulators); P stays in registers between the two products.
+ * tensor cores, limits mma.sync attention at 16 rows a warp). It streams the key/value blocks (BN = 64 rows, double
+ * buffered through cp.async) of the kv head that the query head reads (GQA:
+ * h / (NH / KVH); K and V are never repeated in memory). S = Q K^T and
+ * O += P V run on the tensor cores (mma.sync m16n8k16 bf16, fp32
+ * accumulators); P stays in registers between the two products.
  *
  * Saved for the backward: lse (B, NH, T) fp32, the natural log of
  * sum_j exp(scale * q_i . k_j) over the keys query i may see. */
@@ -160,7 +161,8 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
         }
       }
 
-      const bool need_mask = n0 + BN > T || doc != nullptr || (p.causal && n0 + BN - 1 > m0 + wrow);
+      const bool need_mask =
+          n0 + BN > T || doc != nullptr || (p.causal && n0 + BN - 1 > m0 + wrow);
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
         if (need_mask) {
@@ -259,8 +261,8 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
 }
 
 template <int HD, int MT, int NW, int BN, int MINB>
-static int launch_fwd(const flash_params *p, const void *q, const void *k, const void *v, void *out,
-                      float *lse, cudaStream_t stream) {
+static int launch_fwd(const flash_params *p, const void *q, const void *k, const void *v,
+                      void *out, float *lse, cudaStream_t stream) {
   constexpr int BM = NW * 16 * MT;
   const int smem = fwd_smem_bytes<HD, MT, NW, BN>();
   auto kern = flash_fwd_kernel<HD, MT, NW, BN, MINB>;

@@ -1,5 +1,6 @@
 /* Attention plugin "flash": exact causal attention on Hopper GPUs with
- * tiling and an online softmax (flash_fwd.cu, flash_bwd.cu). No T x T matrix
+ * tiling and an online softmax (flash_fwd_sm90.cu, flash_bwd_sm90.cu: wgmma
+ * + TMA; flash_fwd.cu, flash_bwd.cu: mma.sync, for other devices). No T x T matrix
  * is ever stored: forward keeps only the log-sum-exp of each query row for
  * the backward, which recomputes the probabilities tile by tile.
  *
@@ -196,8 +197,8 @@ static const fsdpc_component_desc flash_component = {
     /* .version        = */ "1.0.0",
     /* .iface_version  = */ 1,
     /* .default_score  = */ 50,
-    /* .description    = */ "tiled exact attention with online softmax (mma.sync bf16), "
-                            "O(T) memory",
+    /* .description    = */ "tiled exact attention with online softmax (wgmma + TMA on "
+                            "Hopper, mma.sync elsewhere), O(T) memory",
 #ifdef FSDPC_WITH_CUDA
     /* .capabilities   = */ "cuda sm_90 (Hopper); bf16 in/out, fp32 accumulation; head dims 64 "
                             "and 128; any T >= 1; causal or full; GQA (NH % KVH == 0); "

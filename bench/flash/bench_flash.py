@@ -115,7 +115,9 @@ def check(plugin_dir):
             for ratio in (1, 4, 8):
                 cases.append((2 if T <= 128 else 1, T, 8, 8 // ratio, HD, True, False))
     cases += [(1, 1000, 8, 2, 128, False, False), (1, 2048, 8, 2, 128, True, True),
-              (2, 8192, 8, 1, 64, True, True), (1, 8192, 8, 8, 128, True, True)]
+              (2, 8192, 8, 1, 64, True, True), (1, 8192, 8, 8, 128, True, True),
+              (2, 1000, 8, 2, 80, True, False), (1, 2048, 8, 8, 96, True, False),
+              (2, 777, 8, 1, 96, True, True), (1, 1000, 8, 2, 80, False, False)]
     print(f"{'shape':34s} {'mask':7s} {'flash: out':>10s} {'dq':>9s} {'dk':>9s} {'dv':>9s}"
           f"   {'sdpa: out':>9s} {'dq':>9s} {'dk':>9s} {'dv':>9s}")
     for B, T, NH, KVH, HD, causal, docs in cases:

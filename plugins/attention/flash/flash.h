@@ -1,6 +1,7 @@
 /* Launchers of the flash attention kernels (flash_fwd.cu, flash_bwd.cu),
  * called by the plugin's C face (attn_flash.c). All pointers are device
- * memory; shapes are already checked (HD 64 or 128, NH % KVH == 0). Each
+ * memory; shapes are already checked (HD 64, 80, 96 or 128 (80 and 96 on
+ * sm_90 only), NH % KVH == 0). Each
  * returns a cudaError_t as int (0 = success) after enqueueing on stream.
  *
  * Layouts: q, out, dout, dq (B, T, NH, HD) bf16; k, v, dk, dv (B, T, KVH, HD)

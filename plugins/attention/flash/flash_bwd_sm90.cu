@@ -106,6 +106,7 @@ static __global__ void __launch_bounds__(384, 1)
   uint64_t *fullQ = barKV + 1, *fulldO = fullQ + ST, *empty = fulldO + ST;
 
   const int T = p.T, NH = p.NH, KVH = p.KVH, rep = NH / KVH;
+  const int hd = HD == 64 ? 64 : p.HD; /* the real head dim, <= HD */
   const int n_block = blockIdx.y, g = blockIdx.x % KVH, b = blockIdx.x / KVH;
   const int n0 = n_block * BN;
   /* Causal: queries before the first key see none of them. */
@@ -331,15 +332,16 @@ static __global__ void __launch_bounds__(384, 1)
     if (lane == 0)
       mbar_arrive(&empty[s]);
 
-    float *dqb = dq_acc + ((int64_t)b * T * NH + h) * HD + dq_c0 + (lane % 4) * 2;
+    float *dqb = dq_acc + ((int64_t)b * T * NH + h) * hd + dq_c0 + (lane % 4) * 2;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
       const int q = m0 + dq_q0 + 16 * warp + lane / 4 + 8 * r;
       if (q < T) {
-        float *row = dqb + (int64_t)q * NH * HD;
+        float *row = dqb + (int64_t)q * NH * hd;
 #pragma unroll
         for (int i = 0; i < 8; i++)
-          red_add_v2(row + 8 * i, dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
+          if (dq_c0 + 8 * i < hd)
+            red_add_v2(row + 8 * i, dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
       }
     }
   }
@@ -348,9 +350,11 @@ static __global__ void __launch_bounds__(384, 1)
   for (int r = 0; r < 2; r++) {
     const int key = key_lo + 8 * r;
     if (key < T) {
-      const int64_t o = ((int64_t)(b * T + key) * KVH + g) * HD + (lane % 4) * 2;
+      const int64_t o = ((int64_t)(b * T + key) * KVH + g) * hd + (lane % 4) * 2;
 #pragma unroll
       for (int i = 0; i < HD / 8; i++) {
+        if (i * 8 >= hd) /* hd 80 / 96: the zero-filled columns */
+          break;
         *reinterpret_cast<uint32_t *>(dv + o + 8 * i) =
             pack_bf16(dva[4 * i + 2 * r], dva[4 * i + 2 * r + 1]);
         *reinterpret_cast<uint32_t *>(dk + o + 8 * i) =
@@ -367,13 +371,13 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
                         void *dv, cudaStream_t stream) {
   using C = bwd90_cfg<HD>;
   CUtensorMap mq, mk, mv, mdo;
-  int rc = flash_make_map(&mq, q, p->B, p->T, p->NH, HD, C::BM);
+  int rc = flash_make_map(&mq, q, p->B, p->T, p->NH, p->HD, C::BM);
   if (rc == 0)
-    rc = flash_make_map(&mdo, dout, p->B, p->T, p->NH, HD, C::BM);
+    rc = flash_make_map(&mdo, dout, p->B, p->T, p->NH, p->HD, C::BM);
   if (rc == 0)
-    rc = flash_make_map(&mk, k, p->B, p->T, p->KVH, HD, C::BN);
+    rc = flash_make_map(&mk, k, p->B, p->T, p->KVH, p->HD, C::BN);
   if (rc == 0)
-    rc = flash_make_map(&mv, v, p->B, p->T, p->KVH, HD, C::BN);
+    rc = flash_make_map(&mv, v, p->B, p->T, p->KVH, p->HD, C::BN);
   if (rc != 0)
     return rc;
   auto kern = flash_bwd90_kernel<HD>;
@@ -392,7 +396,7 @@ extern "C" int flash_bwd_sm90(const flash_params *p, const void *q, const void *
   cudaStream_t st = (cudaStream_t)stream;
   if (p->HD == 64)
     return launch_bwd90<64>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
-  if (p->HD == 128)
+  if (p->HD == 80 || p->HD == 96 || p->HD == 128) /* 80, 96: zero-filled to 128 */
     return launch_bwd90<128>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   return (int)cudaErrorInvalidValue;
 }

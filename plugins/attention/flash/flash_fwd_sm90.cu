@@ -151,6 +151,7 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
   uint64_t *fullK = barQ + 1, *fullV = fullK + ST, *empty = fullV + ST;
 
   const int T = p.T, NH = p.NH;
+  const int hd = HD == 64 ? 64 : p.HD; /* the real head dim, <= HD */
   /* Causal rows near the end see the most keys: start them first. */
   const int m_block = gridDim.y - 1 - blockIdx.y;
   const int h = blockIdx.x % NH, b = blockIdx.x / NH, g = h / (NH / p.KVH);
@@ -316,11 +317,12 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
     const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
     const int row = row_lo + 8 * r;
     if (row < T) {
-      bf16 *orow = out + ((int64_t)(b * T + row) * NH + h) * HD + (lane % 4) * 2;
+      bf16 *orow = out + ((int64_t)(b * T + row) * NH + h) * hd + (lane % 4) * 2;
 #pragma unroll
       for (int i = 0; i < HD / 8; i++)
-        *reinterpret_cast<uint32_t *>(orow + i * 8) =
-            pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        if (i * 8 < hd) /* hd 80 / 96 run the 128 kernel on zero-filled columns */
+          *reinterpret_cast<uint32_t *>(orow + i * 8) =
+              pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
       if (lane % 4 == 0)
         lse[((int64_t)b * NH + h) * T + row] = (m[r] + log2f(lr)) * FLASH_LN2;
     }
@@ -334,11 +336,12 @@ static int launch_fwd90(const flash_params *p, const void *q, const void *k, con
   constexpr int BN = FWD90_BN;
   using C = fwd90_cfg<HD, BN, NC, ST>;
   CUtensorMap mq, mk, mv;
-  int rc = flash_make_map(&mq, q, p->B, p->T, p->NH, HD, C::BM);
+  /* Maps of the real head dim: columns past it (hd 80, 96) read as zeros. */
+  int rc = flash_make_map(&mq, q, p->B, p->T, p->NH, p->HD, C::BM);
   if (rc == 0)
-    rc = flash_make_map(&mk, k, p->B, p->T, p->KVH, HD, BN);
+    rc = flash_make_map(&mk, k, p->B, p->T, p->KVH, p->HD, BN);
   if (rc == 0)
-    rc = flash_make_map(&mv, v, p->B, p->T, p->KVH, HD, BN);
+    rc = flash_make_map(&mv, v, p->B, p->T, p->KVH, p->HD, BN);
   if (rc != 0)
     return rc;
   auto kern = flash_fwd90_kernel<HD, BN, NC, ST>;
@@ -355,7 +358,7 @@ extern "C" int flash_fwd_sm90(const flash_params *p, const void *q, const void *
   cudaStream_t st = (cudaStream_t)stream;
   if (p->HD == 64)
     return launch_fwd90<64, FWD90_64_NC, FWD90_64_ST>(p, q, k, v, out, lse, st);
-  if (p->HD == 128)
+  if (p->HD == 80 || p->HD == 96 || p->HD == 128)
     return launch_fwd90<128, FWD90_128_NC, FWD90_128_ST>(p, q, k, v, out, lse, st);
   return (int)cudaErrorInvalidValue;
 }

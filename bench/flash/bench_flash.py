@@ -7,7 +7,8 @@ check: random bf16 inputs; the reference is PyTorch attention in fp32 on the
 same values (math backend); flash and SDPA in bf16 (flash backend) are both
 measured against it by ||x - ref|| / ||ref|| for out, dq, dk, dv. Grid: T in
 {1, 17, 128, 1000, 2048, 8192}, head dims 64 and 128, GQA ratios 1, 4, 8
-(NH = 8), causal; plus document masking. Pass: every error < 1e-2.
+(NH = 8), causal; plus document masking, full attention and head dims 80
+and 96. Pass: every error < 1e-2.
 
 bench: CUDA events around each call, warm-up first, median of repeats; the
 plugin and PyTorch SDPA's flash (FlashAttention-2) and cuDNN backends in the

@@ -8,6 +8,9 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libyaml-dev libcjson-dev libpcre2-dev libopenblas-dev libgloo-dev check
       python3 python3-yaml procps bc
       libcairo2-dev)  # optional: PNG charts from `fsdpc bench` (SVG without it)
+# TensorBoard event files (log.tensorboard): the Event protobuf, compiled by
+# protoc-c at build time and encoded by libprotobuf-c.
+pkgs+=(libprotobuf-c-dev protobuf-c-compiler)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -103,7 +103,10 @@ int fsdpc__cmd_train(int argc, char **argv) {
     if (s && s->job) fsdpc__dist_post_abort(s->job->store, err.msg, NULL);
     FSDPC_LOGE("%s", err.msg);
   }
+  /* A run stopped by a signal succeeded only if it left a checkpoint to
+   * resume from; otherwise a scheduler must see the signal (128 + N). */
+  int code = st != FSDPC_OK ? 1 : s && s->stopped_by && !s->stop_saved ? 128 + s->stopped_by : 0;
   fsdpc__session_destroy(s);
   fsdpc__config_destroy(cfg);
-  return st == FSDPC_OK ? 0 : 1;
+  return code;
 }

@@ -139,6 +139,7 @@ typedef struct fsdpc_config_log {
   int level;    /* FSDPC_LOG_* */
   int progress; /* FSDPC_PROGRESS_* */
   int64_t memory_every;
+  bool tensorboard; /* TensorBoard event files under dir */
 } fsdpc_config_log;
 
 typedef struct fsdpc_config_plugins {

@@ -281,6 +281,8 @@ static const fsdpc_cfg_key keys[] = {
           "progress line on the terminal (auto = when stderr is a terminal)", NONE_),
     INT_("log.memory_every", log.memory_every, "0",
          "log memory per category every N steps; 0 = only at start and end", MIN_(0)),
+    BOOL_("log.tensorboard", log.tensorboard, "false",
+          "also write TensorBoard event files (scalars) under log.dir", NONE_),
 
     /* ---- plugins ---- */
     STRS_("plugins.paths", plugins.paths, "[]",

@@ -138,12 +138,7 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
       snprintf(key, sizeof key, "peak_%s_bytes", fsdpc__mem_cat_name((fsdpc_mem_cat)k));
       cJSON_AddNumberToObject(o, key, (double)ms.peak[k]);
     }
-    char *line = cJSON_PrintUnformatted(o);
-    if (line && s->metrics) {
-      fprintf(s->metrics, "%s\n", line);
-      fflush(s->metrics);
-    }
-    cJSON_free(line);
+    fsdpc__session_log_record(s, step, o);
     cJSON_Delete(o);
   }
   if (s->progress) progress_bar(s, step, loss);

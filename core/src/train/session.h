@@ -15,6 +15,8 @@
 #include "util/mem.h"
 
 typedef struct fsdpc_ckpt_run fsdpc_ckpt_run;
+typedef struct fsdpc_tb fsdpc_tb;
+typedef struct cJSON cJSON;
 
 typedef struct fsdpc_session {
   fsdpc_config *cfg;           /* borrowed */
@@ -51,6 +53,9 @@ typedef struct fsdpc_session {
   FILE *metrics;               /* rank 0: log.dir/metrics.jsonl */
   int progress;                /* draw a progress bar */
   double t_start;
+  int stopped_by;              /* signal that stopped the run early (0: none) */
+  int stop_saved;              /* ... and a checkpoint to resume from was saved */
+  fsdpc_tb *tb;                /* rank 0, log.tensorboard: the event file */
 } fsdpc_session;
 
 /* Builds the session for this rank (env says which). */
@@ -72,6 +77,13 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
 
 /* The model shape a config describes (setup.c). */
 void fsdpc__session_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh);
+
+/* metrics.c (rank 0): opens metrics.jsonl (run record; a resume drops the
+ * steps after its checkpoint) and the TensorBoard event file; writes one
+ * step's record to both; closes them. */
+fsdpc_status fsdpc__session_open_logs(fsdpc_session *s, fsdpc_err *err);
+void fsdpc__session_log_record(fsdpc_session *s, int64_t step, const cJSON *rec);
+void fsdpc__session_close_logs(fsdpc_session *s);
 
 /* report.c */
 void fsdpc__session_mem(fsdpc_session *s, fsdpc_mem_stats *ms, int64_t *reserved_peak);

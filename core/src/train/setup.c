@@ -275,13 +275,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                             cfg->schedule.min_lr_ratio, err));
   STEP(fsdpc__ckpt_session_setup(s, err));
   if (rank == 0) {
-    STEP(fsdpc__mkdir_p(cfg->log.dir, err));
-    char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->log.dir);
-    if (!(s->metrics = fopen(path, "w"))) {
-      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: check log.dir", path);
-      goto fail;
-    }
+    STEP(fsdpc__session_open_logs(s, err));
     s->progress = cfg->log.progress == FSDPC_PROGRESS_ON ||
                   (cfg->log.progress == FSDPC_PROGRESS_AUTO && isatty(STDOUT_FILENO));
   }
@@ -296,7 +290,7 @@ fail:
 void fsdpc__session_destroy(fsdpc_session *s) {
   if (!s) return;
   fsdpc__ckpt_session_destroy(s);
-  if (s->metrics) fclose(s->metrics);
+  fsdpc__session_close_logs(s);
   free(s->tokens);
   free(s->labels);
   free(s->doc_ids);

@@ -12,7 +12,7 @@ fail() { echo "FAIL: $*"; tail -30 "$TMP/train.log"; exit 1; }
   log.dir="$TMP/out" >"$TMP/train.log" 2>&1 || fail "training failed"
 python3 - "$TMP/out/metrics.jsonl" "$TMP/train.log" <<'PY' || fail "the demo did not learn"
 import json, math, re, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r]
 first, last = rows[0], rows[-1]
 print(f"loss at step {first['step']}: {first['loss']:.3f}; final loss {last['loss']:.3f}, "
       f"eval loss {last.get('eval_loss')}")

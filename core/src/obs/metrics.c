@@ -219,7 +219,7 @@ fsdpc_status fsdpc__metrics_read(const char *dir, fsdpc_metrics_run *out, fsdpc_
     const cJSON *ev = cJSON_GetObjectItemCaseSensitive(o, "event");
     int start = cJSON_IsString(ev) && strcmp(ev->valuestring, "start") == 0;
     if (start && i < from) {
-      out->n_older++;
+      out->n_older += !(num(o, "resumed_from") > 0); /* fresh starts: runs */
     } else if (start) {
       int64_t k = (int64_t)num(o, "resumed_from");
       if (!(k > 0))

@@ -92,7 +92,7 @@ PY
 cat > "$dir/fail.yaml" <<YAML
 base: $src/configs/tiny-cpu.yaml
 set: {train.eval_every: 0, data.eval_fraction: 0, schedule.warmup_steps: 1, train.threads: 1,
-      data.train: $dir/qa.tok}
+      data.train: $dir/qa.tok, checkpoint.dir: "", log.tensorboard: false}
 matrix:
   fsdp.sharding_strategy: [NO_SHARD, {name: hybrid-3, fsdp.sharding_strategy: HYBRID_SHARD, fsdp.hybrid_shard_size: 3}]
   fsdp.max_inflight_allgathers: [2, 3]

@@ -56,6 +56,7 @@ typedef struct fsdpc_session {
   int stopped_by;              /* signal that stopped the run early (0: none) */
   int stop_saved;              /* ... and a checkpoint to resume from was saved */
   fsdpc_tb *tb;                /* rank 0, log.tensorboard: the event file */
+  double t_loop;               /* when this start's first step began (0: not yet) */
 } fsdpc_session;
 
 /* Builds the session for this rank (env says which). */
@@ -86,6 +87,9 @@ void fsdpc__session_log_record(fsdpc_session *s, int64_t step, const cJSON *rec)
 void fsdpc__session_close_logs(fsdpc_session *s);
 
 /* report.c */
+/* log.progress: on; or auto and stderr is a terminal and no launcher that
+ * gives each rank a pty (mpirun, srun) started this process. */
+int fsdpc__progress_wanted(const fsdpc_config *c, const fsdpc_dist_env *env);
 void fsdpc__session_mem(fsdpc_session *s, fsdpc_mem_stats *ms, int64_t *reserved_peak);
 void fsdpc__session_mem_reset_peak(fsdpc_session *s);
 double fsdpc__now(void);

@@ -276,8 +276,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   STEP(fsdpc__ckpt_session_setup(s, err));
   if (rank == 0) {
     STEP(fsdpc__session_open_logs(s, err));
-    s->progress = cfg->log.progress == FSDPC_PROGRESS_ON ||
-                  (cfg->log.progress == FSDPC_PROGRESS_AUTO && isatty(STDOUT_FILENO));
+    s->progress = fsdpc__progress_wanted(cfg, env);
   }
 #undef STEP
   *out = s;

@@ -68,6 +68,7 @@ python3 "$HERE/read_tfevents.py" Q || fail "event files after a resume from an o
 "$FSDPC" train tiny.yaml log.dir=Q "checkpoint.dir=''" train.max_steps=12 optim.lr=1e-3 >q3.log 2>&1 ||
   fail "fresh rerun"
 "$FSDPC" metrics Q >m.txt 2>&1 || fail "fsdpc metrics: $(cat m.txt)"
+python3 "$HERE/read_tfevents.py" Q || fail "event files after a fresh rerun in the same folder"
 grep -q "1 earlier run in the file" m.txt || fail "fsdpc metrics does not see the earlier run: $(cat m.txt)"
 grep -q "steps logged  12 (step 1 .. 12)" m.txt || fail "fsdpc metrics: $(cat m.txt)"
 "$FSDPC" metrics P >m.txt 2>&1 || fail "fsdpc metrics P"
@@ -129,4 +130,19 @@ rc=$?
 [ $rc -eq 0 ] || fail "launcher SIGTERM with a checkpoint exited $rc, want 0"
 grep -q "every rank saved and exited 0" l.log || fail "the launcher does not say the ranks saved"
 ls -d L/ck/step-* >/dev/null 2>&1 || fail "no checkpoint after the launcher's SIGTERM"
+# 6. Progress: the bar goes to stderr; auto draws it on a terminal (script
+#    gives one), not under mpirun (a pty per rank); every log line has an ETA.
+"$FSDPC" train tiny.yaml log.dir=G "checkpoint.dir=''" train.max_steps=6 log.tensorboard=false \
+  log.progress=on >g.out 2>g.err || fail "progress run"
+grep -q $'\r\[#' g.err || fail "log.progress=on drew no bar on stderr"
+grep -q $'\r' g.out && fail "the progress bar went to stdout"
+grep -q "step 6/6 loss .* elapsed .* ETA 0s" g.err || fail "log lines lack the ETA: $(grep 'step 6/6' g.err)"
+script -qec "'$FSDPC' train tiny.yaml log.dir=G2 \"checkpoint.dir=''\" train.max_steps=6 log.tensorboard=false log.progress=auto" \
+  /dev/null >g2.out 2>&1 || fail "run under a terminal"
+grep -q $'\r\[#' g2.out || fail "log.progress=auto drew no bar on a terminal"
+script -qec "OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE=1 OMPI_COMM_WORLD_LOCAL_RANK=0 \
+  OMPI_COMM_WORLD_LOCAL_SIZE=1 '$FSDPC' train tiny.yaml log.dir=G3 \"checkpoint.dir=''\" \
+  train.max_steps=6 log.tensorboard=false log.progress=auto" /dev/null >g3.out 2>&1 || fail "run as an mpirun rank"
+grep -q "world 1 (mpi)" g3.out || fail "not detected as an mpirun rank: $(head -3 g3.out)"
+grep -q $'\r\[#' g3.out && fail "log.progress=auto drew a bar under mpirun"
 echo "PASS"

@@ -79,10 +79,10 @@ fsdpc_status fsdpc__tb_open(const char *dir, int64_t start_step, fsdpc_tb **out,
   ev.what_case = FSDPC_TB__EVENT__WHAT_FILE_VERSION;
   ev.file_version = "brain.Event:2";
   fsdpc_status st = write_event(tb, &ev, err);
-  if (st == FSDPC_OK && start_step > 0) {
+  if (st == FSDPC_OK) {
     FsdpcTb__SessionLog sl = FSDPC_TB__SESSION_LOG__INIT;
     sl.status = FSDPC_TB__SESSION_LOG__STATUS__START;
-    sl.msg = "fsdpc resumed";
+    sl.msg = start_step > 0 ? "fsdpc: resumed" : "fsdpc: started";
     FsdpcTb__Event rs = FSDPC_TB__EVENT__INIT;
     rs.wall_time = now;
     rs.step = start_step + 1; /* TensorBoard keeps the older steps < this one */

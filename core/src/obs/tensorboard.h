@@ -5,10 +5,12 @@
  * A file is a sequence of records: uint64 length (little endian), masked
  * CRC-32C of those 8 bytes, the data, masked CRC-32C of the data. Each
  * record's data is an Event protobuf (tb_event.proto, encoded by
- * libprotobuf-c): first file_version "brain.Event:2", then on a resume a
- * SessionLog START at the first new step (TensorBoard then drops the older
- * file's steps from there on, as metrics.jsonl does), then one Event per
- * logged step with a Summary of simple_value scalars. */
+ * libprotobuf-c): first file_version "brain.Event:2", then a SessionLog
+ * START at the first step this start trains (TensorBoard then drops the
+ * steps from there on that older files in the folder hold: the steps after
+ * a resume's checkpoint, or a previous run's -- as metrics.jsonl readers
+ * do), then one Event per logged step with a Summary of simple_value
+ * scalars. */
 #ifndef FSDPC_OBS_TENSORBOARD_H
 #define FSDPC_OBS_TENSORBOARD_H
 
@@ -19,8 +21,8 @@
 
 typedef struct fsdpc_tb fsdpc_tb;
 
-/* Opens a new event file in dir (created with its parents). start_step > 0
- * (a resume after that many steps) adds the SessionLog START. */
+/* Opens a new event file in dir (created with its parents); start_step is
+ * the number of steps done before this start (0: fresh). */
 fsdpc_status fsdpc__tb_open(const char *dir, int64_t start_step, fsdpc_tb **out, fsdpc_err *err);
 
 /* One Event at step with n scalars tags[i] = values[i]; flushed. */

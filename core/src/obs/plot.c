@@ -219,7 +219,18 @@ static void draw(cairo_t *cr, const fsdpc_metrics_run *runs, const char *const *
   cairo_paint(cr);
   color(cr, 0x000000);
   text(cr, FIG_W / 2.0, 30, title, 18, 1, 1);
-  /* Legend: one entry per run, then the line styles. */
+  /* Legend: one entry per run, wrapped left of the line-style note. */
+  const char *note = has_eval(runs, n) ? "solid: training loss   dashed + dots: eval loss" : NULL;
+  double note_w = 0;
+  if (note) {
+    cairo_text_extents_t ext;
+    cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, 11);
+    cairo_text_extents(cr, note, &ext);
+    note_w = ext.x_advance + 30;
+    color(cr, 0x555555);
+    text(cr, FIG_W - MARGIN_R, 58, note, 11, 2, 0);
+  }
   double lx = MARGIN_L, ly = 58;
   for (int r = 0; r < n; r++) {
     char s[300];
@@ -228,8 +239,8 @@ static void draw(cairo_t *cr, const fsdpc_metrics_run *runs, const char *const *
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     cairo_set_font_size(cr, 12);
     cairo_text_extents(cr, s, &ext);
-    if (lx + 40 + ext.x_advance > FIG_W - MARGIN_R)
-      lx = MARGIN_L, ly += 18;
+    if (lx > MARGIN_L && lx + 30 + ext.x_advance > FIG_W - MARGIN_R - (ly == 58 ? note_w : 0))
+      lx = MARGIN_L, ly += 16;
     color(cr, palette[r % 10]);
     cairo_set_line_width(cr, 3);
     cairo_move_to(cr, lx, ly - 4), cairo_line_to(cr, lx + 24, ly - 4), cairo_stroke(cr);
@@ -237,12 +248,9 @@ static void draw(cairo_t *cr, const fsdpc_metrics_run *runs, const char *const *
     text(cr, lx + 30, ly, s, 12, 0, 0);
     lx += 30 + ext.x_advance + 24;
   }
-  if (has_eval(runs, n)) {
-    color(cr, 0x555555);
-    text(cr, FIG_W - MARGIN_R, 30, "solid: training loss   dashed + dots: eval loss", 11, 2, 0);
-  }
   double pw = (FIG_W - MARGIN_L - MARGIN_R - GAP_X) / 2.0;
-  double ph = (FIG_H - TOP - BOTTOM - GAP_Y) / 2.0;
+  double extra = ly - 58; /* legend rows beyond the first push the panels down */
+  double ph = (FIG_H - TOP - extra - BOTTOM - GAP_Y) / 2.0;
   panel ps[4] = {
       {"loss", "step", "loss (nats/token)", Y_LOSS, 0, 0, 0, 0, 0, 0, 0, 0},
       {"loss against tokens", "tokens trained", "loss (nats/token)", Y_LOSS_TOKENS, 0, 0, 0, 0, 0,
@@ -254,7 +262,7 @@ static void draw(cairo_t *cr, const fsdpc_metrics_run *runs, const char *const *
   for (int k = 0; k < 4; k++) {
     panel *pn = &ps[k];
     pn->x = MARGIN_L + (k % 2) * (pw + GAP_X);
-    pn->y = TOP + (k / 2) * (ph + GAP_Y);
+    pn->y = TOP + extra + (k / 2) * (ph + GAP_Y);
     pn->w = pw;
     pn->h = ph;
     range(pn, runs, n);

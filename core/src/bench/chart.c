@@ -128,8 +128,11 @@ static void draw(const canvas *c, const char *title, const fsdpc_bench_row *rows
   for (int i = 0; i < n; i++) {
     if (!rows[i].ok)
       continue;
-    if (rows[i].tok_s_rank > tmax)
-      tmax = rows[i].tok_s_rank;
+    double t = rows[i].tok_s_rank;
+    if (rows[i].step_min > 0 && rows[i].step_med > rows[i].step_min)
+      t = t * rows[i].step_med / rows[i].step_min; /* the whisker's end fits too */
+    if (t > tmax)
+      tmax = t;
     double m = (double)rows[i].total_peak;
     if (rows[i].have_plan && rows[i].plan.total_peak > m)
       m = (double)rows[i].plan.total_peak;

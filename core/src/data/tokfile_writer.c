@@ -56,8 +56,10 @@ fsdpc_status fsdpc__tokfile_writer_create(const char *path, uint32_t vocab_size,
   w->offsets_cap = 1024;
   /* The folder the user named is created; errors name their path, not the
    * temporary file beside it. */
-  if ((st = fsdpc__mkdir_parent(path, err)) != FSDPC_OK)
+  if ((st = fsdpc__mkdir_parent(path, err)) != FSDPC_OK) {
+    fsdpc__err_prefix(err, "%s", path);
     goto fail;
+  }
   w->f = fopen(w->tmp_path, "wb");
   if (!w->f) {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", path, strerror(errno));

@@ -171,7 +171,8 @@ static void draw(const canvas *c, const char *title, const fsdpc_bench_row *rows
       c->line(c->ctx, x0 + lo, ym, x0 + hi, ym, 0x000000, 1.2);
       c->line(c->ctx, x0 + lo, ym - 5, x0 + lo, ym + 5, 0x000000, 1.2);
       c->line(c->ctx, x0 + hi, ym - 5, x0 + hi, ym + 5, 0x000000, 1.2);
-      if (hi > w) tx = x0 + hi;
+      if (hi > w)
+        tx = x0 + hi;
     }
     snprintf(label, sizeof label, "%.0f", r->tok_s_rank);
     c->text(c->ctx, tx + 4, yy + 15, label, 10, 0, 0x333333);

@@ -28,8 +28,7 @@ struct fsdpc_tokfile_writer {
 
 static fsdpc_status put_bytes(fsdpc_tokfile_writer *w, const void *p, size_t n, fsdpc_err *err) {
   if (n && fwrite(p, 1, n, w->f) != n)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->path,
-                       strerror(errno));
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->path, strerror(errno));
   w->crc = fsdpc__crc32(w->crc, p, n);
   return FSDPC_OK;
 }
@@ -177,13 +176,11 @@ fsdpc_status fsdpc__tokfile_writer_finish(fsdpc_tokfile_writer *w, fsdpc_err *er
   fsdpc__tokfile_header_encode(&w->hdr, hb);
   if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(hb, 1, sizeof hb, w->f) != sizeof hb ||
       fflush(w->f) != 0 || fsync(fileno(w->f)) != 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->path,
-                       strerror(errno));
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->path, strerror(errno));
   int rc = fclose(w->f);
   w->f = NULL;
   if (rc != 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: close failed: %s", w->path,
-                       strerror(errno));
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: close failed: %s", w->path, strerror(errno));
   if (rename(w->tmp_path, w->path) != 0)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot rename %s into place: %s", w->path,
                        w->tmp_path, strerror(errno));

@@ -75,7 +75,8 @@ void fsdpc__report_memory(fsdpc_session *s, const char *when) {
 }
 
 int fsdpc__progress_wanted(const fsdpc_config *c, const fsdpc_dist_env *env) {
-  if (c->log.progress != FSDPC_PROGRESS_AUTO) return c->log.progress == FSDPC_PROGRESS_ON;
+  if (c->log.progress != FSDPC_PROGRESS_AUTO)
+    return c->log.progress == FSDPC_PROGRESS_ON;
   /* mpirun and srun --pty give every rank a terminal whose output is then
    * collected into one log: a bar there is a flood of \r lines. */
   int pty_launcher = strcmp(env->source, "mpi") == 0 || strcmp(env->source, "slurm") == 0;
@@ -86,15 +87,20 @@ int fsdpc__progress_wanted(const fsdpc_config *c, const fsdpc_dist_env *env) {
  * run's earlier steps took no time here). */
 static double eta_s(const fsdpc_session *s, int64_t step) {
   int64_t done = step - s->start_step, left = s->cfg->train.max_steps - step;
-  if (done <= 0 || s->t_loop <= 0) return NAN;
+  if (done <= 0 || s->t_loop <= 0)
+    return NAN;
   return (fsdpc__now() - s->t_loop) / (double)done * (double)left;
 }
 
 static void fmt_dur(char *out, size_t cap, double sec) {
-  if (isnan(sec)) snprintf(out, cap, "?");
-  else if (sec < 60) snprintf(out, cap, "%.0fs", sec);
-  else if (sec < 3600) snprintf(out, cap, "%dm%02ds", (int)sec / 60, (int)sec % 60);
-  else snprintf(out, cap, "%dh%02dm", (int)sec / 3600, (int)sec % 3600 / 60);
+  if (isnan(sec))
+    snprintf(out, cap, "?");
+  else if (sec < 60)
+    snprintf(out, cap, "%.0fs", sec);
+  else if (sec < 3600)
+    snprintf(out, cap, "%dm%02ds", (int)sec / 60, (int)sec % 60);
+  else
+    snprintf(out, cap, "%dh%02dm", (int)sec / 3600, (int)sec % 3600 / 60);
 }
 
 /* The bar goes to stderr (stdout is for results: generations, tables). */
@@ -109,7 +115,8 @@ static void progress_bar(fsdpc_session *s, int64_t step, double loss, double tok
   bar[w] = '\0';
   fprintf(stderr, "\r[%s] %lld/%lld loss %.4f  %.0f tok/s  %s elapsed, ETA %s ", bar,
           (long long)step, (long long)total, loss, tok_s, el, eta);
-  if (step == total) fputc('\n', stderr);
+  if (step == total)
+    fputc('\n', stderr);
   fflush(stderr);
 }
 
@@ -133,13 +140,15 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
   double tok = (double)(s->G * s->T);
   double tok_s = step_s > 0 ? tok / step_s : 0.0;
   double el = fsdpc__now() - s->t_start;
-  if (s->t_loop <= 0) s->t_loop = fsdpc__now() - step_s; /* this start's first step began */
+  if (s->t_loop <= 0)
+    s->t_loop = fsdpc__now() - step_s; /* this start's first step began */
   const fsdpc_comm_bytes cb = s->last_comm;
   int log_now = step % c->train.log_every == 0 || step == c->train.max_steps;
   if (log_now) {
     char ev[64] = "";
     if (!isnan(eval_loss)) snprintf(ev, sizeof ev, " eval_loss %.4f", eval_loss);
-    if (s->progress) fputc('\n', stderr);
+    if (s->progress)
+      fputc('\n', stderr);
     char eta[32];
     fmt_dur(eta, sizeof eta, eta_s(s, step));
     FSDPC_LOGI("step %lld/%lld loss %.4f%s lr %.3e grad_norm %.4f tok/s %.0f (%.0f per rank) "
@@ -170,7 +179,8 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
     fsdpc__session_log_record(s, step, o);
     cJSON_Delete(o);
   }
-  if (s->progress) progress_bar(s, step, loss, tok_s);
+  if (s->progress)
+    progress_bar(s, step, loss, tok_s);
 }
 
 fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err) {

@@ -53,10 +53,10 @@ typedef struct fsdpc_session {
   FILE *metrics;               /* rank 0: log.dir/metrics.jsonl */
   int progress;                /* draw a progress bar */
   double t_start;
-  int stopped_by; /* signal that stopped the run early (0: none) */
-  int stop_saved; /* ... and a checkpoint to resume from was saved */
-  fsdpc_tb *tb;   /* rank 0, log.tensorboard: the event file */
-  double t_loop;  /* when this start's first step began (0: not yet) */
+  int stopped_by;              /* signal that stopped the run early (0: none) */
+  int stop_saved;              /* ... and a checkpoint to resume from was saved */
+  fsdpc_tb *tb;                /* rank 0, log.tensorboard: the event file */
+  double t_loop;               /* when this start's first step began (0: not yet) */
 } fsdpc_session;
 
 /* Builds the session for this rank (env says which). */

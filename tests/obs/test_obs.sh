@@ -130,6 +130,13 @@ rc=$?
 [ $rc -eq 0 ] || fail "launcher SIGTERM with a checkpoint exited $rc, want 0"
 grep -q "every rank saved and exited 0" l.log || fail "the launcher does not say the ranks saved"
 ls -d L/ck/step-* >/dev/null 2>&1 || fail "no checkpoint after the launcher's SIGTERM"
+# The global batch grows with the world when it is not set: the run says so.
+"$FSDPC" train tiny.yaml log.dir=W2 "checkpoint.dir=''" train.max_steps=6 train.global_batch_size=0 \
+  train.eval_every=0 log.tensorboard=false --nproc-per-node 2 --master-port 0 >w2.log 2>&1 ||
+  fail "world 2 with no global batch"
+grep -q "global batch grows with the world: 4 windows of 32 tokens at world 2 (2 at world 1)" w2.log ||
+  fail "the changed global batch is not stated"
+
 # 6. Progress: the bar goes to stderr; auto draws it on a terminal (script
 #    gives one), not under mpirun (a pty per rank); every log line has an ETA.
 "$FSDPC" train tiny.yaml log.dir=G "checkpoint.dir=''" train.max_steps=6 log.tensorboard=false \

@@ -115,6 +115,12 @@ static fsdpc_status batch_geometry(fsdpc_session *s, fsdpc_err *err) {
                        "train.micro_batch_size (%lld) x world size (%d)",
                        (long long)s->G, (long long)s->mb, world);
   s->accum = s->G / (s->mb * world);
+  /* Unset, the global batch follows the world size: say so (issue 18). */
+  if (c->train.global_batch_size <= 0 && world > 1 && s->env.rank == 0)
+    FSDPC_LOGI("batch: train.global_batch_size is not set, so the global batch grows with the "
+               "world: %lld windows of %lld tokens at world %d (%lld at world 1); set "
+               "train.global_batch_size to keep it",
+               (long long)s->G, (long long)s->T, world, (long long)(s->G / world));
   return FSDPC_OK;
 }
 

@@ -10,7 +10,8 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libsentencepiece-dev  # tokenizer.model files (SentencePiece)
       libunistring-dev      # NFC normalization of tokenizer.json files (Qwen2)
       libcairo2-dev  # optional: PNG charts from `fsdpc bench` (SVG without it)
-      python3-jinja2)  # test-only: chat templates are checked against Python's jinja2
+      python3-jinja2  # test-only: chat templates are checked against Python's jinja2
+      clang)          # libFuzzer + ASan/UBSan for the bounded fuzz runs (scripts/fuzz.sh)
 # TensorBoard event files (log.tensorboard): the Event protobuf, compiled by
 # protoc-c at build time and encoded by libprotobuf-c.
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler)

@@ -3,6 +3,7 @@
  * log.tensorboard, a TensorBoard event file; and the mapping of a step's
  * metrics onto TensorBoard scalars. The formats live in obs/. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -68,8 +69,14 @@ enum { TB_N = sizeof tb_map / sizeof tb_map[0] };
 void fsdpc__session_log_record(fsdpc_session *s, int64_t step, const cJSON *rec) {
   char *line = cJSON_PrintUnformatted(rec);
   if (line && s->metrics) {
-    fprintf(s->metrics, "%s\n", line);
-    fflush(s->metrics);
+    /* A full disk must not truncate metrics.jsonl in silence: say so when
+     * it happens (once), and the run goes on. */
+    errno = 0;
+    if ((fprintf(s->metrics, "%s\n", line) < 0 || fflush(s->metrics) != 0) &&
+        !s->metrics_failed++)
+      FSDPC_LOGE("cannot write %s/metrics.jsonl at step %lld: %s; metrics from here on are "
+                 "lost (free space in log.dir)",
+                 s->cfg->log.dir, (long long)step, strerror(errno ? errno : EIO));
   }
   cJSON_free(line);
   if (!s->tb)

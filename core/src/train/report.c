@@ -3,6 +3,7 @@
  * on stderr when it is a terminal, and per-rank memory in the seed's "before /
  * consumed / peak" style. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -171,6 +172,7 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
     cJSON_AddNumberToObject(o, "comm_s", cb.comm_s);
     cJSON_AddNumberToObject(o, "tokens", tok);
     cJSON_AddNumberToObject(o, "world", s->env.world_size);
+    cJSON_AddNumberToObject(o, "skipped_steps", (double)s->skipped_steps);
     for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
       char key[48];
       snprintf(key, sizeof key, "peak_%s_bytes", fsdpc__mem_cat_name((fsdpc_mem_cat)k));

@@ -57,6 +57,8 @@ typedef struct fsdpc_session {
   int stop_saved;              /* ... and a checkpoint to resume from was saved */
   fsdpc_tb *tb;                /* rank 0, log.tensorboard: the event file */
   double t_loop;               /* when this start's first step began (0: not yet) */
+  int64_t skipped_steps; /* steps whose global batch had no target token */
+  int metrics_failed;    /* a write to metrics.jsonl failed (reported once) */
 } fsdpc_session;
 
 /* Builds the session for this rank (env says which). */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "util/fs.h"
+#include "util/log.h"
 
 typedef struct lines {
   char **v;
@@ -26,9 +27,13 @@ static void lines_free(lines *l) {
   free(l->v);
 }
 
-/* Reads every line of path; a missing file is no lines. */
+/* Reads every line of path; a missing file is no lines, and so is one that
+ * is not a regular file (a FIFO or /dev/full would never end). */
 static fsdpc_status read_lines(const char *path, lines *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
+  struct stat sb;
+  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+    return FSDPC_OK;
   FILE *f = fopen(path, "r");
   if (!f) {
     if (errno == ENOENT)
@@ -174,12 +179,13 @@ fsdpc_status fsdpc__metrics_open(const char *dir, const fsdpc_run_record *rr, ch
   cJSON_AddNumberToObject(o, "tokens_per_step", (double)rr->tokens_per_step);
   char *line = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
+  errno = 0;
   int ok = line && fprintf(f, "%s\n", line) >= 0 && fflush(f) == 0;
   cJSON_free(line);
-  if (!ok) {
-    fclose(f);
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s (disk full? check log.dir)", path);
-  }
+  /* A full disk costs the metrics, never the run: say so, go on. */
+  if (!ok)
+    FSDPC_LOGE("cannot write the run record to %s: %s; the run goes on (free space in log.dir)",
+               path, strerror(errno ? errno : EIO));
   *out = f;
   return FSDPC_OK;
 }
@@ -202,6 +208,8 @@ fsdpc_status fsdpc__metrics_read(const char *dir, fsdpc_metrics_run *out, fsdpc_
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: no metrics.jsonl there (%s); give a run's log.dir", dir,
                        strerror(errno));
+  if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: not a regular file", path);
   lines l;
   FSDPC_TRY(read_lines(path, &l, err));
   size_t from = last_fresh_start(&l);

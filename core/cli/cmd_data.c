@@ -5,6 +5,7 @@
  *                   tokenize  tokenize text files into a token file (byte or tokenizer.json BPE)
  *   data_inspect.c  info      print a token file's header, counts and a decoded preview
  *                   batch     print the windows of one global batch as the loader serves them
+ *   data_prepare.c  prepare   JSONL datasets -> a token file of whole examples with a mask
  *   data_codec.c    encode    print the ids of a text (checking a tokenizer)
  *                   decode    print the text of ids */
 #include <errno.h>
@@ -146,7 +147,8 @@ fsdpc_status fsdpc__data_open_tokenizer(const char *spec, int parse_special, fsd
 /* ---- dispatch ---------------------------------------------------------- */
 
 static const char data_help[] =
-    "usage: fsdpc data <synth|tokenize|info|batch|encode|decode> [args]\n"
+    "usage: fsdpc data <prepare|synth|tokenize|info|batch|encode|decode> [args]\n"
+    "  prepare   JSONL datasets (text, instruction, prompt/completion, chat) to a token file\n"
     "  synth     write a synthetic learnable dataset (arith, qa, copy, reverse)\n"
     "  tokenize  tokenize text files into a token file (byte or tokenizer.json)\n"
     "  info      validate a token file and print its header and a preview\n"
@@ -164,6 +166,8 @@ int fsdpc__cmd_data(int argc, char **argv) {
     fputs(data_help, stdout);
     return 0;
   }
+  if (strcmp(argv[1], "prepare") == 0)
+    return fsdpc__data_prepare(argc - 1, argv + 1);
   if (strcmp(argv[1], "synth") == 0)
     return fsdpc__data_synth(argc - 1, argv + 1);
   if (strcmp(argv[1], "tokenize") == 0)
@@ -177,7 +181,8 @@ int fsdpc__cmd_data(int argc, char **argv) {
   if (strcmp(argv[1], "decode") == 0)
     return fsdpc__data_decode(argc - 1, argv + 1);
   fprintf(stderr,
-          "fsdpc data: unknown command '%s' (synth, tokenize, info, batch, encode or decode)\n",
+          "fsdpc data: unknown command '%s' (prepare, synth, tokenize, info, batch, encode or "
+          "decode)\n",
           argv[1]);
   return 2;
 }

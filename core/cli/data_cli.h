@@ -12,9 +12,11 @@
 
 #include "data/tokenizer.h"
 
-/* ---- subcommands (data_make.c, data_inspect.c, data_codec.c) ----------- */
+/* ---- subcommands (data_make.c, data_inspect.c, data_codec.c,
+ * data_prepare.c) ----------- */
 
 int fsdpc__data_synth(int argc, char **argv);
+int fsdpc__data_prepare(int argc, char **argv);
 int fsdpc__data_tokenize(int argc, char **argv);
 int fsdpc__data_info(int argc, char **argv);
 int fsdpc__data_batch(int argc, char **argv);

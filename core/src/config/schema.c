@@ -146,8 +146,8 @@ static const fsdpc_cfg_key keys[] = {
           "training data; needed by `fsdpc train` (checked there, not at load)", NONE_),
     PATH_("data.eval", data.eval, "", "evaluation data; \"\" = none (see eval_fraction)", NONE_),
     STR_("data.tokenizer", data.tokenizer, "byte",
-         "tokenizer for generation prompts and output: byte, or a Hugging Face tokenizer.json "
-         "(or the folder holding it)",
+         "tokenizer for generation prompts and output, and for preparing a JSONL data.train: "
+         "byte, or a Hugging Face tokenizer.json (or the model folder holding it)",
          NONE_),
     INT_("data.seq_len", data.seq_len, "512", "tokens per sequence", RANGE_(1, 1048576)),
     BOOL_("data.shuffle", data.shuffle, "true", "shuffle training sequences each epoch", NONE_),

@@ -134,13 +134,14 @@ static const char *role_of(const char *r) {
 static cJSON *chat_messages(fsdpc_prep_example *ex, const char *file, int64_t line,
                             const cJSON *obj, const char *field) {
   const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(obj, field);
-  if (!msgs && strcmp(field, "messages") == 0)
-    msgs = cJSON_GetObjectItemCaseSensitive(obj, field = "conversations");
+  int sharegpt = !msgs && strcmp(field, "messages") == 0;
+  if (sharegpt && (msgs = cJSON_GetObjectItemCaseSensitive(obj, "conversations")))
+    field = "conversations";
   if (!msgs) {
     bad(ex, file, line,
-        "missing field '%s' (the chat format needs a list of messages; set "
+        "missing field '%s'%s (the chat format needs a list of messages; set "
         "data.messages_field if your data names it differently)",
-        field);
+        field, sharegpt ? " (or ShareGPT 'conversations')" : "");
     return NULL;
   }
   if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "data/prep_pending.h"
 #include "data/tokenizer.h"
 #include "data_cli.h"
 
@@ -142,6 +143,46 @@ fsdpc_status fsdpc__data_open_tokenizer(const char *spec, int parse_special, fsd
   fsdpc__bpe_opts_default(&o);
   o.parse_special = parse_special;
   return fsdpc__tokenizer_bpe_create(spec, &o, tok, err);
+}
+
+void fsdpc__data_print_tokens(FILE *f, const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n,
+                              const uint8_t *target, const int32_t *doc_ids) {
+  int ctx = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (doc_ids && i > 0 && doc_ids[i] != doc_ids[i - 1]) {
+      if (ctx)
+        fputs("}}", f);
+      fputs(" || ", f);
+      ctx = 0;
+    }
+    int t = target ? target[i] : 1;
+    if (!t && !ctx)
+      fputs("{{", f);
+    if (t && ctx)
+      fputs("}}", f);
+    ctx = !t;
+    char piece[256];
+    size_t len = 0;
+    fsdpc_err err;
+    if (tok && ids[i] >= 0 && ids[i] < fsdpc__tokenizer_vocab_size(tok) &&
+        fsdpc__tokenizer_decode(tok, ids + i, 1, piece, sizeof piece, &len, &err) == FSDPC_OK &&
+        len > 0) {
+      fsdpc__data_print_escaped(f, (const unsigned char *)piece, len, len);
+      continue;
+    }
+    const char *name = tok && ids[i] >= 0 && ids[i] < fsdpc__tokenizer_vocab_size(tok)
+                           ? fsdpc__tokenizer_token_str(tok, ids[i])
+                           : NULL;
+    if (name && !(tok && ids[i] < 256 && !strcmp(fsdpc__tokenizer_name(tok), "byte")))
+      fputs(name, f);
+    else if (!tok && ids[i] < 256) {
+      unsigned char c = (unsigned char)ids[i];
+      fsdpc__data_print_escaped(f, &c, 1, 1);
+    } else
+      fprintf(f, "<%" PRId32 ">", ids[i]);
+  }
+  if (ctx)
+    fputs("}}", f);
 }
 
 /* ---- dispatch ---------------------------------------------------------- */

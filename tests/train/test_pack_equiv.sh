@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Packed examples see only themselves: one step over a whole small dataset
+# gives the same loss whether its examples are packed two to a row
+# (data.packing: examples, document masking and restarted positions) or
+# one per row (none). With attention or labels leaking across examples the
+# two losses differ (checked: without doc ids the packed loss is 5.61 against
+# 5.55). RoPE makes scores depend on relative positions only, so restarting
+# positions per example changes nothing here beyond rounding.
+set -u
+: "${FSDPC:?}" "${FSDPC_SOURCE_DIR:?}"
+TMP=$(mktemp -d /tmp/fsdpc-pack-equiv.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*"; cat "$TMP"/*.log 2>/dev/null | tail -20; exit 1; }
+python3 - "$TMP/d.jsonl" <<'PY'
+import json, random, sys
+r = random.Random(5)
+with open(sys.argv[1], "w") as f:
+    for i in range(8):  # 30 bytes + EOS = 31 tokens each: exactly two per row of 62
+        f.write(json.dumps({"text": "".join(r.choice("abcdefgh ") for _ in range(30))}) + "\n")
+PY
+run() { # run NAME PACKING GLOBAL_BATCH
+  "$FSDPC" train "$FSDPC_SOURCE_DIR/configs/tiny-cpu.yaml" data.train="$TMP/d.jsonl" \
+    data.eval_fraction=0 train.eval_every=0 train.max_steps=1 train.log_every=1 schedule.warmup_steps=0 \
+    data.seq_len=62 data.packing="$2" train.micro_batch_size="$3" train.generate_prompts=[] \
+    log.dir="$TMP/$1" >"$TMP/$1.log" 2>&1 || fail "training ($1) failed"
+}
+run packed examples 4
+run single none 8
+grep -q "4 windows of 62 (examples packing)" "$TMP/packed.log" || fail "expected 4 packed rows"
+grep -q "8 windows of 62 (none packing)" "$TMP/single.log" || fail "expected 8 rows"
+python3 - "$TMP/packed/metrics.jsonl" "$TMP/single/metrics.jsonl" <<'PY' || fail "losses differ"
+import json, sys
+a = json.loads(open(sys.argv[1]).readline())["loss"]
+b = json.loads(open(sys.argv[2]).readline())["loss"]
+print(f"step-1 loss: packed {a:.7f}, one per row {b:.7f}")
+assert abs(a - b) <= 1e-5 * abs(b), "packing changed the loss"
+PY
+echo "PASS: packed examples are independent"

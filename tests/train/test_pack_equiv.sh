@@ -35,4 +35,12 @@ b = json.loads(open(sys.argv[2]).readline())["loss"]
 print(f"step-1 loss: packed {a:.7f}, one per row {b:.7f}")
 assert abs(a - b) <= 1e-5 * abs(b), "packing changed the loss"
 PY
-echo "PASS: packed examples are independent"
+# train.epochs: 3 epochs of 2 steps (global batch 2 of 4 rows) = 6 steps
+"$FSDPC" train "$FSDPC_SOURCE_DIR/configs/tiny-cpu.yaml" data.train="$TMP/d.jsonl" \
+  data.eval_fraction=0 train.eval_every=0 train.epochs=3 train.log_every=1 \
+  schedule.warmup_steps=0 data.seq_len=62 train.micro_batch_size=2 train.generate_prompts=[] \
+  log.dir="$TMP/epochs" >"$TMP/epochs.log" 2>&1 || fail "training (epochs) failed"
+grep -q "steps: 2 per epoch (4 training windows), train.epochs 3.00 epoch(s), 6 steps in all" \
+  "$TMP/epochs.log" || fail "train.epochs did not give 6 steps"
+[ "$(wc -l <"$TMP/epochs/metrics.jsonl")" -eq 6 ] || fail "expected 6 logged steps"
+echo "PASS: packed examples are independent; train.epochs"

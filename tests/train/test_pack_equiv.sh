@@ -28,6 +28,9 @@ run packed examples 4
 run single none 8
 grep -q "4 windows of 62 (examples packing)" "$TMP/packed.log" || fail "expected 4 packed rows"
 grep -q "8 windows of 62 (none packing)" "$TMP/single.log" || fail "expected 8 rows"
+# the second run reuses the token file the first one prepared next to the data
+grep -q "prepared before: $TMP/d.jsonl\..*\.tok" "$TMP/single.log" || fail "the cache was not reused"
+[ "$(ls "$TMP"/d.jsonl.*.tok | wc -l)" -eq 1 ] || fail "expected one cached token file"
 python3 - "$TMP/packed/metrics.jsonl" "$TMP/single/metrics.jsonl" <<'PY' || fail "losses differ"
 import json, sys
 a = json.loads(open(sys.argv[1]).readline())["loss"]

@@ -80,7 +80,8 @@ static fsdpc_status detect(const fsdpc_prepare_opts *o, int *format, fsdpc_err *
       char keys[256] = "";
       size_t k = 0;
       for (const cJSON *c = cJSON_IsObject(obj) ? obj->child : NULL; c && k < 200; c = c->next)
-        k += (size_t)snprintf(keys + k, sizeof keys - k, "%s'%s'", k ? ", " : "", c->string);
+        k += (size_t)snprintf(keys + k, sizeof keys - k, "%s'%.40s'", k ? ", " : "",
+                              strpbrk(c->string, "\n\r") ? "?" : c->string);
       st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s:%lld: cannot tell the dataset format from the keys (%s): expected "
                        "'messages'/'conversations' (chat), 'prompt'+'completion', "

@@ -60,6 +60,21 @@ static void bad(fsdpc_prep_example *ex, const char *file, int64_t line, const ch
   ex->st = fsdpc__fail(&ex->err, FSDPC_INVALID_USAGE, "%s:%lld: %s", file, (long long)line, what);
 }
 
+/* Copies at most max bytes of src into dst (cap) with control characters
+ * escaped, so that quoting data keeps an error message on one line. */
+static const char *snip(char *dst, size_t cap, const char *src, size_t max) {
+  size_t o = 0;
+  for (size_t i = 0; src[i] && i < max && o + 5 < cap; i++) {
+    unsigned char c = (unsigned char)src[i];
+    if (c < 0x20 || c == 0x7f)
+      o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", c);
+    else
+      dst[o++] = (char)c;
+  }
+  dst[o] = '\0';
+  return dst;
+}
+
 static const char *type_name(const cJSON *v) {
   if (!v)
     return "nothing";
@@ -173,10 +188,11 @@ static cJSON *chat_messages(fsdpc_prep_example *ex, const char *file, int64_t li
     }
     const char *role = role_of(r->valuestring);
     if (!role) {
+      char sn[200];
       bad(ex, file, line,
-          "%s[%d].%s: unknown role '%.40s' (expected system, user or assistant; ShareGPT: "
+          "%s[%d].%s: unknown role '%s' (expected system, user or assistant; ShareGPT: "
           "system, human or gpt)",
-          field, i, rk, r->valuestring);
+          field, i, rk, snip(sn, sizeof sn, r->valuestring, 40));
       goto fail;
     }
     if (!c) {
@@ -338,8 +354,9 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line
   int64_t n = 0;
   if (!obj) {
     long col = end ? (long)(end - line) + 1 : 1;
-    bad(ex, file, line_no, "column %ld: malformed JSON near '%.20s'", col,
-        end && end < line + len ? end : "end of line");
+    char sn[128];
+    bad(ex, file, line_no, "column %ld: malformed JSON near '%s'", col,
+        end && end < line + len ? snip(sn, sizeof sn, end, 20) : "end of line");
     goto done;
   }
   if (!cJSON_IsObject(obj)) {

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "commands.h"
-#include "data/prep_pending.h"
 #include "data/tokenizer.h"
 #include "data_cli.h"
 

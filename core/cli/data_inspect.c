@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "data/loader.h"
-#include "data/prep_pending.h"
 #include "data/tokenizer.h"
 #include "data/tokfile.h"
 #include "data_cli.h"

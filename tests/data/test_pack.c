@@ -14,9 +14,15 @@
 
 /* Document d has length len_of(d) and token i of it is (d*7 + i) % 250;
  * its mask is 1 on the second half. */
-static int64_t len_of(int64_t d) { return 1 + (d * 37) % 23; }
-static int32_t tok_of(int64_t d, int64_t i) { return (int32_t)((d * 7 + i) % 250); }
-static int mask_of(int64_t d, int64_t i) { return i >= len_of(d) / 2; }
+static int64_t len_of(int64_t d) {
+  return 1 + (d * 37) % 23;
+}
+static int32_t tok_of(int64_t d, int64_t i) {
+  return (int32_t)((d * 7 + i) % 250);
+}
+static int mask_of(int64_t d, int64_t i) {
+  return i >= len_of(d) / 2;
+}
 
 static void write_file(const char *path, int64_t D, int examples_flag) {
   fsdpc_err err = {0};
@@ -96,7 +102,9 @@ static void check_rows(const fsdpc_tokfile *tf, int32_t T, int packing, int drop
           if (tgt)
             want = tok[start + i + 1];
         }
-        ck_assert_msg(lab[start + i] == want, "T %d packing %d drop %d row %lld doc %lld i %d n %d: label %d, want %d", T, packing, drop, (long long)k, (long long)found, i, n, lab[start + i], want);
+        ck_assert_msg(lab[start + i] == want,
+                      "T %d packing %d drop %d row %lld doc %lld i %d n %d: label %d, want %d", T,
+                      packing, drop, (long long)k, (long long)found, i, n, lab[start + i], want);
         targets += want != FSDPC_IGNORE_INDEX;
       }
       local++;

@@ -162,6 +162,8 @@ def main():
                       f"{list(zip(ri[j:j + 6], rm[j:j + 6]))} fsdpc {list(zip(gi[j:j + 6], gm[j:j + 6]))}")
     print("identical ids and masks on every conversation" if not bad else
           f"{bad} of {len(ref)} conversations differ")
+    print(f"a run trained on this data logs 'data: ... {ref_t} target tokens' before its first "
+          "step when no conversation is longer than data.seq_len (else see its truncation line)")
     return 1 if bad else 0
 
 

@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "commands.h"
-#include "data/prep_pending.h"
 #include "data/tokenizer.h"
 #include "data_cli.h"
 
@@ -148,10 +147,59 @@ fsdpc_status fsdpc__data_open_tokenizer(const char *spec, int parse_special, fsd
   return fsdpc__tokenizer_bpe_create(spec, &o, tok, err);
 }
 
+/* Length of the printable UTF-8 character at s (n bytes left), 0 if none. */
+static size_t utf8_char(const unsigned char *s, size_t n) {
+  size_t l = s[0] >= 0xf0 && s[0] < 0xf5 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+  if (s[0] >= 0xf5 || l == 0 || l > n)
+    return 0;
+  uint32_t cp = s[0] & (0x7f >> l);
+  for (size_t i = 1; i < l; i++) {
+    if ((s[i] & 0xc0) != 0x80)
+      return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+  return cp < min_cp[l] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp < 0xa0 ? 0 : l;
+}
+
+/* Like fsdpc__data_print_escaped, but printable UTF-8 passes through. */
+static void print_text(FILE *f, const unsigned char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    size_t u = s[i] >= 0x80 ? utf8_char(s + i, n - i) : 0;
+    if (u) {
+      fwrite(s + i, 1, u, f);
+      i += u;
+    } else {
+      fsdpc__data_print_escaped(f, s + i, 1, 1);
+      i++;
+    }
+  }
+}
+
+/* Decoded text of ids (n), or 0 bytes when the tokenizer writes nothing for
+ * them (BOS/EOS/PAD) or cannot decode them. */
+static size_t decode_run(const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n, char **buf,
+                         size_t *cap) {
+  size_t need = (size_t)n * 64 + 16, len = 0;
+  if (need > *cap) {
+    char *b = realloc(*buf, need);
+    if (!b)
+      return 0;
+    *buf = b, *cap = need;
+  }
+  fsdpc_err err;
+  if (fsdpc__tokenizer_decode(tok, ids, n, *buf, *cap, &len, &err) != FSDPC_OK)
+    return 0;
+  return len;
+}
+
 void fsdpc__data_print_tokens(FILE *f, const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n,
                               const uint8_t *target, const int32_t *doc_ids) {
   int ctx = 0;
-  for (int64_t i = 0; i < n; i++) {
+  char *buf = NULL;
+  size_t cap = 0;
+  int32_t V = tok ? fsdpc__tokenizer_vocab_size(tok) : 0;
+  for (int64_t i = 0; i < n;) {
     if (doc_ids && i > 0 && doc_ids[i] != doc_ids[i - 1]) {
       if (ctx)
         fputs("}}", f);
@@ -164,28 +212,35 @@ void fsdpc__data_print_tokens(FILE *f, const fsdpc_tokenizer *tok, const int32_t
     if (t && ctx)
       fputs("}}", f);
     ctx = !t;
-    char piece[256];
-    size_t len = 0;
-    fsdpc_err err;
-    if (tok && ids[i] >= 0 && ids[i] < fsdpc__tokenizer_vocab_size(tok) &&
-        fsdpc__tokenizer_decode(tok, ids + i, 1, piece, sizeof piece, &len, &err) == FSDPC_OK &&
-        len > 0) {
-      fsdpc__data_print_escaped(f, (const unsigned char *)piece, len, len);
-      continue;
-    }
-    const char *name = tok && ids[i] >= 0 && ids[i] < fsdpc__tokenizer_vocab_size(tok)
-                           ? fsdpc__tokenizer_token_str(tok, ids[i])
-                           : NULL;
-    if (name && !(tok && ids[i] < 256 && !strcmp(fsdpc__tokenizer_name(tok), "byte")))
-      fputs(name, f);
-    else if (!tok && ids[i] < 256) {
+    int known = tok && ids[i] >= 0 && ids[i] < V;
+    if (!tok && ids[i] >= 0 && ids[i] < 256) {
       unsigned char c = (unsigned char)ids[i];
       fsdpc__data_print_escaped(f, &c, 1, 1);
-    } else
-      fprintf(f, "<%" PRId32 ">", ids[i]);
+      i++;
+      continue;
+    }
+    if (!known || decode_run(tok, ids + i, 1, &buf, &cap) == 0) {
+      const char *name = known ? fsdpc__tokenizer_token_str(tok, ids[i]) : NULL;
+      if (name)
+        print_text(f, (const unsigned char *)name, strlen(name));
+      else
+        fprintf(f, "<%" PRId32 ">", ids[i]);
+      i++;
+      continue;
+    }
+    /* a run of decodable tokens with the same mask and document, decoded
+     * together so that characters split across tokens print whole */
+    int64_t j = i + 1;
+    while (j < n && (target ? target[j] : 1) == t && !(doc_ids && doc_ids[j] != doc_ids[j - 1]) &&
+           ids[j] >= 0 && ids[j] < V && decode_run(tok, ids + j, 1, &buf, &cap) > 0)
+      j++;
+    size_t len = decode_run(tok, ids + i, j - i, &buf, &cap);
+    print_text(f, (const unsigned char *)buf, len);
+    i = j;
   }
   if (ctx)
     fputs("}}", f);
+  free(buf);
 }
 
 /* ---- dispatch ---------------------------------------------------------- */

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "data/loader.h"
-#include "data/prep_pending.h"
 #include "data/tokenizer.h"
 #include "data/tokfile.h"
 #include "data_cli.h"
@@ -228,7 +227,7 @@ int fsdpc__data_batch(int argc, char **argv) {
     } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "packing", &v))) {
       if (r < 0)
         return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      packing = !strcmp(v, "window") ? FSDPC_PACK_WINDOW
+      packing = !strcmp(v, "window")     ? FSDPC_PACK_WINDOW
                 : !strcmp(v, "examples") ? FSDPC_PACK_EXAMPLES
                 : !strcmp(v, "none")     ? FSDPC_PACK_NONE
                                          : -2;
@@ -270,14 +269,14 @@ int fsdpc__data_batch(int argc, char **argv) {
   int rc = 1;
   if (fsdpc__tokfile_open(path, &tf, &err))
     goto out;
-  o.packing = packing >= 0 ? packing
+  o.packing = packing >= 0                               ? packing
               : (tf->hdr.flags & FSDPC_TOKFILE_EXAMPLES) ? FSDPC_PACK_EXAMPLES
-                                                          : FSDPC_PACK_WINDOW;
+                                                         : FSDPC_PACK_WINDOW;
   if (fsdpc__loader_create(tf, &o, &l, &err))
     goto out;
-  if (tok_spec ? fsdpc__data_open_tokenizer(tok_spec, 1, &tok, &err)
-               : (tf->hdr.vocab_size <= FSDPC_BYTE_VOCAB &&
-                  fsdpc__tokenizer_byte_create(&tok, &err)))
+  if (tok_spec
+          ? fsdpc__data_open_tokenizer(tok_spec, 1, &tok, &err)
+          : (tf->hdr.vocab_size <= FSDPC_BYTE_VOCAB && fsdpc__tokenizer_byte_create(&tok, &err)))
     goto out;
   int64_t T = o.seq_len, count;
   buf = malloc((size_t)(3 * T) * sizeof *buf);

@@ -12,7 +12,9 @@ target spans of the text:
     without; the text added is that turn. Its span starts where the message's
     content starts in it and ends at the end of the added text without
     trailing whitespace: the content and the end-of-turn marker the template
-    writes after it (e.g. "Paris<|im_end|>", "Paris<|eot_id|>", "Paris </s>").
+    writes after it (e.g. "Paris<|im_end|>", "Paris<|eot_id|>", "Paris </s>"),
+    the rule of docs/data.md "The mask rule" (found there without prefix
+    renders, so the two derivations check each other).
 The full text is tokenized with add_special_tokens=False and offsets; a token
 is a target when its character range overlaps a span (fsdpc's rule, in
 bytes). Then `fsdpc data prepare` runs on the same file and its token file is
@@ -52,13 +54,16 @@ def conversations(path):
 
 def spans_prefix(tok, msgs, train_on):
     plain = [{"role": m["role"], "content": m["content"]} for m in msgs]
+    if train_on == "all":  # fsdpc: the whole rendered text is one span
+        full = tok.apply_chat_template(plain, tokenize=False)
+        return full, [(0, len(full))]
     last = max((i for i, m in enumerate(msgs) if m["role"] == "assistant"), default=-1)
     spans = []
     for i, m in enumerate(msgs):
-        want = (train_on == "all" or (train_on == "assistant" and m["role"] == "assistant")
+        want = ((train_on == "assistant" and m["role"] == "assistant")
                 or (train_on == "last_assistant" and i == last))
-        if m["train"] is not None:
-            want = bool(m["train"])
+        if m["train"] is False:  # "train": false / "weight": 0 removes a turn
+            want = False
         if not want:
             continue
         if m["role"] == "assistant":
@@ -70,6 +75,8 @@ def spans_prefix(tok, msgs, train_on):
             raise SystemExit(f"prefix rendering does not extend: {a!r} vs {b!r}")
         added = b[len(a):]
         at = added.find(m["content"]) if m["content"] else 0
+        if at < 0:  # templates that trim the content (Llama 3's |trim, Llama 2's strip())
+            at = added.find(m["content"].strip()) if m["content"].strip() else 0
         if at < 0:
             raise SystemExit(f"content {m['content']!r} not found in the rendered turn {added!r}")
         spans.append((len(a) + at, len(a) + len(added.rstrip())))
@@ -155,6 +162,8 @@ def main():
                       f"{list(zip(ri[j:j + 6], rm[j:j + 6]))} fsdpc {list(zip(gi[j:j + 6], gm[j:j + 6]))}")
     print("identical ids and masks on every conversation" if not bad else
           f"{bad} of {len(ref)} conversations differ")
+    print(f"a run trained on this data logs 'data: ... {ref_t} target tokens' before its first "
+          "step when no conversation is longer than data.seq_len (else see its truncation line)")
     return 1 if bad else 0
 
 

@@ -14,9 +14,15 @@
 
 /* Document d has length len_of(d) and token i of it is (d*7 + i) % 250;
  * its mask is 1 on the second half. */
-static int64_t len_of(int64_t d) { return 1 + (d * 37) % 23; }
-static int32_t tok_of(int64_t d, int64_t i) { return (int32_t)((d * 7 + i) % 250); }
-static int mask_of(int64_t d, int64_t i) { return i >= len_of(d) / 2; }
+static int64_t len_of(int64_t d) {
+  return 1 + (d * 37) % 23;
+}
+static int32_t tok_of(int64_t d, int64_t i) {
+  return (int32_t)((d * 7 + i) % 250);
+}
+static int mask_of(int64_t d, int64_t i) {
+  return i >= len_of(d) / 2;
+}
 
 static void write_file(const char *path, int64_t D, int examples_flag) {
   fsdpc_err err = {0};
@@ -96,7 +102,9 @@ static void check_rows(const fsdpc_tokfile *tf, int32_t T, int packing, int drop
           if (tgt)
             want = tok[start + i + 1];
         }
-        ck_assert_msg(lab[start + i] == want, "T %d packing %d drop %d row %lld doc %lld i %d n %d: label %d, want %d", T, packing, drop, (long long)k, (long long)found, i, n, lab[start + i], want);
+        ck_assert_msg(lab[start + i] == want,
+                      "T %d packing %d drop %d row %lld doc %lld i %d n %d: label %d, want %d", T,
+                      packing, drop, (long long)k, (long long)found, i, n, lab[start + i], want);
         targets += want != FSDPC_IGNORE_INDEX;
       }
       local++;
@@ -225,6 +233,40 @@ START_TEST(examples_file_window_stream) {
 }
 END_TEST
 
+/* Window packing: the target count the loader reports (from mask bits,
+ * without reading windows) equals the labels its windows serve. */
+START_TEST(window_target_count) {
+  char path[512];
+  for (int flag = 0; flag < 2; flag++) {
+    tmp_path(path, sizeof path, flag ? "win-ex.tok" : "win-plain.tok");
+    write_file(path, 120, flag);
+    fsdpc_err err = {0};
+    fsdpc_tokfile *tf;
+    ck_assert_int_eq(fsdpc__tokfile_open(path, &tf, &err), FSDPC_OK);
+    int32_t Ts[] = {1, 3, 8, 13, 64};
+    for (int t = 0; t < 5; t++) {
+      int32_t T = Ts[t];
+      fsdpc_loader *l = make(tf, T, FSDPC_PACK_WINDOW, 0, 1);
+      int32_t *tok = malloc((size_t)T * 4), *lab = malloc((size_t)T * 4);
+      int64_t sum = 0;
+      for (int64_t k = 0; k < fsdpc__loader_total_windows(l); k++) {
+        ck_assert_int_eq(fsdpc__loader_window(l, k, tok, lab, NULL, &err), FSDPC_OK);
+        for (int32_t j = 0; j < T; j++)
+          sum += lab[j] != FSDPC_IGNORE_INDEX;
+      }
+      fsdpc_loader_stats st;
+      fsdpc__loader_stats(l, &st);
+      ck_assert_msg(st.target_tokens == sum, "flag %d T %d: stats %lld, windows %lld", flag, T,
+                    (long long)st.target_tokens, (long long)sum);
+      free(tok), free(lab);
+      fsdpc__loader_destroy(l);
+    }
+    fsdpc__tokfile_close(tf);
+    unlink(path);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("data_pack");
   TCase *tc = tcase_create("pack");
@@ -233,6 +275,7 @@ int main(void) {
   tcase_add_test(tc, plain_file_gets_eos);
   tcase_add_test(tc, packing_is_dense_and_seeded);
   tcase_add_test(tc, examples_file_window_stream);
+  tcase_add_test(tc, window_target_count);
   suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -31,8 +31,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fsdpc_prepare_opts o;
   fsdpc__prepare_opts_default(&o);
   for (int format = FSDPC_FORMAT_TEXT; format <= FSDPC_FORMAT_CHAT; format++) {
-    fsdpc_prep_ctx c = {.o = &o, .format = format, .tok = tok, .tmpl = NULL, .add_bos = 1,
-                        .bos = FSDPC_BYTE_BOS, .eos = FSDPC_BYTE_EOS};
+    fsdpc_prep_ctx c = {.o = &o,
+                        .format = format,
+                        .tok = tok,
+                        .tmpl = NULL,
+                        .add_bos = 1,
+                        .bos = FSDPC_BYTE_BOS,
+                        .eos = FSDPC_BYTE_EOS};
     fsdpc_prep_example ex;
     fsdpc__prep_example(&c, "fuzz.jsonl", 7, line, size, format == FSDPC_FORMAT_TEXT, &ex);
     if (ex.st != FSDPC_OK) {

@@ -179,8 +179,8 @@ static const fsdpc_cfg_key keys[] = {
          "is tried when 'messages' is absent)",
          NONE_),
     ENUM_("data.train_on", data.train_on, "assistant", train_on_values,
-          "chat: which turns are targets (assistant, all, last_assistant); a message's "
-          "\"train\": false or \"weight\": 0 wins",
+          "chat: what is trained: assistant turns, last_assistant, or all of the text; an "
+          "assistant message with \"train\": false or \"weight\": 0 is not",
           NONE_),
     PATH_("data.chat_template", data.chat_template, "",
           "Jinja chat template file; \"\" = the model's own (tokenizer_config.json or "

@@ -331,14 +331,36 @@ static fsdpc_status count_targets(fsdpc_loader *l, fsdpc_err *err) {
   if (l->opts.packing == FSDPC_PACK_WINDOW) {
     st->examples = fsdpc__tokfile_n_docs(l->tf);
     st->tokens = fsdpc__tokfile_n_tokens(l->tf) + l->sep * st->examples;
+    /* Windows' labels are stream positions 1 .. W*T, each once. Count the
+     * targets among them from the mask bits, document by document, without
+     * reading the windows (a pretraining file may be large). */
+    int64_t end = W * l->opts.seq_len; /* last label position */
     if (!l->tf->mask) {
-      st->target_tokens = W * l->opts.seq_len;
+      st->target_tokens = end;
       return FSDPC_OK;
     }
-    for (int64_t k = 0; k < W; k++) {
-      read_window(l, k);
-      st->target_tokens += window_targets(l);
+    const uint64_t *off = l->tf->offsets;
+    int64_t D = fsdpc__tokfile_n_docs(l->tf), c = 0;
+    for (int64_t d = 0; d < D; d++) {
+      int64_t s0 = (int64_t)off[d] + d * l->sep; /* stream position of its first token */
+      if (s0 > end)
+        break;
+      int64_t len = (int64_t)(off[d + 1] - off[d]);
+      int64_t a = s0 < 1 ? 1 - s0 : 0, b = len < end - s0 + 1 ? len : end - s0 + 1;
+      for (int64_t i = a; i < b;) { /* mask bits of tokens [a, b), a byte at a time */
+        int64_t t = (int64_t)off[d] + i;
+        if ((t & 7) == 0 && i + 8 <= b) {
+          c += __builtin_popcount(l->tf->mask[t >> 3]);
+          i += 8;
+        } else {
+          c += fsdpc__tokfile_mask(l->tf, t);
+          i++;
+        }
+      }
+      if (l->sep && s0 + len <= end && s0 + len >= 1)
+        c++; /* its EOS */
     }
+    st->target_tokens = c;
     return FSDPC_OK;
   }
   st->examples = l->pack.examples;

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/prep_pending.h"
+#include "data/chat.h"
 #include "data/prepare.h"
 #include "data/tokenizer.h"
 

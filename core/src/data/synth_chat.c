@@ -39,8 +39,8 @@ static void exchange(FILE *f, fsdpc_rng *rng, int first) {
   const fsdpc_synth_fact *facts = fsdpc__synth_qa_facts(&n);
   int fi = (int)fsdpc__rng_below(rng, (uint64_t)n);
   /* any phrasing but the held-out one of this fact */
-  int k = (fi + 1 + (int)fsdpc__rng_below(rng, FSDPC_SYNTH_CHAT_STYLES - 1)) %
-          FSDPC_SYNTH_CHAT_STYLES;
+  int k =
+      (fi + 1 + (int)fsdpc__rng_below(rng, FSDPC_SYNTH_CHAT_STYLES - 1)) % FSDPC_SYNTH_CHAT_STYLES;
   char q[256];
   snprintf(q, sizeof q, styles[k], facts[fi].question);
   fputs(first ? "{\"role\":\"user\",\"content\":" : ",{\"role\":\"user\",\"content\":", f);
@@ -52,8 +52,7 @@ static void exchange(FILE *f, fsdpc_rng *rng, int first) {
 
 fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err) {
   if (n < 1)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld",
-                       (long long)n);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
   char *tmp = NULL;
   if (asprintf(&tmp, "%s.tmp", path) < 0)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
@@ -79,8 +78,8 @@ fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path,
   int bad = ferror(f);
   bad |= fclose(f) != 0;
   if (bad || rename(tmp, path) != 0) {
-    fsdpc_status st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", path,
-                                  strerror(errno));
+    fsdpc_status st =
+        fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", path, strerror(errno));
     unlink(tmp);
     free(tmp);
     return st;

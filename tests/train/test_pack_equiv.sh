@@ -46,4 +46,10 @@ PY
 grep -q "steps: 2 per epoch (4 training windows), train.epochs 3.00 epoch(s), 6 steps in all" \
   "$TMP/epochs.log" || fail "train.epochs did not give 6 steps"
 [ "$(wc -l <"$TMP/epochs/metrics.jsonl")" -eq 6 ] || fail "expected 6 logged steps"
-echo "PASS: packed examples are independent; train.epochs"
+# a bad example stops `fsdpc train` with one line naming file:line, and no cache is left
+printf '{"text":"ok"}\n{"text":5}\n' >"$TMP/bad.jsonl"
+if "$FSDPC" train "$FSDPC_SOURCE_DIR/configs/tiny-cpu.yaml" data.train="$TMP/bad.jsonl" \
+  log.dir="$TMP/bad" >"$TMP/bad.log" 2>&1; then fail "training on bad data succeeded"; fi
+grep -q "bad.jsonl:2: text: expected a string, got a number" "$TMP/bad.log" || fail "no file:line error"
+ls "$TMP"/bad.jsonl.*.tok* >/dev/null 2>&1 && fail "a cache file was left behind"
+echo "PASS: packed examples are independent; train.epochs; bad data"

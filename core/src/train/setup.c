@@ -61,7 +61,7 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
   if (!c->data.train[0])
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: data.train is empty; point it at a token file (make one with "
-                       "`fsdpc data synth` or `fsdpc data tokenize`)",
+                       "`fsdpc data synth`, `tokenize` or `prepare`) or a .jsonl dataset",
                        c->source);
   char train_path[4096], eval_path[4096];
   snprintf(train_path, sizeof train_path, "%s", c->data.train);

@@ -291,6 +291,14 @@ int fsdpc__data_batch(int argc, char **argv) {
     fsdpc__fail(&err, FSDPC_SYSTEM_ERROR, "out of memory");
     goto out;
   }
+  if (o.packing != FSDPC_PACK_WINDOW) {
+    fsdpc_loader_stats ls;
+    fsdpc__loader_stats(l, &ls);
+    printf("packing %s: %" PRId64 " examples in %" PRId64 " rows (%" PRId64 " tokens, %" PRId64
+           " targets); longer than --seq-len: %" PRId64 " truncated, %" PRId64 " dropped\n",
+           o.packing == FSDPC_PACK_NONE ? "none" : "examples", ls.examples,
+           fsdpc__loader_total_windows(l), ls.tokens, ls.target_tokens, ls.truncated, ls.dropped);
+  }
   for (int64_t pos = 0; pos < o.global_batch; pos++) {
     int64_t idx;
     if (fsdpc__loader_batch_window(l, step, pos, &idx, &err) ||

@@ -94,6 +94,13 @@ expect 0 "documents    1" "$FSDPC" data info "$dir/sk.tok"
 printf '%s\n' '{"messages":[{"role":"x","content":"a"}]}' >"$dir/allbad.jsonl"
 expect 1 "empty dataset" prepc --in "$dir/allbad.jsonl" --format chat --skip-bad --out "$dir/ab.tok"
 
+# data batch packs whole examples of a prepared file and reports overlong ones
+expect 0 "packing examples: 2 examples in 1 rows" "$FSDPC" data batch "$dir/c.tok" --seq-len 128 --global-batch 1
+expect 0 "1 truncated, 0 dropped" "$FSDPC" data batch "$dir/c.tok" --seq-len 64 --global-batch 1
+expect 0 "0 truncated, 1 dropped" "$FSDPC" data batch "$dir/c.tok" --seq-len 64 --global-batch 1 --overlong drop
+# (an input is shown as trained when the token it predicts is: the shift by one)
+expect 0 '}}\nYo<|im_end|{{>\n}} || {{<|im_start|>' "$FSDPC" data batch "$dir/c.tok" --seq-len 128 --global-batch 1 --no-shuffle
+
 # --- threads do not change the output
 "$FSDPC" data synth --task chat --n 3000 --out "$dir/s.jsonl" >/dev/null
 prepc --in "$dir/s.jsonl" --out "$dir/s1.tok" --threads 1 >/dev/null || fail "prepare threads 1"

@@ -48,6 +48,7 @@ struct fsdpc_ckpt_host {
   fsdpc_ckpt_open *cache;
   int n_cache;
   int kill_after;
+  int allow_nonfinite; /* verify.c: load NaN/Inf without refusing */
 };
 
 fsdpc_status fsdpc__ckpt_cb_fail(fsdpc_ckpt_host *h, fsdpc_status st);

@@ -18,7 +18,7 @@ ls "$TMP"/chat.jsonl.*.tok >/dev/null 2>&1 || fail "the prepared data was not ca
 grep -q "examples packing" "$TMP/train.log" || fail "no data summary before the first step"
 python3 - "$TMP/out/metrics.jsonl" "$TMP/train.log" <<'PY' || fail "the chat demo did not learn"
 import json, re, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r]
 first, last = rows[0], rows[-1]
 print(f"loss at step {first['step']}: {first['loss']:.3f}; final {last['loss']:.3f}, "
       f"eval {last.get('eval_loss')}")

@@ -9,9 +9,13 @@ pkgs=(build-essential cmake ninja-build pkg-config
       python3 python3-yaml procps bc
       libsentencepiece-dev  # tokenizer.model files (SentencePiece)
       libunistring-dev      # NFC normalization of tokenizer.json files (Qwen2)
+      zlib1g-dev            # .jsonl.gz datasets (fsdpc data prepare)
       libcairo2-dev  # optional: PNG charts from `fsdpc bench` (SVG without it)
       python3-jinja2  # test-only: chat templates are checked against Python's jinja2
       clang)          # libFuzzer + ASan/UBSan for the bounded fuzz runs (scripts/fuzz.sh)
+# TensorBoard event files (log.tensorboard): the Event protobuf, compiled by
+# protoc-c at build time and encoded by libprotobuf-c.
+pkgs+=(libprotobuf-c-dev protobuf-c-compiler)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -40,7 +40,7 @@ done
 python3 - "$W" <<'PY' | tee "$OUT/train-compare.txt"
 import json, statistics, sys
 w = sys.argv[1]
-r = {n: [json.loads(l) for l in open(f"{w}/{n}/metrics.jsonl")] for n in ("base", "v1")}
+r = {n: [x for x in map(json.loads, open(f"{w}/{n}/metrics.jsonl")) if "step" in x] for n in ("base", "v1")}
 worst = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(r["base"], r["v1"]))
 for n, rows in r.items():
     st = statistics.median(x["step_s"] for x in rows if x["step"] > 4)

@@ -27,7 +27,7 @@ timeout 200 $B/bin/fsdpc train configs/bench/llama3-1b-base.yaml data.train="$W/
 echo "fsdpc exit $?"
 python3 - "$W/f/metrics.jsonl" <<'PY' | tee "$OUT/fsdpc-result.txt"
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r]
 st = statistics.median(r["step_s"] for r in rows if r["step"] > 4)
 print(f"RESULT fsdpc step_s {st:.4f} tok_s_gpu {4 * 2048 / st:.0f} loss {rows[-1]['loss']:.4f}")
 PY

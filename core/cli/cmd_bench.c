@@ -331,6 +331,13 @@ int fsdpc__cmd_bench(int argc, char **argv) {
   printf("\nwrote %s, %s, %s%s%s\n", p1, p2, p3, png ? ", " : " (no PNG: built without cairo)",
          png ? p4 : "");
   code = 0;
+  /* A bench with a failed variant is a failed bench (exit 1), after its
+   * table and chart are written. */
+  for (int v = 0; v < s->n_variants; v++)
+    if (!rows[v].ok) {
+      fprintf(stderr, "fsdpc bench: variant %s failed: %s\n", rows[v].name, rows[v].reason);
+      code = 1;
+    }
 done:
   for (int v = 0; vs && v < s->n_variants; v++) {
     for (int i = 0; i < vs[v].n_runs; i++)

@@ -111,7 +111,11 @@ int fsdpc__cmd_train(int argc, char **argv) {
   }
   if (st != FSDPC_OK)
     FSDPC_LOGE("%s", err.msg);
+  /* A run stopped by a signal succeeded only if it left a checkpoint to
+   * resume from; otherwise a scheduler must see the signal (128 + N). */
+  int32_t saved = 0, sig = fsdpc_trainer_stop_signal(t, &saved);
+  int code = st != FSDPC_OK ? 1 : sig && !saved ? 128 + sig : 0;
   fsdpc_trainer_destroy(t);
   fsdpc__config_destroy(cfg);
-  return st == FSDPC_OK ? 0 : 1;
+  return code;
 }

@@ -19,6 +19,8 @@ static const struct {
     {"plan", fsdpc__cmd_plan, "predict per-rank memory for each sharding strategy"},
     {"bench", fsdpc__cmd_bench, "A/B benchmark a matrix of config variants"},
     {"convert", fsdpc__cmd_convert, "convert checkpoints: sharded <-> Hugging Face, any world size"},
+    {"metrics", fsdpc__cmd_metrics, "summarise runs' metrics.jsonl (resumes folded in)"},
+    {"plot", fsdpc__cmd_plot, "plot loss, eval loss, LR and grad norm of runs (PNG/SVG)"},
 };
 
 static void usage(FILE *f) {

@@ -34,7 +34,7 @@ for v in "$@"; do
 import json, sys, statistics
 d, n, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 try:
-    rows = [json.loads(l) for l in open(f"{d}/metrics.jsonl")]
+    rows = [r for r in map(json.loads, open(f"{d}/metrics.jsonl")) if "step" in r]
     r0 = json.load(open(f"{d}/rank0.json"))
 except Exception as e:
     print("no metrics:", e); sys.exit(0)

@@ -61,8 +61,8 @@ run() { # name world overrides...
 worst() { # dirA dirB key
   python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "$3" <<'PY'
 import json, sys
-a = {r["step"]: r for r in map(json.loads, open(sys.argv[1]))}
-b = {r["step"]: r for r in map(json.loads, open(sys.argv[2]))}
+a = {r["step"]: r for r in map(json.loads, open(sys.argv[1])) if "step" in r}
+b = {r["step"]: r for r in map(json.loads, open(sys.argv[2])) if "step" in r}
 k = sys.argv[3]
 common = sorted(s for s in set(a) & set(b) if k in a[s] and k in b[s])
 if not common:
@@ -71,7 +71,7 @@ print(max(abs(a[s][k] - b[s][k]) / max(abs(a[s][k]), 1e-30) for s in common))
 PY
 }
 within() { python3 -c "import sys; sys.exit(0 if float('$1') <= float('$2') else 1)"; }
-peak() { python3 -c "import json; print(int(max(json.loads(l)['peak_bytes'] for l in open('$1/metrics.jsonl'))))"; }
+peak() { python3 -c "import json; print(int(max(json.loads(l).get('peak_bytes', 0) for l in open('$1/metrics.jsonl'))))"; }
 shard_bytes() { # from the engine's start-up line
   sed -n 's/.*per-rank shard bytes: params=\([0-9]*\) grads=\([0-9]*\) optim=\([0-9]*\).*/\1 \2 \3/p' "$1" |
     head -1 | awk '{print $1 + $2 + $3}'

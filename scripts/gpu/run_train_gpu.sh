@@ -82,8 +82,8 @@ ckpt)
   grep -h "resumed from" "$OUT/resumed.log" | head -1
   python3 - "$W/straight/metrics.jsonl" "$W/resumed/metrics.jsonl" <<'PY'
 import json, sys
-a = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1]))}
-b = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2]))}
+a = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if "step" in r}
+b = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2])) if "step" in r}
 common = sorted(set(a) & set(b))
 worst = max(abs(a[s] - b[s]) / a[s] for s in common)
 print(f"resumed steps {common[0]}..{common[-1]}: worst relative loss difference vs straight {worst:.2e}")

@@ -137,7 +137,24 @@ START_TEST(trainer_in_pieces) {
   /* no checkpoint.dir: saving says so */
   ck_assert_int_eq(fsdpc_trainer_save(t, &err), FSDPC_INVALID_USAGE);
   ck_assert_msg(strstr(err.msg, "checkpoint.dir"), "%s", err.msg);
+  /* no signal stopped it */
+  int32_t saved = -1;
+  ck_assert_int_eq(fsdpc_trainer_stop_signal(t, &saved), 0);
+  ck_assert_int_eq(saved, 0);
   fsdpc_trainer_destroy(t);
+  /* the run record and every step reached metrics.jsonl through the API */
+  char mpath[700], line[4096];
+  snprintf(mpath, sizeof mpath, "%s/log/metrics.jsonl", tmpdir);
+  FILE *mf = fopen(mpath, "r");
+  ck_assert_msg(mf != NULL, "no %s", mpath);
+  int runs = 0, steps = 0;
+  while (fgets(line, sizeof line, mf)) {
+    runs += strstr(line, "\"run_id\"") != NULL;
+    steps += strstr(line, "\"step\"") != NULL && strstr(line, "\"loss\"") != NULL;
+  }
+  fclose(mf);
+  ck_assert_int_eq(runs, 1);
+  ck_assert_int_eq(steps, 6);
   fsdpc_config_destroy(c);
   ck_assert_int_gt(lines, 0); /* the library wrote through the sink */
   fsdpc_set_log_sink(NULL, NULL);

@@ -80,6 +80,9 @@ svg = xml.dom.minidom.parse(out + "/bench.svg")
 texts = [t.firstChild.data for t in svg.getElementsByTagName("text") if t.firstChild]
 assert "HYBRID_SHARD/2" in texts and any("torch full" in t for t in texts), texts[:10]
 assert len(svg.getElementsByTagName("rect")) > 10
+# min-max whiskers (stroke 1.2): three segments per variant whose step times varied
+whisk = [l for l in svg.getElementsByTagName("line") if l.getAttribute("stroke-width") == "1.2"]
+assert len(whisk) >= 3 and len(whisk) % 3 == 0, len(whisk)
 if bad:
     print("FAIL: " + "; ".join(bad))
     sys.exit(1)
@@ -89,7 +92,7 @@ PY
 cat > "$dir/fail.yaml" <<YAML
 base: $src/configs/tiny-cpu.yaml
 set: {train.eval_every: 0, data.eval_fraction: 0, schedule.warmup_steps: 1, train.threads: 1,
-      data.train: $dir/qa.tok}
+      data.train: $dir/qa.tok, checkpoint.dir: "", log.tensorboard: false}
 matrix:
   fsdp.sharding_strategy: [NO_SHARD, {name: hybrid-3, fsdp.sharding_strategy: HYBRID_SHARD, fsdp.hybrid_shard_size: 3}]
   fsdp.max_inflight_allgathers: [2, 3]
@@ -97,7 +100,12 @@ nproc_per_node: 2
 warmup_steps: 1
 steps: 1
 YAML
-"$FSDPC" bench "$dir/fail.yaml" --out "$dir/fail" >"$dir/fail.txt" 2>&1 || fail "failing variants crashed the bench: $(tail -3 "$dir/fail.txt")"
+"$FSDPC" bench "$dir/fail.yaml" --out "$dir/fail" >"$dir/fail.txt" 2>&1
+rc=$?
+# A bench with a failed variant exits 1 (not a crash), after writing its outputs.
+[ "$rc" -eq 1 ] || fail "bench with failed variants exited $rc, want 1: $(tail -3 "$dir/fail.txt")"
+grep -q "fsdpc bench: variant .* failed: " "$dir/fail.txt" || fail "no line naming the failed variant"
+grep -q "FAILED sharding_strategy=" "$dir/fail/bench.svg" || fail "the chart does not list the failed variants"
 python3 - "$dir/fail/bench.json" <<'PY' || fails=$((fails + 1))
 import json, sys
 rows = {r["name"]: r for r in json.load(open(sys.argv[1]))["rows"]}

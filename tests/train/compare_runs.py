@@ -56,7 +56,8 @@ def load(d):
     with open(f"{d}/metrics.jsonl") as f:
         for line in f:
             o = json.loads(line)
-            rows[o["step"]] = o
+            if "step" in o:  # step records; {"event": "start", ...} lines are run records
+                rows[o["step"]] = o
     return rows
 
 

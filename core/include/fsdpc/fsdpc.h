@@ -124,7 +124,8 @@ typedef int32_t (*fsdpc_step_fn)(void *user, const fsdpc_step_metrics *m);
 /* Builds a trainer for this process: a single process, or one rank of a
  * job when the environment says so (RANK, WORLD_SIZE, ... as torchrun sets
  * them). Reads the initial weights (or resumes) and opens the data. cfg
- * must outlive the trainer. */
+ * must outlive the trainer; with train.epochs set, the trainer resolves
+ * cfg's train.max_steps from the data (epochs x steps per epoch). */
 FSDPC_API fsdpc_status fsdpc_trainer_create(const fsdpc_config *cfg, fsdpc_trainer **out,
                                             fsdpc_err *err);
 /* The trainer's run plan (owned by it). */
@@ -136,6 +137,11 @@ FSDPC_API fsdpc_status fsdpc_trainer_run(fsdpc_trainer *t, int64_t n_steps, fsdp
                                          void *user, fsdpc_err *err);
 /* Steps done so far (a resumed run starts at its checkpoint's step). */
 FSDPC_API int64_t fsdpc_trainer_step(const fsdpc_trainer *t);
+/* How the run stopped early: the signal (SIGTERM, SIGUSR1) after which every
+ * rank stopped, 0 when no signal stopped it; *saved (may be NULL) is 1 when
+ * a checkpoint to resume from was written at that stop. A process that
+ * stopped without a checkpoint should exit with 128 + the signal. */
+FSDPC_API int32_t fsdpc_trainer_stop_signal(const fsdpc_trainer *t, int32_t *saved);
 /* Mean loss over the evaluation batches (data.eval or data.eval_fraction). */
 FSDPC_API fsdpc_status fsdpc_trainer_eval(fsdpc_trainer *t, double *loss, fsdpc_err *err);
 /* Writes a checkpoint of the current step into checkpoint.dir (in

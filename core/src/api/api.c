@@ -90,7 +90,8 @@ FSDPC_API fsdpc_status fsdpc_trainer_create(const fsdpc_config *cfg, fsdpc_train
   fsdpc_trainer *t = calloc(1, sizeof *t);
   if (!t)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  /* The session reads the config and never changes it. */
+  /* The session reads the config; it writes only train.max_steps, resolved
+   * from train.epochs and the data (train/dataset.c). */
   fsdpc_status st = fsdpc__session_create((fsdpc_config *)cfg, &env, &t->s, err);
   if (st != FSDPC_OK) {
     free(t);
@@ -106,6 +107,12 @@ FSDPC_API const fsdpc_run_plan *fsdpc_trainer_plan(const fsdpc_trainer *t) {
 
 FSDPC_API int64_t fsdpc_trainer_step(const fsdpc_trainer *t) {
   return t ? t->s->next_step : 0;
+}
+
+FSDPC_API int32_t fsdpc_trainer_stop_signal(const fsdpc_trainer *t, int32_t *saved) {
+  if (saved)
+    *saved = t ? t->s->ckpt.stop_saved : 0;
+  return t ? t->s->ckpt.stopped_by : 0;
 }
 
 /* The other ranks learn of a failure through the store at once. */

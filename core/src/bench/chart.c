@@ -113,20 +113,26 @@ static void axis_ticks(const canvas *c, double x0, double y, double h, double vm
   }
 }
 
-static int chart_height(int n) {
-  return TOP + 2 * (n * ROW_H + PANEL_GAP) + 40;
+static int chart_height(const fsdpc_bench_row *rows, int n) {
+  int nf = 0;
+  for (int i = 0; i < n; i++)
+    nf += !rows[i].ok;
+  return TOP + 2 * (n * ROW_H + PANEL_GAP) + 40 + (nf ? 16 * nf + 20 : 0);
 }
 
 static void draw(const canvas *c, const char *title, const fsdpc_bench_row *rows, int n) {
-  int H = chart_height(n);
+  int H = chart_height(rows, n);
   c->rect(c->ctx, 0, 0, W, H, 0xffffff);
   c->text(c->ctx, W / 2.0, 22, title, 15, 1, 0x000000);
   double tmax = 0, mmax = 0;
   for (int i = 0; i < n; i++) {
     if (!rows[i].ok)
       continue;
-    if (rows[i].tok_s_rank > tmax)
-      tmax = rows[i].tok_s_rank;
+    double t = rows[i].tok_s_rank;
+    if (rows[i].step_min > 0 && rows[i].step_med > rows[i].step_min)
+      t = t * rows[i].step_med / rows[i].step_min; /* the whisker's end fits too */
+    if (t > tmax)
+      tmax = t;
     double m = (double)rows[i].total_peak;
     if (rows[i].have_plan && rows[i].plan.total_peak > m)
       m = (double)rows[i].plan.total_peak;
@@ -141,7 +147,8 @@ static void draw(const canvas *c, const char *title, const fsdpc_bench_row *rows
 
   /* Panel 1: throughput. */
   double y = TOP + 20;
-  c->text(c->ctx, x0, y - 8, "tokens/s per rank (median step)", 13, 0, 0x000000);
+  c->text(c->ctx, x0, y - 8, "tokens/s per rank (median step; whiskers: slowest-fastest step)", 13,
+          0, 0x000000);
   axis_ticks(c, x0, y, n * ROW_H, tmax, "");
   for (int i = 0; i < n; i++) {
     const fsdpc_bench_row *r = &rows[i];
@@ -154,10 +161,21 @@ static void draw(const canvas *c, const char *title, const fsdpc_bench_row *rows
       c->text(c->ctx, x0 + 4, yy + 15, label, 10, 0, 0xc00000);
       continue;
     }
-    double w = PLOT_W * r->tok_s_rank / tmax;
+    double w = PLOT_W * r->tok_s_rank / tmax, tx = x0 + w;
     c->rect(c->ctx, x0, yy + 3, w, ROW_H - 6, r->baseline ? 0xf28e2b : 0x4e79a7);
+    /* Whisker: the throughput of the slowest and the fastest measured step. */
+    if (r->step_min > 0 && r->step_max > r->step_min && r->step_med > 0) {
+      double lo = PLOT_W * r->tok_s_rank * r->step_med / r->step_max / tmax;
+      double hi = PLOT_W * r->tok_s_rank * r->step_med / r->step_min / tmax;
+      double ym = yy + ROW_H / 2.0;
+      c->line(c->ctx, x0 + lo, ym, x0 + hi, ym, 0x000000, 1.2);
+      c->line(c->ctx, x0 + lo, ym - 5, x0 + lo, ym + 5, 0x000000, 1.2);
+      c->line(c->ctx, x0 + hi, ym - 5, x0 + hi, ym + 5, 0x000000, 1.2);
+      if (hi > w)
+        tx = x0 + hi;
+    }
     snprintf(label, sizeof label, "%.0f", r->tok_s_rank);
-    c->text(c->ctx, x0 + w + 4, yy + 15, label, 10, 0, 0x333333);
+    c->text(c->ctx, tx + 4, yy + 15, label, 10, 0, 0x333333);
   }
 
   /* Panel 2: peak memory by category, predicted total marked. */
@@ -210,6 +228,16 @@ static void draw(const canvas *c, const char *title, const fsdpc_bench_row *rows
   }
   c->rect(c->ctx, lx, ly - 10, 12, 12, 0x9c755f);
   c->text(c->ctx, lx + 16, ly, "baseline total", 11, 0, 0x000000);
+  /* The variants that failed, listed under the chart with their reason. */
+  int nf = 0;
+  for (int i = 0; i < n; i++) {
+    if (rows[i].ok)
+      continue;
+    char label[300];
+    snprintf(label, sizeof label, "%s %s: %.200s", nf ? "" : "FAILED", rows[i].name,
+             rows[i].reason);
+    c->text(c->ctx, 20, ly + 26 + 16 * nf++, label, 11, 0, 0xc00000);
+  }
 }
 
 fsdpc_status fsdpc__bench_chart(const char *svg_path, const char *png_path, const char *title,
@@ -219,7 +247,7 @@ fsdpc_status fsdpc__bench_chart(const char *svg_path, const char *png_path, cons
   FILE *f = fopen(svg_path, "w");
   if (!f)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", svg_path, strerror(errno));
-  int H = chart_height(n);
+  int H = chart_height(rows, n);
   fprintf(f,
           "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
           "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\">\n",

@@ -50,7 +50,7 @@ static fsdpc_status kv_text(yaml_document_t *d, const char *path, const char *ke
   char buf[1024];
   int n = snprintf(buf, sizeof buf, "%s=", key);
   if (v->type == YAML_SCALAR_NODE) {
-    snprintf(buf + n, sizeof buf - (size_t)n, "%s", scalar(v));
+    snprintf(buf + n, sizeof buf - (size_t)n, "%s", *scalar(v) ? scalar(v) : "''"); /* "" */
   } else if (v->type == YAML_SEQUENCE_NODE) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, "[");
     for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;

@@ -378,15 +378,22 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_ckpt_train *s, int64_t done, int *stop
     FSDPC_TRY(save(s, name, r->fmt.intermediate, FSDPC_DTYPE_F32, done, err));
   }
   if (stopping) {
+    /* A peer's signal reaches this rank through the all-reduce only. */
+    int sig = g_stop_signal ? (int)g_stop_signal : SIGTERM;
+    const char *name = sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM";
+    s->stopped_by = sig;
+    s->stop_saved = c->checkpoint.dir[0] != 0;
     if (s->rank == 0) {
-      if (c->checkpoint.dir[0])
-        FSDPC_LOGI("stop requested (SIGTERM/SIGUSR1): stopped after step %lld; resume with "
-                   "checkpoint.resume=auto",
-                   (long long)done);
+      char name_step[64];
+      fsdpc__ckpt_step_name(done, name_step, sizeof name_step);
+      if (s->stop_saved)
+        FSDPC_LOGI("stopped by %s after step %lld; saved %s/%s; resume with "
+                   "checkpoint.resume=auto (exit code 0)",
+                   name, (long long)done, c->checkpoint.dir, name_step);
       else
-        FSDPC_LOGW("stop requested (SIGTERM/SIGUSR1): stopped after step %lld without a "
-                   "checkpoint (checkpoint.dir is empty)",
-                   (long long)done);
+        FSDPC_LOGW("stopped by %s after step %lld without a checkpoint (checkpoint.dir is "
+                   "empty): nothing to resume from (exit code %d)",
+                   name, (long long)done, 128 + sig);
     }
     *stop = 1;
   }

@@ -28,6 +28,8 @@ typedef struct fsdpc_ckpt_train {
   } lr;
   int64_t start_step;  /* out: the first step to run (> 0 after a resume) */
   fsdpc_ckpt_run *run; /* checkpointing state (ckpt/train.c) */
+  int stopped_by;      /* out: the signal that stopped the run early (0: none) */
+  int stop_saved;      /* out: ... and a checkpoint to resume from was saved */
 } fsdpc_ckpt_train;
 
 /* Selects the statedict plugins, builds the host over the engine, installs

@@ -11,6 +11,7 @@
 
 #include "data/crc32.h"
 #include "data/tokfile.h"
+#include "util/fs.h"
 
 struct fsdpc_tokfile_writer {
   char *path, *tmp_path;
@@ -27,8 +28,7 @@ struct fsdpc_tokfile_writer {
 
 static fsdpc_status put_bytes(fsdpc_tokfile_writer *w, const void *p, size_t n, fsdpc_err *err) {
   if (n && fwrite(p, 1, n, w->f) != n)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->tmp_path,
-                       strerror(errno));
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->path, strerror(errno));
   w->crc = fsdpc__crc32(w->crc, p, n);
   return FSDPC_OK;
 }
@@ -53,10 +53,15 @@ fsdpc_status fsdpc__tokfile_writer_create(const char *path, uint32_t vocab_size,
     goto fail;
   }
   w->offsets_cap = 1024;
+  /* The folder the user named is created; errors name their path, not the
+   * temporary file beside it. */
+  if ((st = fsdpc__mkdir_parent(path, err)) != FSDPC_OK) {
+    fsdpc__err_prefix(err, "%s", path);
+    goto fail;
+  }
   w->f = fopen(w->tmp_path, "wb");
   if (!w->f) {
-    st =
-        fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", w->tmp_path, strerror(errno));
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", path, strerror(errno));
     goto fail;
   }
   memcpy(w->hdr.magic, FSDPC_TOKFILE_MAGIC, 8);
@@ -64,11 +69,11 @@ fsdpc_status fsdpc__tokfile_writer_create(const char *path, uint32_t vocab_size,
   w->hdr.token_bytes = vocab_size <= 65536u ? 2 : 4;
   w->hdr.vocab_size = vocab_size;
   w->hdr.eos_id = eos_id;
-  w->hdr.flags = with_mask ? FSDPC_TOKFILE_HAS_MASK : 0;
+  w->hdr.flags = (uint32_t)with_mask & FSDPC_TOKFILE_KNOWN_FLAGS;
   /* Placeholder header; the real one is written by finish(). */
   uint8_t zero[FSDPC_TOKFILE_HEADER_BYTES] = {0};
   if (fwrite(zero, 1, sizeof zero, w->f) != sizeof zero) {
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->tmp_path, strerror(errno));
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->path, strerror(errno));
     goto fail;
   }
   *out = w;
@@ -171,13 +176,11 @@ fsdpc_status fsdpc__tokfile_writer_finish(fsdpc_tokfile_writer *w, fsdpc_err *er
   fsdpc__tokfile_header_encode(&w->hdr, hb);
   if (fseek(w->f, 0, SEEK_SET) != 0 || fwrite(hb, 1, sizeof hb, w->f) != sizeof hb ||
       fflush(w->f) != 0 || fsync(fileno(w->f)) != 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->tmp_path,
-                       strerror(errno));
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->path, strerror(errno));
   int rc = fclose(w->f);
   w->f = NULL;
   if (rc != 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: close failed: %s", w->tmp_path,
-                       strerror(errno));
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: close failed: %s", w->path, strerror(errno));
   if (rename(w->tmp_path, w->path) != 0)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot rename %s into place: %s", w->path,
                        w->tmp_path, strerror(errno));

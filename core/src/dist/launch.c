@@ -372,7 +372,7 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
 
   fsdpc_status st = FSDPC_OK;
   char why[1024] = "";
-  int fail_code = 0, stopping = 0;
+  int fail_code = 0, stopping = 0, stop_sig = 0;
   int64_t kill_at = 0;
   FSDPC_LOGI("launcher: node %d/%d starting ranks %d..%d of %d (store %s:%d)", o->node_rank,
              o->nnodes, o->node_rank * n, o->node_rank * n + n - 1, world, o->master_addr, port);
@@ -411,8 +411,9 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
     if (sig > 0 && sig != SIGCHLD) {
       signal_all(cs, n, sig);
       if (sig != SIGUSR1 && !stopping) {
+        /* The ranks decide: 0 if they saved a checkpoint, else 128 + sig. */
         stopping = 1;
-        fail_code = 128 + sig;
+        stop_sig = sig;
         snprintf(why, sizeof why, "launcher: stopped by signal %d (SIG%s)", sig, sig_name(sig));
         kill_at = fsdpc__now_ms() + grace;
       }
@@ -428,6 +429,8 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
       cs[i].alive = 0;
       alive--;
       int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+      if (bad && stop_sig && !fail_code)
+        fail_code = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
       if (bad && !stopping && (cause < 0 || (WIFSIGNALED(ws) && !WIFSIGNALED(cause_status)))) {
         if (cause < 0)
           decide_at = fsdpc__now_ms() + 300;
@@ -503,7 +506,9 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
     close(save_ch[1]);
   }
 
-  if (fail_code == 0 && !stopping) {
+  if (fail_code == 0 && (!stopping || stop_sig)) {
+    if (stop_sig)
+      FSDPC_LOGI("launcher: stopped by SIG%s; every rank saved and exited 0", sig_name(stop_sig));
     *exit_code = 0;
     return FSDPC_OK;
   }

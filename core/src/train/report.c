@@ -1,6 +1,6 @@
 /* What a run tells its user: a log line every log.every steps, one JSON
  * object per logged step in log.dir/metrics.jsonl, a progress bar with ETA
- * when stdout is a terminal, and per-rank memory in the seed's "before /
+ * on stderr when it is a terminal, and per-rank memory in the seed's "before /
  * consumed / peak" style. */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "train/session.h"
 #include "util/fs.h"
@@ -68,18 +69,50 @@ void fsdpc__report_memory(fsdpc_session *s, const char *when) {
              mib(ms.total_peak), mib(rss), mib(hwm));
 }
 
-static void progress_bar(fsdpc_session *s, int64_t step, double loss) {
+int fsdpc__progress_wanted(const fsdpc_config *c, const fsdpc_dist_env *env) {
+  if (c->log.progress != FSDPC_PROGRESS_AUTO)
+    return c->log.progress == FSDPC_PROGRESS_ON;
+  /* mpirun and srun --pty give every rank a terminal whose output is then
+   * collected into one log: a bar there is a flood of \r lines. */
+  int pty_launcher = strcmp(env->source, "mpi") == 0 || strcmp(env->source, "slurm") == 0;
+  return isatty(STDERR_FILENO) && !pty_launcher;
+}
+
+/* Seconds left: the time per step of this start's steps only (a resumed
+ * run's earlier steps took no time here). */
+static double eta_s(const fsdpc_session *s, int64_t step) {
+  int64_t done = step - s->ckpt.start_step, left = s->cfg->train.max_steps - step;
+  if (done <= 0 || s->t_loop <= 0)
+    return NAN;
+  return (fsdpc__now() - s->t_loop) / (double)done * (double)left;
+}
+
+static void fmt_dur(char *out, size_t cap, double sec) {
+  if (isnan(sec))
+    snprintf(out, cap, "?");
+  else if (sec < 60)
+    snprintf(out, cap, "%.0fs", sec);
+  else if (sec < 3600)
+    snprintf(out, cap, "%dm%02ds", (int)sec / 60, (int)sec % 60);
+  else
+    snprintf(out, cap, "%dh%02dm", (int)sec / 3600, (int)sec % 3600 / 60);
+}
+
+/* The bar goes to stderr (stdout is for results: generations, tables). */
+static void progress_bar(fsdpc_session *s, int64_t step, double loss, double tok_s) {
   int64_t total = s->cfg->train.max_steps;
-  double el = fsdpc__now() - s->t_start;
-  double eta = step > 0 ? el / (double)step * (double)(total - step) : 0.0;
+  char el[32], eta[32];
+  fmt_dur(el, sizeof el, fsdpc__now() - s->t_loop);
+  fmt_dur(eta, sizeof eta, eta_s(s, step));
   int w = 30, fill = (int)(w * step / total);
   char bar[64];
   for (int i = 0; i < w; i++) bar[i] = i < fill ? '#' : '.';
   bar[w] = '\0';
-  fprintf(stdout, "\r[%s] %lld/%lld loss %.4f  %.0fs elapsed, ETA %.0fs ", bar,
-          (long long)step, (long long)total, loss, el, eta);
-  if (step == total) fputc('\n', stdout);
-  fflush(stdout);
+  fprintf(stderr, "\r[%s] %lld/%lld loss %.4f  %.0f tok/s  %s elapsed, ETA %s ", bar,
+          (long long)step, (long long)total, loss, tok_s, el, eta);
+  if (step == total)
+    fputc('\n', stderr);
+  fflush(stderr);
 }
 
 /* The trainer resets the peak window every step; keep the run's maximum. */
@@ -102,16 +135,21 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
   double tok = (double)(s->plan->modes.batch.global * s->plan->modes.batch.seq_len);
   double tok_s = step_s > 0 ? tok / step_s : 0.0;
   double el = fsdpc__now() - s->t_start;
+  if (s->t_loop <= 0)
+    s->t_loop = fsdpc__now() - step_s; /* this start's first step began */
   const fsdpc_comm_bytes cb = s->last_comm;
   int log_now = step % c->train.log_every == 0 || step == c->train.max_steps;
   if (log_now) {
     char ev[64] = "";
     if (!isnan(eval_loss)) snprintf(ev, sizeof ev, " eval_loss %.4f", eval_loss);
-    if (s->progress) fputc('\n', stdout);
+    if (s->progress)
+      fputc('\n', stderr);
+    char eta[32];
+    fmt_dur(eta, sizeof eta, eta_s(s, step));
     FSDPC_LOGI("step %lld/%lld loss %.4f%s lr %.3e grad_norm %.4f tok/s %.0f (%.0f per rank) "
-               "step %.3fs elapsed %.1fs peak %.1f MiB",
+               "step %.3fs elapsed %.1fs ETA %s peak %.1f MiB",
                (long long)step, (long long)c->train.max_steps, loss, ev, lr, gnorm, tok_s,
-               tok_s / s->env.world_size, step_s, el, mib(ms.total_peak));
+               tok_s / s->env.world_size, step_s, el, eta, mib(ms.total_peak));
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "step", (double)step);
     cJSON_AddNumberToObject(o, "loss", loss);
@@ -134,21 +172,11 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
       snprintf(key, sizeof key, "peak_%s_bytes", fsdpc__mem_cat_name((fsdpc_mem_cat)k));
       cJSON_AddNumberToObject(o, key, (double)ms.peak[k]);
     }
-    char *line = cJSON_PrintUnformatted(o);
-    if (line && s->metrics) {
-      /* A full disk must not truncate metrics.jsonl in silence: say so when
-       * it happens (once), and the run goes on. */
-      errno = 0;
-      if ((fprintf(s->metrics, "%s\n", line) < 0 || fflush(s->metrics) != 0) &&
-          !s->metrics_failed++)
-        FSDPC_LOGE("cannot write %s/metrics.jsonl at step %lld: %s; metrics from here on are "
-                   "lost (free space in log.dir)",
-                   c->log.dir, (long long)step, strerror(errno ? errno : EIO));
-    }
-    cJSON_free(line);
+    fsdpc__session_log_record(s, step, o);
     cJSON_Delete(o);
   }
-  if (s->progress) progress_bar(s, step, loss);
+  if (s->progress)
+    progress_bar(s, step, loss, tok_s);
 }
 
 fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err) {

@@ -17,6 +17,9 @@
 #include "util/clock.h"
 #include "util/mem.h"
 
+typedef struct fsdpc_tb fsdpc_tb;
+typedef struct cJSON cJSON;
+
 typedef struct fsdpc_session {
   fsdpc_config *cfg;           /* borrowed */
   fsdpc_run_plan *plan;        /* what this run is: shape, plugins, groups, batch geometry */
@@ -32,6 +35,8 @@ typedef struct fsdpc_session {
   fsdpc_loader *train_ld, *eval_ld; /* eval_ld NULL = no evaluation */
   fsdpc_schedule sched;
   int32_t *tokens, *labels, *doc_ids; /* (micro, seq_len) */
+  int use_doc_ids; /* document masking: data.document_masking or packed examples */
+  int examples;    /* whole examples (packing examples/none): no EOS before a prompt */
 
   fsdpc_ckpt_train ckpt; /* checkpointing; ckpt.start_step: first step to run */
 
@@ -47,6 +52,8 @@ typedef struct fsdpc_session {
   int omp_threads_before;      /* the caller's OpenMP team size, restored at destroy */
   int64_t next_step;           /* 0-based index of the next step to run */
   int started;                 /* the start memory report was written */
+  fsdpc_tb *tb;                /* rank 0, log.tensorboard: the event file */
+  double t_loop;               /* when this start's first step began (0: not yet) */
   int64_t skipped_steps; /* steps whose global batch had no target token */
   int metrics_failed;    /* a write to metrics.jsonl failed (reported once) */
 } fsdpc_session;
@@ -89,7 +96,17 @@ static inline void fsdpc__session_shape_from_config(const fsdpc_config *c, fsdpc
   fsdpc__run_shape_from_config(c, sh);
 }
 
+/* metrics.c (rank 0): opens metrics.jsonl (run record; a resume drops the
+ * steps after its checkpoint) and the TensorBoard event file; writes one
+ * step's record to both; closes them. */
+fsdpc_status fsdpc__session_open_logs(fsdpc_session *s, fsdpc_err *err);
+void fsdpc__session_log_record(fsdpc_session *s, int64_t step, const cJSON *rec);
+void fsdpc__session_close_logs(fsdpc_session *s);
+
 /* report.c */
+/* log.progress: on; or auto and stderr is a terminal and no launcher that
+ * gives each rank a pty (mpirun, srun) started this process. */
+int fsdpc__progress_wanted(const fsdpc_config *c, const fsdpc_dist_env *env);
 void fsdpc__session_mem(fsdpc_session *s, fsdpc_mem_stats *ms, int64_t *reserved_peak);
 void fsdpc__session_mem_reset_peak(fsdpc_session *s);
 void fsdpc__report_memory(fsdpc_session *s, const char *when);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ckpt/train_hooks.h"
+#include "train/dataset.h"
 #include "train/session.h"
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/cuda_ctx.h"
@@ -22,9 +23,18 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
   if (!c->data.train[0])
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: data.train is empty; point it at a token file (make one with "
-                       "`fsdpc data synth` or `fsdpc data tokenize`)",
+                       "`fsdpc data synth`, `tokenize` or `prepare`) or a .jsonl dataset",
                        c->source);
-  FSDPC_TRY(fsdpc__tokfile_open(c->data.train, &s->train_tf, err));
+  char train_path[4096], eval_path[4096];
+  snprintf(train_path, sizeof train_path, "%s", c->data.train);
+  snprintf(eval_path, sizeof eval_path, "%s", c->data.eval);
+  if (fsdpc__is_jsonl_path(c->data.train))
+    FSDPC_TRY(fsdpc__dataset_prepare(c, c->data.train, s->env.rank, train_path,
+                                     sizeof train_path, err));
+  if (c->data.eval[0] && fsdpc__is_jsonl_path(c->data.eval))
+    FSDPC_TRY(fsdpc__dataset_prepare(c, c->data.eval, s->env.rank, eval_path, sizeof eval_path,
+                                     err));
+  FSDPC_TRY(fsdpc__tokfile_open(train_path, &s->train_tf, err));
   FSDPC_TRY(fsdpc__run_check_vocab(s->plan, "the token file's vocabulary", c->data.train,
                                    s->train_tf->hdr.vocab_size, err));
   fsdpc_loader_opts lo;
@@ -33,14 +43,19 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
   lo.global_batch = s->plan->modes.batch.global;
   lo.seed = (uint64_t)c->data.seed;
   lo.shuffle = c->data.shuffle;
+  fsdpc__dataset_loader_opts(c, s->train_tf, &lo);
+  s->examples = lo.packing != FSDPC_PACK_WINDOW;
+  s->use_doc_ids = c->data.document_masking || s->examples;
   int held_out = !c->data.eval[0] && c->data.eval_fraction > 0.0;
   lo.split = held_out ? FSDPC_SPLIT_TRAIN : FSDPC_SPLIT_ALL;
   lo.eval_fraction = held_out ? c->data.eval_fraction : 0.0;
   FSDPC_TRY(fsdpc__loader_create(s->train_tf, &lo, &s->train_ld, err));
+  /* the run plan's batch geometry learns the data's length here */
+  s->plan->modes.batch.steps_per_epoch = fsdpc__loader_steps_per_epoch(s->train_ld);
   if (held_out || c->data.eval[0]) {
     const fsdpc_tokfile *etf = s->train_tf;
     if (c->data.eval[0]) {
-      FSDPC_TRY(fsdpc__tokfile_open(c->data.eval, &s->eval_tf, err));
+      FSDPC_TRY(fsdpc__tokfile_open(eval_path, &s->eval_tf, err));
       etf = s->eval_tf;
     }
     lo.split = held_out ? FSDPC_SPLIT_EVAL : FSDPC_SPLIT_ALL;
@@ -182,6 +197,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   STEP(fsdpc__tokenizer_open(cfg->data.tokenizer, &s->tok, err));
   STEP(fsdpc__run_check_vocab(p, "the data.tokenizer vocabulary", cfg->data.tokenizer,
                               fsdpc__tokenizer_vocab_size(s->tok), err));
+  STEP(fsdpc__dataset_plan(cfg, s->train_ld, &s->plan->modes.batch, world, rank, err));
   STEP(fsdpc__schedule_init(&s->sched, schedule_name(cfg->schedule.name), cfg->optim.lr,
                             cfg->train.max_steps, cfg->schedule.warmup_steps,
                             cfg->schedule.warmup_ratio, cfg->schedule.min_lr,
@@ -200,15 +216,8 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   STEP(fsdpc__ckpt_session_setup(&s->ckpt, err));
   s->next_step = s->ckpt.start_step;
   if (rank == 0) {
-    STEP(fsdpc__mkdir_p(cfg->log.dir, err));
-    char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->log.dir);
-    if (!(s->metrics = fopen(path, "w"))) {
-      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: check log.dir", path);
-      goto fail;
-    }
-    s->progress = cfg->log.progress == FSDPC_PROGRESS_ON ||
-                  (cfg->log.progress == FSDPC_PROGRESS_AUTO && isatty(STDOUT_FILENO));
+    STEP(fsdpc__session_open_logs(s, err));
+    s->progress = fsdpc__progress_wanted(cfg, env);
   }
 #undef STEP
   *out = s;
@@ -221,7 +230,7 @@ fail:
 void fsdpc__session_destroy(fsdpc_session *s) {
   if (!s) return;
   fsdpc__ckpt_session_destroy(&s->ckpt);
-  if (s->metrics) fclose(s->metrics);
+  fsdpc__session_close_logs(s);
   free(s->tokens);
   free(s->labels);
   free(s->doc_ids);

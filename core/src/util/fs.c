@@ -28,6 +28,19 @@ fsdpc_status fsdpc__mkdir_p(const char *path, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
+fsdpc_status fsdpc__mkdir_parent(const char *file_path, fsdpc_err *err) {
+  const char *slash = strrchr(file_path, '/');
+  if (!slash || slash == file_path)
+    return FSDPC_OK; /* the current folder, or / */
+  char dir[4096];
+  size_t n = (size_t)(slash - file_path);
+  if (n >= sizeof dir)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "path too long: '%s'", file_path);
+  memcpy(dir, file_path, n);
+  dir[n] = '\0';
+  return fsdpc__mkdir_p(dir, err);
+}
+
 int fsdpc__open_regular(const char *path, unsigned long long max) {
   int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)

@@ -7,6 +7,9 @@
 /* mkdir -p: creates path and its missing parents (mode 0755). */
 fsdpc_status fsdpc__mkdir_p(const char *path, fsdpc_err *err);
 
+/* Creates the folder a file is about to be written in (mkdir -p of its
+ * dirname); a bare file name needs nothing. */
+fsdpc_status fsdpc__mkdir_parent(const char *file_path, fsdpc_err *err);
 /* Opens path read-only as a regular file without ever blocking: a FIFO,
  * a device (/dev/zero) or a folder is refused before anything is read.
  * Returns the descriptor, -1 with errno set when open/fstat fail, or -2

@@ -83,13 +83,11 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
       }
     if (dx != NULL) {
       /* (R, V) @ (V, C) */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, C, V, 1.0f, scratch, V, weight, C,
-                  0.0f, dx + (size_t)r0 * C, C);
+      fsdpc__cpu_sgemm(0, 0, R, C, V, scratch, V, weight, C, 0.0f, dx + (size_t)r0 * C, C);
     }
     if (dweight != NULL) {
       /* (V, R) @ (R, C), beta = 1 accumulates. */
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, C, R, 1.0f, scratch, V, xc, C, 1.0f,
-                  dweight, C);
+      fsdpc__cpu_sgemm(1, 0, V, C, R, scratch, V, xc, C, 1.0f, dweight, C);
     }
   }
   if (V <= 0 && dx != NULL)

@@ -47,6 +47,11 @@ void fsdpc__cpu_rmsnorm_bwd(float *dinp,         // (N, C) =
                             int N, int C);
 
 /* ---- matmul.c ---- nn.Linear without bias: out = inp @ weight^T */
+/* Row-major C (M, N) = op(A) (M, K) @ op(B) (K, N) + beta * C, op = transpose
+ * when trans_*; the same bits at any OpenMP/OpenBLAS thread count (fixed
+ * output tiles, single-threaded BLAS per tile). Every CPU GEMM goes here. */
+void fsdpc__cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc);
 void fsdpc__cpu_matmul_fwd(float *out,          // (N, OC)
                            const float *inp,    // (N, C)
                            const float *weight, // (OC, C)

@@ -68,8 +68,7 @@ static fsdpc_status cpu_matmul_fwd(void *ctx, void *out, const void *inp, const 
                                    const void *residual, int N, int C, int OC, fsdpc_err *err) {
   if (residual && residual == out && N > 0 && OC > 0 && C > 0) {
     /* out += inp @ W^T: GEMM with beta = 1 adds in place. */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 1.0f,
-                out, OC);
+    fsdpc__cpu_sgemm(0, 1, N, OC, C, inp, C, weight, C, 1.0f, out, OC);
     return FSDPC_OK;
   }
   fsdpc__cpu_matmul_fwd(out, inp, weight, N, C, OC);

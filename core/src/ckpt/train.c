@@ -15,6 +15,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/state.h"
 #include "ckpt/train_hooks.h"
+#include "model/hf_rules.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -342,6 +343,7 @@ fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_session *s, const char *dir, fsdp
   int64_t rss0, hwm0, rss1, hwm1;
   fsdpc__mem_rss(&rss0, &hwm0);
   double t0 = fsdpc__now();
+  FSDPC_TRY(fsdpc__hf_rules_folder(dir, &s->shape, s->T, err)); /* what fsdpc can model */
   FSDPC_TRY(fsdpc__engine_load_hf(s->eng, dir, err));
   fsdpc__mem_rss(&rss1, &hwm1);
   int64_t base = rss0 < hwm0 ? rss0 : hwm0;

@@ -205,6 +205,7 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
     STEP(fsdpc__ckpt_host_create(&ho, &h, err));
     STEP(fsdpc__ckpt_host_set_state(h, state, err));
     STEP(fsdpc__ckpt_host_set_config_yaml(h, yaml, err));
+    STEP(fsdpc__ckpt_host_set_export(h, cfg, err));
     STEP(fsdpc__ckpt_load(h, src, fmt.opts, o->src, 0, err));
     char tmp[8192];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s", root, name);

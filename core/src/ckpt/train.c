@@ -269,6 +269,7 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   r->config_hash = fsdpc__ckpt_hash(r->config_text);
   FSDPC_TRY(fsdpc__ckpt_host_set_config_yaml(r->host, r->config_yaml, err));
+  FSDPC_TRY(fsdpc__ckpt_host_set_export(r->host, c, err)); /* a deployable final/ */
   const char *k = getenv("FSDPC_TEST_KILL_IN_SAVE"); /* "<step>:<files>" */
   long long ks = 0;
   int kf = 0;

@@ -11,5 +11,7 @@ int fsdpc__cmd_data(int argc, char **argv);
 int fsdpc__cmd_plan(int argc, char **argv);
 int fsdpc__cmd_bench(int argc, char **argv);
 int fsdpc__cmd_convert(int argc, char **argv);
+int fsdpc__cmd_generate(int argc, char **argv);
+int fsdpc__cmd_eval(int argc, char **argv);
 
 #endif

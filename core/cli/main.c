@@ -19,6 +19,8 @@ static const struct {
     {"plan", fsdpc__cmd_plan, "predict per-rank memory for each sharding strategy"},
     {"bench", fsdpc__cmd_bench, "A/B benchmark a matrix of config variants"},
     {"convert", fsdpc__cmd_convert, "convert checkpoints: sharded <-> Hugging Face, any world size"},
+    {"generate", fsdpc__cmd_generate, "generate text from a model (KV cache; greedy or sampled)"},
+    {"eval", fsdpc__cmd_eval, "loss, perplexity and token accuracy of a model on a dataset"},
 };
 
 static void usage(FILE *f) {

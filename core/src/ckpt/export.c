@@ -31,7 +31,8 @@ static int is_dir(const char *p) {
 
 static char *dir_of(const char *path) {
   char *c = strdup(path);
-  if (!c) return NULL;
+  if (!c)
+    return NULL;
   char *d = strdup(dirname(c));
   free(c);
   return d;
@@ -42,7 +43,8 @@ static int has_tok_files(const char *dir) {
     char *p = fsdpc__path_join(dir, tok_files[i]);
     int yes = is_file(p);
     free(p);
-    if (yes) return 1;
+    if (yes)
+      return 1;
   }
   return 0;
 }
@@ -84,7 +86,8 @@ fsdpc_status fsdpc__export_src_from_config(const fsdpc_config *c, fsdpc_export_s
       out->tok_dir = dir_of(dt);
       const char *base = strrchr(dt, '/');
       base = base ? base + 1 : dt;
-      if (strcmp(base, "tokenizer.json") != 0) out->tok_file = strdup(dt);
+      if (strcmp(base, "tokenizer.json") != 0)
+        out->tok_file = strdup(dt);
     }
   }
   free(src_dir);
@@ -98,7 +101,8 @@ fsdpc_status fsdpc__export_src_from_config(const fsdpc_config *c, fsdpc_export_s
 static const char *skip_value(const char *p) {
   if (*p == '"') {
     for (p++; *p && *p != '"'; p++)
-      if (*p == '\\' && p[1]) p++;
+      if (*p == '\\' && p[1])
+        p++;
     return *p ? p + 1 : p;
   }
   if (*p == '{' || *p == '[') {
@@ -109,7 +113,8 @@ static const char *skip_value(const char *p) {
       } else if (*p == '{' || *p == '[') {
         depth++;
       } else if (*p == '}' || *p == ']') {
-        if (--depth == 0) return p + 1;
+        if (--depth == 0)
+          return p + 1;
       }
     }
     return p;
@@ -121,7 +126,8 @@ static const char *skip_value(const char *p) {
 }
 
 static const char *skip_ws(const char *p) {
-  while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') p++;
+  while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+    p++;
   return p;
 }
 
@@ -135,37 +141,43 @@ static int scan_members(const char *text, member **out, int *n) {
   const char *p = skip_ws(text);
   *out = NULL;
   *n = 0;
-  if (*p != '{') return -1;
+  if (*p != '{')
+    return -1;
   p = skip_ws(p + 1);
   int cap = 0;
   while (*p == '"') {
     const char *k1 = skip_value(p);
     const char *v = skip_ws(k1);
-    if (*v != ':') return -1;
+    if (*v != ':')
+      return -1;
     v = skip_ws(v + 1);
     const char *v1 = skip_value(v);
     if (*n == cap) {
       cap = cap ? 2 * cap : 32;
       member *m = realloc(*out, (size_t)cap * sizeof *m);
-      if (!m) return -1;
+      if (!m)
+        return -1;
       *out = m;
     }
     /* the key, unescaped by cJSON */
     size_t kl = (size_t)(k1 - p);
     char *kt = malloc(kl + 1);
-    if (!kt) return -1;
+    if (!kt)
+      return -1;
     memcpy(kt, p, kl);
     kt[kl] = '\0';
     cJSON *kj = cJSON_Parse(kt);
     free(kt);
     (*out)[*n].key = kj && cJSON_IsString(kj) ? strdup(kj->valuestring) : NULL;
     cJSON_Delete(kj);
-    if (!(*out)[*n].key) return -1;
+    if (!(*out)[*n].key)
+      return -1;
     (*out)[*n].v0 = v;
     (*out)[*n].v1 = v1;
     (*n)++;
     p = skip_ws(v1);
-    if (*p == ',') p = skip_ws(p + 1);
+    if (*p == ',')
+      p = skip_ws(p + 1);
   }
   return 0;
 }
@@ -178,23 +190,29 @@ static int same_number(double a, double b) {
  * fsdpc's id, "type" for "rope_type", fp32-rounded floats all do.) */
 static int same_value(const cJSON *src, const cJSON *mine) {
   if (cJSON_IsNumber(mine)) {
-    if (cJSON_IsNumber(src)) return same_number(src->valuedouble, mine->valuedouble);
+    if (cJSON_IsNumber(src))
+      return same_number(src->valuedouble, mine->valuedouble);
     if (cJSON_IsArray(src)) {
       for (const cJSON *e = src->child; e; e = e->next)
-        if (cJSON_IsNumber(e) && e->valuedouble == mine->valuedouble) return 1;
+        if (cJSON_IsNumber(e) && e->valuedouble == mine->valuedouble)
+          return 1;
     }
     return 0;
   }
   if (cJSON_IsObject(mine)) {
-    if (!cJSON_IsObject(src)) return 0;
+    if (!cJSON_IsObject(src))
+      return 0;
     for (const cJSON *m = mine->child; m; m = m->next) {
       const cJSON *s = cJSON_GetObjectItemCaseSensitive(src, m->string);
-      if (!s && strcmp(m->string, "rope_type") == 0) s = cJSON_GetObjectItemCaseSensitive(src, "type");
-      if (!s || !same_value(s, m)) return 0;
+      if (!s && strcmp(m->string, "rope_type") == 0)
+        s = cJSON_GetObjectItemCaseSensitive(src, "type");
+      if (!s || !same_value(s, m))
+        return 0;
     }
     return 1;
   }
-  if (cJSON_IsNull(mine)) return !src || cJSON_IsNull(src);
+  if (cJSON_IsNull(mine))
+    return !src || cJSON_IsNull(src);
   if (cJSON_IsString(mine) && cJSON_IsString(src) && strcmp(mine->valuestring, "none") == 0)
     return 1;
   return cJSON_Compare(src, mine, 1);
@@ -204,19 +222,23 @@ static int same_value(const cJSON *src, const cJSON *mine) {
  * is not what transformers derives anyway. */
 static int worth_adding(const cJSON *mine, const cJSON *src_root, const fsdpc_model_shape *s) {
   const char *k = mine->string;
-  if (strcmp(k, "head_dim") == 0) return s->HD != s->C / s->NH;
-  if (strcmp(k, "num_key_value_heads") == 0) return s->KVH != s->NH;
+  if (strcmp(k, "head_dim") == 0)
+    return s->HD != s->C / s->NH;
+  if (strcmp(k, "num_key_value_heads") == 0)
+    return s->KVH != s->NH;
   if (strcmp(k, "rope_theta") == 0 || strcmp(k, "rope_scaling") == 0) {
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(src_root, "rope_parameters");
-    if (rp) return 0; /* transformers >= 5 keeps both in rope_parameters */
+    if (rp)
+      return 0; /* transformers >= 5 keeps both in rope_parameters */
     return strcmp(k, "rope_theta") == 0 ? s->rope_theta != 10000.0 : s->rope_llama3;
   }
-  static const char *const shape_keys[] = {"vocab_size",        "hidden_size",
-                                           "intermediate_size", "num_hidden_layers",
+  static const char *const shape_keys[] = {"vocab_size",          "hidden_size",
+                                           "intermediate_size",   "num_hidden_layers",
                                            "num_attention_heads", "max_position_embeddings",
-                                           "rms_norm_eps",      "tie_word_embeddings"};
+                                           "rms_norm_eps",        "tie_word_embeddings"};
   for (size_t i = 0; i < sizeof shape_keys / sizeof *shape_keys; i++)
-    if (strcmp(k, shape_keys[i]) == 0) return 1;
+    if (strcmp(k, shape_keys[i]) == 0)
+      return 1;
   return 0;
 }
 
@@ -272,16 +294,19 @@ static fsdpc_status merge(const fsdpc_model_shape *shape, const char *dtype_name
     cJSON_free(t);
     first = 0;
   }
-  if (!have_dtype) fprintf(f, "%s\n  \"torch_dtype\": \"%s\"", first ? "" : ",", dtype_name);
+  if (!have_dtype)
+    fprintf(f, "%s\n  \"torch_dtype\": \"%s\"", first ? "" : ",", dtype_name);
   fputs("\n}\n", f);
   fclose(f);
   f = NULL;
   *out = buf;
   buf = NULL;
 out:
-  if (f) fclose(f);
+  if (f)
+    fclose(f);
   free(buf);
-  for (int i = 0; i < n; i++) free(m[i].key);
+  for (int i = 0; i < n; i++)
+    free(m[i].key);
   free(m);
   cJSON_Delete(src);
   return st;
@@ -297,7 +322,8 @@ fsdpc_status fsdpc__export_config_json(const fsdpc_model_shape *shape, int32_t d
   }
   cJSON *mine = cJSON_Parse(mine_text);
   free(mine_text);
-  if (!mine) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!mine)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   fsdpc_status st =
       merge(shape, dtype == FSDPC_DTYPE_BF16 ? "bfloat16" : "float32", src_json, mine, out, err);
   cJSON_Delete(mine);
@@ -313,7 +339,8 @@ static fsdpc_status copy_file(const char *from, const char *to, fsdpc_err *err) 
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot read: %s", from, strerror(errno));
   int r = fsdpc__write_small_file(to, data, len);
   free(data);
-  if (r != 0) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot write: %s", to, strerror(errno));
+  if (r != 0)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot write: %s", to, strerror(errno));
   return FSDPC_OK;
 }
 
@@ -330,7 +357,8 @@ static fsdpc_status make_generation_config(const char *config_text, const char *
   const char *keys[] = {"bos_token_id", "eos_token_id", "pad_token_id"};
   for (int i = 0; i < 3; i++) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, keys[i]);
-    if (v && !cJSON_IsNull(v)) cJSON_AddItemToObject(g, keys[i], cJSON_Duplicate(v, 1));
+    if (v && !cJSON_IsNull(v))
+      cJSON_AddItemToObject(g, keys[i], cJSON_Duplicate(v, 1));
   }
   char *t = cJSON_Print(g);
   if (!t) {
@@ -368,11 +396,13 @@ fsdpc_status fsdpc__export_write(const char *dir, const fsdpc_model_shape *shape
                        strerror(errno));
 #define STEP(x)                                                                                    \
   do {                                                                                             \
-    if ((st = (x)) != FSDPC_OK) goto out;                                                          \
+    if ((st = (x)) != FSDPC_OK)                                                                    \
+      goto out;                                                                                    \
   } while (0)
 #define OOM(p)                                                                                     \
   do {                                                                                             \
-    if (!(p)) STEP(fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory"));                         \
+    if (!(p))                                                                                      \
+      STEP(fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory"));                                 \
   } while (0)
   STEP(fsdpc__export_config_json(shape, dtype, src_text, &text, err));
   OOM(path = fsdpc__path_join(dir, "config.json"));
@@ -399,7 +429,8 @@ fsdpc_status fsdpc__export_write(const char *dir, const fsdpc_model_shape *shape
     }
     OOM(from);
     OOM(path = fsdpc__path_join(dir, tok_files[i]));
-    if (!is_file(from)) continue;
+    if (!is_file(from))
+      continue;
     STEP(copy_file(from, path, err));
     STEP(record(ctx, path));
   }

@@ -20,7 +20,8 @@ static const cJSON *item(const cJSON *o, const char *k) {
 static fsdpc_status want_false(const cJSON *root, const char *label, const char *key,
                                const char *why, fsdpc_err *err) {
   const cJSON *v = item(root, key);
-  if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v)) return FSDPC_OK;
+  if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v))
+    return FSDPC_OK;
   return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                      "%s: '%s' is set; fsdpc supports only %s false (%s): this model would be "
                      "computed wrongly, so it is refused",
@@ -47,8 +48,8 @@ fsdpc_status fsdpc__hf_rules_config(const cJSON *root, const char *label, int64_
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: hidden_act '%s' is not supported; fsdpc's MLP is SwiGLU with silu",
                        label, cJSON_IsString(act) ? act->valuestring : "(not a string)");
-  FSDPC_TRY(want_false(root, label, "attention_bias", "fsdpc's q/k/v/o projections have no bias",
-                       err));
+  FSDPC_TRY(
+      want_false(root, label, "attention_bias", "fsdpc's q/k/v/o projections have no bias", err));
   FSDPC_TRY(want_false(root, label, "mlp_bias", "fsdpc's MLP projections have no bias", err));
   const cJSON *q = item(root, "quantization_config");
   if (q && !cJSON_IsNull(q))
@@ -64,13 +65,14 @@ fsdpc_status fsdpc__hf_rules_config(const cJSON *root, const char *label, int64_
   const char *rk[] = {"rope_scaling", "rope_parameters"};
   for (int i = 0; i < 2; i++) {
     const cJSON *r = item(root, rk[i]);
-    if (!r || cJSON_IsNull(r)) continue;
+    if (!r || cJSON_IsNull(r))
+      continue;
     const cJSON *t = item(r, "rope_type");
-    if (!t) t = item(r, "type");
+    if (!t)
+      t = item(r, "type");
     const char *tn = cJSON_IsString(t) ? t->valuestring : NULL;
     if (!cJSON_IsObject(r) ||
-        (t && (!tn || (strcmp(tn, "default") != 0 && strcmp(tn, "llama3") != 0))) ||
-        (!t && i == 0))
+        (t && (!tn || (strcmp(tn, "default") != 0 && strcmp(tn, "llama3") != 0))) || (!t && i == 0))
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                          "%s: %s type '%s' is not supported; fsdpc supports default and llama3 "
                          "RoPE",
@@ -87,7 +89,8 @@ fsdpc_status fsdpc__hf_rules_config(const cJSON *root, const char *label, int64_
     const cJSON *mp = item(root, "max_position_embeddings");
     /* The longest sequence: the caller's, at most max_position_embeddings. */
     int64_t len = cJSON_IsNumber(mp) ? (int64_t)mp->valuedouble : 0;
-    if (max_len > 0 && (len <= 0 || max_len < len)) len = max_len;
+    if (max_len > 0 && (len <= 0 || max_len < len))
+      len = max_len;
     if (!cJSON_IsNumber(sw) || len <= 0 || sw->valuedouble < (double)len)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                          "%s: sliding_window %g lies inside the sequence length %lld; fsdpc's "
@@ -105,7 +108,8 @@ fsdpc_status fsdpc__hf_rules_config_file(const char *path, int64_t max_len, fsdp
     file = fsdpc__path_join(path, "config.json");
   else
     file = strdup(path);
-  if (!file) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!file)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   char *text = NULL;
   size_t len = 0;
   fsdpc_status s = FSDPC_OK;
@@ -126,7 +130,8 @@ fsdpc_status fsdpc__hf_rules_config_file(const char *path, int64_t max_len, fsdp
 
 int fsdpc__hf_is_folder(const char *dir) {
   struct stat st;
-  char *a = fsdpc__path_join(dir, FSDPC_HF_SINGLE_FILE), *b = fsdpc__path_join(dir, FSDPC_HF_INDEX_FILE);
+  char *a = fsdpc__path_join(dir, FSDPC_HF_SINGLE_FILE),
+       *b = fsdpc__path_join(dir, FSDPC_HF_INDEX_FILE);
   int yes = (a && stat(a, &st) == 0) || (b && stat(b, &st) == 0);
   free(a);
   free(b);
@@ -159,7 +164,8 @@ fsdpc_status fsdpc__hf_rules_tensors(const char *dir, const fsdpc_model_shape *s
     int64_t shape[2] = {p[i].shape[0], p[i].shape[1]};
     st = fsdpc__hf_ckpt_expect(ck, p[i].name, p[i].ndim, shape, err);
     const fsdpc_st_info *info = NULL;
-    if (st == FSDPC_OK) st = fsdpc__hf_ckpt_find(ck, p[i].name, &info, err);
+    if (st == FSDPC_OK)
+      st = fsdpc__hf_ckpt_find(ck, p[i].name, &info, err);
     if (st == FSDPC_OK && info->dtype != FSDPC_DTYPE_F32 && info->dtype != FSDPC_DTYPE_BF16 &&
         info->dtype != FSDPC_DTYPE_F16)
       st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -172,7 +178,8 @@ fsdpc_status fsdpc__hf_rules_tensors(const char *dir, const fsdpc_model_shape *s
   for (uint32_t i = 0; st == FSDPC_OK && i < n; i++) {
     const char *name = fsdpc__hf_ckpt_name(ck, i);
     int known = ignored_tensor(name);
-    for (int j = 0; !known && j < np; j++) known = strcmp(p[j].name, name) == 0;
+    for (int j = 0; !known && j < np; j++)
+      known = strcmp(p[j].name, name) == 0;
     if (!known)
       st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: unexpected tensor '%s'; fsdpc computes only LlamaForCausalLM's "
@@ -189,9 +196,12 @@ fsdpc_status fsdpc__hf_rules_folder(const char *dir, const fsdpc_model_shape *s,
   char *cfg = fsdpc__path_join(dir, "config.json");
   struct stat st;
   fsdpc_status r = FSDPC_OK;
-  if (!cfg) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  if (stat(cfg, &st) == 0) r = fsdpc__hf_rules_config_file(cfg, max_len, err);
+  if (!cfg)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (stat(cfg, &st) == 0)
+    r = fsdpc__hf_rules_config_file(cfg, max_len, err);
   free(cfg);
-  if (r == FSDPC_OK && fsdpc__hf_is_folder(dir)) r = fsdpc__hf_rules_tensors(dir, s, err);
+  if (r == FSDPC_OK && fsdpc__hf_is_folder(dir))
+    r = fsdpc__hf_rules_tensors(dir, s, err);
   return r;
 }

@@ -1,0 +1,381 @@
+/* fsdpc generate MODEL [--prompt TEXT | --file prompts.jsonl] [options]:
+ * text from an HF folder or any fsdpc checkpoint, with a KV cache, greedy
+ * or sampled, streamed to the terminal (docs/generate.md). */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "commands.h"
+#include "infer/infer.h"
+#include "train/session.h"
+#include "util/log.h"
+
+static void usage(FILE *f) {
+  fprintf(
+      f, "usage: fsdpc generate MODEL (--prompt TEXT | --prompt-ids 1,2,3 | --file F.jsonl)\n"
+         "                      [options] [section.key=value ...]\n"
+         "\n"
+         "Generates text from MODEL (a Hugging Face folder or any fsdpc checkpoint) with a\n"
+         "KV cache. Stops at the generation config's EOS ids, a --stop string or\n"
+         "--max-new-tokens.\n"
+         "  --prompt TEXT          one prompt (its text streams to the terminal)\n"
+         "  --prompt-ids LIST      one prompt as token ids (no tokenizer needed)\n"
+         "  --file F.jsonl         one prompt per line: {\"prompt\": \"...\"} or {\"ids\": [..]};\n"
+         "                         run in padded batches, one forward per token for all\n"
+         "  --batch-size N         prompts per batch with --file (default 16)\n"
+         "  --max-new-tokens N     default 128\n"
+         "  --temperature T        0 = greedy (default); > 0 samples\n"
+         "  --top-k K, --top-p P   sampling filters (default off)\n"
+         "  --seed S               sampling seed (default 0)\n"
+         "  --stop STR             stop string (repeatable); the text is cut before it\n"
+         "  --no-bos               do not start prompts with the BOS token\n"
+         "  --chat, --system TEXT  render the prompt with the model's chat template\n"
+         "  --device cpu|cuda|auto default auto (cuda when a GPU is visible)\n"
+         "  --attention NAME       attention plugin for the prompt (naive, flash; default\n"
+         "                         the config's attention.impl)\n"
+         "  --json                 one JSON line per prompt: ids, text, stop reason, timing\n");
+}
+
+typedef struct prompt {
+  int32_t *ids;
+  int n;
+  char *text; /* as given, for --json */
+} prompt;
+
+static int parse_ids(const char *s, prompt *p) {
+  int cap = 16;
+  p->ids = malloc((size_t)cap * sizeof *p->ids);
+  p->n = 0;
+  while (p->ids && *s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || v < 0 || v > 0x7fffffff)
+      return 0;
+    if (p->n == cap && !(p->ids = realloc(p->ids, (size_t)(cap *= 2) * sizeof *p->ids)))
+      return 0;
+    p->ids[p->n++] = (int32_t)v;
+    s = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',')
+      return 0;
+  }
+  return p->ids && p->n > 0;
+}
+
+static fsdpc_status tokenize(const fsdpc_tokenizer *tok, const char *text, int bos, prompt *p,
+                             fsdpc_err *err) {
+  int32_t *ids = NULL;
+  int64_t n = 0;
+  FSDPC_TRY(fsdpc__tokenizer_encode_alloc(tok, text, strlen(text), &ids, &n, err));
+  p->ids = malloc(((size_t)n + 1) * sizeof *p->ids);
+  if (!p->ids) {
+    free(ids);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  }
+  p->n = 0;
+  if (bos >= 0)
+    p->ids[p->n++] = bos;
+  memcpy(p->ids + p->n, ids, (size_t)n * sizeof *ids);
+  p->n += (int)n;
+  free(ids);
+  if (p->n == 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "an empty prompt");
+  return FSDPC_OK;
+}
+
+/* Prompts of a JSONL file: {"prompt": TEXT} or {"ids": [..]} per line. */
+static fsdpc_status read_file(const char *path, const fsdpc_tokenizer *tok, int bos, prompt **out,
+                              int *n, fsdpc_err *err) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open", path);
+  char *line = NULL;
+  size_t cap = 0;
+  int lineno = 0, have = 0, room = 0;
+  prompt *ps = NULL;
+  fsdpc_status st = FSDPC_OK;
+  while (st == FSDPC_OK && getline(&line, &cap, f) > 0) {
+    lineno++;
+    if (strspn(line, " \t\r\n") == strlen(line))
+      continue;
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *pt = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(o, "ids");
+    if (have == room) {
+      room = room ? 2 * room : 16;
+      prompt *bigger = realloc(ps, (size_t)room * sizeof *ps);
+      if (!bigger) {
+        cJSON_Delete(o);
+        st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+        break;
+      }
+      ps = bigger;
+    }
+    prompt *p = &ps[have];
+    memset(p, 0, sizeof *p);
+    if (cJSON_IsString(pt)) {
+      p->text = strdup(pt->valuestring);
+      st = tokenize(tok, pt->valuestring, bos, p, err);
+    } else if (cJSON_IsArray(ids) && cJSON_GetArraySize(ids) > 0) {
+      p->ids = malloc((size_t)cJSON_GetArraySize(ids) * sizeof *p->ids);
+      for (const cJSON *e = ids->child; p->ids && e; e = e->next) {
+        if (!cJSON_IsNumber(e))
+          break;
+        p->ids[p->n++] = (int32_t)e->valuedouble;
+      }
+      if (!p->ids || p->n != cJSON_GetArraySize(ids))
+        st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s:%d: \"ids\" must be a list of token ids",
+                         path, lineno);
+    } else {
+      st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s:%d: expected a JSON object with \"prompt\" (text) or \"ids\"", path,
+                       lineno);
+    }
+    have++;
+    cJSON_Delete(o);
+    if (st != FSDPC_OK)
+      fsdpc__err_prefix(err, "%s:%d", path, lineno);
+  }
+  free(line);
+  fclose(f);
+  if (st == FSDPC_OK && have == 0)
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: no prompts", path);
+  *out = ps;
+  *n = have;
+  return st;
+}
+
+static void on_text(void *ctx, int row, const char *text, size_t len) {
+  (void)ctx;
+  (void)row;
+  fwrite(text, 1, len, stdout);
+  fflush(stdout);
+}
+
+static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, double secs) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "index", index);
+  if (p->text)
+    cJSON_AddStringToObject(o, "prompt", p->text);
+  cJSON *ids = cJSON_AddArrayToObject(o, "ids");
+  for (int i = 0; i < r->n_ids; i++)
+    cJSON_AddItemToArray(ids, cJSON_CreateNumber(r->ids[i]));
+  cJSON_AddStringToObject(o, "text", r->text ? r->text : "");
+  cJSON_AddStringToObject(o, "stop_reason", r->stop_reason ? r->stop_reason : "length");
+  cJSON_AddNumberToObject(o, "batch_seconds", secs);
+  char *t = cJSON_PrintUnformatted(o);
+  if (t)
+    printf("%s\n", t);
+  cJSON_free(t);
+  cJSON_Delete(o);
+}
+
+typedef struct gen_args {
+  const char *model, *prompt, *prompt_ids, *file, *system, *device, *attention;
+  int max_new, batch, no_bos, chat, json;
+  fsdpc_sampling samp;
+  const char **stop;
+  int n_stop;
+  const char **ov;
+  int n_ov;
+} gen_args;
+
+static int parse_args(int argc, char **argv, gen_args *a) {
+  for (int i = 1; i < argc; i++) {
+    const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (strcmp(s, "--help") == 0 || strcmp(s, "-h") == 0) {
+      usage(stdout);
+      return 0;
+    }
+    if (strcmp(s, "--no-bos") == 0 || strcmp(s, "--chat") == 0 || strcmp(s, "--json") == 0) {
+      *(s[2] == 'n' ? &a->no_bos : s[2] == 'c' ? &a->chat : &a->json) = 1;
+      continue;
+    }
+    if (s[0] == '-' && !v) {
+      fprintf(stderr, "fsdpc generate: %s needs a value\n", s);
+      return 2;
+    }
+    int ok = 1;
+    char *end = NULL;
+    if (strcmp(s, "--prompt") == 0)
+      a->prompt = v;
+    else if (strcmp(s, "--prompt-ids") == 0)
+      a->prompt_ids = v;
+    else if (strcmp(s, "--file") == 0)
+      a->file = v;
+    else if (strcmp(s, "--system") == 0)
+      a->system = v;
+    else if (strcmp(s, "--device") == 0)
+      a->device = v;
+    else if (strcmp(s, "--attention") == 0)
+      a->attention = v;
+    else if (strcmp(s, "--stop") == 0)
+      a->stop[a->n_stop++] = v;
+    else if (strcmp(s, "--max-new-tokens") == 0)
+      ok = (a->max_new = (int)strtol(v, &end, 10)) > 0;
+    else if (strcmp(s, "--batch-size") == 0)
+      ok = (a->batch = (int)strtol(v, &end, 10)) > 0;
+    else if (strcmp(s, "--top-k") == 0)
+      ok = (a->samp.top_k = (int)strtol(v, &end, 10)) >= 0;
+    else if (strcmp(s, "--seed") == 0)
+      a->samp.seed = strtoull(v, &end, 10);
+    else if (strcmp(s, "--temperature") == 0)
+      ok = (a->samp.temperature = strtod(v, &end)) >= 0;
+    else if (strcmp(s, "--top-p") == 0)
+      ok = (a->samp.top_p = strtod(v, &end)) > 0 && a->samp.top_p <= 1;
+    else if (s[0] == '-') {
+      fprintf(stderr, "fsdpc generate: unknown option '%s' (`fsdpc generate --help`)\n", s);
+      return 2;
+    } else if (strchr(s, '=')) {
+      a->ov[a->n_ov++] = s;
+      continue;
+    } else if (!a->model) {
+      a->model = s;
+      continue;
+    } else {
+      fprintf(stderr, "fsdpc generate: unexpected argument '%s'\n", s);
+      return 2;
+    }
+    if (!ok || (end && *end)) {
+      fprintf(stderr, "fsdpc generate: bad value '%s' for %s\n", v, s);
+      return 2;
+    }
+    i++;
+  }
+  if (!a->model || !!a->prompt + !!a->prompt_ids + !!a->file != 1) {
+    usage(stderr);
+    return 2;
+  }
+  return -1;
+}
+
+/* The tokenizer: the model folder's tokenizer.json, else data.tokenizer. */
+static fsdpc_status open_tokenizer(const fsdpc_infer_model *m, fsdpc_tokenizer **tok,
+                                   fsdpc_err *err) {
+  char path[4200];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/tokenizer.json", m->dir);
+  if (stat(path, &sb) == 0)
+    return fsdpc__tokenizer_open(m->dir, tok, err);
+  return fsdpc__tokenizer_open(m->cfg->data.tokenizer, tok, err);
+}
+
+static int run(gen_args *a, fsdpc_err *err) {
+  fsdpc_infer_model *m = NULL;
+  fsdpc_tokenizer *tok = NULL;
+  prompt *ps = NULL;
+  int np = 0, rc = 1;
+  int32_t *eos = NULL;
+  int n_eos = 0;
+  fsdpc_infer_load_opts lo = {.dir = a->model,
+                              .device = a->device,
+                              .attention = a->attention,
+                              .overrides = a->ov,
+                              .n_overrides = a->n_ov};
+  fsdpc_status st = fsdpc__infer_model_load(&lo, &m, err);
+  if (st == FSDPC_OK)
+    st = open_tokenizer(m, &tok, err);
+  if (st == FSDPC_OK && a->chat)
+    st = fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                     "--chat needs the chat-template support that this build lacks; pass the "
+                     "formatted prompt with --prompt");
+  int bos = -1;
+  if (st == FSDPC_OK && !a->no_bos) {
+    /* Packed byte-tokenizer training data has EOS before every document. */
+    bos = strcmp(fsdpc__tokenizer_name(tok), "byte") == 0 ? fsdpc__tokenizer_eos(tok)
+                                                          : fsdpc__tokenizer_bos(tok);
+  }
+  if (st == FSDPC_OK && a->prompt) {
+    if (!(ps = calloc(1, sizeof *ps)))
+      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    np = 1;
+    if (st == FSDPC_OK) {
+      ps[0].text = strdup(a->prompt);
+      st = tokenize(tok, a->prompt, bos, &ps[0], err);
+    }
+  } else if (st == FSDPC_OK && a->prompt_ids) {
+    if (!(ps = calloc(1, sizeof *ps)))
+      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    np = 1;
+    if (st == FSDPC_OK && !parse_ids(a->prompt_ids, &ps[0]))
+      st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "--prompt-ids: expected ids like 1,2,3");
+  } else if (st == FSDPC_OK) {
+    st = read_file(a->file, tok, bos, &ps, &np, err);
+  }
+  if (st == FSDPC_OK)
+    st = fsdpc__infer_eos_ids(m->dir, &m->shape, &eos, &n_eos, err);
+  fsdpc_decoder_opts dopt = {0};
+  if (st == FSDPC_OK)
+    dopt = (fsdpc_decoder_opts){.shape = &m->shape,
+                                .ops = m->ops,
+                                .attention = m->attn,
+                                .attention_opts = m->cfg->attention.options};
+  int stream = np == 1 && !a->json;
+  for (int b0 = 0; st == FSDPC_OK && b0 < np; b0 += a->batch) {
+    int nb = np - b0 < a->batch ? np - b0 : a->batch;
+    const int32_t **pp = calloc((size_t)nb, sizeof *pp);
+    int *lens = calloc((size_t)nb, sizeof *lens);
+    if (!pp || !lens)
+      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    for (int i = 0; st == FSDPC_OK && i < nb; i++) {
+      pp[i] = ps[b0 + i].ids;
+      lens[i] = ps[b0 + i].n;
+    }
+    fsdpc_gen_opts g = {.max_new_tokens = a->max_new,
+                        .sampling = a->samp,
+                        .eos = eos,
+                        .n_eos = n_eos,
+                        .stop = a->stop,
+                        .n_stop = a->n_stop,
+                        .tok = tok,
+                        .on_text = stream ? on_text : NULL,
+                        .first_row = b0};
+    fsdpc_gen_result *res = NULL;
+    double t0 = fsdpc__now();
+    if (st == FSDPC_OK)
+      st = fsdpc__generate(&dopt, &m->weights, pp, lens, nb, &g, &res, err);
+    double secs = fsdpc__now() - t0;
+    for (int i = 0; st == FSDPC_OK && i < nb; i++) {
+      if (a->json)
+        print_json(b0 + i, &ps[b0 + i], &res[i], secs);
+      else if (!stream)
+        printf("%s\n", res[i].text);
+    }
+    if (st == FSDPC_OK && stream)
+      printf("\n");
+    fsdpc__gen_results_free(res, nb);
+    free(pp);
+    free(lens);
+  }
+  if (st == FSDPC_OK)
+    rc = 0;
+  for (int i = 0; ps && i < np; i++) {
+    free(ps[i].ids);
+    free(ps[i].text);
+  }
+  free(ps);
+  free(eos);
+  fsdpc__tokenizer_destroy(tok);
+  fsdpc__infer_model_free(m);
+  return rc;
+}
+
+int fsdpc__cmd_generate(int argc, char **argv) {
+  gen_args a = {.max_new = 128, .batch = 16, .samp = {.top_p = 1.0}};
+  a.stop = calloc((size_t)argc + 1, sizeof *a.stop);
+  a.ov = calloc((size_t)argc + 1, sizeof *a.ov);
+  if (!a.stop || !a.ov)
+    return 1;
+  int rc = parse_args(argc, argv, &a);
+  if (rc < 0) {
+    fsdpc__log_setup(FSDPC_LOG_WARN, -1);
+    fsdpc_err err = {0};
+    rc = run(&a, &err);
+    if (rc)
+      fprintf(stderr, "fsdpc generate: %s\n", err.msg);
+  }
+  free(a.stop);
+  free(a.ov);
+  return rc;
+}

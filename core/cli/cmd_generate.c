@@ -31,6 +31,7 @@ static void usage(FILE *f) {
          "  --seed S               sampling seed (default 0)\n"
          "  --stop STR             stop string (repeatable); the text is cut before it\n"
          "  --no-bos               do not start prompts with the BOS token\n"
+         "  --ignore-eos           run every prompt to --max-new-tokens (benchmarks)\n"
          "  --chat, --system TEXT  render the prompt with the model's chat template\n"
          "  --device cpu|cuda|auto default auto (cuda when a GPU is visible)\n"
          "  --attention NAME       attention plugin for the prompt (naive, flash; default\n"
@@ -153,15 +154,47 @@ static void on_text(void *ctx, int row, const char *text, size_t len) {
   fflush(stdout);
 }
 
+/* A copy of s (n bytes) that is valid UTF-8: each byte that starts no
+ * well-formed sequence becomes U+FFFD (JSON output must be UTF-8; a byte
+ * tokenizer or a cut BPE token can yield any bytes). */
+static char *utf8_clean(const char *s, size_t n) {
+  char *o = malloc(3 * n + 1);
+  size_t k = 0;
+  if (!o)
+    return NULL;
+  for (size_t i = 0; i < n;) {
+    unsigned char c = (unsigned char)s[i];
+    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    int ok = len > 0 && i + (size_t)len <= n && !(len == 2 && c < 0xC2);
+    for (int j = 1; ok && j < len; j++)
+      ok = ((unsigned char)s[i + j] & 0xC0) == 0x80;
+    if (ok && c != 0) {
+      memcpy(o + k, s + i, (size_t)len);
+      k += (size_t)len;
+      i += (size_t)len;
+    } else {
+      memcpy(o + k, "\xEF\xBF\xBD", 3);
+      k += 3;
+      i++;
+    }
+  }
+  o[k] = '\0';
+  return o;
+}
+
 static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, double secs) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "index", index);
-  if (p->text)
-    cJSON_AddStringToObject(o, "prompt", p->text);
+  char *pc = p->text ? utf8_clean(p->text, strlen(p->text)) : NULL;
+  if (pc)
+    cJSON_AddStringToObject(o, "prompt", pc);
+  free(pc);
   cJSON *ids = cJSON_AddArrayToObject(o, "ids");
   for (int i = 0; i < r->n_ids; i++)
     cJSON_AddItemToArray(ids, cJSON_CreateNumber(r->ids[i]));
-  cJSON_AddStringToObject(o, "text", r->text ? r->text : "");
+  char *clean = utf8_clean(r->text ? r->text : "", r->text ? strlen(r->text) : 0);
+  cJSON_AddStringToObject(o, "text", clean ? clean : "");
+  free(clean);
   cJSON_AddStringToObject(o, "stop_reason", r->stop_reason ? r->stop_reason : "length");
   cJSON_AddNumberToObject(o, "batch_seconds", secs);
   char *t = cJSON_PrintUnformatted(o);
@@ -173,7 +206,7 @@ static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, do
 
 typedef struct gen_args {
   const char *model, *prompt, *prompt_ids, *file, *system, *device, *attention;
-  int max_new, batch, no_bos, chat, json;
+  int max_new, batch, no_bos, chat, json, ignore_eos;
   fsdpc_sampling samp;
   const char **stop;
   int n_stop;
@@ -188,8 +221,12 @@ static int parse_args(int argc, char **argv, gen_args *a) {
       usage(stdout);
       return 0;
     }
-    if (strcmp(s, "--no-bos") == 0 || strcmp(s, "--chat") == 0 || strcmp(s, "--json") == 0) {
-      *(s[2] == 'n' ? &a->no_bos : s[2] == 'c' ? &a->chat : &a->json) = 1;
+    if (strcmp(s, "--no-bos") == 0 || strcmp(s, "--chat") == 0 || strcmp(s, "--json") == 0 ||
+        strcmp(s, "--ignore-eos") == 0) {
+      *(s[2] == 'n'   ? &a->no_bos
+        : s[2] == 'c' ? &a->chat
+        : s[2] == 'j' ? &a->json
+                      : &a->ignore_eos) = 1;
       continue;
     }
     if (s[0] == '-' && !v) {
@@ -303,7 +340,7 @@ static int run(gen_args *a, fsdpc_err *err) {
   } else if (st == FSDPC_OK) {
     st = read_file(a->file, tok, bos, &ps, &np, err);
   }
-  if (st == FSDPC_OK)
+  if (st == FSDPC_OK && !a->ignore_eos)
     st = fsdpc__infer_eos_ids(m->dir, &m->shape, &eos, &n_eos, err);
   fsdpc_decoder_opts dopt = {0};
   if (st == FSDPC_OK)

@@ -142,7 +142,9 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
   }
   for (int b = 0; b < n; b++) {
     memcpy(tokens + (size_t)b * T, prompts[b], (size_t)lens[b] * sizeof(int32_t));
-    if (!(r[b].ids = malloc((size_t)new_max * sizeof(int32_t)))) {
+    r[b].cap = 64; /* text is always a string, empty until decoded */
+    r[b].text = calloc(r[b].cap, 1);
+    if (!(r[b].ids = malloc((size_t)new_max * sizeof(int32_t))) || !r[b].text) {
       st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
       goto out;
     }

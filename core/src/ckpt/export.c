@@ -97,6 +97,11 @@ fsdpc_status fsdpc__export_src_from_config(const fsdpc_config *c, fsdpc_export_s
 
 /* ---- config.json ------------------------------------------------------ */
 
+/* Whitespace as cJSON's parser takes it: any byte from 1 to 32. */
+static int is_ws(char c) {
+  return c != '\0' && (unsigned char)c <= 32;
+}
+
 /* The end of the JSON value starting at p (valid JSON: cJSON parsed it). */
 static const char *skip_value(const char *p) {
   if (*p == '"') {
@@ -119,14 +124,13 @@ static const char *skip_value(const char *p) {
     }
     return p;
   }
-  while (*p && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' && *p != '\t' &&
-         *p != '\r')
+  while (*p && *p != ',' && *p != '}' && *p != ']' && !is_ws(*p))
     p++;
   return p;
 }
 
 static const char *skip_ws(const char *p) {
-  while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+  while (is_ws(*p))
     p++;
   return p;
 }

@@ -320,16 +320,19 @@ fsdpc_status fsdpc__export_config_json(const fsdpc_model_shape *shape, int32_t d
                                        const char *src_json, char **out, fsdpc_err *err) {
   char *mine_text = NULL;
   FSDPC_TRY(fsdpc__ckpt_hf_config_json(shape, dtype, &mine_text, err));
-  if (!src_json) {
-    *out = mine_text;
-    return FSDPC_OK;
-  }
   cJSON *mine = cJSON_Parse(mine_text);
   free(mine_text);
   if (!mine)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  fsdpc_status st =
-      merge(shape, dtype == FSDPC_DTYPE_BF16 ? "bfloat16" : "float32", src_json, mine, out, err);
+  /* Without a source, fsdpc's own config in the layout of a merged one (one
+   * key per line, compact values), so that a folder merged into it later
+   * keeps the same bytes. */
+  char *flat = src_json ? NULL : cJSON_PrintUnformatted(mine);
+  fsdpc_status st = src_json || flat
+                        ? merge(shape, dtype == FSDPC_DTYPE_BF16 ? "bfloat16" : "float32",
+                                src_json ? src_json : flat, mine, out, err)
+                        : fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  cJSON_free(flat);
   cJSON_Delete(mine);
   return st;
 }

@@ -153,6 +153,7 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
   }
   if ((st = fsdpc__decoder_prefill(d, w, tokens, T, lens, logits, err)) != FSDPC_OK)
     goto out;
+  int live_text = g->tok && (g->n_stop > 0 || g->on_text);
   for (int step = 0;; step++) {
     int live = 0;
     for (int b = 0; b < n; b++) {
@@ -167,7 +168,9 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
       } else {
         rb->ids[rb->n++] = t;
         next[b] = t;
-        if (g->tok && (st = redecode(g->tok, rb, err)) != FSDPC_OK)
+        /* The text is needed at each step only to find stop strings or to
+         * stream; otherwise once, at the end. */
+        if (live_text && (st = redecode(g->tok, rb, err)) != FSDPC_OK)
           goto out;
         if (g->tok && cut_at_stop(rb, g)) {
           rb->done = 1;
@@ -177,7 +180,7 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
           rb->reason = "length";
         }
       }
-      if (g->tok)
+      if (live_text)
         stream(rb, b, g);
       live += !rb->done;
     }
@@ -192,6 +195,10 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
     goto out;
   }
   for (int b = 0; b < n; b++) {
+    if (g->tok && !live_text && (st = redecode(g->tok, &r[b], err)) != FSDPC_OK) {
+      fsdpc__gen_results_free(out_r, n);
+      goto out;
+    }
     out_r[b].ids = r[b].ids;
     out_r[b].n_ids = r[b].n;
     out_r[b].text = r[b].text ? r[b].text : strdup("");

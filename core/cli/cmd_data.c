@@ -132,9 +132,12 @@ fsdpc_status fsdpc__data_read_whole(const char *path, char **data, size_t *len, 
   return FSDPC_OK;
 }
 
-/* Opens "byte" or a tokenizer.json/folder; parse_special applies to BPE. */
+/* Opens "byte", a model folder, a tokenizer.json or a tokenizer.model
+ * (fsdpc__tokenizer_load); parse_special 0 applies to tokenizer.json only. */
 fsdpc_status fsdpc__data_open_tokenizer(const char *spec, int parse_special, fsdpc_tokenizer **tok,
                                         fsdpc_err *err) {
+  if (parse_special)
+    return fsdpc__tokenizer_load(spec, tok, err);
   if (strcmp(spec, "byte") == 0)
     return fsdpc__tokenizer_byte_create(tok, err);
   fsdpc_bpe_opts o;

@@ -22,6 +22,10 @@ static const char encode_help[] =
     "                         may use \\n \\r \\t \\\\ \\xHH escapes; empty lines and lines\n"
     "                         starting with # are skipped\n"
     "  --no-special           encode special-token strings as plain text\n"
+    "  --add-special          add BOS/EOS as the tokenizer's add_bos_token and\n"
+    "                         add_eos_token say (HF add_special_tokens=True)\n"
+    "  --offsets              print id:begin-end, the byte range of the text each id\n"
+    "                         came from (HF's offset_mapping, in bytes)\n"
     "  --stats                print counts and speed instead of the ids\n";
 
 static const char decode_help[] = "usage: fsdpc data decode --tokenizer T [--escaped] ID [ID ...]\n"
@@ -63,11 +67,23 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static int add_special; /* --add-special, for print_ids */
+
 static fsdpc_status print_ids(const fsdpc_tokenizer *tok, const char *s, size_t n, int stats,
-                              fsdpc_err *err) {
+                              int offsets, fsdpc_err *err) {
   int32_t *ids;
   int64_t n_ids;
+  size_t(*offs)[2] = NULL;
   double t0 = now_s();
+  if (offsets) {
+    FSDPC_TRY(fsdpc__tokenizer_encode_offsets(tok, s, n, &ids, &offs, &n_ids, err));
+    for (int64_t i = 0; i < n_ids; i++)
+      printf("%s%" PRId32 ":%zu-%zu", i ? " " : "", ids[i], offs[i][0], offs[i][1]);
+    putchar('\n');
+    free(ids);
+    free(offs);
+    return FSDPC_OK;
+  }
   FSDPC_TRY(fsdpc__tokenizer_encode_alloc(tok, s, n, &ids, &n_ids, err));
   double dt = now_s() - t0;
   if (stats) {
@@ -77,8 +93,14 @@ static fsdpc_status print_ids(const fsdpc_tokenizer *tok, const char *s, size_t 
     free(ids);
     return FSDPC_OK;
   }
+  int bos = add_special && fsdpc__tokenizer_adds_bos(tok) && fsdpc__tokenizer_bos(tok) >= 0;
+  int eos = add_special && fsdpc__tokenizer_adds_eos(tok) && fsdpc__tokenizer_eos(tok) >= 0;
+  if (bos)
+    printf("%" PRId32 "%s", fsdpc__tokenizer_bos(tok), n_ids ? " " : "");
   for (int64_t i = 0; i < n_ids; i++)
     printf("%s%" PRId32, i ? " " : "", ids[i]);
+  if (eos)
+    printf("%s%" PRId32, n_ids || bos ? " " : "", fsdpc__tokenizer_eos(tok));
   putchar('\n');
   free(ids);
   return FSDPC_OK;
@@ -86,7 +108,7 @@ static fsdpc_status print_ids(const fsdpc_tokenizer *tok, const char *s, size_t 
 
 int fsdpc__data_encode(int argc, char **argv) {
   const char *cmd = "encode", *spec = NULL, *text = NULL, *in = NULL, *lines = NULL, *v;
-  int parse_special = 1, stats = 0;
+  int parse_special = 1, stats = 0, offsets = 0;
   for (int i = 1; i < argc; i++) {
     int r;
     if (fsdpc__data_is_help(argv[i])) {
@@ -112,6 +134,10 @@ int fsdpc__data_encode(int argc, char **argv) {
       parse_special = 0;
     } else if (strcmp(argv[i], "--stats") == 0) {
       stats = 1;
+    } else if (strcmp(argv[i], "--offsets") == 0) {
+      offsets = 1;
+    } else if (strcmp(argv[i], "--add-special") == 0) {
+      add_special = 1;
     } else {
       return fsdpc__data_bad_arg(cmd, argv[i], 0);
     }
@@ -127,7 +153,7 @@ int fsdpc__data_encode(int argc, char **argv) {
   size_t len = 0;
   fsdpc_status st = fsdpc__data_open_tokenizer(spec, parse_special, &tok, &err);
   if (!st && text)
-    st = print_ids(tok, text, strlen(text), stats, &err);
+    st = print_ids(tok, text, strlen(text), stats, offsets, &err);
   if (!st && (in || lines))
     st = fsdpc__data_read_whole(in ? in : lines, &data, &len, &err);
   if (!st && lines) { /* strtok_r needs a terminated string */
@@ -138,7 +164,7 @@ int fsdpc__data_encode(int argc, char **argv) {
       st = fsdpc__fail(&err, FSDPC_SYSTEM_ERROR, "out of memory");
   }
   if (!st && in)
-    st = print_ids(tok, data, len, stats, &err);
+    st = print_ids(tok, data, len, stats, offsets, &err);
   if (!st && lines) {
     int line_no = 0;
     for (char *save = NULL, *line = strtok_r(data, "\n", &save); line && !st;
@@ -150,7 +176,7 @@ int fsdpc__data_encode(int argc, char **argv) {
       if (n < 0)
         st = fsdpc__fail(&err, FSDPC_INVALID_USAGE, "%s: line %d: bad escape", lines, line_no);
       else
-        st = print_ids(tok, line, (size_t)n, stats, &err);
+        st = print_ids(tok, line, (size_t)n, stats, offsets, &err);
     }
   }
   free(data);

@@ -325,13 +325,42 @@ START_TEST(bad_files_one_line_errors) {
        "model type 'Unigram' is not supported (only BPE)"},
       {"metaspace.json",
        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
-       " \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\"},"
+       " \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"*\"},"
        " \"decoder\": {\"type\": \"Metaspace\"}}",
-       "pre_tokenizer 'Metaspace' is not supported yet"},
+       "pre_tokenizer Metaspace with a replacement other than"},
+      {"metaspace_dec.json",
+       "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+       " \"pre_tokenizer\": {\"type\": \"Metaspace\"}}",
+       "decoder 'null' is not supported yet with a SentencePiece-style tokenizer"},
+      {"lower.json",
+       "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+       " \"normalizer\": {\"type\": \"Lowercase\"}}",
+       "normalizer 'Lowercase' is not supported yet"},
       {"nfc.json",
        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
        " \"normalizer\": {\"type\": \"NFC\"}}",
-       "normalizer 'NFC' is not supported yet"},
+       "pre_tokenizer null is not supported yet"},
+      /* Issue 19: these three crashed the loader (a NULL dereference on its
+       * error path) before they gave this line. */
+      {"i19_empty_vocab.json",
+       "{\"model\": {\"type\": \"BPE\", \"vocab\": {}, \"merges\": []},"
+       " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"decoder\": {\"type\": \"ByteLevel\"},"
+       " \"added_tokens\": [{\"id\": 0, \"content\": \"<s>\", \"special\": true}]}",
+       "model.vocab is empty"},
+      {"i19_no_content.json",
+       "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+       " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"decoder\": {\"type\": \"ByteLevel\"},"
+       " \"added_tokens\": [{\"id\": 1, \"content\": \"<s>\"}, {\"id\": 2, \"special\": true}]}",
+       "added_tokens[1]: no content string"},
+      {"i19_bad_id.json",
+       "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+       " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"decoder\": {\"type\": \"ByteLevel\"},"
+       " \"added_tokens\": [{\"id\": 1, \"content\": \"<s>\"}, {\"id\": -5, \"content\": "
+       "\"</s>\"}]}",
+       "added_tokens: token '</s>' has id out of range"},
+      /* Issue 19: strings from the file are escaped (no raw newline or ESC). */
+      {"escape.json", "{\"model\": {\"type\": \"Uni\\u001b[31m\\ngram\", \"vocab\": []}}",
+       "model type 'Uni\\x1b[31m\\ngram' is not supported"},
       {"wordpiece_dec.json",
        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
        " \"pre_tokenizer\": {\"type\": \"ByteLevel\"}, \"decoder\": {\"type\": \"WordPiece\"}}",

@@ -68,8 +68,8 @@ expect() {
   grep -qF -- "$pat" "$dir/err" || fail "'$*' error lacks '$pat': $(cat "$dir/err")"
   [ "$(wc -l <"$dir/err")" -eq 1 ] || fail "'$*' error is not one line: $(cat "$dir/err")"
 }
-printf '{"model": {"type": "BPE", "vocab": {}, "merges": []},\n "pre_tokenizer": {"type": "Metaspace"}}' >"$dir/ms.json"
-expect 1 "$dir/ms.json: pre_tokenizer 'Metaspace' is not supported yet" \
+printf '{"model": {"type": "BPE", "vocab": {}, "merges": []},\n "pre_tokenizer": {"type": "Whitespace"}}' >"$dir/ms.json"
+expect 1 "$dir/ms.json: pre_tokenizer 'Whitespace' is not supported yet" \
   "$FSDPC" data tokenize --in "$dir/t.txt" --out "$dir/x.tok" --tokenizer "$dir/ms.json"
 [ ! -e "$dir/x.tok" ] || fail "failed tokenize left a file"
 printf '{"model": {\n  "vocab": [1,]\n}}' >"$dir/bad.json"

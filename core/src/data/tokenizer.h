@@ -36,6 +36,16 @@ typedef struct fsdpc_tokenizer_vtable {
    * size the encode buffer without a retry. */
   int32_t (*max_ids_per_byte)(const fsdpc_tokenizer *tok);
   void (*destroy)(fsdpc_tokenizer *tok);
+  /* (optional) Encodes into malloc'd ids and, if offsets is non-NULL,
+   * malloc'd byte ranges [begin, end) of text, one per id. NULL: the wrapper
+   * encodes and gives each id the whole text's range (only the byte
+   * tokenizer, whose wrapper gives exact ranges, leaves it NULL). */
+  fsdpc_status (*encode_offsets)(const fsdpc_tokenizer *tok, const char *text, size_t len,
+                                 int32_t **ids, size_t (**offsets)[2], int64_t *n, fsdpc_err *err);
+  int (*adds_bos)(const fsdpc_tokenizer *tok);                        /* (optional) NULL = 0 */
+  int (*adds_eos)(const fsdpc_tokenizer *tok);                        /* (optional) NULL = 0 */
+  int32_t (*token_id)(const fsdpc_tokenizer *tok, const char *token); /* (optional) */
+  const char *(*token_str)(const fsdpc_tokenizer *tok, int32_t id);   /* (optional) */
 } fsdpc_tokenizer_vtable;
 
 struct fsdpc_tokenizer {
@@ -92,8 +102,68 @@ void fsdpc__bpe_opts_default(fsdpc_bpe_opts *o);
 fsdpc_status fsdpc__tokenizer_bpe_create(const char *path, const fsdpc_bpe_opts *opts,
                                          fsdpc_tokenizer **out, fsdpc_err *err);
 
+/* A tokenizer.json image in memory (default options, no
+ * tokenizer_config.json); name stands for the file in messages. For the
+ * fuzzer and tests. */
+fsdpc_status fsdpc__tokenizer_bpe_create_mem(const char *name, const char *json, size_t len,
+                                             fsdpc_tokenizer **out, fsdpc_err *err);
+
+/* SentencePiece tokenizer.model through libsentencepiece (tokenizer_sp.c +
+ * tokenizer_sp_shim.cc). tokenizer_config.json beside the file gives
+ * add_bos_token/add_eos_token, the special token names and
+ * added_tokens_decoder (matched in the text before SentencePiece sees it). */
+fsdpc_status fsdpc__tokenizer_sp_create(const char *model_path, fsdpc_tokenizer **out,
+                                        fsdpc_err *err);
+
 /* Config-free factory: "byte" is the byte tokenizer; anything else is a path
- * to a tokenizer.json or a folder holding one (default BPE options). */
+ * to a tokenizer.json or a folder holding one (default BPE options), or a
+ * folder with only a tokenizer.model, or a tokenizer.model file: the same as
+ * fsdpc__tokenizer_load. */
 fsdpc_status fsdpc__tokenizer_open(const char *path_or_name, fsdpc_tokenizer **out, fsdpc_err *err);
+
+/* ---- the model-folder interface (docs/data.md, "Tokenizers") ----------- */
+
+/* Opens the tokenizer of an HF model folder: tokenizer.json (BPE byte-level
+ * as Llama 3 / Qwen2, BPE byte-fallback as Llama 2, BPE with Metaspace
+ * pre-tokenizer/decoder as Mistral and many Llama-2-family files) or, when
+ * the folder ships only tokenizer.model, SentencePiece through
+ * libsentencepiece (tokenizer_sp.cc, a C++ shim with an extern "C" face that
+ * catches every exception). Reads tokenizer_config.json: add_bos_token /
+ * add_eos_token, bos/eos/pad/unk token strings, added_tokens_decoder. Also
+ * accepts a path to a tokenizer.json or tokenizer.model file, or "byte". */
+fsdpc_status fsdpc__tokenizer_load(const char *path, fsdpc_tokenizer **out, fsdpc_err *err);
+/* Encodes text exactly as HF `tokenizer(text, add_special_tokens=False)`
+ * does: special/added tokens written in the text become their ids. offsets
+ * (optional, may be NULL): for each id, the byte range [begin, end) of text
+ * it came from (HF's offset_mapping in bytes; a token covering part of a
+ * multi-byte character gets the character's range). ids/offsets malloc'd,
+ * caller frees (both NULL when *n is 0 or on failure). */
+fsdpc_status fsdpc__tokenizer_encode_offsets(const fsdpc_tokenizer *tok, const char *text,
+                                             size_t len, int32_t **ids, size_t (**offsets)[2],
+                                             int64_t *n, fsdpc_err *err);
+/* add_bos_token / add_eos_token from tokenizer_config.json (or the
+ * tokenizer.json post_processor TemplateProcessing), as HF applies with
+ * add_special_tokens=True. */
+int fsdpc__tokenizer_adds_bos(const fsdpc_tokenizer *tok);
+int fsdpc__tokenizer_adds_eos(const fsdpc_tokenizer *tok);
+/* Id of a token by its exact string (added/special, or vocab as written in
+ * the tokenizer file, e.g. "\u0120the" for byte-level files), -1 if none. */
+int32_t fsdpc__tokenizer_token_id(const fsdpc_tokenizer *tok, const char *token);
+/* The string of an id for display, as HF convert_ids_to_tokens gives it
+ * (special tokens as their text, e.g. "<|eot_id|>"); NULL if out of range.
+ * Owned by the tokenizer. The string comes from a file: escape it
+ * (fsdpc__tok_esc) before printing it to a terminal. */
+const char *fsdpc__tokenizer_token_str(const fsdpc_tokenizer *tok, int32_t id);
+
+/* Widens each [begin, end) of offs (n) to whole UTF-8 characters of text,
+ * as HF's character offsets are; an empty range at a character takes that
+ * character (SentencePiece gives byte pieces and a dummy prefix no bytes). */
+void fsdpc__tok_widen_offsets(const char *text, size_t len, size_t (*offs)[2], int64_t n);
+
+/* Escapes an untrusted string (from a tokenizer or config file) for a
+ * one-line message: control bytes, DEL, C1 controls, backslash and invalid
+ * UTF-8 become \n, \t, \xHH; cut to cap - 1 bytes with "..." at the end.
+ * Returns buf. */
+const char *fsdpc__tok_esc(char *buf, size_t cap, const char *s);
 
 #endif

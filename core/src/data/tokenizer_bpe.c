@@ -1,58 +1,108 @@
-/* Hugging Face BPE tokenizer (tokenizer.json): encode and decode through the
- * common tokenizer interface. Loading is in tokenizer_bpe_load.c.
+/* Hugging Face BPE tokenizer (tokenizer.json): encoding, with the byte
+ * offsets HF's offset_mapping gives. Loading is in tokenizer_bpe_load.c,
+ * decode and the interface table in tokenizer_bpe_api.c.
  *
  * Encode, per text:
  *   1. Added tokens are cut out first, leftmost then longest (special ones
  *      only when parse_special is on); the pieces between them go on.
- *   2. Byte-level (Llama 3): the Split regex (PCRE2, UTF + UCP, JIT) cuts a
- *      piece into pre-tokens, Isolated: matches and the gaps between them.
- *      Invalid UTF-8 never matches, so such bytes end up in gap pre-tokens
- *      and still encode (as byte tokens). SentencePiece (Llama 2): the piece
- *      becomes "▁" + piece with " " -> "▁", one word, unknown characters
- *      fall back to <0xXX> tokens.
+ *   2. Byte-level (Llama 3, Qwen2): NFC when the normalizer asks (ICU), then
+ *      the Split regex (PCRE2, UTF + UCP, JIT) cuts a piece into pre-tokens,
+ *      Isolated: matches and the gaps between them. Invalid UTF-8 never
+ *      matches, so such bytes end up in gap pre-tokens and still encode (as
+ *      byte tokens). SentencePiece style (Llama 2, Mistral): " " -> "▁", a
+ *      "▁" prepended as the normalizer or Metaspace says, optionally split
+ *      into words before each "▁"; unknown characters fall back to <0xXX>
+ *      tokens.
  *   3. With ignore_merges a pre-token found whole in the vocab is one id.
  *      Otherwise BPE: symbols start as single bytes (characters), and the
  *      adjacent pair of lowest merge rank (leftmost on ties) is merged until
  *      no pair has a rank. A binary heap of candidate pairs with lazy
  *      invalidation makes this O(n log n) in the pre-token length n, the
- *      same order Hugging Face's Word::merge_all uses. */
+ *      same order Hugging Face's Word::merge_all uses.
+ *
+ * Offsets: every symbol carries the byte range [b0, b1) of its word; a word
+ * maps its bytes to the text either by a base (byte-level without NFC) or
+ * through a per-byte map (normalized text). A final pass widens each range
+ * to whole UTF-8 characters, as HF's char offsets do. */
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unicode/unorm2.h>
+#include <unicode/ustring.h>
 
 #include "data/tokenizer_bpe_internal.h"
 
 typedef struct sym {
   int32_t id;         /* -1 once merged into its left neighbour */
   int32_t prev, next; /* linked list over the word, -1 at the ends */
+  int32_t b0, b1;     /* bytes of the word it covers */
 } sym;
 
 typedef struct cand {
   int32_t rank, pos, new_id; /* merge (pos, next(pos)) -> new_id */
 } cand;
 
+typedef size_t span[2];
+
 /* Per-call state: encode is const on the tokenizer and may run on several
  * threads at once, so every scratch buffer lives here. */
 typedef struct enc {
   const bpe *b;
   int32_t *ids; /* (cap) */
+  span *offs;   /* (cap) or NULL */
+  int grow;     /* 1: ids/offs are malloc'd and grow; 0: the caller's, fixed cap */
   int64_t cap, n;
   sym *syms;
   cand *heap;
   int64_t syms_cap, heap_len;
-  char *norm; /* SentencePiece: the normalized piece */
+  char *norm; /* normalized piece */
   size_t norm_cap;
+  span *nmap; /* (norm_cap) text range of each normalized byte */
+  /* The word being encoded: its byte i is text byte wbase + i, or wmap[i]. */
+  size_t wbase;
+  const span *wmap;
   pcre2_match_data *md;
   fsdpc_err *err;
   fsdpc_status st;
 } enc;
 
-static void emit(enc *e, int32_t id) {
-  if (e->n < e->cap)
+static void oom(enc *e) {
+  if (e->st == FSDPC_OK)
+    e->st = fsdpc__fail(e->err, FSDPC_SYSTEM_ERROR, "bpe tokenizer: out of memory");
+}
+
+/* Emits id covering text bytes [t0, t1). */
+static void emit_at(enc *e, int32_t id, size_t t0, size_t t1) {
+  if (e->n >= e->cap && e->grow) {
+    int64_t cap = e->cap < 64 ? 64 : e->cap * 2;
+    int32_t *ni = realloc(e->ids, (size_t)cap * sizeof *ni);
+    if (ni)
+      e->ids = ni;
+    span *no = ni && e->offs ? realloc(e->offs, (size_t)cap * sizeof *no) : NULL;
+    if (no)
+      e->offs = no;
+    if (!ni || (e->offs && !no)) {
+      oom(e);
+      return;
+    }
+    e->cap = cap;
+  }
+  if (e->n < e->cap) {
     e->ids[e->n] = id;
+    if (e->offs) {
+      e->offs[e->n][0] = t0;
+      e->offs[e->n][1] = t1;
+    }
+  }
   e->n++;
+}
+
+/* Emits id covering word bytes [b0, b1). */
+static void emit(enc *e, int32_t id, int32_t b0, int32_t b1) {
+  if (e->wmap)
+    emit_at(e, id, e->wmap[b0][0], e->wmap[b1 - 1][1]);
+  else
+    emit_at(e, id, e->wbase + (size_t)b0, e->wbase + (size_t)b1);
 }
 
 static int reserve_syms(enc *e, int64_t n) {
@@ -66,7 +116,7 @@ static int reserve_syms(enc *e, int64_t n) {
   if (h)
     e->heap = h;
   if (!s || !h) {
-    e->st = fsdpc__fail(e->err, FSDPC_SYSTEM_ERROR, "bpe tokenizer: out of memory");
+    oom(e);
     return 0;
   }
   e->syms_cap = cap;
@@ -120,9 +170,11 @@ static void push_pair(enc *e, int32_t pos) {
     heap_push(e, (cand){m->rank, pos, m->new_id});
 }
 
-/* BPE over e->syms[0..n) (ids filled in), then emits the result. */
+/* BPE over e->syms[0..n) (ids and ranges filled in), then emits the result. */
 static void merge_word(enc *e, int32_t n) {
   sym *s = e->syms;
+  if (n <= 0)
+    return;
   for (int32_t i = 0; i < n; i++) {
     s[i].prev = i - 1;
     s[i].next = i + 1 < n ? i + 1 : -1;
@@ -141,6 +193,7 @@ static void merge_word(enc *e, int32_t n) {
     if (!m || m->new_id != c.new_id || m->rank != c.rank)
       continue;
     s[c.pos].id = c.new_id;
+    s[c.pos].b1 = s[right].b1;
     s[right].id = -1;
     s[c.pos].next = s[right].next;
     if (s[right].next >= 0)
@@ -150,20 +203,20 @@ static void merge_word(enc *e, int32_t n) {
     push_pair(e, c.pos);
   }
   for (int32_t i = 0; i >= 0; i = s[i].next)
-    emit(e, s[i].id);
+    emit(e, s[i].id, s[i].b0, s[i].b1);
 }
 
-/* One byte-level pre-token: bytes p (n > 0). */
+/* One byte-level pre-token: word bytes p (n > 0); e->wbase/wmap set. */
 static void encode_pretoken(enc *e, const unsigned char *p, size_t n) {
   const bpe *b = e->b;
   if (n == 1) {
-    emit(e, b->byte_id[p[0]]);
+    emit(e, b->byte_id[p[0]], 0, 1);
     return;
   }
   if (b->ignore_merges) {
     int32_t id = fsdpc__bpe_str_map_get(b, (const char *)p, n);
     if (id >= 0) {
-      emit(e, id);
+      emit(e, id, 0, (int32_t)n);
       return;
     }
   }
@@ -175,14 +228,23 @@ static void encode_pretoken(enc *e, const unsigned char *p, size_t n) {
   if (!reserve_syms(e, (int64_t)n))
     return;
   for (size_t i = 0; i < n; i++)
-    e->syms[i].id = b->byte_id[p[i]];
+    e->syms[i] = (sym){.id = b->byte_id[p[i]], .b0 = (int32_t)i, .b1 = (int32_t)i + 1};
   merge_word(e, (int32_t)n);
 }
 
-/* Byte-level piece (no added tokens inside): regex split, Isolated. */
-static void encode_piece_byte_level(enc *e, const unsigned char *s, size_t n) {
+/* Points the word context at piece offset off (piece mapped by base or map). */
+static void set_word(enc *e, size_t base, const span *map, size_t off) {
+  e->wmap = map ? map + off : NULL;
+  e->wbase = base + off;
+}
+
+/* Byte-level piece s (n bytes) whose byte i is text byte base + i or map[i]:
+ * regex split, Isolated. */
+static void split_byte_level(enc *e, const unsigned char *s, size_t n, size_t base,
+                             const span *map) {
   const bpe *b = e->b;
   if (!b->re) {
+    set_word(e, base, map, 0);
     encode_pretoken(e, s, n);
     return;
   }
@@ -209,13 +271,114 @@ static void encode_piece_byte_level(enc *e, const unsigned char *s, size_t n) {
         off++;
       continue;
     }
-    if (ms > prev)
+    if (ms > prev) {
+      set_word(e, base, map, prev);
       encode_pretoken(e, s + prev, ms - prev);
+    }
+    set_word(e, base, map, ms);
     encode_pretoken(e, s + ms, me - ms);
     prev = off = me;
   }
-  if (prev < n && e->st == FSDPC_OK)
+  if (prev < n && e->st == FSDPC_OK) {
+    set_word(e, base, map, prev);
     encode_pretoken(e, s + prev, n - prev);
+  }
+}
+
+static int reserve_norm(enc *e, size_t need) {
+  if (need <= e->norm_cap)
+    return 1;
+  char *nb = realloc(e->norm, need);
+  if (nb)
+    e->norm = nb;
+  span *nm = nb ? realloc(e->nmap, need * sizeof *nm) : NULL;
+  if (nm)
+    e->nmap = nm;
+  if (!nb || !nm) {
+    oom(e);
+    return 0;
+  }
+  e->norm_cap = need;
+  return 1;
+}
+
+/* NFC of a byte-level piece (Qwen2's normalizer). Text that is ASCII, not
+ * valid UTF-8, or already NFC is encoded as it is. Otherwise the normalized
+ * bytes map to the text through their common prefix and suffix; bytes in the
+ * changed middle map to the whole changed range. */
+static void encode_piece_nfc(enc *e, const unsigned char *s, size_t n, size_t base) {
+  size_t i = 0;
+  while (i < n && s[i] < 0x80)
+    i++;
+  if (i == n || n > INT32_MAX / 4) {
+    split_byte_level(e, s, n, base, NULL);
+    return;
+  }
+  UErrorCode uerr = U_ZERO_ERROR;
+  const UNormalizer2 *nfc = unorm2_getNFCInstance(&uerr);
+  int32_t ulen = 0;
+  u_strFromUTF8(NULL, 0, &ulen, (const char *)s, (int32_t)n, &uerr);
+  if (uerr != U_BUFFER_OVERFLOW_ERROR && U_FAILURE(uerr)) { /* invalid UTF-8: as it is */
+    split_byte_level(e, s, n, base, NULL);
+    return;
+  }
+  uerr = U_ZERO_ERROR;
+  UChar *u = malloc(((size_t)ulen + 1) * sizeof *u), *v = NULL;
+  if (!u) {
+    oom(e);
+    return;
+  }
+  u_strFromUTF8(u, ulen + 1, NULL, (const char *)s, (int32_t)n, &uerr);
+  if (U_FAILURE(uerr) || unorm2_isNormalized(nfc, u, ulen, &uerr) || U_FAILURE(uerr)) {
+    free(u);
+    split_byte_level(e, s, n, base, NULL);
+    return;
+  }
+  uerr = U_ZERO_ERROR;
+  int32_t vlen = unorm2_normalize(nfc, u, ulen, NULL, 0, &uerr);
+  uerr = U_ZERO_ERROR;
+  v = malloc(((size_t)vlen + 1) * sizeof *v);
+  int32_t blen = 0;
+  if (v) {
+    unorm2_normalize(nfc, u, ulen, v, vlen + 1, &uerr);
+    if (U_SUCCESS(uerr)) {
+      u_strToUTF8(NULL, 0, &blen, v, vlen, &uerr);
+      uerr = U_ZERO_ERROR;
+    }
+  }
+  if (!v || U_FAILURE(uerr) || !reserve_norm(e, (size_t)blen + 1)) {
+    free(u);
+    free(v);
+    oom(e);
+    return;
+  }
+  u_strToUTF8(e->norm, blen + 1, NULL, v, vlen, &uerr);
+  free(u);
+  free(v);
+  const unsigned char *t = (const unsigned char *)e->norm;
+  size_t m = (size_t)blen, pre = 0, suf = 0;
+  while (pre < n && pre < m && s[pre] == t[pre])
+    pre++;
+  while (pre > 0 && (s[pre] & 0xc0) == 0x80) /* back to a character start */
+    pre--;
+  while (suf < n - pre && suf < m - pre && s[n - 1 - suf] == t[m - 1 - suf])
+    suf++;
+  while (suf > 0 && (s[n - suf] & 0xc0) == 0x80)
+    suf--;
+  for (size_t k = 0; k < m; k++) {
+    size_t a, z;
+    if (k < pre)
+      a = k, z = k + 1;
+    else if (k >= m - suf)
+      a = n - (m - k), z = a + 1;
+    else
+      a = pre, z = n - suf;
+    e->nmap[k][0] = base + a;
+    e->nmap[k][1] = base + z;
+  }
+  /* split_byte_level reads e->norm and e->nmap only: nothing reallocates them
+   * until it returns. */
+  split_byte_level(e, t, m, 0, e->nmap);
 }
 
 /* Length of the UTF-8 character at s (n bytes left); 1 for an invalid byte,
@@ -234,53 +397,36 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
   return l;
 }
 
-/* SentencePiece piece: "▁" + piece with " " -> "▁", then BPE over characters. */
-static void encode_piece_sentencepiece(enc *e, const unsigned char *s, size_t n) {
+/* One SentencePiece-style word: normalized bytes [w0, w1) of e->norm. */
+static void encode_sp_word(enc *e, size_t w0, size_t w1) {
   const bpe *b = e->b;
-  size_t need = 3 * n + 3;
-  if (need > e->norm_cap) {
-    char *nb = realloc(e->norm, need);
-    if (!nb) {
-      e->st = fsdpc__fail(e->err, FSDPC_SYSTEM_ERROR, "bpe tokenizer: out of memory");
-      return;
-    }
-    e->norm = nb;
-    e->norm_cap = need;
-  }
-  size_t k = 0;
-  memcpy(e->norm, "\xe2\x96\x81", 3);
-  k = 3;
-  for (size_t i = 0; i < n; i++) {
-    if (s[i] == ' ') {
-      memcpy(e->norm + k, "\xe2\x96\x81", 3);
-      k += 3;
-    } else {
-      e->norm[k++] = (char)s[i];
-    }
-  }
-  if (k > INT32_MAX / 4 || !reserve_syms(e, (int64_t)k)) {
-    if (e->st == FSDPC_OK)
-      e->st = fsdpc__fail(e->err, FSDPC_INVALID_USAGE,
-                          "bpe tokenizer: a text of %zu bytes is too long", n);
+  const unsigned char *p = (const unsigned char *)e->norm + w0;
+  size_t k = w1 - w0;
+  e->wmap = e->nmap + w0;
+  int32_t id = fsdpc__bpe_str_map_get(b, (const char *)p, k);
+  if (b->ignore_merges && id >= 0) {
+    emit(e, id, 0, (int32_t)k);
     return;
   }
-  const unsigned char *p = (const unsigned char *)e->norm;
+  if (!reserve_syms(e, (int64_t)k))
+    return;
   int32_t m = 0;
   for (size_t i = 0; i < k;) {
     size_t l = utf8_len(p + i, k - i);
-    int32_t id = fsdpc__bpe_str_map_get(b, (const char *)p + i, l);
+    id = fsdpc__bpe_str_map_get(b, (const char *)p + i, l);
     if (id >= 0) {
-      e->syms[m++].id = id;
+      e->syms[m++] = (sym){.id = id, .b0 = (int32_t)i, .b1 = (int32_t)(i + l)};
     } else if (b->byte_fallback) {
       for (size_t j = 0; j < l; j++)
-        e->syms[m++].id = b->byte_id[p[i + j]];
+        e->syms[m++] =
+            (sym){.id = b->byte_id[p[i + j]], .b0 = (int32_t)(i + j), .b1 = (int32_t)(i + j + 1)};
     } else if (b->unk >= 0) {
-      e->syms[m++].id = b->unk;
+      e->syms[m++] = (sym){.id = b->unk, .b0 = (int32_t)i, .b1 = (int32_t)(i + l)};
     } else {
       e->st = fsdpc__fail(e->err, FSDPC_INVALID_USAGE,
                           "%s: character at byte %zu is not in the vocab and the tokenizer has "
                           "neither byte_fallback nor unk_token",
-                          b->path, i);
+                          b->path, e->nmap[w0 + i][0]);
       return;
     }
     i += l;
@@ -288,26 +434,88 @@ static void encode_piece_sentencepiece(enc *e, const unsigned char *s, size_t n)
   merge_word(e, m);
 }
 
-static void encode_piece(enc *e, const char *s, size_t n) {
-  if (n == 0 || e->st != FSDPC_OK)
+static const char ms_bytes[] = "\xe2\x96\x81"; /* U+2581 */
+
+/* SentencePiece-style piece s (n bytes) at text byte base: " " -> "▁", a
+ * "▁" prepended per b->prepend, split before each "▁" if b->split. */
+static void encode_piece_sentencepiece(enc *e, const unsigned char *s, size_t n, size_t base) {
+  const bpe *b = e->b;
+  if (n > INT32_MAX / 16) {
+    e->st = fsdpc__fail(e->err, FSDPC_INVALID_USAGE,
+                        "bpe tokenizer: a text of %zu bytes is too long", n);
     return;
-  if (e->b->mode == BPE_BYTE_LEVEL)
-    encode_piece_byte_level(e, (const unsigned char *)s, n);
-  else
-    encode_piece_sentencepiece(e, (const unsigned char *)s, n);
+  }
+  if (!reserve_norm(e, 3 * n + 3))
+    return;
+  size_t k = 0;
+  int starts_ms = s[0] == ' ' || (n >= 3 && memcmp(s, ms_bytes, 3) == 0);
+  int prepend = b->prepend == BPE_PREPEND_ALWAYS || (b->prepend == BPE_PREPEND_FIRST && base == 0);
+  if (prepend && !(b->prepend_if_absent && starts_ms)) {
+    /* The prepended "▁" stands for the piece's first character, as HF's
+     * NormalizedString::prepend aligns it. */
+    size_t l = utf8_len(s, n);
+    for (int j = 0; j < 3; j++) {
+      e->norm[k] = ms_bytes[j];
+      e->nmap[k][0] = base;
+      e->nmap[k++][1] = base + l;
+    }
+  }
+  for (size_t i = 0; i < n;) {
+    size_t l = utf8_len(s + i, n - i);
+    if (s[i] == ' ') {
+      for (int j = 0; j < 3; j++) {
+        e->norm[k] = ms_bytes[j];
+        e->nmap[k][0] = base + i;
+        e->nmap[k++][1] = base + i + 1;
+      }
+    } else {
+      for (size_t j = 0; j < l; j++) {
+        e->norm[k] = (char)s[i + j];
+        e->nmap[k][0] = base + i;
+        e->nmap[k++][1] = base + i + l;
+      }
+    }
+    i += l;
+  }
+  if (!b->split) {
+    encode_sp_word(e, 0, k);
+    return;
+  }
+  size_t w0 = 0; /* MergedWithNext: each "▁" starts a word */
+  for (size_t i = 1; i + 3 <= k && e->st == FSDPC_OK; i++) {
+    if (memcmp(e->norm + i, ms_bytes, 3) == 0) {
+      encode_sp_word(e, w0, i);
+      w0 = i;
+      i += 2;
+    }
+  }
+  if (e->st == FSDPC_OK)
+    encode_sp_word(e, w0, k);
 }
 
-static fsdpc_status bpe_encode(const fsdpc_tokenizer *tok, const char *text, size_t len,
-                               int32_t *ids, int64_t cap, int64_t *n_out, fsdpc_err *err) {
-  const bpe *b = tok->impl;
-  enc e = {.b = b, .ids = ids, .cap = cap, .err = err, .st = FSDPC_OK};
-  if (b->re && !(e.md = pcre2_match_data_create_from_pattern(b->re, NULL))) {
-    *n_out = 0;
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "bpe tokenizer: out of memory");
+/* A piece of text between added tokens: bytes [p0, p1) of the text. */
+static void encode_piece(enc *e, const char *text, size_t p0, size_t p1) {
+  if (p1 == p0 || e->st != FSDPC_OK)
+    return;
+  const unsigned char *s = (const unsigned char *)text + p0;
+  if (e->b->mode == BPE_SENTENCEPIECE)
+    encode_piece_sentencepiece(e, s, p1 - p0, p0);
+  else if (e->b->nfc)
+    encode_piece_nfc(e, s, p1 - p0, p0);
+  else
+    split_byte_level(e, s, p1 - p0, p0, NULL);
+}
+
+/* Runs the whole encode into e (ids, cap, offs, grow set by the caller). */
+static void run_encode(enc *e, const char *text, size_t len) {
+  const bpe *b = e->b;
+  if (b->re && !(e->md = pcre2_match_data_create_from_pattern(b->re, NULL))) {
+    oom(e);
+    return;
   }
   const unsigned char *t = (const unsigned char *)text;
   size_t piece = 0;
-  for (size_t pos = 0; pos < len && e.st == FSDPC_OK;) {
+  for (size_t pos = 0; pos < len && e->st == FSDPC_OK;) {
     int32_t lo = b->first_start[t[pos]], hi = b->first_start[t[pos] + 1];
     const bpe_added *hit = NULL;
     for (int32_t k = lo; k < hi; k++) { /* longest first */
@@ -322,16 +530,23 @@ static fsdpc_status bpe_encode(const fsdpc_tokenizer *tok, const char *text, siz
       pos++;
       continue;
     }
-    encode_piece(&e, text + piece, pos - piece);
-    emit(&e, hit->id);
+    encode_piece(e, text, piece, pos);
+    emit_at(e, hit->id, pos, pos + (size_t)hit->len);
     pos += (size_t)hit->len;
     piece = pos;
   }
-  encode_piece(&e, text + piece, len - piece);
-  free(e.syms);
-  free(e.heap);
-  free(e.norm);
-  pcre2_match_data_free(e.md);
+  encode_piece(e, text, piece, len);
+  free(e->syms);
+  free(e->heap);
+  free(e->norm);
+  free(e->nmap);
+  pcre2_match_data_free(e->md);
+}
+
+fsdpc_status fsdpc__bpe_encode(const fsdpc_tokenizer *tok, const char *text, size_t len,
+                               int32_t *ids, int64_t cap, int64_t *n_out, fsdpc_err *err) {
+  enc e = {.b = tok->impl, .ids = ids, .cap = cap, .err = err, .st = FSDPC_OK};
+  run_encode(&e, text, len);
   *n_out = e.n;
   if (e.st != FSDPC_OK)
     return e.st;
@@ -342,186 +557,32 @@ static fsdpc_status bpe_encode(const fsdpc_tokenizer *tok, const char *text, siz
   return FSDPC_OK;
 }
 
-static fsdpc_status bpe_decode(const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n, char *out,
-                               size_t cap, size_t *len_out, fsdpc_err *err) {
-  const bpe *b = tok->impl;
-  size_t k = 0;
-  int sp = b->mode == BPE_SENTENCEPIECE, first = 1;
-  /* Writes byte c, counting past cap; SentencePiece's Strip decoder drops
-   * one leading space of the whole text. */
-#define PUT(c)                                                                                     \
-  do {                                                                                             \
-    char c_ = (char)(c);                                                                           \
-    if (!(sp && first && c_ == ' ')) {                                                             \
-      if (k < cap)                                                                                 \
-        out[k] = c_;                                                                               \
-      k++;                                                                                         \
-    }                                                                                              \
-    first = 0;                                                                                     \
-  } while (0)
-  for (int64_t i = 0; i < n; i++) {
-    int32_t id = ids[i];
-    if (id < 0 || id >= b->vocab_size || b->len[id] < 0)
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "bpe tokenizer: id %" PRId32 " at position %" PRId64
-                         " is not in its vocabulary [0, %d)",
-                         id, i, b->vocab_size);
-    if (id == b->bos || id == b->eos || id == b->pad)
-      continue;
-    const char *s = b->arena + b->off[id];
-    int32_t l = b->len[id];
-    if (sp && b->fallback_byte[id] >= 0) {
-      PUT(b->fallback_byte[id]);
-    } else if (sp && !b->is_added[id]) {
-      for (int32_t j = 0; j < l; j++) {
-        if (j + 3 <= l && memcmp(s + j, "\xe2\x96\x81", 3) == 0) {
-          PUT(' ');
-          j += 2;
-        } else {
-          PUT(s[j]);
-        }
-      }
-    } else {
-      for (int32_t j = 0; j < l; j++)
-        PUT(s[j]);
-    }
+fsdpc_status fsdpc__bpe_encode_offsets(const fsdpc_tokenizer *tok, const char *text, size_t len,
+                                       int32_t **ids, size_t (**offsets)[2], int64_t *n,
+                                       fsdpc_err *err) {
+  enc e = {.b = tok->impl, .grow = 1, .err = err, .st = FSDPC_OK};
+  e.ids = malloc(64 * sizeof *e.ids);
+  e.offs = offsets ? malloc(64 * sizeof *e.offs) : NULL;
+  e.cap = 64;
+  if (!e.ids || (offsets && !e.offs))
+    oom(&e);
+  else
+    run_encode(&e, text, len);
+  if (e.st != FSDPC_OK) {
+    free(e.ids);
+    free(e.offs);
+    *ids = NULL;
+    if (offsets)
+      *offsets = NULL;
+    *n = 0;
+    return e.st;
   }
-#undef PUT
-  *len_out = k;
-  if (k > cap)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "bpe tokenizer: decoding needs %zu bytes, buffer holds %zu", k, cap);
-  return FSDPC_OK;
-}
-
-static int32_t bpe_bos(const fsdpc_tokenizer *tok) {
-  return ((const bpe *)tok->impl)->bos;
-}
-static int32_t bpe_eos(const fsdpc_tokenizer *tok) {
-  return ((const bpe *)tok->impl)->eos;
-}
-static int32_t bpe_pad(const fsdpc_tokenizer *tok) {
-  return ((const bpe *)tok->impl)->pad;
-}
-static int32_t bpe_vocab(const fsdpc_tokenizer *tok) {
-  return ((const bpe *)tok->impl)->vocab_size;
-}
-/* Byte-level: each id covers at least one input byte. SentencePiece adds one
- * "▁" per piece, so at most len + pieces <= 2 * len ids. */
-static int32_t bpe_max_ids_per_byte(const fsdpc_tokenizer *tok) {
-  return ((const bpe *)tok->impl)->mode == BPE_SENTENCEPIECE ? 2 : 1;
-}
-static void bpe_destroy(fsdpc_tokenizer *tok) {
-  fsdpc__bpe_free(tok->impl);
-  free(tok);
-}
-
-static const fsdpc_tokenizer_vtable bpe_vtable = {
-    /* .name             = */ "bpe",
-    /* .encode           = */ bpe_encode,
-    /* .decode           = */ bpe_decode,
-    /* .bos              = */ bpe_bos,
-    /* .eos              = */ bpe_eos,
-    /* .pad              = */ bpe_pad,
-    /* .vocab_size       = */ bpe_vocab,
-    /* .max_ids_per_byte = */ bpe_max_ids_per_byte,
-    /* .destroy          = */ bpe_destroy,
-};
-
-void fsdpc__bpe_opts_default(fsdpc_bpe_opts *o) {
-  memset(o, 0, sizeof *o);
-  o->parse_special = 1;
-  o->bos_id = o->eos_id = o->pad_id = FSDPC_BPE_AUTO;
-}
-
-/* Resolves one special id: an explicit id, else an explicit name, else the
- * name tokenizer_config.json gives, else the first well-known name found. */
-static fsdpc_status pick_special(bpe *b, const char *what, int32_t id, const char *name,
-                                 const char *cfg_name, const char *const *known, int32_t *out,
-                                 fsdpc_err *err) {
-  *out = -1;
-  if (id != FSDPC_BPE_AUTO) {
-    if (id < -1 || id >= b->vocab_size || (id >= 0 && b->len[id] < 0))
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "%s: %s id %" PRId32 " is not in the vocabulary [0, %" PRId32 ")", b->path,
-                         what, id, b->vocab_size);
-    *out = id;
-    return FSDPC_OK;
-  }
-  const char *want = name ? name : cfg_name;
-  if (want) {
-    *out = fsdpc__bpe_added_find(b, want);
-    if (*out < 0)
-      *out = fsdpc__bpe_str_map_get(b, want, strlen(want));
-    if (*out < 0)
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: %s token '%s'%s is not in the vocabulary",
-                         b->path, what, want, name ? "" : " (from tokenizer_config.json)");
-    return FSDPC_OK;
-  }
-  for (int i = 0; known[i] && *out < 0; i++)
-    *out = fsdpc__bpe_added_find(b, known[i]);
-  return FSDPC_OK;
-}
-
-fsdpc_status fsdpc__tokenizer_bpe_create(const char *path, const fsdpc_bpe_opts *opts,
-                                         fsdpc_tokenizer **out, fsdpc_err *err) {
-  *out = NULL;
-  fsdpc_bpe_opts def;
-  if (!opts) {
-    fsdpc__bpe_opts_default(&def);
-    opts = &def;
-  }
-  /* A folder means its tokenizer.json; tokenizer_config.json beside the file
-   * names BOS/EOS/PAD when present (as transformers reads it). */
-  size_t plen = strlen(path);
-  char *file = malloc(plen + 16), *dir = malloc(plen + 2);
-  if (!file || !dir) {
-    free(file);
-    free(dir);
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "bpe tokenizer: out of memory");
-  }
-  struct stat stt;
-  if (stat(path, &stt) == 0 && S_ISDIR(stt.st_mode)) {
-    memcpy(dir, path, plen + 1);
-    memcpy(file, path, plen);
-    memcpy(file + plen, "/tokenizer.json", 16);
-  } else {
-    memcpy(file, path, plen + 1);
-    const char *slash = strrchr(path, '/');
-    size_t dlen = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
-    memcpy(dir, slash ? path : ".", slash ? dlen : 1);
-    dir[slash ? dlen : 1] = '\0';
-  }
-  bpe *b;
-  fsdpc_status st = fsdpc__bpe_load(file, &b, err);
-  free(file);
-  if (st) {
-    free(dir);
-    return st;
-  }
-  b->parse_special = opts->parse_special;
-  fsdpc__bpe_config_names names;
-  st = fsdpc__bpe_read_config(dir, &names, err);
-  free(dir);
-  static const char *const bos_known[] = {"<|begin_of_text|>", "<s>", "<|startoftext|>", NULL};
-  static const char *const eos_known[] = {"<|end_of_text|>", "</s>", "<|endoftext|>", NULL};
-  static const char *const pad_known[] = {"<pad>", NULL};
-  if (!st)
-    st = pick_special(b, "BOS", opts->bos_id, opts->bos_token, names.bos, bos_known, &b->bos, err);
-  if (!st)
-    st = pick_special(b, "EOS", opts->eos_id, opts->eos_token, names.eos, eos_known, &b->eos, err);
-  if (!st)
-    st = pick_special(b, "PAD", opts->pad_id, opts->pad_token, names.pad, pad_known, &b->pad, err);
-  fsdpc__bpe_config_names_free(&names);
-  fsdpc_tokenizer *tok = st ? NULL : calloc(1, sizeof *tok);
-  if (!st && !tok)
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "bpe tokenizer: out of memory");
-  if (st) {
-    fsdpc__bpe_free(b);
-    return st;
-  }
-  tok->vt = &bpe_vtable;
-  tok->impl = b;
-  *out = tok;
+  /* HF offsets are in characters: widen each range to whole characters. */
+  if (e.offs)
+    fsdpc__tok_widen_offsets(text, len, e.offs, e.n);
+  *ids = e.ids;
+  if (offsets)
+    *offsets = e.offs;
+  *n = e.n;
   return FSDPC_OK;
 }

@@ -70,9 +70,16 @@ void fsdpc__bpe_merge_map_free(bpe_merge_map *m);
 /* ---- the tokenizer ----------------------------------------------------- */
 
 typedef enum bpe_mode {
-  BPE_BYTE_LEVEL,   /* GPT-2 / Llama 3: regex split + bytes-to-unicode */
-  BPE_SENTENCEPIECE /* Llama 2: " " -> U+2581, prepend U+2581, byte fallback */
+  BPE_BYTE_LEVEL,   /* GPT-2 / Llama 3 / Qwen2: regex split + bytes-to-unicode */
+  BPE_SENTENCEPIECE /* Llama 2 / Mistral: " " -> U+2581, prepend U+2581, byte fallback */
 } bpe_mode;
+
+/* When a SentencePiece-style piece gets a leading U+2581. */
+typedef enum bpe_prepend {
+  BPE_PREPEND_NEVER,
+  BPE_PREPEND_ALWAYS, /* every piece between added tokens */
+  BPE_PREPEND_FIRST   /* only the piece that starts the text */
+} bpe_prepend;
 
 typedef struct bpe_added {
   char *content; /* raw bytes as in the JSON (added tokens are not byte-level mapped) */
@@ -89,12 +96,24 @@ typedef struct bpe {
   int32_t parse_special;
   int32_t bos, eos, pad; /* -1 = none */
   int32_t unk;           /* -1 = none (SentencePiece mode only) */
+  /* SentencePiece mode: Llama 2's normalizer prepends unconditionally;
+   * the Metaspace pre-tokenizer (Mistral v0.3) only when the piece does not
+   * already start with U+2581 (prepend_if_absent), and may split the piece
+   * into words before each U+2581 (split). */
+  bpe_prepend prepend;
+  int32_t prepend_if_absent;
+  int32_t split;
+  int32_t nfc; /* byte-level: normalizer NFC (Qwen2) */
+  /* add_bos_token / add_eos_token: tokenizer_config.json, else the
+   * post_processor's TemplateProcessing; 0 when neither says. */
+  int32_t adds_bos, adds_eos;
 
   /* Token bytes by id: [off[id], off[id] + len[id]) of arena; len -1 = unused. */
   char *arena;
   int64_t arena_len, arena_cap;
   int64_t *off;      /* (vocab_size) */
   int32_t *len;      /* (vocab_size) */
+  char **str;        /* (vocab_size) token as written in the file, NUL-terminated; NULL unused */
   uint8_t *is_added; /* (vocab_size) 1 for added tokens (decode skips BOS/EOS/PAD only) */
   bpe_str_map vocab; /* model.vocab only */
   bpe_merge_map merges;
@@ -113,18 +132,39 @@ typedef struct bpe {
 } bpe;
 
 /* Parses a tokenizer.json (tokenizer_bpe_load.c). On success *out is fully
- * built except bos/eos/pad/parse_special, which the caller sets. */
+ * built except bos/eos/pad/parse_special and the adds_* flags from
+ * tokenizer_config.json, which the caller sets. */
 fsdpc_status fsdpc__bpe_load(const char *path, bpe **out, fsdpc_err *err);
+/* The same over a JSON image in memory (path names it in messages). */
+fsdpc_status fsdpc__bpe_load_mem(const char *path, const char *text, size_t len, bpe **out,
+                                 fsdpc_err *err);
 void fsdpc__bpe_free(bpe *b);
 /* Adds bytes to the arena as token id's string. */
 int fsdpc__bpe_arena_set(bpe *b, int32_t id, const char *s, size_t n);
-/* BOS/EOS/PAD names from DIR/tokenizer_config.json ("bos_token": "<s>" or
- * {"content": "<s>", ...}); all NULL when the file does not exist. */
+/* Checks normalizer, pre_tokenizer and decoder (tokenizer_bpe_pipeline.c);
+ * sets b->mode, the SentencePiece flags, b->nfc, and the split pattern
+ * (*pattern, *literal; NULL = none) for byte-level files. */
+struct cJSON;
+fsdpc_status fsdpc__bpe_check_pipeline(bpe *b, const struct cJSON *root, const struct cJSON *model,
+                                       const char **pattern, int *literal, fsdpc_err *err);
+/* adds_bos/adds_eos from the post_processor (TemplateProcessing, alone or
+ * in a Sequence). */
+void fsdpc__bpe_read_post_processor(bpe *b, const struct cJSON *root);
+/* BOS/EOS/PAD/UNK names and add_bos_token/add_eos_token from
+ * DIR/tokenizer_config.json ("bos_token": "<s>" or {"content": "<s>", ...});
+ * names NULL and flags -1 when the file or the key does not exist. */
 typedef struct fsdpc__bpe_config_names {
-  char *bos, *eos, *pad; /* owned */
+  char *bos, *eos, *pad, *unk; /* owned */
+  int32_t add_bos, add_eos;    /* -1 = not given */
 } fsdpc__bpe_config_names;
 fsdpc_status fsdpc__bpe_read_config(const char *dir, fsdpc__bpe_config_names *out, fsdpc_err *err);
 void fsdpc__bpe_config_names_free(fsdpc__bpe_config_names *n);
+/* Encoders (tokenizer_bpe.c), the vtable's encode and encode_offsets. */
+fsdpc_status fsdpc__bpe_encode(const fsdpc_tokenizer *tok, const char *text, size_t len,
+                               int32_t *ids, int64_t cap, int64_t *n_out, fsdpc_err *err);
+fsdpc_status fsdpc__bpe_encode_offsets(const fsdpc_tokenizer *tok, const char *text, size_t len,
+                                       int32_t **ids, size_t (**offsets)[2], int64_t *n,
+                                       fsdpc_err *err);
 /* Id of the added token whose content is s, or -1. */
 int32_t fsdpc__bpe_added_find(const bpe *b, const char *s);
 

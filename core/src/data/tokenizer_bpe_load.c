@@ -1,35 +1,41 @@
 /* Reads a Hugging Face tokenizer.json (cJSON) into the BPE tables, checking
- * every component against what the encoder implements. Anything else is
+ * every component against what the encoder implements (the pipeline around
+ * the model is checked in tokenizer_bpe_pipeline.c). Anything else is
  * refused with one line that names the file and the component, e.g.
- *   tok/tokenizer.json: pre_tokenizer 'Metaspace' is not supported yet
- * Two families are supported (docs/data.md):
- *   byte-level  model BPE, pre_tokenizer ByteLevel or Sequence[Split, ByteLevel],
- *               decoder ByteLevel, normalizer null (GPT-2, Llama 3)
- *   sentencepiece  model BPE with byte_fallback, normalizer
- *               Sequence[Prepend "▁", Replace " " -> "▁"], pre_tokenizer null,
- *               decoder Sequence[Replace, ByteFallback, Fuse, Strip] (Llama 2) */
+ *   tok/tokenizer.json: model type 'Unigram' is not supported (only BPE)
+ * Strings from the file are escaped before they reach a message. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "data/tokenizer_bpe_internal.h"
 
 #define MAX_VOCAB (1 << 26) /* ids beyond this are surely a corrupt file */
 
-/* GPT-2's split pattern, used by ByteLevel when use_regex is true. */
-static const char gpt2_pattern[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
-static const char metaspace[] = "\xe2\x96\x81"; /* U+2581 LOWER ONE EIGHTH BLOCK */
-
 /* ---- small helpers ----------------------------------------------------- */
 
+/* Reads a regular file whole (a FIFO or device is refused before any
+ * blocking read: EINVAL). */
 static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
     return NULL;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    errno = EINVAL;
+    return NULL;
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return NULL;
+  }
   char *buf = NULL;
   size_t cap = 0, n = 0;
   for (;;) {
@@ -85,17 +91,6 @@ static const char *get_str(const cJSON *obj, const char *key) {
 
 static int is_null(const cJSON *v) {
   return !v || cJSON_IsNull(v);
-}
-
-/* "the type name" of a component, for messages. */
-static const char *type_of(const cJSON *v) {
-  const char *t = get_str(v, "type");
-  return t ? t : cJSON_IsObject(v) ? "(no type)" : "(not an object)";
-}
-
-static int is_type(const cJSON *v, const char *t) {
-  const char *s = get_str(v, "type");
-  return s && strcmp(s, t) == 0;
 }
 
 /* Byte <-> code point of GPT-2's bytes_to_unicode(): printable Latin-1
@@ -192,6 +187,9 @@ void fsdpc__bpe_free(bpe *b) {
   free(b->off);
   free(b->len);
   free(b->is_added);
+  for (int32_t i = 0; b->str && i < b->vocab_size; i++)
+    free(b->str[i]);
+  free(b->str);
   free(b->fallback_byte);
   fsdpc__bpe_str_map_free(&b->vocab);
   fsdpc__bpe_merge_map_free(&b->merges);
@@ -204,120 +202,9 @@ void fsdpc__bpe_free(bpe *b) {
 
 #define FAIL(...) fsdpc__fail(err, FSDPC_INVALID_USAGE, __VA_ARGS__)
 
-/* Checks normalizer, pre_tokenizer and decoder; sets b->mode and the split
- * pattern (*pattern, *literal) for byte-level files. */
-static fsdpc_status check_pipeline(bpe *b, const cJSON *root, const cJSON *model,
-                                   const char **pattern, int *literal, fsdpc_err *err) {
-  const char *p = b->path;
-  const cJSON *norm = get(root, "normalizer"), *pre = get(root, "pre_tokenizer");
-  const cJSON *dec = get(root, "decoder");
-  *pattern = NULL;
-  *literal = 0;
-  if (!is_null(norm)) {
-    /* Llama 2 as converted from SentencePiece: Prepend "▁" then Replace " " -> "▁". */
-    const cJSON *ns = get(norm, "normalizers");
-    int sp = is_type(norm, "Sequence") && cJSON_GetArraySize(ns) == 2;
-    if (sp) {
-      const cJSON *a = cJSON_GetArrayItem(ns, 0), *r = cJSON_GetArrayItem(ns, 1);
-      const char *pre_s = get_str(a, "prepend"), *cont = get_str(r, "content");
-      const char *from = get_str(get(r, "pattern"), "String");
-      sp = is_type(a, "Prepend") && pre_s && strcmp(pre_s, metaspace) == 0 &&
-           is_type(r, "Replace") && from && strcmp(from, " ") == 0 && cont &&
-           strcmp(cont, metaspace) == 0;
-    }
-    if (!sp)
-      return FAIL("%s: normalizer '%s' is not supported yet (supported: none, or Llama 2's "
-                  "Sequence[Prepend \"\xe2\x96\x81\", Replace \" \" -> \"\xe2\x96\x81\"])",
-                  p, type_of(norm));
-    b->mode = BPE_SENTENCEPIECE;
-    if (!is_null(pre))
-      return FAIL("%s: pre_tokenizer '%s' is not supported yet with a SentencePiece normalizer "
-                  "(expected null)",
-                  p, type_of(pre));
-    const cJSON *ds = get(dec, "decoders"), *d;
-    int ok = is_type(dec, "Sequence") && cJSON_IsArray(ds);
-    cJSON_ArrayForEach(d, ds) {
-      const char *from = get_str(get(d, "pattern"), "String"), *to = get_str(d, "content");
-      if (is_type(d, "Replace"))
-        ok &= from && to && strcmp(from, metaspace) == 0 && strcmp(to, " ") == 0;
-      else if (is_type(d, "Strip"))
-        ok &= cJSON_IsNumber(get(d, "start")) && get(d, "start")->valueint == 1 &&
-              cJSON_IsNumber(get(d, "stop")) && get(d, "stop")->valueint == 0;
-      else
-        ok &= is_type(d, "ByteFallback") || is_type(d, "Fuse");
-    }
-    if (!ok)
-      return FAIL("%s: decoder '%s' is not supported yet with a SentencePiece normalizer "
-                  "(expected Sequence of Replace \"\xe2\x96\x81\" -> \" \", ByteFallback, Fuse, "
-                  "Strip)",
-                  p, type_of(dec));
-    return FSDPC_OK;
-  }
-
-  b->mode = BPE_BYTE_LEVEL;
-  const cJSON *byte_level = NULL, *split = NULL;
-  if (is_type(pre, "ByteLevel")) {
-    byte_level = pre;
-  } else if (is_type(pre, "Sequence")) {
-    const cJSON *items = get(pre, "pretokenizers");
-    int n = cJSON_GetArraySize(items);
-    const cJSON *first = cJSON_GetArrayItem(items, 0), *last = cJSON_GetArrayItem(items, n - 1);
-    if (n == 2 && is_type(first, "Split") && is_type(last, "ByteLevel")) {
-      split = first;
-      byte_level = last;
-    } else {
-      const cJSON *bad = NULL, *it;
-      cJSON_ArrayForEach(it, items) if (!bad && !is_type(it, "Split") && !is_type(it, "ByteLevel"))
-          bad = it;
-      return FAIL("%s: pre_tokenizer Sequence of %d ('%s', ...) is not supported yet "
-                  "(supported: ByteLevel, or Sequence[Split, ByteLevel] as in Llama 3)",
-                  p, n,
-                  bad     ? type_of(bad)
-                  : first ? type_of(first)
-                          : "empty");
-    }
-  } else if (is_null(pre)) {
-    if (cJSON_IsTrue(get(model, "byte_fallback")))
-      return FAIL("%s: pre_tokenizer null with byte_fallback needs Llama 2's normalizer "
-                  "(Prepend + Replace); this file has normalizer null",
-                  p);
-    return FAIL("%s: pre_tokenizer null is not supported yet (a byte-level BPE needs ByteLevel)",
-                p);
-  } else {
-    return FAIL("%s: pre_tokenizer '%s' is not supported yet (supported: ByteLevel, or "
-                "Sequence[Split, ByteLevel] as in Llama 3)",
-                p, type_of(pre));
-  }
-  if (cJSON_IsTrue(get(byte_level, "add_prefix_space")))
-    return FAIL("%s: pre_tokenizer ByteLevel with add_prefix_space true is not supported yet", p);
-  if (split) {
-    const cJSON *pat = get(split, "pattern");
-    const char *beh = get_str(split, "behavior");
-    if (!beh || strcmp(beh, "Isolated") != 0)
-      return FAIL("%s: pre_tokenizer Split behavior '%s' is not supported yet (only Isolated)", p,
-                  beh ? beh : "(missing)");
-    if (cJSON_IsTrue(get(split, "invert")))
-      return FAIL("%s: pre_tokenizer Split with invert true is not supported yet", p);
-    if ((*pattern = get_str(pat, "Regex"))) {
-      *literal = 0;
-    } else if ((*pattern = get_str(pat, "String"))) {
-      *literal = 1;
-    } else {
-      return FAIL("%s: pre_tokenizer Split needs pattern {\"Regex\": ...} or {\"String\": ...}", p);
-    }
-    if (cJSON_IsTrue(get(byte_level, "use_regex")))
-      return FAIL("%s: pre_tokenizer ByteLevel after a Split must have use_regex false", p);
-  } else if (!cJSON_IsFalse(get(byte_level, "use_regex"))) {
-    *pattern = gpt2_pattern; /* ByteLevel's default is use_regex true */
-  }
-  if (!is_type(dec, "ByteLevel"))
-    return FAIL("%s: decoder '%s' is not supported yet with a ByteLevel pre_tokenizer "
-                "(expected ByteLevel)",
-                p, is_null(dec) ? "null" : type_of(dec));
-  if (cJSON_IsTrue(get(model, "byte_fallback")))
-    return FAIL("%s: model.byte_fallback true with a ByteLevel pre_tokenizer is not supported", p);
-  return FSDPC_OK;
-}
+/* Escaped copies of file strings for messages, ESC(0..1) in one message. */
+static _Thread_local char esc_buf[2][96];
+#define ESC(slot, s) fsdpc__tok_esc(esc_buf[slot], sizeof esc_buf[slot], (s))
 
 static fsdpc_status check_model(const bpe *b, const cJSON *model, fsdpc_err *err) {
   const char *p = b->path;
@@ -325,7 +212,7 @@ static fsdpc_status check_model(const bpe *b, const cJSON *model, fsdpc_err *err
     return FAIL("%s: model: expected an object", p);
   const char *type = get_str(model, "type");
   if (type && strcmp(type, "BPE") != 0)
-    return FAIL("%s: model type '%s' is not supported (only BPE)", p, type);
+    return FAIL("%s: model type '%s' is not supported (only BPE)", p, ESC(0, type));
   if (!cJSON_IsObject(get(model, "vocab")))
     return FAIL("%s: model.vocab: expected an object of token -> id", p);
   if (!cJSON_IsArray(get(model, "merges")))
@@ -346,8 +233,9 @@ static fsdpc_status check_id(const bpe *b, const char *where, const char *tok, c
                              int32_t *id, fsdpc_err *err) {
   if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble >= MAX_VOCAB ||
       v->valuedouble != (double)(int32_t)v->valuedouble)
-    return FAIL("%s: %s: token '%s' has id %s; expected an integer in [0, %d)", b->path, where, tok,
-                cJSON_IsNumber(v) ? "out of range" : "that is not a number", MAX_VOCAB);
+    return FAIL("%s: %s: token '%s' has id %s; expected an integer in [0, %d)", b->path, where,
+                ESC(0, tok), cJSON_IsNumber(v) ? "out of range" : "that is not a number",
+                MAX_VOCAB);
   *id = (int32_t)v->valuedouble;
   return FSDPC_OK;
 }
@@ -369,13 +257,16 @@ static fsdpc_status load_vocab(bpe *b, const cJSON *model, const cJSON *added,
   }
   if (!is_null(added) && !cJSON_IsArray(added))
     return FAIL("%s: added_tokens: expected an array", p);
+  /* Counted apart from b->n_added, which must only ever count entries of
+   * b->added that exist (fsdpc__bpe_free walks them on every error path). */
+  int32_t n_added = 0;
   cJSON_ArrayForEach(it, added) {
     const char *content = get_str(it, "content");
     if (!content || !*content)
-      return FAIL("%s: added_tokens: an entry has no content string", p);
+      return FAIL("%s: added_tokens[%d]: no content string", p, (int)n_added);
     FSDPC_TRY(check_id(b, "added_tokens", content, get(it, "id"), &id, err));
     max_id = id > max_id ? id : max_id;
-    b->n_added++;
+    n_added++;
   }
   if (n_vocab == 0)
     return FAIL("%s: model.vocab is empty", p);
@@ -383,9 +274,10 @@ static fsdpc_status load_vocab(bpe *b, const cJSON *model, const cJSON *added,
   b->off = calloc((size_t)b->vocab_size, sizeof *b->off);
   b->len = malloc((size_t)b->vocab_size * sizeof *b->len);
   b->is_added = calloc((size_t)b->vocab_size, 1);
-  b->added = calloc((size_t)(b->n_added ? b->n_added : 1), sizeof *b->added);
+  b->str = calloc((size_t)b->vocab_size, sizeof *b->str);
+  b->added = calloc((size_t)(n_added ? n_added : 1), sizeof *b->added);
   char *buf = malloc(longest + 1);
-  if (!b->off || !b->len || !b->is_added || !b->added || !buf ||
+  if (!b->off || !b->len || !b->is_added || !b->str || !b->added || !buf ||
       !fsdpc__bpe_str_map_init(&b->vocab, n_vocab)) {
     free(buf);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", p);
@@ -398,14 +290,14 @@ static fsdpc_status load_vocab(bpe *b, const cJSON *model, const cJSON *added,
     if (n < 0) {
       st = FAIL("%s: model.vocab: token '%s' (id %d) has a character outside the byte-level "
                 "alphabet",
-                p, it->string, id);
+                p, ESC(0, it->string), id);
       break;
     }
     if (b->len[id] >= 0) {
       st = FAIL("%s: model.vocab: id %d is used by two tokens", p, id);
       break;
     }
-    if (!fsdpc__bpe_arena_set(b, id, buf, (size_t)n)) {
+    if (!fsdpc__bpe_arena_set(b, id, buf, (size_t)n) || !(b->str[id] = strdup(it->string))) {
       st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", p);
       break;
     }
@@ -417,9 +309,8 @@ static fsdpc_status load_vocab(bpe *b, const cJSON *model, const cJSON *added,
   }
   free(buf);
   FSDPC_TRY(st);
-  int32_t k = 0;
   cJSON_ArrayForEach(it, added) {
-    bpe_added *a = &b->added[k++];
+    bpe_added *a = &b->added[b->n_added++];
     const char *content = get_str(it, "content");
     a->id = (int32_t)get(it, "id")->valuedouble;
     a->special = cJSON_IsTrue(get(it, "special"));
@@ -427,9 +318,9 @@ static fsdpc_status load_vocab(bpe *b, const cJSON *model, const cJSON *added,
     for (int f = 0; f < 3; f++)
       if (cJSON_IsTrue(get(it, flags[f])))
         return FAIL("%s: added_tokens: '%s' (id %d) has %s true, which is not supported yet", p,
-                    content, a->id, flags[f]);
+                    ESC(0, content), a->id, flags[f]);
     a->content = strdup(content);
-    if (!a->content)
+    if (!a->content || (!b->str[a->id] && !(b->str[a->id] = strdup(content))))
       return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", p);
     a->len = (int32_t)strlen(content);
     b->is_added[a->id] = 1;
@@ -491,9 +382,11 @@ static fsdpc_status load_merges(bpe *b, const cJSON *model, const int16_t cp_byt
     ids[2] = n1 < 0 ? -1 : fsdpc__bpe_str_map_get(b, buf, (size_t)(n0 + n1));
     if (ids[0] < 0 || ids[1] < 0 || ids[2] < 0) {
       const char *what = ids[0] < 0 ? part[0] : ids[1] < 0 ? part[1] : "their concatenation";
-      st = FAIL("%s: model.merges[%d] ('%s' '%s'): %s%s%s is not in model.vocab", p, rank, part[0],
-                part[1], ids[2] >= 0 || ids[0] < 0 || ids[1] < 0 ? "'" : "", what,
-                ids[2] >= 0 || ids[0] < 0 || ids[1] < 0 ? "'" : "");
+      st =
+          FAIL("%s: model.merges[%d] ('%s' '%s'): %s%s%s is not in model.vocab", p, rank,
+               ESC(0, part[0]), ESC(1, part[1]), ids[2] >= 0 || ids[0] < 0 || ids[1] < 0 ? "'" : "",
+               ids[0] < 0 || ids[1] < 0 ? esc_buf[ids[0] < 0 ? 0 : 1] : what,
+               ids[2] >= 0 || ids[0] < 0 || ids[1] < 0 ? "'" : "");
       free(copy);
       break;
     }
@@ -588,16 +481,23 @@ fsdpc_status fsdpc__bpe_load(const char *path, bpe **out, fsdpc_err *err) {
   size_t len = 0;
   char *text = read_file(path, &len);
   if (!text)
-    return FAIL("%s: cannot read tokenizer: %s", path, strerror(errno));
+    return FAIL("%s: cannot read tokenizer: %s", path,
+                errno == EINVAL ? "not a regular file" : strerror(errno));
+  fsdpc_status st = fsdpc__bpe_load_mem(path, text, len, out, err);
+  free(text);
+  return st;
+}
+
+fsdpc_status fsdpc__bpe_load_mem(const char *path, const char *text, size_t len, bpe **out,
+                                 fsdpc_err *err) {
+  *out = NULL;
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
   if (!root) {
     int line, col;
     line_col(text, end && end >= text && end <= text + len ? (size_t)(end - text) : 0, &line, &col);
-    free(text);
     return FAIL("%s:%d:%d: invalid JSON", path, line, col);
   }
-  free(text);
   bpe *b = calloc(1, sizeof *b);
   fsdpc_status st = FSDPC_OK;
   if (!b || !(b->path = strdup(path))) {
@@ -620,12 +520,13 @@ fsdpc_status fsdpc__bpe_load(const char *path, bpe **out, fsdpc_err *err) {
   int16_t cp_byte[324];
   byte_level_tables(byte_cp, cp_byte);
   if ((st = check_model(b, model, err)) ||
-      (st = check_pipeline(b, root, model, &pattern, &literal, err)) ||
+      (st = fsdpc__bpe_check_pipeline(b, root, model, &pattern, &literal, err)) ||
       (st = load_vocab(b, model, get(root, "added_tokens"), cp_byte, err)) ||
       (st = load_merges(b, model, cp_byte, err)) || (st = load_bytes(b, model, byte_cp, err)) ||
       (st = index_added(b, err)))
     goto out;
   b->ignore_merges = cJSON_IsTrue(get(model, "ignore_merges"));
+  fsdpc__bpe_read_post_processor(b, root);
   if (pattern)
     st = compile_regex(b, pattern, literal, err);
 out:
@@ -648,6 +549,7 @@ static char *config_name(const cJSON *root, const char *key) {
 
 fsdpc_status fsdpc__bpe_read_config(const char *dir, fsdpc__bpe_config_names *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
+  out->add_bos = out->add_eos = -1;
   char path[4200];
   snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
   size_t len = 0;
@@ -666,6 +568,10 @@ fsdpc_status fsdpc__bpe_read_config(const char *dir, fsdpc__bpe_config_names *ou
   out->bos = config_name(root, "bos_token");
   out->eos = config_name(root, "eos_token");
   out->pad = config_name(root, "pad_token");
+  out->unk = config_name(root, "unk_token");
+  const cJSON *ab = get(root, "add_bos_token"), *ae = get(root, "add_eos_token");
+  out->add_bos = cJSON_IsBool(ab) ? cJSON_IsTrue(ab) : -1;
+  out->add_eos = cJSON_IsBool(ae) ? cJSON_IsTrue(ae) : -1;
   cJSON_Delete(root);
   return FSDPC_OK;
 }
@@ -674,4 +580,5 @@ void fsdpc__bpe_config_names_free(fsdpc__bpe_config_names *n) {
   free(n->bos);
   free(n->eos);
   free(n->pad);
+  free(n->unk);
 }

@@ -1,0 +1,61 @@
+/* A Jinja subset engine: the template language of Hugging Face chat
+ * templates, rendered over cJSON values.
+ *
+ * The supported subset (docs/template.md) is what the chat templates of the
+ * Llama, Mistral, Qwen and Zephyr families use, with the environment that
+ * transformers' apply_chat_template uses: trim_blocks, lstrip_blocks,
+ * loopcontrols, tojson without HTML escaping (ensure_ascii=False),
+ * raise_exception and strftime_now. A construct outside the subset is
+ * refused at parse time (or, where only the value types tell, at render
+ * time) with "ORIGIN:LINE:COL: unsupported construct 'NAME'", never
+ * rendered differently from Jinja.
+ *
+ * Ownership: a parsed template owns a copy of its source; render output is
+ * malloc'd and owned by the caller. A template may be rendered from several
+ * threads at once (rendering does not modify it). */
+#ifndef FSDPC_TEMPLATE_JINJA_H
+#define FSDPC_TEMPLATE_JINJA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "util/err.h"
+
+typedef struct fsdpc_jinja fsdpc_jinja;
+
+/* origin: name used in messages ("tokenizer_config.json:chat_template").
+ * Parse errors and unsupported constructs -> INVALID_USAGE, one line
+ * "ORIGIN:LINE:COL: ...". */
+fsdpc_status fsdpc__jinja_parse(const char *src, size_t len, const char *origin, fsdpc_jinja **out,
+                                fsdpc_err *err);
+/* vars: a cJSON object of globals. *out malloc'd, NUL-terminated, *out_len
+ * its length. raise_exception(msg) -> INVALID_USAGE with the template's
+ * message. */
+fsdpc_status fsdpc__jinja_render(const fsdpc_jinja *t, const cJSON *vars, char **out,
+                                 size_t *out_len, fsdpc_err *err);
+void fsdpc__jinja_destroy(fsdpc_jinja *t); /* NULL ok */
+
+/* A byte range [begin, end) of rendered output. */
+typedef struct fsdpc_jinja_span {
+  size_t begin, end;
+} fsdpc_jinja_span;
+
+/* Render options; zero-initialised means the defaults. */
+typedef struct fsdpc_jinja_opts {
+  time_t now;             /* strftime_now's clock (local time); 0 = time(NULL) */
+  size_t max_output;      /* bytes; 0 = 256 MiB */
+  uint64_t max_steps;     /* evaluation steps (a bound on run time); 0 = 200 M */
+  fsdpc_jinja_span **gen; /* if non-NULL: malloc'd ranges of {% generation %} blocks */
+  size_t *n_gen;
+} fsdpc_jinja_opts;
+
+fsdpc_status fsdpc__jinja_render_opts(const fsdpc_jinja *t, const cJSON *vars,
+                                      const fsdpc_jinja_opts *opts, char **out, size_t *out_len,
+                                      fsdpc_err *err);
+/* Whether the template has a {% generation %} block. */
+int fsdpc__jinja_has_generation(const fsdpc_jinja *t);
+
+#endif

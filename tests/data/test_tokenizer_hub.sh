@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The Hub-shaped tokenizer folders (make_hub.py, over the real vocabularies
+# in shared/tokenizers): fsdpc against the independent Python reference
+# (ref_bpe.py) on Llama 3.2's and Qwen2.5's byte-level BPE, against
+# libsentencepiece on Mistral v0.1's tokenizer.model, hand-checked ids,
+# special tokens in the text, NFC, add_bos_token, the empty string.
+set -u
+: "${FSDPC:?FSDPC must point at the fsdpc executable}"
+: "${FSDPC_SOURCE_DIR:?}"
+fix="$FSDPC_SOURCE_DIR/tests/fixtures/tokenizers"
+dir=$(mktemp -d "${FSDPC_BINARY_DIR:-/tmp}/hub-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+fails=0
+fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+hub="$dir/hub"
+python3 "$fix/make_hub.py" "$hub" llama3.2-instruct llama3-instruct qwen2.5-instruct \
+  mistral-v0.1-instruct mistral-v0.3-instruct mistral-v0.3-spm llama2-chat \
+  || { echo "FAIL: make_hub.py" >&2; exit 1; }
+cp "$FSDPC_SOURCE_DIR/shared/tokenizers/mistral-v0.1/tokenizer.model" "$dir/m1.model"
+
+python3 "$fix/gen_varied.py" 600 5 >"$dir/text.txt" && cat "$fix/corpus.txt" >>"$dir/text.txt" \
+  || fail "gen_varied.py"
+for t in llama3.2-instruct qwen2.5-instruct; do
+  python3 "$fix/ref_bpe.py" encode "$hub/$t/tokenizer.json" "$dir/text.txt" >"$dir/ref" \
+    || fail "ref_bpe.py on $t"
+  "$FSDPC" data encode --tokenizer "$hub/$t" --escaped-lines "$dir/text.txt" >"$dir/c" \
+    || fail "fsdpc on $t"
+  if ! diff "$dir/ref" "$dir/c" >"$dir/diff"; then
+    fail "$t: C and Python differ on $(grep -c '^<' "$dir/diff") lines:"; head -4 "$dir/diff" >&2
+  fi
+done
+
+# Mistral v0.1: BPE over the tokenizer.json vs libsentencepiece over the
+# tokenizer.model (valid UTF-8 lines: gen_varied.py writes only those).
+python3 "$fix/gen_varied.py" 600 9 >"$dir/valid.txt"
+"$FSDPC" data encode --tokenizer "$hub/mistral-v0.1-instruct" --escaped-lines "$dir/valid.txt" \
+  --offsets >"$dir/a" || fail "fsdpc mistral json"
+"$FSDPC" data encode --tokenizer "$dir/m1.model" --escaped-lines "$dir/valid.txt" --offsets \
+  >"$dir/b" || fail "fsdpc mistral model"
+diff -q "$dir/a" "$dir/b" >/dev/null || fail "mistral v0.1: tokenizer.json and tokenizer.model differ"
+
+expect() { # folder text want [flags]
+  local got
+  got=$("$FSDPC" data encode --tokenizer "$hub/$1" ${4:-} --text "$2") \
+    || { fail "encode '$2' with $1"; return; }
+  [ "$got" = "$3" ] || fail "$1 '$2' ${4:-}: got '$got', expected '$3'"
+}
+expect llama3.2-instruct "Hello world!" "9906 1917 0"
+expect llama3.2-instruct "<|start_header_id|>user<|end_header_id|>" "128006 882 128007"
+expect llama3.2-instruct "Hi<|eot_id|>" "13347 128009"
+expect llama3.2-instruct "<|python_tag|>" "128010"
+expect llama3-instruct "<|python_tag|>" "27 91 12958 9556 91 29" # a reserved id in Llama 3.0
+expect llama3.2-instruct "Hi" "128000 13347" --add-special
+expect qwen2.5-instruct "Hello world!" "9707 1879 0"
+expect qwen2.5-instruct "<|im_start|>user" "151644 872"
+expect qwen2.5-instruct "Hi" "13048" --add-special
+expect qwen2.5-instruct "caf$(printf 'e\xcc\x81')" "$("$FSDPC" data encode --tokenizer "$hub/qwen2.5-instruct" \
+  --text "caf$(printf '\xc3\xa9')")" # NFC: e + U+0301 is é
+expect qwen2.5-instruct "caf$(printf 'e\xcc\x81')" "924:0-2 58858:2-6" --offsets # the é of e + U+0301 spans both
+# NFC lengthens U+2ADC (3 bytes) to 4 byte-level ids: the id buffer must allow it.
+expect qwen2.5-instruct "$(printf '\xe2\xab\x9c')" "145773 251 136 116"
+expect llama2-chat "Hello world!" "15043 3186 29991"
+expect llama2-chat "Hi" "1 6324" --add-special
+expect mistral-v0.1-instruct "Hello world!" "22557 1526 28808"
+expect mistral-v0.3-instruct "[INST] Hi [/INST]" "3 16127 29473 4" # no ▁ prepended after [INST]
+expect mistral-v0.3-instruct " Hi" "16127"
+expect mistral-v0.3-spm "Hello world!" "23325 2294 29576"
+for t in llama3.2-instruct qwen2.5-instruct llama2-chat mistral-v0.3-spm; do
+  expect "$t" "" ""
+done
+
+if [ "$fails" -ne 0 ]; then echo "$fails check(s) failed" >&2; exit 1; fi
+echo "hub tokenizer checks passed"

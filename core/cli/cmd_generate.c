@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "commands.h"
+#include "data/chat.h"
 #include "infer/infer.h"
 #include "train/session.h"
 #include "util/log.h"
@@ -32,7 +33,9 @@ static void usage(FILE *f) {
          "  --stop STR             stop string (repeatable); the text is cut before it\n"
          "  --no-bos               do not start prompts with the BOS token\n"
          "  --ignore-eos           run every prompt to --max-new-tokens (benchmarks)\n"
-         "  --chat, --system TEXT  render the prompt with the model's chat template\n"
+         "  --chat, --system TEXT  the prompt is the user's turn, rendered with the model's\n"
+         "                         chat template (and a system message); with --file a\n"
+         "                         line may give {\"messages\": [...]} instead\n"
          "  --device cpu|cuda|auto default auto (cuda when a GPU is visible)\n"
          "  --attention NAME       attention plugin for the prompt (naive, flash; default\n"
          "                         the config's attention.impl)\n"
@@ -85,9 +88,56 @@ static fsdpc_status tokenize(const fsdpc_tokenizer *tok, const char *text, int b
   return FSDPC_OK;
 }
 
-/* Prompts of a JSONL file: {"prompt": TEXT} or {"ids": [..]} per line. */
-static fsdpc_status read_file(const char *path, const fsdpc_tokenizer *tok, int bos, prompt **out,
-                              int *n, fsdpc_err *err) {
+/* How text becomes prompt ids: the tokenizer, the BOS to put first (-1 =
+ * none), and with --chat the model's chat template and system message. */
+typedef struct prompter {
+  fsdpc_tokenizer *tok;
+  int bos;
+  fsdpc_chat_template *chat; /* NULL = plain text */
+  const char *system;
+} prompter;
+
+/* messages (a JSON array) or, with --chat, text as the user's turn: the
+ * rendered conversation with the generation prompt; else text as given. */
+static fsdpc_status make_prompt(const prompter *pr, const char *text, const cJSON *messages,
+                                prompt *p, fsdpc_err *err) {
+  if (!messages && !pr->chat)
+    return tokenize(pr->tok, text, pr->bos, p, err);
+  if (!pr->chat)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "\"messages\" need the model's chat template: pass --chat");
+  cJSON *own = NULL;
+  if (!messages) {
+    own = cJSON_CreateArray();
+    cJSON *m;
+    if (pr->system) {
+      m = cJSON_CreateObject();
+      cJSON_AddStringToObject(m, "role", "system");
+      cJSON_AddStringToObject(m, "content", pr->system);
+      cJSON_AddItemToArray(own, m);
+    }
+    m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "user");
+    cJSON_AddStringToObject(m, "content", text);
+    cJSON_AddItemToArray(own, m);
+    messages = own;
+  }
+  char *rendered = NULL;
+  size_t len = 0;
+  fsdpc_status st = fsdpc__chat_render(pr->chat, messages, 1, FSDPC_TRAIN_ON_ALL, &rendered, &len,
+                                       NULL, NULL, err);
+  /* The template writes its own BOS text; special tokens in it become ids. */
+  if (st == FSDPC_OK)
+    st = tokenize(pr->tok, rendered, -1, p, err);
+  free(rendered);
+  cJSON_Delete(own);
+  return st;
+}
+
+/* Prompts of a JSONL file: {"prompt": TEXT}, {"messages": [...]} or
+ * {"ids": [..]} per line. */
+static fsdpc_status read_file(const char *path, const prompter *pr, prompt **out, int *n,
+                              fsdpc_err *err) {
   FILE *f = fopen(path, "r");
   if (!f)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open", path);
@@ -103,6 +153,7 @@ static fsdpc_status read_file(const char *path, const fsdpc_tokenizer *tok, int 
     cJSON *o = cJSON_Parse(line);
     const cJSON *pt = cJSON_GetObjectItemCaseSensitive(o, "prompt");
     const cJSON *ids = cJSON_GetObjectItemCaseSensitive(o, "ids");
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
     if (have == room) {
       room = room ? 2 * room : 16;
       prompt *bigger = realloc(ps, (size_t)room * sizeof *ps);
@@ -117,7 +168,10 @@ static fsdpc_status read_file(const char *path, const fsdpc_tokenizer *tok, int 
     memset(p, 0, sizeof *p);
     if (cJSON_IsString(pt)) {
       p->text = strdup(pt->valuestring);
-      st = tokenize(tok, pt->valuestring, bos, p, err);
+      st = make_prompt(pr, pt->valuestring, NULL, p, err);
+    } else if (cJSON_IsArray(msgs)) {
+      p->text = cJSON_PrintUnformatted(msgs);
+      st = make_prompt(pr, NULL, msgs, p, err);
     } else if (cJSON_IsArray(ids) && cJSON_GetArraySize(ids) > 0) {
       p->ids = malloc((size_t)cJSON_GetArraySize(ids) * sizeof *p->ids);
       for (const cJSON *e = ids->child; p->ids && e; e = e->next) {
@@ -129,9 +183,10 @@ static fsdpc_status read_file(const char *path, const fsdpc_tokenizer *tok, int 
         st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s:%d: \"ids\" must be a list of token ids",
                          path, lineno);
     } else {
-      st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s:%d: expected a JSON object with \"prompt\" (text) or \"ids\"", path,
-                       lineno);
+      st = fsdpc__fail(
+          err, FSDPC_INVALID_USAGE,
+          "%s:%d: expected a JSON object with \"prompt\" (text), \"messages\" or \"ids\"", path,
+          lineno);
     }
     have++;
     cJSON_Delete(o);
@@ -189,6 +244,9 @@ static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, do
   if (pc)
     cJSON_AddStringToObject(o, "prompt", pc);
   free(pc);
+  cJSON *pids = cJSON_AddArrayToObject(o, "prompt_ids");
+  for (int i = 0; i < p->n; i++)
+    cJSON_AddItemToArray(pids, cJSON_CreateNumber(p->ids[i]));
   cJSON *ids = cJSON_AddArrayToObject(o, "ids");
   for (int i = 0; i < r->n_ids; i++)
     cJSON_AddItemToArray(ids, cJSON_CreateNumber(r->ids[i]));
@@ -287,20 +345,48 @@ static int parse_args(int argc, char **argv, gen_args *a) {
   return -1;
 }
 
-/* The tokenizer: the model folder's tokenizer.json, else data.tokenizer. */
-static fsdpc_status open_tokenizer(const fsdpc_infer_model *m, fsdpc_tokenizer **tok,
-                                   fsdpc_err *err) {
+/* Where the tokenizer (and its chat template) live: the model folder when it
+ * ships tokenizer files (an HF folder, fsdpc's final/), else data.tokenizer. */
+static int has_file(const char *dir, const char *name) {
   char path[4200];
   struct stat sb;
-  snprintf(path, sizeof path, "%s/tokenizer.json", m->dir);
-  if (stat(path, &sb) == 0)
-    return fsdpc__tokenizer_open(m->dir, tok, err);
-  return fsdpc__tokenizer_open(m->cfg->data.tokenizer, tok, err);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return stat(path, &sb) == 0;
+}
+
+static fsdpc_status open_prompter(const fsdpc_infer_model *m, const gen_args *a, prompter *pr,
+                                  fsdpc_err *err) {
+  const char *src = m->cfg->data.tokenizer;
+  if (has_file(m->dir, "tokenizer.json") || has_file(m->dir, "tokenizer.model"))
+    src = m->dir;
+  FSDPC_TRY(fsdpc__tokenizer_load(src, &pr->tok, err));
+  pr->bos = -1;
+  if (!a->no_bos) /* packed byte-tokenizer data has EOS before every document */
+    pr->bos = strcmp(fsdpc__tokenizer_name(pr->tok), "byte") == 0 ? fsdpc__tokenizer_eos(pr->tok)
+              : fsdpc__tokenizer_adds_bos(pr->tok)                ? fsdpc__tokenizer_bos(pr->tok)
+                                                                  : -1;
+  pr->system = a->system;
+  if (!a->chat)
+    return FSDPC_OK;
+  if (strcmp(src, "byte") == 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "--chat: the model has no tokenizer folder with a chat template (set "
+                       "data.tokenizer to one)");
+  char dir[4200];
+  struct stat sb;
+  snprintf(dir, sizeof dir, "%s", src);
+  if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* a tokenizer file: its folder */
+    char *slash = strrchr(dir, '/');
+    if (slash)
+      *slash = '\0';
+    else
+      snprintf(dir, sizeof dir, ".");
+  }
+  return fsdpc__chat_template_load(dir, NULL, NULL, &pr->chat, err);
 }
 
 static int run(gen_args *a, fsdpc_err *err) {
   fsdpc_infer_model *m = NULL;
-  fsdpc_tokenizer *tok = NULL;
   prompt *ps = NULL;
   int np = 0, rc = 1;
   int32_t *eos = NULL;
@@ -311,25 +397,17 @@ static int run(gen_args *a, fsdpc_err *err) {
                               .overrides = a->ov,
                               .n_overrides = a->n_ov};
   fsdpc_status st = fsdpc__infer_model_load(&lo, &m, err);
+  prompter pr = {0};
   if (st == FSDPC_OK)
-    st = open_tokenizer(m, &tok, err);
-  if (st == FSDPC_OK && a->chat)
-    st = fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                     "--chat needs the chat-template support that this build lacks; pass the "
-                     "formatted prompt with --prompt");
-  int bos = -1;
-  if (st == FSDPC_OK && !a->no_bos) {
-    /* Packed byte-tokenizer training data has EOS before every document. */
-    bos = strcmp(fsdpc__tokenizer_name(tok), "byte") == 0 ? fsdpc__tokenizer_eos(tok)
-                                                          : fsdpc__tokenizer_bos(tok);
-  }
+    st = open_prompter(m, a, &pr, err);
+  fsdpc_tokenizer *tok = pr.tok;
   if (st == FSDPC_OK && a->prompt) {
     if (!(ps = calloc(1, sizeof *ps)))
       st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     np = 1;
     if (st == FSDPC_OK) {
       ps[0].text = strdup(a->prompt);
-      st = tokenize(tok, a->prompt, bos, &ps[0], err);
+      st = make_prompt(&pr, a->prompt, NULL, &ps[0], err);
     }
   } else if (st == FSDPC_OK && a->prompt_ids) {
     if (!(ps = calloc(1, sizeof *ps)))
@@ -338,7 +416,7 @@ static int run(gen_args *a, fsdpc_err *err) {
     if (st == FSDPC_OK && !parse_ids(a->prompt_ids, &ps[0]))
       st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "--prompt-ids: expected ids like 1,2,3");
   } else if (st == FSDPC_OK) {
-    st = read_file(a->file, tok, bos, &ps, &np, err);
+    st = read_file(a->file, &pr, &ps, &np, err);
   }
   if (st == FSDPC_OK && !a->ignore_eos)
     st = fsdpc__infer_eos_ids(m->dir, &m->shape, &eos, &n_eos, err);
@@ -393,7 +471,8 @@ static int run(gen_args *a, fsdpc_err *err) {
   }
   free(ps);
   free(eos);
-  fsdpc__tokenizer_destroy(tok);
+  fsdpc__tokenizer_destroy(pr.tok);
+  fsdpc__chat_template_destroy(pr.chat);
   fsdpc__infer_model_free(m);
   return rc;
 }

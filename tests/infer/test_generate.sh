@@ -42,4 +42,31 @@ grep -q "bad.jsonl:2: expected a JSON object" x.log || fail "bad file: $(cat x.l
 [ "$(grep -c . x.log)" = 1 ] || fail "bad file: more than one line: $(cat x.log)"
 timeout 60 "$FSDPC" generate hf --prompt-ids 1,999 >x.log 2>&1 && fail "id outside vocab accepted"
 grep -q "outside the vocabulary" x.log || fail "bad id: $(cat x.log)"
+# --chat: the prompt is the user's turn of the model's chat template. A model
+# with the Llama-3 tokenizer fixture and the Llama 3 Instruct template
+# (exported into final/ from data.tokenizer) renders exactly the text below.
+mkdir tokchat && cp "$FIX/tokenizers/llama3-tiny/tokenizer.json" tokchat/ &&
+  cp "$FIX/chat_templates/llama3-instruct/tokenizer_config.json" tokchat/
+timeout 120 "$FSDPC" train c.yaml model.vocab_size=600 data.tokenizer=tokchat checkpoint.dir=ck2 \
+  log.dir=lg2 train.max_steps=1 checkpoint.save_steps=0 'train.generate_prompts=[]' >t2.log 2>&1 ||
+  fail "train (chat): $(tail -3 t2.log)"
+[ -f ck2/final/tokenizer_config.json ] || fail "final/ lacks the tokenizer config"
+timeout 60 "$FSDPC" generate ck2/final --chat --system "Be brief." --prompt " hello " \
+  --max-new-tokens 3 --json >chat.json 2>chat.err || fail "chat: $(cat chat.err)"
+want=$(printf '<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nhello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nX')
+want=${want%X} # $(...) drops trailing newlines
+timeout 60 "$FSDPC" generate ck2/final --no-bos --prompt "$want" --max-new-tokens 3 --json \
+  >plain.json 2>plain.err || fail "plain: $(cat plain.err)"
+python3 - chat.json plain.json <<'PY' || fail "--chat prompt ids differ from the rendered text's"
+import json, sys
+a, b = (json.loads(open(f).readline()) for f in sys.argv[1:3])
+assert a["prompt_ids"] == b["prompt_ids"] and a["prompt_ids"][0] == 556, (a, b)
+assert a["prompt_ids"].count(565) == 2, a  # two <|eot_id|>: special tokens became ids
+PY
+printf '{"messages": [{"role": "user", "content": "hello"}]}\n' >m.jsonl
+timeout 60 "$FSDPC" generate ck2/final --file m.jsonl --max-new-tokens 2 >x.log 2>&1 &&
+  fail "messages without --chat accepted"
+grep -q "pass --chat" x.log || fail "messages without --chat: $(cat x.log)"
+timeout 60 "$FSDPC" generate ck2/final --chat --file m.jsonl --json --max-new-tokens 2 >x.json 2>&1 ||
+  fail "messages: $(cat x.json)"
 echo PASS

@@ -8,9 +8,10 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libyaml-dev libcjson-dev libpcre2-dev libopenblas-dev libgloo-dev check
       python3 python3-yaml procps bc
       libsentencepiece-dev  # tokenizer.model files (SentencePiece)
-      libicu-dev            # NFC normalization of tokenizer.json files (Qwen2)
+      libunistring-dev      # NFC normalization of tokenizer.json files (Qwen2)
       libcairo2-dev  # optional: PNG charts from `fsdpc bench` (SVG without it)
-      python3-jinja2)  # test-only: chat templates are checked against Python's jinja2
+      python3-jinja2  # test-only: chat templates are checked against Python's jinja2
+      clang)          # libFuzzer + ASan/UBSan for the bounded fuzz runs (scripts/fuzz.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: configure, build (CUDA parts too when nvcc is present),
 # run every test with ctest, then rebuild the parsers' tests with
-# AddressSanitizer + UBSan and run those (label "asan").
+# AddressSanitizer + UBSan and run those (label "asan"), then run each
+# libFuzzer target for a few seconds (scripts/fuzz.sh; needs clang).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -12,4 +13,7 @@ if [ "${FSDPC_SKIP_ASAN:-0}" != 1 ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFSDPC_SANITIZE=ON -DFSDPC_CUDA=OFF
   cmake --build build-asan -j "$jobs"
   ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure -L asan -j "$jobs"
+fi
+if [ "${FSDPC_SKIP_FUZZ:-0}" != 1 ] && command -v clang >/dev/null; then
+  bash scripts/fuzz.sh "${FSDPC_FUZZ_SECONDS:-5}"
 fi

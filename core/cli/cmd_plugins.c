@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "plugin/registry.h"
+#include "util/escape.h"
 
 #define MAX_PATHS 64
 
@@ -73,7 +74,16 @@ static int parse_args(int argc, char **argv, const char *help, const char **path
   return 0;
 }
 
-static const char *or_dash(const char *s) { return s && *s ? s : "-"; }
+/* Plugin strings are untrusted: escaped for the terminal. Eight rotating
+ * buffers, so that one printf may hold several. */
+static const char *or_dash(const char *s) {
+  static char bufs[8][512];
+  static int next;
+  if (!s || !*s)
+    return "-";
+  char *b = bufs[next++ % 8];
+  return fsdpc__escape_str(b, sizeof bufs[0], s);
+}
 
 static int max_int(int a, int b) { return a > b ? a : b; }
 
@@ -112,7 +122,7 @@ static int cmd_list(int argc, char **argv) {
         char abi[24];
         snprintf(abi, sizeof abi, "%u.%u", c->abi_major, c->abi_minor);
         printf("%-*s  %-*s  %-*s  %-5s  %5d  %-*s  %s\n", wk, fsdpc__kind_name(k), wn,
-               c->desc->name, wv, or_dash(c->desc->version), abi, (int)c->desc->default_score, wp,
+               or_dash(c->desc->name), wv, or_dash(c->desc->version), abi, (int)c->desc->default_score, wp,
                c->path, or_dash(c->desc->capabilities));
       }
     }
@@ -122,7 +132,7 @@ static int cmd_list(int argc, char **argv) {
     printf("\nrefused:\n");
     for (int i = 0; i < nr; i++) {
       const fsdpc_refused_plugin *r = fsdpc__registry_refused_at(reg, i);
-      printf("  %s  [%s]\n", r->reason, r->path);
+      printf("  %s  [%s]\n", or_dash(r->reason), or_dash(r->path));
     }
   }
   printf("\nsearched:");
@@ -151,7 +161,7 @@ static void print_option(const fsdpc_option_desc *o) {
 
 static void print_info(const fsdpc_component *c) {
   const fsdpc_component_desc *d = c->desc;
-  printf("%s/%s %s\n", fsdpc__kind_name(d->kind), d->name, or_dash(d->version));
+  printf("%s/%s %s\n", fsdpc__kind_name(d->kind), or_dash(d->name), or_dash(d->version));
   printf("  description:  %s\n", or_dash(d->description));
   printf("  capabilities: %s\n", or_dash(d->capabilities));
   printf("  ABI:          %u.%u (interface v%u)\n", c->abi_major, c->abi_minor, d->iface_version);

@@ -74,6 +74,7 @@ int fsdpc__cmd_train(int argc, char **argv) {
     child[1] = "train";
     for (int i = 1; i < argc; i++) child[i + 1] = argv[i];
     lo.argv = child;
+    lo.grace_ms = (int)(cfg->dist.term_grace_s * 1000.0);
     int code = 1;
     fsdpc__log_setup(cfg->log.level, -1);
     fsdpc_status st = fsdpc__launch(&lo, &code, &err);
@@ -100,6 +101,7 @@ int fsdpc__cmd_train(int argc, char **argv) {
   fsdpc_status st = fsdpc__session_create(cfg, &env, &s, &err);
   if (st == FSDPC_OK) st = fsdpc__session_train(s, &err);
   if (st != FSDPC_OK) {
+    if (s && s->job && st == FSDPC_TIMEOUT) fsdpc__dist_blame_silent(s->job, &err);
     if (s && s->job) fsdpc__dist_post_abort(s->job->store, err.msg, NULL);
     FSDPC_LOGE("%s", err.msg);
   }

@@ -2,7 +2,10 @@
 """fsdpc's tokenizers against Hugging Face's, on every fixture tokenizer.
 
 Run on a host with the `tokenizers` (and optionally `transformers`) Python
-packages, from the repository root, after building fsdpc:
+packages, from the repository root, after building fsdpc (only the CPU
+executable is used: on the GPU host, carry it with its runtime libraries,
+e.g. scripts/gpu/pack_train_carry.sh, which now include libsentencepiece and
+libunistring, about 3 MB, and pass --fsdpc to it):
 
     python3 scripts/gpu/check_tokenizers.py [--fsdpc build/bin/fsdpc]
         [--lines 3000] [--out DIR] [NAME ...]

@@ -14,7 +14,7 @@
 
 #define FIX FSDPC_SOURCE_DIR "/tests/fixtures/tokenizers/"
 #define L3 FIX "llama3-tiny"
-#define SPM FSDPC_SOURCE_DIR "/shared/tokenizers/llama2/tokenizer.model"
+#define SPM FSDPC_SOURCE_DIR "/tests/fixtures/tokenizers/vocab/llama2/tokenizer.model"
 
 static fsdpc_tokenizer *load(const char *path) {
   fsdpc_err err = {0};

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Hub-shaped tokenizer folders (make_hub.py, over the real vocabularies
-# in shared/tokenizers): fsdpc against the independent Python reference
+# in tests/fixtures/tokenizers/vocab): fsdpc against the independent Python reference
 # (ref_bpe.py) on Llama 3.2's and Qwen2.5's byte-level BPE, against
 # libsentencepiece on Mistral v0.1's tokenizer.model, hand-checked ids,
 # special tokens in the text, NFC, add_bos_token, the empty string.
@@ -16,7 +16,7 @@ hub="$dir/hub"
 python3 "$fix/make_hub.py" "$hub" llama3.2-instruct llama3-instruct qwen2.5-instruct \
   mistral-v0.1-instruct mistral-v0.3-instruct mistral-v0.3-spm llama2-chat \
   || { echo "FAIL: make_hub.py" >&2; exit 1; }
-cp "$FSDPC_SOURCE_DIR/shared/tokenizers/mistral-v0.1/tokenizer.model" "$dir/m1.model"
+cp "$FSDPC_SOURCE_DIR/tests/fixtures/tokenizers/vocab/mistral-v0.1/tokenizer.model" "$dir/m1.model"
 
 python3 "$fix/gen_varied.py" 600 5 >"$dir/text.txt" && cat "$fix/corpus.txt" >>"$dir/text.txt" \
   || fail "gen_varied.py"

@@ -10,7 +10,7 @@ set -u
 : "${FSDPC:?FSDPC must point at the fsdpc executable}"
 : "${FSDPC_SOURCE_DIR:?}"
 fix="$FSDPC_SOURCE_DIR/tests/fixtures/tokenizers"
-model="$FSDPC_SOURCE_DIR/shared/tokenizers/llama2/tokenizer.model"
+model="$FSDPC_SOURCE_DIR/tests/fixtures/tokenizers/vocab/llama2/tokenizer.model"
 dir=$(mktemp -d "${FSDPC_BINARY_DIR:-/tmp}/sp-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fails=0
@@ -82,7 +82,7 @@ out=$("$FSDPC" data encode --tokenizer "$dir/bad.model" --text hi 2>&1 >/dev/nul
 [ $? -ne 0 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "bad.model: " \
   || fail "bad tokenizer.model: $out"
 out=$("$FSDPC" data encode --tokenizer "$dir" --text hi 2>&1 >/dev/null)
-echo "$out" | grep -q "tokenizer.json: cannot read tokenizer" || fail "empty folder: $out"
+echo "$out" | grep -q "has neither tokenizer.json nor tokenizer.model" || fail "empty folder: $out"
 
 if [ "$fails" -ne 0 ]; then echo "$fails check(s) failed" >&2; exit 1; fi
 echo "SentencePiece cross-check passed ($n lines)"

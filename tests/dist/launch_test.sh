@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Multi-process tests of the launcher, the store and the gloo plugin, all on
 # 127.0.0.1. Usage: launch_test.sh PROBE CASE   (CASE: ok, crash, kill9, hang, multinode,
-# launcher-killed, sigterm). Each case bounds itself with `timeout`.
+# launcher-killed, sigterm, sigstop). Each case bounds itself with `timeout`.
 set -u
 PROBE=$1
 CASE=$2
@@ -108,6 +108,25 @@ sigterm)
   kill -0 "$lpid" 2>/dev/null && fail "launcher still running 10 s after SIGTERM"
   grep -q "launcher: error: launcher: stopped by signal 15 (SIGTERM)" "$TMP/out.log" ||
     fail "no line saying the job was stopped by SIGTERM"
+  no_orphans
+  ;;
+sigstop)
+  # A rank stopped with SIGSTOP: the launcher names it when it stops and in
+  # its final line, instead of blaming a rank whose collective timed out.
+  timeout 60 "$PROBE" launch --nproc-per-node 3 -- "$PROBE" --timeout-s 3 loop "$TMP" "$MARK" >"$TMP/out.log" 2>&1 &
+  lpid=$!
+  for _ in $(seq 100); do [ -s "$TMP/rank2.pid" ] && break; sleep 0.1; done
+  [ -s "$TMP/rank2.pid" ] || fail "ranks did not start"
+  sleep 0.5
+  victim=$(cat "$TMP/rank1.pid")
+  kill -STOP "$victim"
+  wait $lpid
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] || fail "launcher exited $rc"
+  grep -q "launcher: rank 1 (pid $victim) was stopped by signal 19 (SIGSTOP)" "$TMP/out.log" ||
+    fail "the stop of rank 1 was not reported"
+  grep -q "launcher: error: rank 1 (pid $victim) is stopped (SIGSTOP) and never answered; rank [02]" "$TMP/out.log" ||
+    fail "the final line does not name the stopped rank"
   no_orphans
   ;;
 *)

@@ -10,15 +10,17 @@
 #include "dist/store.h"
 #include "dist/store_wire.h"
 
+#define TOKEN "test-token"
+
 static fsdpc_store_server *srv;
 static fsdpc_store *cli;
 static int port;
 
 static void up(void) {
   fsdpc_err err;
-  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", 0, &srv, &port, &err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", 0, TOKEN, NULL, &srv, &port, &err), FSDPC_OK);
   ck_assert_int_gt(port, 0);
-  ck_assert_int_eq(fsdpc__store_connect("127.0.0.1", port, 5000, &cli, &err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc__store_connect("127.0.0.1", port, TOKEN, 5000, &cli, &err), FSDPC_OK);
 }
 
 static void down(void) {
@@ -92,7 +94,7 @@ static void *late_setter(void *arg) {
   fsdpc_store *s;
   fsdpc_err err;
   usleep(200000);
-  if (fsdpc__store_connect("127.0.0.1", port, 2000, &s, &err))
+  if (fsdpc__store_connect("127.0.0.1", port, TOKEN, 2000, &s, &err))
     return NULL;
   fsdpc__store_set(s, "late", "x", 1, &err);
   fsdpc__store_close(s);
@@ -132,10 +134,10 @@ START_TEST(dead_server_is_an_error_not_a_hang) {
   /* Connecting to nothing retries, then names host:port. */
   fsdpc_store *s = NULL;
   t0 = fsdpc__now_ms();
-  ck_assert_int_eq(fsdpc__store_connect("127.0.0.1", port, 400, &s, &err), FSDPC_TIMEOUT);
+  ck_assert_int_eq(fsdpc__store_connect("127.0.0.1", port, TOKEN, 400, &s, &err), FSDPC_TIMEOUT);
   ck_assert_int_lt(fsdpc__now_ms() - t0, 2000);
   ck_assert_ptr_nonnull(strstr(err.msg, "cannot connect to 127.0.0.1:"));
-  ck_assert_int_eq(fsdpc__store_connect("127.0.0.1", 0, 400, &s, &err), FSDPC_INVALID_USAGE);
+  ck_assert_int_eq(fsdpc__store_connect("127.0.0.1", 0, TOKEN, 400, &s, &err), FSDPC_INVALID_USAGE);
 }
 END_TEST
 
@@ -193,7 +195,7 @@ static void *barrier_member(void *arg) {
   fsdpc_store *s;
   fsdpc_err err;
   (void)arg;
-  if (fsdpc__store_connect("127.0.0.1", port, 2000, &s, &err))
+  if (fsdpc__store_connect("127.0.0.1", port, TOKEN, 2000, &s, &err))
     return (void *)1;
   for (int round = 0; round < 3; round++)
     if (fsdpc__store_barrier(s, "b", 4, 5000, &err))
@@ -251,12 +253,12 @@ START_TEST(bad_bind_is_one_line) {
   fsdpc_err err;
   fsdpc_store_server *s1, *s2;
   int p;
-  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", 0, &s1, &p, &err), FSDPC_OK);
-  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", p, &s2, NULL, &err), FSDPC_SYSTEM_ERROR);
+  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", 0, TOKEN, NULL, &s1, &p, &err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", p, TOKEN, NULL, &s2, NULL, &err), FSDPC_SYSTEM_ERROR);
   ck_assert_ptr_nonnull(strstr(err.msg, "cannot listen on 127.0.0.1:"));
   ck_assert_ptr_null(strchr(err.msg, '\n'));
   fsdpc__store_server_stop(s1);
-  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", 70000, &s2, NULL, &err),
+  ck_assert_int_eq(fsdpc__store_server_start("127.0.0.1", 70000, TOKEN, NULL, &s2, NULL, &err),
                    FSDPC_INVALID_USAGE);
 }
 END_TEST

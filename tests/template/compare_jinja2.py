@@ -251,6 +251,7 @@ RAW_CASES = [
     ("{{ d | tojson(indent=4) }}", {"d": {"a": {"b": [1, {"c": None}], "e": []}, "f": "ü\u2028"}}),
     ("{{ 0.1 }} {{ 100.0 }} {{ 1e22 }} {{ 1.5e-7 }} {{ 123456789012345678 }} {{ 2.5e15 }}", {}),
     ("{{ s | indent }}|{{ s | indent(2, true) }}|{{ s | indent(width=3, blank=true) }}|{{ s | indent('> ', first=true) }}", {"s": "a\nb\n\nc\r\nd\n"}),
+    ("{% macro f(a, b, c='C') %}{{ a }}{{ b }}{{ c }}{% endmacro %}{{ f(*[1, 2]) }}{{ f(0, *xs) }}{% set fs = [f] %}{{ fs[0](*xs, c=9) }}", {"xs": ["x", "y"]}),
     ("[{{ '' | indent(first=true) }}][{{ 'one' | indent }}][{{ '\\n' | indent(blank=true) }}][{{ 'a\\n\\n' | indent }}]", {}),
 ]
 

@@ -87,6 +87,9 @@ START_TEST(statements) {
          "<1B><23>");
   EXPECT("{% macro w() %}[{{ caller() }}]{% endmacro %}{% call w() %}body{% endcall %}", NULL,
          "[body]");
+  EXPECT("{% macro f(a, b, c='C') %}{{ a }}{{ b }}{{ c }}{% endmacro %}{{ f(*[1, 2]) }}"
+         "{{ f(0, *xs) }}{{ [f][0](*xs, c=9) }}",
+         "{\"xs\": [\"x\", \"y\"]}", "12C0xyxy9");
   EXPECT("{% if a %}A{% elif b %}B{% else %}C{% endif %}", "{\"a\": false, \"b\": 1}", "B");
 }
 END_TEST
@@ -135,7 +138,9 @@ START_TEST(errors_name_line_and_column) {
   EXPECT_ERR("\n\n  {% include 'a' %}", NULL, "t.jinja:3:6:", "unsupported construct 'include'");
   EXPECT_ERR("{% extends 'a' %}", NULL, "unsupported construct 'extends'");
   EXPECT_ERR("{% for x in y recursive %}{% endfor %}", NULL, "unsupported construct 'recursive'");
-  EXPECT_ERR("{{ f(*a) }}", NULL, "unsupported construct '*args / **kwargs'");
+  EXPECT_ERR("{{ f(**a) }}", NULL, "unsupported construct '**kwargs'");
+  EXPECT_ERR("{% macro f(a) %}{% endmacro %}{{ f(*3) }}", NULL,
+             "t.jinja:1:36:", "argument after * must be a list or tuple, not int");
   EXPECT_ERR("{% set a, b = 1, 2 %}", NULL, "unsupported construct 'set with several targets'");
   EXPECT_ERR("{{ '%s' % 1 }}", NULL, "unsupported construct 'printf-style % formatting'");
   EXPECT_ERR("{{ 'caf\xc3\xa9' | upper }}", NULL,

@@ -133,6 +133,9 @@ void fsdpc__ckpt_step_name(int64_t step, char *buf, size_t cap);
  * *found 0 when there is none (or root does not exist). */
 fsdpc_status fsdpc__ckpt_latest(const char *root, char *out, size_t cap, int *found,
                                 fsdpc_err *err);
+/* The k-th newest complete intermediate checkpoint (k = 0: the newest). */
+fsdpc_status fsdpc__ckpt_nth_latest(const char *root, int k, char *out, size_t cap, int *found,
+                                    fsdpc_err *err);
 /* Deletes step-* folders under root beyond the newest `keep`. */
 fsdpc_status fsdpc__ckpt_rotate(const char *root, int64_t keep, fsdpc_err *err);
 /* rm -rf; OK when path does not exist. */

@@ -50,6 +50,7 @@ struct fsdpc_ckpt_host {
   int n_cache;
   int kill_after;
   fsdpc_export_src export_src; /* where config.json's extras come from */
+  int allow_nonfinite; /* verify.c: load NaN/Inf without refusing */
 };
 
 fsdpc_status fsdpc__ckpt_cb_fail(fsdpc_ckpt_host *h, fsdpc_status st);

@@ -20,6 +20,7 @@
 #include "ckpt/ckpt_internal.h"
 #include "data/crc32.h"
 #include "io/fileio.h"
+#include "util/fs.h"
 
 void fsdpc__ckpt_step_name(int64_t step, char *buf, size_t cap) {
   snprintf(buf, cap, FSDPC_CKPT_STEP_PREFIX "%06lld", (long long)step);
@@ -109,6 +110,20 @@ fsdpc_status fsdpc__ckpt_latest(const char *root, char *out, size_t cap, int *fo
   return FSDPC_OK;
 }
 
+fsdpc_status fsdpc__ckpt_nth_latest(const char *root, int k, char *out, size_t cap, int *found,
+                                    fsdpc_err *err) {
+  step_dir *v;
+  int n;
+  *found = 0;
+  FSDPC_TRY(list_steps(root, &v, &n, err));
+  if (k >= 0 && k < n) {
+    snprintf(out, cap, "%s/%s", root, v[n - 1 - k].name);
+    *found = 1;
+  }
+  free(v);
+  return FSDPC_OK;
+}
+
 fsdpc_status fsdpc__ckpt_rotate(const char *root, int64_t keep, fsdpc_err *err) {
   if (keep <= 0)
     return FSDPC_OK;
@@ -149,7 +164,9 @@ void fsdpc__ckpt_fsync_dir(const char *path) {
 }
 
 fsdpc_status fsdpc__ckpt_file_crc(const char *path, uint32_t *crc, uint64_t *size, fsdpc_err *err) {
-  int fd = open(path, O_RDONLY);
+  int fd = fsdpc__open_regular(path, 0);
+  if (fd == -2)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: not a regular file", path);
   if (fd < 0)
     return fsdpc__fail(err, errno == ENOENT ? FSDPC_INVALID_USAGE : FSDPC_SYSTEM_ERROR,
                        "%s: cannot open: %s", path, strerror(errno));

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
+#include "ckpt/verify.h"
 #include "config/opts.h"
 #include "io/fileio.h"
 #include "util/fs.h"
@@ -170,6 +171,9 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
     int32_t r = v->load(opts, &h->sd, dir, with_optimizer);
     if (r != FSDPC_OK)
       st = plugin_error(h, plugin, r, err);
+    /* before the staged shards move on: NaN/Inf is refused by name */
+    if (st == FSDPC_OK && !h->allow_nonfinite)
+      st = fsdpc__ckpt_check_finite(h, with_optimizer, dir, err);
     /* staged shards go to the device only after a complete load */
     if (h->be.done) {
       fsdpc_err e2;

@@ -16,6 +16,7 @@
 #include "ckpt/state.h"
 #include "config/meta.h"
 #include "config/schema.h"
+#include "util/escape.h"
 
 static cJSON *num(double v) {
   return cJSON_CreateNumber(v);
@@ -278,20 +279,68 @@ fsdpc_status fsdpc__ckpt_check_model(const fsdpc_model_shape *shape, const char 
 }
 
 /* The first line of a that differs from b ("key=value"), for a warning. */
+/* The line "key=value" of key in text, or NULL; *len gets its length. */
+static const char *find_key_line(const char *text, const char *key, size_t klen, size_t *len) {
+  for (const char *p = text; p && *p;) {
+    const char *e = strchr(p, '\n');
+    size_t l = e ? (size_t)(e - p) : strlen(p);
+    if (l > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
+      *len = l;
+      return p;
+    }
+    p = e ? e + 1 : NULL;
+  }
+  return NULL;
+}
+
+/* Appends "key (saved X, now Y)" to out; values escaped (the saved text
+ * comes from a file). */
+static void add_diff(char *out, size_t cap, int *n, const char *key, size_t klen, const char *sv,
+                     size_t sl, const char *nv, size_t nl) {
+  size_t used = strlen(out);
+  if (used + 8 >= cap)
+    return;
+  if (*n >= 8) {
+    if (*n == 8)
+      snprintf(out + used, cap - used, "; ...");
+    (*n)++;
+    return;
+  }
+  char a[160], b[160];
+  if (sv)
+    fsdpc__escape(a, sizeof a, sv, sl);
+  if (nv)
+    fsdpc__escape(b, sizeof b, nv, nl);
+  snprintf(out + used, cap - used, "%s%.*s (saved %s, now %s)", *n ? "; " : "", (int)klen, key,
+           sv ? a : "absent", nv ? b : "absent");
+  (*n)++;
+}
+
 void fsdpc__ckpt_first_diff(const char *a, const char *b, char *out, size_t cap) {
+  /* Every key whose value differs (a: now, b: saved), not only the first:
+   * the warning should say what changed. */
   out[0] = '\0';
   if (!a || !b)
     return;
-  const char *pa = a, *pb = b;
-  while (*pa || *pb) {
-    const char *ea = strchr(pa, '\n'), *eb = strchr(pb, '\n');
-    size_t la = ea ? (size_t)(ea - pa) : strlen(pa), lb = eb ? (size_t)(eb - pb) : strlen(pb);
-    if (la != lb || strncmp(pa, pb, la) != 0) {
-      snprintf(out, cap, "saved %.*s, now %.*s", (int)(lb < 200 ? lb : 200), pb,
-               (int)(la < 200 ? la : 200), pa);
-      return;
+  int n = 0;
+  for (const char *p = a; p && *p;) {
+    const char *e = strchr(p, '\n'), *eq = strchr(p, '=');
+    size_t l = e ? (size_t)(e - p) : strlen(p);
+    if (eq && eq < p + l) {
+      size_t kl = (size_t)(eq - p), sl = 0;
+      const char *sline = find_key_line(b, p, kl, &sl);
+      if (!sline || sl != l || strncmp(sline, p, l) != 0)
+        add_diff(out, cap, &n, p, kl, sline ? sline + kl + 1 : NULL, sline ? sl - kl - 1 : 0,
+                 eq + 1, l - kl - 1);
     }
-    pa += la + (ea ? 1 : 0);
-    pb += lb + (eb ? 1 : 0);
+    p = e ? e + 1 : NULL;
+  }
+  for (const char *p = b; p && *p;) {
+    const char *e = strchr(p, '\n'), *eq = strchr(p, '=');
+    size_t l = e ? (size_t)(e - p) : strlen(p);
+    size_t nl = 0;
+    if (eq && eq < p + l && !find_key_line(a, p, (size_t)(eq - p), &nl))
+      add_diff(out, cap, &n, p, (size_t)(eq - p), eq + 1, l - (size_t)(eq - p) - 1, NULL, 0);
+    p = e ? e + 1 : NULL;
   }
 }

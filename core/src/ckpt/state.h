@@ -36,6 +36,8 @@ void fsdpc__ckpt_state_free(fsdpc_ckpt_state *s);
  * (malloc'd); its FNV-1a hash is the config hash. */
 char *fsdpc__ckpt_config_text(const fsdpc_config *c);
 uint64_t fsdpc__ckpt_hash(const char *text);
+/* Every key whose value differs between the two texts (up to 8, then
+ * "..."): "optim.lr (saved 0.001, now 0.002); train.seed (saved 42, now 7)". */
 void fsdpc__ckpt_first_diff(const char *now, const char *saved, char *out, size_t cap);
 /* One line naming the first model field that differs from the saved one. */
 fsdpc_status fsdpc__ckpt_check_model(const fsdpc_model_shape *shape, const char *saved_json,

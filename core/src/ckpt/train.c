@@ -15,6 +15,8 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/state.h"
 #include "ckpt/train_hooks.h"
+#include "ckpt/verify.h"
+#include "dist/save_notify.h"
 #include "model/hf_rules.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -45,6 +47,7 @@ struct fsdpc_ckpt_run {
   int signal_at;      /* test hook: raise SIGTERM on rank 0 after this step */
   int64_t kill_step;  /* test hook: die during the save of this step ... */
   int kill_files;     /* ... after writing this many files */
+  int warned_grace;   /* a save took longer than dist.term_grace_s */
 };
 
 static const char *intermediate_name(const fsdpc_config *c, fsdpc_err *err, fsdpc_status *st) {
@@ -124,6 +127,22 @@ static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_compone
                          int32_t dtype, int64_t step, fsdpc_err *err) {
   fsdpc_ckpt_run *r = s->ckpt;
   int with_opt = strcmp(plugin->desc->name, "full") != 0;
+  /* A diverged step (NaN/Inf loss or grad norm poisons the weights) never
+   * becomes a checkpoint: the last good one stays, and rotation never sees
+   * a bad one to keep in its place. */
+  fsdpc_err bad;
+  int ok = fsdpc__ckpt_check_finite(r->host, with_opt, NULL, &bad) == FSDPC_OK;
+  if (!fsdpc__ckpt_all_ok(r->host, ok)) {
+    fsdpc__ckpt_release_staging(r->host);
+    if (!ok)
+      FSDPC_LOGW("step %lld: not saving %s: %s; the newest good checkpoint stays", (long long)step,
+                 name, bad.msg);
+    else if (s->env.rank == 0)
+      FSDPC_LOGW("step %lld: not saving %s: another rank's weights hold NaN/Inf (see its "
+                 "message); the newest good checkpoint stays",
+                 (long long)step, name);
+    return FSDPC_OK;
+  }
   char *state = NULL;
   FSDPC_TRY(build_state(s, step, with_opt, &state, err));
   fsdpc_status st = fsdpc__ckpt_host_set_state(r->host, state, err);
@@ -135,8 +154,17 @@ static fsdpc_status save(fsdpc_session *s, const char *name, const fsdpc_compone
   reset_peak_rss();
   fsdpc__mem_rss(&rss0, &hwm0);
   double t0 = fsdpc__now();
-  FSDPC_TRY(fsdpc__ckpt_save(r->host, plugin, r->fmt.opts, s->cfg->checkpoint.dir, name, &so,
-                             s->cfg->checkpoint.keep, err));
+  fsdpc__save_notify(s->env.rank, 1); /* the launcher's grace waits for it */
+  fsdpc_status sst = fsdpc__ckpt_save(r->host, plugin, r->fmt.opts, s->cfg->checkpoint.dir, name,
+                                      &so, s->cfg->checkpoint.keep, err);
+  fsdpc__save_notify(s->env.rank, 0);
+  FSDPC_TRY(sst);
+  double took = fsdpc__now() - t0;
+  if (took > s->cfg->dist.term_grace_s && s->env.rank == 0 && !r->warned_grace++)
+    FSDPC_LOGW("this save took %.1f s, more than dist.term_grace_s=%.1f s: a preemption "
+               "(SIGTERM) may not leave time for its checkpoint; raise dist.term_grace_s and the "
+               "scheduler's grace (SLURM KillWait, Kubernetes terminationGracePeriodSeconds)",
+               took, s->cfg->dist.term_grace_s);
   fsdpc__mem_rss(&rss1, &hwm1);
   r->last_saved = step;
   fsdpc__log(s->env.rank == 0 ? FSDPC_LOG_INFO : FSDPC_LOG_DEBUG,
@@ -173,9 +201,11 @@ static fsdpc_status apply_state(fsdpc_session *s, const char *dir, fsdpc_err *er
       fsdpc__err_prefix(err, "%s: data position", dir);
   }
   if (rc == FSDPC_OK && st.config_text && st.config_hash != r->config_hash && s->env.rank == 0) {
-    char diff[512];
+    char diff[1536];
     fsdpc__ckpt_first_diff(r->config_text, st.config_text, diff, sizeof diff);
-    FSDPC_LOGW("%s was saved with a different config (%s); continuing with this one", dir, diff);
+    FSDPC_LOGW("%s was saved with a different config (config_hash differs): %s; continuing with "
+               "this one",
+               dir, diff[0] ? diff : "no key differs in the saved text (edited hash?)");
   }
   if (rc == FSDPC_OK) {
     s->start_step = st.step;
@@ -209,6 +239,30 @@ fsdpc_status fsdpc__ckpt_resume_dir(const fsdpc_config *c, char *dir, size_t cap
   return fsdpc__ckpt_latest(c->checkpoint.dir, dir, cap, found, err);
 }
 
+static fsdpc_status resume_from(fsdpc_session *s, const char *dir, fsdpc_err *err);
+
+/* Write bandwidth a save is assumed to get per rank, for the warning below
+ * (a local NVMe does better, a busy network file system worse). */
+#define ASSUMED_SAVE_MIBPS 200.0
+
+/* At start: when this rank's shards (weights and optimizer state, fp32)
+ * would take longer to write than the launcher's grace after SIGTERM, say
+ * so before hours are spent. */
+static void warn_save_time(fsdpc_session *s) {
+  const fsdpc_config *c = s->cfg;
+  if (!c->checkpoint.dir[0] || s->env.rank != 0)
+    return;
+  fsdpc_engine_bytes eb;
+  fsdpc__engine_bytes(s->eng, &eb);
+  double mib = (double)(eb.params + eb.optim) / 1048576.0, est = mib / ASSUMED_SAVE_MIBPS;
+  if (est > c->dist.term_grace_s)
+    FSDPC_LOGW("a checkpoint save writes %.0f MiB per rank, about %.0f s at %.0f MiB/s: more than "
+               "dist.term_grace_s=%.1f s, so a SIGTERM may not leave time to save; raise "
+               "dist.term_grace_s and the scheduler's grace (SLURM KillWait, Kubernetes "
+               "terminationGracePeriodSeconds)",
+               mib, est, ASSUMED_SAVE_MIBPS, c->dist.term_grace_s);
+}
+
 static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   char dir[4096];
@@ -220,6 +274,32 @@ static fsdpc_status resume(fsdpc_session *s, fsdpc_err *err) {
                  c->checkpoint.dir);
     return FSDPC_OK;
   }
+  /* resume: auto goes back to older checkpoints while the newer ones fail
+   * their checks (checksums, meta.json, NaN/Inf), and says so. */
+  int fallback = strcmp(c->checkpoint.resume, "auto") == 0;
+  fsdpc_err first;
+  for (int k = 1;; k++) {
+    fsdpc_status st = resume_from(s, dir, err);
+    if (st == FSDPC_OK || !fallback)
+      return st;
+    if (k == 1)
+      first = *err;
+    char older[4096];
+    int more = 0;
+    FSDPC_TRY(fsdpc__ckpt_nth_latest(c->checkpoint.dir, k, older, sizeof older, &more, err));
+    if (!more) {
+      *err = first;
+      return fsdpc__err_prefix(err, "checkpoint.resume=auto: no checkpoint in %s passes its checks",
+                               c->checkpoint.dir);
+    }
+    if (s->env.rank == 0)
+      FSDPC_LOGW("checkpoint.resume=auto: %s cannot be used (%s); falling back to %s", dir,
+                 err->msg, older);
+    snprintf(dir, sizeof dir, "%s", older);
+  }
+}
+
+static fsdpc_status resume_from(fsdpc_session *s, const char *dir, fsdpc_err *err) {
   const fsdpc_component *plugin;
   FSDPC_TRY(fsdpc__ckpt_probe(s->reg, s->ckpt->fmt.intermediate, dir, &plugin, err));
   reset_peak_rss();
@@ -265,6 +345,7 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
   FSDPC_TRY(fsdpc__ckpt_engine_opts(s->eng, &s->shape, &ho, &r->keep, err));
   ho.strategy = fsdpc__strategy_name((fsdpc_strategy)c->fsdp.sharding_strategy);
   FSDPC_TRY(fsdpc__ckpt_host_create(&ho, &r->host, err));
+  fsdpc__ckpt_host_refuse_nonfinite(r->host, !c->checkpoint.allow_nonfinite);
   if (!(r->config_text = fsdpc__ckpt_config_text(c)) || !(r->config_yaml = dump_config(c)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   r->config_hash = fsdpc__ckpt_hash(r->config_text);
@@ -278,6 +359,7 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
     r->kill_files = kf;
   }
 
+  warn_save_time(s);
   return resume(s, err);
 }
 

@@ -132,6 +132,7 @@ typedef struct fsdpc_config_checkpoint {
   char *intermediate_format, *final_format;
   int final_dtype; /* FSDPC_DTYPE_* */
   fsdpc_opts *options;
+  bool allow_nonfinite; /* load weights/optimizer state holding NaN/Inf */
 } fsdpc_config_checkpoint;
 
 typedef struct fsdpc_config_log {
@@ -144,6 +145,11 @@ typedef struct fsdpc_config_log {
 typedef struct fsdpc_config_plugins {
   fsdpc_strlist paths;
 } fsdpc_config_plugins;
+
+/* The job as a whole (launcher, signals). */
+typedef struct fsdpc_config_dist {
+  double term_grace_s; /* SIGTERM -> SIGKILL delay of the launcher */
+} fsdpc_config_dist;
 
 typedef struct fsdpc_config_meta fsdpc_config_meta; /* where each key came from */
 
@@ -160,6 +166,7 @@ typedef struct fsdpc_config {
   fsdpc_config_checkpoint checkpoint;
   fsdpc_config_log log;
   fsdpc_config_plugins plugins;
+  fsdpc_config_dist dist;
   fsdpc_config_meta *meta; /* private */
 } fsdpc_config;
 

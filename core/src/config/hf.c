@@ -8,14 +8,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "config/meta.h"
 #include "model/hf_rules.h"
+#include "util/fs.h"
 
 static char *read_file(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
+  int fd = fsdpc__open_regular(path, 64u << 20);
+  if (fd < 0) {
+    if (fd != -1)
+      errno = fd == -2 ? EINVAL : EFBIG; /* not a regular file / too large */
     return NULL;
+  }
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return NULL;
+  }
   char *buf = NULL;
   size_t cap = 0, n = 0;
   for (;;) {

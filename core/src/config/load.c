@@ -4,8 +4,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "config/meta.h"
+#include "util/fs.h"
 #include "config/scalar.h"
 #include "config/suggest.h"
 
@@ -360,10 +362,18 @@ fsdpc_status fsdpc__config_from_string(const char *yaml_text, const char *name,
 fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, int n_overrides,
                                 fsdpc_config **out, fsdpc_err *err) {
   *out = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f)
+  /* A config is small text: a FIFO, /dev/zero or a huge file is refused
+   * before it is read. */
+  enum { CONFIG_MAX_BYTES = 16 << 20 };
+  char why[128];
+  int fd = fsdpc__open_regular(path, CONFIG_MAX_BYTES);
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+  if (!f) {
+    if (fd >= 0)
+      close(fd);
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open config: %s", path,
-                       strerror(errno));
+                       fsdpc__open_regular_why(fd, CONFIG_MAX_BYTES, why, sizeof why));
+  }
   size_t cap = 1 << 16, len = 0;
   char *text = malloc(cap);
   while (text) {

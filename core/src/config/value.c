@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "config/meta.h"
@@ -110,6 +111,12 @@ static fsdpc_status parse_number(fsdpc_cfg_ctx *ctx, const fsdpc_cfg_key *k, con
       return fail_at(ctx, node, path, "%s", what);
     }
     v = (double)*out_i;
+    /* Integers are used as int in places (shapes, counts): without a range
+     * of its own, a key takes no more than 32 bits, never a silent cut. */
+    if (!(k->flags & FSDPC_CFG_HAS_MAX) && (*out_i > INT32_MAX || *out_i < INT32_MIN)) {
+      snprintf(what, sizeof what, "%s is out of range (must be <= 2147483647)", s);
+      return fail_at(ctx, node, path, "%s", what);
+    }
   } else {
     if (!fsdpc__parse_float(s, &v)) {
       snprintf(what, sizeof what, "expected a number, got '%s'", s);

@@ -724,7 +724,7 @@ fsdpc_status fsdpc__chat_render(const fsdpc_chat_template *t, const cJSON *messa
           idx[m++] = i;
       int all =
           m ? locate_all(t, messages, nmsg, idx, m, add_generation_prompt, R, nR, cb, ce, err) : 1;
-      st = all < 0 ? err->status : FSDPC_OK;
+      st = all < 0 ? FSDPC_SYSTEM_ERROR : FSDPC_OK; /* locate_all set the message */
       for (size_t k = 0; k < m && st == FSDPC_OK; k++) {
         if (!all)
           st = locate_one(t, messages, nmsg, idx[k], add_generation_prompt, R, nR, &cb[k], &ce[k],

@@ -93,8 +93,13 @@ fsdpc_status fsdpc__tokenizer_load(const char *path, fsdpc_tokenizer **out, fsdp
     struct stat sj, sm;
     int has_json = stat(json, &sj) == 0, has_model = stat(model, &sm) == 0;
     fsdpc_status rc;
-    if (has_json || !has_model)
-      rc = fsdpc__tokenizer_bpe_create(path, NULL, out, err); /* its error names tokenizer.json */
+    if (!has_json && !has_model)
+      rc = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: cannot read tokenizer: the folder has neither tokenizer.json nor "
+                       "tokenizer.model (expected a Hugging Face model folder)",
+                       path);
+    else if (has_json)
+      rc = fsdpc__tokenizer_bpe_create(path, NULL, out, err);
     else
       rc = fsdpc__tokenizer_sp_create(model, out, err);
     free(json);

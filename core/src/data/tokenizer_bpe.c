@@ -5,7 +5,7 @@
  * Encode, per text:
  *   1. Added tokens are cut out first, leftmost then longest (special ones
  *      only when parse_special is on); the pieces between them go on.
- *   2. Byte-level (Llama 3, Qwen2): NFC when the normalizer asks (ICU), then
+ *   2. Byte-level (Llama 3, Qwen2): NFC when the normalizer asks (libunistring), then
  *      the Split regex (PCRE2, UTF + UCP, JIT) cuts a piece into pre-tokens,
  *      Isolated: matches and the gaps between them. Invalid UTF-8 never
  *      matches, so such bytes end up in gap pre-tokens and still encode (as
@@ -24,11 +24,12 @@
  * maps its bytes to the text either by a base (byte-level without NFC) or
  * through a per-byte map (normalized text). A final pass widens each range
  * to whole UTF-8 characters, as HF's char offsets do. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unicode/unorm2.h>
-#include <unicode/ustring.h>
+#include <uninorm.h>
+#include <unistr.h>
 
 #include "data/tokenizer_bpe_internal.h"
 
@@ -302,66 +303,42 @@ static int reserve_norm(enc *e, size_t need) {
   return 1;
 }
 
-/* NFC of a byte-level piece (Qwen2's normalizer). Text that is ASCII, not
- * valid UTF-8, or already NFC is encoded as it is. Otherwise the normalized
- * bytes map to the text through their common prefix and suffix; bytes in the
- * changed middle map to the whole changed range. */
+/* NFC of a byte-level piece (Qwen2's normalizer), through libunistring.
+ * Text that is ASCII, not valid UTF-8, or already NFC is encoded as it is.
+ * Otherwise the normalized bytes map to the text through their common
+ * prefix and suffix; bytes in the changed middle map to the whole changed
+ * range. */
 static void encode_piece_nfc(enc *e, const unsigned char *s, size_t n, size_t base) {
   size_t i = 0;
   while (i < n && s[i] < 0x80)
     i++;
-  if (i == n || n > INT32_MAX / 4) {
+  /* Invalid UTF-8 (which HF never sees) stays as it is: u8_normalize would
+   * replace it. */
+  if (i == n || u8_check(s, n) != NULL) {
     split_byte_level(e, s, n, base, NULL);
     return;
   }
-  UErrorCode uerr = U_ZERO_ERROR;
-  const UNormalizer2 *nfc = unorm2_getNFCInstance(&uerr);
-  int32_t ulen = 0;
-  u_strFromUTF8(NULL, 0, &ulen, (const char *)s, (int32_t)n, &uerr);
-  if (uerr != U_BUFFER_OVERFLOW_ERROR && U_FAILURE(uerr)) { /* invalid UTF-8: as it is */
-    split_byte_level(e, s, n, base, NULL);
-    return;
-  }
-  uerr = U_ZERO_ERROR;
-  UChar *u = malloc(((size_t)ulen + 1) * sizeof *u), *v = NULL;
-  if (!u) {
+  size_t m = 0;
+  uint8_t *t = u8_normalize(UNINORM_NFC, s, n, NULL, &m);
+  if (!t && errno != EILSEQ) {
     oom(e);
     return;
   }
-  u_strFromUTF8(u, ulen + 1, NULL, (const char *)s, (int32_t)n, &uerr);
-  if (U_FAILURE(uerr) || unorm2_isNormalized(nfc, u, ulen, &uerr) || U_FAILURE(uerr)) {
-    free(u);
-    split_byte_level(e, s, n, base, NULL);
+  if (!t || (m == n && memcmp(t, s, n) == 0) || !reserve_norm(e, m + 1)) {
+    free(t); /* invalid UTF-8 or already NFC: as it is */
+    if (e->st == FSDPC_OK)
+      split_byte_level(e, s, n, base, NULL);
     return;
   }
-  uerr = U_ZERO_ERROR;
-  int32_t vlen = unorm2_normalize(nfc, u, ulen, NULL, 0, &uerr);
-  uerr = U_ZERO_ERROR;
-  v = malloc(((size_t)vlen + 1) * sizeof *v);
-  int32_t blen = 0;
-  if (v) {
-    unorm2_normalize(nfc, u, ulen, v, vlen + 1, &uerr);
-    if (U_SUCCESS(uerr)) {
-      u_strToUTF8(NULL, 0, &blen, v, vlen, &uerr);
-      uerr = U_ZERO_ERROR;
-    }
-  }
-  if (!v || U_FAILURE(uerr) || !reserve_norm(e, (size_t)blen + 1)) {
-    free(u);
-    free(v);
-    oom(e);
-    return;
-  }
-  u_strToUTF8(e->norm, blen + 1, NULL, v, vlen, &uerr);
-  free(u);
-  free(v);
-  const unsigned char *t = (const unsigned char *)e->norm;
-  size_t m = (size_t)blen, pre = 0, suf = 0;
-  while (pre < n && pre < m && s[pre] == t[pre])
+  memcpy(e->norm, t, m);
+  free(t);
+  const unsigned char *u = (const unsigned char *)e->norm;
+  size_t pre = 0, suf = 0;
+  while (pre < n && pre < m && s[pre] == u[pre])
     pre++;
   while (pre > 0 && (s[pre] & 0xc0) == 0x80) /* back to a character start */
     pre--;
-  while (suf < n - pre && suf < m - pre && s[n - 1 - suf] == t[m - 1 - suf])
+  while (suf < n - pre && suf < m - pre && s[n - 1 - suf] == u[m - 1 - suf])
     suf++;
   while (suf > 0 && (s[n - suf] & 0xc0) == 0x80)
     suf--;
@@ -378,7 +355,7 @@ static void encode_piece_nfc(enc *e, const unsigned char *s, size_t n, size_t ba
   }
   /* split_byte_level reads e->norm and e->nmap only: nothing reallocates them
    * until it returns. */
-  split_byte_level(e, t, m, 0, e->nmap);
+  split_byte_level(e, u, m, 0, e->nmap);
 }
 
 /* Length of the UTF-8 character at s (n bytes left); 1 for an invalid byte,

@@ -152,7 +152,9 @@ static int64_t token_bytes(const bpe *b, const int16_t cp_byte[324], const char 
 }
 
 int fsdpc__bpe_arena_set(bpe *b, int32_t id, const char *s, size_t n) {
-  if (b->arena_len + (int64_t)n > b->arena_cap) {
+  /* The arena always exists once a token is set, so that an empty token's
+   * pointer (arena + off) is never arithmetic on NULL. */
+  if (b->arena_len + (int64_t)n > b->arena_cap || !b->arena) {
     int64_t cap = b->arena_cap ? b->arena_cap : 1 << 16;
     while (cap < b->arena_len + (int64_t)n)
       cap *= 2;

@@ -177,7 +177,7 @@ fsdpc_status fsdpc__tokfile_open(const char *path, fsdpc_tokfile **out, fsdpc_er
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", path);
     goto fail_alloc;
   }
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
   if (fd < 0) {
     st = fsdpc__fail(err, errno == ENOENT ? FSDPC_INVALID_USAGE : FSDPC_SYSTEM_ERROR,
                      "%s: cannot open token file: %s", path, strerror(errno));

@@ -146,7 +146,7 @@ static void derive_nodes(fsdpc_dist_env *e) {
   e->node_rank = e->rank / e->local_world_size;
 }
 
-fsdpc_status fsdpc__dist_env_detect(fsdpc_dist_env *e, fsdpc_err *err) {
+static fsdpc_status detect_layout(fsdpc_dist_env *e, fsdpc_err *err) {
   memset(e, 0, sizeof *e);
   e->world_size = e->local_world_size = e->nnodes = 1;
   snprintf(e->master_addr, sizeof e->master_addr, "127.0.0.1");
@@ -220,4 +220,10 @@ fsdpc_status fsdpc__dist_env_detect(fsdpc_dist_env *e, fsdpc_err *err) {
   e->source = "single";
   FSDPC_TRY(read_master(e, err));
   return read_store_port(e, err);
+}
+
+fsdpc_status fsdpc__dist_env_detect(fsdpc_dist_env *e, fsdpc_err *err) {
+  FSDPC_TRY(detect_layout(e, err));
+  return fsdpc__job_token_resolve(e->world_size == 1, e->master_addr, e->master_port,
+                                  e->job_token, err);
 }

@@ -13,10 +13,12 @@
  * MASTER_ADDR / MASTER_PORT override the store address for every source;
  * the default port is 29500. FSDPC_STORE_PORT, when set, is the store port
  * for every source. Under torchrun with TORCHELASTIC_USE_AGENT_STORE=True
- * (its agent already serves MASTER_PORT) the store uses MASTER_PORT + 1. */
+ * (its agent already serves MASTER_PORT) the store uses MASTER_PORT + 1.
+ * The job token comes from fsdpc__job_token_resolve (job_token.h). */
 #ifndef FSDPC_DIST_ENV_H
 #define FSDPC_DIST_ENV_H
 
+#include "dist/job_token.h"
 #include "util/err.h"
 
 #define FSDPC_DEFAULT_MASTER_PORT 29500
@@ -28,6 +30,7 @@ typedef struct fsdpc_dist_env {
   char master_addr[256];
   int master_port;
   const char *source; /* static string: "fsdpc", "torchrun", "slurm", "mpi", "single" */
+  char job_token[FSDPC_JOB_TOKEN_CAP]; /* dist/job_token.h */
 } fsdpc_dist_env;
 
 /* Reads the process environment. Inconsistent or malformed values (rank

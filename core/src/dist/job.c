@@ -2,16 +2,22 @@
 #include "dist/job.h"
 
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "dist/heartbeat.h"
+#include "util/escape.h"
 #include "util/log.h"
 
 /* A host name may resolve to another interface than the one peers use
  * (Debian maps the hostname to 127.0.1.1), so only a numeric address is
- * bound as given. */
+ * bound as given, and "localhost" as the loopback address. */
 static const char *bind_addr_for(const char *master) {
   unsigned char buf[sizeof(struct in6_addr)];
+  if (strcasecmp(master, "localhost") == 0 || strcasecmp(master, "localhost.localdomain") == 0)
+    return "127.0.0.1";
   if (inet_pton(AF_INET, master, buf) == 1 || inet_pton(AF_INET6, master, buf) == 1)
     return master;
   return NULL;
@@ -27,14 +33,21 @@ fsdpc_status fsdpc__dist_job_start(const fsdpc_dist_env *env, int64_t timeout_ms
   job->timeout_ms = timeout_ms;
   fsdpc_status st;
   if (env->rank == 0) {
-    st = fsdpc__store_server_start(bind_addr_for(env->master_addr), env->master_port, &job->server,
-                                   NULL, err);
+    st = fsdpc__store_server_start(bind_addr_for(env->master_addr), env->master_port,
+                                   env->job_token, NULL, &job->server, NULL, err);
     if (st)
       goto fail_server;
   }
-  st = fsdpc__store_connect(env->master_addr, env->master_port, timeout_ms, &job->store, err);
+  st = fsdpc__store_connect(env->master_addr, env->master_port, env->job_token, timeout_ms,
+                            &job->store, err);
   if (st)
     goto fail_connect;
+  if (env->world_size > 1) {
+    fsdpc_err e;
+    if (fsdpc__store_connect(env->master_addr, env->master_port, env->job_token, timeout_ms,
+                             &job->hb_store, &e) == FSDPC_OK)
+      job->heartbeat = fsdpc__heartbeat_start(job->hb_store, env->rank);
+  }
   *out = job;
   return FSDPC_OK;
 
@@ -48,6 +61,8 @@ fail_server:
 void fsdpc__dist_job_stop(fsdpc_dist_job *job) {
   if (!job)
     return;
+  fsdpc__heartbeat_stop(job->heartbeat);
+  fsdpc__store_close(job->hb_store);
   /* Every rank says it is done with the store; the last one raises a flag
    * that rank 0 waits for before it takes the server away. Other ranks do
    * not wait: after their ADD they send nothing more. */
@@ -73,11 +88,11 @@ fsdpc_status fsdpc__dist_check_abort(fsdpc_store *store, fsdpc_err *err) {
     return FSDPC_OK; /* no death reported */
   if (st != FSDPC_OK)
     return st;
-  char msg[512];
+  char msg[512], safe[700];
   size_t n = 0;
-  FSDPC_TRY(fsdpc__store_get(store, FSDPC_DEAD_KEY, msg, sizeof msg - 1, &n, 0, err));
-  msg[n < sizeof msg - 1 ? n : sizeof msg - 1] = '\0';
-  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "job aborted: %s", msg);
+  FSDPC_TRY(fsdpc__store_get(store, FSDPC_DEAD_KEY, msg, sizeof msg, &n, 0, err));
+  fsdpc__escape(safe, sizeof safe, msg, n < sizeof msg ? n : sizeof msg);
+  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "job aborted: %s", safe);
 }
 
 fsdpc_status fsdpc__dist_post_abort(fsdpc_store *store, const char *msg, fsdpc_err *err) {
@@ -87,4 +102,17 @@ fsdpc_status fsdpc__dist_post_abort(fsdpc_store *store, const char *msg, fsdpc_e
   if (n != 1)
     return FSDPC_OK;
   return fsdpc__store_set(store, FSDPC_DEAD_KEY, msg, strlen(msg), err);
+}
+
+void fsdpc__dist_blame_silent(fsdpc_dist_job *job, fsdpc_err *err) {
+  if (!job || job->env.world_size < 2 || !err)
+    return;
+  char who[256];
+  fsdpc__heartbeat_silent(job->store, job->env.world_size, job->env.rank, who, sizeof who);
+  if (!who[0])
+    return;
+  size_t l = strlen(err->msg);
+  snprintf(err->msg + l, sizeof err->msg - l,
+           "; rank%s %s stopped answering (heartbeat standing still: stopped or hung)",
+           strchr(who, ',') || strstr(who, "more") ? "s" : "", who);
 }

@@ -15,6 +15,9 @@ typedef struct fsdpc_dist_job {
   fsdpc_store_server *server; /* rank 0 only */
   fsdpc_store *store;         /* every rank */
   int64_t timeout_ms;
+  struct fsdpc_heartbeat *heartbeat; /* this rank's, dist/heartbeat.h */
+  fsdpc_store *hb_store; /* the heartbeat's own connection: a long GET on the
+                            main one must not stall it */
 } fsdpc_dist_job;
 
 /* Rank 0 starts the store server on env->master_port (bound to master_addr
@@ -30,6 +33,10 @@ void fsdpc__dist_job_stop(fsdpc_dist_job *job);
 /* Between steps: an error holding the dead key's message if a supervisor
  * reported a death, or the store's error if the store is gone. */
 fsdpc_status fsdpc__dist_check_abort(fsdpc_store *store, fsdpc_err *err);
+/* After a failure (a collective timed out): appends "; ranks 1, 3 stopped
+ * answering (their heartbeats stand still: stopped or hung)" to err when
+ * heartbeats say so. Takes about two seconds; world > 1 only. */
+void fsdpc__dist_blame_silent(fsdpc_dist_job *job, fsdpc_err *err);
 /* Sets the dead key to msg unless it is already set (first death wins). */
 fsdpc_status fsdpc__dist_post_abort(fsdpc_store *store, const char *msg, fsdpc_err *err);
 

@@ -17,6 +17,8 @@
 
 #include "dist/env.h"
 #include "dist/job.h"
+#include "dist/job_token.h"
+#include "dist/save_notify.h"
 #include "dist/store.h"
 #include "dist/store_wire.h"
 #include "util/log.h"
@@ -31,7 +33,7 @@ void fsdpc__launch_opts_default(fsdpc_launch_opts *o) {
   o->nnodes = 1;
   snprintf(o->master_addr, sizeof o->master_addr, "127.0.0.1");
   o->master_port = FSDPC_DEFAULT_MASTER_PORT;
-  o->grace_ms = 3000;
+  o->grace_ms = 25000;
 }
 
 /* ---- argument parsing ---------------------------------------------------- */
@@ -95,6 +97,7 @@ fsdpc_status fsdpc__launch_parse_args(int *argc, char **argv, fsdpc_launch_opts 
       break;
     case 4:
       FSDPC_TRY(parse_int(flags[4], val, 0, 65535, &o->master_port, err));
+      o->port_given = 1;
       break;
     }
   }
@@ -110,9 +113,31 @@ fsdpc_status fsdpc__launch_parse_args(int *argc, char **argv, fsdpc_launch_opts 
 
 typedef struct child {
   pid_t pid;
-  int rank;  /* global */
-  int alive; /* not yet reaped */
+  int rank;    /* global */
+  int alive;   /* not yet reaped */
+  int stopped; /* the signal that stopped it (SIGSTOP, SIGTSTP...), 0 when running */
 } child;
+
+/* A rank stopped (SIGSTOP) blocks the others until their collectives time
+ * out, and they then blame each other: name it as soon as it stops. Returns
+ * 1 when ws was a stop or a continue (the rank is still there). */
+static int note_stopped(child *c, int ws) {
+  if (WIFSTOPPED(ws)) {
+    c->stopped = WSTOPSIG(ws);
+    const char *n = sigabbrev_np(c->stopped);
+    FSDPC_LOGW("launcher: rank %d (pid %d) was stopped by signal %d (SIG%s): the other ranks wait "
+               "for it until their collectives time out (SIGCONT resumes it)",
+               c->rank, (int)c->pid, c->stopped, n ? n : "?");
+    return 1;
+  }
+  if (WIFCONTINUED(ws)) {
+    if (c->stopped)
+      FSDPC_LOGI("launcher: rank %d (pid %d) continues", c->rank, (int)c->pid);
+    c->stopped = 0;
+    return 1;
+  }
+  return 0;
+}
 
 static const char *sig_name(int sig) {
   const char *n = sigabbrev_np(sig);
@@ -138,11 +163,34 @@ static fsdpc_status pick_port(int *port, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
+/* Node 0 of a job whose port was given: refuses to start when the port is
+ * already taken on this host (another job?), before any rank exists. */
+static fsdpc_status port_free(const char *addr, int port, fsdpc_err *err) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return FSDPC_OK; /* cannot tell; the store will say */
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  int r = bind(fd, (struct sockaddr *)&a, sizeof a), e = errno;
+  close(fd);
+  if (r != 0 && e == EADDRINUSE)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "launcher: port %d on this host is in use (another job's store?): pick "
+                       "another --master-port, or leave it out on one node to get a free port "
+                       "(store address %s)",
+                       port, addr);
+  return FSDPC_OK;
+}
+
 /* environ without the variables we set, then ours. Freed with free_env. */
-static char **make_env(const fsdpc_launch_opts *o, int port, int local, int world) {
+static char **make_env(const fsdpc_launch_opts *o, int port, const char *token, int save_fd,
+                       int local, int world) {
   static const char *ours[] = {
       "RANK=",        "WORLD_SIZE=", "LOCAL_RANK=",     "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
-      "MASTER_PORT=", "GROUP_RANK=", "FSDPC_LAUNCHER=", "FSDPC_NODE_RANK=",  "FSDPC_NNODES="};
+      "MASTER_PORT=", "GROUP_RANK=", "FSDPC_LAUNCHER=", "FSDPC_NODE_RANK=",  "FSDPC_NNODES=",
+      "FSDPC_JOB_TOKEN=", FSDPC_LAUNCHER_FD_ENV "="};
   enum { NOURS = sizeof ours / sizeof ours[0] };
   size_t n = 0;
   while (environ[n])
@@ -180,6 +228,12 @@ static char **make_env(const fsdpc_launch_opts *o, int port, int local, int worl
       break;
     case 7:
       snprintf(buf, sizeof buf, "%s1", ours[j]);
+      break;
+    case 10:
+      snprintf(buf, sizeof buf, "%s%s", ours[j], token);
+      break;
+    case 11:
+      snprintf(buf, sizeof buf, "%s%d", ours[j], save_fd);
       break;
     default:
       snprintf(buf, sizeof buf, "%s%d", ours[j], o->nnodes);
@@ -254,12 +308,12 @@ static void signal_all(child *cs, int n, int sig) {
 }
 
 /* Tells ranks on other nodes through the store; best effort, bounded. */
-static void post_death(const fsdpc_launch_opts *o, int port, const char *msg, char *root,
-                       size_t cap) {
+static void post_death(const fsdpc_launch_opts *o, int port, const char *token, const char *msg,
+                       char *root, size_t cap) {
   fsdpc_store *s = NULL;
   fsdpc_err e;
   root[0] = '\0';
-  if (fsdpc__store_connect(o->master_addr, port, 1000, &s, &e))
+  if (fsdpc__store_connect(o->master_addr, port, token, 1000, &s, &e))
     return;
   if (fsdpc__dist_check_abort(s, &e) && strncmp(e.msg, "job aborted: ", 13) == 0)
     snprintf(root, cap, "%.500s", e.msg + 13); /* another node saw a death first */
@@ -279,6 +333,8 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
                        "--node-rank %d (must be below --nnodes)",
                        o->nproc_per_node, MAX_LOCAL, o->nnodes, o->node_rank);
   int port = o->master_port;
+  if (!o->port_given && o->nnodes == 1)
+    port = 0; /* two single-node jobs never meet on a default port */
   if (port == 0) {
     if (o->nnodes > 1)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -287,8 +343,21 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
                          o->nnodes);
     FSDPC_TRY(pick_port(&port, err));
   }
+  if (o->node_rank == 0 && o->master_port != 0 && (o->port_given || o->nnodes > 1))
+    FSDPC_TRY(port_free(o->master_addr, port, err));
+  char token[FSDPC_JOB_TOKEN_CAP];
+  FSDPC_TRY(fsdpc__job_token_resolve(o->nnodes == 1, o->master_addr, port, token, err));
   int n = o->nproc_per_node, world = n * o->nnodes;
-  int grace = o->grace_ms > 0 ? o->grace_ms : 3000;
+  int grace = o->grace_ms > 0 ? o->grace_ms : 25000;
+  /* Ranks say when they write a checkpoint: the grace then waits for it. */
+  int save_ch[2] = {-1, -1};
+  if (fsdpc__save_channel_open(save_ch) != 0)
+    save_ch[0] = save_ch[1] = -1;
+  int saving[MAX_LOCAL] = {0}, said_waiting = 0;
+  /* After a rank died the others cannot save (a save is collective): they
+   * get a short grace whatever dist.term_grace_s says. */
+  int fail_grace = grace < 3000 ? grace : 3000;
+  int64_t hard_kill_at = 0;
   child *cs = calloc((size_t)n, sizeof *cs);
   if (!cs)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: out of memory");
@@ -309,7 +378,7 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
              o->nnodes, o->node_rank * n, o->node_rank * n + n - 1, world, o->master_addr, port);
   for (int i = 0; i < n; i++) {
     cs[i].rank = o->node_rank * n + i;
-    char **env = make_env(o, port, i, world);
+    char **env = make_env(o, port, token, save_ch[1], i, world);
     if (!env) {
       st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "launcher: out of memory");
     } else {
@@ -320,7 +389,7 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
       snprintf(why, sizeof why, "%.900s", err->msg);
       fail_code = 127;
       stopping = 1;
-      kill_at = fsdpc__now_ms() + grace;
+      kill_at = fsdpc__now_ms() + fail_grace;
       signal_all(cs, i + 1, SIGTERM);
       break;
     }
@@ -352,8 +421,10 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
       if (!cs[i].alive)
         continue;
       int ws;
-      if (waitpid(cs[i].pid, &ws, WNOHANG) != cs[i].pid)
+      if (waitpid(cs[i].pid, &ws, WNOHANG | WUNTRACED | WCONTINUED) != cs[i].pid)
         continue;
+      if (note_stopped(&cs[i], ws))
+        continue; /* stopped or continued, not gone */
       cs[i].alive = 0;
       alive--;
       int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
@@ -366,30 +437,53 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
     }
     if (cause >= 0 && !stopping &&
         (WIFSIGNALED(cause_status) || alive == 0 || fsdpc__now_ms() >= decide_at)) {
+      char stopped_note[256] = "";
+      for (int i = 0; i < n; i++)
+        if (cs[i].alive && cs[i].stopped && i != cause)
+          snprintf(stopped_note, sizeof stopped_note,
+                   "rank %d (pid %d) is stopped (SIG%s) and never answered; ", cs[i].rank,
+                   (int)cs[i].pid, sig_name(cs[i].stopped));
       if (WIFSIGNALED(cause_status)) {
         int s = WTERMSIG(cause_status);
-        snprintf(why, sizeof why, "rank %d (pid %d) died: killed by signal %d (SIG%s)",
-                 cs[cause].rank, (int)cs[cause].pid, s, sig_name(s));
+        snprintf(why, sizeof why, "%srank %d (pid %d) died: killed by signal %d (SIG%s)",
+                 stopped_note, cs[cause].rank, (int)cs[cause].pid, s, sig_name(s));
         fail_code = 128 + s;
       } else {
         fail_code = WEXITSTATUS(cause_status);
-        snprintf(why, sizeof why, "rank %d (pid %d) died: exited with code %d", cs[cause].rank,
-                 (int)cs[cause].pid, fail_code);
+        snprintf(why, sizeof why, "%srank %d (pid %d) died: exited with code %d", stopped_note,
+                 cs[cause].rank, (int)cs[cause].pid, fail_code);
       }
       stopping = 1;
-      kill_at = fsdpc__now_ms() + grace;
+      kill_at = fsdpc__now_ms() + fail_grace;
       FSDPC_LOGE("launcher: %s; stopping the other ranks", why);
       char root[512];
-      post_death(o, port, why, root, sizeof root);
+      post_death(o, port, token, why, root, sizeof root);
       if (root[0] && strcmp(root, why) != 0) {
         size_t l = strlen(why);
         snprintf(why + l, sizeof why - l, " (after %s)", root);
       }
       signal_all(cs, n, SIGTERM);
     }
+    if (save_ch[0] >= 0)
+      fsdpc__save_channel_read(save_ch[0], o->node_rank * n, n, saving);
     if (stopping && alive > 0 && fsdpc__now_ms() >= kill_at) {
-      signal_all(cs, n, SIGKILL);
-      kill_at = fsdpc__now_ms() + 1000000;
+      /* A save under way gets up to another ten graces, not a SIGKILL. */
+      int busy = -1;
+      for (int i = 0; i < n && busy < 0; i++)
+        if (cs[i].alive && saving[i])
+          busy = i;
+      if (!hard_kill_at)
+        hard_kill_at = kill_at + 10 * (int64_t)grace;
+      if (busy >= 0 && fsdpc__now_ms() < hard_kill_at) {
+        if (!said_waiting++)
+          FSDPC_LOGW("launcher: rank %d is writing a checkpoint: waiting for it beyond the %.1f s "
+                     "grace (dist.term_grace_s)",
+                     cs[busy].rank, grace / 1000.0);
+        kill_at = fsdpc__now_ms() + 100;
+      } else {
+        signal_all(cs, n, SIGKILL);
+        kill_at = fsdpc__now_ms() + 1000000;
+      }
     }
   }
   /* Sweep grandchildren left in the ranks' groups. */
@@ -404,6 +498,10 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
   }
   sigprocmask(SIG_SETMASK, &old, NULL);
   free(cs);
+  if (save_ch[0] >= 0) {
+    close(save_ch[0]);
+    close(save_ch[1]);
+  }
 
   if (fail_code == 0 && !stopping) {
     *exit_code = 0;

@@ -28,11 +28,14 @@ typedef struct fsdpc_launch_opts {
   int node_rank;      /* 0..nnodes-1 */
   char master_addr[256];
   int master_port;   /* 0 = pick a free port (single node only) */
+  int port_given;    /* --master-port was given; else one node picks a free port */
   char *const *argv; /* NULL-terminated command each rank runs; borrowed */
-  int grace_ms;      /* SIGTERM -> SIGKILL delay, default 3000 */
+  int grace_ms;      /* SIGTERM -> SIGKILL delay (dist.term_grace_s), default 25000; a rank
+                        that says it is saving (save_notify.h) gets up to ten times more */
 } fsdpc_launch_opts;
 
-/* 1 process, 1 node, node rank 0, 127.0.0.1, port 29500, grace 3 s. */
+/* 1 process, 1 node, node rank 0, 127.0.0.1, port 29500 (a free port on
+ * one node unless --master-port is given), grace 25 s. */
 void fsdpc__launch_opts_default(fsdpc_launch_opts *o);
 
 /* Consumes --nproc-per-node, --nnodes, --node-rank, --master-addr and

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "dist/store_wire.h"
+#include "util/escape.h"
 #include "util/log.h"
 
 /* Extra time a client waits beyond a GET's server-side timeout before it
@@ -28,6 +29,8 @@ struct fsdpc_store {
   int broken; /* an I/O error left the stream out of step */
   int64_t timeout_ms;
   char addr[300]; /* "host:port" */
+  uint8_t token[FSDPC_STORE_MAX_TOKEN];
+  size_t token_len;
 };
 
 const char *fsdpc__store_addr(const fsdpc_store *s) { return s->addr; }
@@ -61,9 +64,13 @@ static fsdpc_status try_connect(const char *host, int port, int *fd_out, int *wh
   return FSDPC_SYSTEM_ERROR;
 }
 
-fsdpc_status fsdpc__store_connect(const char *host, int port, int64_t timeout_ms, fsdpc_store **out,
-                                  fsdpc_err *err) {
+fsdpc_status fsdpc__store_connect(const char *host, int port, const char *token,
+                                  int64_t timeout_ms, fsdpc_store **out, fsdpc_err *err) {
   *out = NULL;
+  size_t tl = token ? strlen(token) : 0;
+  if (tl == 0 || tl > FSDPC_STORE_MAX_TOKEN)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "store: the job token must be 1..%u bytes",
+                       FSDPC_STORE_MAX_TOKEN);
   if (!host || !*host)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "store: no server address (set MASTER_ADDR)");
   if (port <= 0 || port > 65535)
@@ -96,6 +103,8 @@ fsdpc_status fsdpc__store_connect(const char *host, int port, int64_t timeout_ms
   }
   s->fd = fd;
   s->timeout_ms = timeout_ms;
+  memcpy(s->token, token, tl);
+  s->token_len = tl;
   pthread_mutex_init(&s->mu, NULL);
   snprintf(s->addr, sizeof s->addr, "%s:%d", host, port);
   *out = s;
@@ -179,13 +188,18 @@ static fsdpc_status request(fsdpc_store *s, uint8_t op, const char *key, const v
   if (klen > FSDPC_STORE_MAX_KEY)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "store: key longer than %u bytes",
                        FSDPC_STORE_MAX_KEY);
-  size_t body = 5 + klen + paylen;
-  if (body > FSDPC_STORE_MAX_FRAME)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "store: value of %zu bytes is too large", paylen);
-  uint8_t hdr[9];
+  if (paylen > FSDPC_STORE_MAX_VALUE)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "store: a value of %zu bytes is over the store's limit of %u bytes", paylen,
+                       FSDPC_STORE_MAX_VALUE);
+  size_t body = 6 + s->token_len + klen + paylen;
+  uint8_t hdr[10 + FSDPC_STORE_MAX_TOKEN];
   fsdpc__put_u32(hdr, (uint32_t)body);
   hdr[4] = op;
-  fsdpc__put_u32(hdr + 5, (uint32_t)klen);
+  hdr[5] = (uint8_t)s->token_len;
+  memcpy(hdr + 6, s->token, s->token_len);
+  fsdpc__put_u32(hdr + 6 + s->token_len, (uint32_t)klen);
+  size_t hlen = 10 + s->token_len;
 
   pthread_mutex_lock(&s->mu);
   fsdpc_status st = FSDPC_OK;
@@ -196,7 +210,7 @@ static fsdpc_status request(fsdpc_store *s, uint8_t op, const char *key, const v
   }
   int64_t deadline = fsdpc__now_ms() + wait_ms + IO_SLACK_MS;
   uint8_t rh[5];
-  if ((st = write_all(s, hdr, 9, deadline, err)) ||
+  if ((st = write_all(s, hdr, hlen, deadline, err)) ||
       (st = write_all(s, (const uint8_t *)key, klen, deadline, err)) ||
       (st = write_all(s, pay, paylen, deadline, err)) || (st = read_all(s, rh, 5, deadline, err))) {
     s->broken = 1;
@@ -220,8 +234,9 @@ static fsdpc_status request(fsdpc_store *s, uint8_t op, const char *key, const v
       s->broken = 1;
       goto out;
     }
-    msg[take] = '\0';
-    st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "store %s: %s", s->addr, msg);
+    char safe[600];
+    fsdpc__escape(safe, sizeof safe, msg, take);
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "store %s: %s", s->addr, safe);
     goto out;
   }
   if ((st = read_all(s, buf, take, deadline, err)) ||

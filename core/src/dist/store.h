@@ -20,23 +20,28 @@
 #include "util/err.h"
 
 typedef struct fsdpc_store_server fsdpc_store_server;
+struct fsdpc_store_limits;
 typedef struct fsdpc_store fsdpc_store;
 
 /* Starts the server on its own thread. bind_addr is a numeric address or
  * host name ("0.0.0.0" or NULL = every interface); port 0 picks a free
- * port. *bound_port (may be NULL) receives the port actually bound. */
-fsdpc_status fsdpc__store_server_start(const char *bind_addr, int port, fsdpc_store_server **out,
-                                       int *bound_port, fsdpc_err *err);
+ * port. *bound_port (may be NULL) receives the port actually bound. token
+ * (1..64 bytes) is the job token every request must carry; lim NULL means
+ * the defaults (store_table.h). */
+fsdpc_status fsdpc__store_server_start(const char *bind_addr, int port, const char *token,
+                                       const struct fsdpc_store_limits *lim,
+                                       fsdpc_store_server **out, int *bound_port, fsdpc_err *err);
 /* Stops the thread and closes every connection (clients then see the server
  * as gone). NULL is a no-op. */
 void fsdpc__store_server_stop(fsdpc_store_server *srv);
 
 /* Connects to host:port, retrying until timeout_ms passes, because rank 0's
  * server may start after the other ranks. timeout_ms is also the default
- * deadline of every later request. The client is thread-safe: one request
- * is in flight at a time under a mutex. */
-fsdpc_status fsdpc__store_connect(const char *host, int port, int64_t timeout_ms, fsdpc_store **out,
-                                  fsdpc_err *err);
+ * deadline of every later request. Every request carries token (the job
+ * token, 1..64 bytes). The client is thread-safe: one request is in flight
+ * at a time under a mutex. */
+fsdpc_status fsdpc__store_connect(const char *host, int port, const char *token,
+                                  int64_t timeout_ms, fsdpc_store **out, fsdpc_err *err);
 void fsdpc__store_close(fsdpc_store *s);
 
 fsdpc_status fsdpc__store_set(fsdpc_store *s, const char *key, const void *value, size_t len,

@@ -2,7 +2,10 @@
  *
  * Every message is a frame: u32 body length, then the body. Integers are
  * little-endian.
- *   request body:  u8 op | u32 key_len | key bytes | payload
+ *   request body:  u8 op | u8 token_len | token bytes | u32 key_len |
+ *                  key bytes | payload
+ *     the token is the job's (fsdpc__job_token); a request with another
+ *     token is refused and its connection closed
  *     SET   payload = value bytes (the rest of the body)
  *     GET   payload = i64 timeout_ms (server-side wait)
  *     ADD   payload = i64 delta
@@ -28,9 +31,13 @@ enum {
 
 enum { FSDPC_STORE_REPLY_OK = 0, FSDPC_STORE_REPLY_NOT_FOUND = 1, FSDPC_STORE_REPLY_ERROR = 2 };
 
-/* Frames above this are refused: a corrupt length must not allocate GiBs. */
-#define FSDPC_STORE_MAX_FRAME ((uint32_t)256 << 20)
 #define FSDPC_STORE_MAX_KEY 4096u
+#define FSDPC_STORE_MAX_TOKEN 64u
+/* One value; the largest real one is Gloo's address list (~64 bytes a rank). */
+#define FSDPC_STORE_MAX_VALUE ((uint32_t)1 << 20)
+/* Frames above this are refused before anything is allocated for them. */
+#define FSDPC_STORE_MAX_FRAME                                                                      \
+  (6 + FSDPC_STORE_MAX_TOKEN + FSDPC_STORE_MAX_KEY + FSDPC_STORE_MAX_VALUE)
 
 static inline void fsdpc__put_u32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++)

@@ -4,6 +4,7 @@
  * size, alignment): the engine, the checkpoint code (resharding, offline
  * conversion) and the memory planner all compute it the same way. */
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +65,36 @@ fsdpc_status fsdpc__layout_build(const fsdpc_model_shape *shape, const fsdpc_par
   return st;
 }
 
+/* Every parameter of a module in one unit, checked in linear time (a model
+ * of 20,000 layers has 180,000 parameters) through a hash table of module
+ * names: the first parameter of each module is kept, later ones compared. */
+static fsdpc_status check_modules_whole(const fsdpc_param_info *params, int n,
+                                        const uint32_t *unit_of_param, fsdpc_err *err) {
+  size_t cap = 16;
+  while (cap < 2 * (size_t)n + 2) cap *= 2;
+  int *slot = malloc(cap * sizeof *slot);
+  if (!slot) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the unit layout");
+  for (size_t i = 0; i < cap; i++) slot[i] = -1;
+  fsdpc_status st = FSDPC_OK;
+  for (int p = 0; p < n && st == FSDPC_OK; p++) {
+    uint32_t h = 2166136261u;
+    for (const char *c = params[p].module; *c; c++) h = (h ^ (uint8_t)*c) * 16777619u;
+    size_t i = h & (cap - 1);
+    while (slot[i] >= 0 && strcmp(params[slot[i]].module, params[p].module) != 0)
+      i = (i + 1) & (cap - 1);
+    if (slot[i] < 0) {
+      slot[i] = p;
+    } else if (unit_of_param[slot[i]] != unit_of_param[p]) {
+      st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "wrap policy splits module '%s' across units %u and %u; a module's "
+                       "parameters must share a unit",
+                       params[p].module, unit_of_param[slot[i]], unit_of_param[p]);
+    }
+  }
+  free(slot);
+  return st;
+}
+
 static fsdpc_status build(fsdpc_layout *e, const fsdpc_model_shape *shape,
                           const fsdpc_param_info *params, const uint32_t *unit_of_param,
                           uint32_t n_units, int align, int shard_rank, fsdpc_err *err) {
@@ -90,15 +121,10 @@ static fsdpc_status build(fsdpc_layout *e, const fsdpc_model_shape *shape,
       return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
                          "wrap plan puts '%s' in unit %u of %u", params[p].name, u,
                          n_units);
-    for (int q = 0; q < p; q++)
-      if (strcmp(params[q].module, params[p].module) == 0 && unit_of_param[q] != u)
-        return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                           "wrap policy splits module '%s' across units %u and %u; a module's "
-                           "parameters must share a unit",
-                           params[p].module, unit_of_param[q], u);
     e->param_unit[p] = (int)u;
     e->units[u].n_params++;
   }
+  FSDPC_TRY(check_modules_whole(params, e->n_params, unit_of_param, err));
   for (int u = 0; u < e->n_units; u++) {
     e->units[u].params = calloc((size_t)e->units[u].n_params + 1, sizeof(int));
     if (!e->units[u].params) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");

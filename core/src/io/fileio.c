@@ -60,7 +60,7 @@ char *fsdpc__path_join(const char *dir, const char *name) {
 
 int fsdpc__read_small_file(const char *path, size_t max, char **out, size_t *len) {
   *out = NULL;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
   if (fd < 0)
     return -1;
   struct stat st;

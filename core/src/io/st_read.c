@@ -348,7 +348,7 @@ fsdpc_status fsdpc__st_open(const char *path, fsdpc_st_file **out, fsdpc_err *er
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", path);
   fsdpc_status s;
   char *hdr = NULL;
-  f->fd = open(path, O_RDONLY | O_CLOEXEC);
+  f->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
   if (f->fd < 0) {
     s = fsdpc__fail(err, errno == ENOENT ? FSDPC_INVALID_USAGE : FSDPC_SYSTEM_ERROR,
                     "%s: cannot open: %s", path, strerror(errno));

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "plugin/plugin_lib.h"
+#include "plugin/probe.h"
 #include "util/log.h"
 
 #ifndef FSDPC_PLUGIN_BUILD_DIR
@@ -35,6 +36,11 @@ struct fsdpc_registry {
   int n_searched, cap_searched;
   char **real_seen; /* realpaths already opened: one file is loaded once */
   int n_real, cap_real;
+  /* Files found in the search path, in search order, not loaded yet (NULL
+   * once loaded): a file is loaded only when its kind (and name) is asked
+   * for, so that an unselected broken file is never touched by train. */
+  char **pending;
+  int n_pending, cap_pending;
 };
 
 static const char *const kind_names[FSDPC_KIND_COUNT_] = {
@@ -131,7 +137,8 @@ static fsdpc_status load_file(fsdpc_registry *reg, const char *path, fsdpc_err *
   reg->libs[reg->n_libs++] = lib;
 
   char reason[1024];
-  if (fsdpc__plugin_lib_load(lib, reason, sizeof reason) != FSDPC_OK)
+  if (fsdpc__plugin_probe(path, reason, sizeof reason) != FSDPC_OK ||
+      fsdpc__plugin_lib_load(lib, reason, sizeof reason) != FSDPC_OK)
     return add_refused(reg, path, reason, err);
 
   const fsdpc_plugin_desc *d = lib->desc;
@@ -157,6 +164,70 @@ static fsdpc_status load_file(fsdpc_registry *reg, const char *path, fsdpc_err *
     };
   }
   return FSDPC_OK;
+}
+
+static fsdpc_status add_pending(fsdpc_registry *reg, const char *path, fsdpc_err *err) {
+  if (!grow(&reg->pending, reg->n_pending, &reg->cap_pending, sizeof *reg->pending))
+    return oom(err);
+  if (!(reg->pending[reg->n_pending] = strdup(path)))
+    return oom(err);
+  reg->n_pending++;
+  return FSDPC_OK;
+}
+
+/* Whether a pending file may hold (kind, name): a file named
+ * libfsdpc-<kind>-<name>.so holds that kind and name; a file named any other
+ * way may hold anything. kind < 0 matches every file; name NULL every name. */
+static int may_hold(const char *path, int32_t kind, const char *name) {
+  if (kind < 0)
+    return 1;
+  const char *slash = strrchr(path, '/');
+  const char *b = slash ? slash + 1 : path;
+  size_t len = strlen(b);
+  if (strncmp(b, "libfsdpc-", 9) != 0 || len < 13 || strcmp(b + len - 3, ".so") != 0)
+    return 1;
+  const char *k = b + 9, *dash = strchr(k, '-');
+  if (!dash)
+    return 1;
+  char kn[32];
+  snprintf(kn, sizeof kn, "%.*s", (int)(dash - k), k);
+  int32_t fk = fsdpc__kind_from_name(kn);
+  if (fk < 0)
+    return 1;
+  if (fk != kind)
+    return 0;
+  if (!name)
+    return 1;
+  size_t nl = (size_t)(b + len - 3 - (dash + 1));
+  return strlen(name) == nl && strncmp(dash + 1, name, nl) == 0;
+}
+
+/* Loads, in search order, the pending files that may hold (kind, name). */
+static fsdpc_status load_pending(fsdpc_registry *reg, int32_t kind, const char *name,
+                                 fsdpc_err *err) {
+  for (int i = 0; i < reg->n_pending; i++) {
+    char *p = reg->pending[i];
+    if (!p || !may_hold(p, kind, name))
+      continue;
+    reg->pending[i] = NULL;
+    fsdpc_status st = load_file(reg, p, err);
+    free(p);
+    FSDPC_TRY(st);
+  }
+  return FSDPC_OK;
+}
+
+/* For the listing calls: everything found, loaded. Errors here are out of
+ * memory only; they leave the lists as far as they got. */
+static fsdpc_registry *loaded_all(const fsdpc_registry *creg) {
+  fsdpc_registry *reg = (fsdpc_registry *)creg; /* the lists are caches */
+  fsdpc_err e;
+  load_pending(reg, -1, NULL, &e);
+  return reg;
+}
+
+fsdpc_status fsdpc__registry_load_all(fsdpc_registry *reg, fsdpc_err *err) {
+  return load_pending(reg, -1, NULL, err);
 }
 
 static int is_plugin_file_name(const char *n) {
@@ -192,7 +263,7 @@ static fsdpc_status scan_dir(fsdpc_registry *reg, const char *dir, fsdpc_err *er
   for (int i = 0; i < n && st == FSDPC_OK; i++) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    st = load_file(reg, path, err);
+    st = add_pending(reg, path, err);
   }
   for (int i = 0; i < n; i++)
     free(names[i]);
@@ -219,12 +290,31 @@ static fsdpc_status search_entry(fsdpc_registry *reg, const char *entry, int exp
   FSDPC_TRY(add_searched(reg, entry, err));
   if (S_ISDIR(sb.st_mode))
     return scan_dir(reg, entry, err);
-  return load_file(reg, entry, err);
+  return add_pending(reg, entry, err);
 }
 
 /* The plugin folder next to the libfsdpc.so actually loaded
  * (<libdir>/fsdpc/plugins), so that an installation moved to another prefix
  * still finds its own plugins. Empty when the core is linked statically. */
+/* True when the running program lies inside the build tree whose plugin
+ * folder is build_plugins (<build>/plugins). */
+static int fsdpc__running_from_build_tree(const char *build_plugins) {
+  if (!build_plugins || !*build_plugins)
+    return 0;
+  char exe[PATH_MAX], root[PATH_MAX], tree[PATH_MAX];
+  if (!realpath("/proc/self/exe", exe))
+    return 0;
+  snprintf(tree, sizeof tree, "%s", build_plugins);
+  char *slash = strrchr(tree, '/');
+  if (!slash || slash == tree)
+    return 0;
+  *slash = '\0';
+  if (!realpath(tree, root))
+    return 0;
+  size_t n = strlen(root);
+  return strncmp(exe, root, n) == 0 && exe[n] == '/';
+}
+
 static void relocated_install_dir(char *buf, size_t cap) {
   buf[0] = '\0';
   Dl_info info;
@@ -261,14 +351,17 @@ fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_ext
         st = search_entry(reg, tok, 0, err);
       free(copy);
     }
-    if (st == FSDPC_OK)
-      st = search_entry(reg, FSDPC_PLUGIN_BUILD_DIR, 0, err);
+    /* Installed plugins first; the build folder only for a program that
+     * runs from that build tree, so that a file planted in a build folder
+     * compiled into an installed fsdpc is never loaded. */
     if (st == FSDPC_OK)
       st = search_entry(reg, FSDPC_PLUGIN_INSTALL_DIR, 0, err);
     char moved[PATH_MAX];
     relocated_install_dir(moved, sizeof moved);
     if (st == FSDPC_OK && moved[0] && strcmp(moved, FSDPC_PLUGIN_INSTALL_DIR) != 0)
       st = search_entry(reg, moved, 0, err);
+    if (st == FSDPC_OK && fsdpc__running_from_build_tree(FSDPC_PLUGIN_BUILD_DIR))
+      st = search_entry(reg, FSDPC_PLUGIN_BUILD_DIR, 0, err);
   }
   if (st != FSDPC_OK) {
     fsdpc__registry_destroy(reg);
@@ -296,6 +389,9 @@ void fsdpc__registry_destroy(fsdpc_registry *reg) {
     free(reg->searched[i]);
   for (int i = 0; i < reg->n_real; i++)
     free(reg->real_seen[i]);
+  for (int i = 0; i < reg->n_pending; i++)
+    free(reg->pending[i]);
+  free(reg->pending);
   free(reg->libs);
   free(reg->comps);
   free(reg->refused);
@@ -309,15 +405,17 @@ void fsdpc__registry_set_device(fsdpc_registry *reg, int32_t device, int32_t dev
   reg->dev.device_index = device == FSDPC_DEVICE_CPU ? -1 : device_index;
 }
 
-int fsdpc__registry_count(const fsdpc_registry *reg) { return reg->n_comps; }
+int fsdpc__registry_count(const fsdpc_registry *reg) { return loaded_all(reg)->n_comps; }
 
 const fsdpc_component *fsdpc__registry_at(const fsdpc_registry *reg, int i) {
+  reg = loaded_all(reg);
   return i >= 0 && i < reg->n_comps ? &reg->comps[i] : NULL;
 }
 
-int fsdpc__registry_refused_count(const fsdpc_registry *reg) { return reg->n_refused; }
+int fsdpc__registry_refused_count(const fsdpc_registry *reg) { return loaded_all(reg)->n_refused; }
 
 const fsdpc_refused_plugin *fsdpc__registry_refused_at(const fsdpc_registry *reg, int i) {
+  reg = loaded_all(reg);
   return i >= 0 && i < reg->n_refused ? &reg->refused[i] : NULL;
 }
 
@@ -329,7 +427,11 @@ const char *fsdpc__registry_search_at(const fsdpc_registry *reg, int i) {
 
 const fsdpc_component *fsdpc__registry_find(const fsdpc_registry *reg, int32_t kind,
                                             const char *name) {
-  return name ? find(reg, kind, name) : NULL;
+  if (!name)
+    return NULL;
+  fsdpc_err e;
+  load_pending((fsdpc_registry *)reg, kind, name, &e);
+  return find(reg, kind, name);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -446,6 +548,7 @@ static fsdpc_status select_pinned(fsdpc_registry *reg, int32_t kind, const char 
                          reg->refused[i].reason);
   }
   char avail[512], dirs[1024];
+  FSDPC_TRY(load_pending(reg, kind, NULL, err)); /* to name the alternatives */
   list_available(reg, kind, avail, sizeof avail);
   list_searched(reg, dirs, sizeof dirs);
   return fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -460,8 +563,11 @@ fsdpc_status fsdpc__registry_select(fsdpc_registry *reg, int32_t kind, const cha
   *out = NULL;
   if (kind < 0 || kind >= FSDPC_KIND_COUNT_)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "unknown plugin kind %d", (int)kind);
-  if (name && *name && strcmp(name, "auto") != 0)
+  if (name && *name && strcmp(name, "auto") != 0) {
+    FSDPC_TRY(load_pending(reg, kind, name, err));
     return select_pinned(reg, kind, name, s, out, err);
+  }
+  FSDPC_TRY(load_pending(reg, kind, NULL, err));
 
   const char *kn = fsdpc__kind_name(kind);
   const fsdpc_component *best = NULL;

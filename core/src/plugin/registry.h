@@ -1,11 +1,15 @@
 /* Plugin discovery, loading, ABI checks and selection.
  *
  * Search order: config plugins.paths, then FSDPC_PLUGIN_PATH (colon list),
- * then the build plugin folder, then the install plugin folder (and the
- * plugin folder next to the libfsdpc.so in use, if it was moved). Every
- * libfsdpc-*.so found is loaded with RTLD_NOW | RTLD_LOCAL and asked for its
- * descriptor; the first component of a given (kind, name) in search order
- * wins. A file that fails (no entry symbol, other ABI major, bad descriptor)
+ * then the install plugin folder (and the plugin folder next to the
+ * libfsdpc.so in use, if it was moved), then the build plugin folder, which
+ * only a program run from inside that build tree searches. Files are found
+ * at create time and loaded only when needed: selecting (kind, name) loads
+ * the files named libfsdpc-<kind>-<name>.so (auto: libfsdpc-<kind>-*.so)
+ * and files named otherwise; the listing calls (count, at, refused) load
+ * everything. Each file is first tried in a child process (probe.h), then
+ * loaded with RTLD_NOW | RTLD_LOCAL and asked for its descriptor; the first
+ * component of a given (kind, name) in search order wins. A file that fails (no entry symbol, other ABI major, bad descriptor)
  * is recorded as refused with a one-line reason and does not stop the others.
  * Plugins are never unloaded before the registry is destroyed. */
 #ifndef FSDPC_PLUGIN_REGISTRY_H
@@ -55,6 +59,9 @@ const char *fsdpc__registry_search_at(const fsdpc_registry *reg, int i);
 /* The loaded component of kind with this name, or NULL (no supports()). */
 const fsdpc_component *fsdpc__registry_find(const fsdpc_registry *reg, int32_t kind,
                                             const char *name);
+
+/* Loads every file found (fsdpc plugins list). */
+fsdpc_status fsdpc__registry_load_all(fsdpc_registry *reg, fsdpc_err *err);
 
 int fsdpc__registry_count(const fsdpc_registry *reg);
 const fsdpc_component *fsdpc__registry_at(const fsdpc_registry *reg, int i);

@@ -148,13 +148,31 @@ static int eval_args(jctx *x, const jnode *n, jargs *a) {
   a->npos = n->n;
   a->nkw = n->n2;
   a->kwn = n->names;
-  a->pos = ja_alloc(&x->arena, (n->n + 1) * sizeof(jv));
+  /* "*seq" arguments expand in place: evaluate them first to count. */
+  jv *splat = ja_alloc(&x->arena, (n->n + 1) * sizeof(jv));
+  if (!splat)
+    return oom(x, n);
+  for (size_t i = 0; i < n->n; i++)
+    if (n->list[i]->kind == N_SPLAT) {
+      if (eval(x, n->list[i]->a, &splat[i]))
+        return -1;
+      if (!jv_is_seq(&splat[i]))
+        return jx_fail(x, n->list[i], "argument after * must be a list or tuple, not %s",
+                       jv_type_name(&splat[i]));
+      a->npos += jv_len(&splat[i]) - 1;
+    }
+  a->pos = ja_alloc(&x->arena, (a->npos + 1) * sizeof(jv));
   a->kwv = ja_alloc(&x->arena, (n->n2 + 1) * sizeof(jv));
   if (!a->pos || !a->kwv)
     return oom(x, n);
-  for (size_t i = 0; i < n->n; i++)
-    if (eval(x, n->list[i], &a->pos[i]))
+  for (size_t i = 0, k = 0; i < n->n; i++) {
+    if (n->list[i]->kind == N_SPLAT) {
+      for (size_t j = 0; j < jv_len(&splat[i]); j++)
+        a->pos[k++] = jv_seq_at(&splat[i], j);
+    } else if (eval(x, n->list[i], &a->pos[k++])) {
       return -1;
+    }
+  }
   for (size_t i = 0; i < n->n2; i++)
     if (eval(x, n->list2[i], &a->kwv[i]))
       return -1;

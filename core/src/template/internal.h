@@ -148,6 +148,7 @@ typedef enum jnkind {
   N_LIST,
   N_TUPLE,
   N_DICT,
+  N_SPLAT, /* *seq among call arguments */
   /* statements */
   N_TEXT,
   N_OUTPUT,

@@ -18,8 +18,20 @@ static int parse_args(parser *P, nvec *pos, nvec *kw) {
   if (jp_expect_op(P, "("))
     return -1;
   while (!jp_is_op(jp_cur(P), ")")) {
-    if (jp_is_op(jp_cur(P), "*") || jp_is_op(jp_cur(P), "**"))
-      return jp_fail(P, jp_cur(P), "unsupported construct '*args / **kwargs'");
+    if (jp_is_op(jp_cur(P), "**"))
+      return jp_fail(P, jp_cur(P), "unsupported construct '**kwargs'");
+    if (jp_is_op(jp_cur(P), "*")) {
+      if (kw->n)
+        return jp_fail(P, jp_cur(P), "unsupported construct '*args after keyword arguments'");
+      jnode *sp = jp_mk(P, N_SPLAT, jp_cur(P));
+      jp_advance(P);
+      if (!sp || !(sp->a = jp_parse_expr(P)) || jp_nv_push(P, pos, sp, NULL))
+        return -1;
+      if (!jp_is_op(jp_cur(P), ","))
+        break;
+      jp_advance(P);
+      continue;
+    }
     if (jp_cur(P)->kind == TK_NAME && jp_is_op(jp_peek(P, 1), "=")) {
       const char *nm = jp_name_dup(P, jp_cur(P));
       jp_advance(P);

@@ -17,11 +17,19 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
   int rank = s->env.rank, world = s->env.world_size;
   int64_t count = 0;
   FSDPC_TRY(fsdpc__loader_count_labels(s->train_ld, step, s->G, &count, err));
-  if (count == 0)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "step %lld: the global batch has no counted labels (all -100); check "
-                       "the data's loss mask",
-                       (long long)step);
+  if (count == 0) {
+    /* Masked data (long prompts) can leave a whole global batch without a
+     * target token, hours into a run: skip the step, never abort. */
+    s->skipped_steps++;
+    if (rank == 0)
+      FSDPC_LOGW("step %lld: the global batch has no target tokens (every label masked): step "
+                 "skipped (%lld so far; counted as skipped_steps in metrics.jsonl)",
+                 (long long)step + 1, (long long)s->skipped_steps);
+    *loss = NAN;
+    *lr = fsdpc__schedule_lr(&s->sched, step);
+    *gnorm = 0.0;
+    return FSDPC_OK;
+  }
   float grad_scale = (float)(1.0 / (double)count);
   double loss_sum = 0.0;
   for (int64_t m = 0; m < s->accum; m++) {

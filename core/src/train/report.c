@@ -3,6 +3,7 @@
  * when stdout is a terminal, and per-rank memory in the seed's "before /
  * consumed / peak" style. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -133,6 +134,7 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
     cJSON_AddNumberToObject(o, "comm_s", cb.comm_s);
     cJSON_AddNumberToObject(o, "tokens", tok);
     cJSON_AddNumberToObject(o, "world", s->env.world_size);
+    cJSON_AddNumberToObject(o, "skipped_steps", (double)s->skipped_steps);
     for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
       char key[48];
       snprintf(key, sizeof key, "peak_%s_bytes", fsdpc__mem_cat_name((fsdpc_mem_cat)k));
@@ -140,8 +142,14 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
     }
     char *line = cJSON_PrintUnformatted(o);
     if (line && s->metrics) {
-      fprintf(s->metrics, "%s\n", line);
-      fflush(s->metrics);
+      /* A full disk must not truncate metrics.jsonl in silence: say so when
+       * it happens (once), and the run goes on. */
+      errno = 0;
+      if ((fprintf(s->metrics, "%s\n", line) < 0 || fflush(s->metrics) != 0) &&
+          !s->metrics_failed++)
+        FSDPC_LOGE("cannot write %s/metrics.jsonl at step %lld: %s; metrics from here on are "
+                   "lost (free space in log.dir)",
+                   c->log.dir, (long long)step, strerror(errno ? errno : EIO));
     }
     cJSON_free(line);
     cJSON_Delete(o);

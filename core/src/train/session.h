@@ -51,6 +51,8 @@ typedef struct fsdpc_session {
   FILE *metrics;               /* rank 0: log.dir/metrics.jsonl */
   int progress;                /* draw a progress bar */
   double t_start;
+  int64_t skipped_steps; /* steps whose global batch had no target token */
+  int metrics_failed;    /* a write to metrics.jsonl failed (reported once) */
 } fsdpc_session;
 
 /* Builds the session for this rank (env says which). */

@@ -7,4 +7,14 @@
 /* mkdir -p: creates path and its missing parents (mode 0755). */
 fsdpc_status fsdpc__mkdir_p(const char *path, fsdpc_err *err);
 
+/* Opens path read-only as a regular file without ever blocking: a FIFO,
+ * a device (/dev/zero) or a folder is refused before anything is read.
+ * Returns the descriptor, -1 with errno set when open/fstat fail, or -2
+ * when path is not a regular file. When max > 0, a file larger than max
+ * bytes is -3. */
+int fsdpc__open_regular(const char *path, unsigned long long max);
+/* The one-line reason for a negative fsdpc__open_regular result (errno is
+ * read for -1). */
+const char *fsdpc__open_regular_why(int rc, unsigned long long max, char *buf, unsigned long cap);
+
 #endif

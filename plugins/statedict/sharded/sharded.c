@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "fsdpc/plugin.h"
+#include "meta_check.h"
 
 static const fsdpc_host_api *g_host;
 
@@ -277,6 +278,11 @@ static int32_t sharded_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, cons
   int ok = 1;
   if (!o || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "fsdpc-sharded") != 0) {
     r = fail(FSDPC_INVALID_USAGE, "%s: not the meta.json of a sharded checkpoint", meta);
+    goto done;
+  }
+  char why[512];
+  if (fsdpc_sharded_check_meta(o, why, sizeof why) != 0) {
+    r = fail(FSDPC_INVALID_USAGE, "%s: %s; the checkpoint was edited or is corrupt", meta, why);
     goto done;
   }
   sv.shard_size = (int)num_u64(o, "shard_size", &ok);

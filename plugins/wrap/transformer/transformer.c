@@ -45,6 +45,76 @@ static int same_layer(const fsdpc_wrap_param *a, const fsdpc_wrap_param *b) {
   return a->layer == b->layer;
 }
 
+/* Leaders of decoder layers, keyed as same_layer() compares them: by
+ * module name, or by layer index for parameters without one. Open
+ * addressing; the table has at least twice as many slots as parameters. */
+typedef struct layer_map {
+  uint32_t *slot; /* parameter index of a leader, or UINT32_MAX */
+  uint32_t mask;
+} layer_map;
+
+typedef struct tie_slot {
+  int32_t group;
+  uint32_t first; /* first parameter of the tie group */
+} tie_slot;
+
+static int tie_known(const tie_slot *t, uint32_t n, int32_t group) {
+  for (uint32_t i = 0; i < n; i++)
+    if (t[i].group == group)
+      return 1;
+  return 0;
+}
+
+static uint32_t layer_hash(const fsdpc_wrap_param *p) {
+  uint32_t h = 2166136261u;
+  if (p->module) {
+    for (const char *c = p->module; *c; c++)
+      h = (h ^ (uint8_t)*c) * 16777619u;
+    return h;
+  }
+  return (uint32_t)p->layer * 2654435761u ^ 0x9e3779b9u;
+}
+
+static int layer_map_init(layer_map *m, uint32_t n) {
+  uint32_t cap = 16;
+  while (cap < 2 * (uint64_t)n + 2)
+    cap *= 2;
+  m->slot = g_host->alloc(g_host->host_ctx, (uint64_t)cap * sizeof *m->slot, 16);
+  if (!m->slot)
+    return -1;
+  memset(m->slot, 0xff, (size_t)cap * sizeof *m->slot);
+  m->mask = cap - 1;
+  return 0;
+}
+
+static void layer_map_free(layer_map *m) { g_host->free(g_host->host_ctx, m->slot); }
+
+/* Both with a module name, or both without one and the same layer index:
+ * same_layer() for the parameters of one model, which are named alike. */
+static int same_key(const fsdpc_wrap_param *a, const fsdpc_wrap_param *b) {
+  if (!a->module != !b->module)
+    return 0;
+  return same_layer(a, b);
+}
+
+static uint32_t layer_map_find(const layer_map *m, const fsdpc_wrap_param *params,
+                               const fsdpc_wrap_param *p) {
+  for (uint32_t h = layer_hash(p) & m->mask;; h = (h + 1) & m->mask) {
+    uint32_t j = m->slot[h];
+    if (j == UINT32_MAX)
+      return UINT32_MAX;
+    if (same_key(&params[j], p))
+      return j;
+  }
+}
+
+static void layer_map_add(layer_map *m, const fsdpc_wrap_param *params, uint32_t i) {
+  uint32_t h = layer_hash(&params[i]) & m->mask;
+  while (m->slot[h] != UINT32_MAX)
+    h = (h + 1) & m->mask;
+  m->slot[h] = i;
+}
+
 static int32_t read_opts(const fsdpc_opts *opts, wrap_opts *o) {
   return fsdpc_wrap_read_separate(g_host, opts, &o->separate_embedding, &o->separate_lm_head);
 }
@@ -66,30 +136,61 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
                   "wrap transformer: a decoder-layer parameter has neither module nor layer");
   }
   /* First pass: each parameter points at the first parameter of its unit
-   * (its "leader"); tie groups point at the first tied parameter's leader. */
+   * (its "leader"); tie groups point at the first tied parameter's leader.
+   * Linear time (a model with 20,000 layers plans at once): leaders are
+   * found through a hash table of layers and one slot per other class. */
   uint32_t n_out = 0;
+  layer_map lm;
+  if (layer_map_init(&lm, n_params) != 0)
+    return fail(FSDPC_SYSTEM_ERROR, "wrap transformer: out of memory");
+  uint32_t class_leader[4] = {UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX};
+  tie_slot ties_small[8], *ties = ties_small;
+  uint32_t n_ties = 0, cap_ties = 8;
   for (uint32_t i = 0; i < n_params; i++) {
     const fsdpc_wrap_param *p = &params[i];
     uint32_t leader = i;
     int found = 0;
     if (p->tie_group >= 0) {
-      for (uint32_t j = 0; j < i && !found; j++)
-        if (params[j].tie_group == p->tie_group)
-          leader = unit_of_param[j], found = 1;
+      for (uint32_t t = 0; t < n_ties && !found; t++)
+        if (ties[t].group == p->tie_group)
+          leader = unit_of_param[ties[t].first], found = 1;
     }
     int cls = param_class(p, &o);
-    for (uint32_t j = 0; j < i && !found; j++) {
-      /* Only leaders are compared: unit_of_param[j] == j marks one. A tied
-       * parameter moved elsewhere is not a leader for its own class. */
-      if (unit_of_param[j] != j || param_class(&params[j], &o) != cls)
-        continue;
-      if (cls == CLASS_LAYER && !same_layer(&params[j], p))
-        continue;
-      leader = j;
-      found = 1;
+    if (!found) {
+      /* Only leaders are looked up: a tied parameter moved elsewhere is not
+       * a leader for its own class. */
+      uint32_t l = cls == CLASS_LAYER ? layer_map_find(&lm, params, p) : class_leader[cls];
+      if (l != UINT32_MAX)
+        leader = l, found = 1;
     }
     unit_of_param[i] = leader;
+    if (leader == i) {
+      if (cls == CLASS_LAYER)
+        layer_map_add(&lm, params, i);
+      else
+        class_leader[cls] = i;
+    }
+    if (p->tie_group >= 0 && !tie_known(ties, n_ties, p->tie_group)) {
+      if (n_ties == cap_ties) {
+        tie_slot *nt = g_host->alloc(g_host->host_ctx, 2 * cap_ties * sizeof *nt, 16);
+        if (!nt) {
+          layer_map_free(&lm);
+          if (ties != ties_small)
+            g_host->free(g_host->host_ctx, ties);
+          return fail(FSDPC_SYSTEM_ERROR, "wrap transformer: out of memory");
+        }
+        memcpy(nt, ties, n_ties * sizeof *nt);
+        if (ties != ties_small)
+          g_host->free(g_host->host_ctx, ties);
+        ties = nt;
+        cap_ties *= 2;
+      }
+      ties[n_ties++] = (tie_slot){.group = p->tie_group, .first = i};
+    }
   }
+  layer_map_free(&lm);
+  if (ties != ties_small)
+    g_host->free(g_host->host_ctx, ties);
   /* Second pass: leaders become unit numbers in order of first appearance;
    * a leader always precedes (or is) its followers. */
   for (uint32_t i = 0; i < n_params; i++) {

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (clang, ASan + UBSan) in build-fuzz and runs
+# each for SECONDS (default 5) on a copy of its seed corpus.
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: safetensors config tokfile store)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs=${1:-5}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors config tokfile store)
+command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (apt-get install clang)"; exit 1; }
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFSDPC_FUZZ=ON \
+  -DFSDPC_CUDA=OFF >/dev/null
+cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
+for t in "${targets[@]}"; do
+  case $t in safetensors) seeds=corpus ;; *) seeds=corpus_$t ;; esac
+  work=build-fuzz/corpus-work/$t
+  mkdir -p "$work"
+  cp -n tests/fuzz/$seeds/* "$work"/ 2>/dev/null || true
+  dict=()
+  [ -f tests/fuzz/$t.dict ] && dict=(-dict=tests/fuzz/$t.dict)
+  echo "== fuzz_$t for $secs s"
+  ASAN_OPTIONS=detect_leaks=1 build-fuzz/bin/fuzz_$t "${dict[@]}" -max_total_time="$secs" \
+    -rss_limit_mb=2048 -artifact_prefix=build-fuzz/fuzz_$t- -print_final_stats=1 "$work"
+done

@@ -243,6 +243,10 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
                                 m->cfg->plugins.paths.n, &m->reg, err);
   if (st == FSDPC_OK)
     st = setup_device(m, o->device, err);
+  /* The statedict plugin loads first: the registry loads plugins lazily and
+   * a component pointer taken before a later load may move. */
+  if (st == FSDPC_OK)
+    st = load_weights(m, &lay, &shard, err);
   if (st == FSDPC_OK) {
     fsdpc_situation sit = {.struct_size = sizeof sit,
                            .device = m->ops->device,
@@ -255,8 +259,6 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
     st = fsdpc__registry_select(m->reg, FSDPC_KIND_ATTENTION, m->cfg->attention.impl, &sit,
                                 &m->attn, err);
   }
-  if (st == FSDPC_OK)
-    st = load_weights(m, &lay, &shard, err);
   if (st == FSDPC_OK)
     st = to_device(m, &lay, shard, err);
   for (int u = 0; shard && u < lay.n_units; u++)

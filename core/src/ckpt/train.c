@@ -17,6 +17,7 @@
 #include "ckpt/train_hooks.h"
 #include "ckpt/verify.h"
 #include "dist/save_notify.h"
+#include "model/hf_rules.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -349,6 +350,7 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_session *s, fsdpc_err *err) {
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   r->config_hash = fsdpc__ckpt_hash(r->config_text);
   FSDPC_TRY(fsdpc__ckpt_host_set_config_yaml(r->host, r->config_yaml, err));
+  FSDPC_TRY(fsdpc__ckpt_host_set_export(r->host, c, err)); /* a deployable final/ */
   const char *k = getenv("FSDPC_TEST_KILL_IN_SAVE"); /* "<step>:<files>" */
   long long ks = 0;
   int kf = 0;
@@ -431,6 +433,7 @@ fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_session *s, const char *dir, fsdp
   int64_t rss0, hwm0, rss1, hwm1;
   fsdpc__mem_rss(&rss0, &hwm0);
   double t0 = fsdpc__now();
+  FSDPC_TRY(fsdpc__hf_rules_folder(dir, &s->shape, s->T, err)); /* what fsdpc can model */
   FSDPC_TRY(fsdpc__engine_load_hf(s->eng, dir, err));
   fsdpc__mem_rss(&rss1, &hwm1);
   int64_t base = rss0 < hwm0 ? rss0 : hwm0;

@@ -14,7 +14,7 @@ fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 hub="$dir/hub"
 python3 "$fix/make_hub.py" "$hub" llama3.2-instruct llama3-instruct qwen2.5-instruct \
-  mistral-v0.1-instruct mistral-v0.3-instruct mistral-v0.3-spm llama2-chat \
+  mistral-v0.1-instruct mistral-v0.3-instruct mistral-v0.3-spm llama2-chat zephyr-7b-beta \
   || { echo "FAIL: make_hub.py" >&2; exit 1; }
 cp "$FSDPC_SOURCE_DIR/tests/fixtures/tokenizers/vocab/mistral-v0.1/tokenizer.model" "$dir/m1.model"
 
@@ -31,9 +31,11 @@ for t in llama3.2-instruct qwen2.5-instruct; do
 done
 
 # Mistral v0.1: BPE over the tokenizer.json vs libsentencepiece over the
-# tokenizer.model (valid UTF-8 lines: gen_varied.py writes only those).
+# tokenizer.model (valid UTF-8 lines: gen_varied.py writes only those), both
+# alone (no tokenizer_config.json: the files' own legacy normalizer).
 python3 "$fix/gen_varied.py" 600 9 >"$dir/valid.txt"
-"$FSDPC" data encode --tokenizer "$hub/mistral-v0.1-instruct" --escaped-lines "$dir/valid.txt" \
+mkdir -p "$dir/m1json" && cp "$hub/mistral-v0.1-instruct/tokenizer.json" "$dir/m1json/"
+"$FSDPC" data encode --tokenizer "$dir/m1json" --escaped-lines "$dir/valid.txt" \
   --offsets >"$dir/a" || fail "fsdpc mistral json"
 "$FSDPC" data encode --tokenizer "$dir/m1.model" --escaped-lines "$dir/valid.txt" --offsets \
   >"$dir/b" || fail "fsdpc mistral model"
@@ -65,6 +67,16 @@ expect mistral-v0.1-instruct "Hello world!" "22557 1526 28808"
 expect mistral-v0.3-instruct "[INST] Hi [/INST]" "3 16127 29473 4" # no ▁ prepended after [INST]
 expect mistral-v0.3-instruct " Hi" "16127"
 expect mistral-v0.3-spm "Hello world!" "23325 2294 29576"
+# tokenizer_class LlamaTokenizer: transformers 5 drops the tokenizer.json's
+# legacy normalizer for Metaspace, prepend_scheme "first" (legacy false) or
+# "always" (legacy true), so a text that starts with a space gets no second
+# "▁" (29871 "▁", not 259 "▁▁"), and after a special token "first" adds none.
+expect llama2-chat " " "29871"
+expect llama2-chat "Hello <s>." "15043 29871 1 29889" # 29889 ".": transformers' legacy=False example
+expect zephyr-7b-beta "Hello <s>." "22557 28705 1 842"  # legacy true: 842 "▁."
+expect mistral-v0.3-instruct "<s>Hello" "1 16998"     # 16998 "Hello", not 23325 "▁Hello"
+got=$("$FSDPC" data encode --tokenizer "$dir/m1json" --text " ") || fail "encode ' ' json alone"
+[ "$got" = "259" ] || fail "mistral v0.1 tokenizer.json alone ' ': got '$got', expected 259 (▁▁)"
 for t in llama3.2-instruct qwen2.5-instruct llama2-chat mistral-v0.3-spm; do
   expect "$t" "" ""
 done

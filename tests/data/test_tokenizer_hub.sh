@@ -15,6 +15,7 @@ fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 hub="$dir/hub"
 python3 "$fix/make_hub.py" "$hub" llama3.2-instruct llama3-instruct qwen2.5-instruct \
   mistral-v0.1-instruct mistral-v0.3-instruct mistral-v0.3-spm llama2-chat zephyr-7b-beta \
+  llama2-chat-spm \
   || { echo "FAIL: make_hub.py" >&2; exit 1; }
 cp "$FSDPC_SOURCE_DIR/tests/fixtures/tokenizers/vocab/mistral-v0.1/tokenizer.model" "$dir/m1.model"
 
@@ -40,6 +41,21 @@ mkdir -p "$dir/m1json" && cp "$hub/mistral-v0.1-instruct/tokenizer.json" "$dir/m
 "$FSDPC" data encode --tokenizer "$dir/m1.model" --escaped-lines "$dir/valid.txt" --offsets \
   >"$dir/b" || fail "fsdpc mistral model"
 diff -q "$dir/a" "$dir/b" >/dev/null || fail "mistral v0.1: tokenizer.json and tokenizer.model differ"
+
+# The same folders as transformers 5 reads them (tokenizer_class
+# LlamaTokenizer: Metaspace, the tokenizer.json's normalizer dropped): the
+# BPE over tokenizer.json and libsentencepiece over tokenizer.model (dummy
+# prefix off, "▁" prepended per legacy) agree, ids and offsets.
+for pair in "llama2-chat llama2-chat-spm" "mistral-v0.3-instruct mistral-v0.3-spm"; do
+  set -- $pair
+  "$FSDPC" data encode --tokenizer "$hub/$1" --escaped-lines "$dir/valid.txt" --offsets \
+    >"$dir/a" || fail "fsdpc $1"
+  "$FSDPC" data encode --tokenizer "$hub/$2" --escaped-lines "$dir/valid.txt" --offsets \
+    >"$dir/b" || fail "fsdpc $2"
+  if ! diff "$dir/a" "$dir/b" >"$dir/diff"; then
+    fail "$1 and $2 differ on $(grep -c '^<' "$dir/diff") lines:"; head -4 "$dir/diff" >&2
+  fi
+done
 
 expect() { # folder text want [flags]
   local got
@@ -75,6 +91,10 @@ expect llama2-chat " " "29871"
 expect llama2-chat "Hello <s>." "15043 29871 1 29889" # 29889 ".": transformers' legacy=False example
 expect zephyr-7b-beta "Hello <s>." "22557 28705 1 842"  # legacy true: 842 "▁."
 expect mistral-v0.3-instruct "<s>Hello" "1 16998"     # 16998 "Hello", not 23325 "▁Hello"
+expect llama2-chat-spm " " "29871"
+expect llama2-chat-spm "Hello <s>." "15043 29871 1 29889"
+expect mistral-v0.3-spm " " "29473" # "▁"; 1027 is "▁▁"
+expect mistral-v0.3-spm "<s>Hello" "1 16998"
 got=$("$FSDPC" data encode --tokenizer "$dir/m1json" --text " ") || fail "encode ' ' json alone"
 [ "$got" = "259" ] || fail "mistral v0.1 tokenizer.json alone ' ': got '$got', expected 259 (▁▁)"
 for t in llama3.2-instruct qwen2.5-instruct llama2-chat mistral-v0.3-spm; do

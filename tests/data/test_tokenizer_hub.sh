@@ -77,6 +77,19 @@ expect qwen2.5-instruct "caf$(printf 'e\xcc\x81')" "$("$FSDPC" data encode --tok
 expect qwen2.5-instruct "caf$(printf 'e\xcc\x81')" "924:0-2 58858:2-6" --offsets # the é of e + U+0301 spans both
 # NFC lengthens U+2ADC (3 bytes) to 4 byte-level ids: the id buffer must allow it.
 expect qwen2.5-instruct "$(printf '\xe2\xab\x9c')" "145773 251 136 116"
+# NFC offsets per segment, not per changed run: U+2ADC (3 bytes) becomes
+# U+2ADD U+0338, 4 byte-level ids that all map to bytes 0-3 (what HF gave
+# on the GPU host); the second one, at bytes 6-9, maps to its own bytes
+# (" " + U+2ADD: 5-9, then 6-9), and " " + the é of e + U+0301 to 9-13 (the
+# é to both its characters).
+nfc_text="$(printf '\xe2\xab\x9c x \xe2\xab\x9c e\xcc\x81')"
+got=$("$FSDPC" data encode --tokenizer "$hub/qwen2.5-instruct" --offsets --text "$nfc_text" |
+  tr ' ' '\n' | cut -d: -f2 | tr '\n' ' ') || fail "encode nfc offsets"
+want="0-3 0-3 0-3 0-3 3-5 5-9 6-9 6-9 6-9 6-9 9-13 "
+case "$got" in
+  "$want") ;;
+  *) fail "qwen2.5 NFC offsets: got '$got', expected '$want'" ;;
+esac
 expect llama2-chat "Hello world!" "15043 3186 29991"
 expect llama2-chat "Hi" "1 6324" --add-special
 expect mistral-v0.1-instruct "Hello world!" "22557 1526 28808"

@@ -2,6 +2,7 @@
 # JSON lines (--out FILE, or the "RESULT {...}" lines of its stdout).
 # PyTorch FSDP2 reference run for Llama-shaped models (anchor for the compass).
 # Launch: torchrun --nproc_per_node=N torch_fsdp2_baseline.py --model 1b --strategy full --ac 1 --bs 4
+# [--compile]: each decoder layer under torch.compile before fully_shard.
 import argparse, json, os, time
 import torch
 import torch.distributed as dist
@@ -27,6 +28,8 @@ def main():
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--warmup", type=int, default=4)
     p.add_argument("--out", default=None)
+    p.add_argument("--compile", action="store_true",
+                   help="each decoder layer under torch.compile before fully_shard (torchtitan)")
     a = p.parse_args()
 
     dist.init_process_group("nccl")
@@ -52,6 +55,9 @@ def main():
     else:
         mesh = init_device_mesh("cuda", (world,))
     rsf = a.strategy not in ("grad_op", "no_shard")
+    if a.compile:  # as torchtitan: compile each block, then shard the compiled blocks
+        for i, layer in enumerate(model.model.layers):
+            model.model.layers[i] = torch.compile(layer)
     for layer in model.model.layers:
         fully_shard(layer, mesh=mesh, mp_policy=mp, reshard_after_forward=rsf)
     fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=rsf)
@@ -84,7 +90,8 @@ def main():
     L, H, S = cfg.num_hidden_layers, cfg.hidden_size, a.seq
     # torchtitan's convention: 6 x (params - token embedding) + 12 x layers x hidden x seq
     flops_tok = 6 * (nparam - cfg.vocab_size * H) + 12 * L * H * S
-    res = dict(model=a.model, strategy=a.strategy, ac=a.ac, bs=a.bs, seq=a.seq, world=world,
+    res = dict(model=a.model, strategy=a.strategy, ac=a.ac, compile=int(a.compile), bs=a.bs,
+               seq=a.seq, world=world,
                step_s=med, tok_s_gpu=tok_s_gpu, params=nparam,
                tflops_gpu=tok_s_gpu * flops_tok / 1e12,
                peak_alloc_gib=torch.cuda.max_memory_allocated() / 2**30,

@@ -9,6 +9,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       python3 python3-yaml procps bc
       libsentencepiece-dev  # tokenizer.model files (SentencePiece)
       libunistring-dev      # NFC normalization of tokenizer.json files (Qwen2)
+      zlib1g-dev            # .jsonl.gz datasets (fsdpc data prepare)
       libcairo2-dev  # optional: PNG charts from `fsdpc bench` (SVG without it)
       python3-jinja2  # test-only: chat templates are checked against Python's jinja2
       clang)          # libFuzzer + ASan/UBSan for the bounded fuzz runs (scripts/fuzz.sh)

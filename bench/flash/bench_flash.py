@@ -7,10 +7,12 @@ check: random bf16 inputs; the reference is PyTorch attention in fp32 on the
 same values (math backend); flash and SDPA in bf16 (flash backend) are both
 measured against it by ||x - ref|| / ||ref|| for out, dq, dk, dv. Grid: T in
 {1, 17, 128, 1000, 2048, 8192}, head dims 64 and 128, GQA ratios 1, 4, 8
-(NH = 8), causal; plus document masking. Pass: every error < 1e-2.
+(NH = 8), causal; plus document masking, full attention and head dims 80
+and 96. Pass: every error < 1e-2.
 
-bench: CUDA events around each call, warm-up first, median of repeats; both
-in the same process on the same inputs. FLOPs count the causal half:
+bench: CUDA events around each call, warm-up first, median of repeats; the
+plugin and PyTorch SDPA's flash (FlashAttention-2) and cuDNN backends in the
+same process on the same inputs, hd 64 and 128, T 2048 and 8192, MHA and GQA. FLOPs count the causal half:
 fwd 2 * 2 * B * NH * T^2 * HD / 2, bwd 2.5 times that."""
 import math
 import statistics
@@ -114,7 +116,9 @@ def check(plugin_dir):
             for ratio in (1, 4, 8):
                 cases.append((2 if T <= 128 else 1, T, 8, 8 // ratio, HD, True, False))
     cases += [(1, 1000, 8, 2, 128, False, False), (1, 2048, 8, 2, 128, True, True),
-              (2, 8192, 8, 1, 64, True, True), (1, 8192, 8, 8, 128, True, True)]
+              (2, 8192, 8, 1, 64, True, True), (1, 8192, 8, 8, 128, True, True),
+              (2, 1000, 8, 2, 80, True, False), (1, 2048, 8, 8, 96, True, False),
+              (2, 777, 8, 1, 96, True, True), (1, 1000, 8, 2, 80, False, False)]
     print(f"{'shape':34s} {'mask':7s} {'flash: out':>10s} {'dq':>9s} {'dk':>9s} {'dv':>9s}"
           f"   {'sdpa: out':>9s} {'dq':>9s} {'dk':>9s} {'dv':>9s}")
     for B, T, NH, KVH, HD, causal, docs in cases:
@@ -154,13 +158,45 @@ def time_ms(fn, reps=20, warmup=5):
     return statistics.median(times)
 
 
+def sdpa_times(backend, q, k, v, do, reps=20):
+    """Forward and backward ms of F.scaled_dot_product_attention (causal) under
+    one backend, and how GQA was served: natively (enable_gqa) or, where the
+    backend refuses it, with K/V repeated per query head as models do."""
+    NH, KVH = q.shape[2], k.shape[2]
+    gqa = NH != KVH
+    qs = to_sdpa(q).detach().requires_grad_()
+    for native in ((True, False) if gqa else (False,)):
+        if native or not gqa:
+            ks, vs = (to_sdpa(t).detach().requires_grad_() for t in (k, v))
+        else:
+            ks, vs = (to_sdpa(t.repeat_interleave(NH // KVH, 2)).detach().requires_grad_()
+                      for t in (k, v))
+        try:
+            with sdpa_kernel(backend):
+                fwd = lambda: F.scaled_dot_product_attention(qs, ks, vs, is_causal=True,
+                                                             enable_gqa=native)
+                o = fwd()
+                dos = to_sdpa(do)
+                f = time_ms(fwd, reps)
+                b = time_ms(lambda: torch.autograd.grad(o, (qs, ks, vs), dos, retain_graph=True),
+                            reps)
+            return f, b, ("gqa" if native else ("rep-kv" if gqa else "mha"))
+        except RuntimeError:
+            continue
+    return math.nan, math.nan, "n/a"
+
+
+SHAPES = ((8, 2048, 16, 16, 128), (2, 8192, 16, 16, 128), (8, 2048, 32, 8, 128),
+          (2, 8192, 32, 8, 128), (8, 2048, 32, 32, 64), (2, 8192, 32, 32, 64),
+          (8, 2048, 32, 8, 64), (2, 8192, 32, 8, 64))
+
+
 def bench(plugin_dir):
     fl = Flash(plugin_dir)
-    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
+    print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"cudnn {torch.backends.cudnn.version()}")
     rows = []
-    for B, T, NH, KVH, HD in ((8, 2048, 16, 16, 128), (2, 8192, 16, 16, 128),
-                              (8, 2048, 32, 8, 128), (2, 8192, 32, 8, 128),
-                              (8, 2048, 32, 32, 64), (2, 8192, 32, 32, 64)):
+    for B, T, NH, KVH, HD in SHAPES:
         q, k, v, do = make(B, T, NH, KVH, HD, 7)
         fwd_flop = 4 * B * NH * T * T * HD / 2
         st = fl.setup(q, k, True)
@@ -168,28 +204,15 @@ def bench(plugin_dir):
         dk, dv = torch.empty_like(k), torch.empty_like(k)
         f_fwd = time_ms(lambda: fl.fwd(st, q, k, v, out))
         f_bwd = time_ms(lambda: fl.bwd(st, q, k, v, out, do, dq, dk, dv))
-
-        gqa = NH != KVH
-        qs, ks, vs = (to_sdpa(t).detach().requires_grad_() for t in (q, k, v))
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            try:
-                o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, enable_gqa=gqa)
-                how = "flash" + (" gqa" if gqa else "")
-            except RuntimeError:  # flash backend without GQA: repeat K/V, as models do
-                ks = to_sdpa(k.repeat_interleave(NH // KVH, 2)).detach().requires_grad_()
-                vs = to_sdpa(v.repeat_interleave(NH // KVH, 2)).detach().requires_grad_()
-                o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True)
-                how = "flash rep-kv"
-            dos = to_sdpa(do)
-            s_fwd = time_ms(lambda: F.scaled_dot_product_attention(
-                qs, ks, vs, is_causal=True, enable_gqa=gqa and how == "flash gqa"))
-            s_bwd = time_ms(lambda: torch.autograd.grad(o, (qs, ks, vs), dos, retain_graph=True))
+        s_fwd, s_bwd, how = sdpa_times(SDPBackend.FLASH_ATTENTION, q, k, v, do)
+        c_fwd, c_bwd, chow = sdpa_times(SDPBackend.CUDNN_ATTENTION, q, k, v, do)
         tf = lambda flop, ms: flop / ms / 1e9
-        rows.append((B, T, NH, KVH, HD, how, tf(fwd_flop, f_fwd), tf(2.5 * fwd_flop, f_bwd),
+        rows.append((B, T, NH, KVH, HD, tf(fwd_flop, f_fwd), tf(2.5 * fwd_flop, f_bwd),
                      tf(3.5 * fwd_flop, f_fwd + f_bwd), tf(fwd_flop, s_fwd),
-                     tf(2.5 * fwd_flop, s_bwd), tf(3.5 * fwd_flop, s_fwd + s_bwd), f_fwd, f_bwd,
-                     s_fwd, s_bwd))
-        del q, k, v, do, out, dq, dk, dv, st, qs, ks, vs, o
+                     tf(2.5 * fwd_flop, s_bwd), tf(3.5 * fwd_flop, s_fwd + s_bwd),
+                     tf(fwd_flop, c_fwd), tf(2.5 * fwd_flop, c_bwd),
+                     tf(3.5 * fwd_flop, c_fwd + c_bwd), how, chow))
+        del q, k, v, do, out, dq, dk, dv, st
         torch.cuda.empty_cache()
 
     # naive: the CPU fp32 reference plugin (its CUDA path is another branch).
@@ -212,14 +235,14 @@ def bench(plugin_dir):
                  f" bwd {(t2 - t1) * 1e3:.0f} ms ({2.5 * nflop / (t2 - t1) / 1e12:.3f} TFLOP/s)")
 
     print("\ncausal, TFLOP/s (median of 20 after 5 warm-up; fwd+bwd = 3.5x fwd FLOPs over the"
-          " summed time)")
-    print(f"{'B':>2s} {'T':>5s} {'NH':>3s} {'KVH':>3s} {'HD':>3s} | {'flash fwd':>9s} {'bwd':>6s}"
-          f" {'f+b':>6s} | {'sdpa fwd':>8s} {'bwd':>6s} {'f+b':>6s} | {'ratio f+b':>9s} | sdpa as"
-          f" | ms: flash fwd/bwd, sdpa fwd/bwd")
+          " summed time); SDPA flash and cuDNN backends on the same inputs")
+    print(f"{'B':>2s} {'T':>5s} {'NH':>3s} {'KVH':>3s} {'HD':>3s} | {'fsdpc fwd':>9s} {'bwd':>6s}"
+          f" {'f+b':>6s} | {'flash fwd':>9s} {'bwd':>6s} {'f+b':>6s} | {'cudnn fwd':>9s}"
+          f" {'bwd':>6s} {'f+b':>6s} | {'/flash':>6s} {'/cudnn':>6s} | sdpa GQA as (flash, cudnn)")
     for r in rows:
-        print(f"{r[0]:2d} {r[1]:5d} {r[2]:3d} {r[3]:3d} {r[4]:3d} | {r[6]:9.1f} {r[7]:6.1f}"
-              f" {r[8]:6.1f} | {r[9]:8.1f} {r[10]:6.1f} {r[11]:6.1f} | {r[8] / r[11]:9.2f} |"
-              f" {r[5]} | {r[12]:.3f}/{r[13]:.3f}, {r[14]:.3f}/{r[15]:.3f}")
+        print(f"{r[0]:2d} {r[1]:5d} {r[2]:3d} {r[3]:3d} {r[4]:3d} | {r[5]:9.1f} {r[6]:6.1f}"
+              f" {r[7]:6.1f} | {r[8]:9.1f} {r[9]:6.1f} {r[10]:6.1f} | {r[11]:9.1f} {r[12]:6.1f}"
+              f" {r[13]:6.1f} | {r[7] / r[10]:6.2f} {r[7] / r[13]:6.2f} | {r[14]}, {r[15]}")
     print(naive_row)
 
 

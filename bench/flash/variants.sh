@@ -2,8 +2,8 @@
 # Builds tile-shape variants of the flash plugin, each into DEST/<name>/
 # (with a copy of the naive plugin), for bench_variants.py to compare in one
 # GPU call. Run from the worktree root after `cmake --build build`.
-# A variant is: name, then -D flags (see the *_MT/_NW/_BN/_MINB macros in
-# flash_fwd.cu and flash_bwd.cu; unset ones keep their defaults).
+# A variant is: name, then -D flags (see the *_MT/_NW/_BN/_MINB/_NC/_ST
+# macros in the plugin's .cu files; unset ones keep their defaults).
 set -euo pipefail
 dest=${1:-/tmp/flash-variants}
 shift || true
@@ -15,12 +15,15 @@ build() {
   local name=$1; shift
   local d=$dest/$name
   mkdir -p "$d"
-  $nv "$@" -c plugins/attention/flash/flash_fwd.cu -o "$d/fwd.o"
-  $nv "$@" -c plugins/attention/flash/flash_bwd.cu -o "$d/bwd.o"
+  local objs=()
+  for f in plugins/attention/flash/*.cu; do
+    $nv "$@" -c "$f" -o "$d/$(basename "$f" .cu).o"
+    objs+=("$d/$(basename "$f" .cu).o")
+  done
   g++ -fPIC -Wl,--no-undefined -Wl,-z,nodelete -shared -o "$d/libfsdpc-attention-flash.so" \
-    $obj "$d/fwd.o" "$d/bwd.o" /usr/local/cuda/lib/libcudart.so -lcudadevrt -lcudart_static \
+    $obj "${objs[@]}" /usr/local/cuda/lib/libcudart.so -lcudadevrt -lcudart_static \
     -lrt -lpthread -ldl -L/usr/local/cuda/targets/x86_64-linux/lib
-  rm "$d/fwd.o" "$d/bwd.o"
+  rm "${objs[@]}"
   cp build/plugins/libfsdpc-attention-naive.so "$d/"
 }
 while read -r name flags; do

@@ -5,6 +5,7 @@
  *                   tokenize  tokenize text files into a token file (byte or tokenizer.json BPE)
  *   data_inspect.c  info      print a token file's header, counts and a decoded preview
  *                   batch     print the windows of one global batch as the loader serves them
+ *   data_prepare.c  prepare   JSONL datasets -> a token file of whole examples with a mask
  *   data_codec.c    encode    print the ids of a text (checking a tokenizer)
  *                   decode    print the text of ids */
 #include <errno.h>
@@ -146,10 +147,107 @@ fsdpc_status fsdpc__data_open_tokenizer(const char *spec, int parse_special, fsd
   return fsdpc__tokenizer_bpe_create(spec, &o, tok, err);
 }
 
+/* Length of the printable UTF-8 character at s (n bytes left), 0 if none. */
+static size_t utf8_char(const unsigned char *s, size_t n) {
+  size_t l = s[0] >= 0xf0 && s[0] < 0xf5 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+  if (s[0] >= 0xf5 || l == 0 || l > n)
+    return 0;
+  uint32_t cp = s[0] & (0x7f >> l);
+  for (size_t i = 1; i < l; i++) {
+    if ((s[i] & 0xc0) != 0x80)
+      return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+  return cp < min_cp[l] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff) || cp < 0xa0 ? 0 : l;
+}
+
+/* Like fsdpc__data_print_escaped, but printable UTF-8 passes through. */
+static void print_text(FILE *f, const unsigned char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    size_t u = s[i] >= 0x80 ? utf8_char(s + i, n - i) : 0;
+    if (u) {
+      fwrite(s + i, 1, u, f);
+      i += u;
+    } else {
+      fsdpc__data_print_escaped(f, s + i, 1, 1);
+      i++;
+    }
+  }
+}
+
+/* Decoded text of ids (n), or 0 bytes when the tokenizer writes nothing for
+ * them (BOS/EOS/PAD) or cannot decode them. */
+static size_t decode_run(const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n, char **buf,
+                         size_t *cap) {
+  size_t need = (size_t)n * 64 + 16, len = 0;
+  if (need > *cap) {
+    char *b = realloc(*buf, need);
+    if (!b)
+      return 0;
+    *buf = b, *cap = need;
+  }
+  fsdpc_err err;
+  if (fsdpc__tokenizer_decode(tok, ids, n, *buf, *cap, &len, &err) != FSDPC_OK)
+    return 0;
+  return len;
+}
+
+void fsdpc__data_print_tokens(FILE *f, const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n,
+                              const uint8_t *target, const int32_t *doc_ids) {
+  int ctx = 0;
+  char *buf = NULL;
+  size_t cap = 0;
+  int32_t V = tok ? fsdpc__tokenizer_vocab_size(tok) : 0;
+  for (int64_t i = 0; i < n;) {
+    if (doc_ids && i > 0 && doc_ids[i] != doc_ids[i - 1]) {
+      if (ctx)
+        fputs("}}", f);
+      fputs(" || ", f);
+      ctx = 0;
+    }
+    int t = target ? target[i] : 1;
+    if (!t && !ctx)
+      fputs("{{", f);
+    if (t && ctx)
+      fputs("}}", f);
+    ctx = !t;
+    int known = tok && ids[i] >= 0 && ids[i] < V;
+    if (!tok && ids[i] >= 0 && ids[i] < 256) {
+      unsigned char c = (unsigned char)ids[i];
+      fsdpc__data_print_escaped(f, &c, 1, 1);
+      i++;
+      continue;
+    }
+    if (!known || decode_run(tok, ids + i, 1, &buf, &cap) == 0) {
+      const char *name = known ? fsdpc__tokenizer_token_str(tok, ids[i]) : NULL;
+      if (name)
+        print_text(f, (const unsigned char *)name, strlen(name));
+      else
+        fprintf(f, "<%" PRId32 ">", ids[i]);
+      i++;
+      continue;
+    }
+    /* a run of decodable tokens with the same mask and document, decoded
+     * together so that characters split across tokens print whole */
+    int64_t j = i + 1;
+    while (j < n && (target ? target[j] : 1) == t && !(doc_ids && doc_ids[j] != doc_ids[j - 1]) &&
+           ids[j] >= 0 && ids[j] < V && decode_run(tok, ids + j, 1, &buf, &cap) > 0)
+      j++;
+    size_t len = decode_run(tok, ids + i, j - i, &buf, &cap);
+    print_text(f, (const unsigned char *)buf, len);
+    i = j;
+  }
+  if (ctx)
+    fputs("}}", f);
+  free(buf);
+}
+
 /* ---- dispatch ---------------------------------------------------------- */
 
 static const char data_help[] =
-    "usage: fsdpc data <synth|tokenize|info|batch|encode|decode> [args]\n"
+    "usage: fsdpc data <prepare|synth|tokenize|info|batch|encode|decode> [args]\n"
+    "  prepare   JSONL datasets (text, instruction, prompt/completion, chat) to a token file\n"
     "  synth     write a synthetic learnable dataset (arith, qa, copy, reverse)\n"
     "  tokenize  tokenize text files into a token file (byte or tokenizer.json)\n"
     "  info      validate a token file and print its header and a preview\n"
@@ -167,6 +265,8 @@ int fsdpc__cmd_data(int argc, char **argv) {
     fputs(data_help, stdout);
     return 0;
   }
+  if (strcmp(argv[1], "prepare") == 0)
+    return fsdpc__data_prepare(argc - 1, argv + 1);
   if (strcmp(argv[1], "synth") == 0)
     return fsdpc__data_synth(argc - 1, argv + 1);
   if (strcmp(argv[1], "tokenize") == 0)
@@ -180,7 +280,8 @@ int fsdpc__cmd_data(int argc, char **argv) {
   if (strcmp(argv[1], "decode") == 0)
     return fsdpc__data_decode(argc - 1, argv + 1);
   fprintf(stderr,
-          "fsdpc data: unknown command '%s' (synth, tokenize, info, batch, encode or decode)\n",
+          "fsdpc data: unknown command '%s' (prepare, synth, tokenize, info, batch, encode or "
+          "decode)\n",
           argv[1]);
   return 2;
 }

@@ -12,9 +12,11 @@
 
 #include "data/tokenizer.h"
 
-/* ---- subcommands (data_make.c, data_inspect.c, data_codec.c) ----------- */
+/* ---- subcommands (data_make.c, data_inspect.c, data_codec.c,
+ * data_prepare.c) ----------- */
 
 int fsdpc__data_synth(int argc, char **argv);
+int fsdpc__data_prepare(int argc, char **argv);
 int fsdpc__data_tokenize(int argc, char **argv);
 int fsdpc__data_info(int argc, char **argv);
 int fsdpc__data_batch(int argc, char **argv);
@@ -44,6 +46,13 @@ int fsdpc__data_fail(const char *cmd, const fsdpc_err *err);
 
 /* Prints bytes C-escaped inside quotes; stops after max bytes. */
 void fsdpc__data_print_escaped(FILE *f, const unsigned char *s, size_t n, size_t max);
+
+/* Prints ids (n) as text, C-escaped: decoded one by one with tok (special
+ * tokens that decode to nothing by name, e.g. <|eot_id|>, <eos>), or as
+ * bytes (< 256) and <id> without one. Runs with target[i] == 0 are wrapped
+ * in {{ }} (target NULL: all targets); where doc_ids changes, " || ". */
+void fsdpc__data_print_tokens(FILE *f, const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n,
+                              const uint8_t *target, const int32_t *doc_ids);
 
 /* Reads a whole file into *data (malloc'd, owned by the caller; not
  * NUL-terminated) of *len bytes. */

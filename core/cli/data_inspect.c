@@ -19,59 +19,32 @@ static const char info_help[] =
     "tokenizer.json or its folder), else as bytes for a byte-tokenizer file, else as ids.\n"
     "Context tokens that are not training targets (loss mask 0) are shown in {{ }}.\n";
 
-/* Prints tokens [start, start + n) decoded by tok, C-escaped. */
-static void print_decoded(const fsdpc_tokenizer *tok, const fsdpc_tokfile *tf, int64_t start,
-                          int64_t n) {
-  int32_t ids[200];
-  char text[200 * 64];
-  size_t len = 0;
-  fsdpc_err err = {0};
-  fsdpc__tokfile_read(tf, start, n, ids);
-  if (fsdpc__tokenizer_decode(tok, ids, n, text, sizeof text, &len, &err) == FSDPC_OK)
-    fsdpc__data_print_escaped(stdout, (const unsigned char *)text, len, len);
-  else
-    printf("<%s>", err.msg);
-}
-
 /* Prints document d: decoded by tok when given, else as bytes when the file
- * was made by the byte tokenizer, else as raw ids. */
+ * was made by the byte tokenizer (EOS and other ids above 255 as <id>), else
+ * as raw ids. Context tokens (mask 0) are in {{ }}. */
 static void print_doc(const fsdpc_tokfile *tf, int64_t d, const fsdpc_tokenizer *tok) {
   int64_t start = (int64_t)tf->offsets[d], n = (int64_t)tf->offsets[d + 1] - start;
   int64_t shown = n < 200 ? n : 200;
   int bytes_only = tf->hdr.vocab_size <= FSDPC_BYTE_VOCAB;
-  for (int64_t i = 0; i < shown; i++)
-    bytes_only &= fsdpc__tokfile_token(tf, start + i) < 256;
   printf("  [%" PRId64 "] %" PRId64 " tokens: ", d, n);
+  int32_t ids[200];
+  uint8_t target[200];
+  fsdpc__tokfile_read(tf, start, shown, ids);
   if (!bytes_only && !tok) {
     for (int64_t i = 0; i < shown; i++)
-      printf("%s%" PRId32, i ? " " : "", fsdpc__tokfile_token(tf, start + i));
+      printf("%s%" PRId32, i ? " " : "", ids[i]);
     printf("%s\n", n > shown ? " ..." : "");
     return;
   }
+  for (int64_t i = 0; i < shown; i++)
+    target[i] = (uint8_t)fsdpc__tokfile_mask(tf, start + i);
+  fsdpc_tokenizer *bytes = NULL;
+  fsdpc_err err;
+  if (!tok && fsdpc__tokenizer_byte_create(&bytes, &err) == FSDPC_OK)
+    tok = bytes; /* a byte-tokenizer file: names its BOS/EOS/PAD */
   putchar('"');
-  int in_ctx = 0;
-  for (int64_t i = 0; i < shown;) {
-    int target = fsdpc__tokfile_mask(tf, start + i);
-    if (!target && !in_ctx)
-      fputs("{{", stdout);
-    if (target && in_ctx)
-      fputs("}}", stdout);
-    in_ctx = !target;
-    int64_t run = 1; /* tokens with the same mask bit are decoded together */
-    while (i + run < shown && fsdpc__tokfile_mask(tf, start + i + run) == target)
-      run++;
-    if (tok) {
-      print_decoded(tok, tf, start + i, run);
-    } else {
-      for (int64_t j = 0; j < run; j++) {
-        unsigned char c = (unsigned char)fsdpc__tokfile_token(tf, start + i + j);
-        fsdpc__data_print_escaped(stdout, &c, 1, 1);
-      }
-    }
-    i += run;
-  }
-  if (in_ctx)
-    fputs("}}", stdout);
+  fsdpc__data_print_tokens(stdout, tok, ids, shown, target, NULL);
+  fsdpc__tokenizer_destroy(bytes);
   printf("\"%s\n", n > shown ? "..." : "");
 }
 
@@ -132,6 +105,24 @@ int fsdpc__data_info(int argc, char **argv) {
          8 * h->token_bytes);
   printf("vocab_size   %" PRIu32 "\n", h->vocab_size);
   printf("eos_id       %" PRIu32 "\n", h->eos_id);
+  printf("examples     %s\n", (h->flags & FSDPC_TOKFILE_EXAMPLES)
+                                  ? "yes: whole examples with their own BOS/end tokens (`fsdpc "
+                                    "data prepare`); no EOS is inserted"
+                                  : "no: the loader inserts EOS after each document");
+  if (tok) {
+    int32_t sp[3] = {fsdpc__tokenizer_bos(tok), fsdpc__tokenizer_eos(tok),
+                     fsdpc__tokenizer_pad(tok)};
+    const char *nm[3] = {"bos", "eos", "pad"};
+    printf("special     ");
+    for (int i = 0; i < 3; i++) {
+      const char *str = sp[i] >= 0 ? fsdpc__tokenizer_token_str(tok, sp[i]) : NULL;
+      if (sp[i] < 0)
+        printf(" %s none", nm[i]);
+      else
+        printf(" %s %" PRId32 " %s", nm[i], sp[i], str ? str : "?");
+      printf("%s", i < 2 ? "," : "\n");
+    }
+  }
   printf("tokens       %" PRId64 "\n", N);
   printf("documents    %" PRId64 "\n", D);
   if (D > 0)
@@ -166,10 +157,17 @@ static const char batch_help[] =
     "  --no-shuffle        visit windows in file order\n"
     "  --split all|train|eval  (default all)\n"
     "  --eval-fraction F   held-out share of windows, needed for train/eval\n"
-    "  --split-seed S      chooses the held-out windows (default 0x5EED5EED)\n";
+    "  --split-seed S      chooses the held-out windows (default 0x5EED5EED)\n"
+    "  --packing P         window (default for plain files), examples (default for files\n"
+    "                      from `fsdpc data prepare`) or none: see data.packing\n"
+    "  --overlong O        truncate (default) or drop examples longer than --seq-len\n"
+    "  --tokenizer T       decode with T (byte, tokenizer.json or a model folder)\n"
+    "Inputs whose next token is not a target are shown in {{ }}; ' || ' separates the\n"
+    "examples of a packed row.\n";
 
 int fsdpc__data_batch(int argc, char **argv) {
-  const char *cmd = "batch", *path = NULL, *v;
+  const char *cmd = "batch", *path = NULL, *v, *tok_spec = NULL;
+  int packing = -1;
   fsdpc_loader_opts o;
   fsdpc__loader_opts_default(&o);
   int64_t step = 0, x;
@@ -226,6 +224,29 @@ int fsdpc__data_batch(int argc, char **argv) {
         fprintf(stderr, "fsdpc data batch: --eval-fraction expects a number, got '%s'\n", v);
         return 2;
       }
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "packing", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      packing = !strcmp(v, "window")     ? FSDPC_PACK_WINDOW
+                : !strcmp(v, "examples") ? FSDPC_PACK_EXAMPLES
+                : !strcmp(v, "none")     ? FSDPC_PACK_NONE
+                                         : -2;
+      if (packing == -2) {
+        fprintf(stderr, "fsdpc data batch: --packing must be window, examples or none\n");
+        return 2;
+      }
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "overlong", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      if (strcmp(v, "truncate") && strcmp(v, "drop")) {
+        fprintf(stderr, "fsdpc data batch: --overlong must be truncate or drop\n");
+        return 2;
+      }
+      o.overlong_drop = !strcmp(v, "drop");
+    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "tokenizer", &v))) {
+      if (r < 0)
+        return fsdpc__data_bad_arg(cmd, argv[i], 1);
+      tok_spec = v;
     } else if (strcmp(argv[i], "--no-shuffle") == 0) {
       o.shuffle = 0;
     } else if (argv[i][0] == '-' || path) {
@@ -243,35 +264,54 @@ int fsdpc__data_batch(int argc, char **argv) {
   fsdpc_tokfile *tf = NULL;
   fsdpc_loader *l = NULL;
   int32_t *buf = NULL;
+  uint8_t *target = NULL;
+  fsdpc_tokenizer *tok = NULL;
   int rc = 1;
-  if (fsdpc__tokfile_open(path, &tf, &err) || fsdpc__loader_create(tf, &o, &l, &err))
+  if (fsdpc__tokfile_open(path, &tf, &err))
+    goto out;
+  o.packing = packing >= 0                               ? packing
+              : (tf->hdr.flags & FSDPC_TOKFILE_EXAMPLES) ? FSDPC_PACK_EXAMPLES
+                                                         : FSDPC_PACK_WINDOW;
+  if (fsdpc__loader_create(tf, &o, &l, &err))
+    goto out;
+  if (tok_spec
+          ? fsdpc__data_open_tokenizer(tok_spec, 1, &tok, &err)
+          : (tf->hdr.vocab_size <= FSDPC_BYTE_VOCAB && fsdpc__tokenizer_byte_create(&tok, &err)))
     goto out;
   int64_t T = o.seq_len, count;
-  buf = malloc((size_t)(2 * T) * sizeof *buf);
+  buf = malloc((size_t)(3 * T) * sizeof *buf);
+  target = malloc((size_t)T);
   if (!buf || fsdpc__loader_count_labels(l, step, o.global_batch, &count, &err))
     goto out;
   printf("step %" PRId64 " (epoch %" PRId64 "): %" PRId64 " windows of %" PRId64 " tokens, %" PRId64
          " target labels; split has %" PRId64 " of %" PRId64 " windows\n",
          step, step / fsdpc__loader_steps_per_epoch(l), o.global_batch, T, count,
          fsdpc__loader_num_windows(l), fsdpc__loader_total_windows(l));
+  if (!buf || !target) {
+    fsdpc__fail(&err, FSDPC_SYSTEM_ERROR, "out of memory");
+    goto out;
+  }
+  if (o.packing != FSDPC_PACK_WINDOW) {
+    fsdpc_loader_stats ls;
+    fsdpc__loader_stats(l, &ls);
+    printf("packing %s: %" PRId64 " examples in %" PRId64 " rows (%" PRId64 " tokens, %" PRId64
+           " targets); longer than --seq-len: %" PRId64 " truncated, %" PRId64 " dropped\n",
+           o.packing == FSDPC_PACK_NONE ? "none" : "examples", ls.examples,
+           fsdpc__loader_total_windows(l), ls.tokens, ls.target_tokens, ls.truncated, ls.dropped);
+  }
   for (int64_t pos = 0; pos < o.global_batch; pos++) {
     int64_t idx;
     if (fsdpc__loader_batch_window(l, step, pos, &idx, &err) ||
-        fsdpc__loader_window(l, idx, buf, buf + T, NULL, &err))
+        fsdpc__loader_window(l, idx, buf, buf + T, buf + 2 * T, &err))
       goto out;
     int64_t targets = 0;
-    for (int64_t j = 0; j < T; j++)
-      targets += buf[T + j] != FSDPC_IGNORE_INDEX;
-    printf("  [%" PRId64 "] window %" PRId64 ", %" PRId64 " targets: \"", pos, idx, targets);
     for (int64_t j = 0; j < T; j++) {
-      int32_t t = buf[j];
-      if (t < 256 && tf->hdr.vocab_size <= FSDPC_BYTE_VOCAB) { /* else ids, not bytes */
-        unsigned char c = (unsigned char)t;
-        fsdpc__data_print_escaped(stdout, &c, 1, 1);
-      } else {
-        printf(t == (int32_t)tf->hdr.eos_id ? "<eos>" : "<%" PRId32 ">", t);
-      }
+      targets += buf[T + j] != FSDPC_IGNORE_INDEX;
+      target[j] = buf[T + j] != FSDPC_IGNORE_INDEX; /* input j predicts a target */
     }
+    printf("  [%" PRId64 "] window %" PRId64 ", %" PRId64 " targets: \"", pos, idx, targets);
+    fsdpc__data_print_tokens(stdout, tok, buf, T, target,
+                             o.packing != FSDPC_PACK_WINDOW ? buf + 2 * T : NULL);
     printf("\"\n");
   }
   rc = 0;
@@ -279,6 +319,8 @@ out:
   if (rc)
     fsdpc__data_fail(cmd, &err);
   free(buf);
+  free(target);
+  fsdpc__tokenizer_destroy(tok);
   fsdpc__loader_destroy(l);
   fsdpc__tokfile_close(tf);
   return rc;

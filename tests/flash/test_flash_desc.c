@@ -1,5 +1,5 @@
 /* The flash attention plugin without a GPU: its descriptor, which shapes it
- * refuses and why (CPU, fp32, head dims other than 64/128, no CUDA build),
+ * refuses and why (CPU, fp32, head dims other than 64/80/96/128, no CUDA build),
  * and that its memory is linear in T where naive's is quadratic. */
 #include <check.h>
 #include <dlfcn.h>
@@ -79,9 +79,9 @@ START_TEST(refusals) {
   s.dtype = FSDPC_DTYPE_F32;
   ck_assert_int_eq(v->supports(&s), FSDPC_UNSUPPORTED);
   ck_assert_ptr_nonnull(strstr(last_error, "bf16"));
-  s = cuda_shape(1, 128, 8, 2, 96);
+  s = cuda_shape(1, 128, 8, 2, 112);
   ck_assert_int_eq(v->supports(&s), FSDPC_UNSUPPORTED);
-  ck_assert_ptr_nonnull(strstr(last_error, "head dim 96"));
+  ck_assert_ptr_nonnull(strstr(last_error, "head dim 112"));
   s = cuda_shape(1, 128, 6, 4, 64);
   fsdpc_attn_sizes sz = {.struct_size = sizeof sz};
   ck_assert_int_eq(v->sizes(NULL, &s, &sz), FSDPC_INVALID_USAGE);

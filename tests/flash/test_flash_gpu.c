@@ -5,8 +5,9 @@
  * and backward on the GPU into poisoned (NaN) buffers. out, dq, dk, dv must
  * be finite everywhere and within a relative error norm of TOL of the
  * reference. Shapes cover T in {1, 17, 128, 1000, 2048} (and any T given on
- * the command line), head dims 64 and 128, GQA ratios 1, 4, 8, causal,
- * full and document-masked attention.
+ * the command line), head dims 64 and 128 (80 and 96 in a few extra
+ * configurations), GQA ratios 1, 4, 8, causal, full and document-masked
+ * attention.
  *
  * Usage: test_flash_gpu [--plugins DIR] [--t T]...   Exits 77 with the one
  * line "skipped: no GPU" when no CUDA device is present. */
@@ -258,7 +259,10 @@ int main(int argc, char **argv) {
   /* Full attention and document masking, causal and not. */
   const config extra[] = {{2, 300, 8, 2, 64, 0, 0},  {1, 1000, 8, 8, 128, 0, 0},
                           {2, 777, 8, 1, 128, 1, 1}, {1, 1000, 8, 2, 64, 1, 1},
-                          {2, 200, 4, 4, 128, 0, 1}, {1, 2048, 8, 1, 128, 1, 1}};
+                          {2, 200, 4, 4, 128, 0, 1}, {1, 2048, 8, 1, 128, 1, 1},
+                          /* head dims 80 and 96 (Hopper: the 128 kernels, zero-filled) */
+                          {2, 300, 8, 2, 80, 1, 0},  {1, 1000, 8, 8, 96, 1, 0},
+                          {2, 777, 8, 1, 96, 1, 1},  {1, 500, 4, 4, 80, 0, 0}};
   for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
     fails += !run_config(&extra[i]);
     runs++;

@@ -69,7 +69,18 @@ typedef struct fsdpc_config_data {
   int64_t seed; /* resolved: train.seed when the file says -1 */
   bool document_masking;
   double eval_fraction;
+  /* JSONL datasets (data/prepare.h, docs/data.md) */
+  int format;   /* FSDPC_FORMAT_* (data/prepare.h) */
+  char *text_field, *prompt_field, *completion_field, *instruction_field, *input_field,
+      *output_field, *system_field, *messages_field;
+  int train_on; /* FSDPC_TRAIN_ON_* */
+  char *chat_template, *chat_template_name;
+  bool skip_bad_examples;
+  int packing;  /* FSDPC_DATA_PACKING_* */
+  int overlong; /* FSDPC_DATA_OVERLONG_* */
 } fsdpc_config_data;
+enum { FSDPC_DATA_PACKING_AUTO = -1 }; /* else FSDPC_PACK_* of data/loader.h */
+enum { FSDPC_DATA_OVERLONG_TRUNCATE = 0, FSDPC_DATA_OVERLONG_DROP = 1 };
 
 typedef struct fsdpc_config_fsdp {
   int sharding_strategy; /* FSDPC_SHARD_* */
@@ -116,6 +127,7 @@ typedef struct fsdpc_config_schedule {
 
 typedef struct fsdpc_config_train {
   int64_t max_steps, micro_batch_size, grad_accum_steps, global_batch_size;
+  int64_t epochs; /* > 0: max_steps = epochs * steps per epoch */
   double max_grad_norm;
   int64_t seed, eval_every, eval_batches, log_every;
   int device; /* FSDPC_DEVICE_* */

@@ -69,6 +69,19 @@ static const fsdpc_cfg_enum_item progress_values[] = {{"auto", FSDPC_PROGRESS_AU
                                                       {"off", FSDPC_PROGRESS_OFF},
                                                       {NULL, 0}};
 
+static const fsdpc_cfg_enum_item format_values[] = {{"auto", 0},
+                                                    {"text", 1},
+                                                    {"instruction", 2},
+                                                    {"prompt_completion", 3},
+                                                    {"chat", 4},
+                                                    {NULL, 0}}; /* FSDPC_FORMAT_* */
+static const fsdpc_cfg_enum_item train_on_values[] = {
+    {"assistant", 0}, {"all", 1}, {"last_assistant", 2}, {NULL, 0}}; /* FSDPC_TRAIN_ON_* */
+static const fsdpc_cfg_enum_item packing_values[] = {
+    {"auto", -1}, {"window", 0}, {"examples", 1}, {"none", 2}, {NULL, 0}}; /* FSDPC_PACK_* */
+static const fsdpc_cfg_enum_item overlong_values[] = {
+    {"truncate", 0}, {"drop", 1}, {NULL, 0}}; /* FSDPC_DATA_OVERLONG_* */
+
 #define REQ_ FSDPC_CFG_REQUIRED | FSDPC_CFG_HAS_MIN
 
 static const fsdpc_cfg_key keys[] = {
@@ -135,8 +148,8 @@ static const fsdpc_cfg_key keys[] = {
           "training data; needed by `fsdpc train` (checked there, not at load)", NONE_),
     PATH_("data.eval", data.eval, "", "evaluation data; \"\" = none (see eval_fraction)", NONE_),
     STR_("data.tokenizer", data.tokenizer, "byte",
-         "tokenizer for generation prompts and output: byte, or a Hugging Face tokenizer.json "
-         "(or the folder holding it)",
+         "tokenizer for generation prompts and output, and for preparing a JSONL data.train: "
+         "byte, or a Hugging Face tokenizer.json (or the model folder holding it)",
          NONE_),
     INT_("data.seq_len", data.seq_len, "512", "tokens per sequence", RANGE_(1, 1048576)),
     BOOL_("data.shuffle", data.shuffle, "true", "shuffle training sequences each epoch", NONE_),
@@ -146,6 +159,48 @@ static const fsdpc_cfg_key keys[] = {
           "attend only within each packed document", NONE_),
     FLOAT_("data.eval_fraction", data.eval_fraction, "0.0",
            "fraction of data.train held out for eval when data.eval is \"\"", RANGE_(0, 0.5)),
+    ENUM_("data.format", data.format, "auto", format_values,
+          "format of a JSONL data.train (prepared on the fly and cached next to it): "
+          "text, instruction, prompt_completion, chat; auto = detected from the first example",
+          NONE_),
+    STR_("data.text_field", data.text_field, "text", "text format: the field holding the document",
+         NONE_),
+    STR_("data.prompt_field", data.prompt_field, "prompt", "prompt_completion: prompt field",
+         NONE_),
+    STR_("data.completion_field", data.completion_field, "completion",
+         "prompt_completion: completion field (trained)", NONE_),
+    STR_("data.instruction_field", data.instruction_field, "instruction",
+         "instruction format: instruction field", NONE_),
+    STR_("data.input_field", data.input_field, "input",
+         "instruction format: optional input field", NONE_),
+    STR_("data.output_field", data.output_field, "output",
+         "instruction format: response field (trained)", NONE_),
+    STR_("data.system_field", data.system_field, "system",
+         "instruction format: optional system prompt field", NONE_),
+    STR_("data.messages_field", data.messages_field, "messages",
+         "chat format: list of {role, content} (or ShareGPT {from, value}; 'conversations' "
+         "is tried when 'messages' is absent)",
+         NONE_),
+    ENUM_("data.train_on", data.train_on, "assistant", train_on_values,
+          "chat: what is trained: assistant turns, last_assistant, or all of the text; an "
+          "assistant message with \"train\": false or \"weight\": 0 is not",
+          NONE_),
+    PATH_("data.chat_template", data.chat_template, "",
+          "Jinja chat template file; \"\" = the model's own (tokenizer_config.json or "
+          "chat_template.jinja beside data.tokenizer); also renders instruction and "
+          "prompt_completion data when set",
+          NONE_),
+    STR_("data.chat_template_name", data.chat_template_name, "",
+         "which of several named templates in tokenizer_config.json; \"\" = default", NONE_),
+    BOOL_("data.skip_bad_examples", data.skip_bad_examples, "false",
+          "skip (and count) malformed or invalid JSONL examples instead of failing", NONE_),
+    ENUM_("data.packing", data.packing, "auto", packing_values,
+          "examples: whole examples packed into seq_len rows (document masking, positions "
+          "restart); none: one example per row; window: a token stream cut every seq_len; "
+          "auto = examples for prepared (JSONL) data, window otherwise",
+          NONE_),
+    ENUM_("data.overlong", data.overlong, "truncate", overlong_values,
+          "packing examples/none: an example longer than seq_len is truncated or dropped", NONE_),
 
     /* ---- fsdp ---- */
     ENUM_("fsdp.sharding_strategy", fsdp.sharding_strategy, "FULL_SHARD", sharding_values,
@@ -235,6 +290,8 @@ static const fsdpc_cfg_key keys[] = {
 
     /* ---- train ---- */
     INT_("train.max_steps", train.max_steps, "100", "optimizer steps to run", MIN_(1)),
+    INT_("train.epochs", train.epochs, "0",
+         "passes over the training data; > 0 sets max_steps to epochs x steps per epoch", MIN_(0)),
     INT_("train.micro_batch_size", train.micro_batch_size, "1",
          "sequences per rank per forward/backward", MIN_(1)),
     INT_("train.grad_accum_steps", train.grad_accum_steps, "1",

@@ -30,6 +30,23 @@
  * rank r in micro-batch m reads positions b*G + (m*P + r)*mb + [0, mb).
  * The union over (m, r) is exactly the global batch for any split of G.
  *
+ * Examples files. A file with FSDPC_TOKFILE_EXAMPLES (written by `fsdpc data
+ * prepare`) stores whole examples that end with their own end tokens; the
+ * window stream then inserts no EOS (L = N) and everything else holds.
+ *
+ * Packing examples (opts.packing = FSDPC_PACK_EXAMPLES or _NONE). Instead of
+ * cutting the stream into windows, whole examples (a document plus the EOS
+ * the stream would insert, none for an examples file) are placed into rows
+ * of T tokens (pack.c: first-fit decreasing within chunks of pack_buffer
+ * examples visited in a seeded order; NONE = one example per row). A row is
+ * a "window" for everything above (split, shuffle, global batch). In a row,
+ * example i occupies consecutive positions with doc_ids = i; inputs are its
+ * tokens, labels[j] is the example's next token when that token's mask bit
+ * is 1 and -100 otherwise (the last token of an example predicts nothing,
+ * so no example learns from another). The rest of the row is padding:
+ * pad_id tokens, labels -100, one doc id of their own. Examples longer than
+ * T are cut to their first T tokens (overlong_drop 0) or left out (1).
+ *
  * Not thread-safe: the loader caches the current epoch's permutation. It
  * borrows the token file, which must outlive it. */
 #ifndef FSDPC_DATA_LOADER_H
@@ -43,16 +60,30 @@
 #define FSDPC_IGNORE_INDEX (-100)
 
 enum { FSDPC_SPLIT_ALL = 0, FSDPC_SPLIT_TRAIN = 1, FSDPC_SPLIT_EVAL = 2 };
+enum { FSDPC_PACK_WINDOW = 0, FSDPC_PACK_EXAMPLES = 1, FSDPC_PACK_NONE = 2 };
 
 typedef struct fsdpc_loader_opts {
-  int32_t seq_len;      /* T, >= 1 */
-  int64_t global_batch; /* G, windows per step, >= 1 */
-  uint64_t seed;        /* shuffle seed */
-  int32_t shuffle;      /* 1: new order every epoch; 0: split order */
-  int32_t split;        /* FSDPC_SPLIT_ALL / _TRAIN / _EVAL */
-  double eval_fraction; /* in [0, 1); 0 = no held-out windows */
-  uint64_t split_seed;  /* chooses the held-out windows */
+  int32_t seq_len;       /* T, >= 1 */
+  int64_t global_batch;  /* G, windows per step, >= 1 */
+  uint64_t seed;         /* shuffle seed */
+  int32_t shuffle;       /* 1: new order every epoch; 0: split order */
+  int32_t split;         /* FSDPC_SPLIT_ALL / _TRAIN / _EVAL */
+  double eval_fraction;  /* in [0, 1); 0 = no held-out windows */
+  uint64_t split_seed;   /* chooses the held-out windows */
+  int32_t packing;       /* FSDPC_PACK_*; default WINDOW */
+  int32_t overlong_drop; /* packing examples/none: 1 drops, 0 truncates long examples */
+  int64_t pack_buffer;   /* examples per first-fit-decreasing chunk (default 4096) */
+  int32_t pad_id;        /* padding token of packed rows; -1 = the file's eos_id */
 } fsdpc_loader_opts;
+
+/* What the loader made of the file, for the run's summary. */
+typedef struct fsdpc_loader_stats {
+  int64_t examples;      /* examples placed in rows (documents, for window packing) */
+  int64_t truncated;     /* examples cut to seq_len (packing examples/none) */
+  int64_t dropped;       /* examples left out for being longer than seq_len */
+  int64_t tokens;        /* tokens placed in rows (stream length for window packing) */
+  int64_t target_tokens; /* labels != -100 over all windows of the file */
+} fsdpc_loader_stats;
 
 /* Checkpointable position: the next step to serve and its epoch. The epoch
  * is redundant with step, and restore() uses it to detect that the data,
@@ -65,7 +96,8 @@ typedef struct fsdpc_loader_state {
 typedef struct fsdpc_loader fsdpc_loader;
 
 /* seq_len 0 (must be set), global_batch 0 (must be set), seed 0, shuffle 1,
- * split ALL, eval_fraction 0, split_seed 0x5EED5EED. */
+ * split ALL, eval_fraction 0, split_seed 0x5EED5EED, packing WINDOW,
+ * overlong_drop 0, pack_buffer 4096, pad_id -1. */
 void fsdpc__loader_opts_default(fsdpc_loader_opts *opts);
 
 /* Fails with one line if the file (or split) has fewer windows than G. */
@@ -78,6 +110,8 @@ int64_t fsdpc__loader_total_windows(const fsdpc_loader *loader);
 int64_t fsdpc__loader_num_windows(const fsdpc_loader *loader);
 int64_t fsdpc__loader_steps_per_epoch(const fsdpc_loader *loader);
 int32_t fsdpc__loader_seq_len(const fsdpc_loader *loader);
+void fsdpc__loader_stats(const fsdpc_loader *loader, fsdpc_loader_stats *out);
+int32_t fsdpc__loader_packing(const fsdpc_loader *loader); /* FSDPC_PACK_* */
 
 /* Window idx of the split in split order (idx in [0, n)), unshuffled; for
  * evaluation over every held-out window. Output buffers are (T); doc_ids may

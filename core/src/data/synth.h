@@ -50,4 +50,12 @@ const fsdpc_synth_fact *fsdpc__synth_qa_facts(int32_t *n);
 fsdpc_status fsdpc__synth_write(const fsdpc_synth_opts *opts, const char *path, int64_t *n_tokens,
                                 fsdpc_err *err);
 
+/* Chat data from the qa facts (synth_chat.c): n conversations as JSONL
+ * ({"messages": [{role, content}, ...]}) written to path (tmp + rename).
+ * A fact f is never asked in phrasing f % FSDPC_SYNTH_CHAT_STYLES, whose
+ * printf pattern (one %s: the question) fsdpc__synth_chat_style gives. */
+#define FSDPC_SYNTH_CHAT_STYLES 3
+fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err);
+const char *fsdpc__synth_chat_style(int k);
+
 #endif

@@ -98,7 +98,7 @@ static fsdpc_status check_header(const char *path, const fsdpc_tokfile_header *h
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: bad header: eos_id %" PRIu32 " is not below vocab_size %" PRIu32, path,
                        h->eos_id, h->vocab_size);
-  if (h->flags & ~FSDPC_TOKFILE_HAS_MASK)
+  if (h->flags & ~FSDPC_TOKFILE_KNOWN_FLAGS)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: bad header: unknown flags 0x%" PRIx32 " (written by a newer fsdpc?)",
                        path, h->flags);

@@ -31,6 +31,13 @@
 #define FSDPC_TOKFILE_VERSION 1u
 #define FSDPC_TOKFILE_HEADER_BYTES 64
 #define FSDPC_TOKFILE_HAS_MASK 1u /* flags bit 0 */
+/* flags bit 1: every document is one whole example (a rendered conversation,
+ * an instruction/response pair) that carries its own BOS and end tokens.
+ * Written by `fsdpc data prepare`; the loader then inserts no EOS after a
+ * document and, with packing "examples" or "none", never splits one.
+ * Readers older than this bit refuse the file ("unknown flags"). */
+#define FSDPC_TOKFILE_EXAMPLES 2u
+#define FSDPC_TOKFILE_KNOWN_FLAGS (FSDPC_TOKFILE_HAS_MASK | FSDPC_TOKFILE_EXAMPLES)
 
 typedef struct fsdpc_tokfile_header {
   char magic[8];        /* "FSDPCTOK", no NUL */
@@ -38,7 +45,7 @@ typedef struct fsdpc_tokfile_header {
   uint32_t token_bytes; /* 2 (u16) or 4 (u32) */
   uint32_t vocab_size;  /* every token id is < vocab_size */
   uint32_t eos_id;      /* < vocab_size */
-  uint32_t flags;       /* FSDPC_TOKFILE_HAS_MASK */
+  uint32_t flags;       /* FSDPC_TOKFILE_HAS_MASK | FSDPC_TOKFILE_EXAMPLES */
   uint32_t header_crc;  /* CRC-32 of the 64 header bytes, this field zero */
   uint64_t n_tokens;    /* N */
   uint64_t n_docs;      /* D */
@@ -90,7 +97,9 @@ void fsdpc__tokfile_read(const fsdpc_tokfile *tf, int64_t start, int64_t n, int3
 typedef struct fsdpc_tokfile_writer fsdpc_tokfile_writer;
 
 /* Starts PATH.tmp. with_mask = 1 stores the per-token loss mask (then every
- * append passes one); token width follows vocab_size (u16 up to 65536). */
+ * append passes one); token width follows vocab_size (u16 up to 65536).
+ * with_mask may also carry FSDPC_TOKFILE_EXAMPLES (value 2) to mark the file
+ * as whole examples; bit 0 of it still says whether a mask is stored. */
 fsdpc_status fsdpc__tokfile_writer_create(const char *path, uint32_t vocab_size, uint32_t eos_id,
                                           int32_t with_mask, fsdpc_tokfile_writer **out,
                                           fsdpc_err *err);

@@ -64,7 +64,7 @@ fsdpc_status fsdpc__tokfile_writer_create(const char *path, uint32_t vocab_size,
   w->hdr.token_bytes = vocab_size <= 65536u ? 2 : 4;
   w->hdr.vocab_size = vocab_size;
   w->hdr.eos_id = eos_id;
-  w->hdr.flags = with_mask ? FSDPC_TOKFILE_HAS_MASK : 0;
+  w->hdr.flags = (uint32_t)with_mask & FSDPC_TOKFILE_KNOWN_FLAGS;
   /* Placeholder header; the real one is written by finish(). */
   uint8_t zero[FSDPC_TOKFILE_HEADER_BYTES] = {0};
   if (fwrite(zero, 1, sizeof zero, w->f) != sizeof zero) {

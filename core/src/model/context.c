@@ -241,11 +241,30 @@ void fsdpc__model_ctx_destroy(fsdpc_model_ctx *m) {
 
 uint64_t fsdpc__model_ctx_bytes(const fsdpc_model_ctx *m) { return m->bytes; }
 
+/* Positions: 0..T-1 per row, or, with document ids (packed examples), 0 at
+ * the first token of each document so that every example sees the
+ * positions it would have alone. Uploaded only when they change. */
+static fsdpc_status set_positions(fsdpc_model_ctx *m, const int32_t *doc_ids, fsdpc_err *err) {
+  if (!doc_ids && !m->pos_per_doc) return FSDPC_OK;
+  size_t N = (size_t)m->N, T = (size_t)m->T;
+  int32_t *pos = malloc(N * sizeof(int32_t));
+  if (!pos) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  for (size_t i = 0, p = 0; i < N; i++, p++) {
+    if (i % T == 0 || (doc_ids && doc_ids[i] != doc_ids[i - 1])) p = 0;
+    pos[i] = (int32_t)p;
+  }
+  fsdpc_status st = m->ops->upload(m->dev, m->pos, pos, N * sizeof(int32_t), err);
+  free(pos);
+  m->pos_per_doc = doc_ids != NULL;
+  return st;
+}
+
 fsdpc_status fsdpc__model_set_batch(fsdpc_model_ctx *m, const int32_t *tokens,
                                     const int32_t *labels, const int32_t *doc_ids,
                                     fsdpc_err *err) {
   m->h_tokens = tokens;
   m->h_labels = labels;
+  FSDPC_TRY(set_positions(m, doc_ids, err));
   if (m->ops->device == FSDPC_DEVICE_CPU) {
     m->tokens = tokens;
     m->labels = labels;

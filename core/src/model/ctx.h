@@ -46,6 +46,7 @@ struct fsdpc_model_ctx {
   int32_t *d_tokens, *d_labels, *d_doc_ids;  /* device copies (CUDA only) */
   const int32_t *h_tokens, *h_labels;        /* host views, for checks */
   int32_t *pos;                  /* (N) position of each row, device */
+  int pos_per_doc;               /* pos restarts at each document (doc ids given) */
   float *rope_cos, *rope_sin;    /* (max_pos, HD/2), device */
 
   void **resid;                  /* L+1 of (N, C): resid[0] = embedding out */

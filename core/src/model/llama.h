@@ -116,7 +116,7 @@ uint64_t fsdpc__model_ctx_bytes_for(const fsdpc_model_shape *s, int B, int T,
 
 /* Sets the micro-batch about to run: tokens, labels (-100 ignored) and doc
  * ids (may be NULL), each (B, T) in host memory; positions are 0..T-1 per
- * row. On the CPU the arrays are used in place (they must outlive the
+ * row without doc ids, and restart at 0 with each document when given. On the CPU the arrays are used in place (they must outlive the
  * micro-batch); on a device they are copied. */
 fsdpc_status fsdpc__model_set_batch(fsdpc_model_ctx *m, const int32_t *tokens,
                                     const int32_t *labels, const int32_t *doc_ids,

@@ -34,7 +34,7 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
     FSDPC_TRY(fsdpc__loader_batch(s->train_ld, step, (int32_t)m, rank, world, (int32_t)s->mb,
                                   s->tokens, s->labels, s->doc_ids, err));
     FSDPC_TRY(fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
-                                     s->cfg->data.document_masking ? s->doc_ids : NULL, err));
+                                     s->use_doc_ids ? s->doc_ids : NULL, err));
     double ls = 0.0;
     int64_t cnt = 0;
     FSDPC_TRY(fsdpc__engine_micro_step(s->eng, s->mctx, grad_scale, m == s->accum - 1, &ls, &cnt,
@@ -60,7 +60,7 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
       FSDPC_TRY(fsdpc__loader_batch(s->eval_ld, b, (int32_t)m, rank, world, (int32_t)s->mb,
                                     s->tokens, s->labels, s->doc_ids, err));
       FSDPC_TRY(fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
-                                       s->cfg->data.document_masking ? s->doc_ids : NULL, err));
+                                       s->use_doc_ids ? s->doc_ids : NULL, err));
       double ls = 0.0;
       int64_t cnt = 0;
       FSDPC_TRY(fsdpc__engine_eval(s->eng, s->mctx, &ls, &cnt, err));
@@ -78,15 +78,17 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
   int64_t nt = 0;
   FSDPC_TRY(fsdpc__tokenizer_encode_alloc(s->tok, prompt, strlen(prompt), &text_ids, &nt, err));
   /* Packed training data puts EOS between documents, so a document always
-   * follows one; start the prompt the same way. */
-  int64_t np = nt + 1;
+   * follows one; start the prompt the same way. Whole examples start a row
+   * (or a restarted position) on their own. */
+  int lead = !s->examples;
+  int64_t np = nt + lead;
   int32_t *ids = malloc((size_t)np * sizeof(int32_t));
   if (!ids) {
     free(text_ids);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   }
   ids[0] = fsdpc__tokenizer_eos(s->tok);
-  memcpy(ids + 1, text_ids, (size_t)nt * sizeof(int32_t));
+  memcpy(ids + lead, text_ids, (size_t)nt * sizeof(int32_t));
   free(text_ids);
   int T = s->shape.max_pos;
   if (np + n < T) T = (int)(np + n);

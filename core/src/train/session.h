@@ -38,6 +38,8 @@ typedef struct fsdpc_session {
   fsdpc_schedule sched;
   int64_t G, accum, mb, T;
   int32_t *tokens, *labels, *doc_ids; /* (mb, T) */
+  int use_doc_ids;  /* document masking: data.document_masking or packed examples */
+  int examples;     /* whole examples (packing examples/none): no EOS before a prompt */
 
   int64_t start_step;          /* first step to run (> 0 after a resume) */
   struct fsdpc_ckpt_run *ckpt; /* checkpointing (ckpt/train.c) */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ckpt/train_hooks.h"
+#include "train/dataset.h"
 #include "train/session.h"
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/cuda_ctx.h"
@@ -60,9 +61,18 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
   if (!c->data.train[0])
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: data.train is empty; point it at a token file (make one with "
-                       "`fsdpc data synth` or `fsdpc data tokenize`)",
+                       "`fsdpc data synth`, `tokenize` or `prepare`) or a .jsonl dataset",
                        c->source);
-  FSDPC_TRY(fsdpc__tokfile_open(c->data.train, &s->train_tf, err));
+  char train_path[4096], eval_path[4096];
+  snprintf(train_path, sizeof train_path, "%s", c->data.train);
+  snprintf(eval_path, sizeof eval_path, "%s", c->data.eval);
+  if (fsdpc__is_jsonl_path(c->data.train))
+    FSDPC_TRY(fsdpc__dataset_prepare(c, c->data.train, s->env.rank, train_path,
+                                     sizeof train_path, err));
+  if (c->data.eval[0] && fsdpc__is_jsonl_path(c->data.eval))
+    FSDPC_TRY(fsdpc__dataset_prepare(c, c->data.eval, s->env.rank, eval_path, sizeof eval_path,
+                                     err));
+  FSDPC_TRY(fsdpc__tokfile_open(train_path, &s->train_tf, err));
   if (s->train_tf->hdr.vocab_size > (uint32_t)s->shape.V)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: the token file's vocabulary (%u) is larger than model.vocab_size "
@@ -74,6 +84,9 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
   lo.global_batch = s->G;
   lo.seed = (uint64_t)c->data.seed;
   lo.shuffle = c->data.shuffle;
+  fsdpc__dataset_loader_opts(c, s->train_tf, &lo);
+  s->examples = lo.packing != FSDPC_PACK_WINDOW;
+  s->use_doc_ids = c->data.document_masking || s->examples;
   int held_out = !c->data.eval[0] && c->data.eval_fraction > 0.0;
   lo.split = held_out ? FSDPC_SPLIT_TRAIN : FSDPC_SPLIT_ALL;
   lo.eval_fraction = held_out ? c->data.eval_fraction : 0.0;
@@ -81,7 +94,7 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
   if (held_out || c->data.eval[0]) {
     const fsdpc_tokfile *etf = s->train_tf;
     if (c->data.eval[0]) {
-      FSDPC_TRY(fsdpc__tokfile_open(c->data.eval, &s->eval_tf, err));
+      FSDPC_TRY(fsdpc__tokfile_open(eval_path, &s->eval_tf, err));
       etf = s->eval_tf;
     }
     lo.split = held_out ? FSDPC_SPLIT_EVAL : FSDPC_SPLIT_ALL;
@@ -269,6 +282,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                      s->shape.V);
     goto fail;
   }
+  STEP(fsdpc__dataset_plan(cfg, s->train_ld, s->G, s->mb, s->accum, world, rank, err));
   STEP(fsdpc__schedule_init(&s->sched, schedule_name(cfg->schedule.name), cfg->optim.lr,
                             cfg->train.max_steps, cfg->schedule.warmup_steps,
                             cfg->schedule.warmup_ratio, cfg->schedule.min_lr,

@@ -1,5 +1,6 @@
 /* Attention plugin "flash": exact causal attention on Hopper GPUs with
- * tiling and an online softmax (flash_fwd.cu, flash_bwd.cu). No T x T matrix
+ * tiling and an online softmax (flash_fwd_sm90.cu, flash_bwd_sm90.cu: wgmma
+ * + TMA; flash_fwd.cu, flash_bwd.cu: mma.sync, for other devices). No T x T matrix
  * is ever stored: forward keeps only the log-sum-exp of each query row for
  * the backward, which recomputes the probabilities tile by tile.
  *
@@ -56,9 +57,10 @@ static int32_t check_shape(const fsdpc_attn_shape *s, int check_device) {
     return fail(FSDPC_UNSUPPORTED,
                 "attention flash: dtype %d is not supported; only bf16 (dtype 1) in and out",
                 (int)s->dtype);
-  if (s->HD != 64 && s->HD != 128)
+  if (s->HD != 64 && s->HD != 80 && s->HD != 96 && s->HD != 128)
     return fail(FSDPC_UNSUPPORTED,
-                "attention flash: head dim %d is not supported; only 64 and 128 (use naive)",
+                "attention flash: head dim %d is not supported; only 64, 80, 96 and 128 (use "
+                "naive)",
                 (int)s->HD);
   if (s->B < 1 || s->T < 1 || s->NH < 1 || s->KVH < 1)
     return fail(FSDPC_INVALID_USAGE, "attention flash: B=%d T=%d NH=%d KVH=%d; all must be >= 1",
@@ -196,11 +198,11 @@ static const fsdpc_component_desc flash_component = {
     /* .version        = */ "1.0.0",
     /* .iface_version  = */ 1,
     /* .default_score  = */ 50,
-    /* .description    = */ "tiled exact attention with online softmax (mma.sync bf16), "
-                            "O(T) memory",
+    /* .description    = */ "tiled exact attention with online softmax (wgmma + TMA on "
+                            "Hopper, mma.sync elsewhere), O(T) memory",
 #ifdef FSDPC_WITH_CUDA
     /* .capabilities   = */ "cuda sm_90 (Hopper); bf16 in/out, fp32 accumulation; head dims 64 "
-                            "and 128; any T >= 1; causal or full; GQA (NH % KVH == 0); "
+                            "and 128 (80 and 96 through the 128 kernels); any T >= 1; causal or full; GQA (NH % KVH == 0); "
                             "document masking; saved = LSE (B, NH, T) fp32",
 #else
     /* .capabilities   = */ "built without CUDA: supports nothing",

@@ -1,6 +1,7 @@
 /* Launchers of the flash attention kernels (flash_fwd.cu, flash_bwd.cu),
  * called by the plugin's C face (attn_flash.c). All pointers are device
- * memory; shapes are already checked (HD 64 or 128, NH % KVH == 0). Each
+ * memory; shapes are already checked (HD 64, 80, 96 or 128 (80 and 96 on
+ * sm_90 only), NH % KVH == 0). Each
  * returns a cudaError_t as int (0 = success) after enqueueing on stream.
  *
  * Layouts: q, out, dout, dq (B, T, NH, HD) bf16; k, v, dk, dv (B, T, KVH, HD)
@@ -29,6 +30,23 @@ uint64_t flash_bwd_workspace_bytes(const flash_params *p);
 
 int flash_fwd(const flash_params *p, const void *q, const void *k, const void *v, void *out,
               float *lse, void *stream);
+
+/* The two forward implementations flash_fwd dispatches to: wgmma + TMA
+ * (sm_90a, flash_fwd_sm90.cu) and mma.sync (flash_fwd.cu). */
+int flash_fwd_sm90(const flash_params *p, const void *q, const void *k, const void *v, void *out,
+                   float *lse, void *stream);
+int flash_fwd_mma(const flash_params *p, const void *q, const void *k, const void *v, void *out,
+                  float *lse, void *stream);
+
+/* 1 when the current device is a Hopper (compute capability 9.0), which runs
+ * the sm_90a kernels; 0 otherwise (the mma.sync ones). */
+int flash_is_sm90(void);
+
+/* The main backward kernel for sm_90a (flash_bwd_sm90.cu): dk, dv and the
+ * fp32 dq accumulator (zeroed before) from the row dots D (B, NH, T). */
+int flash_bwd_sm90(const flash_params *p, const void *q, const void *k, const void *v,
+                   const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
+                   void *dv, void *stream);
 
 int flash_bwd(const flash_params *p, const void *q, const void *k, const void *v, const void *out,
               const void *dout, const float *lse, void *dq, void *dk, void *dv, void *workspace,

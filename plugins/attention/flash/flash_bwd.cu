@@ -484,7 +484,9 @@ extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, co
   if ((e = cudaGetLastError()) != cudaSuccess)
     return (int)e;
   int rc;
-  if (p->HD == 64)
+  if (!BWD_SPLIT_DQ && flash_is_sm90())
+    rc = flash_bwd_sm90(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+  else if (p->HD == 64)
     rc = launch_bwd<64, BWD64_NW, BWD64_MT, BWD64_BM, BWD64_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else if (p->HD == 128)
     rc = launch_bwd<128, BWD128_NW, BWD128_MT, BWD128_BM, BWD128_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);

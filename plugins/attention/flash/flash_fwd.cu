@@ -279,8 +279,26 @@ static int launch_fwd(const flash_params *p, const void *q, const void *k, const
   return (int)cudaGetLastError();
 }
 
+/* Hopper (9.0) runs the wgmma kernels of flash_fwd_sm90.cu; any other device
+ * the mma.sync kernels below. */
+extern "C" int flash_is_sm90(void) {
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+    return 0;
+  return major == 9 && minor == 0;
+}
+
 extern "C" int flash_fwd(const flash_params *p, const void *q, const void *k, const void *v,
                          void *out, float *lse, void *stream) {
+  if (flash_is_sm90())
+    return flash_fwd_sm90(p, q, k, v, out, lse, stream);
+  return flash_fwd_mma(p, q, k, v, out, lse, stream);
+}
+
+extern "C" int flash_fwd_mma(const flash_params *p, const void *q, const void *k, const void *v,
+                             void *out, float *lse, void *stream) {
   cudaStream_t st = (cudaStream_t)stream;
   if (p->HD == 64)
     return launch_fwd<64, FWD64_MT, FWD64_NW, FWD64_BN, FWD64_MINB>(p, q, k, v, out, lse, st);

@@ -1,0 +1,23 @@
+#!/bin/bash
+# Session 3 (Hopper kernels): stages one GPU call into DEST (default
+# /work/main/.carry/flash3): var/base (the kernels of commit BASE_REV, the
+# mma.sync ones, built here from that commit's sources), var/v1 (this tree's
+# build/), the variants of variants.sh read on stdin, test_flash_gpu, the
+# scripts and the runtime libraries. Usage, from the worktree root after
+# `ninja -C build`: bash bench/flash/stage_s3.sh [DEST] < variants.txt
+set -euo pipefail
+dest=${1:-/work/main/.carry/flash3}
+rev=${BASE_REV:-e4b7328}
+src=$(mktemp -d)
+git archive "$rev" plugins/attention/flash | tar -x -C "$src"
+rm -rf "$dest" && mkdir -p "$dest/var/v1"
+cp build/plugins/libfsdpc-attention-flash.so build/plugins/libfsdpc-attention-naive.so "$dest/var/v1/"
+ln -s "$PWD/build" "$src/build"
+ln -s "$PWD/core" "$src/core"
+echo "base" | (cd "$src" && bash "$OLDPWD/bench/flash/variants.sh" "$dest/var") >/dev/null
+bash bench/flash/variants.sh "$dest/var" >/dev/null
+cp build/bin/test_flash_gpu "$dest/"
+cp bench/flash/*.py bench/flash/run_device_s3*.sh bench/flash/run_device_dbg.sh "$dest/"
+/work/shared/device/pack-runtime.sh "$dest/rt.tar.xz" build/bin/test_flash_gpu "$dest"/var/v1/*.so >/dev/null
+rm -rf "$src"
+du -sh "$dest"

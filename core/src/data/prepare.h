@@ -1,0 +1,82 @@
+/* Dataset preparation: JSONL examples (text, instruction, prompt/completion,
+ * chat) rendered, tokenized and written as a token file of whole examples
+ * with a per-token loss mask (docs/data.md, "Datasets from JSONL").
+ *
+ * One example = one JSON object on one line. Its text is rendered (a chat
+ * template for chat, a fixed layout otherwise), tokenized once as a whole,
+ * and each token's mask bit is 1 when its byte range overlaps a target span
+ * of the rendered text (a token that straddles a span boundary counts as a
+ * target: the rule of Hugging Face's return_assistant_tokens_mask). The
+ * file is marked FSDPC_TOKFILE_EXAMPLES: documents carry their own BOS and
+ * end tokens. */
+#ifndef FSDPC_DATA_PREPARE_H
+#define FSDPC_DATA_PREPARE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "util/err.h"
+
+enum {
+  FSDPC_FORMAT_AUTO = 0,
+  FSDPC_FORMAT_TEXT = 1,
+  FSDPC_FORMAT_INSTRUCTION = 2,
+  FSDPC_FORMAT_PROMPT_COMPLETION = 3,
+  FSDPC_FORMAT_CHAT = 4
+};
+
+typedef struct fsdpc_prepare_opts {
+  const char *const *inputs; /* (n_inputs) .jsonl or .jsonl.gz files */
+  int n_inputs;
+  const char *out;           /* token file to write; unused with dry_run */
+  int format;                /* FSDPC_FORMAT_*; AUTO detects from the first example */
+  const char *tokenizer;     /* "byte", tokenizer.json, or a model folder */
+  const char *chat_template; /* template file; "" = the model folder's own */
+  const char *template_name; /* named template of a list; "" = "default" */
+  /* Field names (defaults in brackets). */
+  const char *text_field;        /* [text] */
+  const char *prompt_field;      /* [prompt] */
+  const char *completion_field;  /* [completion] */
+  const char *instruction_field; /* [instruction] */
+  const char *input_field;       /* [input] */
+  const char *output_field;      /* [output] */
+  const char *system_field;      /* [system] */
+  const char *messages_field;    /* [messages]; "conversations" is also tried */
+  int train_on;                  /* FSDPC_TRAIN_ON_* (assistant, all, last_assistant) */
+  int skip_bad;                  /* 1: skip and count bad examples instead of failing */
+  int threads;                   /* 0 = all cores */
+  int dry_run;                   /* 1: write nothing */
+  int64_t show;                  /* print the first `show` examples with their masks */
+  FILE *show_to;                 /* where (stdout when NULL) */
+} fsdpc_prepare_opts;
+
+typedef struct fsdpc_prepare_stats {
+  int format;          /* the format used (detected or given) */
+  int64_t lines;       /* non-blank lines read */
+  int64_t examples;    /* examples written (with weight copies) */
+  int64_t skipped;     /* bad examples skipped (skip_bad) */
+  int64_t weight_zero; /* examples with weight 0, left out */
+  int64_t tokens, target_tokens;
+  uint64_t bytes_in; /* uncompressed input bytes */
+  double seconds;
+  char first_skip[512]; /* the first skipped example's message */
+} fsdpc_prepare_stats;
+
+void fsdpc__prepare_opts_default(fsdpc_prepare_opts *o);
+/* Parses "text", "instruction", "prompt_completion", "chat" ("auto" = AUTO). */
+int fsdpc__prepare_format_parse(const char *s);
+const char *fsdpc__prepare_format_name(int format);
+/* Parses "assistant", "all", "last_assistant"; -1 if none. */
+int fsdpc__prepare_train_on_parse(const char *s);
+
+/* Renders, tokenizes and writes (or with dry_run only checks) every example.
+ * Fails on the first bad example (one line: file:line: field: what) unless
+ * skip_bad; fails when no example is left. Never leaves a partial out. */
+fsdpc_status fsdpc__prepare(const fsdpc_prepare_opts *o, fsdpc_prepare_stats *st, fsdpc_err *err);
+
+/* The cached token file for o (options, inputs' sizes and times, tokenizer
+ * and template contents hashed): "<first input>.<16 hex>.tok". */
+fsdpc_status fsdpc__prepare_cache_path(const fsdpc_prepare_opts *o, char *out, size_t cap,
+                                       fsdpc_err *err);
+
+#endif

@@ -1,0 +1,458 @@
+/* One JSONL line -> one example: parse, check the fields of its format,
+ * render the text with its target spans, tokenize once with byte offsets and
+ * set each token's mask bit from the spans (docs/data.md has the layouts).
+ * Every error is one line: "FILE:LINE: field: what is wrong". */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/prepare_internal.h"
+
+/* ---- growable text with target spans ----------------------------------- */
+
+typedef struct textbuf {
+  char *s;
+  size_t len, cap;
+  fsdpc_chat_span *spans;
+  size_t n_spans, spans_cap;
+} textbuf;
+
+static int tb_add(textbuf *b, const char *s, size_t n, int target) {
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n + 1)
+      cap *= 2;
+    char *p = realloc(b->s, cap);
+    if (!p)
+      return 0;
+    b->s = p, b->cap = cap;
+  }
+  if (target && n) {
+    if (b->n_spans == b->spans_cap) {
+      size_t cap = b->spans_cap ? b->spans_cap * 2 : 4;
+      fsdpc_chat_span *p = realloc(b->spans, cap * sizeof *p);
+      if (!p)
+        return 0;
+      b->spans = p, b->spans_cap = cap;
+    }
+    b->spans[b->n_spans++] = (fsdpc_chat_span){b->len, b->len + n};
+  }
+  memcpy(b->s + b->len, s, n);
+  b->len += n;
+  b->s[b->len] = '\0';
+  return 1;
+}
+static int tb_str(textbuf *b, const char *s, int target) {
+  return tb_add(b, s, strlen(s), target);
+}
+
+/* ---- errors ------------------------------------------------------------- */
+
+static void bad(fsdpc_prep_example *ex, const char *file, int64_t line, const char *fmt, ...) {
+  char what[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  ex->st = fsdpc__fail(&ex->err, FSDPC_INVALID_USAGE, "%s:%lld: %s", file, (long long)line, what);
+}
+
+/* Copies at most max bytes of src into dst (cap) with control characters
+ * escaped, so that quoting data keeps an error message on one line. */
+static const char *snip(char *dst, size_t cap, const char *src, size_t max) {
+  size_t o = 0;
+  for (size_t i = 0; src[i] && i < max && o + 5 < cap; i++) {
+    unsigned char c = (unsigned char)src[i];
+    if (c < 0x20 || c == 0x7f)
+      o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", c);
+    else
+      dst[o++] = (char)c;
+  }
+  dst[o] = '\0';
+  return dst;
+}
+
+static const char *type_name(const cJSON *v) {
+  if (!v)
+    return "nothing";
+  if (cJSON_IsString(v))
+    return "a string";
+  if (cJSON_IsNumber(v))
+    return "a number";
+  if (cJSON_IsBool(v))
+    return "a boolean";
+  if (cJSON_IsNull(v))
+    return "null";
+  if (cJSON_IsArray(v))
+    return "an array";
+  return "an object";
+}
+
+/* The string field `name` of obj; NULL (with ex->st set) when it is missing
+ * (and required) or not a string. *present = 0 for a missing optional one. */
+static const char *str_field(fsdpc_prep_example *ex, const char *file, int64_t line,
+                             const cJSON *obj, const char *name, int required, const char *fmt_name,
+                             const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
+  if (!v || cJSON_IsNull(v)) {
+    if (required)
+      bad(ex, file, line,
+          "missing field '%s' (the %s format needs it; if your data names it differently set "
+          "data.%s_field)",
+          name, fmt_name, key);
+    return NULL;
+  }
+  if (!cJSON_IsString(v)) {
+    bad(ex, file, line, "%s: expected a string, got %s", name, type_name(v));
+    return NULL;
+  }
+  return v->valuestring;
+}
+
+/* ---- format detection --------------------------------------------------- */
+
+int fsdpc__prep_detect(const fsdpc_prepare_opts *o, const cJSON *obj) {
+  if (!cJSON_IsObject(obj))
+    return FSDPC_FORMAT_AUTO;
+#define HAS(k) (cJSON_GetObjectItemCaseSensitive(obj, (k)) != NULL)
+  if (HAS(o->messages_field) || HAS("messages") || HAS("conversations"))
+    return FSDPC_FORMAT_CHAT;
+  if (HAS(o->prompt_field) && HAS(o->completion_field))
+    return FSDPC_FORMAT_PROMPT_COMPLETION;
+  if (HAS(o->instruction_field) && HAS(o->output_field))
+    return FSDPC_FORMAT_INSTRUCTION;
+  if (HAS(o->text_field))
+    return FSDPC_FORMAT_TEXT;
+#undef HAS
+  return FSDPC_FORMAT_AUTO;
+}
+
+/* ---- chat messages ------------------------------------------------------- */
+
+static const char *role_of(const char *r) {
+  static const char *const map[][2] = {{"system", "system"},
+                                       {"user", "user"},
+                                       {"assistant", "assistant"},
+                                       {"human", "user"},
+                                       {"gpt", "assistant"}};
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+    if (strcmp(r, map[i][0]) == 0)
+      return map[i][1];
+  return NULL;
+}
+
+/* Builds the normalized message list {role, content, train?} from OpenAI
+ * ({role, content}) or ShareGPT ({from, value}) messages. */
+static cJSON *chat_messages(fsdpc_prep_example *ex, const char *file, int64_t line,
+                            const cJSON *obj, const char *field) {
+  const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(obj, field);
+  int sharegpt = !msgs && strcmp(field, "messages") == 0;
+  if (sharegpt && (msgs = cJSON_GetObjectItemCaseSensitive(obj, "conversations")))
+    field = "conversations";
+  if (!msgs) {
+    bad(ex, file, line,
+        "missing field '%s'%s (the chat format needs a list of messages; set "
+        "data.messages_field if your data names it differently)",
+        field, sharegpt ? " (or ShareGPT 'conversations')" : "");
+    return NULL;
+  }
+  if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
+    bad(ex, file, line, "%s: expected a non-empty array of messages, got %s", field,
+        cJSON_IsArray(msgs) ? "an empty array" : type_name(msgs));
+    return NULL;
+  }
+  cJSON *out = cJSON_CreateArray();
+  if (!out)
+    goto oom;
+  int i = 0;
+  for (const cJSON *m = msgs->child; m; m = m->next, i++) {
+    if (!cJSON_IsObject(m)) {
+      bad(ex, file, line, "%s[%d]: expected a message object, got %s", field, i, type_name(m));
+      goto fail;
+    }
+    const char *rk = "role", *ck = "content";
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, rk);
+    if (!r && cJSON_GetObjectItemCaseSensitive(m, "from"))
+      r = cJSON_GetObjectItemCaseSensitive(m, rk = "from"), ck = "value";
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, ck);
+    if (!r) {
+      bad(ex, file, line, "%s[%d]: missing field 'role' (or ShareGPT 'from')", field, i);
+      goto fail;
+    }
+    if (!cJSON_IsString(r)) {
+      bad(ex, file, line, "%s[%d].%s: expected a string, got %s", field, i, rk, type_name(r));
+      goto fail;
+    }
+    const char *role = role_of(r->valuestring);
+    if (!role) {
+      char sn[200];
+      bad(ex, file, line,
+          "%s[%d].%s: unknown role '%s' (expected system, user or assistant; ShareGPT: "
+          "system, human or gpt)",
+          field, i, rk, snip(sn, sizeof sn, r->valuestring, 40));
+      goto fail;
+    }
+    if (!c) {
+      bad(ex, file, line, "%s[%d]: missing field '%s'", field, i, ck);
+      goto fail;
+    }
+    if (!cJSON_IsString(c)) {
+      bad(ex, file, line, "%s[%d].%s: expected a string, got %s", field, i, ck, type_name(c));
+      goto fail;
+    }
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(m, "train");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "weight");
+    int train = -1;
+    if (tr) {
+      if (!cJSON_IsBool(tr)) {
+        bad(ex, file, line, "%s[%d].train: expected true or false, got %s", field, i,
+            type_name(tr));
+        goto fail;
+      }
+      train = cJSON_IsTrue(tr);
+    } else if (w) {
+      if (!cJSON_IsNumber(w) || (w->valuedouble != 0.0 && w->valuedouble != 1.0)) {
+        bad(ex, file, line, "%s[%d].weight: expected 0 or 1 (train on this message or not)", field,
+            i);
+        goto fail;
+      }
+      train = w->valuedouble == 1.0;
+    }
+    cJSON *nm = cJSON_CreateObject();
+    if (!nm)
+      goto oom;
+    cJSON_AddItemToArray(out, nm);
+    if (!cJSON_AddItemToObject(nm, "role", cJSON_CreateStringReference(role)) ||
+        !cJSON_AddItemToObject(nm, "content", cJSON_CreateStringReference(c->valuestring)))
+      goto oom;
+    if (train >= 0 && !cJSON_AddBoolToObject(nm, "train", train))
+      goto oom;
+  }
+  return out;
+oom:
+  ex->st =
+      fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file, (long long)line);
+fail:
+  cJSON_Delete(out);
+  return NULL;
+}
+
+/* Adds one {role, content} message (contents borrowed) to msgs. */
+static int add_msg(cJSON *msgs, const char *role, const char *content) {
+  cJSON *m = cJSON_CreateObject();
+  if (!m)
+    return 0;
+  cJSON_AddItemToArray(msgs, m);
+  return cJSON_AddItemToObject(m, "role", cJSON_CreateStringReference(role)) &&
+         cJSON_AddItemToObject(m, "content", cJSON_CreateStringReference(content));
+}
+
+/* ---- rendering ----------------------------------------------------------- */
+
+/* Renders obj into tb (plain layouts) or into msgs (a template will render
+ * it). Returns 0 with ex->st set on a bad example. */
+static int render(const fsdpc_prep_ctx *c, fsdpc_prep_example *ex, const char *file, int64_t line,
+                  const cJSON *obj, textbuf *tb, cJSON **msgs, cJSON **owned) {
+  const fsdpc_prepare_opts *o = c->o;
+  int ok;
+  switch (c->format) {
+  case FSDPC_FORMAT_TEXT: {
+    const char *t = str_field(ex, file, line, obj, o->text_field, 1, "text", "text");
+    return t && tb_str(tb, t, 1);
+  }
+  case FSDPC_FORMAT_PROMPT_COMPLETION: {
+    const char *p =
+        str_field(ex, file, line, obj, o->prompt_field, 1, "prompt_completion", "prompt");
+    const char *q = p ? str_field(ex, file, line, obj, o->completion_field, 1, "prompt_completion",
+                                  "completion")
+                      : NULL;
+    if (!q)
+      return 0;
+    if (c->tmpl) {
+      *msgs = cJSON_CreateArray();
+      return *msgs && add_msg(*msgs, "user", p) && add_msg(*msgs, "assistant", q);
+    }
+    return tb_str(tb, p, 0) && tb_str(tb, q, 1);
+  }
+  case FSDPC_FORMAT_INSTRUCTION: {
+    const char *ins =
+        str_field(ex, file, line, obj, o->instruction_field, 1, "instruction", "instruction");
+    const char *in = NULL, *out = NULL, *sys = NULL;
+    if (ins && ex->st == FSDPC_OK)
+      in = str_field(ex, file, line, obj, o->input_field, 0, "instruction", "input");
+    if (ins && ex->st == FSDPC_OK)
+      out = str_field(ex, file, line, obj, o->output_field, 1, "instruction", "output");
+    if (out && ex->st == FSDPC_OK)
+      sys = str_field(ex, file, line, obj, o->system_field, 0, "instruction", "system");
+    if (!out || ex->st != FSDPC_OK)
+      return 0;
+    int has_in = in && *in, has_sys = sys && *sys;
+    if (c->tmpl) {
+      *msgs = cJSON_CreateArray();
+      char *user = NULL;
+      if (!*msgs || asprintf(&user, "%s%s%s", ins, has_in ? "\n\n" : "", has_in ? in : "") < 0)
+        return 0;
+      /* the joined user text must outlive the message list: the caller
+       * frees *owned after rendering */
+      *owned = cJSON_CreateString(user);
+      free(user);
+      return *owned && (!has_sys || add_msg(*msgs, "system", sys)) &&
+             add_msg(*msgs, "user", (*owned)->valuestring) && add_msg(*msgs, "assistant", out);
+    }
+    ok = (!has_sys || (tb_str(tb, sys, 0) && tb_str(tb, "\n\n", 0))) &&
+         tb_str(tb, "### Instruction:\n", 0) && tb_str(tb, ins, 0) && tb_str(tb, "\n\n", 0) &&
+         (!has_in ||
+          (tb_str(tb, "### Input:\n", 0) && tb_str(tb, in, 0) && tb_str(tb, "\n\n", 0))) &&
+         tb_str(tb, "### Response:\n", 0) && tb_str(tb, out, 1);
+    return ok;
+  }
+  case FSDPC_FORMAT_CHAT:
+    *msgs = chat_messages(ex, file, line, obj, o->messages_field);
+    return *msgs != NULL;
+  }
+  return 0;
+}
+
+/* ---- tokens and mask ------------------------------------------------------ */
+
+/* mask[i] = 1 iff token i's byte range overlaps a span; a zero-width token
+ * counts when its position lies inside one. Spans are sorted and disjoint. */
+static void spans_to_mask(size_t (*off)[2], int64_t n, const fsdpc_chat_span *sp, size_t ns,
+                          uint8_t *mask) {
+  size_t s = 0;
+  for (int64_t i = 0; i < n; i++) {
+    size_t a = off[i][0], b = off[i][1];
+    while (s < ns && sp[s].end <= a && !(a == b && sp[s].begin <= a && a < sp[s].end))
+      s++;
+    int hit = 0;
+    for (size_t k = s; k < ns && sp[k].begin < (b > a ? b : a + 1); k++)
+      if (b > a ? (sp[k].begin < b && a < sp[k].end) : (sp[k].begin <= a && a < sp[k].end)) {
+        hit = 1;
+        break;
+      }
+    mask[i] = (uint8_t)hit;
+  }
+}
+
+void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line_no,
+                         const char *line, size_t len, int keep_text, fsdpc_prep_example *ex) {
+  memset(ex, 0, sizeof *ex);
+  ex->copies = 1;
+  const char *end = NULL;
+  cJSON *obj = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+  textbuf tb = {0};
+  cJSON *msgs = NULL, *owned = NULL;
+  char *rtext = NULL;
+  size_t rlen = 0;
+  fsdpc_chat_span *spans = NULL;
+  size_t ns = 0;
+  int32_t *ids = NULL;
+  size_t(*off)[2] = NULL;
+  int64_t n = 0;
+  if (!obj) {
+    long col = end ? (long)(end - line) + 1 : 1;
+    char sn[128];
+    bad(ex, file, line_no, "column %ld: malformed JSON near '%s'", col,
+        end && end < line + len ? snip(sn, sizeof sn, end, 20) : "end of line");
+    goto done;
+  }
+  if (!cJSON_IsObject(obj)) {
+    bad(ex, file, line_no, "expected a JSON object per line, got %s", type_name(obj));
+    goto done;
+  }
+  const cJSON *w = cJSON_GetObjectItemCaseSensitive(obj, "weight");
+  if (w) {
+    double v = cJSON_IsNumber(w) ? w->valuedouble : -1;
+    if (!(v >= 0 && v <= 1000 && floor(v) == v)) {
+      bad(ex, file, line_no,
+          "weight: expected a whole number 0..1000 (an example of weight k is trained on k "
+          "times per epoch; 0 leaves it out), got %s",
+          cJSON_IsNumber(w) ? "a fraction or out-of-range number" : type_name(w));
+      goto done;
+    }
+    ex->copies = (int64_t)v;
+  }
+  if (!render(c, ex, file, line_no, obj, &tb, &msgs, &owned)) {
+    if (ex->st == FSDPC_OK)
+      ex->st = fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file,
+                           (long long)line_no);
+    goto done;
+  }
+  if (msgs) {
+    if (!c->tmpl) {
+      bad(ex, file, line_no, "the chat format needs a chat template (data.chat_template)");
+      goto done;
+    }
+    fsdpc_err rerr = {0};
+    if (fsdpc__chat_render(c->tmpl, msgs, 0, c->o->train_on, &rtext, &rlen, &spans, &ns, &rerr) !=
+        FSDPC_OK) {
+      bad(ex, file, line_no, "chat template: %s", rerr.msg);
+      goto done;
+    }
+  } else {
+    rtext = tb.s, rlen = tb.len, spans = tb.spans, ns = tb.n_spans;
+    tb.s = NULL, tb.spans = NULL;
+    if (!rtext && !(rtext = calloc(1, 1)))
+      goto oom;
+  }
+  if ((ex->st = fsdpc__tokenizer_encode_offsets(c->tok, rtext, rlen, &ids, &off, &n, &ex->err)) !=
+      FSDPC_OK) {
+    char m[sizeof ex->err.msg];
+    snprintf(m, sizeof m, "%s", ex->err.msg);
+    bad(ex, file, line_no, "%s", m);
+    goto done;
+  }
+  /* Formats rendered without a template get BOS (when the tokenizer adds
+   * one) and a trained EOS; a template writes its own. */
+  int plain = msgs == NULL, bos = plain && c->add_bos && c->bos >= 0, eos = plain;
+  int64_t total = n + bos + eos;
+  ex->ids = malloc((size_t)(total > 0 ? total : 1) * sizeof *ex->ids);
+  ex->mask = malloc((size_t)(total > 0 ? total : 1));
+  if (keep_text)
+    ex->offsets = malloc((size_t)(total > 0 ? total : 1) * sizeof *ex->offsets);
+  if (!ex->ids || !ex->mask || (keep_text && !ex->offsets))
+    goto oom;
+  if (bos) {
+    ex->ids[0] = c->bos;
+    ex->mask[0] = 0;
+  }
+  memcpy(ex->ids + bos, ids, (size_t)n * sizeof *ids);
+  spans_to_mask(off, n, spans, ns, ex->mask + bos);
+  if (eos) {
+    ex->ids[bos + n] = c->eos;
+    ex->mask[bos + n] = 1;
+  }
+  if (keep_text) {
+    for (int64_t i = 0; i < total; i++)
+      ex->offsets[i][0] = ex->offsets[i][1] = (i < bos) ? 0 : rlen;
+    memcpy(ex->offsets + bos, off, (size_t)n * sizeof *off);
+    ex->text = rtext, ex->text_len = rlen;
+    rtext = NULL;
+  }
+  ex->n = total;
+  goto done;
+oom:
+  ex->st =
+      fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file, (long long)line_no);
+done:
+  free(ids);
+  free(off);
+  free(rtext);
+  free(spans);
+  free(tb.s);
+  free(tb.spans);
+  cJSON_Delete(msgs);
+  cJSON_Delete(owned);
+  cJSON_Delete(obj);
+}
+
+void fsdpc__prep_example_free(fsdpc_prep_example *ex) {
+  free(ex->ids);
+  free(ex->mask);
+  free(ex->text);
+  free(ex->offsets);
+  memset(ex, 0, sizeof *ex);
+}

@@ -1,0 +1,402 @@
+/* Flash attention backward for Hopper (sm_90a): the main dK / dV / dQ
+ * kernel with wgmma, TMA and warp specialisation. flash_bwd (flash_bwd.cu)
+ * runs the row dots D and the dQ conversion around it, as for the mma.sync
+ * kernel it replaces on CC 9.0.
+ *
+ * One CTA owns BN = 128 keys of one (batch, kv head) and has 3 warpgroups:
+ *  - warpgroup 0, the producer: one thread loads K and V once, then streams
+ *    the query steps (every query head of the GQA group, every block of BM
+ *    queries that can see the keys) through ST stages of Q and dO tiles,
+ *    each behind a "full" mbarrier and both behind an "empty" one; the
+ *    producer warp's lanes copy the step's lse and D values beside them
+ *    (plain loads: a 1-d TMA box running past a short tensor faulted, call 3
+ *    of bench/results/2026-11-23-flash-hopper.md) and arrive on the same
+ *    "full" barriers.
+ *  - warpgroups 1 and 2 own 64 keys each and, per query step, compute the
+ *    transposed products (queries along N), so that they are directly the
+ *    register A operands of the next ones:
+ *      S^T = K Q^T, dP^T = V dO^T            (wgmma, both from shared memory)
+ *      P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - D)    (registers)
+ *      dV += P^T dO, dK += dS^T Q            (wgmma, A from registers)
+ *    dS^T also goes to shared memory (bf16), where the two warpgroups
+ *    together compute dQ_step = dS K (each a 64 x 64 piece: hd 128 splits
+ *    the head dim, hd 64 the queries) and add it to the fp32 dq accumulator
+ *    with vector atomics. dK and dV stay in registers to the end.
+ *
+ * hd 64 takes BM = 128 queries a step, hd 128 BM = 64 (the accumulators of
+ * the widest phase then fit the 240 registers a consumer thread gets). */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "flash.h"
+#include "flash_common.cuh"
+#include "flash_sm90.cuh"
+#include "flash_tma.cuh"
+#include "flash_wgmma.cuh"
+
+#define BWD90_BN 128
+#ifndef BWD90_64_ST
+#define BWD90_64_ST 2
+#endif
+#ifndef BWD90_128_ST
+#define BWD90_128_ST 3
+#endif
+/* dS^T buffers in shared memory: 2 lets a warpgroup write step i's while the
+ * other may still read step i - 1's for dQ (one barrier a step, not two). */
+#ifndef BWD90_DSB
+#define BWD90_DSB 2
+#endif
+
+template <int HD> struct bwd90_cfg {
+  static constexpr int BN = BWD90_BN, ST = HD == 64 ? BWD90_64_ST : BWD90_128_ST;
+  static constexpr int BM = HD == 64 ? 128 : 64;
+  static constexpr int THREADS = 384;
+  static constexpr int KV_BYTES = BN * HD * 2, Q_BYTES = BM * HD * 2, DS_BYTES = BN * BM * 2;
+  static constexpr int SMEM = 1024 + 2 * KV_BYTES + 2 * ST * Q_BYTES + BWD90_DSB * DS_BYTES +
+                              2 * ST * BM * 4 + 8 * (1 + 3 * ST);
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+template <int N>
+static __device__ __forceinline__ void wgmma_ss_kmaj(float (&d)[N / 2], uint64_t a, uint64_t b,
+                                                     int scale_d) {
+  if constexpr (N == 128)
+    wgmma_ss_n128<0, 0>(d, a, b, scale_d);
+  else
+    wgmma_ss_n64<0, 0>(d, a, b, scale_d);
+}
+template <int N>
+static __device__ __forceinline__ void wgmma_rs_mn(float (&d)[N / 2], const uint32_t a[4],
+                                                   uint64_t b) {
+  if constexpr (N == 128)
+    wgmma_rs_n128<1>(d, a, b, 1);
+  else
+    wgmma_rs_n64<1>(d, a, b, 1);
+}
+
+static __device__ __forceinline__ void red_add_v2(float *p, float a, float b) {
+  atomicAdd(reinterpret_cast<float2 *>(p), make_float2(a, b));
+}
+
+#endif
+
+template <int HD>
+static __global__ void __launch_bounds__(384, 1)
+    flash_bwd90_kernel(const __grid_constant__ CUtensorMap tmQ,
+                       const __grid_constant__ CUtensorMap tmK,
+                       const __grid_constant__ CUtensorMap tmV,
+                       const __grid_constant__ CUtensorMap tmdO, const flash_params p,
+                       const float *__restrict__ lse, const float *__restrict__ Dg,
+                       float *__restrict__ dq_acc, bf16 *__restrict__ dk, bf16 *__restrict__ dv) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = bwd90_cfg<HD>;
+  constexpr int BN = C::BN, BM = C::BM, ST = C::ST, NCH = HD / 64;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  bf16 *sK = reinterpret_cast<bf16 *>(base); // NCH x (BN x 64)
+  bf16 *sV = sK + BN * HD;                   // NCH x (BN x 64)
+  bf16 *sQ = sV + BN * HD;                   // ST x NCH x (BM x 64)
+  bf16 *sdO = sQ + ST * BM * HD;             // ST x NCH x (BM x 64)
+  bf16 *sdS = sdO + ST * BM * HD;            // DSB x BM / 64 x (BN x 64): dS^T, queries contiguous
+  float *sL = reinterpret_cast<float *>(sdS + BWD90_DSB * BN * BM); // ST x BM: lse * log2(e)
+  float *sDD = sL + ST * BM;                                        // ST x BM: D
+  uint64_t *barKV = reinterpret_cast<uint64_t *>(sDD + ST * BM);
+  uint64_t *fullQ = barKV + 1, *fulldO = fullQ + ST, *empty = fulldO + ST;
+
+  const int T = p.T, NH = p.NH, KVH = p.KVH, rep = NH / KVH;
+  const int hd = HD == 64 ? 64 : p.HD; /* the real head dim, <= HD */
+  const int n_block = blockIdx.y, g = blockIdx.x % KVH, b = blockIdx.x / KVH;
+  const int n0 = n_block * BN;
+  /* Causal: queries before the first key see none of them. */
+  const int m_first = p.causal ? n0 / BM : 0;
+  const int n_mb = (T + BM - 1) / BM - m_first;
+  const int n_steps = rep * n_mb;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+
+  if (threadIdx.x == 0) {
+    mbar_init(barKV, 1);
+    for (int s = 0; s < ST; s++) {
+      mbar_init(&fullQ[s], 32); /* the producer warp: TMA bytes + lse, D */
+      mbar_init(&fulldO[s], 32);
+      mbar_init(&empty[s], 8); /* lane 0 of every consumer warp */
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    reg_dealloc<24>();
+    if (tid < 32) { /* warp 0: lane 0 issues the TMA copies, every lane copies lse and D */
+      if (tid == 0) {
+        mbar_expect_tx(barKV, 2 * C::KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < NCH; c++) {
+          tma_load_4d(sK + c * BN * 64, &tmK, barKV, c * 64, g, n0, b);
+          tma_load_4d(sV + c * BN * 64, &tmV, barKV, c * 64, g, n0, b);
+        }
+      }
+      for (int it = 0; it < n_steps; it++) {
+        const int s = it % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
+        const float *lh = lse + ((int64_t)b * NH + h) * T, *dh = Dg + ((int64_t)b * NH + h) * T;
+        mbar_wait(&empty[s], ((it / ST) & 1) ^ 1);
+        if (tid == 0) {
+          mbar_expect_tx(&fullQ[s], C::Q_BYTES);
+#pragma unroll
+          for (int c = 0; c < NCH; c++)
+            tma_load_4d(sQ + s * BM * HD + c * BM * 64, &tmQ, &fullQ[s], c * 64, h, m0, b);
+          mbar_expect_tx(&fulldO[s], C::Q_BYTES);
+#pragma unroll
+          for (int c = 0; c < NCH; c++)
+            tma_load_4d(sdO + s * BM * HD + c * BM * 64, &tmdO, &fulldO[s], c * 64, h, m0, b);
+        }
+        /* lse in log2 units; 0 past T (those queries are masked). */
+#pragma unroll
+        for (int i = tid; i < BM; i += 32) {
+          const bool ok = m0 + i < T;
+          sL[s * BM + i] = ok ? __ldg(lh + m0 + i) * FLASH_LOG2E : 0.0f;
+          sDD[s * BM + i] = ok ? __ldg(dh + m0 + i) : 0.0f;
+        }
+        if (tid != 0) {
+          mbar_arrive(&fullQ[s]);
+          mbar_arrive(&fulldO[s]);
+        }
+      }
+    }
+    return;
+  }
+
+  reg_alloc<240>();
+  const int c = wg - 1, warp = tid / 32, lane = tid % 32;
+  const int key0 = n0 + 64 * c;                   /* this warpgroup's first key */
+  const int key_lo = key0 + 16 * warp + lane / 4; /* this thread's keys: key_lo, key_lo + 8 */
+  const float sl2 = p.scale * FLASH_LOG2E;
+  const int32_t *doc = p.doc ? p.doc + (int64_t)b * T : nullptr;
+  int doc_k[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++)
+    doc_k[r] = doc && key_lo + 8 * r < T ? doc[key_lo + 8 * r] : INT32_MIN;
+
+  float dva[HD / 2], dka[HD / 2];
+#pragma unroll
+  for (int i = 0; i < HD / 2; i++)
+    dva[i] = dka[i] = 0.0f;
+  float sacc[BM / 2], dpacc[BM / 2], dqa[32];
+  uint32_t pP[BM / 16][4], pS[BM / 16][4];
+  /* dQ piece of this warpgroup: hd 128, all BM = 64 queries x head-dim
+   * columns 64c..; hd 64, queries 64c.. of BM = 128 x all 64 columns. */
+  const int dq_q0 = HD == 64 ? 64 * c : 0, dq_c0 = HD == 64 ? 0 : 64 * c;
+  const int sdS_a = (dq_q0 / 64) * BN * 64; /* offset in a dS^T buffer */
+  const bf16 *sK_b = sK + (dq_c0 / 64) * BN * 64;
+
+  mbar_wait(barKV, 0);
+  for (int it = 0; it < n_steps; it++) {
+    const int s = it % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
+    const uint32_t ph = (it / ST) & 1;
+    const bf16 *cQ = sQ + s * BM * HD, *cdO = sdO + s * BM * HD;
+    const float *cL = sL + s * BM, *cD = sDD + s * BM;
+
+    /* S^T = K Q^T and dP^T = V dO^T, both in flight. */
+    mbar_wait(&fullQ[s], ph);
+    /* Zeroed, not only overwritten (scale_d 0): a definition here ends the
+     * previous step's values, which the asm's "+f" would keep alive. */
+#pragma unroll
+    for (int i = 0; i < BM / 2; i++)
+      sacc[i] = dpacc[i] = 0.0f;
+    reg_fence(sacc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+      const int cc = kk / 4, ko = (kk % 4) * 16;
+      wgmma_ss_kmaj<BM>(sacc, desc_k(sK + cc * BN * 64 + 64 * c * 64 + ko),
+                        desc_k(cQ + cc * BM * 64 + ko), kk > 0);
+    }
+    wgmma_commit();
+    mbar_wait(&fulldO[s], ph);
+    reg_fence(dpacc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+      const int cc = kk / 4, ko = (kk % 4) * 16;
+      wgmma_ss_kmaj<BM>(dpacc, desc_k(sV + cc * BN * 64 + 64 * c * 64 + ko),
+                        desc_k(cdO + cc * BM * 64 + ko), kk > 0);
+    }
+    wgmma_commit();
+
+    /* P^T (masked: causal, same document, queries past T). */
+    const bool need_mask = (p.causal && m0 < key0 + 63) || doc != nullptr || m0 + BM > T;
+    wgmma_wait<1>();
+    reg_fence(sacc);
+#pragma unroll
+    for (int i = 0; i < BM / 8; i++) {
+      const int qc = i * 8 + (lane % 4) * 2;
+      const float l0 = cL[qc], l1 = cL[qc + 1];
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float pv = exp2f(fmaf(sacc[4 * i + e], sl2, -((e & 1) ? l1 : l0)));
+        if (need_mask) {
+          const int q = m0 + qc + (e & 1), key = key_lo + (e >> 1) * 8;
+          bool ok = q < T && (!p.causal || key <= q);
+          if (ok && doc)
+            ok = __ldg(doc + q) == doc_k[e >> 1];
+          pv = ok ? pv : 0.0f;
+        }
+        sacc[4 * i + e] = pv;
+      }
+    }
+    /* dS^T = P^T (dP^T - D). */
+    wgmma_wait<0>();
+    reg_fence(dpacc);
+#pragma unroll
+    for (int i = 0; i < BM / 8; i++) {
+      const int qc = i * 8 + (lane % 4) * 2;
+      const float d0 = cD[qc], d1 = cD[qc + 1];
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        dpacc[4 * i + e] = sacc[4 * i + e] * (dpacc[4 * i + e] - ((e & 1) ? d1 : d0));
+    }
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++) {
+      pP[kk][0] = pack_bf16(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+      pP[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+      pP[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+      pP[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+      pS[kk][0] = pack_bf16(dpacc[8 * kk + 0], dpacc[8 * kk + 1]);
+      pS[kk][1] = pack_bf16(dpacc[8 * kk + 2], dpacc[8 * kk + 3]);
+      pS[kk][2] = pack_bf16(dpacc[8 * kk + 4], dpacc[8 * kk + 5]);
+      pS[kk][3] = pack_bf16(dpacc[8 * kk + 6], dpacc[8 * kk + 7]);
+    }
+
+    /* dS^T to shared memory for dQ (with one buffer, once the other
+     * warpgroup is done reading the previous step's: barrier 2). Rows = keys, 128 bytes of
+     * 64 queries each, swizzled like a TMA tile (MN-major A of dS K). */
+    bf16 *cdS = sdS + (it % BWD90_DSB) * BN * BM;
+    if (BWD90_DSB == 1)
+      named_sync(2, 256);
+    {
+      unsigned char *ds = reinterpret_cast<unsigned char *>(cdS);
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          /* pS[kk][e]: key row (e & 1) * 8, queries 16 kk + (e >> 1) * 8 + 2 t */
+          const int kr = 64 * c + 16 * warp + lane / 4 + (e & 1) * 8;
+          const int q = 16 * kk + (e >> 1) * 8 + (lane % 4) * 2;
+          const int off =
+              (q / 64) * BN * 128 + kr * 128 + ((((q % 64) / 8) ^ (kr % 8)) * 16) + (q % 8) * 2;
+          *reinterpret_cast<uint32_t *>(ds + off) = pS[kk][e];
+        }
+    }
+    fence_proxy_async();
+
+    /* dV += P^T dO, dK += dS^T Q (A from registers, B transposed). */
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++) {
+      reg_fence_u(pP[kk]);
+      reg_fence_u(pS[kk]);
+    }
+    reg_fence(dva);
+    reg_fence(dka);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++)
+      wgmma_rs_mn<HD>(dva, pP[kk], desc_mn(cdO + kk * 16 * 64, BM));
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++)
+      wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+    wgmma_commit();
+
+    /* dQ piece = dS K over all BN keys, once both halves of dS^T are in. */
+    named_sync(1, 256);
+#pragma unroll
+    for (int i = 0; i < 32; i++)
+      dqa[i] = 0.0f;
+    reg_fence(dqa);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++)
+      wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + kk * 16 * 64, BN),
+                         desc_mn(sK_b + kk * 16 * 64, BN), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++) {
+      reg_fence_u(pP[kk]);
+      reg_fence_u(pS[kk]);
+    }
+    reg_fence(dva);
+    reg_fence(dka);
+    reg_fence(dqa);
+    __syncwarp();
+    if (lane == 0)
+      mbar_arrive(&empty[s]);
+
+    float *dqb = dq_acc + ((int64_t)b * T * NH + h) * hd + dq_c0 + (lane % 4) * 2;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+      const int q = m0 + dq_q0 + 16 * warp + lane / 4 + 8 * r;
+      if (q < T) {
+        float *row = dqb + (int64_t)q * NH * hd;
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+          if (dq_c0 + 8 * i < hd)
+            red_add_v2(row + 8 * i, dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int key = key_lo + 8 * r;
+    if (key < T) {
+      const int64_t o = ((int64_t)(b * T + key) * KVH + g) * hd + (lane % 4) * 2;
+#pragma unroll
+      for (int i = 0; i < HD / 8; i++) {
+        if (i * 8 >= hd) /* hd 80 / 96: the zero-filled columns */
+          break;
+        *reinterpret_cast<uint32_t *>(dv + o + 8 * i) =
+            pack_bf16(dva[4 * i + 2 * r], dva[4 * i + 2 * r + 1]);
+        *reinterpret_cast<uint32_t *>(dk + o + 8 * i) =
+            pack_bf16(dka[4 * i + 2 * r] * p.scale, dka[4 * i + 2 * r + 1] * p.scale);
+      }
+    }
+  }
+#endif
+}
+
+template <int HD>
+static int launch_bwd90(const flash_params *p, const void *q, const void *k, const void *v,
+                        const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
+                        void *dv, cudaStream_t stream) {
+  using C = bwd90_cfg<HD>;
+  CUtensorMap mq, mk, mv, mdo;
+  int rc = flash_make_map(&mq, q, p->B, p->T, p->NH, p->HD, C::BM);
+  if (rc == 0)
+    rc = flash_make_map(&mdo, dout, p->B, p->T, p->NH, p->HD, C::BM);
+  if (rc == 0)
+    rc = flash_make_map(&mk, k, p->B, p->T, p->KVH, p->HD, C::BN);
+  if (rc == 0)
+    rc = flash_make_map(&mv, v, p->B, p->T, p->KVH, p->HD, C::BN);
+  if (rc != 0)
+    return rc;
+  auto kern = flash_bwd90_kernel<HD>;
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+  if (e != cudaSuccess)
+    return (int)e;
+  dim3 grid(p->KVH * p->B, (p->T + C::BN - 1) / C::BN);
+  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, mdo, *p, lse, D, dq_acc, (bf16 *)dk,
+                                              (bf16 *)dv);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int flash_bwd_sm90(const flash_params *p, const void *q, const void *k, const void *v,
+                              const void *dout, const float *lse, const float *D, float *dq_acc,
+                              void *dk, void *dv, void *stream) {
+  cudaStream_t st = (cudaStream_t)stream;
+  if (p->HD == 64)
+    return launch_bwd90<64>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+  if (p->HD == 80 || p->HD == 96 || p->HD == 128) /* 80, 96: zero-filled to 128 */
+    return launch_bwd90<128>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+  return (int)cudaErrorInvalidValue;
+}

@@ -1,0 +1,364 @@
+/* Flash attention forward for Hopper (sm_90a): wgmma, TMA and warp
+ * specialisation, after the FlashAttention-3 design.
+ *
+ * One CTA owns BM = 64 * NC query rows of one (batch, head) and has NC + 1
+ * warpgroups:
+ *  - warpgroup 0, the producer, gives most of its registers away
+ *    (setmaxnreg) and one thread of it streams tiles with TMA: the CTA's Q
+ *    tile once, then the K and V tiles (BN keys) of the kv head the query
+ *    head reads (GQA) through a ring of ST shared-memory stages. Each stage
+ *    has a "full" mbarrier per tensor (the copy engine completes it with the
+ *    byte count) and an "empty" mbarrier that the consumer warps arrive at
+ *    when they are done reading it.
+ *  - warpgroups 1..NC, the consumers, own 64 query rows each. Per key block:
+ *    S = Q K^T with wgmma from shared memory (fp32 accumulators in
+ *    registers), the mask (causal, end of sequence, same document), the
+ *    online softmax in registers, and O += P V with wgmma taking P (bf16)
+ *    straight from registers and V from shared memory (transposed operand).
+ *    The loop is software-pipelined inside the warpgroup: the S product of
+ *    block j and the P V product of block j - 1 are in flight together, and
+ *    the softmax of block j runs while P V of block j - 1 still computes.
+ *
+ * Tiles are 128-byte swizzled (flash_sm90.cuh); rows past T come from TMA as
+ * zeros and are masked (keys) or not stored (queries). Saved for the
+ * backward: lse (B, NH, T) fp32, as the mma.sync kernel writes it. */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <math.h>
+
+#include "flash.h"
+#include "flash_common.cuh"
+#include "flash_sm90.cuh"
+#include "flash_tma.cuh"
+#include "flash_wgmma.cuh"
+
+/* Tile shape per head dim: NC consumer warpgroups (BM = 64 NC query rows),
+ * BN keys per block, ST stages. */
+#ifndef FWD90_64_NC
+#define FWD90_64_NC 2
+#endif
+#ifndef FWD90_64_ST
+#define FWD90_64_ST 3
+#endif
+#ifndef FWD90_128_NC
+#define FWD90_128_NC 2
+#endif
+#ifndef FWD90_128_ST
+#define FWD90_128_ST 3
+#endif
+#define FWD90_BN 128
+
+template <int HD, int BN, int NC, int ST> struct fwd90_cfg {
+  static constexpr int BM = 64 * NC;
+  static constexpr int THREADS = 128 * (NC + 1);
+  static constexpr int Q_BYTES = BM * HD * 2, KV_BYTES = BN * HD * 2;
+  /* 1024 of slack to align the tiles for the 128-byte swizzle. */
+  static constexpr int SMEM = 1024 + Q_BYTES + 2 * ST * KV_BYTES + 8 * (1 + 3 * ST);
+  /* Registers after setmaxnreg: the producer keeps few, the consumers take
+   * the rest (65536 a CTA; multiples of 8). */
+  static constexpr int REG_PRODUCER = 24;
+  static constexpr int REG_CONSUMER = NC == 2 ? 240 : 160;
+};
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+template <int HD>
+static __device__ __forceinline__ void wgmma_pv(float (&o)[HD / 2], const uint32_t a[4],
+                                                uint64_t db) {
+  if constexpr (HD == 128)
+    wgmma_rs_n128<1>(o, a, db, 1);
+  else
+    wgmma_rs_n64<1>(o, a, db, 1);
+}
+
+/* Mask, then the online softmax of one S block of this thread's two rows:
+ * updates the running max m (log2 units, scaled) and partial sum l, turns
+ * s into the probabilities (fp32) and returns the factors alpha by which the O accumulated so far
+ * must be scaled. */
+template <int BN>
+static __device__ __forceinline__ void
+softmax_block(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2], bool need_mask,
+              int n0, int row_lo, int T, bool causal, const int32_t *doc, const int (&doc_r)[2],
+              int lane, float sl2) {
+  if (need_mask) {
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        const int row = row_lo + (e >> 1) * 8;
+        const int col = n0 + i * 8 + (lane % 4) * 2 + (e & 1);
+        bool ok = col < T && (!causal || col <= row);
+        if (ok && doc)
+          ok = __ldg(doc + col) == doc_r[e >> 1];
+        s[i * 4 + e] = ok ? s[i * 4 + e] : -INFINITY;
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++)
+      mx = fmaxf(mx, fmaxf(s[i * 4 + 2 * r], s[i * 4 + 2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    mx = fmaxf(m[r], mx * sl2);
+    /* A row with no visible key yet keeps max -inf; 0 in its place makes
+     * exp2 give 0, not NaN. */
+    const float m_use = mx == -INFINITY ? 0.0f : mx;
+    alpha[r] = exp2f(m[r] - m_use);
+    m[r] = mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++) {
+      s[i * 4 + 2 * r] = exp2f(fmaf(s[i * 4 + 2 * r], sl2, -m_use));
+      s[i * 4 + 2 * r + 1] = exp2f(fmaf(s[i * 4 + 2 * r + 1], sl2, -m_use));
+      sum += s[i * 4 + 2 * r] + s[i * 4 + 2 * r + 1];
+    }
+    l[r] = l[r] * alpha[r] + sum;
+  }
+}
+
+/* The probabilities s as the bf16 A fragments of P V (m16n8k16 layout). */
+template <int BN>
+static __device__ __forceinline__ void pack_p(const float (&s)[BN / 2],
+                                              uint32_t (&pa)[BN / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; kk++) {
+    pa[kk][0] = pack_bf16(s[8 * kk + 0], s[8 * kk + 1]);
+    pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+    pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+    pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+  }
+}
+
+#endif
+
+template <int HD, int BN, int NC, int ST>
+static __global__ void __launch_bounds__(128 * (NC + 1), 1)
+    flash_fwd90_kernel(const __grid_constant__ CUtensorMap tmQ,
+                       const __grid_constant__ CUtensorMap tmK,
+                       const __grid_constant__ CUtensorMap tmV, const flash_params p,
+                       bf16 *__restrict__ out, float *__restrict__ lse) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using C = fwd90_cfg<HD, BN, NC, ST>;
+  constexpr int BM = C::BM, NCH = HD / 64;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  bf16 *sQ = reinterpret_cast<bf16 *>(base); // NCH x (BM x 64)
+  bf16 *sK = sQ + BM * HD;                   // ST x NCH x (BN x 64)
+  bf16 *sV = sK + ST * BN * HD;              // ST x NCH x (BN x 64)
+  uint64_t *barQ = reinterpret_cast<uint64_t *>(sV + ST * BN * HD);
+  uint64_t *fullK = barQ + 1, *fullV = fullK + ST, *empty = fullV + ST;
+
+  const int T = p.T, NH = p.NH;
+  const int hd = HD == 64 ? 64 : p.HD; /* the real head dim, <= HD */
+  /* Causal rows near the end see the most keys: start them first. */
+  const int m_block = gridDim.y - 1 - blockIdx.y;
+  const int h = blockIdx.x % NH, b = blockIdx.x / NH, g = h / (NH / p.KVH);
+  const int m0 = m_block * BM;
+  const int kv_end = p.causal ? min(T, m0 + BM) : T;
+  const int n_blocks = (kv_end + BN - 1) / BN;
+  const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+
+  if (threadIdx.x == 0) {
+    mbar_init(barQ, 1);
+    for (int s = 0; s < ST; s++) {
+      mbar_init(&fullK[s], 1);
+      mbar_init(&fullV[s], 1);
+      mbar_init(&empty[s], NC * 4); /* lane 0 of every consumer warp */
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    reg_dealloc<C::REG_PRODUCER>();
+    if (tid == 0) {
+      tma_prefetch_desc(&tmQ);
+      tma_prefetch_desc(&tmK);
+      tma_prefetch_desc(&tmV);
+      mbar_expect_tx(barQ, C::Q_BYTES);
+#pragma unroll
+      for (int c = 0; c < NCH; c++)
+        tma_load_4d(sQ + c * BM * 64, &tmQ, barQ, c * 64, h, m0, b);
+      for (int j = 0; j < n_blocks; j++) {
+        const int s = j % ST;
+        mbar_wait(&empty[s], ((j / ST) & 1) ^ 1);
+        mbar_expect_tx(&fullK[s], C::KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < NCH; c++)
+          tma_load_4d(sK + s * BN * HD + c * BN * 64, &tmK, &fullK[s], c * 64, g, j * BN, b);
+        mbar_expect_tx(&fullV[s], C::KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < NCH; c++)
+          tma_load_4d(sV + s * BN * HD + c * BN * 64, &tmV, &fullV[s], c * 64, g, j * BN, b);
+      }
+    }
+    return;
+  }
+
+  reg_alloc<C::REG_CONSUMER>();
+  const int c = wg - 1, warp = tid / 32, lane = tid % 32;
+  const int wg_first = m0 + 64 * c, wg_last = wg_first + 63;
+  const int row_lo = wg_first + 16 * warp + lane / 4; /* and row_lo + 8 */
+  const float sl2 = p.scale * FLASH_LOG2E;
+  const int32_t *doc = p.doc ? p.doc + (int64_t)b * T : nullptr;
+  int doc_r[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++)
+    doc_r[r] = doc && row_lo + 8 * r < T ? doc[row_lo + 8 * r] : INT32_MIN;
+  /* Causal: the key blocks past this warpgroup's last row add nothing. */
+  const int n_mine = p.causal ? min(n_blocks, wg_last / BN + 1) : n_blocks;
+  const bf16 *sQc = sQ + 64 * c * 64; /* this warpgroup's rows of chunk 0 */
+
+  float o[HD / 2];
+#pragma unroll
+  for (int i = 0; i < HD / 2; i++)
+    o[i] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
+  float s[BN / 2];
+  uint32_t pa[BN / 16][4];
+
+  auto issue_s = [&](int j) {
+    const bf16 *cK = sK + (j % ST) * BN * HD;
+    reg_fence(s);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+      const int cc = kk / 4, ko = (kk % 4) * 16;
+      wgmma_ss_n128<0, 0>(s, desc_k(sQc + cc * BM * 64 + ko), desc_k(cK + cc * BN * 64 + ko),
+                          kk > 0);
+    }
+    wgmma_commit();
+  };
+  auto issue_pv = [&](int j) {
+    const bf16 *cV = sV + (j % ST) * BN * HD;
+    /* Every input register is defined before the fence: a non-wgmma
+     * definition inside the batch would serialise the wgmmas. */
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++)
+      reg_fence_u(pa[kk]);
+    reg_fence(o);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++)
+      wgmma_pv<HD>(o, pa[kk], desc_mn(cV + kk * 16 * 64, BN));
+    wgmma_commit();
+  };
+  auto need_mask = [&](int n0) {
+    return n0 + BN > T || doc != nullptr || (p.causal && n0 + BN - 1 > wg_first);
+  };
+
+  mbar_wait(barQ, 0);
+  /* Block 0: S, then its softmax (O is still zero). */
+  mbar_wait(&fullK[0], 0);
+  issue_s(0);
+  wgmma_wait<0>();
+  reg_fence(s);
+  softmax_block<BN>(s, m, l, alpha, need_mask(0), 0, row_lo, T, p.causal, doc, doc_r, lane, sl2);
+  pack_p<BN>(s, pa);
+  /* Block j: S of block j and P V of block j - 1 in flight together; the
+   * softmax of block j runs while P V still computes, and its P replaces
+   * that of block j - 1 in pa once the product is done. */
+  for (int j = 1; j < n_mine; j++) {
+    const int sj = j % ST, sp = (j - 1) % ST;
+    mbar_wait(&fullK[sj], (j / ST) & 1);
+    issue_s(j);
+    mbar_wait(&fullV[sp], ((j - 1) / ST) & 1);
+    issue_pv(j - 1);
+    wgmma_wait<1>(); /* S of block j is in; P V of block j - 1 still runs */
+    reg_fence(s);
+    softmax_block<BN>(s, m, l, alpha, need_mask(j * BN), j * BN, row_lo, T, p.causal, doc, doc_r,
+                      lane, sl2);
+    wgmma_wait<0>();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++)
+      reg_fence_u(pa[kk]); /* read by the P V product until here */
+    reg_fence(o);
+    __syncwarp();
+    if (lane == 0)
+      mbar_arrive(&empty[sp]);
+#pragma unroll
+    for (int i = 0; i < HD / 8; i++) {
+      o[4 * i + 0] *= alpha[0];
+      o[4 * i + 1] *= alpha[0];
+      o[4 * i + 2] *= alpha[1];
+      o[4 * i + 3] *= alpha[1];
+    }
+    pack_p<BN>(s, pa);
+  }
+  {
+    const int jl = n_mine - 1, sl = jl % ST;
+    mbar_wait(&fullV[sl], (jl / ST) & 1);
+    issue_pv(jl);
+    wgmma_wait<0>();
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++)
+      reg_fence_u(pa[kk]);
+    reg_fence(o);
+    __syncwarp();
+    if (lane == 0)
+      mbar_arrive(&empty[sl]);
+  }
+  /* Blocks this warpgroup skips (causal): release them once loaded, so
+   * that each arrival lands in the phase of its own block. */
+  for (int j = n_mine; j < n_blocks; j++) {
+    mbar_wait(&fullK[j % ST], (j / ST) & 1);
+    __syncwarp();
+    if (lane == 0)
+      mbar_arrive(&empty[j % ST]);
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float lr = l[r];
+    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+    const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+    const int row = row_lo + 8 * r;
+    if (row < T) {
+      bf16 *orow = out + ((int64_t)(b * T + row) * NH + h) * hd + (lane % 4) * 2;
+#pragma unroll
+      for (int i = 0; i < HD / 8; i++)
+        if (i * 8 < hd) /* hd 80 / 96 run the 128 kernel on zero-filled columns */
+          *reinterpret_cast<uint32_t *>(orow + i * 8) =
+              pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+      if (lane % 4 == 0)
+        lse[((int64_t)b * NH + h) * T + row] = (m[r] + log2f(lr)) * FLASH_LN2;
+    }
+  }
+#endif
+}
+
+template <int HD, int NC, int ST>
+static int launch_fwd90(const flash_params *p, const void *q, const void *k, const void *v,
+                        void *out, float *lse, cudaStream_t stream) {
+  constexpr int BN = FWD90_BN;
+  using C = fwd90_cfg<HD, BN, NC, ST>;
+  CUtensorMap mq, mk, mv;
+  /* Maps of the real head dim: columns past it (hd 80, 96) read as zeros. */
+  int rc = flash_make_map(&mq, q, p->B, p->T, p->NH, p->HD, C::BM);
+  if (rc == 0)
+    rc = flash_make_map(&mk, k, p->B, p->T, p->KVH, p->HD, BN);
+  if (rc == 0)
+    rc = flash_make_map(&mv, v, p->B, p->T, p->KVH, p->HD, BN);
+  if (rc != 0)
+    return rc;
+  auto kern = flash_fwd90_kernel<HD, BN, NC, ST>;
+  cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
+  if (e != cudaSuccess)
+    return (int)e;
+  dim3 grid(p->NH * p->B, (p->T + C::BM - 1) / C::BM);
+  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, *p, (bf16 *)out, lse);
+  return (int)cudaGetLastError();
+}
+
+extern "C" int flash_fwd_sm90(const flash_params *p, const void *q, const void *k, const void *v,
+                              void *out, float *lse, void *stream) {
+  cudaStream_t st = (cudaStream_t)stream;
+  if (p->HD == 64)
+    return launch_fwd90<64, FWD90_64_NC, FWD90_64_ST>(p, q, k, v, out, lse, st);
+  if (p->HD == 80 || p->HD == 96 || p->HD == 128)
+    return launch_fwd90<128, FWD90_128_NC, FWD90_128_ST>(p, q, k, v, out, lse, st);
+  return (int)cudaErrorInvalidValue;
+}

@@ -1,0 +1,132 @@
+/* Device helpers of the sm_90a (Hopper) flash kernels: mbarriers, TMA bulk
+ * tensor loads, wgmma shared-memory descriptors and fences, register
+ * reallocation and named barriers. Plain inline PTX; compiled only for the
+ * sm_90a target (__CUDA_ARCH_FEAT_SM90_ALL).
+ *
+ * Shared-memory tiles are written by TMA with the 128-byte swizzle: a tile
+ * of R rows x 64 bf16 columns is R rows of 128 bytes in which 16-byte chunk
+ * c of row r sits at c ^ (r % 8); 8 rows (1024 bytes) form one swizzle atom,
+ * and each tile starts 1024-byte aligned. A head dim of 128 is two such
+ * tiles (columns 0-63, 64-127) one after the other. wgmma reads these
+ * directly through descriptors (see desc_k and desc_mn). */
+#ifndef FSDPC_FLASH_SM90_CUH
+#define FSDPC_FLASH_SM90_CUH
+
+#include <cuda.h>
+#include <stdint.h>
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+static __device__ __forceinline__ uint32_t s_addr(const void *p) {
+  return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* ---- mbarriers ---- */
+
+static __device__ __forceinline__ void mbar_init(uint64_t *bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(s_addr(bar)), "r"(count));
+}
+/* Makes the initialised barriers visible to the async proxy (TMA). */
+static __device__ __forceinline__ void mbar_fence_init(void) {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+static __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(s_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+static __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(s_addr(bar)) : "memory");
+}
+/* Waits until the phase of parity `parity` has completed. */
+static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+  asm volatile("{\n.reg .pred done;\n"
+               "WAIT_%=:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+               "@!done bra WAIT_%=;\n}\n" ::"r"(s_addr(bar)),
+               "r"(parity)
+               : "memory");
+}
+
+/* ---- TMA ---- */
+
+/* Loads the box at coordinates (c0, c1, c2, c3) of a 4-d tensor map into
+ * shared memory; completion adds the bytes to bar's transaction count. */
+static __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap *map, uint64_t *bar,
+                                                   int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes"
+               " [%0], [%1, {%3, %4, %5, %6}], [%2];\n" ::"r"(s_addr(dst)),
+               "l"((uint64_t)map), "r"(s_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+/* Orders this thread's generic shared-memory writes before later reads of
+ * the async proxy (wgmma operands written with st.shared). */
+static __device__ __forceinline__ void fence_proxy_async(void) {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+static __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
+}
+
+/* ---- wgmma ---- */
+
+/* Descriptor of a K-major operand (rows of 64 bf16 = 128 bytes, contiguous
+ * along K) in a 128-byte-swizzled tile: 8-row groups 1024 bytes apart (SBO);
+ * the k16 step inside the 64-column tile moves the start by 32 bytes. */
+static __device__ __forceinline__ uint64_t desc_k(const void *p) {
+  uint64_t d = (uint64_t)((s_addr(p) & 0x3FFFF) >> 4);
+  d |= (uint64_t)(16 >> 4) << 16;   /* LBO: unused for swizzled K-major */
+  d |= (uint64_t)(1024 >> 4) << 32; /* SBO */
+  d |= (uint64_t)1 << 62;           /* 128-byte swizzle */
+  return d;
+}
+/* Descriptor of an MN-major operand (B with N contiguous: V as (keys, head
+ * dim)) in 128-byte-swizzled tiles of `rows` rows: K rows 128 bytes apart,
+ * 8-row groups 1024 bytes apart (SBO), the next 64 columns of N one tile
+ * (rows * 128 bytes) further (LBO). */
+static __device__ __forceinline__ uint64_t desc_mn(const void *p, int rows) {
+  uint64_t d = (uint64_t)((s_addr(p) & 0x3FFFF) >> 4);
+  d |= (uint64_t)(((uint32_t)rows * 128) >> 4) << 16; /* LBO */
+  d |= (uint64_t)(1024 >> 4) << 32;                   /* SBO */
+  d |= (uint64_t)1 << 62;
+  return d;
+}
+static __device__ __forceinline__ void wgmma_fence(void) {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+static __device__ __forceinline__ void wgmma_commit(void) {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N> static __device__ __forceinline__ void wgmma_wait(void) {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+/* Keeps the compiler from moving reads or writes of accumulator registers
+ * across a wgmma issue or wait (the asm above does not name them). */
+template <int N> static __device__ __forceinline__ void reg_fence(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N> static __device__ __forceinline__ void reg_fence_u(uint32_t (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    asm volatile("" : "+r"(r[i])::"memory");
+}
+
+/* ---- warp specialisation ---- */
+
+template <int R> static __device__ __forceinline__ void reg_alloc(void) {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+template <int R> static __device__ __forceinline__ void reg_dealloc(void) {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
+}
+static __device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+static __device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+#endif
+#endif

@@ -64,7 +64,7 @@ evalcheck() {
 import json, sys
 r = json.load(open(sys.argv[1]))
 m = [json.loads(l) for l in open(sys.argv[2])]
-want = [x for x in m if x["step"] == 3 and "eval_loss" in x][0]["eval_loss"]
+want = [x for x in m if x.get("step") == 3 and "eval_loss" in x][0]["eval_loss"]
 d = abs(r["loss"] - want) / abs(want)
 print(f"fsdpc eval on final/: loss {r['loss']!r} (accuracy {r['token_accuracy']:.4f}); "
       f"train's eval_loss at step 3: {want!r}; relative difference {d:.3e}")

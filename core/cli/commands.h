@@ -13,5 +13,7 @@ int fsdpc__cmd_bench(int argc, char **argv);
 int fsdpc__cmd_convert(int argc, char **argv);
 int fsdpc__cmd_metrics(int argc, char **argv);
 int fsdpc__cmd_plot(int argc, char **argv);
+int fsdpc__cmd_generate(int argc, char **argv);
+int fsdpc__cmd_eval(int argc, char **argv);
 
 #endif

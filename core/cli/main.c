@@ -21,6 +21,8 @@ static const struct {
     {"convert", fsdpc__cmd_convert, "convert checkpoints: sharded <-> Hugging Face, any world size"},
     {"metrics", fsdpc__cmd_metrics, "summarise runs' metrics.jsonl (resumes folded in)"},
     {"plot", fsdpc__cmd_plot, "plot loss, eval loss, LR and grad norm of runs (PNG/SVG)"},
+    {"generate", fsdpc__cmd_generate, "generate text from a model (KV cache; greedy or sampled)"},
+    {"eval", fsdpc__cmd_eval, "loss, perplexity and token accuracy of a model on a dataset"},
 };
 
 static void usage(FILE *f) {

@@ -19,10 +19,14 @@ tokens in the text, lone spaces) line by line and as one whole text:
   ids      `fsdpc data encode --tokenizer DIR --escaped-lines F --offsets`
            against tokenizers.Tokenizer.from_file(tokenizer.json)
            .encode(text, add_special_tokens=False).ids  (plain `tokenizers`,
-           the reference the acceptance names); for *-spm folders against
-           transformers' slow tokenizer (LlamaTokenizer, legacy=True) when
-           the sentencepiece package is there, else reported as skipped
+           the reference the acceptance names; fsdpc then reads a copy of
+           tokenizer.json alone, without tokenizer_config.json, since
+           transformers 5 rebuilds a LlamaTokenizer's pipeline from the
+           config); for *-spm folders against transformers' AutoTokenizer
+           for the folder as shipped, when it loads, else reported as skipped
   offsets  fsdpc's byte ranges against HF's offset_mapping turned into bytes
+  folder   fsdpc on the folder (tokenizer_config.json read) against
+           AutoTokenizer(text, add_special_tokens=False)
   special  `--add-special` (BOS/EOS as add_bos_token/add_eos_token say)
            against transformers' AutoTokenizer(text) with
            add_special_tokens=True, when transformers is there
@@ -33,6 +37,7 @@ With --out, writes the same report to DIR/check_tokenizers.txt.
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -153,9 +158,18 @@ def main():
             folder = os.path.join(hub, name)
             tj = os.path.join(folder, "tokenizer.json")
             try:
-                rows = fsdpc_encode(args.fsdpc, folder, lines_path, ["--offsets",
-                                                                     "--escaped-lines"])
-                whole_rows = fsdpc_encode(args.fsdpc, folder, whole_path, ["--in"])
+                # The tokenizer.json as shipped, without tokenizer_config.json:
+                # what plain `tokenizers` reads.
+                alone = folder
+                if os.path.exists(tj):
+                    alone = os.path.join(tmp, name + "-json-only")
+                    os.makedirs(alone, exist_ok=True)
+                    shutil.copyfile(tj, os.path.join(alone, "tokenizer.json"))
+                rows = fsdpc_encode(args.fsdpc, alone, lines_path, ["--offsets",
+                                                                    "--escaped-lines"])
+                whole_rows = fsdpc_encode(args.fsdpc, alone, whole_path, ["--in"])
+                # The folder as transformers reads it (tokenizer_config.json).
+                folder_rows = fsdpc_encode(args.fsdpc, folder, lines_path, ["--escaped-lines"])
                 special = fsdpc_encode(args.fsdpc, folder, lines_path, ["--add-special",
                                                                         "--escaped-lines"])
             except RuntimeError as e:
@@ -174,15 +188,15 @@ def main():
             if transformers:
                 try:
                     auto = transformers.AutoTokenizer.from_pretrained(
-                        folder, use_fast=os.path.exists(tj), legacy=True)
+                        folder, use_fast=os.path.exists(tj))
                 except Exception as e:  # noqa: BLE001 (report any loader failure)
                     say(f"SKIP {name:24s} special  transformers could not load it: "
                         f"{str(e).splitlines()[0][:160]}")
             if auto is not None:
-                if not os.path.exists(tj):
-                    ok &= compare(name, "ids", texts, [r[0] for r in rows],
-                                  [auto(t, add_special_tokens=False)["input_ids"]
-                                   for t in texts])
+                # fsdpc on the folder as transformers reads it, no special tokens added.
+                ok &= compare(name, "folder", texts, [r[0] for r in folder_rows],
+                              [auto(t, add_special_tokens=False)["input_ids"]
+                               for t in texts])
                 try:
                     want = [auto(t, add_special_tokens=True)["input_ids"] for t in texts]
                 except BaseException as e:  # noqa: BLE001 (a Rust panic is a BaseException)

@@ -75,6 +75,12 @@ const char *fsdpc__ckpt_host_loaded_state(const fsdpc_ckpt_host *h);
 /* The resolved config written as config.yaml into each checkpoint (copied;
  * NULL = none). */
 fsdpc_status fsdpc__ckpt_host_set_config_yaml(fsdpc_ckpt_host *h, const char *yaml, fsdpc_err *err);
+/* A full (HF) save also writes generation_config.json and the tokenizer
+ * files, and merges config.json into the source's, from the sources c
+ * names (ckpt/export.h). Without this call config.json is fsdpc's own. */
+struct fsdpc_config;
+fsdpc_status fsdpc__ckpt_host_set_export(fsdpc_ckpt_host *h, const struct fsdpc_config *c,
+                                         fsdpc_err *err);
 /* Test hook: the host raises SIGKILL after this process has written `n`
  * checkpoint files in this save (0 = never). */
 void fsdpc__ckpt_host_kill_after(fsdpc_ckpt_host *h, int n);

@@ -3,6 +3,7 @@
 #define FSDPC_CKPT_INTERNAL_H
 
 #include "ckpt/ckpt.h"
+#include "ckpt/export.h"
 #include "io/hf_ckpt.h"
 #include "io/safetensors.h"
 
@@ -48,6 +49,7 @@ struct fsdpc_ckpt_host {
   fsdpc_ckpt_open *cache;
   int n_cache;
   int kill_after;
+  fsdpc_export_src export_src; /* where config.json's extras come from */
   int allow_nonfinite; /* verify.c: load NaN/Inf without refusing */
 };
 

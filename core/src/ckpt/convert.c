@@ -19,6 +19,7 @@
 #include "ckpt/convert.h"
 #include "ckpt/state.h"
 #include "io/fileio.h"
+#include "model/hf_rules.h"
 #include "runplan/runplan.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -129,6 +130,8 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
   fsdpc_registry *reg = rp->reg;
   const fsdpc_component *src;
   STEP(fsdpc__ckpt_probe(reg, NULL, o->src, &src, err));
+  if (fsdpc__hf_is_folder(o->src)) /* what fsdpc can model */
+    STEP(fsdpc__hf_rules_folder(o->src, &shape, cfg->data.seq_len, err));
   STEP(fsdpc__ckpt_formats_select(reg, src->desc->name, o->to, cfg->checkpoint.options, &fmt, err));
   int to_full = strcmp(fmt.final->desc->name, "full") == 0;
 
@@ -207,6 +210,7 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
     STEP(fsdpc__ckpt_host_create(&ho, &h, err));
     STEP(fsdpc__ckpt_host_set_state(h, state, err));
     STEP(fsdpc__ckpt_host_set_config_yaml(h, yaml, err));
+    STEP(fsdpc__ckpt_host_set_export(h, cfg, err));
     STEP(fsdpc__ckpt_load(h, src, fmt.opts, o->src, 0, err));
     char tmp[8192];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s", root, name);

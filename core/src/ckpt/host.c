@@ -143,16 +143,28 @@ static int32_t cb_set_state_json(void *ctx, const char *json) {
   return FSDPC_OK;
 }
 
+static fsdpc_status record_cb(void *ctx, const char *path) { return record_file(ctx, path); }
+
+/* config.json, generation_config.json and the tokenizer files (export.c). */
 static int32_t cb_write_hf_config(void *ctx, const char *path) {
   fsdpc_ckpt_host *h = H(ctx);
-  char *text = NULL;
-  fsdpc_status st = fsdpc__ckpt_hf_config_json(&h->shape, h->save_dtype, &text, &h->err);
-  if (st == FSDPC_OK && fsdpc__write_small_file(path, text, strlen(text)) != 0)
-    st = fsdpc__fail(&h->err, FSDPC_SYSTEM_ERROR, "cannot write %s", path);
-  free(text);
-  if (st == FSDPC_OK)
-    st = record_file(h, path);
+  char *dir = strdup(path), *slash = dir ? strrchr(dir, '/') : NULL;
+  fsdpc_status st;
+  if (!dir) {
+    st = fsdpc__fail(&h->err, FSDPC_SYSTEM_ERROR, "out of memory");
+  } else {
+    if (slash) *slash = '\0';
+    st = fsdpc__export_write(slash ? dir : ".", &h->shape, h->save_dtype, &h->export_src,
+                             record_cb, h, &h->err);
+  }
+  free(dir);
   return fsdpc__ckpt_cb_fail(h, st);
+}
+
+fsdpc_status fsdpc__ckpt_host_set_export(fsdpc_ckpt_host *h, const fsdpc_config *c,
+                                         fsdpc_err *err) {
+  fsdpc__export_src_free(&h->export_src);
+  return fsdpc__export_src_from_config(c, &h->export_src, err);
 }
 
 /* ---- files ---- */
@@ -436,6 +448,7 @@ void fsdpc__ckpt_host_destroy(fsdpc_ckpt_host *h) {
   free(h->loaded_state);
   free(h->config_yaml);
   free(h->dir);
+  fsdpc__export_src_free(&h->export_src);
   free(h);
 }
 

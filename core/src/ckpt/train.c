@@ -18,6 +18,7 @@
 #include "ckpt/train_hooks.h"
 #include "ckpt/verify.h"
 #include "dist/save_notify.h"
+#include "model/hf_rules.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -352,6 +353,7 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_ckpt_train *s, fsdpc_err *err) {
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   r->config_hash = fsdpc__ckpt_hash(r->config_text);
   FSDPC_TRY(fsdpc__ckpt_host_set_config_yaml(r->host, r->config_yaml, err));
+  FSDPC_TRY(fsdpc__ckpt_host_set_export(r->host, c, err)); /* a deployable final/ */
   if (hooks.kill_step > 0 && s->rank == 0) {
     r->kill_step = hooks.kill_step;
     r->kill_files = hooks.kill_files;
@@ -437,13 +439,16 @@ void fsdpc__ckpt_session_destroy(fsdpc_ckpt_train *s) {
 
 /* Per-rank peak host memory while loading initial weights from an HF
  * folder, checked against this rank's own shard bytes + 10% + 256 MiB. */
-fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_engine *eng, const char *dir, fsdpc_err *err) {
+fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_engine *eng, const fsdpc_run_plan *plan,
+                                         const char *dir, fsdpc_err *err) {
   fsdpc_engine_bytes eb;
   fsdpc__engine_bytes(eng, &eb);
   reset_peak_rss();
   int64_t rss0, hwm0, rss1, hwm1;
   fsdpc__mem_rss(&rss0, &hwm0);
   double t0 = fsdpc__now();
+  /* what fsdpc can model, for the longest sequence this run uses */
+  FSDPC_TRY(fsdpc__hf_rules_folder(dir, &plan->shape, plan->modes.batch.seq_len, err));
   FSDPC_TRY(fsdpc__engine_load_hf(eng, dir, err));
   fsdpc__mem_rss(&rss1, &hwm1);
   int64_t base = rss0 < hwm0 ? rss0 : hwm0;

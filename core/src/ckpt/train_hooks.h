@@ -49,7 +49,10 @@ void fsdpc__ckpt_session_destroy(fsdpc_ckpt_train *s);
  * that setup can skip the random init a resume would overwrite. */
 fsdpc_status fsdpc__ckpt_resume_dir(const fsdpc_config *c, char *dir, size_t cap, int *found,
                                     fsdpc_err *err);
-/* fsdpc__engine_load_hf plus the per-rank peak host memory check (logged). */
-fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_engine *eng, const char *dir, fsdpc_err *err);
+/* The HF folder rules (model/hf_rules.h) for the plan's shape and
+ * seq_len, then fsdpc__engine_load_hf plus the per-rank peak host memory
+ * check (logged). */
+fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_engine *eng, const fsdpc_run_plan *plan,
+                                         const char *dir, fsdpc_err *err);
 
 #endif

@@ -28,6 +28,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unictype.h>
 #include <uninorm.h>
 #include <unistr.h>
 
@@ -303,10 +304,51 @@ static int reserve_norm(enc *e, size_t need) {
   return 1;
 }
 
+/* Maps the NFC bytes u (m) of s (n) back to s, segment by segment: a
+ * segment is a starter (combining class 0) and the non-starters after it.
+ * A segment that NFC leaves alone maps byte for byte; a changed one maps
+ * each of its output bytes to the whole segment, as HF's alignments give a
+ * decomposed or composed character the range of the characters it came
+ * from. Returns 0 (map then partly written) where the segments' NFCs do not add up
+ * to u (a starter composing with the one before, as Hangul jamo do). */
+static int nfc_align_segments(const unsigned char *s, size_t n, const unsigned char *u, size_t m,
+                              size_t base, span *map) {
+  size_t k = 0;
+  for (size_t i = 0; i < n;) {
+    ucs4_t c;
+    size_t j = i + (size_t)u8_mbtouc(&c, s + i, n - i);
+    while (j < n) {
+      int l = u8_mbtouc(&c, s + j, n - j);
+      if (uc_combining_class(c) == 0)
+        break;
+      j += (size_t)l;
+    }
+    uint8_t buf[64];
+    size_t len = sizeof buf;
+    uint8_t *t = u8_normalize(UNINORM_NFC, s + i, j - i, buf, &len);
+    if (!t)
+      return 0;
+    int ok = k + len <= m && memcmp(t, u + k, len) == 0;
+    int same = len == j - i && memcmp(t, s + i, len) == 0;
+    if (t != buf)
+      free(t);
+    if (!ok)
+      return 0;
+    for (size_t q = 0; q < len; q++) {
+      map[k + q][0] = base + (same ? i + q : i);
+      map[k + q][1] = base + (same ? i + q + 1 : j);
+    }
+    k += len;
+    i = j;
+  }
+  return k == m;
+}
+
 /* NFC of a byte-level piece (Qwen2's normalizer), through libunistring.
  * Text that is ASCII, not valid UTF-8, or already NFC is encoded as it is.
- * Otherwise the normalized bytes map to the text through their common
- * prefix and suffix; bytes in the changed middle map to the whole changed
+ * Otherwise the normalized bytes map to the text per segment
+ * (nfc_align_segments), or where that fails through their common prefix
+ * and suffix, bytes in the changed middle mapping to the whole changed
  * range. */
 static void encode_piece_nfc(enc *e, const unsigned char *s, size_t n, size_t base) {
   size_t i = 0;
@@ -342,7 +384,8 @@ static void encode_piece_nfc(enc *e, const unsigned char *s, size_t n, size_t ba
     suf++;
   while (suf > 0 && (s[n - suf] & 0xc0) == 0x80)
     suf--;
-  for (size_t k = 0; k < m; k++) {
+  int fine = nfc_align_segments(s, n, u, m, base, e->nmap);
+  for (size_t k = 0; k < m && !fine; k++) {
     size_t a, z;
     if (k < pre)
       a = k, z = k + 1;

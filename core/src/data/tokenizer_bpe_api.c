@@ -238,6 +238,8 @@ static fsdpc_status finish(bpe *b, const fsdpc_bpe_opts *opts, const char *dir,
     b->adds_bos = names.add_bos;
   if (names.add_eos >= 0)
     b->adds_eos = names.add_eos;
+  if (!st)
+    fsdpc__bpe_apply_llama_class(b, &names);
   fsdpc__bpe_config_names_free(&names);
   fsdpc_tokenizer *tok = st ? NULL : calloc(1, sizeof *tok);
   if (!st && !tok)

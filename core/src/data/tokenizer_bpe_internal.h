@@ -156,7 +156,16 @@ void fsdpc__bpe_read_post_processor(bpe *b, const struct cJSON *root);
 typedef struct fsdpc__bpe_config_names {
   char *bos, *eos, *pad, *unk; /* owned */
   int32_t add_bos, add_eos;    /* -1 = not given */
+  /* tokenizer_class is LlamaTokenizer(Fast): transformers 5 then rebuilds
+   * the SentencePiece pipeline from legacy and add_prefix_space (-1 = not
+   * given), whatever the tokenizer.json's normalizer says. */
+  int32_t llama_class;
+  int32_t legacy, add_prefix_space;
 } fsdpc__bpe_config_names;
+/* Applies transformers 5's LlamaTokenizer pipeline to a SentencePiece-mode
+ * b: no normalizer, Metaspace(prepend_scheme = add_prefix_space (default
+ * true) ? (legacy (default false) ? always : first) : never, split false). */
+void fsdpc__bpe_apply_llama_class(bpe *b, const fsdpc__bpe_config_names *n);
 fsdpc_status fsdpc__bpe_read_config(const char *dir, fsdpc__bpe_config_names *out, fsdpc_err *err);
 void fsdpc__bpe_config_names_free(fsdpc__bpe_config_names *n);
 /* Encoders (tokenizer_bpe.c), the vtable's encode and encode_offsets. */

@@ -552,6 +552,7 @@ static char *config_name(const cJSON *root, const char *key) {
 fsdpc_status fsdpc__bpe_read_config(const char *dir, fsdpc__bpe_config_names *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
   out->add_bos = out->add_eos = -1;
+  out->legacy = out->add_prefix_space = -1;
   char path[4200];
   snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
   size_t len = 0;
@@ -574,8 +575,25 @@ fsdpc_status fsdpc__bpe_read_config(const char *dir, fsdpc__bpe_config_names *ou
   const cJSON *ab = get(root, "add_bos_token"), *ae = get(root, "add_eos_token");
   out->add_bos = cJSON_IsBool(ab) ? cJSON_IsTrue(ab) : -1;
   out->add_eos = cJSON_IsBool(ae) ? cJSON_IsTrue(ae) : -1;
+  const cJSON *cls = get(root, "tokenizer_class");
+  out->llama_class = cJSON_IsString(cls) && (strcmp(cls->valuestring, "LlamaTokenizer") == 0 ||
+                                             strcmp(cls->valuestring, "LlamaTokenizerFast") == 0);
+  const cJSON *lg = get(root, "legacy"), *aps = get(root, "add_prefix_space");
+  out->legacy = cJSON_IsBool(lg) ? cJSON_IsTrue(lg) : -1;
+  out->add_prefix_space = cJSON_IsBool(aps) ? cJSON_IsTrue(aps) : -1;
   cJSON_Delete(root);
   return FSDPC_OK;
+}
+
+void fsdpc__bpe_apply_llama_class(bpe *b, const fsdpc__bpe_config_names *n) {
+  if (!n->llama_class || b->mode != BPE_SENTENCEPIECE)
+    return;
+  if (n->add_prefix_space == 0)
+    b->prepend = BPE_PREPEND_NEVER;
+  else
+    b->prepend = n->legacy == 1 ? BPE_PREPEND_ALWAYS : BPE_PREPEND_FIRST;
+  b->prepend_if_absent = 1;
+  b->split = 0;
 }
 
 void fsdpc__bpe_config_names_free(fsdpc__bpe_config_names *n) {

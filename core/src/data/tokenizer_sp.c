@@ -35,6 +35,12 @@ typedef struct sp_tok {
   int32_t vocab_size; /* 1 + largest id, added tokens included */
   int32_t bos, eos, pad;
   int32_t adds_bos, adds_eos;
+  /* tokenizer_class LlamaTokenizer: transformers 5's Metaspace instead of
+   * the model's dummy prefix (which is then switched off): a "▁" before a
+   * piece between added tokens that does not start with a space, for every
+   * piece (SP_PREPEND_ALWAYS, legacy: true), only the text's first
+   * (SP_PREPEND_FIRST) or none. SP_PREPEND_MODEL: the model's own rule. */
+  enum { SP_PREPEND_MODEL, SP_PREPEND_NEVER, SP_PREPEND_ALWAYS, SP_PREPEND_FIRST } prepend;
   sp_added *added; /* longest first */
   int32_t n_added;
   /* added[by_first[first_start[c] .. first_start[c + 1])] start with byte c,
@@ -234,8 +240,27 @@ static fsdpc_status encode_piece(const sp_tok *t, const char *text, size_t p0, s
   size_t(*ps)[2];
   int64_t k;
   char msg[256];
-  if (fsdpc__spm_encode(t->m, text + p0, p1 - p0, &pi, &ps, &k, msg, sizeof msg) != 0)
+  static const char ms[] = "\xe2\x96\x81"; /* U+2581 */
+  int starts_ms = text[p0] == ' ' || (p1 - p0 >= 3 && memcmp(text + p0, ms, 3) == 0);
+  size_t shift = 0; /* bytes of "▁" put before the piece */
+  char *buf = NULL;
+  if ((t->prepend == SP_PREPEND_ALWAYS || (t->prepend == SP_PREPEND_FIRST && p0 == 0)) &&
+      !starts_ms) {
+    if (!(buf = malloc(p1 - p0 + 3)))
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "sentencepiece tokenizer: out of memory");
+    memcpy(buf, ms, 3);
+    memcpy(buf + 3, text + p0, p1 - p0);
+    shift = 3;
+  }
+  int rc = buf ? fsdpc__spm_encode(t->m, buf, p1 - p0 + 3, &pi, &ps, &k, msg, sizeof msg)
+               : fsdpc__spm_encode(t->m, text + p0, p1 - p0, &pi, &ps, &k, msg, sizeof msg);
+  free(buf);
+  if (rc != 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: %s", t->path, msg);
+  /* The prepended "▁" belongs to the piece's first character, as HF aligns it. */
+  for (int64_t i = 0; i < k && shift; i++)
+    for (int j = 0; j < 2; j++)
+      ps[i][j] = ps[i][j] > shift ? ps[i][j] - shift : 0;
   if (!reserve(ids, offs, cap, *n + k)) {
     free(pi);
     free(ps);
@@ -428,6 +453,35 @@ static fsdpc_status pick(const sp_tok *t, const fsdpc_tokenizer *tok, const char
   return FSDPC_OK;
 }
 
+/* transformers 5's LlamaTokenizer: reloads the model with its normalizer's
+ * add_dummy_prefix off (a NormalizerSpec {add_dummy_prefix: false}
+ * appended as ModelProto field 3, which protobuf merges into the model's
+ * own) and prepends "▁" itself per legacy / add_prefix_space. */
+static fsdpc_status use_metaspace(sp_tok *t, const char *data, size_t len,
+                                  const fsdpc__bpe_config_names *n, fsdpc_err *err) {
+  static const char no_dummy_prefix[] = "\x1a\x02\x18\x00";
+  char *d = malloc(len + 4);
+  if (!d)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", t->path);
+  memcpy(d, data, len);
+  memcpy(d + len, no_dummy_prefix, 4);
+  fsdpc_spm *m;
+  char msg[512];
+  int rc = fsdpc__spm_load(d, len + 4, &m, msg, sizeof msg);
+  free(d);
+  if (rc != 0) {
+    char e[400];
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: %s", t->path,
+                       fsdpc__tok_esc(e, sizeof e, msg));
+  }
+  fsdpc__spm_free(t->m);
+  t->m = m;
+  t->prepend = n->add_prefix_space == 0 ? SP_PREPEND_NEVER
+               : n->legacy == 1         ? SP_PREPEND_ALWAYS
+                                        : SP_PREPEND_FIRST;
+  return FSDPC_OK;
+}
+
 fsdpc_status fsdpc__tokenizer_sp_create(const char *model_path, fsdpc_tokenizer **out,
                                         fsdpc_err *err) {
   *out = NULL;
@@ -479,6 +533,8 @@ fsdpc_status fsdpc__tokenizer_sp_create(const char *model_path, fsdpc_tokenizer 
   /* LlamaTokenizer's defaults: add_bos_token true, add_eos_token false. */
   t->adds_bos = names.add_bos >= 0 ? names.add_bos : t->bos >= 0;
   t->adds_eos = names.add_eos >= 0 ? names.add_eos : 0;
+  if (!st && names.llama_class)
+    st = use_metaspace(t, data, len, &names, err);
   fsdpc__bpe_config_names_free(&names);
 done:
   free(data);

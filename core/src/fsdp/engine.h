@@ -168,6 +168,14 @@ fsdpc_status fsdpc__engine_eval(fsdpc_engine *e, fsdpc_model_ctx *m, double *los
  * out (B, V). Collective (every rank calls it). */
 fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int pos, float *out,
                                      fsdpc_err *err);
+/* Inference over the engine's weights (core/src/infer), block by block in
+ * order 0..L+1: block_weights gathers block b and gives the pointers of its
+ * parameters by kind (base[k] NULL for kinds the block lacks; the head
+ * block gives FSDPC_P_NORM and FSDPC_P_HEAD, the embedding when tied);
+ * block_done frees what the block was the last to use. Collective. */
+fsdpc_status fsdpc__engine_block_weights(fsdpc_engine *e, int b, void *base[FSDPC_P_NKIND],
+                                         fsdpc_err *err);
+fsdpc_status fsdpc__engine_block_done(fsdpc_engine *e, int b, fsdpc_err *err);
 /* Finishes the step: replica all-reduce, global grad norm (*grad_norm, before
  * clipping), clipping to max_grad_norm (0 = off), optimizer update at lr,
  * zeroes grads. step is 1-based. */

@@ -369,6 +369,40 @@ fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int po
   return run(e, &e->prog[FSDPC_PROGRAM_FORWARD], &x, err);
 }
 
+fsdpc_status fsdpc__engine_block_weights(fsdpc_engine *e, int b, void *base[FSDPC_P_NKIND],
+                                         fsdpc_err *err) {
+  int head = e->shape.L + 1;
+  if (b < 0 || b > head) return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "no block %d", b);
+  if (b == 0) FSDPC_TRY(fence_in(e, err));
+  for (int i = 0; i < e->blocks[b].n_units; i++) {
+    FSDPC_TRY(gather(e, e->blocks[b].units[i], err));
+    FSDPC_TRY(use(e, e->blocks[b].units[i], err));
+  }
+  for (int k = 0; k < FSDPC_P_NKIND; k++) base[k] = NULL;
+  if (b == 0) {
+    base[FSDPC_P_EMBED] = top_w(e, FSDPC_P_EMBED);
+  } else if (b < head) {
+    layer_weights(e, b - 1, base);
+  } else {
+    base[FSDPC_P_NORM] = top_w(e, FSDPC_P_NORM);
+    base[FSDPC_P_HEAD] = top_w(e, FSDPC_P_HEAD);
+  }
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__engine_block_done(fsdpc_engine *e, int b, fsdpc_err *err) {
+  int head = e->shape.L + 1;
+  if (b == head) {
+    for (int u = 0; u < e->n_units; u++) FSDPC_TRY(release(e, u, err));
+    return fence_out(e, err);
+  }
+  for (int i = 0; i < e->blocks[b].n_units; i++) {
+    fsdpc_unit *un = &e->units[e->blocks[b].units[i]];
+    if (un->last_block == b) FSDPC_TRY(release(e, e->blocks[b].units[i], err));
+  }
+  return FSDPC_OK;
+}
+
 /* Replica all-reduce of a grad shard in device memory (in place), in fp32 or,
  * with reduce_dtype bf16, through a bf16 copy. */
 static fsdpc_status replica_reduce_dev(fsdpc_engine *e, float *g, uint64_t n, const char *name,

@@ -118,6 +118,16 @@ typedef struct fsdpc_ops {
   /* fp32 logits: out (N, V) = x @ weight^T */
   fsdpc_status (*logits)(void *ctx, float *out, const void *x, const void *weight, int N, int C,
                          int V, fsdpc_err *err);
+  /* Inference over a KV cache (core/src/infer); rows r = b * n + i, pos (B*n)
+   * in device memory, kc/vc (B, maxT, KVH*HD) of act_dtype.
+   * kv_store: kc[b, pos[r]] = k[r], vc[b, pos[r]] = v[r].
+   * attn_cached: out[r] (NH*HD) = softmax(scale * q[r] . kc[b, 0..pos[r]])
+   * @ vc[b, 0..pos[r]], query head h on kv head h / (NH / KVH). */
+  fsdpc_status (*kv_store)(void *ctx, void *kc, void *vc, const void *k, const void *v,
+                           const int32_t *pos, int B, int n, int maxT, int KD, fsdpc_err *err);
+  fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc,
+                              const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
+                              int HD, int maxT, float scale, fsdpc_err *err);
 } fsdpc_ops;
 
 /* The CPU reference table (ops/cpu/table.c). */

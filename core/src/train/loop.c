@@ -1,11 +1,13 @@
 /* The step loop: for each optimizer step, every micro-batch's forward and
  * backward through the engine, then clipping and the optimizer; evaluation
- * and logging as configured; greedy generation at the end. */
+ * and logging as configured; generation at the end (infer/, the same code
+ * as `fsdpc generate`). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ckpt/train_hooks.h"
+#include "infer/infer.h"
 #include "train/session.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -74,6 +76,14 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
   return FSDPC_OK;
 }
 
+/* The engine's gathered units as the decoder's weights (infer/infer.h). */
+static fsdpc_status engine_block(void *ctx, int b, void *base[FSDPC_P_NKIND], fsdpc_err *err) {
+  return fsdpc__engine_block_weights(ctx, b, base, err);
+}
+static fsdpc_status engine_done(void *ctx, int b, fsdpc_err *err) {
+  return fsdpc__engine_block_done(ctx, b, err);
+}
+
 fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n, char *out,
                                      size_t cap, fsdpc_err *err) {
   int32_t *text_ids = NULL;
@@ -83,71 +93,31 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
    * follows one; start the prompt the same way. Whole examples start a row
    * (or a restarted position) on their own. */
   int lead = !s->examples;
-  int64_t np = nt + lead;
-  int32_t *ids = malloc((size_t)np * sizeof(int32_t));
+  int32_t *ids = malloc(((size_t)nt + 1) * sizeof(int32_t));
   if (!ids) {
     free(text_ids);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   }
-  ids[0] = fsdpc__tokenizer_eos(s->tok);
+  int32_t eos[2] = {fsdpc__tokenizer_eos(s->tok), s->plan->shape.eos_id};
+  ids[0] = eos[0];
   memcpy(ids + lead, text_ids, (size_t)nt * sizeof(int32_t));
   free(text_ids);
-  int T = s->plan->shape.max_pos;
-  if (np + n < T) T = (int)(np + n);
-  if (np < 1 || np >= T) {
+  int len = (int)nt + lead;
+  if (len < 1) {
     free(ids);
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "generation prompt '%s' has %lld tokens; it must be 1..%d", prompt,
-                       (long long)np, s->plan->shape.max_pos - 1);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "generation prompt '%s' has no tokens", prompt);
   }
-  fsdpc_model_ctx *g = NULL;
-  fsdpc_model_ctx_opts mo = {.shape = &s->plan->shape,
-                             .B = 1,
-                             .T = T,
-                             .attention = s->plan->attn,
-                             .attention_opts = s->cfg->attention.options,
-                             .ops = s->ops};
-  int32_t *seq = calloc((size_t)T, sizeof(int32_t)), *lab = calloc((size_t)T, sizeof(int32_t));
-  float *logits = malloc((size_t)s->plan->shape.V * sizeof(float));
-  fsdpc_status st = fsdpc__model_ctx_create(&mo, &g, err);
-  if (st == FSDPC_OK && (!seq || !lab || !logits))
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  int64_t len = np;
-  if (st == FSDPC_OK) {
-    memcpy(seq, ids, (size_t)np * sizeof(int32_t));
-    int32_t eos = fsdpc__tokenizer_eos(s->tok);
-    while (len < T) {
-      if ((st = fsdpc__model_set_batch(g, seq, lab, NULL, err)) != FSDPC_OK) break;
-      if ((st = fsdpc__engine_logits_at(s->eng, g, (int)len - 1, logits, err)) != FSDPC_OK)
-        break;
-      int best = 0;
-      for (int v = 1; v < s->plan->shape.V; v++)
-        if (logits[v] > logits[best]) best = v;
-      if (best == eos) break;
-      seq[len++] = best;
-      char piece[64];
-      size_t plen = 0;
-      fsdpc_err derr;
-      if (best < fsdpc__tokenizer_vocab_size(s->tok) &&
-          fsdpc__tokenizer_decode(s->tok, &seq[len - 1], 1, piece, sizeof piece, &plen, &derr) ==
-              FSDPC_OK &&
-          memchr(piece, '\n', plen))
-        break; /* one line of answer */
-    }
-  }
-  size_t olen = 0;
-  if (st == FSDPC_OK) {
-    /* ids the tokenizer does not know (vocab padding) are shown as '?' */
-    for (int64_t i = np; i < len; i++)
-      if (seq[i] >= fsdpc__tokenizer_vocab_size(s->tok)) seq[i] = '?';
-    st = fsdpc__tokenizer_decode(s->tok, seq + np, len - np, out, cap - 1, &olen, err);
-    out[st == FSDPC_OK ? olen : 0] = '\0'; /* decode gives a length, no terminator */
-  }
-  fsdpc__model_ctx_destroy(g);
+  const int32_t *pp[1] = {ids};
+  fsdpc_infer_weights w = {.ctx = s->eng, .block = engine_block, .done = engine_done};
+  fsdpc_decoder_opts dopt = {.shape = &s->plan->shape, .ops = s->ops, .attention = s->plan->attn,
+                             .attention_opts = s->cfg->attention.options};
+  fsdpc_gen_opts g = {.max_new_tokens = n, .eos = eos, .n_eos = eos[1] >= 0 ? 2 : 1,
+                      .tok = s->tok};
+  fsdpc_gen_result *r = NULL;
+  fsdpc_status st = fsdpc__generate(&dopt, &w, pp, &len, 1, &g, &r, err);
+  if (st == FSDPC_OK) snprintf(out, cap, "%s", r[0].text);
+  fsdpc__gen_results_free(r, 1);
   free(ids);
-  free(seq);
-  free(lab);
-  free(logits);
   return st;
 }
 

@@ -180,7 +180,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   if (resuming) {
     /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup) */
   } else if (cfg->model.init.from[0]) {
-    STEP(fsdpc__ckpt_load_hf_checked(s->eng, cfg->model.init.from, err));
+    STEP(fsdpc__ckpt_load_hf_checked(s->eng, s->plan, cfg->model.init.from, err));
   } else {
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));
   }

@@ -137,4 +137,21 @@ double fsdpc__cpu_sumsq(const float *x, size_t n);
 /* x *= s */
 void fsdpc__cpu_scale(float *x, float s, size_t n);
 
+/* ---- attn_cache.c ---- inference over a KV cache; rows r = b * n + i.
+ * kv_store: kc[b, pos[r]] = k[r], vc[b, pos[r]] = v[r]. */
+void fsdpc__cpu_kv_store(float *kc,           // (B, maxT, KD)
+                         float *vc,           // (B, maxT, KD)
+                         const float *k,      // (B*n, KD)
+                         const float *v,      // (B*n, KD)
+                         const int32_t *pos,  // (B*n)
+                         int B, int n, int maxT, int KD);
+/* out[r] = softmax(scale * q[r] . kc[b, 0..pos[r]]) @ vc[b, 0..pos[r]] per
+ * head; query head h reads kv head h / (NH / KVH). */
+void fsdpc__cpu_attn_cached(float *out,          // (B*n, NH*HD)
+                            const float *q,      // (B*n, NH*HD)
+                            const float *kc,     // (B, maxT, KVH*HD)
+                            const float *vc,     // (B, maxT, KVH*HD)
+                            const int32_t *pos,  // (B*n)
+                            int B, int n, int NH, int KVH, int HD, int maxT, float scale);
+
 #endif

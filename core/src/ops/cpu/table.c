@@ -134,6 +134,19 @@ static fsdpc_status cpu_logits(void *ctx, float *out, const void *x, const void 
   return FSDPC_OK;
 }
 
+static fsdpc_status cpu_kv_store(void *ctx, void *kc, void *vc, const void *k, const void *v,
+                                 const int32_t *pos, int B, int n, int maxT, int KD,
+                                 fsdpc_err *err) {
+  fsdpc__cpu_kv_store(kc, vc, k, v, pos, B, n, maxT, KD);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_attn_cached(void *ctx, void *out, const void *q, const void *kc,
+                                    const void *vc, const int32_t *pos, int B, int n, int NH,
+                                    int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
+  fsdpc__cpu_attn_cached(out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale);
+  return FSDPC_OK;
+}
+
 static const fsdpc_ops cpu_ops = {
     /* .device = */ FSDPC_DEVICE_CPU,
     /* .act_dtype = */ FSDPC_DTYPE_F32,
@@ -177,6 +190,8 @@ static const fsdpc_ops cpu_ops = {
     /* .xent_scratch_bytes = */ cpu_xent_scratch_bytes,
     /* .lmhead_xent = */ cpu_lmhead_xent,
     /* .logits = */ cpu_logits,
+    /* .kv_store = */ cpu_kv_store,
+    /* .attn_cached = */ cpu_attn_cached,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

@@ -174,6 +174,15 @@ fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx,
                                      int N, int C, int V, float grad_scale, int chunk_rows,
                                      void *scratch, size_t scratch_bytes, fsdpc_err *err);
 
+/* ---- attn_cache.cu ---- inference over a KV cache (see ops/ops.h). */
+fsdpc_status fsdpc__cuda_kv_store(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *kc, fsdpc_bf16 *vc,
+                                  const fsdpc_bf16 *k, const fsdpc_bf16 *v, const int32_t *pos,
+                                  int B, int n, int maxT, int KD, fsdpc_err *err);
+fsdpc_status fsdpc__cuda_attn_cached(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *q,
+                                     const fsdpc_bf16 *kc, const fsdpc_bf16 *vc,
+                                     const int32_t *pos, int B, int n, int NH, int KVH, int HD,
+                                     int maxT, float scale, fsdpc_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -174,6 +174,17 @@ static fsdpc_status c_logits(void *ctx, float *out, const void *x, const void *w
   return fsdpc__cuda_logits(ctx, out, x, weight, N, C, V, err);
 }
 
+static fsdpc_status c_kv_store(void *ctx, void *kc, void *vc, const void *k, const void *v,
+                               const int32_t *pos, int B, int n, int maxT, int KD,
+                               fsdpc_err *err) {
+  return fsdpc__cuda_kv_store(ctx, kc, vc, k, v, pos, B, n, maxT, KD, err);
+}
+static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const void *kc,
+                                  const void *vc, const int32_t *pos, int B, int n, int NH,
+                                  int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
+  return fsdpc__cuda_attn_cached(ctx, out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, err);
+}
+
 void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
   *t = (fsdpc_ops){
       .device = FSDPC_DEVICE_CUDA, .act_dtype = FSDPC_DTYPE_BF16, .act_size = 2,
@@ -191,5 +202,5 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .rope_fwd = c_rope_fwd, .rope_bwd = c_rope_bwd, .swiglu_fwd = c_swiglu_fwd,
       .swiglu_bwd = c_swiglu_bwd, .add = c_add, .add_inplace = c_add_inplace,
       .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
-      .logits = c_logits};
+      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached};
 }

@@ -1,0 +1,284 @@
+/* The KV-cache decoder (see infer.h): prefill through the training model's
+ * forward, then one token per row per step through the ops table.
+ *
+ *   step, per layer l (rows b = 0..B-1, each at its own position pos[b]):
+ *     ln  = rmsnorm(x) * w_ln1
+ *     q, k, v = ln @ Wq^T, ln @ Wk^T, ln @ Wv^T; RoPE at pos
+ *     kc[l][b, pos[b]], vc[l][b, pos[b]] = k[b], v[b]
+ *     att = attention of q[b] over kc[l][b, 0..pos[b]]
+ *     x  += att @ Wo^T
+ *     x  += (silu(ln2 @ Wgate^T) * (ln2 @ Wup^T)) @ Wdown^T,  ln2 = rmsnorm(x)
+ *   logits = rmsnorm(x) * w_norm @ Whead^T */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "infer/infer.h"
+#include "model/ctx.h"
+
+#define OP(name, ...) FSDPC_TRY(d->ops->name(d->dev, __VA_ARGS__))
+
+struct fsdpc_decoder {
+  fsdpc_model_shape s;
+  const fsdpc_ops *ops;
+  void *dev;
+  const fsdpc_component *attn;
+  const fsdpc_opts *attn_opts;
+  int B, maxT;
+  int *len;                                         /* (B) host: tokens in each row's cache */
+  int32_t *h_pos;                                   /* (B) host staging */
+  void **kc, **vc;                                  /* (L) of (B, maxT, KD) */
+  float *rope_cos, *rope_sin;                       /* (max_pos, HD/2) */
+  int32_t *pos, *tokens;                            /* (B) device */
+  void *x, *ln, *q, *k, *v, *att, *gate, *up, *act; /* (B, C|QD|KD|F) */
+  float *rstd;                                      /* (B) */
+  float *logits;                                    /* (B, V) device */
+};
+
+typedef struct dbuf {
+  void **slot;
+  size_t bytes;
+} dbuf;
+
+static int list_bufs(fsdpc_decoder *d, dbuf *b) {
+  const fsdpc_model_shape *s = &d->s;
+  size_t a = d->ops->act_size, B = (size_t)d->B, C = (size_t)s->C, F = (size_t)s->F;
+  size_t QD = (size_t)s->NH * s->HD, KD = (size_t)s->KVH * s->HD;
+  size_t rope = (size_t)s->max_pos * (size_t)(s->HD / 2) * sizeof(float);
+  int n = 0;
+#define B_(f, sz) b[n++] = (dbuf){(void **)&d->f, (sz)}
+  B_(rope_cos, rope);
+  B_(rope_sin, rope);
+  B_(pos, B * sizeof(int32_t));
+  B_(tokens, B * sizeof(int32_t));
+  B_(x, B * C * a);
+  B_(ln, B * C * a);
+  B_(q, B * QD * a);
+  B_(k, B * KD * a);
+  B_(v, B * KD * a);
+  B_(att, B * QD * a);
+  B_(gate, B * F * a);
+  B_(up, B * F * a);
+  B_(act, B * F * a);
+  B_(rstd, B * sizeof(float));
+  B_(logits, B * (size_t)s->V * sizeof(float));
+#undef B_
+  return n;
+}
+
+static size_t cache_bytes(const fsdpc_decoder *d) {
+  return (size_t)d->B * (size_t)d->maxT * (size_t)d->s.KVH * d->s.HD * d->ops->act_size;
+}
+
+void fsdpc__decoder_destroy(fsdpc_decoder *d) {
+  if (!d)
+    return;
+  dbuf b[24];
+  int n = list_bufs(d, b);
+  for (int i = 0; i < n; i++)
+    if (*b[i].slot)
+      d->ops->free(d->dev, FSDPC_MEM_ACTIVATIONS, *b[i].slot, b[i].bytes);
+  for (int l = 0; l < d->s.L; l++) {
+    if (d->kc && d->kc[l])
+      d->ops->free(d->dev, FSDPC_MEM_ACTIVATIONS, d->kc[l], cache_bytes(d));
+    if (d->vc && d->vc[l])
+      d->ops->free(d->dev, FSDPC_MEM_ACTIVATIONS, d->vc[l], cache_bytes(d));
+  }
+  free(d->kc);
+  free(d->vc);
+  free(d->len);
+  free(d->h_pos);
+  free(d);
+}
+
+fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **out,
+                                   fsdpc_err *err) {
+  const fsdpc_model_shape *s = o->shape;
+  FSDPC_TRY(fsdpc__model_shape_check(s, err));
+  if (o->B < 1 || o->max_len < 1 || o->max_len > s->max_pos)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "generation needs %d tokens per row; the model allows at most %d "
+                       "(max_position_embeddings): shorten the prompt or --max-new-tokens",
+                       o->max_len, s->max_pos);
+  const fsdpc_ops *ops = o->ops ? o->ops : fsdpc__ops_cpu();
+  if (!ops->kv_store || !ops->attn_cached)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED, "this device has no KV-cache attention");
+  fsdpc_decoder *d = calloc(1, sizeof *d);
+  if (!d)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  d->s = *s;
+  d->ops = ops;
+  d->dev = ops->ctx;
+  d->attn = o->attention;
+  d->attn_opts = o->attention_opts;
+  d->B = o->B;
+  d->maxT = o->max_len;
+  d->len = calloc((size_t)d->B, sizeof *d->len);
+  d->h_pos = calloc((size_t)d->B, sizeof *d->h_pos);
+  d->kc = calloc((size_t)s->L, sizeof *d->kc);
+  d->vc = calloc((size_t)s->L, sizeof *d->vc);
+  fsdpc_status st = FSDPC_OK;
+  if (!d->len || !d->h_pos || !d->kc || !d->vc)
+    goto oom;
+  dbuf b[24];
+  int n = list_bufs(d, b);
+  for (int i = 0; i < n; i++)
+    if (!(*b[i].slot = ops->alloc(d->dev, FSDPC_MEM_ACTIVATIONS, b[i].bytes)))
+      goto oom;
+  for (int l = 0; l < s->L; l++)
+    if (!(d->kc[l] = ops->alloc(d->dev, FSDPC_MEM_ACTIVATIONS, cache_bytes(d))) ||
+        !(d->vc[l] = ops->alloc(d->dev, FSDPC_MEM_ACTIVATIONS, cache_bytes(d))))
+      goto oom;
+  st = ops->rope_tables(d->dev, d->rope_cos, d->rope_sin, s->max_pos, s->HD, s->rope_theta,
+                        s->rope_llama3, s->rope_factor, s->rope_low_freq_factor,
+                        s->rope_high_freq_factor, s->rope_original_max_pos, err);
+  if (st != FSDPC_OK) {
+    fsdpc__decoder_destroy(d);
+    return st;
+  }
+  *out = d;
+  return FSDPC_OK;
+oom:
+  fsdpc__decoder_destroy(d);
+  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                     "out of memory for the KV cache (%d rows x %d tokens); use fewer prompts "
+                     "per batch or fewer new tokens",
+                     o->B, o->max_len);
+}
+
+int fsdpc__decoder_len(const fsdpc_decoder *d, int b) {
+  return d->len[b];
+}
+
+static fsdpc_status wblock(const fsdpc_infer_weights *w, int b, void *base[FSDPC_P_NKIND],
+                           fsdpc_err *err) {
+  return w->block(w->ctx, b, base, err);
+}
+
+static fsdpc_status wdone(const fsdpc_infer_weights *w, int b, fsdpc_err *err) {
+  return w->done ? w->done(w->ctx, b, err) : FSDPC_OK;
+}
+
+/* logits (device (B, V)) from d->ln rows, downloaded to out. */
+static fsdpc_status head_logits(fsdpc_decoder *d, const void *head_w, float *out, fsdpc_err *err) {
+  OP(logits, d->logits, d->ln, head_w, d->B, d->s.C, d->s.V, err);
+  OP(download, out, d->logits, (size_t)d->B * d->s.V * sizeof(float), err);
+  return FSDPC_OK;
+}
+
+static fsdpc_status prefill_run(fsdpc_decoder *d, const fsdpc_infer_weights *w, fsdpc_model_ctx *m,
+                                const int *lens, float *logits, fsdpc_err *err) {
+  const fsdpc_model_shape *s = &d->s;
+  void *base[FSDPC_P_NKIND];
+  FSDPC_TRY(wblock(w, 0, base, err));
+  FSDPC_TRY(fsdpc__model_embed_fwd(m, base[FSDPC_P_EMBED], err));
+  FSDPC_TRY(wdone(w, 0, err));
+  for (int l = 0; l < s->L; l++) {
+    fsdpc_layer_w lw;
+    FSDPC_TRY(wblock(w, l + 1, base, err));
+    fsdpc__layer_views(base, &lw);
+    FSDPC_TRY(fsdpc__model_layer_fwd(m, l, &lw, err));
+    fsdpc_layer_acts *a = fsdpc__model_acts(m, l);
+    OP(kv_store, d->kc[l], d->vc[l], a->k, a->v, m->pos, d->B, m->T, d->maxT, s->KVH * s->HD, err);
+    FSDPC_TRY(wdone(w, l + 1, err));
+  }
+  FSDPC_TRY(wblock(w, s->L + 1, base, err));
+  size_t C = (size_t)s->C, act = d->ops->act_size;
+  for (int b = 0; b < d->B; b++) {
+    const char *x = (const char *)m->resid[s->L] + ((size_t)b * m->T + lens[b] - 1) * C * act;
+    OP(rmsnorm_fwd, (char *)d->ln + (size_t)b * C * act, d->rstd + b, x, base[FSDPC_P_NORM], 1,
+       s->C, s->eps, err);
+  }
+  FSDPC_TRY(head_logits(d, base[FSDPC_P_HEAD], logits, err));
+  return wdone(w, s->L + 1, err);
+}
+
+fsdpc_status fsdpc__decoder_prefill(fsdpc_decoder *d, const fsdpc_infer_weights *w,
+                                    const int32_t *tokens, int T, const int *lens, float *logits,
+                                    fsdpc_err *err) {
+  for (int b = 0; b < d->B; b++)
+    if (lens[b] < 1 || lens[b] > T || lens[b] > d->maxT)
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE, "prompt %d: length %d outside 1..%d", b, lens[b],
+                         T < d->maxT ? T : d->maxT);
+  int32_t *labels = malloc((size_t)d->B * T * sizeof *labels);
+  if (!labels)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  for (size_t i = 0; i < (size_t)d->B * T; i++)
+    labels[i] = -100;
+  fsdpc_model_ctx *m = NULL;
+  fsdpc_model_ctx_opts mo = {.shape = &d->s,
+                             .B = d->B,
+                             .T = T,
+                             .activation_checkpointing = 1,
+                             .attention = d->attn,
+                             .attention_opts = d->attn_opts,
+                             .ops = d->ops};
+  fsdpc_status st = fsdpc__model_ctx_create(&mo, &m, err);
+  if (st == FSDPC_OK)
+    st = fsdpc__model_set_batch(m, tokens, labels, NULL, err);
+  if (st == FSDPC_OK)
+    st = prefill_run(d, w, m, lens, logits, err);
+  if (st == FSDPC_OK)
+    st = d->ops->sync(d->dev, err); /* m's buffers go next */
+  fsdpc__model_ctx_destroy(m);
+  free(labels);
+  if (st == FSDPC_OK)
+    for (int b = 0; b < d->B; b++)
+      d->len[b] = lens[b];
+  return st;
+}
+
+static fsdpc_status step_layer(fsdpc_decoder *d, int l, const fsdpc_layer_w *w, fsdpc_err *err) {
+  const fsdpc_model_shape *s = &d->s;
+  int B = d->B, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD, P = s->max_pos;
+  OP(rmsnorm_fwd, d->ln, d->rstd, d->x, w->ln1, B, C, s->eps, err);
+  OP(matmul_fwd, d->q, d->ln, w->wq, NULL, B, C, QD, err);
+  OP(matmul_fwd, d->k, d->ln, w->wk, NULL, B, C, KD, err);
+  OP(matmul_fwd, d->v, d->ln, w->wv, NULL, B, C, KD, err);
+  OP(rope_fwd, d->q, d->rope_cos, d->rope_sin, d->pos, B, s->NH, s->HD, P, err);
+  OP(rope_fwd, d->k, d->rope_cos, d->rope_sin, d->pos, B, s->KVH, s->HD, P, err);
+  OP(kv_store, d->kc[l], d->vc[l], d->k, d->v, d->pos, B, 1, d->maxT, KD, err);
+  OP(attn_cached, d->att, d->q, d->kc[l], d->vc[l], d->pos, B, 1, s->NH, s->KVH, s->HD, d->maxT,
+     (float)(1.0 / sqrt((double)s->HD)), err);
+  OP(matmul_fwd, d->x, d->att, w->wo, d->x, B, QD, C, err); /* x += att @ Wo^T */
+  OP(rmsnorm_fwd, d->ln, d->rstd, d->x, w->ln2, B, C, s->eps, err);
+  OP(matmul_fwd, d->gate, d->ln, w->wgate, NULL, B, C, F, err);
+  OP(matmul_fwd, d->up, d->ln, w->wup, NULL, B, C, F, err);
+  OP(swiglu_fwd, d->act, d->gate, d->up, B, F, err);
+  OP(matmul_fwd, d->x, d->act, w->wdown, d->x, B, F, C, err); /* x += act @ Wdown^T */
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__decoder_step(fsdpc_decoder *d, const fsdpc_infer_weights *w,
+                                 const int32_t *tokens, float *logits, fsdpc_err *err) {
+  const fsdpc_model_shape *s = &d->s;
+  for (int b = 0; b < d->B; b++) {
+    if (d->len[b] >= d->maxT)
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "row %d: the KV cache is full (%d)", b,
+                         d->maxT);
+    if (tokens[b] < 0 || tokens[b] >= s->V)
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE, "token id %d outside the vocabulary (%d)",
+                         tokens[b], s->V);
+    d->h_pos[b] = d->len[b];
+  }
+  OP(upload, d->pos, d->h_pos, (size_t)d->B * sizeof(int32_t), err);
+  OP(upload, d->tokens, tokens, (size_t)d->B * sizeof(int32_t), err);
+  void *base[FSDPC_P_NKIND];
+  FSDPC_TRY(wblock(w, 0, base, err));
+  OP(embedding_fwd, d->x, d->tokens, base[FSDPC_P_EMBED], d->B, s->C, s->V, err);
+  FSDPC_TRY(wdone(w, 0, err));
+  for (int l = 0; l < s->L; l++) {
+    fsdpc_layer_w lw;
+    FSDPC_TRY(wblock(w, l + 1, base, err));
+    fsdpc__layer_views(base, &lw);
+    FSDPC_TRY(step_layer(d, l, &lw, err));
+    FSDPC_TRY(wdone(w, l + 1, err));
+  }
+  FSDPC_TRY(wblock(w, s->L + 1, base, err));
+  OP(rmsnorm_fwd, d->ln, d->rstd, d->x, base[FSDPC_P_NORM], d->B, s->C, s->eps, err);
+  FSDPC_TRY(head_logits(d, base[FSDPC_P_HEAD], logits, err));
+  FSDPC_TRY(wdone(w, s->L + 1, err));
+  for (int b = 0; b < d->B; b++)
+    d->len[b]++;
+  return FSDPC_OK;
+}

@@ -1,0 +1,40 @@
+/* What fsdpc can model: the one place that decides whether a Hugging Face
+ * folder (config.json + safetensors) is a model fsdpc computes exactly as
+ * transformers does. Everything that reads an HF folder (train's
+ * model.config and model.init.from, convert, generate, eval) asks here, so a
+ * model fsdpc would compute differently is refused with one line naming the
+ * key or tensor, never trained or served silently wrong.
+ *
+ * Accepted: model_type llama (or absent), or mistral when its sliding window
+ * does not fall inside the longest sequence the run uses; hidden_act silu;
+ * attention_bias and mlp_bias false; rope_scaling null, "default" or
+ * "llama3"; no quantization_config; attention_dropout 0; tensors exactly
+ * those of LlamaForCausalLM for the shape, in F32, BF16 or F16 (the
+ * non-persistent rotary_emb.inv_freq buffers of old exports are ignored).
+ * docs/generate.md lists the rules and why. */
+#ifndef FSDPC_MODEL_HF_RULES_H
+#define FSDPC_MODEL_HF_RULES_H
+
+#include <stdint.h>
+
+#include "model/llama.h"
+
+struct cJSON;
+
+/* The config.json rules over a parsed object; label names the file in
+ * errors. max_len: the longest sequence the caller runs (0 = unknown: the
+ * config's max_position_embeddings). */
+fsdpc_status fsdpc__hf_rules_config(const struct cJSON *root, const char *label, int64_t max_len,
+                                    fsdpc_err *err);
+/* The same over a file (config.json) or a folder holding one. */
+fsdpc_status fsdpc__hf_rules_config_file(const char *path, int64_t max_len, fsdpc_err *err);
+/* The safetensors of folder dir (model.safetensors or its index) hold
+ * exactly the tensors of shape s, with their shapes, in F32/BF16/F16. */
+fsdpc_status fsdpc__hf_rules_tensors(const char *dir, const fsdpc_model_shape *s, fsdpc_err *err);
+/* 1 when dir holds model.safetensors or model.safetensors.index.json. */
+int fsdpc__hf_is_folder(const char *dir);
+/* Both checks on an HF folder (config.json when present, then tensors). */
+fsdpc_status fsdpc__hf_rules_folder(const char *dir, const fsdpc_model_shape *s, int64_t max_len,
+                                    fsdpc_err *err);
+
+#endif

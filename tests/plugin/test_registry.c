@@ -40,6 +40,26 @@ static void assert_has(const char *hay, const char *needle) {
                 hay ? hay : "(null)");
 }
 
+/* A component handed out stays valid when later loads grow the registry
+ * (files are loaded lazily, per kind): select a wrap plugin, then load every
+ * in-tree and test plugin, and the first pointer is still the registry's. */
+START_TEST(component_pointers_survive_later_loads) {
+  const char *dirs[] = {FSDPC_PLUGIN_DIR_FOR_TEST, FSDPC_TEST_PLUGIN_DIR};
+  fsdpc_registry *reg = open_only(dirs, 2);
+  fsdpc_err err;
+  fsdpc__err_clear(&err);
+  const fsdpc_component *c = NULL;
+  ck_assert_msg(fsdpc__registry_select(reg, FSDPC_KIND_WRAP, "transformer", NULL, &c, &err) ==
+                    FSDPC_OK,
+                "%s", err.msg);
+  ck_assert_int_eq(fsdpc__registry_load_all(reg, &err), FSDPC_OK);
+  ck_assert_int_gt(fsdpc__registry_count(reg), 8); /* the list grew past its first size */
+  ck_assert_ptr_eq(c, fsdpc__registry_find(reg, FSDPC_KIND_WRAP, "transformer"));
+  ck_assert_str_eq(c->desc->name, "transformer");
+  fsdpc__registry_destroy(reg);
+}
+END_TEST
+
 START_TEST(refused_with_one_line_reasons) {
   fsdpc_registry *reg = open_only(test_dir, 1);
   ck_assert_int_eq(fsdpc__registry_refused_count(reg), 7);
@@ -295,6 +315,7 @@ int main(void) {
   tcase_add_test(tc, search_paths_files_and_order);
   tcase_add_test(tc, env_path_is_searched);
   tcase_add_test(tc, kind_names);
+  tcase_add_test(tc, component_pointers_survive_later_loads);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

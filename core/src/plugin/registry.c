@@ -32,7 +32,9 @@ struct fsdpc_registry {
   fsdpc_host_device dev;
   fsdpc_plugin_lib **libs; /* every file opened, loaded or refused */
   int n_libs, cap_libs;
-  fsdpc_component *comps;
+  /* Each component is its own allocation: a pointer handed out stays valid
+   * when a later (lazy) load grows the list. */
+  fsdpc_component **comps;
   int n_comps, cap_comps;
   fsdpc_refused_plugin *refused; /* path and reason strings owned here */
   int n_refused, cap_refused;
@@ -112,8 +114,8 @@ static fsdpc_status add_searched(fsdpc_registry *reg, const char *what, fsdpc_er
 
 static const fsdpc_component *find(const fsdpc_registry *reg, int32_t kind, const char *name) {
   for (int i = 0; i < reg->n_comps; i++)
-    if (reg->comps[i].desc->kind == kind && strcmp(reg->comps[i].desc->name, name) == 0)
-      return &reg->comps[i];
+    if (reg->comps[i]->desc->kind == kind && strcmp(reg->comps[i]->desc->name, name) == 0)
+      return reg->comps[i];
   return NULL;
 }
 
@@ -155,9 +157,13 @@ static fsdpc_status load_file(fsdpc_registry *reg, const char *path, fsdpc_err *
                  prev->path);
       continue;
     }
-    if (!grow(&reg->comps, reg->n_comps, &reg->cap_comps, sizeof *reg->comps))
+    fsdpc_component *comp = malloc(sizeof *comp);
+    if (!comp || !grow(&reg->comps, reg->n_comps, &reg->cap_comps, sizeof *reg->comps)) {
+      free(comp);
       return oom(err);
-    reg->comps[reg->n_comps++] = (fsdpc_component){
+    }
+    reg->comps[reg->n_comps++] = comp;
+    *comp = (fsdpc_component){
         .desc = c,
         .vtable = c->vtable,
         .host = &lib->host,
@@ -409,6 +415,8 @@ void fsdpc__registry_destroy(fsdpc_registry *reg) {
     free(reg->pending[i]);
   free(reg->pending);
   free(reg->libs);
+  for (int i = 0; i < reg->n_comps; i++)
+    free(reg->comps[i]);
   free(reg->comps);
   free(reg->refused);
   free(reg->searched);
@@ -421,21 +429,27 @@ void fsdpc__registry_set_device(fsdpc_registry *reg, int32_t device, int32_t dev
   reg->dev.device_index = device == FSDPC_DEVICE_CPU ? -1 : device_index;
 }
 
-int fsdpc__registry_count(const fsdpc_registry *reg) { return loaded_all(reg)->n_comps; }
+int fsdpc__registry_count(const fsdpc_registry *reg) {
+  return loaded_all(reg)->n_comps;
+}
 
 const fsdpc_component *fsdpc__registry_at(const fsdpc_registry *reg, int i) {
   reg = loaded_all(reg);
-  return i >= 0 && i < reg->n_comps ? &reg->comps[i] : NULL;
+  return i >= 0 && i < reg->n_comps ? reg->comps[i] : NULL;
 }
 
-int fsdpc__registry_refused_count(const fsdpc_registry *reg) { return loaded_all(reg)->n_refused; }
+int fsdpc__registry_refused_count(const fsdpc_registry *reg) {
+  return loaded_all(reg)->n_refused;
+}
 
 const fsdpc_refused_plugin *fsdpc__registry_refused_at(const fsdpc_registry *reg, int i) {
   reg = loaded_all(reg);
   return i >= 0 && i < reg->n_refused ? &reg->refused[i] : NULL;
 }
 
-int fsdpc__registry_search_count(const fsdpc_registry *reg) { return reg->n_searched; }
+int fsdpc__registry_search_count(const fsdpc_registry *reg) {
+  return reg->n_searched;
+}
 
 const char *fsdpc__registry_search_at(const fsdpc_registry *reg, int i) {
   return i >= 0 && i < reg->n_searched ? reg->searched[i] : NULL;
@@ -519,10 +533,10 @@ static void list_available(const fsdpc_registry *reg, int32_t kind, char *buf, s
   size_t used = 0;
   buf[0] = '\0';
   for (int i = 0; i < reg->n_comps && used < cap; i++) {
-    if (reg->comps[i].desc->kind != kind)
+    if (reg->comps[i]->desc->kind != kind)
       continue;
     used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? ", " : "",
-                             reg->comps[i].desc->name);
+                             reg->comps[i]->desc->name);
   }
   if (!buf[0])
     snprintf(buf, cap, "none");
@@ -591,7 +605,7 @@ fsdpc_status fsdpc__registry_select(fsdpc_registry *reg, int32_t kind, const cha
   size_t used = 0;
   int n_kind = 0;
   for (int i = 0; i < reg->n_comps; i++) {
-    const fsdpc_component *c = &reg->comps[i];
+    const fsdpc_component *c = reg->comps[i];
     if (c->desc->kind != kind)
       continue;
     n_kind++;

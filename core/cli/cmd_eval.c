@@ -6,6 +6,7 @@
  * steps: the model's config (config.yaml of an fsdpc checkpoint, else
  * defaults and the HF config.json), data.eval = FILE. */
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,12 +194,16 @@ int fsdpc__cmd_eval(int argc, char **argv) {
   }
   /* Logs (metrics.jsonl, rank summaries) go to a folder of our own, made
    * by the first process and handed to the ranks it starts. */
-  char tmp[64] = "";
+  char tmp[4096] = "";
   const char *log_dir = getenv("FSDPC_EVAL_LOG_DIR");
   if (!log_dir) {
-    snprintf(tmp, sizeof tmp, "/tmp/fsdpc-eval.XXXXXX");
+    const char *tmpdir = getenv("TMPDIR");
+    if (!tmpdir || !*tmpdir)
+      tmpdir = "/tmp";
+    snprintf(tmp, sizeof tmp, "%s/fsdpc-eval.XXXXXX", tmpdir);
     if (!mkdtemp(tmp)) {
-      fprintf(stderr, "fsdpc eval: cannot make a folder under /tmp for the logs\n");
+      fprintf(stderr, "fsdpc eval: cannot make a folder under %s for the logs: %s\n", tmpdir,
+              strerror(errno));
       rc = 1;
       goto out;
     }

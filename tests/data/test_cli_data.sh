@@ -74,5 +74,10 @@ expect 0 "<eos>" "$FSDPC" data batch "$dir/a.tok" --seq-len 16 --global-batch 4 
 expect 1 "fewer than one global batch" "$FSDPC" data batch "$dir/a.tok" --seq-len 16 --global-batch 100000
 expect 1 "eval_fraction > 0" "$FSDPC" data batch "$dir/a.tok" --seq-len 16 --global-batch 1 --split eval
 
+# Writers create the output's folders and name the user's path, never PATH.tmp.
+expect 0 "wrote $dir/new/sub/c.jsonl" "$FSDPC" data synth --task chat --n 5 --out "$dir/new/sub/c.jsonl"
+touch "$dir/afile"
+expect 1 "afile' exists and is not a folder" "$FSDPC" data synth --task chat --n 5 --out "$dir/afile/x/c.jsonl"
+
 if [ "$fails" -ne 0 ]; then echo "$fails check(s) failed" >&2; exit 1; fi
 echo "all fsdpc data CLI checks passed"

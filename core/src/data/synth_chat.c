@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "data/synth.h"
+#include "util/fs.h"
 
 static const char *const styles[FSDPC_SYNTH_CHAT_STYLES] = {"%s", "Tell me: %s",
                                                             "Quick question: %s"};
@@ -53,13 +54,16 @@ static void exchange(FILE *f, fsdpc_rng *rng, int first) {
 fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err) {
   if (n < 1)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
+  fsdpc_status pst = fsdpc__mkdir_parent(path, err); /* as the token-file writer does */
+  if (pst != FSDPC_OK)
+    return pst;
   char *tmp = NULL;
   if (asprintf(&tmp, "%s.tmp", path) < 0)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   FILE *f = fopen(tmp, "w");
   if (!f) {
     fsdpc_status st =
-        fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", tmp, strerror(errno));
+        fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", path, strerror(errno));
     free(tmp);
     return st;
   }

@@ -1,7 +1,7 @@
 /* `fsdpc data ...`: make and inspect token files. This file holds the
  * dispatch and the helpers the subcommands share (data_cli.h); the
  * subcommands live by concept:
- *   data_make.c     synth     write a synthetic learnable dataset (arith, qa, copy, reverse)
+ *   data_make.c     synth     write a synthetic learnable dataset (arith, qa, copy, reverse, chat)
  *                   tokenize  tokenize text files into a token file (byte or tokenizer.json BPE)
  *   data_inspect.c  info      print a token file's header, counts and a decoded preview
  *                   batch     print the windows of one global batch as the loader serves them
@@ -248,7 +248,7 @@ void fsdpc__data_print_tokens(FILE *f, const fsdpc_tokenizer *tok, const int32_t
 static const char data_help[] =
     "usage: fsdpc data <prepare|synth|tokenize|info|batch|encode|decode> [args]\n"
     "  prepare   JSONL datasets (text, instruction, prompt/completion, chat) to a token file\n"
-    "  synth     write a synthetic learnable dataset (arith, qa, copy, reverse)\n"
+    "  synth     write a synthetic learnable dataset (arith, qa, copy, reverse, chat)\n"
     "  tokenize  tokenize text files into a token file (byte or tokenizer.json)\n"
     "  info      validate a token file and print its header and a preview\n"
     "  batch     print one global batch as the loader serves it\n"

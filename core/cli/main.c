@@ -15,7 +15,7 @@ static const struct {
     {"train", fsdpc__cmd_train, "train a model from a YAML config (one or many ranks)"},
     {"config", fsdpc__cmd_config, "check a config and print it resolved; the schema"},
     {"plugins", fsdpc__cmd_plugins, "list plugins and show what each offers"},
-    {"data", fsdpc__cmd_data, "make and inspect token files (synth, tokenize, info)"},
+    {"data", fsdpc__cmd_data, "prepare datasets (JSONL, chat templates) and make and inspect token files"},
     {"plan", fsdpc__cmd_plan, "predict per-rank memory for each sharding strategy"},
     {"bench", fsdpc__cmd_bench, "A/B benchmark a matrix of config variants"},
     {"convert", fsdpc__cmd_convert, "convert checkpoints: sharded <-> Hugging Face, any world size"},

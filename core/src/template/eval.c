@@ -46,10 +46,6 @@ int jx_fail(jctx *x, const jnode *at, const char *fmt, ...) {
   return -1;
 }
 
-static int oom(jctx *x, const jnode *at) {
-  return jx_fail(x, at, "out of memory");
-}
-
 static jframe *frame_new(jctx *x, jframe *parent) {
   jframe *f = ja_alloc(&x->arena, sizeof *f);
   if (f)
@@ -112,7 +108,7 @@ static jv lookup(jctx *x, const char *name) {
 
 static int emit(jctx *x, const jnode *at, const char *s, size_t n) {
   if (jb_put(x->out, s, n))
-    return oom(x, at);
+    return jx_oom(x, at);
   if (x->out == x->main_out && x->out->n > x->max_output)
     return jx_fail(x, at, "rendered text exceeds %zu bytes", x->max_output);
   return 0;
@@ -151,7 +147,7 @@ static int eval_args(jctx *x, const jnode *n, jargs *a) {
   /* "*seq" arguments expand in place: evaluate them first to count. */
   jv *splat = ja_alloc(&x->arena, (n->n + 1) * sizeof(jv));
   if (!splat)
-    return oom(x, n);
+    return jx_oom(x, n);
   for (size_t i = 0; i < n->n; i++)
     if (n->list[i]->kind == N_SPLAT) {
       if (eval(x, n->list[i]->a, &splat[i]))
@@ -164,7 +160,7 @@ static int eval_args(jctx *x, const jnode *n, jargs *a) {
   a->pos = ja_alloc(&x->arena, (a->npos + 1) * sizeof(jv));
   a->kwv = ja_alloc(&x->arena, (n->n2 + 1) * sizeof(jv));
   if (!a->pos || !a->kwv)
-    return oom(x, n);
+    return jx_oom(x, n);
   for (size_t i = 0, k = 0; i < n->n; i++) {
     if (n->list[i]->kind == N_SPLAT) {
       for (size_t j = 0; j < jv_len(&splat[i]); j++)
@@ -192,7 +188,7 @@ static int render_into(jctx *x, jnode *const *body, size_t n, jv *out, const jno
   size_t len = tmp.n;
   free(tmp.p);
   if (!s)
-    return oom(x, at);
+    return jx_oom(x, at);
   *out = jv_str(s, len);
   return 0;
 }
@@ -203,7 +199,7 @@ static int call_macro(jctx *x, const jnode *at, const struct jmacro *m, const ja
     return jx_fail(x, at, "macro calls nested too deeply (more than %d)", MAX_CALL_DEPTH);
   jframe *f = frame_new(x, m->frame);
   if (!f)
-    return oom(x, at);
+    return jx_oom(x, at);
   const char *mname = def->kind == N_MACRO ? def->str : "caller";
   if (a->npos > def->nnames)
     return jx_fail(x, at, "macro '%s' takes not more than %zu argument(s)", mname, def->nnames);
@@ -234,12 +230,12 @@ static int call_macro(jctx *x, const jnode *at, const struct jmacro *m, const ja
     if (!set && p < def->n2 && def->list2[p])
       rc = eval(x, def->list2[p], &v);
     if (!rc && frame_set(x, f, def->names[p], v))
-      rc = oom(x, at);
+      rc = jx_oom(x, at);
   }
   if (!rc && x->pending_caller) {
     struct jmacro *c = ja_alloc(&x->arena, sizeof *c);
     if (!c) {
-      rc = oom(x, at);
+      rc = jx_oom(x, at);
     } else {
       c->node = x->pending_caller;
       c->frame = x->caller_frame;
@@ -247,7 +243,7 @@ static int call_macro(jctx *x, const jnode *at, const struct jmacro *m, const ja
       jv cv = {.kind = JV_MACRO};
       cv.u.macro = c;
       if (frame_set(x, f, "caller", cv))
-        rc = oom(x, at);
+        rc = jx_oom(x, at);
     }
   }
   x->depth++;
@@ -276,13 +272,13 @@ static int call_func(jctx *x, const jnode *at, int id, const jargs *a, jv *out) 
     char *fmt = ja_strdup(&x->arena, a->pos[0].u.s.p, a->pos[0].u.s.n);
     char buf[512];
     if (!fmt)
-      return oom(x, at);
+      return jx_oom(x, at);
     size_t n = strftime(buf, sizeof buf, fmt, &tm);
     if (n == 0 && fmt[0])
       return jx_fail(x, at, "strftime_now: format too long or empty result");
     char *s = ja_strdup(&x->arena, buf, n);
     if (!s)
-      return oom(x, at);
+      return jx_oom(x, at);
     *out = jv_str(s, n);
     return 0;
   }
@@ -290,7 +286,7 @@ static int call_func(jctx *x, const jnode *at, int id, const jargs *a, jv *out) 
   case F_DICT: {
     jdict *d = jd_new(&x->arena);
     if (!d)
-      return oom(x, at);
+      return jx_oom(x, at);
     for (size_t i = 0; i < a->npos; i++) {
       if (!jv_is_mapping(&a->pos[i]))
         return jx_fail(x, at, "%s() takes keyword arguments or a mapping",
@@ -300,12 +296,12 @@ static int call_func(jctx *x, const jnode *at, int id, const jargs *a, jv *out) 
         jv key, val;
         jv_map_at(&a->pos[i], k, &key, &val);
         if (jd_set(&x->arena, d, key.u.s.p, key.u.s.n, val))
-          return oom(x, at);
+          return jx_oom(x, at);
       }
     }
     for (size_t k = 0; k < a->nkw; k++)
       if (jd_set(&x->arena, d, a->kwn[k], strlen(a->kwn[k]), a->kwv[k]))
-        return oom(x, at);
+        return jx_oom(x, at);
     out->kind = id == F_DICT ? JV_DICT : JV_NS;
     out->u.m = d;
     return 0;
@@ -336,7 +332,7 @@ static int call_func(jctx *x, const jnode *at, int id, const jargs *a, jv *out) 
       return jx_fail(x, at, "range too big (more than %d items)", MAX_RANGE);
     jlist *l = jl_new(&x->arena, (size_t)cnt);
     if (!l)
-      return oom(x, at);
+      return jx_oom(x, at);
     for (int64_t i = 0; i < cnt; i++)
       l->items[i] = jv_int(lo + i * st);
     out->kind = JV_LIST;
@@ -514,7 +510,7 @@ static int eval(jctx *x, const jnode *n, jv *out) {
   case N_TUPLE: {
     jlist *l = jl_new(&x->arena, n->n);
     if (!l)
-      return oom(x, n);
+      return jx_oom(x, n);
     l->tuple = n->kind == N_TUPLE;
     for (size_t i = 0; i < n->n; i++)
       if (eval(x, n->list[i], &l->items[i]))
@@ -526,7 +522,7 @@ static int eval(jctx *x, const jnode *n, jv *out) {
   case N_DICT: {
     jdict *d = jd_new(&x->arena);
     if (!d)
-      return oom(x, n);
+      return jx_oom(x, n);
     for (size_t i = 0; i < n->n; i++) {
       if (eval(x, n->list[i], &a) || eval(x, n->list2[i], &b))
         return -1;
@@ -534,7 +530,7 @@ static int eval(jctx *x, const jnode *n, jv *out) {
         return jx_fail(x, n->list[i], "unsupported construct 'dict key of type %s'",
                        jv_type_name(&a));
       if (jd_set(&x->arena, d, a.u.s.p, a.u.s.n, b))
-        return oom(x, n);
+        return jx_oom(x, n);
     }
     out->kind = JV_DICT;
     out->u.m = d;
@@ -561,7 +557,7 @@ static int iter_items(jctx *x, const jnode *at, const jv *v, jv **items, size_t 
     size_t cnt = ju_count(v->u.s.p, v->u.s.n), o = 0;
     jv *it = ja_alloc(&x->arena, (cnt + 1) * sizeof *it);
     if (!it)
-      return oom(x, at);
+      return jx_oom(x, at);
     for (size_t i = 0; i < cnt; i++) {
       size_t l = ju_offset(v->u.s.p + o, v->u.s.n - o, 1);
       it[i] = jv_str(v->u.s.p + o, l);
@@ -575,7 +571,7 @@ static int iter_items(jctx *x, const jnode *at, const jv *v, jv **items, size_t 
     size_t cnt = jv_len(v), i = 0;
     jv *it = ja_alloc(&x->arena, (cnt + 1) * sizeof *it);
     if (!it)
-      return oom(x, at);
+      return jx_oom(x, at);
     if (v->kind == JV_JSON) {
       for (const cJSON *c = v->u.j->child; c && i < cnt; c = c->next, i++)
         it[i] = cJSON_IsArray(v->u.j) ? jv_from_json(c) : jv_str(c->string, strlen(c->string));
@@ -595,7 +591,7 @@ static int iter_items(jctx *x, const jnode *at, const jv *v, jv **items, size_t 
 
 static int bind_targets(jctx *x, const jnode *n, jframe *f, const jv *item) {
   if (n->nnames == 1)
-    return frame_set(x, f, n->names[0], *item) ? oom(x, n) : 0;
+    return frame_set(x, f, n->names[0], *item) ? jx_oom(x, n) : 0;
   jv *parts;
   size_t np;
   if (item->kind == JV_STR || !(jv_is_seq(item)))
@@ -607,7 +603,7 @@ static int bind_targets(jctx *x, const jnode *n, jframe *f, const jv *item) {
     return jx_fail(x, n, "cannot unpack %zu values into %zu loop variables", np, n->nnames);
   for (size_t i = 0; i < np; i++)
     if (frame_set(x, f, n->names[i], parts[i]))
-      return oom(x, n);
+      return jx_oom(x, n);
   return 0;
 }
 
@@ -623,12 +619,12 @@ static int exec_for(jctx *x, const jnode *n) {
   if (n->b) { /* "for x in y if cond": filter first, so loop.* count what is kept */
     jv *kept = ja_alloc(&x->arena, (cnt + 1) * sizeof *kept);
     if (!kept)
-      return oom(x, n);
+      return jx_oom(x, n);
     size_t k = 0;
     for (size_t i = 0; i < cnt; i++) {
       jframe *f = frame_new(x, outer);
       if (!f)
-        return oom(x, n);
+        return jx_oom(x, n);
       x->frame = f;
       jv c;
       int rc = bind_targets(x, n, f, &items[i]) || eval(x, n->b, &c);
@@ -643,7 +639,7 @@ static int exec_for(jctx *x, const jnode *n) {
   }
   jloop *lp = ja_alloc(&x->arena, sizeof *lp);
   if (!lp)
-    return oom(x, n);
+    return jx_oom(x, n);
   lp->length = (int64_t)cnt;
   lp->items = items;
   for (size_t i = 0; i < cnt; i++) {
@@ -651,16 +647,16 @@ static int exec_for(jctx *x, const jnode *n) {
       return EX_ERR;
     jframe *f = frame_new(x, outer);
     if (!f)
-      return oom(x, n);
+      return jx_oom(x, n);
     jloop *li = ja_alloc(&x->arena, sizeof *li);
     if (!li)
-      return oom(x, n);
+      return jx_oom(x, n);
     *li = *lp;
     li->index0 = (int64_t)i;
     jv lv = {.kind = JV_LOOP};
     lv.u.loop = li;
     if (frame_set(x, f, "loop", lv))
-      return oom(x, n);
+      return jx_oom(x, n);
     if (bind_targets(x, n, f, &items[i]))
       return EX_ERR;
     x->frame = f;
@@ -709,22 +705,22 @@ static int exec_stmt(jctx *x, const jnode *n) {
       if (ns.kind != JV_NS)
         return jx_fail(x, n, "cannot assign attribute '%s' on '%s': not a namespace()", n->names[0],
                        n->str);
-      return jd_set(&x->arena, ns.u.m, n->names[0], strlen(n->names[0]), v) ? oom(x, n) : EX_OK;
+      return jd_set(&x->arena, ns.u.m, n->names[0], strlen(n->names[0]), v) ? jx_oom(x, n) : EX_OK;
     }
-    return frame_set(x, x->frame, n->str, v) ? oom(x, n) : EX_OK;
+    return frame_set(x, x->frame, n->str, v) ? jx_oom(x, n) : EX_OK;
   case N_SETBLOCK:
     if (render_into(x, n->list, n->n, &v, n))
       return EX_ERR;
-    return frame_set(x, x->frame, n->str, v) ? oom(x, n) : EX_OK;
+    return frame_set(x, x->frame, n->str, v) ? jx_oom(x, n) : EX_OK;
   case N_MACRO: {
     struct jmacro *m = ja_alloc(&x->arena, sizeof *m);
     if (!m)
-      return oom(x, n);
+      return jx_oom(x, n);
     m->node = n;
     m->frame = x->frame;
     v.kind = JV_MACRO;
     v.u.macro = m;
-    return frame_set(x, x->frame, n->str, v) ? oom(x, n) : EX_OK;
+    return frame_set(x, x->frame, n->str, v) ? jx_oom(x, n) : EX_OK;
   }
   case N_CALLBLOCK:
     x->pending_caller = n;
@@ -745,7 +741,7 @@ static int exec_stmt(jctx *x, const jnode *n) {
     if (rc == EX_OK && x->out == x->main_out) {
       fsdpc_jinja_span sp = {begin, x->out->n};
       if (jb_put(&x->gen, (const char *)&sp, sizeof sp))
-        return oom(x, n);
+        return jx_oom(x, n);
     }
     return rc;
   }
@@ -783,7 +779,7 @@ fsdpc_status fsdpc__jinja_render_opts(const fsdpc_jinja *t, const cJSON *vars,
   x.max_steps = opts && opts->max_steps ? opts->max_steps : 200000000ull;
   x.root = frame_new(&x, NULL);
   x.frame = x.root;
-  int rc = x.root ? exec_body(&x, t->body, t->n_body) : oom(&x, NULL);
+  int rc = x.root ? exec_body(&x, t->body, t->n_body) : jx_oom(&x, NULL);
   ja_free(&x.arena);
   if (rc == EX_ERR || x.failed) {
     free(buf.p);

@@ -85,9 +85,6 @@ int jf_filter_id(const char *name, size_t len) {
 const char *jf_filter_name(int id) {
   return id > 0 && id < FL_N ? FILTERS[id] : "?";
 }
-static int oom(jctx *x, const jnode *at) {
-  return jx_fail(x, at, "out of memory");
-}
 
 static const jv *kwarg(const char **kwn, const jv *kwv, size_t nkw, const char *name) {
   for (size_t i = 0; i < nkw; i++)
@@ -157,7 +154,7 @@ static int select_like(jctx *x, const jnode *at, int id, const jv *v, const jv *
     return -1;
   jv *kept = ja_alloc(&x->arena, (n + 1) * sizeof *kept);
   if (!kept)
-    return oom(x, at);
+    return jx_oom(x, at);
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     jv subject = items[i];
@@ -252,13 +249,7 @@ static int indent(jctx *x, const jnode *at, const jv *v, const jv *args, size_t 
     e |= jb_put(&b, t + lo, hi - lo);
   }
   free(lb);
-  char *p = e ? NULL : ja_strdup(&x->arena, b.p, b.n);
-  size_t len = b.n;
-  free(b.p);
-  if (!p)
-    return jx_fail(x, at, "out of memory");
-  *out = jv_str(p, len);
-  return 0;
+  return jx_take_str(x, at, &b, e, out);
 }
 
 int jf_apply_filter(jctx *x, const jnode *at, int id, jv *v, const jv *args, size_t nargs,
@@ -290,13 +281,7 @@ int jf_apply_filter(jctx *x, const jnode *at, int id, jv *v, const jv *args, siz
       e |= r ? jb_put(&b, r, strlen(r)) : jb_put(&b, &c, 1);
     }
     e |= jb_put(&b, "", 0);
-    char *p = e ? NULL : ja_strdup(&x->arena, b.p, b.n);
-    size_t len = b.n;
-    free(b.p);
-    if (!p)
-      return oom(x, at);
-    *out = jv_str(p, len);
-    return 0;
+    return jx_take_str(x, at, &b, e, out);
   }
   case FL_TRIM: {
     jv s;
@@ -360,7 +345,7 @@ int jf_apply_filter(jctx *x, const jnode *at, int id, jv *v, const jv *args, siz
     if (v->kind == JV_STR) {
       char *p = ja_alloc(&x->arena, v->u.s.n + 1);
       if (!p)
-        return oom(x, at);
+        return jx_oom(x, at);
       size_t o = v->u.s.n;
       for (size_t i = 0; i < v->u.s.n;) {
         size_t l = ju_offset(v->u.s.p + i, v->u.s.n - i, 1);
@@ -376,7 +361,7 @@ int jf_apply_filter(jctx *x, const jnode *at, int id, jv *v, const jv *args, siz
       return -1;
     jv *r = ja_alloc(&x->arena, (n + 1) * sizeof *r);
     if (!r)
-      return oom(x, at);
+      return jx_oom(x, at);
     for (size_t i = 0; i < n; i++)
       r[i] = items[n - 1 - i];
     return jf_mklist(x, at, r, n, out);
@@ -387,7 +372,7 @@ int jf_apply_filter(jctx *x, const jnode *at, int id, jv *v, const jv *args, siz
       return -1;
     jv *r = ja_alloc(&x->arena, (n + 1) * sizeof *r);
     if (!r)
-      return oom(x, at);
+      return jx_oom(x, at);
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
       int seen = 0;
@@ -432,13 +417,7 @@ int jf_apply_filter(jctx *x, const jnode *at, int id, jv *v, const jv *args, siz
         return -1;
       }
     }
-    char *p = e ? NULL : ja_strdup(&x->arena, b.p, b.n);
-    size_t len = b.n;
-    free(b.p);
-    if (!p)
-      return oom(x, at);
-    *out = jv_str(p, len);
-    return 0;
+    return jx_take_str(x, at, &b, e, out);
   }
   case FL_REPLACE: {
     if (nargs < 2)
@@ -462,11 +441,11 @@ int jf_apply_filter(jctx *x, const jnode *at, int id, jv *v, const jv *args, siz
     n = jv_len(v);
     jv *pairs = ja_alloc(&x->arena, (n + 1) * sizeof *pairs);
     if (!pairs)
-      return oom(x, at);
+      return jx_oom(x, at);
     for (size_t i = 0; i < n; i++) {
       jlist *t = jl_new(&x->arena, 2);
       if (!t)
-        return oom(x, at);
+        return jx_oom(x, at);
       t->tuple = 1;
       jv_map_at(v, i, &t->items[0], &t->items[1]);
       pairs[i].kind = JV_LIST;
@@ -485,7 +464,7 @@ int jf_apply_filter(jctx *x, const jnode *at, int id, jv *v, const jv *args, siz
       return -1;
     jv *r = ja_alloc(&x->arena, (n + 1) * sizeof *r);
     if (!r)
-      return oom(x, at);
+      return jx_oom(x, at);
     const jv *attr = kwarg(kwn, kwv, nkw, "attribute");
     if (attr) {
       static const char *const ok[] = {"attribute", "default", NULL};
@@ -540,20 +519,20 @@ int jf_apply_filter(jctx *x, const jnode *at, int id, jv *v, const jv *args, siz
       is2 = ja_strdup(&x->arena, a.u.s.p, a.u.s.n);
       ks2 = ja_strdup(&x->arena, b.u.s.p, b.u.s.n);
       if (!is2 || !ks2)
-        return oom(x, at);
+        return jx_oom(x, at);
       isep = is2;
       ksep = ks2;
     }
     jbuf b = {0};
     if (jv_to_json(x, at, v, asc && jv_truthy(asc), indent, isep, ksep, &b) || jb_put(&b, "", 0)) {
       free(b.p);
-      return x->failed ? -1 : oom(x, at);
+      return x->failed ? -1 : jx_oom(x, at);
     }
     char *p = ja_strdup(&x->arena, b.p, b.n);
     size_t len = b.n;
     free(b.p);
     if (!p)
-      return oom(x, at);
+      return jx_oom(x, at);
     *out = jv_str(p, len);
     return 0;
   }

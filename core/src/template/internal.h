@@ -228,6 +228,13 @@ typedef struct jctx {
 
 /* Fails the render with "ORIGIN:LINE:COL: message"; returns -1. */
 int jx_fail(jctx *x, const jnode *at, const char *fmt, ...) FSDPC_PRINTF(3, 4);
+static inline int jx_oom(jctx *x, const jnode *at) {
+  return jx_fail(x, at, "out of memory");
+}
+/* Ends a string built in b: copies it into the arena as *out and frees b.
+ * failed != 0 (an earlier jb_put ran out of memory) or a failed copy -> the
+ * "out of memory" error at `at`. */
+int jx_take_str(jctx *x, const jnode *at, jbuf *b, int failed, jv *out);
 
 /* ops.c */
 int jx_undef_fail(jctx *x, const jnode *at, const jv *v);

@@ -6,10 +6,6 @@
 
 #include "template/internal.h"
 
-static int oom(jctx *x, const jnode *at) {
-  return jx_fail(x, at, "out of memory");
-}
-
 static const char *const STR_METHODS[] = {
     "strip",   "lstrip",     "rstrip",   "split", "upper", "lower", "title", "capitalize",
     "replace", "startswith", "endswith", "find",  "count", "join",  NULL};
@@ -35,7 +31,7 @@ static int split_str(jctx *x, const jnode *at, const jv *s, const jv *sep, int64
   size_t cap = 8, k = 0;
   jv *parts = malloc(cap * sizeof *parts);
   if (!parts)
-    return oom(x, at);
+    return jx_oom(x, at);
   const char *p = s->u.s.p;
   size_t n = s->u.s.n, i = 0, l;
 #define PUSH(b, e)                                                                                 \
@@ -44,7 +40,7 @@ static int split_str(jctx *x, const jnode *at, const jv *s, const jv *sep, int64
       jv *np = realloc(parts, (cap *= 2) * sizeof *parts);                                         \
       if (!np) {                                                                                   \
         free(parts);                                                                               \
-        return oom(x, at);                                                                         \
+        return jx_oom(x, at);                                                                      \
       }                                                                                            \
       parts = np;                                                                                  \
     }                                                                                              \
@@ -211,13 +207,7 @@ int jf_call_method(jctx *x, const jnode *at, const jmethod *m, const jv *args, s
           e |= jb_put(&b, self->u.s.p, self->u.s.n);
         e |= jb_put(&b, items[i].u.s.p, items[i].u.s.n);
       }
-      char *p = e ? NULL : ja_strdup(&x->arena, b.p, b.n);
-      size_t len = b.n;
-      free(b.p);
-      if (!p)
-        return oom(x, at);
-      *out = jv_str(p, len);
-      return 0;
+      return jx_take_str(x, at, &b, e, out);
     }
   } else if (jv_is_mapping(self)) {
     if (!strcmp(nm, "items"))
@@ -227,7 +217,7 @@ int jf_call_method(jctx *x, const jnode *at, const jmethod *m, const jv *args, s
       size_t n = jv_len(self);
       jv *r = ja_alloc(&x->arena, (n + 1) * sizeof *r);
       if (!r)
-        return oom(x, at);
+        return jx_oom(x, at);
       for (size_t i = 0; i < n; i++) {
         jv k, v;
         jv_map_at(self, i, &k, &v);

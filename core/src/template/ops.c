@@ -8,10 +8,6 @@
 
 #include "template/internal.h"
 
-static int oom(jctx *x, const jnode *at) {
-  return jx_fail(x, at, "out of memory");
-}
-
 int jx_undef_fail(jctx *x, const jnode *at, const jv *v) {
   if (v->undef_name)
     return jx_fail(x, at, "'%s' is undefined", v->undef_name);
@@ -82,7 +78,7 @@ int jx_get_attr(jctx *x, const jnode *at, const jv *obj, const char *name, size_
     jmethod *m = ja_alloc(&x->arena, sizeof *m);
     char *nm = ja_strdup(&x->arena, name, len);
     if (!m || !nm)
-      return oom(x, at);
+      return jx_oom(x, at);
     m->self = *obj;
     m->name = nm;
     out->kind = JV_METHOD;
@@ -153,7 +149,7 @@ int jx_slice(jctx *x, const jnode *at, const jv *obj, jv *pa, jv *pb, jv *pc, jv
   if (is_str) {
     size_t *offs = malloc((len + 1) * sizeof *offs);
     if (!offs)
-      return oom(x, at);
+      return jx_oom(x, at);
     size_t o = 0, i = 0;
     for (; i < len; i++) {
       offs[i] = o;
@@ -163,7 +159,7 @@ int jx_slice(jctx *x, const jnode *at, const jv *obj, jv *pa, jv *pb, jv *pc, jv
     char *p = ja_alloc(&x->arena, obj->u.s.n + 1);
     if (!p) {
       free(offs);
-      return oom(x, at);
+      return jx_oom(x, at);
     }
     size_t k = 0;
     for (size_t c = 0; c < cnt; c++) {
@@ -178,7 +174,7 @@ int jx_slice(jctx *x, const jnode *at, const jv *obj, jv *pa, jv *pb, jv *pc, jv
   }
   jlist *l = jl_new(&x->arena, cnt);
   if (!l)
-    return oom(x, at);
+    return jx_oom(x, at);
   l->tuple = obj->kind == JV_LIST && obj->u.l->tuple;
   if (obj->kind == JV_LIST) {
     for (size_t c = 0; c < cnt; c++)
@@ -187,7 +183,7 @@ int jx_slice(jctx *x, const jnode *at, const jv *obj, jv *pa, jv *pb, jv *pc, jv
     /* JSON arrays are linked lists: index them once. */
     const cJSON **arr = malloc((len ? len : 1) * sizeof *arr);
     if (!arr)
-      return oom(x, at);
+      return jx_oom(x, at);
     size_t i = 0;
     for (const cJSON *c = obj->u.j->child; c && i < len; c = c->next)
       arr[i++] = c;
@@ -255,7 +251,7 @@ int jx_binop(jctx *x, const jnode *at, int op, const jv *a, const jv *b, jv *out
       return -1;
     int ok;
     *out = jx_mkstr(x, sa.u.s.p, sa.u.s.n, sb.u.s.p, sb.u.s.n, &ok);
-    return ok ? 0 : oom(x, at);
+    return ok ? 0 : jx_oom(x, at);
   }
   if (a->kind == JV_UNDEF)
     return jx_undef_fail(x, at, a);
@@ -347,7 +343,7 @@ int jx_binop(jctx *x, const jnode *at, int op, const jv *a, const jv *b, jv *out
   if (op == OP_ADD && a->kind == JV_STR && b->kind == JV_STR) {
     int ok;
     *out = jx_mkstr(x, a->u.s.p, a->u.s.n, b->u.s.p, b->u.s.n, &ok);
-    return ok ? 0 : oom(x, at);
+    return ok ? 0 : jx_oom(x, at);
   }
   if (op == OP_ADD && jv_is_seq(a) && jv_is_seq(b)) {
     int ta = a->kind == JV_LIST && a->u.l->tuple, tb = b->kind == JV_LIST && b->u.l->tuple;
@@ -355,7 +351,7 @@ int jx_binop(jctx *x, const jnode *at, int op, const jv *a, const jv *b, jv *out
       size_t na = jv_len(a), nb = jv_len(b);
       jlist *l = jl_new(&x->arena, na + nb);
       if (!l)
-        return oom(x, at);
+        return jx_oom(x, at);
       l->tuple = ta;
       for (size_t i = 0; i < na; i++)
         l->items[i] = jv_seq_at(a, i);
@@ -376,7 +372,7 @@ int jx_binop(jctx *x, const jnode *at, int op, const jv *a, const jv *b, jv *out
       return jx_fail(x, at, "string repetition too large");
     char *p = ja_alloc(&x->arena, s->u.s.n * (size_t)k + 1);
     if (!p)
-      return oom(x, at);
+      return jx_oom(x, at);
     for (int64_t i = 0; i < k; i++)
       memcpy(p + (size_t)i * s->u.s.n, s->u.s.p, s->u.s.n);
     *out = jv_str(p, s->u.s.n * (size_t)k);

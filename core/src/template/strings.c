@@ -7,10 +7,6 @@
 
 #include "template/internal.h"
 
-static int oom(jctx *x, const jnode *at) {
-  return jx_fail(x, at, "out of memory");
-}
-
 int jf_strip(const char *s, size_t n, const char *chars, size_t nchars, int left, int right,
              size_t *b, size_t *e) {
   size_t i = 0, j = n, l;
@@ -76,7 +72,7 @@ int jf_case_map(jctx *x, const jnode *at, const jv *v, int mode, jv *out) {
       return jx_fail(x, at, "unsupported construct 'case mapping of non-ASCII text'");
   char *p = ja_alloc(&x->arena, v->u.s.n + 1);
   if (!p)
-    return oom(x, at);
+    return jx_oom(x, at);
   int prev_cased = 0;
   for (size_t i = 0; i < v->u.s.n; i++) {
     char c = v->u.s.p[i];
@@ -148,13 +144,7 @@ int jf_replace(jctx *x, const jnode *at, const jv *s, const jv *old, const jv *n
   }
   if (!rc && jb_put(&b, "", 0))
     rc = -1;
-  char *p = rc ? NULL : ja_strdup(&x->arena, b.p, b.n);
-  size_t n = b.n;
-  free(b.p);
-  if (!p)
-    return oom(x, at);
-  *out = jv_str(p, n);
-  return 0;
+  return jx_take_str(x, at, &b, rc, out);
 }
 
 jv *jf_seq_items(jctx *x, const jnode *at, const jv *v, size_t *n, int *rc) {
@@ -171,7 +161,7 @@ jv *jf_seq_items(jctx *x, const jnode *at, const jv *v, size_t *n, int *rc) {
     size_t cnt = ju_count(v->u.s.p, v->u.s.n), o = 0;
     jv *it = ja_alloc(&x->arena, (cnt + 1) * sizeof *it);
     if (!it) {
-      *rc = oom(x, at);
+      *rc = jx_oom(x, at);
       return NULL;
     }
     for (size_t i = 0; i < cnt; i++) {
@@ -186,7 +176,7 @@ jv *jf_seq_items(jctx *x, const jnode *at, const jv *v, size_t *n, int *rc) {
     size_t cnt = jv_len(v), i = 0;
     jv *it = ja_alloc(&x->arena, (cnt + 1) * sizeof *it);
     if (!it) {
-      *rc = oom(x, at);
+      *rc = jx_oom(x, at);
       return NULL;
     }
     if (jv_is_seq(v)) {
@@ -208,10 +198,21 @@ jv *jf_seq_items(jctx *x, const jnode *at, const jv *v, size_t *n, int *rc) {
 int jf_mklist(jctx *x, const jnode *at, jv *items, size_t n, jv *out) {
   jlist *l = jl_new(&x->arena, n);
   if (!l)
-    return oom(x, at);
+    return jx_oom(x, at);
   if (n)
     memcpy(l->items, items, n * sizeof *items);
   out->kind = JV_LIST;
   out->u.l = l;
+  return 0;
+}
+
+int jx_take_str(jctx *x, const jnode *at, jbuf *b, int failed, jv *out) {
+  char *p = failed ? NULL : ja_strdup(&x->arena, b->p, b->n);
+  size_t n = b->n;
+  free(b->p);
+  b->p = NULL;
+  if (!p)
+    return jx_fail(x, at, "out of memory");
+  *out = jv_str(p, n);
   return 0;
 }

@@ -416,12 +416,8 @@ void jv_fmt_float(double d, char *out, size_t cap) {
   snprintf(out, cap, "%s", o);
 }
 
-static int oom(jctx *x, const jnode *at) {
-  return jx_fail(x, at, "out of memory");
-}
-
 static int put(jctx *x, const jnode *at, jbuf *b, const char *s, size_t n) {
-  return jb_put(b, s, n) ? oom(x, at) : 0;
+  return jb_put(b, s, n) ? jx_oom(x, at) : 0;
 }
 
 /* Python repr() of a str. */
@@ -542,7 +538,7 @@ int jv_stringify(jctx *x, const jnode *at, const jv *v, jv *out) {
   char *s = ja_strdup(&x->arena, b.p ? b.p : "", b.n);
   free(b.p);
   if (!s)
-    return oom(x, at);
+    return jx_oom(x, at);
   *out = jv_str(s, b.n);
   return 0;
 }

@@ -97,6 +97,9 @@ static const fsdpc_cfg_enum_item packing_values[] = {
 static const fsdpc_cfg_enum_item overlong_values[] = {
     {"truncate", 0}, {"drop", 1}, {NULL, 0}}; /* FSDPC_DATA_OVERLONG_* */
 
+static const fsdpc_cfg_enum_item peft_values[] = {
+    {"none", FSDPC_PEFT_NONE}, {"lora", FSDPC_PEFT_LORA}, {NULL, 0}};
+
 #define REQ_ FSDPC_CFG_REQUIRED | FSDPC_CFG_HAS_MIN
 
 static const fsdpc_cfg_key keys[] = {
@@ -370,6 +373,26 @@ static const fsdpc_cfg_key keys[] = {
     /* ---- plugins ---- */
     STRS_("plugins.paths", plugins.paths, "[]",
           "extra folders (or .so files) searched for plugins first", NONE_),
+
+    /* ---- peft (docs/lora.md) ---- */
+    ENUM_("peft.method", peft.method, "none", peft_values,
+          "none: every weight trains; lora: the base is frozen and low-rank adapters train",
+          NONE_),
+    INT_("peft.r", peft.r, "8", "LoRA rank (PEFT's r)", RANGE_(1, 4096)),
+    FLOAT_("peft.alpha", peft.alpha, "8", "LoRA alpha (PEFT's lora_alpha): scaling alpha / r",
+           GT_(0)),
+    FLOAT_("peft.dropout", peft.dropout, "0.0",
+           "dropout on the adapters' input (PEFT's lora_dropout), masks seeded by train.seed",
+           RANGE_EXCL_(0, 1)),
+    STRS_("peft.target_modules", peft.target_modules, "[q_proj, v_proj]",
+          "projections that get adapters: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+          "down_proj, or all-linear (all seven)",
+          NONE_),
+    BOOL_("peft.rslora", peft.rslora, "false", "rank-stabilised scaling alpha / sqrt(r)", NONE_),
+    BOOL_("peft.merge_on_save", peft.merge_on_save, "false",
+          "also write the merged full model (checkpoint.dir/final-merged) beside the adapter "
+          "folder",
+          NONE_),
 };
 
 const fsdpc_cfg_key *fsdpc__cfg_keys(int *n) {

@@ -47,6 +47,9 @@ typedef struct fsdpc_unit {
   int stage_stale;          /* master changed since stage was cast */
   int grad_clean;           /* grad is all zero (no micro-batch landed since the step) */
   int land_pending;         /* landing holds grads not yet added into grad */
+  /* Frozen (the base under LoRA): master is the shard in the compute dtype
+   * (bf16 on a device), grad and state are NULL; gathered, never reduced. */
+  int frozen;
 } fsdpc_unit;
 
 /* Compute blocks: 0 embedding, 1..L decoder layers, L+1 head (see llama.h).
@@ -151,8 +154,12 @@ const char *fsdpc__engine_slot_name(const fsdpc_engine *e, uint32_t i);
  * random init (std for matrices, 1 for norms). */
 fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std,
                                        fsdpc_err *err);
-/* Fills this rank's master shards from an HF checkpoint folder, reading only
- * the byte ranges of its own shards. */
+/* Fills this rank's adapter shards (LoRA) with their seeded init (A
+ * Kaiming-uniform, B zero); after fsdpc__engine_load_hf, which fills only
+ * the base. */
+fsdpc_status fsdpc__engine_init_adapters(fsdpc_engine *e, uint64_t seed, fsdpc_err *err);
+/* Fills this rank's master shards (the base's only, under LoRA) from an HF
+ * checkpoint folder, reading only the byte ranges of its own shards. */
 fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *err);
 
 /* Forward + backward of one micro-batch. grad_scale = 1 / (counted tokens

@@ -42,8 +42,16 @@ static void emit(builder *b, int op, int arg) {
   p->a[p->n++] = (fsdpc_action){.op = (int16_t)op, .arg = arg};
 }
 
+/* Units that are always resident: nothing to gather or free. */
+static int always(const builder *b, int u) {
+  return b->o->full_is_master || (b->o->frozen_resident && b->o->lay->units[u].frozen);
+}
+
+/* Frozen units have no gradients: nothing to allocate, reduce or update. */
+static int frozen(const builder *b, int u) { return b->o->lay->units[u].frozen; }
+
 static void gather(builder *b, int u) {
-  if (b->o->full_is_master || b->resident[u])
+  if (always(b, u) || b->resident[u])
     return;
   emit(b, FSDPC_ACT_GATHER, u);
   b->resident[u] = 1;
@@ -58,7 +66,7 @@ static void wait(builder *b, int u) {
 }
 
 static void release(builder *b, int u) {
-  if (b->o->full_is_master || !b->resident[u])
+  if (always(b, u) || !b->resident[u])
     return;
   wait(b, u); /* a free never overtakes the gather in flight */
   emit(b, FSDPC_ACT_RELEASE, u);
@@ -70,7 +78,7 @@ static void gather_block(builder *b, int blk, int with_grads) {
   for (int i = 0; i < bl->n_units; i++) {
     gather(b, bl->units[i]);
     wait(b, bl->units[i]);
-    if (with_grads && !b->o->grads_in_shard)
+    if (with_grads && !b->o->grads_in_shard && !frozen(b, bl->units[i]))
       emit(b, FSDPC_ACT_GRAD_ALLOC, bl->units[i]);
   }
 }
@@ -104,6 +112,18 @@ static void forward_layers(builder *b, int reshard, int prefetch) {
   }
 }
 
+/* The embedding's backward only makes its weight gradient: a frozen
+ * embedding (LoRA) skips it, and its re-gather. */
+static int learns(const builder *b, int blk) {
+  const fsdpc_block *bl = &b->o->lay->blocks[blk];
+  if (blk != 0)
+    return 1;
+  for (int i = 0; i < bl->n_units; i++)
+    if (!frozen(b, bl->units[i]))
+      return 1;
+  return 0;
+}
+
 static void micro(builder *b, int reduce) {
   const fsdpc_program_opts *o = b->o;
   const fsdpc_layout *lay = o->lay;
@@ -115,9 +135,9 @@ static void micro(builder *b, int reduce) {
     prefetch_block(b, head - 1);
   emit(b, FSDPC_ACT_HEAD, head);
   for (int blk = head; blk >= 0; blk--) {
-    if (blk < head) {
+    if (blk < head && learns(b, blk)) {
       gather_block(b, blk, 1);
-      if (o->backward_prefetch)
+      if (o->backward_prefetch && blk > 0 && learns(b, blk - 1))
         prefetch_block(b, blk - 1);
       emit(b, FSDPC_ACT_BACKWARD, blk);
     }
@@ -125,7 +145,7 @@ static void micro(builder *b, int reduce) {
       int u = lay->blocks[blk].units[i];
       if (lay->units[u].first_block != blk)
         continue; /* used again further back */
-      if (reduce && !o->grads_in_shard)
+      if (reduce && !o->grads_in_shard && !frozen(b, u))
         emit(b, FSDPC_ACT_REDUCE, u);
       release(b, u);
     }
@@ -153,10 +173,12 @@ static void optim(builder *b) {
     emit(b, FSDPC_ACT_SYNC, -1);
   if (b->o->replicas > 1)
     for (int u = 0; u < lay->n_units; u++)
-      emit(b, FSDPC_ACT_REPLICA_REDUCE, u);
+      if (!frozen(b, u))
+        emit(b, FSDPC_ACT_REPLICA_REDUCE, u);
   emit(b, FSDPC_ACT_NORM, -1);
   for (int u = 0; u < lay->n_units; u++)
-    emit(b, FSDPC_ACT_UPDATE, u);
+    if (!frozen(b, u))
+      emit(b, FSDPC_ACT_UPDATE, u);
 }
 
 void fsdpc__program_opts_for(const fsdpc_layout *lay, int S, int R, int compute_f32, int offload,
@@ -171,7 +193,8 @@ void fsdpc__program_opts_for(const fsdpc_layout *lay, int S, int R, int compute_
                               .forward_prefetch = forward_prefetch,
                               .backward_prefetch = backward_prefetch,
                               .offload = offload,
-                              .replicas = R};
+                              .replicas = R,
+                              .frozen_resident = S == 1 && !offload};
 }
 
 fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kind kind,

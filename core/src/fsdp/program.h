@@ -57,6 +57,9 @@ typedef struct fsdpc_program_opts {
   int forward_prefetch, backward_prefetch;
   int offload;  /* shards in host memory */
   int replicas; /* replica group size R */
+  /* S == 1 and not offloaded: frozen units (the base under LoRA) are their
+   * own full buffer, in the compute dtype, always resident */
+  int frozen_resident;
 } fsdpc_program_opts;
 
 /* The one derivation of the options above from the facts of a run: the

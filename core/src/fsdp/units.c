@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "fsdp/internal.h"
+#include "io/dtype.h"
 #include "io/hf_ckpt.h"
+#include "model/lora.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -98,6 +100,14 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   for (int u = 0; u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float);
+    if (un->frozen) { /* compute dtype, no grad, no optimizer state */
+      size_t fb = un->shard_numel * e->psize;
+      if (!(un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, fb))) goto oom;
+      if ((st = e->sops->memset0(e->sops->ctx, un->master, fb, err)) != FSDPC_OK) goto fail;
+      un->grad_clean = 1;
+      if (fsdpc__unit_resident(e, un)) un->full = un->master;
+      continue;
+    }
     un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, sb);
     un->grad = fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
     un->state = e->n_slots ? fsdpc__salloc(e, FSDPC_MEM_OPTIM, sb * e->n_slots) : NULL;
@@ -170,6 +180,13 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   for (int u = 0; e->units && u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float), fb = un->flat_numel * sizeof(float);
+    if (un->frozen) {
+      if (!fsdpc__unit_resident(e, un))
+        fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
+      fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, un->shard_numel * e->psize);
+      free(un->params);
+      continue;
+    }
     if (!e->full_is_master) fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
     if (un->full_grad != un->grad) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
     fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, sb);
@@ -218,6 +235,12 @@ void fsdpc__engine_bytes(const fsdpc_engine *e, fsdpc_engine_bytes *out) {
   memset(out, 0, sizeof *out);
   for (int u = 0; u < e->n_units; u++) {
     uint64_t sb = e->units[u].shard_numel * sizeof(float);
+    if (e->units[u].frozen) { /* compute dtype; no grad, no optimizer state */
+      out->params += e->units[u].shard_numel * e->psize;
+      if (e->units[u].flat_numel * 4 > out->max_unit_full)
+        out->max_unit_full = e->units[u].flat_numel * 4;
+      continue;
+    }
     out->params += sb;
     out->grads += sb;
     out->optim += sb * e->n_slots;
@@ -253,28 +276,54 @@ static fsdpc_status for_each_segment(fsdpc_engine *e, int u, float *shard, segme
   return FSDPC_OK;
 }
 
-/* Runs fn over every unit's shard segments. On the CPU it writes the master
- * shards in place; on a device it fills one host staging shard at a time and
- * uploads it, so host memory stays at one unit's shard. */
-static fsdpc_status fill_shards(fsdpc_engine *e, segment_fn fn, void *arg, fsdpc_err *err) {
+/* Which units a fill covers. */
+enum { FILL_ALL, FILL_BASE, FILL_ADAPTERS };
+
+static int unit_is_adapter(const fsdpc_engine *e, const fsdpc_unit *un) {
+  return fsdpc__lora_kind(e->params[un->params[0]].kind);
+}
+
+/* Runs fn over the shard segments of the units `which` names. On the CPU it
+ * writes the master shards in place; on a device it fills one host staging
+ * shard at a time and uploads it, so host memory stays at one unit's shard.
+ * A frozen unit's bf16 shard is made from the fp32 staging shard on the
+ * host. */
+static fsdpc_status fill_shards(fsdpc_engine *e, int which, segment_fn fn, void *arg,
+                                fsdpc_err *err) {
   int on_host = e->ops->device == FSDPC_DEVICE_CPU || e->offload;
-  float *stage = on_host ? NULL : malloc(e->max_shard * sizeof(float));
-  if (!on_host && !stage)
+  int narrow = e->psize != sizeof(float); /* frozen shards in bf16 */
+  int need = !on_host || narrow, need16 = narrow && !e->offload;
+  float *stage = need ? malloc(e->max_shard * sizeof(float)) : NULL;
+  uint16_t *stage16 = need16 ? malloc(e->max_shard * 2) : NULL;
+  if ((need && !stage) || (need16 && !stage16)) {
+    free(stage);
+    free(stage16);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory staging a shard");
+  }
   fsdpc_status st = FSDPC_OK;
   for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
     fsdpc_unit *un = &e->units[u];
-    if (on_host) {
+    int adapter = unit_is_adapter(e, un);
+    if ((which == FILL_BASE && adapter) || (which == FILL_ADAPTERS && !adapter)) continue;
+    int direct = on_host && !(un->frozen && narrow);
+    if (direct) {
       un->stage_stale = 1;
       st = for_each_segment(e, u, un->master, fn, arg, err);
       continue;
     }
     memset(stage, 0, un->shard_numel * sizeof(float)); /* padding stays zero */
     st = for_each_segment(e, u, stage, fn, arg, err);
-    if (st == FSDPC_OK)
+    if (st != FSDPC_OK) break;
+    if (un->frozen && narrow) {
+      uint16_t *dst = e->offload ? (uint16_t *)un->master : stage16;
+      fsdpc__f32_to_bf16_n(stage, dst, un->shard_numel);
+      if (!e->offload) st = e->ops->upload(e->ops->ctx, un->master, stage16, un->shard_numel * 2, err);
+    } else {
       st = e->ops->upload(e->ops->ctx, un->master, stage, un->shard_numel * sizeof(float), err);
+    }
   }
   free(stage);
+  free(stage16);
   return st;
 }
 
@@ -293,7 +342,12 @@ static fsdpc_status init_segment(fsdpc_engine *e, int p, uint64_t lo, uint64_t h
 fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std,
                                        fsdpc_err *err) {
   init_arg a = {seed, std};
-  return fill_shards(e, init_segment, &a, err);
+  return fill_shards(e, FILL_ALL, init_segment, &a, err);
+}
+
+fsdpc_status fsdpc__engine_init_adapters(fsdpc_engine *e, uint64_t seed, fsdpc_err *err) {
+  init_arg a = {seed, 0.0};
+  return fill_shards(e, FILL_ADAPTERS, init_segment, &a, err);
 }
 
 static fsdpc_status load_segment(fsdpc_engine *e, int p, uint64_t lo, uint64_t hi, float *dst,
@@ -306,9 +360,10 @@ fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *
   FSDPC_TRY(fsdpc__hf_ckpt_open(dir, &ck, err));
   fsdpc_status st = FSDPC_OK;
   for (int p = 0; p < e->n_params && st == FSDPC_OK; p++)
-    st = fsdpc__hf_ckpt_expect(ck, e->params[p].name, e->params[p].ndim, e->params[p].shape,
-                               err);
-  if (st == FSDPC_OK) st = fill_shards(e, load_segment, ck, err);
+    if (!fsdpc__lora_kind(e->params[p].kind)) /* adapters are not in a base checkpoint */
+      st = fsdpc__hf_ckpt_expect(ck, e->params[p].name, e->params[p].ndim, e->params[p].shape,
+                                 err);
+  if (st == FSDPC_OK) st = fill_shards(e, FILL_BASE, load_segment, ck, err);
   fsdpc__hf_ckpt_close(ck);
   return st;
 }

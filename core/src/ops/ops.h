@@ -128,6 +128,13 @@ typedef struct fsdpc_ops {
   fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc,
                               const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
                               int HD, int maxT, float scale, fsdpc_err *err);
+  /* LoRA (model/lora.h), act_dtype, n elements. scale: x *= s. dropout:
+   * out[i] = inp[i] * keep(key, i) / (1 - p), keep(key, i) = the top 24 bits
+   * of splitmix64(key + i) >= p * 2^24 (the same mask on every device); out
+   * may alias inp. */
+  fsdpc_status (*scale)(void *ctx, void *x, size_t n, float s, fsdpc_err *err);
+  fsdpc_status (*dropout)(void *ctx, void *out, const void *inp, size_t n, float p, uint64_t key,
+                          fsdpc_err *err);
 } fsdpc_ops;
 
 /* The CPU reference table (ops/cpu/table.c). */

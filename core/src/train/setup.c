@@ -177,10 +177,12 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   char resume_dir[4096];
   int resuming = 0;
   STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
-  if (resuming) {
-    /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup) */
+  if (resuming && !p->has_lora) {
+    /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup);
+     * under LoRA it holds only the adapters, so the base is loaded first */
   } else if (cfg->model.init.from[0]) {
     STEP(fsdpc__ckpt_load_hf_checked(s->eng, s->plan, cfg->model.init.from, err));
+    if (p->has_lora) STEP(fsdpc__engine_init_adapters(s->eng, (uint64_t)cfg->train.seed, err));
   } else {
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));
   }
@@ -191,7 +193,8 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                              .activation_checkpointing = md->activation_checkpointing,
                              .attention = p->attn,
                              .attention_opts = cfg->attention.options,
-                             .ops = s->ops};
+                             .ops = s->ops,
+                             .lora = p->has_lora ? &p->lora : NULL};
   STEP(fsdpc__model_ctx_create(&mo, &s->mctx, err));
   STEP(open_data(s, err));
   STEP(fsdpc__tokenizer_open(cfg->data.tokenizer, &s->tok, err));

@@ -186,4 +186,10 @@ fsdpc_status fsdpc__cuda_attn_cached(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const
 #ifdef __cplusplus
 }
 #endif
+/* ---- dropout.cu ---- LoRA: x *= s; inverted dropout, mask as ops.h says */
+fsdpc_status fsdpc__cuda_scale(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *x, size_t n, float s,
+                               fsdpc_err *err);
+fsdpc_status fsdpc__cuda_dropout(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *inp,
+                                 size_t n, float p, uint64_t key, fsdpc_err *err);
+
 #endif

@@ -185,6 +185,14 @@ static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const voi
   return fsdpc__cuda_attn_cached(ctx, out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, err);
 }
 
+static fsdpc_status c_scale(void *ctx, void *x, size_t n, float s, fsdpc_err *err) {
+  return fsdpc__cuda_scale(ctx, x, n, s, err);
+}
+static fsdpc_status c_dropout(void *ctx, void *out, const void *inp, size_t n, float p,
+                              uint64_t key, fsdpc_err *err) {
+  return fsdpc__cuda_dropout(ctx, out, inp, n, p, key, err);
+}
+
 void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
   *t = (fsdpc_ops){
       .device = FSDPC_DEVICE_CUDA, .act_dtype = FSDPC_DTYPE_BF16, .act_size = 2,
@@ -203,4 +211,6 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .swiglu_bwd = c_swiglu_bwd, .add = c_add, .add_inplace = c_add_inplace,
       .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
       .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached};
+  t->scale = c_scale;
+  t->dropout = c_dropout;
 }

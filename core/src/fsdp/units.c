@@ -380,7 +380,8 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
     fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "host_shard: unit %d slot %d out of range", u, slot);
     return NULL;
   }
-  if (e->ops->device == FSDPC_DEVICE_CPU || e->offload) return device_shard(e, u, slot);
+  int narrow = e->units[u].frozen && e->psize != sizeof(float); /* a bf16 frozen shard */
+  if (!narrow && (e->ops->device == FSDPC_DEVICE_CPU || e->offload)) return device_shard(e, u, slot);
   size_t per = 1 + (size_t)e->n_slots, i = (size_t)u * per + (size_t)(slot + 1);
   if (!e->mirror && !(e->mirror = calloc((size_t)e->n_units * per, sizeof(float *)))) {
     fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory for checkpoint staging");
@@ -394,7 +395,20 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
                   e->units[u].name);
       return NULL;
     }
-    if (e->ops->download(e->ops->ctx, m, device_shard(e, u, slot), b, err) != FSDPC_OK) {
+    if (narrow) { /* widened on the host; read-only (frozen shards are never loaded) */
+      size_t n = e->units[u].shard_numel;
+      uint16_t *h = e->offload ? (uint16_t *)e->units[u].master : malloc(n * 2 + 2);
+      if (!h || (!e->offload && e->ops->download(e->ops->ctx, h, e->units[u].master, n * 2,
+                                                 err) != FSDPC_OK)) {
+        if (!e->offload) free(h);
+        free(m);
+        if (!h) fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory staging unit %s",
+                            e->units[u].name);
+        return NULL;
+      }
+      fsdpc__bf16_to_f32_n(h, m, n);
+      if (!e->offload) free(h);
+    } else if (e->ops->download(e->ops->ctx, m, device_shard(e, u, slot), b, err) != FSDPC_OK) {
       free(m);
       return NULL;
     }
@@ -417,7 +431,7 @@ fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_e
     for (int k = 0; k < (int)per; k++) {
       float *m = e->mirror[(size_t)u * per + (size_t)k];
       if (!m) continue;
-      if (upload && st == FSDPC_OK)
+      if (upload && st == FSDPC_OK && !e->units[u].frozen) /* frozen: read-only */
         st = e->ops->upload(e->ops->ctx, device_shard(e, u, k - 1), m,
                             e->units[u].shard_numel * sizeof(float), err);
       free(m);

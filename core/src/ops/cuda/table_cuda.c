@@ -186,7 +186,7 @@ static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const voi
 }
 
 static fsdpc_status c_scale(void *ctx, void *x, size_t n, float s, fsdpc_err *err) {
-  return fsdpc__cuda_scale(ctx, x, n, s, err);
+  return fsdpc__cuda_scale_bf16(ctx, x, n, s, err);
 }
 static fsdpc_status c_dropout(void *ctx, void *out, const void *inp, size_t n, float p,
                               uint64_t key, fsdpc_err *err) {

@@ -41,6 +41,7 @@ typedef struct fsdpc_decoder_opts {
   const fsdpc_opts *attention_opts;
   int B;       /* rows */
   int max_len; /* cache length: prompt + new tokens, <= max_position_embeddings */
+  const struct fsdpc_lora *lora; /* LoRA adapters in the weights (model/lora.h); NULL = none */
 } fsdpc_decoder_opts;
 
 fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **out,

@@ -251,11 +251,21 @@ static int dropping(const fsdpc_model_ctx *m) {
   return m->lora.dropout > 0 && m->lora_train;
 }
 
+fsdpc_status fsdpc__lora_apply(const fsdpc_ops *ops, const fsdpc_lora *lo, int j,
+                               const fsdpc_model_shape *s, const fsdpc_layer_w *w, void *y,
+                               const void *x, int N, void *u, fsdpc_err *err) {
+  if (!w->lora_a[j]) return FSDPC_OK;
+  int in, out;
+  fsdpc__lora_dims(s, j, &in, &out);
+  FSDPC_TRY(ops->matmul_fwd(ops->ctx, u, x, w->lora_a[j], NULL, N, in, lo->r, err));
+  FSDPC_TRY(ops->scale(ops->ctx, u, (size_t)N * lo->r, lo->scale, err));
+  return ops->matmul_fwd(ops->ctx, y, u, w->lora_b[j], y, N, lo->r, out, err); /* y += u B^T */
+}
+
 fsdpc_status fsdpc__lora_fwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w, void *y,
                              const void *x, fsdpc_err *err) {
-  if (!m->has_lora || !w->lora_a[j])
-    return FSDPC_OK;
-  int in, out, N = m->N, r = m->lora.r;
+  if (!m->has_lora || !w->lora_a[j]) return FSDPC_OK;
+  int in, out, N = m->N;
   fsdpc__lora_dims(&m->s, j, &in, &out);
   const void *xd = x;
   if (dropping(m)) {
@@ -263,11 +273,8 @@ fsdpc_status fsdpc__lora_fwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer
     xd = m->lora_xd;
   }
   int slot = m->n_acts == 1 ? 0 : l;
-  void *u = m->lora_u[slot * FSDPC_LORA_NPROJ + j]; /* (N, r) */
-  OP(matmul_fwd, u, xd, w->lora_a[j], NULL, N, in, r, err);
-  OP(scale, u, (size_t)N * r, m->lora.scale, err);
-  OP(matmul_fwd, y, u, w->lora_b[j], y, N, r, out, err); /* y += u @ B^T */
-  return FSDPC_OK;
+  void *u = m->lora_u[slot * FSDPC_LORA_NPROJ + j]; /* (N, r), saved for the backward */
+  return fsdpc__lora_apply(m->ops, &m->lora, j, &m->s, w, y, xd, N, u, err);
 }
 
 fsdpc_status fsdpc__lora_bwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w,

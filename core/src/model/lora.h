@@ -83,6 +83,11 @@ void fsdpc__model_set_lora_round(fsdpc_model_ctx *m, uint64_t round, int trainin
  * it has no adapter. */
 fsdpc_status fsdpc__lora_fwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w, void *y,
                              const void *x, fsdpc_err *err);
+/* The same without dropout on any N rows, u (N, r) a scratch: y += s *
+ * (x @ A^T) @ B^T (the decoder's one-token steps). */
+fsdpc_status fsdpc__lora_apply(const fsdpc_ops *ops, const fsdpc_lora *lo, int j,
+                               const fsdpc_model_shape *s, const fsdpc_layer_w *w, void *y,
+                               const void *x, int N, void *u, fsdpc_err *err);
 /* Adapter grads of projection j from dy, and dx (N, in) += its input
  * gradient; a no-op without an adapter. */
 fsdpc_status fsdpc__lora_bwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w,

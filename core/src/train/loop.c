@@ -117,6 +117,7 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
   const int32_t *pp[1] = {ids};
   fsdpc_infer_weights w = {.ctx = s->eng, .block = engine_block, .done = engine_done};
   fsdpc_decoder_opts dopt = {.shape = &s->plan->shape, .ops = s->ops, .attention = s->plan->attn,
+                             .lora = s->plan->has_lora ? &s->plan->lora : NULL,
                              .attention_opts = s->cfg->attention.options};
   fsdpc_gen_opts g = {.max_new_tokens = n, .eos = eos, .n_eos = eos[1] >= 0 ? 2 : 1,
                       .tok = s->tok};

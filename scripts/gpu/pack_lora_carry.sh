@@ -16,5 +16,5 @@ files=$(cd / && ls -d "${B#/}"/bin/fsdpc "${B#/}"/lib/libfsdpc.so* "${B#/}"/plug
 echo "$B" >"$DEST/build_dir"
 cp "$ROOT"/scripts/gpu/run_lora_*.sh "$ROOT"/scripts/gpu/check_lora_peft.py \
   "$ROOT/tests/train/compare_runs.py" "$ROOT/tests/fixtures/check_hf_load.py" \
-  "$ROOT/configs/llama3-8b-lora.yaml" "$DEST/"
+  "$ROOT/configs/llama3-8b-lora.yaml" "$ROOT/bench/profile_summary.py" "$DEST/"
 du -sh "$DEST"/*

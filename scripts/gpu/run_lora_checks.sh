@@ -68,6 +68,8 @@ run gpu_ckpt_drop train.device=cuda fsdp.activation_checkpointing=true peft.drop
 run cpu_ckpt_drop fsdp.activation_checkpointing=true peft.dropout=0.1
 python3 "$C/compare_runs.py" "$W/cpu" "$W/gpu" --rtol 3e-2 --keys loss 2>&1 | tail -2
 python3 "$C/compare_runs.py" "$W/cpu_ckpt_drop" "$W/gpu_ckpt_drop" --rtol 3e-2 --keys loss 2>&1 | tail -2
+# the GPU run's merged folder holds the bf16 base (the frozen base lives in the
+# compute dtype): bf16 tolerance against PEFT over the fp32 base
 $B/bin/fsdpc_dump_logits "$W/gpu/ck/final-merged" "$W/gpu_logits.safetensors" 32 >/dev/null 2>&1
-$P logits "$W/base" "$W/gpu/ck/final" "$W/gpu_logits.safetensors" 2>&1 | tail -1
+$P logits "$W/base" "$W/gpu/ck/final" "$W/gpu_logits.safetensors" --tol 3e-2 2>&1 | tail -1
 echo "done"

@@ -67,6 +67,11 @@ PY
   run res2 "${LORA[@]}" peft.dropout=0.1 checkpoint.resume="$TMP/step10" fsdp.sharding_strategy=NO_SHARD \
     train.micro_batch_size=2 -- --nproc-per-node 2 || fail "resume at world 2"
   grep -q "resumed from" "$TMP/res2.log" || fail "world 2 did not resume"
+  # another base: refused, naming both
+  run res3 "${LORA[@]}" checkpoint.resume="$TMP/step10" model.init.from="$ck/final-merged" &&
+    fail "resumed adapters onto another base"
+  grep -q "trained on random init, but model.init.from is $ck/final-merged" "$TMP/res3.log" ||
+    fail "no base-identity message: $(tail -2 "$TMP/res3.log")"
   last() { grep '"step": *20' "$1/metrics.jsonl" | head -1 | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(repr(r["loss"]), repr(r["grad_norm"]))'; }
   [ "$(last "$TMP/full")" = "$(last "$TMP/res1")" ] || fail "world-1 resume not bit-exact: $(last "$TMP/full") vs $(last "$TMP/res1")"
   ;;

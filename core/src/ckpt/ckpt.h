@@ -141,6 +141,10 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
  * to root) += s * B @ A of every adapted projection in it. */
 fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const char *base,
                                     const char *dir, fsdpc_err *err);
+/* The identity of a LoRA run's base (model.init.from): its path and the
+ * CRC-32 of its config.json and weight index, one line; "random init" for
+ * "". A LoRA checkpoint records it and a resume refuses another base. */
+fsdpc_status fsdpc__lora_base_identity(const char *base, char *out, size_t cap, fsdpc_err *err);
 fsdpc_status fsdpc__lora_merge_unit(fsdpc_engine *e, const fsdpc_model_shape *s,
                                     const fsdpc_lora *lo, int u, int root, float *full,
                                     fsdpc_err *err);

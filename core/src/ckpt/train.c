@@ -7,6 +7,7 @@
  * answer after the same step, save the same checkpoint and exit 0, even
  * when the signal reached only some of them. */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,41 @@ static char *dump_config(const fsdpc_config *c) {
   return buf;
 }
 
+/* LoRA: the checkpoint holds the adapters only; the state names the base
+ * they were trained on ("lora_base"), and a resume checks it. */
+static fsdpc_status add_lora_base(fsdpc_ckpt_train *s, char **json, fsdpc_err *err) {
+  char id[4600];
+  FSDPC_TRY(fsdpc__lora_base_identity(s->cfg->model.init.from, id, sizeof id, err));
+  cJSON *o = cJSON_Parse(*json);
+  char *txt = NULL;
+  if (o && cJSON_AddStringToObject(o, "lora_base", id)) txt = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!txt) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the trainer state");
+  free(*json);
+  *json = txt;
+  return FSDPC_OK;
+}
+
+static fsdpc_status check_lora_base(fsdpc_ckpt_train *s, const char *json, const char *dir,
+                                    fsdpc_err *err) {
+  cJSON *o = cJSON_Parse(json);
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "lora_base");
+  char id[4600];
+  fsdpc_status st = fsdpc__lora_base_identity(s->cfg->model.init.from, id, sizeof id, err);
+  if (st == FSDPC_OK && !cJSON_IsString(b))
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                     "%s holds no LoRA adapters (no lora_base in its state): resume a LoRA run "
+                     "from a checkpoint of a LoRA run, or set peft.method: none",
+                     dir);
+  else if (st == FSDPC_OK && strcmp(b->valuestring, id) != 0)
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                     "%s: its adapters were trained on %s, but model.init.from is %s; point "
+                     "model.init.from at the same base",
+                     dir, b->valuestring, id);
+  cJSON_Delete(o);
+  return st;
+}
+
 static fsdpc_status build_state(fsdpc_ckpt_train *s, int64_t step, int has_optimizer, char **out,
                                 fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
@@ -122,7 +158,7 @@ static fsdpc_status build_state(fsdpc_ckpt_train *s, int64_t step, int has_optim
            fsdpc__strategy_name(s->plan->modes.strategy));
   if (!(*out = fsdpc__ckpt_state_build(&st)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  return FSDPC_OK;
+  return s->plan->has_lora ? add_lora_base(s, out, err) : FSDPC_OK;
 }
 
 static fsdpc_status save(fsdpc_ckpt_train *s, const char *name, const fsdpc_component *plugin,
@@ -185,6 +221,7 @@ static fsdpc_status apply_state(fsdpc_ckpt_train *s, const char *dir, fsdpc_err 
       FSDPC_LOGW("%s holds weights only: training starts at step 0 with a fresh optimizer", dir);
     return FSDPC_OK;
   }
+  if (s->plan->has_lora) FSDPC_TRY(check_lora_base(s, json, dir, err));
   fsdpc_ckpt_state st;
   char *model = NULL;
   FSDPC_TRY(fsdpc__ckpt_state_parse(json, dir, &st, &model, err));

@@ -21,7 +21,7 @@ $F data synth --task copy --n 50000 --out "$W/copy.tok" >/dev/null
 NCU="ncu --clock-control none --metrics gpu__time_duration.sum --csv --target-processes all"
 timeout ${NCU_TIMEOUT:-200} $NCU --log-file "$W/ncu_lora.csv" $F train "$C/llama3-8b-lora.yaml" \
   data.train="$W/copy.tok" model.num_hidden_layers=$LAYERS train.global_batch_size=2 \
-  train.max_steps=2 train.eval_every=0 checkpoint.dir='' log.dir="$W/n" >"$OUT/ncu_lora.log" 2>&1
+  train.max_steps=2 train.eval_every=0 checkpoint.dir="''" log.dir="$W/n" >"$OUT/ncu_lora.log" 2>&1
 echo "ncu fsdpc LoRA ($LAYERS layers, 2 steps): exit $?"
 [ -f "$W/ncu_lora.csv" ] && python3 "$C/profile_summary.py" "$W/ncu_lora.csv" | head -30
 [ -f "$W/ncu_lora.csv" ] && python3 "$C/profile_summary.py" "$W/ncu_lora.csv" --grid | head -40

@@ -72,6 +72,13 @@ PY
     fail "resumed adapters onto another base"
   grep -q "trained on random init, but model.init.from is $ck/final-merged" "$TMP/res3.log" ||
     fail "no base-identity message: $(tail -2 "$TMP/res3.log")"
+  # offline conversion: adapters between sharded layouts; no HF output
+  "$FSDPC" convert "$TMP/step10" "$TMP/cv" --to sharded --world 2 >"$TMP/cv.log" 2>&1 || fail "convert"
+  "$FSDPC" convert "$TMP/step10" "$TMP/cvhf" --to hf >"$TMP/cvhf.log" 2>&1 && fail "converted adapters to HF"
+  grep -q "LoRA checkpoint (adapters only)" "$TMP/cvhf.log" || fail "convert --to hf: $(cat "$TMP/cvhf.log")"
+  run rescv "${LORA[@]}" checkpoint.resume="$TMP/cv" train.max_steps=12 -- --nproc-per-node 2 ||
+    fail "resume from the converted checkpoint"
+  grep -q "resumed from" "$TMP/rescv.log" || fail "the converted checkpoint was not resumed"
   last() { grep '"step": *20' "$1/metrics.jsonl" | head -1 | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(repr(r["loss"]), repr(r["grad_norm"]))'; }
   [ "$(last "$TMP/full")" = "$(last "$TMP/res1")" ] || fail "world-1 resume not bit-exact: $(last "$TMP/full") vs $(last "$TMP/res1")"
   ;;

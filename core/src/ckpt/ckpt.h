@@ -145,6 +145,9 @@ fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const
  * CRC-32 of its config.json and weight index, one line; "random init" for
  * "". A LoRA checkpoint records it and a resume refuses another base. */
 fsdpc_status fsdpc__lora_base_identity(const char *base, char *out, size_t cap, fsdpc_err *err);
+/* Adds "lora_base" (the identity above) to a trainer-state JSON (*json is
+ * replaced). */
+fsdpc_status fsdpc__lora_state_add_base(const char *base, char **json, fsdpc_err *err);
 fsdpc_status fsdpc__lora_merge_unit(fsdpc_engine *e, const fsdpc_model_shape *s,
                                     const fsdpc_lora *lo, int u, int root, float *full,
                                     fsdpc_err *err);

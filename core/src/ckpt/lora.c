@@ -244,3 +244,16 @@ fsdpc_status fsdpc__lora_base_identity(const char *base, char *out, size_t cap, 
   (void)err;
   return FSDPC_OK;
 }
+
+fsdpc_status fsdpc__lora_state_add_base(const char *base, char **json, fsdpc_err *err) {
+  char id[4600];
+  FSDPC_TRY(fsdpc__lora_base_identity(base, id, sizeof id, err));
+  cJSON *o = cJSON_Parse(*json);
+  char *txt = NULL;
+  if (o && cJSON_AddStringToObject(o, "lora_base", id)) txt = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!txt) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the trainer state");
+  free(*json);
+  *json = txt;
+  return FSDPC_OK;
+}

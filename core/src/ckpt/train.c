@@ -95,19 +95,6 @@ static char *dump_config(const fsdpc_config *c) {
 
 /* LoRA: the checkpoint holds the adapters only; the state names the base
  * they were trained on ("lora_base"), and a resume checks it. */
-static fsdpc_status add_lora_base(fsdpc_ckpt_train *s, char **json, fsdpc_err *err) {
-  char id[4600];
-  FSDPC_TRY(fsdpc__lora_base_identity(s->cfg->model.init.from, id, sizeof id, err));
-  cJSON *o = cJSON_Parse(*json);
-  char *txt = NULL;
-  if (o && cJSON_AddStringToObject(o, "lora_base", id)) txt = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  if (!txt) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the trainer state");
-  free(*json);
-  *json = txt;
-  return FSDPC_OK;
-}
-
 static fsdpc_status check_lora_base(fsdpc_ckpt_train *s, const char *json, const char *dir,
                                     fsdpc_err *err) {
   cJSON *o = cJSON_Parse(json);
@@ -158,7 +145,8 @@ static fsdpc_status build_state(fsdpc_ckpt_train *s, int64_t step, int has_optim
            fsdpc__strategy_name(s->plan->modes.strategy));
   if (!(*out = fsdpc__ckpt_state_build(&st)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  return s->plan->has_lora ? add_lora_base(s, out, err) : FSDPC_OK;
+  return s->plan->has_lora ? fsdpc__lora_state_add_base(s->cfg->model.init.from, out, err)
+                           : FSDPC_OK;
 }
 
 static fsdpc_status save(fsdpc_ckpt_train *s, const char *name, const fsdpc_component *plugin,

@@ -26,7 +26,9 @@ typedef struct fx {
   int32_t tok[2 * 12], lab[2 * 12];
 } fx;
 
-static void ok(fsdpc_status st, const fsdpc_err *err) { ck_assert_msg(st == FSDPC_OK, "%s", err->msg); }
+static void ok(fsdpc_status st, const fsdpc_err *err) {
+  ck_assert_msg(st == FSDPC_OK, "%s", err->msg);
+}
 
 static void setup(fx *f, double dropout, int ckpt) {
   char yaml[2048];
@@ -46,16 +48,26 @@ static void setup(fx *f, double dropout, int ckpt) {
   ok(fsdpc__run_plan_create(f->cfg, &w, 0, &f->plan, &err), &err);
   fsdpc__dist_single(&f->dist);
   const fsdpc_run_plan *p = f->plan;
-  fsdpc_engine_opts eo = {.shape = &p->shape, .strategy = FSDPC_FULL_SHARD, .align = 16,
-                          .params = p->params, .n_params = p->n_params,
-                          .unit_of_param = p->unit_of_param, .n_units = p->n_units,
-                          .dist = &f->dist, .optim = p->optim, .optim_init = &p->optim_init,
+  fsdpc_engine_opts eo = {.shape = &p->shape,
+                          .strategy = FSDPC_FULL_SHARD,
+                          .align = 16,
+                          .params = p->params,
+                          .n_params = p->n_params,
+                          .unit_of_param = p->unit_of_param,
+                          .n_units = p->n_units,
+                          .dist = &f->dist,
+                          .optim = p->optim,
+                          .optim_init = &p->optim_init,
                           .threads = 1};
   ok(fsdpc__engine_create(&eo, &f->eng, &err), &err);
   ok(fsdpc__engine_init_random(f->eng, 5, 0.2, &err), &err);
-  fsdpc_model_ctx_opts mo = {.shape = &p->shape, .B = 2, .T = 12,
-                             .activation_checkpointing = ckpt, .attention = p->attn,
-                             .attention_opts = f->cfg->attention.options, .lora = &p->lora};
+  fsdpc_model_ctx_opts mo = {.shape = &p->shape,
+                             .B = 2,
+                             .T = 12,
+                             .activation_checkpointing = ckpt,
+                             .attention = p->attn,
+                             .attention_opts = f->cfg->attention.options,
+                             .lora = &p->lora};
   ok(fsdpc__model_ctx_create(&mo, &f->m, &err), &err);
   for (int i = 0; i < 24; i++) {
     f->tok[i] = (i * 7 + 3) % 40;
@@ -78,7 +90,8 @@ static float *master_of(fx *f, int p, float **grad) {
   int u;
   fsdpc__engine_param(f->eng, p, &off, &u);
   const fsdpc_unit *un = fsdpc__engine_unit(f->eng, u);
-  if (grad) *grad = un->grad ? un->grad + off : NULL;
+  if (grad)
+    *grad = un->grad ? un->grad + off : NULL;
   return un->master + off;
 }
 
@@ -97,9 +110,11 @@ static void check_fd(double dropout, int ckpt) {
   /* B != 0: every adapter term contributes */
   for (int p = 0; p < np; p++) {
     const fsdpc_param_info *pi = fsdpc__engine_param(f.eng, p, NULL, NULL);
-    if (!fsdpc__lora_kind(pi->kind) || !fsdpc__lora_kind_is_b(pi->kind)) continue;
+    if (!fsdpc__lora_kind(pi->kind) || !fsdpc__lora_kind_is_b(pi->kind))
+      continue;
     float *b = master_of(&f, p, NULL);
-    for (uint64_t i = 0; i < pi->numel; i++) b[i] = 0.3f * sinf((float)(i * 13 + p));
+    for (uint64_t i = 0; i < pi->numel; i++)
+      b[i] = 0.3f * sinf((float)(i * 13 + p));
   }
   double ls;
   int64_t cnt = 0;
@@ -128,7 +143,8 @@ static void check_fd(double dropout, int ckpt) {
       w[i] = keep;
       double fd = (lp - lm) / (2.0 * h), an = g[i];
       double err_abs = fabs(fd - an), tol = 2e-3 + 2e-2 * fabs(fd);
-      if (err_abs / (fabs(fd) + 1e-3) > worst) worst = err_abs / (fabs(fd) + 1e-3);
+      if (err_abs / (fabs(fd) + 1e-3) > worst)
+        worst = err_abs / (fabs(fd) + 1e-3);
       ck_assert_msg(err_abs <= tol, "%s[%llu]: backward %.6g, finite differences %.6g", pi->name,
                     (unsigned long long)i, an, fd);
       checked++;
@@ -138,10 +154,14 @@ static void check_fd(double dropout, int ckpt) {
   teardown(&f);
 }
 
-START_TEST(fd_no_dropout) { check_fd(0.0, 0); }
+START_TEST(fd_no_dropout) {
+  check_fd(0.0, 0);
+}
 END_TEST
 
-START_TEST(fd_dropout_checkpointing) { check_fd(0.25, 1); }
+START_TEST(fd_dropout_checkpointing) {
+  check_fd(0.25, 1);
+}
 END_TEST
 
 START_TEST(frozen_base_and_init) {
@@ -154,7 +174,8 @@ START_TEST(frozen_base_and_init) {
     const fsdpc_param_info *pi = fsdpc__engine_param(f.eng, p, NULL, NULL);
     float *w = master_of(&f, p, NULL);
     double bound = 1.0 / sqrt((double)pi->shape[1]), mx = 0.0;
-    for (uint64_t i = 0; i < pi->numel; i++) mx = fmax(mx, fabs(w[i]));
+    for (uint64_t i = 0; i < pi->numel; i++)
+      mx = fmax(mx, fabs(w[i]));
     if (fsdpc__lora_kind_is_b(pi->kind))
       ck_assert_msg(mx == 0.0, "%s is not zero", pi->name);
     else
@@ -178,7 +199,8 @@ START_TEST(frozen_base_and_init) {
     const fsdpc_param_info *pi = fsdpc__engine_param(f.eng, p, NULL, NULL);
     float *w = master_of(&f, p, NULL);
     if (fsdpc__lora_kind_is_b(pi->kind))
-      for (uint64_t i = 0; i < pi->numel; i++) moved |= w[i] != 0.0f;
+      for (uint64_t i = 0; i < pi->numel; i++)
+        moved |= w[i] != 0.0f;
   }
   ck_assert_msg(moved, "no B matrix moved");
   free(copy);

@@ -14,10 +14,10 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
+#include "data/crc32.h"
 #include "io/fileio.h"
 #include "io/safetensors.h"
 #include "ops/cpu/ops_cpu.h"
-#include "data/crc32.h"
 #include "util/fs.h"
 
 /* The adapter unit of layer l, and the offsets of its A and B of projection
@@ -52,10 +52,12 @@ fsdpc_status fsdpc__lora_merge_unit(fsdpc_engine *e, const fsdpc_model_shape *s,
     uint64_t w_off;
     const fsdpc_param_info *pi = fsdpc__engine_param(e, un->params[i], &w_off, NULL);
     int j = pi->kind - FSDPC_P_Q;
-    if (pi->layer < 0 || j < 0 || j >= FSDPC_LORA_NPROJ) continue;
+    if (pi->layer < 0 || j < 0 || j >= FSDPC_LORA_NPROJ)
+      continue;
     uint64_t a_off, b_off;
     int au = adapter_of(e, pi->layer, j, &a_off, &b_off);
-    if (au < 0) continue;
+    if (au < 0)
+      continue;
     if (au != have) {
       const fsdpc_unit *an = fsdpc__engine_unit(e, au);
       free(ad);
@@ -67,7 +69,8 @@ fsdpc_status fsdpc__lora_merge_unit(fsdpc_engine *e, const fsdpc_model_shape *s,
       st = fsdpc__engine_gather_unit(e, au, FSDPC_SD_SLOT_PARAM, root, ad, err);
       have = au;
     }
-    if (st != FSDPC_OK || !is_root) continue;
+    if (st != FSDPC_OK || !is_root)
+      continue;
     int in, out, r = lo->r;
     fsdpc__lora_dims(s, j, &in, &out);
     free(bs);
@@ -75,7 +78,8 @@ fsdpc_status fsdpc__lora_merge_unit(fsdpc_engine *e, const fsdpc_model_shape *s,
       st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory merging the adapters");
       break;
     }
-    for (size_t k = 0; k < (size_t)out * (size_t)r; k++) bs[k] = lo->scale * ad[b_off + k];
+    for (size_t k = 0; k < (size_t)out * (size_t)r; k++)
+      bs[k] = lo->scale * ad[b_off + k];
     /* W (out, in) += (s B) (out, r) @ A (r, in) */
     fsdpc__cpu_sgemm(0, 0, out, in, r, bs, r, ad + a_off, in, 1.0f, full + w_off, in);
   }
@@ -88,7 +92,8 @@ static char *adapter_config(const fsdpc_lora *lo, const char *base, fsdpc_err *e
   cJSON *o = cJSON_CreateObject();
   cJSON *t = cJSON_AddArrayToObject(o, "target_modules");
   for (int j = 0; j < FSDPC_LORA_NPROJ; j++)
-    if ((lo->targets >> j) & 1) cJSON_AddItemToArray(t, cJSON_CreateString(fsdpc__lora_proj_name(j)));
+    if ((lo->targets >> j) & 1)
+      cJSON_AddItemToArray(t, cJSON_CreateString(fsdpc__lora_proj_name(j)));
   cJSON_AddStringToObject(o, "peft_type", "LORA");
   cJSON_AddStringToObject(o, "task_type", "CAUSAL_LM");
   cJSON_AddStringToObject(o, "base_model_name_or_path", base);
@@ -106,7 +111,8 @@ static char *adapter_config(const fsdpc_lora *lo, const char *base, fsdpc_err *e
   cJSON_AddNullToObject(o, "revision");
   char *txt = o ? cJSON_Print(o) : NULL;
   cJSON_Delete(o);
-  if (!txt) fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for adapter_config.json");
+  if (!txt)
+    fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for adapter_config.json");
   return txt;
 }
 
@@ -121,7 +127,8 @@ static fsdpc_status write_folder(const char *dir, const fsdpc_lora *lo, const ch
   snprintf(cmd_path, sizeof cmd_path, "%s/adapter_model.safetensors", tmp);
   FSDPC_TRY(fsdpc__st_write(cmd_path, ents, n, FSDPC_DTYPE_F32, NULL, err));
   char *cfg = adapter_config(lo, base, err);
-  if (!cfg) return FSDPC_SYSTEM_ERROR;
+  if (!cfg)
+    return FSDPC_SYSTEM_ERROR;
   snprintf(cmd_path, sizeof cmd_path, "%s/adapter_config.json", tmp);
   int rc = fsdpc__write_small_file(cmd_path, cfg, strlen(cfg));
   free(cfg);
@@ -151,7 +158,7 @@ fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const
   int is_root = fsdpc__engine_dist(e)->rank == 0;
   float **full = calloc((size_t)nu, sizeof *full);
   fsdpc_st_entry *ents = calloc((size_t)np, sizeof *ents);
-  char (*names)[128] = calloc((size_t)np, sizeof *names);
+  char(*names)[128] = calloc((size_t)np, sizeof *names);
   fsdpc_status st = FSDPC_OK;
   if (!full || !ents || !names) {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory writing the adapter folder");
@@ -160,20 +167,23 @@ fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const
   /* every adapter unit to rank 0 (in unit order, on every rank) */
   for (int u = 0; u < nu && st == FSDPC_OK; u++) {
     const fsdpc_unit *un = fsdpc__engine_unit(e, u);
-    if (un->frozen) continue;
+    if (un->frozen)
+      continue;
     if (is_root && !(full[u] = malloc(un->flat_numel * sizeof(float)))) {
       st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory writing the adapter folder");
       break;
     }
     st = fsdpc__engine_gather_unit(e, u, FSDPC_SD_SLOT_PARAM, 0, full[u], err);
   }
-  if (st != FSDPC_OK || !is_root) goto done;
+  if (st != FSDPC_OK || !is_root)
+    goto done;
   uint32_t n = 0;
   for (int p = 0; p < np; p++) {
     uint64_t off;
     int u;
     const fsdpc_param_info *pi = fsdpc__engine_param(e, p, &off, &u);
-    if (!fsdpc__lora_kind(pi->kind)) continue;
+    if (!fsdpc__lora_kind(pi->kind))
+      continue;
     snprintf(names[n], sizeof names[n], "base_model.model.%s", pi->name);
     ents[n] = (fsdpc_st_entry){.struct_size = sizeof ents[n],
                                .name = names[n],
@@ -184,7 +194,8 @@ fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const
   }
   st = write_folder(dir, lo, base, ents, n, err);
 done:
-  for (int u = 0; full && u < nu; u++) free(full[u]);
+  for (int u = 0; full && u < nu; u++)
+    free(full[u]);
   free(full);
   free(ents);
   free(names);
@@ -192,7 +203,8 @@ done:
   double bad = st == FSDPC_OK ? 0.0 : 1.0;
   fsdpc_err e2;
   if (fsdpc__dist_all_reduce_f64(fsdpc__engine_dist(e), FSDPC_GROUP_WORLD, &bad, 1,
-                                 "adapter folder", &e2) != FSDPC_OK && st == FSDPC_OK)
+                                 "adapter folder", &e2) != FSDPC_OK &&
+      st == FSDPC_OK)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s", e2.msg);
   if (st == FSDPC_OK && bad > 0.0)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "rank 0 could not write the adapter folder %s",
@@ -218,14 +230,17 @@ static uint32_t header_crc(const char *dir) {
   char p[4200];
   snprintf(p, sizeof p, "%s/model.safetensors", dir);
   FILE *f = fopen(p, "rb");
-  if (!f) return 0;
+  if (!f)
+    return 0;
   unsigned char len8[8];
   uint32_t crc = 0;
   if (fread(len8, 1, 8, f) == 8) {
     uint64_t n = 0;
-    for (int i = 7; i >= 0; i--) n = (n << 8) | len8[i];
+    for (int i = 7; i >= 0; i--)
+      n = (n << 8) | len8[i];
     char *h = n < (100u << 20) ? malloc(n + 1) : NULL;
-    if (h && fread(h, 1, n, f) == n) crc = fsdpc__crc32(fsdpc__crc32(0, len8, 8), h, n);
+    if (h && fread(h, 1, n, f) == n)
+      crc = fsdpc__crc32(fsdpc__crc32(0, len8, 8), h, n);
     free(h);
   }
   fclose(f);
@@ -238,7 +253,8 @@ fsdpc_status fsdpc__lora_base_identity(const char *base, char *out, size_t cap, 
     return FSDPC_OK;
   }
   uint32_t idx = crc_of(base, "model.safetensors.index.json");
-  if (!idx) idx = header_crc(base);
+  if (!idx)
+    idx = header_crc(base);
   snprintf(out, cap, "%s (config.json crc32 %08x, weight index crc32 %08x)", base,
            crc_of(base, "config.json"), idx);
   (void)err;
@@ -250,9 +266,11 @@ fsdpc_status fsdpc__lora_state_add_base(const char *base, char **json, fsdpc_err
   FSDPC_TRY(fsdpc__lora_base_identity(base, id, sizeof id, err));
   cJSON *o = cJSON_Parse(*json);
   char *txt = NULL;
-  if (o && cJSON_AddStringToObject(o, "lora_base", id)) txt = cJSON_PrintUnformatted(o);
+  if (o && cJSON_AddStringToObject(o, "lora_base", id))
+    txt = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
-  if (!txt) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the trainer state");
+  if (!txt)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the trainer state");
   free(*json);
   *json = txt;
   return FSDPC_OK;

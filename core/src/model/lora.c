@@ -254,7 +254,8 @@ static int dropping(const fsdpc_model_ctx *m) {
 fsdpc_status fsdpc__lora_apply(const fsdpc_ops *ops, const fsdpc_lora *lo, int j,
                                const fsdpc_model_shape *s, const fsdpc_layer_w *w, void *y,
                                const void *x, int N, void *u, fsdpc_err *err) {
-  if (!w->lora_a[j]) return FSDPC_OK;
+  if (!w->lora_a[j])
+    return FSDPC_OK;
   int in, out;
   fsdpc__lora_dims(s, j, &in, &out);
   FSDPC_TRY(ops->matmul_fwd(ops->ctx, u, x, w->lora_a[j], NULL, N, in, lo->r, err));
@@ -264,7 +265,8 @@ fsdpc_status fsdpc__lora_apply(const fsdpc_ops *ops, const fsdpc_lora *lo, int j
 
 fsdpc_status fsdpc__lora_fwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w, void *y,
                              const void *x, fsdpc_err *err) {
-  if (!m->has_lora || !w->lora_a[j]) return FSDPC_OK;
+  if (!m->has_lora || !w->lora_a[j])
+    return FSDPC_OK;
   int in, out, N = m->N;
   fsdpc__lora_dims(&m->s, j, &in, &out);
   const void *xd = x;

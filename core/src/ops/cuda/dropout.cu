@@ -64,8 +64,8 @@ struct DropoutOp {
   }
 };
 
-extern "C" fsdpc_status fsdpc__cuda_scale_bf16(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *x, size_t n, float s,
-                                          fsdpc_err *err) {
+extern "C" fsdpc_status fsdpc__cuda_scale_bf16(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *x, size_t n,
+                                               float s, fsdpc_err *err) {
   if (n == 0)
     return FSDPC_OK;
   if (!x)

@@ -72,8 +72,8 @@ void fsdpc__ckpt_engine_opts_free(void *keep);
  * slots). lora is needed for MERGED only. */
 enum { FSDPC_CKPT_VIEW_ALL = 0, FSDPC_CKPT_VIEW_TRAINABLE = 1, FSDPC_CKPT_VIEW_MERGED = 2 };
 fsdpc_status fsdpc__ckpt_engine_opts_view(fsdpc_engine *e, const fsdpc_model_shape *shape,
-                                          const fsdpc_lora *lora, int view,
-                                          fsdpc_ckpt_host_opts *o, void **keep, fsdpc_err *err);
+                                          const fsdpc_lora *lora, int view, fsdpc_ckpt_host_opts *o,
+                                          void **keep, fsdpc_err *err);
 
 /* Trainer state handed to the plugin on save (copied), and the one it gave
  * back on load (NULL when the checkpoint had none; owned by h). */

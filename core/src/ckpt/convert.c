@@ -197,8 +197,8 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
   staged = 1;
   double t0 = fsdpc__now();
   for (int r = 0; r < S; r++) {
-    STEP(fsdpc__layout_build(&lay_shape, params, n_params, unit_of, n_units, S, (int)cfg->fsdp.align, r,
-                             &v.lay, err));
+    STEP(fsdpc__layout_build(&lay_shape, params, n_params, unit_of, n_units, S,
+                             (int)cfg->fsdp.align, r, &v.lay, err));
     v.shard = calloc((size_t)v.lay.n_units, sizeof *v.shard);
     if (!v.shard)
       STEP(fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory"));

@@ -214,7 +214,8 @@ static fsdpc_status eng_done(void *ctx, int loaded, fsdpc_err *err) {
 static fsdpc_status eng_gather(void *ctx, int u, int slot, int root, float *full, fsdpc_err *err) {
   engine_view *v = ctx;
   FSDPC_TRY(fsdpc__engine_gather_unit(v->e, v->u0 + u, slot, root, full, err));
-  if (!v->merged) return FSDPC_OK;
+  if (!v->merged)
+    return FSDPC_OK;
   return fsdpc__lora_merge_unit(v->e, v->shape, v->lora, v->u0 + u, root, full, err);
 }
 
@@ -251,8 +252,8 @@ fsdpc_status fsdpc__ckpt_engine_opts(fsdpc_engine *e, const fsdpc_model_shape *s
 }
 
 fsdpc_status fsdpc__ckpt_engine_opts_view(fsdpc_engine *e, const fsdpc_model_shape *shape,
-                                          const fsdpc_lora *lora, int view,
-                                          fsdpc_ckpt_host_opts *o, void **keep, fsdpc_err *err) {
+                                          const fsdpc_lora *lora, int view, fsdpc_ckpt_host_opts *o,
+                                          void **keep, fsdpc_err *err) {
   int np = fsdpc__engine_n_params(e), nu = fsdpc__engine_n_units(e);
   uint32_t ns = fsdpc__engine_n_slots(e);
   /* the view's units are one run of the engine's: the base's units come
@@ -286,7 +287,8 @@ fsdpc_status fsdpc__ckpt_engine_opts_view(fsdpc_engine *e, const fsdpc_model_sha
     uint64_t off;
     int unit;
     const fsdpc_param_info *pi = fsdpc__engine_param(e, p, &off, &unit);
-    if (unit < u0 || unit >= u1) continue;
+    if (unit < u0 || unit >= u1)
+      continue;
     k->params[n] = *pi;
     k->param_offset[n] = off;
     k->param_unit[n] = unit - u0;
@@ -294,8 +296,8 @@ fsdpc_status fsdpc__ckpt_engine_opts_view(fsdpc_engine *e, const fsdpc_model_sha
   }
   for (uint32_t i = 0; i < ns; i++)
     k->slot_names[i] = fsdpc__engine_slot_name(e, i);
-  k->view = (engine_view){.e = e, .u0 = u0, .merged = view == FSDPC_CKPT_VIEW_MERGED,
-                          .lora = lora, .shape = shape};
+  k->view = (engine_view){
+      .e = e, .u0 = u0, .merged = view == FSDPC_CKPT_VIEW_MERGED, .lora = lora, .shape = shape};
   fsdpc_dist *d = fsdpc__engine_dist(e);
   *o = (fsdpc_ckpt_host_opts){.shape = shape,
                               .params = k->params,

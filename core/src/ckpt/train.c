@@ -209,7 +209,8 @@ static fsdpc_status apply_state(fsdpc_ckpt_train *s, const char *dir, fsdpc_err 
       FSDPC_LOGW("%s holds weights only: training starts at step 0 with a fresh optimizer", dir);
     return FSDPC_OK;
   }
-  if (s->plan->has_lora) FSDPC_TRY(check_lora_base(s, json, dir, err));
+  if (s->plan->has_lora)
+    FSDPC_TRY(check_lora_base(s, json, dir, err));
   fsdpc_ckpt_state st;
   char *model = NULL;
   FSDPC_TRY(fsdpc__ckpt_state_parse(json, dir, &st, &model, err));
@@ -371,10 +372,9 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_ckpt_train *s, fsdpc_err *err) {
                                        c->checkpoint.options, &r->fmt, err));
   fsdpc_ckpt_host_opts ho;
   /* LoRA: checkpoints hold the adapters and their optimizer state only */
-  FSDPC_TRY(fsdpc__ckpt_engine_opts_view(s->eng, &s->plan->shape, &s->plan->lora,
-                                         s->plan->has_lora ? FSDPC_CKPT_VIEW_TRAINABLE
-                                                           : FSDPC_CKPT_VIEW_ALL,
-                                         &ho, &r->keep, err));
+  FSDPC_TRY(fsdpc__ckpt_engine_opts_view(
+      s->eng, &s->plan->shape, &s->plan->lora,
+      s->plan->has_lora ? FSDPC_CKPT_VIEW_TRAINABLE : FSDPC_CKPT_VIEW_ALL, &ho, &r->keep, err));
   ho.strategy = fsdpc__strategy_name(s->plan->modes.strategy);
   FSDPC_TRY(fsdpc__ckpt_host_create(&ho, &r->host, err));
   fsdpc__ckpt_host_refuse_nonfinite(r->host, !c->checkpoint.allow_nonfinite);
@@ -453,8 +453,10 @@ static fsdpc_status lora_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", c->checkpoint.dir, FSDPC_CKPT_FINAL_NAME);
   FSDPC_TRY(fsdpc__lora_write_peft(s->eng, &s->plan->lora, c->model.init.from, dir, err));
-  if (s->rank == 0) FSDPC_LOGI("wrote the PEFT adapter folder %s", dir);
-  if (!c->peft.merge_on_save) return FSDPC_OK;
+  if (s->rank == 0)
+    FSDPC_LOGI("wrote the PEFT adapter folder %s", dir);
+  if (!c->peft.merge_on_save)
+    return FSDPC_OK;
   fsdpc_ckpt_host_opts ho;
   void *keep = NULL;
   fsdpc_ckpt_host *merged = NULL, *saved = r->host;
@@ -462,8 +464,10 @@ static fsdpc_status lora_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
                                          FSDPC_CKPT_VIEW_MERGED, &ho, &keep, err));
   ho.strategy = fsdpc__strategy_name(s->plan->modes.strategy);
   fsdpc_status st = fsdpc__ckpt_host_create(&ho, &merged, err);
-  if (st == FSDPC_OK) st = fsdpc__ckpt_host_set_config_yaml(merged, r->config_yaml, err);
-  if (st == FSDPC_OK) st = fsdpc__ckpt_host_set_export(merged, c, err);
+  if (st == FSDPC_OK)
+    st = fsdpc__ckpt_host_set_config_yaml(merged, r->config_yaml, err);
+  if (st == FSDPC_OK)
+    st = fsdpc__ckpt_host_set_export(merged, c, err);
   if (st == FSDPC_OK) {
     const fsdpc_component *p = r->fmt.final;
     int32_t dtype =
@@ -481,7 +485,8 @@ fsdpc_status fsdpc__ckpt_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   if (!c->checkpoint.dir[0])
     return FSDPC_OK;
-  if (s->plan->has_lora) return lora_final(s, err);
+  if (s->plan->has_lora)
+    return lora_final(s, err);
   const fsdpc_component *p = s->run->fmt.final;
   int32_t dtype = strcmp(p->desc->name, "full") == 0 ? c->checkpoint.final_dtype : FSDPC_DTYPE_F32;
   return save(s, FSDPC_CKPT_FINAL_NAME, p, dtype, c->train.max_steps, err);

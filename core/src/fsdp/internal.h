@@ -71,7 +71,6 @@ static inline size_t fsdpc__master_size(const fsdpc_engine *e, const fsdpc_unit 
   return un->frozen ? e->psize : sizeof(float);
 }
 
-
 /* Shard memory (master, grad, optimizer state): the device's, or pinned
  * host memory when offloaded. */
 static inline void *fsdpc__salloc(fsdpc_engine *e, fsdpc_mem_cat cat, size_t bytes) {

@@ -155,10 +155,11 @@ static fsdpc_status build(fsdpc_layout *e, const fsdpc_model_shape *shape,
     /* A unit is frozen or trainable as a whole: frozen shards have no
      * gradient and live in the compute dtype. */
     int nfrozen = 0;
-    for (int i = 0; i < un->n_params; i++) nfrozen += params[un->params[i]].frozen != 0;
+    for (int i = 0; i < un->n_params; i++)
+      nfrozen += params[un->params[i]].frozen != 0;
     if (nfrozen != 0 && nfrozen != un->n_params)
-      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
-                         "unit %s mixes frozen and trainable parameters", un->name);
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "unit %s mixes frozen and trainable parameters",
+                         un->name);
     un->frozen = nfrozen != 0;
     if (!un->frozen && strcmp(params[un->params[0]].module_type, "lora") == 0) {
       size_t len = strlen(un->name), room = sizeof un->name - 6;

@@ -48,7 +48,9 @@ static int always(const builder *b, int u) {
 }
 
 /* Frozen units have no gradients: nothing to allocate, reduce or update. */
-static int frozen(const builder *b, int u) { return b->o->lay->units[u].frozen; }
+static int frozen(const builder *b, int u) {
+  return b->o->lay->units[u].frozen;
+}
 
 static void gather(builder *b, int u) {
   if (always(b, u) || b->resident[u])

@@ -459,18 +459,21 @@ static fsdpc_status local_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err) {
   if (e->dnorm) {
     int first = 1;
     for (int u = 0; u < e->n_units; u++) {
-      if (e->units[u].frozen) continue;
+      if (e->units[u].frozen)
+        continue;
       FSDPC_TRY(e->ops->sumsq_f32_dev(e->ops->ctx, e->dnorm, e->units[u].grad,
                                       e->units[u].shard_numel, !first, err));
       first = 0;
     }
-    if (first) return (*out = 0.0, FSDPC_OK);
+    if (first)
+      return (*out = 0.0, FSDPC_OK);
     return e->ops->download(e->ops->ctx, out, e->dnorm, sizeof(double), err);
   }
   double sumsq = 0.0;
   for (int u = 0; u < e->n_units; u++) {
     double part;
-    if (e->units[u].frozen) continue;
+    if (e->units[u].frozen)
+      continue;
     FSDPC_TRY(e->sops->sumsq_f32(e->sops->ctx, e->units[u].grad, e->units[u].shard_numel, &part,
                                  err));
     sumsq += part;
@@ -582,13 +585,17 @@ static fsdpc_status gather_frozen16(fsdpc_engine *e, fsdpc_unit *un, int root, f
     goto done;
   }
   void *own = (char *)d16 + un->shard_offset * 2;
-  if (e->offload) st = e->ops->upload(e->ops->ctx, own, un->master, sb, err);
-  else if (e->S == 1) st = e->ops->copy_on(e->ops->ctx, own, un->master, sb, NULL, err);
+  if (e->offload)
+    st = e->ops->upload(e->ops->ctx, own, un->master, sb, err);
+  else if (e->S == 1)
+    st = e->ops->copy_on(e->ops->ctx, own, un->master, sb, NULL, err);
   if (st == FSDPC_OK && e->S > 1)
     st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, e->offload ? own : un->master, d16,
                                 un->shard_numel, e->ops->act_dtype, un->name, err);
-  if (st == FSDPC_OK && is_root) st = e->ops->download(e->ops->ctx, h16, d16, hb, err);
-  if (st == FSDPC_OK && is_root) fsdpc__bf16_to_f32_n(h16, full, un->flat_numel);
+  if (st == FSDPC_OK && is_root)
+    st = e->ops->download(e->ops->ctx, h16, d16, hb, err);
+  if (st == FSDPC_OK && is_root)
+    fsdpc__bf16_to_f32_n(h16, full, un->flat_numel);
 done:
   fsdpc__efree(e, FSDPC_MEM_COMM, d16, hb ? hb : 2);
   free(h16);
@@ -601,7 +608,8 @@ fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int roo
   if (un->frozen && slot != FSDPC_SD_SLOT_PARAM)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "unit %s is frozen: no optimizer state",
                        un->name);
-  if (un->frozen && e->psize != sizeof(float)) return gather_frozen16(e, un, root, full, err);
+  if (un->frozen && e->psize != sizeof(float))
+    return gather_frozen16(e, un, root, full, err);
   const float *src = slot == FSDPC_SD_SLOT_PARAM ? un->master
                                                   : un->state + (size_t)slot * un->shard_numel;
   size_t fb = un->flat_numel * sizeof(float), sb = un->shard_numel * sizeof(float);

@@ -102,10 +102,13 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     size_t sb = un->shard_numel * sizeof(float);
     if (un->frozen) { /* compute dtype, no grad, no optimizer state */
       size_t fb = un->shard_numel * e->psize;
-      if (!(un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, fb))) goto oom;
-      if ((st = e->sops->memset0(e->sops->ctx, un->master, fb, err)) != FSDPC_OK) goto fail;
+      if (!(un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, fb)))
+        goto oom;
+      if ((st = e->sops->memset0(e->sops->ctx, un->master, fb, err)) != FSDPC_OK)
+        goto fail;
       un->grad_clean = 1;
-      if (fsdpc__unit_resident(e, un)) un->full = un->master;
+      if (fsdpc__unit_resident(e, un))
+        un->full = un->master;
       continue;
     }
     un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, sb);
@@ -304,7 +307,8 @@ static fsdpc_status fill_shards(fsdpc_engine *e, int which, segment_fn fn, void 
   for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
     fsdpc_unit *un = &e->units[u];
     int adapter = unit_is_adapter(e, un);
-    if ((which == FILL_BASE && adapter) || (which == FILL_ADAPTERS && !adapter)) continue;
+    if ((which == FILL_BASE && adapter) || (which == FILL_ADAPTERS && !adapter))
+      continue;
     int direct = on_host && !(un->frozen && narrow);
     if (direct) {
       un->stage_stale = 1;
@@ -313,11 +317,13 @@ static fsdpc_status fill_shards(fsdpc_engine *e, int which, segment_fn fn, void 
     }
     memset(stage, 0, un->shard_numel * sizeof(float)); /* padding stays zero */
     st = for_each_segment(e, u, stage, fn, arg, err);
-    if (st != FSDPC_OK) break;
+    if (st != FSDPC_OK)
+      break;
     if (un->frozen && narrow) {
       uint16_t *dst = e->offload ? (uint16_t *)un->master : stage16;
       fsdpc__f32_to_bf16_n(stage, dst, un->shard_numel);
-      if (!e->offload) st = e->ops->upload(e->ops->ctx, un->master, stage16, un->shard_numel * 2, err);
+      if (!e->offload)
+        st = e->ops->upload(e->ops->ctx, un->master, stage16, un->shard_numel * 2, err);
     } else {
       st = e->ops->upload(e->ops->ctx, un->master, stage, un->shard_numel * sizeof(float), err);
     }
@@ -361,9 +367,9 @@ fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *
   fsdpc_status st = FSDPC_OK;
   for (int p = 0; p < e->n_params && st == FSDPC_OK; p++)
     if (!fsdpc__lora_kind(e->params[p].kind)) /* adapters are not in a base checkpoint */
-      st = fsdpc__hf_ckpt_expect(ck, e->params[p].name, e->params[p].ndim, e->params[p].shape,
-                                 err);
-  if (st == FSDPC_OK) st = fill_shards(e, FILL_BASE, load_segment, ck, err);
+      st = fsdpc__hf_ckpt_expect(ck, e->params[p].name, e->params[p].ndim, e->params[p].shape, err);
+  if (st == FSDPC_OK)
+    st = fill_shards(e, FILL_BASE, load_segment, ck, err);
   fsdpc__hf_ckpt_close(ck);
   return st;
 }
@@ -381,7 +387,8 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
     return NULL;
   }
   int narrow = e->units[u].frozen && e->psize != sizeof(float); /* a bf16 frozen shard */
-  if (!narrow && (e->ops->device == FSDPC_DEVICE_CPU || e->offload)) return device_shard(e, u, slot);
+  if (!narrow && (e->ops->device == FSDPC_DEVICE_CPU || e->offload))
+    return device_shard(e, u, slot);
   size_t per = 1 + (size_t)e->n_slots, i = (size_t)u * per + (size_t)(slot + 1);
   if (!e->mirror && !(e->mirror = calloc((size_t)e->n_units * per, sizeof(float *)))) {
     fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory for checkpoint staging");
@@ -398,16 +405,19 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
     if (narrow) { /* widened on the host; read-only (frozen shards are never loaded) */
       size_t n = e->units[u].shard_numel;
       uint16_t *h = e->offload ? (uint16_t *)e->units[u].master : malloc(n * 2 + 2);
-      if (!h || (!e->offload && e->ops->download(e->ops->ctx, h, e->units[u].master, n * 2,
-                                                 err) != FSDPC_OK)) {
-        if (!e->offload) free(h);
+      if (!h || (!e->offload &&
+                 e->ops->download(e->ops->ctx, h, e->units[u].master, n * 2, err) != FSDPC_OK)) {
+        if (!e->offload)
+          free(h);
         free(m);
-        if (!h) fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory staging unit %s",
-                            e->units[u].name);
+        if (!h)
+          fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory staging unit %s",
+                      e->units[u].name);
         return NULL;
       }
       fsdpc__bf16_to_f32_n(h, m, n);
-      if (!e->offload) free(h);
+      if (!e->offload)
+        free(h);
     } else if (e->ops->download(e->ops->ctx, m, device_shard(e, u, slot), b, err) != FSDPC_OK) {
       free(m);
       return NULL;

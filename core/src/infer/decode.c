@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "infer/infer.h"
-#include "model/lora.h"
 #include "model/ctx.h"
+#include "model/lora.h"
 
 #define OP(name, ...) FSDPC_TRY(d->ops->name(d->dev, __VA_ARGS__))
 
@@ -65,7 +65,8 @@ static int list_bufs(fsdpc_decoder *d, dbuf *b) {
   B_(act, B * F * a);
   B_(rstd, B * sizeof(float));
   B_(logits, B * (size_t)s->V * sizeof(float));
-  if (d->lora.r) B_(lora_u, B * (size_t)d->lora.r * a);
+  if (d->lora.r)
+    B_(lora_u, B * (size_t)d->lora.r * a);
 #undef B_
   return n;
 }
@@ -117,7 +118,8 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
   d->attn_opts = o->attention_opts;
   d->B = o->B;
   d->maxT = o->max_len;
-  if (o->lora) d->lora = *o->lora;
+  if (o->lora)
+    d->lora = *o->lora;
   d->len = calloc((size_t)d->B, sizeof *d->len);
   d->h_pos = calloc((size_t)d->B, sizeof *d->h_pos);
   d->kc = calloc((size_t)s->L, sizeof *d->kc);
@@ -220,7 +222,8 @@ fsdpc_status fsdpc__decoder_prefill(fsdpc_decoder *d, const fsdpc_infer_weights 
                              .ops = d->ops,
                              .lora = d->lora.r ? &d->lora : NULL};
   fsdpc_status st = fsdpc__model_ctx_create(&mo, &m, err);
-  if (st == FSDPC_OK) fsdpc__model_set_lora_round(m, 0, 0); /* no dropout */
+  if (st == FSDPC_OK)
+    fsdpc__model_set_lora_round(m, 0, 0); /* no dropout */
   if (st == FSDPC_OK)
     st = fsdpc__model_set_batch(m, tokens, labels, NULL, err);
   if (st == FSDPC_OK)

@@ -17,7 +17,8 @@ fsdpc_status fsdpc__model_embed_fwd(fsdpc_model_ctx *m, const void *wte, fsdpc_e
 }
 
 fsdpc_status fsdpc__model_embed_bwd(fsdpc_model_ctx *m, float *dwte, fsdpc_err *err) {
-  if (!dwte) return FSDPC_OK; /* frozen */
+  if (!dwte)
+    return FSDPC_OK; /* frozen */
   OP(embedding_bwd, dwte, m->dres, m->tokens, m->N, m->s.C, m->s.V, err);
   return FSDPC_OK;
 }

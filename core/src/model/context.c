@@ -205,7 +205,8 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
   fsdpc_status st = setup_attention(m, o, err);
   if (st == FSDPC_OK) st = alloc_buffers(m, err);
   if (st == FSDPC_OK) st = init_tables(m, err);
-  if (st == FSDPC_OK && o->lora) st = fsdpc__lora_ctx_alloc(m, o->lora, err);
+  if (st == FSDPC_OK && o->lora)
+    st = fsdpc__lora_ctx_alloc(m, o->lora, err);
   if (st != FSDPC_OK) {
     fsdpc__model_ctx_destroy(m);
     return st;

@@ -71,12 +71,12 @@ struct fsdpc_model_ctx {
   /* LoRA (model/lora.c) */
   int has_lora;
   fsdpc_lora lora;
-  void **lora_u;                 /* (n_acts * 7): s * drop(x) @ A^T (N, r), targeted only */
-  void *lora_xd, *lora_dx;       /* (N, largest in) dropped input, input gradient */
-  void *lora_du;                 /* (N, r) */
-  float *dnorm_sink;             /* (C) weight grads of a frozen norm, discarded */
-  uint64_t lora_round;           /* dropout round of this micro-batch */
-  int lora_train;                /* dropout on */
+  void **lora_u;           /* (n_acts * 7): s * drop(x) @ A^T (N, r), targeted only */
+  void *lora_xd, *lora_dx; /* (N, largest in) dropped input, input gradient */
+  void *lora_du;           /* (N, r) */
+  float *dnorm_sink;       /* (C) weight grads of a frozen norm, discarded */
+  uint64_t lora_round;     /* dropout round of this micro-batch */
+  int lora_train;          /* dropout on */
   uint64_t lora_bytes;
 
   uint64_t bytes;                /* everything above */

@@ -58,7 +58,8 @@ void fsdpc__layer_grad_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_g *g)
 /* A frozen norm's weight gradient goes to a scratch sink, zeroed first. */
 static fsdpc_status norm_grad(fsdpc_model_ctx *m, float *g, float **out, fsdpc_err *err) {
   *out = g;
-  if (g) return FSDPC_OK;
+  if (g)
+    return FSDPC_OK;
   *out = m->dnorm_sink;
   return m->ops->memset0(m->dev, m->dnorm_sink, (size_t)m->s.C * sizeof(float), err);
 }

@@ -35,9 +35,15 @@ typedef struct fsdpc_model_shape {
 /* Parameter kinds, in Hugging Face named_parameters() order per module. */
 typedef enum fsdpc_param_kind {
   FSDPC_P_EMBED,
-  FSDPC_P_Q, FSDPC_P_K, FSDPC_P_V, FSDPC_P_O,
-  FSDPC_P_GATE, FSDPC_P_UP, FSDPC_P_DOWN,
-  FSDPC_P_LN1, FSDPC_P_LN2,
+  FSDPC_P_Q,
+  FSDPC_P_K,
+  FSDPC_P_V,
+  FSDPC_P_O,
+  FSDPC_P_GATE,
+  FSDPC_P_UP,
+  FSDPC_P_DOWN,
+  FSDPC_P_LN1,
+  FSDPC_P_LN2,
   FSDPC_P_NORM,
   FSDPC_P_HEAD,
   /* LoRA adapters (model/lora.h): projection j = kind - FSDPC_P_Q (0..6) has

@@ -243,9 +243,8 @@ fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_wor
     goto fail;
   p->n_base_params = p->n_params;
   if ((st = fsdpc__lora_from_config(cfg, &p->lora, &p->has_lora, err)) != FSDPC_OK ||
-      (p->has_lora &&
-       (st = fsdpc__lora_add_params(&p->shape, &p->lora, &p->params, &p->n_params, err)) !=
-           FSDPC_OK))
+      (p->has_lora && (st = fsdpc__lora_add_params(&p->shape, &p->lora, &p->params, &p->n_params,
+                                                   err)) != FSDPC_OK))
     goto fail;
   if ((st = fsdpc__registry_create((const char *const *)cfg->plugins.paths.items,
                                    cfg->plugins.paths.n, &p->reg, err)) != FSDPC_OK)

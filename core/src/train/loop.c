@@ -42,8 +42,10 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
     /* LoRA dropout masks: one round per (step, micro-batch, rank), so a
      * resumed run draws the same ones */
     fsdpc__model_set_lora_round(
-        s->mctx, ((uint64_t)step * (uint64_t)s->plan->modes.batch.accum + (uint64_t)m) *
-                         (uint64_t)world + (uint64_t)rank, 1);
+        s->mctx,
+        ((uint64_t)step * (uint64_t)s->plan->modes.batch.accum + (uint64_t)m) * (uint64_t)world +
+            (uint64_t)rank,
+        1);
     double ls = 0.0;
     int64_t cnt = 0;
     FSDPC_TRY(fsdpc__engine_micro_step(s->eng, s->mctx, grad_scale,
@@ -116,7 +118,9 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
   }
   const int32_t *pp[1] = {ids};
   fsdpc_infer_weights w = {.ctx = s->eng, .block = engine_block, .done = engine_done};
-  fsdpc_decoder_opts dopt = {.shape = &s->plan->shape, .ops = s->ops, .attention = s->plan->attn,
+  fsdpc_decoder_opts dopt = {.shape = &s->plan->shape,
+                             .ops = s->ops,
+                             .attention = s->plan->attn,
                              .lora = s->plan->has_lora ? &s->plan->lora : NULL,
                              .attention_opts = s->cfg->attention.options};
   fsdpc_gen_opts g = {.max_new_tokens = n, .eos = eos, .n_eos = eos[1] >= 0 ? 2 : 1,

@@ -182,7 +182,8 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
      * under LoRA it holds only the adapters, so the base is loaded first */
   } else if (cfg->model.init.from[0]) {
     STEP(fsdpc__ckpt_load_hf_checked(s->eng, s->plan, cfg->model.init.from, err));
-    if (p->has_lora) STEP(fsdpc__engine_init_adapters(s->eng, (uint64_t)cfg->train.seed, err));
+    if (p->has_lora)
+      STEP(fsdpc__engine_init_adapters(s->eng, (uint64_t)cfg->train.seed, err));
   } else {
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));
   }

@@ -382,7 +382,8 @@ static float *device_shard(fsdpc_engine *e, int u, int slot) {
 }
 
 float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err) {
-  if (u < 0 || u >= e->n_units || slot < FSDPC_SD_SLOT_PARAM || slot >= (int)e->n_slots) {
+  if (u < 0 || u >= e->n_units || slot < FSDPC_SD_SLOT_PARAM || slot >= (int)e->n_slots ||
+      (e->units[u].frozen && slot != FSDPC_SD_SLOT_PARAM)) {
     fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "host_shard: unit %d slot %d out of range", u, slot);
     return NULL;
   }

@@ -264,8 +264,8 @@ static void lora_case(size_t n, int off, float p) {
 }
 
 START_TEST(lora_dropout_scale) {
-  lora_case(4099, 0, 0.1f);    /* 16-byte path and a tail */
-  lora_case(777, 1, 0.5f);     /* misaligned: scalar path */
+  lora_case(4099, 0, 0.1f); /* 16-byte path and a tail */
+  lora_case(777, 1, 0.5f);  /* misaligned: scalar path */
   lora_case(65536, 0, 0.05f);
 }
 END_TEST

@@ -79,6 +79,14 @@ PY
   run rescv "${LORA[@]}" checkpoint.resume="$TMP/cv" train.max_steps=12 -- --nproc-per-node 2 ||
     fail "resume from the converted checkpoint"
   grep -q "resumed from" "$TMP/rescv.log" || fail "the converted checkpoint was not resumed"
+  # the shipped CPU LoRA config trains on top of an HF folder (this run's merged one)
+  SRC=$(cd "$(dirname "$0")/../.." && pwd)
+  timeout 120 "$FSDPC" train "$SRC/configs/tiny-lora-cpu.yaml" model.config="$ck/final-merged" \
+    model.init.from="$ck/final-merged" data.train="$TMP/qa.tok" train.max_steps=3 \
+    schedule.warmup_steps=1 train.eval_every=0 train.micro_batch_size=2 log.dir="$TMP/shipped" \
+    checkpoint.dir="$TMP/shipped/ck" >"$TMP/shipped.log" 2>&1 || fail "configs/tiny-lora-cpu.yaml"
+  [ -f "$TMP/shipped/ck/final/adapter_model.safetensors" ] && [ -f "$TMP/shipped/ck/final-merged/model.safetensors" ] ||
+    fail "configs/tiny-lora-cpu.yaml: no adapter or merged folder"
   last() { grep '"step": *20' "$1/metrics.jsonl" | head -1 | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(repr(r["loss"]), repr(r["grad_norm"]))'; }
   [ "$(last "$TMP/full")" = "$(last "$TMP/res1")" ] || fail "world-1 resume not bit-exact: $(last "$TMP/full") vs $(last "$TMP/res1")"
   ;;

@@ -208,6 +208,39 @@ START_TEST(frozen_base_and_init) {
 }
 END_TEST
 
+/* PEFT's scaling: alpha / r, alpha / sqrt(r) with rslora; target bits. */
+START_TEST(scaling_and_targets) {
+  const char *base = "model: {vocab_size: 40, hidden_size: 16, intermediate_size: 24,\n"
+                     "        num_hidden_layers: 1, num_attention_heads: 4}\n";
+  struct {
+    const char *peft;
+    float scale;
+    unsigned targets;
+  } cases[] = {
+      {"peft: {method: lora, r: 4, alpha: 6}\n", 1.5f, 0x5u}, /* PEFT's default q_proj, v_proj */
+      {"peft: {method: lora, r: 4, alpha: 6, rslora: true, target_modules: [all-linear]}\n", 3.0f,
+       0x7fu},
+      {"peft: {method: lora, r: 16, alpha: 32, target_modules: [down_proj, o_proj]}\n", 2.0f,
+       0x48u},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char yaml[512];
+    snprintf(yaml, sizeof yaml, "%s%s", base, cases[i].peft);
+    fsdpc_config *c = NULL;
+    fsdpc_err err;
+    ok(fsdpc__config_from_string(yaml, "s.yaml", NULL, 0, &c, &err), &err);
+    fsdpc_lora lo;
+    int on = 0;
+    ok(fsdpc__lora_from_config(c, &lo, &on, &err), &err);
+    ck_assert_int_eq(on, 1);
+    ck_assert_msg(fabsf(lo.scale - cases[i].scale) < 1e-6f, "case %zu: scale %g, want %g", i,
+                  lo.scale, cases[i].scale);
+    ck_assert_uint_eq(lo.targets, cases[i].targets);
+    fsdpc__config_destroy(c);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("lora");
   TCase *tc = tcase_create("grad");
@@ -215,6 +248,7 @@ int main(void) {
   tcase_add_test(tc, fd_no_dropout);
   tcase_add_test(tc, fd_dropout_checkpointing);
   tcase_add_test(tc, frozen_base_and_init);
+  tcase_add_test(tc, scaling_and_targets);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -7,6 +7,7 @@
 #           resuming is bit-exact at world 1 and within 1e-5 resharded at
 #           world 2; the final outputs are a PEFT adapter folder and the
 #           merged HF folder;
+#   plan    the planner's shard, collective and peak bytes against the engine's;
 #   config  bad peft blocks get one line and a non-zero exit.
 source "$(dirname "$0")/common.sh"
 CASE=${1:-equiv}
@@ -89,6 +90,57 @@ PY
     fail "configs/tiny-lora-cpu.yaml: no adapter or merged folder"
   last() { grep '"step": *20' "$1/metrics.jsonl" | head -1 | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(repr(r["loss"]), repr(r["grad_norm"]))'; }
   [ "$(last "$TMP/full")" = "$(last "$TMP/res1")" ] || fail "world-1 resume not bit-exact: $(last "$TMP/full") vs $(last "$TMP/res1")"
+  ;;
+plan)
+  # the planner against the engine: shard bytes, collective bytes per step
+  # exact and the total peak within 5%, at 2 and 4 ranks under every strategy
+  SRC=$(cd "$(dirname "$0")/../.." && pwd)
+  for n in 2 4; do
+    cat >"$TMP/spec$n.yaml" <<YAML
+base: $SRC/configs/tiny-cpu.yaml
+set: {train.threads: 1, train.eval_every: 0, data.eval_fraction: 0, schedule.warmup_steps: 1,
+      data.train: $TMP/qa.tok, data.seq_len: 32, train.micro_batch_size: 4, peft.method: lora,
+      peft.r: 8, peft.dropout: 0.1, peft.target_modules: [all-linear]}
+matrix:
+  fsdp.sharding_strategy:
+    - FULL_SHARD
+    - SHARD_GRAD_OP
+    - NO_SHARD
+    - {name: HYBRID_SHARD, fsdp.sharding_strategy: HYBRID_SHARD, fsdp.hybrid_shard_size: 2}
+    - {name: FULL_SHARD/ckpt/accum2, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2,
+       fsdp.activation_checkpointing: true}
+nproc_per_node: $n
+warmup_steps: 1
+steps: 1
+repeats: 1
+timeout_s: 120
+YAML
+    "$FSDPC" bench "$TMP/spec$n.yaml" --out "$TMP/out$n" >"$TMP/table$n.txt" 2>"$TMP/err$n.txt" ||
+      fail "bench at $n ranks: $(tail -3 "$TMP/err$n.txt")"
+    python3 - "$TMP/out$n/bench.json" "$n" <<'PY' || fail "planner vs engine at $n ranks"
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r["source"] == "fsdpc"]
+assert len(rows) == 5, [r["name"] for r in rows]
+bad = []
+for r in rows:
+    if not r["ok"]:
+        bad.append("%s failed: %s" % (r["name"], r.get("reason")))
+        continue
+    p = r["planned"]
+    pt, mt = p["peak_bytes"]["total"], r["peak_bytes"]["total"]
+    print("world %s %-28s planned %8.3f MiB measured %8.3f MiB" % (sys.argv[2], r["name"], pt / 2**20, mt / 2**20))
+    if abs(pt - mt) > 0.05 * mt:
+        bad.append("%s: total peak planned %d measured %d" % (r["name"], pt, mt))
+    for k in ("params", "grads", "optim"):
+        if p[k] != r["shard_bytes"][k]:
+            bad.append("%s: %s planned %d measured %d" % (r["name"], k, p[k], r["shard_bytes"][k]))
+    for k in ("all_gather", "reduce_scatter", "all_reduce"):
+        if p["comm_bytes_per_step"][k] != r["comm_bytes_per_step"][k]:
+            bad.append("%s: %s planned %d measured %d" % (r["name"], k, p["comm_bytes_per_step"][k], r["comm_bytes_per_step"][k]))
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+  done
   ;;
 config)
   bad() { # overrides... expected-substring

@@ -77,6 +77,7 @@ typedef struct fsdpc_layout {
   fsdpc_block *blocks;         /* (L + 2) */
   int n_blocks;
   uint64_t max_shard, max_flat;
+  uint64_t max_grad_shard; /* largest shard of a trainable unit (reduce-scatter landing) */
 } fsdpc_layout;
 
 /* Checks the plan (every module's parameters in one unit, no empty unit)

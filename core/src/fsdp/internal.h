@@ -48,6 +48,7 @@ struct fsdpc_engine {
   const fsdpc_ops *sops;       /* where shard math runs: the CPU table when offloaded */
   uint64_t host_pinned;        /* bytes of pinned host memory held (offload) */
   uint64_t max_shard, max_flat;
+  uint64_t max_grad_shard;     /* largest trainable shard: the reduce-scatter landing buffers */
   fsdpc_program prog[FSDPC_PROGRAM_NKINDS]; /* the step as data (program.h) */
 };
 

@@ -161,6 +161,7 @@ static fsdpc_status build(fsdpc_layout *e, const fsdpc_model_shape *shape,
       return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "unit %s mixes frozen and trainable parameters",
                          un->name);
     un->frozen = nfrozen != 0;
+    if (!un->frozen && un->shard_numel > e->max_grad_shard) e->max_grad_shard = un->shard_numel;
     if (!un->frozen && strcmp(params[un->params[0]].module_type, "lora") == 0) {
       size_t len = strlen(un->name), room = sizeof un->name - 6;
       memmove(un->name + 5, un->name, (len < room ? len : room) + 1);

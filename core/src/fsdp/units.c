@@ -74,6 +74,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   e->blocks = lay.blocks;
   e->n_blocks = lay.n_blocks;
   e->max_shard = lay.max_shard;
+  e->max_grad_shard = lay.max_grad_shard;
   e->max_flat = lay.max_flat;
   fsdpc_program_opts po;
   fsdpc__program_opts_for(&lay, e->S, o->dist->replica_size, e->ops->act_dtype == FSDPC_DTYPE_F32,
@@ -136,9 +137,10 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     /* grads accumulate in the shard (offloaded: in a device buffer, then D2H) */
     if (e->S == 1 && !e->offload) un->full_grad = un->grad;
   }
-  if (e->S > 1 && !(e->rs_scratch = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_shard * 4)))
+  if (e->S > 1 && !(e->rs_scratch = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_grad_shard * 4)))
     goto oom;
-  if (e->S > 1 && e->reduce_bf16 && !(e->rs16 = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_shard * 2)))
+  if (e->S > 1 && e->reduce_bf16 &&
+      !(e->rs16 = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_grad_shard * 2)))
     goto oom;
   /* the global grad norm sums on the device and downloads once */
   if (!e->offload && e->ops->sumsq_f32_dev &&
@@ -202,8 +204,8 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   fsdpc_err ignore;
   fsdpc__engine_host_shards_done(e, 0, &ignore);
   if (e->opt) e->ov->destroy(e->opt);
-  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs_scratch, e->max_shard * 4);
-  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs16, e->max_shard * 2);
+  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs_scratch, e->max_grad_shard * 4);
+  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs16, e->max_grad_shard * 2);
   fsdpc__efree(e, FSDPC_MEM_OTHER, e->dnorm, sizeof(double));
   free(e->otensors);
   for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)

@@ -188,9 +188,9 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
       track(&r.t, FSDPC_MEM_OTHER, (int64_t)sizeof(double));
   }
   if (S > 1)
-    track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_shard * 4);
+    track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_grad_shard * 4);
   if (S > 1 && r.bf16)
-    track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_shard * 2);
+    track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_grad_shard * 2);
   track(&r.t, FSDPC_MEM_ACTIVATIONS, (int64_t)out->activations);
 
   /* The step's programs, as the engine builds them on this device: device

@@ -88,6 +88,14 @@ fsdpc_status fsdpc__lora_merge_unit(fsdpc_engine *e, const fsdpc_model_shape *s,
   return st;
 }
 
+/* The config's decimal value back from the float it is kept in (0.05, not
+ * 0.05000000074505806). */
+static double decimal(float v) {
+  char b[32];
+  snprintf(b, sizeof b, "%.7g", (double)v);
+  return strtod(b, NULL);
+}
+
 static char *adapter_config(const fsdpc_lora *lo, const char *base, fsdpc_err *err) {
   cJSON *o = cJSON_CreateObject();
   cJSON *t = cJSON_AddArrayToObject(o, "target_modules");
@@ -98,8 +106,8 @@ static char *adapter_config(const fsdpc_lora *lo, const char *base, fsdpc_err *e
   cJSON_AddStringToObject(o, "task_type", "CAUSAL_LM");
   cJSON_AddStringToObject(o, "base_model_name_or_path", base);
   cJSON_AddNumberToObject(o, "r", lo->r);
-  cJSON_AddNumberToObject(o, "lora_alpha", lo->alpha);
-  cJSON_AddNumberToObject(o, "lora_dropout", lo->dropout);
+  cJSON_AddNumberToObject(o, "lora_alpha", decimal(lo->alpha));
+  cJSON_AddNumberToObject(o, "lora_dropout", decimal(lo->dropout));
   cJSON_AddBoolToObject(o, "use_rslora", lo->rslora);
   cJSON_AddStringToObject(o, "bias", "none");
   cJSON_AddBoolToObject(o, "fan_in_fan_out", 0);

@@ -88,6 +88,14 @@ PY
     checkpoint.dir="$TMP/shipped/ck" >"$TMP/shipped.log" 2>&1 || fail "configs/tiny-lora-cpu.yaml"
   [ -f "$TMP/shipped/ck/final/adapter_model.safetensors" ] && [ -f "$TMP/shipped/ck/final-merged/model.safetensors" ] ||
     fail "configs/tiny-lora-cpu.yaml: no adapter or merged folder"
+  # a LoRA run's final/ replaces a full fine-tune's final/ of the same folder, whole
+  timeout 120 "$FSDPC" train "$CFG" train.max_steps=3 log.dir="$TMP/rep" checkpoint.dir="$TMP/rep/ck" \
+    >"$TMP/rep.log" 2>&1 || fail "full run into rep"
+  [ -f "$TMP/rep/ck/final/model.safetensors" ] || fail "no full final/"
+  timeout 120 "$FSDPC" train "$CFG" "${LORA[@]}" train.max_steps=3 log.dir="$TMP/rep" \
+    checkpoint.dir="$TMP/rep/ck" >"$TMP/rep2.log" 2>&1 || fail "LoRA run over a full final/"
+  [ -f "$TMP/rep/ck/final/adapter_config.json" ] && [ ! -e "$TMP/rep/ck/final/model.safetensors" ] &&
+    [ -z "$(ls -A "$TMP/rep/ck" | grep -v '^final$')" ] || fail "final/ not replaced whole: $(ls -A "$TMP/rep/ck" "$TMP/rep/ck/final")"
   last() { grep '"step": *20' "$1/metrics.jsonl" | head -1 | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(repr(r["loss"]), repr(r["grad_norm"]))'; }
   [ "$(last "$TMP/full")" = "$(last "$TMP/res1")" ] || fail "world-1 resume not bit-exact: $(last "$TMP/full") vs $(last "$TMP/res1")"
   ;;
@@ -100,7 +108,7 @@ plan)
 base: $SRC/configs/tiny-cpu.yaml
 set: {train.threads: 1, train.eval_every: 0, data.eval_fraction: 0, schedule.warmup_steps: 1,
       data.train: $TMP/qa.tok, data.seq_len: 32, train.micro_batch_size: 4, peft.method: lora,
-      peft.r: 8, peft.dropout: 0.1, peft.target_modules: [all-linear]}
+      peft.r: 8, peft.dropout: 0.1, peft.target_modules: [all-linear], checkpoint.dir: $TMP/bck}
 matrix:
   fsdp.sharding_strategy:
     - FULL_SHARD

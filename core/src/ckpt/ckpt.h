@@ -136,11 +136,11 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
 #define FSDPC_CKPT_MERGED_NAME "final-merged" /* LoRA with peft.merge_on_save */
 
 /* LoRA (ckpt/lora.c). Collective. The PEFT adapter folder of the engine's
- * adapters (base: base_model_name_or_path), written whole into dir or not at
- * all; and, for the merged export, full (unit u of the frozen base, gathered
+ * adapters (base: base_model_name_or_path), written whole as root/name (an
+ * earlier folder of that name replaced) or not at all; and, for the merged export, full (unit u of the frozen base, gathered
  * to root) += s * B @ A of every adapted projection in it. */
 fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const char *base,
-                                    const char *dir, fsdpc_err *err);
+                                    const char *root, const char *name, fsdpc_err *err);
 /* The identity of a LoRA run's base (model.init.from): its path and the
  * CRC-32 of its config.json and weight index, one line; "random init" for
  * "". A LoRA checkpoint records it and a resume refuses another base. */

@@ -124,44 +124,33 @@ static char *adapter_config(const fsdpc_lora *lo, const char *base, fsdpc_err *e
   return txt;
 }
 
-/* Root's part: the two files into a staging folder, then one rename. */
-static fsdpc_status write_folder(const char *dir, const fsdpc_lora *lo, const char *base,
-                                 const fsdpc_st_entry *ents, uint32_t n, fsdpc_err *err) {
-  char tmp[4096], old[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp", dir);
-  snprintf(old, sizeof old, "%s.old", dir);
-  char cmd_path[4200];
-  FSDPC_TRY(fsdpc__mkdir_p(tmp, err));
-  snprintf(cmd_path, sizeof cmd_path, "%s/adapter_model.safetensors", tmp);
-  FSDPC_TRY(fsdpc__st_write(cmd_path, ents, n, FSDPC_DTYPE_F32, NULL, err));
-  char *cfg = adapter_config(lo, base, err);
-  if (!cfg)
-    return FSDPC_SYSTEM_ERROR;
-  snprintf(cmd_path, sizeof cmd_path, "%s/adapter_config.json", tmp);
-  int rc = fsdpc__write_small_file(cmd_path, cfg, strlen(cfg));
+/* Root's part: the two files into root/.tmp-<name>, then the checkpoint
+ * module's commit (an earlier folder of that name, of any format, is
+ * replaced only once the new one is whole). */
+static fsdpc_status write_folder(const char *root, const char *name, const fsdpc_lora *lo,
+                                 const char *base, const fsdpc_st_entry *ents, uint32_t n,
+                                 fsdpc_err *err) {
+  char tmp[4096], path[4200];
+  snprintf(tmp, sizeof tmp, "%s/.tmp-%s", root, name);
+  FSDPC_TRY(fsdpc__ckpt_stage_begin(root, name, err));
+  snprintf(path, sizeof path, "%s/adapter_model.safetensors", tmp);
+  fsdpc_status st = fsdpc__st_write(path, ents, n, FSDPC_DTYPE_F32, NULL, err);
+  char *cfg = st == FSDPC_OK ? adapter_config(lo, base, err) : NULL;
+  if (st == FSDPC_OK && !cfg) st = FSDPC_SYSTEM_ERROR;
+  snprintf(path, sizeof path, "%s/adapter_config.json", tmp);
+  if (st == FSDPC_OK && fsdpc__write_small_file(path, cfg, strlen(cfg)) != 0)
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot write (disk full or read-only?)", path);
   free(cfg);
-  if (rc != 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot write (disk full or read-only?)",
-                       cmd_path);
-  /* an earlier folder of the same name is replaced only once the new one is whole */
-  if (access(dir, F_OK) == 0 && rename(dir, old) != 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot move the old adapter folder aside",
-                       dir);
-  if (rename(tmp, dir) != 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot rename %s into place", dir, tmp);
-  if (access(old, F_OK) == 0) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/adapter_model.safetensors", old);
-    unlink(p);
-    snprintf(p, sizeof p, "%s/adapter_config.json", old);
-    unlink(p);
-    rmdir(old);
+  if (st == FSDPC_OK) st = fsdpc__ckpt_stage_commit(root, name, 0, err);
+  if (st != FSDPC_OK) {
+    fsdpc_err e2;
+    fsdpc__ckpt_rm_rf(tmp, &e2);
   }
-  return FSDPC_OK;
+  return st;
 }
 
 fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const char *base,
-                                    const char *dir, fsdpc_err *err) {
+                                    const char *root, const char *name, fsdpc_err *err) {
   int nu = fsdpc__engine_n_units(e), np = fsdpc__engine_n_params(e);
   int is_root = fsdpc__engine_dist(e)->rank == 0;
   float **full = calloc((size_t)nu, sizeof *full);
@@ -200,7 +189,7 @@ fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const
                                .data = full[u] + off};
     n++;
   }
-  st = write_folder(dir, lo, base, ents, n, err);
+  st = write_folder(root, name, lo, base, ents, n, err);
 done:
   for (int u = 0; full && u < nu; u++)
     free(full[u]);
@@ -215,8 +204,8 @@ done:
       st == FSDPC_OK)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s", e2.msg);
   if (st == FSDPC_OK && bad > 0.0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "rank 0 could not write the adapter folder %s",
-                       dir);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "rank 0 could not write the adapter folder %s/%s",
+                       root, name);
   return st;
 }
 

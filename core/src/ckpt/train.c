@@ -452,7 +452,8 @@ static fsdpc_status lora_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
   fsdpc_ckpt_run *r = s->run;
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", c->checkpoint.dir, FSDPC_CKPT_FINAL_NAME);
-  FSDPC_TRY(fsdpc__lora_write_peft(s->eng, &s->plan->lora, c->model.init.from, dir, err));
+  FSDPC_TRY(fsdpc__lora_write_peft(s->eng, &s->plan->lora, c->model.init.from,
+                                   c->checkpoint.dir, FSDPC_CKPT_FINAL_NAME, err));
   if (s->rank == 0)
     FSDPC_LOGI("wrote the PEFT adapter folder %s", dir);
   if (!c->peft.merge_on_save)

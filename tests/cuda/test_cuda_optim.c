@@ -49,7 +49,8 @@ static void compare(const char *name, fsdpc_optim_init in, int steps) {
   ck_assert_int_eq(vt->create(&in, &cpu), FSDPC_OK);
   in.device = FSDPC_DEVICE_CUDA;
   ck_assert_msg(vt->create(&in, &gpu) == FSDPC_OK, "%s", stub_last_error());
-  fsdpc_situation sit = {.struct_size = sizeof sit, .device = FSDPC_DEVICE_CUDA};
+  fsdpc_situation sit = {
+      .struct_size = sizeof sit, .device = FSDPC_DEVICE_CUDA, .host = stub_host()};
   ck_assert_int_eq(vt->supports(&sit), FSDPC_OK);
   const uint32_t slots = vt->n_slots(gpu);
   layout L;
@@ -114,6 +115,7 @@ static fsdpc_optim_init base_init(void) {
   fsdpc_optim_init in;
   memset(&in, 0, sizeof in);
   in.struct_size = sizeof in;
+  in.host = stub_host(); /* ABI 1.1: the host comes with the call */
   return in;
 }
 

@@ -7,6 +7,7 @@
 
 #include "fsdp/internal.h"
 #include "io/hf_ckpt.h"
+#include "plugin/call.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -86,7 +87,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   /* Offloaded: the optimizer runs on the CPU over the host shards. */
   fsdpc_optim_init oinit = *o->optim_init;
   if (e->offload) oinit.device = FSDPC_DEVICE_CPU;
-  int32_t r = e->ov->create(&oinit, &e->opt);
+  int32_t r = fsdpc__call_optim_create(o->optim, &oinit, &e->opt);
   if (r != FSDPC_OK) {
     st = fsdpc__plugin_fail(o->optim, r, err);
     goto fail;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model/ctx.h"
+#include "plugin/call.h"
 
 fsdpc_layer_acts *fsdpc__model_acts(fsdpc_model_ctx *m, int l) {
   return &m->acts[m->n_acts == 1 ? 0 : l];
@@ -112,19 +113,20 @@ static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_op
                                     fsdpc_err *err) {
   const fsdpc_model_shape *s = o->shape;
   int dev_index = m->ops->device == FSDPC_DEVICE_CPU ? -1 : 0;
-  if (m->av->create) {
-    int32_t r = m->av->create(o->attention_opts, m->ops->device, dev_index, &m->actx);
-    if (r != FSDPC_OK) return fsdpc__plugin_fail(m->attn, r, err);
-  }
+  int32_t r =
+      fsdpc__call_attn_create(m->attn, o->attention_opts, m->ops->device, dev_index, &m->actx);
+  if (r != FSDPC_OK)
+    return fsdpc__plugin_fail(m->attn, r, err);
   m->ashape = (fsdpc_attn_shape){.struct_size = sizeof(fsdpc_attn_shape),
                                  .B = o->B, .T = o->T, .NH = s->NH, .KVH = s->KVH,
                                  .HD = s->HD, .causal = 1,
                                  .scale = (float)(1.0 / sqrt((double)s->HD)),
-                                 .dtype = m->ops->act_dtype, .device = m->ops->device};
+                                 .dtype = m->ops->act_dtype, .device = m->ops->device,
+                                 .host = m->attn->host};
   if (m->av->supports && m->av->supports(&m->ashape) != FSDPC_OK)
     return fsdpc__plugin_fail(m->attn, FSDPC_UNSUPPORTED, err);
   m->asizes.struct_size = sizeof m->asizes;
-  int32_t r = m->av->sizes(m->actx, &m->ashape, &m->asizes);
+  r = m->av->sizes(m->actx, &m->ashape, &m->asizes);
   return r == FSDPC_OK ? FSDPC_OK : fsdpc__plugin_fail(m->attn, r, err);
 }
 

@@ -314,6 +314,9 @@ typedef struct fsdpc_attn_shape {
   /* Appended in 1.1: the host making the call (supports, sizes, forward,
    * backward), for a plugin without a per-device context. */
   const fsdpc_host_api *host;
+  /* Appended in 1.1: CPU threads to use (train.threads); 0 = the plugin's
+   * choice (e.g. omp_get_max_threads()). */
+  int32_t num_threads;
 } fsdpc_attn_shape;
 
 typedef struct fsdpc_attn_sizes {

@@ -164,6 +164,7 @@ typedef struct fsdpc_config_checkpoint {
   int final_dtype; /* FSDPC_DTYPE_* */
   fsdpc_opts *options;
   bool allow_nonfinite; /* load weights/optimizer state holding NaN/Inf */
+  double write_mib_s;   /* a save's write rate per rank for the grace warning; 0 = measure */
 } fsdpc_config_checkpoint;
 
 typedef struct fsdpc_config_log {

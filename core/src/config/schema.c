@@ -355,6 +355,11 @@ static const fsdpc_cfg_key keys[] = {
           "load a checkpoint whose weights or optimizer state hold NaN/Inf (refused by default, "
           "naming the tensor)",
           NONE_),
+    FLOAT_("checkpoint.write_mib_s", checkpoint.write_mib_s, "0",
+           "MiB/s a save writes per rank, for the start-up warning that a save may not fit "
+           "dist.term_grace_s; 0 = measure it (a probe write in checkpoint.dir, when the save "
+           "exceeds 10 MiB/s x the grace)",
+           RANGE_(0, 1e6)),
 
     /* ---- log ---- */
     PATH_("log.dir", log.dir, "out", "folder for logs, metrics and (by default) checkpoints",

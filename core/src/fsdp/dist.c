@@ -91,7 +91,7 @@ fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const 
     d->stream = d->ops->stream(d->ops->ctx);
     if (!(d->dscratch = d->ops->alloc(d->ops->ctx, FSDPC_MEM_COMM,
                                       FSDPC_DIST_SCALARS * sizeof(double))))
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of device memory for collectives");
+      return fsdpc__ops_oom(d->ops, err, "for collectives (device scratch)");
   }
   fsdpc_comm_init ci = {.struct_size = sizeof ci, .opts = opts, .store = store,
                         .store_prefix = prefix, .rank = rank, .world_size = world_size,

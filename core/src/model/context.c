@@ -122,7 +122,7 @@ static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_op
                                  .HD = s->HD, .causal = 1,
                                  .scale = (float)(1.0 / sqrt((double)s->HD)),
                                  .dtype = m->ops->act_dtype, .device = m->ops->device,
-                                 .host = m->attn->host};
+                                 .host = m->attn->host, .num_threads = o->threads};
   if (m->av->supports && m->av->supports(&m->ashape) != FSDPC_OK)
     return fsdpc__plugin_fail(m->attn, FSDPC_UNSUPPORTED, err);
   m->asizes.struct_size = sizeof m->asizes;
@@ -160,11 +160,11 @@ static fsdpc_status alloc_buffers(fsdpc_model_ctx *m, fsdpc_err *err) {
   m->bytes = total_bytes(s, m->B, m->T, m->ckpt, act, m->xent_scratch_bytes, &m->asizes);
   return FSDPC_OK;
 oom:
-  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                     "out of memory for activations (micro-batch %d x %d); lower "
-                     "train.micro_batch_size or data.seq_len, or enable "
-                     "fsdp.activation_checkpointing",
-                     m->B, m->T);
+  return fsdpc__ops_oom(m->ops, err,
+                        "for activations (micro-batch %d x %d); lower "
+                        "train.micro_batch_size or data.seq_len, or enable "
+                        "fsdp.activation_checkpointing",
+                        m->B, m->T);
 }
 
 static fsdpc_status init_tables(fsdpc_model_ctx *m, fsdpc_err *err) {

@@ -128,10 +128,27 @@ typedef struct fsdpc_ops {
   fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc,
                               const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
                               int HD, int maxT, float scale, fsdpc_err *err);
+  /* (optional: NULL on the CPU, whose alloc and free fail only for want of
+   * memory) The error behind the last failed alloc / alloc_on or free /
+   * free_on, which report by NULL or not at all; taken: OK when none is
+   * kept. Read it through fsdpc__ops_oom and fsdpc__ops_freed. */
+  fsdpc_status (*take_error)(void *ctx, fsdpc_err *err);
 } fsdpc_ops;
+
+/* After alloc or alloc_on gave NULL: the device's own reason when it kept
+ * one (a device fault must not read as "out of memory"), as "<what>:
+ * <reason>"; else "out of memory <what>". what is a printf format, e.g.
+ * "gathering unit %s (%zu bytes)". (ops.c) */
+fsdpc_status fsdpc__ops_oom(const fsdpc_ops *ops, fsdpc_err *err, const char *fmt, ...)
+    FSDPC_PRINTF(3, 4);
+/* After free or free_on: the error the free kept, if any (else OK). */
+fsdpc_status fsdpc__ops_freed(const fsdpc_ops *ops, fsdpc_err *err);
 
 /* The CPU reference table (ops/cpu/table.c). */
 const fsdpc_ops *fsdpc__ops_cpu(void);
+/* The CPU table in out, its ops run by teams of *threads OpenMP threads
+ * (<= 0: OpenMP's default); threads must outlive out. Returns out. */
+const fsdpc_ops *fsdpc__ops_cpu_team(fsdpc_ops *out, const int *threads);
 
 /* The CUDA table over a device context (ops/cuda/table_cuda.c; CUDA builds
  * only). ctx is an fsdpc_cuda_ctx. */

@@ -86,6 +86,7 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
                        (long long)b->global, (long long)b->micro, world);
   b->accum = b->global / (b->micro * world);
   b->steps_per_epoch = -1;
+  b->max_steps = c->train.max_steps;
 
   /* Precision: the CPU is the fp32 reference; CUDA computes in bf16 with
    * fp32 master weights, gradients and optimizer state. */

@@ -41,6 +41,10 @@ typedef struct fsdpc_run_variant {
 typedef struct fsdpc_run_batch {
   int64_t global, micro, accum, seq_len;
   int64_t steps_per_epoch; /* of the training data; -1 = not known (no data opened) */
+  /* Steps the run trains: train.max_steps, or train.epochs x steps_per_epoch
+   * once the data is known (fsdpc__dataset_plan). Read this, not the
+   * config: the config stays as the user wrote it. */
+  int64_t max_steps;
 } fsdpc_run_batch;
 
 typedef struct fsdpc_run_modes {

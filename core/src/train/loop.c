@@ -152,7 +152,7 @@ fsdpc_status fsdpc__session_step(fsdpc_session *s, fsdpc_session_step *out, int 
   double dt = fsdpc__now() - t0;
   fsdpc__engine_comm_bytes(s->eng, &s->last_comm);
   double eval_loss = NAN;
-  int last = step + 1 == c->train.max_steps;
+  int last = step + 1 == s->plan->modes.batch.max_steps;
   if (s->eval_ld && ((c->train.eval_every > 0 && (step + 1) % c->train.eval_every == 0) || last))
     FSDPC_TRY(fsdpc__session_eval(s, &eval_loss, err));
   fsdpc__report_step(s, step + 1, loss, lr, gnorm, dt, eval_loss);
@@ -196,7 +196,7 @@ fsdpc_status fsdpc__session_generate_prompts(fsdpc_session *s, fsdpc_err *err) {
 }
 
 fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
-  while (s->next_step < s->cfg->train.max_steps) {
+  while (s->next_step < s->plan->modes.batch.max_steps) {
     fsdpc_session_step m;
     int stop = 0;
     FSDPC_TRY(fsdpc__session_step(s, &m, &stop, err));

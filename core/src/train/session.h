@@ -42,14 +42,14 @@ typedef struct fsdpc_session {
 
   fsdpc_comm_bytes last_comm;   /* collective bytes of the last step */
   const fsdpc_ops *ops;         /* the device this rank computes on */
-  fsdpc_ops ops_dev;            /* its table, when not the CPU */
+  fsdpc_ops ops_dev;            /* its table (on the CPU: with cpu_threads) */
   void *cuda;                   /* fsdpc_cuda_ctx, with train.device cuda */
   fsdpc_mem_stats run_peak;     /* per-category peaks over every step so far */
   double comm_s_total;          /* seconds inside collectives, all steps */
   FILE *metrics;               /* rank 0: log.dir/metrics.jsonl */
   int progress;                /* draw a progress bar */
   double t_start;
-  int omp_threads_before;      /* the caller's OpenMP team size, restored at destroy */
+  int cpu_threads;             /* train.threads: the CPU ops' team size (0: OpenMP's default) */
   int64_t next_step;           /* 0-based index of the next step to run */
   int started;                 /* the start memory report was written */
   fsdpc_tb *tb;                /* rank 0, log.tensorboard: the event file */
@@ -79,7 +79,7 @@ fsdpc_status fsdpc__session_finish(fsdpc_session *s, fsdpc_err *err);
 /* The config's generation prompts, answers on stdout (rank 0). */
 fsdpc_status fsdpc__session_generate_prompts(fsdpc_session *s, fsdpc_err *err);
 
-/* Trains cfg->train.max_steps steps, evaluating and logging as configured,
+/* Trains the run plan's max_steps steps, evaluating and logging as configured,
  * then runs the generation prompts. */
 fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err);
 

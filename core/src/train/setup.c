@@ -80,7 +80,7 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
  * whose ordinal is the local rank (bf16 compute, fp32 master weights). */
 static fsdpc_status setup_device(fsdpc_session *s, fsdpc_err *err) {
   if (s->cfg->train.device == FSDPC_DEVICE_CPU) {
-    s->ops = fsdpc__ops_cpu();
+    s->ops = fsdpc__ops_cpu_team(&s->ops_dev, &s->cpu_threads);
     return FSDPC_OK;
   }
 #ifdef FSDPC_WITH_CUDA
@@ -124,10 +124,10 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   s->env = *env;
   s->t_start = fsdpc__now();
   int world = env->world_size, rank = env->rank;
-  /* train.threads sets the OpenMP team size of the CPU ops; the caller's
-   * setting comes back when the session is destroyed. */
-  s->omp_threads_before = omp_get_max_threads();
-  if (cfg->train.threads > 0) omp_set_num_threads((int)cfg->train.threads);
+  /* train.threads is the OpenMP team size of the CPU ops, the optimizer and
+   * the attention plugin, handed to each call (never omp_set_num_threads:
+   * the caller's OpenMP settings stay as they are). */
+  s->cpu_threads = cfg->train.threads > 0 ? (int)cfg->train.threads : 0;
 
 #define STEP(x)                                                                                \
   do {                                                                                         \
@@ -167,7 +167,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .optim = p->optim,
                           .optim_init = &oi,
                           .decay_norm_and_bias = cfg->optim.decay_norm_and_bias,
-                          .threads = omp_get_max_threads(),
+                          .threads = s->cpu_threads > 0 ? s->cpu_threads : omp_get_max_threads(),
                           .ops = s->ops,
                           .forward_prefetch = md->forward_prefetch,
                           .backward_prefetch = md->backward_prefetch,
@@ -191,7 +191,8 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                              .activation_checkpointing = md->activation_checkpointing,
                              .attention = p->attn,
                              .attention_opts = cfg->attention.options,
-                             .ops = s->ops};
+                             .ops = s->ops,
+                             .threads = s->cpu_threads};
   STEP(fsdpc__model_ctx_create(&mo, &s->mctx, err));
   STEP(open_data(s, err));
   STEP(fsdpc__tokenizer_open(cfg->data.tokenizer, &s->tok, err));
@@ -199,7 +200,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                               fsdpc__tokenizer_vocab_size(s->tok), err));
   STEP(fsdpc__dataset_plan(cfg, s->train_ld, &s->plan->modes.batch, world, rank, err));
   STEP(fsdpc__schedule_init(&s->sched, schedule_name(cfg->schedule.name), cfg->optim.lr,
-                            cfg->train.max_steps, cfg->schedule.warmup_steps,
+                            p->modes.batch.max_steps, cfg->schedule.warmup_steps,
                             cfg->schedule.warmup_ratio, cfg->schedule.min_lr,
                             cfg->schedule.min_lr_ratio, err));
   s->ckpt = (fsdpc_ckpt_train){.cfg = cfg,
@@ -247,6 +248,5 @@ void fsdpc__session_destroy(fsdpc_session *s) {
 #ifdef FSDPC_WITH_CUDA
   fsdpc__cuda_ctx_destroy(s->cuda); /* after everything that holds device memory */
 #endif
-  if (s->omp_threads_before > 0) omp_set_num_threads(s->omp_threads_before);
   free(s);
 }

@@ -23,6 +23,7 @@
  * D_i is taken from P and dP rather than from `out`, so the gradient is that
  * of exactly the P that was saved. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -77,6 +78,13 @@ static int32_t check_shape(const fsdpc_attn_shape *s) {
     return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
                          "attention naive: scale %g must be finite and > 0", (double)s->scale);
   return FSDPC_OK;
+}
+
+/* The team size: the host's num_threads (1.1), else OpenMP's default. */
+static int team_of(const fsdpc_attn_shape *s) {
+  if (FSDPC_HAS_FIELD(s, fsdpc_attn_shape, num_threads) && s->num_threads > 0)
+    return s->num_threads;
+  return omp_get_max_threads();
 }
 
 static const int32_t *doc_ids_of(const fsdpc_attn_shape *s) {
@@ -148,7 +156,7 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
   const float scale = s->scale;
   const int32_t *doc_ids = doc_ids_of(s); // (B, T) or NULL
 
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(team_of(s))
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < NH; h++) {
       const int g = h / rep;
@@ -231,7 +239,7 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
 
   /* One task per (b, kv head): it owns dk, dv of that head and dq of the
    * query heads that read it, so no two threads write the same element. */
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(team_of(s))
   for (int b = 0; b < B; b++) {
     for (int g = 0; g < KVH; g++) {
       const int32_t *doc = doc_ids ? doc_ids + (size_t)b * T : NULL;

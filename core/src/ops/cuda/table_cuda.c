@@ -8,18 +8,33 @@
 #include "util/log.h"
 
 /* The table's alloc / free report failure by NULL and not at all: the
- * CUDA error behind it is logged here so that a sticky device fault is not
- * read later as "out of memory" only. */
-static void *c_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
+ * CUDA error behind it is kept in the context for the caller to take
+ * (take_error, through fsdpc__ops_oom / fsdpc__ops_freed), so that a sticky
+ * device fault is not read as "out of memory". A failed free is logged too:
+ * a free in a destroy path has nobody to tell. */
+static void *c_alloc_on(void *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream) {
   void *p = NULL;
   fsdpc_err err;
-  if (fsdpc__cuda_alloc(ctx, cat, bytes, NULL, &p, &err) == FSDPC_OK) return p;
-  FSDPC_LOGE("%s", err.msg);
+  if (fsdpc__cuda_alloc(ctx, cat, bytes, stream, &p, &err) == FSDPC_OK)
+    return p;
+  fsdpc__cuda_keep_mem_error(ctx, &err);
   return NULL;
 }
-static void c_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
+static void c_free_on(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes, void *stream) {
   fsdpc_err err;
-  if (fsdpc__cuda_free(ctx, cat, p, bytes, NULL, &err) != FSDPC_OK) FSDPC_LOGE("%s", err.msg);
+  if (fsdpc__cuda_free(ctx, cat, p, bytes, stream, &err) == FSDPC_OK)
+    return;
+  FSDPC_LOGE("%s", err.msg);
+  fsdpc__cuda_keep_mem_error(ctx, &err);
+}
+static void *c_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
+  return c_alloc_on(ctx, cat, bytes, NULL);
+}
+static void c_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
+  c_free_on(ctx, cat, p, bytes, NULL);
+}
+static fsdpc_status c_take_error(void *ctx, fsdpc_err *err) {
+  return fsdpc__cuda_take_mem_error(ctx, err);
 }
 static void *c_stream(void *ctx) { return fsdpc__cuda_compute_stream(ctx); }
 static void *c_comm_stream(void *ctx) { return fsdpc__cuda_comm_stream(ctx); }
@@ -28,17 +43,6 @@ static fsdpc_status c_event_record(void *ctx, int slot, void *stream, fsdpc_err 
 }
 static fsdpc_status c_stream_wait(void *ctx, void *stream, int slot, fsdpc_err *err) {
   return fsdpc__cuda_stream_wait_event(ctx, stream, slot, err);
-}
-static void *c_alloc_on(void *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream) {
-  void *p = NULL;
-  fsdpc_err err;
-  if (fsdpc__cuda_alloc(ctx, cat, bytes, stream, &p, &err) == FSDPC_OK) return p;
-  FSDPC_LOGE("%s", err.msg);
-  return NULL;
-}
-static void c_free_on(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes, void *stream) {
-  fsdpc_err err;
-  if (fsdpc__cuda_free(ctx, cat, p, bytes, stream, &err) != FSDPC_OK) FSDPC_LOGE("%s", err.msg);
 }
 static fsdpc_status c_cast_params_on(void *ctx, void *dst, const float *src, size_t n,
                                      void *stream, fsdpc_err *err) {
@@ -202,5 +206,6 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .rope_fwd = c_rope_fwd, .rope_bwd = c_rope_bwd, .swiglu_fwd = c_swiglu_fwd,
       .swiglu_bwd = c_swiglu_bwd, .add = c_add, .add_inplace = c_add_inplace,
       .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
-      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached};
+      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached,
+      .take_error = c_take_error};
 }

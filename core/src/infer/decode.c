@@ -139,11 +139,12 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
   *out = d;
   return FSDPC_OK;
 oom:
+  st = fsdpc__ops_oom(ops, err,
+                      "for the KV cache (%d rows x %d tokens); use fewer prompts per batch or "
+                      "fewer new tokens",
+                      o->B, o->max_len);
   fsdpc__decoder_destroy(d);
-  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                     "out of memory for the KV cache (%d rows x %d tokens); use fewer prompts "
-                     "per batch or fewer new tokens",
-                     o->B, o->max_len);
+  return st;
 }
 
 int fsdpc__decoder_len(const fsdpc_decoder *d, int b) {

@@ -199,14 +199,14 @@ static fsdpc_status to_device(fsdpc_infer_model *m, const fsdpc_layout *lay, flo
     size_t n = m->params[p].numel;
     const float *src = shard[lay->param_unit[p]] + lay->param_offset[p];
     if (!(m->w[p] = ops->alloc(ops->ctx, FSDPC_MEM_PARAMS, n * ops->act_size)))
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of device memory for %s", m->params[p].name);
+      return fsdpc__ops_oom(ops, err, "for %s", m->params[p].name);
     if (ops->act_dtype == FSDPC_DTYPE_F32) {
       FSDPC_TRY(ops->upload(ops->ctx, m->w[p], src, n * sizeof(float), err));
       continue;
     }
     float *tmp = ops->alloc(ops->ctx, FSDPC_MEM_OTHER, n * sizeof(float));
     if (!tmp)
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of device memory");
+      return fsdpc__ops_oom(ops, err, "staging %s", m->params[p].name);
     fsdpc_status st = ops->upload(ops->ctx, tmp, src, n * sizeof(float), err);
     if (st == FSDPC_OK)
       st = ops->cast_params(ops->ctx, m->w[p], tmp, n, err);

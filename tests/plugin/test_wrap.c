@@ -3,6 +3,7 @@
  * the plugin ABI 1.1 host context (bottom). */
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/opts.h"
@@ -352,6 +353,33 @@ START_TEST(legacy_attention_gets_its_context_from_create) {
 }
 END_TEST
 
+/* A 1.0 statedict plugin probes through its 1.0 member; a 1.1 attention
+ * plugin gets create_call (with the host) rather than create. */
+START_TEST(the_host_picks_the_member_of_the_plugins_abi) {
+  fsdpc_registry *reg = open_dir(FSDPC_TEST_ABI10_DIR);
+  const fsdpc_component *sd = pick(reg, FSDPC_KIND_STATEDICT, "v10");
+  char dir[] = "/tmp/fsdpc-abi10-XXXXXX", marker[64];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ck_assert_int_eq(fsdpc__call_sd_probe(sd, dir), FSDPC_UNSUPPORTED);
+  snprintf(marker, sizeof marker, "%s/v10.marker", dir);
+  FILE *f = fopen(marker, "w");
+  ck_assert_ptr_nonnull(f);
+  fclose(f);
+  ck_assert_int_eq(fsdpc__call_sd_probe(sd, dir), FSDPC_OK);
+  remove(marker);
+  remove(dir);
+  const fsdpc_component *a = pick(reg, FSDPC_KIND_ATTENTION, "v11");
+  fsdpc_attn_ctx *ctx = NULL;
+  ck_assert_int_eq(fsdpc__call_attn_create(a, NULL, FSDPC_DEVICE_CPU, -1, &ctx), FSDPC_OK);
+  fsdpc_attn_shape sh = {.struct_size = sizeof sh, .B = 1, .T = 2, .NH = 1, .KVH = 1, .HD = 4};
+  fsdpc_attn_shape with_host = fsdpc__call_attn_shape(a, &sh);
+  fsdpc_attn_sizes sz = {.struct_size = sizeof sz};
+  ck_assert_int_eq(((const fsdpc_attention_v1 *)a->vtable)->sizes(ctx, &with_host, &sz), FSDPC_OK);
+  ck_assert_uint_eq(sz.saved_bytes, 2); /* create_call ran, with this host */
+  fsdpc__registry_destroy(reg);
+}
+END_TEST
+
 /* Two registries load the same in-tree plugin file (one dlopen handle, two
  * entry calls). Each host's calls report to that host, and the first keeps
  * working after the second is destroyed: a plugin holding the host table of
@@ -413,6 +441,7 @@ int main(void) {
   tcase_add_test(tc, legacy_wrap_plans_through_its_1_0_member);
   tcase_add_test(tc, legacy_attention_gets_its_context_from_create);
   tcase_add_test(tc, two_hosts_in_one_process);
+  tcase_add_test(tc, the_host_picks_the_member_of_the_plugins_abi);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_set_fork_status(sr, CK_NOFORK);

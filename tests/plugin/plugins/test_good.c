@@ -13,7 +13,13 @@
  *                     through the global host); flag 0 is refused with a
  *                     set_error message
  *   attention "v10"   create() (1.0) makes a context; sizes() says whether
- *                     it got it (saved_bytes 1) or not (0) */
+ *                     it got it (saved_bytes 1) or not (0)
+ *   statedict "v10"   probe() (1.0): OK for a folder holding "v10.marker"
+ * and one component of the 1.1 layout, to see the host prefer the *_call
+ * member over the 1.0 one:
+ *   attention "v11"   create() would fail; create_call() keeps call->host in
+ *                     the context, and sizes() says (saved_bytes 2) that it
+ *                     is the host of the shape */
 #include <stddef.h>
 #include <string.h>
 
@@ -132,6 +138,21 @@ static const fsdpc_component_desc picky = {
     .vtable = &picky_vt,
 };
 #ifdef TEST_ABI10
+/* A test component: kind, name, vtable, description, options. */
+#define TEST_COMPONENT(var, kind_, name_, vt, what, opts, n_opts)                                  \
+  static const fsdpc_component_desc var = {.struct_size = sizeof(fsdpc_component_desc),            \
+                                           .kind = kind_,                                          \
+                                           .name = name_,                                          \
+                                           .version = "0.1.0",                                     \
+                                           .iface_version = 1,                                     \
+                                           .default_score = 1,                                     \
+                                           .description = what,                                    \
+                                           .capabilities = "-",                                    \
+                                           .options = opts,                                        \
+                                           .n_options = n_opts,                                    \
+                                           .vtable = vt}
+#include <stdio.h>
+#include <sys/stat.h>
 static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint32_t n_params,
                     uint32_t *unit_of_param, uint32_t *n_units) {
   int64_t per_unit = 1;
@@ -195,31 +216,62 @@ static const fsdpc_attention_v1 attn_vt = {
     .backward = attn_backward,
 };
 
-static const fsdpc_component_desc wrap = {
-    .struct_size = sizeof(fsdpc_component_desc),
-    .kind = FSDPC_KIND_WRAP,
-    .name = "v10",
-    .version = "0.1.0",
-    .iface_version = 1,
-    .default_score = 1,
-    .description = "test: a 1.0 wrap plugin",
-    .capabilities = "-",
-    .options = options,
-    .n_options = 1,
-    .vtable = &wrap_vt,
+TEST_COMPONENT(wrap, FSDPC_KIND_WRAP, "v10", &wrap_vt, "test: a 1.0 wrap plugin", options, 1);
+TEST_COMPONENT(attn, FSDPC_KIND_ATTENTION, "v10", &attn_vt,
+               "test: a 1.0 attention plugin with a context", NULL, 0);
+static int32_t sd_probe(const char *dir) {
+  char p[4096];
+  struct stat sb;
+  snprintf(p, sizeof p, "%s/v10.marker", dir);
+  return stat(p, &sb) == 0 ? FSDPC_OK : FSDPC_UNSUPPORTED;
+}
+static int32_t sd_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, const char *dir,
+                       const fsdpc_sd_save_opts *so) {
+  return FSDPC_UNSUPPORTED;
+}
+static int32_t sd_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, const char *dir,
+                       int32_t with_optimizer) {
+  return FSDPC_UNSUPPORTED;
+}
+static const fsdpc_statedict_v1 sd_vt = {
+    .struct_size = offsetof(fsdpc_statedict_v1, probe_call), /* the 1.0 layout */
+    .probe = sd_probe,
+    .save = sd_save,
+    .load = sd_load,
 };
-static const fsdpc_component_desc attn = {
-    .struct_size = sizeof(fsdpc_component_desc),
-    .kind = FSDPC_KIND_ATTENTION,
-    .name = "v10",
-    .version = "0.1.0",
-    .iface_version = 1,
-    .default_score = 1,
-    .description = "test: a 1.0 attention plugin with a context",
-    .capabilities = "-",
-    .vtable = &attn_vt,
+TEST_COMPONENT(sd, FSDPC_KIND_STATEDICT, "v10", &sd_vt, "test: a 1.0 statedict plugin (probe only)",
+               NULL, 0);
+
+/* 1.1: the context keeps the host of its create_call. */
+static struct fsdpc_attn_ctx v11_ctx;
+static const fsdpc_host_api *v11_host;
+static int32_t v11_create_old(const fsdpc_opts *opts, int32_t device, int32_t device_index,
+                              fsdpc_attn_ctx **out) {
+  return FSDPC_INTERNAL_ERROR; /* the 1.1 host must call create_call */
+}
+static int32_t v11_create_call(const fsdpc_call *call, int32_t device, int32_t device_index,
+                               fsdpc_attn_ctx **out) {
+  v11_host = call->host;
+  *out = &v11_ctx;
+  return FSDPC_OK;
+}
+static int32_t v11_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc_attn_sizes *out) {
+  out->saved_bytes = ctx == &v11_ctx && v11_host && v11_host == s->host ? 2 : 0;
+  out->fwd_workspace = out->bwd_workspace = 0;
+  return FSDPC_OK;
+}
+static const fsdpc_attention_v1 v11_vt = {
+    .struct_size = sizeof(fsdpc_attention_v1),
+    .create = v11_create_old,
+    .destroy = attn_destroy,
+    .sizes = v11_sizes,
+    .forward = attn_forward,
+    .backward = attn_backward,
+    .create_call = v11_create_call,
 };
-static const fsdpc_component_desc *const components[] = {&good, &picky, &wrap, &attn};
+TEST_COMPONENT(v11, FSDPC_KIND_ATTENTION, "v11", &v11_vt,
+               "test: a 1.1 attention plugin (create_call)", NULL, 0);
+static const fsdpc_component_desc *const components[] = {&good, &picky, &wrap, &attn, &sd, &v11};
 #else
 static const fsdpc_component_desc *const components[] = {&good, &picky};
 #endif

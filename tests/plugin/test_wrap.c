@@ -2,6 +2,7 @@
  * untied, loaded through the registry and configured through options; and
  * the plugin ABI 1.1 host context (bottom). */
 #include <check.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -390,6 +391,13 @@ START_TEST(two_hosts_in_one_process) {
   const fsdpc_component *ca = pick(a, FSDPC_KIND_WRAP, "size");
   const fsdpc_component *cb = pick(b, FSDPC_KIND_WRAP, "size");
   ck_assert_ptr_ne(ca->host, cb->host);
+  /* Each host reports its own run's threads (train.threads) in device_info. */
+  fsdpc__registry_set_threads(a, 3);
+  fsdpc_device_info da = {.struct_size = sizeof da}, db = {.struct_size = sizeof db};
+  ck_assert_int_eq(ca->host->device_info(ca->host->host_ctx, &da), FSDPC_OK);
+  ck_assert_int_eq(cb->host->device_info(cb->host->host_ctx, &db), FSDPC_OK);
+  ck_assert_int_eq(da.num_threads, 3);
+  ck_assert_int_eq(db.num_threads, omp_get_max_threads());
   uint32_t n_units = 0;
   fsdpc_err err;
   int32_t st = fsdpc__call_wrap_plan(cb, NULL, NULL, 3, NULL, &n_units);

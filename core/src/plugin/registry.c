@@ -430,6 +430,10 @@ void fsdpc__registry_set_device(fsdpc_registry *reg, int32_t device, int32_t dev
   reg->dev.device_index = device == FSDPC_DEVICE_CPU ? -1 : device_index;
 }
 
+void fsdpc__registry_set_threads(fsdpc_registry *reg, int32_t num_threads) {
+  reg->dev.num_threads = num_threads > 0 ? num_threads : 0;
+}
+
 int fsdpc__registry_count(const fsdpc_registry *reg) {
   return loaded_all(reg)->n_comps;
 }

@@ -138,6 +138,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   STEP(setup_device(s, err));
   fsdpc_run_world rw = {.world_size = world, .nproc_per_node = env->local_world_size};
   STEP(fsdpc__run_plan_create(cfg, &rw, 0, &s->plan, err));
+  fsdpc__registry_set_threads(s->plan->reg, s->cpu_threads); /* host device_info */
   const fsdpc_run_plan *p = s->plan;
   const fsdpc_run_modes *md = &p->modes;
 

@@ -7,6 +7,7 @@
 
 #include "fsdp/internal.h"
 #include "io/hf_ckpt.h"
+#include "model/init_rng.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -290,10 +291,24 @@ static fsdpc_status init_segment(fsdpc_engine *e, int p, uint64_t lo, uint64_t h
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std,
-                                       fsdpc_err *err) {
+/* On the device: the same elements made by a kernel in place (ops init_f32). */
+static fsdpc_status init_segment_dev(fsdpc_engine *e, int p, uint64_t lo, uint64_t hi, float *dst,
+                                     void *arg, fsdpc_err *err) {
+  init_arg *a = arg;
+  const fsdpc_param_info *pi = &e->params[p];
+  int ones = fsdpc__model_init_is_ones(pi);
+  uint64_t key = ones ? 0 : fsdpc__init_key(a->seed, pi->name);
+  return e->ops->init_f32(e->ops->ctx, dst, hi - lo, key, lo, a->std, ones, err);
+}
+
+fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std, fsdpc_err *err) {
   init_arg a = {seed, std};
-  return fill_shards(e, init_segment, &a, err);
+  if (!e->ops->init_f32 || e->offload)
+    return fill_shards(e, init_segment, &a, err);
+  /* Device shards: no host work and no copy; padding stays zero from create. */
+  for (int u = 0; u < e->n_units; u++)
+    FSDPC_TRY(for_each_segment(e, u, e->units[u].master, init_segment_dev, &a, err));
+  return e->ops->sync(e->ops->ctx, err);
 }
 
 static fsdpc_status load_segment(fsdpc_engine *e, int p, uint64_t lo, uint64_t hi, float *dst,

@@ -128,6 +128,12 @@ typedef struct fsdpc_ops {
   fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc,
                               const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
                               int HD, int maxT, float scale, fsdpc_err *err);
+  /* (optional: NULL on the CPU) The random init in device memory: dst (n,
+   * fp32) = elements [elem_offset, elem_offset + n) of the tensor whose
+   * stream is key (model/init_rng.h, equal to the CPU's bit for bit), or
+   * all 1 when ones is set. */
+  fsdpc_status (*init_f32)(void *ctx, float *dst, size_t n, uint64_t key, uint64_t elem_offset,
+                           double std, int ones, fsdpc_err *err);
 } fsdpc_ops;
 
 /* The CPU reference table (ops/cpu/table.c). */

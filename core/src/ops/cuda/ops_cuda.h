@@ -183,6 +183,12 @@ fsdpc_status fsdpc__cuda_attn_cached(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const
                                      const int32_t *pos, int B, int n, int NH, int KVH, int HD,
                                      int maxT, float scale, fsdpc_err *err);
 
+/* ---- init.cu ---- the random init on the device: dst[i] =
+ * fsdpc__init_normal(key, elem_offset + i, std) (model/init_rng.h, the CPU's
+ * function bit for bit), or 1 when ones is set; on the compute stream. */
+fsdpc_status fsdpc__cuda_init_f32(fsdpc_cuda_ctx *ctx, float *dst, size_t n, uint64_t key,
+                                  uint64_t elem_offset, double std, int ones, fsdpc_err *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -184,6 +184,10 @@ static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const voi
                                   int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
   return fsdpc__cuda_attn_cached(ctx, out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, err);
 }
+static fsdpc_status c_init_f32(void *ctx, float *dst, size_t n, uint64_t key,
+                               uint64_t elem_offset, double std, int ones, fsdpc_err *err) {
+  return fsdpc__cuda_init_f32(ctx, dst, n, key, elem_offset, std, ones, err);
+}
 
 void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
   *t = (fsdpc_ops){
@@ -202,5 +206,6 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .rope_fwd = c_rope_fwd, .rope_bwd = c_rope_bwd, .swiglu_fwd = c_swiglu_fwd,
       .swiglu_bwd = c_swiglu_bwd, .add = c_add, .add_inplace = c_add_inplace,
       .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
-      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached};
+      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached,
+      .init_f32 = c_init_f32};
 }

@@ -311,23 +311,6 @@ fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double st
   return e->ops->sync(e->ops->ctx, err);
 }
 
-static fsdpc_status load_segment(fsdpc_engine *e, int p, uint64_t lo, uint64_t hi, float *dst,
-                                 void *arg, fsdpc_err *err) {
-  return fsdpc__hf_ckpt_read_f32((fsdpc_hf_ckpt *)arg, e->params[p].name, lo, hi - lo, dst, err);
-}
-
-fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *err) {
-  fsdpc_hf_ckpt *ck = NULL;
-  FSDPC_TRY(fsdpc__hf_ckpt_open(dir, &ck, err));
-  fsdpc_status st = FSDPC_OK;
-  for (int p = 0; p < e->n_params && st == FSDPC_OK; p++)
-    st = fsdpc__hf_ckpt_expect(ck, e->params[p].name, e->params[p].ndim, e->params[p].shape,
-                               err);
-  if (st == FSDPC_OK) st = fill_shards(e, load_segment, ck, err);
-  fsdpc__hf_ckpt_close(ck);
-  return st;
-}
-
 /* Host mirrors of device shards (checkpoints). Index: unit * (1 + n_slots) +
  * (slot + 1), slot FSDPC_SD_SLOT_PARAM = -1 for the master weights. */
 static float *device_shard(fsdpc_engine *e, int u, int slot) {

@@ -111,7 +111,7 @@ static fsdpc_status read_chunk(loader *L, uint64_t c0, uint64_t c1, void *dst, s
     fsdpc_status s = esize == 2 ? fsdpc__hf_ckpt_read_raw(L->ck, q->name, q->lo, q->n, at, &le)
                                 : fsdpc__hf_ckpt_read_f32(L->ck, q->name, q->lo, q->n, at, &le);
     if (s != FSDPC_OK) {
-#pragma omp critical(fsdpc_load_err)
+#pragma omp critical
       if (!failed) {
         first = le;
         st = s;

@@ -134,8 +134,8 @@ static void report_startup(const fsdpc_session *s, double step_s) {
              "weights %.2fs (%s), model %.2fs, data %.2fs, until step %.2fs, first step %.2fs; "
              "launch to first step %.2fs",
              u->launch, u->device, u->plugins, u->comm, u->alloc, u->weights,
-             u->weights_how ? u->weights_how : "none", u->model, u->data,
-             before > 0 ? before : 0.0, step_s, u->launch + (now - s->t_start));
+             u->weights_how ? u->weights_how : "none", u->model, u->data, before > 0 ? before : 0.0,
+             step_s, u->launch + (now - s->t_start));
 }
 
 void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, double gnorm,

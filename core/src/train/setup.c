@@ -126,14 +126,15 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   s->t_start = fsdpc__now();
   /* launch: from the launcher's start when it started this rank */
   double age = fsdpc__process_age(getenv("FSDPC_LAUNCHER") ? (int)getppid() : 0);
-  if (age < 0) age = fsdpc__process_age(0);
+  if (age < 0)
+    age = fsdpc__process_age(0);
   s->startup.launch = age > 0 ? age : 0.0;
   double t_phase = s->t_start;
-#define PHASE(field)                                                                           \
-  do {                                                                                         \
-    double now_ = fsdpc__now();                                                                \
-    s->startup.field += now_ - t_phase;                                                        \
-    t_phase = now_;                                                                            \
+#define PHASE(field)                                                                               \
+  do {                                                                                             \
+    double now_ = fsdpc__now();                                                                    \
+    s->startup.field += now_ - t_phase;                                                            \
+    t_phase = now_;                                                                                \
   } while (0)
   int world = env->world_size, rank = env->rank;
   /* train.threads sets the OpenMP team size of the CPU ops; the caller's
@@ -201,8 +202,9 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
     s->startup.weights_how = "HF load";
   } else {
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));
-    s->startup.weights_how = s->ops->init_f32 && !md->cpu_offload_asked ? "random init on the device"
-                                                                       : "random init on the host";
+    s->startup.weights_how = s->ops->init_f32 && !md->cpu_offload_asked
+                                 ? "random init on the device"
+                                 : "random init on the host";
   }
   PHASE(weights);
 
@@ -237,7 +239,8 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                                       .max_steps = s->sched.max_steps}};
   PHASE(data);
   STEP(fsdpc__ckpt_session_setup(&s->ckpt, err));
-  if (resuming) PHASE(weights); /* the checkpoint's shards were read here */
+  if (resuming)
+    PHASE(weights); /* the checkpoint's shards were read here */
   s->next_step = s->ckpt.start_step;
   if (rank == 0) {
     STEP(fsdpc__session_open_logs(s, err));

@@ -184,8 +184,8 @@ static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const voi
                                   int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
   return fsdpc__cuda_attn_cached(ctx, out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, err);
 }
-static fsdpc_status c_init_f32(void *ctx, float *dst, size_t n, uint64_t key,
-                               uint64_t elem_offset, double std, int ones, fsdpc_err *err) {
+static fsdpc_status c_init_f32(void *ctx, float *dst, size_t n, uint64_t key, uint64_t elem_offset,
+                               double std, int ones, fsdpc_err *err) {
   return fsdpc__cuda_init_f32(ctx, dst, n, key, elem_offset, std, ones, err);
 }
 

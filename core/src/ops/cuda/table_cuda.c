@@ -76,6 +76,10 @@ static fsdpc_status c_sumsq_f32_dev(void *ctx, double *dout, const float *x, siz
                                     int accumulate, fsdpc_err *err) {
   return fsdpc__cuda_sumsq(ctx, dout, x, n, accumulate, err);
 }
+static fsdpc_status c_init_f32(void *ctx, float *dst, size_t n, uint64_t key, uint64_t elem_offset,
+                               double std, int ones, fsdpc_err *err) {
+  return fsdpc__cuda_init_f32(ctx, dst, n, key, elem_offset, std, ones, err);
+}
 static void *c_alloc_host(void *ctx, size_t bytes) {
   void *p = NULL;
   return cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) == cudaSuccess ? p : NULL;
@@ -184,10 +188,6 @@ static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const voi
                                   int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
   return fsdpc__cuda_attn_cached(ctx, out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, err);
 }
-static fsdpc_status c_init_f32(void *ctx, float *dst, size_t n, uint64_t key, uint64_t elem_offset,
-                               double std, int ones, fsdpc_err *err) {
-  return fsdpc__cuda_init_f32(ctx, dst, n, key, elem_offset, std, ones, err);
-}
 
 void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
   *t = (fsdpc_ops){
@@ -197,7 +197,7 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .alloc_on = c_alloc_on, .free_on = c_free_on, .cast_params_on = c_cast_params_on,
       .add_f32_on = c_add_f32_on,
       .upload = c_upload, .download = c_download, .memset0 = c_memset0, .add_f32 = c_add_f32,
-      .sumsq_f32 = c_sumsq_f32, .sumsq_f32_dev = c_sumsq_f32_dev,
+      .sumsq_f32 = c_sumsq_f32, .sumsq_f32_dev = c_sumsq_f32_dev, .init_f32 = c_init_f32,
       .alloc_host = c_alloc_host, .free_host = c_free_host, .copy_on = c_copy_on,
       .cast_to_f32_on = c_cast_to_f32_on, .cast_params = c_cast_params, .sync = c_sync,
       .rope_tables = c_rope_tables, .embedding_fwd = c_embedding_fwd,
@@ -206,6 +206,5 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .rope_fwd = c_rope_fwd, .rope_bwd = c_rope_bwd, .swiglu_fwd = c_swiglu_fwd,
       .swiglu_bwd = c_swiglu_bwd, .add = c_add, .add_inplace = c_add_inplace,
       .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
-      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached,
-      .init_f32 = c_init_f32};
+      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached};
 }

@@ -7,7 +7,6 @@
 
 #include "fsdp/internal.h"
 #include "io/hf_ckpt.h"
-#include "model/init_rng.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -297,7 +296,7 @@ static fsdpc_status init_segment_dev(fsdpc_engine *e, int p, uint64_t lo, uint64
   init_arg *a = arg;
   const fsdpc_param_info *pi = &e->params[p];
   int ones = fsdpc__model_init_is_ones(pi);
-  uint64_t key = ones ? 0 : fsdpc__init_key(a->seed, pi->name);
+  uint64_t key = ones ? 0 : fsdpc__model_init_key(pi, a->seed);
   return e->ops->init_f32(e->ops->ctx, dst, hi - lo, key, lo, a->std, ones, err);
 }
 

@@ -90,6 +90,10 @@ int fsdpc__model_init_is_ones(const fsdpc_param_info *p) {
   return p->kind == FSDPC_P_LN1 || p->kind == FSDPC_P_LN2 || p->kind == FSDPC_P_NORM;
 }
 
+uint64_t fsdpc__model_init_key(const fsdpc_param_info *p, uint64_t seed) {
+  return fsdpc__init_key(seed, p->name);
+}
+
 void fsdpc__model_init_range(const fsdpc_param_info *p, uint64_t seed, double std,
                              uint64_t elem_offset, uint64_t n, float *dst) {
   if (fsdpc__model_init_is_ones(p)) {
@@ -98,7 +102,7 @@ void fsdpc__model_init_range(const fsdpc_param_info *p, uint64_t seed, double st
     return;
   }
   /* the per-element function the CUDA init uses too (model/init_rng.h) */
-  uint64_t key = fsdpc__init_key(seed, p->name);
+  uint64_t key = fsdpc__model_init_key(p, seed);
 #pragma omp parallel for schedule(static)
   for (uint64_t i = 0; i < n; i++)
     dst[i] = fsdpc__init_normal(key, elem_offset + i, std);

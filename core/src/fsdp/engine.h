@@ -152,8 +152,12 @@ const char *fsdpc__engine_slot_name(const fsdpc_engine *e, uint32_t i);
 fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std,
                                        fsdpc_err *err);
 /* Fills this rank's master shards from an HF checkpoint folder, reading only
- * the byte ranges of its own shards. */
+ * the byte ranges of its own shards (many threads, large reads; on a device,
+ * staged through pinned buffers of 64 MiB, fsdp/load.c). */
 fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *err);
+/* The same with another staging size (tests make chunks smaller than units). */
+fsdpc_status fsdpc__engine_load_hf_chunked(fsdpc_engine *e, const char *dir, size_t chunk_bytes,
+                                           fsdpc_err *err);
 
 /* Forward + backward of one micro-batch. grad_scale = 1 / (counted tokens
  * of the global batch). last_micro says whether grads must be reduced now

@@ -291,27 +291,24 @@ static fsdpc_status init_segment(fsdpc_engine *e, int p, uint64_t lo, uint64_t h
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std,
-                                       fsdpc_err *err) {
+/* On the device: the same elements made by a kernel in place (ops init_f32). */
+static fsdpc_status init_segment_dev(fsdpc_engine *e, int p, uint64_t lo, uint64_t hi, float *dst,
+                                     void *arg, fsdpc_err *err) {
+  init_arg *a = arg;
+  const fsdpc_param_info *pi = &e->params[p];
+  int ones = fsdpc__model_init_is_ones(pi);
+  uint64_t key = ones ? 0 : fsdpc__model_init_key(pi, a->seed);
+  return e->ops->init_f32(e->ops->ctx, dst, hi - lo, key, lo, a->std, ones, err);
+}
+
+fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std, fsdpc_err *err) {
   init_arg a = {seed, std};
-  return fill_shards(e, init_segment, &a, err);
-}
-
-static fsdpc_status load_segment(fsdpc_engine *e, int p, uint64_t lo, uint64_t hi, float *dst,
-                                 void *arg, fsdpc_err *err) {
-  return fsdpc__hf_ckpt_read_f32((fsdpc_hf_ckpt *)arg, e->params[p].name, lo, hi - lo, dst, err);
-}
-
-fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *err) {
-  fsdpc_hf_ckpt *ck = NULL;
-  FSDPC_TRY(fsdpc__hf_ckpt_open(dir, &ck, err));
-  fsdpc_status st = FSDPC_OK;
-  for (int p = 0; p < e->n_params && st == FSDPC_OK; p++)
-    st = fsdpc__hf_ckpt_expect(ck, e->params[p].name, e->params[p].ndim, e->params[p].shape,
-                               err);
-  if (st == FSDPC_OK) st = fill_shards(e, load_segment, ck, err);
-  fsdpc__hf_ckpt_close(ck);
-  return st;
+  if (!e->ops->init_f32 || e->offload)
+    return fill_shards(e, init_segment, &a, err);
+  /* Device shards: no host work and no copy; padding stays zero from create. */
+  for (int u = 0; u < e->n_units; u++)
+    FSDPC_TRY(for_each_segment(e, u, e->units[u].master, init_segment_dev, &a, err));
+  return e->ops->sync(e->ops->ctx, err);
 }
 
 /* Host mirrors of device shards (checkpoints). Index: unit * (1 + n_slots) +

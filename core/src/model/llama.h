@@ -155,5 +155,10 @@ void fsdpc__layer_grad_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_g *g)
  * elements [elem_offset, elem_offset + n). */
 void fsdpc__model_init_range(const fsdpc_param_info *p, uint64_t seed, double std,
                              uint64_t elem_offset, uint64_t n, float *dst);
+/* 1 for the weights the init sets to 1 (RMSNorm scales), 0 for the ones it
+ * draws from normal(0, std^2) with stream fsdpc__init_key(seed, name). */
+int fsdpc__model_init_is_ones(const fsdpc_param_info *p);
+/* Its stream: fsdpc__init_key(seed, p->name) (model/init_rng.h). */
+uint64_t fsdpc__model_init_key(const fsdpc_param_info *p, uint64_t seed);
 
 #endif

@@ -56,6 +56,12 @@ typedef struct fsdpc_ops {
    * over many buffers is summed in a fixed order and downloaded once. */
   fsdpc_status (*sumsq_f32_dev)(void *ctx, double *dout, const float *x, size_t n, int accumulate,
                                 fsdpc_err *err);
+  /* (optional: NULL on the CPU) The random init in device memory: dst (n,
+   * fp32) = elements [elem_offset, elem_offset + n) of the tensor whose
+   * stream is key (model/init_rng.h, equal to the CPU's bit for bit), or
+   * all 1 when ones is set. */
+  fsdpc_status (*init_f32)(void *ctx, float *dst, size_t n, uint64_t key, uint64_t elem_offset,
+                           double std, int ones, fsdpc_err *err);
   /* (optional: NULL on the CPU, whose memory is already host memory) Pinned
    * host memory (cudaHostAlloc), for shards kept off the device; NULL when out
    * of memory. Not zeroed. */

@@ -125,6 +125,19 @@ static void track_run_peak(fsdpc_session *s, const fsdpc_mem_stats *ms) {
   s->comm_s_total += s->last_comm.comm_s;
 }
 
+/* One line with this start's phases (train/session.h), after its first step:
+ * where the time from launch to a trained step went. */
+static void report_startup(const fsdpc_session *s, double step_s) {
+  const fsdpc_startup *u = &s->startup;
+  double now = fsdpc__now(), before = now - step_s - u->t_ready;
+  FSDPC_LOGI("startup: launch %.2fs, device %.2fs, plugins %.2fs, comm %.2fs, alloc %.2fs, "
+             "weights %.2fs (%s), model %.2fs, data %.2fs, until step %.2fs, first step %.2fs; "
+             "launch to first step %.2fs",
+             u->launch, u->device, u->plugins, u->comm, u->alloc, u->weights,
+             u->weights_how ? u->weights_how : "none", u->model, u->data, before > 0 ? before : 0.0,
+             step_s, u->launch + (now - s->t_start));
+}
+
 void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, double gnorm,
                         double step_s, double eval_loss) {
   fsdpc_mem_stats ms;
@@ -135,8 +148,10 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
   double tok = (double)(s->plan->modes.batch.global * s->plan->modes.batch.seq_len);
   double tok_s = step_s > 0 ? tok / step_s : 0.0;
   double el = fsdpc__now() - s->t_start;
-  if (s->t_loop <= 0)
+  if (s->t_loop <= 0) {
     s->t_loop = fsdpc__now() - step_s; /* this start's first step began */
+    report_startup(s, step_s);
+  }
   const fsdpc_comm_bytes cb = s->last_comm;
   const int64_t max_steps = s->plan->modes.batch.max_steps;
   int log_now = step % c->train.log_every == 0 || step == max_steps;

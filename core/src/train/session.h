@@ -20,6 +20,21 @@
 typedef struct fsdpc_tb fsdpc_tb;
 typedef struct cJSON cJSON;
 
+/* Start-up phases, seconds each: from launch (the process, or the launcher
+ * that started it) to the session, then each part of building it. */
+typedef struct fsdpc_startup {
+  double launch;  /* exec, dynamic loading, config, until session create */
+  double device;  /* CUDA context, streams, cuBLASLt handle */
+  double plugins; /* run plan: plugin search, probe and load, wrap plan */
+  double comm;    /* rendezvous and communicators (world > 1) */
+  double alloc;   /* engine: shard memory, optimizer state */
+  double weights; /* random init, HF load or (later) a checkpoint's */
+  double model;   /* activations, attention plugin state */
+  double data;    /* data, tokenizer, schedule, checkpoint setup, logs */
+  double t_ready; /* fsdpc__now() when the session was built */
+  const char *weights_how;
+} fsdpc_startup;
+
 typedef struct fsdpc_session {
   fsdpc_config *cfg;           /* borrowed */
   fsdpc_run_plan *plan;        /* what this run is: shape, plugins, groups, batch geometry */
@@ -56,6 +71,7 @@ typedef struct fsdpc_session {
   double t_loop;               /* when this start's first step began (0: not yet) */
   int64_t skipped_steps; /* steps whose global batch had no target token */
   int metrics_failed;    /* a write to metrics.jsonl failed (reported once) */
+  fsdpc_startup startup; /* this start's phases, logged after its first step */
 } fsdpc_session;
 
 /* What one step reports (fsdpc__session_step). */

@@ -14,6 +14,7 @@
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/cuda_ctx.h"
 #endif
+#include "util/clock.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -123,6 +124,18 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   s->cfg = cfg;
   s->env = *env;
   s->t_start = fsdpc__now();
+  /* launch: from the launcher's start when it started this rank */
+  double age = fsdpc__process_age(getenv("FSDPC_LAUNCHER") ? (int)getppid() : 0);
+  if (age < 0)
+    age = fsdpc__process_age(0);
+  s->startup.launch = age > 0 ? age : 0.0;
+  double t_phase = s->t_start;
+#define PHASE(field)                                                                               \
+  do {                                                                                             \
+    double now_ = fsdpc__now();                                                                    \
+    s->startup.field += now_ - t_phase;                                                            \
+    t_phase = now_;                                                                                \
+  } while (0)
   int world = env->world_size, rank = env->rank;
   /* train.threads is the OpenMP team size of the CPU ops, the optimizer and
    * the attention plugin, handed to each call (never omp_set_num_threads:
@@ -136,11 +149,13 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
 
   /* The device first: "no GPU here" says more than a plugin refusing it. */
   STEP(setup_device(s, err));
+  PHASE(device);
   fsdpc_run_world rw = {.world_size = world, .nproc_per_node = env->local_world_size};
   STEP(fsdpc__run_plan_create(cfg, &rw, 0, &s->plan, err));
   fsdpc__registry_set_threads(s->plan->reg, s->cpu_threads); /* host device_info */
   const fsdpc_run_plan *p = s->plan;
   const fsdpc_run_modes *md = &p->modes;
+  PHASE(plugins);
 
   /* Communicators: the shard group and the replica group of the plan. */
   if (world > 1) {
@@ -153,6 +168,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   } else {
     fsdpc__dist_single(&s->dist);
   }
+  PHASE(comm);
 
   fsdpc_optim_init oi = p->optim_init;
   oi.device = s->ops->device;
@@ -175,16 +191,23 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .reduce_dtype = md->reduce_dtype,
                           .cpu_offload = md->cpu_offload_asked};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
+  PHASE(alloc);
   char resume_dir[4096];
   int resuming = 0;
   STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
   if (resuming) {
     /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup) */
+    s->startup.weights_how = "resume";
   } else if (cfg->model.init.from[0]) {
     STEP(fsdpc__ckpt_load_hf_checked(s->eng, s->plan, cfg->model.init.from, err));
+    s->startup.weights_how = "HF load";
   } else {
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));
+    s->startup.weights_how = s->ops->init_f32 && !md->cpu_offload_asked
+                                 ? "random init on the device"
+                                 : "random init on the host";
   }
+  PHASE(weights);
 
   fsdpc_model_ctx_opts mo = {.shape = &p->shape,
                              .B = (int)md->batch.micro,
@@ -195,6 +218,7 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                              .ops = s->ops,
                              .threads = s->cpu_threads};
   STEP(fsdpc__model_ctx_create(&mo, &s->mctx, err));
+  PHASE(model);
   STEP(open_data(s, err));
   STEP(fsdpc__tokenizer_open(cfg->data.tokenizer, &s->tok, err));
   STEP(fsdpc__run_check_vocab(p, "the data.tokenizer vocabulary", cfg->data.tokenizer,
@@ -215,12 +239,18 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                                       .min_lr_rate = s->sched.min_lr_rate,
                                       .warmup_steps = s->sched.warmup_steps,
                                       .max_steps = s->sched.max_steps}};
+  PHASE(data);
   STEP(fsdpc__ckpt_session_setup(&s->ckpt, err));
+  if (resuming)
+    PHASE(weights); /* the checkpoint's shards were read here */
   s->next_step = s->ckpt.start_step;
   if (rank == 0) {
     STEP(fsdpc__session_open_logs(s, err));
     s->progress = fsdpc__progress_wanted(cfg, env);
   }
+  PHASE(data);
+  s->startup.t_ready = t_phase;
+#undef PHASE
 #undef STEP
   *out = s;
   return FSDPC_OK;

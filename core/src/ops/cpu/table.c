@@ -200,6 +200,7 @@ static const fsdpc_ops cpu_ops = {
     /* .add_f32 = */ cpu_add_f32,
     /* .sumsq_f32 = */ cpu_sumsq_f32,
     /* .sumsq_f32_dev = */ NULL, /* the host sum is already sync-free */
+    /* .init_f32 = */ NULL, /* the engine inits host shards with model/params.c */
     /* .alloc_host = */ NULL,
     /* .free_host = */ NULL,
     /* .copy_on = */ NULL,

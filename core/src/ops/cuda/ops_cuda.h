@@ -127,6 +127,12 @@ fsdpc_status fsdpc__cuda_scale(fsdpc_cuda_ctx *ctx, float *x, float s, size_t n,
 fsdpc_status fsdpc__cuda_sumsq(fsdpc_cuda_ctx *ctx, double *out, const float *x, size_t n,
                                int accumulate, fsdpc_err *err);
 
+/* ---- init.cu ---- the random init on the device: dst[i] =
+ * fsdpc__init_normal(key, elem_offset + i, std) (model/init_rng.h, the CPU's
+ * function bit for bit), or 1 when ones is set; on the compute stream. */
+fsdpc_status fsdpc__cuda_init_f32(fsdpc_cuda_ctx *ctx, float *dst, size_t n, uint64_t key,
+                                  uint64_t elem_offset, double std, int ones, fsdpc_err *err);
+
 /* ---- matmul.cu ---- nn.Linear without bias through cuBLASLt: bf16 inputs,
  * fp32 accumulation. out = inp @ weight^T (+ residual when non-NULL: the
  * residual add rides in the GEMM's C operand instead of a separate pass;

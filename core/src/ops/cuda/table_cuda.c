@@ -80,6 +80,10 @@ static fsdpc_status c_sumsq_f32_dev(void *ctx, double *dout, const float *x, siz
                                     int accumulate, fsdpc_err *err) {
   return fsdpc__cuda_sumsq(ctx, dout, x, n, accumulate, err);
 }
+static fsdpc_status c_init_f32(void *ctx, float *dst, size_t n, uint64_t key, uint64_t elem_offset,
+                               double std, int ones, fsdpc_err *err) {
+  return fsdpc__cuda_init_f32(ctx, dst, n, key, elem_offset, std, ones, err);
+}
 static void *c_alloc_host(void *ctx, size_t bytes) {
   void *p = NULL;
   return cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) == cudaSuccess ? p : NULL;
@@ -197,7 +201,7 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .alloc_on = c_alloc_on, .free_on = c_free_on, .cast_params_on = c_cast_params_on,
       .add_f32_on = c_add_f32_on,
       .upload = c_upload, .download = c_download, .memset0 = c_memset0, .add_f32 = c_add_f32,
-      .sumsq_f32 = c_sumsq_f32, .sumsq_f32_dev = c_sumsq_f32_dev,
+      .sumsq_f32 = c_sumsq_f32, .sumsq_f32_dev = c_sumsq_f32_dev, .init_f32 = c_init_f32,
       .alloc_host = c_alloc_host, .free_host = c_free_host, .copy_on = c_copy_on,
       .cast_to_f32_on = c_cast_to_f32_on, .cast_params = c_cast_params, .sync = c_sync,
       .rope_tables = c_rope_tables, .embedding_fwd = c_embedding_fwd,

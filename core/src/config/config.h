@@ -116,6 +116,7 @@ typedef struct fsdpc_config_fsdp {
   bool no_sync;
   int state_dict_type; /* FSDPC_STATE_DICT_* */
   int64_t align;       /* elements */
+  bool param_copy;     /* bf16 copy of each master shard, written by the optimizer */
 } fsdpc_config_fsdp;
 
 typedef struct fsdpc_config_collectives {

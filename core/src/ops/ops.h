@@ -128,6 +128,18 @@ typedef struct fsdpc_ops {
   fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc,
                               const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
                               int HD, int maxT, float scale, fsdpc_err *err);
+  /* (optional: NULL on the CPU, where the layer keeps the unfused sequence
+   * and so its exact rounding) Fusions of the decoder layer's backward:
+   * matmul_bwd_acc is matmul_bwd with dinp ACCUMULATED (+=), so the
+   * gradients of q/k/v (gate/up) add up inside the GEMMs; rmsnorm_bwd_add is
+   * rmsnorm_bwd then dinp += dresid (the residual path) in one pass (dinp may
+   * alias dresid). */
+  fsdpc_status (*matmul_bwd_acc)(void *ctx, void *dinp, float *dweight, const void *dout,
+                                 const void *inp, const void *weight, int N, int C, int OC,
+                                 fsdpc_err *err);
+  fsdpc_status (*rmsnorm_bwd_add)(void *ctx, void *dinp, float *dweight, const void *dout,
+                                  const void *dresid, const void *inp, const void *weight,
+                                  const float *rstd, int N, int C, fsdpc_err *err);
 } fsdpc_ops;
 
 /* The CPU reference table (ops/cpu/table.c). */

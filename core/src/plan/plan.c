@@ -175,6 +175,8 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
     track(&r.t, FSDPC_MEM_PARAMS, (int64_t)out->params);
     track(&r.t, FSDPC_MEM_GRADS, (int64_t)out->grads);
     track(&r.t, FSDPC_MEM_OPTIM, (int64_t)out->optim);
+    if (m->param_copy) /* units.c: the bf16 copy of each master shard */
+      track(&r.t, FSDPC_MEM_PARAMS, (int64_t)out->params / 2);
     if (cuda) /* the device accumulator of the grad norm */
       track(&r.t, FSDPC_MEM_OTHER, (int64_t)sizeof(double));
   }

@@ -58,6 +58,7 @@ typedef struct fsdpc_run_modes {
   int no_sync;
   int align;
   int forward_prefetch, backward_prefetch;
+  int param_copy; /* in effect: fsdp.param_copy on a device, not offloaded */
 } fsdpc_run_modes;
 
 /* The shard group size: FULL_SHARD / SHARD_GRAD_OP = world, NO_SHARD = 1,

@@ -192,6 +192,8 @@ static const fsdpc_ops cpu_ops = {
     /* .logits = */ cpu_logits,
     /* .kv_store = */ cpu_kv_store,
     /* .attn_cached = */ cpu_attn_cached,
+    /* .matmul_bwd_acc = */ NULL, /* the layer keeps the unfused sequence */
+    /* .rmsnorm_bwd_add = */ NULL,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

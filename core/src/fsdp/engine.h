@@ -123,7 +123,17 @@ typedef struct fsdpc_engine_opts {
    * does not cast, and at S == 1 does nothing at all. 2 bytes per shard
    * element. Ignored elsewhere. */
   int param_copy;
+  /* with param_copy: units get a copy in order while the copies' bytes stay
+   * at most this; the others cast at each gather. 0 = every unit. */
+  uint64_t param_copy_max_bytes;
 } fsdpc_engine_opts;
+
+/* fsdp.param_copy_max_mib: whether a unit of shard_numel elements gets its
+ * bf16 copy when `used` bytes of copies exist (units are offered in order;
+ * the planner asks the same). cap 0 = no cap. */
+static inline int fsdpc__param_copy_fits(uint64_t cap, uint64_t used, uint64_t shard_numel) {
+  return cap == 0 || used + shard_numel * 2 <= cap;
+}
 
 /* Bytes per rank, by category (what the planner predicts). */
 typedef struct fsdpc_engine_bytes {

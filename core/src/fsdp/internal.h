@@ -48,6 +48,8 @@ struct fsdpc_engine {
   double *dnorm;               /* (1) device accumulator of the grad norm, or NULL */
   int offload;                 /* shards in pinned host memory, optimizer on the CPU */
   int param_copy;              /* units keep lp, the bf16 copy of master (engine.h) */
+  uint64_t lp_bytes;           /* bytes of those copies */
+  int lp_units;                /* units with one */
   const fsdpc_ops *sops;       /* where shard math runs: the CPU table when offloaded */
   uint64_t host_pinned;        /* bytes of pinned host memory held (offload) */
   uint64_t max_shard, max_flat;

@@ -121,8 +121,11 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
       }
     }
     if (e->full_is_master) un->full = un->master; /* nothing to gather or cast */
-    if (e->param_copy) {
+    if (e->param_copy && fsdpc__param_copy_fits(o->param_copy_max_bytes, e->lp_bytes,
+                                                 un->shard_numel)) {
       if (!(un->lp = fsdpc__ealloc(e, FSDPC_MEM_PARAMS, un->shard_numel * 2))) goto oom;
+      e->lp_bytes += un->shard_numel * 2;
+      e->lp_units++;
       un->lp_stale = 1;
     }
     /* grads accumulate in the shard (offloaded: in a device buffer, then D2H) */
@@ -155,9 +158,9 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
                  "staging copies); grad norm, clipping and the optimizer on the CPU (%d threads)",
                  (double)e->host_pinned / 1048576.0, e->threads);
     if (e->param_copy)
-      FSDPC_LOGI("fsdp: param_copy: a bf16 copy of each master shard (%.1f MiB), written by the "
-                 "optimizer step%s; gathers read it%s",
-                 (double)eb.params / 2.0 / 1048576.0,
+      FSDPC_LOGI("fsdp: param_copy: a bf16 copy of the master shard of %d of %d units (%.1f "
+                 "MiB), written by the optimizer step%s; gathers read it%s",
+                 e->lp_units, e->n_units, (double)e->lp_bytes / 1048576.0,
                  fsdpc__optim_writes_bf16(e) ? " in its own pass" : " (one cast after it)",
                  e->S == 1 ? " (world of one shard: no gather at all)" : "");
     if (e->reduce_bf16)

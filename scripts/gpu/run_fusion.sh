@@ -99,11 +99,11 @@ side)
   # the 1B fsdpc row: the track part's param_copy run when it ran in this call
   [ -f "$W/fused1b-copy/metrics.jsonl" ] || run_fsdpc side1b new 12 $CFG1 fsdp.param_copy=true
   # 8B at world 1 leaves room for copies of part of the units only (fsdpc plan)
-  run_fsdpc side8b-copy new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=6144
+  run_fsdpc side8b-copy new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
   run_fsdpc side8b new 10 $CFG8
   torch_run eager8b 110 --model 8b --strategy full --ac 1 --bs 1 --seq 2048 --steps 8 --warmup 3
   left=$((T_END - SECONDS))
-  if [ $left -gt 60 ]; then
+  if [ $left -gt 45 ]; then
     torch_run compile8b $left --model 8b --strategy full --ac 1 --bs 1 --seq 2048 --steps 8 --warmup 3 --compile
   else
     echo "compile8b skipped: ${left} s left" | tee -a "$OUT/results.txt"

@@ -39,36 +39,6 @@ struct fsdpc_mt_list {
   int32_t n;
 };
 
-#define FSDPC_MT_UNROLL 4
-
-static __device__ __forceinline__ void fsdpc_mt_load(const float *x0, const float *x1,
-                                                     const float *x2, const float *x3, uint64_t i,
-                                                     float4 &p, float4 &g, float4 &s0, float4 &s1) {
-  p = *(const float4 *)(x0 + i);
-  g = *(const float4 *)(x1 + i);
-  s0 = x2 ? *(const float4 *)(x2 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-  s1 = x3 ? *(const float4 *)(x3 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-}
-
-template <class Op>
-static __device__ __forceinline__ void fsdpc_mt_store(const Op &op, int flag, float *x0, float *x2,
-                                                      float *x3, __nv_bfloat16 *lp, uint64_t i,
-                                                      float4 p, float4 g, float4 s0, float4 s1) {
-  op(p.x, g.x, s0.x, s1.x, flag);
-  op(p.y, g.y, s0.y, s1.y, flag);
-  op(p.z, g.z, s0.z, s1.z, flag);
-  op(p.w, g.w, s0.w, s1.w, flag);
-  *(float4 *)(x0 + i) = p;
-  if (lp) { /* 4 bf16 = 8 bytes */
-    __nv_bfloat162 h[2] = {__floats2bfloat162_rn(p.x, p.y), __floats2bfloat162_rn(p.z, p.w)};
-    *(uint2 *)(lp + i) = *(const uint2 *)h;
-  }
-  if (x2)
-    *(float4 *)(x2 + i) = s0;
-  if (x3)
-    *(float4 *)(x3 + i) = s1;
-}
-
 template <class Op>
 static __global__ void fsdpc_mt_kernel(const __grid_constant__ fsdpc_mt_list a, const Op op) {
   int k = 0;
@@ -82,25 +52,24 @@ static __global__ void fsdpc_mt_kernel(const __grid_constant__ fsdpc_mt_list a, 
   const int flag = a.flag[k];
   uint64_t done = lo;
   if (a.vec[k]) {
-    /* FSDPC_MT_UNROLL float4 steps per thread per pass, every load issued
-     * before the first store (the arrays could alias as far as the compiler
-     * knows), so each thread keeps 4 x FSDPC_MT_UNROLL 16-byte loads in
-     * flight; the same elements and arithmetic as one step at a time */
-    const uint64_t vend = lo + (hi - lo) / 4 * 4, step = 4 * (uint64_t)blockDim.x;
-    uint64_t i = lo + 4 * (uint64_t)threadIdx.x;
-    for (; i + (FSDPC_MT_UNROLL - 1) * step < vend; i += FSDPC_MT_UNROLL * step) {
-      float4 p[FSDPC_MT_UNROLL], g[FSDPC_MT_UNROLL], s0[FSDPC_MT_UNROLL], s1[FSDPC_MT_UNROLL];
-#pragma unroll
-      for (int u = 0; u < FSDPC_MT_UNROLL; u++)
-        fsdpc_mt_load(x0, x1, x2, x3, i + u * step, p[u], g[u], s0[u], s1[u]);
-#pragma unroll
-      for (int u = 0; u < FSDPC_MT_UNROLL; u++)
-        fsdpc_mt_store(op, flag, x0, x2, x3, lp, i + u * step, p[u], g[u], s0[u], s1[u]);
-    }
-    for (; i < vend; i += step) {
-      float4 p, g, s0, s1;
-      fsdpc_mt_load(x0, x1, x2, x3, i, p, g, s0, s1);
-      fsdpc_mt_store(op, flag, x0, x2, x3, lp, i, p, g, s0, s1);
+    const uint64_t vend = lo + (hi - lo) / 4 * 4;
+    for (uint64_t i = lo + 4 * (uint64_t)threadIdx.x; i < vend; i += 4 * (uint64_t)blockDim.x) {
+      float4 p = *(const float4 *)(x0 + i), g = *(const float4 *)(x1 + i);
+      float4 s0 = x2 ? *(const float4 *)(x2 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+      float4 s1 = x3 ? *(const float4 *)(x3 + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+      op(p.x, g.x, s0.x, s1.x, flag);
+      op(p.y, g.y, s0.y, s1.y, flag);
+      op(p.z, g.z, s0.z, s1.z, flag);
+      op(p.w, g.w, s0.w, s1.w, flag);
+      *(float4 *)(x0 + i) = p;
+      if (lp) { /* 4 bf16 = 8 bytes */
+        __nv_bfloat162 h[2] = {__floats2bfloat162_rn(p.x, p.y), __floats2bfloat162_rn(p.z, p.w)};
+        *(uint2 *)(lp + i) = *(const uint2 *)h;
+      }
+      if (x2)
+        *(float4 *)(x2 + i) = s0;
+      if (x3)
+        *(float4 *)(x3 + i) = s1;
     }
     done = vend;
   }

@@ -232,14 +232,14 @@ static int64_t planned_params_peak(const char *device, const char *copy, const c
 START_TEST(param_copy_planned) {
   uint64_t shards = 0;
   const char *cuda = "train.device=cuda", *cpu = "train.device=cpu";
-  int64_t off = planned_params_peak(cuda, "fsdp.param_copy=false", "fsdp.param_copy_max_mib=0",
-                                    &shards);
-  int64_t on = planned_params_peak(cuda, "fsdp.param_copy=true", "fsdp.param_copy_max_mib=0",
-                                   &shards);
-  int64_t capped = planned_params_peak(cuda, "fsdp.param_copy=true", "fsdp.param_copy_max_mib=8",
-                                       &shards);
-  int64_t on_cpu = planned_params_peak(cpu, "fsdp.param_copy=true", "fsdp.param_copy_max_mib=0",
-                                       &shards);
+  int64_t off =
+      planned_params_peak(cuda, "fsdp.param_copy=false", "fsdp.param_copy_max_mib=0", &shards);
+  int64_t on =
+      planned_params_peak(cuda, "fsdp.param_copy=true", "fsdp.param_copy_max_mib=0", &shards);
+  int64_t capped =
+      planned_params_peak(cuda, "fsdp.param_copy=true", "fsdp.param_copy_max_mib=8", &shards);
+  int64_t on_cpu =
+      planned_params_peak(cpu, "fsdp.param_copy=true", "fsdp.param_copy_max_mib=0", &shards);
   ck_assert_int_eq(off, (int64_t)shards);
   ck_assert_int_eq(on - off, (int64_t)shards / 2);
   /* 3 layer units of about 6.3 MiB of copies each: one fits under 8 MiB */

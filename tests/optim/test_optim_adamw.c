@@ -49,7 +49,7 @@ static fsdpc_optimizer *create_ok(double wd, double b1, double b2, double eps) {
 
 static fsdpc_optim_tensor make_tensor(float *p, const float *g, float *state, uint64_t numel,
                                       uint64_t stride, int decay) {
-  fsdpc_optim_tensor t = {sizeof(fsdpc_optim_tensor), p, g, state, numel, stride, decay};
+  fsdpc_optim_tensor t = {sizeof(fsdpc_optim_tensor), p, g, state, numel, stride, decay, NULL};
   return t;
 }
 

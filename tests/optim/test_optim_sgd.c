@@ -59,7 +59,7 @@ static fsdpc_optim_step_info make_info(int64_t step, double lr, double grad_scal
 
 static fsdpc_optim_tensor make_tensor(float *p, const float *g, float *state, uint64_t numel,
                                       uint64_t stride, int decay) {
-  fsdpc_optim_tensor t = {sizeof(fsdpc_optim_tensor), p, g, state, numel, stride, decay};
+  fsdpc_optim_tensor t = {sizeof(fsdpc_optim_tensor), p, g, state, numel, stride, decay, NULL};
   return t;
 }
 

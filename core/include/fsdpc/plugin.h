@@ -381,6 +381,11 @@ typedef struct fsdpc_optim_tensor {
   uint64_t numel;
   uint64_t stride;     /* elements between state slots */
   int32_t decay;       /* 1 = apply weight decay to this tensor */
+  /* (appended; read only when struct_size covers it) NULL, or (numel) bf16
+   * bits that a plugin with param_bf16 set in its vtable fills with the
+   * updated param rounded to nearest even: the engine's compute-dtype copy,
+   * written in the same pass instead of a separate cast. */
+  uint16_t *param_bf16;
 } fsdpc_optim_tensor;
 
 typedef struct fsdpc_optim_step_info {
@@ -407,6 +412,10 @@ typedef struct fsdpc_optim_v1 {
   /* One update over a list of tensors (multi-tensor apply). */
   int32_t (*step)(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors,
                   uint32_t n_tensors, const fsdpc_optim_step_info *info);
+  /* (appended) 1 = step() on FSDPC_DEVICE_CUDA writes
+   * fsdpc_optim_tensor.param_bf16 where it is non-NULL; 0 (or a shorter
+   * struct) = never: the host casts the params itself. */
+  int32_t param_bf16;
 } fsdpc_optim_v1;
 
 /* ====================================================================== */

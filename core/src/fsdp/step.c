@@ -62,6 +62,18 @@ static void refresh_stage(fsdpc_engine *e, fsdpc_unit *un) {
 static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   if (un->full) return FSDPC_OK;
+  if (un->lp && un->lp_stale) {
+    /* param_copy: master changed outside the optimizer step (init, load):
+     * one cast of the whole shard, padding included */
+    FSDPC_TRY(e->comm ? e->ops->cast_params_on(e->ops->ctx, un->lp, un->master, un->shard_numel,
+                                               e->comm, err)
+                      : e->ops->cast_params(e->ops->ctx, un->lp, un->master, un->shard_numel, err));
+    un->lp_stale = 0;
+  }
+  if (un->lp && e->S == 1) {
+    un->full = un->lp; /* the copy is the full unit: nothing to gather */
+    return FSDPC_OK;
+  }
   size_t fb = un->flat_numel * e->psize;
   un->full = e->comm ? e->ops->alloc_on(e->ops->ctx, FSDPC_MEM_COMM, fb, e->comm)
                      : fsdpc__ealloc(e, FSDPC_MEM_COMM, fb);
@@ -75,6 +87,9 @@ static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
     if (st == FSDPC_OK && e->S > 1)
       st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
                                      e->ops->act_dtype, e->comm, un->name, err);
+  } else if (un->lp) {
+    st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, un->lp, un->full, un->shard_numel,
+                                   e->ops->act_dtype, e->comm, un->name, err);
   } else if (e->ops->act_dtype == FSDPC_DTYPE_F32) {
     st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, un->master, un->full,
                                    un->shard_numel, FSDPC_DTYPE_F32, e->comm, un->name, err);
@@ -123,7 +138,7 @@ static fsdpc_status release(fsdpc_engine *e, int u, fsdpc_err *err) {
    * for first, so the free never overtakes the gather) */
   if (un->pending)
     FSDPC_TRY(use(e, u, err));
-  fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
+  if (!fsdpc__full_is_lp(un)) fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
   un->full = NULL;
   return after_free(e, FSDPC_OK, err);
 }
@@ -501,6 +516,9 @@ static fsdpc_status update(fsdpc_engine *e, int u, int64_t step, double lr, doub
   fsdpc_unit *un = &e->units[u];
   uint32_t n = 0;
   uint64_t s0 = un->shard_offset, s1 = s0 + un->shard_numel;
+  /* param_copy: the plugin writes the bf16 copy in the same pass (a stale
+   * copy stays stale: its padding was never written) */
+  int lpw = un->lp && !un->lp_stale && fsdpc__optim_writes_bf16(e);
   for (int i = 0; i < un->n_params; i++) {
     int p = un->params[i];
     uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
@@ -513,7 +531,8 @@ static fsdpc_status update(fsdpc_engine *e, int u, int64_t step, double lr, doub
                                             .state = un->state ? un->state + (a - s0) : NULL,
                                             .numel = b - a,
                                             .stride = un->shard_numel,
-                                            .decay = e->params[p].decay || e->decay_norm_and_bias};
+                                            .decay = e->params[p].decay || e->decay_norm_and_bias,
+                                            .param_bf16 = lpw ? un->lp + (a - s0) : NULL};
   }
   fsdpc_optim_step_info si = {.struct_size = sizeof si,
                               .step = step,
@@ -527,6 +546,7 @@ static fsdpc_status update(fsdpc_engine *e, int u, int64_t step, double lr, doub
   FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->grad, un->shard_numel * sizeof(float), err));
   un->grad_clean = 1;
   un->stage_stale = 1;
+  un->lp_stale = !lpw;
   return FSDPC_OK;
 }
 

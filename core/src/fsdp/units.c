@@ -44,6 +44,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     goto fail;
   }
   e->sops = e->offload ? fsdpc__ops_cpu() : e->ops;
+  e->param_copy = o->param_copy && !on_cpu && !e->offload && e->ops->act_dtype == FSDPC_DTYPE_BF16;
   if (o->cpu_offload && on_cpu && o->dist->rank == 0)
     FSDPC_LOGI("fsdp: cpu_offload: the shards already live in host memory on the CPU device; "
                "nothing to offload");
@@ -121,6 +122,13 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
       }
     }
     if (e->full_is_master) un->full = un->master; /* nothing to gather or cast */
+    if (e->param_copy && fsdpc__param_copy_fits(o->param_copy_max_bytes, e->lp_bytes,
+                                                 un->shard_numel)) {
+      if (!(un->lp = fsdpc__ealloc(e, FSDPC_MEM_PARAMS, un->shard_numel * 2))) goto oom;
+      e->lp_bytes += un->shard_numel * 2;
+      e->lp_units++;
+      un->lp_stale = 1;
+    }
     /* grads accumulate in the shard (offloaded: in a device buffer, then D2H) */
     if (e->S == 1 && !e->offload) un->full_grad = un->grad;
   }
@@ -150,6 +158,12 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
       FSDPC_LOGI("fsdp: cpu_offload: shards in pinned host memory (%.1f MiB with the bf16 "
                  "staging copies); grad norm, clipping and the optimizer on the CPU (%d threads)",
                  (double)e->host_pinned / 1048576.0, e->threads);
+    if (e->param_copy)
+      FSDPC_LOGI("fsdp: param_copy: a bf16 copy of the master shard of %d of %d units (%.1f "
+                 "MiB), written by the optimizer step%s; gathers read it%s",
+                 e->lp_units, e->n_units, (double)e->lp_bytes / 1048576.0,
+                 fsdpc__optim_writes_bf16(e) ? " in its own pass" : " (one cast after it)",
+                 e->S == 1 ? " (world of one shard: no gather at all)" : "");
     if (e->reduce_bf16)
       FSDPC_LOGI("fsdp: gradients reduced in bf16 (reduce-scatter%s), accumulated in fp32",
                  e->dist->replica_size > 1 ? " and replica all-reduce" : "");
@@ -171,7 +185,9 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   for (int u = 0; e->units && u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float), fb = un->flat_numel * sizeof(float);
-    if (!e->full_is_master) fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
+    if (!e->full_is_master && !fsdpc__full_is_lp(un))
+      fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
+    fsdpc__efree(e, FSDPC_MEM_PARAMS, un->lp, un->shard_numel * 2);
     if (un->full_grad != un->grad) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
     fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, sb);
     fsdpc__sfree(e, FSDPC_MEM_GRADS, un->grad, sb);
@@ -265,6 +281,7 @@ static fsdpc_status fill_shards(fsdpc_engine *e, segment_fn fn, void *arg, fsdpc
   fsdpc_status st = FSDPC_OK;
   for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
     fsdpc_unit *un = &e->units[u];
+    un->lp_stale = 1;
     if (on_host) {
       un->stage_stale = 1;
       st = for_each_segment(e, u, un->master, fn, arg, err);
@@ -353,6 +370,8 @@ fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_e
     FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
     for (int u = 0; u < e->n_units; u++) e->units[u].stage_stale = 1;
   }
+  if (upload)
+    for (int u = 0; u < e->n_units; u++) e->units[u].lp_stale = 1;
   if (!e->mirror) return FSDPC_OK;
   size_t per = 1 + (size_t)e->n_slots;
   fsdpc_status st = FSDPC_OK;

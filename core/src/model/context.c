@@ -236,6 +236,7 @@ void fsdpc__model_ctx_destroy(fsdpc_model_ctx *m) {
   if (m->d_tokens) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_tokens, ib);
   if (m->d_labels) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_labels, ib);
   if (m->d_doc_ids) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_doc_ids, ib);
+  if (m->loss_host) m->ops->free_host(m->dev, m->loss_host);
   free(m->resid);
   free(m->acts);
   free(m);

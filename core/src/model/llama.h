@@ -134,6 +134,14 @@ fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
                                        const void *head_w, float grad_scale, float *dnorm_w,
                                        float *dhead_w, double *loss_sum, int64_t *count,
                                        fsdpc_err *err);
+/* Keeps the loss on the device (on = 1, devices with pinned host memory
+ * only; a no-op on the CPU): until it is turned off, head_fwd_bwd returns
+ * 0 and 0 and copies each micro-batch's loss asynchronously into a pinned
+ * host slot, so a step has no host sync for its loss. After the device has
+ * passed the step (a sync), fsdpc__model_deferred_losses adds the deferred
+ * losses to *loss_sum and *count in micro-batch order and forgets them. */
+void fsdpc__model_defer_loss(fsdpc_model_ctx *m, int on);
+void fsdpc__model_deferred_losses(fsdpc_model_ctx *m, double *loss_sum, int64_t *count);
 /* Backward of each block, in reverse. */
 fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                                     const fsdpc_layer_g *g, fsdpc_err *err);

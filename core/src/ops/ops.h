@@ -139,6 +139,18 @@ typedef struct fsdpc_ops {
    * free_on, which report by NULL or not at all; taken: OK when none is
    * kept. Read it through fsdpc__ops_oom and fsdpc__ops_freed. */
   fsdpc_status (*take_error)(void *ctx, fsdpc_err *err);
+  /* (optional: NULL on the CPU, where the layer keeps the unfused sequence
+   * and so its exact rounding) Fusions of the decoder layer's backward:
+   * matmul_bwd_acc is matmul_bwd with dinp ACCUMULATED (+=), so the
+   * gradients of q/k/v (gate/up) add up inside the GEMMs; rmsnorm_bwd_add is
+   * rmsnorm_bwd then dinp += dresid (the residual path) in one pass (dinp may
+   * alias dresid). */
+  fsdpc_status (*matmul_bwd_acc)(void *ctx, void *dinp, float *dweight, const void *dout,
+                                 const void *inp, const void *weight, int N, int C, int OC,
+                                 fsdpc_err *err);
+  fsdpc_status (*rmsnorm_bwd_add)(void *ctx, void *dinp, float *dweight, const void *dout,
+                                  const void *dresid, const void *inp, const void *weight,
+                                  const float *rstd, int N, int C, fsdpc_err *err);
 } fsdpc_ops;
 
 /* After alloc or alloc_on gave NULL: the device's own reason when it kept

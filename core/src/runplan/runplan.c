@@ -118,6 +118,8 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
   out->no_sync = c->fsdp.no_sync;
   out->align = (int)c->fsdp.align;
   out->forward_prefetch = c->fsdp.forward_prefetch;
+  out->param_copy = c->fsdp.param_copy && out->device != FSDPC_DEVICE_CPU && !out->cpu_offload;
+  out->param_copy_max_bytes = c->fsdp.param_copy_max_mib * 1048576;
   out->backward_prefetch = c->fsdp.backward_prefetch;
   return FSDPC_OK;
 }

@@ -62,6 +62,8 @@ typedef struct fsdpc_run_modes {
   int no_sync;
   int align;
   int forward_prefetch, backward_prefetch;
+  int param_copy; /* in effect: fsdp.param_copy on a device, not offloaded */
+  int64_t param_copy_max_bytes; /* fsdp.param_copy_max_mib in bytes; 0 = no cap */
 } fsdpc_run_modes;
 
 /* The shard group size: FULL_SHARD / SHARD_GRAD_OP = world, NO_SHARD = 1,

@@ -189,7 +189,9 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .forward_prefetch = md->forward_prefetch,
                           .backward_prefetch = md->backward_prefetch,
                           .reduce_dtype = md->reduce_dtype,
-                          .cpu_offload = md->cpu_offload_asked};
+                          .cpu_offload = md->cpu_offload_asked,
+                          .param_copy = md->param_copy,
+                          .param_copy_max_bytes = (uint64_t)md->param_copy_max_bytes};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
   PHASE(alloc);
   char resume_dir[4096];

@@ -306,6 +306,11 @@ static const fsdpc_optim_v1 adamw_vtable = {
     /* .slot_name = */ adamw_slot_name,
     /* .init_state = */ adamw_init_state,
     /* .step = */ adamw_step,
+#ifdef FSDPC_WITH_CUDA
+    /* .param_bf16 = */ 1, /* the CUDA kernel (optim_multitensor.cuh) */
+#else
+    /* .param_bf16 = */ 0,
+#endif
 };
 
 static const fsdpc_component_desc adamw_component = {

@@ -348,6 +348,11 @@ static const fsdpc_optim_v1 sgd_vtable = {
     /* .slot_name = */ sgd_slot_name,
     /* .init_state = */ sgd_init_state,
     /* .step = */ sgd_step,
+#ifdef FSDPC_WITH_CUDA
+    /* .param_bf16 = */ 1, /* the CUDA kernel (optim_multitensor.cuh) */
+#else
+    /* .param_bf16 = */ 0,
+#endif
 };
 
 static const fsdpc_component_desc sgd_component = {

@@ -226,6 +226,8 @@ static const fsdpc_ops cpu_ops = {
     /* .kv_store = */ cpu_kv_store,
     /* .attn_cached = */ cpu_attn_cached,
     /* .take_error = */ NULL, /* alloc and free fail only for want of memory */
+    /* .matmul_bwd_acc = */ NULL, /* the layer keeps the unfused sequence */
+    /* .rmsnorm_bwd_add = */ NULL,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

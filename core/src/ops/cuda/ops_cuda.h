@@ -64,6 +64,19 @@ fsdpc_status fsdpc__cuda_rmsnorm_bwd(fsdpc_cuda_ctx *ctx,
                                      const float *rstd,        // (N)
                                      int N, int C, fsdpc_err *err);
 
+/* The same, plus the residual stream's gradient: dinp = dx + dresid, summed
+ * in fp32 and rounded to bf16 once (one pass instead of rmsnorm_bwd and an
+ * add). dinp may alias dresid. */
+fsdpc_status fsdpc__cuda_rmsnorm_bwd_add(fsdpc_cuda_ctx *ctx,
+                                         fsdpc_bf16 *dinp,         // (N, C) =
+                                         float *dweight,           // (C) +=
+                                         const fsdpc_bf16 *dout,   // (N, C)
+                                         const fsdpc_bf16 *dresid, // (N, C)
+                                         const fsdpc_bf16 *inp,    // (N, C)
+                                         const fsdpc_bf16 *weight, // (C)
+                                         const float *rstd,        // (N)
+                                         int N, int C, fsdpc_err *err);
+
 /* ---- rope.cu ---- Hugging Face rotate_half convention (see ops_cpu.h);
  * cos/sin are the fp32 tables of fsdpc__rope_tables, in device memory. */
 fsdpc_status fsdpc__cuda_rope_fwd(fsdpc_cuda_ctx *ctx,
@@ -152,6 +165,16 @@ fsdpc_status fsdpc__cuda_matmul_bwd(fsdpc_cuda_ctx *ctx,
                                     const fsdpc_bf16 *inp,    // (N, C)
                                     const fsdpc_bf16 *weight, // (OC, C)
                                     int N, int C, int OC, fsdpc_err *err);
+/* The same with dinp ACCUMULATED (+=): the GEMM's C operand is dinp (beta 1,
+ * fp32 sum, one bf16 rounding), so the gradients of several projections of
+ * one input add up without a separate add pass. */
+fsdpc_status fsdpc__cuda_matmul_bwd_acc(fsdpc_cuda_ctx *ctx,
+                                        fsdpc_bf16 *dinp,         // (N, C) +=, or NULL
+                                        float *dweight,           // (OC, C) +=, or NULL
+                                        const fsdpc_bf16 *dout,   // (N, OC)
+                                        const fsdpc_bf16 *inp,    // (N, C)
+                                        const fsdpc_bf16 *weight, // (OC, C)
+                                        int N, int C, int OC, fsdpc_err *err);
 /* fp32 logits for evaluation: out = x @ weight^T */
 fsdpc_status fsdpc__cuda_logits(fsdpc_cuda_ctx *ctx,
                                 float *out,               // (N, V)

@@ -193,6 +193,18 @@ static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const voi
   return fsdpc__cuda_attn_cached(ctx, out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, err);
 }
 
+static fsdpc_status c_matmul_bwd_acc(void *ctx, void *dinp, float *dweight, const void *dout,
+                                     const void *inp, const void *weight, int N, int C, int OC,
+                                     fsdpc_err *err) {
+  return fsdpc__cuda_matmul_bwd_acc(ctx, dinp, dweight, dout, inp, weight, N, C, OC, err);
+}
+static fsdpc_status c_rmsnorm_bwd_add(void *ctx, void *dinp, float *dweight, const void *dout,
+                                      const void *dresid, const void *inp, const void *weight,
+                                      const float *rstd, int N, int C, fsdpc_err *err) {
+  return fsdpc__cuda_rmsnorm_bwd_add(ctx, dinp, dweight, dout, dresid, inp, weight, rstd, N, C,
+                                     err);
+}
+
 void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
   *t = (fsdpc_ops){
       .device = FSDPC_DEVICE_CUDA, .act_dtype = FSDPC_DTYPE_BF16, .act_size = 2,
@@ -211,5 +223,6 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .swiglu_bwd = c_swiglu_bwd, .add = c_add, .add_inplace = c_add_inplace,
       .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
       .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached,
-      .take_error = c_take_error};
+      .take_error = c_take_error,
+      .matmul_bwd_acc = c_matmul_bwd_acc, .rmsnorm_bwd_add = c_rmsnorm_bwd_add};
 }

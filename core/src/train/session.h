@@ -37,6 +37,7 @@ typedef struct fsdpc_session {
   int32_t *tokens, *labels, *doc_ids; /* (micro, seq_len) */
   int use_doc_ids; /* document masking: data.document_masking or packed examples */
   int examples;    /* whole examples (packing examples/none): no EOS before a prompt */
+  int eval_doc_ids; /* use_doc_ids for the eval data (its own packing: a prepared JSONL) */
 
   fsdpc_ckpt_train ckpt; /* checkpointing; ckpt.start_step: first step to run */
 

@@ -60,6 +60,10 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
     }
     lo.split = held_out ? FSDPC_SPLIT_EVAL : FSDPC_SPLIT_ALL;
     lo.shuffle = 0;
+    /* the eval file's own packing: a prepared JSONL is whole examples even
+     * when the training data is a plain token stream */
+    fsdpc__dataset_loader_opts(c, etf, &lo);
+    s->eval_doc_ids = c->data.document_masking || lo.packing != FSDPC_PACK_WINDOW;
     FSDPC_TRY(fsdpc__loader_create(etf, &lo, &s->eval_ld, err));
   } else if (c->train.eval_every > 0) {
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,

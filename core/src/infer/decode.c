@@ -33,6 +33,7 @@ struct fsdpc_decoder {
   void *x, *ln, *q, *k, *v, *att, *gate, *up, *act; /* (B, C|QD|KD|F) */
   float *rstd;                                      /* (B) */
   float *logits;                                    /* (B, V) device */
+  int32_t *ids;                                     /* (B) device: greedy picks */
 };
 
 typedef struct dbuf {
@@ -62,6 +63,7 @@ static int list_bufs(fsdpc_decoder *d, dbuf *b) {
   B_(act, B * F * a);
   B_(rstd, B * sizeof(float));
   B_(logits, B * (size_t)s->V * sizeof(float));
+  B_(ids, B * sizeof(int32_t));
 #undef B_
   return n;
 }
@@ -159,11 +161,32 @@ static fsdpc_status wdone(const fsdpc_infer_weights *w, int b, fsdpc_err *err) {
   return w->done ? w->done(w->ctx, b, err) : FSDPC_OK;
 }
 
-/* logits (device (B, V)) from d->ln rows, downloaded to out. */
+/* logits (device (B, V)) from d->ln rows, downloaded to out (unless NULL). */
 static fsdpc_status head_logits(fsdpc_decoder *d, const void *head_w, float *out, fsdpc_err *err) {
   OP(logits, d->logits, d->ln, head_w, d->B, d->s.C, d->s.V, err);
-  OP(download, out, d->logits, (size_t)d->B * d->s.V * sizeof(float), err);
+  if (out)
+    OP(download, out, d->logits, (size_t)d->B * d->s.V * sizeof(float), err);
   return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__decoder_greedy(fsdpc_decoder *d, int32_t *ids, fsdpc_err *err) {
+  size_t V = (size_t)d->s.V;
+  if (d->ops->argmax_rows) { /* on the device: only B ids cross */
+    OP(argmax_rows, d->ids, d->logits, d->B, d->s.V, err);
+    OP(download, ids, d->ids, (size_t)d->B * sizeof(int32_t), err);
+    return FSDPC_OK;
+  }
+  float *row = malloc(V * sizeof(float));
+  if (!row)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  fsdpc_status st = FSDPC_OK;
+  for (int b = 0; st == FSDPC_OK && b < d->B; b++) {
+    st = d->ops->download(d->dev, row, d->logits + (size_t)b * V, V * sizeof(float), err);
+    if (st == FSDPC_OK)
+      ids[b] = fsdpc__sample(row, (int)V, NULL, NULL, NULL, NULL);
+  }
+  free(row);
+  return st;
 }
 
 static fsdpc_status prefill_run(fsdpc_decoder *d, const fsdpc_infer_weights *w, fsdpc_model_ctx *m,

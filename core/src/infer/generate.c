@@ -132,11 +132,15 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
   FSDPC_TRY(fsdpc__decoder_create(&o, &d, err));
   size_t V = (size_t)s->V;
   int32_t *tokens = calloc((size_t)n * T, sizeof *tokens), *next = calloc((size_t)n, sizeof *next);
-  float *logits = malloc((size_t)n * V * sizeof(float)), *sp = malloc(V * sizeof(float));
+  int32_t *pick = calloc((size_t)n, sizeof *pick);
+  /* Greedy: the argmax runs where the logits are; only ids come back. */
+  int greedy = g->sampling.temperature <= 0.0;
+  float *logits = malloc((greedy ? 1 : (size_t)n * V) * sizeof(float));
+  float *sp = malloc(V * sizeof(float));
   int32_t *si = malloc(V * sizeof(int32_t));
   row *r = calloc((size_t)n, sizeof *r);
   fsdpc_status st = FSDPC_OK;
-  if (!tokens || !next || !logits || !sp || !si || !r) {
+  if (!tokens || !next || !pick || !logits || !sp || !si || !r) {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     goto out;
   }
@@ -151,7 +155,9 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
     uint64_t x = g->sampling.seed + (uint64_t)(g->first_row + b);
     r[b].rng = fsdpc__splitmix64(&x);
   }
-  if ((st = fsdpc__decoder_prefill(d, w, tokens, T, lens, logits, err)) != FSDPC_OK)
+  if ((st = fsdpc__decoder_prefill(d, w, tokens, T, lens, greedy ? NULL : logits, err)) != FSDPC_OK)
+    goto out;
+  if (greedy && (st = fsdpc__decoder_greedy(d, pick, err)) != FSDPC_OK)
     goto out;
   int live_text = g->tok && (g->n_stop > 0 || g->on_text);
   for (int step = 0;; step++) {
@@ -161,7 +167,9 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
       next[b] = 0;
       if (rb->done)
         continue;
-      int32_t t = fsdpc__sample(logits + (size_t)b * V, s->V, &g->sampling, &rb->rng, sp, si);
+      int32_t t = greedy
+                      ? pick[b]
+                      : fsdpc__sample(logits + (size_t)b * V, s->V, &g->sampling, &rb->rng, sp, si);
       if (is_eos(g, t)) {
         rb->done = 1;
         rb->reason = "eos";
@@ -186,7 +194,9 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
     }
     if (!live)
       break;
-    if ((st = fsdpc__decoder_step(d, w, next, logits, err)) != FSDPC_OK)
+    if ((st = fsdpc__decoder_step(d, w, next, greedy ? NULL : logits, err)) != FSDPC_OK)
+      goto out;
+    if (greedy && (st = fsdpc__decoder_greedy(d, pick, err)) != FSDPC_OK)
       goto out;
   }
   fsdpc_gen_result *out_r = calloc((size_t)n, sizeof *out_r);
@@ -215,6 +225,7 @@ out:
   free(r);
   free(tokens);
   free(next);
+  free(pick);
   free(logits);
   free(sp);
   free(si);

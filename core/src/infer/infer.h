@@ -47,14 +47,18 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
                                    fsdpc_err *err);
 void fsdpc__decoder_destroy(fsdpc_decoder *d); /* NULL is a no-op */
 /* Runs the prompts (host (B, T), right-padded; lens[b] in 1..T) and leaves
- * logits (host (B, V), fp32) of each row's last prompt token. */
+ * logits (host (B, V), fp32; NULL: kept on the device for
+ * fsdpc__decoder_greedy) of each row's last prompt token. */
 fsdpc_status fsdpc__decoder_prefill(fsdpc_decoder *d, const fsdpc_infer_weights *w,
                                     const int32_t *tokens, int T, const int *lens, float *logits,
                                     fsdpc_err *err);
 /* Appends tokens[b] to row b at its next position and gives the logits
- * after it (host (B, V)). */
+ * after it (host (B, V), or NULL as for prefill). */
 fsdpc_status fsdpc__decoder_step(fsdpc_decoder *d, const fsdpc_infer_weights *w,
                                  const int32_t *tokens, float *logits, fsdpc_err *err);
+/* ids (host (B)): the argmax of each row's last logits (lowest id on
+ * ties), computed on the device where it can (only the ids are copied). */
+fsdpc_status fsdpc__decoder_greedy(fsdpc_decoder *d, int32_t *ids, fsdpc_err *err);
 /* Tokens row b holds (prompt + appended). */
 int fsdpc__decoder_len(const fsdpc_decoder *d, int b);
 

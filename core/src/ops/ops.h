@@ -128,6 +128,10 @@ typedef struct fsdpc_ops {
   fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc,
                               const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
                               int HD, int maxT, float scale, fsdpc_err *err);
+  /* out[r] (device int32) = argmax of the fp32 row x[r, 0..V), the lowest id
+   * on ties (greedy decoding without sending logits to the host). */
+  fsdpc_status (*argmax_rows)(void *ctx, int32_t *out, const float *x, int N, int V,
+                              fsdpc_err *err);
 } fsdpc_ops;
 
 /* The CPU reference table (ops/cpu/table.c). */

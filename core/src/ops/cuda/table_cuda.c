@@ -179,6 +179,10 @@ static fsdpc_status c_kv_store(void *ctx, void *kc, void *vc, const void *k, con
                                fsdpc_err *err) {
   return fsdpc__cuda_kv_store(ctx, kc, vc, k, v, pos, B, n, maxT, KD, err);
 }
+static fsdpc_status c_argmax_rows(void *ctx, int32_t *out, const float *x, int N, int V,
+                                  fsdpc_err *err) {
+  return fsdpc__cuda_argmax_rows(ctx, out, x, N, V, err);
+}
 static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const void *kc,
                                   const void *vc, const int32_t *pos, int B, int n, int NH,
                                   int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
@@ -202,5 +206,6 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .rope_fwd = c_rope_fwd, .rope_bwd = c_rope_bwd, .swiglu_fwd = c_swiglu_fwd,
       .swiglu_bwd = c_swiglu_bwd, .add = c_add, .add_inplace = c_add_inplace,
       .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
-      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached};
+      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached,
+      .argmax_rows = c_argmax_rows};
 }

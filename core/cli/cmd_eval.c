@@ -24,6 +24,7 @@
 #include "model/hf_rules.h"
 #include "train/session.h"
 #include "util/log.h"
+#include "util/mem.h"
 
 static void usage(FILE *f) {
   fprintf(f, "usage: fsdpc eval MODEL --data FILE [options] [section.key=value ...]\n"
@@ -114,6 +115,9 @@ static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
     cJSON_AddNumberToObject(o, "tokens", r[1]);
     cJSON_AddNumberToObject(o, "batches", r[3]);
     cJSON_AddNumberToObject(o, "world_size", env.world_size);
+    fsdpc_mem_stats ms; /* this rank's device (host for the CPU), setup included */
+    fsdpc__session_mem(s, &ms, NULL);
+    cJSON_AddNumberToObject(o, "peak_device_bytes", (double)ms.total_peak);
     char *t = cJSON_PrintUnformatted(o);
     if (t)
       printf("%s\n", t);

@@ -237,7 +237,8 @@ static char *utf8_clean(const char *s, size_t n) {
   return o;
 }
 
-static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, double secs) {
+static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, double secs,
+                       int64_t peak) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "index", index);
   char *pc = p->text ? utf8_clean(p->text, strlen(p->text)) : NULL;
@@ -255,6 +256,7 @@ static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, do
   free(clean);
   cJSON_AddStringToObject(o, "stop_reason", r->stop_reason ? r->stop_reason : "length");
   cJSON_AddNumberToObject(o, "batch_seconds", secs);
+  cJSON_AddNumberToObject(o, "peak_device_bytes", (double)peak);
   char *t = cJSON_PrintUnformatted(o);
   if (t)
     printf("%s\n", t);
@@ -453,7 +455,7 @@ static int run(gen_args *a, fsdpc_err *err) {
     double secs = fsdpc__now() - t0;
     for (int i = 0; st == FSDPC_OK && i < nb; i++) {
       if (a->json)
-        print_json(b0 + i, &ps[b0 + i], &res[i], secs);
+        print_json(b0 + i, &ps[b0 + i], &res[i], secs, fsdpc__infer_model_peak_bytes(m));
       else if (!stream)
         printf("%s\n", res[i].text);
     }

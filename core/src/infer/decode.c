@@ -233,6 +233,8 @@ fsdpc_status fsdpc__decoder_prefill(fsdpc_decoder *d, const fsdpc_infer_weights 
                              .B = d->B,
                              .T = T,
                              .activation_checkpointing = 1,
+                             .forward_only = 1,
+                             .xent_chunk_rows = 1, /* no loss here: the smallest scratch */
                              .attention = d->attn,
                              .attention_opts = d->attn_opts,
                              .ops = d->ops};

@@ -133,6 +133,9 @@ typedef struct fsdpc_infer_load_opts {
 fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer_model **out,
                                      fsdpc_err *err);
 void fsdpc__infer_model_free(fsdpc_infer_model *m);
+/* Peak bytes allocated on the model's device so far (tracked allocations:
+ * weights, KV cache, buffers; not the driver's own context). */
+int64_t fsdpc__infer_model_peak_bytes(const fsdpc_infer_model *m);
 /* The generation config's EOS ids (generation_config.json beside the model,
  * else config.json, else model.eos_token_id): malloc'd *ids. */
 fsdpc_status fsdpc__infer_eos_ids(const char *dir, const fsdpc_model_shape *s, int32_t **ids,

@@ -10,9 +10,11 @@
 
 #include "ckpt/ckpt.h"
 #include "infer/infer.h"
+#include "io/dtype.h"
 #include "io/fileio.h"
 #include "model/hf_rules.h"
 #include "train/session.h"
+#include "util/mem.h"
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/cuda_ctx.h"
 #endif
@@ -204,15 +206,14 @@ static fsdpc_status to_device(fsdpc_infer_model *m, const fsdpc_layout *lay, flo
       FSDPC_TRY(ops->upload(ops->ctx, m->w[p], src, n * sizeof(float), err));
       continue;
     }
-    float *tmp = ops->alloc(ops->ctx, FSDPC_MEM_OTHER, n * sizeof(float));
-    if (!tmp)
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of device memory");
-    fsdpc_status st = ops->upload(ops->ctx, tmp, src, n * sizeof(float), err);
-    if (st == FSDPC_OK)
-      st = ops->cast_params(ops->ctx, m->w[p], tmp, n, err);
-    if (st == FSDPC_OK)
-      st = ops->sync(ops->ctx, err);
-    ops->free(ops->ctx, FSDPC_MEM_OTHER, tmp, n * sizeof(float));
+    /* rounded to bf16 on the host (to nearest even, as the device cast):
+     * no fp32 copy on the device */
+    uint16_t *h = malloc(n * sizeof(uint16_t));
+    if (!h)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    fsdpc__f32_to_bf16_n(src, h, n);
+    fsdpc_status st = ops->upload(ops->ctx, m->w[p], h, n * sizeof(uint16_t), err);
+    free(h);
     FSDPC_TRY(st);
   }
   return FSDPC_OK;
@@ -272,6 +273,19 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
   m->weights = (fsdpc_infer_weights){.ctx = m, .block = resident_block};
   *out = m;
   return FSDPC_OK;
+}
+
+int64_t fsdpc__infer_model_peak_bytes(const fsdpc_infer_model *m) {
+#ifdef FSDPC_WITH_CUDA
+  if (m->cuda) {
+    fsdpc_cuda_mem_stats cs;
+    fsdpc_err e;
+    return fsdpc__cuda_mem_stats(m->cuda, &cs, &e) == FSDPC_OK ? cs.total_allocated_peak : -1;
+  }
+#endif
+  fsdpc_mem_stats ms;
+  fsdpc__mem_stats(&ms);
+  return ms.total_peak;
 }
 
 void fsdpc__infer_model_free(fsdpc_infer_model *m) {

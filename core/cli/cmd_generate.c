@@ -39,7 +39,10 @@ static void usage(FILE *f) {
          "  --device cpu|cuda|auto default auto (cuda when a GPU is visible)\n"
          "  --attention NAME       attention plugin for the prompt (naive, flash; default\n"
          "                         the config's attention.impl)\n"
-         "  --json                 one JSON line per prompt: ids, text, stop reason, timing\n");
+         "  --json                 one JSON line per prompt: ids, text, stop reason, timing,\n"
+         "                         peak device memory\n"
+         "  --top-logits N         with --json: the N highest (id, logit) pairs of each\n"
+         "                         step (0..100; the logits then go to the host each step)\n");
 }
 
 typedef struct prompt {
@@ -238,7 +241,7 @@ static char *utf8_clean(const char *s, size_t n) {
 }
 
 static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, double secs,
-                       int64_t peak) {
+                       int64_t peak, int top) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "index", index);
   char *pc = p->text ? utf8_clean(p->text, strlen(p->text)) : NULL;
@@ -257,6 +260,19 @@ static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, do
   cJSON_AddStringToObject(o, "stop_reason", r->stop_reason ? r->stop_reason : "length");
   cJSON_AddNumberToObject(o, "batch_seconds", secs);
   cJSON_AddNumberToObject(o, "peak_device_bytes", (double)peak);
+  if (top > 0 && r->top_ids) { /* per generated token: [[id, logit], ...], highest first */
+    cJSON *t = cJSON_AddArrayToObject(o, "top_logits");
+    for (int i = 0; i < r->n_ids; i++) {
+      cJSON *step = cJSON_CreateArray();
+      for (int j = 0; j < top; j++) {
+        cJSON *pair = cJSON_CreateArray();
+        cJSON_AddItemToArray(pair, cJSON_CreateNumber(r->top_ids[(size_t)i * top + j]));
+        cJSON_AddItemToArray(pair, cJSON_CreateNumber(r->top_vals[(size_t)i * top + j]));
+        cJSON_AddItemToArray(step, pair);
+      }
+      cJSON_AddItemToArray(t, step);
+    }
+  }
   char *t = cJSON_PrintUnformatted(o);
   if (t)
     printf("%s\n", t);
@@ -266,7 +282,7 @@ static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, do
 
 typedef struct gen_args {
   const char *model, *prompt, *prompt_ids, *file, *system, *device, *attention;
-  int max_new, batch, no_bos, chat, json, ignore_eos;
+  int max_new, batch, no_bos, chat, json, ignore_eos, top_logits;
   fsdpc_sampling samp;
   const char **stop;
   int n_stop;
@@ -313,6 +329,8 @@ static int parse_args(int argc, char **argv, gen_args *a) {
       ok = (a->max_new = (int)strtol(v, &end, 10)) > 0;
     else if (strcmp(s, "--batch-size") == 0)
       ok = (a->batch = (int)strtol(v, &end, 10)) > 0;
+    else if (strcmp(s, "--top-logits") == 0)
+      ok = (a->top_logits = (int)strtol(v, &end, 10)) >= 0 && a->top_logits <= 100;
     else if (strcmp(s, "--top-k") == 0)
       ok = (a->samp.top_k = (int)strtol(v, &end, 10)) >= 0;
     else if (strcmp(s, "--seed") == 0)
@@ -447,7 +465,8 @@ static int run(gen_args *a, fsdpc_err *err) {
                         .n_stop = a->n_stop,
                         .tok = tok,
                         .on_text = stream ? on_text : NULL,
-                        .first_row = b0};
+                        .first_row = b0,
+                        .top_logits = a->json ? a->top_logits : 0};
     fsdpc_gen_result *res = NULL;
     double t0 = fsdpc__now();
     if (st == FSDPC_OK)
@@ -455,7 +474,8 @@ static int run(gen_args *a, fsdpc_err *err) {
     double secs = fsdpc__now() - t0;
     for (int i = 0; st == FSDPC_OK && i < nb; i++) {
       if (a->json)
-        print_json(b0 + i, &ps[b0 + i], &res[i], secs, fsdpc__infer_model_peak_bytes(m));
+        print_json(b0 + i, &ps[b0 + i], &res[i], secs, fsdpc__infer_model_peak_bytes(m),
+                   a->top_logits);
       else if (!stream)
         printf("%s\n", res[i].text);
     }

@@ -88,6 +88,8 @@ typedef struct fsdpc_gen_opts {
   void (*on_text)(void *ctx, int row, const char *text, size_t len);
   void *cb_ctx;
   int first_row; /* index of row 0 among all prompts: seeds each row's stream */
+  int top_logits; /* > 0: keep the top_logits (id, logit) pairs of each step
+                   * (the logits then come to the host every step) */
 } fsdpc_gen_opts;
 
 typedef struct fsdpc_gen_result {
@@ -95,6 +97,11 @@ typedef struct fsdpc_gen_result {
   int n_ids;
   char *text;              /* decoded, cut before a stop string; NUL-terminated */
   const char *stop_reason; /* "eos", "stop", "length" */
+  /* top_logits > 0: (n_ids + 1) x top_logits ids and fp32 logits, highest
+   * first, of the logits each generated token was picked from (the last
+   * row: the stop token's, or the step after the length limit's: zeros) */
+  int32_t *top_ids;
+  float *top_vals;
 } fsdpc_gen_result;
 
 /* Generates for n prompts at once (one padded batch: one forward per token

@@ -41,6 +41,8 @@ static void usage(FILE *f) {
          "                         the config's attention.impl)\n"
          "  --json                 one JSON line per prompt: ids, text, stop reason, timing,\n"
          "                         peak device memory\n"
+         "  --no-cuda-graph        run each decode step kernel by kernel (by default a CUDA\n"
+         "                         step is recorded once as a graph and replayed)\n"
          "  --top-logits N         with --json: the N highest (id, logit) pairs of each\n"
          "                         step (0..100; the logits then go to the host each step)\n");
 }
@@ -282,7 +284,7 @@ static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, do
 
 typedef struct gen_args {
   const char *model, *prompt, *prompt_ids, *file, *system, *device, *attention;
-  int max_new, batch, no_bos, chat, json, ignore_eos, top_logits;
+  int max_new, batch, no_bos, chat, json, ignore_eos, top_logits, no_graph;
   fsdpc_sampling samp;
   const char **stop;
   int n_stop;
@@ -298,11 +300,12 @@ static int parse_args(int argc, char **argv, gen_args *a) {
       return 0;
     }
     if (strcmp(s, "--no-bos") == 0 || strcmp(s, "--chat") == 0 || strcmp(s, "--json") == 0 ||
-        strcmp(s, "--ignore-eos") == 0) {
-      *(s[2] == 'n'   ? &a->no_bos
-        : s[2] == 'c' ? &a->chat
-        : s[2] == 'j' ? &a->json
-                      : &a->ignore_eos) = 1;
+        strcmp(s, "--ignore-eos") == 0 || strcmp(s, "--no-cuda-graph") == 0) {
+      *(strcmp(s, "--no-cuda-graph") == 0 ? &a->no_graph
+        : s[2] == 'n'                     ? &a->no_bos
+        : s[2] == 'c'                     ? &a->chat
+        : s[2] == 'j'                     ? &a->json
+                                          : &a->ignore_eos) = 1;
       continue;
     }
     if (s[0] == '-' && !v) {
@@ -445,7 +448,8 @@ static int run(gen_args *a, fsdpc_err *err) {
     dopt = (fsdpc_decoder_opts){.shape = &m->shape,
                                 .ops = m->ops,
                                 .attention = m->attn,
-                                .attention_opts = m->cfg->attention.options};
+                                .attention_opts = m->cfg->attention.options,
+                                .no_graph = a->no_graph};
   int stream = np == 1 && !a->json;
   for (int b0 = 0; st == FSDPC_OK && b0 < np; b0 += a->batch) {
     int nb = np - b0 < a->batch ? np - b0 : a->batch;

@@ -29,6 +29,10 @@ typedef struct fsdpc_infer_weights {
    * FSDPC_P_EMBED; layer: its kinds; head: FSDPC_P_NORM, FSDPC_P_HEAD). */
   fsdpc_status (*block)(void *ctx, int b, void *base[FSDPC_P_NKIND], fsdpc_err *err);
   fsdpc_status (*done)(void *ctx, int b, fsdpc_err *err); /* (optional) */
+  /* 1: block() hands out the same pointers every call and enqueues no work
+   * (a resident model), so the decoder may replay a recorded step (a CUDA
+   * graph); 0: gathered weights (training) run step by step. */
+  int fixed;
 } fsdpc_infer_weights;
 
 /* ---- decode.c: the KV-cache decoder ---- */
@@ -41,6 +45,7 @@ typedef struct fsdpc_decoder_opts {
   const fsdpc_opts *attention_opts;
   int B;       /* rows */
   int max_len; /* cache length: prompt + new tokens, <= max_position_embeddings */
+  int no_graph; /* 1: never record the step as a CUDA graph (measurement) */
 } fsdpc_decoder_opts;
 
 fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **out,

@@ -270,7 +270,7 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
     fsdpc__infer_model_free(m);
     return st;
   }
-  m->weights = (fsdpc_infer_weights){.ctx = m, .block = resident_block};
+  m->weights = (fsdpc_infer_weights){.ctx = m, .block = resident_block, .fixed = 1};
   *out = m;
   return FSDPC_OK;
 }

@@ -118,6 +118,9 @@ static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
     fsdpc_mem_stats ms; /* this rank's device (host for the CPU), setup included */
     fsdpc__session_mem(s, &ms, NULL);
     cJSON_AddNumberToObject(o, "peak_device_bytes", (double)ms.total_peak);
+    cJSON *cats = cJSON_AddObjectToObject(o, "peak_device_bytes_by_category");
+    for (int c = 0; cats && c < FSDPC_MEM_NCAT; c++)
+      cJSON_AddNumberToObject(cats, fsdpc__mem_cat_name((fsdpc_mem_cat)c), (double)ms.peak[c]);
     char *t = cJSON_PrintUnformatted(o);
     if (t)
       printf("%s\n", t);

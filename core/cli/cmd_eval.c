@@ -102,7 +102,7 @@ static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
   fsdpc_status st = fsdpc__dist_env_detect(&env, &err);
   if (st == FSDPC_OK) {
     fsdpc__log_setup(FSDPC_LOG_WARN, env.world_size > 1 ? env.rank : -1);
-    st = fsdpc__session_create(cfg, &env, &s, &err);
+    st = fsdpc__session_create_eval(cfg, &env, &s, &err);
   }
   if (st == FSDPC_OK)
     st = fsdpc__eval_run(s, r, &err);
@@ -118,6 +118,9 @@ static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
     fsdpc_mem_stats ms; /* this rank's device (host for the CPU), setup included */
     fsdpc__session_mem(s, &ms, NULL);
     cJSON_AddNumberToObject(o, "peak_device_bytes", (double)ms.total_peak);
+    int64_t rss, hwm;
+    fsdpc__mem_rss(&rss, &hwm);
+    cJSON_AddNumberToObject(o, "peak_host_rss_bytes", (double)hwm);
     cJSON *cats = cJSON_AddObjectToObject(o, "peak_device_bytes_by_category");
     for (int c = 0; cats && c < FSDPC_MEM_NCAT; c++)
       cJSON_AddNumberToObject(cats, fsdpc__mem_cat_name((fsdpc_mem_cat)c), (double)ms.peak[c]);

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "data/chat.h"
 #include "infer/infer.h"
+#include "util/mem.h"
 #include "train/session.h"
 #include "util/log.h"
 
@@ -262,6 +263,9 @@ static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, do
   cJSON_AddStringToObject(o, "stop_reason", r->stop_reason ? r->stop_reason : "length");
   cJSON_AddNumberToObject(o, "batch_seconds", secs);
   cJSON_AddNumberToObject(o, "peak_device_bytes", (double)peak);
+  int64_t rss, hwm;
+  fsdpc__mem_rss(&rss, &hwm);
+  cJSON_AddNumberToObject(o, "peak_host_rss_bytes", (double)hwm);
   if (top > 0 && r->top_ids) { /* per generated token: [[id, logit], ...], highest first */
     cJSON *t = cJSON_AddArrayToObject(o, "top_logits");
     for (int i = 0; i < r->n_ids; i++) {

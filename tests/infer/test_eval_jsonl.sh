@@ -56,6 +56,10 @@ assert abs(a["loss"] - want) <= 1e-9 * abs(want), (a, want)
 assert a["loss"] == b["loss"] and a["tokens"] == b["tokens"], (a, b)
 assert abs(c["loss"] - a["loss"]) <= 1e-9 * a["loss"] and c["tokens"] == a["tokens"], (a, c)
 assert 0 <= a["token_accuracy"] <= 1 and a["tokens"] > 0 and c["world_size"] == 2, a
+# weights only (an HF folder): no gradient or optimizer memory
+for r in (a, c):
+    cat = r["peak_device_bytes_by_category"]
+    assert cat["grads"] == 0 and cat["optim"] == 0 and cat["params"] > 0, r
 PY
 # 3. every batch of each format: exactly the prepared file's target tokens
 #    (a target needs a token before it in its example), at 1 and 2 ranks

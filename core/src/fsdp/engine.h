@@ -113,6 +113,9 @@ typedef struct fsdpc_engine_opts {
    * pinned host memory and the optimizer steps on the CPU; on the CPU device
    * a no-op (the shards already are host memory). */
   int cpu_offload;
+  /* 1: evaluation only (fsdpc eval): no gradient or optimizer state shards;
+   * backward, optimizer steps and optimizer checkpoints are not available. */
+  int inference;
 } fsdpc_engine_opts;
 
 /* Bytes per rank, by category (what the planner predicts). */

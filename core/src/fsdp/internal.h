@@ -45,6 +45,7 @@ struct fsdpc_engine {
   void *rs16;                  /* (max shard_numel) bf16 reduce-scatter landing, or NULL */
   double *dnorm;               /* (1) device accumulator of the grad norm, or NULL */
   int offload;                 /* shards in pinned host memory, optimizer on the CPU */
+  int inference;               /* no grad or optimizer shards (evaluation) */
   const fsdpc_ops *sops;       /* where shard math runs: the CPU table when offloaded */
   uint64_t host_pinned;        /* bytes of pinned host memory held (offload) */
   uint64_t max_shard, max_flat;

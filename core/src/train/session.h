@@ -68,6 +68,11 @@ typedef struct fsdpc_session_step {
 /* Builds the session for this rank (env says which). */
 fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                                    fsdpc_session **out, fsdpc_err *err);
+/* The same for fsdpc eval: no steps will run, so a session that starts from
+ * weights (not resuming a sharded checkpoint) holds no gradient or
+ * optimizer state. */
+fsdpc_status fsdpc__session_create_eval(fsdpc_config *cfg, const fsdpc_dist_env *env,
+                                        fsdpc_session **out, fsdpc_err *err);
 void fsdpc__session_destroy(fsdpc_session *s);
 
 /* One optimizer step (the next one), its evaluation, report and checkpoint

@@ -119,8 +119,21 @@ static const char *schedule_name(int id) {
   return id == FSDPC_SCHED_CONSTANT ? "constant" : id == FSDPC_SCHED_LINEAR ? "linear" : "cosine";
 }
 
+static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eval_only,
+                           fsdpc_session **out, fsdpc_err *err);
+
 fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                                    fsdpc_session **out, fsdpc_err *err) {
+  return create(cfg, env, 0, out, err);
+}
+
+fsdpc_status fsdpc__session_create_eval(fsdpc_config *cfg, const fsdpc_dist_env *env,
+                                        fsdpc_session **out, fsdpc_err *err) {
+  return create(cfg, env, 1, out, err);
+}
+
+static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eval_only,
+                           fsdpc_session **out, fsdpc_err *err) {
   fsdpc_session *s = calloc(1, sizeof *s);
   if (!s) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   fsdpc_status st;
@@ -157,6 +170,9 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
     fsdpc__dist_single(&s->dist);
   }
 
+  char resume_dir[4096];
+  int resuming = 0;
+  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
   fsdpc_optim_init oi = p->optim_init;
   oi.device = s->ops->device;
   fsdpc_engine_opts eo = {.shape = &p->shape,
@@ -176,11 +192,12 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .forward_prefetch = md->forward_prefetch,
                           .backward_prefetch = md->backward_prefetch,
                           .reduce_dtype = md->reduce_dtype,
-                          .cpu_offload = md->cpu_offload_asked};
+                          .cpu_offload = md->cpu_offload_asked,
+                          /* evaluation of weights (an HF folder): no grads or
+                           * optimizer state; a sharded checkpoint's resume
+                           * reads its optimizer state, so keeps them */
+                          .inference = eval_only && !resuming};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
-  char resume_dir[4096];
-  int resuming = 0;
-  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
   if (resuming) {
     /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup) */
   } else if (cfg->model.init.from[0]) {

@@ -126,6 +126,9 @@ typedef struct fsdpc_engine_opts {
   /* with param_copy: units get a copy in order while the copies' bytes stay
    * at most this; the others cast at each gather. 0 = every unit. */
   uint64_t param_copy_max_bytes;
+  /* 1: evaluation only (fsdpc eval): no gradient or optimizer state shards;
+   * backward, optimizer steps and optimizer checkpoints are not available. */
+  int inference;
 } fsdpc_engine_opts;
 
 /* fsdp.param_copy_max_mib: whether a unit of shard_numel elements gets its

@@ -50,6 +50,7 @@ struct fsdpc_engine {
   int param_copy;              /* units keep lp, the bf16 copy of master (engine.h) */
   uint64_t lp_bytes;           /* bytes of those copies */
   int lp_units;                /* units with one */
+  int inference;               /* no grad or optimizer shards (evaluation) */
   const fsdpc_ops *sops;       /* where shard math runs: the CPU table when offloaded */
   uint64_t host_pinned;        /* bytes of pinned host memory held (offload) */
   uint64_t max_shard, max_flat;

@@ -93,7 +93,8 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     st = fsdpc__plugin_fail(o->optim, r, err);
     goto fail;
   }
-  e->n_slots = e->ov->n_slots(e->opt);
+  e->inference = o->inference;
+  e->n_slots = e->inference ? 0 : e->ov->n_slots(e->opt);
   e->otensors = calloc((size_t)e->n_params + 1, sizeof *e->otensors);
   if (!e->otensors) goto oom;
 
@@ -101,11 +102,11 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float);
     un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, sb);
-    un->grad = fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
+    un->grad = e->inference ? NULL : fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
     un->state = e->n_slots ? fsdpc__salloc(e, FSDPC_MEM_OPTIM, sb * e->n_slots) : NULL;
-    if (!un->master || !un->grad || (e->n_slots && !un->state)) goto oom;
+    if (!un->master || (!e->inference && !un->grad) || (e->n_slots && !un->state)) goto oom;
     if ((st = e->sops->memset0(e->sops->ctx, un->master, sb, err)) != FSDPC_OK ||
-        (st = e->sops->memset0(e->sops->ctx, un->grad, sb, err)) != FSDPC_OK)
+        (un->grad && (st = e->sops->memset0(e->sops->ctx, un->grad, sb, err)) != FSDPC_OK))
       goto fail;
     un->grad_clean = 1;
     if (e->offload) {
@@ -236,7 +237,7 @@ void fsdpc__engine_bytes(const fsdpc_engine *e, fsdpc_engine_bytes *out) {
   for (int u = 0; u < e->n_units; u++) {
     uint64_t sb = e->units[u].shard_numel * sizeof(float);
     out->params += sb;
-    out->grads += sb;
+    out->grads += e->inference ? 0 : sb;
     out->optim += sb * e->n_slots;
     if (e->units[u].flat_numel * 4 > out->max_unit_full)
       out->max_unit_full = e->units[u].flat_numel * 4;

@@ -39,8 +39,9 @@ static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t 
   size_t C = (size_t)s->C, F = (size_t)s->F;
   size_t QD = (size_t)s->NH * s->HD, KD = (size_t)s->KVH * s->HD;
   size_t rope = (size_t)s->max_pos * (size_t)(s->HD / 2) * sizeof(float);
-  size_t ws = (size_t)(as->fwd_workspace > as->bwd_workspace ? as->fwd_workspace
-                                                             : as->bwd_workspace);
+  int fwd_only = m && m->fwd_only; /* inference: no backward buffers */
+  size_t ws = (size_t)(fwd_only || as->fwd_workspace > as->bwd_workspace ? as->fwd_workspace
+                                                                         : as->bwd_workspace);
   size_t ib = N * sizeof(int32_t);
 #define SLOT(f) (m ? (void **)&m->f : NULL)
   add_buf(l, SLOT(rope_cos), rope);
@@ -50,6 +51,7 @@ static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t 
   add_buf(l, SLOT(rstdf), N * sizeof(float));
   add_buf(l, SLOT(xent_scratch), xent_scratch);
   add_buf(l, SLOT(loss2), 2 * sizeof(double));
+  if (fwd_only) goto no_backward;
   add_buf(l, SLOT(dres), N * C * act);
   add_buf(l, SLOT(dh), N * C * act);
   add_buf(l, SLOT(dtmp), N * C * act);
@@ -61,6 +63,7 @@ static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t 
   add_buf(l, SLOT(dq), N * QD * act);
   add_buf(l, SLOT(dk), N * KD * act);
   add_buf(l, SLOT(dv), N * KD * act);
+no_backward:
   if (ws) add_buf(l, SLOT(attn_ws), ws);
 #undef SLOT
   size_t a[FSDPC_LAYER_NACTS] = {N * C * act,  N * sizeof(float),      N * QD * act,
@@ -200,6 +203,7 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
   m->T = o->T;
   m->N = o->B * o->T;
   m->ckpt = o->activation_checkpointing;
+  m->fwd_only = o->forward_only;
   m->attn = o->attention;
   m->av = o->attention->vtable;
   m->chunk_rows = fsdpc__model_xent_chunk_rows(o->xent_chunk_rows, m->N, s->V);

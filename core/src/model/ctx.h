@@ -34,6 +34,7 @@ struct fsdpc_model_ctx {
   void *dev;                    /* ops->ctx */
   int B, T, N;
   int ckpt;                     /* activation checkpointing */
+  int fwd_only;                 /* no backward buffers (inference) */
   const fsdpc_component *attn;  /* attention plugin */
   const fsdpc_attention_v1 *av;
   fsdpc_attn_ctx *actx;

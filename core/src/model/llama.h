@@ -95,6 +95,7 @@ typedef struct fsdpc_model_ctx_opts {
   int xent_chunk_rows;              /* rows per chunk of the fused CE (0 = auto) */
   const fsdpc_ops *ops;             /* device ops table; NULL = the CPU reference */
   int threads;                      /* CPU threads for the attention plugin (0: its choice) */
+  int forward_only;                 /* inference: no backward buffers (no backward calls) */
 } fsdpc_model_ctx_opts;
 
 fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_ctx **out,

@@ -151,6 +151,10 @@ typedef struct fsdpc_ops {
   fsdpc_status (*rmsnorm_bwd_add)(void *ctx, void *dinp, float *dweight, const void *dout,
                                   const void *dresid, const void *inp, const void *weight,
                                   const float *rstd, int N, int C, fsdpc_err *err);
+  /* out[r] (device int32) = argmax of the fp32 row x[r, 0..V), the lowest id
+   * on ties (greedy decoding without sending logits to the host). */
+  fsdpc_status (*argmax_rows)(void *ctx, int32_t *out, const float *x, int N, int V,
+                              fsdpc_err *err);
 } fsdpc_ops;
 
 /* After alloc or alloc_on gave NULL: the device's own reason when it kept

@@ -52,6 +52,7 @@ typedef struct fsdpc_session {
   int32_t *tokens, *labels, *doc_ids; /* (micro, seq_len) */
   int use_doc_ids; /* document masking: data.document_masking or packed examples */
   int examples;    /* whole examples (packing examples/none): no EOS before a prompt */
+  int eval_doc_ids; /* use_doc_ids for the eval data (its own packing: a prepared JSONL) */
 
   fsdpc_ckpt_train ckpt; /* checkpointing; ckpt.start_step: first step to run */
 
@@ -83,6 +84,11 @@ typedef struct fsdpc_session_step {
 /* Builds the session for this rank (env says which). */
 fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                                    fsdpc_session **out, fsdpc_err *err);
+/* The same for fsdpc eval: no steps will run, so a session that starts from
+ * weights (not resuming a sharded checkpoint) holds no gradient or
+ * optimizer state. */
+fsdpc_status fsdpc__session_create_eval(fsdpc_config *cfg, const fsdpc_dist_env *env,
+                                        fsdpc_session **out, fsdpc_err *err);
 void fsdpc__session_destroy(fsdpc_session *s);
 
 /* One optimizer step (the next one), its evaluation, report and checkpoint

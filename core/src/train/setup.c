@@ -61,6 +61,10 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
     }
     lo.split = held_out ? FSDPC_SPLIT_EVAL : FSDPC_SPLIT_ALL;
     lo.shuffle = 0;
+    /* the eval file's own packing: a prepared JSONL is whole examples even
+     * when the training data is a plain token stream */
+    fsdpc__dataset_loader_opts(c, etf, &lo);
+    s->eval_doc_ids = c->data.document_masking || lo.packing != FSDPC_PACK_WINDOW;
     FSDPC_TRY(fsdpc__loader_create(etf, &lo, &s->eval_ld, err));
   } else if (c->train.eval_every > 0) {
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -116,8 +120,21 @@ static const char *schedule_name(int id) {
   return id == FSDPC_SCHED_CONSTANT ? "constant" : id == FSDPC_SCHED_LINEAR ? "linear" : "cosine";
 }
 
+static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eval_only,
+                           fsdpc_session **out, fsdpc_err *err);
+
 fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                                    fsdpc_session **out, fsdpc_err *err) {
+  return create(cfg, env, 0, out, err);
+}
+
+fsdpc_status fsdpc__session_create_eval(fsdpc_config *cfg, const fsdpc_dist_env *env,
+                                        fsdpc_session **out, fsdpc_err *err) {
+  return create(cfg, env, 1, out, err);
+}
+
+static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eval_only,
+                           fsdpc_session **out, fsdpc_err *err) {
   fsdpc_session *s = calloc(1, sizeof *s);
   if (!s) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   fsdpc_status st;
@@ -170,6 +187,9 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   }
   PHASE(comm);
 
+  char resume_dir[4096];
+  int resuming = 0;
+  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
   fsdpc_optim_init oi = p->optim_init;
   oi.device = s->ops->device;
   fsdpc_engine_opts eo = {.shape = &p->shape,
@@ -191,12 +211,13 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .reduce_dtype = md->reduce_dtype,
                           .cpu_offload = md->cpu_offload_asked,
                           .param_copy = md->param_copy,
-                          .param_copy_max_bytes = (uint64_t)md->param_copy_max_bytes};
+                          .param_copy_max_bytes = (uint64_t)md->param_copy_max_bytes,
+                          /* evaluation of weights (an HF folder): no grads or
+                           * optimizer state; a sharded checkpoint's resume
+                           * reads its optimizer state, so keeps them */
+                          .inference = eval_only && !resuming};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
   PHASE(alloc);
-  char resume_dir[4096];
-  int resuming = 0;
-  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
   if (resuming) {
     /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup) */
     s->startup.weights_how = "resume";

@@ -171,6 +171,21 @@ static fsdpc_status cpu_kv_store(void *ctx, void *kc, void *vc, const void *k, c
   fsdpc__cpu_kv_store(kc, vc, k, v, pos, B, n, maxT, KD);
   return FSDPC_OK;
 }
+static fsdpc_status cpu_argmax_rows(void *ctx, int32_t *out, const float *x, int N, int V,
+                                    fsdpc_err *err) {
+  (void)ctx;
+  (void)err;
+  for (int r = 0; r < N; r++) {
+    const float *row = x + (size_t)r * V;
+    int32_t best = 0;
+    for (int v = 1; v < V; v++)
+      if (row[v] > row[best])
+        best = v;
+    out[r] = best;
+  }
+  return FSDPC_OK;
+}
+
 static fsdpc_status cpu_attn_cached(void *ctx, void *out, const void *q, const void *kc,
                                     const void *vc, const int32_t *pos, int B, int n, int NH,
                                     int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
@@ -228,6 +243,7 @@ static const fsdpc_ops cpu_ops = {
     /* .take_error = */ NULL, /* alloc and free fail only for want of memory */
     /* .matmul_bwd_acc = */ NULL, /* the layer keeps the unfused sequence */
     /* .rmsnorm_bwd_add = */ NULL,
+    /* .argmax_rows = */ cpu_argmax_rows,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

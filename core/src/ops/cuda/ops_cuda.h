@@ -207,6 +207,9 @@ fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx,
 fsdpc_status fsdpc__cuda_kv_store(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *kc, fsdpc_bf16 *vc,
                                   const fsdpc_bf16 *k, const fsdpc_bf16 *v, const int32_t *pos,
                                   int B, int n, int maxT, int KD, fsdpc_err *err);
+/* out[r] = argmax of x[r, 0..V) (fp32), lowest id on ties (argmax.cu). */
+fsdpc_status fsdpc__cuda_argmax_rows(fsdpc_cuda_ctx *ctx, int32_t *out, const float *x, int N,
+                                     int V, fsdpc_err *err);
 fsdpc_status fsdpc__cuda_attn_cached(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *q,
                                      const fsdpc_bf16 *kc, const fsdpc_bf16 *vc,
                                      const int32_t *pos, int B, int n, int NH, int KVH, int HD,

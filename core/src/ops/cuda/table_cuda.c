@@ -187,6 +187,10 @@ static fsdpc_status c_kv_store(void *ctx, void *kc, void *vc, const void *k, con
                                fsdpc_err *err) {
   return fsdpc__cuda_kv_store(ctx, kc, vc, k, v, pos, B, n, maxT, KD, err);
 }
+static fsdpc_status c_argmax_rows(void *ctx, int32_t *out, const float *x, int N, int V,
+                                  fsdpc_err *err) {
+  return fsdpc__cuda_argmax_rows(ctx, out, x, N, V, err);
+}
 static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const void *kc,
                                   const void *vc, const int32_t *pos, int B, int n, int NH,
                                   int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
@@ -224,5 +228,7 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
       .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached,
       .take_error = c_take_error,
-      .matmul_bwd_acc = c_matmul_bwd_acc, .rmsnorm_bwd_add = c_rmsnorm_bwd_add};
+      .matmul_bwd_acc = c_matmul_bwd_acc, .rmsnorm_bwd_add = c_rmsnorm_bwd_add,
+
+      .argmax_rows = c_argmax_rows};
 }

@@ -48,7 +48,6 @@ CKP=${CKP:-/tmp/l70-pre}
 PY=${PY:-python3}
 mkdir -p "$OUT"
 W=/tmp/l70-work # kept between calls on the same machine (the plan's choice, token file)
-mkdir -p "$W"
 if [ "$DEVICE" = cuda ]; then
   mkdir -p /tmp/rt
   [ -e /tmp/rt/.done ] || { tar xf "$C/runtime.tar.xz" -C /tmp/rt && tar xf "$C/build.tar.xz" -C / && touch /tmp/rt/.done; }
@@ -66,8 +65,10 @@ else
   SHAPE=tiny GPU_MEM=0 DEV=cpu ATTN=naive COLL=gloo MAXSHARD=100000 SEQ=64 CKPT_LAYERS=${CKPT_LAYERS:-2}
   HOST_MEM_GIB=${HOST_MEM_GIB:-$(awk '/MemTotal/{print int($2/1048576)}' /proc/meminfo)}
   W=$(mktemp -d)
+  trap 'rm -rf "$W"' EXIT
   CK=$W/ck CKP=$W/pre
 fi
+mkdir -p "$W"
 MK=$C/make_hf_random.py
 [ -f "$MK" ] || MK=scripts/gpu/make_hf_random.py
 ROWS=$C/world_rows.py

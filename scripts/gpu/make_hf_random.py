@@ -138,6 +138,16 @@ def write_shard(job):
     return off + 8 + len(hj)
 
 
+def gen_config(c):
+    return {"bos_token_id": c["bos_token_id"], "eos_token_id": c["eos_token_id"]}
+
+
+def write_json(d, fname, obj):
+    with open(os.path.join(d, fname + ".tmp"), "w") as f:
+        json.dump(obj, f, indent=2)
+    os.replace(os.path.join(d, fname + ".tmp"), os.path.join(d, fname))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out")
@@ -147,8 +157,15 @@ def main():
     ap.add_argument("--jobs", type=int, default=max(1, min(32, (os.cpu_count() or 2))))
     ap.add_argument("--chunk", type=int, default=32 << 20, help="elements generated at once")
     ap.add_argument("--std", type=float, default=0.02)
+    ap.add_argument("--config-only", action="store_true",
+                    help="write config.json and generation_config.json only (for fsdpc plan)")
     a = ap.parse_args()
     c = hf_config(SHAPES[a.shape], a.layers)
+    if a.config_only:
+        os.makedirs(a.out, exist_ok=True)
+        write_json(a.out, "config.json", c)
+        write_json(a.out, "generation_config.json", gen_config(c))
+        return
     ts = tensors(c)
     shards = plan_shards(ts, a.max_shard_bytes)
     n = len(shards)
@@ -168,11 +185,8 @@ def main():
     weight_map = {name: names[k] for k in range(n) for name, _ in shards[k]}
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
     for fname, obj in (("model.safetensors.index.json", index), ("config.json", c),
-                       ("generation_config.json", {"bos_token_id": c["bos_token_id"],
-                                                   "eos_token_id": c["eos_token_id"]})):
-        with open(os.path.join(a.out, fname + ".tmp"), "w") as f:
-            json.dump(obj, f, indent=2)
-        os.replace(os.path.join(a.out, fname + ".tmp"), os.path.join(a.out, fname))
+                       ("generation_config.json", gen_config(c))):
+        write_json(a.out, fname, obj)
     params = total // 2
     print(f"make_hf_random: {a.out}: {a.shape} ({c['num_hidden_layers']} layers), "
           f"{params / 1e9:.2f} B params, {n} files, {sum(sizes) / 1e9:.1f} GB in {dt:.1f} s "

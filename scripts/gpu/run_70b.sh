@@ -23,8 +23,8 @@
 #            resumes from it (checkpoint.resume=auto) and trains 2 more steps. A sharded
 #            70B checkpoint holds fp32 master shards + optimizer state (~6 B/param with
 #            adamw8bit: ~420 GB), more than the x8's 235 GiB disk; when $CKP lacks the room
-#            this phase uses the 70B width with CKPT_LAYERS decoder layers (default 8) and
-#            random init, and says so.
+#            this phase uses the 70B width with CKPT_LAYERS decoder layers (default 8), from
+#            a folder of that depth written by make_hf_random.py, and says so.
 # Environment: OUT (/tmp/out), DEVICE (cuda|cpu), HF, CK (/tmp/l70-ck), CKP (/tmp/l70-pre),
 # STEPS, CKPT_LAYERS, CKPT_REDUCED=1 (the reduced preempt run even when the disk has room),
 # HOST_MEM_GIB, FSDPC (cpu mode; default build/bin/fsdpc), PY (python3).
@@ -113,7 +113,11 @@ if has write; then
   grep -E "make_hf_random|Maximum resident" "$OUT/write.log"
   du -sh "$HF"
 fi
-[ -s "$HF/config.json" ] || { echo "run_70b: no HF folder at $HF: run the write phase first"; exit 1; }
+# the plan and a reduced preemption run need only the shape: config.json alone
+# when the weights were not written in this machine's life (train then fails
+# naming the missing files)
+[ -s "$HF/config.json" ] || $PY "$MK" "$HF" --shape "$SHAPE" --config-only ||
+  { echo "run_70b: cannot write $HF/config.json"; exit 1; }
 cfg >"$W/run.yaml"
 
 if has plan; then
@@ -239,8 +243,11 @@ print(int((r['params_shard_bytes'] + r['optim_bytes']) * $N * 1.05))")
   extra=()
   what="the full shape from $HF"
   if [ "$need" -gt "$free" ] || [ "${CKPT_REDUCED:-0}" = 1 ]; then
-    extra=(model.num_hidden_layers=$CKPT_LAYERS "model.init.from=''")
-    what="the 70B width with $CKPT_LAYERS layers, random init: a full sharded checkpoint needs $((need / 1000000000)) GB, $CKP has $((free / 1000000000)) GB"
+    RED=$W/hf-reduced
+    [ -s "$RED/model.safetensors.index.json" ] || $PY "$MK" "$RED" --shape "$SHAPE" --layers "$CKPT_LAYERS" \
+      --max-shard-bytes $MAXSHARD --jobs 32 | tee -a "$OUT/preempt-write.log"
+    extra=(model.config="$RED" model.init.from="$RED")
+    what="the 70B width with $CKPT_LAYERS layers ($RED): a full sharded checkpoint needs $((need / 1000000000)) GB, $CKP has $((free / 1000000000)) GB"
   fi
   echo "== preempt: $what"
   rm -rf "$CKP"/* "$W/pre"

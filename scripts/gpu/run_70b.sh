@@ -247,7 +247,7 @@ print(int((r['params_shard_bytes'] + r['optim_bytes']) * $N * 1.05))")
     [ -s "$RED/model.safetensors.index.json" ] || $PY "$MK" "$RED" --shape "$SHAPE" --layers "$CKPT_LAYERS" \
       --max-shard-bytes $MAXSHARD --jobs 32 | tee -a "$OUT/preempt-write.log"
     extra=(model.config="$RED" model.init.from="$RED")
-    what="the 70B width with $CKPT_LAYERS layers ($RED): a full sharded checkpoint needs $((need / 1000000000)) GB, $CKP has $((free / 1000000000)) GB"
+    what="the $SHAPE width with $CKPT_LAYERS layers ($RED): a full sharded checkpoint needs $((need / 1000000000)) GB, $CKP has $((free / 1000000000)) GB"
   fi
   echo "== preempt: $what"
   rm -rf "$CKP"/* "$W/pre"

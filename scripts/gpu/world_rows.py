@@ -97,6 +97,13 @@ def fmt(v, spec):
     return format(v, spec) if isinstance(v, (int, float)) else "-"
 
 
+def gib(v):
+    """GiB with 2 decimals; below 1 GiB (the CPU check's tiny shapes) in MiB."""
+    if not isinstance(v, (int, float)):
+        return "-"
+    return f"{v:.2f}" if v >= 1 or v == 0 else f"{v * 1024:.3f} MiB"
+
+
 def main():
     out, n = sys.argv[1], int(sys.argv[2])
     print(f"## world {n}: fsdpc rows (planner = `fsdpc plan` with the same overrides, config's row)\n")
@@ -109,8 +116,8 @@ def main():
             err = f"{(r['plan'] - r['peak']) / r['peak'] * 100:+.1f}%"
         mfu = f"{r['mfu'] * 100:.1f}%" if "mfu" in r else "-"
         print(f"| {r['name']} | {r['rc']} | {fmt(r.get('step_s'), '.4f')} | {fmt(r.get('tok_s_gpu'), ',.0f')} "
-              f"| {fmt(r.get('tflops'), '.1f')} | {mfu} | {fmt(r.get('peak'), '.2f')} | {fmt(r.get('plan'), '.2f')} "
-              f"| {err} | {fmt(r.get('reserved'), '.2f')} | {fmt(r.get('loss'), '.4f')} |")
+              f"| {fmt(r.get('tflops'), '.1f')} | {mfu} | {gib(r.get('peak'))} | {gib(r.get('plan'))} "
+              f"| {err} | {gib(r.get('reserved'))} | {fmt(r.get('loss'), '.4f')} |")
     t = torch_rows(out)
     if t:
         print("\n## PyTorch FSDP2 rows (bench/torch_fsdp2_baseline.py)\n")

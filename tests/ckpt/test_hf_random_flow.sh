@@ -26,7 +26,7 @@ for reduced in 0 1; do
   grep -q "stopped by SIGTERM after step [0-9]*; saved" "$OUT/log.txt" || fail "no preemption save"
   grep -q "resume exit 0: .*resumed from .*step-" "$OUT/log.txt" || fail "the run did not resume"
   if [ $reduced = 1 ]; then
-    grep -q "70B width with 2 layers (.*hf-reduced)" "$OUT/log.txt" || fail "the reduced preemption path was not taken"
+    grep -q "tiny width with 2 layers (.*hf-reduced)" "$OUT/log.txt" || fail "the reduced preemption path was not taken"
   fi
   rm -rf "${OUT:?}"/*
 done

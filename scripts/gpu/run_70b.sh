@@ -3,8 +3,10 @@
 # an HF folder.
 #   bash .carry/train/run_70b.sh [N] [PHASES]          (nvidia-h200-x8: N=8)
 #   DEVICE=cpu bash scripts/gpu/run_70b.sh 2           (here: the tiny shape, Gloo)
-# PHASES (comma list; default write,plan,train,check,preempt), each resumable in a
-# later call on the same (warm) machine, since each stays under the 10-minute limit:
+# PHASES (comma list; default write,plan,train,check,preempt). A call may run 10 minutes
+# and the machine stays warm 30 s after it, so on the x8 run them as three calls in a row:
+#   write,plan   then   train,check   then   plan,preempt
+# (state under /tmp/l70-work and the weights in $HF survive while the machine stays warm):
 #   write    scripts/gpu/make_hf_random.py: random bf16 weights of the shape, 5 GB
 #            files + model.safetensors.index.json, into $HF (default /dev/shm/l70-hf when
 #            it has room, else /tmp/l70-hf); time and GB/s
@@ -165,7 +167,7 @@ if has train; then
   echo "== train: world $N, ${OPT[*]}, $STEPS steps, then the final export into $CK/final"
   rm -rf "$CK" "$W/train"
   t0=$EPOCHREALTIME
-  timeout 560 $F train "$W/run.yaml" "${OPT[@]}" checkpoint.dir="$CK" log.dir="$W/train" \
+  timeout "${TRAIN_TIMEOUT:-560}" $F train "$W/run.yaml" "${OPT[@]}" checkpoint.dir="$CK" log.dir="$W/train" \
     --nproc-per-node "$N" 2>&1 | stamp >"$OUT/train.log"
   rc=${PIPESTATUS[0]}
   t1=$EPOCHREALTIME
@@ -224,10 +226,13 @@ try:
     print(f"transformers AutoConfig: {type(c).__name__}, hidden {c.hidden_size}, layers "
           f"{c.num_hidden_layers}, heads {c.num_attention_heads}/{c.num_key_value_heads}, "
           f"vocab {c.vocab_size}, rope_scaling {getattr(c, 'rope_scaling', None)}")
-    from transformers.utils import cached_file  # noqa: F401  (the index as transformers finds it)
-    from transformers.modeling_utils import get_checkpoint_shard_files
+    try:  # the index as from_pretrained reads it (the function moved between versions)
+        from transformers.utils.hub import get_checkpoint_shard_files
+    except ImportError:
+        from transformers.modeling_utils import get_checkpoint_shard_files
     files, meta = get_checkpoint_shard_files(dst, os.path.join(dst, "model.safetensors.index.json"))
-    print(f"transformers get_checkpoint_shard_files: {len(files)} files, {len(meta['all_checkpoint_keys'])} keys")
+    keys = meta.get("all_checkpoint_keys", []) if isinstance(meta, dict) else []
+    print(f"transformers get_checkpoint_shard_files: {len(files)} files, {len(keys)} keys")
 except ImportError as e:
     print(f"transformers not importable here ({e}): config and index checked by hand only")
 PY

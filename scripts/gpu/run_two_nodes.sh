@@ -274,7 +274,9 @@ if has sameport; then
       fail "sameport: the second job exited $rc: $(tail -1 "$OUT/same-b.log")"
     fi
     # another job's node 1 (its own token) reaching the first job's store: refused
-    FSDPC_JOB_TOKEN="same-c-$$" timeout 60 $F train "$CFG" "${MODEL[@]}" "${COMMON[@]}" train.max_steps=3 \
+    cvd=()
+    [ "$DEVICE" = cuda ] && cvd=(CUDA_VISIBLE_DEVICES="$(gpus_of 1)")
+    env "${cvd[@]}" FSDPC_JOB_TOKEN="same-c-$$" timeout 60 $F train "$CFG" "${MODEL[@]}" "${COMMON[@]}" train.max_steps=3 \
       log.dir="$W/same-c" --nnodes 2 --node-rank 1 --nproc-per-node "$G" --master-addr 127.0.0.1 \
       --master-port "$port" >"$OUT/same-c.log" 2>&1
     rc=$?

@@ -21,7 +21,8 @@
 #   check    transformers reads $CK/final's config (AutoConfig) and its index covers every
 #            tensor of the input's index with the same shapes and total size
 #   preempt  SIGTERM to the launcher after step 2 of a run with checkpoint.dir: the
-#            sharded checkpoint is written within dist.term_grace_s (25 s), then the run
+#            sharded checkpoint is written within dist.term_grace_s (GRACE, default 120 s:
+#            fsdpc's 25 s is too short for the GBs per rank this writes), then the run
 #            resumes from it (checkpoint.resume=auto) and trains 2 more steps. A sharded
 #            70B checkpoint holds fp32 master shards + optimizer state (~6 B/param with
 #            adamw8bit: ~420 GB), more than the x8's 235 GiB disk; when $CKP lacks the room
@@ -256,8 +257,10 @@ print(int((r['params_shard_bytes'] + r['optim_bytes']) * $N * 1.05))")
   fi
   echo "== preempt: $what"
   rm -rf "$CKP"/* "$W/pre"
+  # the launcher's grace after SIGTERM: GRACE (default 120 s; fsdpc's default is 25 s,
+  # too short for tens of GB per rank, see the start-up warning this prints)
   $F train "$W/run.yaml" "${OPT[@]}" "${extra[@]}" checkpoint.dir="$CKP" train.max_steps=100000 \
-    log.dir="$W/pre" --nproc-per-node "$N" >"$OUT/preempt.log" 2>&1 &
+    dist.term_grace_s="${GRACE:-120}" log.dir="$W/pre" --nproc-per-node "$N" >"$OUT/preempt.log" 2>&1 &
   lp=$!
   for _ in $(seq 3000); do grep -q '"step":2,' "$W/pre/metrics.jsonl" 2>/dev/null && break; kill -0 $lp 2>/dev/null || break; sleep 0.1; done
   t0=$EPOCHREALTIME
@@ -265,8 +268,9 @@ print(int((r['params_shard_bytes'] + r['optim_bytes']) * $N * 1.05))")
   wait $lp
   rc=$?
   dt=$($PY -c "print(f'{$EPOCHREALTIME - $t0:.1f}')")
-  echo "   launcher exit $rc, $dt s after SIGTERM (grace 25 s)"
-  grep -h -E "stopped by SIGTERM|saved .*step-|launcher: stopped" "$OUT/preempt.log" | head -3 | cut -c1-240 | sed 's/^/   /'
+  echo "   launcher exit $rc, $dt s after SIGTERM (grace ${GRACE:-120} s)"
+  grep -h -E "stopped by SIGTERM|saved .*step-|launcher: stopped|checkpoint save writes" "$OUT/preempt.log" |
+    head -4 | cut -c1-240 | sed 's/^/   /'
   ls "$CKP"
   st=$(ls -d "$CKP"/step-* 2>/dev/null | tail -1)
   if [ -n "$st" ]; then

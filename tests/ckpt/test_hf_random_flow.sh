@@ -22,7 +22,7 @@ for reduced in 0 1; do
   grep -q "index covers every tensor" "$OUT/log.txt" || fail "the export's index misses tensors"
   n=$(grep -c "peak host memory of the load .* within bound" "$OUT/log.txt")
   [ "$n" = 2 ] || fail "expected 2 ranks' load lines within bound, got $n"
-  grep -q "launcher exit 0, .* after SIGTERM" "$OUT/log.txt" || fail "SIGTERM did not end the run with exit 0"
+  grep -q "launcher exit 0, .* after SIGTERM (grace 120 s)" "$OUT/log.txt" || fail "SIGTERM did not end the run with exit 0"
   grep -q "stopped by SIGTERM after step [0-9]*; saved" "$OUT/log.txt" || fail "no preemption save"
   grep -q "resume exit 0: .*resumed from .*step-" "$OUT/log.txt" || fail "the run did not resume"
   if [ $reduced = 1 ]; then

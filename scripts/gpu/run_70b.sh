@@ -11,7 +11,8 @@
 #            files + model.safetensors.index.json, into $HF (default /dev/shm/l70-hf when
 #            it has room, else /tmp/l70-hf); time and GB/s
 #   plan     `fsdpc plan` at world N, FULL_SHARD, checkpointing, seq 2048, micro-batch 1,
-#            for adamw8bit (when this build has it), adamw, and adamw + fsdp.cpu_offload;
+#            for adamw8bit and adamw + fsdp.offload.optimizer (when this build has them),
+#            adamw, and adamw + fsdp.cpu_offload;
 #            takes the first whose config row fits 141 GiB per GPU AND whose host bytes x N
 #            fit HOST_MEM_GIB (default 560 on GPUs): $OUT/plan-*.txt, plan-choice.txt
 #   train    fsdpc train from $HF at world N with that optimizer, STEPS steps (default 6),
@@ -128,6 +129,9 @@ if has plan; then
   : >"$W/choice.txt"
   cands=()
   $F plugins list 2>/dev/null | grep -qw adamw8bit && cands+=("adamw8bit|optim.name=adamw8bit")
+  # optimizer-state offload (fsdp.offload.optimizer), when this build has it
+  $F config schema 2>/dev/null | grep -q "fsdp.offload.optimizer" &&
+    cands+=("adamw-optim-offload|optim.name=adamw fsdp.offload.optimizer=true")
   cands+=("adamw|optim.name=adamw" "adamw-offload|optim.name=adamw fsdp.cpu_offload=true")
   for c in "${cands[@]}"; do
     name=${c%%|*}

@@ -224,6 +224,6 @@ static fsdpc_status detect_layout(fsdpc_dist_env *e, fsdpc_err *err) {
 
 fsdpc_status fsdpc__dist_env_detect(fsdpc_dist_env *e, fsdpc_err *err) {
   FSDPC_TRY(detect_layout(e, err));
-  return fsdpc__job_token_resolve(e->world_size == 1, e->master_addr, e->master_port, e->job_token,
-                                  err);
+  return fsdpc__job_token_resolve(e->world_size == 1, e->master_addr, e->master_port,
+                                  e->job_token, err);
 }

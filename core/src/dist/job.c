@@ -148,9 +148,12 @@ void fsdpc__dist_blame_silent(fsdpc_dist_job *job, fsdpc_err *err) {
       last = node;
       p = end + strspn(end, ", ");
     }
-    char tmp[160];
-    snprintf(tmp, sizeof tmp, " (node%s %s of %d)", k > 1 ? "s" : "", nodes, nn);
-    snprintf(nodes, sizeof nodes, "%s", k ? tmp : "");
+    char tmp[sizeof nodes];
+    snprintf(tmp, sizeof tmp, "%s", nodes);
+    if (k)
+      snprintf(nodes, sizeof nodes, " (node%s %.150s of %d)", k > 1 ? "s" : "", tmp, nn);
+    else
+      nodes[0] = '\0';
   }
   size_t l = strlen(err->msg);
   snprintf(err->msg + l, sizeof err->msg - l,

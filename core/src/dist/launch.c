@@ -187,18 +187,10 @@ static fsdpc_status port_free(const char *addr, int port, fsdpc_err *err) {
 /* environ without the variables we set, then ours. Freed with free_env. */
 static char **make_env(const fsdpc_launch_opts *o, int port, const char *token, int save_fd,
                        int local, int world) {
-  static const char *ours[] = {"RANK=",
-                               "WORLD_SIZE=",
-                               "LOCAL_RANK=",
-                               "LOCAL_WORLD_SIZE=",
-                               "MASTER_ADDR=",
-                               "MASTER_PORT=",
-                               "GROUP_RANK=",
-                               "FSDPC_LAUNCHER=",
-                               "FSDPC_NODE_RANK=",
-                               "FSDPC_NNODES=",
-                               "FSDPC_JOB_TOKEN=",
-                               FSDPC_LAUNCHER_FD_ENV "="};
+  static const char *ours[] = {
+      "RANK=",        "WORLD_SIZE=", "LOCAL_RANK=",     "LOCAL_WORLD_SIZE=", "MASTER_ADDR=",
+      "MASTER_PORT=", "GROUP_RANK=", "FSDPC_LAUNCHER=", "FSDPC_NODE_RANK=",  "FSDPC_NNODES=",
+      "FSDPC_JOB_TOKEN=", FSDPC_LAUNCHER_FD_ENV "="};
   enum { NOURS = sizeof ours / sizeof ours[0] };
   size_t n = 0;
   while (environ[n])

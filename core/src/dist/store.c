@@ -33,9 +33,7 @@ struct fsdpc_store {
   size_t token_len;
 };
 
-const char *fsdpc__store_addr(const fsdpc_store *s) {
-  return s->addr;
-}
+const char *fsdpc__store_addr(const fsdpc_store *s) { return s->addr; }
 
 static fsdpc_status try_connect(const char *host, int port, int *fd_out, int *why) {
   char portstr[16];
@@ -66,8 +64,8 @@ static fsdpc_status try_connect(const char *host, int port, int *fd_out, int *wh
   return FSDPC_SYSTEM_ERROR;
 }
 
-fsdpc_status fsdpc__store_connect(const char *host, int port, const char *token, int64_t timeout_ms,
-                                  fsdpc_store **out, fsdpc_err *err) {
+fsdpc_status fsdpc__store_connect(const char *host, int port, const char *token,
+                                  int64_t timeout_ms, fsdpc_store **out, fsdpc_err *err) {
   *out = NULL;
   size_t tl = token ? strlen(token) : 0;
   if (tl == 0 || tl > FSDPC_STORE_MAX_TOKEN)

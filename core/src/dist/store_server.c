@@ -47,7 +47,8 @@ static void drop(fsdpc_store_server *s, int i) {
 static int evict_anonymous(fsdpc_store_server *s) {
   int best = -1;
   for (int i = 0; i < s->t.n_conns; i++)
-    if (!s->t.conns[i].authed && (best < 0 || s->t.conns[i].opened_ms < s->t.conns[best].opened_ms))
+    if (!s->t.conns[i].authed &&
+        (best < 0 || s->t.conns[i].opened_ms < s->t.conns[best].opened_ms))
       best = i;
   if (best < 0)
     return 0;

@@ -121,8 +121,9 @@ FSDPC_API int32_t fsdpc_trainer_stop_signal(const fsdpc_trainer *t, int32_t *sav
 static fsdpc_status failed(fsdpc_trainer *t, fsdpc_status st, fsdpc_err *err) {
   if (!t->s->job)
     return st;
-  /* a collective that timed out: name the ranks whose heartbeat stands still */
-  if (st == FSDPC_TIMEOUT && err)
+  /* a collective that timed out or lost a peer: name the ranks (and, across
+   * nodes, the node) whose heartbeat stands still */
+  if ((st == FSDPC_TIMEOUT || st == FSDPC_SYSTEM_ERROR) && err)
     fsdpc__dist_blame_silent(t->s->job, err);
   fsdpc__dist_post_abort(t->s->job->store, err ? err->msg : "", NULL);
   return st;

@@ -187,7 +187,8 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
     if (m->param_copy) { /* units.c: the bf16 copies of master shards, in unit order */
       uint64_t lp = 0;
       for (int u = 0; u < lay.n_units; u++)
-        if (fsdpc__param_copy_fits((uint64_t)m->param_copy_max_bytes, lp, lay.units[u].shard_numel))
+        if (!lay.units[u].frozen && /* a frozen shard already is bf16 */
+            fsdpc__param_copy_fits((uint64_t)m->param_copy_max_bytes, lp, lay.units[u].shard_numel))
           lp += lay.units[u].shard_numel * 2;
       track(&r.t, FSDPC_MEM_PARAMS, (int64_t)lp);
     }

@@ -297,10 +297,6 @@ fsdpc_status fsdpc__lora_bwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer
     OP(dropout, m->lora_xd, x, (size_t)N * in, m->lora.dropout, key, err);
     xd = m->lora_xd;
   }
-  if (!dropping(m) && m->ops->matmul_bwd_acc) { /* dx += du @ A inside the GEMM */
-    OP(matmul_bwd_acc, dx, g->lora_a[j], m->lora_du, xd, w->lora_a[j], N, in, r, err);
-    return FSDPC_OK;
-  }
   OP(matmul_bwd, m->lora_dx, g->lora_a[j], m->lora_du, xd, w->lora_a[j], N, in, r, err);
   if (dropping(m))
     OP(dropout, m->lora_dx, m->lora_dx, (size_t)N * in, m->lora.dropout, key, err);

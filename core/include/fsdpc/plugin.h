@@ -340,7 +340,25 @@ typedef struct fsdpc_optim_tensor {
   uint64_t numel;
   uint64_t stride;     /* elements between state slots */
   int32_t decay;       /* 1 = apply weight decay to this tensor */
+  /* Appended: quantized state (see fsdpc_optim_qformat). The host sets these
+   * only for an optimizer whose qformat has block > 0 and a parameter of at
+   * least min_numel elements; then `state` is NULL. Otherwise qstate and
+   * qscale are NULL and `state` holds fp32 slots as above. */
+  uint8_t *qstate;       /* (n_slots, stride) one code per element per slot */
+  float *qscale;         /* (n_slots, scale_stride) fp32 scale of each block */
+  uint64_t scale_stride; /* floats between the scale planes of two slots */
+  uint64_t block_phase;  /* element 0's index inside its block: element i
+                            belongs to block (block_phase + i) / block */
 } fsdpc_optim_tensor;
+
+/* Appended: how an optimizer with quantized state stores it. Blocks are
+ * counted from each parameter's first element (element j of a parameter is
+ * in block j / block), so a block never holds two parameters. */
+typedef struct fsdpc_optim_qformat {
+  uint32_t struct_size;
+  uint32_t block;     /* elements per fp32 scale, e.g. 256; 0 = fp32 slots */
+  uint64_t min_numel; /* parameters with fewer elements keep fp32 slots */
+} fsdpc_optim_qformat;
 
 typedef struct fsdpc_optim_step_info {
   uint32_t struct_size;
@@ -366,6 +384,20 @@ typedef struct fsdpc_optim_v1 {
   /* One update over a list of tensors (multi-tensor apply). */
   int32_t (*step)(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors,
                   uint32_t n_tensors, const fsdpc_optim_step_info *info);
+  /* Appended (optional): quantized state, one byte per element per slot
+   * plus one fp32 scale per block per slot. Fills *out; NULL (or block 0)
+   * means fp32 slots. The host zero-fills codes and scales at the start. */
+  int32_t (*qformat)(const fsdpc_optimizer *opt, fsdpc_optim_qformat *out);
+  /* (optional; required with qformat) Checkpoints, on host memory. For one
+   * quantized tensor t, q_export writes slot's values (numel floats, as the
+   * step would read them) and each element's block scale; q_import sets the
+   * codes and scales back from them, taking as each block's scale the max
+   * over its elements of max(scale, |value|). q_import(q_export(x)) gives
+   * x's codes and scales bit for bit when the blocks are the same. */
+  int32_t (*q_export)(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint32_t slot,
+                      float *values, float *scales);
+  int32_t (*q_import)(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint32_t slot,
+                      const float *values, const float *scales);
 } fsdpc_optim_v1;
 
 /* ====================================================================== */

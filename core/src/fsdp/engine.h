@@ -47,6 +47,10 @@ typedef struct fsdpc_unit {
   int stage_stale;          /* master changed since stage was cast */
   int grad_clean;           /* grad is all zero (no micro-batch landed since the step) */
   int land_pending;         /* landing holds grads not yet added into grad */
+  /* quantized optimizer state only (fsdp/qstate.h); else NULL and 0: */
+  uint8_t *qstate;                /* (n_slots, n_q) codes */
+  float *qscale;                  /* (n_slots, n_qblocks) block scales */
+  uint64_t n_f32, n_q, n_qblocks; /* fp32-state elements (in state), coded elements, blocks */
 } fsdpc_unit;
 
 /* Compute blocks: 0 embedding, 1..L decoder layers, L+1 head (see llama.h).

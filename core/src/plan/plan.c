@@ -7,6 +7,7 @@
 #include "plan/plan.h"
 
 #include "fsdp/program.h"
+#include "fsdp/qstate.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -135,14 +136,18 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   const fsdpc_model_shape *shape = &p->shape;
   fsdpc_layout lay;
   FSDPC_TRY(fsdpc__layout_build(shape, p->params, p->n_params, p->unit_of_param, p->n_units, S,
-                                m->align, 0, &lay, err));
+                                fsdpc__optim_align(m->align, &p->qf), 0, &lay, err));
   out->S = S;
   out->R = m->R;
   for (int u = 0; u < lay.n_units; u++) {
-    uint64_t sb = lay.units[u].shard_numel * sizeof(float);
+    uint64_t sb = lay.units[u].shard_numel * sizeof(float), nf = 0, nq = 0, nb = 0;
     out->params += sb;
     out->grads += sb;
-    out->optim += sb * p->n_slots;
+    /* quantized state (qstate.h): codes + block scales, fp32 for small params */
+    if (p->qf.block)
+      fsdpc__qstate_count(&lay.units[u], p->params, lay.param_offset, &p->qf, &nf, &nq, &nb);
+    out->optim +=
+        fsdpc__qstate_bytes(p->n_slots, lay.units[u].shard_numel, nf, nq, nb, p->qf.block > 0);
   }
   uint64_t act =
       fsdpc__model_ctx_bytes_for(shape, B, T, m->activation_checkpointing, &p->attn_sizes, 0);

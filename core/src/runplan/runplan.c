@@ -9,6 +9,7 @@
 
 #include "config/opts.h"
 #include "fsdp/engine.h"
+#include "fsdp/qstate.h"
 #include "util/log.h"
 
 void fsdpc__run_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
@@ -160,8 +161,9 @@ static fsdpc_status optim_slots(fsdpc_run_plan *p, fsdpc_err *err) {
   if (r != FSDPC_OK)
     return fsdpc__plugin_fail(p->optim, r, err);
   p->n_slots = ov->n_slots(opt);
+  fsdpc_status st = fsdpc__qformat_get(p->optim, opt, &p->qf, err);
   ov->destroy(opt);
-  return FSDPC_OK;
+  return st;
 }
 
 static fsdpc_status attn_sizes(fsdpc_run_plan *p, fsdpc_err *err) {

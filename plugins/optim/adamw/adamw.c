@@ -301,6 +301,9 @@ static const fsdpc_optim_v1 adamw_vtable = {
     /* .slot_name = */ adamw_slot_name,
     /* .init_state = */ adamw_init_state,
     /* .step = */ adamw_step,
+    /* .qformat = */ NULL, /* fp32 state */
+    /* .q_export = */ NULL,
+    /* .q_import = */ NULL,
 };
 
 static const fsdpc_component_desc adamw_component = {

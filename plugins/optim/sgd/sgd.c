@@ -349,6 +349,9 @@ static const fsdpc_optim_v1 sgd_vtable = {
     /* .slot_name = */ sgd_slot_name,
     /* .init_state = */ sgd_init_state,
     /* .step = */ sgd_step,
+    /* .qformat = */ NULL, /* fp32 state */
+    /* .q_export = */ NULL,
+    /* .q_import = */ NULL,
 };
 
 static const fsdpc_component_desc sgd_component = {

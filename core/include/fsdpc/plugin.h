@@ -317,7 +317,8 @@ typedef struct fsdpc_attention_v1 {
 /* Kind: optim. Updates one rank's fp32 master shard in place.              */
 /* State is n_slots planes of fp32 (plane s of a tensor starts at           */
 /* state + s * stride), element-aligned with the parameter, so checkpoints  */
-/* can be resharded element-wise.                                           */
+/* can be resharded element-wise. Appended: an optimizer may keep 8-bit    */
+/* codes with per-block scales instead (qformat, q_export, q_import).       */
 /* ====================================================================== */
 
 typedef struct fsdpc_optimizer fsdpc_optimizer; /* plugin-defined */

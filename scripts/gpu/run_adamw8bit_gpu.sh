@@ -6,7 +6,8 @@
 #   2. a small model on CUDA, min_8bit_size 0: a straight 20-step run saving
 #      a sharded checkpoint at step 10, the run repeated (the noise floor: GPU
 #      runs are not bit-reproducible) and a resume from step 10 (the device
-#      state goes through the fp32 checkpoint views and back);
+#      state goes through the fp32 checkpoint views and back), and the run
+#      with fsdp.cpu_offload (the plugin's CPU path on pinned host state);
 #   3. the Llama-3.2-1B shape on one GPU, 300 steps, adamw then adamw8bit
 #      (micro-batch 4 x 2048, 2 micro-batches per step, lr 3e-4 cosine,
 #      warmup 30): per-step loss gap, optimizer bytes, peak, step time.
@@ -53,18 +54,23 @@ small() {
 small s1 checkpoint.save_steps=10
 small s2
 small r1 checkpoint.resume="$W/s1/ck/step-000010"
+small o1 fsdp.cpu_offload=true
 python3 - "$W" <<'PY'
 import json, sys
 w = sys.argv[1]
 def losses(n):
     return {r["step"]: r["loss"] for r in map(json.loads, open(f"{w}/{n}/metrics.jsonl")) if "loss" in r}
-a, b, r = losses("s1"), losses("s2"), losses("r1")
+a, b, r, o = losses("s1"), losses("s2"), losses("r1"), losses("o1")
 gap = lambda x, y, ks: max(abs(x[k] - y[k]) / abs(x[k]) for k in ks)
 ks = [k for k in range(11, 21) if k in a and k in r and k in b]
 if not ks:
     sys.exit(print("small: no common steps 11..20"))
 print(f"small: steps 11..20 of the resume vs the straight run: max rel gap {gap(a, r, ks):.2e} "
       f"over {len(ks)} steps; noise floor (straight run twice) {gap(a, b, ks):.2e}")
+ko = [k for k in range(1, 21) if k in a and k in o and k in b]
+if ko:
+    print(f"small: cpu_offload (CPU path of the plugin) vs on-device, steps 1..20: max rel gap "
+          f"{gap(a, o, ko):.2e}; noise floor {gap(a, b, ko):.2e}")
 PY
 
 echo "== 3. 1B shape, 300 steps ($(($(date +%s) - t0)) s)"

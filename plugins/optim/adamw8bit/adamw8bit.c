@@ -47,6 +47,7 @@ struct fsdpc_optimizer {
   uint64_t min_8bit_size;
   int32_t device;
   float maps[2][Q8_CODES]; /* signed (exp_avg), unsigned (exp_avg_sq) */
+  q8_fastmap fast[2];      /* the CPU's lookup tables for them */
   float *dmaps;            /* the same on the GPU (CUDA path), else NULL */
 };
 
@@ -75,7 +76,7 @@ static uint64_t n_items(const fsdpc_optim_tensor *t) {
 /* The kernel.                                                              */
 
 static void block_q8(const fsdpc_optim_tensor *t, uint64_t b, const q8_scalars *sc,
-                     const float (*maps)[Q8_CODES]) {
+                     const float (*maps)[Q8_CODES], const q8_fastmap *fast) {
   const uint64_t ph = t->block_phase, j0 = q8_block_lo(b, ph), j1 = q8_block_hi(b, ph, t->numel);
   float *restrict p = t->param;
   const float *restrict g = t->grad;
@@ -96,8 +97,10 @@ static void block_q8(const fsdpc_optim_tensor *t, uint64_t b, const q8_scalars *
   for (uint64_t j = j0; j < j1; j++) {
     const uint64_t i = j - j0;
     p[j] = q8_param(p[j], m[i], v[i], sc, t->decay);
-    c1[j] = q8_quant_signed(maps[0], m[i], am);
-    c2[j] = q8_quant_unsigned(maps[1], v[i], av);
+    /* q8_quant_signed / q8_quant_unsigned, with the table-assisted search */
+    const float xm = am > 0.0f ? m[i] / am : 0.0f, xv = av > 0.0f ? v[i] / av : 0.0f;
+    c1[j] = q8_sign_fix(maps[0], q8_nearest_fast(maps[0], &fast[0], xm, -1.0f), m[i]);
+    c2[j] = (uint8_t)q8_nearest_fast(maps[1], &fast[1], xv, 0.0f);
   }
 }
 
@@ -116,14 +119,14 @@ static void piece_f32(const fsdpc_optim_tensor *t, uint64_t b, const q8_scalars 
 
 /* Runs items [lo, hi) of the concatenation of the tensors' items. */
 static void run_items(const fsdpc_optim_tensor *t, uint32_t n_tensors, uint64_t lo, uint64_t hi,
-                      const q8_scalars *sc, const float (*maps)[Q8_CODES]) {
+                      const q8_scalars *sc, const float (*maps)[Q8_CODES], const q8_fastmap *fast) {
   uint64_t base = 0;
   for (uint32_t k = 0; k < n_tensors && base < hi; k++) {
     const uint64_t end = base + n_items(&t[k]);
     const uint64_t a = lo > base ? lo : base, b = hi < end ? hi : end;
     for (uint64_t it = a; it < b; it++) {
       if (is_quantized(&t[k]))
-        block_q8(&t[k], it - base, sc, maps);
+        block_q8(&t[k], it - base, sc, maps, fast);
       else
         piece_f32(&t[k], it - base, sc);
     }
@@ -284,6 +287,8 @@ static int32_t q8_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
   opt->device = init->device;
   q8_dynamic_map(1, opt->maps[0]);
   q8_dynamic_map(0, opt->maps[1]);
+  q8_fastmap_build(opt->maps[0], &opt->fast[0]);
+  q8_fastmap_build(opt->maps[1], &opt->fast[1]);
   *out = opt; /* the GPU copy of the maps is made at the first CUDA step */
   return FSDPC_OK;
 }
@@ -377,7 +382,7 @@ static int32_t q8_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors, 
   {
     uint64_t lo, hi;
     fsdpc_optim_range(items, 1, &lo, &hi);
-    run_items(tensors, n_tensors, lo, hi, &sc, maps);
+    run_items(tensors, n_tensors, lo, hi, &sc, maps, opt->fast);
   }
   return FSDPC_OK;
 }

@@ -37,6 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "fsdpc/plugin.h"
 
@@ -107,13 +108,18 @@ Q8_FN float q8_dequant(const float *map, uint8_t code, float absmax) {
   return map[code] * absmax;
 }
 
-/* exp_avg: signed map, the code keeps the value's sign. */
-Q8_FN uint8_t q8_quant_signed(const float *map, float s, float absmax) {
-  const float x = absmax > 0.0f ? s / absmax : 0.0f;
-  int c = q8_nearest(map, x, -1.0f);
+/* The sign rule for exp_avg: a code whose sign differs from the value's
+ * moves one entry toward the value's sign. */
+Q8_FN uint8_t q8_sign_fix(const float *map, int c, float s) {
   if (!signbit(map[c]) != !signbit(s))
     c += s > 0.0f ? 1 : -1;
   return (uint8_t)c;
+}
+
+/* exp_avg: signed map, the code keeps the value's sign. */
+Q8_FN uint8_t q8_quant_signed(const float *map, float s, float absmax) {
+  const float x = absmax > 0.0f ? s / absmax : 0.0f;
+  return q8_sign_fix(map, q8_nearest(map, x, -1.0f), s);
 }
 
 /* exp_avg_sq: unsigned map (values are >= 0). */
@@ -136,6 +142,69 @@ Q8_FN uint64_t q8_block_hi(uint64_t b, uint64_t phase, uint64_t numel) {
 }
 
 #ifndef __CUDACC__
+/* The CPU's faster route to q8_nearest's answer (the binary search's
+ * branches mispredict about half the time): a table indexed by the sign, the
+ * exponent (2^-24 <= |x| < 1) and the top 6 mantissa bits of x gives how
+ * many map entries lie below the bucket; a bucket holds at most 2 entries,
+ * so two steps find j with map[j] < x <= map[j+1]; the binary search's last
+ * comparison then decides between j and j+1 (its pivot is always the even
+ * one of the two, so an exact tie goes to the even index). Other x (zero,
+ * tiny, +-1) go through q8_nearest. Equal to q8_nearest for every float of
+ * [-2, 2] (checked exhaustively, 2.2e9 values per map), and tested on every
+ * entry, every midpoint and a sample in tests/optim. */
+#define Q8_FAST_EXP_MIN (127 - 24)
+#define Q8_FAST_EXPS 24
+#define Q8_FAST_KEYS (2 * Q8_FAST_EXPS * 64)
+
+typedef struct q8_fastmap {
+  uint8_t below[Q8_FAST_KEYS]; /* entries below the bucket's smallest value */
+} q8_fastmap;
+
+static inline uint32_t q8_bits(float x) {
+  uint32_t b;
+  memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+static inline int q8_fast_key(uint32_t b) {
+  const uint32_t e = (b >> 23) & 0xFFu;
+  if (e < Q8_FAST_EXP_MIN || e >= Q8_FAST_EXP_MIN + Q8_FAST_EXPS)
+    return -1;
+  return (int)((((b >> 31) * Q8_FAST_EXPS + (e - Q8_FAST_EXP_MIN)) << 6) | ((b >> 17) & 63u));
+}
+
+static inline void q8_fastmap_build(const float *map, q8_fastmap *fm) {
+  for (uint32_t sign = 0; sign < 2; sign++)
+    for (uint32_t e = Q8_FAST_EXP_MIN; e < Q8_FAST_EXP_MIN + Q8_FAST_EXPS; e++)
+      for (uint32_t m = 0; m < 64; m++) {
+        /* the bucket's smallest value: least magnitude when positive,
+         * greatest when negative */
+        const uint32_t b = (sign << 31) | (e << 23) | (m << 17) | (sign ? 0x1FFFFu : 0u);
+        float lo;
+        memcpy(&lo, &b, sizeof lo);
+        int n = 0;
+        while (n < Q8_CODES && map[n] < lo)
+          n++;
+        fm->below[q8_fast_key(b)] = (uint8_t)(n > 255 ? 255 : n);
+      }
+}
+
+static inline int q8_nearest_fast(const float *map, const q8_fastmap *fm, float x, float bottom) {
+  const int key = q8_fast_key(q8_bits(x));
+  if (key < 0)
+    return q8_nearest(map, x, bottom);
+  /* map[j] < the bucket's smallest value <= x < 1 = map[255]: j <= 253 */
+  int j = (int)fm->below[key] - 1;
+  j += map[j + 1] < x;
+  j += map[j + 1] < x;
+  if (j < 0)
+    return 0;
+  const float mid = (map[j] + map[j + 1]) * 0.5f;
+  /* odd j: the pivot is j + 1 and x <= map[pivot]; even: the pivot is j */
+  const int hi = (j & 1) ? !(x < mid) : x > mid;
+  return j + hi;
+}
+
 /* torch.linspace(start, end, n) in fp32 as its scalar CPU loop forms it:
  * the first half from start, the second half back from end. */
 static inline void q8_linspace(float start, float end, int n, float *out) {

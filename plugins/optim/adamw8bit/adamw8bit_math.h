@@ -200,9 +200,11 @@ static inline int q8_nearest_fast(const float *map, const q8_fastmap *fm, float 
   if (j < 0)
     return 0;
   const float mid = (map[j] + map[j + 1]) * 0.5f;
-  /* odd j: the pivot is j + 1 and x <= map[pivot]; even: the pivot is j */
-  const int hi = (j & 1) ? !(x < mid) : x > mid;
-  return j + hi;
+  /* even j: the pivot is j, x > map[pivot], j + 1 when x > mid; odd j: the
+   * pivot is j + 1, x <= map[pivot], j + 1 unless x < mid. So a tie goes to
+   * the odd j + 1 only when j is odd: the even index wins. Arithmetic, not
+   * a branch (which would mispredict half the time). */
+  return j + ((x > mid) | ((x == mid) & (j & 1)));
 }
 
 /* torch.linspace(start, end, n) in fp32 as its scalar CPU loop forms it:

@@ -128,6 +128,26 @@ static void cost(cost_state *r, const fsdpc_program *p) {
   }
 }
 
+/* Optimizer state bytes of the rank that holds the most: every rank's are
+ * equal for fp32 slots; quantized state (qstate.h) depends on which
+ * parameters and partial blocks fall in the rank's shards. */
+static uint64_t optim_bytes(const fsdpc_run_plan *p, const fsdpc_layout *lay, int S) {
+  uint64_t worst = 0;
+  for (int r = 0; r < (p->qf.block ? S : 1); r++) {
+    uint64_t total = 0;
+    for (int u = 0; u < lay->n_units; u++) {
+      fsdpc_unit un = lay->units[u];
+      uint64_t nf = 0, nq = 0, nb = 0;
+      un.shard_offset = (uint64_t)r * un.shard_numel;
+      if (p->qf.block)
+        fsdpc__qstate_count(&un, p->params, lay->param_offset, &p->qf, &nf, &nq, &nb);
+      total += fsdpc__qstate_bytes(p->n_slots, un.shard_numel, nf, nq, nb, p->qf.block > 0);
+    }
+    worst = total > worst ? total : worst;
+  }
+  return worst;
+}
+
 fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
                                 const fsdpc_plan_device *dev, fsdpc_plan_mem *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
@@ -140,15 +160,11 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   out->S = S;
   out->R = m->R;
   for (int u = 0; u < lay.n_units; u++) {
-    uint64_t sb = lay.units[u].shard_numel * sizeof(float), nf = 0, nq = 0, nb = 0;
+    uint64_t sb = lay.units[u].shard_numel * sizeof(float);
     out->params += sb;
     out->grads += sb;
-    /* quantized state (qstate.h): codes + block scales, fp32 for small params */
-    if (p->qf.block)
-      fsdpc__qstate_count(&lay.units[u], p->params, lay.param_offset, &p->qf, &nf, &nq, &nb);
-    out->optim +=
-        fsdpc__qstate_bytes(p->n_slots, lay.units[u].shard_numel, nf, nq, nb, p->qf.block > 0);
   }
+  out->optim = optim_bytes(p, &lay, S);
   uint64_t act =
       fsdpc__model_ctx_bytes_for(shape, B, T, m->activation_checkpointing, &p->attn_sizes, 0);
   /* The context is sized with the CPU table (fp32); its cross-entropy

@@ -3,6 +3,8 @@
 #ifndef FSDPC_FSDP_INTERNAL_H
 #define FSDPC_FSDP_INTERNAL_H
 
+#include <stddef.h>
+
 #include "fsdp/engine.h"
 #include "fsdp/program.h"
 
@@ -48,11 +50,28 @@ struct fsdpc_engine {
   void *rs16;                  /* (max shard_numel) bf16 reduce-scatter landing, or NULL */
   double *dnorm;               /* (1) device accumulator of the grad norm, or NULL */
   int offload;                 /* shards in pinned host memory, optimizer on the CPU */
+  int param_copy;              /* units keep lp, the bf16 copy of master (engine.h) */
+  uint64_t lp_bytes;           /* bytes of those copies */
+  int lp_units;                /* units with one */
+  int inference;               /* no grad or optimizer shards (evaluation) */
   const fsdpc_ops *sops;       /* where shard math runs: the CPU table when offloaded */
   uint64_t host_pinned;        /* bytes of pinned host memory held (offload) */
   uint64_t max_shard, max_flat;
   fsdpc_program prog[FSDPC_PROGRAM_NKINDS]; /* the step as data (program.h) */
 };
+
+/* Whether the optimizer plugin writes fsdpc_optim_tensor.param_bf16 (on
+ * the device the engine runs it on). */
+static inline int fsdpc__optim_writes_bf16(const fsdpc_engine *e) {
+  return e->ops->device == FSDPC_DEVICE_CUDA &&
+         e->ov->struct_size >= offsetof(fsdpc_optim_v1, param_bf16) + sizeof(int32_t) &&
+         e->ov->param_bf16;
+}
+
+/* Whether un->full is un->lp (S == 1 with param_copy): nothing to free. */
+static inline int fsdpc__full_is_lp(const fsdpc_unit *un) {
+  return un->lp && (void *)un->lp == un->full;
+}
 
 /* Parameter p inside its unit's gathered full buffer (compute dtype). */
 static inline void *fsdpc__param_full(fsdpc_engine *e, int p) {

@@ -456,6 +456,7 @@ static const fsdpc_optim_v1 q8_vtable = {
     /* .slot_name = */ q8_slot_name,
     /* .init_state = */ q8_init_state,
     /* .step = */ q8_step,
+    /* .param_bf16 = */ 0, /* the host casts the updated params */
     /* .qformat = */ q8_qformat,
     /* .q_export = */ q8_export,
     /* .q_import = */ q8_import,

@@ -49,7 +49,14 @@ static fsdpc_optimizer *create_ok(double wd, double b1, double b2, double eps) {
 
 static fsdpc_optim_tensor make_tensor(float *p, const float *g, float *state, uint64_t numel,
                                       uint64_t stride, int decay) {
-  fsdpc_optim_tensor t = {sizeof(fsdpc_optim_tensor), p, g, state, numel, stride, decay, NULL};
+  /* A v1 host's struct: it ends at `decay` (the fields after it came later). */
+  fsdpc_optim_tensor t = {.struct_size = offsetof(fsdpc_optim_tensor, param_bf16),
+                          .param = p,
+                          .grad = g,
+                          .state = state,
+                          .numel = numel,
+                          .stride = stride,
+                          .decay = decay};
   return t;
 }
 

@@ -59,7 +59,14 @@ static fsdpc_optim_step_info make_info(int64_t step, double lr, double grad_scal
 
 static fsdpc_optim_tensor make_tensor(float *p, const float *g, float *state, uint64_t numel,
                                       uint64_t stride, int decay) {
-  fsdpc_optim_tensor t = {sizeof(fsdpc_optim_tensor), p, g, state, numel, stride, decay, NULL};
+  /* A v1 host's struct: it ends at `decay` (the fields after it came later). */
+  fsdpc_optim_tensor t = {.struct_size = offsetof(fsdpc_optim_tensor, param_bf16),
+                          .param = p,
+                          .grad = g,
+                          .state = state,
+                          .numel = numel,
+                          .stride = stride,
+                          .decay = decay};
   return t;
 }
 

@@ -355,7 +355,8 @@ typedef struct fsdpc_attention_v1 {
 /* Kind: optim. Updates one rank's fp32 master shard in place.              */
 /* State is n_slots planes of fp32 (plane s of a tensor starts at           */
 /* state + s * stride), element-aligned with the parameter, so checkpoints  */
-/* can be resharded element-wise.                                           */
+/* can be resharded element-wise. Appended: an optimizer may keep 8-bit    */
+/* codes with per-block scales instead (qformat, q_export, q_import).       */
 /* ====================================================================== */
 
 typedef struct fsdpc_optimizer fsdpc_optimizer; /* plugin-defined */
@@ -386,7 +387,25 @@ typedef struct fsdpc_optim_tensor {
    * updated param rounded to nearest even: the engine's compute-dtype copy,
    * written in the same pass instead of a separate cast. */
   uint16_t *param_bf16;
+  /* Appended: quantized state (see fsdpc_optim_qformat). The host sets these
+   * only for an optimizer whose qformat has block > 0 and a parameter of at
+   * least min_numel elements; then `state` is NULL. Otherwise qstate and
+   * qscale are NULL and `state` holds fp32 slots as above. */
+  uint8_t *qstate;       /* (n_slots, stride) one code per element per slot */
+  float *qscale;         /* (n_slots, scale_stride) fp32 scale of each block */
+  uint64_t scale_stride; /* floats between the scale planes of two slots */
+  uint64_t block_phase;  /* element 0's index inside its block: element i
+                            belongs to block (block_phase + i) / block */
 } fsdpc_optim_tensor;
+
+/* Appended: how an optimizer with quantized state stores it. Blocks are
+ * counted from each parameter's first element (element j of a parameter is
+ * in block j / block), so a block never holds two parameters. */
+typedef struct fsdpc_optim_qformat {
+  uint32_t struct_size;
+  uint32_t block;     /* elements per fp32 scale, e.g. 256; 0 = fp32 slots */
+  uint64_t min_numel; /* parameters with fewer elements keep fp32 slots */
+} fsdpc_optim_qformat;
 
 typedef struct fsdpc_optim_step_info {
   uint32_t struct_size;
@@ -416,6 +435,20 @@ typedef struct fsdpc_optim_v1 {
    * fsdpc_optim_tensor.param_bf16 where it is non-NULL; 0 (or a shorter
    * struct) = never: the host casts the params itself. */
   int32_t param_bf16;
+  /* Appended (optional): quantized state, one byte per element per slot
+   * plus one fp32 scale per block per slot. Fills *out; NULL (or block 0)
+   * means fp32 slots. The host zero-fills codes and scales at the start. */
+  int32_t (*qformat)(const fsdpc_optimizer *opt, fsdpc_optim_qformat *out);
+  /* (optional; required with qformat) Checkpoints, on host memory. For one
+   * quantized tensor t, q_export writes slot's values (numel floats, as the
+   * step would read them) and each element's block scale; q_import sets the
+   * codes and scales back from them, taking as each block's scale the max
+   * over its elements of max(scale, |value|). q_import(q_export(x)) gives
+   * x's codes and scales bit for bit when the blocks are the same. */
+  int32_t (*q_export)(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint32_t slot,
+                      float *values, float *scales);
+  int32_t (*q_import)(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint32_t slot,
+                      const float *values, const float *scales);
 } fsdpc_optim_v1;
 
 /* ====================================================================== */

@@ -294,7 +294,8 @@ static const fsdpc_cfg_key keys[] = {
     OPTS_("attention.options", attention.options, "options of the attention plugin"),
 
     /* ---- optim ---- */
-    STR_("optim.name", optim.name, "adamw", "optimizer plugin (adamw, sgd, any installed)", NONE_),
+    STR_("optim.name", optim.name, "adamw",
+         "optimizer plugin (adamw, adamw8bit, sgd, any installed)", NONE_),
     FLOAT_("optim.lr", optim.lr, "3e-4", "peak learning rate", MIN_(0)),
     FLOAT_("optim.weight_decay", optim.weight_decay, "0.0", "decoupled weight decay", MIN_(0)),
     FLOATS_("optim.betas", optim.betas, 2, "[0.9, 0.999]", "Adam beta1, beta2", RANGE_EXCL_(0, 1)),
@@ -304,7 +305,9 @@ static const fsdpc_cfg_key keys[] = {
           NONE_),
     BOOL_("optim.decay_norm_and_bias", optim.decay_norm_and_bias, "false",
           "also apply weight decay to norm weights and biases", NONE_),
-    OPTS_("optim.options", optim.options, "options of the optimizer plugin"),
+    OPTS_("optim.options", optim.options,
+          "options of the optimizer plugin (adamw8bit: min_8bit_size, default 4096; sgd: "
+          "dampening; see docs/optim.md)"),
 
     /* ---- schedule ---- */
     ENUM_("schedule.name", schedule.name, "cosine", sched_values,

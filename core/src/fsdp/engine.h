@@ -54,6 +54,10 @@ typedef struct fsdpc_unit {
   /* Frozen (the base under LoRA): master is the shard in the compute dtype
    * (bf16 on a device), grad and state are NULL; gathered, never reduced. */
   int frozen;
+  /* quantized optimizer state only (fsdp/qstate.h); else NULL and 0: */
+  uint8_t *qstate;                /* (n_slots, n_q) codes */
+  float *qscale;                  /* (n_slots, n_qblocks) block scales */
+  uint64_t n_f32, n_q, n_qblocks; /* fp32-state elements (in state), coded elements, blocks */
 } fsdpc_unit;
 
 /* Compute blocks: 0 embedding, 1..L decoder layers, L+1 head (see llama.h).

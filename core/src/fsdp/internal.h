@@ -37,6 +37,9 @@ struct fsdpc_engine {
   fsdpc_optimizer *opt;
   uint32_t n_slots;
   fsdpc_optim_tensor *otensors;/* scratch for the multi-tensor step */
+  fsdpc_optim_qformat qf;      /* quantized state when qf.block > 0 (qstate.c) */
+  char qslot_names[4][72];     /* "<slot>.absmax" checkpoint names (quantized) */
+  float **qmirror;             /* (n_units) fp32 checkpoint planes of quantized state, or NULL */
   int decay_norm_and_bias;
 
   void *comm;                  /* comm stream when collectives overlap compute, else NULL */

@@ -16,6 +16,7 @@
 
 #include "fsdp/internal.h"
 #include "fsdp/program.h"
+#include "fsdp/qstate.h"
 #include "io/dtype.h"
 #include "ops/cpu/ops_cpu.h"
 #include "util/mem.h"
@@ -532,26 +533,13 @@ static fsdpc_status grad_norm(fsdpc_engine *e, int64_t step, double max_grad_nor
 static fsdpc_status update(fsdpc_engine *e, int u, int64_t step, double lr, double scale,
                            fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
-  uint32_t n = 0;
-  uint64_t s0 = un->shard_offset, s1 = s0 + un->shard_numel;
   /* param_copy: the plugin writes the bf16 copy in the same pass (a stale
    * copy stays stale: its padding was never written) */
   int lpw = un->lp && !un->lp_stale && fsdpc__optim_writes_bf16(e);
-  for (int i = 0; i < un->n_params; i++) {
-    int p = un->params[i];
-    uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
-    uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
-    if (a >= b)
-      continue;
-    e->otensors[n++] = (fsdpc_optim_tensor){.struct_size = sizeof(fsdpc_optim_tensor),
-                                            .param = un->master + (a - s0),
-                                            .grad = un->grad + (a - s0),
-                                            .state = un->state ? un->state + (a - s0) : NULL,
-                                            .numel = b - a,
-                                            .stride = un->shard_numel,
-                                            .decay = e->params[p].decay || e->decay_norm_and_bias,
-                                            .param_bf16 = lpw ? un->lp + (a - s0) : NULL};
-  }
+  uint32_t n = fsdpc__optim_tensors(e, u, un->master, un->grad, un->state, un->qstate, un->qscale,
+                                    e->otensors);
+  for (uint32_t k = 0; lpw && k < n; k++)
+    e->otensors[k].param_bf16 = un->lp + (e->otensors[k].param - un->master);
   fsdpc_optim_step_info si = {.struct_size = sizeof si,
                               .step = step,
                               .lr = lr,
@@ -639,6 +627,11 @@ fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int roo
                        un->name);
   if (un->frozen && e->psize != sizeof(float))
     return gather_frozen16(e, un, root, full, err);
+  if (slot != FSDPC_SD_SLOT_PARAM && e->qf.block)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "gathering unit %s's optimizer state: quantized state has no flat fp32 "
+                       "form; use the sharded checkpoint format for optimizer state",
+                       un->name);
   const float *src = slot == FSDPC_SD_SLOT_PARAM ? un->master
                                                   : un->state + (size_t)slot * un->shard_numel;
   size_t fb = un->flat_numel * sizeof(float), sb = un->shard_numel * sizeof(float);

@@ -7,6 +7,7 @@
 
 #include "fsdp/internal.h"
 #include "io/dtype.h"
+#include "fsdp/qstate.h"
 #include "io/hf_ckpt.h"
 #include "model/lora.h"
 #include "plugin/call.h"
@@ -62,9 +63,28 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     goto fail;
   }
   memcpy(e->params, o->params, (size_t)o->n_params * sizeof *e->params);
+  e->optim = o->optim;
+  e->ov = o->optim->vtable;
+  /* Offloaded: the optimizer runs on the CPU over the host shards. */
+  fsdpc_optim_init oinit = *o->optim_init;
+  if (e->offload)
+    oinit.device = FSDPC_DEVICE_CPU;
+  int32_t r = fsdpc__call_optim_create(o->optim, &oinit, &e->opt);
+  if (r != FSDPC_OK) {
+    st = fsdpc__plugin_fail(o->optim, r, err);
+    goto fail;
+  }
+  e->inference = o->inference;
+  e->n_slots = e->inference ? 0 : e->ov->n_slots(e->opt);
+  /* Quantized state: shards padded to whole blocks (qstate.h). */
+  if (!e->inference && (st = fsdpc__qformat_get(o->optim, e->opt, &e->qf, err)) != FSDPC_OK)
+    goto fail;
+  for (uint32_t i = 0; e->qf.block && i < e->n_slots; i++)
+    snprintf(e->qslot_names[i], sizeof e->qslot_names[i], "%s.absmax", e->ov->slot_name(e->opt, i));
   fsdpc_layout lay;
   if ((st = fsdpc__layout_build(o->shape, o->params, o->n_params, o->unit_of_param, o->n_units,
-                                e->S, o->align, o->dist->shard_rank, &lay, err)) != FSDPC_OK)
+                                e->S, fsdpc__optim_align(o->align, &e->qf), o->dist->shard_rank,
+                                &lay, err)) != FSDPC_OK)
     goto fail;
   /* The engine takes the layout's arrays over. */
   e->units = lay.units;
@@ -86,18 +106,6 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     if ((st = fsdpc__program_build(&po, (fsdpc_program_kind)k, &e->prog[k], err)) != FSDPC_OK)
       goto fail;
 
-  e->optim = o->optim;
-  e->ov = o->optim->vtable;
-  /* Offloaded: the optimizer runs on the CPU over the host shards. */
-  fsdpc_optim_init oinit = *o->optim_init;
-  if (e->offload) oinit.device = FSDPC_DEVICE_CPU;
-  int32_t r = fsdpc__call_optim_create(o->optim, &oinit, &e->opt);
-  if (r != FSDPC_OK) {
-    st = fsdpc__plugin_fail(o->optim, r, err);
-    goto fail;
-  }
-  e->inference = o->inference;
-  e->n_slots = e->inference ? 0 : e->ov->n_slots(e->opt);
   e->otensors = calloc((size_t)e->n_params + 1, sizeof *e->otensors);
   if (!e->otensors) goto oom;
 
@@ -117,8 +125,10 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     }
     un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, sb);
     un->grad = e->inference ? NULL : fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
-    un->state = e->n_slots ? fsdpc__salloc(e, FSDPC_MEM_OPTIM, sb * e->n_slots) : NULL;
-    if (!un->master || (!e->inference && !un->grad) || (e->n_slots && !un->state)) goto oom;
+    if (!un->master || (!e->inference && !un->grad))
+      goto oom;
+    if ((st = fsdpc__state_alloc(e, un, err)) != FSDPC_OK)
+      goto fail;
     if ((st = e->sops->memset0(e->sops->ctx, un->master, sb, err)) != FSDPC_OK ||
         (un->grad && (st = e->sops->memset0(e->sops->ctx, un->grad, sb, err)) != FSDPC_OK))
       goto fail;
@@ -127,14 +137,6 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
       if (!(un->stage = e->ops->alloc_host(e->ops->ctx, un->shard_numel * 2))) goto oom;
       e->host_pinned += un->shard_numel * 2;
       un->stage_stale = 1;
-    }
-    if (e->n_slots) {
-      r = e->ov->init_state(e->opt, un->state, un->shard_numel * e->n_slots, e->sops->device,
-                            e->sops->stream(e->sops->ctx));
-      if (r != FSDPC_OK) {
-        st = fsdpc__plugin_fail(o->optim, r, err);
-        goto fail;
-      }
     }
     if (e->full_is_master) un->full = un->master; /* nothing to gather or cast */
     if (e->param_copy && fsdpc__param_copy_fits(o->param_copy_max_bytes, e->lp_bytes,
@@ -214,7 +216,7 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
     if (un->full_grad != un->grad) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
     fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, sb);
     fsdpc__sfree(e, FSDPC_MEM_GRADS, un->grad, sb);
-    fsdpc__sfree(e, FSDPC_MEM_OPTIM, un->state, sb * e->n_slots);
+    fsdpc__state_free(e, un);
     if (un->stage) e->ops->free_host(e->ops->ctx, un->stage);
     if (un->landing) e->ops->free_host(e->ops->ctx, un->landing);
     free(un->params);
@@ -242,8 +244,12 @@ int fsdpc__engine_offloaded(const fsdpc_engine *e) { return e->offload; }
 const fsdpc_unit *fsdpc__engine_unit(const fsdpc_engine *e, int u) { return &e->units[u]; }
 int fsdpc__engine_n_params(const fsdpc_engine *e) { return e->n_params; }
 fsdpc_dist *fsdpc__engine_dist(fsdpc_engine *e) { return e->dist; }
-uint32_t fsdpc__engine_n_slots(const fsdpc_engine *e) { return e->n_slots; }
+uint32_t fsdpc__engine_n_slots(const fsdpc_engine *e) {
+  return fsdpc__ckpt_slots(e);
+}
 const char *fsdpc__engine_slot_name(const fsdpc_engine *e, uint32_t i) {
+  if (e->qf.block && i >= e->n_slots)
+    return e->qslot_names[i - e->n_slots];
   return e->ov->slot_name(e->opt, i);
 }
 
@@ -266,7 +272,7 @@ void fsdpc__engine_bytes(const fsdpc_engine *e, fsdpc_engine_bytes *out) {
     }
     out->params += sb;
     out->grads += e->inference ? 0 : sb;
-    out->optim += sb * e->n_slots;
+    out->optim += fsdpc__state_bytes(e, &e->units[u]);
     if (e->units[u].flat_numel * 4 > out->max_unit_full)
       out->max_unit_full = e->units[u].flat_numel * 4;
   }
@@ -404,11 +410,13 @@ static float *device_shard(fsdpc_engine *e, int u, int slot) {
 }
 
 float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err) {
-  if (u < 0 || u >= e->n_units || slot < FSDPC_SD_SLOT_PARAM || slot >= (int)e->n_slots ||
+  if (u < 0 || u >= e->n_units || slot < FSDPC_SD_SLOT_PARAM || slot >= (int)fsdpc__ckpt_slots(e) ||
       (e->units[u].frozen && slot != FSDPC_SD_SLOT_PARAM)) {
     fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "host_shard: unit %d slot %d out of range", u, slot);
     return NULL;
   }
+  if (e->qf.block && slot >= 0)
+    return fsdpc__qstate_host_shard(e, u, slot, err);
   int narrow = e->units[u].frozen && e->psize != sizeof(float); /* a bf16 frozen shard */
   if (!narrow && (e->ops->device == FSDPC_DEVICE_CPU || e->offload))
     return device_shard(e, u, slot);
@@ -451,6 +459,7 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
 }
 
 fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_err *err) {
+  fsdpc_status qst = fsdpc__qstate_done(e, upload, err);
   if (e->offload && upload) {
     /* The host shards were written in place: recast the bf16 staging copies
      * at the next gather, once no copy from them is in flight. */
@@ -459,9 +468,10 @@ fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_e
   }
   if (upload)
     for (int u = 0; u < e->n_units; u++) e->units[u].lp_stale = 1;
-  if (!e->mirror) return FSDPC_OK;
+  if (!e->mirror)
+    return qst;
   size_t per = 1 + (size_t)e->n_slots;
-  fsdpc_status st = FSDPC_OK;
+  fsdpc_status st = qst;
   for (int u = 0; u < e->n_units; u++)
     for (int k = 0; k < (int)per; k++) {
       float *m = e->mirror[(size_t)u * per + (size_t)k];

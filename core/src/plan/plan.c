@@ -7,6 +7,7 @@
 #include "plan/plan.h"
 
 #include "fsdp/program.h"
+#include "fsdp/qstate.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +128,28 @@ static void cost(cost_state *r, const fsdpc_program *p) {
   }
 }
 
+/* Optimizer state bytes of the rank that holds the most: every rank's are
+ * equal for fp32 slots; quantized state (qstate.h) depends on which
+ * parameters and partial blocks fall in the rank's shards. */
+static uint64_t optim_bytes(const fsdpc_run_plan *p, const fsdpc_layout *lay, int S) {
+  uint64_t worst = 0;
+  for (int r = 0; r < (p->qf.block ? S : 1); r++) {
+    uint64_t total = 0;
+    for (int u = 0; u < lay->n_units; u++) {
+      fsdpc_unit un = lay->units[u];
+      if (un.frozen) /* LoRA's base: no optimizer state */
+        continue;
+      uint64_t nf = 0, nq = 0, nb = 0;
+      un.shard_offset = (uint64_t)r * un.shard_numel;
+      if (p->qf.block)
+        fsdpc__qstate_count(&un, p->params, lay->param_offset, &p->qf, &nf, &nq, &nb);
+      total += fsdpc__qstate_bytes(p->n_slots, un.shard_numel, nf, nq, nb, p->qf.block > 0);
+    }
+    worst = total > worst ? total : worst;
+  }
+  return worst;
+}
+
 fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
                                 const fsdpc_plan_device *dev, fsdpc_plan_mem *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
@@ -135,7 +158,7 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   const fsdpc_model_shape *shape = &p->shape;
   fsdpc_layout lay;
   FSDPC_TRY(fsdpc__layout_build(shape, p->params, p->n_params, p->unit_of_param, p->n_units, S,
-                                m->align, 0, &lay, err));
+                                fsdpc__optim_align(m->align, &p->qf), 0, &lay, err));
   out->S = S;
   out->R = m->R;
   uint64_t frozen = 0; /* LoRA's base: compute dtype, no grads, no optimizer state */
@@ -147,10 +170,10 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
     }
     out->params += sb;
     out->grads += sb;
-    out->optim += sb * p->n_slots;
   }
   uint64_t trainable = out->params;
   out->params += frozen;
+  out->optim = optim_bytes(p, &lay, S);
   uint64_t act =
       fsdpc__model_ctx_bytes_for(shape, B, T, m->activation_checkpointing, &p->attn_sizes, 0);
   /* The context is sized with the CPU table (fp32); its cross-entropy

@@ -9,6 +9,7 @@
 
 #include "config/opts.h"
 #include "fsdp/engine.h"
+#include "fsdp/qstate.h"
 #include "plugin/call.h"
 #include "util/log.h"
 
@@ -164,8 +165,9 @@ static fsdpc_status optim_slots(fsdpc_run_plan *p, fsdpc_err *err) {
   if (r != FSDPC_OK)
     return fsdpc__plugin_fail(p->optim, r, err);
   p->n_slots = ov->n_slots(opt);
+  fsdpc_status st = fsdpc__qformat_get(p->optim, opt, &p->qf, err);
   ov->destroy(opt);
-  return FSDPC_OK;
+  return st;
 }
 
 static fsdpc_status attn_sizes(fsdpc_run_plan *p, fsdpc_err *err) {

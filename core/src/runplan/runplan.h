@@ -110,6 +110,7 @@ typedef struct fsdpc_run_plan {
   const fsdpc_component *coll; /* NULL at world 1 */
   fsdpc_optim_init optim_init; /* as the config gives it, for the engine */
   uint32_t n_slots;            /* optimizer state planes */
+  fsdpc_optim_qformat qf;      /* quantized optimizer state (block 0: fp32 slots) */
   fsdpc_attn_sizes attn_sizes; /* the attention plugin's sizes() for (micro, seq_len) */
   /* the wrap plan */
   uint32_t *unit_of_param; /* (n_params) */

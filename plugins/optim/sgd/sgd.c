@@ -353,6 +353,9 @@ static const fsdpc_optim_v1 sgd_vtable = {
 #else
     /* .param_bf16 = */ 0,
 #endif
+    /* .qformat = */ NULL, /* fp32 state */
+    /* .q_export = */ NULL,
+    /* .q_import = */ NULL,
 };
 
 static const fsdpc_component_desc sgd_component = {

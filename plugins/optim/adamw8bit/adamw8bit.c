@@ -1,0 +1,508 @@
+/* 8-bit AdamW optimizer plugin (fsdpc_optim_v1 with quantized state): CPU
+ * path here, CUDA path in adamw8bit.cu, the per-element definition in
+ * adamw8bit_math.h (read its header for the scheme).
+ *
+ * State: slots "exp_avg" (m, signed dynamic map) and "exp_avg_sq" (v,
+ * unsigned dynamic map), one byte per element each plus one fp32 absmax per
+ * block of 256 elements each; master weights stay fp32. A parameter with
+ * fewer than `min_8bit_size` elements keeps fp32 m and v (the host gives it
+ * v1 fp32 slots) and is updated with the same formulas, unquantized.
+ *
+ * Per element, with t = info->step (1-based), c1 = 1 - b1^t, c2 = sqrt(1 - b2^t):
+ *
+ *   g  = grad * grad_scale
+ *   v  = v*b2 + ((1 - b2)*g)*g
+ *   m  = m*b1 + (1 - b1)*g
+ *   p  = p + (-lr*c2/c1) * (m / (sqrt(v) + eps*c2))
+ *   p  = p * (1 - lr*wd)                        (only when tensor.decay)
+ *
+ * and, for a quantized tensor, m and v are dequantized before and quantized
+ * (with the block's new absmax) after. Mathematically this is AdamW; the
+ * operation order is bitsandbytes'.
+ *
+ * Threads: one OpenMP region per step over the blocks of all tensors (fp32
+ * tensors are cut into 256-element pieces too), split into contiguous
+ * ranges; a block is updated by one thread, so the result does not depend on
+ * the thread count.
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "../common/optim_parallel.h"
+#include "adamw8bit_math.h"
+#include "fsdpc/plugin.h"
+
+#define Q8_N_SLOTS 2u
+/* Below this many elements per step one thread is faster than a team. */
+#define Q8_MIN_PARALLEL 32768u
+
+/* The host table from the entry point: the only global, set once. */
+static const fsdpc_host_api *host;
+
+struct fsdpc_optimizer {
+  double weight_decay, beta1, beta2, eps;
+  uint64_t min_8bit_size;
+  int32_t device;
+  float maps[2][Q8_CODES]; /* signed (exp_avg), unsigned (exp_avg_sq) */
+  q8_fastmap fast[2];      /* the CPU's lookup tables for them */
+  float *dmaps;            /* the same on the GPU (CUDA path), else NULL */
+};
+
+static int32_t fail(int32_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int32_t fail(int32_t status, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (FSDPC_HAS_FIELD(host, fsdpc_host_api, set_error) && host->set_error)
+    host->set_error(host->host_ctx, status, msg);
+  return status;
+}
+
+static int is_quantized(const fsdpc_optim_tensor *t) {
+  return FSDPC_HAS_FIELD(t, fsdpc_optim_tensor, block_phase) && t->qstate != NULL;
+}
+
+/* Work items of a tensor: its blocks (quantized) or 256-element pieces. */
+static uint64_t n_items(const fsdpc_optim_tensor *t) {
+  return is_quantized(t) ? q8_n_blocks(t->numel, t->block_phase) : q8_n_blocks(t->numel, 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* The kernel.                                                              */
+
+static void block_q8(const fsdpc_optim_tensor *t, uint64_t b, const q8_scalars *sc,
+                     const float (*maps)[Q8_CODES], const q8_fastmap *fast) {
+  const uint64_t ph = t->block_phase, j0 = q8_block_lo(b, ph), j1 = q8_block_hi(b, ph, t->numel);
+  float *restrict p = t->param;
+  const float *restrict g = t->grad;
+  uint8_t *restrict c1 = t->qstate, *restrict c2 = t->qstate + t->stride;
+  float *a1 = t->qscale + b, *a2 = t->qscale + t->scale_stride + b;
+  float m[Q8_BLOCK], v[Q8_BLOCK]; /* the block's new moments, fp32 */
+  float am = 0.0f, av = 0.0f;
+  const float s1 = *a1, s2 = *a2;
+  for (uint64_t j = j0; j < j1; j++) {
+    const uint64_t i = j - j0;
+    q8_moments(g[j], q8_dequant(maps[0], c1[j], s1), q8_dequant(maps[1], c2[j], s2), sc, &m[i],
+               &v[i]);
+    am = fmaxf(am, fabsf(m[i]));
+    av = fmaxf(av, v[i]);
+  }
+  *a1 = am;
+  *a2 = av;
+  for (uint64_t j = j0; j < j1; j++) {
+    const uint64_t i = j - j0;
+    p[j] = q8_param(p[j], m[i], v[i], sc, t->decay);
+    /* q8_quant_signed / q8_quant_unsigned, with the table-assisted search */
+    const float xm = am > 0.0f ? m[i] / am : 0.0f, xv = av > 0.0f ? v[i] / av : 0.0f;
+    c1[j] = q8_sign_fix(maps[0], q8_nearest_fast(maps[0], &fast[0], xm, -1.0f), m[i]);
+    c2[j] = (uint8_t)q8_nearest_fast(maps[1], &fast[1], xv, 0.0f);
+  }
+}
+
+static void piece_f32(const fsdpc_optim_tensor *t, uint64_t b, const q8_scalars *sc) {
+  const uint64_t j0 = b * Q8_BLOCK, j1 = q8_block_hi(b, 0, t->numel);
+  float *restrict p = t->param, *restrict m = t->state, *restrict v = t->state + t->stride;
+  const float *restrict g = t->grad;
+  for (uint64_t j = j0; j < j1; j++) {
+    float mi, vi;
+    q8_moments(g[j], m[j], v[j], sc, &mi, &vi);
+    m[j] = mi;
+    v[j] = vi;
+    p[j] = q8_param(p[j], mi, vi, sc, t->decay);
+  }
+}
+
+/* Runs items [lo, hi) of the concatenation of the tensors' items. */
+static void run_items(const fsdpc_optim_tensor *t, uint32_t n_tensors, uint64_t lo, uint64_t hi,
+                      const q8_scalars *sc, const float (*maps)[Q8_CODES], const q8_fastmap *fast) {
+  uint64_t base = 0;
+  for (uint32_t k = 0; k < n_tensors && base < hi; k++) {
+    const uint64_t end = base + n_items(&t[k]);
+    const uint64_t a = lo > base ? lo : base, b = hi < end ? hi : end;
+    for (uint64_t it = a; it < b; it++) {
+      if (is_quantized(&t[k]))
+        block_q8(&t[k], it - base, sc, maps, fast);
+      else
+        piece_f32(&t[k], it - base, sc);
+    }
+    base = end;
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Validation.                                                              */
+
+static int32_t check_tensor(const fsdpc_optim_tensor *t, uint32_t k) {
+  if (!FSDPC_HAS_FIELD(t, fsdpc_optim_tensor, decay))
+    return fail(FSDPC_INVALID_USAGE,
+                "adamw8bit: tensor %u has struct_size %u, too small for fsdpc_optim_tensor v1", k,
+                t->struct_size);
+  if (t->numel == 0)
+    return FSDPC_OK;
+  if (!t->param || !t->grad)
+    return fail(FSDPC_INVALID_USAGE,
+                "adamw8bit: tensor %u (numel %llu) has a NULL param or grad pointer", k,
+                (unsigned long long)t->numel);
+  if (t->stride < t->numel)
+    return fail(FSDPC_INVALID_USAGE,
+                "adamw8bit: tensor %u has state stride %llu < numel %llu; slots would overlap", k,
+                (unsigned long long)t->stride, (unsigned long long)t->numel);
+  if (!is_quantized(t))
+    return t->state ? FSDPC_OK
+                    : fail(FSDPC_INVALID_USAGE,
+                           "adamw8bit: tensor %u (numel %llu) has neither fp32 state nor codes", k,
+                           (unsigned long long)t->numel);
+  if (t->block_phase >= Q8_BLOCK)
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: tensor %u has block_phase %llu >= block %d", k,
+                (unsigned long long)t->block_phase, Q8_BLOCK);
+  const uint64_t nb = q8_n_blocks(t->numel, t->block_phase);
+  if (!t->qscale || t->scale_stride < nb)
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: tensor %u has %s (scale_stride %llu, %llu blocks)",
+                k, t->qscale ? "too small a scale stride" : "codes but no scales",
+                (unsigned long long)t->scale_stride, (unsigned long long)nb);
+  return FSDPC_OK;
+}
+
+static int32_t check_tensors(const fsdpc_optim_tensor *t, uint32_t n, uint64_t *total,
+                             uint64_t *items) {
+  if (n > 0 && t == NULL)
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: step got n_tensors=%u but tensors is NULL", n);
+  *total = *items = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    int32_t st = check_tensor(&t[k], k);
+    if (st != FSDPC_OK)
+      return st;
+    *total += t[k].numel;
+    *items += n_items(&t[k]);
+  }
+  return FSDPC_OK;
+}
+
+static int32_t check_beta(const char *name, double x, const char *example) {
+  if (!(x >= 0.0 && x < 1.0))
+    return fail(FSDPC_INVALID_USAGE,
+                "adamw8bit: %s = %g is out of range [0, 1); set optim.%s to e.g. %s", name, x, name,
+                example);
+  return FSDPC_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Options.                                                                 */
+
+static const fsdpc_option_desc q8_opt_min_size = {
+    /* .struct_size = */ sizeof(fsdpc_option_desc),
+    /* .key = */ "min_8bit_size",
+    /* .type = */ FSDPC_OPT_INT,
+    /* .default_value = */ "4096",
+    /* .min = */ 0.0,
+    /* .max = */ 1e15,
+    /* .help = */
+    "parameters with fewer elements keep fp32 exp_avg and exp_avg_sq "
+    "(bitsandbytes' min_8bit_size); 0 quantizes every parameter",
+};
+
+static const fsdpc_option_desc *const q8_options[] = {&q8_opt_min_size};
+
+/* ---------------------------------------------------------------------- */
+/* The vtable.                                                              */
+
+static int device_ok(int32_t device) {
+#ifdef FSDPC_WITH_CUDA
+  if (device == FSDPC_DEVICE_CUDA)
+    return 1;
+#endif
+  return device == FSDPC_DEVICE_CPU;
+}
+
+static int32_t q8_supports(const fsdpc_situation *s) {
+  if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_situation, device) || device_ok(s->device))
+    return FSDPC_OK;
+  return fail(FSDPC_UNSUPPORTED,
+              "adamw8bit: device %d is not supported: this build of the plugin has only the CPU "
+              "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
+              (int)s->device);
+}
+
+static void q8_destroy(fsdpc_optimizer *opt) {
+  if (opt == NULL)
+    return;
+#ifdef FSDPC_WITH_CUDA
+  adamw8bit_cuda_free(opt->dmaps);
+#endif
+  free(opt);
+}
+
+static int32_t q8_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
+  if (out == NULL)
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: create got a NULL out pointer");
+  *out = NULL;
+  if (!FSDPC_HAS_FIELD(init, fsdpc_optim_init, device))
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: create got a NULL or too small fsdpc_optim_init");
+  if (!device_ok(init->device))
+    return fail(FSDPC_UNSUPPORTED,
+                "adamw8bit: device %d is not supported: this build of the plugin has only the "
+                "CPU path (nvcc was not found at build time)",
+                (int)init->device);
+  int64_t min_size = Q8_MIN_8BIT_DEFAULT; /* the declared default, when the host gives none */
+  if (init->opts != NULL) {
+    if (!FSDPC_HAS_FIELD(host, fsdpc_host_api, opt_get) || host->opt_get == NULL)
+      return fail(FSDPC_INTERNAL_ERROR, "adamw8bit: the host has no opt_get to read options with");
+    int32_t st = host->opt_get(host->host_ctx, init->opts, "min_8bit_size", FSDPC_OPT_INT,
+                               &min_size, sizeof min_size);
+    if (st != FSDPC_OK)
+      return st; /* the host has said why */
+  }
+  if (min_size < 0)
+    return fail(FSDPC_INVALID_USAGE,
+                "adamw8bit: min_8bit_size = %lld must be >= 0; set optim.options.min_8bit_size "
+                "to e.g. 4096 (0 quantizes every parameter)",
+                (long long)min_size);
+  int32_t st = check_beta("beta1", init->beta1, "0.9");
+  if (st == FSDPC_OK)
+    st = check_beta("beta2", init->beta2, "0.999");
+  if (st != FSDPC_OK)
+    return st;
+  if (!(init->eps > 0.0) || !isfinite(init->eps))
+    return fail(FSDPC_INVALID_USAGE,
+                "adamw8bit: eps = %g must be a finite number > 0; set optim.eps to e.g. 1e-8",
+                init->eps);
+  if (!(init->weight_decay >= 0.0) || !isfinite(init->weight_decay))
+    return fail(FSDPC_INVALID_USAGE,
+                "adamw8bit: weight_decay = %g must be a finite number >= 0; set "
+                "optim.weight_decay to e.g. 0.01",
+                init->weight_decay);
+  fsdpc_optimizer *opt = calloc(1, sizeof *opt);
+  if (opt == NULL)
+    return fail(FSDPC_SYSTEM_ERROR, "adamw8bit: out of host memory creating the optimizer");
+  opt->weight_decay = init->weight_decay;
+  opt->beta1 = init->beta1;
+  opt->beta2 = init->beta2;
+  opt->eps = init->eps;
+  opt->min_8bit_size = (uint64_t)min_size;
+  opt->device = init->device;
+  q8_dynamic_map(1, opt->maps[0]);
+  q8_dynamic_map(0, opt->maps[1]);
+  q8_fastmap_build(opt->maps[0], &opt->fast[0]);
+  q8_fastmap_build(opt->maps[1], &opt->fast[1]);
+  *out = opt; /* the GPU copy of the maps is made at the first CUDA step */
+  return FSDPC_OK;
+}
+
+static uint32_t q8_n_slots(const fsdpc_optimizer *opt) {
+  return Q8_N_SLOTS;
+}
+
+static const char *q8_slot_name(const fsdpc_optimizer *opt, uint32_t i) {
+  static const char *const names[Q8_N_SLOTS] = {"exp_avg", "exp_avg_sq"};
+  return i < Q8_N_SLOTS ? names[i] : NULL;
+}
+
+static int32_t q8_qformat(const fsdpc_optimizer *opt, fsdpc_optim_qformat *out) {
+  if (opt == NULL || !FSDPC_HAS_FIELD(out, fsdpc_optim_qformat, min_numel))
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: qformat got a NULL or too small argument");
+  out->block = Q8_BLOCK;
+  out->min_numel = opt->min_8bit_size;
+  return FSDPC_OK;
+}
+
+/* The fp32 slots of small parameters: zeros. */
+static int32_t q8_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_floats, int32_t device,
+                             void *stream) {
+  if (!device_ok(device))
+    return fail(FSDPC_UNSUPPORTED, "adamw8bit: init_state on device %d is not supported",
+                (int)device);
+  if (n_floats > 0 && state == NULL)
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: init_state got a NULL state for %llu floats",
+                (unsigned long long)n_floats);
+#ifdef FSDPC_WITH_CUDA
+  if (device == FSDPC_DEVICE_CUDA) {
+    char msg[256];
+    int32_t st = adamw8bit_cuda_zero(state, n_floats, stream, msg, sizeof msg);
+    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+  }
+#endif
+  for (uint64_t i = 0; i < n_floats; i++)
+    state[i] = 0.0f;
+  return FSDPC_OK;
+}
+
+static int32_t q8_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors, uint32_t n_tensors,
+                       const fsdpc_optim_step_info *info) {
+  if (opt == NULL)
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: step got a NULL optimizer");
+  if (!FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, grad_scale))
+    return fail(FSDPC_INVALID_USAGE,
+                "adamw8bit: step got a NULL or too small fsdpc_optim_step_info");
+  if (info->step < 1)
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: step count %lld must be >= 1 (it is 1-based)",
+                (long long)info->step);
+  if (!(info->lr >= 0.0) || !isfinite(info->lr))
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: learning rate %g must be a finite number >= 0",
+                info->lr);
+  if (!isfinite(info->grad_scale))
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: grad_scale %g is not finite", info->grad_scale);
+  uint64_t total = 0, items = 0;
+  int32_t st = check_tensors(tensors, n_tensors, &total, &items);
+  if (st != FSDPC_OK || total == 0)
+    return st;
+
+  /* Scalars formed in double, rounded to fp32 where they meet the tensors. */
+  const double t = (double)info->step, lr = info->lr;
+  const double c1 = 1.0 - pow(opt->beta1, t), c2 = sqrt(1.0 - pow(opt->beta2, t));
+  const q8_scalars sc = {
+      .grad_scale = (float)info->grad_scale,
+      .beta1 = (float)opt->beta1,
+      .w1 = (float)(1.0 - opt->beta1),
+      .beta2 = (float)opt->beta2,
+      .w2 = (float)(1.0 - opt->beta2),
+      .step_size = (float)(-lr * c2 / c1),
+      .eps_c2 = (float)(opt->eps * c2),
+      .decay_factor = (float)(1.0 - lr * opt->weight_decay),
+  };
+
+#ifdef FSDPC_WITH_CUDA
+  if (opt->device == FSDPC_DEVICE_CUDA) {
+    char msg[256];
+    void *stream = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, stream) ? info->stream : NULL;
+    if (opt->dmaps == NULL &&
+        (st = adamw8bit_cuda_maps(&opt->maps[0][0], &opt->dmaps, msg, sizeof msg)) != FSDPC_OK)
+      return fail(st, "%s", msg);
+    st = adamw8bit_cuda_step(tensors, n_tensors, &sc, opt->dmaps, stream, msg, sizeof msg);
+    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+  }
+#endif
+  const float(*maps)[Q8_CODES] = (const float(*)[Q8_CODES])opt->maps;
+  int nt = fsdpc_optim_threads(info, total, Q8_MIN_PARALLEL);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    uint64_t lo, hi;
+    fsdpc_optim_range(items, 1, &lo, &hi);
+    run_items(tensors, n_tensors, lo, hi, &sc, maps, opt->fast);
+  }
+  return FSDPC_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Checkpoint conversion (host memory).                                      */
+
+static int32_t check_convert(const fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint32_t slot,
+                             const void *values, const void *scales) {
+  if (opt == NULL || t == NULL || slot >= Q8_N_SLOTS || (t->numel && (!values || !scales)))
+    return fail(FSDPC_INVALID_USAGE, "adamw8bit: state conversion got a bad argument (slot %u)",
+                slot);
+  int32_t st = check_tensor(t, 0);
+  if (st == FSDPC_OK && t->numel && !is_quantized(t))
+    st = fail(FSDPC_INVALID_USAGE, "adamw8bit: state conversion of a tensor without codes");
+  return st;
+}
+
+static int32_t q8_export(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint32_t slot,
+                         float *values, float *scales) {
+  int32_t st = check_convert(opt, t, slot, values, scales);
+  if (st != FSDPC_OK)
+    return st;
+  const uint8_t *c = t->qstate + (uint64_t)slot * t->stride;
+  const float *a = t->qscale + (uint64_t)slot * t->scale_stride;
+  for (uint64_t j = 0; j < t->numel; j++) {
+    const float s = a[(t->block_phase + j) / Q8_BLOCK];
+    values[j] = q8_dequant(opt->maps[slot], c[j], s);
+    scales[j] = s;
+  }
+  return FSDPC_OK;
+}
+
+static int32_t q8_import(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint32_t slot,
+                         const float *values, const float *scales) {
+  int32_t st = check_convert(opt, t, slot, values, scales);
+  if (st != FSDPC_OK)
+    return st;
+  for (uint64_t j = 0; j < t->numel; j++)
+    if (!isfinite(values[j]) || !isfinite(scales[j]) || (slot == 1 && values[j] < 0.0f))
+      return fail(FSDPC_INVALID_USAGE,
+                  "adamw8bit: saved %s value %g (scale %g) at element %llu is not a valid "
+                  "state; the checkpoint is corrupt or from another optimizer",
+                  q8_slot_name(opt, slot), values[j], scales[j], (unsigned long long)j);
+  uint8_t *c = t->qstate + (uint64_t)slot * t->stride;
+  float *a = t->qscale + (uint64_t)slot * t->scale_stride;
+  const uint64_t nb = q8_n_blocks(t->numel, t->block_phase);
+  for (uint64_t b = 0; b < nb; b++) {
+    const uint64_t j0 = q8_block_lo(b, t->block_phase),
+                   j1 = q8_block_hi(b, t->block_phase, t->numel);
+    float s = 0.0f;
+    for (uint64_t j = j0; j < j1; j++)
+      s = fmaxf(s, fmaxf(fabsf(scales[j]), fabsf(values[j])));
+    a[b] = s;
+    for (uint64_t j = j0; j < j1; j++)
+      c[j] = slot == 0 ? q8_quant_signed(opt->maps[0], values[j], s)
+                       : q8_quant_unsigned(opt->maps[1], values[j], s);
+  }
+  return FSDPC_OK;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Descriptors and the entry point.                                          */
+
+static const fsdpc_optim_v1 q8_vtable = {
+    /* .struct_size = */ sizeof(fsdpc_optim_v1),
+    /* .supports = */ q8_supports,
+    /* .create = */ q8_create,
+    /* .destroy = */ q8_destroy,
+    /* .n_slots = */ q8_n_slots,
+    /* .slot_name = */ q8_slot_name,
+    /* .init_state = */ q8_init_state,
+    /* .step = */ q8_step,
+    /* .param_bf16 = */ 0, /* the host casts the updated params */
+    /* .qformat = */ q8_qformat,
+    /* .q_export = */ q8_export,
+    /* .q_import = */ q8_import,
+};
+
+static const fsdpc_component_desc q8_component = {
+    /* .struct_size = */ sizeof(fsdpc_component_desc),
+    /* .kind = */ FSDPC_KIND_OPTIM,
+    /* .name = */ "adamw8bit",
+    /* .version = */ "1.0.0",
+    /* .iface_version = */ 1,
+    /* .default_score = */ 15,
+    /* .description = */
+    "AdamW with 8-bit blockwise-quantized moments (bitsandbytes' dynamic maps, 256-element "
+    "blocks); fp32 master weights",
+    /* .capabilities = */
+    "cpu (OpenMP); fp32 params; state: 2 bytes per element + 8 bytes per 256-element block; "
+    "slots exp_avg, exp_avg_sq; "
+#ifdef FSDPC_WITH_CUDA
+    "cuda (one thread block per quantization block, same codes as the CPU path)",
+#else
+    "cuda: not in this build",
+#endif
+    /* .options = */ q8_options,
+    /* .n_options = */ 1,
+    /* .vtable = */ &q8_vtable,
+};
+
+static const fsdpc_component_desc *const q8_components[] = {&q8_component};
+
+static const fsdpc_plugin_desc q8_plugin = {
+    /* .struct_size = */ sizeof(fsdpc_plugin_desc),
+    /* .abi_major = */ FSDPC_PLUGIN_ABI_MAJOR,
+    /* .abi_minor = */ FSDPC_PLUGIN_ABI_MINOR,
+    /* .name = */ "adamw8bit",
+    /* .components = */ q8_components,
+    /* .n_components = */ 1,
+};
+
+FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *h,
+                                                  const fsdpc_plugin_desc **out) {
+  if (h == NULL || out == NULL)
+    return FSDPC_INVALID_USAGE;
+  if (h->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
+    return FSDPC_UNSUPPORTED;
+  host = h;
+  *out = &q8_plugin;
+  return FSDPC_OK;
+}

@@ -96,6 +96,7 @@ START_TEST(cuda_matches_cpu_bit_for_bit) {
   fsdpc_optim_init in;
   memset(&in, 0, sizeof in);
   in.struct_size = sizeof in;
+  in.host = stub_host(); /* ABI 1.1: the host comes with the call */
   in.weight_decay = 0.1, in.beta1 = 0.9, in.beta2 = 0.95, in.eps = 1e-8;
   fsdpc_optimizer *cpu = NULL, *gpu = NULL;
   in.device = FSDPC_DEVICE_CPU;

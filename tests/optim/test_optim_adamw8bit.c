@@ -32,6 +32,7 @@ static fsdpc_optimizer *create_with(double wd, double b1, double b2, double eps,
   memset(&in, 0, sizeof in);
   in.struct_size = sizeof in;
   in.opts = (const fsdpc_opts *)&opts;
+  in.host = stub_host(); /* ABI 1.1: the host comes with the call */
   in.weight_decay = wd;
   in.beta1 = b1;
   in.beta2 = b2;
@@ -547,6 +548,7 @@ START_TEST(descriptor_options_and_format) {
   fsdpc_optim_init in;
   memset(&in, 0, sizeof in);
   in.struct_size = sizeof in;
+  in.host = stub_host();
   in.beta1 = 0.9;
   in.beta2 = 0.999;
   in.eps = 1e-8;

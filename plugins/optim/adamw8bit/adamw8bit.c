@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../../common/host_call.h"
 #include "../common/optim_parallel.h"
 #include "adamw8bit_math.h"
 #include "fsdpc/plugin.h"
@@ -39,10 +40,8 @@
 /* Below this many elements per step one thread is faster than a team. */
 #define Q8_MIN_PARALLEL 32768u
 
-/* The host table from the entry point: the only global, set once. */
-static const fsdpc_host_api *host;
-
 struct fsdpc_optimizer {
+  const fsdpc_host_api *host; /* of the host that created it (ABI 1.1; NULL from a 1.0 host) */
   double weight_decay, beta1, beta2, eps;
   uint64_t min_8bit_size;
   int32_t device;
@@ -50,18 +49,6 @@ struct fsdpc_optimizer {
   q8_fastmap fast[2];      /* the CPU's lookup tables for them */
   float *dmaps;            /* the same on the GPU (CUDA path), else NULL */
 };
-
-static int32_t fail(int32_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int32_t fail(int32_t status, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (FSDPC_HAS_FIELD(host, fsdpc_host_api, set_error) && host->set_error)
-    host->set_error(host->host_ctx, status, msg);
-  return status;
-}
 
 static int is_quantized(const fsdpc_optim_tensor *t) {
   return FSDPC_HAS_FIELD(t, fsdpc_optim_tensor, block_phase) && t->qstate != NULL;
@@ -137,44 +124,50 @@ static void run_items(const fsdpc_optim_tensor *t, uint32_t n_tensors, uint64_t 
 /* ---------------------------------------------------------------------- */
 /* Validation.                                                              */
 
-static int32_t check_tensor(const fsdpc_optim_tensor *t, uint32_t k) {
+static int32_t check_tensor(const fsdpc_host_api *h, const fsdpc_optim_tensor *t, uint32_t k) {
   if (!FSDPC_HAS_FIELD(t, fsdpc_optim_tensor, decay))
-    return fail(FSDPC_INVALID_USAGE,
-                "adamw8bit: tensor %u has struct_size %u, too small for fsdpc_optim_tensor v1", k,
-                t->struct_size);
+    return fsdpc_pl_fail(
+        h, FSDPC_INVALID_USAGE,
+        "adamw8bit: tensor %u has struct_size %u, too small for fsdpc_optim_tensor v1", k,
+        t->struct_size);
   if (t->numel == 0)
     return FSDPC_OK;
   if (!t->param || !t->grad)
-    return fail(FSDPC_INVALID_USAGE,
-                "adamw8bit: tensor %u (numel %llu) has a NULL param or grad pointer", k,
-                (unsigned long long)t->numel);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: tensor %u (numel %llu) has a NULL param or grad pointer", k,
+                         (unsigned long long)t->numel);
   if (t->stride < t->numel)
-    return fail(FSDPC_INVALID_USAGE,
-                "adamw8bit: tensor %u has state stride %llu < numel %llu; slots would overlap", k,
-                (unsigned long long)t->stride, (unsigned long long)t->numel);
+    return fsdpc_pl_fail(
+        h, FSDPC_INVALID_USAGE,
+        "adamw8bit: tensor %u has state stride %llu < numel %llu; slots would overlap", k,
+        (unsigned long long)t->stride, (unsigned long long)t->numel);
   if (!is_quantized(t))
-    return t->state ? FSDPC_OK
-                    : fail(FSDPC_INVALID_USAGE,
-                           "adamw8bit: tensor %u (numel %llu) has neither fp32 state nor codes", k,
-                           (unsigned long long)t->numel);
+    return t->state
+               ? FSDPC_OK
+               : fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                               "adamw8bit: tensor %u (numel %llu) has neither fp32 state nor codes",
+                               k, (unsigned long long)t->numel);
   if (t->block_phase >= Q8_BLOCK)
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: tensor %u has block_phase %llu >= block %d", k,
-                (unsigned long long)t->block_phase, Q8_BLOCK);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: tensor %u has block_phase %llu >= block %d", k,
+                         (unsigned long long)t->block_phase, Q8_BLOCK);
   const uint64_t nb = q8_n_blocks(t->numel, t->block_phase);
   if (!t->qscale || t->scale_stride < nb)
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: tensor %u has %s (scale_stride %llu, %llu blocks)",
-                k, t->qscale ? "too small a scale stride" : "codes but no scales",
-                (unsigned long long)t->scale_stride, (unsigned long long)nb);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: tensor %u has %s (scale_stride %llu, %llu blocks)", k,
+                         t->qscale ? "too small a scale stride" : "codes but no scales",
+                         (unsigned long long)t->scale_stride, (unsigned long long)nb);
   return FSDPC_OK;
 }
 
-static int32_t check_tensors(const fsdpc_optim_tensor *t, uint32_t n, uint64_t *total,
-                             uint64_t *items) {
+static int32_t check_tensors(const fsdpc_host_api *h, const fsdpc_optim_tensor *t, uint32_t n,
+                             uint64_t *total, uint64_t *items) {
   if (n > 0 && t == NULL)
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: step got n_tensors=%u but tensors is NULL", n);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: step got n_tensors=%u but tensors is NULL", n);
   *total = *items = 0;
   for (uint32_t k = 0; k < n; k++) {
-    int32_t st = check_tensor(&t[k], k);
+    int32_t st = check_tensor(h, &t[k], k);
     if (st != FSDPC_OK)
       return st;
     *total += t[k].numel;
@@ -183,11 +176,12 @@ static int32_t check_tensors(const fsdpc_optim_tensor *t, uint32_t n, uint64_t *
   return FSDPC_OK;
 }
 
-static int32_t check_beta(const char *name, double x, const char *example) {
+static int32_t check_beta(const fsdpc_host_api *h, const char *name, double x,
+                          const char *example) {
   if (!(x >= 0.0 && x < 1.0))
-    return fail(FSDPC_INVALID_USAGE,
-                "adamw8bit: %s = %g is out of range [0, 1); set optim.%s to e.g. %s", name, x, name,
-                example);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: %s = %g is out of range [0, 1); set optim.%s to e.g. %s", name,
+                         x, name, example);
   return FSDPC_OK;
 }
 
@@ -220,12 +214,14 @@ static int device_ok(int32_t device) {
 }
 
 static int32_t q8_supports(const fsdpc_situation *s) {
+  const fsdpc_host_api *h = fsdpc_pl_sit_host(s);
   if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_situation, device) || device_ok(s->device))
     return FSDPC_OK;
-  return fail(FSDPC_UNSUPPORTED,
-              "adamw8bit: device %d is not supported: this build of the plugin has only the CPU "
-              "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
-              (int)s->device);
+  return fsdpc_pl_fail(
+      h, FSDPC_UNSUPPORTED,
+      "adamw8bit: device %d is not supported: this build of the plugin has only the CPU "
+      "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
+      (int)s->device);
 }
 
 static void q8_destroy(fsdpc_optimizer *opt) {
@@ -238,47 +234,51 @@ static void q8_destroy(fsdpc_optimizer *opt) {
 }
 
 static int32_t q8_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
+  const fsdpc_host_api *h = fsdpc_pl_optim_host(init);
   if (out == NULL)
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: create got a NULL out pointer");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "adamw8bit: create got a NULL out pointer");
   *out = NULL;
   if (!FSDPC_HAS_FIELD(init, fsdpc_optim_init, device))
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: create got a NULL or too small fsdpc_optim_init");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: create got a NULL or too small fsdpc_optim_init");
   if (!device_ok(init->device))
-    return fail(FSDPC_UNSUPPORTED,
-                "adamw8bit: device %d is not supported: this build of the plugin has only the "
-                "CPU path (nvcc was not found at build time)",
-                (int)init->device);
+    return fsdpc_pl_fail(
+        h, FSDPC_UNSUPPORTED,
+        "adamw8bit: device %d is not supported: this build of the plugin has only the "
+        "CPU path (nvcc was not found at build time)",
+        (int)init->device);
   int64_t min_size = Q8_MIN_8BIT_DEFAULT; /* the declared default, when the host gives none */
   if (init->opts != NULL) {
-    if (!FSDPC_HAS_FIELD(host, fsdpc_host_api, opt_get) || host->opt_get == NULL)
-      return fail(FSDPC_INTERNAL_ERROR, "adamw8bit: the host has no opt_get to read options with");
-    int32_t st = host->opt_get(host->host_ctx, init->opts, "min_8bit_size", FSDPC_OPT_INT,
-                               &min_size, sizeof min_size);
+    int32_t st =
+        fsdpc_pl_opt(h, init->opts, "min_8bit_size", FSDPC_OPT_INT, &min_size, sizeof min_size);
     if (st != FSDPC_OK)
       return st; /* the host has said why */
   }
   if (min_size < 0)
-    return fail(FSDPC_INVALID_USAGE,
-                "adamw8bit: min_8bit_size = %lld must be >= 0; set optim.options.min_8bit_size "
-                "to e.g. 4096 (0 quantizes every parameter)",
-                (long long)min_size);
-  int32_t st = check_beta("beta1", init->beta1, "0.9");
+    return fsdpc_pl_fail(
+        h, FSDPC_INVALID_USAGE,
+        "adamw8bit: min_8bit_size = %lld must be >= 0; set optim.options.min_8bit_size "
+        "to e.g. 4096 (0 quantizes every parameter)",
+        (long long)min_size);
+  int32_t st = check_beta(h, "beta1", init->beta1, "0.9");
   if (st == FSDPC_OK)
-    st = check_beta("beta2", init->beta2, "0.999");
+    st = check_beta(h, "beta2", init->beta2, "0.999");
   if (st != FSDPC_OK)
     return st;
   if (!(init->eps > 0.0) || !isfinite(init->eps))
-    return fail(FSDPC_INVALID_USAGE,
-                "adamw8bit: eps = %g must be a finite number > 0; set optim.eps to e.g. 1e-8",
-                init->eps);
+    return fsdpc_pl_fail(
+        h, FSDPC_INVALID_USAGE,
+        "adamw8bit: eps = %g must be a finite number > 0; set optim.eps to e.g. 1e-8", init->eps);
   if (!(init->weight_decay >= 0.0) || !isfinite(init->weight_decay))
-    return fail(FSDPC_INVALID_USAGE,
-                "adamw8bit: weight_decay = %g must be a finite number >= 0; set "
-                "optim.weight_decay to e.g. 0.01",
-                init->weight_decay);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: weight_decay = %g must be a finite number >= 0; set "
+                         "optim.weight_decay to e.g. 0.01",
+                         init->weight_decay);
   fsdpc_optimizer *opt = calloc(1, sizeof *opt);
   if (opt == NULL)
-    return fail(FSDPC_SYSTEM_ERROR, "adamw8bit: out of host memory creating the optimizer");
+    return fsdpc_pl_fail(h, FSDPC_SYSTEM_ERROR,
+                         "adamw8bit: out of host memory creating the optimizer");
+  opt->host = h;
   opt->weight_decay = init->weight_decay;
   opt->beta1 = init->beta1;
   opt->beta2 = init->beta2;
@@ -303,8 +303,10 @@ static const char *q8_slot_name(const fsdpc_optimizer *opt, uint32_t i) {
 }
 
 static int32_t q8_qformat(const fsdpc_optimizer *opt, fsdpc_optim_qformat *out) {
+  const fsdpc_host_api *h = opt ? opt->host : NULL;
   if (opt == NULL || !FSDPC_HAS_FIELD(out, fsdpc_optim_qformat, min_numel))
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: qformat got a NULL or too small argument");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: qformat got a NULL or too small argument");
   out->block = Q8_BLOCK;
   out->min_numel = opt->min_8bit_size;
   return FSDPC_OK;
@@ -313,17 +315,19 @@ static int32_t q8_qformat(const fsdpc_optimizer *opt, fsdpc_optim_qformat *out) 
 /* The fp32 slots of small parameters: zeros. */
 static int32_t q8_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_floats, int32_t device,
                              void *stream) {
+  const fsdpc_host_api *h = opt ? opt->host : NULL;
   if (!device_ok(device))
-    return fail(FSDPC_UNSUPPORTED, "adamw8bit: init_state on device %d is not supported",
-                (int)device);
+    return fsdpc_pl_fail(h, FSDPC_UNSUPPORTED,
+                         "adamw8bit: init_state on device %d is not supported", (int)device);
   if (n_floats > 0 && state == NULL)
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: init_state got a NULL state for %llu floats",
-                (unsigned long long)n_floats);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: init_state got a NULL state for %llu floats",
+                         (unsigned long long)n_floats);
 #ifdef FSDPC_WITH_CUDA
   if (device == FSDPC_DEVICE_CUDA) {
     char msg[256];
     int32_t st = adamw8bit_cuda_zero(state, n_floats, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
   }
 #endif
   for (uint64_t i = 0; i < n_floats; i++)
@@ -334,20 +338,23 @@ static int32_t q8_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_floa
 static int32_t q8_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors, uint32_t n_tensors,
                        const fsdpc_optim_step_info *info) {
   if (opt == NULL)
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: step got a NULL optimizer");
+    return FSDPC_INVALID_USAGE; /* no optimizer, no host to tell */
+  const fsdpc_host_api *h = opt->host;
   if (!FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, grad_scale))
-    return fail(FSDPC_INVALID_USAGE,
-                "adamw8bit: step got a NULL or too small fsdpc_optim_step_info");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: step got a NULL or too small fsdpc_optim_step_info");
   if (info->step < 1)
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: step count %lld must be >= 1 (it is 1-based)",
-                (long long)info->step);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: step count %lld must be >= 1 (it is 1-based)",
+                         (long long)info->step);
   if (!(info->lr >= 0.0) || !isfinite(info->lr))
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: learning rate %g must be a finite number >= 0",
-                info->lr);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: learning rate %g must be a finite number >= 0", info->lr);
   if (!isfinite(info->grad_scale))
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: grad_scale %g is not finite", info->grad_scale);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "adamw8bit: grad_scale %g is not finite",
+                         info->grad_scale);
   uint64_t total = 0, items = 0;
-  int32_t st = check_tensors(tensors, n_tensors, &total, &items);
+  int32_t st = check_tensors(h, tensors, n_tensors, &total, &items);
   if (st != FSDPC_OK || total == 0)
     return st;
 
@@ -371,9 +378,9 @@ static int32_t q8_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors, 
     void *stream = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, stream) ? info->stream : NULL;
     if (opt->dmaps == NULL &&
         (st = adamw8bit_cuda_maps(&opt->maps[0][0], &opt->dmaps, msg, sizeof msg)) != FSDPC_OK)
-      return fail(st, "%s", msg);
+      return fsdpc_pl_fail(h, st, "%s", msg);
     st = adamw8bit_cuda_step(tensors, n_tensors, &sc, opt->dmaps, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
   }
 #endif
   const float(*maps)[Q8_CODES] = (const float(*)[Q8_CODES])opt->maps;
@@ -392,12 +399,14 @@ static int32_t q8_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors, 
 
 static int32_t check_convert(const fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint32_t slot,
                              const void *values, const void *scales) {
+  const fsdpc_host_api *h = opt ? opt->host : NULL;
   if (opt == NULL || t == NULL || slot >= Q8_N_SLOTS || (t->numel && (!values || !scales)))
-    return fail(FSDPC_INVALID_USAGE, "adamw8bit: state conversion got a bad argument (slot %u)",
-                slot);
-  int32_t st = check_tensor(t, 0);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw8bit: state conversion got a bad argument (slot %u)", slot);
+  int32_t st = check_tensor(h, t, 0);
   if (st == FSDPC_OK && t->numel && !is_quantized(t))
-    st = fail(FSDPC_INVALID_USAGE, "adamw8bit: state conversion of a tensor without codes");
+    st = fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                       "adamw8bit: state conversion of a tensor without codes");
   return st;
 }
 
@@ -421,12 +430,13 @@ static int32_t q8_import(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint
   int32_t st = check_convert(opt, t, slot, values, scales);
   if (st != FSDPC_OK)
     return st;
+  const fsdpc_host_api *h = opt->host;
   for (uint64_t j = 0; j < t->numel; j++)
     if (!isfinite(values[j]) || !isfinite(scales[j]) || (slot == 1 && values[j] < 0.0f))
-      return fail(FSDPC_INVALID_USAGE,
-                  "adamw8bit: saved %s value %g (scale %g) at element %llu is not a valid "
-                  "state; the checkpoint is corrupt or from another optimizer",
-                  q8_slot_name(opt, slot), values[j], scales[j], (unsigned long long)j);
+      return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                           "adamw8bit: saved %s value %g (scale %g) at element %llu is not a valid "
+                           "state; the checkpoint is corrupt or from another optimizer",
+                           q8_slot_name(opt, slot), values[j], scales[j], (unsigned long long)j);
   uint8_t *c = t->qstate + (uint64_t)slot * t->stride;
   float *a = t->qscale + (uint64_t)slot * t->scale_stride;
   const uint64_t nb = q8_n_blocks(t->numel, t->block_phase);
@@ -502,7 +512,6 @@ FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *h,
     return FSDPC_INVALID_USAGE;
   if (h->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
     return FSDPC_UNSUPPORTED;
-  host = h;
   *out = &q8_plugin;
   return FSDPC_OK;
 }

@@ -125,7 +125,7 @@ static void plan(fsdpc_config *c, int strategy, int offload, int world, fsdpc_pl
   fsdpc_err err = {0};
   fsdpc_plan_ctx *pc = NULL;
   ck_assert_msg(fsdpc__plan_ctx_create(c, &pc, &err) == FSDPC_OK, "%s", err.msg);
-  fsdpc_plan_variant v = {strategy, -1, offload};
+  fsdpc_plan_variant v = {strategy, -1, offload, -1};
   ck_assert_msg(fsdpc__plan_config(pc, &v, world, world, m, &err) == FSDPC_OK, "%s", err.msg);
   fsdpc__plan_ctx_destroy(pc);
 }

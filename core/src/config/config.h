@@ -116,6 +116,10 @@ typedef struct fsdpc_config_fsdp {
   bool no_sync;
   int state_dict_type; /* FSDPC_STATE_DICT_* */
   int64_t align;       /* elements */
+  struct {
+    bool optimizer; /* optimizer state in pinned host memory, streamed per unit */
+    double buffer_mib; /* each of the two device buffers the state streams through */
+  } offload;
 } fsdpc_config_fsdp;
 
 typedef struct fsdpc_config_collectives {

@@ -261,6 +261,15 @@ static const fsdpc_cfg_key keys[] = {
           "used only when that key is not set, an error when both are set and differ",
           NONE_),
     INT_("fsdp.align", fsdp.align, "16", "flat buffer padding, in elements", RANGE_(1, 4096)),
+    BOOL_("fsdp.offload.optimizer", fsdp.offload.optimizer, "false",
+          "keep the optimizer state in pinned host memory and stream it through two device "
+          "buffers per unit for the update (masters and grads stay on the device); "
+          "fsdp.cpu_offload (everything on the host, optimizer on the CPU) includes it",
+          NONE_),
+    FLOAT_("fsdp.offload.buffer_mib", fsdp.offload.buffer_mib, "512",
+           "fsdp.offload.optimizer: MiB of each of the two device buffers the state streams "
+           "through; a unit's state larger than one goes in pieces",
+           RANGE_(0.015625, 1048576)),
 
     /* ---- collectives ---- */
     STR_("collectives.impl", collectives.impl, "auto",

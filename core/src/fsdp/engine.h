@@ -113,6 +113,11 @@ typedef struct fsdpc_engine_opts {
    * pinned host memory and the optimizer steps on the CPU; on the CPU device
    * a no-op (the shards already are host memory). */
   int cpu_offload;
+  /* fsdp.offload.optimizer: the optimizer state in (pinned) host memory,
+   * streamed per unit through two device buffers for the update; ignored
+   * with cpu_offload (which keeps the state on the host anyway). */
+  int offload_optimizer;
+  uint64_t offload_buffer_bytes; /* fsdp.offload.buffer_mib: each of the two state buffers */
 } fsdpc_engine_opts;
 
 /* Bytes per rank, by category (what the planner predicts). */
@@ -185,6 +190,9 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
 /* Whether the shards live in host memory while the model computes on a
  * device (fsdp.cpu_offload on CUDA). */
 int fsdpc__engine_offloaded(const fsdpc_engine *e);
+/* Bytes of pinned host memory the engine holds (cpu_offload's shards and
+ * staging copies, offload.optimizer's state). */
+uint64_t fsdpc__engine_host_pinned(const fsdpc_engine *e);
 
 /* This rank's fp32 shard of unit u (slot FSDPC_SD_SLOT_PARAM or an optimizer
  * slot) in HOST memory, for checkpoints. On the CPU (and with cpu_offload) it

@@ -22,6 +22,7 @@ typedef struct builder {
   const fsdpc_program_opts *o;
   fsdpc_program *p;
   unsigned char *resident, *pending; /* (n_units) */
+  unsigned char *waited;            /* (n_units) host_async: HOST_WAIT emitted in this pass */
   int failed;
 } builder;
 
@@ -42,7 +43,17 @@ static void emit(builder *b, int op, int arg) {
   p->a[p->n++] = (fsdpc_action){.op = (int16_t)op, .arg = arg};
 }
 
+/* host_async: a pass's first use of a unit waits for the host worker's
+ * update of it (and nothing else: later units keep updating meanwhile). */
+static void host_wait(builder *b, int u) {
+  if (!b->o->host_async || b->waited[u])
+    return;
+  emit(b, FSDPC_ACT_HOST_WAIT, u);
+  b->waited[u] = 1;
+}
+
 static void gather(builder *b, int u) {
+  host_wait(b, u);
   if (b->o->full_is_master || b->resident[u])
     return;
   emit(b, FSDPC_ACT_GATHER, u);
@@ -104,7 +115,7 @@ static void forward_layers(builder *b, int reshard, int prefetch) {
   }
 }
 
-static void micro(builder *b, int reduce) {
+static void micro(builder *b, int reduce, int last) {
   const fsdpc_program_opts *o = b->o;
   const fsdpc_layout *lay = o->lay;
   int head = lay->n_blocks - 1;
@@ -127,11 +138,14 @@ static void micro(builder *b, int reduce) {
         continue; /* used again further back */
       if (reduce && !o->grads_in_shard)
         emit(b, FSDPC_ACT_REDUCE, u);
+      if (last && o->host_async)
+        emit(b, FSDPC_ACT_HOST_GRAD, u);
       release(b, u);
     }
   }
   emit(b, FSDPC_ACT_FENCE_OUT, -1);
-  if (o->offload)
+  /* host_async: the last micro-batch's landings are the worker's (HOST_GRAD) */
+  if (o->offload && !(last && o->host_async))
     emit(b, FSDPC_ACT_ABSORB, -1);
 }
 
@@ -147,16 +161,80 @@ static void forward_only(builder *b) {
   emit(b, FSDPC_ACT_FENCE_OUT, -1);
 }
 
+/* The optimizer step. host_async with one replica needs no SYNC: the
+ * worker waited for each unit's grads (HOST_GRAD) and NORM waits for the
+ * worker; UPDATE only hands a unit to the worker, in forward order, so the
+ * next pass's first units are ready first. offload_optim streams each
+ * unit's state in (one unit ahead, two device buffers) and back out. */
 static void optim(builder *b) {
-  const fsdpc_layout *lay = b->o->lay;
-  if (b->o->offload)
+  const fsdpc_program_opts *o = b->o;
+  const fsdpc_layout *lay = o->lay;
+  int nu = lay->n_units;
+  if ((o->offload && !o->host_async) || (o->host_async && o->replicas > 1))
     emit(b, FSDPC_ACT_SYNC, -1);
-  if (b->o->replicas > 1)
-    for (int u = 0; u < lay->n_units; u++)
+  if (o->replicas > 1)
+    for (int u = 0; u < nu; u++)
       emit(b, FSDPC_ACT_REPLICA_REDUCE, u);
   emit(b, FSDPC_ACT_NORM, -1);
+  if (!o->offload_optim) {
+    for (int u = 0; u < nu; u++)
+      emit(b, FSDPC_ACT_UPDATE, u);
+    return;
+  }
+  fsdpc_state_pieces ps;
+  fsdpc_err err;
+  if (fsdpc__state_pieces_build(lay, o->piece, &ps, &err) != FSDPC_OK) {
+    b->failed = 1;
+    return;
+  }
+  if (ps.n > 0)
+    emit(b, FSDPC_ACT_STATE_IN, 0);
+  for (int p = 0; p < ps.n; p++) {
+    if (p + 1 < ps.n)
+      emit(b, FSDPC_ACT_STATE_IN, p + 1);
+    emit(b, FSDPC_ACT_UPDATE_PIECE, p);
+    emit(b, FSDPC_ACT_STATE_OUT, p);
+  }
+  fsdpc__state_pieces_free(&ps);
+}
+
+fsdpc_status fsdpc__state_pieces_build(const fsdpc_layout *lay, uint64_t piece,
+                                       fsdpc_state_pieces *out, fsdpc_err *err) {
+  memset(out, 0, sizeof *out);
+  if (piece < 1)
+    piece = 1;
+  uint64_t n = 0;
   for (int u = 0; u < lay->n_units; u++)
-    emit(b, FSDPC_ACT_UPDATE, u);
+    n += (lay->units[u].shard_numel + piece - 1) / piece;
+  if (n > (uint64_t)1 << 30)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "fsdp.offload.buffer_mib is too small: %llu pieces; raise it",
+                       (unsigned long long)n);
+  out->unit = malloc((size_t)(n + 1) * sizeof *out->unit);
+  out->lo = malloc((size_t)(n + 1) * sizeof *out->lo);
+  out->hi = malloc((size_t)(n + 1) * sizeof *out->hi);
+  if (!out->unit || !out->lo || !out->hi) {
+    fsdpc__state_pieces_free(out);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the optimizer state pieces");
+  }
+  for (int u = 0; u < lay->n_units; u++)
+    for (uint64_t lo = 0; lo < lay->units[u].shard_numel; lo += piece) {
+      uint64_t hi = lo + piece < lay->units[u].shard_numel ? lo + piece : lay->units[u].shard_numel;
+      out->unit[out->n] = u;
+      out->lo[out->n] = lo;
+      out->hi[out->n] = hi;
+      if (hi - lo > out->max_len)
+        out->max_len = hi - lo;
+      out->n++;
+    }
+  return FSDPC_OK;
+}
+
+void fsdpc__state_pieces_free(fsdpc_state_pieces *p) {
+  free(p->unit);
+  free(p->lo);
+  free(p->hi);
+  memset(p, 0, sizeof *p);
 }
 
 void fsdpc__program_opts_for(const fsdpc_layout *lay, int S, int R, int compute_f32, int offload,
@@ -181,13 +259,14 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   builder b = {.o = o, .p = out};
   b.resident = calloc((size_t)nu + 1, 1);
   b.pending = calloc((size_t)nu + 1, 1);
-  if (b.resident && b.pending) {
+  b.waited = calloc((size_t)nu + 1, 1);
+  if (b.resident && b.pending && b.waited) {
     switch (kind) {
     case FSDPC_PROGRAM_MICRO:
-      micro(&b, 1);
+      micro(&b, 1, 1);
       break;
     case FSDPC_PROGRAM_MICRO_NO_SYNC:
-      micro(&b, !o->no_sync);
+      micro(&b, !o->no_sync, 0);
       break;
     case FSDPC_PROGRAM_FORWARD:
       forward_only(&b);
@@ -203,6 +282,7 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   }
   free(b.resident);
   free(b.pending);
+  free(b.waited);
   if (b.failed)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory building the step program");
   return FSDPC_OK;
@@ -217,6 +297,7 @@ const char *fsdpc__act_name(int op) {
   static const char *names[FSDPC_ACT_NOPS] = {
       "fence_in", "gather",   "wait",           "grad_alloc", "forward",
       "head",     "backward", "reduce",         "release",    "fence_out",
-      "absorb",   "sync",     "replica_reduce", "norm",       "update"};
+      "absorb",   "sync",     "replica_reduce", "norm",       "update",
+      "host_grad", "host_wait", "state_in",      "state_out",  "update_piece"};
   return op >= 0 && op < FSDPC_ACT_NOPS ? names[op] : "?";
 }

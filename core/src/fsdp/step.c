@@ -38,21 +38,6 @@ static fsdpc_status fence_out(fsdpc_engine *e, fsdpc_err *err) {
   return e->ops->stream_wait(e->ops->ctx, NULL, EV_FENCE_OUT, err);
 }
 
-/* cpu_offload: the bf16 staging copy of u's master shard, recast on the
- * host (threads) only after the master changed. Callers guarantee no copy
- * from the staging buffer is in flight then (the optimizer step and a
- * checkpoint load synchronise first). */
-static void refresh_stage(fsdpc_engine *e, fsdpc_unit *un) {
-  if (!un->stage_stale) return;
-  const int64_t n = (int64_t)un->shard_numel, chunk = 1 << 16;
-  const float *src = un->master;
-  uint16_t *dst = un->stage;
-#pragma omp parallel for num_threads(e->threads) schedule(static) if (n > chunk)
-  for (int64_t i = 0; i < n; i += chunk)
-    fsdpc__f32_to_bf16_n(src + i, dst + i, (uint64_t)(n - i < chunk ? n - i : chunk));
-  un->stage_stale = 0;
-}
-
 /* Makes unit u's full parameters exist in the compute dtype: all-gather the
  * fp32 shards (fp32 compute), or cast this rank's shard to bf16 into its own
  * slot of the full buffer and all-gather in place (bf16 compute). Offloaded,
@@ -71,7 +56,7 @@ static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_status st;
   if (e->offload) {
     void *own = (char *)un->full + un->shard_offset * e->psize;
-    refresh_stage(e, un);
+    fsdpc__offload_refresh_stage(e, un);
     st = e->ops->copy_on(e->ops->ctx, own, un->stage, un->shard_numel * e->psize, e->comm, err);
     if (st == FSDPC_OK && e->S > 1)
       st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
@@ -149,44 +134,6 @@ static fsdpc_status reduce_scatter_bf16(fsdpc_engine *e, fsdpc_unit *un, void *s
   return e->ops->cast_to_f32_on(e->ops->ctx, e->rs_scratch, e->rs16, un->shard_numel, st, err);
 }
 
-/* Offloaded: this micro-batch's fp32 grad shard (device, src) goes to the
- * host. The first micro-batch of a step lands straight in the (zero) grad
- * shard; later ones land in a per-unit buffer that absorb_landings() adds
- * in once the copies are done. */
-static fsdpc_status grads_to_host(fsdpc_engine *e, fsdpc_unit *un, const float *src,
-                                  fsdpc_err *err) {
-  size_t sb = un->shard_numel * sizeof(float);
-  float *dst = un->grad;
-  if (!un->grad_clean) {
-    if (!un->landing) {
-      if (!(un->landing = e->ops->alloc_host(e->ops->ctx, sb)))
-        return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                           "out of pinned host memory for the gradients of unit %s", un->name);
-      e->host_pinned += sb;
-    }
-    dst = un->landing;
-    un->land_pending = 1;
-  }
-  un->grad_clean = 0;
-  return e->ops->copy_on(e->ops->ctx, dst, src, sb, e->comm, err);
-}
-
-/* Offloaded, after a micro-batch: waits for its grad copies and adds the
- * ones that landed beside the grad shard (host threads). */
-static fsdpc_status absorb_landings(fsdpc_engine *e, fsdpc_err *err) {
-  int any = 0;
-  for (int u = 0; u < e->n_units; u++) any |= e->units[u].land_pending;
-  if (!any) return FSDPC_OK;
-  FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
-  for (int u = 0; u < e->n_units; u++) {
-    fsdpc_unit *un = &e->units[u];
-    if (!un->land_pending) continue;
-    fsdpc__cpu_add_inplace(un->grad, un->landing, un->shard_numel);
-    un->land_pending = 0;
-  }
-  return FSDPC_OK;
-}
-
 /* After the unit's last backward use in this micro-batch. With a comm
  * stream, the reduce-scatter and the accumulation into the grad shard run
  * there, overlapping the backward of the blocks before it. Offloaded, the
@@ -210,7 +157,7 @@ static fsdpc_status reduce_grads(fsdpc_engine *e, int u, fsdpc_err *err) {
     reduced = e->rs_scratch;
   }
   if (e->offload) {
-    FSDPC_TRY(grads_to_host(e, un, reduced, err));
+    FSDPC_TRY(fsdpc__offload_grads_to_host(e, un, reduced, err));
   } else if (e->comm) {
     FSDPC_TRY(e->ops->add_f32_on(e->ops->ctx, un->grad, e->rs_scratch, un->shard_numel, e->comm,
                                  err));
@@ -339,7 +286,13 @@ static fsdpc_status run(fsdpc_engine *e, const fsdpc_program *p, const pass *x, 
       FSDPC_TRY(fence_out(e, err));
       break;
     case FSDPC_ACT_ABSORB:
-      FSDPC_TRY(absorb_landings(e, err));
+      FSDPC_TRY(fsdpc__offload_absorb(e, err));
+      break;
+    case FSDPC_ACT_HOST_GRAD:
+      FSDPC_TRY(fsdpc__offload_host_grad(e, arg, err));
+      break;
+    case FSDPC_ACT_HOST_WAIT:
+      FSDPC_TRY(fsdpc__offload_host_wait(e, arg, err));
       break;
     default:
       return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: action %s in a compute pass",
@@ -373,7 +326,10 @@ fsdpc_status fsdpc__engine_block_weights(fsdpc_engine *e, int b, void *base[FSDP
                                          fsdpc_err *err) {
   int head = e->shape.L + 1;
   if (b < 0 || b > head) return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "no block %d", b);
-  if (b == 0) FSDPC_TRY(fence_in(e, err));
+  if (b == 0) {
+    FSDPC_TRY(fsdpc__engine_quiesce(e, err));
+    FSDPC_TRY(fence_in(e, err));
+  }
   for (int i = 0; i < e->blocks[b].n_units; i++) {
     FSDPC_TRY(gather(e, e->blocks[b].units[i], err));
     FSDPC_TRY(use(e, e->blocks[b].units[i], err));
@@ -446,6 +402,8 @@ static fsdpc_status replica_reduce(fsdpc_engine *e, int u, fsdpc_err *err) {
  * and double arithmetic as the host loop) and downloaded once, so the norm
  * costs one host sync instead of one per unit. */
 static fsdpc_status local_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err) {
+  if (e->hw && e->parts_ok) /* the worker summed each unit as its grads landed */
+    return fsdpc__offload_sumsq(e, out, err);
   if (e->dnorm) {
     for (int u = 0; u < e->n_units; u++)
       FSDPC_TRY(e->ops->sumsq_f32_dev(e->ops->ctx, e->dnorm, e->units[u].grad,
@@ -485,13 +443,17 @@ static fsdpc_status grad_norm(fsdpc_engine *e, int64_t step, double max_grad_nor
   return FSDPC_OK;
 }
 
-/* The optimizer update of unit u's shard (clipped by scale), then its grad
- * shard zeroed. */
-static fsdpc_status update(fsdpc_engine *e, int u, int64_t step, double lr, double scale,
-                           fsdpc_err *err) {
+/* The optimizer update of elements [lo, hi) of unit u's shard (clipped by
+ * scale), then that range of its grad shard zeroed. The state of element x
+ * of slot k is state[k * stride + (x - lo)]: the unit's own state (lo = 0,
+ * stride = shard_numel) or, under offload_optim, a piece in a device
+ * buffer (stride = hi - lo). */
+fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t hi, float *state,
+                                  uint64_t stride, int64_t step, double lr, double scale,
+                                  fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   uint32_t n = 0;
-  uint64_t s0 = un->shard_offset, s1 = s0 + un->shard_numel;
+  uint64_t s0 = un->shard_offset + lo, s1 = un->shard_offset + hi;
   for (int i = 0; i < un->n_params; i++) {
     int p = un->params[i];
     uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
@@ -499,11 +461,11 @@ static fsdpc_status update(fsdpc_engine *e, int u, int64_t step, double lr, doub
     if (a >= b)
       continue;
     e->otensors[n++] = (fsdpc_optim_tensor){.struct_size = sizeof(fsdpc_optim_tensor),
-                                            .param = un->master + (a - s0),
-                                            .grad = un->grad + (a - s0),
-                                            .state = un->state ? un->state + (a - s0) : NULL,
+                                            .param = un->master + lo + (a - s0),
+                                            .grad = un->grad + lo + (a - s0),
+                                            .state = state ? state + (a - s0) : NULL,
                                             .numel = b - a,
-                                            .stride = un->shard_numel,
+                                            .stride = stride,
                                             .decay = e->params[p].decay || e->decay_norm_and_bias};
   }
   fsdpc_optim_step_info si = {.struct_size = sizeof si,
@@ -515,10 +477,20 @@ static fsdpc_status update(fsdpc_engine *e, int u, int64_t step, double lr, doub
   int32_t r = n ? e->ov->step(e->opt, e->otensors, n, &si) : FSDPC_OK;
   if (r != FSDPC_OK)
     return fsdpc__plugin_fail(e->optim, r, err);
-  FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->grad, un->shard_numel * sizeof(float), err));
-  un->grad_clean = 1;
-  un->stage_stale = 1;
+  FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->grad + lo, (hi - lo) * sizeof(float), err));
+  if (hi == un->shard_numel) {
+    un->grad_clean = 1;
+    un->stage_stale = 1;
+  }
   return FSDPC_OK;
+}
+
+/* The whole shard of unit u. */
+static fsdpc_status update_unit(fsdpc_engine *e, int u, int64_t step, double lr, double scale,
+                                fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  return fsdpc__engine_update(e, u, 0, un->shard_numel, un->state, un->shard_numel, step, lr,
+                              scale, err);
 }
 
 fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
@@ -531,6 +503,7 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
     /* Offloaded: every grad copy to the host (and every gather copy from
      * the staging buffers, which the update makes stale) must be done. */
     case FSDPC_ACT_SYNC:
+      FSDPC_TRY(fsdpc__engine_quiesce(e, err));
       FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
       break;
     case FSDPC_ACT_REPLICA_REDUCE:
@@ -540,7 +513,20 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
       FSDPC_TRY(grad_norm(e, step, max_grad_norm, grad_norm_out, &scale, err));
       break;
     case FSDPC_ACT_UPDATE:
-      FSDPC_TRY(update(e, arg, step, lr, scale, err));
+      if (e->hw) {
+        FSDPC_TRY(fsdpc__offload_host_update(e, arg, step, lr, scale, err));
+        break;
+      }
+      FSDPC_TRY(update_unit(e, arg, step, lr, scale, err));
+      break;
+    case FSDPC_ACT_UPDATE_PIECE:
+      FSDPC_TRY(fsdpc__offload_update_piece(e, arg, step, lr, scale, err));
+      break;
+    case FSDPC_ACT_STATE_IN:
+      FSDPC_TRY(fsdpc__offload_state_in(e, arg, err));
+      break;
+    case FSDPC_ACT_STATE_OUT:
+      FSDPC_TRY(fsdpc__offload_state_out(e, arg, err));
       break;
     default:
       return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: action %s in the optimizer step",
@@ -556,14 +542,19 @@ static fsdpc_status gather_full(fsdpc_engine *e, fsdpc_unit *un, const float *sr
 fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int root, float *full,
                                        fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
+  FSDPC_TRY(fsdpc__engine_quiesce(e, err));
   const float *src = slot == FSDPC_SD_SLOT_PARAM ? un->master
                                                   : un->state + (size_t)slot * un->shard_numel;
   size_t fb = un->flat_numel * sizeof(float), sb = un->shard_numel * sizeof(float);
+  int host_src = e->offload || (e->offload_optim && slot != FSDPC_SD_SLOT_PARAM);
   if (e->S == 1) {
-    if (full) FSDPC_TRY(e->sops->download(e->sops->ctx, full, src, fb, err));
+    if (full && host_src && e->ops->device != FSDPC_DEVICE_CPU)
+      memcpy(full, src, fb);
+    else if (full)
+      FSDPC_TRY(e->sops->download(e->sops->ctx, full, src, fb, err));
     return FSDPC_OK;
   }
-  if (e->offload) { /* device collectives: the host shard goes up first */
+  if (host_src && e->ops->device != FSDPC_DEVICE_CPU) { /* the host shard goes up first */
     float *d = fsdpc__ealloc(e, FSDPC_MEM_COMM, sb);
     if (!d) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s", un->name);
     fsdpc_status st = e->ops->upload(e->ops->ctx, d, src, sb, err);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsdp/hostwork.h"
 #include "fsdp/internal.h"
 #include "io/hf_ckpt.h"
 #include "util/log.h"
@@ -43,9 +44,6 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     goto fail;
   }
   e->sops = e->offload ? fsdpc__ops_cpu() : e->ops;
-  if (o->cpu_offload && on_cpu && o->dist->rank == 0)
-    FSDPC_LOGI("fsdp: cpu_offload: the shards already live in host memory on the CPU device; "
-               "nothing to offload");
   /* Overlap: device collectives on a second stream (sharded units only). */
   if (e->S > 1 && e->ops->comm_stream && o->dist->stream) e->comm = e->ops->comm_stream(e->ops->ctx);
   e->fwd_prefetch = o->forward_prefetch;
@@ -73,13 +71,6 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   e->n_blocks = lay.n_blocks;
   e->max_shard = lay.max_shard;
   e->max_flat = lay.max_flat;
-  fsdpc_program_opts po;
-  fsdpc__program_opts_for(&lay, e->S, o->dist->replica_size, e->ops->act_dtype == FSDPC_DTYPE_F32,
-                          e->offload, e->reshard_after_forward, e->no_sync, e->comm != NULL,
-                          e->fwd_prefetch, e->bwd_prefetch, &po);
-  for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
-    if ((st = fsdpc__program_build(&po, (fsdpc_program_kind)k, &e->prog[k], err)) != FSDPC_OK)
-      goto fail;
 
   e->optim = o->optim;
   e->ov = o->optim->vtable;
@@ -94,13 +85,26 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   e->n_slots = e->ov->n_slots(e->opt);
   e->otensors = calloc((size_t)e->n_params + 1, sizeof *e->otensors);
   if (!e->otensors) goto oom;
+  if ((st = fsdpc__offload_setup(e, o->cpu_offload, o->offload_optimizer,
+                                 o->offload_buffer_bytes, err)) != FSDPC_OK)
+    goto fail;
+  fsdpc_program_opts po;
+  fsdpc__program_opts_for(&lay, e->S, o->dist->replica_size, e->ops->act_dtype == FSDPC_DTYPE_F32,
+                          e->offload, e->reshard_after_forward, e->no_sync, e->comm != NULL,
+                          e->fwd_prefetch, e->bwd_prefetch, &po);
+  po.host_async = e->host_async;
+  po.offload_optim = e->offload_optim;
+  po.piece = fsdpc__state_piece_elems(o->offload_buffer_bytes, e->n_slots);
+  for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
+    if ((st = fsdpc__program_build(&po, (fsdpc_program_kind)k, &e->prog[k], err)) != FSDPC_OK)
+      goto fail;
 
   for (int u = 0; u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float);
     un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, sb);
     un->grad = fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
-    un->state = e->n_slots ? fsdpc__salloc(e, FSDPC_MEM_OPTIM, sb * e->n_slots) : NULL;
+    un->state = e->n_slots ? fsdpc__state_alloc(e, sb * e->n_slots) : NULL;
     if (!un->master || !un->grad || (e->n_slots && !un->state)) goto oom;
     if ((st = e->sops->memset0(e->sops->ctx, un->master, sb, err)) != FSDPC_OK ||
         (st = e->sops->memset0(e->sops->ctx, un->grad, sb, err)) != FSDPC_OK)
@@ -112,8 +116,11 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
       un->stage_stale = 1;
     }
     if (e->n_slots) {
-      r = e->ov->init_state(e->opt, un->state, un->shard_numel * e->n_slots, e->sops->device,
-                            e->sops->stream(e->sops->ctx));
+      /* offload_optim: the state is host memory, initialised there */
+      int host_state = e->offload_optim && e->ops->alloc_host;
+      r = e->ov->init_state(e->opt, un->state, un->shard_numel * e->n_slots,
+                            host_state ? FSDPC_DEVICE_CPU : e->sops->device,
+                            host_state ? NULL : e->sops->stream(e->sops->ctx));
       if (r != FSDPC_OK) {
         st = fsdpc__plugin_fail(o->optim, r, err);
         goto fail;
@@ -167,6 +174,10 @@ fail:
 
 void fsdpc__engine_destroy(fsdpc_engine *e) {
   if (!e) return;
+  fsdpc_err ignore_q;
+  (void)fsdpc__engine_quiesce(e, &ignore_q);
+  fsdpc__hostwork_destroy(e->hw);
+  e->hw = NULL;
   for (int u = 0; e->units && u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float), fb = un->flat_numel * sizeof(float);
@@ -174,13 +185,14 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
     if (un->full_grad != un->grad) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
     fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, sb);
     fsdpc__sfree(e, FSDPC_MEM_GRADS, un->grad, sb);
-    fsdpc__sfree(e, FSDPC_MEM_OPTIM, un->state, sb * e->n_slots);
+    fsdpc__state_free(e, un->state, sb * e->n_slots);
     if (un->stage) e->ops->free_host(e->ops->ctx, un->stage);
     if (un->landing) e->ops->free_host(e->ops->ctx, un->landing);
     free(un->params);
   }
   fsdpc_err ignore;
   fsdpc__engine_host_shards_done(e, 0, &ignore);
+  fsdpc__offload_teardown(e);
   if (e->opt) e->ov->destroy(e->opt);
   fsdpc__efree(e, FSDPC_MEM_COMM, e->rs_scratch, e->max_shard * 4);
   fsdpc__efree(e, FSDPC_MEM_COMM, e->rs16, e->max_shard * 2);
@@ -257,6 +269,7 @@ static fsdpc_status for_each_segment(fsdpc_engine *e, int u, float *shard, segme
  * shards in place; on a device it fills one host staging shard at a time and
  * uploads it, so host memory stays at one unit's shard. */
 static fsdpc_status fill_shards(fsdpc_engine *e, segment_fn fn, void *arg, fsdpc_err *err) {
+  FSDPC_TRY(fsdpc__engine_quiesce(e, err));
   int on_host = e->ops->device == FSDPC_DEVICE_CPU || e->offload;
   float *stage = on_host ? NULL : malloc(e->max_shard * sizeof(float));
   if (!on_host && !stage)
@@ -325,7 +338,10 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
     fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "host_shard: unit %d slot %d out of range", u, slot);
     return NULL;
   }
-  if (e->ops->device == FSDPC_DEVICE_CPU || e->offload) return device_shard(e, u, slot);
+  if (fsdpc__engine_quiesce(e, err) != FSDPC_OK) return NULL;
+  if (e->ops->device == FSDPC_DEVICE_CPU || e->offload ||
+      (e->offload_optim && slot != FSDPC_SD_SLOT_PARAM))
+    return device_shard(e, u, slot);
   size_t per = 1 + (size_t)e->n_slots, i = (size_t)u * per + (size_t)(slot + 1);
   if (!e->mirror && !(e->mirror = calloc((size_t)e->n_units * per, sizeof(float *)))) {
     fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory for checkpoint staging");
@@ -349,6 +365,7 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
 }
 
 fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_err *err) {
+  FSDPC_TRY(fsdpc__engine_quiesce(e, err));
   if (e->offload && upload) {
     /* The host shards were written in place: recast the bf16 staging copies
      * at the next gather, once no copy from them is in flight. */
@@ -371,3 +388,5 @@ fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_e
   e->mirror = NULL;
   return st;
 }
+
+uint64_t fsdpc__engine_host_pinned(const fsdpc_engine *e) { return e->host_pinned; }

@@ -128,7 +128,15 @@ typedef struct fsdpc_ops {
   fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc,
                               const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
                               int HD, int maxT, float scale, fsdpc_err *err);
+  /* (optional: NULL on the CPU) The calling host thread (any thread) waits
+   * until event slot has completed: the offloaded optimizer's worker waits
+   * for one unit's gradient copy this way. Slots >= 64 are the engine's
+   * per-unit slots (FSDPC_OPS_UNIT_EVENTS of them). */
+  fsdpc_status (*event_sync)(void *ctx, int slot, fsdpc_err *err);
 } fsdpc_ops;
+
+/* Event slots: 0..63 for the engine's streams, then one per unit. */
+enum { FSDPC_OPS_UNIT_EVENT0 = 64, FSDPC_OPS_UNIT_EVENTS = 256 };
 
 /* The CPU reference table (ops/cpu/table.c). */
 const fsdpc_ops *fsdpc__ops_cpu(void);

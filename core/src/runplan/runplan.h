@@ -34,6 +34,7 @@ typedef struct fsdpc_run_world {
 /* A variant of the config's run: -1 keeps the config's value. */
 typedef struct fsdpc_run_variant {
   int strategy, activation_checkpointing, cpu_offload;
+  int offload_optimizer; /* fsdp.offload.optimizer */
 } fsdpc_run_variant;
 
 /* Batch geometry: every rank sees micro x accum sequences of seq_len tokens
@@ -58,6 +59,10 @@ typedef struct fsdpc_run_modes {
   int no_sync;
   int align;
   int forward_prefetch, backward_prefetch;
+  int offload_optim; /* fsdp.offload.optimizer in effect (not with cpu_offload, which holds the
+                      * state on the host already); on the CPU device it streams through
+                      * host buffers, which exercises the schedule */
+  uint64_t offload_buffer_bytes; /* fsdp.offload.buffer_mib in bytes */
 } fsdpc_run_modes;
 
 /* The shard group size: FULL_SHARD / SHARD_GRAD_OP = world, NO_SHARD = 1,

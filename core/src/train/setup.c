@@ -172,7 +172,9 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .forward_prefetch = md->forward_prefetch,
                           .backward_prefetch = md->backward_prefetch,
                           .reduce_dtype = md->reduce_dtype,
-                          .cpu_offload = md->cpu_offload_asked};
+                          .cpu_offload = md->cpu_offload_asked,
+                          .offload_optimizer = md->offload_optim,
+                          .offload_buffer_bytes = md->offload_buffer_bytes};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
   char resume_dir[4096];
   int resuming = 0;

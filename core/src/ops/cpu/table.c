@@ -192,6 +192,7 @@ static const fsdpc_ops cpu_ops = {
     /* .logits = */ cpu_logits,
     /* .kv_store = */ cpu_kv_store,
     /* .attn_cached = */ cpu_attn_cached,
+    /* .event_sync = */ NULL,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

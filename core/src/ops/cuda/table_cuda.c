@@ -29,6 +29,9 @@ static fsdpc_status c_event_record(void *ctx, int slot, void *stream, fsdpc_err 
 static fsdpc_status c_stream_wait(void *ctx, void *stream, int slot, fsdpc_err *err) {
   return fsdpc__cuda_stream_wait_event(ctx, stream, slot, err);
 }
+static fsdpc_status c_event_sync(void *ctx, int slot, fsdpc_err *err) {
+  return fsdpc__cuda_event_sync(ctx, slot, err);
+}
 static void *c_alloc_on(void *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream) {
   void *p = NULL;
   fsdpc_err err;
@@ -202,5 +205,6 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .rope_fwd = c_rope_fwd, .rope_bwd = c_rope_bwd, .swiglu_fwd = c_swiglu_fwd,
       .swiglu_bwd = c_swiglu_bwd, .add = c_add, .add_inplace = c_add_inplace,
       .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
-      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached};
+      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached,
+      .event_sync = c_event_sync};
 }

@@ -169,6 +169,8 @@ fsdpc_status fsdpc__cuda_event_sync(fsdpc_cuda_ctx *ctx, int slot, fsdpc_err *er
   if (slot < 0 || slot >= FSDPC_CUDA_N_EVENTS)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: event slot %d is outside [0, %d)", slot,
                        FSDPC_CUDA_N_EVENTS);
+  /* the caller may be a thread of its own (the offload worker): bind it */
+  FSDPC_CUDA_TRY(err, cudaSetDevice(ctx->device));
   FSDPC_CUDA_TRY(err, cudaEventSynchronize(ctx->events[slot]));
   return FSDPC_OK;
 }

@@ -477,7 +477,10 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
   int32_t r = n ? e->ov->step(e->opt, e->otensors, n, &si) : FSDPC_OK;
   if (r != FSDPC_OK)
     return fsdpc__plugin_fail(e->optim, r, err);
-  FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->grad + lo, (hi - lo) * sizeof(float), err));
+  /* Offloaded, the next micro-batch's copy overwrites the whole grad shard
+   * (grad_clean): zeroing it would only cost host bandwidth. */
+  if (!e->offload)
+    FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->grad + lo, (hi - lo) * sizeof(float), err));
   if (hi == un->shard_numel) {
     un->grad_clean = 1;
     un->stage_stale = 1;

@@ -38,6 +38,9 @@ case $shape in
         "base-a8|train.micro_batch_size=4 train.global_batch_size=32"
         "full-a8|train.micro_batch_size=4 train.global_batch_size=32 fsdp.cpu_offload=true"
         "optim-a8|train.micro_batch_size=4 train.global_batch_size=32 fsdp.offload.optimizer=true"
+        "full-a8-ns|train.micro_batch_size=4 train.global_batch_size=32 fsdp.cpu_offload=true fsdp.no_sync=true"
+        "base-a16|train.micro_batch_size=4 train.global_batch_size=64"
+        "full-a16-ns|train.micro_batch_size=4 train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true"
       ) ;;
   8b) cfg=$C/llama3-8b-base.yaml
       rows=(

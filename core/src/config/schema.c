@@ -242,8 +242,10 @@ static const fsdpc_cfg_key keys[] = {
           "recompute each decoder layer's activations in backward", NONE_),
     BOOL_("fsdp.cpu_offload", fsdp.cpu_offload, "false",
           "CUDA: keep master, grad and optimizer shards in pinned host memory and run the "
-          "optimizer on the CPU (the device holds only gathered units, activations and comm "
-          "buffers); a no-op on the CPU device",
+          "optimizer on the CPU, on a host thread that overlaps the GPU unit by unit (the "
+          "device holds only gathered units, activations and comm buffers); includes "
+          "fsdp.offload.optimizer; on the CPU device the shards stay where they are and only "
+          "the overlapped schedule runs",
           NONE_),
     /* Prefetch and overlap happen on GPUs (collectives on a second stream);
      * CPU collectives block, so there the keys change nothing. */

@@ -14,7 +14,8 @@ files=$(cd / && ls -d "${B#/}"/bin/fsdpc "${B#/}"/lib/libfsdpc.so* "${B#/}"/plug
 /work/shared/device/pack-runtime.sh "$DEST/runtime.tar.xz" $(cd / && for f in $files; do echo /$f; done) >/dev/null
 echo "$B" >"$DEST/build_dir"
 cp "$ROOT"/scripts/gpu/run_*.sh "$ROOT"/scripts/gpu/check_*.py "$ROOT/bench/profile_summary.py" \
-  "$ROOT/tests/train/compare_runs.py" "$ROOT/tests/fixtures/check_hf_load.py" "$DEST/"
+  "$ROOT/tests/train/compare_runs.py" "$ROOT/tests/fixtures/check_hf_load.py" \
+  "$ROOT/bench/torch_peft_lora_baseline.py" "$DEST/"
 # the HF fixtures, where the fixture test looks for them (its source dir)
 mkdir -p "$DEST/src/tests/fixtures" && cp -r "$ROOT"/tests/fixtures/hf_tiny_* "$DEST/src/tests/fixtures/"
 # a tokenizer for the export check (run_hfround_checks.sh)

@@ -68,6 +68,10 @@ static counts check(const fsdpc_program_opts *o, const fsdpc_program *p) {
     case FSDPC_ACT_REDUCE:
       reduced[arg] = 1;
       break;
+    case FSDPC_ACT_HOST_LAND:
+      ck_assert_msg(o->host_async && o->offload && reduced[arg], "action %d: host_land of %d", i,
+                    arg);
+      break;
     case FSDPC_ACT_HOST_GRAD:
       /* after its reduction (where there is one), once per micro-batch */
       ck_assert_msg(o->host_async && !hgrad[arg] && (o->grads_in_shard || reduced[arg]),
@@ -216,7 +220,8 @@ START_TEST(offload_modes) {
       ck_assert_int_eq(c.op[FSDPC_ACT_ABSORB], 0); /* the worker absorbs the last landing */
       c = build(&o, FSDPC_PROGRAM_MICRO_NO_SYNC);
       ck_assert_int_eq(c.op[FSDPC_ACT_HOST_GRAD], 0);
-      ck_assert_int_eq(c.op[FSDPC_ACT_ABSORB], !cpu);
+      ck_assert_int_eq(c.op[FSDPC_ACT_HOST_LAND], cpu ? 0 : lay.n_units); /* landings */
+      ck_assert_int_eq(c.op[FSDPC_ACT_ABSORB], 0);
       ck_assert_int_eq(build(&o, FSDPC_PROGRAM_FORWARD).op[FSDPC_ACT_HOST_WAIT], lay.n_units);
       c = build(&o, FSDPC_PROGRAM_OPTIM);
       ck_assert_int_eq(c.op[FSDPC_ACT_SYNC], 0); /* one replica: NORM waits for the worker */

@@ -54,6 +54,7 @@ struct fsdpc_engine {
   int offload_optim;           /* fsdp.offload.optimizer: state in host memory, streamed */
   struct fsdpc_hostwork *hw;   /* the host worker (host_async), else NULL */
   uint64_t *upd_seq;           /* (n_units) the worker task updating the unit; 0 = none */
+  uint64_t *land_seq;          /* (n_units) the worker task adding the unit's landing */
   double *part;                /* (n_units) each grad shard's sum of squares (worker) */
   int parts_ok;                /* part[] is the norm's input: one replica (no all-reduce) */
   int64_t h_step;              /* the optimizer step the worker applies */
@@ -97,7 +98,7 @@ fsdpc_status fsdpc__offload_grads_to_host(fsdpc_engine *e, fsdpc_unit *un, const
                                           fsdpc_err *err);
 fsdpc_status fsdpc__offload_absorb(fsdpc_engine *e, fsdpc_err *err);
 /* The actions of the offload modes (program.h). */
-fsdpc_status fsdpc__offload_host_grad(fsdpc_engine *e, int u, fsdpc_err *err);
+fsdpc_status fsdpc__offload_host_grad(fsdpc_engine *e, int u, int last, fsdpc_err *err);
 fsdpc_status fsdpc__offload_host_wait(fsdpc_engine *e, int u, fsdpc_err *err);
 fsdpc_status fsdpc__offload_host_update(fsdpc_engine *e, int u, int64_t step, double lr,
                                         double scale, fsdpc_err *err);

@@ -35,7 +35,7 @@
 #include "ops/cpu/ops_cpu.h"
 #include "util/log.h"
 
-enum { TASK_GRAD = 0, TASK_UPDATE = 1 };
+enum { TASK_GRAD = 0, TASK_UPDATE = 1, TASK_LAND = 2 };
 /* Event slots of the state streaming (the engine's streams use < 50). */
 enum { EV_SIN = 50, EV_SOUT = 52, EV_OPT_FENCE = 54 };
 
@@ -54,12 +54,16 @@ void fsdpc__offload_refresh_stage(fsdpc_engine *e, fsdpc_unit *un) {
 /* This micro-batch's fp32 grad shard (device, src) goes to the host. The
  * first micro-batch of a step lands straight in the (zero) grad shard;
  * later ones land in a per-unit buffer that is added in once the copy is
- * done (ABSORB, or the worker's TASK_GRAD in the last micro-batch). */
+ * done (ABSORB, or under host_async the worker: HOST_LAND, HOST_GRAD in the
+ * last micro-batch; the next copy into the buffer waits for that add). */
 fsdpc_status fsdpc__offload_grads_to_host(fsdpc_engine *e, fsdpc_unit *un, const float *src,
                                           fsdpc_err *err) {
   size_t sb = un->shard_numel * sizeof(float);
   float *dst = un->grad;
   if (!un->grad_clean) {
+    /* host_async: the worker has added the previous micro-batch's landing */
+    if (e->hw)
+      FSDPC_TRY(fsdpc__hostwork_wait(e->hw, e->land_seq[un - e->units], err));
     if (!un->landing) {
       if (!(un->landing = e->ops->alloc_host(e->ops->ctx, sb)))
         return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
@@ -105,10 +109,23 @@ static fsdpc_status task_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
   return e->sops->sumsq_f32(e->sops->ctx, un->grad, un->shard_numel, &e->part[u], err);
 }
 
+/* Not the last micro-batch: only add the landing (the unit's event first). */
+static fsdpc_status task_land(fsdpc_engine *e, int u, fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  FSDPC_TRY(e->ops->event_sync(e->ops->ctx, FSDPC_OPS_UNIT_EVENT0 + u, err));
+  if (un->land_pending) {
+    fsdpc__cpu_add_inplace(un->grad, un->landing, un->shard_numel);
+    un->land_pending = 0;
+  }
+  return FSDPC_OK;
+}
+
 static fsdpc_status task(void *arg, int kind, int u, fsdpc_err *err) {
   fsdpc_engine *e = arg;
   if (kind == TASK_GRAD)
     return task_grad(e, u, err);
+  if (kind == TASK_LAND)
+    return task_land(e, u, err);
   fsdpc_unit *un = &e->units[u];
   FSDPC_TRY(fsdpc__engine_update(e, u, 0, un->shard_numel, un->state, un->shard_numel, e->h_step,
                                  e->h_lr, e->h_scale, err));
@@ -118,10 +135,10 @@ static fsdpc_status task(void *arg, int kind, int u, fsdpc_err *err) {
 
 /* ---- the actions ---- */
 
-fsdpc_status fsdpc__offload_host_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
+fsdpc_status fsdpc__offload_host_grad(fsdpc_engine *e, int u, int last, fsdpc_err *err) {
   if (e->offload) /* after the unit's D2H copy, on the stream that issued it */
     FSDPC_TRY(e->ops->event_record(e->ops->ctx, FSDPC_OPS_UNIT_EVENT0 + u, e->comm, err));
-  return fsdpc__hostwork_push(e->hw, TASK_GRAD, u, NULL, err);
+  return fsdpc__hostwork_push(e->hw, last ? TASK_GRAD : TASK_LAND, u, &e->land_seq[u], err);
 }
 
 fsdpc_status fsdpc__offload_host_wait(fsdpc_engine *e, int u, fsdpc_err *err) {
@@ -253,8 +270,9 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
                e->n_units, FSDPC_OPS_UNIT_EVENTS);
   if (e->host_async) {
     e->upd_seq = calloc((size_t)e->n_units + 1, sizeof *e->upd_seq);
+    e->land_seq = calloc((size_t)e->n_units + 1, sizeof *e->land_seq);
     e->part = calloc((size_t)e->n_units + 1, sizeof *e->part);
-    if (!e->upd_seq || !e->part)
+    if (!e->upd_seq || !e->land_seq || !e->part)
       return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the host worker");
     e->parts_ok = e->dist->replica_size == 1;
     FSDPC_TRY(fsdpc__hostwork_create(task, e, &e->hw, err));
@@ -295,6 +313,7 @@ void fsdpc__offload_teardown(fsdpc_engine *e) {
   for (int b = 0; b < 2; b++)
     fsdpc__efree(e, FSDPC_MEM_OPTIM, e->sbuf[b], e->sbuf_bytes);
   free(e->upd_seq);
+  free(e->land_seq);
   free(e->part);
   fsdpc__state_pieces_free(&e->pieces);
 }

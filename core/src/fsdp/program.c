@@ -22,7 +22,7 @@ typedef struct builder {
   const fsdpc_program_opts *o;
   fsdpc_program *p;
   unsigned char *resident, *pending; /* (n_units) */
-  unsigned char *waited;            /* (n_units) host_async: HOST_WAIT emitted in this pass */
+  unsigned char *waited;             /* (n_units) host_async: HOST_WAIT emitted in this pass */
   int failed;
 } builder;
 
@@ -140,12 +140,14 @@ static void micro(builder *b, int reduce, int last) {
         emit(b, FSDPC_ACT_REDUCE, u);
       if (last && o->host_async)
         emit(b, FSDPC_ACT_HOST_GRAD, u);
+      else if (reduce && o->host_async && o->offload)
+        emit(b, FSDPC_ACT_HOST_LAND, u);
       release(b, u);
     }
   }
   emit(b, FSDPC_ACT_FENCE_OUT, -1);
-  /* host_async: the last micro-batch's landings are the worker's (HOST_GRAD) */
-  if (o->offload && !(last && o->host_async))
+  /* host_async: landings are the worker's (HOST_GRAD, HOST_LAND) */
+  if (o->offload && !o->host_async)
     emit(b, FSDPC_ACT_ABSORB, -1);
 }
 
@@ -295,9 +297,9 @@ void fsdpc__program_free(fsdpc_program *p) {
 
 const char *fsdpc__act_name(int op) {
   static const char *names[FSDPC_ACT_NOPS] = {
-      "fence_in", "gather",   "wait",           "grad_alloc", "forward",
-      "head",     "backward", "reduce",         "release",    "fence_out",
-      "absorb",   "sync",     "replica_reduce", "norm",       "update",
-      "host_grad", "host_wait", "state_in",      "state_out",  "update_piece"};
+      "fence_in",       "gather",       "wait",     "grad_alloc", "forward",   "head",
+      "backward",       "reduce",       "release",  "fence_out",  "absorb",    "sync",
+      "replica_reduce", "norm",         "update",   "host_grad",  "host_wait", "state_in",
+      "state_out",      "update_piece", "host_land"};
   return op >= 0 && op < FSDPC_ACT_NOPS ? names[op] : "?";
 }

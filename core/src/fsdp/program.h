@@ -41,6 +41,8 @@ typedef enum fsdpc_act_op {
                              * memory into device buffer p % 2 (copy stream) */
   FSDPC_ACT_STATE_OUT,      /* piece, offload_optim: copy the updated state back to the host */
   FSDPC_ACT_UPDATE_PIECE,   /* piece, offload_optim: clip, update, zero its grads */
+  FSDPC_ACT_HOST_LAND,      /* unit, host_async offloaded, not the last micro-batch: the worker
+                             * adds its landed grads once the copy is done (no ABSORB) */
   FSDPC_ACT_NOPS
 } fsdpc_act_op;
 

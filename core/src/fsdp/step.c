@@ -289,7 +289,8 @@ static fsdpc_status run(fsdpc_engine *e, const fsdpc_program *p, const pass *x, 
       FSDPC_TRY(fsdpc__offload_absorb(e, err));
       break;
     case FSDPC_ACT_HOST_GRAD:
-      FSDPC_TRY(fsdpc__offload_host_grad(e, arg, err));
+    case FSDPC_ACT_HOST_LAND:
+      FSDPC_TRY(fsdpc__offload_host_grad(e, arg, p->a[i].op == FSDPC_ACT_HOST_GRAD, err));
       break;
     case FSDPC_ACT_HOST_WAIT:
       FSDPC_TRY(fsdpc__offload_host_wait(e, arg, err));

@@ -58,6 +58,7 @@ for r in "${rows[@]}"; do
   timeout 900 $F train "$cfg" "${common[@]}" log.dir="$W/$shape-$name" >"$L/train-$shape-$name.log" 2>&1
   trc=$?
   cp "$W/$shape-$name/metrics.jsonl" "$L/metrics-$shape-$name.jsonl" 2>/dev/null
+  cp "$W/$shape-$name/rank0.json" "$L/rank0-$shape-$name.json" 2>/dev/null
   python3 - "$L/plan-$shape-$name.json" "$W/$shape-$name" "$shape" "$name" "$trc" <<'PY'
 import json, statistics, sys
 plan_path, d, shape, name, trc = sys.argv[1:6]

@@ -69,7 +69,7 @@ struct fsdpc_engine {
 
 /* Bytes of optimizer state (every slot) of n elements of a shard: what
  * offload_optim streams. */
-static inline uint64_t fsdpc__state_bytes(const fsdpc_engine *e, uint64_t n) {
+static inline uint64_t fsdpc__stream_bytes(const fsdpc_engine *e, uint64_t n) {
   return n * sizeof(float) * e->n_slots;
 }
 
@@ -87,8 +87,8 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
 void fsdpc__offload_teardown(fsdpc_engine *e);
 /* The optimizer state shard: pinned host memory under offload_optim on a
  * device, else where the other shards are. */
-float *fsdpc__state_alloc(fsdpc_engine *e, size_t bytes);
-void fsdpc__state_free(fsdpc_engine *e, float *p, size_t bytes);
+float *fsdpc__offload_state_alloc(fsdpc_engine *e, size_t bytes);
+void fsdpc__offload_state_free(fsdpc_engine *e, float *p, size_t bytes);
 /* Every host task done and, with offload_optim, every state copy: the
  * host may read or write the shards. */
 fsdpc_status fsdpc__engine_quiesce(fsdpc_engine *e, fsdpc_err *err);

@@ -24,7 +24,7 @@
  * other and the update. A unit goes in pieces of at most one buffer
  * (fsdp.offload.buffer_mib), so the device holds two pieces, not two of the
  * largest unit (the 8B embedding's state is 4 GiB). Bytes moved are the
- * optimizer's state bytes per element (fsdpc__state_bytes), whatever the
+ * optimizer's state bytes per element (fsdpc__stream_bytes), whatever the
  * slots hold. */
 #include <stdlib.h>
 #include <string.h>
@@ -190,8 +190,8 @@ static fsdpc_status copy_piece(fsdpc_engine *e, int p, int to_device, void *stre
   for (uint32_t k = 0; k < e->n_slots; k++) {
     float *host = un->state + (size_t)k * un->shard_numel + lo, *dev = buf + (size_t)k * len;
     FSDPC_TRY(to_device
-                  ? xcopy(e, dev, host, fsdpc__state_bytes(e, len) / e->n_slots, stream, err)
-                  : xcopy(e, host, dev, fsdpc__state_bytes(e, len) / e->n_slots, stream, err));
+                  ? xcopy(e, dev, host, fsdpc__stream_bytes(e, len) / e->n_slots, stream, err)
+                  : xcopy(e, host, dev, fsdpc__stream_bytes(e, len) / e->n_slots, stream, err));
   }
   return FSDPC_OK;
 }
@@ -235,7 +235,7 @@ fsdpc_status fsdpc__offload_state_out(fsdpc_engine *e, int p, fsdpc_err *err) {
 
 /* ---- memory and set-up ---- */
 
-float *fsdpc__state_alloc(fsdpc_engine *e, size_t bytes) {
+float *fsdpc__offload_state_alloc(fsdpc_engine *e, size_t bytes) {
   if (!e->offload_optim || !e->ops->alloc_host)
     return fsdpc__salloc(e, FSDPC_MEM_OPTIM, bytes);
   float *p = e->ops->alloc_host(e->ops->ctx, bytes);
@@ -244,7 +244,7 @@ float *fsdpc__state_alloc(fsdpc_engine *e, size_t bytes) {
   return p;
 }
 
-void fsdpc__state_free(fsdpc_engine *e, float *p, size_t bytes) {
+void fsdpc__offload_state_free(fsdpc_engine *e, float *p, size_t bytes) {
   if (!p)
     return;
   if (!e->offload_optim || !e->ops->alloc_host) {
@@ -281,7 +281,7 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
     fsdpc_layout lay = {.units = e->units, .n_units = e->n_units};
     FSDPC_TRY(fsdpc__state_pieces_build(&lay, fsdpc__state_piece_elems(buffer_bytes, e->n_slots),
                                         &e->pieces, err));
-    e->sbuf_bytes = fsdpc__state_bytes(e, e->pieces.max_len);
+    e->sbuf_bytes = fsdpc__stream_bytes(e, e->pieces.max_len);
     for (int b = 0; b < 2; b++)
       if (!(e->sbuf[b] = fsdpc__ealloc(e, FSDPC_MEM_OPTIM, e->sbuf_bytes)))
         return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
@@ -298,7 +298,7 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
   if (e->dist->rank == 0 && e->offload_optim) {
     double total = 0.0;
     for (int u = 0; u < e->n_units; u++)
-      total += (double)fsdpc__state_bytes(e, e->units[u].shard_numel);
+      total += (double)fsdpc__stream_bytes(e, e->units[u].shard_numel);
     FSDPC_LOGI("fsdp: offload.optimizer: optimizer state in %shost memory (%.1f MiB), streamed "
                "in %d pieces through 2 device buffers of %.1f MiB",
                on_cpu ? "" : "pinned ", total / 1048576.0, e->pieces.n,

@@ -104,7 +104,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     size_t sb = un->shard_numel * sizeof(float);
     un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, sb);
     un->grad = fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
-    un->state = e->n_slots ? fsdpc__state_alloc(e, sb * e->n_slots) : NULL;
+    un->state = e->n_slots ? fsdpc__offload_state_alloc(e, sb * e->n_slots) : NULL;
     if (!un->master || !un->grad || (e->n_slots && !un->state)) goto oom;
     if ((st = e->sops->memset0(e->sops->ctx, un->master, sb, err)) != FSDPC_OK ||
         (st = e->sops->memset0(e->sops->ctx, un->grad, sb, err)) != FSDPC_OK)
@@ -185,7 +185,7 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
     if (un->full_grad != un->grad) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
     fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, sb);
     fsdpc__sfree(e, FSDPC_MEM_GRADS, un->grad, sb);
-    fsdpc__state_free(e, un->state, sb * e->n_slots);
+    fsdpc__offload_state_free(e, un->state, sb * e->n_slots);
     if (un->stage) e->ops->free_host(e->ops->ctx, un->stage);
     if (un->landing) e->ops->free_host(e->ops->ctx, un->landing);
     free(un->params);

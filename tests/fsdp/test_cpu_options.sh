@@ -9,7 +9,8 @@
 # bit-identical to the plain step (losses, eval losses, grad norms), with
 # gradient accumulation, at world 1 and at world 2 (FULL_SHARD and NO_SHARD,
 # whose replica all-reduce runs before the norm), and across a checkpoint
-# and resume. reduce_dtype bf16 is refused with one line naming the key.
+# and resume, and without clipping (the worker then updates each unit during
+# the backward). reduce_dtype bf16 is refused with one line naming the key.
 source "$(dirname "$0")/../train/common.sh"
 CMP="python3 $FSDPC_SOURCE_DIR/tests/train/compare_runs.py"
 run() { # name overrides...
@@ -59,12 +60,23 @@ for s in b:
 PY
 done
 
+# no clipping: the worker updates each unit during the backward
+run nc train.max_grad_norm=0 || fail "no clipping"
+run ncoff train.max_grad_norm=0 fsdp.cpu_offload=true || fail "no clipping, cpu_offload"
+grep -q "update starts on the host as soon as its gradients are there" "$TMP/ncoff.log" ||
+  fail "no line for the updates in the backward"
+same nc ncoff
+
 if [ -e "$FSDPC_PLUGIN_PATH/libfsdpc-collectives-gloo.so" ]; then
   run base2 --nproc-per-node 2 || fail "world 2 default"
   run off2 fsdp.cpu_offload=true --nproc-per-node 2 || fail "world 2 cpu_offload"
   run opt2 "${OPT[@]}" --nproc-per-node 2 || fail "world 2 offload.optimizer"
   [ "$(grep -c "host worker thread" "$TMP/off2.log")" -eq 1 ] || fail "world 2: not one line"
   same base2 off2 opt2
+  run nc2 train.max_grad_norm=0 --nproc-per-node 2 || fail "world 2 no clipping"
+  run nc2off train.max_grad_norm=0 fsdp.cpu_offload=true --nproc-per-node 2 ||
+    fail "world 2 no clipping, cpu_offload"
+  same nc2 nc2off
   run ns2 fsdp.sharding_strategy=NO_SHARD --nproc-per-node 2 || fail "world 2 NO_SHARD"
   run ns2off fsdp.sharding_strategy=NO_SHARD fsdp.cpu_offload=true --nproc-per-node 2 ||
     fail "world 2 NO_SHARD cpu_offload"

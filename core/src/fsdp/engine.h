@@ -181,6 +181,14 @@ fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int po
 fsdpc_status fsdpc__engine_block_weights(fsdpc_engine *e, int b, void *base[FSDPC_P_NKIND],
                                          fsdpc_err *err);
 fsdpc_status fsdpc__engine_block_done(fsdpc_engine *e, int b, fsdpc_err *err);
+/* Says, before a step's micro-batches, which optimizer step comes (1-based),
+ * its lr and max_grad_norm. Optional: with cpu_offload's host worker, one
+ * replica and no clipping (max_grad_norm 0), each unit's update then starts
+ * as soon as its grads of the last micro-batch are on the host, during the
+ * backward of the remaining units (with clipping it must wait for the
+ * global norm). fsdpc__engine_optim_step must follow with the same values. */
+fsdpc_status fsdpc__engine_step_begin(fsdpc_engine *e, int64_t step, double lr,
+                                      double max_grad_norm, fsdpc_err *err);
 /* Finishes the step: replica all-reduce, global grad norm (*grad_norm, before
  * clipping), clipping to max_grad_norm (0 = off), optimizer update at lr,
  * zeroes grads. step is 1-based. */

@@ -59,6 +59,8 @@ struct fsdpc_engine {
   int parts_ok;                /* part[] is the norm's input: one replica (no all-reduce) */
   int64_t h_step;              /* the optimizer step the worker applies */
   double h_lr, h_scale;
+  int early;                   /* this step's updates start in the backward (step_begin) */
+  int early_logged;
   void *sbuf[2];               /* offload_optim: device buffers of one piece's state */
   uint64_t sbuf_bytes;
   fsdpc_state_pieces pieces;   /* offload_optim: the state in pieces (program.h) */
@@ -103,6 +105,8 @@ fsdpc_status fsdpc__offload_host_wait(fsdpc_engine *e, int u, fsdpc_err *err);
 fsdpc_status fsdpc__offload_host_update(fsdpc_engine *e, int u, int64_t step, double lr,
                                         double scale, fsdpc_err *err);
 fsdpc_status fsdpc__offload_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err);
+/* UPDATE u under host_async: hand it to the worker (nothing when the
+ * worker updated it in the backward already). */
 fsdpc_status fsdpc__offload_state_in(fsdpc_engine *e, int u, fsdpc_err *err);
 fsdpc_status fsdpc__offload_state_out(fsdpc_engine *e, int u, fsdpc_err *err);
 /* UPDATE_PIECE p: compute waits for the piece's state, then updates it. */

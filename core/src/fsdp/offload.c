@@ -11,7 +11,10 @@
  * arithmetic, so results are bit-identical); UPDATE hands each unit to the
  * worker in forward order, and the next pass waits for a unit's update
  * only at that unit's first use (HOST_WAIT). The worker also recasts the
- * unit's bf16 staging copy, so the next gather is one H2D copy.
+ * unit's bf16 staging copy, so the next gather is one H2D copy. Without
+ * clipping (and one replica) the update needs no global value: when the
+ * trainer has said which step comes (fsdpc__engine_step_begin), the worker
+ * updates each unit right after its sum of squares, in the backward.
  * On the CPU device the shards already are host memory: host_async runs
  * the same schedule (the worker updates units while the main thread goes
  * on), which is what tests check bit for bit against the plain step.
@@ -106,7 +109,14 @@ static fsdpc_status task_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
   }
   if (!e->parts_ok)
     return FSDPC_OK;
-  return e->sops->sumsq_f32(e->sops->ctx, un->grad, un->shard_numel, &e->part[u], err);
+  FSDPC_TRY(e->sops->sumsq_f32(e->sops->ctx, un->grad, un->shard_numel, &e->part[u], err));
+  if (!e->early)
+    return FSDPC_OK;
+  /* no clipping: the update needs nothing from the other units */
+  FSDPC_TRY(fsdpc__engine_update(e, u, 0, un->shard_numel, un->state, un->shard_numel, e->h_step,
+                                 e->h_lr, 1.0, err));
+  fsdpc__offload_refresh_stage(e, un);
+  return FSDPC_OK;
 }
 
 /* Not the last micro-batch: only add the landing (the unit's event first). */
@@ -138,7 +148,31 @@ static fsdpc_status task(void *arg, int kind, int u, fsdpc_err *err) {
 fsdpc_status fsdpc__offload_host_grad(fsdpc_engine *e, int u, int last, fsdpc_err *err) {
   if (e->offload) /* after the unit's D2H copy, on the stream that issued it */
     FSDPC_TRY(e->ops->event_record(e->ops->ctx, FSDPC_OPS_UNIT_EVENT0 + u, e->comm, err));
-  return fsdpc__hostwork_push(e->hw, last ? TASK_GRAD : TASK_LAND, u, &e->land_seq[u], err);
+  FSDPC_TRY(fsdpc__hostwork_push(e->hw, last ? TASK_GRAD : TASK_LAND, u, &e->land_seq[u], err));
+  if (last && e->early) /* this task updates the unit too */
+    e->upd_seq[u] = e->land_seq[u];
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__engine_step_begin(fsdpc_engine *e, int64_t step, double lr,
+                                      double max_grad_norm, fsdpc_err *err) {
+  if (!e->hw)
+    return FSDPC_OK;
+  int early = e->parts_ok && !(max_grad_norm > 0.0);
+  e->early = early; /* read by TASK_GRAD, none of which is queued between steps */
+  if (!early) /* the last step's updates may still run: leave their values alone */
+    return FSDPC_OK;
+  if (!e->early_logged && e->dist->rank == 0)
+    FSDPC_LOGI("fsdp: cpu_offload without clipping: each unit's update starts on the host as "
+               "soon as its gradients are there, during the backward");
+  e->early_logged = 1;
+  /* without clipping every update ran in the last backward: the worker is
+   * idle or about to be */
+  FSDPC_TRY(fsdpc__hostwork_drain(e->hw, err));
+  e->h_step = step;
+  e->h_lr = lr;
+  e->h_scale = 1.0;
+  return FSDPC_OK;
 }
 
 fsdpc_status fsdpc__offload_host_wait(fsdpc_engine *e, int u, fsdpc_err *err) {
@@ -147,6 +181,16 @@ fsdpc_status fsdpc__offload_host_wait(fsdpc_engine *e, int u, fsdpc_err *err) {
 
 fsdpc_status fsdpc__offload_host_update(fsdpc_engine *e, int u, int64_t step, double lr,
                                         double scale, fsdpc_err *err) {
+  if (e->early) { /* updated in the backward (TASK_GRAD) with these very values */
+    if (step != e->h_step || lr != e->h_lr || scale != 1.0)
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                         "fsdp: optimizer step %lld (lr %g, clip %g) differs from the one begun "
+                         "(%lld, lr %g)",
+                         (long long)step, lr, scale, (long long)e->h_step, e->h_lr);
+    if (u == e->n_units - 1)
+      e->early = 0; /* the step is done; the next one says again */
+    return FSDPC_OK;
+  }
   /* The worker is idle here (NORM or SYNC drained it), so these are not
    * read while they change. */
   e->h_step = step;

@@ -32,6 +32,9 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
   }
   float grad_scale = (float)(1.0 / (double)count);
   double loss_sum = 0.0;
+  /* lets an offloaded optimizer start its updates during the backward */
+  FSDPC_TRY(fsdpc__engine_step_begin(s->eng, step + 1, fsdpc__schedule_lr(&s->sched, step),
+                                     s->cfg->train.max_grad_norm, err));
   for (int64_t m = 0; m < s->plan->modes.batch.accum; m++) {
     FSDPC_TRY(fsdpc__loader_batch(s->train_ld, step, (int32_t)m, rank, world,
                                   (int32_t)s->plan->modes.batch.micro, s->tokens, s->labels,

@@ -1,10 +1,11 @@
 /* fsdpc eval MODEL --data FILE [options] [key=value ...] [--nproc-per-node N]
  *
  * Loss, perplexity and token accuracy of MODEL (an HF folder or any fsdpc
- * checkpoint) on target tokens of a token file, over N ranks like training,
- * as one JSON object on stdout. The run is a training session with no
- * steps: the model's config (config.yaml of an fsdpc checkpoint, else
- * defaults and the HF config.json), data.eval = FILE. */
+ * checkpoint) on target tokens of a token file or a JSONL dataset (prepared
+ * as train prepares one: the model's tokenizer and chat template), over N
+ * ranks like training, as one JSON object on stdout. The run is a training
+ * session with no steps: the model's config (config.yaml of an fsdpc
+ * checkpoint, else defaults and the HF config.json), data.eval = FILE. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -23,20 +24,33 @@
 #include "model/hf_rules.h"
 #include "train/session.h"
 #include "util/log.h"
+#include "util/mem.h"
 
 static void usage(FILE *f) {
   fprintf(f, "usage: fsdpc eval MODEL --data FILE [options] [section.key=value ...]\n"
              "\n"
              "Loss, perplexity and token accuracy (argmax = label) of MODEL (a Hugging Face\n"
-             "folder or any fsdpc checkpoint) on the target tokens of FILE (a token file),\n"
-             "computed as train's evaluation: the model's config (an fsdpc checkpoint's\n"
-             "config.yaml: its seq_len, batch and eval_batches), data.eval = FILE.\n"
-             "  --data FILE           token file (fsdpc data tokenize / synth)\n"
+             "folder or any fsdpc checkpoint) on the target tokens of FILE, computed as\n"
+             "train's evaluation: the model's config (an fsdpc checkpoint's config.yaml:\n"
+             "its seq_len, batch and eval_batches), data.eval = FILE.\n"
+             "  --data FILE           a token file (fsdpc data tokenize / synth / prepare) or\n"
+             "                        a JSONL dataset (.jsonl[.gz], .json[.gz]: text,\n"
+             "                        instruction, prompt/completion or chat), prepared as\n"
+             "                        fsdpc train does with the model folder's tokenizer and\n"
+             "                        chat template when it ships them (else data.tokenizer)\n"
              "  --seq-len N           data.seq_len (HF folders; default the config's)\n"
-             "  --batches N           train.eval_batches (default the config's)\n"
+             "  --batches N|all       train.eval_batches (default the config's; all = every\n"
+             "                        batch of FILE)\n"
              "  --device cpu|cuda     train.device (default the config's)\n"
              "  --nproc-per-node N    ranks on this machine (as fsdpc train)\n"
              "Prints one JSON object: loss, perplexity, token_accuracy, tokens, batches.\n");
+}
+
+static int has_file(const char *dir, const char *name) {
+  char p[4200];
+  struct stat sb;
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
 /* The config: MODEL/config.yaml, else defaults + MODEL's config.json. */
@@ -88,7 +102,7 @@ static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
   fsdpc_status st = fsdpc__dist_env_detect(&env, &err);
   if (st == FSDPC_OK) {
     fsdpc__log_setup(FSDPC_LOG_WARN, env.world_size > 1 ? env.rank : -1);
-    st = fsdpc__session_create(cfg, &env, &s, &err);
+    st = fsdpc__session_create_eval(cfg, &env, &s, &err);
   }
   if (st == FSDPC_OK)
     st = fsdpc__eval_run(s, r, &err);
@@ -101,6 +115,15 @@ static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
     cJSON_AddNumberToObject(o, "tokens", r[1]);
     cJSON_AddNumberToObject(o, "batches", r[3]);
     cJSON_AddNumberToObject(o, "world_size", env.world_size);
+    fsdpc_mem_stats ms; /* this rank's device (host for the CPU), setup included */
+    fsdpc__session_mem(s, &ms, NULL);
+    cJSON_AddNumberToObject(o, "peak_device_bytes", (double)ms.total_peak);
+    int64_t rss, hwm;
+    fsdpc__mem_rss(&rss, &hwm);
+    cJSON_AddNumberToObject(o, "peak_host_rss_bytes", (double)hwm);
+    cJSON *cats = cJSON_AddObjectToObject(o, "peak_device_bytes_by_category");
+    for (int c = 0; cats && c < FSDPC_MEM_NCAT; c++)
+      cJSON_AddNumberToObject(cats, fsdpc__mem_cat_name((fsdpc_mem_cat)c), (double)ms.peak[c]);
     char *t = cJSON_PrintUnformatted(o);
     if (t)
       printf("%s\n", t);
@@ -134,7 +157,7 @@ int fsdpc__cmd_eval(int argc, char **argv) {
   const char *model = NULL, *data = NULL;
   /* room for the user's overrides and the ones made here */
   char **ov = calloc((size_t)argc + 16, sizeof *ov);
-  char buf[8][4200];
+  char buf[10][4200];
   int n_ov = 0, nb = 0, rc = 2;
   if (!ov)
     return 1;
@@ -152,6 +175,12 @@ int fsdpc__cmd_eval(int argc, char **argv) {
       }
       if (strcmp(a, "--data") == 0)
         data = v;
+      if (nb >= 6) { /* buf keeps 4 for the overrides made below */
+        fprintf(stderr, "fsdpc eval: too many options; give each once\n");
+        goto out;
+      }
+      if (strcmp(a, "--batches") == 0 && strcmp(v, "all") == 0)
+        v = "2147483647"; /* eval caps it at the file's batches */
       snprintf(buf[nb], sizeof buf[nb], "%s=%s", key, v);
       ov[n_ov++] = buf[nb++];
       i++;
@@ -190,6 +219,16 @@ int fsdpc__cmd_eval(int argc, char **argv) {
   ov[n_ov++] = "log.progress=off";
   if (hf && !own) {
     snprintf(buf[nb], sizeof buf[nb], "model.config=%s", model);
+    ov[n_ov++] = buf[nb++];
+  }
+  /* A JSONL dataset is prepared with the model's own tokenizer and chat
+   * template when the folder ships them (an HF folder, fsdpc's final/), as
+   * fsdpc generate does, unless data.tokenizer is given. */
+  int user_tok = 0;
+  for (int i = 0; i < n_ov; i++)
+    user_tok |= strncmp(ov[i], "data.tokenizer=", 15) == 0;
+  if (!user_tok && (has_file(model, "tokenizer.json") || has_file(model, "tokenizer.model"))) {
+    snprintf(buf[nb], sizeof buf[nb], "data.tokenizer=%s", model);
     ov[n_ov++] = buf[nb++];
   }
   /* Logs (metrics.jsonl, rank summaries) go to a folder of our own, made

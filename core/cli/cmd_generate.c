@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "data/chat.h"
 #include "infer/infer.h"
+#include "util/mem.h"
 #include "train/session.h"
 #include "util/log.h"
 
@@ -39,7 +40,12 @@ static void usage(FILE *f) {
          "  --device cpu|cuda|auto default auto (cuda when a GPU is visible)\n"
          "  --attention NAME       attention plugin for the prompt (naive, flash; default\n"
          "                         the config's attention.impl)\n"
-         "  --json                 one JSON line per prompt: ids, text, stop reason, timing\n");
+         "  --json                 one JSON line per prompt: ids, text, stop reason, timing,\n"
+         "                         peak device memory\n"
+         "  --no-cuda-graph        run each decode step kernel by kernel (by default a CUDA\n"
+         "                         step is recorded once as a graph and replayed)\n"
+         "  --top-logits N         with --json: the N highest (id, logit) pairs of each\n"
+         "                         step (0..100; the logits then go to the host each step)\n");
 }
 
 typedef struct prompt {
@@ -237,7 +243,8 @@ static char *utf8_clean(const char *s, size_t n) {
   return o;
 }
 
-static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, double secs) {
+static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, double secs,
+                       int64_t peak, int top) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "index", index);
   char *pc = p->text ? utf8_clean(p->text, strlen(p->text)) : NULL;
@@ -255,6 +262,23 @@ static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, do
   free(clean);
   cJSON_AddStringToObject(o, "stop_reason", r->stop_reason ? r->stop_reason : "length");
   cJSON_AddNumberToObject(o, "batch_seconds", secs);
+  cJSON_AddNumberToObject(o, "peak_device_bytes", (double)peak);
+  int64_t rss, hwm;
+  fsdpc__mem_rss(&rss, &hwm);
+  cJSON_AddNumberToObject(o, "peak_host_rss_bytes", (double)hwm);
+  if (top > 0 && r->top_ids) { /* per generated token: [[id, logit], ...], highest first */
+    cJSON *t = cJSON_AddArrayToObject(o, "top_logits");
+    for (int i = 0; i < r->n_ids; i++) {
+      cJSON *step = cJSON_CreateArray();
+      for (int j = 0; j < top; j++) {
+        cJSON *pair = cJSON_CreateArray();
+        cJSON_AddItemToArray(pair, cJSON_CreateNumber(r->top_ids[(size_t)i * top + j]));
+        cJSON_AddItemToArray(pair, cJSON_CreateNumber(r->top_vals[(size_t)i * top + j]));
+        cJSON_AddItemToArray(step, pair);
+      }
+      cJSON_AddItemToArray(t, step);
+    }
+  }
   char *t = cJSON_PrintUnformatted(o);
   if (t)
     printf("%s\n", t);
@@ -264,7 +288,7 @@ static void print_json(int index, const prompt *p, const fsdpc_gen_result *r, do
 
 typedef struct gen_args {
   const char *model, *prompt, *prompt_ids, *file, *system, *device, *attention;
-  int max_new, batch, no_bos, chat, json, ignore_eos;
+  int max_new, batch, no_bos, chat, json, ignore_eos, top_logits, no_graph;
   fsdpc_sampling samp;
   const char **stop;
   int n_stop;
@@ -280,11 +304,12 @@ static int parse_args(int argc, char **argv, gen_args *a) {
       return 0;
     }
     if (strcmp(s, "--no-bos") == 0 || strcmp(s, "--chat") == 0 || strcmp(s, "--json") == 0 ||
-        strcmp(s, "--ignore-eos") == 0) {
-      *(s[2] == 'n'   ? &a->no_bos
-        : s[2] == 'c' ? &a->chat
-        : s[2] == 'j' ? &a->json
-                      : &a->ignore_eos) = 1;
+        strcmp(s, "--ignore-eos") == 0 || strcmp(s, "--no-cuda-graph") == 0) {
+      *(strcmp(s, "--no-cuda-graph") == 0 ? &a->no_graph
+        : s[2] == 'n'                     ? &a->no_bos
+        : s[2] == 'c'                     ? &a->chat
+        : s[2] == 'j'                     ? &a->json
+                                          : &a->ignore_eos) = 1;
       continue;
     }
     if (s[0] == '-' && !v) {
@@ -311,6 +336,8 @@ static int parse_args(int argc, char **argv, gen_args *a) {
       ok = (a->max_new = (int)strtol(v, &end, 10)) > 0;
     else if (strcmp(s, "--batch-size") == 0)
       ok = (a->batch = (int)strtol(v, &end, 10)) > 0;
+    else if (strcmp(s, "--top-logits") == 0)
+      ok = (a->top_logits = (int)strtol(v, &end, 10)) >= 0 && a->top_logits <= 100;
     else if (strcmp(s, "--top-k") == 0)
       ok = (a->samp.top_k = (int)strtol(v, &end, 10)) >= 0;
     else if (strcmp(s, "--seed") == 0)
@@ -425,7 +452,8 @@ static int run(gen_args *a, fsdpc_err *err) {
     dopt = (fsdpc_decoder_opts){.shape = &m->shape,
                                 .ops = m->ops,
                                 .attention = m->attn,
-                                .attention_opts = m->cfg->attention.options};
+                                .attention_opts = m->cfg->attention.options,
+                                .no_graph = a->no_graph};
   int stream = np == 1 && !a->json;
   for (int b0 = 0; st == FSDPC_OK && b0 < np; b0 += a->batch) {
     int nb = np - b0 < a->batch ? np - b0 : a->batch;
@@ -445,7 +473,8 @@ static int run(gen_args *a, fsdpc_err *err) {
                         .n_stop = a->n_stop,
                         .tok = tok,
                         .on_text = stream ? on_text : NULL,
-                        .first_row = b0};
+                        .first_row = b0,
+                        .top_logits = a->json ? a->top_logits : 0};
     fsdpc_gen_result *res = NULL;
     double t0 = fsdpc__now();
     if (st == FSDPC_OK)
@@ -453,7 +482,8 @@ static int run(gen_args *a, fsdpc_err *err) {
     double secs = fsdpc__now() - t0;
     for (int i = 0; st == FSDPC_OK && i < nb; i++) {
       if (a->json)
-        print_json(b0 + i, &ps[b0 + i], &res[i], secs);
+        print_json(b0 + i, &ps[b0 + i], &res[i], secs, fsdpc__infer_model_peak_bytes(m),
+                   a->top_logits);
       else if (!stream)
         printf("%s\n", res[i].text);
     }

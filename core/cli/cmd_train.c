@@ -102,7 +102,7 @@ int fsdpc__cmd_train(int argc, char **argv) {
     st = fsdpc_trainer_run(t, 0, NULL, NULL, &err);
   /* generation only after the last step (not after a stop on a signal) */
   fsdpc_session *s = fsdpc__trainer_session(t);
-  if (st == FSDPC_OK && fsdpc_trainer_step(t) == cfg->train.max_steps) {
+  if (st == FSDPC_OK && fsdpc_trainer_step(t) == s->plan->modes.batch.max_steps) {
     st = fsdpc__session_generate_prompts(s, &err);
     if (st != FSDPC_OK && s->job && st == FSDPC_TIMEOUT)
       fsdpc__dist_blame_silent(s->job, &err);

@@ -6,53 +6,63 @@
  *   c = beta1 * m + (1 - beta1) * g
  *   p = p * (1 - lr * wd) - lr * sign(c)      (wd only where decay is set)
  *   m = beta2 * m + (1 - beta2) * g
- * One fp32 state slot ("exp_avg"), half of AdamW's. CPU only. */
+ * One fp32 state slot ("exp_avg"), half of AdamW's. CPU only.
+ *
+ * No globals (plugin ABI 1.1): the host table comes with each call, in the
+ * situation for supports() and in the init struct for create(); the
+ * optimizer keeps it for its own later calls. */
 #include <fsdpc/plugin.h>
-
-static const fsdpc_host_api *g_host;
 
 struct fsdpc_optimizer {
   double beta1, beta2, weight_decay;
+  const fsdpc_host_api *host; /* the host that created it */
 };
 
-static int32_t fail(int32_t st, const char *msg) {
-  g_host->set_error(g_host->host_ctx, st, msg);
+/* Tells host h why the call fails (when there is a host to tell). */
+static int32_t fail(const fsdpc_host_api *h, int32_t st, const char *msg) {
+  if (h && h->set_error)
+    h->set_error(h->host_ctx, st, msg);
   return st;
 }
 
 static int32_t lion_supports(const fsdpc_situation *s) {
+  const fsdpc_host_api *h = FSDPC_HAS_FIELD(s, fsdpc_situation, host) ? s->host : 0;
   if (s->device != FSDPC_DEVICE_CPU)
-    return fail(FSDPC_UNSUPPORTED, "lion runs on the CPU only (use cpu_offload or adamw)");
+    return fail(h, FSDPC_UNSUPPORTED, "lion runs on the CPU only (use cpu_offload or adamw)");
   return FSDPC_OK;
 }
 
 static int32_t lion_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
+  const fsdpc_host_api *h = FSDPC_HAS_FIELD(init, fsdpc_optim_init, host) ? init->host : 0;
+  if (!h) /* a 1.0 host: the entry point refused it already */
+    return FSDPC_UNSUPPORTED;
   if (init->device != FSDPC_DEVICE_CPU)
-    return fail(FSDPC_UNSUPPORTED, "lion runs on the CPU only (use cpu_offload or adamw)");
+    return fail(h, FSDPC_UNSUPPORTED, "lion runs on the CPU only (use cpu_offload or adamw)");
   double beta1 = 0.9, beta2 = 0.99; /* Lion's defaults, not AdamW's */
   if (init->opts) {
-    void *ctx = g_host->host_ctx;
-    int32_t st = g_host->opt_get(ctx, init->opts, "beta1", FSDPC_OPT_FLOAT, &beta1, sizeof beta1);
+    int32_t st =
+        h->opt_get(h->host_ctx, init->opts, "beta1", FSDPC_OPT_FLOAT, &beta1, sizeof beta1);
     if (st == FSDPC_OK)
-      st = g_host->opt_get(ctx, init->opts, "beta2", FSDPC_OPT_FLOAT, &beta2, sizeof beta2);
+      st = h->opt_get(h->host_ctx, init->opts, "beta2", FSDPC_OPT_FLOAT, &beta2, sizeof beta2);
     if (st != FSDPC_OK)
       return st;
   }
   if (init->weight_decay < 0)
-    return fail(FSDPC_INVALID_USAGE, "lion: weight_decay must be >= 0");
-  fsdpc_optimizer *o = g_host->alloc(g_host->host_ctx, sizeof *o, 64);
+    return fail(h, FSDPC_INVALID_USAGE, "lion: weight_decay must be >= 0");
+  fsdpc_optimizer *o = h->alloc(h->host_ctx, sizeof *o, 64);
   if (!o)
-    return fail(FSDPC_SYSTEM_ERROR, "lion: out of host memory");
+    return fail(h, FSDPC_SYSTEM_ERROR, "lion: out of host memory");
   o->beta1 = beta1;
   o->beta2 = beta2;
   o->weight_decay = init->weight_decay;
+  o->host = h;
   *out = o;
   return FSDPC_OK;
 }
 
 static void lion_destroy(fsdpc_optimizer *o) {
   if (o)
-    g_host->free(g_host->host_ctx, o);
+    o->host->free(o->host->host_ctx, o);
 }
 
 static uint32_t lion_n_slots(const fsdpc_optimizer *o) { return 1; }
@@ -64,7 +74,7 @@ static const char *lion_slot_name(const fsdpc_optimizer *o, uint32_t i) {
 static int32_t lion_init_state(fsdpc_optimizer *o, float *state, uint64_t n_floats, int32_t device,
                                void *stream) {
   if (device != FSDPC_DEVICE_CPU)
-    return fail(FSDPC_UNSUPPORTED, "lion: state must be on the CPU");
+    return fail(o->host, FSDPC_UNSUPPORTED, "lion: state must be on the CPU");
   for (uint64_t i = 0; i < n_floats; i++)
     state[i] = 0.0f;
   return FSDPC_OK;
@@ -77,7 +87,7 @@ static int32_t lion_step(fsdpc_optimizer *o, const fsdpc_optim_tensor *tensors, 
   for (uint32_t k = 0; k < n_tensors; k++) {
     const fsdpc_optim_tensor *t = &tensors[k];
     if (!t->param || !t->grad || !t->state)
-      return fail(FSDPC_INVALID_USAGE, "lion: a tensor has a NULL param, grad or state");
+      return fail(o->host, FSDPC_INVALID_USAGE, "lion: a tensor has a NULL param, grad or state");
     float *p = t->param;      /* (numel) */
     const float *g = t->grad; /* (numel) */
     float *m = t->state;      /* slot 0: (numel) */
@@ -150,10 +160,13 @@ static const fsdpc_plugin_desc plugin = {
 
 FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out) {
-  /* Refuse a host too old to have the services used above. */
+  /* Refuse a host too old to hand its table to each call (ABI 1.1). The
+   * table is used here only: it is not kept. */
   if (!host || !FSDPC_HAS_FIELD(host, fsdpc_host_api, opt_get) || !out)
     return FSDPC_UNSUPPORTED;
-  g_host = host;
+  if (host->abi_major != 1 || host->abi_minor < 1)
+    return fail(host, FSDPC_UNSUPPORTED,
+                "lion needs fsdpc plugin ABI 1.1 or later (this fsdpc speaks 1.0): update fsdpc");
   *out = &plugin;
   return FSDPC_OK;
 }

@@ -161,6 +161,33 @@ START_TEST(trainer_in_pieces) {
 }
 END_TEST
 
+/* train.epochs resolves into the trainer's run plan; the config stays as
+ * written (a second plan from it still says train.max_steps). */
+START_TEST(epochs_resolve_in_the_plan) {
+  char dtrain[600], ddir[600];
+  snprintf(dtrain, sizeof dtrain, "data.train=%s", data);
+  snprintf(ddir, sizeof ddir, "log.dir=%s/log-epochs", tmpdir);
+  const char *ovr[] = {dtrain, ddir, "train.epochs=1", "train.eval_every=0"};
+  fsdpc_config *c = parse(ovr, 4);
+  fsdpc_trainer *t = NULL;
+  fsdpc_err err = {0};
+  ck_assert_msg(fsdpc_trainer_create(c, &t, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc_plan_summary ps = {.struct_size = sizeof ps};
+  ck_assert_int_eq(fsdpc_plan_summarize(fsdpc_trainer_plan(t), &ps, &err), FSDPC_OK);
+  ck_assert_int_gt(ps.steps_per_epoch, 6);
+  ck_assert_int_eq(ps.max_steps, ps.steps_per_epoch);
+  fsdpc_trainer_destroy(t);
+  fsdpc_run_plan *p = NULL;
+  ck_assert_msg(fsdpc_plan_create(c, 1, 0, &p, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc_plan_summary p2 = {.struct_size = sizeof p2};
+  ck_assert_int_eq(fsdpc_plan_summarize(p, &p2, &err), FSDPC_OK);
+  ck_assert_int_eq(p2.steps_per_epoch, -1);
+  ck_assert_int_eq(p2.max_steps, 6); /* train.max_steps of the config, untouched */
+  fsdpc_plan_destroy(p);
+  fsdpc_config_destroy(c);
+}
+END_TEST
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "%s/api-test-XXXXXX", FSDPC_BINARY_DIR);
   if (!mkdtemp(tmpdir))
@@ -177,6 +204,7 @@ int main(void) {
   tcase_add_test(tc, config_errors);
   tcase_add_test(tc, plans);
   tcase_add_test(tc, trainer_in_pieces);
+  tcase_add_test(tc, epochs_resolve_in_the_plan);
   suite_add_tcase(su, tc);
   SRunner *sr = srunner_create(su);
   srunner_run_all(sr, CK_NORMAL);

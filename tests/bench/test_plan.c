@@ -205,6 +205,51 @@ START_TEST(transients_follow_the_schedule) {
 }
 END_TEST
 
+/* fsdp.param_copy: the planned device params grow by the bf16 copies (2
+ * bytes per shard element, i.e. half the fp32 shards), by whole units in
+ * order up to fsdp.param_copy_max_mib, and not at all on the CPU device. */
+static int64_t planned_params_peak(const char *device, const char *copy, const char *cap,
+                                   uint64_t *shards) {
+  const char *ovr[] = {device,
+                       copy,
+                       cap,
+                       "model.hidden_size=512",
+                       "model.intermediate_size=1376",
+                       "model.num_attention_heads=8"};
+  fsdpc_config *cfg = load(0, ovr, 6);
+  fsdpc_err err = {0};
+  fsdpc_plan_ctx *pc = NULL;
+  ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc_plan_mem m;
+  fsdpc_plan_variant v = {FSDPC_FULL_SHARD, 0, 0, -1};
+  ck_assert_msg(fsdpc__plan_config(pc, &v, 1, 1, &m, &err) == FSDPC_OK, "%s", err.msg);
+  *shards = m.params;
+  fsdpc__plan_ctx_destroy(pc);
+  fsdpc__config_destroy(cfg);
+  return m.peak[FSDPC_MEM_PARAMS];
+}
+
+START_TEST(param_copy_planned) {
+  uint64_t shards = 0;
+  const char *cuda = "train.device=cuda", *cpu = "train.device=cpu";
+  int64_t off =
+      planned_params_peak(cuda, "fsdp.param_copy=false", "fsdp.param_copy_max_mib=0", &shards);
+  int64_t on =
+      planned_params_peak(cuda, "fsdp.param_copy=true", "fsdp.param_copy_max_mib=0", &shards);
+  int64_t capped =
+      planned_params_peak(cuda, "fsdp.param_copy=true", "fsdp.param_copy_max_mib=8", &shards);
+  int64_t on_cpu =
+      planned_params_peak(cpu, "fsdp.param_copy=true", "fsdp.param_copy_max_mib=0", &shards);
+  ck_assert_int_eq(off, (int64_t)shards);
+  ck_assert_int_eq(on - off, (int64_t)shards / 2);
+  /* 3 layer units of about 6.3 MiB of copies each: one fits under 8 MiB */
+  ck_assert_int_gt(capped, off);
+  ck_assert_int_lt(capped, on);
+  ck_assert_int_le(capped - off, 8 << 20);
+  ck_assert_int_eq(on_cpu, (int64_t)shards);
+}
+END_TEST
+
 START_TEST(flops_formula) {
   /* Llama-3.2-1B shape (untied): 1.498 B params; 6 x (N - V x C) + 12 x L x C x T. */
   fsdpc_model_shape s = {.V = 128256, .C = 2048, .F = 8192, .L = 16, .NH = 32, .KVH = 8, .HD = 64};
@@ -223,6 +268,7 @@ int main(void) {
   tcase_add_test(tc, ctx_bytes_match_allocation);
   tcase_add_test(tc, transients_follow_the_schedule);
   tcase_add_test(tc, flops_formula);
+  tcase_add_test(tc, param_copy_planned);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

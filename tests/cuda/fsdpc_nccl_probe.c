@@ -348,7 +348,8 @@ static int run_rank(const char *mode, const char *variant) {
                         .rank = R,
                         .world_size = W,
                         .device_index = env.local_rank,
-                        .timeout_ms = hang ? 3000 : 60000};
+                        .timeout_ms = hang ? 3000 : 60000,
+                        .host = &g_host};
   fsdpc_comm *world = NULL;
   CALL(C->init(&in, &world));
   int members[64];

@@ -52,7 +52,8 @@ static void attn_case(int B, int T, int NH, int KVH, int HD, int causal, int wit
                         .scale = 1.0f / sqrtf((float)HD),
                         .dtype = FSDPC_DTYPE_F32,
                         .device = FSDPC_DEVICE_CPU,
-                        .doc_ids = doc};
+                        .doc_ids = doc,
+                        .host = &host};
   fsdpc_attn_shape g = s;
   g.dtype = FSDPC_DTYPE_BF16;
   g.device = FSDPC_DEVICE_CUDA;
@@ -127,7 +128,8 @@ START_TEST(refuses_fp32_on_cuda) {
                         .causal = 1,
                         .scale = 0.35f,
                         .dtype = FSDPC_DTYPE_F32,
-                        .device = FSDPC_DEVICE_CUDA};
+                        .device = FSDPC_DEVICE_CUDA,
+                        .host = &host};
   ck_assert_int_eq(A->supports(&s), FSDPC_UNSUPPORTED);
   ck_assert_ptr_nonnull(strstr(last_error, "only bf16"));
   s.dtype = FSDPC_DTYPE_BF16;

@@ -3,7 +3,10 @@
  * one, padded state strides, decay on some), several steps with changing lr
  * and grad_scale; parameters and every state slot must match within 1e-5
  * (the kernels do the same fp32 operations, so they are expected to match
- * bit for bit: the count of differing elements is printed). */
+ * bit for bit: the count of differing elements is printed). With the
+ * plugin's param_bf16 the GPU step also writes a bf16 copy of every updated
+ * param (fsdp.param_copy): it must equal the round-to-nearest-even cast of
+ * the GPU's fp32 params bit for bit. */
 #include "cuda_testutil.h"
 #include "host_stub.h"
 
@@ -49,7 +52,8 @@ static void compare(const char *name, fsdpc_optim_init in, int steps) {
   ck_assert_int_eq(vt->create(&in, &cpu), FSDPC_OK);
   in.device = FSDPC_DEVICE_CUDA;
   ck_assert_msg(vt->create(&in, &gpu) == FSDPC_OK, "%s", stub_last_error());
-  fsdpc_situation sit = {.struct_size = sizeof sit, .device = FSDPC_DEVICE_CUDA};
+  fsdpc_situation sit = {
+      .struct_size = sizeof sit, .device = FSDPC_DEVICE_CUDA, .host = stub_host()};
   ck_assert_int_eq(vt->supports(&sit), FSDPC_OK);
   const uint32_t slots = vt->n_slots(gpu);
   layout L;
@@ -57,6 +61,9 @@ static void compare(const char *name, fsdpc_optim_init in, int steps) {
   float *p = rand_f32(L.total_p, -1, 1), *s = malloc(sizeof(float) * L.total_s);
   float *d_p = up_raw(p, sizeof(float) * L.total_p);
   float *d_s = dev_alloc(sizeof(float) * L.total_s), *d_g = dev_alloc(sizeof(float) * L.total_p);
+  ck_assert_int_ge(vt->struct_size, offsetof(fsdpc_optim_v1, param_bf16) + sizeof(int32_t));
+  ck_assert_int_eq(vt->param_bf16, 1);
+  uint16_t *d_lp = dev_alloc(2 * (L.total_p ? L.total_p : 1)); /* 0xFFFF (NaN) until written */
   ck_assert_int_eq(vt->init_state(cpu, s, L.total_s, FSDPC_DEVICE_CPU, NULL), FSDPC_OK);
   ck_assert_msg(vt->init_state(gpu, d_s, L.total_s, FSDPC_DEVICE_CUDA,
                                fsdpc__cuda_compute_stream(g_ctx)) == FSDPC_OK,
@@ -67,6 +74,8 @@ static void compare(const char *name, fsdpc_optim_init in, int steps) {
     CK(fsdpc__cuda_h2d(g_ctx, d_g, g, sizeof(float) * L.total_p, &g_err));
     fill_tensors(tc, &L, p, g, s);
     fill_tensors(tg, &L, d_p, d_g, d_s);
+    for (int k = 0; k < NT; k++)
+      tg[k].param_bf16 = d_lp + L.off_p[k];
     fsdpc_optim_step_info info = {.struct_size = sizeof info,
                                   .step = step,
                                   .lr = 1e-2 / step,
@@ -103,6 +112,16 @@ static void compare(const char *name, fsdpc_optim_init in, int steps) {
   }
   printf("  %s: %zu of %llu params and %zu of %llu state values differ in any bit\n", name, diff_p,
          (unsigned long long)L.total_p, diff_s, (unsigned long long)ns);
+  uint16_t *lp = malloc(2 * (L.total_p ? L.total_p : 1));
+  CK(fsdpc__cuda_d2h(g_ctx, lp, d_lp, 2 * L.total_p, &g_err));
+  size_t diff_lp = 0;
+  for (uint64_t i = 0; i < L.total_p; i++)
+    diff_lp += lp[i] != f2bf(gp[i]);
+  printf("  %s: bf16 copy: %zu of %llu differ from the cast of the fp32 params\n", name, diff_lp,
+         (unsigned long long)L.total_p);
+  ck_assert_uint_eq(diff_lp, 0);
+  free(lp);
+  dev_free(d_lp, 2 * (L.total_p ? L.total_p : 1));
   free(p), free(s), free(gp), free(gs), free(ss), free(rs);
   dev_free(d_p, sizeof(float) * L.total_p), dev_free(d_s, sizeof(float) * L.total_s);
   dev_free(d_g, sizeof(float) * L.total_p);
@@ -114,6 +133,7 @@ static fsdpc_optim_init base_init(void) {
   fsdpc_optim_init in;
   memset(&in, 0, sizeof in);
   in.struct_size = sizeof in;
+  in.host = stub_host(); /* ABI 1.1: the host comes with the call */
   return in;
 }
 

@@ -229,7 +229,8 @@ static fsdpc_comm *init_world(fsdpc_dist_job *job, int64_t timeout_ms) {
                         .rank = R,
                         .world_size = W,
                         .device_index = -1,
-                        .timeout_ms = timeout_ms};
+                        .timeout_ms = timeout_ms,
+                        .host = &g_probe_host};
   fsdpc_comm *c = NULL;
   CALL(C->init(&in, &c));
   return c;

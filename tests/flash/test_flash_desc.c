@@ -39,9 +39,16 @@ static const fsdpc_component_desc *load(const char *name) {
 
 static fsdpc_attn_shape cuda_shape(int B, int T, int NH, int KVH, int HD) {
   fsdpc_attn_shape s = {.struct_size = sizeof(fsdpc_attn_shape),
-                        .B = B, .T = T, .NH = NH, .KVH = KVH, .HD = HD, .causal = 1,
+                        .B = B,
+                        .T = T,
+                        .NH = NH,
+                        .KVH = KVH,
+                        .HD = HD,
+                        .causal = 1,
                         .scale = 1.0f / sqrtf((float)HD),
-                        .dtype = FSDPC_DTYPE_BF16, .device = FSDPC_DEVICE_CUDA};
+                        .dtype = FSDPC_DTYPE_BF16,
+                        .device = FSDPC_DEVICE_CUDA,
+                        .host = &host};
   return s;
 }
 

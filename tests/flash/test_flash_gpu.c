@@ -167,7 +167,8 @@ static int run_config(const config *c) {
                         .scale = 1.0f / sqrtf((float)c->HD),
                         .dtype = FSDPC_DTYPE_F32,
                         .device = FSDPC_DEVICE_CPU,
-                        .doc_ids = c->docs ? doc : NULL};
+                        .doc_ids = c->docs ? doc : NULL,
+                        .host = &host};
   fsdpc_attn_sizes sz = {.struct_size = sizeof sz};
   if (naive->sizes(NULL, &s, &sz) != FSDPC_OK) {
     fprintf(stderr, "naive sizes: %s\n", last_error);

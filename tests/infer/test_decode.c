@@ -106,6 +106,21 @@ START_TEST(teacher_forced_equals_transformers) {
                       name, b, p, md);
         checked++;
       }
+      next[b] = 0;
+    }
+    /* greedy picks (on the device where it can) = the host argmax of lg */
+    int32_t gid[2];
+    ck_assert_msg(fsdpc__decoder_greedy(d, gid, &err) == FSDPC_OK, "%s", err.msg);
+    for (int b = 0; b < B; b++) {
+      int32_t want = 0;
+      for (int v = 1; v < V; v++)
+        if (lg[(size_t)b * V + v] > lg[(size_t)b * V + want])
+          want = v;
+      ck_assert_msg(gid[b] == want, "%s row %d step %d: greedy %d, argmax of the logits %d", name,
+                    b, step, gid[b], want);
+    }
+    for (int b = 0; b < B; b++) {
+      int p = lens[b] + step - 1;
       next[b] = p + 1 < T ? ids[b * T + p + 1] : 0;
     }
     if (step == T - lens[0])
@@ -200,6 +215,45 @@ START_TEST(sampling_is_seeded_per_prompt) {
 }
 END_TEST
 
+/* ops->argmax_rows: the lowest id among equal maxima, wherever they are
+ * (first and last id, across the threads of a block), and -inf rows. */
+START_TEST(argmax_rows_ties) {
+  fsdpc_infer_model *m = load(fixtures[0]);
+  const fsdpc_ops *ops = m->ops;
+  ck_assert_ptr_nonnull(ops->argmax_rows);
+  enum { N = 5, V = 5000 };
+  float *x = malloc((size_t)N * V * sizeof *x);
+  for (int i = 0; i < N * V; i++)
+    x[i] = (float)((i * 7919) % 1000) / 1000.0f;
+  int want[N] = {3, 0, V - 1, 1025, 0};
+  for (int r = 0; r < N; r++) {
+    float *row = x + (size_t)r * V;
+    if (r == 4) {
+      for (int v = 0; v < V; v++)
+        row[v] = -INFINITY;
+      continue;
+    }
+    row[want[r]] = 2.0f;
+    if (r == 0)
+      row[4000] = row[3001] = 2.0f; /* later ties lose */
+    if (r == 3)
+      row[1026] = row[2049] = row[V - 1] = 2.0f;
+  }
+  float *dx = ops->alloc(ops->ctx, FSDPC_MEM_OTHER, sizeof(float) * N * V);
+  int32_t *dout = ops->alloc(ops->ctx, FSDPC_MEM_OTHER, sizeof(int32_t) * N), got[N];
+  fsdpc_err err = {0};
+  ck_assert(ops->upload(ops->ctx, dx, x, sizeof(float) * N * V, &err) == FSDPC_OK);
+  ck_assert_msg(ops->argmax_rows(ops->ctx, dout, dx, N, V, &err) == FSDPC_OK, "%s", err.msg);
+  ck_assert(ops->download(ops->ctx, got, dout, sizeof got, &err) == FSDPC_OK);
+  for (int r = 0; r < N; r++)
+    ck_assert_msg(got[r] == want[r], "row %d: argmax %d, want %d", r, got[r], want[r]);
+  ops->free(ops->ctx, FSDPC_MEM_OTHER, dx, sizeof(float) * N * V);
+  ops->free(ops->ctx, FSDPC_MEM_OTHER, dout, sizeof(int32_t) * N);
+  free(x);
+  fsdpc__infer_model_free(m);
+}
+END_TEST
+
 int main(void) {
 #ifdef FSDPC_DECODE_CUDA
   fsdpc_infer_load_opts probe = {.dir = FIX "hf_tiny_untied", .device = "cuda"};
@@ -217,6 +271,7 @@ int main(void) {
   tcase_add_loop_test(tc, teacher_forced_equals_transformers, 0, 2);
   tcase_add_loop_test(tc, cache_equals_recompute, 0, 2);
   tcase_add_loop_test(tc, sampling_is_seeded_per_prompt, 0, 2);
+  tcase_add_test(tc, argmax_rows_ties);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
 #ifdef FSDPC_DECODE_CUDA

@@ -69,4 +69,25 @@ timeout 60 "$FSDPC" generate ck2/final --file m.jsonl --max-new-tokens 2 >x.log 
 grep -q "pass --chat" x.log || fail "messages without --chat: $(cat x.log)"
 timeout 60 "$FSDPC" generate ck2/final --chat --file m.jsonl --json --max-new-tokens 2 >x.json 2>&1 ||
   fail "messages: $(cat x.json)"
+# --top-logits: per generated token the N highest (id, logit), highest first;
+# greedy picks the first; the tokens are those of the device greedy path
+H=$FIX/hf_tiny_untied
+for dev in "--device cpu"; do
+  timeout 60 "$FSDPC" generate "$H" --prompt-ids 5,6,7 --max-new-tokens 6 --json $dev \
+    >g.json 2>/dev/null || fail "greedy"
+  timeout 60 "$FSDPC" generate "$H" --prompt-ids 5,6,7 --max-new-tokens 6 --json --top-logits 4 \
+    $dev >t.json 2>/dev/null || fail "--top-logits"
+  python3 - g.json t.json <<'PY' || fail "--top-logits: $(cat t.json)"
+import json, sys
+g, t = (json.loads(open(f).readline()) for f in sys.argv[1:3])
+assert g["ids"] == t["ids"] and len(t["top_logits"]) == len(t["ids"]) == 6, (g, t)
+for tok, top in zip(t["ids"], t["top_logits"]):
+    assert len(top) == 4 and top[0][0] == tok, top
+    vals = [v for _, v in top]
+    assert vals == sorted(vals, reverse=True) and len({i for i, _ in top}) == 4, top
+assert g["peak_device_bytes"] > 0, g
+PY
+done
+timeout 60 "$FSDPC" generate "$H" --prompt-ids 5 --top-logits 101 >x.log 2>&1 && fail "top 101"
+grep -q "bad value '101' for --top-logits" x.log || fail "top 101: $(cat x.log)"
 echo PASS

@@ -76,7 +76,8 @@ static fsdpc_attn_shape make_shape(int B, int T, int NH, int KVH, int HD, int ca
                         .scale = 1.0f / sqrtf((float)HD),
                         .dtype = FSDPC_DTYPE_F32,
                         .device = FSDPC_DEVICE_CPU,
-                        .doc_ids = doc};
+                        .doc_ids = doc,
+                        .host = &host};
   return s;
 }
 

@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <omp.h>
+
 #include "fd_check.h"
 #include "ops/cpu/ops_cpu.h"
+#include "ops/ops.h"
 
 static void fill_nan(float *x, size_t n) {
   for (size_t i = 0; i < n; i++)
@@ -337,6 +340,68 @@ START_TEST(residual_and_reduce) {
 }
 END_TEST
 
+/* train.threads reaches the CPU ops per call: the caller's OpenMP setting
+ * is never changed, the team size is set for the call only, and the
+ * results do not depend on it. */
+START_TEST(cpu_team_is_per_call) {
+  omp_set_num_threads(3); /* the caller's own setting */
+  ck_assert_int_eq(fsdpc__cpu_nt(), 3);
+  ck_assert_int_eq(fsdpc__cpu_team_set(2), 0);
+  ck_assert_int_eq(fsdpc__cpu_nt(), 2);
+  ck_assert_int_eq(fsdpc__cpu_team_set(0), 2);
+  ck_assert_int_eq(fsdpc__cpu_nt(), 3);
+
+  enum { N = 300, C = 70, OC = 290 }; /* several GEMM output tiles */
+  float *x = malloc(sizeof(float) * N * C), *w = malloc(sizeof(float) * OC * C);
+  float *o1 = malloc(sizeof(float) * N * OC), *o4 = malloc(sizeof(float) * N * OC);
+  test_rng rng = {11};
+  rng_fill(&rng, x, N * C, 1.0f);
+  rng_fill(&rng, w, OC * C, 1.0f);
+  int one = 1, four = 4;
+  fsdpc_ops t1, t4;
+  fsdpc__ops_cpu_team(&t1, &one);
+  fsdpc__ops_cpu_team(&t4, &four);
+  fsdpc_err err;
+  ck_assert_int_eq(t1.matmul_fwd(t1.ctx, o1, x, w, NULL, N, C, OC, &err), FSDPC_OK);
+  ck_assert_int_eq(t4.matmul_fwd(t4.ctx, o4, x, w, NULL, N, C, OC, &err), FSDPC_OK);
+  ck_assert_int_eq(memcmp(o1, o4, sizeof(float) * N * OC), 0);
+  ck_assert_int_eq(omp_get_max_threads(), 3); /* untouched */
+  ck_assert_int_eq(fsdpc__cpu_nt(), 3);       /* the call's team is gone */
+  free(x), free(w), free(o1), free(o4);
+}
+END_TEST
+
+/* A device that keeps the error behind a failed alloc or free. */
+static int kept;
+static fsdpc_status fake_take(void *ctx, fsdpc_err *err) {
+  if (!kept)
+    return FSDPC_OK;
+  kept = 0;
+  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cuda: an illegal memory access (a fault)");
+}
+
+/* A failed alloc reads as the device's reason when it has one, and as out
+ * of memory only otherwise; a failed free is not dropped. */
+START_TEST(oom_reports_the_device_reason) {
+  fsdpc_ops dev = *fsdpc__ops_cpu();
+  dev.take_error = fake_take;
+  fsdpc_err err;
+  kept = 1;
+  ck_assert_int_eq(fsdpc__ops_oom(&dev, &err, "gathering unit %s (%d bytes)", "layers.3", 64),
+                   FSDPC_SYSTEM_ERROR);
+  ck_assert_str_eq(err.msg, "gathering unit layers.3 (64 bytes): cuda: an illegal memory access "
+                            "(a fault)");
+  ck_assert_int_eq(fsdpc__ops_oom(&dev, &err, "gathering unit %s", "layers.3"), FSDPC_SYSTEM_ERROR);
+  ck_assert_str_eq(err.msg, "out of memory gathering unit layers.3");
+  ck_assert_int_eq(fsdpc__ops_oom(fsdpc__ops_cpu(), &err, "for %s", "x"), FSDPC_SYSTEM_ERROR);
+  ck_assert_str_eq(err.msg, "out of memory for x");
+  kept = 1;
+  ck_assert_int_eq(fsdpc__ops_freed(&dev, &err), FSDPC_SYSTEM_ERROR);
+  ck_assert_int_eq(fsdpc__ops_freed(&dev, &err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc__ops_freed(fsdpc__ops_cpu(), &err), FSDPC_OK);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("ops_fwd");
   TCase *tc = tcase_create("forward");
@@ -351,6 +416,8 @@ int main(void) {
   tcase_add_test(tc, xent_stable_and_accumulates);
   tcase_add_test(tc, logits_match_matmul);
   tcase_add_test(tc, residual_and_reduce);
+  tcase_add_test(tc, cpu_team_is_per_call);
+  tcase_add_test(tc, oom_reports_the_device_reason);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -18,6 +18,7 @@ static fsdpc_optim_init make_init(double wd, double b1, double b2, double eps) {
   fsdpc_optim_init in;
   memset(&in, 0, sizeof in);
   in.struct_size = sizeof in;
+  in.host = stub_host(); /* ABI 1.1: the host comes with the call */
   in.weight_decay = wd;
   in.beta1 = b1;
   in.beta2 = b2;
@@ -48,7 +49,7 @@ static fsdpc_optimizer *create_ok(double wd, double b1, double b2, double eps) {
 
 static fsdpc_optim_tensor make_tensor(float *p, const float *g, float *state, uint64_t numel,
                                       uint64_t stride, int decay) {
-  fsdpc_optim_tensor t = {sizeof(fsdpc_optim_tensor), p, g, state, numel, stride, decay};
+  fsdpc_optim_tensor t = {sizeof(fsdpc_optim_tensor), p, g, state, numel, stride, decay, NULL};
   return t;
 }
 
@@ -83,6 +84,7 @@ START_TEST(supports_cpu_only) {
   fsdpc_situation s;
   memset(&s, 0, sizeof s);
   s.struct_size = sizeof s;
+  s.host = stub_host();
   s.device = FSDPC_DEVICE_CPU;
   ck_assert_int_eq(vt->supports(&s), FSDPC_OK);
   s.device = FSDPC_DEVICE_CUDA;

@@ -29,6 +29,7 @@ static int32_t try_create(sgd_cfg c, fsdpc_optimizer **opt) {
   memset(&in, 0, sizeof in);
   in.struct_size = sizeof in;
   in.opts = (const fsdpc_opts *)&opts;
+  in.host = stub_host(); /* ABI 1.1: the host comes with the call */
   in.weight_decay = c.wd;
   in.momentum = c.momentum;
   in.nesterov = c.nesterov;
@@ -58,7 +59,7 @@ static fsdpc_optim_step_info make_info(int64_t step, double lr, double grad_scal
 
 static fsdpc_optim_tensor make_tensor(float *p, const float *g, float *state, uint64_t numel,
                                       uint64_t stride, int decay) {
-  fsdpc_optim_tensor t = {sizeof(fsdpc_optim_tensor), p, g, state, numel, stride, decay};
+  fsdpc_optim_tensor t = {sizeof(fsdpc_optim_tensor), p, g, state, numel, stride, decay, NULL};
   return t;
 }
 
@@ -89,6 +90,7 @@ START_TEST(supports_cpu_only) {
   fsdpc_situation s;
   memset(&s, 0, sizeof s);
   s.struct_size = sizeof s;
+  s.host = stub_host();
   s.device = FSDPC_DEVICE_CPU;
   ck_assert_int_eq(vt->supports(&s), FSDPC_OK);
   s.device = FSDPC_DEVICE_CUDA;
@@ -355,6 +357,7 @@ START_TEST(bad_hyperparameters_rejected) {
   memset(&in, 0, sizeof in);
   in.struct_size = sizeof in;
   in.opts = (const fsdpc_opts *)&empty;
+  in.host = stub_host();
   fsdpc_optimizer *opt = NULL;
   stub_clear_error();
   ck_assert_int_eq(vt->create(&in, &opt), FSDPC_INVALID_USAGE);

@@ -1,6 +1,7 @@
 /* Drives the out-of-tree lion plugin the way a host does, using only the
  * installed <fsdpc/plugin.h>: dlopen, entry point, create, init_state, two
- * steps checked against hand-computed values, supports() veto.
+ * steps checked against hand-computed values, supports() veto; a host of
+ * plugin ABI 1.0 (which does not hand its table to each call) refused.
  * Built and run by test_example_plugin.sh. Usage: lion_check PLUGIN.so */
 #include <dlfcn.h>
 #include <fsdpc/plugin.h>
@@ -45,7 +46,7 @@ int main(int argc, char **argv) {
   memcpy(&entry, &sym, sizeof entry);
   fsdpc_host_api host = {.struct_size = sizeof host,
                          .abi_major = 1,
-                         .abi_minor = 0,
+                         .abi_minor = FSDPC_PLUGIN_ABI_MINOR,
                          .host_version = "test",
                          .log = h_log,
                          .set_error = h_set_error,
@@ -54,18 +55,22 @@ int main(int argc, char **argv) {
                          .opt_get = h_opt_get,
                          .device_info = h_device_info};
   const fsdpc_plugin_desc *d = NULL;
+  fsdpc_host_api host10 = host;
+  host10.abi_minor = 0;
+  CHECK(entry(&host10, &d) == FSDPC_UNSUPPORTED && strstr(last_error, "1.1"),
+        "a 1.0 host was not refused with a reason: '%s'", last_error);
   CHECK(entry(&host, &d) == FSDPC_OK && d, "entry failed");
   CHECK(d->abi_major == 1 && d->n_components == 1, "bad descriptor");
   const fsdpc_component_desc *c = d->components[0];
   CHECK(c->kind == FSDPC_KIND_OPTIM && strcmp(c->name, "lion") == 0, "not optim/lion");
   const fsdpc_optim_v1 *vt = c->vtable;
 
-  fsdpc_situation cuda = {.struct_size = sizeof cuda, .device = FSDPC_DEVICE_CUDA};
+  fsdpc_situation cuda = {.struct_size = sizeof cuda, .device = FSDPC_DEVICE_CUDA, .host = &host};
   CHECK(vt->supports(&cuda) == FSDPC_UNSUPPORTED, "supports() accepted CUDA");
   CHECK(strstr(last_error, "CPU only"), "no reason for the veto: '%s'", last_error);
 
   fsdpc_optim_init init = {
-      .struct_size = sizeof init, .weight_decay = 0.1, .device = FSDPC_DEVICE_CPU};
+      .struct_size = sizeof init, .weight_decay = 0.1, .device = FSDPC_DEVICE_CPU, .host = &host};
   fsdpc_optimizer *opt = NULL;
   CHECK(vt->create(&init, &opt) == FSDPC_OK, "create: %s", last_error);
   CHECK(vt->n_slots(opt) == 1 && strcmp(vt->slot_name(opt, 0), "exp_avg") == 0, "slots");

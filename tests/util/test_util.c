@@ -1,8 +1,13 @@
 /* Status table, error helpers and memory accounting. */
 #include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/err.h"
+#include "util/fs.h"
 #include "util/mem.h"
 
 START_TEST(status_names_are_fixed) {
@@ -46,12 +51,39 @@ START_TEST(mem_accounting) {
 }
 END_TEST
 
+/* Entries of dir other than . and .. */
+static int entries(const char *dir) {
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+  closedir(d);
+  return n;
+}
+
+/* The save-rate probe writes into the folder (or its nearest existing
+ * parent, creating nothing) and removes its file. */
+START_TEST(write_rate_probe) {
+  char dir[] = "/tmp/fsdpc-rate-XXXXXX", sub[64];
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  ck_assert_double_gt(fsdpc__write_rate_mib_s(dir, 1 << 20), 0.0);
+  snprintf(sub, sizeof sub, "%s/not/yet", dir);
+  ck_assert_double_gt(fsdpc__write_rate_mib_s(sub, 1 << 20), 0.0);
+  ck_assert_int_eq(entries(dir), 0); /* no probe left, no folder made */
+  ck_assert_double_eq(fsdpc__write_rate_mib_s(dir, 0), 0.0);
+  ck_assert_double_eq(fsdpc__write_rate_mib_s("/proc/no-such-folder", 1 << 20), 0.0);
+  rmdir(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("util");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, status_names_are_fixed);
   tcase_add_test(tc, fail_and_prefix);
   tcase_add_test(tc, mem_accounting);
+  tcase_add_test(tc, write_rate_probe);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -90,6 +90,10 @@ typedef struct fsdpc_plan_summary {
   int32_t activation_checkpointing, cpu_offload;
   /* chosen plugins (owned by the plan) */
   const char *strategy_name, *attention, *optim, *wrap;
+  /* Appended: steps per epoch of the training data (-1 until a trainer has
+   * opened it) and the steps of the run (train.max_steps, or train.epochs x
+   * steps per epoch once known). */
+  int64_t steps_per_epoch, max_steps;
 } fsdpc_plan_summary;
 
 /* The plan of cfg at world_size ranks, nproc_per_node per node (0 = all on
@@ -108,7 +112,7 @@ typedef struct fsdpc_trainer fsdpc_trainer;
 typedef struct fsdpc_step_metrics {
   uint32_t struct_size; /* sizeof(fsdpc_step_metrics) as this library knows it */
   int64_t step;         /* 1-based: steps done */
-  int64_t max_steps;    /* train.max_steps */
+  int64_t max_steps;    /* steps of the run: train.max_steps, or train.epochs x steps per epoch */
   double loss;          /* mean over the global batch; NaN for a skipped step (a global
                          * batch without a target token) */
   double lr, grad_norm; /* grad_norm before clipping */
@@ -124,15 +128,17 @@ typedef int32_t (*fsdpc_step_fn)(void *user, const fsdpc_step_metrics *m);
 /* Builds a trainer for this process: a single process, or one rank of a
  * job when the environment says so (RANK, WORLD_SIZE, ... as torchrun sets
  * them). Reads the initial weights (or resumes) and opens the data. cfg
- * must outlive the trainer; with train.epochs set, the trainer resolves
- * cfg's train.max_steps from the data (epochs x steps per epoch). */
+ * must outlive the trainer and is only read: with train.epochs set, the
+ * run's step count (epochs x steps per epoch) is resolved into the run
+ * plan, and reported as fsdpc_step_metrics.max_steps. */
 FSDPC_API fsdpc_status fsdpc_trainer_create(const fsdpc_config *cfg, fsdpc_trainer **out,
                                             fsdpc_err *err);
 /* The trainer's run plan (owned by it). */
 FSDPC_API const fsdpc_run_plan *fsdpc_trainer_plan(const fsdpc_trainer *t);
-/* Runs up to n_steps more steps (n_steps <= 0: until train.max_steps),
- * evaluating and checkpointing as the config says; at train.max_steps also
- * the final checkpoint. fn may be NULL. Collective. */
+/* Runs up to n_steps more steps (n_steps <= 0: until the run's last step,
+ * train.max_steps or what train.epochs resolves to), evaluating and
+ * checkpointing as the config says; at the last step also the final
+ * checkpoint. fn may be NULL. Collective. */
 FSDPC_API fsdpc_status fsdpc_trainer_run(fsdpc_trainer *t, int64_t n_steps, fsdpc_step_fn fn,
                                          void *user, fsdpc_err *err);
 /* Steps done so far (a resumed run starts at its checkpoint's step). */

@@ -1,4 +1,4 @@
-/* fsdpc plugin ABI, version 1.
+/* fsdpc plugin ABI, version 1.1.
  *
  * This header is the whole contract between libfsdpc (the host) and a
  * plugin. It is pure C11, includes nothing but <stdint.h> and <stddef.h>, and
@@ -18,6 +18,18 @@
  * - Every function returns an fsdpc status code (int32_t). On failure, call
  *   host->set_error() with one line that says what is wrong and what to do.
  * - The host never unloads a plugin while an object it created is alive.
+ * - No globals (1.1): the host table reaches every call, so a plugin keeps
+ *   no pointer to it from the entry point (one process may hold several
+ *   hosts, e.g. two embedded trainers). Calls that create an object get it
+ *   in their input struct (fsdpc_comm_init.host, fsdpc_optim_init.host) and
+ *   the object keeps it for its later calls; supports() gets it in
+ *   fsdpc_situation.host / fsdpc_attn_shape.host; the calls that had no
+ *   struct get an fsdpc_call (host + options) through the *_call members
+ *   appended in 1.1, which the host uses instead of the 1.0 member when they
+ *   are set. A 1.0 plugin (no *_call members, a global host pointer) still
+ *   loads and works: a 1.1 host fills both. A plugin reads these fields only
+ *   when FSDPC_HAS_FIELD covers them and they are non-NULL (a 1.0 host does
+ *   not fill them): without a host it returns its status with no message.
  *
  * Ownership: objects created by a plugin (communicators, optimizers, ...)
  * are owned by the host, which destroys them through the same vtable.
@@ -33,7 +45,7 @@ extern "C" {
 #endif
 
 #define FSDPC_PLUGIN_ABI_MAJOR 1
-#define FSDPC_PLUGIN_ABI_MINOR 0
+#define FSDPC_PLUGIN_ABI_MINOR 1 /* 1.1: host context in every call */
 
 #if defined(__GNUC__)
 #define FSDPC_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -179,6 +191,16 @@ typedef struct fsdpc_host_api {
   int32_t (*device_info)(void *host_ctx, fsdpc_device_info *out);
 } fsdpc_host_api;
 
+/* 1.1: the context of one call that has no struct of its own to carry it
+ * (wrap plan, statedict probe/save/load, attention create): the host table
+ * of the host making the call and the component's options. Valid for the
+ * call only. */
+typedef struct fsdpc_call {
+  uint32_t struct_size;
+  const fsdpc_host_api *host; /* never NULL from a 1.1 host */
+  const fsdpc_opts *opts;     /* the component's validated options, or NULL */
+} fsdpc_call;
+
 /* What `auto` selection and supports() look at. */
 typedef struct fsdpc_situation {
   uint32_t struct_size;
@@ -187,6 +209,8 @@ typedef struct fsdpc_situation {
   int32_t world_size;
   int32_t num_heads, num_kv_heads, head_dim;
   int32_t max_seq_len;
+  /* Appended in 1.1: the host asking (set_error for a veto's reason). */
+  const fsdpc_host_api *host;
 } fsdpc_situation;
 
 /* ====================================================================== */
@@ -208,6 +232,9 @@ typedef struct fsdpc_comm_init {
   int32_t rank, world_size;
   int32_t device_index;        /* CUDA ordinal or -1 */
   int64_t timeout_ms;          /* default per-op timeout */
+  /* Appended in 1.1: the host creating the comm; the comm keeps it for its
+   * later calls (and gives it to the comms split from it). */
+  const fsdpc_host_api *host;
 } fsdpc_comm_init;
 
 /* Says which op is running, so that timeouts and errors name it. */
@@ -284,6 +311,12 @@ typedef struct fsdpc_attn_shape {
   /* (optional) document ids, (B, T) int32 in device memory: when non-NULL a
    * query attends only to keys with the same id (packed sequences). */
   const int32_t *doc_ids;
+  /* Appended in 1.1: the host making the call (supports, sizes, forward,
+   * backward), for a plugin without a per-device context. */
+  const fsdpc_host_api *host;
+  /* Appended in 1.1: CPU threads to use (train.threads); 0 = the plugin's
+   * choice (e.g. omp_get_max_threads()). */
+  int32_t num_threads;
 } fsdpc_attn_shape;
 
 typedef struct fsdpc_attn_sizes {
@@ -311,6 +344,11 @@ typedef struct fsdpc_attention_v1 {
                       const void *out, const void *dout, const void *saved,
                       void *dq, void *dk, void *dv, void *workspace,
                       void *stream);
+
+  /* Appended in 1.1. (optional) create with the call context (host and
+   * options); a 1.1 host calls it instead of create when set. */
+  int32_t (*create_call)(const fsdpc_call *call, int32_t device, int32_t device_index,
+                         fsdpc_attn_ctx **out);
 } fsdpc_attention_v1;
 
 /* ====================================================================== */
@@ -330,6 +368,9 @@ typedef struct fsdpc_optim_init {
   double momentum;
   int32_t nesterov;
   int32_t device;          /* FSDPC_DEVICE_* the step runs on */
+  /* Appended in 1.1: the host creating the optimizer; the optimizer keeps
+   * it for its later calls. */
+  const fsdpc_host_api *host;
 } fsdpc_optim_init;
 
 typedef struct fsdpc_optim_tensor {
@@ -340,6 +381,11 @@ typedef struct fsdpc_optim_tensor {
   uint64_t numel;
   uint64_t stride;     /* elements between state slots */
   int32_t decay;       /* 1 = apply weight decay to this tensor */
+  /* (appended; read only when struct_size covers it) NULL, or (numel) bf16
+   * bits that a plugin with param_bf16 set in its vtable fills with the
+   * updated param rounded to nearest even: the engine's compute-dtype copy,
+   * written in the same pass instead of a separate cast. */
+  uint16_t *param_bf16;
 } fsdpc_optim_tensor;
 
 typedef struct fsdpc_optim_step_info {
@@ -366,6 +412,10 @@ typedef struct fsdpc_optim_v1 {
   /* One update over a list of tensors (multi-tensor apply). */
   int32_t (*step)(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors,
                   uint32_t n_tensors, const fsdpc_optim_step_info *info);
+  /* (appended) 1 = step() on FSDPC_DEVICE_CUDA writes
+   * fsdpc_optim_tensor.param_bf16 where it is non-NULL; 0 (or a shorter
+   * struct) = never: the host casts the params itself. */
+  int32_t param_bf16;
 } fsdpc_optim_v1;
 
 /* ====================================================================== */
@@ -391,6 +441,12 @@ typedef struct fsdpc_wrap_v1 {
   int32_t (*plan)(const fsdpc_opts *opts, const fsdpc_wrap_param *params,
                   uint32_t n_params, uint32_t *unit_of_param,
                   uint32_t *n_units);
+
+  /* Appended in 1.1: plan with the call context (call->opts replaces opts).
+   * A 1.1 host calls it instead of plan when set; either may then be NULL,
+   * not both. */
+  int32_t (*plan_call)(const fsdpc_call *call, const fsdpc_wrap_param *params, uint32_t n_params,
+                       uint32_t *unit_of_param, uint32_t *n_units);
 } fsdpc_wrap_v1;
 
 /* ====================================================================== */
@@ -515,6 +571,15 @@ typedef struct fsdpc_statedict_v1 {
    * state when present and with_optimizer is set) from dir. */
   int32_t (*load)(const fsdpc_opts *opts, const fsdpc_sd_host *host,
                   const char *dir, int32_t with_optimizer);
+
+  /* Appended in 1.1: the same three with the call context (call->opts
+   * replaces opts). A 1.1 host calls these instead when set; save and load
+   * may then be NULL (one of each pair must be set). */
+  int32_t (*probe_call)(const fsdpc_call *call, const char *dir); /* (optional) */
+  int32_t (*save_call)(const fsdpc_call *call, const fsdpc_sd_host *host, const char *dir,
+                       const fsdpc_sd_save_opts *save_opts);
+  int32_t (*load_call)(const fsdpc_call *call, const fsdpc_sd_host *host, const char *dir,
+                       int32_t with_optimizer);
 } fsdpc_statedict_v1;
 
 /* ====================================================================== */
@@ -543,8 +608,11 @@ typedef struct fsdpc_plugin_desc {
   uint32_t n_components;
 } fsdpc_plugin_desc;
 
-/* The one exported symbol. Called once after dlopen. Return OK and a
- * descriptor that lives as long as the plugin is loaded. */
+/* The one exported symbol. Called once after dlopen (and again by each
+ * further host in the process that loads the same file). Return OK and a
+ * descriptor that lives as long as the plugin is loaded. The host table is
+ * valid for this call; from 1.1 the host hands it to every later call, so
+ * the plugin need not keep it. */
 typedef int32_t (*fsdpc_plugin_entry_v1_fn)(const fsdpc_host_api *host,
                                             const fsdpc_plugin_desc **out);
 #define FSDPC_PLUGIN_ENTRY_V1 "fsdpc_plugin_entry_v1"

@@ -71,7 +71,9 @@ FSDPC_API fsdpc_status fsdpc_plan_summarize(const fsdpc_run_plan *p, fsdpc_plan_
                              .strategy_name = fsdpc__strategy_name(m->strategy),
                              .attention = p->attn ? p->attn->desc->name : "",
                              .optim = p->optim ? p->optim->desc->name : "",
-                             .wrap = p->wrap ? p->wrap->desc->name : ""};
+                             .wrap = p->wrap ? p->wrap->desc->name : "",
+                             .steps_per_epoch = m->batch.steps_per_epoch,
+                             .max_steps = m->batch.max_steps};
   memcpy(out, &full, full.struct_size);
   return FSDPC_OK;
 }
@@ -90,8 +92,8 @@ FSDPC_API fsdpc_status fsdpc_trainer_create(const fsdpc_config *cfg, fsdpc_train
   fsdpc_trainer *t = calloc(1, sizeof *t);
   if (!t)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  /* The session reads the config; it writes only train.max_steps, resolved
-   * from train.epochs and the data (train/dataset.c). */
+  /* The session only reads the config (the steps train.epochs resolves to
+   * live in the run plan: fsdpc_run_batch.max_steps). */
   fsdpc_status st = fsdpc__session_create((fsdpc_config *)cfg, &env, &t->s, err);
   if (st != FSDPC_OK) {
     free(t);
@@ -119,8 +121,9 @@ FSDPC_API int32_t fsdpc_trainer_stop_signal(const fsdpc_trainer *t, int32_t *sav
 static fsdpc_status failed(fsdpc_trainer *t, fsdpc_status st, fsdpc_err *err) {
   if (!t->s->job)
     return st;
-  /* a collective that timed out: name the ranks whose heartbeat stands still */
-  if (st == FSDPC_TIMEOUT && err)
+  /* a collective that timed out or lost a peer: name the ranks (and, across
+   * nodes, the node) whose heartbeat stands still */
+  if ((st == FSDPC_TIMEOUT || st == FSDPC_SYSTEM_ERROR) && err)
     fsdpc__dist_blame_silent(t->s->job, err);
   fsdpc__dist_post_abort(t->s->job->store, err ? err->msg : "", NULL);
   return st;
@@ -131,7 +134,7 @@ FSDPC_API fsdpc_status fsdpc_trainer_run(fsdpc_trainer *t, int64_t n_steps, fsdp
   if (!t)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "fsdpc_trainer_run: NULL trainer");
   fsdpc_session *s = t->s;
-  int64_t max = s->cfg->train.max_steps;
+  int64_t max = s->plan->modes.batch.max_steps;
   int64_t end = n_steps > 0 && s->next_step + n_steps < max ? s->next_step + n_steps : max;
   fsdpc_status st;
   while (s->next_step < end) {

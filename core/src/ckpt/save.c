@@ -11,6 +11,7 @@
 #include "ckpt/verify.h"
 #include "config/opts.h"
 #include "io/fileio.h"
+#include "plugin/call.h"
 #include "util/fs.h"
 #include "util/log.h"
 
@@ -67,8 +68,7 @@ fsdpc_status fsdpc__ckpt_save_part(fsdpc_ckpt_host *h, const fsdpc_component *pl
   h->cap_written = 0;
   h->has_err = 0;
   h->save_dtype = so->dtype;
-  const fsdpc_statedict_v1 *v = plugin->vtable;
-  int32_t r = v->save(opts, &h->sd, tmp, so);
+  int32_t r = fsdpc__call_sd_save(plugin, opts, &h->sd, tmp, so);
   fsdpc_err e2;
   if (h->be.done) h->be.done(h->be.ctx, 0, &e2); /* staged shards are not needed any more */
   if (r != FSDPC_OK)
@@ -167,8 +167,7 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
   if (st == FSDPC_OK && !h->verify && h->sd.rank == 0)
     FSDPC_LOGW("%s has no checksums (not written by fsdpc?): its files are not verified", dir);
   if (st == FSDPC_OK) {
-    const fsdpc_statedict_v1 *v = plugin->vtable;
-    int32_t r = v->load(opts, &h->sd, dir, with_optimizer);
+    int32_t r = fsdpc__call_sd_load(plugin, opts, &h->sd, dir, with_optimizer);
     if (r != FSDPC_OK)
       st = plugin_error(h, plugin, r, err);
     /* before the staged shards move on: NaN/Inf is refused by name */
@@ -325,19 +324,15 @@ fsdpc_status fsdpc__ckpt_probe(fsdpc_registry *reg, const fsdpc_component *first
   struct stat sb;
   if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "checkpoint %s: no such folder", dir);
-  if (first) {
-    const fsdpc_statedict_v1 *v = first->vtable;
-    if (v->probe && v->probe(dir) == FSDPC_OK) {
-      *out = first;
-      return FSDPC_OK;
-    }
+  if (first && fsdpc__call_sd_probe(first, dir) == FSDPC_OK) {
+    *out = first;
+    return FSDPC_OK;
   }
   for (int i = 0; i < fsdpc__registry_count(reg); i++) {
     const fsdpc_component *c = fsdpc__registry_at(reg, i);
     if (c->desc->kind != FSDPC_KIND_STATEDICT)
       continue;
-    const fsdpc_statedict_v1 *v = c->vtable;
-    if (v->probe && v->probe(dir) == FSDPC_OK) {
+    if (fsdpc__call_sd_probe(c, dir) == FSDPC_OK) {
       *out = c;
       return FSDPC_OK;
     }

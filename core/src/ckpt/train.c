@@ -20,6 +20,7 @@
 #include "dist/save_notify.h"
 #include "model/hf_rules.h"
 #include "util/clock.h"
+#include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -114,7 +115,7 @@ static fsdpc_status build_state(fsdpc_ckpt_train *s, int64_t step, int has_optim
   /* The position after `step` steps: batches are addressed by step, so the
    * next step to serve is `step` whatever the loader has cached. */
   ls.step = step;
-  ls.epoch = step / fsdpc__loader_steps_per_epoch(s->train_ld);
+  ls.epoch = step / s->plan->modes.batch.steps_per_epoch;
   st.loader_epoch = ls.epoch;
   st.loader_step = ls.step;
   snprintf(st.sched_name, sizeof st.sched_name, "%s", s->lr.name);
@@ -243,26 +244,44 @@ fsdpc_status fsdpc__ckpt_resume_dir(const fsdpc_config *c, char *dir, size_t cap
 
 static fsdpc_status resume_from(fsdpc_ckpt_train *s, const char *dir, fsdpc_err *err);
 
-/* Write bandwidth a save is assumed to get per rank, for the warning below
- * (a local NVMe does better, a busy network file system worse). */
-#define ASSUMED_SAVE_MIBPS 200.0
+/* A save smaller than this many MiB/s x the grace fits it on any disk worth
+ * checkpointing to: no probe write for it. */
+#define SLOW_DISK_MIBPS 10.0
 
-/* At start: when this rank's shards (weights and optimizer state, fp32)
+/* At start: when this rank's shards (weights and optimizer state, fp32:
+ * what the sharded format writes, the planner's params + optim bytes)
  * would take longer to write than the launcher's grace after SIGTERM, say
- * so before hours are spent. */
+ * so before hours are spent. The write rate is checkpoint.write_mib_s, or
+ * measured in checkpoint.dir; each real save is timed too (save()). */
 static void warn_save_time(fsdpc_ckpt_train *s) {
   const fsdpc_config *c = s->cfg;
   if (!c->checkpoint.dir[0] || s->rank != 0)
     return;
   fsdpc_engine_bytes eb;
   fsdpc__engine_bytes(s->eng, &eb);
-  double mib = (double)(eb.params + eb.optim) / 1048576.0, est = mib / ASSUMED_SAVE_MIBPS;
+  double bytes = (double)(eb.params + eb.optim), mib = bytes / 1048576.0;
+  double rate = c->checkpoint.write_mib_s;
+  const char *how = "checkpoint.write_mib_s";
+  if (rate <= 0) {
+    if (mib <= SLOW_DISK_MIBPS * c->dist.term_grace_s)
+      return;
+    rate = fsdpc__write_rate_mib_s(c->checkpoint.dir, (unsigned long long)bytes);
+    how = "measured in checkpoint.dir";
+    if (rate <= 0) {
+      FSDPC_LOGW("a checkpoint save writes %.0f MiB per rank and the write rate of %s could "
+                 "not be measured: set checkpoint.write_mib_s to be told whether a save fits "
+                 "dist.term_grace_s=%.1f s",
+                 mib, c->checkpoint.dir, c->dist.term_grace_s);
+      return;
+    }
+  }
+  double est = mib / rate;
   if (est > c->dist.term_grace_s)
-    FSDPC_LOGW("a checkpoint save writes %.0f MiB per rank, about %.0f s at %.0f MiB/s: more than "
-               "dist.term_grace_s=%.1f s, so a SIGTERM may not leave time to save; raise "
-               "dist.term_grace_s and the scheduler's grace (SLURM KillWait, Kubernetes "
+    FSDPC_LOGW("a checkpoint save writes %.0f MiB per rank, about %.0f s at %.3g MiB/s (%s): "
+               "more than dist.term_grace_s=%.1f s, so a SIGTERM may not leave time to save; "
+               "raise dist.term_grace_s and the scheduler's grace (SLURM KillWait, Kubernetes "
                "terminationGracePeriodSeconds)",
-               mib, est, ASSUMED_SAVE_MIBPS, c->dist.term_grace_s);
+               mib, est, rate, how, c->dist.term_grace_s);
 }
 
 static fsdpc_status resume(fsdpc_ckpt_train *s, fsdpc_err *err) {
@@ -371,9 +390,10 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_ckpt_train *s, int64_t done, int *stop
     raise(SIGTERM);
   double flag = g_stop_signal ? 1.0 : 0.0;
   FSDPC_TRY(fsdpc__dist_all_reduce_f64(s->dist, FSDPC_GROUP_WORLD, &flag, 1, "stop signal", err));
-  int stopping = flag > 0.0 && done < c->train.max_steps;
-  int periodic = c->checkpoint.save_steps > 0 && done % c->checkpoint.save_steps == 0 &&
-                 done < c->train.max_steps;
+  const int64_t max_steps = s->plan->modes.batch.max_steps;
+  int stopping = flag > 0.0 && done < max_steps;
+  int periodic =
+      c->checkpoint.save_steps > 0 && done % c->checkpoint.save_steps == 0 && done < max_steps;
   if ((periodic || stopping) && c->checkpoint.dir[0] && r->last_saved != done) {
     char name[64];
     fsdpc__ckpt_step_name(done, name, sizeof name);
@@ -421,7 +441,7 @@ fsdpc_status fsdpc__ckpt_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
     return FSDPC_OK;
   const fsdpc_component *p = s->run->fmt.final;
   int32_t dtype = strcmp(p->desc->name, "full") == 0 ? c->checkpoint.final_dtype : FSDPC_DTYPE_F32;
-  return save(s, FSDPC_CKPT_FINAL_NAME, p, dtype, c->train.max_steps, err);
+  return save(s, FSDPC_CKPT_FINAL_NAME, p, dtype, s->plan->modes.batch.max_steps, err);
 }
 
 void fsdpc__ckpt_session_destroy(fsdpc_ckpt_train *s) {

@@ -120,6 +120,8 @@ typedef struct fsdpc_config_fsdp {
     bool optimizer; /* optimizer state in pinned host memory, streamed per unit */
     double buffer_mib; /* each of the two device buffers the state streams through */
   } offload;
+  bool param_copy;     /* bf16 copy of each master shard, written by the optimizer */
+  int64_t param_copy_max_mib; /* cap on those copies' device memory; 0 = none */
 } fsdpc_config_fsdp;
 
 typedef struct fsdpc_config_collectives {
@@ -168,6 +170,7 @@ typedef struct fsdpc_config_checkpoint {
   int final_dtype; /* FSDPC_DTYPE_* */
   fsdpc_opts *options;
   bool allow_nonfinite; /* load weights/optimizer state holding NaN/Inf */
+  double write_mib_s;   /* a save's write rate per rank for the grace warning; 0 = measure */
 } fsdpc_config_checkpoint;
 
 typedef struct fsdpc_config_log {

@@ -247,6 +247,17 @@ static const fsdpc_cfg_key keys[] = {
           "fsdp.offload.optimizer; on the CPU device the shards stay where they are and only "
           "the overlapped schedule runs",
           NONE_),
+    BOOL_("fsdp.param_copy", fsdp.param_copy, "false",
+          "CUDA: keep a bf16 copy of each parameter shard, written by the optimizer step in "
+          "its own pass, so gathers need no fp32->bf16 cast (at world 1: no gather at all); "
+          "costs 2 bytes per shard element of device memory; ignored on the CPU and with "
+          "cpu_offload",
+          NONE_),
+    INT_("fsdp.param_copy_max_mib", fsdp.param_copy_max_mib, "0",
+         "with fsdp.param_copy: at most this many MiB of copies, given to units in order "
+         "(embedding, layers, head) while they fit; the others cast at each gather as without "
+         "it; 0 = every unit (see fsdpc plan for the memory left)",
+         MIN_(0)),
     /* Prefetch and overlap happen on GPUs (collectives on a second stream);
      * CPU collectives block, so there the keys change nothing. */
     BOOL_("fsdp.forward_prefetch", fsdp.forward_prefetch, "true",
@@ -366,6 +377,11 @@ static const fsdpc_cfg_key keys[] = {
           "load a checkpoint whose weights or optimizer state hold NaN/Inf (refused by default, "
           "naming the tensor)",
           NONE_),
+    FLOAT_("checkpoint.write_mib_s", checkpoint.write_mib_s, "0",
+           "MiB/s a save writes per rank, for the start-up warning that a save may not fit "
+           "dist.term_grace_s; 0 = measure it (a probe write in checkpoint.dir, when the save "
+           "exceeds 10 MiB/s x the grace)",
+           RANGE_(0, 1e6)),
 
     /* ---- log ---- */
     PATH_("log.dir", log.dir, "out", "folder for logs, metrics and (by default) checkpoints",

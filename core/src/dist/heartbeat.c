@@ -69,13 +69,14 @@ void fsdpc__heartbeat_stop(fsdpc_heartbeat *hb) {
   free(hb);
 }
 
-void fsdpc__heartbeat_silent(fsdpc_store *store, int world, int self, char *out, size_t cap) {
+int fsdpc__heartbeat_silent(fsdpc_store *store, int world, int self, char *out, size_t cap) {
   out[0] = '\0';
   if (world < 2 || world > 1 << 20)
-    return;
+    return 0;
   int64_t *a = calloc((size_t)world, sizeof *a);
   if (!a)
-    return;
+    return 0;
+  int rc = -1;
   fsdpc_err e;
   for (int r = 0; r < world; r++) {
     char k[64];
@@ -106,6 +107,8 @@ void fsdpc__heartbeat_silent(fsdpc_store *store, int world, int self, char *out,
   }
   if (n > 16 && used < cap)
     snprintf(out + used, cap - used, " and %d more", n - 16);
+  rc = 0;
 out:
   free(a);
+  return rc;
 }

@@ -20,7 +20,7 @@ void fsdpc__heartbeat_stop(fsdpc_heartbeat *hb);
 
 /* Writes "ranks 1, 3" (the silent ones, this rank excluded) into out, or
  * an empty string when every rank is alive or the store does not answer.
- * Takes about two seconds. */
-void fsdpc__heartbeat_silent(fsdpc_store *store, int world, int self, char *out, size_t cap);
+ * Takes about two seconds. Returns -1 when the store did not answer, else 0. */
+int fsdpc__heartbeat_silent(fsdpc_store *store, int world, int self, char *out, size_t cap);
 
 #endif

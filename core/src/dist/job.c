@@ -2,6 +2,7 @@
 #include "dist/job.h"
 
 #include <arpa/inet.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,15 @@ fsdpc_status fsdpc__dist_job_start(const fsdpc_dist_env *env, int64_t timeout_ms
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   job->env = *env;
   job->timeout_ms = timeout_ms;
+  /* A peer that dies (a lost node) closes its sockets; a collectives
+   * library's next write to one must fail with EPIPE and be reported, not
+   * kill this rank with SIGPIPE (Gloo's TCP transport writes without
+   * MSG_NOSIGNAL). Only the default disposition is replaced: an embedder's
+   * own SIGPIPE handler stays. */
+  struct sigaction old;
+  if (env->world_size > 1 && sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
+      !(old.sa_flags & SA_SIGINFO))
+    signal(SIGPIPE, SIG_IGN);
   fsdpc_status st;
   if (env->rank == 0) {
     st = fsdpc__store_server_start(bind_addr_for(env->master_addr), env->master_port,
@@ -108,11 +118,45 @@ void fsdpc__dist_blame_silent(fsdpc_dist_job *job, fsdpc_err *err) {
   if (!job || job->env.world_size < 2 || !err)
     return;
   char who[256];
-  fsdpc__heartbeat_silent(job->store, job->env.world_size, job->env.rank, who, sizeof who);
+  int rc = fsdpc__heartbeat_silent(job->store, job->env.world_size, job->env.rank, who, sizeof who);
+  if (rc != 0 && job->env.nnodes > 1 && job->env.node_rank != 0) {
+    /* The store lives in rank 0: when it is gone, so is (likely) node 0. */
+    size_t l = strlen(err->msg);
+    snprintf(
+        err->msg + l, sizeof err->msg - l,
+        "; the store (rank 0, node 0 of %d) does not answer: node 0 is lost or its rank 0 died",
+        job->env.nnodes);
+    return;
+  }
   if (!who[0])
     return;
+  /* Several nodes: say which node(s) the silent ranks live on, so that a lost
+   * node is named by the nodes that survive it (ranks are node-major). */
+  char nodes[200] = "";
+  int lw = job->env.local_world_size, nn = job->env.nnodes;
+  if (nn > 1 && lw > 0) {
+    int last = -1, k = 0;
+    size_t u = 0;
+    for (const char *p = who; *p && u < sizeof nodes;) {
+      char *end;
+      long r = strtol(p, &end, 10);
+      if (end == p)
+        break;
+      int node = (int)(r / lw);
+      if (node != last && node < nn) /* silent ranks come in rank order */
+        u += (size_t)snprintf(nodes + u, sizeof nodes - u, "%s%d", k++ ? ", " : "", node);
+      last = node;
+      p = end + strspn(end, ", ");
+    }
+    char tmp[sizeof nodes];
+    snprintf(tmp, sizeof tmp, "%s", nodes);
+    if (k)
+      snprintf(nodes, sizeof nodes, " (node%s %.150s of %d)", k > 1 ? "s" : "", tmp, nn);
+    else
+      nodes[0] = '\0';
+  }
   size_t l = strlen(err->msg);
   snprintf(err->msg + l, sizeof err->msg - l,
-           "; rank%s %s stopped answering (heartbeat standing still: stopped or hung)",
-           strchr(who, ',') || strstr(who, "more") ? "s" : "", who);
+           "; rank%s %s%s stopped answering (heartbeat standing still: stopped, hung or gone)",
+           strchr(who, ',') || strstr(who, "more") ? "s" : "", who, nodes);
 }

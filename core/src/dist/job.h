@@ -33,9 +33,10 @@ void fsdpc__dist_job_stop(fsdpc_dist_job *job);
 /* Between steps: an error holding the dead key's message if a supervisor
  * reported a death, or the store's error if the store is gone. */
 fsdpc_status fsdpc__dist_check_abort(fsdpc_store *store, fsdpc_err *err);
-/* After a failure (a collective timed out): appends "; ranks 1, 3 stopped
- * answering (their heartbeats stand still: stopped or hung)" to err when
- * heartbeats say so. Takes about two seconds; world > 1 only. */
+/* After a failure (a collective timed out or lost a peer): appends "; ranks
+ * 2, 3 (node 1 of 2) stopped answering (heartbeat standing still: stopped,
+ * hung or gone)" to err when heartbeats say so (the node part only across
+ * nodes). Takes about two seconds; world > 1 only. */
 void fsdpc__dist_blame_silent(fsdpc_dist_job *job, fsdpc_err *err);
 /* Sets the dead key to msg unless it is already set (first death wins). */
 fsdpc_status fsdpc__dist_post_abort(fsdpc_store *store, const char *msg, fsdpc_err *err);

@@ -313,8 +313,15 @@ static void post_death(const fsdpc_launch_opts *o, int port, const char *token, 
   fsdpc_store *s = NULL;
   fsdpc_err e;
   root[0] = '\0';
-  if (fsdpc__store_connect(o->master_addr, port, token, 1000, &s, &e))
+  if (fsdpc__store_connect(o->master_addr, port, token, 1000, &s, &e)) {
+    /* The store lives in rank 0: on another node, its silence names node 0. */
+    if (o->nnodes > 1 && o->node_rank != 0)
+      snprintf(root, cap,
+               "the store %s:%d (rank 0, node 0 of %d) does not answer: node 0 is lost "
+               "or its rank 0 died",
+               o->master_addr, port, o->nnodes);
     return;
+  }
   if (fsdpc__dist_check_abort(s, &e) && strncmp(e.msg, "job aborted: ", 13) == 0)
     snprintf(root, cap, "%.500s", e.msg + 13); /* another node saw a death first */
   else

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "plugin/call.h"
+
 void fsdpc__dist_single(fsdpc_dist *d) {
   memset(d, 0, sizeof *d);
   d->world_size = d->shard_size = d->replica_size = 1;
@@ -89,12 +91,12 @@ fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const 
     d->stream = d->ops->stream(d->ops->ctx);
     if (!(d->dscratch = d->ops->alloc(d->ops->ctx, FSDPC_MEM_COMM,
                                       FSDPC_DIST_SCALARS * sizeof(double))))
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of device memory for collectives");
+      return fsdpc__ops_oom(d->ops, err, "for collectives (device scratch)");
   }
   fsdpc_comm_init ci = {.struct_size = sizeof ci, .opts = opts, .store = store,
                         .store_prefix = prefix, .rank = rank, .world_size = world_size,
                         .device_index = d->device_index, .timeout_ms = timeout_ms};
-  int32_t st = d->cv->init(&ci, &d->world);
+  int32_t st = fsdpc__call_comm_init(coll, &ci, &d->world);
   if (st != FSDPC_OK) {
     fsdpc__plugin_fail(coll, st, err);
     return fsdpc__err_prefix(err, "rank %d: creating the world communicator", rank);

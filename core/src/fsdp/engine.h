@@ -47,6 +47,10 @@ typedef struct fsdpc_unit {
   int stage_stale;          /* master changed since stage was cast */
   int grad_clean;           /* grad is all zero (no micro-batch landed since the step) */
   int land_pending;         /* landing holds grads not yet added into grad */
+  /* fsdp.param_copy (device, not offloaded): */
+  uint16_t *lp;             /* (shard_numel) bf16 copy of master, written by the optimizer
+                               step; the source of each gather (at S == 1 it IS full) */
+  int lp_stale;             /* master changed since lp was written */
 } fsdpc_unit;
 
 /* Compute blocks: 0 embedding, 1..L decoder layers, L+1 head (see llama.h).
@@ -118,7 +122,26 @@ typedef struct fsdpc_engine_opts {
    * with cpu_offload (which keeps the state on the host anyway). */
   int offload_optimizer;
   uint64_t offload_buffer_bytes; /* fsdp.offload.buffer_mib: each of the two state buffers */
+  /* fsdp.param_copy: on a device (not offloaded) with bf16 compute, keep a
+   * bf16 copy of each master shard that the optimizer step writes in its
+   * own pass (when the plugin can, else one cast after it), so a gather
+   * does not cast, and at S == 1 does nothing at all. 2 bytes per shard
+   * element. Ignored elsewhere. */
+  int param_copy;
+  /* with param_copy: units get a copy in order while the copies' bytes stay
+   * at most this; the others cast at each gather. 0 = every unit. */
+  uint64_t param_copy_max_bytes;
+  /* 1: evaluation only (fsdpc eval): no gradient or optimizer state shards;
+   * backward, optimizer steps and optimizer checkpoints are not available. */
+  int inference;
 } fsdpc_engine_opts;
+
+/* fsdp.param_copy_max_mib: whether a unit of shard_numel elements gets its
+ * bf16 copy when `used` bytes of copies exist (units are offered in order;
+ * the planner asks the same). cap 0 = no cap. */
+static inline int fsdpc__param_copy_fits(uint64_t cap, uint64_t used, uint64_t shard_numel) {
+  return cap == 0 || used + shard_numel * 2 <= cap;
+}
 
 /* Bytes per rank, by category (what the planner predicts). */
 typedef struct fsdpc_engine_bytes {
@@ -157,8 +180,12 @@ const char *fsdpc__engine_slot_name(const fsdpc_engine *e, uint32_t i);
 fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std,
                                        fsdpc_err *err);
 /* Fills this rank's master shards from an HF checkpoint folder, reading only
- * the byte ranges of its own shards. */
+ * the byte ranges of its own shards (many threads, large reads; on a device,
+ * staged through pinned buffers of 64 MiB, fsdp/load.c). */
 fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *err);
+/* The same with another staging size (tests make chunks smaller than units). */
+fsdpc_status fsdpc__engine_load_hf_chunked(fsdpc_engine *e, const char *dir, size_t chunk_bytes,
+                                           fsdpc_err *err);
 
 /* Forward + backward of one micro-batch. grad_scale = 1 / (counted tokens
  * of the global batch). last_micro says whether grads must be reduced now

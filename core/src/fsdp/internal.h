@@ -3,6 +3,8 @@
 #ifndef FSDPC_FSDP_INTERNAL_H
 #define FSDPC_FSDP_INTERNAL_H
 
+#include <stddef.h>
+
 #include "fsdp/engine.h"
 #include "fsdp/program.h"
 
@@ -45,6 +47,10 @@ struct fsdpc_engine {
   void *rs16;                  /* (max shard_numel) bf16 reduce-scatter landing, or NULL */
   double *dnorm;               /* (1) device accumulator of the grad norm, or NULL */
   int offload;                 /* shards in pinned host memory, optimizer on the CPU */
+  int param_copy;              /* units keep lp, the bf16 copy of master (engine.h) */
+  uint64_t lp_bytes;           /* bytes of those copies */
+  int lp_units;                /* units with one */
+  int inference;               /* no grad or optimizer shards (evaluation) */
   const fsdpc_ops *sops;       /* where shard math runs: the CPU table when offloaded */
   uint64_t host_pinned;        /* bytes of pinned host memory held (offload) */
   uint64_t max_shard, max_flat;
@@ -68,6 +74,19 @@ struct fsdpc_engine {
   int sin_fenced;              /* the copy stream waited for compute in this step */
   void *copy_stream;           /* offload_optim: where states go in (NULL: compute) */
 };
+
+/* Whether the optimizer plugin writes fsdpc_optim_tensor.param_bf16 (on
+ * the device the engine runs it on). */
+static inline int fsdpc__optim_writes_bf16(const fsdpc_engine *e) {
+  return e->ops->device == FSDPC_DEVICE_CUDA &&
+         e->ov->struct_size >= offsetof(fsdpc_optim_v1, param_bf16) + sizeof(int32_t) &&
+         e->ov->param_bf16;
+}
+
+/* Whether un->full is un->lp (S == 1 with param_copy): nothing to free. */
+static inline int fsdpc__full_is_lp(const fsdpc_unit *un) {
+  return un->lp && (void *)un->lp == un->full;
+}
 
 /* Bytes of optimizer state (every slot) of n elements of a shard: what
  * offload_optim streams. */
@@ -102,11 +121,11 @@ fsdpc_status fsdpc__offload_absorb(fsdpc_engine *e, fsdpc_err *err);
 /* The actions of the offload modes (program.h). */
 fsdpc_status fsdpc__offload_host_grad(fsdpc_engine *e, int u, int last, fsdpc_err *err);
 fsdpc_status fsdpc__offload_host_wait(fsdpc_engine *e, int u, fsdpc_err *err);
+/* UPDATE u under host_async: hand it to the worker (nothing when the
+ * worker updated it in the backward already). */
 fsdpc_status fsdpc__offload_host_update(fsdpc_engine *e, int u, int64_t step, double lr,
                                         double scale, fsdpc_err *err);
 fsdpc_status fsdpc__offload_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err);
-/* UPDATE u under host_async: hand it to the worker (nothing when the
- * worker updated it in the backward already). */
 fsdpc_status fsdpc__offload_state_in(fsdpc_engine *e, int u, fsdpc_err *err);
 fsdpc_status fsdpc__offload_state_out(fsdpc_engine *e, int u, fsdpc_err *err);
 /* UPDATE_PIECE p: compute waits for the piece's state, then updates it. */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "fsdp/internal.h"
+#include "plugin/call.h"
 
 static fsdpc_status build(fsdpc_layout *e, const fsdpc_model_shape *shape,
                           const fsdpc_param_info *params, const uint32_t *unit_of_param,
@@ -196,8 +197,7 @@ fsdpc_status fsdpc__wrap_plan(const fsdpc_component *wrap, const fsdpc_opts *opt
                                .module = params[i].module, .module_type = params[i].module_type,
                                .numel = params[i].numel, .layer = params[i].layer,
                                .tie_group = params[i].tie_group};
-  const fsdpc_wrap_v1 *wv = wrap->vtable;
-  int32_t r = wv->plan(opts, wp, (uint32_t)n_params, uop, n_units);
+  int32_t r = fsdpc__call_wrap_plan(wrap, opts, wp, (uint32_t)n_params, uop, n_units);
   free(wp);
   if (r != FSDPC_OK) {
     free(uop);

@@ -47,12 +47,23 @@ static fsdpc_status fence_out(fsdpc_engine *e, fsdpc_err *err) {
 static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   if (un->full) return FSDPC_OK;
+  if (un->lp && un->lp_stale) {
+    /* param_copy: master changed outside the optimizer step (init, load):
+     * one cast of the whole shard, padding included */
+    FSDPC_TRY(e->comm ? e->ops->cast_params_on(e->ops->ctx, un->lp, un->master, un->shard_numel,
+                                               e->comm, err)
+                      : e->ops->cast_params(e->ops->ctx, un->lp, un->master, un->shard_numel, err));
+    un->lp_stale = 0;
+  }
+  if (un->lp && e->S == 1) {
+    un->full = un->lp; /* the copy is the full unit: nothing to gather */
+    return FSDPC_OK;
+  }
   size_t fb = un->flat_numel * e->psize;
   un->full = e->comm ? e->ops->alloc_on(e->ops->ctx, FSDPC_MEM_COMM, fb, e->comm)
                      : fsdpc__ealloc(e, FSDPC_MEM_COMM, fb);
   if (!un->full)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s (%zu bytes)",
-                       un->name, fb);
+    return fsdpc__ops_oom(e->ops, err, "gathering unit %s (%zu bytes)", un->name, fb);
   fsdpc_status st;
   if (e->offload) {
     void *own = (char *)un->full + un->shard_offset * e->psize;
@@ -61,6 +72,9 @@ static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
     if (st == FSDPC_OK && e->S > 1)
       st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
                                      e->ops->act_dtype, e->comm, un->name, err);
+  } else if (un->lp) {
+    st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, un->lp, un->full, un->shard_numel,
+                                   e->ops->act_dtype, e->comm, un->name, err);
   } else if (e->ops->act_dtype == FSDPC_DTYPE_F32) {
     st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, un->master, un->full,
                                    un->shard_numel, FSDPC_DTYPE_F32, e->comm, un->name, err);
@@ -89,6 +103,18 @@ static fsdpc_status use(fsdpc_engine *e, int u, fsdpc_err *err) {
   return e->ops->stream_wait(e->ops->ctx, NULL, EV_GATHER + u % 32, err);
 }
 
+/* st, or else the error a free on the device kept (fsdpc__ops_freed): a
+ * device fault is reported, never dropped. Takes that error either way. */
+static fsdpc_status after_free(fsdpc_engine *e, fsdpc_status st, fsdpc_err *err) {
+  fsdpc_err fe;
+  fsdpc_status f = fsdpc__ops_freed(e->ops, &fe);
+  if (st != FSDPC_OK || f == FSDPC_OK)
+    return st;
+  if (err)
+    *err = fe;
+  return f;
+}
+
 static fsdpc_status release(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   if (e->full_is_master || !un->full)
@@ -97,9 +123,9 @@ static fsdpc_status release(fsdpc_engine *e, int u, fsdpc_err *err) {
    * for first, so the free never overtakes the gather) */
   if (un->pending)
     FSDPC_TRY(use(e, u, err));
-  fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
+  if (!fsdpc__full_is_lp(un)) fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
   un->full = NULL;
-  return FSDPC_OK;
+  return after_free(e, FSDPC_OK, err);
 }
 
 static fsdpc_status ensure_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
@@ -107,8 +133,7 @@ static fsdpc_status ensure_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
   if (un->full_grad) return FSDPC_OK;
   size_t fb = un->flat_numel * sizeof(float);
   if (!(un->full_grad = fsdpc__ealloc(e, FSDPC_MEM_GRADS, fb)))
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                       "out of memory for the gradients of unit %s (%zu bytes)", un->name, fb);
+    return fsdpc__ops_oom(e->ops, err, "for the gradients of unit %s (%zu bytes)", un->name, fb);
   return e->ops->memset0(e->ops->ctx, un->full_grad, fb, err);
 }
 
@@ -120,8 +145,7 @@ static fsdpc_status reduce_scatter_bf16(fsdpc_engine *e, fsdpc_unit *un, void *s
   size_t fb = un->flat_numel * sizeof(float), hb = un->flat_numel * 2;
   void *g16 = e->ops->alloc_on(e->ops->ctx, FSDPC_MEM_COMM, hb, st);
   if (!g16)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory reducing unit %s in bf16 (%zu bytes)",
-                       un->name, hb);
+    return fsdpc__ops_oom(e->ops, err, "reducing unit %s in bf16 (%zu bytes)", un->name, hb);
   fsdpc_status s = e->ops->cast_params_on(e->ops->ctx, g16, un->full_grad, un->flat_numel, st,
                                           err);
   e->ops->free_on(e->ops->ctx, FSDPC_MEM_GRADS, un->full_grad, fb, st);
@@ -130,7 +154,7 @@ static fsdpc_status reduce_scatter_bf16(fsdpc_engine *e, fsdpc_unit *un, void *s
     s = fsdpc__dist_reduce_scatter_on(e->dist, FSDPC_GROUP_SHARD, g16, e->rs16, un->shard_numel,
                                       FSDPC_DTYPE_BF16, st, un->name, err);
   e->ops->free_on(e->ops->ctx, FSDPC_MEM_COMM, g16, hb, st);
-  FSDPC_TRY(s);
+  FSDPC_TRY(after_free(e, s, err));
   return e->ops->cast_to_f32_on(e->ops->ctx, e->rs_scratch, e->rs16, un->shard_numel, st, err);
 }
 
@@ -172,7 +196,7 @@ static fsdpc_status reduce_grads(fsdpc_engine *e, int u, fsdpc_err *err) {
       fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
   }
   un->full_grad = NULL;
-  return FSDPC_OK;
+  return after_free(e, FSDPC_OK, err);
 }
 
 static void layer_weights(fsdpc_engine *e, int l, void *base[FSDPC_P_NKIND]) {
@@ -368,14 +392,14 @@ static fsdpc_status replica_reduce_dev(fsdpc_engine *e, float *g, uint64_t n, co
     return fsdpc__dist_all_reduce_f32(e->dist, FSDPC_GROUP_REPLICA, g, n, name, err);
   void *g16 = fsdpc__ealloc(e, FSDPC_MEM_COMM, n * 2);
   if (!g16)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory reducing unit %s in bf16", name);
+    return fsdpc__ops_oom(e->ops, err, "reducing unit %s in bf16", name);
   fsdpc_status st = e->ops->cast_params_on(e->ops->ctx, g16, g, n, NULL, err);
   if (st == FSDPC_OK)
     st = fsdpc__dist_all_reduce_dt(e->dist, FSDPC_GROUP_REPLICA, g16, n, FSDPC_DTYPE_BF16, name,
                                    err);
   if (st == FSDPC_OK) st = e->ops->cast_to_f32_on(e->ops->ctx, g, g16, n, NULL, err);
   fsdpc__efree(e, FSDPC_MEM_COMM, g16, n * 2);
-  return st;
+  return after_free(e, st, err);
 }
 
 /* Replicas (NO_SHARD, HYBRID_SHARD) hold partial sums of the same shard.
@@ -388,14 +412,14 @@ static fsdpc_status replica_reduce(fsdpc_engine *e, int u, fsdpc_err *err) {
   size_t sb = un->shard_numel * sizeof(float);
   float *d = fsdpc__ealloc(e, FSDPC_MEM_COMM, sb);
   if (!d)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory reducing unit %s", un->name);
+    return fsdpc__ops_oom(e->ops, err, "reducing unit %s", un->name);
   fsdpc_status st = e->ops->upload(e->ops->ctx, d, un->grad, sb, err);
   if (st == FSDPC_OK)
     st = replica_reduce_dev(e, d, un->shard_numel, un->name, err);
   if (st == FSDPC_OK)
     st = e->ops->download(e->ops->ctx, un->grad, d, sb, err);
   fsdpc__efree(e, FSDPC_MEM_COMM, d, sb);
-  return st;
+  return after_free(e, st, err);
 }
 
 /* Sum of squares of every grad shard of this rank, in unit order. On a
@@ -455,6 +479,9 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
   fsdpc_unit *un = &e->units[u];
   uint32_t n = 0;
   uint64_t s0 = un->shard_offset + lo, s1 = un->shard_offset + hi;
+  /* param_copy: the plugin writes the bf16 copy in the same pass (a stale
+   * copy stays stale: its padding was never written) */
+  int lpw = un->lp && !un->lp_stale && fsdpc__optim_writes_bf16(e);
   for (int i = 0; i < un->n_params; i++) {
     int p = un->params[i];
     uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
@@ -467,7 +494,8 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
                                             .state = state ? state + (a - s0) : NULL,
                                             .numel = b - a,
                                             .stride = stride,
-                                            .decay = e->params[p].decay || e->decay_norm_and_bias};
+                                            .decay = e->params[p].decay || e->decay_norm_and_bias,
+                                            .param_bf16 = lpw ? un->lp + lo + (a - s0) : NULL};
   }
   fsdpc_optim_step_info si = {.struct_size = sizeof si,
                               .step = step,
@@ -485,6 +513,7 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
   if (hi == un->shard_numel) {
     un->grad_clean = 1;
     un->stage_stale = 1;
+    un->lp_stale = !lpw;
   }
   return FSDPC_OK;
 }
@@ -560,11 +589,12 @@ fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int roo
   }
   if (host_src && e->ops->device != FSDPC_DEVICE_CPU) { /* the host shard goes up first */
     float *d = fsdpc__ealloc(e, FSDPC_MEM_COMM, sb);
-    if (!d) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s", un->name);
+    if (!d)
+      return fsdpc__ops_oom(e->ops, err, "gathering unit %s", un->name);
     fsdpc_status st = e->ops->upload(e->ops->ctx, d, src, sb, err);
     if (st == FSDPC_OK) st = gather_full(e, un, d, root, full, err);
     fsdpc__efree(e, FSDPC_MEM_COMM, d, sb);
-    return st;
+    return after_free(e, st, err);
   }
   return gather_full(e, un, src, root, full, err);
 }
@@ -578,11 +608,12 @@ static fsdpc_status gather_full(fsdpc_engine *e, fsdpc_unit *un, const float *sr
    * extra memory is one unit, never the model. */
   int direct = e->dist->shard_rank == root && full && e->ops->device == FSDPC_DEVICE_CPU;
   float *tmp = direct ? full : fsdpc__ealloc(e, FSDPC_MEM_COMM, fb);
-  if (!tmp) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s", un->name);
+  if (!tmp)
+    return fsdpc__ops_oom(e->ops, err, "gathering unit %s", un->name);
   fsdpc_status st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, src, tmp, un->shard_numel,
                                            FSDPC_DTYPE_F32, un->name, err);
   if (!direct && st == FSDPC_OK && e->dist->shard_rank == root && full)
     st = e->ops->download(e->ops->ctx, full, tmp, fb, err);
   if (!direct) fsdpc__efree(e, FSDPC_MEM_COMM, tmp, fb);
-  return st;
+  return after_free(e, st, err);
 }

@@ -8,6 +8,7 @@
 #include "fsdp/hostwork.h"
 #include "fsdp/internal.h"
 #include "io/hf_ckpt.h"
+#include "plugin/call.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -44,6 +45,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     goto fail;
   }
   e->sops = e->offload ? fsdpc__ops_cpu() : e->ops;
+  e->param_copy = o->param_copy && !on_cpu && !e->offload && e->ops->act_dtype == FSDPC_DTYPE_BF16;
   /* Overlap: device collectives on a second stream (sharded units only). */
   if (e->S > 1 && e->ops->comm_stream && o->dist->stream) e->comm = e->ops->comm_stream(e->ops->ctx);
   e->fwd_prefetch = o->forward_prefetch;
@@ -77,12 +79,13 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   /* Offloaded: the optimizer runs on the CPU over the host shards. */
   fsdpc_optim_init oinit = *o->optim_init;
   if (e->offload) oinit.device = FSDPC_DEVICE_CPU;
-  int32_t r = e->ov->create(&oinit, &e->opt);
+  int32_t r = fsdpc__call_optim_create(o->optim, &oinit, &e->opt);
   if (r != FSDPC_OK) {
     st = fsdpc__plugin_fail(o->optim, r, err);
     goto fail;
   }
-  e->n_slots = e->ov->n_slots(e->opt);
+  e->inference = o->inference;
+  e->n_slots = e->inference ? 0 : e->ov->n_slots(e->opt);
   e->otensors = calloc((size_t)e->n_params + 1, sizeof *e->otensors);
   if (!e->otensors) goto oom;
   if ((st = fsdpc__offload_setup(e, o->cpu_offload, o->offload_optimizer,
@@ -103,11 +106,11 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float);
     un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, sb);
-    un->grad = fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
+    un->grad = e->inference ? NULL : fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
     un->state = e->n_slots ? fsdpc__offload_state_alloc(e, sb * e->n_slots) : NULL;
-    if (!un->master || !un->grad || (e->n_slots && !un->state)) goto oom;
+    if (!un->master || (!e->inference && !un->grad) || (e->n_slots && !un->state)) goto oom;
     if ((st = e->sops->memset0(e->sops->ctx, un->master, sb, err)) != FSDPC_OK ||
-        (st = e->sops->memset0(e->sops->ctx, un->grad, sb, err)) != FSDPC_OK)
+        (un->grad && (st = e->sops->memset0(e->sops->ctx, un->grad, sb, err)) != FSDPC_OK))
       goto fail;
     un->grad_clean = 1;
     if (e->offload) {
@@ -127,6 +130,13 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
       }
     }
     if (e->full_is_master) un->full = un->master; /* nothing to gather or cast */
+    if (e->param_copy && fsdpc__param_copy_fits(o->param_copy_max_bytes, e->lp_bytes,
+                                                 un->shard_numel)) {
+      if (!(un->lp = fsdpc__ealloc(e, FSDPC_MEM_PARAMS, un->shard_numel * 2))) goto oom;
+      e->lp_bytes += un->shard_numel * 2;
+      e->lp_units++;
+      un->lp_stale = 1;
+    }
     /* grads accumulate in the shard (offloaded: in a device buffer, then D2H) */
     if (e->S == 1 && !e->offload) un->full_grad = un->grad;
   }
@@ -156,6 +166,12 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
       FSDPC_LOGI("fsdp: cpu_offload: shards in pinned host memory (%.1f MiB with the bf16 "
                  "staging copies); grad norm, clipping and the optimizer on the CPU (%d threads)",
                  (double)e->host_pinned / 1048576.0, e->threads);
+    if (e->param_copy)
+      FSDPC_LOGI("fsdp: param_copy: a bf16 copy of the master shard of %d of %d units (%.1f "
+                 "MiB), written by the optimizer step%s; gathers read it%s",
+                 e->lp_units, e->n_units, (double)e->lp_bytes / 1048576.0,
+                 fsdpc__optim_writes_bf16(e) ? " in its own pass" : " (one cast after it)",
+                 e->S == 1 ? " (world of one shard: no gather at all)" : "");
     if (e->reduce_bf16)
       FSDPC_LOGI("fsdp: gradients reduced in bf16 (reduce-scatter%s), accumulated in fp32",
                  e->dist->replica_size > 1 ? " and replica all-reduce" : "");
@@ -181,7 +197,9 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   for (int u = 0; e->units && u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float), fb = un->flat_numel * sizeof(float);
-    if (!e->full_is_master) fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
+    if (!e->full_is_master && !fsdpc__full_is_lp(un))
+      fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
+    fsdpc__efree(e, FSDPC_MEM_PARAMS, un->lp, un->shard_numel * 2);
     if (un->full_grad != un->grad) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
     fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, sb);
     fsdpc__sfree(e, FSDPC_MEM_GRADS, un->grad, sb);
@@ -231,7 +249,7 @@ void fsdpc__engine_bytes(const fsdpc_engine *e, fsdpc_engine_bytes *out) {
   for (int u = 0; u < e->n_units; u++) {
     uint64_t sb = e->units[u].shard_numel * sizeof(float);
     out->params += sb;
-    out->grads += sb;
+    out->grads += e->inference ? 0 : sb;
     out->optim += sb * e->n_slots;
     if (e->units[u].flat_numel * 4 > out->max_unit_full)
       out->max_unit_full = e->units[u].flat_numel * 4;
@@ -277,6 +295,7 @@ static fsdpc_status fill_shards(fsdpc_engine *e, segment_fn fn, void *arg, fsdpc
   fsdpc_status st = FSDPC_OK;
   for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
     fsdpc_unit *un = &e->units[u];
+    un->lp_stale = 1;
     if (on_host) {
       un->stage_stale = 1;
       st = for_each_segment(e, u, un->master, fn, arg, err);
@@ -303,27 +322,24 @@ static fsdpc_status init_segment(fsdpc_engine *e, int p, uint64_t lo, uint64_t h
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std,
-                                       fsdpc_err *err) {
+/* On the device: the same elements made by a kernel in place (ops init_f32). */
+static fsdpc_status init_segment_dev(fsdpc_engine *e, int p, uint64_t lo, uint64_t hi, float *dst,
+                                     void *arg, fsdpc_err *err) {
+  init_arg *a = arg;
+  const fsdpc_param_info *pi = &e->params[p];
+  int ones = fsdpc__model_init_is_ones(pi);
+  uint64_t key = ones ? 0 : fsdpc__model_init_key(pi, a->seed);
+  return e->ops->init_f32(e->ops->ctx, dst, hi - lo, key, lo, a->std, ones, err);
+}
+
+fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std, fsdpc_err *err) {
   init_arg a = {seed, std};
-  return fill_shards(e, init_segment, &a, err);
-}
-
-static fsdpc_status load_segment(fsdpc_engine *e, int p, uint64_t lo, uint64_t hi, float *dst,
-                                 void *arg, fsdpc_err *err) {
-  return fsdpc__hf_ckpt_read_f32((fsdpc_hf_ckpt *)arg, e->params[p].name, lo, hi - lo, dst, err);
-}
-
-fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *err) {
-  fsdpc_hf_ckpt *ck = NULL;
-  FSDPC_TRY(fsdpc__hf_ckpt_open(dir, &ck, err));
-  fsdpc_status st = FSDPC_OK;
-  for (int p = 0; p < e->n_params && st == FSDPC_OK; p++)
-    st = fsdpc__hf_ckpt_expect(ck, e->params[p].name, e->params[p].ndim, e->params[p].shape,
-                               err);
-  if (st == FSDPC_OK) st = fill_shards(e, load_segment, ck, err);
-  fsdpc__hf_ckpt_close(ck);
-  return st;
+  if (!e->ops->init_f32 || e->offload)
+    return fill_shards(e, init_segment, &a, err);
+  /* Device shards: no host work and no copy; padding stays zero from create. */
+  for (int u = 0; u < e->n_units; u++)
+    FSDPC_TRY(for_each_segment(e, u, e->units[u].master, init_segment_dev, &a, err));
+  return e->ops->sync(e->ops->ctx, err);
 }
 
 /* Host mirrors of device shards (checkpoints). Index: unit * (1 + n_slots) +
@@ -372,6 +388,8 @@ fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_e
     FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
     for (int u = 0; u < e->n_units; u++) e->units[u].stage_stale = 1;
   }
+  if (upload)
+    for (int u = 0; u < e->n_units; u++) e->units[u].lp_stale = 1;
   if (!e->mirror) return FSDPC_OK;
   size_t per = 1 + (size_t)e->n_slots;
   fsdpc_status st = FSDPC_OK;

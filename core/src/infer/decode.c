@@ -15,6 +15,9 @@
 
 #include "infer/infer.h"
 #include "model/ctx.h"
+#ifdef FSDPC_WITH_CUDA
+#include "ops/cuda/graph.h"
+#endif
 
 #define OP(name, ...) FSDPC_TRY(d->ops->name(d->dev, __VA_ARGS__))
 
@@ -33,6 +36,12 @@ struct fsdpc_decoder {
   void *x, *ln, *q, *k, *v, *att, *gate, *up, *act; /* (B, C|QD|KD|F) */
   float *rstd;                                      /* (B) */
   float *logits;                                    /* (B, V) device */
+  int32_t *ids;                                     /* (B) device: greedy picks */
+  /* The step as a CUDA graph (resident weights): recorded at the second
+   * step (the first builds the GEMM plans), replayed after. */
+  int no_graph, eager_steps;
+  void *graph;         /* cudaGraphExec_t */
+  const void *graph_w; /* the weights it was recorded with */
 };
 
 typedef struct dbuf {
@@ -62,6 +71,7 @@ static int list_bufs(fsdpc_decoder *d, dbuf *b) {
   B_(act, B * F * a);
   B_(rstd, B * sizeof(float));
   B_(logits, B * (size_t)s->V * sizeof(float));
+  B_(ids, B * sizeof(int32_t));
 #undef B_
   return n;
 }
@@ -84,6 +94,9 @@ void fsdpc__decoder_destroy(fsdpc_decoder *d) {
     if (d->vc && d->vc[l])
       d->ops->free(d->dev, FSDPC_MEM_ACTIVATIONS, d->vc[l], cache_bytes(d));
   }
+#ifdef FSDPC_WITH_CUDA
+  fsdpc__cuda_graph_free(d->graph);
+#endif
   free(d->kc);
   free(d->vc);
   free(d->len);
@@ -113,6 +126,7 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
   d->attn_opts = o->attention_opts;
   d->B = o->B;
   d->maxT = o->max_len;
+  d->no_graph = o->no_graph;
   d->len = calloc((size_t)d->B, sizeof *d->len);
   d->h_pos = calloc((size_t)d->B, sizeof *d->h_pos);
   d->kc = calloc((size_t)s->L, sizeof *d->kc);
@@ -139,11 +153,12 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
   *out = d;
   return FSDPC_OK;
 oom:
+  st = fsdpc__ops_oom(ops, err,
+                      "for the KV cache (%d rows x %d tokens); use fewer prompts per batch or "
+                      "fewer new tokens",
+                      o->B, o->max_len);
   fsdpc__decoder_destroy(d);
-  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                     "out of memory for the KV cache (%d rows x %d tokens); use fewer prompts "
-                     "per batch or fewer new tokens",
-                     o->B, o->max_len);
+  return st;
 }
 
 int fsdpc__decoder_len(const fsdpc_decoder *d, int b) {
@@ -159,11 +174,32 @@ static fsdpc_status wdone(const fsdpc_infer_weights *w, int b, fsdpc_err *err) {
   return w->done ? w->done(w->ctx, b, err) : FSDPC_OK;
 }
 
-/* logits (device (B, V)) from d->ln rows, downloaded to out. */
+/* logits (device (B, V)) from d->ln rows, downloaded to out (unless NULL). */
 static fsdpc_status head_logits(fsdpc_decoder *d, const void *head_w, float *out, fsdpc_err *err) {
   OP(logits, d->logits, d->ln, head_w, d->B, d->s.C, d->s.V, err);
-  OP(download, out, d->logits, (size_t)d->B * d->s.V * sizeof(float), err);
+  if (out)
+    OP(download, out, d->logits, (size_t)d->B * d->s.V * sizeof(float), err);
   return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__decoder_greedy(fsdpc_decoder *d, int32_t *ids, fsdpc_err *err) {
+  size_t V = (size_t)d->s.V;
+  if (d->ops->argmax_rows) { /* on the device: only B ids cross */
+    OP(argmax_rows, d->ids, d->logits, d->B, d->s.V, err);
+    OP(download, ids, d->ids, (size_t)d->B * sizeof(int32_t), err);
+    return FSDPC_OK;
+  }
+  float *row = malloc(V * sizeof(float));
+  if (!row)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  fsdpc_status st = FSDPC_OK;
+  for (int b = 0; st == FSDPC_OK && b < d->B; b++) {
+    st = d->ops->download(d->dev, row, d->logits + (size_t)b * V, V * sizeof(float), err);
+    if (st == FSDPC_OK)
+      ids[b] = fsdpc__sample(row, (int)V, NULL, NULL, NULL, NULL);
+  }
+  free(row);
+  return st;
 }
 
 static fsdpc_status prefill_run(fsdpc_decoder *d, const fsdpc_infer_weights *w, fsdpc_model_ctx *m,
@@ -210,6 +246,8 @@ fsdpc_status fsdpc__decoder_prefill(fsdpc_decoder *d, const fsdpc_infer_weights 
                              .B = d->B,
                              .T = T,
                              .activation_checkpointing = 1,
+                             .forward_only = 1,
+                             .xent_chunk_rows = 1, /* no loss here: the smallest scratch */
                              .attention = d->attn,
                              .attention_opts = d->attn_opts,
                              .ops = d->ops};
@@ -249,6 +287,53 @@ static fsdpc_status step_layer(fsdpc_decoder *d, int l, const fsdpc_layer_w *w, 
   return FSDPC_OK;
 }
 
+/* The step after the uploads: embedding, layers, head logits (device). */
+static fsdpc_status step_body(fsdpc_decoder *d, const fsdpc_infer_weights *w, fsdpc_err *err) {
+  const fsdpc_model_shape *s = &d->s;
+  void *base[FSDPC_P_NKIND];
+  FSDPC_TRY(wblock(w, 0, base, err));
+  OP(embedding_fwd, d->x, d->tokens, base[FSDPC_P_EMBED], d->B, s->C, s->V, err);
+  FSDPC_TRY(wdone(w, 0, err));
+  for (int l = 0; l < s->L; l++) {
+    fsdpc_layer_w lw;
+    FSDPC_TRY(wblock(w, l + 1, base, err));
+    fsdpc__layer_views(base, &lw);
+    FSDPC_TRY(step_layer(d, l, &lw, err));
+    FSDPC_TRY(wdone(w, l + 1, err));
+  }
+  FSDPC_TRY(wblock(w, s->L + 1, base, err));
+  OP(rmsnorm_fwd, d->ln, d->rstd, d->x, base[FSDPC_P_NORM], d->B, s->C, s->eps, err);
+  FSDPC_TRY(head_logits(d, base[FSDPC_P_HEAD], NULL, err));
+  return wdone(w, s->L + 1, err);
+}
+
+/* The step body, replayed from a CUDA graph where it can: about 15 kernels
+ * per layer launch as one. A capture that fails (an op that cannot be
+ * recorded) leaves the decoder running step by step. */
+static fsdpc_status run_step(fsdpc_decoder *d, const fsdpc_infer_weights *w, fsdpc_err *err) {
+#ifdef FSDPC_WITH_CUDA
+  if (d->ops->device == FSDPC_DEVICE_CUDA && w->fixed && !d->no_graph) {
+    if (d->graph && d->graph_w == w->ctx)
+      return fsdpc__cuda_graph_launch(d->dev, d->graph, err);
+    if (!d->graph && d->eager_steps >= 1) {
+      FSDPC_TRY(fsdpc__cuda_graph_begin(d->dev, err));
+      fsdpc_err e2 = {0};
+      fsdpc_status st = step_body(d, w, &e2);
+      void *x = NULL;
+      FSDPC_TRY(fsdpc__cuda_graph_end(d->dev, st == FSDPC_OK, &x, err));
+      if (x) {
+        d->graph = x;
+        d->graph_w = w->ctx;
+        return fsdpc__cuda_graph_launch(d->dev, d->graph, err);
+      }
+      d->no_graph = 1; /* not recordable: step by step from now on */
+    }
+  }
+#endif
+  d->eager_steps++;
+  return step_body(d, w, err);
+}
+
 fsdpc_status fsdpc__decoder_step(fsdpc_decoder *d, const fsdpc_infer_weights *w,
                                  const int32_t *tokens, float *logits, fsdpc_err *err) {
   const fsdpc_model_shape *s = &d->s;
@@ -263,21 +348,9 @@ fsdpc_status fsdpc__decoder_step(fsdpc_decoder *d, const fsdpc_infer_weights *w,
   }
   OP(upload, d->pos, d->h_pos, (size_t)d->B * sizeof(int32_t), err);
   OP(upload, d->tokens, tokens, (size_t)d->B * sizeof(int32_t), err);
-  void *base[FSDPC_P_NKIND];
-  FSDPC_TRY(wblock(w, 0, base, err));
-  OP(embedding_fwd, d->x, d->tokens, base[FSDPC_P_EMBED], d->B, s->C, s->V, err);
-  FSDPC_TRY(wdone(w, 0, err));
-  for (int l = 0; l < s->L; l++) {
-    fsdpc_layer_w lw;
-    FSDPC_TRY(wblock(w, l + 1, base, err));
-    fsdpc__layer_views(base, &lw);
-    FSDPC_TRY(step_layer(d, l, &lw, err));
-    FSDPC_TRY(wdone(w, l + 1, err));
-  }
-  FSDPC_TRY(wblock(w, s->L + 1, base, err));
-  OP(rmsnorm_fwd, d->ln, d->rstd, d->x, base[FSDPC_P_NORM], d->B, s->C, s->eps, err);
-  FSDPC_TRY(head_logits(d, base[FSDPC_P_HEAD], logits, err));
-  FSDPC_TRY(wdone(w, s->L + 1, err));
+  FSDPC_TRY(run_step(d, w, err));
+  if (logits)
+    OP(download, logits, d->logits, (size_t)d->B * s->V * sizeof(float), err);
   for (int b = 0; b < d->B; b++)
     d->len[b]++;
   return FSDPC_OK;

@@ -71,7 +71,7 @@ fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[4], fsdpc_err *err) {
                                     (int32_t)s->plan->modes.batch.micro, s->tokens, s->labels,
                                     s->doc_ids, err));
       FSDPC_TRY(fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
-                                       s->use_doc_ids ? s->doc_ids : NULL, err));
+                                       s->eval_doc_ids ? s->doc_ids : NULL, err));
       double ls = 0.0;
       int64_t cnt = 0, ok = 0;
       FSDPC_TRY(fsdpc__engine_eval(s->eng, s->mctx, &ls, &cnt, err));

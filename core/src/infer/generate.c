@@ -8,7 +8,8 @@
 #include "infer/infer.h"
 
 typedef struct row {
-  int32_t *ids;
+  int32_t *ids, *top_ids;
+  float *top_vals;
   int n, done;
   char *text; /* decoded ids so far */
   size_t text_len, cap, shown;
@@ -20,8 +21,28 @@ void fsdpc__gen_results_free(fsdpc_gen_result *r, int n) {
   for (int i = 0; r && i < n; i++) {
     free(r[i].ids);
     free(r[i].text);
+    free(r[i].top_ids);
+    free(r[i].top_vals);
   }
   free(r);
+}
+
+/* The k highest (id, logit) pairs of x (V), highest first, lowest id on
+ * ties (k is small: insertion into a sorted list). */
+static void top_k(const float *x, int V, int k, int32_t *ids, float *vals) {
+  int n = 0;
+  for (int v = 0; v < V; v++) {
+    if (n == k && !(x[v] > vals[k - 1]))
+      continue;
+    int j = n < k ? n++ : k - 1;
+    while (j > 0 && x[v] > vals[j - 1]) {
+      vals[j] = vals[j - 1];
+      ids[j] = ids[j - 1];
+      j--;
+    }
+    vals[j] = x[v];
+    ids[j] = v;
+  }
 }
 
 /* Decodes the row's ids into r->text (ids the tokenizer lacks, such as a
@@ -132,11 +153,18 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
   FSDPC_TRY(fsdpc__decoder_create(&o, &d, err));
   size_t V = (size_t)s->V;
   int32_t *tokens = calloc((size_t)n * T, sizeof *tokens), *next = calloc((size_t)n, sizeof *next);
-  float *logits = malloc((size_t)n * V * sizeof(float)), *sp = malloc(V * sizeof(float));
+  int32_t *pick = calloc((size_t)n, sizeof *pick);
+  /* Greedy: the argmax runs where the logits are; only ids come back. */
+  int greedy = g->sampling.temperature <= 0.0, K = g->top_logits > 0 ? g->top_logits : 0;
+  if (K > s->V)
+    K = s->V;
+  int dev_pick = greedy && !K; /* else the logits come to the host */
+  float *logits = malloc((dev_pick ? 1 : (size_t)n * V) * sizeof(float));
+  float *sp = malloc(V * sizeof(float));
   int32_t *si = malloc(V * sizeof(int32_t));
   row *r = calloc((size_t)n, sizeof *r);
   fsdpc_status st = FSDPC_OK;
-  if (!tokens || !next || !logits || !sp || !si || !r) {
+  if (!tokens || !next || !pick || !logits || !sp || !si || !r) {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     goto out;
   }
@@ -144,14 +172,21 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
     memcpy(tokens + (size_t)b * T, prompts[b], (size_t)lens[b] * sizeof(int32_t));
     r[b].cap = 64; /* text is always a string, empty until decoded */
     r[b].text = calloc(r[b].cap, 1);
-    if (!(r[b].ids = malloc((size_t)new_max * sizeof(int32_t))) || !r[b].text) {
+    size_t nt = K ? ((size_t)new_max + 1) * (size_t)K : 1;
+    r[b].top_ids = K ? calloc(nt, sizeof(int32_t)) : NULL;
+    r[b].top_vals = K ? calloc(nt, sizeof(float)) : NULL;
+    if (!(r[b].ids = malloc((size_t)new_max * sizeof(int32_t))) || !r[b].text ||
+        (K && (!r[b].top_ids || !r[b].top_vals))) {
       st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
       goto out;
     }
     uint64_t x = g->sampling.seed + (uint64_t)(g->first_row + b);
     r[b].rng = fsdpc__splitmix64(&x);
   }
-  if ((st = fsdpc__decoder_prefill(d, w, tokens, T, lens, logits, err)) != FSDPC_OK)
+  if ((st = fsdpc__decoder_prefill(d, w, tokens, T, lens, dev_pick ? NULL : logits, err)) !=
+      FSDPC_OK)
+    goto out;
+  if (dev_pick && (st = fsdpc__decoder_greedy(d, pick, err)) != FSDPC_OK)
     goto out;
   int live_text = g->tok && (g->n_stop > 0 || g->on_text);
   for (int step = 0;; step++) {
@@ -161,7 +196,12 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
       next[b] = 0;
       if (rb->done)
         continue;
-      int32_t t = fsdpc__sample(logits + (size_t)b * V, s->V, &g->sampling, &rb->rng, sp, si);
+      if (K)
+        top_k(logits + (size_t)b * V, s->V, K, rb->top_ids + (size_t)rb->n * K,
+              rb->top_vals + (size_t)rb->n * K);
+      int32_t t = dev_pick
+                      ? pick[b]
+                      : fsdpc__sample(logits + (size_t)b * V, s->V, &g->sampling, &rb->rng, sp, si);
       if (is_eos(g, t)) {
         rb->done = 1;
         rb->reason = "eos";
@@ -186,7 +226,9 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
     }
     if (!live)
       break;
-    if ((st = fsdpc__decoder_step(d, w, next, logits, err)) != FSDPC_OK)
+    if ((st = fsdpc__decoder_step(d, w, next, dev_pick ? NULL : logits, err)) != FSDPC_OK)
+      goto out;
+    if (dev_pick && (st = fsdpc__decoder_greedy(d, pick, err)) != FSDPC_OK)
       goto out;
   }
   fsdpc_gen_result *out_r = calloc((size_t)n, sizeof *out_r);
@@ -203,6 +245,10 @@ fsdpc_status fsdpc__generate(const fsdpc_decoder_opts *dopt, const fsdpc_infer_w
     out_r[b].n_ids = r[b].n;
     out_r[b].text = r[b].text ? r[b].text : strdup("");
     out_r[b].stop_reason = r[b].reason;
+    out_r[b].top_ids = r[b].top_ids;
+    out_r[b].top_vals = r[b].top_vals;
+    r[b].top_ids = NULL;
+    r[b].top_vals = NULL;
     r[b].ids = NULL;
     r[b].text = NULL;
   }
@@ -211,10 +257,13 @@ out:
   for (int b = 0; r && b < n; b++) {
     free(r[b].ids);
     free(r[b].text);
+    free(r[b].top_ids);
+    free(r[b].top_vals);
   }
   free(r);
   free(tokens);
   free(next);
+  free(pick);
   free(logits);
   free(sp);
   free(si);

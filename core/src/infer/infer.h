@@ -29,6 +29,10 @@ typedef struct fsdpc_infer_weights {
    * FSDPC_P_EMBED; layer: its kinds; head: FSDPC_P_NORM, FSDPC_P_HEAD). */
   fsdpc_status (*block)(void *ctx, int b, void *base[FSDPC_P_NKIND], fsdpc_err *err);
   fsdpc_status (*done)(void *ctx, int b, fsdpc_err *err); /* (optional) */
+  /* 1: block() hands out the same pointers every call and enqueues no work
+   * (a resident model), so the decoder may replay a recorded step (a CUDA
+   * graph); 0: gathered weights (training) run step by step. */
+  int fixed;
 } fsdpc_infer_weights;
 
 /* ---- decode.c: the KV-cache decoder ---- */
@@ -41,20 +45,25 @@ typedef struct fsdpc_decoder_opts {
   const fsdpc_opts *attention_opts;
   int B;       /* rows */
   int max_len; /* cache length: prompt + new tokens, <= max_position_embeddings */
+  int no_graph; /* 1: never record the step as a CUDA graph (measurement) */
 } fsdpc_decoder_opts;
 
 fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **out,
                                    fsdpc_err *err);
 void fsdpc__decoder_destroy(fsdpc_decoder *d); /* NULL is a no-op */
 /* Runs the prompts (host (B, T), right-padded; lens[b] in 1..T) and leaves
- * logits (host (B, V), fp32) of each row's last prompt token. */
+ * logits (host (B, V), fp32; NULL: kept on the device for
+ * fsdpc__decoder_greedy) of each row's last prompt token. */
 fsdpc_status fsdpc__decoder_prefill(fsdpc_decoder *d, const fsdpc_infer_weights *w,
                                     const int32_t *tokens, int T, const int *lens, float *logits,
                                     fsdpc_err *err);
 /* Appends tokens[b] to row b at its next position and gives the logits
- * after it (host (B, V)). */
+ * after it (host (B, V), or NULL as for prefill). */
 fsdpc_status fsdpc__decoder_step(fsdpc_decoder *d, const fsdpc_infer_weights *w,
                                  const int32_t *tokens, float *logits, fsdpc_err *err);
+/* ids (host (B)): the argmax of each row's last logits (lowest id on
+ * ties), computed on the device where it can (only the ids are copied). */
+fsdpc_status fsdpc__decoder_greedy(fsdpc_decoder *d, int32_t *ids, fsdpc_err *err);
 /* Tokens row b holds (prompt + appended). */
 int fsdpc__decoder_len(const fsdpc_decoder *d, int b);
 
@@ -84,6 +93,8 @@ typedef struct fsdpc_gen_opts {
   void (*on_text)(void *ctx, int row, const char *text, size_t len);
   void *cb_ctx;
   int first_row; /* index of row 0 among all prompts: seeds each row's stream */
+  int top_logits; /* > 0: keep the top_logits (id, logit) pairs of each step
+                   * (the logits then come to the host every step) */
 } fsdpc_gen_opts;
 
 typedef struct fsdpc_gen_result {
@@ -91,6 +102,11 @@ typedef struct fsdpc_gen_result {
   int n_ids;
   char *text;              /* decoded, cut before a stop string; NUL-terminated */
   const char *stop_reason; /* "eos", "stop", "length" */
+  /* top_logits > 0: (n_ids + 1) x top_logits ids and fp32 logits, highest
+   * first, of the logits each generated token was picked from (the last
+   * row: the stop token's, or the step after the length limit's: zeros) */
+  int32_t *top_ids;
+  float *top_vals;
 } fsdpc_gen_result;
 
 /* Generates for n prompts at once (one padded batch: one forward per token
@@ -129,6 +145,9 @@ typedef struct fsdpc_infer_load_opts {
 fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer_model **out,
                                      fsdpc_err *err);
 void fsdpc__infer_model_free(fsdpc_infer_model *m);
+/* Peak bytes allocated on the model's device so far (tracked allocations:
+ * weights, KV cache, buffers; not the driver's own context). */
+int64_t fsdpc__infer_model_peak_bytes(const fsdpc_infer_model *m);
 /* The generation config's EOS ids (generation_config.json beside the model,
  * else config.json, else model.eos_token_id): malloc'd *ids. */
 fsdpc_status fsdpc__infer_eos_ids(const char *dir, const fsdpc_model_shape *s, int32_t **ids,

@@ -10,9 +10,11 @@
 
 #include "ckpt/ckpt.h"
 #include "infer/infer.h"
+#include "io/dtype.h"
 #include "io/fileio.h"
 #include "model/hf_rules.h"
 #include "train/session.h"
+#include "util/mem.h"
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/cuda_ctx.h"
 #endif
@@ -189,33 +191,40 @@ out:
   return st;
 }
 
-/* Each parameter in its own device buffer of the compute dtype. */
+/* Each parameter in its own device buffer of the compute dtype. bf16 is
+ * rounded on the host (to nearest even, as the device cast), so no fp32
+ * copy reaches the device; both go up in chunks through one small host
+ * buffer. */
+#define UPLOAD_CHUNK ((size_t)1 << 22) /* elements */
 static fsdpc_status to_device(fsdpc_infer_model *m, const fsdpc_layout *lay, float **shard,
                               fsdpc_err *err) {
   const fsdpc_ops *ops = m->ops;
+  int bf16 = ops->act_dtype != FSDPC_DTYPE_F32;
+  if (bf16 && ops->act_dtype != FSDPC_DTYPE_BF16)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "inference load: compute dtype not fp32/bf16");
   if (!(m->w = calloc((size_t)m->n_params, sizeof *m->w)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  for (int p = 0; p < m->n_params; p++) {
-    size_t n = m->params[p].numel;
+  uint16_t *h = bf16 ? malloc(UPLOAD_CHUNK * sizeof(uint16_t)) : NULL;
+  if (bf16 && !h)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  fsdpc_status st = FSDPC_OK;
+  for (int p = 0; st == FSDPC_OK && p < m->n_params; p++) {
+    size_t n = m->params[p].numel, a = ops->act_size;
     const float *src = shard[lay->param_unit[p]] + lay->param_offset[p];
-    if (!(m->w[p] = ops->alloc(ops->ctx, FSDPC_MEM_PARAMS, n * ops->act_size)))
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of device memory for %s", m->params[p].name);
-    if (ops->act_dtype == FSDPC_DTYPE_F32) {
-      FSDPC_TRY(ops->upload(ops->ctx, m->w[p], src, n * sizeof(float), err));
-      continue;
+    if (!(m->w[p] = ops->alloc(ops->ctx, FSDPC_MEM_PARAMS, n * a))) {
+      st = fsdpc__ops_oom(ops, err, "for %s", m->params[p].name);
+      break;
     }
-    float *tmp = ops->alloc(ops->ctx, FSDPC_MEM_OTHER, n * sizeof(float));
-    if (!tmp)
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of device memory");
-    fsdpc_status st = ops->upload(ops->ctx, tmp, src, n * sizeof(float), err);
-    if (st == FSDPC_OK)
-      st = ops->cast_params(ops->ctx, m->w[p], tmp, n, err);
-    if (st == FSDPC_OK)
-      st = ops->sync(ops->ctx, err);
-    ops->free(ops->ctx, FSDPC_MEM_OTHER, tmp, n * sizeof(float));
-    FSDPC_TRY(st);
+    for (size_t i = 0; st == FSDPC_OK && i < n; i += UPLOAD_CHUNK) {
+      size_t k = n - i < UPLOAD_CHUNK ? n - i : UPLOAD_CHUNK;
+      if (bf16)
+        fsdpc__f32_to_bf16_n(src + i, h, k);
+      st = ops->upload(ops->ctx, (char *)m->w[p] + i * a, bf16 ? (const void *)h : src + i, k * a,
+                       err);
+    }
   }
-  return FSDPC_OK;
+  free(h);
+  return st;
 }
 
 fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer_model **out,
@@ -269,9 +278,22 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
     fsdpc__infer_model_free(m);
     return st;
   }
-  m->weights = (fsdpc_infer_weights){.ctx = m, .block = resident_block};
+  m->weights = (fsdpc_infer_weights){.ctx = m, .block = resident_block, .fixed = 1};
   *out = m;
   return FSDPC_OK;
+}
+
+int64_t fsdpc__infer_model_peak_bytes(const fsdpc_infer_model *m) {
+#ifdef FSDPC_WITH_CUDA
+  if (m->cuda) {
+    fsdpc_cuda_mem_stats cs;
+    fsdpc_err e;
+    return fsdpc__cuda_mem_stats(m->cuda, &cs, &e) == FSDPC_OK ? cs.total_allocated_peak : -1;
+  }
+#endif
+  fsdpc_mem_stats ms;
+  fsdpc__mem_stats(&ms);
+  return ms.total_peak;
 }
 
 void fsdpc__infer_model_free(fsdpc_infer_model *m) {

@@ -2,7 +2,6 @@
  * top-p (in that order, as transformers' logits processors), from a seeded
  * xoshiro256** stream per row so that a prompt's output does not depend on
  * the batch it ran in. */
-#define _GNU_SOURCE /* qsort_r */
 #include <math.h>
 #include <stdlib.h>
 
@@ -17,13 +16,26 @@ static int32_t argmax(const float *x, int V) {
   return best;
 }
 
-/* Indexes by probability, descending (ties: lower id first). */
-static int by_p_desc(const void *a, const void *b, void *ctx) {
-  const float *p = ctx;
-  int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-  if (p[i] != p[j])
-    return p[i] > p[j] ? -1 : 1;
-  return i < j ? -1 : i > j;
+/* i comes before j: higher probability, then lower id. */
+static int before(const float *p, int32_t i, int32_t j) {
+  return p[i] > p[j] || (p[i] == p[j] && i < j);
+}
+
+/* Max-heap (by `before`) of h[0..m): restores it below slot k. */
+static void sift_down(int32_t *h, int m, int k, const float *p) {
+  for (;;) {
+    int c = 2 * k + 1;
+    if (c >= m)
+      return;
+    if (c + 1 < m && before(p, h[c + 1], h[c]))
+      c++;
+    if (!before(p, h[c], h[k]))
+      return;
+    int32_t t = h[k];
+    h[k] = h[c];
+    h[c] = t;
+    k = c;
+  }
 }
 
 /* A uniform double in [0, 1) from the 53 high bits. */
@@ -49,28 +61,35 @@ int32_t fsdpc__sample(const float *logits, int V, const fsdpc_sampling *s, uint6
   }
   for (int v = 0; v < V; v++)
     p[v] = (float)(p[v] / sum);
-  qsort_r(idx, (size_t)V, sizeof *idx, by_p_desc, p);
-  int n = V;
-  if (s->top_k > 0 && s->top_k < n)
-    n = s->top_k;
-  if (s->top_p > 0.0 && s->top_p < 1.0) {
-    double c = 0.0;
-    int k = 0;
-    while (k < n) { /* the smallest prefix whose mass reaches top_p (at least one) */
-      c += p[idx[k++]];
-      if (c >= s->top_p)
-        break;
-    }
-    n = k;
+  /* The candidates in order (probability descending, lower id first on
+   * ties), taken one by one off a heap only as far as top-k and top-p need:
+   * the i-th lands at idx[V - 1 - i] (heapsort order), so a peaked
+   * distribution costs O(V) rather than a full sort. */
+  for (int k = V / 2 - 1; k >= 0; k--)
+    sift_down(idx, V, k, p);
+  int limit = s->top_k > 0 && s->top_k < V ? s->top_k : V;
+  int use_p = s->top_p > 0.0 && s->top_p < 1.0, n = 0, m = V;
+  double c = 0.0;
+  while (n < limit) { /* the smallest prefix whose mass reaches top_p (at least one) */
+    int32_t t = idx[0];
+    idx[0] = idx[--m];
+    sift_down(idx, m, 0, p);
+    idx[m] = t;
+    n++;
+    c += p[t];
+    if (use_p && c >= s->top_p)
+      break;
   }
+  const int32_t *ord = idx + V - n; /* ord[n - 1 - i] is the i-th */
   double mass = 0.0;
   for (int i = 0; i < n; i++)
-    mass += p[idx[i]];
-  double u = uniform(state) * mass, c = 0.0;
+    mass += p[ord[n - 1 - i]];
+  double u = uniform(state) * mass;
+  c = 0.0;
   for (int i = 0; i < n; i++) {
-    c += p[idx[i]];
+    c += p[ord[n - 1 - i]];
     if (u < c)
-      return idx[i];
+      return ord[n - 1 - i];
   }
-  return idx[n - 1];
+  return ord[0];
 }

@@ -266,6 +266,13 @@ fsdpc_status fsdpc__hf_ckpt_read_f32(fsdpc_hf_ckpt *ck, const char *name, uint64
   return fsdpc__st_read_f32(f, name, elem_offset, n, dst, err);
 }
 
+fsdpc_status fsdpc__hf_ckpt_read_raw(fsdpc_hf_ckpt *ck, const char *name, uint64_t elem_offset,
+                                     uint64_t n, void *dst, fsdpc_err *err) {
+  fsdpc_st_file *f;
+  FSDPC_TRY(shard_of(ck, name, &f, err));
+  return fsdpc__st_read_raw(f, name, elem_offset, n, dst, err);
+}
+
 fsdpc_status fsdpc__hf_ckpt_expect(fsdpc_hf_ckpt *ck, const char *name, int32_t ndim,
                                    const int64_t *shape, fsdpc_err *err) {
   const fsdpc_st_info *info;

@@ -33,6 +33,9 @@ fsdpc_status fsdpc__hf_ckpt_find(fsdpc_hf_ckpt *ck, const char *name, const fsdp
 /* As fsdpc__st_read_f32 on the shard holding name. dst: (n) floats. */
 fsdpc_status fsdpc__hf_ckpt_read_f32(fsdpc_hf_ckpt *ck, const char *name, uint64_t elem_offset,
                                      uint64_t n, float *dst, fsdpc_err *err);
+/* As fsdpc__st_read_raw on the shard holding name. */
+fsdpc_status fsdpc__hf_ckpt_read_raw(fsdpc_hf_ckpt *ck, const char *name, uint64_t elem_offset,
+                                     uint64_t n, void *dst, fsdpc_err *err);
 /* OK when the tensor exists with exactly this shape; otherwise one line
  * "<file>: tensor 'x' has shape [a, b], expected [c, d]". */
 fsdpc_status fsdpc__hf_ckpt_expect(fsdpc_hf_ckpt *ck, const char *name, int32_t ndim,

@@ -70,6 +70,10 @@ const char *fsdpc__st_meta_get(const fsdpc_st_file *f, const char *key);
  * bytes. Other dtypes are refused. dst: (n) floats. */
 fsdpc_status fsdpc__st_read_f32(const fsdpc_st_file *f, const char *name, uint64_t elem_offset,
                                 uint64_t n, float *dst, fsdpc_err *err);
+/* The same elements' bytes as stored (n * elem_size bytes, no conversion),
+ * in one read: a loader that widens on the device reads BF16 this way. */
+fsdpc_status fsdpc__st_read_raw(const fsdpc_st_file *f, const char *name, uint64_t elem_offset,
+                                uint64_t n, void *dst, fsdpc_err *err);
 
 /* Writes a whole file: tensors in the order given, data converted from fp32
  * to dtype (FSDPC_DTYPE_F32, BF16 or F16; narrowing rounds to nearest even).

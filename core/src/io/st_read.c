@@ -496,17 +496,33 @@ fsdpc_status fsdpc__st_read_f32(const fsdpc_st_file *f, const char *name, uint64
   if (t->dtype == FSDPC_DTYPE_F32)
     return read_bytes(f, t, dst, n * 4, off, err);
 
-  /* 16-bit formats: read a bounded chunk, widen it into dst. */
-  enum { CHUNK = 8192 };
-  uint16_t buf[CHUNK];
-  for (uint64_t done = 0; done < n;) {
-    uint64_t k = n - done < CHUNK ? n - done : CHUNK;
-    FSDPC_TRY(read_bytes(f, t, buf, k * 2, off + done * 2, err));
-    if (t->dtype == FSDPC_DTYPE_BF16)
-      fsdpc__bf16_to_f32_n(buf, dst + done, k);
-    else
-      fsdpc__f16_to_f32_n(buf, dst + done, k);
-    done += k;
+  /* 16-bit formats: one read of the raw values into the upper half of dst,
+   * then widen in place from the front: element i's float (bytes 4i..4i+3)
+   * only overwrites raw values before i, already consumed. */
+  unsigned char *b = (unsigned char *)dst; /* byte copies: the halves alias */
+  FSDPC_TRY(read_bytes(f, t, b + n * 2, n * 2, off, err));
+  int bf16 = t->dtype == FSDPC_DTYPE_BF16;
+  for (uint64_t i = 0; i < n; i++) {
+    uint16_t h;
+    memcpy(&h, b + n * 2 + i * 2, 2);
+    float v = bf16 ? fsdpc__bf16_to_f32(h) : fsdpc__f16_to_f32(h);
+    memcpy(b + i * 4, &v, 4);
   }
   return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__st_read_raw(const fsdpc_st_file *f, const char *name, uint64_t elem_offset,
+                                uint64_t n, void *dst, fsdpc_err *err) {
+  char q[QCAP];
+  const fsdpc_st_info *t = fsdpc__st_find(f, name);
+  if (!t)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: tensor '%s' not found", f->path,
+                       fsdpc__st_quote(q, sizeof q, name));
+  if (elem_offset > t->numel || n > t->numel - elem_offset)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: tensor '%s': elements [%" PRIu64 ", %" PRIu64 " + %" PRIu64
+                       ") are outside its %" PRIu64 " elements",
+                       f->path, fsdpc__st_quote(q, sizeof q, name), elem_offset, elem_offset, n,
+                       t->numel);
+  return read_bytes(f, t, dst, n * t->elem_size, t->file_offset + elem_offset * t->elem_size, err);
 }

@@ -39,11 +39,41 @@ fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
      m->labels, N, C, s->V, grad_scale, m->chunk_rows, m->xent_scratch, m->xent_scratch_bytes,
      err);
   if (bwd) OP(rmsnorm_bwd, m->dres, dnorm_w, m->dtmp, x, norm_w, m->rstdf, N, C, err);
+  if (m->defer_loss && m->loss_n < m->loss_cap) {
+    /* ordered after lmhead_xent on the compute stream, before the next
+     * micro-batch overwrites loss2 */
+    OP(copy_on, m->loss_host + 2 * m->loss_n, m->loss2, 2 * sizeof(double), NULL, err);
+    m->loss_n++;
+    *loss_sum = 0.0;
+    *count = 0;
+    return FSDPC_OK;
+  }
   double l2[2];
   OP(download, l2, m->loss2, sizeof l2, err);
   *loss_sum = l2[0];
   *count = (int64_t)l2[1];
   return FSDPC_OK;
+}
+
+void fsdpc__model_defer_loss(fsdpc_model_ctx *m, int on) {
+  if (on && !m->loss_host && m->ops->alloc_host && m->ops->copy_on) {
+    m->loss_host = m->ops->alloc_host(m->dev, 64 * 2 * sizeof(double));
+    m->loss_cap = m->loss_host ? 64 : 0; /* more micro-batches: the sync download */
+  }
+  m->defer_loss = on && m->loss_host;
+  if (on) m->loss_n = 0;
+}
+
+void fsdpc__model_deferred_losses(fsdpc_model_ctx *m, double *loss_sum, int64_t *count) {
+  double s = 0.0;
+  int64_t c = 0;
+  for (int i = 0; i < m->loss_n; i++) {
+    s += m->loss_host[2 * i];
+    c += (int64_t)m->loss_host[2 * i + 1];
+  }
+  *loss_sum += s;
+  *count += c;
+  m->loss_n = 0;
 }
 
 fsdpc_status fsdpc__model_logits_at(fsdpc_model_ctx *m, int pos, const void *norm_w,

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model/ctx.h"
+#include "plugin/call.h"
 
 fsdpc_layer_acts *fsdpc__model_acts(fsdpc_model_ctx *m, int l) {
   return &m->acts[m->n_acts == 1 ? 0 : l];
@@ -38,8 +39,9 @@ static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t 
   size_t C = (size_t)s->C, F = (size_t)s->F;
   size_t QD = (size_t)s->NH * s->HD, KD = (size_t)s->KVH * s->HD;
   size_t rope = (size_t)s->max_pos * (size_t)(s->HD / 2) * sizeof(float);
-  size_t ws = (size_t)(as->fwd_workspace > as->bwd_workspace ? as->fwd_workspace
-                                                             : as->bwd_workspace);
+  int fwd_only = m && m->fwd_only; /* inference: no backward buffers */
+  size_t ws = (size_t)(fwd_only || as->fwd_workspace > as->bwd_workspace ? as->fwd_workspace
+                                                                         : as->bwd_workspace);
   size_t ib = N * sizeof(int32_t);
 #define SLOT(f) (m ? (void **)&m->f : NULL)
   add_buf(l, SLOT(rope_cos), rope);
@@ -49,6 +51,7 @@ static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t 
   add_buf(l, SLOT(rstdf), N * sizeof(float));
   add_buf(l, SLOT(xent_scratch), xent_scratch);
   add_buf(l, SLOT(loss2), 2 * sizeof(double));
+  if (fwd_only) goto no_backward;
   add_buf(l, SLOT(dres), N * C * act);
   add_buf(l, SLOT(dh), N * C * act);
   add_buf(l, SLOT(dtmp), N * C * act);
@@ -60,6 +63,7 @@ static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t 
   add_buf(l, SLOT(dq), N * QD * act);
   add_buf(l, SLOT(dk), N * KD * act);
   add_buf(l, SLOT(dv), N * KD * act);
+no_backward:
   if (ws) add_buf(l, SLOT(attn_ws), ws);
 #undef SLOT
   size_t a[FSDPC_LAYER_NACTS] = {N * C * act,  N * sizeof(float),      N * QD * act,
@@ -112,19 +116,20 @@ static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_op
                                     fsdpc_err *err) {
   const fsdpc_model_shape *s = o->shape;
   int dev_index = m->ops->device == FSDPC_DEVICE_CPU ? -1 : 0;
-  if (m->av->create) {
-    int32_t r = m->av->create(o->attention_opts, m->ops->device, dev_index, &m->actx);
-    if (r != FSDPC_OK) return fsdpc__plugin_fail(m->attn, r, err);
-  }
+  int32_t r =
+      fsdpc__call_attn_create(m->attn, o->attention_opts, m->ops->device, dev_index, &m->actx);
+  if (r != FSDPC_OK)
+    return fsdpc__plugin_fail(m->attn, r, err);
   m->ashape = (fsdpc_attn_shape){.struct_size = sizeof(fsdpc_attn_shape),
                                  .B = o->B, .T = o->T, .NH = s->NH, .KVH = s->KVH,
                                  .HD = s->HD, .causal = 1,
                                  .scale = (float)(1.0 / sqrt((double)s->HD)),
-                                 .dtype = m->ops->act_dtype, .device = m->ops->device};
+                                 .dtype = m->ops->act_dtype, .device = m->ops->device,
+                                 .host = m->attn->host, .num_threads = o->threads};
   if (m->av->supports && m->av->supports(&m->ashape) != FSDPC_OK)
     return fsdpc__plugin_fail(m->attn, FSDPC_UNSUPPORTED, err);
   m->asizes.struct_size = sizeof m->asizes;
-  int32_t r = m->av->sizes(m->actx, &m->ashape, &m->asizes);
+  r = m->av->sizes(m->actx, &m->ashape, &m->asizes);
   return r == FSDPC_OK ? FSDPC_OK : fsdpc__plugin_fail(m->attn, r, err);
 }
 
@@ -158,11 +163,11 @@ static fsdpc_status alloc_buffers(fsdpc_model_ctx *m, fsdpc_err *err) {
   m->bytes = total_bytes(s, m->B, m->T, m->ckpt, act, m->xent_scratch_bytes, &m->asizes);
   return FSDPC_OK;
 oom:
-  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                     "out of memory for activations (micro-batch %d x %d); lower "
-                     "train.micro_batch_size or data.seq_len, or enable "
-                     "fsdp.activation_checkpointing",
-                     m->B, m->T);
+  return fsdpc__ops_oom(m->ops, err,
+                        "for activations (micro-batch %d x %d); lower "
+                        "train.micro_batch_size or data.seq_len, or enable "
+                        "fsdp.activation_checkpointing",
+                        m->B, m->T);
 }
 
 static fsdpc_status init_tables(fsdpc_model_ctx *m, fsdpc_err *err) {
@@ -198,6 +203,7 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
   m->T = o->T;
   m->N = o->B * o->T;
   m->ckpt = o->activation_checkpointing;
+  m->fwd_only = o->forward_only;
   m->attn = o->attention;
   m->av = o->attention->vtable;
   m->chunk_rows = fsdpc__model_xent_chunk_rows(o->xent_chunk_rows, m->N, s->V);
@@ -234,6 +240,7 @@ void fsdpc__model_ctx_destroy(fsdpc_model_ctx *m) {
   if (m->d_tokens) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_tokens, ib);
   if (m->d_labels) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_labels, ib);
   if (m->d_doc_ids) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_doc_ids, ib);
+  if (m->loss_host) m->ops->free_host(m->dev, m->loss_host);
   free(m->resid);
   free(m->acts);
   free(m);

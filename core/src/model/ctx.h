@@ -34,6 +34,7 @@ struct fsdpc_model_ctx {
   void *dev;                    /* ops->ctx */
   int B, T, N;
   int ckpt;                     /* activation checkpointing */
+  int fwd_only;                 /* no backward buffers (inference) */
   const fsdpc_component *attn;  /* attention plugin */
   const fsdpc_attention_v1 *av;
   fsdpc_attn_ctx *actx;
@@ -57,6 +58,10 @@ struct fsdpc_model_ctx {
   void *xent_scratch;
   size_t xent_scratch_bytes;
   double *loss2;                 /* (2) device: loss sum, counted tokens */
+  /* deferred losses (fsdpc__model_defer_loss): each micro-batch's loss2
+   * copied asynchronously into pinned host slots, read after a sync */
+  double *loss_host;             /* (2 * loss_cap) pinned host memory, or NULL */
+  int loss_cap, loss_n, defer_loss;
 
   /* backward scratch */
   void *dres;                    /* (N, C) d(residual stream) */

@@ -72,11 +72,43 @@ fsdpc_status fsdpc__model_layer_fwd(fsdpc_model_ctx *m, int l, const fsdpc_layer
   return layer_forward(m, l, w, err);
 }
 
+/* dinp (+)= dout @ weight, dweight += dout^T @ inp. Accumulating: inside
+ * the GEMM where the device has it (ops->matmul_bwd_acc), else through
+ * m->dtmp2 and an add (the CPU's sequence, so its rounding is unchanged). */
+static fsdpc_status proj_bwd(fsdpc_model_ctx *m, int acc, void *dinp, float *dweight,
+                             const void *dout, const void *inp, const void *weight, int C, int OC,
+                             fsdpc_err *err) {
+  int N = m->N;
+  if (!acc) {
+    OP(matmul_bwd, dinp, dweight, dout, inp, weight, N, C, OC, err);
+  } else if (m->ops->matmul_bwd_acc) {
+    OP(matmul_bwd_acc, dinp, dweight, dout, inp, weight, N, C, OC, err);
+  } else {
+    OP(matmul_bwd, m->dtmp2, dweight, dout, inp, weight, N, C, OC, err);
+    OP(add_inplace, dinp, m->dtmp2, (size_t)N * C, err);
+  }
+  return FSDPC_OK;
+}
+
+/* dinp = rmsnorm_bwd(dout) + dresid (the residual path), in one pass where
+ * the device has it (ops->rmsnorm_bwd_add). */
+static fsdpc_status norm_bwd(fsdpc_model_ctx *m, void *dinp, float *dweight, const void *dout,
+                             const void *dresid, const void *inp, const void *weight,
+                             const float *rstd, fsdpc_err *err) {
+  int N = m->N, C = m->s.C;
+  if (m->ops->rmsnorm_bwd_add) {
+    OP(rmsnorm_bwd_add, dinp, dweight, dout, dresid, inp, weight, rstd, N, C, err);
+  } else {
+    OP(rmsnorm_bwd, dinp, dweight, dout, inp, weight, rstd, N, C, err);
+    OP(add_inplace, dinp, dresid, (size_t)N * C, err);
+  }
+  return FSDPC_OK;
+}
+
 fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                                     const fsdpc_layer_g *g, fsdpc_err *err) {
   const fsdpc_model_shape *s = &m->s;
   int N = m->N, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD, P = s->max_pos;
-  size_t NC = (size_t)N * C;
   if (m->ckpt) FSDPC_TRY(layer_forward(m, l, w, err)); /* recompute from resid[l] */
   fsdpc_layer_acts *a = fsdpc__model_acts(m, l);
   const void *x = m->resid[l];
@@ -84,11 +116,9 @@ fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer
   /* MLP: resid[l+1] = h + act @ Wdown^T */
   OP(matmul_bwd, m->dact, g->wdown, m->dres, a->act, w->wdown, N, F, C, err);
   OP(swiglu_bwd, m->dgate, m->dup, m->dact, a->gate, a->up, N, F, err);
-  OP(matmul_bwd, m->dtmp, g->wgate, m->dgate, a->ln2, w->wgate, N, C, F, err);
-  OP(matmul_bwd, m->dtmp2, g->wup, m->dup, a->ln2, w->wup, N, C, F, err);
-  OP(add_inplace, m->dtmp, m->dtmp2, NC, err);
-  OP(rmsnorm_bwd, m->dh, g->ln2, m->dtmp, a->h, w->ln2, a->rstd2, N, C, err);
-  OP(add_inplace, m->dh, m->dres, NC, err); /* residual path */
+  FSDPC_TRY(proj_bwd(m, 0, m->dtmp, g->wgate, m->dgate, a->ln2, w->wgate, C, F, err));
+  FSDPC_TRY(proj_bwd(m, 1, m->dtmp, g->wup, m->dup, a->ln2, w->wup, C, F, err));
+  FSDPC_TRY(norm_bwd(m, m->dh, g->ln2, m->dtmp, m->dres, a->h, w->ln2, a->rstd2, err));
 
   /* Attention: h = x + attn @ Wo^T */
   OP(matmul_bwd, m->dattn, g->wo, m->dh, a->attn, w->wo, N, QD, C, err);
@@ -99,12 +129,9 @@ fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer
   if (st != FSDPC_OK) return fsdpc__plugin_fail(m->attn, st, err);
   OP(rope_bwd, m->dq, m->rope_cos, m->rope_sin, m->pos, N, s->NH, s->HD, P, err);
   OP(rope_bwd, m->dk, m->rope_cos, m->rope_sin, m->pos, N, s->KVH, s->HD, P, err);
-  OP(matmul_bwd, m->dtmp, g->wq, m->dq, a->ln1, w->wq, N, C, QD, err);
-  OP(matmul_bwd, m->dtmp2, g->wk, m->dk, a->ln1, w->wk, N, C, KD, err);
-  OP(add_inplace, m->dtmp, m->dtmp2, NC, err);
-  OP(matmul_bwd, m->dtmp2, g->wv, m->dv, a->ln1, w->wv, N, C, KD, err);
-  OP(add_inplace, m->dtmp, m->dtmp2, NC, err);
-  OP(rmsnorm_bwd, m->dres, g->ln1, m->dtmp, x, w->ln1, a->rstd1, N, C, err);
-  OP(add_inplace, m->dres, m->dh, NC, err); /* residual path */
+  FSDPC_TRY(proj_bwd(m, 0, m->dtmp, g->wq, m->dq, a->ln1, w->wq, C, QD, err));
+  FSDPC_TRY(proj_bwd(m, 1, m->dtmp, g->wk, m->dk, a->ln1, w->wk, C, KD, err));
+  FSDPC_TRY(proj_bwd(m, 1, m->dtmp, g->wv, m->dv, a->ln1, w->wv, C, KD, err));
+  FSDPC_TRY(norm_bwd(m, m->dres, g->ln1, m->dtmp, m->dh, x, w->ln1, a->rstd1, err));
   return FSDPC_OK;
 }

@@ -94,6 +94,8 @@ typedef struct fsdpc_model_ctx_opts {
   const fsdpc_opts *attention_opts;
   int xent_chunk_rows;              /* rows per chunk of the fused CE (0 = auto) */
   const fsdpc_ops *ops;             /* device ops table; NULL = the CPU reference */
+  int threads;                      /* CPU threads for the attention plugin (0: its choice) */
+  int forward_only;                 /* inference: no backward buffers (no backward calls) */
 } fsdpc_model_ctx_opts;
 
 fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_ctx **out,
@@ -133,6 +135,14 @@ fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
                                        const void *head_w, float grad_scale, float *dnorm_w,
                                        float *dhead_w, double *loss_sum, int64_t *count,
                                        fsdpc_err *err);
+/* Keeps the loss on the device (on = 1, devices with pinned host memory
+ * only; a no-op on the CPU): until it is turned off, head_fwd_bwd returns
+ * 0 and 0 and copies each micro-batch's loss asynchronously into a pinned
+ * host slot, so a step has no host sync for its loss. After the device has
+ * passed the step (a sync), fsdpc__model_deferred_losses adds the deferred
+ * losses to *loss_sum and *count in micro-batch order and forgets them. */
+void fsdpc__model_defer_loss(fsdpc_model_ctx *m, int on);
+void fsdpc__model_deferred_losses(fsdpc_model_ctx *m, double *loss_sum, int64_t *count);
 /* Backward of each block, in reverse. */
 fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                                     const fsdpc_layer_g *g, fsdpc_err *err);
@@ -154,5 +164,10 @@ void fsdpc__layer_grad_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_g *g)
  * elements [elem_offset, elem_offset + n). */
 void fsdpc__model_init_range(const fsdpc_param_info *p, uint64_t seed, double std,
                              uint64_t elem_offset, uint64_t n, float *dst);
+/* 1 for the weights the init sets to 1 (RMSNorm scales), 0 for the ones it
+ * draws from normal(0, std^2) with stream fsdpc__init_key(seed, name). */
+int fsdpc__model_init_is_ones(const fsdpc_param_info *p);
+/* Its stream: fsdpc__init_key(seed, p->name) (model/init_rng.h). */
+uint64_t fsdpc__model_init_key(const fsdpc_param_info *p, uint64_t seed);
 
 #endif

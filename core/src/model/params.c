@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/init_rng.h"
 #include "model/llama.h"
 
 fsdpc_status fsdpc__model_shape_check(const fsdpc_model_shape *s, fsdpc_err *err) {
@@ -85,34 +86,24 @@ uint64_t fsdpc__model_numel(const fsdpc_model_shape *s) {
   return (uint64_t)s->V * C * (s->tied ? 1 : 2) + (uint64_t)s->L * layer + C;
 }
 
-/* splitmix64: a counter-based generator, so element i of a tensor can be made
- * without making elements 0..i-1 (each rank inits only its own shard). */
-static uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+int fsdpc__model_init_is_ones(const fsdpc_param_info *p) {
+  return p->kind == FSDPC_P_LN1 || p->kind == FSDPC_P_LN2 || p->kind == FSDPC_P_NORM;
 }
 
-static uint64_t hash_name(const char *s) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-  return h;
+uint64_t fsdpc__model_init_key(const fsdpc_param_info *p, uint64_t seed) {
+  return fsdpc__init_key(seed, p->name);
 }
 
 void fsdpc__model_init_range(const fsdpc_param_info *p, uint64_t seed, double std,
                              uint64_t elem_offset, uint64_t n, float *dst) {
-  if (p->kind == FSDPC_P_LN1 || p->kind == FSDPC_P_LN2 || p->kind == FSDPC_P_NORM) {
-    for (uint64_t i = 0; i < n; i++) dst[i] = 1.0f;
+  if (fsdpc__model_init_is_ones(p)) {
+    for (uint64_t i = 0; i < n; i++)
+      dst[i] = 1.0f;
     return;
   }
-  uint64_t key = splitmix64(seed ^ hash_name(p->name));
+  /* the per-element function the CUDA init uses too (model/init_rng.h) */
+  uint64_t key = fsdpc__model_init_key(p, seed);
 #pragma omp parallel for schedule(static)
-  for (uint64_t i = 0; i < n; i++) {
-    uint64_t e = elem_offset + i;
-    /* Box-Muller on two 53-bit uniforms in (0, 1]. */
-    double u1 = ((double)(splitmix64(key + 2 * e) >> 11) + 1.0) * 0x1.0p-53;
-    double u2 = (double)(splitmix64(key + 2 * e + 1) >> 11) * 0x1.0p-53;
-    dst[i] = (float)(std * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
-  }
+  for (uint64_t i = 0; i < n; i++)
+    dst[i] = fsdpc__init_normal(key, elem_offset + i, std);
 }

@@ -56,6 +56,12 @@ typedef struct fsdpc_ops {
    * over many buffers is summed in a fixed order and downloaded once. */
   fsdpc_status (*sumsq_f32_dev)(void *ctx, double *dout, const float *x, size_t n, int accumulate,
                                 fsdpc_err *err);
+  /* (optional: NULL on the CPU) The random init in device memory: dst (n,
+   * fp32) = elements [elem_offset, elem_offset + n) of the tensor whose
+   * stream is key (model/init_rng.h, equal to the CPU's bit for bit), or
+   * all 1 when ones is set. */
+  fsdpc_status (*init_f32)(void *ctx, float *dst, size_t n, uint64_t key, uint64_t elem_offset,
+                           double std, int ones, fsdpc_err *err);
   /* (optional: NULL on the CPU, whose memory is already host memory) Pinned
    * host memory (cudaHostAlloc), for shards kept off the device; NULL when out
    * of memory. Not zeroed. */
@@ -128,6 +134,27 @@ typedef struct fsdpc_ops {
   fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc,
                               const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
                               int HD, int maxT, float scale, fsdpc_err *err);
+  /* (optional: NULL on the CPU, whose alloc and free fail only for want of
+   * memory) The error behind the last failed alloc / alloc_on or free /
+   * free_on, which report by NULL or not at all; taken: OK when none is
+   * kept. Read it through fsdpc__ops_oom and fsdpc__ops_freed. */
+  fsdpc_status (*take_error)(void *ctx, fsdpc_err *err);
+  /* (optional: NULL on the CPU, where the layer keeps the unfused sequence
+   * and so its exact rounding) Fusions of the decoder layer's backward:
+   * matmul_bwd_acc is matmul_bwd with dinp ACCUMULATED (+=), so the
+   * gradients of q/k/v (gate/up) add up inside the GEMMs; rmsnorm_bwd_add is
+   * rmsnorm_bwd then dinp += dresid (the residual path) in one pass (dinp may
+   * alias dresid). */
+  fsdpc_status (*matmul_bwd_acc)(void *ctx, void *dinp, float *dweight, const void *dout,
+                                 const void *inp, const void *weight, int N, int C, int OC,
+                                 fsdpc_err *err);
+  fsdpc_status (*rmsnorm_bwd_add)(void *ctx, void *dinp, float *dweight, const void *dout,
+                                  const void *dresid, const void *inp, const void *weight,
+                                  const float *rstd, int N, int C, fsdpc_err *err);
+  /* out[r] (device int32) = argmax of the fp32 row x[r, 0..V), the lowest id
+   * on ties (greedy decoding without sending logits to the host). */
+  fsdpc_status (*argmax_rows)(void *ctx, int32_t *out, const float *x, int N, int V,
+                              fsdpc_err *err);
   /* (optional: NULL on the CPU) The calling host thread (any thread) waits
    * until event slot has completed: the offloaded optimizer's worker waits
    * for one unit's gradient copy this way. Slots >= 64 are the engine's
@@ -138,8 +165,20 @@ typedef struct fsdpc_ops {
 /* Event slots: 0..63 for the engine's streams, then one per unit. */
 enum { FSDPC_OPS_UNIT_EVENT0 = 64, FSDPC_OPS_UNIT_EVENTS = 256 };
 
+/* After alloc or alloc_on gave NULL: the device's own reason when it kept
+ * one (a device fault must not read as "out of memory"), as "<what>:
+ * <reason>"; else "out of memory <what>". what is a printf format, e.g.
+ * "gathering unit %s (%zu bytes)". (ops.c) */
+fsdpc_status fsdpc__ops_oom(const fsdpc_ops *ops, fsdpc_err *err, const char *fmt, ...)
+    FSDPC_PRINTF(3, 4);
+/* After free or free_on: the error the free kept, if any (else OK). */
+fsdpc_status fsdpc__ops_freed(const fsdpc_ops *ops, fsdpc_err *err);
+
 /* The CPU reference table (ops/cpu/table.c). */
 const fsdpc_ops *fsdpc__ops_cpu(void);
+/* The CPU table in out, its ops run by teams of *threads OpenMP threads
+ * (<= 0: OpenMP's default); threads must outlive out. Returns out. */
+const fsdpc_ops *fsdpc__ops_cpu_team(fsdpc_ops *out, const int *threads);
 
 /* The CUDA table over a device context (ops/cuda/table_cuda.c; CUDA builds
  * only). ctx is an fsdpc_cuda_ctx. */

@@ -191,6 +191,13 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
       out->host_bytes = (int64_t)out->optim;
     if (offload_optim)
       track(&r.t, FSDPC_MEM_OPTIM, 2 * max_state);
+    if (m->param_copy) { /* units.c: the bf16 copies of master shards, in unit order */
+      uint64_t lp = 0;
+      for (int u = 0; u < lay.n_units; u++)
+        if (fsdpc__param_copy_fits((uint64_t)m->param_copy_max_bytes, lp, lay.units[u].shard_numel))
+          lp += lay.units[u].shard_numel * 2;
+      track(&r.t, FSDPC_MEM_PARAMS, (int64_t)lp);
+    }
     if (cuda) /* the device accumulator of the grad norm */
       track(&r.t, FSDPC_MEM_OTHER, (int64_t)sizeof(double));
   }

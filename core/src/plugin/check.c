@@ -15,14 +15,18 @@
 #define MAX_OPTIONS 256
 
 /* A required function pointer: its slot must be covered by struct_size and
- * non-NULL. */
+ * non-NULL, or else its 1.1 stand-in (the *_call member, alt) must be. */
 typedef struct required_fn {
   size_t offset;
   const char *name;
+  size_t alt_offset; /* 0: no stand-in */
+  const char *alt_name;
 } required_fn;
 
 #define REQ(type, f)                                                                               \
-  { offsetof(type, f), #f }
+  { offsetof(type, f), #f, 0, NULL }
+#define REQ_OR(type, f, alt)                                                                       \
+  { offsetof(type, f), #f, offsetof(type, alt), #alt }
 
 static const required_fn collectives_req[] = {
     REQ(fsdpc_collectives_v1, init),           REQ(fsdpc_collectives_v1, split),
@@ -40,10 +44,10 @@ static const required_fn optim_req[] = {
     REQ(fsdpc_optim_v1, create),    REQ(fsdpc_optim_v1, destroy),    REQ(fsdpc_optim_v1, n_slots),
     REQ(fsdpc_optim_v1, slot_name), REQ(fsdpc_optim_v1, init_state), REQ(fsdpc_optim_v1, step),
 };
-static const required_fn wrap_req[] = {REQ(fsdpc_wrap_v1, plan)};
+static const required_fn wrap_req[] = {REQ_OR(fsdpc_wrap_v1, plan, plan_call)};
 static const required_fn statedict_req[] = {
-    REQ(fsdpc_statedict_v1, save),
-    REQ(fsdpc_statedict_v1, load),
+    REQ_OR(fsdpc_statedict_v1, save, save_call),
+    REQ_OR(fsdpc_statedict_v1, load, load_call),
 };
 
 typedef struct kind_contract {
@@ -154,10 +158,17 @@ static fsdpc_status check_component(const fsdpc_component_desc *c, uint32_t idx,
     return FSDPC_INVALID_USAGE;
   }
   for (size_t i = 0; i < k->n_req; i++) {
-    void (*fn)(void);
-    memcpy(&fn, (const char *)c->vtable + k->req[i].offset, sizeof fn);
+    const required_fn *r = &k->req[i];
+    void (*fn)(void) = NULL;
+    memcpy(&fn, (const char *)c->vtable + r->offset, sizeof fn);
+    if (!fn && r->alt_offset && vsize >= r->alt_offset + sizeof fn)
+      memcpy(&fn, (const char *)c->vtable + r->alt_offset, sizeof fn);
     if (!fn) {
-      snprintf(reason, cap, "%s: required %s.%s is NULL", what, k->vtable_type, k->req[i].name);
+      if (r->alt_name)
+        snprintf(reason, cap, "%s: required %s.%s (or %s) is NULL", what, k->vtable_type, r->name,
+                 r->alt_name);
+      else
+        snprintf(reason, cap, "%s: required %s.%s is NULL", what, k->vtable_type, r->name);
       return FSDPC_INVALID_USAGE;
     }
   }

@@ -88,7 +88,8 @@ static int32_t host_device_info(void *host_ctx, fsdpc_device_info *out) {
   out->struct_size = size < sizeof *out ? size : (uint32_t)sizeof *out;
   out->device = lib && lib->dev ? lib->dev->device : FSDPC_DEVICE_CPU;
   out->device_index = -1;
-  out->num_threads = omp_get_max_threads();
+  out->num_threads =
+      lib && lib->dev && lib->dev->num_threads > 0 ? lib->dev->num_threads : omp_get_max_threads();
   if (out->device == FSDPC_DEVICE_CPU) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     out->total_memory = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;

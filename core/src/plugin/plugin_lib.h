@@ -14,6 +14,7 @@
 typedef struct fsdpc_host_device {
   int32_t device;       /* FSDPC_DEVICE_* */
   int32_t device_index; /* CUDA ordinal or -1 */
+  int32_t num_threads;  /* CPU threads of the run (train.threads); 0 = OpenMP's default */
 } fsdpc_host_device;
 
 typedef struct fsdpc_plugin_lib {

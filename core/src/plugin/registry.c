@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "plugin/call.h"
 #include "plugin/plugin_lib.h"
 #include "plugin/probe.h"
 #include "util/log.h"
@@ -429,6 +430,10 @@ void fsdpc__registry_set_device(fsdpc_registry *reg, int32_t device, int32_t dev
   reg->dev.device_index = device == FSDPC_DEVICE_CPU ? -1 : device_index;
 }
 
+void fsdpc__registry_set_threads(fsdpc_registry *reg, int32_t num_threads) {
+  reg->dev.num_threads = num_threads > 0 ? num_threads : 0;
+}
+
 int fsdpc__registry_count(const fsdpc_registry *reg) {
   return loaded_all(reg)->n_comps;
 }
@@ -477,38 +482,27 @@ static fsdpc_status ask_supports(const fsdpc_component *c, const fsdpc_situation
   fsdpc__plugin_lib_take_error(c->lib, NULL, NULL, 0); /* drop stale messages */
   int32_t st = FSDPC_OK;
   switch (c->desc->kind) {
-  case FSDPC_KIND_COLLECTIVES: {
-    const fsdpc_collectives_v1 *v = c->vtable;
-    if (v->supports)
-      st = v->supports(s);
+  case FSDPC_KIND_COLLECTIVES:
+  case FSDPC_KIND_OPTIM:
+    st = fsdpc__call_supports(c, s);
     break;
-  }
-  case FSDPC_KIND_OPTIM: {
-    const fsdpc_optim_v1 *v = c->vtable;
-    if (v->supports)
-      st = v->supports(s);
-    break;
-  }
   case FSDPC_KIND_ATTENTION: {
     /* Attention judges a shape; the situation gives the model's heads and
      * the longest sequence, which is what decides support. */
-    const fsdpc_attention_v1 *v = c->vtable;
-    if (v->supports) {
-      fsdpc_attn_shape shape = {
-          .struct_size = sizeof shape,
-          .B = 1,
-          .T = s->max_seq_len > 0 ? s->max_seq_len : 1,
-          .NH = s->num_heads,
-          .KVH = s->num_kv_heads,
-          .HD = s->head_dim,
-          .causal = 1,
-          .scale = s->head_dim > 0 ? 1.0f / sqrtf((float)s->head_dim) : 1.0f,
-          .dtype = s->dtype,
-          .device = s->device,
-          .doc_ids = NULL,
-      };
-      st = v->supports(&shape);
-    }
+    fsdpc_attn_shape shape = {
+        .struct_size = sizeof shape,
+        .B = 1,
+        .T = s->max_seq_len > 0 ? s->max_seq_len : 1,
+        .NH = s->num_heads,
+        .KVH = s->num_kv_heads,
+        .HD = s->head_dim,
+        .causal = 1,
+        .scale = s->head_dim > 0 ? 1.0f / sqrtf((float)s->head_dim) : 1.0f,
+        .dtype = s->dtype,
+        .device = s->device,
+        .doc_ids = NULL,
+    };
+    st = fsdpc__call_attn_supports(c, &shape);
     break;
   }
   default: /* wrap and statedict do not depend on the situation */

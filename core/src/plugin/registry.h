@@ -51,6 +51,9 @@ fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_ext
 /* The device this process computes on, reported to plugins by the host
  * service device_info (default: CPU). */
 void fsdpc__registry_set_device(fsdpc_registry *reg, int32_t device, int32_t device_index);
+/* The CPU threads device_info reports (train.threads; <= 0: OpenMP's
+ * default, omp_get_max_threads()). */
+void fsdpc__registry_set_threads(fsdpc_registry *reg, int32_t num_threads);
 
 /* Folders and files that existed and were searched, in order. */
 int fsdpc__registry_search_count(const fsdpc_registry *reg);

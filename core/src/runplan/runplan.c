@@ -9,6 +9,7 @@
 
 #include "config/opts.h"
 #include "fsdp/engine.h"
+#include "plugin/call.h"
 #include "util/log.h"
 
 void fsdpc__run_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
@@ -85,6 +86,7 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
                        (long long)b->global, (long long)b->micro, world);
   b->accum = b->global / (b->micro * world);
   b->steps_per_epoch = -1;
+  b->max_steps = c->train.max_steps;
 
   /* Precision: the CPU is the fp32 reference; CUDA computes in bf16 with
    * fp32 master weights, gradients and optimizer state. */
@@ -120,6 +122,8 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
   out->no_sync = c->fsdp.no_sync;
   out->align = (int)c->fsdp.align;
   out->forward_prefetch = c->fsdp.forward_prefetch;
+  out->param_copy = c->fsdp.param_copy && out->device != FSDPC_DEVICE_CPU && !out->cpu_offload;
+  out->param_copy_max_bytes = c->fsdp.param_copy_max_mib * 1048576;
   out->backward_prefetch = c->fsdp.backward_prefetch;
   return FSDPC_OK;
 }
@@ -160,7 +164,7 @@ static fsdpc_status select_plugin(fsdpc_run_plan *p, int32_t kind, const char *n
 static fsdpc_status optim_slots(fsdpc_run_plan *p, fsdpc_err *err) {
   const fsdpc_optim_v1 *ov = p->optim->vtable;
   fsdpc_optimizer *opt = NULL;
-  int32_t r = ov->create(&p->optim_init, &opt);
+  int32_t r = fsdpc__call_optim_create(p->optim, &p->optim_init, &opt);
   if (r != FSDPC_OK)
     return fsdpc__plugin_fail(p->optim, r, err);
   p->n_slots = ov->n_slots(opt);
@@ -172,8 +176,8 @@ static fsdpc_status attn_sizes(fsdpc_run_plan *p, fsdpc_err *err) {
   const fsdpc_config *c = p->cfg;
   const fsdpc_attention_v1 *av = p->attn->vtable;
   fsdpc_attn_ctx *actx = NULL;
-  int32_t r;
-  if (av->create && (r = av->create(c->attention.options, p->modes.device, -1, &actx)) != FSDPC_OK)
+  int32_t r = fsdpc__call_attn_create(p->attn, c->attention.options, p->modes.device, -1, &actx);
+  if (r != FSDPC_OK)
     return fsdpc__plugin_fail(p->attn, r, err);
   fsdpc_attn_shape sh = {.struct_size = sizeof sh,
                          .B = (int)p->modes.batch.micro,
@@ -184,7 +188,8 @@ static fsdpc_status attn_sizes(fsdpc_run_plan *p, fsdpc_err *err) {
                          .causal = 1,
                          .scale = 1.0f,
                          .dtype = p->modes.compute_dtype,
-                         .device = p->modes.device};
+                         .device = p->modes.device,
+                         .host = p->attn->host};
   p->attn_sizes.struct_size = sizeof p->attn_sizes;
   r = av->sizes(actx, &sh, &p->attn_sizes);
   if (actx && av->destroy)

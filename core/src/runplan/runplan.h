@@ -42,6 +42,10 @@ typedef struct fsdpc_run_variant {
 typedef struct fsdpc_run_batch {
   int64_t global, micro, accum, seq_len;
   int64_t steps_per_epoch; /* of the training data; -1 = not known (no data opened) */
+  /* Steps the run trains: train.max_steps, or train.epochs x steps_per_epoch
+   * once the data is known (fsdpc__dataset_plan). Read this, not the
+   * config: the config stays as the user wrote it. */
+  int64_t max_steps;
 } fsdpc_run_batch;
 
 typedef struct fsdpc_run_modes {
@@ -63,6 +67,8 @@ typedef struct fsdpc_run_modes {
                       * state on the host already); on the CPU device it streams through
                       * host buffers, which exercises the schedule */
   uint64_t offload_buffer_bytes; /* fsdp.offload.buffer_mib in bytes */
+  int param_copy; /* in effect: fsdp.param_copy on a device, not offloaded */
+  int64_t param_copy_max_bytes; /* fsdp.param_copy_max_mib in bytes; 0 = no cap */
 } fsdpc_run_modes;
 
 /* The shard group size: FULL_SHARD / SHARD_GRAD_OP = world, NO_SHARD = 1,

@@ -162,13 +162,12 @@ void fsdpc__dataset_loader_opts(const fsdpc_config *c, const fsdpc_tokfile *tf,
   lo->overlong_drop = c->data.overlong == FSDPC_DATA_OVERLONG_DROP;
 }
 
-fsdpc_status fsdpc__dataset_plan(fsdpc_config *c, const fsdpc_loader *ld, const fsdpc_run_batch *b,
+fsdpc_status fsdpc__dataset_plan(const fsdpc_config *c, const fsdpc_loader *ld, fsdpc_run_batch *b,
                                  int world, int rank, fsdpc_err *err) {
   (void)err;
   int64_t spe = b->steps_per_epoch, T = b->seq_len;
   int64_t G = b->global, mb = b->micro, accum = b->accum;
-  if (c->train.epochs > 0)
-    c->train.max_steps = c->train.epochs * spe;
+  b->max_steps = c->train.epochs > 0 ? c->train.epochs * spe : c->train.max_steps;
   if (rank != 0)
     return FSDPC_OK;
   fsdpc_loader_stats ls;
@@ -191,9 +190,9 @@ fsdpc_status fsdpc__dataset_plan(fsdpc_config *c, const fsdpc_loader *ld, const 
                "world: %lld windows at world %d (%lld at world 1); set train.global_batch_size "
                "to keep it",
                (long long)G, world, (long long)(G / world));
-  double epochs = (double)c->train.max_steps / (double)spe;
+  double epochs = (double)b->max_steps / (double)spe;
   FSDPC_LOGI("steps: %lld per epoch (%lld training windows), %s%.2f epoch(s), %lld steps in all",
              (long long)spe, (long long)fsdpc__loader_num_windows(ld),
-             c->train.epochs > 0 ? "train.epochs " : "", epochs, (long long)c->train.max_steps);
+             c->train.epochs > 0 ? "train.epochs " : "", epochs, (long long)b->max_steps);
   return FSDPC_OK;
 }

@@ -24,11 +24,11 @@ fsdpc_status fsdpc__dataset_prepare(const fsdpc_config *c, const char *jsonl, in
  * lo->overlong_drop. */
 void fsdpc__dataset_loader_opts(const fsdpc_config *c, const fsdpc_tokfile *tf,
                                 fsdpc_loader_opts *lo);
-/* Resolves train.epochs into train.max_steps (b: the run plan's batch
- * geometry, steps_per_epoch set from ld) and (rank 0) prints examples,
- * tokens, targets, windows, batch geometry, steps per epoch, epochs, total
- * steps. */
-fsdpc_status fsdpc__dataset_plan(fsdpc_config *c, const fsdpc_loader *ld, const fsdpc_run_batch *b,
+/* Resolves the run plan's b->max_steps (train.epochs x steps per epoch,
+ * else train.max_steps; b->steps_per_epoch set from ld) and (rank 0) prints
+ * examples, tokens, targets, windows, batch geometry, steps per epoch,
+ * epochs, total steps. */
+fsdpc_status fsdpc__dataset_plan(const fsdpc_config *c, const fsdpc_loader *ld, fsdpc_run_batch *b,
                                  int world, int rank, fsdpc_err *err);
 
 #endif

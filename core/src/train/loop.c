@@ -35,6 +35,8 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
   /* lets an offloaded optimizer start its updates during the backward */
   FSDPC_TRY(fsdpc__engine_step_begin(s->eng, step + 1, fsdpc__schedule_lr(&s->sched, step),
                                      s->cfg->train.max_grad_norm, err));
+  /* the loss stays on the device until the step's end (no host sync) */
+  fsdpc__model_defer_loss(s->mctx, 1);
   for (int64_t m = 0; m < s->plan->modes.batch.accum; m++) {
     FSDPC_TRY(fsdpc__loader_batch(s->train_ld, step, (int32_t)m, rank, world,
                                   (int32_t)s->plan->modes.batch.micro, s->tokens, s->labels,
@@ -43,16 +45,24 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
                                      s->use_doc_ids ? s->doc_ids : NULL, err));
     double ls = 0.0;
     int64_t cnt = 0;
-    FSDPC_TRY(fsdpc__engine_micro_step(s->eng, s->mctx, grad_scale,
-                                       m == s->plan->modes.batch.accum - 1, &ls, &cnt, err));
+    fsdpc_status st = fsdpc__engine_micro_step(s->eng, s->mctx, grad_scale,
+                                               m == s->plan->modes.batch.accum - 1, &ls, &cnt, err);
+    if (st != FSDPC_OK) {
+      fsdpc__model_defer_loss(s->mctx, 0);
+      return st;
+    }
     loss_sum += ls;
   }
-  FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, &loss_sum, 1, "loss", err));
-  *loss = loss_sum / (double)count;
+  fsdpc__model_defer_loss(s->mctx, 0);
   *lr = fsdpc__schedule_lr(&s->sched, step);
   FSDPC_TRY(fsdpc__engine_optim_step(s->eng, step + 1, *lr, s->cfg->train.max_grad_norm, gnorm,
                                      err));
-  return s->ops->sync(s->ops->ctx, err); /* the step's time includes its device work */
+  FSDPC_TRY(s->ops->sync(s->ops->ctx, err)); /* the step's time includes its device work */
+  int64_t deferred_count = 0;
+  fsdpc__model_deferred_losses(s->mctx, &loss_sum, &deferred_count);
+  FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, &loss_sum, 1, "loss", err));
+  *loss = loss_sum / (double)count;
+  return FSDPC_OK;
 }
 
 fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err) {
@@ -67,7 +77,7 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
                                     (int32_t)s->plan->modes.batch.micro, s->tokens, s->labels,
                                     s->doc_ids, err));
       FSDPC_TRY(fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
-                                       s->use_doc_ids ? s->doc_ids : NULL, err));
+                                       s->eval_doc_ids ? s->doc_ids : NULL, err));
       double ls = 0.0;
       int64_t cnt = 0;
       FSDPC_TRY(fsdpc__engine_eval(s->eng, s->mctx, &ls, &cnt, err));
@@ -155,7 +165,7 @@ fsdpc_status fsdpc__session_step(fsdpc_session *s, fsdpc_session_step *out, int 
   double dt = fsdpc__now() - t0;
   fsdpc__engine_comm_bytes(s->eng, &s->last_comm);
   double eval_loss = NAN;
-  int last = step + 1 == c->train.max_steps;
+  int last = step + 1 == s->plan->modes.batch.max_steps;
   if (s->eval_ld && ((c->train.eval_every > 0 && (step + 1) % c->train.eval_every == 0) || last))
     FSDPC_TRY(fsdpc__session_eval(s, &eval_loss, err));
   fsdpc__report_step(s, step + 1, loss, lr, gnorm, dt, eval_loss);
@@ -199,7 +209,7 @@ fsdpc_status fsdpc__session_generate_prompts(fsdpc_session *s, fsdpc_err *err) {
 }
 
 fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err) {
-  while (s->next_step < s->cfg->train.max_steps) {
+  while (s->next_step < s->plan->modes.batch.max_steps) {
     fsdpc_session_step m;
     int stop = 0;
     FSDPC_TRY(fsdpc__session_step(s, &m, &stop, err));

@@ -21,7 +21,7 @@ fsdpc_status fsdpc__session_open_logs(fsdpc_session *s, fsdpc_err *err) {
                          .config_hash = text ? fsdpc__ckpt_hash(text) : 0,
                          .resumed_from = s->ckpt.start_step,
                          .world = s->env.world_size,
-                         .max_steps = c->train.max_steps,
+                         .max_steps = s->plan->modes.batch.max_steps,
                          .global_batch = s->plan->modes.batch.global,
                          .tokens_per_step =
                              s->plan->modes.batch.global * s->plan->modes.batch.seq_len};

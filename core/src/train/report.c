@@ -81,7 +81,7 @@ int fsdpc__progress_wanted(const fsdpc_config *c, const fsdpc_dist_env *env) {
 /* Seconds left: the time per step of this start's steps only (a resumed
  * run's earlier steps took no time here). */
 static double eta_s(const fsdpc_session *s, int64_t step) {
-  int64_t done = step - s->ckpt.start_step, left = s->cfg->train.max_steps - step;
+  int64_t done = step - s->ckpt.start_step, left = s->plan->modes.batch.max_steps - step;
   if (done <= 0 || s->t_loop <= 0)
     return NAN;
   return (fsdpc__now() - s->t_loop) / (double)done * (double)left;
@@ -100,7 +100,7 @@ static void fmt_dur(char *out, size_t cap, double sec) {
 
 /* The bar goes to stderr (stdout is for results: generations, tables). */
 static void progress_bar(fsdpc_session *s, int64_t step, double loss, double tok_s) {
-  int64_t total = s->cfg->train.max_steps;
+  int64_t total = s->plan->modes.batch.max_steps;
   char el[32], eta[32];
   fmt_dur(el, sizeof el, fsdpc__now() - s->t_loop);
   fmt_dur(eta, sizeof eta, eta_s(s, step));
@@ -125,6 +125,19 @@ static void track_run_peak(fsdpc_session *s, const fsdpc_mem_stats *ms) {
   s->comm_s_total += s->last_comm.comm_s;
 }
 
+/* One line with this start's phases (train/session.h), after its first step:
+ * where the time from launch to a trained step went. */
+static void report_startup(const fsdpc_session *s, double step_s) {
+  const fsdpc_startup *u = &s->startup;
+  double now = fsdpc__now(), before = now - step_s - u->t_ready;
+  FSDPC_LOGI("startup: launch %.2fs, device %.2fs, plugins %.2fs, comm %.2fs, alloc %.2fs, "
+             "weights %.2fs (%s), model %.2fs, data %.2fs, until step %.2fs, first step %.2fs; "
+             "launch to first step %.2fs",
+             u->launch, u->device, u->plugins, u->comm, u->alloc, u->weights,
+             u->weights_how ? u->weights_how : "none", u->model, u->data, before > 0 ? before : 0.0,
+             step_s, u->launch + (now - s->t_start));
+}
+
 void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, double gnorm,
                         double step_s, double eval_loss) {
   fsdpc_mem_stats ms;
@@ -135,10 +148,13 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
   double tok = (double)(s->plan->modes.batch.global * s->plan->modes.batch.seq_len);
   double tok_s = step_s > 0 ? tok / step_s : 0.0;
   double el = fsdpc__now() - s->t_start;
-  if (s->t_loop <= 0)
+  if (s->t_loop <= 0) {
     s->t_loop = fsdpc__now() - step_s; /* this start's first step began */
+    report_startup(s, step_s);
+  }
   const fsdpc_comm_bytes cb = s->last_comm;
-  int log_now = step % c->train.log_every == 0 || step == c->train.max_steps;
+  const int64_t max_steps = s->plan->modes.batch.max_steps;
+  int log_now = step % c->train.log_every == 0 || step == max_steps;
   if (log_now) {
     char ev[64] = "";
     if (!isnan(eval_loss)) snprintf(ev, sizeof ev, " eval_loss %.4f", eval_loss);
@@ -148,7 +164,7 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
     fmt_dur(eta, sizeof eta, eta_s(s, step));
     FSDPC_LOGI("step %lld/%lld loss %.4f%s lr %.3e grad_norm %.4f tok/s %.0f (%.0f per rank) "
                "step %.3fs elapsed %.1fs ETA %s peak %.1f MiB",
-               (long long)step, (long long)c->train.max_steps, loss, ev, lr, gnorm, tok_s,
+               (long long)step, (long long)max_steps, loss, ev, lr, gnorm, tok_s,
                tok_s / s->env.world_size, step_s, el, eta, mib(ms.total_peak));
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "step", (double)step);
@@ -189,7 +205,7 @@ fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err) {
   cJSON_AddNumberToObject(o, "world", s->env.world_size);
   cJSON_AddNumberToObject(o, "shard_size", s->dist.shard_size);
   cJSON_AddStringToObject(o, "device", "cpu");
-  cJSON_AddNumberToObject(o, "steps", (double)s->cfg->train.max_steps);
+  cJSON_AddNumberToObject(o, "steps", (double)s->plan->modes.batch.max_steps);
   for (int k = 0; k < FSDPC_MEM_NCAT; k++)
     cJSON_AddNumberToObject(pk, fsdpc__mem_cat_name((fsdpc_mem_cat)k), (double)s->run_peak.peak[k]);
   cJSON_AddNumberToObject(pk, "total", (double)s->run_peak.total_peak);

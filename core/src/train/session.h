@@ -20,6 +20,21 @@
 typedef struct fsdpc_tb fsdpc_tb;
 typedef struct cJSON cJSON;
 
+/* Start-up phases, seconds each: from launch (the process, or the launcher
+ * that started it) to the session, then each part of building it. */
+typedef struct fsdpc_startup {
+  double launch;  /* exec, dynamic loading, config, until session create */
+  double device;  /* CUDA context, streams, cuBLASLt handle */
+  double plugins; /* run plan: plugin search, probe and load, wrap plan */
+  double comm;    /* rendezvous and communicators (world > 1) */
+  double alloc;   /* engine: shard memory, optimizer state */
+  double weights; /* random init, HF load or (later) a checkpoint's */
+  double model;   /* activations, attention plugin state */
+  double data;    /* data, tokenizer, schedule, checkpoint setup, logs */
+  double t_ready; /* fsdpc__now() when the session was built */
+  const char *weights_how;
+} fsdpc_startup;
+
 typedef struct fsdpc_session {
   fsdpc_config *cfg;           /* borrowed */
   fsdpc_run_plan *plan;        /* what this run is: shape, plugins, groups, batch geometry */
@@ -37,25 +52,27 @@ typedef struct fsdpc_session {
   int32_t *tokens, *labels, *doc_ids; /* (micro, seq_len) */
   int use_doc_ids; /* document masking: data.document_masking or packed examples */
   int examples;    /* whole examples (packing examples/none): no EOS before a prompt */
+  int eval_doc_ids; /* use_doc_ids for the eval data (its own packing: a prepared JSONL) */
 
   fsdpc_ckpt_train ckpt; /* checkpointing; ckpt.start_step: first step to run */
 
   fsdpc_comm_bytes last_comm;   /* collective bytes of the last step */
   const fsdpc_ops *ops;         /* the device this rank computes on */
-  fsdpc_ops ops_dev;            /* its table, when not the CPU */
+  fsdpc_ops ops_dev;            /* its table (on the CPU: with cpu_threads) */
   void *cuda;                   /* fsdpc_cuda_ctx, with train.device cuda */
   fsdpc_mem_stats run_peak;     /* per-category peaks over every step so far */
   double comm_s_total;          /* seconds inside collectives, all steps */
   FILE *metrics;               /* rank 0: log.dir/metrics.jsonl */
   int progress;                /* draw a progress bar */
   double t_start;
-  int omp_threads_before;      /* the caller's OpenMP team size, restored at destroy */
+  int cpu_threads;             /* train.threads: the CPU ops' team size (0: OpenMP's default) */
   int64_t next_step;           /* 0-based index of the next step to run */
   int started;                 /* the start memory report was written */
   fsdpc_tb *tb;                /* rank 0, log.tensorboard: the event file */
   double t_loop;               /* when this start's first step began (0: not yet) */
   int64_t skipped_steps; /* steps whose global batch had no target token */
   int metrics_failed;    /* a write to metrics.jsonl failed (reported once) */
+  fsdpc_startup startup; /* this start's phases, logged after its first step */
 } fsdpc_session;
 
 /* What one step reports (fsdpc__session_step). */
@@ -67,6 +84,11 @@ typedef struct fsdpc_session_step {
 /* Builds the session for this rank (env says which). */
 fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                                    fsdpc_session **out, fsdpc_err *err);
+/* The same for fsdpc eval: no steps will run, so a session that starts from
+ * weights (not resuming a sharded checkpoint) holds no gradient or
+ * optimizer state. */
+fsdpc_status fsdpc__session_create_eval(fsdpc_config *cfg, const fsdpc_dist_env *env,
+                                        fsdpc_session **out, fsdpc_err *err);
 void fsdpc__session_destroy(fsdpc_session *s);
 
 /* One optimizer step (the next one), its evaluation, report and checkpoint
@@ -79,7 +101,7 @@ fsdpc_status fsdpc__session_finish(fsdpc_session *s, fsdpc_err *err);
 /* The config's generation prompts, answers on stdout (rank 0). */
 fsdpc_status fsdpc__session_generate_prompts(fsdpc_session *s, fsdpc_err *err);
 
-/* Trains cfg->train.max_steps steps, evaluating and logging as configured,
+/* Trains the run plan's max_steps steps, evaluating and logging as configured,
  * then runs the generation prompts. */
 fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err);
 

@@ -14,6 +14,7 @@
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/cuda_ctx.h"
 #endif
+#include "util/clock.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -60,6 +61,10 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
     }
     lo.split = held_out ? FSDPC_SPLIT_EVAL : FSDPC_SPLIT_ALL;
     lo.shuffle = 0;
+    /* the eval file's own packing: a prepared JSONL is whole examples even
+     * when the training data is a plain token stream */
+    fsdpc__dataset_loader_opts(c, etf, &lo);
+    s->eval_doc_ids = c->data.document_masking || lo.packing != FSDPC_PACK_WINDOW;
     FSDPC_TRY(fsdpc__loader_create(etf, &lo, &s->eval_ld, err));
   } else if (c->train.eval_every > 0) {
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -80,7 +85,7 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
  * whose ordinal is the local rank (bf16 compute, fp32 master weights). */
 static fsdpc_status setup_device(fsdpc_session *s, fsdpc_err *err) {
   if (s->cfg->train.device == FSDPC_DEVICE_CPU) {
-    s->ops = fsdpc__ops_cpu();
+    s->ops = fsdpc__ops_cpu_team(&s->ops_dev, &s->cpu_threads);
     return FSDPC_OK;
   }
 #ifdef FSDPC_WITH_CUDA
@@ -115,19 +120,44 @@ static const char *schedule_name(int id) {
   return id == FSDPC_SCHED_CONSTANT ? "constant" : id == FSDPC_SCHED_LINEAR ? "linear" : "cosine";
 }
 
+static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eval_only,
+                           fsdpc_session **out, fsdpc_err *err);
+
 fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                                    fsdpc_session **out, fsdpc_err *err) {
+  return create(cfg, env, 0, out, err);
+}
+
+fsdpc_status fsdpc__session_create_eval(fsdpc_config *cfg, const fsdpc_dist_env *env,
+                                        fsdpc_session **out, fsdpc_err *err) {
+  return create(cfg, env, 1, out, err);
+}
+
+static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eval_only,
+                           fsdpc_session **out, fsdpc_err *err) {
   fsdpc_session *s = calloc(1, sizeof *s);
   if (!s) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   fsdpc_status st;
   s->cfg = cfg;
   s->env = *env;
   s->t_start = fsdpc__now();
+  /* launch: from the launcher's start when it started this rank */
+  double age = fsdpc__process_age(getenv("FSDPC_LAUNCHER") ? (int)getppid() : 0);
+  if (age < 0)
+    age = fsdpc__process_age(0);
+  s->startup.launch = age > 0 ? age : 0.0;
+  double t_phase = s->t_start;
+#define PHASE(field)                                                                               \
+  do {                                                                                             \
+    double now_ = fsdpc__now();                                                                    \
+    s->startup.field += now_ - t_phase;                                                            \
+    t_phase = now_;                                                                                \
+  } while (0)
   int world = env->world_size, rank = env->rank;
-  /* train.threads sets the OpenMP team size of the CPU ops; the caller's
-   * setting comes back when the session is destroyed. */
-  s->omp_threads_before = omp_get_max_threads();
-  if (cfg->train.threads > 0) omp_set_num_threads((int)cfg->train.threads);
+  /* train.threads is the OpenMP team size of the CPU ops, the optimizer and
+   * the attention plugin, handed to each call (never omp_set_num_threads:
+   * the caller's OpenMP settings stay as they are). */
+  s->cpu_threads = cfg->train.threads > 0 ? (int)cfg->train.threads : 0;
 
 #define STEP(x)                                                                                \
   do {                                                                                         \
@@ -136,10 +166,13 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
 
   /* The device first: "no GPU here" says more than a plugin refusing it. */
   STEP(setup_device(s, err));
+  PHASE(device);
   fsdpc_run_world rw = {.world_size = world, .nproc_per_node = env->local_world_size};
   STEP(fsdpc__run_plan_create(cfg, &rw, 0, &s->plan, err));
+  fsdpc__registry_set_threads(s->plan->reg, s->cpu_threads); /* host device_info */
   const fsdpc_run_plan *p = s->plan;
   const fsdpc_run_modes *md = &p->modes;
+  PHASE(plugins);
 
   /* Communicators: the shard group and the replica group of the plan. */
   if (world > 1) {
@@ -152,7 +185,11 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
   } else {
     fsdpc__dist_single(&s->dist);
   }
+  PHASE(comm);
 
+  char resume_dir[4096];
+  int resuming = 0;
+  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
   fsdpc_optim_init oi = p->optim_init;
   oi.device = s->ops->device;
   fsdpc_engine_opts eo = {.shape = &p->shape,
@@ -167,25 +204,35 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                           .optim = p->optim,
                           .optim_init = &oi,
                           .decay_norm_and_bias = cfg->optim.decay_norm_and_bias,
-                          .threads = omp_get_max_threads(),
+                          .threads = s->cpu_threads > 0 ? s->cpu_threads : omp_get_max_threads(),
                           .ops = s->ops,
                           .forward_prefetch = md->forward_prefetch,
                           .backward_prefetch = md->backward_prefetch,
                           .reduce_dtype = md->reduce_dtype,
                           .cpu_offload = md->cpu_offload_asked,
                           .offload_optimizer = md->offload_optim,
-                          .offload_buffer_bytes = md->offload_buffer_bytes};
+                          .offload_buffer_bytes = md->offload_buffer_bytes,
+                          .param_copy = md->param_copy,
+                          .param_copy_max_bytes = (uint64_t)md->param_copy_max_bytes,
+                          /* evaluation of weights (an HF folder): no grads or
+                           * optimizer state; a sharded checkpoint's resume
+                           * reads its optimizer state, so keeps them */
+                          .inference = eval_only && !resuming};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
-  char resume_dir[4096];
-  int resuming = 0;
-  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
+  PHASE(alloc);
   if (resuming) {
     /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup) */
+    s->startup.weights_how = "resume";
   } else if (cfg->model.init.from[0]) {
     STEP(fsdpc__ckpt_load_hf_checked(s->eng, s->plan, cfg->model.init.from, err));
+    s->startup.weights_how = "HF load";
   } else {
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));
+    s->startup.weights_how = s->ops->init_f32 && !md->cpu_offload_asked
+                                 ? "random init on the device"
+                                 : "random init on the host";
   }
+  PHASE(weights);
 
   fsdpc_model_ctx_opts mo = {.shape = &p->shape,
                              .B = (int)md->batch.micro,
@@ -193,15 +240,17 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                              .activation_checkpointing = md->activation_checkpointing,
                              .attention = p->attn,
                              .attention_opts = cfg->attention.options,
-                             .ops = s->ops};
+                             .ops = s->ops,
+                             .threads = s->cpu_threads};
   STEP(fsdpc__model_ctx_create(&mo, &s->mctx, err));
+  PHASE(model);
   STEP(open_data(s, err));
   STEP(fsdpc__tokenizer_open(cfg->data.tokenizer, &s->tok, err));
   STEP(fsdpc__run_check_vocab(p, "the data.tokenizer vocabulary", cfg->data.tokenizer,
                               fsdpc__tokenizer_vocab_size(s->tok), err));
   STEP(fsdpc__dataset_plan(cfg, s->train_ld, &s->plan->modes.batch, world, rank, err));
   STEP(fsdpc__schedule_init(&s->sched, schedule_name(cfg->schedule.name), cfg->optim.lr,
-                            cfg->train.max_steps, cfg->schedule.warmup_steps,
+                            p->modes.batch.max_steps, cfg->schedule.warmup_steps,
                             cfg->schedule.warmup_ratio, cfg->schedule.min_lr,
                             cfg->schedule.min_lr_ratio, err));
   s->ckpt = (fsdpc_ckpt_train){.cfg = cfg,
@@ -215,12 +264,18 @@ fsdpc_status fsdpc__session_create(fsdpc_config *cfg, const fsdpc_dist_env *env,
                                       .min_lr_rate = s->sched.min_lr_rate,
                                       .warmup_steps = s->sched.warmup_steps,
                                       .max_steps = s->sched.max_steps}};
+  PHASE(data);
   STEP(fsdpc__ckpt_session_setup(&s->ckpt, err));
+  if (resuming)
+    PHASE(weights); /* the checkpoint's shards were read here */
   s->next_step = s->ckpt.start_step;
   if (rank == 0) {
     STEP(fsdpc__session_open_logs(s, err));
     s->progress = fsdpc__progress_wanted(cfg, env);
   }
+  PHASE(data);
+  s->startup.t_ready = t_phase;
+#undef PHASE
 #undef STEP
   *out = s;
   return FSDPC_OK;
@@ -249,6 +304,5 @@ void fsdpc__session_destroy(fsdpc_session *s) {
 #ifdef FSDPC_WITH_CUDA
   fsdpc__cuda_ctx_destroy(s->cuda); /* after everything that holds device memory */
 #endif
-  if (s->omp_threads_before > 0) omp_set_num_threads(s->omp_threads_before);
   free(s);
 }

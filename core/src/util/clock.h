@@ -5,4 +5,8 @@
 /* Seconds since an arbitrary start (CLOCK_MONOTONIC). */
 double fsdpc__now(void);
 
+/* Seconds since process pid (0: this one) started, from its start time in
+ * /proc and CLOCK_BOOTTIME (10 ms resolution); -1 when unknown. */
+double fsdpc__process_age(int pid);
+
 #endif

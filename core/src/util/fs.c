@@ -3,9 +3,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "util/clock.h"
 
 fsdpc_status fsdpc__mkdir_p(const char *path, fsdpc_err *err) {
   char buf[4096];
@@ -73,4 +76,54 @@ const char *fsdpc__open_regular_why(int rc, unsigned long long max, char *buf, u
   else
     snprintf(buf, cap, "%s", strerror(errno));
   return buf;
+}
+
+double fsdpc__write_rate_mib_s(const char *dir, unsigned long long bytes) {
+  enum { CHUNK = 4 << 20 };
+  const unsigned long long cap = 64ull << 20;
+  if (bytes > cap)
+    bytes = cap;
+  if (bytes == 0 || !dir || !*dir)
+    return 0.0;
+  char path[4200];
+  snprintf(path, sizeof path, "%s", dir);
+  for (;;) { /* dir, or its nearest existing parent */
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+      break;
+    char *slash = strrchr(path, '/');
+    if (!slash) {
+      snprintf(path, sizeof path, ".");
+      break;
+    }
+    if (slash == path) {
+      path[1] = '\0';
+      break;
+    }
+    *slash = '\0';
+  }
+  char probe[4300];
+  snprintf(probe, sizeof probe, "%s/.fsdpc-write-probe-XXXXXX", path);
+  int fd = mkstemp(probe);
+  if (fd < 0)
+    return 0.0;
+  char *buf = calloc(1, CHUNK);
+  double t0 = fsdpc__now(), rate = 0.0;
+  unsigned long long done = 0;
+  while (buf && done < bytes) {
+    size_t n = bytes - done < CHUNK ? (size_t)(bytes - done) : CHUNK;
+    ssize_t w = write(fd, buf, n);
+    if (w <= 0 && errno != EINTR)
+      break;
+    if (w > 0)
+      done += (unsigned long long)w;
+  }
+  if (done == bytes && fsync(fd) == 0) {
+    double dt = fsdpc__now() - t0;
+    rate = (double)bytes / 1048576.0 / (dt > 1e-6 ? dt : 1e-6);
+  }
+  free(buf);
+  close(fd);
+  unlink(probe);
+  return rate;
 }

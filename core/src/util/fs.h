@@ -20,4 +20,10 @@ int fsdpc__open_regular(const char *path, unsigned long long max);
  * read for -1). */
 const char *fsdpc__open_regular_why(int rc, unsigned long long max, char *buf, unsigned long cap);
 
+/* The rate, in MiB/s, at which this process writes and fsyncs a file of
+ * bytes bytes (at most 64 MiB) into folder dir, or into its nearest
+ * existing parent while dir does not exist yet; the probe file is removed.
+ * 0 when it cannot be measured (no writable folder, a write fails). */
+double fsdpc__write_rate_mib_s(const char *dir, unsigned long long bytes);
+
 #endif

@@ -14,78 +14,71 @@
  * This file is the plugin's C face: shape checks, sizes and the descriptor.
  * Built without CUDA it loads and answers UNSUPPORTED to every shape. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../../common/host_call.h"
 #include "fsdpc/plugin.h"
 
 #ifdef FSDPC_WITH_CUDA
 #include "flash.h"
 #endif
 
-static const fsdpc_host_api *g_host; /* set once by the entry point */
-
-static int32_t fail(int32_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int32_t fail(int32_t status, const char *fmt, ...) {
-  if (g_host != NULL && FSDPC_HAS_FIELD(g_host, fsdpc_host_api, set_error) &&
-      g_host->set_error != NULL) {
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    g_host->set_error(g_host->host_ctx, status, msg);
-  }
-  return status;
-}
-
 /* INVALID_USAGE for a malformed shape, UNSUPPORTED for a device, dtype or
  * head dim this plugin does not run, OK otherwise. check_device also asks
- * the CUDA runtime whether the current GPU is a Hopper (sm_90). */
+ * the CUDA runtime whether the current GPU is a Hopper (sm_90). No
+ * per-device context: the host of each call comes in the shape (ABI 1.1). */
 static int32_t check_shape(const fsdpc_attn_shape *s, int check_device) {
   if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_attn_shape, device))
-    return fail(FSDPC_INVALID_USAGE, "attention flash: shape is NULL or too short (struct_size)");
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention flash: shape is NULL or too short (struct_size)");
 #ifndef FSDPC_WITH_CUDA
   (void)check_device;
-  return fail(FSDPC_UNSUPPORTED,
-              "attention flash: built without CUDA; rebuild with a CUDA compiler or use naive");
+  return fsdpc_pl_fail(
+      fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+      "attention flash: built without CUDA; rebuild with a CUDA compiler or use naive");
 #else
   if (s->device != FSDPC_DEVICE_CUDA)
-    return fail(FSDPC_UNSUPPORTED, "attention flash: runs on CUDA only; use naive on the CPU");
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+                         "attention flash: runs on CUDA only; use naive on the CPU");
   if (s->dtype != FSDPC_DTYPE_BF16)
-    return fail(FSDPC_UNSUPPORTED,
-                "attention flash: dtype %d is not supported; only bf16 (dtype 1) in and out",
-                (int)s->dtype);
+    return fsdpc_pl_fail(
+        fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+        "attention flash: dtype %d is not supported; only bf16 (dtype 1) in and out",
+        (int)s->dtype);
   if (s->HD != 64 && s->HD != 80 && s->HD != 96 && s->HD != 128)
-    return fail(FSDPC_UNSUPPORTED,
-                "attention flash: head dim %d is not supported; only 64, 80, 96 and 128 (use "
-                "naive)",
-                (int)s->HD);
+    return fsdpc_pl_fail(
+        fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+        "attention flash: head dim %d is not supported; only 64, 80, 96 and 128 (use "
+        "naive)",
+        (int)s->HD);
   if (s->B < 1 || s->T < 1 || s->NH < 1 || s->KVH < 1)
-    return fail(FSDPC_INVALID_USAGE, "attention flash: B=%d T=%d NH=%d KVH=%d; all must be >= 1",
-                (int)s->B, (int)s->T, (int)s->NH, (int)s->KVH);
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention flash: B=%d T=%d NH=%d KVH=%d; all must be >= 1", (int)s->B,
+                         (int)s->T, (int)s->NH, (int)s->KVH);
   if (s->NH % s->KVH != 0)
-    return fail(FSDPC_INVALID_USAGE,
-                "attention flash: num_heads %d is not a multiple of num_kv_heads %d", (int)s->NH,
-                (int)s->KVH);
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention flash: num_heads %d is not a multiple of num_kv_heads %d",
+                         (int)s->NH, (int)s->KVH);
   if ((int64_t)s->B * s->T * s->NH >= ((int64_t)1 << 31) / 2)
-    return fail(FSDPC_UNSUPPORTED, "attention flash: B*T*NH = %lld rows is too many (< 2^30)",
-                (long long)s->B * s->T * s->NH);
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+                         "attention flash: B*T*NH = %lld rows is too many (< 2^30)",
+                         (long long)s->B * s->T * s->NH);
   if (!(s->scale > 0.0f) || !isfinite(s->scale))
-    return fail(FSDPC_INVALID_USAGE, "attention flash: scale %g must be finite and > 0",
-                (double)s->scale);
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention flash: scale %g must be finite and > 0", (double)s->scale);
   if (check_device) {
     int major = 0, minor = 0;
     int rc = flash_device_check(&major, &minor);
     if (rc > 0)
-      return fail(FSDPC_UNSUPPORTED, "attention flash: no usable CUDA device (%s)",
-                  flash_error_string(rc));
+      return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+                           "attention flash: no usable CUDA device (%s)", flash_error_string(rc));
     if (rc < 0)
-      return fail(FSDPC_UNSUPPORTED,
-                  "attention flash: the GPU is compute capability %d.%d; the kernels are built "
-                  "for Hopper (9.0) only",
-                  major, minor);
+      return fsdpc_pl_fail(
+          fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+          "attention flash: the GPU is compute capability %d.%d; the kernels are built "
+          "for Hopper (9.0) only",
+          major, minor);
   }
   return FSDPC_OK;
 #endif
@@ -103,7 +96,8 @@ static int32_t flash_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc
   if (st != FSDPC_OK)
     return st;
   if (out == NULL)
-    return fail(FSDPC_INVALID_USAGE, "attention flash: sizes() out is NULL");
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention flash: sizes() out is NULL");
 #ifdef FSDPC_WITH_CUDA
   flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal, s->scale, NULL};
   /* Everything is linear in T: the LSE, and dq in fp32 plus one float per
@@ -138,15 +132,16 @@ static int32_t flash_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
     return st;
 #ifdef FSDPC_WITH_CUDA
   if (q == NULL || k == NULL || v == NULL || out == NULL || saved == NULL)
-    return fail(FSDPC_INVALID_USAGE, "attention flash: forward got a NULL q, k, v, out or saved");
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention flash: forward got a NULL q, k, v, out or saved");
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(out) || !aligned16(saved))
-    return fail(FSDPC_INVALID_USAGE,
-                "attention flash: q, k, v, out and saved must be 16-byte aligned");
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention flash: q, k, v, out and saved must be 16-byte aligned");
   flash_params p = params_of(s);
   int rc = flash_fwd(&p, q, k, v, out, (float *)saved, stream);
   if (rc != 0)
-    return fail(FSDPC_SYSTEM_ERROR, "attention flash: forward launch failed: %s",
-                flash_error_string(rc));
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_SYSTEM_ERROR,
+                         "attention flash: forward launch failed: %s", flash_error_string(rc));
 #endif
   return FSDPC_OK;
 }
@@ -161,20 +156,23 @@ static int32_t flash_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
 #ifdef FSDPC_WITH_CUDA
   if (q == NULL || k == NULL || v == NULL || out == NULL || dout == NULL || saved == NULL ||
       dq == NULL || dk == NULL || dv == NULL)
-    return fail(FSDPC_INVALID_USAGE,
-                "attention flash: backward got a NULL q, k, v, out, dout, saved, dq, dk or dv");
+    return fsdpc_pl_fail(
+        fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+        "attention flash: backward got a NULL q, k, v, out, dout, saved, dq, dk or dv");
   if (workspace == NULL)
-    return fail(FSDPC_INVALID_USAGE,
-                "attention flash: backward needs a workspace of sizes().bwd_workspace bytes");
+    return fsdpc_pl_fail(
+        fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+        "attention flash: backward needs a workspace of sizes().bwd_workspace bytes");
   const void *ptrs[] = {q, k, v, out, dout, saved, dq, dk, dv, workspace};
   for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
     if (!aligned16(ptrs[i]))
-      return fail(FSDPC_INVALID_USAGE, "attention flash: backward buffers must be 16-byte aligned");
+      return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                           "attention flash: backward buffers must be 16-byte aligned");
   flash_params p = params_of(s);
   int rc = flash_bwd(&p, q, k, v, out, dout, (const float *)saved, dq, dk, dv, workspace, stream);
   if (rc != 0)
-    return fail(FSDPC_SYSTEM_ERROR, "attention flash: backward launch failed: %s",
-                flash_error_string(rc));
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_SYSTEM_ERROR,
+                         "attention flash: backward launch failed: %s", flash_error_string(rc));
 #endif
   return FSDPC_OK;
 }
@@ -189,6 +187,7 @@ static const fsdpc_attention_v1 flash_vtable = {
     /* .sizes       = */ flash_sizes,
     /* .forward     = */ flash_forward,
     /* .backward    = */ flash_backward,
+    /* .create_call = */ NULL,
 };
 
 static const fsdpc_component_desc flash_component = {
@@ -227,10 +226,10 @@ FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out) {
   if (out == NULL)
     return FSDPC_INVALID_USAGE;
-  g_host = host;
   if (host != NULL && host->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
-    return fail(FSDPC_UNSUPPORTED, "attention flash: built for plugin ABI %d, host speaks %u",
-                FSDPC_PLUGIN_ABI_MAJOR, (unsigned)host->abi_major);
+    return fsdpc_pl_fail(host, FSDPC_UNSUPPORTED,
+                         "attention flash: built for plugin ABI %d, host speaks %u",
+                         FSDPC_PLUGIN_ABI_MAJOR, (unsigned)host->abi_major);
   *out = &flash_plugin;
   return FSDPC_OK;
 }

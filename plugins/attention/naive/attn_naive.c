@@ -23,70 +23,68 @@
  * D_i is taken from P and dP rather than from `out`, so the gradient is that
  * of exactly the P that was saved. */
 #include <math.h>
-#include <stdarg.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../../common/host_call.h"
 #include "attn_naive_cuda.h"
 #include "fsdpc/plugin.h"
-
-static const fsdpc_host_api *g_host; /* set once by the entry point */
-
-static int32_t fail(int32_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int32_t fail(int32_t status, const char *fmt, ...) {
-  if (g_host != NULL && FSDPC_HAS_FIELD(g_host, fsdpc_host_api, set_error) &&
-      g_host->set_error != NULL) {
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    g_host->set_error(g_host->host_ctx, status, msg);
-  }
-  return status;
-}
 
 /* ---- shape checks ---- */
 
 /* INVALID_USAGE for a malformed shape, UNSUPPORTED for a device or dtype
- * this plugin does not run, OK otherwise. */
+ * this plugin does not run, OK otherwise. No per-device context: the host
+ * of each call comes in the shape (ABI 1.1). */
 static int32_t check_shape(const fsdpc_attn_shape *s) {
   if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_attn_shape, device))
-    return fail(FSDPC_INVALID_USAGE, "attention naive: shape is NULL or too short (struct_size)");
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention naive: shape is NULL or too short (struct_size)");
 #ifdef FSDPC_WITH_CUDA
   if (s->device == FSDPC_DEVICE_CUDA) {
     if (s->dtype != FSDPC_DTYPE_BF16)
-      return fail(FSDPC_UNSUPPORTED,
-                  "attention naive: dtype %d is not supported on CUDA; only bf16 (dtype 1)",
-                  (int)s->dtype);
+      return fsdpc_pl_fail(
+          fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+          "attention naive: dtype %d is not supported on CUDA; only bf16 (dtype 1)", (int)s->dtype);
     if (s->HD > ATTN_NAIVE_CUDA_MAX_HD)
-      return fail(FSDPC_UNSUPPORTED, "attention naive: head dim %d > %d is not supported on CUDA",
-                  (int)s->HD, ATTN_NAIVE_CUDA_MAX_HD);
+      return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+                           "attention naive: head dim %d > %d is not supported on CUDA", (int)s->HD,
+                           ATTN_NAIVE_CUDA_MAX_HD);
     if (s->T > 65535 * 32 || s->NH > 65535 || s->B > 65535)
-      return fail(FSDPC_UNSUPPORTED, "attention naive: B=%d NH=%d T=%d too large for the grid",
-                  (int)s->B, (int)s->NH, (int)s->T);
+      return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+                           "attention naive: B=%d NH=%d T=%d too large for the grid", (int)s->B,
+                           (int)s->NH, (int)s->T);
   } else
 #endif
       if (s->device != FSDPC_DEVICE_CPU)
-    return fail(FSDPC_UNSUPPORTED,
-                "attention naive: CUDA device is not supported by this build (nvcc was not found "
-                "at build time); use a CUDA attention plugin (e.g. flash) or run on the CPU");
+    return fsdpc_pl_fail(
+        fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+        "attention naive: CUDA device is not supported by this build (nvcc was not found "
+        "at build time); use a CUDA attention plugin (e.g. flash) or run on the CPU");
   else if (s->dtype != FSDPC_DTYPE_F32)
-    return fail(FSDPC_UNSUPPORTED,
-                "attention naive: dtype %d is not supported on the CPU; only fp32 (dtype 0)",
-                (int)s->dtype);
+    return fsdpc_pl_fail(
+        fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+        "attention naive: dtype %d is not supported on the CPU; only fp32 (dtype 0)",
+        (int)s->dtype);
   if (s->B < 1 || s->T < 1 || s->NH < 1 || s->KVH < 1 || s->HD < 1)
-    return fail(FSDPC_INVALID_USAGE,
-                "attention naive: B=%d T=%d NH=%d KVH=%d HD=%d; all must be >= 1", (int)s->B,
-                (int)s->T, (int)s->NH, (int)s->KVH, (int)s->HD);
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention naive: B=%d T=%d NH=%d KVH=%d HD=%d; all must be >= 1",
+                         (int)s->B, (int)s->T, (int)s->NH, (int)s->KVH, (int)s->HD);
   if (s->NH % s->KVH != 0)
-    return fail(FSDPC_INVALID_USAGE,
-                "attention naive: num_heads %d is not a multiple of num_kv_heads %d", (int)s->NH,
-                (int)s->KVH);
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention naive: num_heads %d is not a multiple of num_kv_heads %d",
+                         (int)s->NH, (int)s->KVH);
   if (!(s->scale > 0.0f) || !isfinite(s->scale))
-    return fail(FSDPC_INVALID_USAGE, "attention naive: scale %g must be finite and > 0",
-                (double)s->scale);
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention naive: scale %g must be finite and > 0", (double)s->scale);
   return FSDPC_OK;
+}
+
+/* The team size: the host's num_threads (1.1), else OpenMP's default. */
+static int team_of(const fsdpc_attn_shape *s) {
+  if (FSDPC_HAS_FIELD(s, fsdpc_attn_shape, num_threads) && s->num_threads > 0)
+    return s->num_threads;
+  return omp_get_max_threads();
 }
 
 static const int32_t *doc_ids_of(const fsdpc_attn_shape *s) {
@@ -117,7 +115,8 @@ static int32_t naive_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc
   if (st != FSDPC_OK)
     return st;
   if (out == NULL)
-    return fail(FSDPC_INVALID_USAGE, "attention naive: sizes() out is NULL");
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention naive: sizes() out is NULL");
   uint64_t B = (uint64_t)s->B, T = (uint64_t)s->T;
   if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, saved_bytes))
     out->saved_bytes = B * (uint64_t)s->NH * T * T * sizeof(float);
@@ -138,12 +137,13 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
   if (st != FSDPC_OK)
     return st;
   if (q_ == NULL || k_ == NULL || v_ == NULL || out_ == NULL || saved_ == NULL)
-    return fail(FSDPC_INVALID_USAGE, "attention naive: forward got a NULL q, k, v, out or saved");
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention naive: forward got a NULL q, k, v, out or saved");
 #ifdef FSDPC_WITH_CUDA
   if (s->device == FSDPC_DEVICE_CUDA) {
     char msg[256];
     st = attn_naive_cuda_forward(s, q_, k_, v_, out_, saved_, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+    return st == FSDPC_OK ? st : fsdpc_pl_fail(fsdpc_pl_shape_host(s), st, "%s", msg);
   }
 #endif
   const float *q = q_;   // (B, T, NH, HD)
@@ -156,7 +156,7 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
   const float scale = s->scale;
   const int32_t *doc_ids = doc_ids_of(s); // (B, T) or NULL
 
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(team_of(s))
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < NH; h++) {
       const int g = h / rep;
@@ -209,17 +209,18 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
     return st;
   if (q_ == NULL || k_ == NULL || v_ == NULL || dout_ == NULL || saved_ == NULL || dq_ == NULL ||
       dk_ == NULL || dv_ == NULL)
-    return fail(FSDPC_INVALID_USAGE,
-                "attention naive: backward got a NULL q, k, v, dout, saved, dq, dk or dv");
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention naive: backward got a NULL q, k, v, dout, saved, dq, dk or dv");
   if (workspace == NULL)
-    return fail(FSDPC_INVALID_USAGE,
-                "attention naive: backward needs a workspace of sizes().bwd_workspace bytes");
+    return fsdpc_pl_fail(
+        fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+        "attention naive: backward needs a workspace of sizes().bwd_workspace bytes");
 #ifdef FSDPC_WITH_CUDA
   if (s->device == FSDPC_DEVICE_CUDA) {
     char msg[256];
     st = attn_naive_cuda_backward(s, q_, k_, v_, dout_, saved_, dq_, dk_, dv_, workspace, stream,
                                   msg, sizeof msg);
-    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+    return st == FSDPC_OK ? st : fsdpc_pl_fail(fsdpc_pl_shape_host(s), st, "%s", msg);
   }
 #endif
   const float *q = q_;         // (B, T, NH, HD)
@@ -238,7 +239,7 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
 
   /* One task per (b, kv head): it owns dk, dv of that head and dq of the
    * query heads that read it, so no two threads write the same element. */
-#pragma omp parallel for collapse(2) schedule(dynamic, 1)
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(team_of(s))
   for (int b = 0; b < B; b++) {
     for (int g = 0; g < KVH; g++) {
       const int32_t *doc = doc_ids ? doc_ids + (size_t)b * T : NULL;
@@ -296,6 +297,7 @@ static const fsdpc_attention_v1 naive_vtable = {
     /* .sizes       = */ naive_sizes,
     /* .forward     = */ naive_forward,
     /* .backward    = */ naive_backward,
+    /* .create_call = */ NULL,
 };
 
 static const fsdpc_component_desc naive_component = {
@@ -332,10 +334,10 @@ FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out) {
   if (out == NULL)
     return FSDPC_INVALID_USAGE;
-  g_host = host;
   if (host != NULL && host->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
-    return fail(FSDPC_UNSUPPORTED, "attention naive: built for plugin ABI %d, host speaks %u",
-                FSDPC_PLUGIN_ABI_MAJOR, (unsigned)host->abi_major);
+    return fsdpc_pl_fail(host, FSDPC_UNSUPPORTED,
+                         "attention naive: built for plugin ABI %d, host speaks %u",
+                         FSDPC_PLUGIN_ABI_MAJOR, (unsigned)host->abi_major);
   *out = &naive_plugin;
   return FSDPC_OK;
 }

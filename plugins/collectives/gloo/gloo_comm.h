@@ -13,6 +13,7 @@
 #include "fsdpc/plugin.h"
 
 struct fsdpc_comm {
+  const fsdpc_host_api *host = nullptr;         // of the host that created it (ABI 1.1)
   std::shared_ptr<gloo::transport::Device> dev; // shared by a comm and its splits
   std::shared_ptr<gloo::rendezvous::Context> ctx;
   const fsdpc_store_v1 *store = nullptr; // borrowed, outlives every comm
@@ -37,10 +38,12 @@ struct UsageError : std::runtime_error {
   UsageError(int32_t st, const std::string &m) : std::runtime_error(m), status(st) {}
 };
 
-// Records msg through host->set_error and returns st.
-int32_t fail(int32_t st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void log(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-const fsdpc_host_api *host();
+// Records msg through h->set_error (h may be NULL: nobody) and returns st.
+int32_t fail(const fsdpc_host_api *h, int32_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+inline const fsdpc_host_api *host_of(const fsdpc_comm *c) {
+  return c ? c->host : nullptr;
+}
 
 // "all_gather (unit layers.3, seq 57)"
 std::string describe(const char *op, const fsdpc_op_info *info);
@@ -58,9 +61,10 @@ int64_t now_ms();
 template <class F>
 int32_t guarded(fsdpc_comm *c, const char *op, const fsdpc_op_info *info, F &&fn) {
   if (!c)
-    return fail(FSDPC_INVALID_USAGE, "gloo: %s on a NULL communicator", op);
+    return fail(nullptr, FSDPC_INVALID_USAGE, "gloo: %s on a NULL communicator", op);
   if (!c->broken.empty())
-    return fail(FSDPC_SYSTEM_ERROR, "gloo: %s: communicator unusable after an earlier failure (%s)",
+    return fail(c->host, FSDPC_SYSTEM_ERROR,
+                "gloo: %s: communicator unusable after an earlier failure (%s)",
                 describe(op, info).c_str(), c->broken.c_str());
   int64_t t = op_timeout_ms(c, info), t0 = now_ms();
   try {

@@ -25,16 +25,12 @@
 
 namespace fsdpc_gloo {
 
-static const fsdpc_host_api *g_host = nullptr; // set once by the entry point
-
-const fsdpc_host_api *host() { return g_host; }
-
 int64_t now_ms() {
   using namespace std::chrono;
   return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
 }
 
-int32_t fail(int32_t st, const char *fmt, ...) {
+int32_t fail(const fsdpc_host_api *h, int32_t st, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -43,20 +39,9 @@ int32_t fail(int32_t st, const char *fmt, ...) {
   for (char *p = msg; *p; p++) // one line, whatever Gloo put in what()
     if (*p == '\n' || *p == '\r')
       *p = ' ';
-  if (g_host && FSDPC_HAS_FIELD(g_host, fsdpc_host_api, set_error) && g_host->set_error)
-    g_host->set_error(g_host->host_ctx, st, msg);
+  if (h && FSDPC_HAS_FIELD(h, fsdpc_host_api, set_error) && h->set_error)
+    h->set_error(h->host_ctx, st, msg);
   return st;
-}
-
-void log(int32_t level, const char *fmt, ...) {
-  if (!g_host || !FSDPC_HAS_FIELD(g_host, fsdpc_host_api, log) || !g_host->log)
-    return;
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  g_host->log(g_host->host_ctx, level, msg);
 }
 
 std::string describe(const char *op, const fsdpc_op_info *info) {
@@ -98,11 +83,11 @@ int32_t guard_exception(fsdpc_comm *c, const char *op, const fsdpc_op_info *info
   try {
     throw;
   } catch (const UsageError &e) {
-    return fail(e.status, "gloo: %s: %s", what.c_str(), e.what());
+    return fail(host_of(c), e.status, "gloo: %s: %s", what.c_str(), e.what());
   } catch (const StoreError &e) {
     if (c)
       c->broken = e.what();
-    return fail(e.status, "gloo: %s: %s", what.c_str(), e.what());
+    return fail(host_of(c), e.status, "gloo: %s: %s", what.c_str(), e.what());
   } catch (const gloo::IoException &e) {
     std::string m = first_line(e.what());
     bool timed_out = m.find("Timed out") != std::string::npos ||
@@ -110,23 +95,25 @@ int32_t guard_exception(fsdpc_comm *c, const char *op, const fsdpc_op_info *info
     if (timed_out) {
       if (c)
         c->broken = what + " timed out";
-      return fail(FSDPC_TIMEOUT, "gloo: %s timed out after %s: a rank never reached it or died",
-                  what.c_str(), seconds(timeout_ms).c_str());
+      return fail(host_of(c), FSDPC_TIMEOUT,
+                  "gloo: %s timed out after %s: a rank never reached it or died", what.c_str(),
+                  seconds(timeout_ms).c_str());
     }
     if (c)
       c->broken = what + " lost a peer";
-    return fail(FSDPC_SYSTEM_ERROR,
+    return fail(host_of(c), FSDPC_SYSTEM_ERROR,
                 "gloo: %s failed: a peer rank died or closed its connection (%s)", what.c_str(),
                 m.c_str());
   } catch (const gloo::EnforceNotMet &e) {
-    return fail(FSDPC_INTERNAL_ERROR, "gloo: %s: Gloo check failed: %s", what.c_str(),
+    return fail(host_of(c), FSDPC_INTERNAL_ERROR, "gloo: %s: Gloo check failed: %s", what.c_str(),
                 first_line(e.what()).c_str());
   } catch (const std::bad_alloc &) {
-    return fail(FSDPC_SYSTEM_ERROR, "gloo: %s: out of host memory", what.c_str());
+    return fail(host_of(c), FSDPC_SYSTEM_ERROR, "gloo: %s: out of host memory", what.c_str());
   } catch (const std::exception &e) {
-    return fail(FSDPC_SYSTEM_ERROR, "gloo: %s: %s", what.c_str(), first_line(e.what()).c_str());
+    return fail(host_of(c), FSDPC_SYSTEM_ERROR, "gloo: %s: %s", what.c_str(),
+                first_line(e.what()).c_str());
   } catch (...) {
-    return fail(FSDPC_INTERNAL_ERROR, "gloo: %s: unknown C++ exception", what.c_str());
+    return fail(host_of(c), FSDPC_INTERNAL_ERROR, "gloo: %s: unknown C++ exception", what.c_str());
   }
 }
 
@@ -224,10 +211,10 @@ static const fsdpc_option_desc opt_hostname = {
     "address or host name to bind Gloo's TCP transport to (overrides iface)"};
 static const fsdpc_option_desc *const g_options[] = {&opt_iface, &opt_hostname};
 
-static std::string opt_string(const fsdpc_opts *opts, const char *key) {
+static std::string opt_string(const fsdpc_host_api *h, const fsdpc_opts *opts, const char *key) {
   char buf[256] = "";
-  if (opts && g_host && FSDPC_HAS_FIELD(g_host, fsdpc_host_api, opt_get) && g_host->opt_get &&
-      g_host->opt_get(g_host->host_ctx, opts, key, FSDPC_OPT_STRING, buf, sizeof buf) == FSDPC_OK)
+  if (opts && h && FSDPC_HAS_FIELD(h, fsdpc_host_api, opt_get) && h->opt_get &&
+      h->opt_get(h->host_ctx, opts, key, FSDPC_OPT_STRING, buf, sizeof buf) == FSDPC_OK)
     return buf;
   return "";
 }
@@ -264,22 +251,25 @@ static std::string local_addr_towards_master() {
 // ---- life cycle ------------------------------------------------------------------
 
 static int32_t comm_init(const fsdpc_comm_init *in, fsdpc_comm **out) {
+  const fsdpc_host_api *h = in && FSDPC_HAS_FIELD(in, fsdpc_comm_init, host) ? in->host : nullptr;
   if (!out)
-    return fail(FSDPC_INVALID_USAGE, "gloo: init: out is NULL");
+    return fail(h, FSDPC_INVALID_USAGE, "gloo: init: out is NULL");
   *out = nullptr;
   if (!in || !FSDPC_HAS_FIELD(in, fsdpc_comm_init, timeout_ms) || !in->store || !in->store->set ||
       !in->store->get)
-    return fail(FSDPC_INVALID_USAGE, "gloo: init needs a store (fsdpc_comm_init too short?)");
+    return fail(h, FSDPC_INVALID_USAGE, "gloo: init needs a store (fsdpc_comm_init too short?)");
   if (in->world_size < 1 || in->rank < 0 || in->rank >= in->world_size)
-    return fail(FSDPC_INVALID_USAGE, "gloo: init: rank %d is outside world size %d", in->rank,
+    return fail(h, FSDPC_INVALID_USAGE, "gloo: init: rank %d is outside world size %d", in->rank,
                 in->world_size);
   auto *c = new (std::nothrow) fsdpc_comm();
   if (!c)
-    return fail(FSDPC_SYSTEM_ERROR, "gloo: init: out of memory");
+    return fail(h, FSDPC_SYSTEM_ERROR, "gloo: init: out of memory");
+  c->host = h;
   c->store = in->store;
   c->prefix = std::string(in->store_prefix ? in->store_prefix : "fsdpc/") + "gloo/";
   c->timeout_ms = in->timeout_ms > 0 ? in->timeout_ms : 300000;
-  std::string iface = opt_string(in->opts, "iface"), hostname = opt_string(in->opts, "hostname");
+  std::string iface = opt_string(h, in->opts, "iface"),
+              hostname = opt_string(h, in->opts, "hostname");
   int32_t st = guarded(c, "init", nullptr, [&](int64_t) {
     gloo::transport::tcp::attr attr;
     if (!hostname.empty())
@@ -303,7 +293,7 @@ static int32_t comm_init(const fsdpc_comm_init *in, fsdpc_comm **out) {
 
 static int32_t comm_split(fsdpc_comm *parent, int32_t color, int32_t key, fsdpc_comm **out) {
   if (!out)
-    return fail(FSDPC_INVALID_USAGE, "gloo: split: out is NULL");
+    return fail(host_of(parent), FSDPC_INVALID_USAGE, "gloo: split: out is NULL");
   *out = nullptr;
   fsdpc_comm *child = nullptr;
   int32_t st = guarded(parent, "split", nullptr, [&](int64_t t) {
@@ -322,6 +312,7 @@ static int32_t comm_split(fsdpc_comm *parent, int32_t color, int32_t key, fsdpc_
                      [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
     int me = (int)(std::find(members.begin(), members.end(), parent->ctx->rank) - members.begin());
     child = new fsdpc_comm();
+    child->host = parent->host;
     child->dev = parent->dev;
     child->store = parent->store;
     child->timeout_ms = parent->timeout_ms;
@@ -352,7 +343,8 @@ static int32_t comm_size(const fsdpc_comm *c) { return c && c->ctx ? c->ctx->siz
 
 static int32_t supports(const fsdpc_situation *s) {
   if (s && FSDPC_HAS_FIELD(s, fsdpc_situation, device) && s->device != FSDPC_DEVICE_CPU)
-    return fail(FSDPC_UNSUPPORTED, "gloo: works on host memory only (device is not CPU)");
+    return fail(FSDPC_HAS_FIELD(s, fsdpc_situation, host) ? s->host : nullptr, FSDPC_UNSUPPORTED,
+                "gloo: works on host memory only (device is not CPU)");
   return FSDPC_OK;
 }
 
@@ -411,7 +403,6 @@ extern "C" FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_ap
                                                              const fsdpc_plugin_desc **out) {
   if (!out)
     return FSDPC_INVALID_USAGE;
-  fsdpc_gloo::g_host = h;
   *out = &g_plugin;
   return FSDPC_OK;
 }

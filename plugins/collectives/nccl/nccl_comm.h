@@ -25,6 +25,7 @@ typedef struct nccl_pending {
 } nccl_pending;
 
 struct fsdpc_comm {
+  const fsdpc_host_api *host; /* of the host that created it (ABI 1.1) */
   ncclComm_t nc;
   int rank, size, device;
   int64_t timeout_ms;    /* default per-op timeout */
@@ -57,8 +58,13 @@ struct fsdpc_comm {
 };
 
 /* nccl_plugin.c */
-int32_t nccl_fail(int32_t st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void nccl_log(int32_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The host that created c, or NULL for no comm. */
+static inline const fsdpc_host_api *nccl_host(const fsdpc_comm *c) {
+  return c ? c->host : NULL;
+}
+/* Tells host h (NULL: nobody) one line, whatever NCCL put in the text. */
+int32_t nccl_fail(const fsdpc_host_api *h, int32_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 int64_t nccl_now_ms(void);
 /* "all_gather (unit layers.3, seq 57)" */
 void nccl_describe(char *buf, size_t cap, const char *op, const fsdpc_op_info *info);

@@ -37,18 +37,20 @@ static int dtype_map(int32_t dtype, ncclDataType_t *out) {
   }
 }
 
-static int32_t check_dtype(int32_t dtype, int reduce, ncclDataType_t *t, const char *what) {
+static int32_t check_dtype(const fsdpc_comm *c, int32_t dtype, int reduce, ncclDataType_t *t,
+                           const char *what) {
   if (!dtype_map(dtype, t))
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: %s: unknown dtype %d", what, (int)dtype);
+    return nccl_fail(nccl_host(c), FSDPC_INVALID_USAGE, "nccl: %s: unknown dtype %d", what,
+                     (int)dtype);
   if (reduce && dtype != FSDPC_DTYPE_F32 && dtype != FSDPC_DTYPE_BF16 && dtype != FSDPC_DTYPE_F16 &&
       dtype != FSDPC_DTYPE_F64)
-    return nccl_fail(FSDPC_UNSUPPORTED,
+    return nccl_fail(nccl_host(c), FSDPC_UNSUPPORTED,
                      "nccl: %s: reductions take fp32, bf16, fp16 or f64 only (dtype %d)", what,
                      (int)dtype);
   return FSDPC_OK;
 }
 
-static int32_t check_op(int32_t op, ncclRedOp_t *out, const char *what) {
+static int32_t check_op(const fsdpc_comm *c, int32_t op, ncclRedOp_t *out, const char *what) {
   switch (op) {
   case FSDPC_REDUCE_SUM:
     *out = ncclSum;
@@ -63,7 +65,8 @@ static int32_t check_op(int32_t op, ncclRedOp_t *out, const char *what) {
     *out = ncclMin;
     return FSDPC_OK;
   default:
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: %s: unknown reduce op %d", what, (int)op);
+    return nccl_fail(nccl_host(c), FSDPC_INVALID_USAGE, "nccl: %s: unknown reduce op %d", what,
+                     (int)op);
   }
 }
 
@@ -71,14 +74,14 @@ static int32_t check_op(int32_t op, ncclRedOp_t *out, const char *what) {
 static int32_t begin(fsdpc_comm *c, const char *op, const fsdpc_op_info *info, char *what,
                      size_t cap, const void *a, const void *b, uint64_t count) {
   if (c == NULL)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: %s on a NULL communicator", op);
+    return nccl_fail(nccl_host(c), FSDPC_INVALID_USAGE, "nccl: %s on a NULL communicator", op);
   nccl_describe(what, cap, op, info);
   int32_t st = nccl_check_usable(c, what);
   if (st != FSDPC_OK)
     return st;
   if (count > 0 && (a == NULL || b == NULL))
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: %s: NULL buffer for %llu elements", what,
-                     (unsigned long long)count);
+    return nccl_fail(nccl_host(c), FSDPC_INVALID_USAGE, "nccl: %s: NULL buffer for %llu elements",
+                     what, (unsigned long long)count);
   return FSDPC_OK;
 }
 
@@ -88,7 +91,7 @@ int32_t nccl_all_gather(fsdpc_comm *c, const void *send, void *recv, uint64_t co
   ncclDataType_t t = ncclFloat32;
   int32_t st = begin(c, "all_gather", info, what, sizeof what, send, recv, count);
   if (st == FSDPC_OK)
-    st = check_dtype(dtype, 0, &t, what);
+    st = check_dtype(c, dtype, 0, &t, what);
   if (st != FSDPC_OK || count == 0)
     return st;
   nccl_enter(c, what, nccl_op_timeout(c, info));
@@ -106,9 +109,9 @@ int32_t nccl_reduce_scatter(fsdpc_comm *c, const void *send, void *recv, uint64_
   ncclRedOp_t o = ncclSum;
   int32_t st = begin(c, "reduce_scatter", info, what, sizeof what, send, recv, count);
   if (st == FSDPC_OK)
-    st = check_dtype(dtype, 1, &t, what);
+    st = check_dtype(c, dtype, 1, &t, what);
   if (st == FSDPC_OK)
-    st = check_op(op, &o, what);
+    st = check_op(c, op, &o, what);
   if (st != FSDPC_OK || count == 0)
     return st;
   nccl_enter(c, what, nccl_op_timeout(c, info));
@@ -126,9 +129,9 @@ int32_t nccl_all_reduce(fsdpc_comm *c, const void *send, void *recv, uint64_t co
   ncclRedOp_t o = ncclSum;
   int32_t st = begin(c, "all_reduce", info, what, sizeof what, send, recv, count);
   if (st == FSDPC_OK)
-    st = check_dtype(dtype, 1, &t, what);
+    st = check_dtype(c, dtype, 1, &t, what);
   if (st == FSDPC_OK)
-    st = check_op(op, &o, what);
+    st = check_op(c, op, &o, what);
   if (st != FSDPC_OK || count == 0)
     return st;
   nccl_enter(c, what, nccl_op_timeout(c, info));
@@ -145,12 +148,12 @@ int32_t nccl_broadcast(fsdpc_comm *c, void *buf, uint64_t count, int32_t dtype, 
   ncclDataType_t t = ncclFloat32;
   int32_t st = begin(c, "broadcast", info, what, sizeof what, buf, buf, count);
   if (st == FSDPC_OK)
-    st = check_dtype(dtype, 0, &t, what);
+    st = check_dtype(c, dtype, 0, &t, what);
   if (st != FSDPC_OK)
     return st;
   if (root < 0 || root >= c->size)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: %s: root %d is outside the %d ranks", what,
-                     (int)root, c->size);
+    return nccl_fail(nccl_host(c), FSDPC_INVALID_USAGE, "nccl: %s: root %d is outside the %d ranks",
+                     what, (int)root, c->size);
   if (count == 0)
     return FSDPC_OK;
   nccl_enter(c, what, nccl_op_timeout(c, info));
@@ -170,7 +173,8 @@ int32_t nccl_barrier(fsdpc_comm *c, const fsdpc_op_info *info) {
   if (st != FSDPC_OK)
     return st;
   if (c->group_depth > 0)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: %s inside group_start/group_end", what);
+    return nccl_fail(nccl_host(c), FSDPC_INVALID_USAGE, "nccl: %s inside group_start/group_end",
+                     what);
   nccl_enter(c, what, nccl_op_timeout(c, info));
   ncclResult_t r =
       ncclAllReduce(c->scratch, c->scratch, 1, ncclFloat32, ncclSum, c->nc, c->internal);
@@ -186,12 +190,13 @@ int32_t nccl_barrier(fsdpc_comm *c, const fsdpc_op_info *info) {
     if (e == cudaSuccess)
       return FSDPC_OK;
     if (e != cudaErrorNotReady)
-      return nccl_fail(FSDPC_SYSTEM_ERROR, "nccl: %s: %s", what, cudaGetErrorString(e));
+      return nccl_fail(nccl_host(c), FSDPC_SYSTEM_ERROR, "nccl: %s: %s", what,
+                       cudaGetErrorString(e));
     st = nccl_watch_once(c); /* aborts once the deadline has passed */
     if (st != FSDPC_OK)
       return st;
     if (nccl_now_ms() > deadline + 1000) /* the watchdog pass should have caught it */
-      return nccl_fail(FSDPC_TIMEOUT, "nccl: %s timed out", what);
+      return nccl_fail(nccl_host(c), FSDPC_TIMEOUT, "nccl: %s timed out", what);
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
@@ -199,7 +204,7 @@ int32_t nccl_barrier(fsdpc_comm *c, const fsdpc_op_info *info) {
 
 int32_t nccl_group_start(fsdpc_comm *c) {
   if (c == NULL)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: group_start on a NULL communicator");
+    return nccl_fail(nccl_host(c), FSDPC_INVALID_USAGE, "nccl: group_start on a NULL communicator");
   int32_t st = nccl_check_usable(c, "group_start");
   if (st != FSDPC_OK)
     return st;
@@ -219,9 +224,9 @@ int32_t nccl_group_start(fsdpc_comm *c) {
 
 int32_t nccl_group_end(fsdpc_comm *c) {
   if (c == NULL)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: group_end on a NULL communicator");
+    return nccl_fail(nccl_host(c), FSDPC_INVALID_USAGE, "nccl: group_end on a NULL communicator");
   if (c->group_depth <= 0)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: group_end without group_start");
+    return nccl_fail(nccl_host(c), FSDPC_INVALID_USAGE, "nccl: group_end without group_start");
   char what[200];
   pthread_mutex_lock(&c->mu);
   snprintf(what, sizeof what, "group of %d ops (first: %s)", c->group_n, c->group_what);

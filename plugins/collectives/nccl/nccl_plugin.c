@@ -19,14 +19,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../common/host_call.h"
 #include "nccl_comm.h"
 
 #define WATCH_PERIOD_MS 50
 #define DEFAULT_TIMEOUT_MS 300000
 
-static const fsdpc_host_api *g_host; /* set once by the entry point */
-
-int32_t nccl_fail(int32_t st, const char *fmt, ...) {
+int32_t nccl_fail(const fsdpc_host_api *h, int32_t st, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -35,20 +34,7 @@ int32_t nccl_fail(int32_t st, const char *fmt, ...) {
   for (char *p = msg; *p; p++) /* one line, whatever NCCL put in its text */
     if (*p == '\n' || *p == '\r')
       *p = ' ';
-  if (g_host && FSDPC_HAS_FIELD(g_host, fsdpc_host_api, set_error) && g_host->set_error)
-    g_host->set_error(g_host->host_ctx, st, msg);
-  return st;
-}
-
-void nccl_log(int32_t level, const char *fmt, ...) {
-  if (!g_host || !FSDPC_HAS_FIELD(g_host, fsdpc_host_api, log) || !g_host->log)
-    return;
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  g_host->log(g_host->host_ctx, level, msg);
+  return fsdpc_pl_fail(h, st, "%s", msg);
 }
 
 int64_t nccl_now_ms(void) {
@@ -82,7 +68,8 @@ int32_t nccl_check_usable(fsdpc_comm *c, const char *what) {
   pthread_mutex_unlock(&c->mu);
   if (st == FSDPC_OK)
     return st;
-  return nccl_fail(st, "nccl: %s: communicator unusable after an earlier failure: %s", what, why);
+  return nccl_fail(c->host, st, "nccl: %s: communicator unusable after an earlier failure: %s",
+                   what, why);
 }
 
 int32_t nccl_result_fail(fsdpc_comm *c, ncclResult_t r, const char *what) {
@@ -96,7 +83,7 @@ int32_t nccl_result_fail(fsdpc_comm *c, ncclResult_t r, const char *what) {
   const char *last = c && c->nc ? ncclGetLastError(c->nc) : NULL;
   int32_t st =
       r == ncclInvalidArgument || r == ncclInvalidUsage ? FSDPC_INVALID_USAGE : FSDPC_SYSTEM_ERROR;
-  return nccl_fail(st, "nccl: %s failed on rank %d: %s%s%s", what, c ? c->rank : -1,
+  return nccl_fail(nccl_host(c), st, "nccl: %s failed on rank %d: %s%s%s", what, c ? c->rank : -1,
                    ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
 }
 
@@ -115,7 +102,8 @@ static void break_and_abort(fsdpc_comm *c, int32_t status, const char *why) {
   c->aborted = 1;
   pthread_mutex_unlock(&c->mu);
   if (first)
-    nccl_log(FSDPC_LOG_ERROR, "%s", why);
+    if (FSDPC_HAS_FIELD(c->host, fsdpc_host_api, log) && c->host->log)
+      c->host->log(c->host->host_ctx, FSDPC_LOG_ERROR, why);
   if (do_abort)
     (void)ncclCommAbort(c->nc);
 }
@@ -255,8 +243,9 @@ int32_t nccl_track(fsdpc_comm *c, cudaStream_t stream, const char *what, int64_t
   }
   pthread_mutex_unlock(&c->mu);
   if (e != cudaSuccess)
-    return nccl_fail(FSDPC_SYSTEM_ERROR, "nccl: %s: recording its completion event failed: %s",
-                     what, cudaGetErrorString(e));
+    return nccl_fail(c->host, FSDPC_SYSTEM_ERROR,
+                     "nccl: %s: recording its completion event failed: %s", what,
+                     cudaGetErrorString(e));
   return FSDPC_OK;
 }
 
@@ -290,11 +279,13 @@ static void comm_free(fsdpc_comm *c) {
 }
 
 /* Allocates a comm for device dev with everything but the NCCL handle. */
-static int32_t comm_alloc(int device, int64_t timeout_ms, fsdpc_comm **out) {
+static int32_t comm_alloc(const fsdpc_host_api *h, int device, int64_t timeout_ms,
+                          fsdpc_comm **out) {
   *out = NULL;
   fsdpc_comm *c = calloc(1, sizeof *c);
   if (c == NULL)
-    return nccl_fail(FSDPC_SYSTEM_ERROR, "nccl: out of host memory");
+    return nccl_fail(h, FSDPC_SYSTEM_ERROR, "nccl: out of host memory");
+  c->host = h;
   c->device = device;
   c->timeout_ms = timeout_ms > 0 ? timeout_ms : DEFAULT_TIMEOUT_MS;
   pthread_mutex_init(&c->mu, NULL);
@@ -312,7 +303,7 @@ static int32_t comm_alloc(int device, int64_t timeout_ms, fsdpc_comm **out) {
     e = cudaEventCreateWithFlags(&c->ring[i].ev, cudaEventDisableTiming);
   if (e != cudaSuccess) {
     comm_free(c);
-    return nccl_fail(FSDPC_SYSTEM_ERROR, "nccl: setting up device %d failed: %s", device,
+    return nccl_fail(h, FSDPC_SYSTEM_ERROR, "nccl: setting up device %d failed: %s", device,
                      cudaGetErrorString(e));
   }
   *out = c;
@@ -322,37 +313,39 @@ static int32_t comm_alloc(int device, int64_t timeout_ms, fsdpc_comm **out) {
 static int32_t start_watchdog(fsdpc_comm *c) {
   int r = pthread_create(&c->thread, NULL, watchdog_main, c);
   if (r != 0)
-    return nccl_fail(FSDPC_SYSTEM_ERROR, "nccl: starting the watchdog thread failed: %s",
+    return nccl_fail(c->host, FSDPC_SYSTEM_ERROR, "nccl: starting the watchdog thread failed: %s",
                      strerror(r));
   c->thread_on = 1;
   return FSDPC_OK;
 }
 
 static int32_t comm_init(const fsdpc_comm_init *in, fsdpc_comm **out) {
+  const fsdpc_host_api *h = fsdpc_pl_comm_host(in);
   if (out == NULL)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: init: out is NULL");
+    return nccl_fail(h, FSDPC_INVALID_USAGE, "nccl: init: out is NULL");
   *out = NULL;
   if (!in || !FSDPC_HAS_FIELD(in, fsdpc_comm_init, timeout_ms) || !in->store || !in->store->set ||
       !in->store->get)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: init needs a store (fsdpc_comm_init too short?)");
+    return nccl_fail(h, FSDPC_INVALID_USAGE,
+                     "nccl: init needs a store (fsdpc_comm_init too short?)");
   if (in->world_size < 1 || in->rank < 0 || in->rank >= in->world_size)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: init: rank %d is outside world size %d",
+    return nccl_fail(h, FSDPC_INVALID_USAGE, "nccl: init: rank %d is outside world size %d",
                      (int)in->rank, (int)in->world_size);
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 1) {
     (void)cudaGetLastError();
-    return nccl_fail(FSDPC_SYSTEM_ERROR,
+    return nccl_fail(h, FSDPC_SYSTEM_ERROR,
                      "nccl: rank %d sees no CUDA device; NCCL needs one GPU per rank (use the "
                      "gloo collectives on CPU)",
                      (int)in->rank);
   }
   if (in->device_index < 0 || in->device_index >= ndev)
-    return nccl_fail(FSDPC_INVALID_USAGE,
+    return nccl_fail(h, FSDPC_INVALID_USAGE,
                      "nccl: rank %d: device index %d is outside the %d visible GPUs; check "
                      "CUDA_VISIBLE_DEVICES and the local rank",
                      (int)in->rank, (int)in->device_index, ndev);
   fsdpc_comm *c = NULL;
-  int32_t st = comm_alloc(in->device_index, in->timeout_ms, &c);
+  int32_t st = comm_alloc(h, in->device_index, in->timeout_ms, &c);
   if (st != FSDPC_OK)
     return st;
   c->rank = in->rank;
@@ -370,7 +363,7 @@ static int32_t comm_init(const fsdpc_comm_init *in, fsdpc_comm **out) {
     }
     st = in->store->set(in->store->ctx, key, &id, sizeof id);
     if (st != FSDPC_OK) {
-      st = nccl_fail(st, "nccl: init: publishing the unique id under '%s' failed (store gone?)",
+      st = nccl_fail(h, st, "nccl: init: publishing the unique id under '%s' failed (store gone?)",
                      key);
       goto fail;
     }
@@ -378,14 +371,14 @@ static int32_t comm_init(const fsdpc_comm_init *in, fsdpc_comm **out) {
     uint64_t len = 0;
     st = in->store->get(in->store->ctx, key, &id, sizeof id, &len, c->timeout_ms);
     if (st == FSDPC_TIMEOUT) {
-      st = nccl_fail(st,
+      st = nccl_fail(h, st,
                      "nccl: init: rank %d waited %.0f s for rank 0's unique id ('%s'): rank 0 "
                      "did not start or died",
                      (int)in->rank, (double)c->timeout_ms / 1000.0, key);
       goto fail;
     }
     if (st != FSDPC_OK || len != sizeof id) {
-      st = nccl_fail(st != FSDPC_OK ? st : FSDPC_INTERNAL_ERROR,
+      st = nccl_fail(h, st != FSDPC_OK ? st : FSDPC_INTERNAL_ERROR,
                      "nccl: init: reading the unique id '%s' failed (%llu bytes)", key,
                      (unsigned long long)len);
       goto fail;
@@ -407,16 +400,17 @@ fail:
 }
 
 static int32_t comm_split(fsdpc_comm *parent, int32_t color, int32_t key, fsdpc_comm **out) {
+  const fsdpc_host_api *h = parent ? parent->host : NULL; /* children keep it */
   if (out == NULL)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: split: out is NULL");
+    return nccl_fail(h, FSDPC_INVALID_USAGE, "nccl: split: out is NULL");
   *out = NULL;
   if (parent == NULL)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: split of a NULL communicator");
+    return nccl_fail(h, FSDPC_INVALID_USAGE, "nccl: split of a NULL communicator");
   int32_t st = nccl_check_usable(parent, "split");
   if (st != FSDPC_OK)
     return st;
   fsdpc_comm *c = NULL;
-  if ((st = comm_alloc(parent->device, parent->timeout_ms, &c)) != FSDPC_OK)
+  if ((st = comm_alloc(h, parent->device, parent->timeout_ms, &c)) != FSDPC_OK)
     return st;
   ncclComm_t child = NULL;
   ncclResult_t r =
@@ -455,7 +449,7 @@ static int32_t comm_size(const fsdpc_comm *c) {
 
 static int32_t comm_abort(fsdpc_comm *c, const char *reason) {
   if (c == NULL)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: abort of a NULL communicator");
+    return nccl_fail(NULL, FSDPC_INVALID_USAGE, "nccl: abort of a NULL communicator");
   char why[512];
   snprintf(why, sizeof why, "nccl: aborted on rank %d: %s", c->rank,
            reason ? reason : "(no reason given)");
@@ -465,13 +459,13 @@ static int32_t comm_abort(fsdpc_comm *c, const char *reason) {
 
 static int32_t comm_poll_error(fsdpc_comm *c) {
   if (c == NULL)
-    return nccl_fail(FSDPC_INVALID_USAGE, "nccl: poll_error on a NULL communicator");
+    return nccl_fail(NULL, FSDPC_INVALID_USAGE, "nccl: poll_error on a NULL communicator");
   return nccl_watch_once(c);
 }
 
 static int32_t supports(const fsdpc_situation *s) {
   if (s && FSDPC_HAS_FIELD(s, fsdpc_situation, device) && s->device != FSDPC_DEVICE_CUDA)
-    return nccl_fail(FSDPC_UNSUPPORTED,
+    return nccl_fail(fsdpc_pl_sit_host(s), FSDPC_UNSUPPORTED,
                      "nccl: works on device memory only (device is not CUDA); use gloo on CPU");
   return FSDPC_OK;
 }
@@ -529,9 +523,8 @@ FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out) {
   if (out == NULL)
     return FSDPC_INVALID_USAGE;
-  g_host = host;
   if (host != NULL && host->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
-    return nccl_fail(FSDPC_UNSUPPORTED, "nccl: built for plugin ABI %d, host speaks %u",
+    return nccl_fail(host, FSDPC_UNSUPPORTED, "nccl: built for plugin ABI %d, host speaks %u",
                      FSDPC_PLUGIN_ABI_MAJOR, (unsigned)host->abi_major);
   *out = &g_plugin;
   return FSDPC_OK;

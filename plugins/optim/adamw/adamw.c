@@ -28,8 +28,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "adamw_cuda.h"
+#include "../../common/host_call.h"
 #include "../common/optim_parallel.h"
+#include "adamw_cuda.h"
 #include "fsdpc/plugin.h"
 
 #define ADAMW_N_SLOTS 2u
@@ -38,25 +39,11 @@
 /* Thread ranges start on multiples of this (a 256-byte boundary). */
 #define ADAMW_GRAIN 64u
 
-/* The host table from the entry point: the only global, set once. */
-static const fsdpc_host_api *host;
-
 struct fsdpc_optimizer {
   double weight_decay, beta1, beta2, eps;
   int32_t device;
+  const fsdpc_host_api *host; /* of the host that created it (ABI 1.1) */
 };
-
-static int32_t fail(int32_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int32_t fail(int32_t status, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (FSDPC_HAS_FIELD(host, fsdpc_host_api, set_error) && host->set_error)
-    host->set_error(host->host_ctx, status, msg);
-  return status;
-}
 
 /* ---------------------------------------------------------------------- */
 /* The kernel.                                                              */
@@ -127,35 +114,40 @@ static void adamw_range(const fsdpc_optim_tensor *t, uint32_t n_tensors, uint64_
 /* ---------------------------------------------------------------------- */
 /* Validation.                                                              */
 
-static int32_t check_tensors(const fsdpc_optim_tensor *t, uint32_t n, uint64_t *total) {
+static int32_t check_tensors(const fsdpc_host_api *h, const fsdpc_optim_tensor *t, uint32_t n,
+                             uint64_t *total) {
   if (n > 0 && t == NULL)
-    return fail(FSDPC_INVALID_USAGE, "adamw: step got n_tensors=%u but tensors is NULL", n);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "adamw: step got n_tensors=%u but tensors is NULL",
+                         n);
   *total = 0;
   for (uint32_t k = 0; k < n; k++) {
     if (!FSDPC_HAS_FIELD(&t[k], fsdpc_optim_tensor, decay))
-      return fail(FSDPC_INVALID_USAGE,
-                  "adamw: tensor %u has struct_size %u, too small for fsdpc_optim_tensor v1", k,
-                  t[k].struct_size);
+      return fsdpc_pl_fail(
+          h, FSDPC_INVALID_USAGE,
+          "adamw: tensor %u has struct_size %u, too small for fsdpc_optim_tensor v1", k,
+          t[k].struct_size);
     if (t[k].numel == 0)
       continue;
     if (!t[k].param || !t[k].grad || !t[k].state)
-      return fail(FSDPC_INVALID_USAGE,
-                  "adamw: tensor %u (numel %llu) has a NULL param, grad or state pointer", k,
-                  (unsigned long long)t[k].numel);
+      return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                           "adamw: tensor %u (numel %llu) has a NULL param, grad or state pointer",
+                           k, (unsigned long long)t[k].numel);
     if (t[k].stride < t[k].numel)
-      return fail(FSDPC_INVALID_USAGE,
-                  "adamw: tensor %u has state stride %llu < numel %llu; slots would overlap", k,
-                  (unsigned long long)t[k].stride, (unsigned long long)t[k].numel);
+      return fsdpc_pl_fail(
+          h, FSDPC_INVALID_USAGE,
+          "adamw: tensor %u has state stride %llu < numel %llu; slots would overlap", k,
+          (unsigned long long)t[k].stride, (unsigned long long)t[k].numel);
     *total += t[k].numel;
   }
   return FSDPC_OK;
 }
 
-static int32_t check_beta(const char *name, double x, const char *example) {
+static int32_t check_beta(const fsdpc_host_api *h, const char *name, double x,
+                          const char *example) {
   if (!(x >= 0.0 && x < 1.0))
-    return fail(FSDPC_INVALID_USAGE,
-                "adamw: %s = %g is out of range [0, 1); set optim.%s to e.g. %s", name, x, name,
-                example);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw: %s = %g is out of range [0, 1); set optim.%s to e.g. %s", name, x,
+                         name, example);
   return FSDPC_OK;
 }
 
@@ -174,45 +166,51 @@ static int device_ok(int32_t device) {
 static int32_t adamw_supports(const fsdpc_situation *s) {
   if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_situation, device) || device_ok(s->device))
     return FSDPC_OK;
-  return fail(FSDPC_UNSUPPORTED,
-              "adamw: device %d is not supported: this build of the plugin has only the CPU "
-              "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
-              (int)s->device);
+  return fsdpc_pl_fail(
+      fsdpc_pl_sit_host(s), FSDPC_UNSUPPORTED,
+      "adamw: device %d is not supported: this build of the plugin has only the CPU "
+      "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
+      (int)s->device);
 }
 
 static int32_t adamw_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
+  const fsdpc_host_api *h = fsdpc_pl_optim_host(init);
   if (out == NULL)
-    return fail(FSDPC_INVALID_USAGE, "adamw: create got a NULL out pointer");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "adamw: create got a NULL out pointer");
   *out = NULL;
   if (!FSDPC_HAS_FIELD(init, fsdpc_optim_init, device))
-    return fail(FSDPC_INVALID_USAGE, "adamw: create got a NULL or too small fsdpc_optim_init");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw: create got a NULL or too small fsdpc_optim_init");
   if (!device_ok(init->device))
-    return fail(FSDPC_UNSUPPORTED,
-                "adamw: device %d is not supported: this build of the plugin has only the CPU "
-                "path (nvcc was not found at build time)",
-                (int)init->device);
-  int32_t st = check_beta("beta1", init->beta1, "0.9");
+    return fsdpc_pl_fail(
+        h, FSDPC_UNSUPPORTED,
+        "adamw: device %d is not supported: this build of the plugin has only the CPU "
+        "path (nvcc was not found at build time)",
+        (int)init->device);
+  int32_t st = check_beta(h, "beta1", init->beta1, "0.9");
   if (st == FSDPC_OK)
-    st = check_beta("beta2", init->beta2, "0.999");
+    st = check_beta(h, "beta2", init->beta2, "0.999");
   if (st != FSDPC_OK)
     return st;
   if (!(init->eps > 0.0) || !isfinite(init->eps))
-    return fail(FSDPC_INVALID_USAGE,
-                "adamw: eps = %g must be a finite number > 0; set optim.eps to e.g. 1e-8",
-                init->eps);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw: eps = %g must be a finite number > 0; set optim.eps to e.g. 1e-8",
+                         init->eps);
   if (!(init->weight_decay >= 0.0) || !isfinite(init->weight_decay))
-    return fail(FSDPC_INVALID_USAGE,
-                "adamw: weight_decay = %g must be a finite number >= 0; set optim.weight_decay to "
-                "e.g. 0.01",
-                init->weight_decay);
+    return fsdpc_pl_fail(
+        h, FSDPC_INVALID_USAGE,
+        "adamw: weight_decay = %g must be a finite number >= 0; set optim.weight_decay to "
+        "e.g. 0.01",
+        init->weight_decay);
   fsdpc_optimizer *opt = calloc(1, sizeof *opt);
   if (opt == NULL)
-    return fail(FSDPC_SYSTEM_ERROR, "adamw: out of host memory creating the optimizer");
+    return fsdpc_pl_fail(h, FSDPC_SYSTEM_ERROR, "adamw: out of host memory creating the optimizer");
   opt->weight_decay = init->weight_decay;
   opt->beta1 = init->beta1;
   opt->beta2 = init->beta2;
   opt->eps = init->eps;
   opt->device = init->device;
+  opt->host = h;
   *out = opt;
   return FSDPC_OK;
 }
@@ -232,17 +230,20 @@ static const char *adamw_slot_name(const fsdpc_optimizer *opt, uint32_t i) {
 
 static int32_t adamw_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_floats,
                                 int32_t device, void *stream) {
+  const fsdpc_host_api *h = opt ? opt->host : NULL;
   if (!device_ok(device))
-    return fail(FSDPC_UNSUPPORTED, "adamw: init_state on device %d: only CPU state is supported",
-                (int)device);
+    return fsdpc_pl_fail(h, FSDPC_UNSUPPORTED,
+                         "adamw: init_state on device %d: only CPU state is supported",
+                         (int)device);
   if (n_floats > 0 && state == NULL)
-    return fail(FSDPC_INVALID_USAGE, "adamw: init_state got a NULL state for %llu floats",
-                (unsigned long long)n_floats);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw: init_state got a NULL state for %llu floats",
+                         (unsigned long long)n_floats);
 #ifdef FSDPC_WITH_CUDA
   if (device == FSDPC_DEVICE_CUDA) {
     char msg[256];
     int32_t st = adamw_cuda_zero(state, n_floats, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
   }
 #endif
   for (uint64_t i = 0; i < n_floats; i++)
@@ -253,19 +254,23 @@ static int32_t adamw_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_f
 static int32_t adamw_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors,
                           uint32_t n_tensors, const fsdpc_optim_step_info *info) {
   if (opt == NULL)
-    return fail(FSDPC_INVALID_USAGE, "adamw: step got a NULL optimizer");
+    return FSDPC_INVALID_USAGE; /* no optimizer, no host to tell */
+  const fsdpc_host_api *h = opt->host;
   if (!FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, grad_scale))
-    return fail(FSDPC_INVALID_USAGE, "adamw: step got a NULL or too small fsdpc_optim_step_info");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw: step got a NULL or too small fsdpc_optim_step_info");
   if (info->step < 1)
-    return fail(FSDPC_INVALID_USAGE, "adamw: step count %lld must be >= 1 (it is 1-based)",
-                (long long)info->step);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw: step count %lld must be >= 1 (it is 1-based)",
+                         (long long)info->step);
   if (!(info->lr >= 0.0) || !isfinite(info->lr))
-    return fail(FSDPC_INVALID_USAGE, "adamw: learning rate %g must be a finite number >= 0",
-                info->lr);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "adamw: learning rate %g must be a finite number >= 0", info->lr);
   if (!isfinite(info->grad_scale))
-    return fail(FSDPC_INVALID_USAGE, "adamw: grad_scale %g is not finite", info->grad_scale);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "adamw: grad_scale %g is not finite",
+                         info->grad_scale);
   uint64_t total = 0;
-  int32_t st = check_tensors(tensors, n_tensors, &total);
+  int32_t st = check_tensors(h, tensors, n_tensors, &total);
   if (st != FSDPC_OK || total == 0)
     return st;
 
@@ -289,7 +294,7 @@ static int32_t adamw_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensor
     char msg[256];
     void *stream = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, stream) ? info->stream : NULL;
     st = adamw_cuda_step(tensors, n_tensors, &sc, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
   }
 #endif
   int nt = fsdpc_optim_threads(info, total, ADAMW_MIN_PARALLEL);
@@ -314,6 +319,11 @@ static const fsdpc_optim_v1 adamw_vtable = {
     /* .slot_name = */ adamw_slot_name,
     /* .init_state = */ adamw_init_state,
     /* .step = */ adamw_step,
+#ifdef FSDPC_WITH_CUDA
+    /* .param_bf16 = */ 1, /* the CUDA kernel (optim_multitensor.cuh) */
+#else
+    /* .param_bf16 = */ 0,
+#endif
 };
 
 static const fsdpc_component_desc adamw_component = {
@@ -353,7 +363,6 @@ FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *h,
     return FSDPC_INVALID_USAGE;
   if (h->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
     return FSDPC_UNSUPPORTED;
-  host = h;
   *out = &adamw_plugin;
   return FSDPC_OK;
 }

@@ -8,13 +8,18 @@
  * a tensor's arrays are 16-byte aligned they move as float4; the arithmetic
  * per element is the same either way, so results do not depend on it.
  *
+ * When a tensor's param_bf16 is non-NULL (and its struct_size covers the
+ * field) the updated param is also stored there as bf16 (round to nearest
+ * even), in the same pass: the engine's compute-dtype copy of the shard.
  * Op: struct with
  *   __device__ void operator()(float &p, float g, float &s0, float &s1, int flag) const;
  * Tensors of one call must not overlap (as on the CPU). */
 #ifndef FSDPC_PLUGINS_OPTIM_MULTITENSOR_CUH
 #define FSDPC_PLUGINS_OPTIM_MULTITENSOR_CUH
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -26,6 +31,7 @@
 
 struct fsdpc_mt_list {
   float *x[4][FSDPC_MT_MAX]; /* (numel) each; x[1] is read only; x[2], x[3] may be NULL */
+  __nv_bfloat16 *lp[FSDPC_MT_MAX]; /* (numel) bf16 copy of the updated param, or NULL */
   uint64_t numel[FSDPC_MT_MAX];
   uint32_t chunk_start[FSDPC_MT_MAX + 1]; /* prefix sums of chunks per tensor */
   int32_t flag[FSDPC_MT_MAX];             /* per tensor, passed to the functor */
@@ -41,6 +47,7 @@ static __global__ void fsdpc_mt_kernel(const __grid_constant__ fsdpc_mt_list a, 
   const uint64_t lo = (uint64_t)(blockIdx.x - a.chunk_start[k]) * FSDPC_MT_CHUNK;
   const uint64_t hi = lo + FSDPC_MT_CHUNK < a.numel[k] ? lo + FSDPC_MT_CHUNK : a.numel[k];
   float *x0 = a.x[0][k], *x2 = a.x[2][k], *x3 = a.x[3][k];
+  __nv_bfloat16 *lp = a.lp[k];
   const float *x1 = a.x[1][k];
   const int flag = a.flag[k];
   uint64_t done = lo;
@@ -55,6 +62,10 @@ static __global__ void fsdpc_mt_kernel(const __grid_constant__ fsdpc_mt_list a, 
       op(p.z, g.z, s0.z, s1.z, flag);
       op(p.w, g.w, s0.w, s1.w, flag);
       *(float4 *)(x0 + i) = p;
+      if (lp) { /* 4 bf16 = 8 bytes */
+        __nv_bfloat162 h[2] = {__floats2bfloat162_rn(p.x, p.y), __floats2bfloat162_rn(p.z, p.w)};
+        *(uint2 *)(lp + i) = *(const uint2 *)h;
+      }
       if (x2)
         *(float4 *)(x2 + i) = s0;
       if (x3)
@@ -66,6 +77,8 @@ static __global__ void fsdpc_mt_kernel(const __grid_constant__ fsdpc_mt_list a, 
     float p = x0[i], s0 = x2 ? x2[i] : 0.0f, s1 = x3 ? x3[i] : 0.0f;
     op(p, x1[i], s0, s1, flag);
     x0[i] = p;
+    if (lp)
+      lp[i] = __float2bfloat16_rn(p);
     if (x2)
       x2[i] = s0;
     if (x3)
@@ -117,10 +130,14 @@ static int32_t fsdpc_mt_apply(const fsdpc_optim_tensor *t, uint32_t n_tensors, i
     a.x[1][j] = (float *)t[k].grad;
     a.x[2][j] = slots > 0 ? t[k].state : NULL;
     a.x[3][j] = slots > 1 ? t[k].state + t[k].stride : NULL;
+    a.lp[j] = t[k].struct_size >= offsetof(fsdpc_optim_tensor, param_bf16) + sizeof(uint16_t *)
+                  ? (__nv_bfloat16 *)t[k].param_bf16
+                  : NULL;
     a.numel[j] = t[k].numel;
     a.flag[j] = flag_of(t[k]);
     a.vec[j] = fsdpc_mt_aligned(a.x[0][j]) && fsdpc_mt_aligned(a.x[1][j]) &&
-               fsdpc_mt_aligned(a.x[2][j]) && fsdpc_mt_aligned(a.x[3][j]);
+               fsdpc_mt_aligned(a.x[2][j]) && fsdpc_mt_aligned(a.x[3][j]) &&
+               ((uintptr_t)a.lp[j] & 7u) == 0;
     a.chunk_start[j + 1] = a.chunk_start[j] + (uint32_t)chunks;
     a.n = j + 1;
     if (a.n == FSDPC_MT_MAX) {

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../../common/host_call.h"
 #include "../common/optim_parallel.h"
 #include "fsdpc/plugin.h"
 #include "sgd_cuda.h"
@@ -41,26 +42,12 @@
 /* Thread ranges start on multiples of this (a 256-byte boundary). */
 #define SGD_GRAIN 64u
 
-/* The host table from the entry point: the only global, set once. */
-static const fsdpc_host_api *host;
-
 struct fsdpc_optimizer {
   double weight_decay, momentum, dampening;
   int32_t nesterov;
   int32_t device;
+  const fsdpc_host_api *host; /* of the host that created it (ABI 1.1) */
 };
-
-static int32_t fail(int32_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int32_t fail(int32_t status, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (FSDPC_HAS_FIELD(host, fsdpc_host_api, set_error) && host->set_error)
-    host->set_error(host->host_ctx, status, msg);
-  return status;
-}
 
 /* ---------------------------------------------------------------------- */
 /* The kernel.                                                              */
@@ -148,22 +135,23 @@ static void sgd_range(const fsdpc_optim_tensor *t, uint32_t n_tensors, uint64_t 
 /* ---------------------------------------------------------------------- */
 /* Validation.                                                              */
 
-static int32_t check_tensors(const fsdpc_optim_tensor *t, uint32_t n, int need_state,
-                             uint64_t *total) {
+static int32_t check_tensors(const fsdpc_host_api *h, const fsdpc_optim_tensor *t, uint32_t n,
+                             int need_state, uint64_t *total) {
   if (n > 0 && t == NULL)
-    return fail(FSDPC_INVALID_USAGE, "sgd: step got n_tensors=%u but tensors is NULL", n);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "sgd: step got n_tensors=%u but tensors is NULL",
+                         n);
   *total = 0;
   for (uint32_t k = 0; k < n; k++) {
     if (!FSDPC_HAS_FIELD(&t[k], fsdpc_optim_tensor, decay))
-      return fail(FSDPC_INVALID_USAGE,
-                  "sgd: tensor %u has struct_size %u, too small for fsdpc_optim_tensor v1", k,
-                  t[k].struct_size);
+      return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                           "sgd: tensor %u has struct_size %u, too small for fsdpc_optim_tensor v1",
+                           k, t[k].struct_size);
     if (t[k].numel == 0)
       continue;
     if (!t[k].param || !t[k].grad || (need_state && !t[k].state))
-      return fail(FSDPC_INVALID_USAGE,
-                  "sgd: tensor %u (numel %llu) has a NULL param, grad or state pointer", k,
-                  (unsigned long long)t[k].numel);
+      return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                           "sgd: tensor %u (numel %llu) has a NULL param, grad or state pointer", k,
+                           (unsigned long long)t[k].numel);
     *total += t[k].numel;
   }
   return FSDPC_OK;
@@ -199,58 +187,64 @@ static int device_ok(int32_t device) {
 static int32_t sgd_supports(const fsdpc_situation *s) {
   if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_situation, device) || device_ok(s->device))
     return FSDPC_OK;
-  return fail(FSDPC_UNSUPPORTED,
-              "sgd: device %d is not supported: this build of the plugin has only the CPU "
-              "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
-              (int)s->device);
+  return fsdpc_pl_fail(
+      fsdpc_pl_sit_host(s), FSDPC_UNSUPPORTED,
+      "sgd: device %d is not supported: this build of the plugin has only the CPU "
+      "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
+      (int)s->device);
 }
 
 static int32_t sgd_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
+  const fsdpc_host_api *h = fsdpc_pl_optim_host(init);
   if (out == NULL)
-    return fail(FSDPC_INVALID_USAGE, "sgd: create got a NULL out pointer");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "sgd: create got a NULL out pointer");
   *out = NULL;
   if (!FSDPC_HAS_FIELD(init, fsdpc_optim_init, device))
-    return fail(FSDPC_INVALID_USAGE, "sgd: create got a NULL or too small fsdpc_optim_init");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "sgd: create got a NULL or too small fsdpc_optim_init");
   if (!device_ok(init->device))
-    return fail(FSDPC_UNSUPPORTED,
-                "sgd: device %d is not supported: this build of the plugin has only the CPU "
-                "path (nvcc was not found at build time)",
-                (int)init->device);
+    return fsdpc_pl_fail(
+        h, FSDPC_UNSUPPORTED,
+        "sgd: device %d is not supported: this build of the plugin has only the CPU "
+        "path (nvcc was not found at build time)",
+        (int)init->device);
   double dampening = 0.0; /* the declared default, when the host gives no options */
   if (init->opts != NULL) {
-    if (!FSDPC_HAS_FIELD(host, fsdpc_host_api, opt_get) || host->opt_get == NULL)
-      return fail(FSDPC_INTERNAL_ERROR, "sgd: the host has no opt_get to read options with");
-    int32_t st = host->opt_get(host->host_ctx, init->opts, "dampening", FSDPC_OPT_FLOAT, &dampening,
-                               sizeof dampening);
+    int32_t st =
+        fsdpc_pl_opt(h, init->opts, "dampening", FSDPC_OPT_FLOAT, &dampening, sizeof dampening);
     if (st != FSDPC_OK)
       return st; /* the host has said why */
   }
   if (!(init->momentum >= 0.0) || !isfinite(init->momentum))
-    return fail(FSDPC_INVALID_USAGE,
-                "sgd: momentum = %g must be a finite number >= 0; set optim.momentum to e.g. 0.9 "
-                "(or 0 for plain SGD)",
-                init->momentum);
+    return fsdpc_pl_fail(
+        h, FSDPC_INVALID_USAGE,
+        "sgd: momentum = %g must be a finite number >= 0; set optim.momentum to e.g. 0.9 "
+        "(or 0 for plain SGD)",
+        init->momentum);
   if (!(dampening >= 0.0 && dampening <= 1.0))
-    return fail(FSDPC_INVALID_USAGE,
-                "sgd: dampening = %g is out of range [0, 1]; set optim.options.dampening",
-                dampening);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "sgd: dampening = %g is out of range [0, 1]; set optim.options.dampening",
+                         dampening);
   if (!(init->weight_decay >= 0.0) || !isfinite(init->weight_decay))
-    return fail(FSDPC_INVALID_USAGE,
-                "sgd: weight_decay = %g must be a finite number >= 0; set optim.weight_decay",
-                init->weight_decay);
+    return fsdpc_pl_fail(
+        h, FSDPC_INVALID_USAGE,
+        "sgd: weight_decay = %g must be a finite number >= 0; set optim.weight_decay",
+        init->weight_decay);
   if (init->nesterov && (init->momentum <= 0.0 || dampening != 0.0))
-    return fail(FSDPC_INVALID_USAGE,
-                "sgd: nesterov needs momentum > 0 and dampening 0 (momentum %g, dampening %g); "
-                "set optim.momentum or turn nesterov off",
-                init->momentum, dampening);
+    return fsdpc_pl_fail(
+        h, FSDPC_INVALID_USAGE,
+        "sgd: nesterov needs momentum > 0 and dampening 0 (momentum %g, dampening %g); "
+        "set optim.momentum or turn nesterov off",
+        init->momentum, dampening);
   fsdpc_optimizer *opt = calloc(1, sizeof *opt);
   if (opt == NULL)
-    return fail(FSDPC_SYSTEM_ERROR, "sgd: out of host memory creating the optimizer");
+    return fsdpc_pl_fail(h, FSDPC_SYSTEM_ERROR, "sgd: out of host memory creating the optimizer");
   opt->weight_decay = init->weight_decay;
   opt->momentum = init->momentum;
   opt->dampening = dampening;
   opt->nesterov = init->nesterov ? 1 : 0;
   opt->device = init->device;
+  opt->host = h;
   *out = opt;
   return FSDPC_OK;
 }
@@ -269,17 +263,18 @@ static const char *sgd_slot_name(const fsdpc_optimizer *opt, uint32_t i) {
 
 static int32_t sgd_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_floats, int32_t device,
                               void *stream) {
+  const fsdpc_host_api *h = opt ? opt->host : NULL;
   if (!device_ok(device))
-    return fail(FSDPC_UNSUPPORTED, "sgd: init_state on device %d: only CPU state is supported",
-                (int)device);
+    return fsdpc_pl_fail(h, FSDPC_UNSUPPORTED,
+                         "sgd: init_state on device %d: only CPU state is supported", (int)device);
   if (n_floats > 0 && state == NULL)
-    return fail(FSDPC_INVALID_USAGE, "sgd: init_state got a NULL state for %llu floats",
-                (unsigned long long)n_floats);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "sgd: init_state got a NULL state for %llu floats",
+                         (unsigned long long)n_floats);
 #ifdef FSDPC_WITH_CUDA
   if (device == FSDPC_DEVICE_CUDA) {
     char msg[256];
     int32_t st = sgd_cuda_zero(state, n_floats, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
   }
 #endif
   /* Zeros are never read: step 1 overwrites the buffer with the gradient. */
@@ -291,20 +286,24 @@ static int32_t sgd_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_flo
 static int32_t sgd_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors, uint32_t n_tensors,
                         const fsdpc_optim_step_info *info) {
   if (opt == NULL)
-    return fail(FSDPC_INVALID_USAGE, "sgd: step got a NULL optimizer");
+    return FSDPC_INVALID_USAGE; /* no optimizer, no host to tell */
+  const fsdpc_host_api *h = opt->host;
   if (!FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, grad_scale))
-    return fail(FSDPC_INVALID_USAGE, "sgd: step got a NULL or too small fsdpc_optim_step_info");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "sgd: step got a NULL or too small fsdpc_optim_step_info");
   if (info->step < 1)
-    return fail(FSDPC_INVALID_USAGE, "sgd: step count %lld must be >= 1 (it is 1-based)",
-                (long long)info->step);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "sgd: step count %lld must be >= 1 (it is 1-based)",
+                         (long long)info->step);
   if (!(info->lr >= 0.0) || !isfinite(info->lr))
-    return fail(FSDPC_INVALID_USAGE, "sgd: learning rate %g must be a finite number >= 0",
-                info->lr);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "sgd: learning rate %g must be a finite number >= 0", info->lr);
   if (!isfinite(info->grad_scale))
-    return fail(FSDPC_INVALID_USAGE, "sgd: grad_scale %g is not finite", info->grad_scale);
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "sgd: grad_scale %g is not finite",
+                         info->grad_scale);
   const int momentum_on = opt->momentum > 0.0;
   uint64_t total = 0;
-  int32_t st = check_tensors(tensors, n_tensors, momentum_on, &total);
+  int32_t st = check_tensors(h, tensors, n_tensors, momentum_on, &total);
   if (st != FSDPC_OK || total == 0)
     return st;
 
@@ -324,7 +323,7 @@ static int32_t sgd_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors,
     char msg[256];
     void *stream = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, stream) ? info->stream : NULL;
     st = sgd_cuda_step(tensors, n_tensors, &sc, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fail(st, "%s", msg);
+    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
   }
 #endif
   int nt = fsdpc_optim_threads(info, total, SGD_MIN_PARALLEL);
@@ -349,6 +348,11 @@ static const fsdpc_optim_v1 sgd_vtable = {
     /* .slot_name = */ sgd_slot_name,
     /* .init_state = */ sgd_init_state,
     /* .step = */ sgd_step,
+#ifdef FSDPC_WITH_CUDA
+    /* .param_bf16 = */ 1, /* the CUDA kernel (optim_multitensor.cuh) */
+#else
+    /* .param_bf16 = */ 0,
+#endif
 };
 
 static const fsdpc_component_desc sgd_component = {
@@ -390,7 +394,6 @@ FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *h,
     return FSDPC_INVALID_USAGE;
   if (h->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
     return FSDPC_UNSUPPORTED;
-  host = h;
   *out = &sgd_plugin;
   return FSDPC_OK;
 }

@@ -12,26 +12,13 @@
  *   model.safetensors.index.json         then, the HF weight map
  * Loading reads, on every rank, only the ranges of its own shards. */
 #include <cjson/cJSON.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../../common/host_call.h"
 #include "fsdpc/plugin.h"
-
-static const fsdpc_host_api *g_host;
-
-static int32_t fail(int32_t st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int32_t fail(int32_t st, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  g_host->set_error(g_host->host_ctx, st, msg);
-  return st;
-}
 
 static int exists(const char *dir, const char *name) {
   char p[4096];
@@ -40,7 +27,7 @@ static int exists(const char *dir, const char *name) {
   return stat(p, &sb) == 0;
 }
 
-static int32_t full_probe(const char *dir) {
+static int32_t full_probe(const fsdpc_call *call, const char *dir) {
   return exists(dir, "model.safetensors") || exists(dir, "model.safetensors.index.json")
              ? FSDPC_OK
              : FSDPC_UNSUPPORTED;
@@ -64,13 +51,14 @@ static void plan_free(plan *p) {
 
 /* Files in module order, each at most max_bytes (a tensor larger than that
  * gets a file of its own), named as transformers' save_pretrained does. */
-static int32_t make_plan(const fsdpc_sd_host *h, uint64_t max_bytes, uint32_t es, plan *p) {
+static int32_t make_plan(const fsdpc_host_api *api, const fsdpc_sd_host *h, uint64_t max_bytes,
+                         uint32_t es, plan *p) {
   uint32_t n = h->n_tensors;
   p->file_of = calloc(n + 1, sizeof(uint32_t));
   p->index_of = calloc(n + 1, sizeof(uint32_t));
   p->count = calloc(n + 1, sizeof(uint32_t));
   if (!p->file_of || !p->index_of || !p->count)
-    return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
+    return fsdpc_pl_fail(api, FSDPC_SYSTEM_ERROR, "full: out of memory");
   uint64_t cur = 0;
   uint32_t f = 0;
   for (uint32_t i = 0; i < n; i++) {
@@ -87,7 +75,7 @@ static int32_t make_plan(const fsdpc_sd_host *h, uint64_t max_bytes, uint32_t es
   p->names = calloc(p->n_files, sizeof *p->names);
   p->writers = calloc(p->n_files, sizeof(void *));
   if (!p->names || !p->writers)
-    return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
+    return fsdpc_pl_fail(api, FSDPC_SYSTEM_ERROR, "full: out of memory");
   for (uint32_t k = 0; k < p->n_files; k++) {
     if (p->n_files == 1)
       snprintf(p->names[k], sizeof p->names[k], "model.safetensors");
@@ -98,10 +86,11 @@ static int32_t make_plan(const fsdpc_sd_host *h, uint64_t max_bytes, uint32_t es
   return FSDPC_OK;
 }
 
-static int32_t begin_files(const fsdpc_sd_host *h, const char *dir, int32_t dtype, plan *p) {
+static int32_t begin_files(const fsdpc_host_api *api, const fsdpc_sd_host *h, const char *dir,
+                           int32_t dtype, plan *p) {
   fsdpc_st_entry *e = calloc(h->n_tensors + 1, sizeof *e);
   if (!e)
-    return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
+    return fsdpc_pl_fail(api, FSDPC_SYSTEM_ERROR, "full: out of memory");
   int32_t r = FSDPC_OK;
   for (uint32_t k = 0; k < p->n_files && r == FSDPC_OK; k++) {
     uint32_t m = 0;
@@ -121,12 +110,13 @@ static int32_t begin_files(const fsdpc_sd_host *h, const char *dir, int32_t dtyp
   return r;
 }
 
-static int32_t write_index(const fsdpc_sd_host *h, const char *dir, const plan *p, uint32_t es) {
+static int32_t write_index(const fsdpc_host_api *api, const fsdpc_sd_host *h, const char *dir,
+                           const plan *p, uint32_t es) {
   /* Keys sorted by name, as transformers writes them. */
   uint32_t n = h->n_tensors;
   uint32_t *order = malloc((n + 1) * sizeof *order);
   if (!order)
-    return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
+    return fsdpc_pl_fail(api, FSDPC_SYSTEM_ERROR, "full: out of memory");
   for (uint32_t i = 0; i < n; i++)
     order[i] = i;
   for (uint32_t i = 1; i < n; i++) /* insertion sort: a few hundred names */
@@ -151,7 +141,7 @@ static int32_t write_index(const fsdpc_sd_host *h, const char *dir, const plan *
   char *text = cJSON_Print(o);
   cJSON_Delete(o);
   if (!text)
-    return fail(FSDPC_SYSTEM_ERROR, "full: out of memory");
+    return fsdpc_pl_fail(api, FSDPC_SYSTEM_ERROR, "full: out of memory");
   char path[4096];
   snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
   int32_t r = h->write_file(h->ctx, path, text, strlen(text));
@@ -170,21 +160,24 @@ static const fsdpc_option_desc opt_max = {
 };
 static const fsdpc_option_desc *const options[] = {&opt_max};
 
-static int32_t full_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, const char *dir,
+static int32_t full_save(const fsdpc_call *call, const fsdpc_sd_host *h, const char *dir,
                          const fsdpc_sd_save_opts *so) {
+  const fsdpc_host_api *api = fsdpc_pl_call_host(call);
+  const fsdpc_opts *opts = fsdpc_pl_call_opts(call);
   if (!FSDPC_HAS_FIELD(h, fsdpc_sd_host, st_shape) || !h->st_begin || !h->write_file)
-    return fail(FSDPC_UNSUPPORTED,
-                "full: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
+    return fsdpc_pl_fail(
+        api, FSDPC_UNSUPPORTED,
+        "full: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
   if (so->dtype != FSDPC_DTYPE_F32 && so->dtype != FSDPC_DTYPE_BF16)
-    return fail(FSDPC_INVALID_USAGE, "full: dtype must be fp32 or bf16");
+    return fsdpc_pl_fail(api, FSDPC_INVALID_USAGE, "full: dtype must be fp32 or bf16");
   /* Replicas hold equal values: only the first shard group gathers. */
   if (h->replica_rank != 0)
     return FSDPC_OK;
   int writer = h->rank == 0;
   int64_t max_bytes = (int64_t)so->max_shard_bytes;
   if (max_bytes <= 0 && opts &&
-      g_host->opt_get(g_host->host_ctx, opts, "max_shard_size", FSDPC_OPT_INT, &max_bytes,
-                      sizeof max_bytes) != FSDPC_OK)
+      fsdpc_pl_opt(api, opts, "max_shard_size", FSDPC_OPT_INT, &max_bytes, sizeof max_bytes) !=
+          FSDPC_OK)
     max_bytes = 5000000000LL;
   if (max_bytes <= 0)
     max_bytes = 5000000000LL;
@@ -197,12 +190,12 @@ static int32_t full_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, const c
       max_flat = h->units[u]->flat_numel;
   float *full = NULL;
   if (writer) {
-    r = make_plan(h, (uint64_t)max_bytes, es, &p);
+    r = make_plan(api, h, (uint64_t)max_bytes, es, &p);
     if (r == FSDPC_OK)
-      r = begin_files(h, dir, so->dtype, &p);
-    if (r == FSDPC_OK && !(full = g_host->alloc(g_host->host_ctx, max_flat * sizeof(float), 64)))
-      r = fail(FSDPC_SYSTEM_ERROR, "full: out of memory for one unit (%llu floats)",
-               (unsigned long long)max_flat);
+      r = begin_files(api, h, dir, so->dtype, &p);
+    if (r == FSDPC_OK && !(full = malloc(max_flat * sizeof(float))))
+      r = fsdpc_pl_fail(api, FSDPC_SYSTEM_ERROR, "full: out of memory for one unit (%llu floats)",
+                        (unsigned long long)max_flat);
   }
   /* Every rank takes part in every gather, even after rank 0 failed to
    * write: leaving would hang the others in the collective. */
@@ -238,18 +231,20 @@ static int32_t full_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, const c
       r = h->write_hf_config(h->ctx, path);
     }
     if (r == FSDPC_OK && p.n_files > 1)
-      r = write_index(h, dir, &p, es);
-    g_host->free(g_host->host_ctx, full);
+      r = write_index(api, h, dir, &p, es);
+    free(full);
   }
   plan_free(&p);
   return r;
 }
 
-static int32_t full_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, const char *dir,
+static int32_t full_load(const fsdpc_call *call, const fsdpc_sd_host *h, const char *dir,
                          int32_t with_optimizer) {
+  const fsdpc_host_api *api = fsdpc_pl_call_host(call);
   if (!FSDPC_HAS_FIELD(h, fsdpc_sd_host, st_shape) || !h->st_shape)
-    return fail(FSDPC_UNSUPPORTED,
-                "full: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
+    return fsdpc_pl_fail(
+        api, FSDPC_UNSUPPORTED,
+        "full: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
   for (uint32_t i = 0; i < h->n_tensors; i++) {
     const fsdpc_sd_tensor *t = h->tensors[i];
     int32_t nd = 0;
@@ -261,11 +256,12 @@ static int32_t full_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, const c
     for (int d = 0; same && d < nd; d++)
       same = shape[d] == t->shape[d];
     if (!same)
-      return fail(FSDPC_INVALID_USAGE,
-                  "%s is for another model: tensor '%s' has %d dims [%lld, %lld], this model "
-                  "[%lld, %lld]",
-                  dir, t->name, nd, (long long)shape[0], (long long)(nd > 1 ? shape[1] : 0),
-                  (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0));
+      return fsdpc_pl_fail(
+          api, FSDPC_INVALID_USAGE,
+          "%s is for another model: tensor '%s' has %d dims [%lld, %lld], this model "
+          "[%lld, %lld]",
+          dir, t->name, nd, (long long)shape[0], (long long)(nd > 1 ? shape[1] : 0),
+          (long long)t->shape[0], (long long)(t->ndim > 1 ? t->shape[1] : 0));
     const fsdpc_sd_unit *u = h->units[t->unit];
     uint64_t s0 = u->shard_offset, s1 = s0 + u->shard_numel;
     uint64_t p0 = t->unit_offset, p1 = p0 + t->numel;
@@ -274,7 +270,7 @@ static int32_t full_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, const c
       continue;
     float *dst = h->shard_ptr(h->ctx, t->unit, FSDPC_SD_SLOT_PARAM);
     if (!dst)
-      return fail(FSDPC_INTERNAL_ERROR, "full: no shard for unit %u", t->unit);
+      return fsdpc_pl_fail(api, FSDPC_INTERNAL_ERROR, "full: no shard for unit %u", t->unit);
     r = h->st_read(h->ctx, dir, t->name, a - p0, b - a, dst + (a - s0));
     if (r != FSDPC_OK)
       return r;
@@ -283,10 +279,11 @@ static int32_t full_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, const c
 }
 
 static const fsdpc_statedict_v1 vtable = {
-    /* .struct_size = */ sizeof(fsdpc_statedict_v1),
-    /* .probe       = */ full_probe,
-    /* .save        = */ full_save,
-    /* .load        = */ full_load,
+    .struct_size = sizeof(fsdpc_statedict_v1),
+    /* 1.0's probe, save and load: the host calls the *_call members */
+    .probe_call = full_probe,
+    .save_call = full_save,
+    .load_call = full_load,
 };
 
 static const fsdpc_component_desc component = {
@@ -317,9 +314,8 @@ static const fsdpc_plugin_desc plugin = {
 
 FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out) {
-  if (!host || !host->set_error || !host->alloc || !host->free || !host->opt_get || !out)
+  if (!host || !host->set_error || !host->opt_get || !out)
     return FSDPC_INVALID_USAGE;
-  g_host = host;
   *out = &plugin;
   return FSDPC_OK;
 }

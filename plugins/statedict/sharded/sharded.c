@@ -15,30 +15,17 @@
  * writes. */
 #include <cjson/cJSON.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../../common/host_call.h"
 #include "fsdpc/plugin.h"
 #include "meta_check.h"
 
-static const fsdpc_host_api *g_host;
-
 #define META_FILE "meta.json"
 #define META_MAX (256u << 20)
-
-static int32_t fail(int32_t st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int32_t fail(int32_t st, const char *fmt, ...) {
-  char msg[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  g_host->set_error(g_host->host_ctx, st, msg);
-  return st;
-}
 
 static int has_v11(const fsdpc_sd_host *h) {
   return FSDPC_HAS_FIELD(h, fsdpc_sd_host, st_shape) && h->write_file && h->read_file;
@@ -48,7 +35,7 @@ static void shard_file(char *buf, size_t cap, int k, int n) {
   snprintf(buf, cap, "shard-%05d-of-%05d.safetensors", k, n);
 }
 
-static int32_t sharded_probe(const char *dir) {
+static int32_t sharded_probe(const fsdpc_call *call, const char *dir) {
   char p[4096];
   snprintf(p, sizeof p, "%s/" META_FILE, dir);
   struct stat sb;
@@ -59,7 +46,8 @@ static cJSON *u64(uint64_t v) {
   return cJSON_CreateNumber((double)v);
 }
 
-static int32_t write_meta(const fsdpc_sd_host *h, const char *dir, uint32_t n_slots) {
+static int32_t write_meta(const fsdpc_host_api *api, const fsdpc_sd_host *h, const char *dir,
+                          uint32_t n_slots) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "format", "fsdpc-sharded");
   cJSON_AddNumberToObject(o, "version", 1);
@@ -102,7 +90,7 @@ static int32_t write_meta(const fsdpc_sd_host *h, const char *dir, uint32_t n_sl
   char *text = cJSON_Print(o);
   cJSON_Delete(o);
   if (!text)
-    return fail(FSDPC_SYSTEM_ERROR, "sharded: out of memory writing " META_FILE);
+    return fsdpc_pl_fail(api, FSDPC_SYSTEM_ERROR, "sharded: out of memory writing " META_FILE);
   char p[4096];
   snprintf(p, sizeof p, "%s/" META_FILE, dir);
   int32_t r = h->write_file(h->ctx, p, text, strlen(text));
@@ -110,11 +98,13 @@ static int32_t write_meta(const fsdpc_sd_host *h, const char *dir, uint32_t n_sl
   return r;
 }
 
-static int32_t sharded_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, const char *dir,
+static int32_t sharded_save(const fsdpc_call *call, const fsdpc_sd_host *h, const char *dir,
                             const fsdpc_sd_save_opts *so) {
+  const fsdpc_host_api *api = fsdpc_pl_call_host(call);
   if (!has_v11(h))
-    return fail(FSDPC_UNSUPPORTED,
-                "sharded: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
+    return fsdpc_pl_fail(
+        api, FSDPC_UNSUPPORTED,
+        "sharded: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
   uint32_t n_slots = so->with_optimizer ? h->n_slots : 0;
   if (h->replica_rank == 0) {
     uint32_t n = h->n_units * (1 + n_slots);
@@ -123,7 +113,7 @@ static int32_t sharded_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, cons
     if (!e || !names) {
       free(e);
       free(names);
-      return fail(FSDPC_SYSTEM_ERROR, "sharded: out of memory");
+      return fsdpc_pl_fail(api, FSDPC_SYSTEM_ERROR, "sharded: out of memory");
     }
     uint32_t k = 0;
     for (uint32_t u = 0; u < h->n_units; u++)
@@ -145,7 +135,7 @@ static int32_t sharded_save(const fsdpc_opts *opts, const fsdpc_sd_host *h, cons
     if (r != FSDPC_OK)
       return r;
   }
-  return h->rank == 0 ? write_meta(h, dir, n_slots) : FSDPC_OK;
+  return h->rank == 0 ? write_meta(api, h, dir, n_slots) : FSDPC_OK;
 }
 
 /* ---- load ---- */
@@ -197,8 +187,8 @@ static int32_t read_range(const fsdpc_sd_host *h, const char *dir, const saved *
   return FSDPC_OK;
 }
 
-static int32_t load_tensors(const fsdpc_sd_host *h, const char *dir, const char *meta,
-                            const saved *sv, int with_opt) {
+static int32_t load_tensors(const fsdpc_host_api *api, const fsdpc_sd_host *h, const char *dir,
+                            const char *meta, const saved *sv, int with_opt) {
   uint32_t n_slots = with_opt ? sv->n_slots : 0;
   for (uint32_t i = 0; i < h->n_tensors; i++) {
     const fsdpc_sd_tensor *t = h->tensors[i];
@@ -211,8 +201,8 @@ static int32_t load_tensors(const fsdpc_sd_host *h, const char *dir, const char 
       }
     }
     if (!x)
-      return fail(FSDPC_INVALID_USAGE, "%s is for another model: it has no tensor '%s'", meta,
-                  t->name);
+      return fsdpc_pl_fail(api, FSDPC_INVALID_USAGE,
+                           "%s is for another model: it has no tensor '%s'", meta, t->name);
     int ok = 1, nd = 0;
     int64_t shape[4] = {0};
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(x, "shape"), *d;
@@ -225,7 +215,8 @@ static int32_t load_tensors(const fsdpc_sd_host *h, const char *dir, const char 
     uint64_t soff = num_u64(x, "unit_offset", &ok);
     uint64_t numel = num_u64(x, "numel", &ok);
     if (!ok || su >= sv->n_units)
-      return fail(FSDPC_INVALID_USAGE, "%s: tensor '%s' has a bad unit or offset", meta, t->name);
+      return fsdpc_pl_fail(api, FSDPC_INVALID_USAGE, "%s: tensor '%s' has a bad unit or offset",
+                           meta, t->name);
     int same = nd == t->ndim && numel == t->numel;
     for (int k = 0; same && k < nd; k++)
       same = shape[k] == t->shape[k];
@@ -233,12 +224,13 @@ static int32_t load_tensors(const fsdpc_sd_host *h, const char *dir, const char 
       char a[96], b[96];
       shape_text(a, sizeof a, nd, shape);
       shape_text(b, sizeof b, t->ndim, t->shape);
-      return fail(FSDPC_INVALID_USAGE,
-                  "%s is for another model: tensor '%s' is %s there, %s in this model", meta,
-                  t->name, a, b);
+      return fsdpc_pl_fail(api, FSDPC_INVALID_USAGE,
+                           "%s is for another model: tensor '%s' is %s there, %s in this model",
+                           meta, t->name, a, b);
     }
     if (soff + numel > sv->shard_numel[su] * (uint64_t)sv->shard_size)
-      return fail(FSDPC_INVALID_USAGE, "%s: tensor '%s' lies outside its unit", meta, t->name);
+      return fsdpc_pl_fail(api, FSDPC_INVALID_USAGE, "%s: tensor '%s' lies outside its unit", meta,
+                           t->name);
     /* The part of this tensor inside this rank's current shard. */
     const fsdpc_sd_unit *cu = h->units[t->unit];
     uint64_t s0 = cu->shard_offset, s1 = s0 + cu->shard_numel;
@@ -249,7 +241,7 @@ static int32_t load_tensors(const fsdpc_sd_host *h, const char *dir, const char 
     for (int32_t s = FSDPC_SD_SLOT_PARAM; s < (int32_t)n_slots; s++) {
       float *dst = h->shard_ptr(h->ctx, t->unit, s);
       if (!dst)
-        return fail(FSDPC_INTERNAL_ERROR, "sharded: no shard for unit %u", t->unit);
+        return fsdpc_pl_fail(api, FSDPC_INTERNAL_ERROR, "sharded: no shard for unit %u", t->unit);
       int32_t r = read_range(h, dir, sv, su, soff, a - p0, b - p0,
                              s == FSDPC_SD_SLOT_PARAM ? "param" : sv->slots[s], dst + (a - s0));
       if (r != FSDPC_OK)
@@ -259,11 +251,15 @@ static int32_t load_tensors(const fsdpc_sd_host *h, const char *dir, const char 
   return FSDPC_OK;
 }
 
-static int32_t sharded_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, const char *dir,
+static int32_t sharded_load(const fsdpc_call *call, const fsdpc_sd_host *h, const char *dir,
                             int32_t with_optimizer) {
+  const fsdpc_host_api *api = fsdpc_pl_call_host(call);
+  if (!api || !api->free)
+    return FSDPC_INVALID_USAGE; /* read_file's text is freed through the host */
   if (!has_v11(h))
-    return fail(FSDPC_UNSUPPORTED,
-                "sharded: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
+    return fsdpc_pl_fail(
+        api, FSDPC_UNSUPPORTED,
+        "sharded: this fsdpc host lacks the streaming callbacks (st_begin..st_shape)");
   char meta[4096];
   snprintf(meta, sizeof meta, "%s/" META_FILE, dir);
   char *text = NULL;
@@ -272,17 +268,19 @@ static int32_t sharded_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, cons
   if (r != FSDPC_OK)
     return r;
   cJSON *o = cJSON_Parse(text);
-  g_host->free(g_host->host_ctx, text);
+  api->free(api->host_ctx, text);
   saved sv = {0};
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format");
   int ok = 1;
   if (!o || !cJSON_IsString(fmt) || strcmp(fmt->valuestring, "fsdpc-sharded") != 0) {
-    r = fail(FSDPC_INVALID_USAGE, "%s: not the meta.json of a sharded checkpoint", meta);
+    r = fsdpc_pl_fail(api, FSDPC_INVALID_USAGE, "%s: not the meta.json of a sharded checkpoint",
+                      meta);
     goto done;
   }
   char why[512];
   if (fsdpc_sharded_check_meta(o, why, sizeof why) != 0) {
-    r = fail(FSDPC_INVALID_USAGE, "%s: %s; the checkpoint was edited or is corrupt", meta, why);
+    r = fsdpc_pl_fail(api, FSDPC_INVALID_USAGE, "%s: %s; the checkpoint was edited or is corrupt",
+                      meta, why);
     goto done;
   }
   sv.shard_size = (int)num_u64(o, "shard_size", &ok);
@@ -291,35 +289,37 @@ static int32_t sharded_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, cons
   const cJSON *slots = cJSON_GetObjectItemCaseSensitive(o, "slots"), *s;
   if (!ok || sv.shard_size < 1 || !cJSON_IsArray(units) || !cJSON_IsArray(sv.tensors) ||
       !cJSON_IsArray(slots) || cJSON_GetArraySize(slots) > 16) {
-    r = fail(FSDPC_INVALID_USAGE, "%s: missing or bad shard_size, units, tensors or slots", meta);
+    r = fsdpc_pl_fail(api, FSDPC_INVALID_USAGE,
+                      "%s: missing or bad shard_size, units, tensors or slots", meta);
     goto done;
   }
   sv.n_units = (uint32_t)cJSON_GetArraySize(units);
   sv.n_tensors = (uint32_t)cJSON_GetArraySize(sv.tensors);
   sv.shard_numel = calloc(sv.n_units + 1, sizeof(uint64_t));
   if (!sv.shard_numel) {
-    r = fail(FSDPC_SYSTEM_ERROR, "sharded: out of memory");
+    r = fsdpc_pl_fail(api, FSDPC_SYSTEM_ERROR, "sharded: out of memory");
     goto done;
   }
   uint32_t k = 0;
   cJSON_ArrayForEach(u, units) {
     sv.shard_numel[k] = num_u64(u, "shard_numel", &ok);
     if (!ok || sv.shard_numel[k] == 0) {
-      r = fail(FSDPC_INVALID_USAGE, "%s: unit %u has no shard_numel", meta, k);
+      r = fsdpc_pl_fail(api, FSDPC_INVALID_USAGE, "%s: unit %u has no shard_numel", meta, k);
       goto done;
     }
     k++;
   }
   cJSON_ArrayForEach(s, slots) {
     if (!cJSON_IsString(s)) {
-      r = fail(FSDPC_INVALID_USAGE, "%s: a slot name is not a string", meta);
+      r = fsdpc_pl_fail(api, FSDPC_INVALID_USAGE, "%s: a slot name is not a string", meta);
       goto done;
     }
     sv.slots[sv.n_slots++] = s->valuestring;
   }
   if (sv.n_tensors != h->n_tensors) {
-    r = fail(FSDPC_INVALID_USAGE, "%s is for another model: %u tensors there, %u in this model",
-             meta, sv.n_tensors, h->n_tensors);
+    r = fsdpc_pl_fail(api, FSDPC_INVALID_USAGE,
+                      "%s is for another model: %u tensors there, %u in this model", meta,
+                      sv.n_tensors, h->n_tensors);
     goto done;
   }
   int with_opt = with_optimizer && sv.n_slots > 0;
@@ -333,21 +333,23 @@ static int32_t sharded_load(const fsdpc_opts *opts, const fsdpc_sd_host *h, cons
         snprintf(a + strlen(a), sizeof a - strlen(a), "%s%s", i ? ", " : "", sv.slots[i]);
       for (uint32_t i = 0; i < h->n_slots; i++)
         snprintf(b + strlen(b), sizeof b - strlen(b), "%s%s", i ? ", " : "", h->slot_names[i]);
-      r = fail(FSDPC_INVALID_USAGE,
-               "%s: the saved optimizer state has slots [%s], this run's optimizer [%s]; resume "
-               "with the optimizer it was saved with",
-               meta, a, b);
+      r = fsdpc_pl_fail(
+          api, FSDPC_INVALID_USAGE,
+          "%s: the saved optimizer state has slots [%s], this run's optimizer [%s]; resume "
+          "with the optimizer it was saved with",
+          meta, a, b);
       goto done;
     }
   }
-  r = load_tensors(h, dir, meta, &sv, with_opt);
+  r = load_tensors(api, h, dir, meta, &sv, with_opt);
   if (r == FSDPC_OK) {
     cJSON *st = cJSON_GetObjectItemCaseSensitive(o, "trainer_state");
     if (cJSON_IsObject(st) && st->child) {
       /* Tell the trainer whether optimizer state really came back. */
       cJSON_ReplaceItemInObjectCaseSensitive(st, "has_optimizer", cJSON_CreateBool(with_opt));
       char *js = cJSON_PrintUnformatted(st);
-      r = js ? h->set_state_json(h->ctx, js) : fail(FSDPC_SYSTEM_ERROR, "out of memory");
+      r = js ? h->set_state_json(h->ctx, js)
+             : fsdpc_pl_fail(api, FSDPC_SYSTEM_ERROR, "out of memory");
       cJSON_free(js);
     }
   }
@@ -358,10 +360,11 @@ done:
 }
 
 static const fsdpc_statedict_v1 vtable = {
-    /* .struct_size = */ sizeof(fsdpc_statedict_v1),
-    /* .probe       = */ sharded_probe,
-    /* .save        = */ sharded_save,
-    /* .load        = */ sharded_load,
+    .struct_size = sizeof(fsdpc_statedict_v1),
+    /* 1.0's probe, save and load: the host calls the *_call members */
+    .probe_call = sharded_probe,
+    .save_call = sharded_save,
+    .load_call = sharded_load,
 };
 
 static const fsdpc_component_desc component = {
@@ -393,7 +396,6 @@ FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out) {
   if (!host || !host->set_error || !host->free || !out)
     return FSDPC_INVALID_USAGE;
-  g_host = host;
   *out = &plugin;
   return FSDPC_OK;
 }

@@ -7,6 +7,7 @@
 
 #include <string.h>
 
+#include "../../common/host_call.h"
 #include "fsdpc/plugin.h"
 
 static inline int fsdpc_wrap_eq(const char *a, const char *b) {
@@ -20,12 +21,12 @@ static inline int32_t fsdpc_wrap_read_separate(const fsdpc_host_api *host, const
   *separate_embedding = *separate_lm_head = 0;
   if (!opts)
     return FSDPC_OK;
-  int32_t st = host->opt_get(host->host_ctx, opts, "separate_embedding", FSDPC_OPT_BOOL,
-                             separate_embedding, sizeof *separate_embedding);
+  int32_t st = fsdpc_pl_opt(host, opts, "separate_embedding", FSDPC_OPT_BOOL, separate_embedding,
+                            sizeof *separate_embedding);
   if (st != FSDPC_OK)
     return st;
-  return host->opt_get(host->host_ctx, opts, "separate_lm_head", FSDPC_OPT_BOOL, separate_lm_head,
-                       sizeof *separate_lm_head);
+  return fsdpc_pl_opt(host, opts, "separate_lm_head", FSDPC_OPT_BOOL, separate_lm_head,
+                      sizeof *separate_lm_head);
 }
 
 static const fsdpc_option_desc fsdpc_wrap_opt_separate_embedding = {

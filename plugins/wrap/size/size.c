@@ -9,12 +9,12 @@
  * parameters (same tie_group) always go to the unit of the first one, and do
  * not count towards the running unit's size there. Units are numbered by
  * first appearance. */
+#include <stdlib.h>
 #include <string.h>
 
+#include "../../common/host_call.h"
 #include "../common/wrap_separate.h"
 #include "fsdpc/plugin.h"
-
-static const fsdpc_host_api *g_host;
 
 #define NO_UNIT UINT32_MAX
 
@@ -23,20 +23,14 @@ typedef struct size_opts {
   int32_t separate_embedding, separate_lm_head;
 } size_opts;
 
-static int32_t fail(int32_t st, const char *msg) {
-  if (g_host && g_host->set_error)
-    g_host->set_error(g_host->host_ctx, st, msg);
-  return st;
-}
-
-static int32_t read_opts(const fsdpc_opts *opts, size_opts *o) {
+static int32_t read_opts(const fsdpc_host_api *h, const fsdpc_opts *opts, size_opts *o) {
   o->min_num_params = 100000000;
-  int32_t st = fsdpc_wrap_read_separate(g_host, opts, &o->separate_embedding, &o->separate_lm_head);
+  int32_t st = fsdpc_wrap_read_separate(h, opts, &o->separate_embedding, &o->separate_lm_head);
   if (st == FSDPC_OK && opts)
-    st = g_host->opt_get(g_host->host_ctx, opts, "min_num_params", FSDPC_OPT_INT,
-                         &o->min_num_params, sizeof o->min_num_params);
+    st = fsdpc_pl_opt(h, opts, "min_num_params", FSDPC_OPT_INT, &o->min_num_params,
+                      sizeof o->min_num_params);
   if (st == FSDPC_OK && o->min_num_params < 1)
-    return fail(FSDPC_INVALID_USAGE, "wrap size: min_num_params must be at least 1");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "wrap size: min_num_params must be at least 1");
   return st;
 }
 
@@ -56,18 +50,20 @@ static uint32_t tied_unit(const fsdpc_wrap_param *params, const uint32_t *unit_o
   return NO_UNIT;
 }
 
-static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint32_t n_params,
+static int32_t plan(const fsdpc_call *call, const fsdpc_wrap_param *params, uint32_t n_params,
                     uint32_t *unit_of_param, uint32_t *n_units) {
+  const fsdpc_host_api *h = fsdpc_pl_call_host(call);
   if (!n_units || (n_params > 0 && (!params || !unit_of_param)))
-    return fail(FSDPC_INVALID_USAGE,
-                "wrap size: params, unit_of_param and n_units must be non-NULL");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "wrap size: params, unit_of_param and n_units must be non-NULL");
   size_opts o;
-  int32_t st = read_opts(opts, &o);
+  int32_t st = read_opts(h, fsdpc_pl_call_opts(call), &o);
   if (st != FSDPC_OK)
     return st;
   for (uint32_t i = 0; i < n_params; i++)
     if (params[i].struct_size < offsetof(fsdpc_wrap_param, tie_group) + sizeof(int32_t))
-      return fail(FSDPC_INVALID_USAGE, "wrap size: a parameter's struct_size is too small");
+      return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                           "wrap size: a parameter's struct_size is too small");
 
   uint32_t next = 0;       /* next provisional unit id */
   uint32_t open = NO_UNIT; /* the running unit, if any */
@@ -110,9 +106,9 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
   uint32_t map_small[64], *map = map_small;
   uint32_t map_len = next;
   if (map_len > 64) {
-    map = g_host->alloc(g_host->host_ctx, (uint64_t)map_len * sizeof *map, 16);
+    map = malloc((size_t)map_len * sizeof *map);
     if (!map)
-      return fail(FSDPC_SYSTEM_ERROR, "wrap size: out of memory");
+      return fsdpc_pl_fail(h, FSDPC_SYSTEM_ERROR, "wrap size: out of memory");
   }
   for (uint32_t u = 0; u < map_len; u++)
     map[u] = NO_UNIT;
@@ -123,7 +119,7 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
     unit_of_param[i] = map[u];
   }
   if (map != map_small)
-    g_host->free(g_host->host_ctx, map);
+    free(map);
   *n_units = n_out;
   return FSDPC_OK;
 }
@@ -142,7 +138,8 @@ static const fsdpc_option_desc *const options[] = {&opt_min, &fsdpc_wrap_opt_sep
 
 static const fsdpc_wrap_v1 vtable = {
     .struct_size = sizeof(fsdpc_wrap_v1),
-    .plan = plan,
+    .plan = NULL, /* 1.0's plan: the host calls plan_call */
+    .plan_call = plan,
 };
 
 static const fsdpc_component_desc component = {
@@ -172,10 +169,8 @@ static const fsdpc_plugin_desc plugin = {
 
 FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out) {
-  if (!host || !FSDPC_HAS_FIELD(host, fsdpc_host_api, opt_get) || !host->opt_get || !host->alloc ||
-      !out)
+  if (!host || !FSDPC_HAS_FIELD(host, fsdpc_host_api, opt_get) || !host->opt_get || !out)
     return FSDPC_INVALID_USAGE;
-  g_host = host;
   *out = &plugin;
   return FSDPC_OK;
 }

@@ -7,12 +7,12 @@
  * Tied parameters (same tie_group) always share one unit: a tied embedding
  * and lm_head stay together in the unit of whichever comes first, even when
  * both are "separated". Units are numbered by first appearance. */
+#include <stdlib.h>
 #include <string.h>
 
+#include "../../common/host_call.h"
 #include "../common/wrap_separate.h"
 #include "fsdpc/plugin.h"
-
-static const fsdpc_host_api *g_host;
 
 /* Which unit a parameter belongs to, before tie groups are applied. */
 enum { CLASS_ROOT = 0, CLASS_EMBEDDING = 1, CLASS_LM_HEAD = 2, CLASS_LAYER = 3 };
@@ -20,12 +20,6 @@ enum { CLASS_ROOT = 0, CLASS_EMBEDDING = 1, CLASS_LM_HEAD = 2, CLASS_LAYER = 3 }
 typedef struct wrap_opts {
   int32_t separate_embedding, separate_lm_head;
 } wrap_opts;
-
-static int32_t fail(int32_t st, const char *msg) {
-  if (g_host && g_host->set_error)
-    g_host->set_error(g_host->host_ctx, st, msg);
-  return st;
-}
 
 static int param_class(const fsdpc_wrap_param *p, const wrap_opts *o) {
   if (fsdpc_wrap_eq(p->module_type, "decoder_layer"))
@@ -79,7 +73,7 @@ static int layer_map_init(layer_map *m, uint32_t n) {
   uint32_t cap = 16;
   while (cap < 2 * (uint64_t)n + 2)
     cap *= 2;
-  m->slot = g_host->alloc(g_host->host_ctx, (uint64_t)cap * sizeof *m->slot, 16);
+  m->slot = malloc((size_t)cap * sizeof *m->slot);
   if (!m->slot)
     return -1;
   memset(m->slot, 0xff, (size_t)cap * sizeof *m->slot);
@@ -87,7 +81,9 @@ static int layer_map_init(layer_map *m, uint32_t n) {
   return 0;
 }
 
-static void layer_map_free(layer_map *m) { g_host->free(g_host->host_ctx, m->slot); }
+static void layer_map_free(layer_map *m) {
+  free(m->slot);
+}
 
 /* Both with a module name, or both without one and the same layer index:
  * same_layer() for the parameters of one model, which are named alike. */
@@ -115,25 +111,27 @@ static void layer_map_add(layer_map *m, const fsdpc_wrap_param *params, uint32_t
   m->slot[h] = i;
 }
 
-static int32_t read_opts(const fsdpc_opts *opts, wrap_opts *o) {
-  return fsdpc_wrap_read_separate(g_host, opts, &o->separate_embedding, &o->separate_lm_head);
-}
-static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint32_t n_params,
+static int32_t plan(const fsdpc_call *call, const fsdpc_wrap_param *params, uint32_t n_params,
                     uint32_t *unit_of_param, uint32_t *n_units) {
+  const fsdpc_host_api *h = fsdpc_pl_call_host(call);
   if (!n_units || (n_params > 0 && (!params || !unit_of_param)))
-    return fail(FSDPC_INVALID_USAGE, "wrap transformer: params, unit_of_param and n_units "
-                                     "must be non-NULL");
+    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                         "wrap transformer: params, unit_of_param and n_units "
+                         "must be non-NULL");
   wrap_opts o;
-  int32_t st = read_opts(opts, &o);
+  int32_t st = fsdpc_wrap_read_separate(h, fsdpc_pl_call_opts(call), &o.separate_embedding,
+                                        &o.separate_lm_head);
   if (st != FSDPC_OK)
     return st;
   for (uint32_t i = 0; i < n_params; i++) {
     if (params[i].struct_size < offsetof(fsdpc_wrap_param, tie_group) + sizeof(int32_t))
-      return fail(FSDPC_INVALID_USAGE, "wrap transformer: a parameter's struct_size is too small");
+      return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
+                           "wrap transformer: a parameter's struct_size is too small");
     if (fsdpc_wrap_eq(params[i].module_type, "decoder_layer") && !params[i].module &&
         params[i].layer < 0)
-      return fail(FSDPC_INVALID_USAGE,
-                  "wrap transformer: a decoder-layer parameter has neither module nor layer");
+      return fsdpc_pl_fail(
+          h, FSDPC_INVALID_USAGE,
+          "wrap transformer: a decoder-layer parameter has neither module nor layer");
   }
   /* First pass: each parameter points at the first parameter of its unit
    * (its "leader"); tie groups point at the first tied parameter's leader.
@@ -142,7 +140,7 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
   uint32_t n_out = 0;
   layer_map lm;
   if (layer_map_init(&lm, n_params) != 0)
-    return fail(FSDPC_SYSTEM_ERROR, "wrap transformer: out of memory");
+    return fsdpc_pl_fail(h, FSDPC_SYSTEM_ERROR, "wrap transformer: out of memory");
   uint32_t class_leader[4] = {UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX};
   tie_slot ties_small[8], *ties = ties_small;
   uint32_t n_ties = 0, cap_ties = 8;
@@ -172,16 +170,16 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
     }
     if (p->tie_group >= 0 && !tie_known(ties, n_ties, p->tie_group)) {
       if (n_ties == cap_ties) {
-        tie_slot *nt = g_host->alloc(g_host->host_ctx, 2 * cap_ties * sizeof *nt, 16);
+        tie_slot *nt = malloc(2 * cap_ties * sizeof *nt);
         if (!nt) {
           layer_map_free(&lm);
           if (ties != ties_small)
-            g_host->free(g_host->host_ctx, ties);
-          return fail(FSDPC_SYSTEM_ERROR, "wrap transformer: out of memory");
+            free(ties);
+          return fsdpc_pl_fail(h, FSDPC_SYSTEM_ERROR, "wrap transformer: out of memory");
         }
         memcpy(nt, ties, n_ties * sizeof *nt);
         if (ties != ties_small)
-          g_host->free(g_host->host_ctx, ties);
+          free(ties);
         ties = nt;
         cap_ties *= 2;
       }
@@ -190,7 +188,7 @@ static int32_t plan(const fsdpc_opts *opts, const fsdpc_wrap_param *params, uint
   }
   layer_map_free(&lm);
   if (ties != ties_small)
-    g_host->free(g_host->host_ctx, ties);
+    free(ties);
   /* Second pass: leaders become unit numbers in order of first appearance;
    * a leader always precedes (or is) its followers. */
   for (uint32_t i = 0; i < n_params; i++) {
@@ -208,7 +206,8 @@ static const fsdpc_option_desc *const options[] = {&fsdpc_wrap_opt_separate_embe
 
 static const fsdpc_wrap_v1 vtable = {
     .struct_size = sizeof(fsdpc_wrap_v1),
-    .plan = plan,
+    .plan = NULL, /* 1.0's plan: the host calls plan_call */
+    .plan_call = plan,
 };
 
 static const fsdpc_component_desc component = {
@@ -239,7 +238,6 @@ FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out) {
   if (!host || !FSDPC_HAS_FIELD(host, fsdpc_host_api, opt_get) || !host->opt_get || !out)
     return FSDPC_INVALID_USAGE;
-  g_host = host;
   *out = &plugin;
   return FSDPC_OK;
 }

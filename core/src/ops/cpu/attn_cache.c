@@ -9,7 +9,7 @@
 
 void fsdpc__cpu_kv_store(float *kc, float *vc, const float *k, const float *v, const int32_t *pos,
                          int B, int n, int maxT, int KD) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (int r = 0; r < B * n; r++) {
     size_t dst = ((size_t)(r / n) * maxT + (size_t)pos[r]) * KD;
     memcpy(kc + dst, k + (size_t)r * KD, (size_t)KD * sizeof(float));
@@ -21,7 +21,7 @@ void fsdpc__cpu_attn_cached(float *out, const float *q, const float *kc, const f
                             const int32_t *pos, int B, int n, int NH, int KVH, int HD, int maxT,
                             float scale) {
   int KD = KVH * HD, group = NH / KVH;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) collapse(2) schedule(static)
   for (int r = 0; r < B * n; r++)
     for (int h = 0; h < NH; h++) {
       const float *qr = q + ((size_t)r * NH + h) * HD;

@@ -64,7 +64,7 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
     /* Per-row losses in parallel, summed in row order: the same bits for
      * any thread count. */
     double rowloss[MAX_CHUNK_ROWS];
-#pragma omp parallel for schedule(static) if (R > 1)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static) if (R > 1)
     for (int r = 0; r < R; r++) {
       float *row = scratch + (size_t)r * V;
       int label = lc[r];

@@ -11,7 +11,7 @@ void fsdpc__cpu_embedding_fwd(float *out,            // (N, C)
                               const int32_t *tokens, // (N)
                               const float *wte,      // (V, C)
                               int N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (int n = 0; n < N; n++) {
     memcpy(out + (size_t)n * C, wte + (size_t)tokens[n] * C, (size_t)C * sizeof(float));
   }
@@ -26,7 +26,7 @@ void fsdpc__cpu_embedding_bwd(float *dwte,           // (V, C) +=
                               int N, int C) {
   enum { BLOCK = 64 };
   int nblocks = (C + BLOCK - 1) / BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (int blk = 0; blk < nblocks; blk++) {
     int c0 = blk * BLOCK;
     int c1 = c0 + BLOCK < C ? c0 + BLOCK : C;

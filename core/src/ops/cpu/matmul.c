@@ -38,7 +38,7 @@ void fsdpc__cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, const float
   }
   pthread_once(&blas_once, blas_single_threaded);
   const int tm = (M + TILE_M - 1) / TILE_M, tn = (N + TILE_N - 1) / TILE_N;
-#pragma omp parallel for schedule(static) if (tm * tn > 1)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static) if (tm * tn > 1)
   for (int t = 0; t < tm * tn; t++) {
     int i = (t / tn) * TILE_M, j = (t % tn) * TILE_N;
     int m = M - i < TILE_M ? M - i : TILE_M, n = N - j < TILE_N ? N - j : TILE_N;

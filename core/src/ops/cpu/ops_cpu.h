@@ -10,13 +10,25 @@
  * Accumulation rule: parameter gradients (dweight, dwte) are ACCUMULATED (+=)
  * so micro-batches and tied weights add up; activation gradients (dinp, dx,
  * dgate, ...) are WRITTEN (=). Unless a function says "in place", outputs do
- * not alias inputs. Threads: OpenMP for element-wise ops, OpenBLAS for GEMMs.
+ * not alias inputs. Threads: OpenMP for element-wise ops and GEMM tiles
+ * (OpenBLAS runs single-threaded inside each), fsdpc__cpu_nt() threads.
  */
 #ifndef FSDPC_OPS_CPU_H
 #define FSDPC_OPS_CPU_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* ---- team.c ---- */
+/* The team size of every OpenMP region of these ops, per call and never
+ * through OpenMP's own state (omp_set_num_threads would change the caller's
+ * setting): the CPU ops table sets it for the duration of each call from
+ * its context (train.threads) on the calling thread and puts the previous
+ * value back. threads <= 0: OpenMP's default. Returns the previous value.
+ * The results do not depend on it (fixed tiles and blocks). */
+int fsdpc__cpu_team_set(int threads);
+/* The team size to use now: the one set, else omp_get_max_threads(). */
+int fsdpc__cpu_nt(void);
 
 /* ---- embedding.c ---- */
 /* out[n] = wte[tokens[n]]. tokens must lie in [0, V): the data pipeline

@@ -25,7 +25,7 @@ double fsdpc__cpu_sumsq(const float *x, size_t n) {
     }
     return total;
   }
-#pragma omp parallel for schedule(static) if (nb > 1)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static) if (nb > 1)
   for (size_t b = 0; b < nb; b++) {
     size_t lo = b * SUMSQ_BLOCK, hi = lo + SUMSQ_BLOCK < n ? lo + SUMSQ_BLOCK : n;
     double s = 0.0;
@@ -41,7 +41,7 @@ double fsdpc__cpu_sumsq(const float *x, size_t n) {
 }
 
 void fsdpc__cpu_scale(float *x, float s, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (size_t i = 0; i < n; i++)
     x[i] *= s;
 }

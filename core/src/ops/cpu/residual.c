@@ -2,13 +2,13 @@
 #include "ops/cpu/ops_cpu.h"
 
 void fsdpc__cpu_add(float *out, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (size_t i = 0; i < n; i++)
     out[i] = a[i] + b[i];
 }
 
 void fsdpc__cpu_add_inplace(float *y, const float *x, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (size_t i = 0; i < n; i++)
     y[i] += x[i];
 }

@@ -12,7 +12,7 @@ void fsdpc__cpu_rmsnorm_fwd(float *out,          // (N, C)
                             const float *inp,    // (N, C)
                             const float *weight, // (C)
                             int N, int C, float eps) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (int n = 0; n < N; n++) {
     const float *x = inp + (size_t)n * C;
     float *y = out + (size_t)n * C;
@@ -37,7 +37,7 @@ void fsdpc__cpu_rmsnorm_bwd(float *dinp,         // (N, C) =
                             const float *weight, // (C)
                             const float *rstd,   // (N)
                             int N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (int n = 0; n < N; n++) {
     const float *x = inp + (size_t)n * C;
     const float *dy = dout + (size_t)n * C;
@@ -54,7 +54,7 @@ void fsdpc__cpu_rmsnorm_bwd(float *dinp,         // (N, C) =
    * races and the order of additions is fixed. */
   enum { BLOCK = 64 };
   int nblocks = (C + BLOCK - 1) / BLOCK;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (int blk = 0; blk < nblocks; blk++) {
     int c0 = blk * BLOCK;
     int c1 = c0 + BLOCK < C ? c0 + BLOCK : C;

@@ -13,7 +13,7 @@ static void rope_rotate(float *x,           // (N, H, HD) in place
                         const int32_t *pos, // (N)
                         int N, int H, int HD, float sign) {
   int half = HD / 2;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (int n = 0; n < N; n++) {
     const float *c = cos + (size_t)pos[n] * half;
     const float *s = sin + (size_t)pos[n] * half;

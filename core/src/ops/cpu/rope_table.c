@@ -40,7 +40,7 @@ void fsdpc__rope_tables(float *cos_out, // (maxT, HD/2)
           llama3_scale(inv_freq[i], factor, low_freq_factor, high_freq_factor, original_max_pos);
     }
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (int t = 0; t < maxT; t++) {
     for (int i = 0; i < half; i++) {
       double angle = (double)t * inv_freq[i];

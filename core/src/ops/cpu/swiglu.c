@@ -13,7 +13,7 @@ void fsdpc__cpu_swiglu_fwd(float *out,        // (N, F)
                            const float *up,   // (N, F)
                            int N, int F) {
   size_t n = (size_t)N * F;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (size_t i = 0; i < n; i++)
     out[i] = gate[i] * sigmoidf(gate[i]) * up[i];
 }
@@ -24,7 +24,7 @@ void fsdpc__cpu_swiglu_bwd(float *dgate,      // (N, F) =
                            const float *dout, // (N, F)
                            const float *gate, const float *up, int N, int F) {
   size_t n = (size_t)N * F;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (size_t i = 0; i < n; i++) {
     float g = gate[i], s = sigmoidf(g);
     dgate[i] = dout[i] * up[i] * s * (1.0f + g * (1.0f - s));

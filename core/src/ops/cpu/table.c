@@ -1,10 +1,23 @@
 /* The CPU ops table: thin adapters from fsdpc_ops to the fp32 reference
- * functions of ops_cpu.h, which take no context and cannot fail. */
+ * functions of ops_cpu.h, which take no context and cannot fail. The
+ * table's context, when set (fsdpc__ops_cpu_team), is the OpenMP team size
+ * of its ops: each adapter that computes sets it for its call only
+ * (CPU_TEAM), so the caller's OpenMP settings are never changed. */
 #include <cblas.h>
 #include <string.h>
 
 #include "ops/cpu/ops_cpu.h"
 #include "ops/ops.h"
+
+static void team_restore(const int *prev) {
+  fsdpc__cpu_team_set(*prev);
+}
+/* The team size of ctx (an int, or NULL: OpenMP's default) until the
+ * adapter returns. */
+#define CPU_TEAM(ctx)                                                                              \
+  __attribute__((cleanup(team_restore))) const int team_prev_ =                                    \
+      fsdpc__cpu_team_set((ctx) ? *(const int *)(ctx) : 0);                                        \
+  (void)team_prev_
 
 static void *cpu_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
   return fsdpc__mem_alloc(cat, bytes);
@@ -22,11 +35,13 @@ static fsdpc_status cpu_memset0(void *ctx, void *p, size_t bytes, fsdpc_err *err
   return FSDPC_OK;
 }
 static fsdpc_status cpu_add_f32(void *ctx, float *y, const float *x, size_t n, fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_add_inplace(y, x, n);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_sumsq_f32(void *ctx, const float *x, size_t n, double *out,
                                   fsdpc_err *err) {
+  CPU_TEAM(ctx);
   *out = fsdpc__cpu_sumsq(x, n);
   return FSDPC_OK;
 }
@@ -39,33 +54,39 @@ static fsdpc_status cpu_sync(void *ctx, fsdpc_err *err) { return FSDPC_OK; }
 static fsdpc_status cpu_rope_tables(void *ctx, float *cos, float *sin, int maxT, int HD,
                                     double theta, int llama3, double factor, double low,
                                     double high, int orig_max, fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__rope_tables(cos, sin, maxT, HD, theta, llama3, factor, low, high, orig_max);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_embedding_fwd(void *ctx, void *out, const int32_t *tokens,
                                       const void *wte, int N, int C, int V, fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_embedding_fwd(out, tokens, wte, N, C);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_embedding_bwd(void *ctx, float *dwte, const void *dout,
                                       const int32_t *tokens, int N, int C, int V,
                                       fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_embedding_bwd(dwte, dout, tokens, N, C);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_rmsnorm_fwd(void *ctx, void *out, float *rstd, const void *inp,
                                     const void *weight, int N, int C, float eps, fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_rmsnorm_fwd(out, rstd, inp, weight, N, C, eps);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_rmsnorm_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
                                     const void *inp, const void *weight, const float *rstd,
                                     int N, int C, fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, N, C);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_matmul_fwd(void *ctx, void *out, const void *inp, const void *weight,
                                    const void *residual, int N, int C, int OC, fsdpc_err *err) {
+  CPU_TEAM(ctx);
   if (residual && residual == out && N > 0 && OC > 0 && C > 0) {
     /* out += inp @ W^T: GEMM with beta = 1 adds in place. */
     fsdpc__cpu_sgemm(0, 1, N, OC, C, inp, C, weight, C, 1.0f, out, OC);
@@ -78,38 +99,45 @@ static fsdpc_status cpu_matmul_fwd(void *ctx, void *out, const void *inp, const 
 static fsdpc_status cpu_matmul_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
                                    const void *inp, const void *weight, int N, int C, int OC,
                                    fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_matmul_bwd(dinp, dweight, dout, inp, weight, N, C, OC);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_rope_fwd(void *ctx, void *x, const float *cos, const float *sin,
                                  const int32_t *pos, int N, int H, int HD, int maxT,
                                  fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_rope_fwd(x, cos, sin, pos, N, H, HD);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_rope_bwd(void *ctx, void *dx, const float *cos, const float *sin,
                                  const int32_t *pos, int N, int H, int HD, int maxT,
                                  fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_rope_bwd(dx, cos, sin, pos, N, H, HD);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_swiglu_fwd(void *ctx, void *out, const void *gate, const void *up,
                                    int N, int F, fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_swiglu_fwd(out, gate, up, N, F);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_swiglu_bwd(void *ctx, void *dgate, void *dup, const void *dout,
                                    const void *gate, const void *up, int N, int F,
                                    fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_swiglu_bwd(dgate, dup, dout, gate, up, N, F);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_add(void *ctx, void *out, const void *a, const void *b, size_t n,
                             fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_add(out, a, b, n);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_add_inplace(void *ctx, void *y, const void *x, size_t n, fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_add_inplace(y, x, n);
   return FSDPC_OK;
 }
@@ -120,6 +148,7 @@ static fsdpc_status cpu_lmhead_xent(void *ctx, double *out2, void *dx, float *dw
                                     const void *x, const void *weight, const int32_t *labels,
                                     int N, int C, int V, float grad_scale, int chunk_rows,
                                     void *scratch, size_t scratch_bytes, fsdpc_err *err) {
+  CPU_TEAM(ctx);
   if (scratch_bytes < cpu_xent_scratch_bytes(N, V, chunk_rows))
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "cross-entropy scratch too small");
   int64_t count = 0;
@@ -130,6 +159,7 @@ static fsdpc_status cpu_lmhead_xent(void *ctx, double *out2, void *dx, float *dw
 }
 static fsdpc_status cpu_logits(void *ctx, float *out, const void *x, const void *weight, int N,
                                int C, int V, fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_logits(out, x, weight, N, C, V);
   return FSDPC_OK;
 }
@@ -137,12 +167,29 @@ static fsdpc_status cpu_logits(void *ctx, float *out, const void *x, const void 
 static fsdpc_status cpu_kv_store(void *ctx, void *kc, void *vc, const void *k, const void *v,
                                  const int32_t *pos, int B, int n, int maxT, int KD,
                                  fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_kv_store(kc, vc, k, v, pos, B, n, maxT, KD);
   return FSDPC_OK;
 }
+static fsdpc_status cpu_argmax_rows(void *ctx, int32_t *out, const float *x, int N, int V,
+                                    fsdpc_err *err) {
+  (void)ctx;
+  (void)err;
+  for (int r = 0; r < N; r++) {
+    const float *row = x + (size_t)r * V;
+    int32_t best = 0;
+    for (int v = 1; v < V; v++)
+      if (row[v] > row[best])
+        best = v;
+    out[r] = best;
+  }
+  return FSDPC_OK;
+}
+
 static fsdpc_status cpu_attn_cached(void *ctx, void *out, const void *q, const void *kc,
                                     const void *vc, const int32_t *pos, int B, int n, int NH,
                                     int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
+  CPU_TEAM(ctx);
   fsdpc__cpu_attn_cached(out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale);
   return FSDPC_OK;
 }
@@ -168,6 +215,7 @@ static const fsdpc_ops cpu_ops = {
     /* .add_f32 = */ cpu_add_f32,
     /* .sumsq_f32 = */ cpu_sumsq_f32,
     /* .sumsq_f32_dev = */ NULL, /* the host sum is already sync-free */
+    /* .init_f32 = */ NULL, /* the engine inits host shards with model/params.c */
     /* .alloc_host = */ NULL,
     /* .free_host = */ NULL,
     /* .copy_on = */ NULL,
@@ -192,7 +240,17 @@ static const fsdpc_ops cpu_ops = {
     /* .logits = */ cpu_logits,
     /* .kv_store = */ cpu_kv_store,
     /* .attn_cached = */ cpu_attn_cached,
+    /* .take_error = */ NULL, /* alloc and free fail only for want of memory */
+    /* .matmul_bwd_acc = */ NULL, /* the layer keeps the unfused sequence */
+    /* .rmsnorm_bwd_add = */ NULL,
+    /* .argmax_rows = */ cpu_argmax_rows,
     /* .event_sync = */ NULL,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }
+
+const fsdpc_ops *fsdpc__ops_cpu_team(fsdpc_ops *out, const int *threads) {
+  *out = cpu_ops;
+  out->ctx = (void *)threads;
+  return out;
+}

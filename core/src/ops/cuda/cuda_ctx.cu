@@ -243,6 +243,18 @@ fsdpc_status fsdpc__cuda_free(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, void *ptr,
   return FSDPC_OK;
 }
 
+void fsdpc__cuda_keep_mem_error(fsdpc_cuda_ctx *ctx, const fsdpc_err *e) {
+  ctx->mem_err = *e;
+  ctx->mem_err_set = 1;
+}
+
+fsdpc_status fsdpc__cuda_take_mem_error(fsdpc_cuda_ctx *ctx, fsdpc_err *err) {
+  if (!ctx->mem_err_set)
+    return FSDPC_OK;
+  ctx->mem_err_set = 0;
+  return fsdpc__fail(err, ctx->mem_err.status, "%s", ctx->mem_err.msg);
+}
+
 fsdpc_status fsdpc__cuda_mem_stats(fsdpc_cuda_ctx *ctx, fsdpc_cuda_mem_stats *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
   for (int k = 0; k < FSDPC_MEM_NCAT; k++) {

@@ -91,6 +91,13 @@ fsdpc_status fsdpc__cuda_alloc(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, size_t by
  * no-op. */
 fsdpc_status fsdpc__cuda_free(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, void *ptr, size_t bytes,
                               void *stream, fsdpc_err *err);
+/* For the ops table's alloc / free, which report by NULL or not at all:
+ * keep holds the error of such a call (the last one wins); take gives it
+ * to the caller that saw the NULL (OK when there is none) and forgets it,
+ * so that a sticky device fault is reported as what it is, not as "out of
+ * memory". */
+void fsdpc__cuda_keep_mem_error(fsdpc_cuda_ctx *ctx, const fsdpc_err *e);
+fsdpc_status fsdpc__cuda_take_mem_error(fsdpc_cuda_ctx *ctx, fsdpc_err *err);
 
 typedef struct fsdpc_cuda_mem_stats {
   /* Bytes handed out by fsdpc__cuda_alloc and not yet freed (counted when

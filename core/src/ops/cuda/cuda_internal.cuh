@@ -29,6 +29,10 @@ struct fsdpc_cuda_ctx {
   int64_t alloc_cur[FSDPC_MEM_NCAT], alloc_peak[FSDPC_MEM_NCAT];
   int64_t alloc_total_cur, alloc_total_peak;
   double *partials; /* (FSDPC_CUDA_REDUCE_BLOCKS, 2) reduction partials */
+  /* The last error of the ops table's alloc / free adapters, which report
+   * by NULL or not at all, until fsdpc__cuda_take_mem_error takes it. */
+  fsdpc_err mem_err;
+  int mem_err_set;
 };
 
 typedef __nv_bfloat16 bf16;

@@ -178,22 +178,36 @@ extern "C" fsdpc_status fsdpc__cuda_matmul_fwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *
                              1.0f, residual ? 1.0f : 0.0f, "matmul_fwd", err);
 }
 
-extern "C" fsdpc_status fsdpc__cuda_matmul_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp,
-                                               float *dweight, const fsdpc_bf16 *dout,
-                                               const fsdpc_bf16 *inp, const fsdpc_bf16 *weight,
-                                               int N, int C, int OC, fsdpc_err *err) {
+static fsdpc_status matmul_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp, int dinp_acc, float *dweight,
+                               const fsdpc_bf16 *dout, const fsdpc_bf16 *inp,
+                               const fsdpc_bf16 *weight, int N, int C, int OC, fsdpc_err *err) {
   FSDPC_TRY(check("matmul_bwd", N, C, OC, err));
   if (!dout || (dinp && !weight) || (dweight && !inp))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda matmul_bwd: a tensor pointer is NULL");
   if (N == 0)
     return FSDPC_OK;
-  if (dinp)
-    FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 0, C, N, OC, weight, C, dout, OC, NULL, dinp, C,
-                                  CUDA_R_16BF, 1.0f, 0.0f, "matmul_bwd (dinp)", err));
+  if (dinp) /* dinp_acc: the sum rides in C (beta 1), rounded to bf16 once */
+    FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 0, C, N, OC, weight, C, dout, OC, dinp_acc ? dinp : NULL,
+                                  dinp, C, CUDA_R_16BF, 1.0f, dinp_acc ? 1.0f : 0.0f,
+                                  dinp_acc ? "matmul_bwd (dinp +=)" : "matmul_bwd (dinp)", err));
   if (dweight)
     FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 1, C, OC, N, inp, C, dout, OC, dweight, dweight, C,
                                   CUDA_R_32F, 1.0f, 1.0f, "matmul_bwd (dweight)", err));
   return FSDPC_OK;
+}
+
+extern "C" fsdpc_status fsdpc__cuda_matmul_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp,
+                                               float *dweight, const fsdpc_bf16 *dout,
+                                               const fsdpc_bf16 *inp, const fsdpc_bf16 *weight,
+                                               int N, int C, int OC, fsdpc_err *err) {
+  return matmul_bwd(ctx, dinp, 0, dweight, dout, inp, weight, N, C, OC, err);
+}
+
+extern "C" fsdpc_status fsdpc__cuda_matmul_bwd_acc(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp,
+                                                   float *dweight, const fsdpc_bf16 *dout,
+                                                   const fsdpc_bf16 *inp, const fsdpc_bf16 *weight,
+                                                   int N, int C, int OC, fsdpc_err *err) {
+  return matmul_bwd(ctx, dinp, 1, dweight, dout, inp, weight, N, C, OC, err);
 }
 
 extern "C" fsdpc_status fsdpc__cuda_logits(fsdpc_cuda_ctx *ctx, float *out, const fsdpc_bf16 *x,

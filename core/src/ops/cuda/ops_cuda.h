@@ -64,6 +64,19 @@ fsdpc_status fsdpc__cuda_rmsnorm_bwd(fsdpc_cuda_ctx *ctx,
                                      const float *rstd,        // (N)
                                      int N, int C, fsdpc_err *err);
 
+/* The same, plus the residual stream's gradient: dinp = dx + dresid, summed
+ * in fp32 and rounded to bf16 once (one pass instead of rmsnorm_bwd and an
+ * add). dinp may alias dresid. */
+fsdpc_status fsdpc__cuda_rmsnorm_bwd_add(fsdpc_cuda_ctx *ctx,
+                                         fsdpc_bf16 *dinp,         // (N, C) =
+                                         float *dweight,           // (C) +=
+                                         const fsdpc_bf16 *dout,   // (N, C)
+                                         const fsdpc_bf16 *dresid, // (N, C)
+                                         const fsdpc_bf16 *inp,    // (N, C)
+                                         const fsdpc_bf16 *weight, // (C)
+                                         const float *rstd,        // (N)
+                                         int N, int C, fsdpc_err *err);
+
 /* ---- rope.cu ---- Hugging Face rotate_half convention (see ops_cpu.h);
  * cos/sin are the fp32 tables of fsdpc__rope_tables, in device memory. */
 fsdpc_status fsdpc__cuda_rope_fwd(fsdpc_cuda_ctx *ctx,
@@ -127,6 +140,12 @@ fsdpc_status fsdpc__cuda_scale(fsdpc_cuda_ctx *ctx, float *x, float s, size_t n,
 fsdpc_status fsdpc__cuda_sumsq(fsdpc_cuda_ctx *ctx, double *out, const float *x, size_t n,
                                int accumulate, fsdpc_err *err);
 
+/* ---- init.cu ---- the random init on the device: dst[i] =
+ * fsdpc__init_normal(key, elem_offset + i, std) (model/init_rng.h, the CPU's
+ * function bit for bit), or 1 when ones is set; on the compute stream. */
+fsdpc_status fsdpc__cuda_init_f32(fsdpc_cuda_ctx *ctx, float *dst, size_t n, uint64_t key,
+                                  uint64_t elem_offset, double std, int ones, fsdpc_err *err);
+
 /* ---- matmul.cu ---- nn.Linear without bias through cuBLASLt: bf16 inputs,
  * fp32 accumulation. out = inp @ weight^T (+ residual when non-NULL: the
  * residual add rides in the GEMM's C operand instead of a separate pass;
@@ -146,6 +165,16 @@ fsdpc_status fsdpc__cuda_matmul_bwd(fsdpc_cuda_ctx *ctx,
                                     const fsdpc_bf16 *inp,    // (N, C)
                                     const fsdpc_bf16 *weight, // (OC, C)
                                     int N, int C, int OC, fsdpc_err *err);
+/* The same with dinp ACCUMULATED (+=): the GEMM's C operand is dinp (beta 1,
+ * fp32 sum, one bf16 rounding), so the gradients of several projections of
+ * one input add up without a separate add pass. */
+fsdpc_status fsdpc__cuda_matmul_bwd_acc(fsdpc_cuda_ctx *ctx,
+                                        fsdpc_bf16 *dinp,         // (N, C) +=, or NULL
+                                        float *dweight,           // (OC, C) +=, or NULL
+                                        const fsdpc_bf16 *dout,   // (N, OC)
+                                        const fsdpc_bf16 *inp,    // (N, C)
+                                        const fsdpc_bf16 *weight, // (OC, C)
+                                        int N, int C, int OC, fsdpc_err *err);
 /* fp32 logits for evaluation: out = x @ weight^T */
 fsdpc_status fsdpc__cuda_logits(fsdpc_cuda_ctx *ctx,
                                 float *out,               // (N, V)
@@ -178,6 +207,9 @@ fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx,
 fsdpc_status fsdpc__cuda_kv_store(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *kc, fsdpc_bf16 *vc,
                                   const fsdpc_bf16 *k, const fsdpc_bf16 *v, const int32_t *pos,
                                   int B, int n, int maxT, int KD, fsdpc_err *err);
+/* out[r] = argmax of x[r, 0..V) (fp32), lowest id on ties (argmax.cu). */
+fsdpc_status fsdpc__cuda_argmax_rows(fsdpc_cuda_ctx *ctx, int32_t *out, const float *x, int N,
+                                     int V, fsdpc_err *err);
 fsdpc_status fsdpc__cuda_attn_cached(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *q,
                                      const fsdpc_bf16 *kc, const fsdpc_bf16 *vc,
                                      const int32_t *pos, int B, int n, int NH, int KVH, int HD,

@@ -4,6 +4,10 @@
  *   dx_j = r w_j dy_j - (r^3 / C) x_j sum_c(dy_c w_c x_c)
  *   dw_c += sum_n dy_c x_c r
  * N = rows, C = hidden size. Accumulation rule: dweight (fp32) +=, dinp =.
+ * rmsnorm_bwd_add also adds the residual stream's gradient into dinp before
+ * its one bf16 rounding (dinp = dx + dresid): the decoder layer's separate
+ * `dinp += dresid` pass is gone (one read of dresid instead of two reads and
+ * a write of (N, C) bf16).
  *
  * Memory-bound. Fast path (C % 8 == 0, C <= RMS_VEC_MAX_C, all bf16 tensors
  * 16-byte aligned): a block holds a whole row in registers as K 16-byte
@@ -88,8 +92,8 @@ static __global__ void __launch_bounds__(256)
 
 template <int K>
 static __global__ void __launch_bounds__(256, RMS_BWD_MIN_BLOCKS(K))
-    rms_bwd_vec(bf16 *dinp, float *part, const bf16 *dout, const bf16 *inp, const bf16 *weight,
-                const float *rstd, int N, int C, int rpb, int direct) {
+    rms_bwd_vec(bf16 *dinp, float *part, const bf16 *dout, const bf16 *dres, const bf16 *inp,
+                const bf16 *weight, const float *rstd, int N, int C, int rpb, int direct) {
   extern __shared__ float acc[]; // (K, 8, blockDim.x)
   __shared__ float sh[32];
   const int nch = C / 8, T = blockDim.x;
@@ -124,6 +128,17 @@ static __global__ void __launch_bounds__(256, RMS_BWD_MIN_BLOCKS(K))
       }
       rn = rstd[row + 1];
     }
+    /* the residual's gradient of this row: loaded before the reduction so
+     * that its latency hides behind it (uniform branch: dres is per launch) */
+    uint4 rv[K];
+    if (dres) {
+#pragma unroll
+      for (int k = 0; k < K; k++) {
+        const int j = threadIdx.x + k * blockDim.x;
+        if (j < nch)
+          rv[k] = ((const uint4 *)(dres + (size_t)row * C))[j];
+      }
+    }
     float dot = 0.0f;
 #pragma unroll
     for (int k = 0; k < K; k++) {
@@ -152,6 +167,13 @@ static __global__ void __launch_bounds__(256, RMS_BWD_MIN_BLOCKS(K))
         for (int e = 0; e < 8; e++) {
           dx[e] = r * w[e] * dy[e] - kk * x[e];
           acc[(k * 8 + e) * T + threadIdx.x] += dy[e] * (x[e] * r);
+        }
+        if (dres) {
+          float rr[8];
+          unpack_bf16x8(rv[k], rr);
+#pragma unroll
+          for (int e = 0; e < 8; e++)
+            dx[e] += rr[e];
         }
         dx4[j] = pack_bf16x8(dx);
       }
@@ -207,9 +229,9 @@ static __global__ void rms_fwd_generic(bf16 *out, float *rstd, const bf16 *inp, 
 
 /* Rows as rms_bwd_vec; thread t owns columns c = t + m * blockDim.x of the
  * block's partial, kept in shared memory (no two threads touch a column). */
-static __global__ void rms_bwd_generic(bf16 *dinp, float *part, const bf16 *dout, const bf16 *inp,
-                                       const bf16 *weight, const float *rstd, int N, int C, int rpb,
-                                       int direct) {
+static __global__ void rms_bwd_generic(bf16 *dinp, float *part, const bf16 *dout,
+                                       const bf16 *dres, const bf16 *inp, const bf16 *weight,
+                                       const float *rstd, int N, int C, int rpb, int direct) {
   extern __shared__ float dw_part[]; // (C)
   __shared__ float sh[32];
   for (int c = threadIdx.x; c < C; c += blockDim.x)
@@ -226,7 +248,8 @@ static __global__ void rms_bwd_generic(bf16 *dinp, float *part, const bf16 *dout
     bf16 *dx = dinp + (size_t)row * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
       const float xv = __bfloat162float(x[c]), dyv = __bfloat162float(dy[c]);
-      dx[c] = __float2bfloat16(r * __bfloat162float(weight[c]) * dyv - kk * xv);
+      const float g = r * __bfloat162float(weight[c]) * dyv - kk * xv;
+      dx[c] = __float2bfloat16(dres ? g + __bfloat162float(dres[(size_t)row * C + c]) : g);
       dw_part[c] += dyv * (xv * r);
     }
   }
@@ -321,11 +344,13 @@ static fsdpc_status bwd_grid(fsdpc_cuda_ctx *ctx, const void *kernel, int T, siz
 }
 
 static fsdpc_status launch_rmsnorm_bwd(fsdpc_cuda_ctx *ctx, bf16 *dinp, float *dweight,
-                                       const bf16 *dout, const bf16 *inp, const bf16 *weight,
-                                       const float *rstd, int N, int C, fsdpc_err *err) {
+                                       const bf16 *dout, const bf16 *dres, const bf16 *inp,
+                                       const bf16 *weight, const float *rstd, int N, int C,
+                                       fsdpc_err *err) {
   int T = RMS_THREADS, G = 1, rpb = N;
   float *part = NULL;
-  const int K = all_aligned(dinp, dout, inp, weight) ? pick_vec(C, &T) : 0;
+  const bool al = all_aligned(dinp, dout, inp, weight) && (!dres || fsdpc__aligned16(dres));
+  const int K = al ? pick_vec(C, &T) : 0;
   size_t smem = (size_t)K * 8 * T * sizeof(float); /* vec: <= 32 KiB */
   const void *kernel;
   if (K == 1)
@@ -347,16 +372,19 @@ static fsdpc_status launch_rmsnorm_bwd(fsdpc_cuda_ctx *ctx, bf16 *dinp, float *d
   float *dst = direct ? dweight : part;
   if (K == 1)
     rms_bwd_vec<1>
-        <<<G, T, smem, ctx->compute>>>(dinp, dst, dout, inp, weight, rstd, N, C, rpb, direct);
+        <<<G, T, smem, ctx->compute>>>(dinp, dst, dout, dres, inp, weight, rstd, N, C, rpb,
+                                       direct);
   else if (K == 2)
     rms_bwd_vec<2>
-        <<<G, T, smem, ctx->compute>>>(dinp, dst, dout, inp, weight, rstd, N, C, rpb, direct);
+        <<<G, T, smem, ctx->compute>>>(dinp, dst, dout, dres, inp, weight, rstd, N, C, rpb,
+                                       direct);
   else if (K == 4)
     rms_bwd_vec<4>
-        <<<G, T, smem, ctx->compute>>>(dinp, dst, dout, inp, weight, rstd, N, C, rpb, direct);
+        <<<G, T, smem, ctx->compute>>>(dinp, dst, dout, dres, inp, weight, rstd, N, C, rpb,
+                                       direct);
   else
-    rms_bwd_generic<<<G, RMS_THREADS, smem, ctx->compute>>>(dinp, dst, dout, inp, weight, rstd, N,
-                                                            C, rpb, direct);
+    rms_bwd_generic<<<G, RMS_THREADS, smem, ctx->compute>>>(dinp, dst, dout, dres, inp, weight,
+                                                            rstd, N, C, rpb, direct);
   FSDPC_CUDA_LAUNCHED(err, "rmsnorm_bwd");
   if (!direct) {
     rms_dw_reduce<<<(C + 31) / 32, 32 * RMS_RED_WARPS, 0, ctx->compute>>>(dweight, part, G, C);
@@ -396,6 +424,21 @@ extern "C" fsdpc_status fsdpc__cuda_rmsnorm_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda rmsnorm_bwd: a tensor pointer is NULL");
   if (N == 0)
     return FSDPC_OK;
-  return launch_rmsnorm_bwd(ctx, (bf16 *)dinp, dweight, (const bf16 *)dout, (const bf16 *)inp,
-                            (const bf16 *)weight, rstd, N, C, err);
+  return launch_rmsnorm_bwd(ctx, (bf16 *)dinp, dweight, (const bf16 *)dout, NULL,
+                            (const bf16 *)inp, (const bf16 *)weight, rstd, N, C, err);
+}
+
+extern "C" fsdpc_status fsdpc__cuda_rmsnorm_bwd_add(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp,
+                                                    float *dweight, const fsdpc_bf16 *dout,
+                                                    const fsdpc_bf16 *dresid,
+                                                    const fsdpc_bf16 *inp,
+                                                    const fsdpc_bf16 *weight, const float *rstd,
+                                                    int N, int C, fsdpc_err *err) {
+  FSDPC_TRY(check_shape("rmsnorm_bwd_add", N, C, err));
+  if (!dinp || !dweight || !dout || !dresid || !inp || !weight || !rstd)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda rmsnorm_bwd_add: a tensor pointer is NULL");
+  if (N == 0)
+    return FSDPC_OK;
+  return launch_rmsnorm_bwd(ctx, (bf16 *)dinp, dweight, (const bf16 *)dout, (const bf16 *)dresid,
+                            (const bf16 *)inp, (const bf16 *)weight, rstd, N, C, err);
 }

@@ -8,18 +8,33 @@
 #include "util/log.h"
 
 /* The table's alloc / free report failure by NULL and not at all: the
- * CUDA error behind it is logged here so that a sticky device fault is not
- * read later as "out of memory" only. */
-static void *c_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
+ * CUDA error behind it is kept in the context for the caller to take
+ * (take_error, through fsdpc__ops_oom / fsdpc__ops_freed), so that a sticky
+ * device fault is not read as "out of memory". A failed free is logged too:
+ * a free in a destroy path has nobody to tell. */
+static void *c_alloc_on(void *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream) {
   void *p = NULL;
   fsdpc_err err;
-  if (fsdpc__cuda_alloc(ctx, cat, bytes, NULL, &p, &err) == FSDPC_OK) return p;
-  FSDPC_LOGE("%s", err.msg);
+  if (fsdpc__cuda_alloc(ctx, cat, bytes, stream, &p, &err) == FSDPC_OK)
+    return p;
+  fsdpc__cuda_keep_mem_error(ctx, &err);
   return NULL;
 }
-static void c_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
+static void c_free_on(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes, void *stream) {
   fsdpc_err err;
-  if (fsdpc__cuda_free(ctx, cat, p, bytes, NULL, &err) != FSDPC_OK) FSDPC_LOGE("%s", err.msg);
+  if (fsdpc__cuda_free(ctx, cat, p, bytes, stream, &err) == FSDPC_OK)
+    return;
+  FSDPC_LOGE("%s", err.msg);
+  fsdpc__cuda_keep_mem_error(ctx, &err);
+}
+static void *c_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
+  return c_alloc_on(ctx, cat, bytes, NULL);
+}
+static void c_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
+  c_free_on(ctx, cat, p, bytes, NULL);
+}
+static fsdpc_status c_take_error(void *ctx, fsdpc_err *err) {
+  return fsdpc__cuda_take_mem_error(ctx, err);
 }
 static void *c_stream(void *ctx) { return fsdpc__cuda_compute_stream(ctx); }
 static void *c_comm_stream(void *ctx) { return fsdpc__cuda_comm_stream(ctx); }
@@ -31,17 +46,6 @@ static fsdpc_status c_stream_wait(void *ctx, void *stream, int slot, fsdpc_err *
 }
 static fsdpc_status c_event_sync(void *ctx, int slot, fsdpc_err *err) {
   return fsdpc__cuda_event_sync(ctx, slot, err);
-}
-static void *c_alloc_on(void *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream) {
-  void *p = NULL;
-  fsdpc_err err;
-  if (fsdpc__cuda_alloc(ctx, cat, bytes, stream, &p, &err) == FSDPC_OK) return p;
-  FSDPC_LOGE("%s", err.msg);
-  return NULL;
-}
-static void c_free_on(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes, void *stream) {
-  fsdpc_err err;
-  if (fsdpc__cuda_free(ctx, cat, p, bytes, stream, &err) != FSDPC_OK) FSDPC_LOGE("%s", err.msg);
 }
 static fsdpc_status c_cast_params_on(void *ctx, void *dst, const float *src, size_t n,
                                      void *stream, fsdpc_err *err) {
@@ -78,6 +82,10 @@ static fsdpc_status c_sumsq_f32(void *ctx, const float *x, size_t n, double *out
 static fsdpc_status c_sumsq_f32_dev(void *ctx, double *dout, const float *x, size_t n,
                                     int accumulate, fsdpc_err *err) {
   return fsdpc__cuda_sumsq(ctx, dout, x, n, accumulate, err);
+}
+static fsdpc_status c_init_f32(void *ctx, float *dst, size_t n, uint64_t key, uint64_t elem_offset,
+                               double std, int ones, fsdpc_err *err) {
+  return fsdpc__cuda_init_f32(ctx, dst, n, key, elem_offset, std, ones, err);
 }
 static void *c_alloc_host(void *ctx, size_t bytes) {
   void *p = NULL;
@@ -182,10 +190,26 @@ static fsdpc_status c_kv_store(void *ctx, void *kc, void *vc, const void *k, con
                                fsdpc_err *err) {
   return fsdpc__cuda_kv_store(ctx, kc, vc, k, v, pos, B, n, maxT, KD, err);
 }
+static fsdpc_status c_argmax_rows(void *ctx, int32_t *out, const float *x, int N, int V,
+                                  fsdpc_err *err) {
+  return fsdpc__cuda_argmax_rows(ctx, out, x, N, V, err);
+}
 static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const void *kc,
                                   const void *vc, const int32_t *pos, int B, int n, int NH,
                                   int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
   return fsdpc__cuda_attn_cached(ctx, out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, err);
+}
+
+static fsdpc_status c_matmul_bwd_acc(void *ctx, void *dinp, float *dweight, const void *dout,
+                                     const void *inp, const void *weight, int N, int C, int OC,
+                                     fsdpc_err *err) {
+  return fsdpc__cuda_matmul_bwd_acc(ctx, dinp, dweight, dout, inp, weight, N, C, OC, err);
+}
+static fsdpc_status c_rmsnorm_bwd_add(void *ctx, void *dinp, float *dweight, const void *dout,
+                                      const void *dresid, const void *inp, const void *weight,
+                                      const float *rstd, int N, int C, fsdpc_err *err) {
+  return fsdpc__cuda_rmsnorm_bwd_add(ctx, dinp, dweight, dout, dresid, inp, weight, rstd, N, C,
+                                     err);
 }
 
 void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
@@ -196,7 +220,7 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .alloc_on = c_alloc_on, .free_on = c_free_on, .cast_params_on = c_cast_params_on,
       .add_f32_on = c_add_f32_on,
       .upload = c_upload, .download = c_download, .memset0 = c_memset0, .add_f32 = c_add_f32,
-      .sumsq_f32 = c_sumsq_f32, .sumsq_f32_dev = c_sumsq_f32_dev,
+      .sumsq_f32 = c_sumsq_f32, .sumsq_f32_dev = c_sumsq_f32_dev, .init_f32 = c_init_f32,
       .alloc_host = c_alloc_host, .free_host = c_free_host, .copy_on = c_copy_on,
       .cast_to_f32_on = c_cast_to_f32_on, .cast_params = c_cast_params, .sync = c_sync,
       .rope_tables = c_rope_tables, .embedding_fwd = c_embedding_fwd,
@@ -206,5 +230,8 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .swiglu_bwd = c_swiglu_bwd, .add = c_add, .add_inplace = c_add_inplace,
       .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
       .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached,
-      .event_sync = c_event_sync};
+      .take_error = c_take_error,
+      .matmul_bwd_acc = c_matmul_bwd_acc, .rmsnorm_bwd_add = c_rmsnorm_bwd_add,
+
+      .argmax_rows = c_argmax_rows, .event_sync = c_event_sync};
 }

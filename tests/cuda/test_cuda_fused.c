@@ -1,0 +1,152 @@
+/* The fused CUDA ops of the decoder layer's backward against the unfused CPU
+ * ops they replace (the CPU keeps the unfused sequence, so that is the
+ * oracle): rmsnorm_bwd_add = rmsnorm_bwd + add_inplace (the residual path),
+ * matmul_bwd_acc = matmul_bwd into a scratch + add_inplace. Inputs are
+ * rounded to bf16 first; the fused op rounds once where the unfused pair
+ * rounds twice, so bf16 outputs are held to TOL_BF16 and fp32 ones to
+ * TOL_F32, and NaN-poisoned outputs never pass. Also: dinp aliasing dresid,
+ * the misaligned (generic) paths, and the bit-identical repeat. */
+#include "cuda_testutil.h"
+#include "ops/cpu/ops_cpu.h"
+
+static void *dev_alloc_at(size_t elem, size_t n, int off) {
+  return (char *)dev_alloc(elem * (n + (size_t)off)) + elem * (size_t)off;
+}
+static void dev_free_at(void *p, size_t elem, size_t n, int off) {
+  dev_free((char *)p - elem * (size_t)off, elem * (n + (size_t)off));
+}
+static uint16_t *up_bf16_at(const float *x, size_t n, int off) {
+  uint16_t *h = malloc((n ? n : 1) * 2), *d = dev_alloc_at(2, n, off);
+  for (size_t i = 0; i < n; i++)
+    h[i] = f2bf(x[i]);
+  CK(fsdpc__cuda_h2d(g_ctx, d, h, n * 2, &g_err));
+  free(h);
+  return d;
+}
+
+/* ---- rmsnorm_bwd_add ---- */
+
+static void rmsnorm_add_case(int N, int C, int off, int alias) {
+  const size_t nc = (size_t)N * C;
+  float *x = rand_bf16_values(nc, -2, 2), *w = rand_bf16_values(C, 0.5, 1.5);
+  float *dy = rand_bf16_values(nc, -1, 1), *dr = rand_bf16_values(nc, -1, 1);
+  float *dw = rand_f32(C, -1, 1);
+  uint16_t *d_x = up_bf16_at(x, nc, off), *d_w = up_bf16_at(w, C, off);
+  uint16_t *d_dy = up_bf16_at(dy, nc, off), *d_dr = up_bf16_at(dr, nc, off);
+  /* dev_alloc fills with 0xFF bytes: NaN until the kernel writes */
+  uint16_t *d_y = dev_alloc_at(2, nc, off), *d_dx = alias ? d_dr : dev_alloc_at(2, nc, off);
+  float *d_rstd = dev_alloc(sizeof(float) * (N ? N : 1)), *d_dw = dev_alloc(sizeof(float) * C);
+  CK(fsdpc__cuda_h2d(g_ctx, d_dw, dw, sizeof(float) * C, &g_err));
+  CK(fsdpc__cuda_rmsnorm_fwd(g_ctx, d_y, d_rstd, d_x, d_w, N, C, 1e-5f, &g_err));
+  CK(fsdpc__cuda_rmsnorm_bwd_add(g_ctx, d_dx, d_dw, d_dy, d_dr, d_x, d_w, d_rstd, N, C, &g_err));
+  /* the CPU's unfused sequence */
+  float *y = malloc(sizeof(float) * (nc ? nc : 1)), *rstd = malloc(sizeof(float) * (N ? N : 1));
+  float *dx = malloc(sizeof(float) * (nc ? nc : 1));
+  fsdpc__cpu_rmsnorm_fwd(y, rstd, x, w, N, C, 1e-5f);
+  fsdpc__cpu_rmsnorm_bwd(dx, dw, dy, x, w, rstd, N, C);
+  fsdpc__cpu_add_inplace(dx, dr, nc);
+  float *gdx = down_bf16(d_dx, nc), *gdw = down_f32(d_dw, C);
+  char name[96];
+  snprintf(name, sizeof name, "rmsnorm_bwd_add dinp N=%d C=%d off=%d%s", N, C, off,
+           alias ? " alias" : "");
+  CHECK_REL(name, gdx, dx, nc, TOL_BF16);
+  CHECK_REL("rmsnorm_bwd_add dweight (fp32 +=)", gdw, dw, C, TOL_F32);
+  free(x), free(w), free(dy), free(dr), free(dw), free(y), free(rstd), free(dx), free(gdx),
+      free(gdw);
+  dev_free_at(d_x, 2, nc, off), dev_free_at(d_w, 2, C, off), dev_free_at(d_dy, 2, nc, off);
+  dev_free_at(d_dr, 2, nc, off), dev_free_at(d_y, 2, nc, off);
+  if (!alias)
+    dev_free_at(d_dx, 2, nc, off);
+  dev_free(d_rstd, sizeof(float) * (N ? N : 1)), dev_free(d_dw, sizeof(float) * C);
+}
+
+START_TEST(rmsnorm_bwd_add) {
+  rmsnorm_add_case(1000, 2048, 0, 0); /* the 1B hidden size: fast path, partial reduce */
+  rmsnorm_add_case(300, 4096, 0, 0);  /* the 8B hidden size */
+  rmsnorm_add_case(77, 8192, 0, 1);   /* largest fast-path row, dinp == dresid */
+  rmsnorm_add_case(1, 2048, 0, 0);    /* one block adds straight into dweight */
+  rmsnorm_add_case(13, 2047, 0, 0);   /* C not a multiple of 8: generic path */
+  rmsnorm_add_case(50, 2048, 1, 1);   /* misaligned: generic path, aliased */
+  rmsnorm_add_case(3, 16384, 0, 0);   /* generic path, large row */
+}
+END_TEST
+
+/* Same inputs, same bits (the fused backward keeps the fixed-order dweight
+ * reduce of rmsnorm_bwd). */
+START_TEST(rmsnorm_bwd_add_deterministic) {
+  const int N = 700, C = 2048;
+  const size_t nc = (size_t)N * C;
+  float *x = rand_bf16_values(nc, -2, 2), *w = rand_bf16_values(C, 0.5, 1.5);
+  float *dy = rand_bf16_values(nc, -1, 1), *dr = rand_bf16_values(nc, -1, 1);
+  uint16_t *d_x = up_bf16_at(x, nc, 0), *d_w = up_bf16_at(w, C, 0), *d_dy = up_bf16_at(dy, nc, 0);
+  uint16_t *d_dr = up_bf16_at(dr, nc, 0), *d_y = dev_alloc(nc * 2), *d_dx = dev_alloc(nc * 2);
+  float *d_rstd = dev_alloc(sizeof(float) * N), *d_dw = dev_alloc(sizeof(float) * C);
+  CK(fsdpc__cuda_rmsnorm_fwd(g_ctx, d_y, d_rstd, d_x, d_w, N, C, 1e-5f, &g_err));
+  uint16_t *first = malloc(nc * 2), *now = malloc(nc * 2);
+  float *fdw = malloc(sizeof(float) * C), *ndw = malloc(sizeof(float) * C);
+  for (int rep = 0; rep < 3; rep++) {
+    CK(fsdpc__cuda_memset(g_ctx, d_dw, 0, sizeof(float) * C, &g_err));
+    CK(fsdpc__cuda_rmsnorm_bwd_add(g_ctx, d_dx, d_dw, d_dy, d_dr, d_x, d_w, d_rstd, N, C, &g_err));
+    CK(fsdpc__cuda_sync(g_ctx, &g_err));
+    CK(fsdpc__cuda_d2h(g_ctx, rep ? now : first, d_dx, nc * 2, &g_err));
+    CK(fsdpc__cuda_d2h(g_ctx, rep ? ndw : fdw, d_dw, sizeof(float) * C, &g_err));
+    if (rep) {
+      ck_assert_int_eq(memcmp(first, now, nc * 2), 0);
+      ck_assert_int_eq(memcmp(fdw, ndw, sizeof(float) * C), 0);
+    }
+  }
+  printf("  rmsnorm_bwd_add: 3 runs bit-identical (dinp, dweight)\n");
+  free(x), free(w), free(dy), free(dr), free(first), free(now), free(fdw), free(ndw);
+  dev_free(d_x, nc * 2), dev_free(d_w, C * 2), dev_free(d_dy, nc * 2), dev_free(d_dr, nc * 2);
+  dev_free(d_y, nc * 2), dev_free(d_dx, nc * 2);
+  dev_free(d_rstd, sizeof(float) * N), dev_free(d_dw, sizeof(float) * C);
+}
+END_TEST
+
+/* ---- matmul_bwd_acc ---- */
+
+static void matmul_acc_case(int N, int C, int OC) {
+  const size_t nc = (size_t)N * C, no = (size_t)N * OC, wc = (size_t)OC * C;
+  float *x = rand_bf16_values(nc, -1, 1), *w = rand_bf16_values(wc, -0.1, 0.1);
+  float *dy = rand_bf16_values(no, -1, 1), *acc = rand_bf16_values(nc, -1, 1);
+  float *dw = rand_f32(wc, -1, 1);
+  uint16_t *d_x = up_bf16_at(x, nc, 0), *d_w = up_bf16_at(w, wc, 0), *d_dy = up_bf16_at(dy, no, 0);
+  uint16_t *d_dx = up_bf16_at(acc, nc, 0);
+  float *d_dw = dev_alloc(sizeof(float) * wc);
+  CK(fsdpc__cuda_h2d(g_ctx, d_dw, dw, sizeof(float) * wc, &g_err));
+  CK(fsdpc__cuda_matmul_bwd_acc(g_ctx, d_dx, d_dw, d_dy, d_x, d_w, N, C, OC, &g_err));
+  /* unfused: dinp into a scratch, then y += scratch */
+  float *dx = malloc(sizeof(float) * nc);
+  fsdpc__cpu_matmul_bwd(dx, dw, dy, x, w, N, C, OC);
+  fsdpc__cpu_add_inplace(acc, dx, nc);
+  float *gdx = down_bf16(d_dx, nc), *gdw = down_f32(d_dw, wc);
+  char name[96];
+  snprintf(name, sizeof name, "matmul_bwd_acc dinp += N=%d C=%d OC=%d", N, C, OC);
+  CHECK_REL(name, gdx, acc, nc, TOL_BF16);
+  CHECK_REL("matmul_bwd_acc dweight (fp32 +=)", gdw, dw, wc, TOL_F32);
+  free(x), free(w), free(dy), free(acc), free(dw), free(dx), free(gdx), free(gdw);
+  dev_free(d_x, nc * 2), dev_free(d_w, wc * 2), dev_free(d_dy, no * 2), dev_free(d_dx, nc * 2);
+  dev_free(d_dw, sizeof(float) * wc);
+}
+
+START_TEST(matmul_bwd_acc) {
+  matmul_acc_case(256, 512, 128); /* k / v projections: OC < C */
+  matmul_acc_case(100, 64, 352);  /* gate / up: OC > C */
+  matmul_acc_case(33, 40, 24);    /* odd sizes */
+}
+END_TEST
+
+static Suite *make_suite(void) {
+  Suite *s = suite_create("cuda_fused");
+  TCase *tc = tcase_create("fused");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, rmsnorm_bwd_add);
+  tcase_add_test(tc, rmsnorm_bwd_add_deterministic);
+  tcase_add_test(tc, matmul_bwd_acc);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  return cuda_test_main(make_suite);
+}

@@ -1,0 +1,297 @@
+/* Filling the master shards, at pretend world sizes 1, 2 and 4 (every rank
+ * of a shard group in turn, no communicator needed):
+ * - the random init makes the same weights at every world size, equal to
+ *   fsdpc__model_init_range (the reference) element for element;
+ * - an HF folder (BF16, and F32) loads to the same weights at every world
+ *   size, equal to the file's values, with staging chunks much smaller than
+ *   a unit (several chunks and both pinned buffers in use on a device).
+ * Built twice: on the CPU, and (FSDPC_INIT_CUDA) with the shards on the GPU,
+ * which checks the CUDA init and the device load pipeline against the same
+ * host reference; that variant prints "skipped: no GPU" and exits 77 where
+ * there is none. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config/config.h"
+#include "fsdp/engine.h"
+#include "io/dtype.h"
+#include "io/safetensors.h"
+#include "plan/plan.h"
+#include "plugin/registry.h"
+#ifdef FSDPC_INIT_CUDA
+#include "ops/cuda/cuda_ctx.h"
+#endif
+
+static const char *tiny_yaml = "model:\n"
+                               "  vocab_size: 259\n"
+                               "  hidden_size: 64\n"
+                               "  intermediate_size: 160\n"
+                               "  num_hidden_layers: 2\n"
+                               "  num_attention_heads: 4\n"
+                               "  num_key_value_heads: 2\n"
+                               "  max_position_embeddings: 64\n"
+                               "data: {train: none.tok, seq_len: 32}\n"
+                               "attention: {impl: naive}\n"
+                               "train: {micro_batch_size: 2}\n";
+
+static const fsdpc_ops *g_ops;
+#ifdef FSDPC_INIT_CUDA
+static fsdpc_cuda_ctx *g_cuda;
+static fsdpc_ops g_cuda_ops;
+#endif
+
+typedef struct fixture {
+  fsdpc_config *cfg;
+  fsdpc_plan_ctx *pc;
+  fsdpc_registry *reg;
+  const fsdpc_component *optim;
+  const fsdpc_param_info *params;
+  int n_params;
+  const uint32_t *uop;
+  uint32_t n_units;
+} fixture;
+
+static void fixture_open(fixture *f) {
+  fsdpc_err err = {0};
+  memset(f, 0, sizeof *f);
+  ck_assert_msg(fsdpc__config_from_string(tiny_yaml, "tiny.yaml", NULL, 0, &f->cfg, &err) ==
+                    FSDPC_OK,
+                "%s", err.msg);
+  ck_assert_msg(fsdpc__plan_ctx_create(f->cfg, &f->pc, &err) == FSDPC_OK, "%s", err.msg);
+  ck_assert(fsdpc__registry_create(NULL, 0, &f->reg, &err) == FSDPC_OK);
+  ck_assert_msg(fsdpc__registry_select(f->reg, FSDPC_KIND_OPTIM, f->cfg->optim.name, NULL,
+                                       &f->optim, &err) == FSDPC_OK,
+                "%s", err.msg);
+  f->params = fsdpc__plan_params(f->pc, &f->n_params, &f->uop, &f->n_units);
+}
+
+static void fixture_close(fixture *f) {
+  fsdpc__registry_destroy(f->reg);
+  fsdpc__plan_ctx_destroy(f->pc);
+  fsdpc__config_destroy(f->cfg);
+}
+
+/* Rank r of a shard group of `world` ranks. d must outlive the engine. */
+static fsdpc_engine *make_engine(fixture *f, fsdpc_dist *d, int world, int r) {
+  fsdpc_err err = {0};
+  fsdpc__dist_single(d);
+  d->world_size = d->shard_size = world;
+  d->rank = d->shard_rank = r;
+  fsdpc_optim_init oi = {.struct_size = sizeof oi,
+                         .opts = f->cfg->optim.options,
+                         .beta1 = f->cfg->optim.betas[0],
+                         .beta2 = f->cfg->optim.betas[1],
+                         .eps = f->cfg->optim.eps,
+                         .device = g_ops->device};
+  fsdpc_engine_opts eo = {.shape = fsdpc__plan_shape(f->pc),
+                          .strategy = FSDPC_FULL_SHARD,
+                          .align = (int)f->cfg->fsdp.align,
+                          .params = f->params,
+                          .n_params = f->n_params,
+                          .unit_of_param = f->uop,
+                          .n_units = f->n_units,
+                          .dist = d,
+                          .optim = f->optim,
+                          .optim_init = &oi,
+                          .threads = 2,
+                          .ops = g_ops};
+  fsdpc_engine *e = NULL;
+  ck_assert_msg(fsdpc__engine_create(&eo, &e, &err) == FSDPC_OK, "%s", err.msg);
+  return e;
+}
+
+/* Copies this rank's master shards into the full per-parameter arrays
+ * (full[p]: numel floats), and checks the padding is zero. */
+static void gather_masters(fsdpc_engine *e, float **full) {
+  fsdpc_err err = {0};
+  for (int u = 0; u < fsdpc__engine_n_units(e); u++) {
+    const fsdpc_unit *un = fsdpc__engine_unit(e, u);
+    float *m = malloc(un->shard_numel * sizeof(float) + 4);
+    ck_assert(m);
+    ck_assert_msg(g_ops->download(g_ops->ctx, m, un->master, un->shard_numel * sizeof(float),
+                                  &err) == FSDPC_OK,
+                  "%s", err.msg);
+    uint64_t covered = 0;
+    for (int p = 0; p < fsdpc__engine_n_params(e); p++) {
+      uint64_t off;
+      int pu;
+      const fsdpc_param_info *pi = fsdpc__engine_param(e, p, &off, &pu);
+      if (pu != u)
+        continue;
+      for (uint64_t j = 0; j < pi->numel; j++) {
+        uint64_t at = off + j;
+        if (at < un->shard_offset || at >= un->shard_offset + un->shard_numel)
+          continue;
+        full[p][j] = m[at - un->shard_offset];
+        covered++;
+      }
+    }
+    uint64_t zeros = 0;
+    for (uint64_t i = 0; i < un->shard_numel; i++)
+      zeros += m[i] == 0.0f;
+    ck_assert_msg(zeros + covered >= un->shard_numel, "unit %d: %llu padding elements not zero", u,
+                  (unsigned long long)(un->shard_numel - covered - zeros));
+    free(m);
+  }
+}
+
+static float **alloc_full(fixture *f) {
+  float **full = calloc((size_t)f->n_params, sizeof *full);
+  ck_assert(full);
+  for (int p = 0; p < f->n_params; p++) {
+    full[p] = malloc(f->params[p].numel * sizeof(float));
+    ck_assert(full[p]);
+    for (uint64_t j = 0; j < f->params[p].numel; j++)
+      full[p][j] = NAN;
+  }
+  return full;
+}
+
+static void free_full(fixture *f, float **full) {
+  for (int p = 0; p < f->n_params; p++)
+    free(full[p]);
+  free(full);
+}
+
+/* Every element of got equals want bit for bit. */
+static void expect_equal(fixture *f, float **got, float **want, const char *what, int world) {
+  for (int p = 0; p < f->n_params; p++)
+    for (uint64_t j = 0; j < f->params[p].numel; j++)
+      ck_assert_msg(memcmp(&got[p][j], &want[p][j], 4) == 0, "%s, world %d: %s[%llu] = %a, want %a",
+                    what, world, f->params[p].name, (unsigned long long)j, got[p][j], want[p][j]);
+}
+
+START_TEST(random_init_same_at_every_world) {
+  fixture f;
+  fixture_open(&f);
+  float **want = alloc_full(&f);
+  for (int p = 0; p < f.n_params; p++)
+    fsdpc__model_init_range(&f.params[p], 1234, 0.02, 0, f.params[p].numel, want[p]);
+  /* a few elements of the shared function, by value (see test_init_rng) */
+  ck_assert_str_eq(f.params[1].name, "model.layers.0.self_attn.q_proj.weight");
+  ck_assert(want[1][0] == 0x1.c4e45ap-8f && want[1][2] == 0x1.c3f728p-6f);
+  const int worlds[] = {1, 2, 4};
+  for (int w = 0; w < 3; w++) {
+    float **got = alloc_full(&f);
+    for (int r = 0; r < worlds[w]; r++) {
+      fsdpc_dist d;
+      fsdpc_err err = {0};
+      fsdpc_engine *e = make_engine(&f, &d, worlds[w], r);
+      ck_assert_msg(fsdpc__engine_init_random(e, 1234, 0.02, &err) == FSDPC_OK, "%s", err.msg);
+      gather_masters(e, got);
+      fsdpc__engine_destroy(e);
+    }
+    expect_equal(&f, got, want, "random init", worlds[w]);
+    free_full(&f, got);
+  }
+  free_full(&f, want);
+  fixture_close(&f);
+}
+END_TEST
+
+/* Writes dir/model.safetensors with every parameter (dtype), values from
+ * the init with another seed; want gets the values as stored. */
+static void write_folder(fixture *f, const char *dir, int32_t dtype, float **want) {
+  fsdpc_st_entry *ent = calloc((size_t)f->n_params, sizeof *ent);
+  ck_assert(ent);
+  for (int p = 0; p < f->n_params; p++) {
+    fsdpc__model_init_range(&f->params[p], 99, 0.5, 0, f->params[p].numel, want[p]);
+    if (dtype == FSDPC_DTYPE_BF16)
+      for (uint64_t j = 0; j < f->params[p].numel; j++)
+        want[p][j] = fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(want[p][j]));
+    ent[p] = (fsdpc_st_entry){.struct_size = sizeof ent[p],
+                              .name = f->params[p].name,
+                              .ndim = f->params[p].ndim,
+                              .data = want[p]};
+    for (int k = 0; k < f->params[p].ndim; k++)
+      ent[p].shape[k] = f->params[p].shape[k];
+  }
+  char path[512];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  fsdpc_err err = {0};
+  ck_assert_msg(fsdpc__st_write(path, ent, (uint32_t)f->n_params, dtype, NULL, &err) == FSDPC_OK,
+                "%s", err.msg);
+  free(ent);
+}
+
+static void load_at_every_world(int32_t dtype) {
+  fixture f;
+  fixture_open(&f);
+  char dir[] = "/tmp/fsdpc-init-world-XXXXXX";
+  ck_assert(mkdtemp(dir));
+  float **want = alloc_full(&f);
+  write_folder(&f, dir, dtype, want);
+  const int worlds[] = {1, 2, 4};
+  const size_t chunks[] = {64u << 20, 4096, 1000}; /* default; several per unit; odd */
+  for (int w = 0; w < 3; w++) {
+    float **got = alloc_full(&f);
+    for (int r = 0; r < worlds[w]; r++) {
+      fsdpc_dist d;
+      fsdpc_err err = {0};
+      fsdpc_engine *e = make_engine(&f, &d, worlds[w], r);
+      ck_assert_msg(fsdpc__engine_load_hf_chunked(e, dir, chunks[w], &err) == FSDPC_OK, "%s",
+                    err.msg);
+      gather_masters(e, got);
+      fsdpc__engine_destroy(e);
+    }
+    expect_equal(&f, got, want, dtype == FSDPC_DTYPE_BF16 ? "BF16 load" : "F32 load", worlds[w]);
+    free_full(&f, got);
+  }
+  char path[600];
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  unlink(path);
+  rmdir(dir);
+  free_full(&f, want);
+  fixture_close(&f);
+}
+
+START_TEST(hf_bf16_load_same_at_every_world) {
+  load_at_every_world(FSDPC_DTYPE_BF16);
+}
+END_TEST
+
+START_TEST(hf_f32_load_same_at_every_world) {
+  load_at_every_world(FSDPC_DTYPE_F32);
+}
+END_TEST
+
+int main(void) {
+  g_ops = fsdpc__ops_cpu();
+#ifdef FSDPC_INIT_CUDA
+  if (fsdpc__cuda_device_count() == 0) {
+    printf("skipped: no GPU\n");
+    return 77;
+  }
+  fsdpc_cuda_ctx_opts co;
+  fsdpc__cuda_ctx_opts_default(&co);
+  fsdpc_err err = {0};
+  if (fsdpc__cuda_ctx_create(&co, &g_cuda, &err) != FSDPC_OK) {
+    fprintf(stderr, "%s\n", err.msg);
+    return 1;
+  }
+  fsdpc__ops_cuda(g_cuda, &g_cuda_ops);
+  g_ops = &g_cuda_ops;
+#endif
+  Suite *s = suite_create("init_world");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, random_init_same_at_every_world);
+  tcase_add_test(tc, hf_bf16_load_same_at_every_world);
+  tcase_add_test(tc, hf_f32_load_same_at_every_world);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+#ifdef FSDPC_INIT_CUDA
+  srunner_set_fork_status(sr, CK_NOFORK); /* the CUDA context is not fork-safe */
+#endif
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+#ifdef FSDPC_INIT_CUDA
+  fsdpc__cuda_ctx_destroy(g_cuda);
+#endif
+  return failed ? 1 : 0;
+}

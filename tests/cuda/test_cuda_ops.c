@@ -232,6 +232,44 @@ START_TEST(swiglu) {
 }
 END_TEST
 
+/* ---- LoRA: dropout (the CPU's mask, element for element) and bf16 scale ---- */
+
+static void lora_case(size_t n, int off, float p) {
+  float *x = rand_bf16_values(n, -3, 3);
+  uint16_t *d_x = up_bf16_at(x, n, off), *d_y = dev_alloc_at(2, n, off);
+  const uint64_t key = 0x1234567887654321ull;
+  CK(fsdpc__cuda_dropout(g_ctx, d_y, d_x, n, p, key, &g_err));
+  float *ref = malloc(sizeof(float) * (n ? n : 1));
+  fsdpc__cpu_dropout(ref, x, n, p, key);
+  float *got = down_bf16(d_y, n);
+  size_t dropped = 0;
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg((got[i] == 0.0f) == (ref[i] == 0.0f) || x[i] == 0.0f,
+                  "dropout mask differs at %zu (n %zu off %d)", i, n, off);
+    dropped += ref[i] == 0.0f && x[i] != 0.0f;
+  }
+  if (n > 1000)
+    ck_assert_msg(dropped > n * p * 0.8 && dropped < n * p * 1.2, "dropped %zu of %zu at p %g",
+                  dropped, n, p);
+  char name[80];
+  snprintf(name, sizeof name, "dropout n=%zu off=%d", n, off);
+  CHECK_REL(name, got, ref, n, TOL_BF16);
+  CK(fsdpc__cuda_scale_bf16(g_ctx, d_x, n, 0.375f, &g_err));
+  float *gs = down_bf16(d_x, n);
+  for (size_t i = 0; i < n; i++)
+    ref[i] = x[i] * 0.375f;
+  CHECK_REL("scale_bf16", gs, ref, n, TOL_BF16);
+  free(x), free(ref), free(got), free(gs);
+  dev_free_at(d_x, 2, n, off), dev_free_at(d_y, 2, n, off);
+}
+
+START_TEST(lora_dropout_scale) {
+  lora_case(4099, 0, 0.1f); /* 16-byte path and a tail */
+  lora_case(777, 1, 0.5f);  /* misaligned: scalar path */
+  lora_case(65536, 0, 0.05f);
+}
+END_TEST
+
 /* ---- residual add, casts, scale ---- */
 
 static void elementwise_case(size_t n, int off) {
@@ -508,6 +546,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, rmsnorm_deterministic);
   tcase_add_test(tc, rope);
   tcase_add_test(tc, swiglu);
+  tcase_add_test(tc, lora_dropout_scale);
   tcase_add_test(tc, elementwise);
   tcase_add_test(tc, sumsq);
   tcase_add_test(tc, matmul);

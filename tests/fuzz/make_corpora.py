@@ -31,6 +31,8 @@ def config_seeds():
     write(d, "opts", base + b"optim: {name: adamw, options: {foo: 1, bar: [1, 2]}}\n"
           b"checkpoint: {dir: ckpt, save_steps: 5, keep: 1}\n")
     write(d, "anchors", b"a: &x {vocab_size: 64}\nmodel: *x\n")
+    write(d, "peft", base + b"peft: {method: lora, r: 4, alpha: 8, dropout: 0.1, "
+          b"target_modules: [q_proj, v_proj, down_proj], rslora: true}\n")
     for name in ("tiny-cpu.yaml",):
         with open(os.path.join(ROOT, "configs", name), "rb") as f:
             write(d, name, f.read())

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "fsdp/engine.h"
+#include "model/lora.h"
 #include "plugin/registry.h"
 
 /* What the host callbacks run on. */
@@ -60,13 +61,19 @@ typedef struct fsdpc_ckpt_host fsdpc_ckpt_host;
 fsdpc_status fsdpc__ckpt_host_create(const fsdpc_ckpt_host_opts *o, fsdpc_ckpt_host **out,
                                      fsdpc_err *err);
 void fsdpc__ckpt_host_destroy(fsdpc_ckpt_host *h);
-/* A backend over a live engine (every rank of the job). */
-fsdpc_ckpt_backend fsdpc__ckpt_engine_backend(fsdpc_engine *e);
 /* Host options describing a live engine (arrays owned by *keep, freed with
  * fsdpc__ckpt_engine_opts_free). */
 fsdpc_status fsdpc__ckpt_engine_opts(fsdpc_engine *e, const fsdpc_model_shape *shape,
                                      fsdpc_ckpt_host_opts *o, void **keep, fsdpc_err *err);
 void fsdpc__ckpt_engine_opts_free(void *keep);
+/* The same over a view of the engine's units (LoRA): ALL, TRAINABLE (the
+ * adapters: what LoRA's checkpoints hold), or MERGED (the frozen base with
+ * each adapter merged in, W + s B A: the merged export; no optimizer
+ * slots). lora is needed for MERGED only. */
+enum { FSDPC_CKPT_VIEW_ALL = 0, FSDPC_CKPT_VIEW_TRAINABLE = 1, FSDPC_CKPT_VIEW_MERGED = 2 };
+fsdpc_status fsdpc__ckpt_engine_opts_view(fsdpc_engine *e, const fsdpc_model_shape *shape,
+                                          const fsdpc_lora *lora, int view, fsdpc_ckpt_host_opts *o,
+                                          void **keep, fsdpc_err *err);
 
 /* Trainer state handed to the plugin on save (copied), and the one it gave
  * back on load (NULL when the checkpoint had none; owned by h). */
@@ -126,6 +133,24 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
 /* files.c */
 #define FSDPC_CKPT_STEP_PREFIX "step-"
 #define FSDPC_CKPT_FINAL_NAME "final"
+#define FSDPC_CKPT_MERGED_NAME "final-merged" /* LoRA with peft.merge_on_save */
+
+/* LoRA (ckpt/lora.c). Collective. The PEFT adapter folder of the engine's
+ * adapters (base: base_model_name_or_path), written whole as root/name (an
+ * earlier folder of that name replaced) or not at all; and, for the merged export, full (unit u of the frozen base, gathered
+ * to root) += s * B @ A of every adapted projection in it. */
+fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const char *base,
+                                    const char *root, const char *name, fsdpc_err *err);
+/* The identity of a LoRA run's base (model.init.from): its path and the
+ * CRC-32 of its config.json and weight index, one line; "random init" for
+ * "". A LoRA checkpoint records it and a resume refuses another base. */
+fsdpc_status fsdpc__lora_base_identity(const char *base, char *out, size_t cap, fsdpc_err *err);
+/* Adds "lora_base" (the identity above) to a trainer-state JSON (*json is
+ * replaced). */
+fsdpc_status fsdpc__lora_state_add_base(const char *base, char **json, fsdpc_err *err);
+fsdpc_status fsdpc__lora_merge_unit(fsdpc_engine *e, const fsdpc_model_shape *s,
+                                    const fsdpc_lora *lo, int u, int root, float *full,
+                                    fsdpc_err *err);
 #define FSDPC_CKPT_CONFIG_FILE "config.yaml"
 /* "step-000120" */
 void fsdpc__ckpt_step_name(int64_t step, char *buf, size_t cap);

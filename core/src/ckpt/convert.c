@@ -124,9 +124,22 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
   STEP(load_config(o, &cfg, err));
   /* The model and the plugins; the target's groups come from the flags. */
   STEP(fsdpc__run_plan_create(cfg, NULL, FSDPC_RUN_PLAN_MODEL_ONLY, &rp, err));
-  const fsdpc_model_shape shape = rp->shape;
+  fsdpc_model_shape shape = rp->shape, lay_shape = rp->shape;
   const fsdpc_param_info *params = rp->params;
   int n_params = rp->n_params;
+  if (rp->has_lora) {
+    /* A LoRA checkpoint holds the adapters only (docs/lora.md): convert
+     * those, between sharded layouts; the merged model is the run's
+     * peft.merge_on_save output, not a conversion. */
+    if (strcmp(o->to, "sharded") != 0)
+      STEP(fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "convert: %s is a LoRA checkpoint (adapters only): it converts --to "
+                       "sharded; for a Hugging Face model train with peft.merge_on_save: true",
+                       o->src));
+    params += rp->n_base_params;
+    n_params -= rp->n_base_params;
+    lay_shape.tied = 0; /* no embedding among the adapters */
+  }
   fsdpc_registry *reg = rp->reg;
   const fsdpc_component *src;
   STEP(fsdpc__ckpt_probe(reg, NULL, o->src, &src, err));
@@ -169,6 +182,8 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
     cs.config_hash = fsdpc__ckpt_hash(cs.config_text);
   state = fsdpc__ckpt_state_build(&cs);
   free(cs.config_text);
+  if (state && rp->has_lora)
+    STEP(fsdpc__lora_state_add_base(cfg->model.init.from, &state, err));
   size_t ylen = 0;
   FILE *yf = open_memstream(&yaml, &ylen);
   if (yf) {
@@ -182,8 +197,8 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
   staged = 1;
   double t0 = fsdpc__now();
   for (int r = 0; r < S; r++) {
-    STEP(fsdpc__layout_build(&shape, params, n_params, unit_of, n_units, S, (int)cfg->fsdp.align, r,
-                             &v.lay, err));
+    STEP(fsdpc__layout_build(&lay_shape, params, n_params, unit_of, n_units, S,
+                             (int)cfg->fsdp.align, r, &v.lay, err));
     v.shard = calloc((size_t)v.lay.n_units, sizeof *v.shard);
     if (!v.shard)
       STEP(fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory"));

@@ -186,32 +186,44 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
 
 /* ---- the engine as a backend ---- */
 
+/* A view of the engine's units: all of them, only the trainable ones (LoRA's
+ * adapters: checkpoints hold them and their optimizer state, not the frozen
+ * base), or the frozen base with each adapter merged in (LoRA's merged
+ * export). Unit u of the view is engine unit u0 + u. */
+typedef struct engine_view {
+  fsdpc_engine *e;
+  int u0;
+  int merged;
+  const fsdpc_lora *lora;
+  const fsdpc_model_shape *shape;
+} engine_view;
+
 static float *eng_shard(void *ctx, int u, int slot) {
+  engine_view *v = ctx;
   fsdpc_err err;
-  float *p = fsdpc__engine_host_shard(ctx, u, slot, &err);
+  float *p = fsdpc__engine_host_shard(v->e, v->u0 + u, slot, &err);
   if (!p) FSDPC_LOGE("%s", err.msg);
   return p;
 }
 
 static fsdpc_status eng_done(void *ctx, int loaded, fsdpc_err *err) {
-  return fsdpc__engine_host_shards_done(ctx, loaded, err);
+  return fsdpc__engine_host_shards_done(((engine_view *)ctx)->e, loaded, err);
 }
 
 static fsdpc_status eng_gather(void *ctx, int u, int slot, int root, float *full, fsdpc_err *err) {
-  return fsdpc__engine_gather_unit(ctx, u, slot, root, full, err);
+  engine_view *v = ctx;
+  FSDPC_TRY(fsdpc__engine_gather_unit(v->e, v->u0 + u, slot, root, full, err));
+  if (!v->merged)
+    return FSDPC_OK;
+  return fsdpc__lora_merge_unit(v->e, v->shape, v->lora, v->u0 + u, root, full, err);
 }
 
 static fsdpc_status eng_agree(void *ctx, int *ok, fsdpc_err *err) {
   double bad = *ok ? 0.0 : 1.0;
-  FSDPC_TRY(fsdpc__dist_all_reduce_f64(fsdpc__engine_dist(ctx), FSDPC_GROUP_WORLD, &bad, 1,
-                                       "checkpoint agree", err));
+  FSDPC_TRY(fsdpc__dist_all_reduce_f64(fsdpc__engine_dist(((engine_view *)ctx)->e),
+                                       FSDPC_GROUP_WORLD, &bad, 1, "checkpoint agree", err));
   *ok = bad == 0.0;
   return FSDPC_OK;
-}
-
-fsdpc_ckpt_backend fsdpc__ckpt_engine_backend(fsdpc_engine *e) {
-  return (fsdpc_ckpt_backend){
-      .ctx = e, .shard = eng_shard, .gather = eng_gather, .agree = eng_agree, .done = eng_done};
 }
 
 typedef struct engine_keep {
@@ -219,6 +231,7 @@ typedef struct engine_keep {
   uint64_t *param_offset;
   const char **slot_names;
   fsdpc_param_info *params;
+  engine_view view;
 } engine_keep;
 
 void fsdpc__ckpt_engine_opts_free(void *keep) {
@@ -234,40 +247,77 @@ void fsdpc__ckpt_engine_opts_free(void *keep) {
 
 fsdpc_status fsdpc__ckpt_engine_opts(fsdpc_engine *e, const fsdpc_model_shape *shape,
                                      fsdpc_ckpt_host_opts *o, void **keep, fsdpc_err *err) {
-  int np = fsdpc__engine_n_params(e);
+  return fsdpc__ckpt_engine_opts_view(e, shape, NULL, FSDPC_CKPT_VIEW_ALL, o, keep, err);
+}
+
+fsdpc_status fsdpc__ckpt_engine_opts_view(fsdpc_engine *e, const fsdpc_model_shape *shape,
+                                          const fsdpc_lora *lora, int view, fsdpc_ckpt_host_opts *o,
+                                          void **keep, fsdpc_err *err) {
+  int np = fsdpc__engine_n_params(e), nu = fsdpc__engine_n_units(e);
   uint32_t ns = fsdpc__engine_n_slots(e);
+  /* the view's units are one run of the engine's: the base's units come
+   * first, the adapters' after them (runplan.h) */
+  int u0 = 0, u1 = nu;
+  if (view != FSDPC_CKPT_VIEW_ALL) {
+    int first_trainable = nu;
+    for (int u = 0; u < nu; u++)
+      if (!fsdpc__engine_unit(e, u)->frozen) {
+        first_trainable = u;
+        break;
+      }
+    if (view == FSDPC_CKPT_VIEW_TRAINABLE)
+      u0 = first_trainable;
+    else
+      u1 = first_trainable;
+  }
   engine_keep *k = calloc(1, sizeof *k);
   if (k) {
-    k->param_unit = calloc((size_t)np, sizeof(int));
-    k->param_offset = calloc((size_t)np, sizeof(uint64_t));
+    k->param_unit = calloc((size_t)np + 1, sizeof(int));
+    k->param_offset = calloc((size_t)np + 1, sizeof(uint64_t));
     k->slot_names = calloc((size_t)ns + 1, sizeof(char *));
-    k->params = calloc((size_t)np, sizeof(fsdpc_param_info));
+    k->params = calloc((size_t)np + 1, sizeof(fsdpc_param_info));
   }
   if (!k || !k->param_unit || !k->param_offset || !k->slot_names || !k->params) {
     fsdpc__ckpt_engine_opts_free(k);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   }
-  for (int p = 0; p < np; p++)
-    k->params[p] = *fsdpc__engine_param(e, p, &k->param_offset[p], &k->param_unit[p]);
+  int n = 0;
+  for (int p = 0; p < np; p++) {
+    uint64_t off;
+    int unit;
+    const fsdpc_param_info *pi = fsdpc__engine_param(e, p, &off, &unit);
+    if (unit < u0 || unit >= u1)
+      continue;
+    k->params[n] = *pi;
+    k->param_offset[n] = off;
+    k->param_unit[n] = unit - u0;
+    n++;
+  }
   for (uint32_t i = 0; i < ns; i++)
     k->slot_names[i] = fsdpc__engine_slot_name(e, i);
+  k->view = (engine_view){
+      .e = e, .u0 = u0, .merged = view == FSDPC_CKPT_VIEW_MERGED, .lora = lora, .shape = shape};
   fsdpc_dist *d = fsdpc__engine_dist(e);
   *o = (fsdpc_ckpt_host_opts){.shape = shape,
                               .params = k->params,
-                              .n_params = np,
+                              .n_params = n,
                               .param_unit = k->param_unit,
                               .param_offset = k->param_offset,
-                              .units = fsdpc__engine_unit(e, 0),
-                              .n_units = fsdpc__engine_n_units(e),
+                              .units = fsdpc__engine_unit(e, u0 < nu ? u0 : 0),
+                              .n_units = u1 - u0,
                               .rank = d->rank,
                               .world_size = d->world_size,
                               .shard_rank = d->shard_rank,
                               .shard_size = d->shard_size,
                               .replica_rank = d->replica_rank,
                               .replica_size = d->replica_size,
-                              .n_slots = ns,
+                              .n_slots = view == FSDPC_CKPT_VIEW_MERGED ? 0 : ns,
                               .slot_names = k->slot_names,
-                              .backend = fsdpc__ckpt_engine_backend(e)};
+                              .backend = {.ctx = &k->view,
+                                          .shard = eng_shard,
+                                          .gather = eng_gather,
+                                          .agree = eng_agree,
+                                          .done = eng_done}};
   *keep = k;
   return FSDPC_OK;
 }

@@ -7,6 +7,7 @@
  * answer after the same step, save the same checkpoint and exit 0, even
  * when the signal reached only some of them. */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,28 @@ static char *dump_config(const fsdpc_config *c) {
   return buf;
 }
 
+/* LoRA: the checkpoint holds the adapters only; the state names the base
+ * they were trained on ("lora_base"), and a resume checks it. */
+static fsdpc_status check_lora_base(fsdpc_ckpt_train *s, const char *json, const char *dir,
+                                    fsdpc_err *err) {
+  cJSON *o = cJSON_Parse(json);
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "lora_base");
+  char id[4600];
+  fsdpc_status st = fsdpc__lora_base_identity(s->cfg->model.init.from, id, sizeof id, err);
+  if (st == FSDPC_OK && !cJSON_IsString(b))
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                     "%s holds no LoRA adapters (no lora_base in its state): resume a LoRA run "
+                     "from a checkpoint of a LoRA run, or set peft.method: none",
+                     dir);
+  else if (st == FSDPC_OK && strcmp(b->valuestring, id) != 0)
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                     "%s: its adapters were trained on %s, but model.init.from is %s; point "
+                     "model.init.from at the same base",
+                     dir, b->valuestring, id);
+  cJSON_Delete(o);
+  return st;
+}
+
 static fsdpc_status build_state(fsdpc_ckpt_train *s, int64_t step, int has_optimizer, char **out,
                                 fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
@@ -123,7 +146,8 @@ static fsdpc_status build_state(fsdpc_ckpt_train *s, int64_t step, int has_optim
            fsdpc__strategy_name(s->plan->modes.strategy));
   if (!(*out = fsdpc__ckpt_state_build(&st)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  return FSDPC_OK;
+  return s->plan->has_lora ? fsdpc__lora_state_add_base(s->cfg->model.init.from, out, err)
+                           : FSDPC_OK;
 }
 
 static fsdpc_status save(fsdpc_ckpt_train *s, const char *name, const fsdpc_component *plugin,
@@ -186,6 +210,8 @@ static fsdpc_status apply_state(fsdpc_ckpt_train *s, const char *dir, fsdpc_err 
       FSDPC_LOGW("%s holds weights only: training starts at step 0 with a fresh optimizer", dir);
     return FSDPC_OK;
   }
+  if (s->plan->has_lora)
+    FSDPC_TRY(check_lora_base(s, json, dir, err));
   fsdpc_ckpt_state st;
   char *model = NULL;
   FSDPC_TRY(fsdpc__ckpt_state_parse(json, dir, &st, &model, err));
@@ -364,7 +390,10 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_ckpt_train *s, fsdpc_err *err) {
   FSDPC_TRY(fsdpc__ckpt_formats_select(s->plan->reg, inter, c->checkpoint.final_format,
                                        c->checkpoint.options, &r->fmt, err));
   fsdpc_ckpt_host_opts ho;
-  FSDPC_TRY(fsdpc__ckpt_engine_opts(s->eng, &s->plan->shape, &ho, &r->keep, err));
+  /* LoRA: checkpoints hold the adapters and their optimizer state only */
+  FSDPC_TRY(fsdpc__ckpt_engine_opts_view(
+      s->eng, &s->plan->shape, &s->plan->lora,
+      s->plan->has_lora ? FSDPC_CKPT_VIEW_TRAINABLE : FSDPC_CKPT_VIEW_ALL, &ho, &r->keep, err));
   ho.strategy = fsdpc__strategy_name(s->plan->modes.strategy);
   FSDPC_TRY(fsdpc__ckpt_host_create(&ho, &r->host, err));
   fsdpc__ckpt_host_refuse_nonfinite(r->host, !c->checkpoint.allow_nonfinite);
@@ -435,10 +464,50 @@ fsdpc_status fsdpc__ckpt_save_now(fsdpc_ckpt_train *s, int64_t done, fsdpc_err *
   return save(s, name, r->fmt.intermediate, FSDPC_DTYPE_F32, done, err);
 }
 
+/* LoRA's final outputs: the PEFT adapter folder as final/, and with
+ * peft.merge_on_save the merged model through the final format (a
+ * deployable HF folder with `full`) as final-merged/. */
+static fsdpc_status lora_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
+  const fsdpc_config *c = s->cfg;
+  fsdpc_ckpt_run *r = s->run;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/%s", c->checkpoint.dir, FSDPC_CKPT_FINAL_NAME);
+  FSDPC_TRY(fsdpc__lora_write_peft(s->eng, &s->plan->lora, c->model.init.from,
+                                   c->checkpoint.dir, FSDPC_CKPT_FINAL_NAME, err));
+  if (s->rank == 0)
+    FSDPC_LOGI("wrote the PEFT adapter folder %s", dir);
+  if (!c->peft.merge_on_save)
+    return FSDPC_OK;
+  fsdpc_ckpt_host_opts ho;
+  void *keep = NULL;
+  fsdpc_ckpt_host *merged = NULL, *saved = r->host;
+  FSDPC_TRY(fsdpc__ckpt_engine_opts_view(s->eng, &s->plan->shape, &s->plan->lora,
+                                         FSDPC_CKPT_VIEW_MERGED, &ho, &keep, err));
+  ho.strategy = fsdpc__strategy_name(s->plan->modes.strategy);
+  fsdpc_status st = fsdpc__ckpt_host_create(&ho, &merged, err);
+  if (st == FSDPC_OK)
+    st = fsdpc__ckpt_host_set_config_yaml(merged, r->config_yaml, err);
+  if (st == FSDPC_OK)
+    st = fsdpc__ckpt_host_set_export(merged, c, err);
+  if (st == FSDPC_OK) {
+    const fsdpc_component *p = r->fmt.final;
+    int32_t dtype =
+        strcmp(p->desc->name, "full") == 0 ? c->checkpoint.final_dtype : FSDPC_DTYPE_F32;
+    r->host = merged;
+    st = save(s, FSDPC_CKPT_MERGED_NAME, p, dtype, c->train.max_steps, err);
+    r->host = saved;
+  }
+  fsdpc__ckpt_host_destroy(merged);
+  fsdpc__ckpt_engine_opts_free(keep);
+  return st;
+}
+
 fsdpc_status fsdpc__ckpt_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   if (!c->checkpoint.dir[0])
     return FSDPC_OK;
+  if (s->plan->has_lora)
+    return lora_final(s, err);
   const fsdpc_component *p = s->run->fmt.final;
   int32_t dtype = strcmp(p->desc->name, "full") == 0 ? c->checkpoint.final_dtype : FSDPC_DTYPE_F32;
   return save(s, FSDPC_CKPT_FINAL_NAME, p, dtype, s->plan->modes.batch.max_steps, err);

@@ -77,6 +77,37 @@ static fsdpc_status derive(fsdpc_config *c, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
+/* peft.target_modules: PEFT's module names of the Llama projections. */
+static fsdpc_status check_peft(const fsdpc_config *c, fsdpc_err *err) {
+  static const char *const known[] = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
+                                      "gate_proj", "up_proj", "down_proj", "all-linear"};
+  const fsdpc_strlist *t = &c->peft.target_modules;
+  if (c->peft.method == FSDPC_PEFT_NONE)
+    return FSDPC_OK;
+  if (t->n == 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: peft.target_modules is empty; name the projections that get "
+                       "adapters (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj "
+                       "or all-linear)",
+                       where_of(c, "peft.target_modules"));
+  for (int i = 0; i < t->n; i++) {
+    size_t k = 0;
+    while (k < sizeof known / sizeof known[0] && strcmp(known[k], t->items[i]) != 0)
+      k++;
+    if (k == sizeof known / sizeof known[0])
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "%s: peft.target_modules: unknown module '%s'; use q_proj, k_proj, "
+                         "v_proj, o_proj, gate_proj, up_proj, down_proj or all-linear",
+                         where_of(c, "peft.target_modules"), t->items[i]);
+    for (int j = 0; j < i; j++)
+      if (strcmp(t->items[j], t->items[i]) == 0)
+        return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                           "%s: peft.target_modules: '%s' is listed twice",
+                           where_of(c, "peft.target_modules"), t->items[i]);
+  }
+  return FSDPC_OK;
+}
+
 static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
   const fsdpc_config_model *m = &c->model;
   if (m->num_key_value_heads > m->num_attention_heads ||
@@ -105,7 +136,7 @@ static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
   if (c->optim.nesterov && c->optim.momentum == 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: optim.nesterov: needs optim.momentum > 0",
                        where_of(c, "optim.nesterov"));
-  return FSDPC_OK;
+  return check_peft(c, err);
 }
 
 /* True when `value` is one of the '|'-separated words in list. */

@@ -190,6 +190,17 @@ typedef struct fsdpc_config_dist {
   double term_grace_s; /* SIGTERM -> SIGKILL delay of the launcher */
 } fsdpc_config_dist;
 
+/* peft: parameter-efficient fine-tuning (docs/lora.md), Hugging Face PEFT's
+ * names and meanings. */
+enum { FSDPC_PEFT_NONE = 0, FSDPC_PEFT_LORA = 1 }; /* peft.method */
+typedef struct fsdpc_config_peft {
+  int method; /* FSDPC_PEFT_* */
+  int64_t r;
+  double alpha, dropout;
+  fsdpc_strlist target_modules; /* q_proj ... down_proj, or all-linear */
+  bool rslora, merge_on_save;
+} fsdpc_config_peft;
+
 typedef struct fsdpc_config_meta fsdpc_config_meta; /* where each key came from */
 
 typedef struct fsdpc_config {
@@ -206,6 +217,7 @@ typedef struct fsdpc_config {
   fsdpc_config_log log;
   fsdpc_config_plugins plugins;
   fsdpc_config_dist dist;
+  fsdpc_config_peft peft;
   fsdpc_config_meta *meta; /* private */
 } fsdpc_config;
 

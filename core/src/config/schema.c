@@ -97,6 +97,9 @@ static const fsdpc_cfg_enum_item packing_values[] = {
 static const fsdpc_cfg_enum_item overlong_values[] = {
     {"truncate", 0}, {"drop", 1}, {NULL, 0}}; /* FSDPC_DATA_OVERLONG_* */
 
+static const fsdpc_cfg_enum_item peft_values[] = {
+    {"none", FSDPC_PEFT_NONE}, {"lora", FSDPC_PEFT_LORA}, {NULL, 0}};
+
 #define REQ_ FSDPC_CFG_REQUIRED | FSDPC_CFG_HAS_MIN
 
 static const fsdpc_cfg_key keys[] = {
@@ -105,9 +108,8 @@ static const fsdpc_cfg_key keys[] = {
           "Hugging Face config.json (or its folder) that supplies the shape keys below unless "
           "they are also given here; \"\" = none",
           NONE_),
-    INT_("model.vocab_size", model.vocab_size, NULL, "vocabulary size", .min = 1,
-         .max = 1 << 24, .flags = REQ_ | FSDPC_CFG_HAS_MAX,
-         HF_("vocab_size")),
+    INT_("model.vocab_size", model.vocab_size, NULL, "vocabulary size", .min = 1, .max = 1 << 24,
+         .flags = REQ_ | FSDPC_CFG_HAS_MAX, HF_("vocab_size")),
     INT_("model.hidden_size", model.hidden_size, NULL, "width of the residual stream", .min = 1,
          .max = 1 << 17, .flags = REQ_ | FSDPC_CFG_HAS_MAX, HF_("hidden_size")),
     INT_("model.intermediate_size", model.intermediate_size, NULL, "width of the SwiGLU MLP",
@@ -118,11 +120,11 @@ static const fsdpc_cfg_key keys[] = {
          .max = 1 << 12, .flags = REQ_ | FSDPC_CFG_HAS_MAX, HF_("num_attention_heads")),
     INT_("model.num_key_value_heads", model.num_key_value_heads, "num_attention_heads",
          "key/value heads (grouped-query attention); must divide num_attention_heads", .min = 1,
-         .max = 1 << 12, .flags = FSDPC_CFG_DERIVED | FSDPC_CFG_HAS_MIN | FSDPC_CFG_HAS_MAX, HF_("num_key_value_heads")),
+         .max = 1 << 12, .flags = FSDPC_CFG_DERIVED | FSDPC_CFG_HAS_MIN | FSDPC_CFG_HAS_MAX,
+         HF_("num_key_value_heads")),
     INT_("model.head_dim", model.head_dim, "hidden_size / num_attention_heads",
          "size of one attention head", .min = 1, .max = 1 << 12,
-         .flags = FSDPC_CFG_DERIVED | FSDPC_CFG_HAS_MIN | FSDPC_CFG_HAS_MAX,
-         HF_("head_dim")),
+         .flags = FSDPC_CFG_DERIVED | FSDPC_CFG_HAS_MIN | FSDPC_CFG_HAS_MAX, HF_("head_dim")),
     INT_("model.max_position_embeddings", model.max_position_embeddings, "2048",
          "longest sequence the position encoding is set up for", RANGE_(1, 1 << 24),
          HF_("max_position_embeddings")),
@@ -186,8 +188,8 @@ static const fsdpc_cfg_key keys[] = {
          "prompt_completion: completion field (trained)", NONE_),
     STR_("data.instruction_field", data.instruction_field, "instruction",
          "instruction format: instruction field", NONE_),
-    STR_("data.input_field", data.input_field, "input",
-         "instruction format: optional input field", NONE_),
+    STR_("data.input_field", data.input_field, "input", "instruction format: optional input field",
+         NONE_),
     STR_("data.output_field", data.output_field, "output",
          "instruction format: response field (trained)", NONE_),
     STR_("data.system_field", data.system_field, "system",
@@ -346,7 +348,8 @@ static const fsdpc_cfg_key keys[] = {
     INT_("train.log_every", train.log_every, "1", "log every N steps", MIN_(1)),
     ENUM_("train.device", train.device, "cpu", device_values,
           "where compute runs (cuda: one GPU per local rank)", NONE_),
-    INT_("train.threads", train.threads, "0", "CPU threads per rank; 0 = all cores", RANGE_(0, 1024)),
+    INT_("train.threads", train.threads, "0", "CPU threads per rank; 0 = all cores",
+         RANGE_(0, 1024)),
     INT_("train.gemm_sm_margin", train.gemm_sm_margin, "0",
          "CUDA: multiprocessors the GEMMs leave free for the collectives running beside them "
          "(cuBLASLt SM count target); 0 = GEMMs may use every SM",
@@ -397,6 +400,25 @@ static const fsdpc_cfg_key keys[] = {
     /* ---- plugins ---- */
     STRS_("plugins.paths", plugins.paths, "[]",
           "extra folders (or .so files) searched for plugins first", NONE_),
+
+    /* ---- peft (docs/lora.md) ---- */
+    ENUM_("peft.method", peft.method, "none", peft_values,
+          "none: every weight trains; lora: the base is frozen and low-rank adapters train", NONE_),
+    INT_("peft.r", peft.r, "8", "LoRA rank (PEFT's r)", RANGE_(1, 4096)),
+    FLOAT_("peft.alpha", peft.alpha, "8", "LoRA alpha (PEFT's lora_alpha): scaling alpha / r",
+           GT_(0)),
+    FLOAT_("peft.dropout", peft.dropout, "0.0",
+           "dropout on the adapters' input (PEFT's lora_dropout), masks seeded by train.seed",
+           RANGE_EXCL_(0, 1)),
+    STRS_("peft.target_modules", peft.target_modules, "[q_proj, v_proj]",
+          "projections that get adapters: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, "
+          "down_proj, or all-linear (all seven)",
+          NONE_),
+    BOOL_("peft.rslora", peft.rslora, "false", "rank-stabilised scaling alpha / sqrt(r)", NONE_),
+    BOOL_("peft.merge_on_save", peft.merge_on_save, "false",
+          "also write the merged full model (checkpoint.dir/final-merged) beside the adapter "
+          "folder",
+          NONE_),
 };
 
 const fsdpc_cfg_key *fsdpc__cfg_keys(int *n) {

@@ -51,6 +51,9 @@ typedef struct fsdpc_unit {
   uint16_t *lp;             /* (shard_numel) bf16 copy of master, written by the optimizer
                                step; the source of each gather (at S == 1 it IS full) */
   int lp_stale;             /* master changed since lp was written */
+  /* Frozen (the base under LoRA): master is the shard in the compute dtype
+   * (bf16 on a device), grad and state are NULL; gathered, never reduced. */
+  int frozen;
 } fsdpc_unit;
 
 /* Compute blocks: 0 embedding, 1..L decoder layers, L+1 head (see llama.h).
@@ -78,6 +81,7 @@ typedef struct fsdpc_layout {
   fsdpc_block *blocks;         /* (L + 2) */
   int n_blocks;
   uint64_t max_shard, max_flat;
+  uint64_t max_grad_shard; /* largest shard of a trainable unit (reduce-scatter landing) */
 } fsdpc_layout;
 
 /* Checks the plan (every module's parameters in one unit, no empty unit)
@@ -179,9 +183,14 @@ const char *fsdpc__engine_slot_name(const fsdpc_engine *e, uint32_t i);
  * random init (std for matrices, 1 for norms). */
 fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std,
                                        fsdpc_err *err);
-/* Fills this rank's master shards from an HF checkpoint folder, reading only
- * the byte ranges of its own shards (many threads, large reads; on a device,
- * staged through pinned buffers of 64 MiB, fsdp/load.c). */
+/* Fills this rank's adapter shards (LoRA) with their seeded init (A
+ * Kaiming-uniform, B zero); after fsdpc__engine_load_hf, which fills only
+ * the base. */
+fsdpc_status fsdpc__engine_init_adapters(fsdpc_engine *e, uint64_t seed, fsdpc_err *err);
+/* Fills this rank's master shards (the base's only, under LoRA) from an HF
+ * checkpoint folder, reading only the byte ranges of its own shards (many
+ * threads, large reads; on a device, staged through pinned buffers of 64 MiB,
+ * fsdp/load.c). */
 fsdpc_status fsdpc__engine_load_hf(fsdpc_engine *e, const char *dir, fsdpc_err *err);
 /* The same with another staging size (tests make chunks smaller than units). */
 fsdpc_status fsdpc__engine_load_hf_chunked(fsdpc_engine *e, const char *dir, size_t chunk_bytes,

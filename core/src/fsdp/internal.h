@@ -54,6 +54,7 @@ struct fsdpc_engine {
   const fsdpc_ops *sops;       /* where shard math runs: the CPU table when offloaded */
   uint64_t host_pinned;        /* bytes of pinned host memory held (offload) */
   uint64_t max_shard, max_flat;
+  uint64_t max_grad_shard;     /* largest trainable shard: the reduce-scatter landing buffers */
   fsdpc_program prog[FSDPC_PROGRAM_NKINDS]; /* the step as data (program.h) */
   /* Offload modes (offload.c). */
   int host_async;              /* cpu_offload: the optimizer step runs on the host worker */
@@ -136,10 +137,21 @@ fsdpc_status fsdpc__offload_update_piece(fsdpc_engine *e, int p, int64_t step, d
 static inline void *fsdpc__param_full(fsdpc_engine *e, int p) {
   return (char *)e->units[e->param_unit[p]].full + e->param_offset[p] * e->psize;
 }
+/* NULL for a frozen parameter (no gradient). */
 static inline float *fsdpc__param_full_grad(fsdpc_engine *e, int p) {
-  return e->units[e->param_unit[p]].full_grad + e->param_offset[p];
+  const fsdpc_unit *un = &e->units[e->param_unit[p]];
+  return un->frozen ? NULL : un->full_grad + e->param_offset[p];
 }
-
+/* A unit that is its own full buffer: nothing to gather or free (S == 1 with
+ * fp32 compute; or frozen, S == 1 and not offloaded). */
+static inline int fsdpc__unit_resident(const fsdpc_engine *e, const fsdpc_unit *un) {
+  return e->full_is_master || (un->frozen && e->S == 1 && !e->offload);
+}
+/* Bytes per element of a unit's master shard: the compute dtype when
+ * frozen, fp32 otherwise. */
+static inline size_t fsdpc__master_size(const fsdpc_engine *e, const fsdpc_unit *un) {
+  return un->frozen ? e->psize : sizeof(float);
+}
 
 /* Shard memory (master, grad, optimizer state): the device's, or pinned
  * host memory when offloaded. */

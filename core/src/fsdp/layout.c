@@ -153,6 +153,22 @@ static fsdpc_status build(fsdpc_layout *e, const fsdpc_model_shape *shape,
     un->shard_numel = un->flat_numel / (uint64_t)e->S;
     un->shard_offset = (uint64_t)shard_rank * un->shard_numel;
     unit_name(params, un);
+    /* A unit is frozen or trainable as a whole: frozen shards have no
+     * gradient and live in the compute dtype. */
+    int nfrozen = 0;
+    for (int i = 0; i < un->n_params; i++)
+      nfrozen += params[un->params[i]].frozen != 0;
+    if (nfrozen != 0 && nfrozen != un->n_params)
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "unit %s mixes frozen and trainable parameters",
+                         un->name);
+    un->frozen = nfrozen != 0;
+    if (!un->frozen && un->shard_numel > e->max_grad_shard) e->max_grad_shard = un->shard_numel;
+    if (!un->frozen && strcmp(params[un->params[0]].module_type, "lora") == 0) {
+      size_t len = strlen(un->name), room = sizeof un->name - 6;
+      memmove(un->name + 5, un->name, (len < room ? len : room) + 1);
+      un->name[sizeof un->name - 1] = '\0';
+      memcpy(un->name, "lora.", 5);
+    }
     if (un->shard_numel > e->max_shard) e->max_shard = un->shard_numel;
     if (un->flat_numel > e->max_flat) e->max_flat = un->flat_numel;
   }

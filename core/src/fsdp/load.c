@@ -14,7 +14,9 @@
 #include <string.h>
 
 #include "fsdp/internal.h"
+#include "io/dtype.h"
 #include "io/hf_ckpt.h"
+#include "model/lora.h"
 
 #define LOAD_PIECE_BYTES (8u << 20) /* one pread: big enough to stream, small enough to share */
 
@@ -29,6 +31,11 @@ typedef struct piece {
   const char *name;
   uint64_t lo, n, at; /* tensor elements [lo, lo + n) at chunk element `at` */
 } piece;
+
+/* LoRA's adapter units: not in a base checkpoint (fsdpc__engine_init_adapters). */
+static int is_adapter(const fsdpc_engine *e, const fsdpc_unit *un) {
+  return fsdpc__lora_kind(e->params[un->params[0]].kind);
+}
 
 typedef struct loader {
   fsdpc_engine *e;
@@ -149,6 +156,8 @@ static fsdpc_status load_device(loader *L, size_t chunk_bytes, fsdpc_err *err) {
   for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
     fsdpc_unit *un = &e->units[u];
     int bf16 = 0;
+    if (is_adapter(e, un))
+      continue;
     if ((st = unit_segments(L, u, &bf16, err)) != FSDPC_OK)
       break;
     size_t esize = bf16 && can_widen ? 2 : 4;
@@ -163,7 +172,13 @@ static fsdpc_status load_device(loader *L, size_t chunk_bytes, fsdpc_err *err) {
       if ((st = o->sync(o->ctx, err)) != FSDPC_OK)
         break;
       size_t bytes = (size_t)(c1 - c0) * esize;
-      if (esize == 4) {
+      if (un->frozen) { /* LoRA's base: the bf16 shard itself */
+        uint16_t *m16 = (uint16_t *)(void *)un->master + c0;
+        if (esize == 2)
+          st = o->copy_on(o->ctx, m16, b, bytes, NULL, err);
+        else if ((st = o->copy_on(o->ctx, raw, b, bytes, NULL, err)) == FSDPC_OK)
+          st = o->cast_params_on(o->ctx, m16, raw, (size_t)(c1 - c0), NULL, err);
+      } else if (esize == 4) {
         st = o->copy_on(o->ctx, un->master + c0, b, bytes, NULL, err);
       } else if ((st = o->copy_on(o->ctx, raw, b, bytes, NULL, err)) == FSDPC_OK) {
         st = o->cast_to_f32_on(o->ctx, un->master + c0, raw, (size_t)(c1 - c0), NULL, err);
@@ -191,8 +206,22 @@ static fsdpc_status load_host(loader *L, fsdpc_err *err) {
   for (int u = 0; u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     int bf16;
+    if (is_adapter(e, un))
+      continue;
     FSDPC_TRY(unit_segments(L, u, &bf16, err));
     un->stage_stale = 1;
+    if (un->frozen && e->psize != sizeof(float)) { /* LoRA's offloaded base: bf16 */
+      float *f = calloc(un->shard_numel + 1, sizeof *f);
+      if (!f)
+        return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory loading unit %s",
+                           un->name);
+      fsdpc_status st = read_chunk(L, 0, un->shard_numel, f, 4, 0, err);
+      if (st == FSDPC_OK)
+        fsdpc__f32_to_bf16_n(f, (uint16_t *)(void *)un->master, un->shard_numel);
+      free(f);
+      FSDPC_TRY(st);
+      continue;
+    }
     /* the padding is zero from create */
     FSDPC_TRY(read_chunk(L, 0, un->shard_numel, un->master, 4, 0, err));
   }
@@ -207,7 +236,9 @@ fsdpc_status fsdpc__engine_load_hf_chunked(fsdpc_engine *e, const char *dir, siz
   /* every tensor's shape first; this also opens every shard file, after
    * which reads are safe from many threads (io/hf_ckpt.h) */
   for (int p = 0; p < e->n_params && st == FSDPC_OK; p++)
-    st = fsdpc__hf_ckpt_expect(ck, e->params[p].name, e->params[p].ndim, e->params[p].shape, err);
+    if (!fsdpc__lora_kind(e->params[p].kind)) /* adapters are not in a base checkpoint */
+      st = fsdpc__hf_ckpt_expect(ck, e->params[p].name, e->params[p].ndim, e->params[p].shape,
+                                 err);
   loader L = {.e = e, .ck = ck};
   int most = 0;
   for (int u = 0; u < e->n_units; u++)

@@ -52,9 +52,19 @@ static void host_wait(builder *b, int u) {
   b->waited[u] = 1;
 }
 
+/* Units that are always resident: nothing to gather or free. */
+static int always(const builder *b, int u) {
+  return b->o->full_is_master || (b->o->frozen_resident && b->o->lay->units[u].frozen);
+}
+
+/* Frozen units have no gradients: nothing to allocate, reduce or update. */
+static int frozen(const builder *b, int u) {
+  return b->o->lay->units[u].frozen;
+}
+
 static void gather(builder *b, int u) {
   host_wait(b, u);
-  if (b->o->full_is_master || b->resident[u])
+  if (always(b, u) || b->resident[u])
     return;
   emit(b, FSDPC_ACT_GATHER, u);
   b->resident[u] = 1;
@@ -69,7 +79,7 @@ static void wait(builder *b, int u) {
 }
 
 static void release(builder *b, int u) {
-  if (b->o->full_is_master || !b->resident[u])
+  if (always(b, u) || !b->resident[u])
     return;
   wait(b, u); /* a free never overtakes the gather in flight */
   emit(b, FSDPC_ACT_RELEASE, u);
@@ -81,7 +91,7 @@ static void gather_block(builder *b, int blk, int with_grads) {
   for (int i = 0; i < bl->n_units; i++) {
     gather(b, bl->units[i]);
     wait(b, bl->units[i]);
-    if (with_grads && !b->o->grads_in_shard)
+    if (with_grads && !b->o->grads_in_shard && !frozen(b, bl->units[i]))
       emit(b, FSDPC_ACT_GRAD_ALLOC, bl->units[i]);
   }
 }
@@ -115,6 +125,18 @@ static void forward_layers(builder *b, int reshard, int prefetch) {
   }
 }
 
+/* The embedding's backward only makes its weight gradient: a frozen
+ * embedding (LoRA) skips it, and its re-gather. */
+static int learns(const builder *b, int blk) {
+  const fsdpc_block *bl = &b->o->lay->blocks[blk];
+  if (blk != 0)
+    return 1;
+  for (int i = 0; i < bl->n_units; i++)
+    if (!frozen(b, bl->units[i]))
+      return 1;
+  return 0;
+}
+
 static void micro(builder *b, int reduce, int last) {
   const fsdpc_program_opts *o = b->o;
   const fsdpc_layout *lay = o->lay;
@@ -126,9 +148,9 @@ static void micro(builder *b, int reduce, int last) {
     prefetch_block(b, head - 1);
   emit(b, FSDPC_ACT_HEAD, head);
   for (int blk = head; blk >= 0; blk--) {
-    if (blk < head) {
+    if (blk < head && learns(b, blk)) {
       gather_block(b, blk, 1);
-      if (o->backward_prefetch)
+      if (o->backward_prefetch && blk > 0 && learns(b, blk - 1))
         prefetch_block(b, blk - 1);
       emit(b, FSDPC_ACT_BACKWARD, blk);
     }
@@ -136,11 +158,11 @@ static void micro(builder *b, int reduce, int last) {
       int u = lay->blocks[blk].units[i];
       if (lay->units[u].first_block != blk)
         continue; /* used again further back */
-      if (reduce && !o->grads_in_shard)
+      if (reduce && !o->grads_in_shard && !frozen(b, u))
         emit(b, FSDPC_ACT_REDUCE, u);
-      if (last && o->host_async)
+      if (last && o->host_async && !frozen(b, u))
         emit(b, FSDPC_ACT_HOST_GRAD, u);
-      else if (reduce && o->host_async && o->offload)
+      else if (reduce && o->host_async && o->offload && !frozen(b, u))
         emit(b, FSDPC_ACT_HOST_LAND, u);
       release(b, u);
     }
@@ -176,11 +198,13 @@ static void optim(builder *b) {
     emit(b, FSDPC_ACT_SYNC, -1);
   if (o->replicas > 1)
     for (int u = 0; u < nu; u++)
-      emit(b, FSDPC_ACT_REPLICA_REDUCE, u);
+      if (!frozen(b, u))
+        emit(b, FSDPC_ACT_REPLICA_REDUCE, u);
   emit(b, FSDPC_ACT_NORM, -1);
   if (!o->offload_optim) {
     for (int u = 0; u < nu; u++)
-      emit(b, FSDPC_ACT_UPDATE, u);
+      if (!frozen(b, u))
+        emit(b, FSDPC_ACT_UPDATE, u);
     return;
   }
   fsdpc_state_pieces ps;
@@ -206,8 +230,8 @@ fsdpc_status fsdpc__state_pieces_build(const fsdpc_layout *lay, uint64_t piece,
   if (piece < 1)
     piece = 1;
   uint64_t n = 0;
-  for (int u = 0; u < lay->n_units; u++)
-    n += (lay->units[u].shard_numel + piece - 1) / piece;
+  for (int u = 0; u < lay->n_units; u++) /* frozen units have no state */
+    n += lay->units[u].frozen ? 0 : (lay->units[u].shard_numel + piece - 1) / piece;
   if (n > (uint64_t)1 << 30)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "fsdp.offload.buffer_mib is too small: %llu pieces; raise it",
@@ -220,7 +244,7 @@ fsdpc_status fsdpc__state_pieces_build(const fsdpc_layout *lay, uint64_t piece,
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the optimizer state pieces");
   }
   for (int u = 0; u < lay->n_units; u++)
-    for (uint64_t lo = 0; lo < lay->units[u].shard_numel; lo += piece) {
+    for (uint64_t lo = 0; !lay->units[u].frozen && lo < lay->units[u].shard_numel; lo += piece) {
       uint64_t hi = lo + piece < lay->units[u].shard_numel ? lo + piece : lay->units[u].shard_numel;
       out->unit[out->n] = u;
       out->lo[out->n] = lo;
@@ -251,7 +275,8 @@ void fsdpc__program_opts_for(const fsdpc_layout *lay, int S, int R, int compute_
                               .forward_prefetch = forward_prefetch,
                               .backward_prefetch = backward_prefetch,
                               .offload = offload,
-                              .replicas = R};
+                              .replicas = R,
+                              .frozen_resident = S == 1 && !offload};
 }
 
 fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kind kind,

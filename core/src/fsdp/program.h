@@ -73,6 +73,9 @@ typedef struct fsdpc_program_opts {
                       * unit, overlapping the GPU (or, on the CPU, the main thread) */
   int offload_optim; /* optimizer state in host memory, streamed through two device buffers */
   uint64_t piece;    /* offload_optim: elements per piece of a unit's state (>= 1) */
+  /* S == 1 and not offloaded: frozen units (the base under LoRA) are their
+   * own full buffer, in the compute dtype, always resident */
+  int frozen_resident;
 } fsdpc_program_opts;
 
 /* offload_optim streams each unit's state in pieces of at most `piece`

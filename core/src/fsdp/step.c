@@ -11,6 +11,7 @@
  * step: replica all-reduce of grad shards (NO_SHARD, HYBRID_SHARD) -> global
  * grad norm (one all-reduce over the shard group) -> clip -> optimizer. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fsdp/internal.h"
@@ -65,7 +66,16 @@ static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
   if (!un->full)
     return fsdpc__ops_oom(e->ops, err, "gathering unit %s (%zu bytes)", un->name, fb);
   fsdpc_status st;
-  if (e->offload) {
+  if (un->frozen) { /* the shard already is in the compute dtype */
+    void *own = (char *)un->full + un->shard_offset * e->psize;
+    st = e->offload ? e->ops->copy_on(e->ops->ctx, own, un->master, un->shard_numel * e->psize,
+                                      e->comm, err)
+                    : FSDPC_OK;
+    if (st == FSDPC_OK && e->S > 1)
+      st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, e->offload ? own : un->master,
+                                     un->full, un->shard_numel, e->ops->act_dtype, e->comm,
+                                     un->name, err);
+  } else if (e->offload) {
     void *own = (char *)un->full + un->shard_offset * e->psize;
     fsdpc__offload_refresh_stage(e, un);
     st = e->ops->copy_on(e->ops->ctx, own, un->stage, un->shard_numel * e->psize, e->comm, err);
@@ -117,7 +127,7 @@ static fsdpc_status after_free(fsdpc_engine *e, fsdpc_status st, fsdpc_err *err)
 
 static fsdpc_status release(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
-  if (e->full_is_master || !un->full)
+  if (fsdpc__unit_resident(e, un) || !un->full)
     return FSDPC_OK;
   /* stream-ordered after compute's last use (a pending prefetch is waited
    * for first, so the free never overtakes the gather) */
@@ -219,7 +229,7 @@ static int top_param(fsdpc_engine *e, int kind) {
 }
 static void *top_w(fsdpc_engine *e, int kind) { return fsdpc__param_full(e, top_param(e, kind)); }
 static float *top_g(fsdpc_engine *e, int kind) {
-  return fsdpc__param_full_grad(e, top_param(e, kind));
+  return fsdpc__param_full_grad(e, top_param(e, kind)); /* NULL when frozen */
 }
 
 /* What the HEAD action does in each kind of pass. */
@@ -430,15 +440,23 @@ static fsdpc_status local_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err) {
   if (e->hw && e->parts_ok) /* the worker summed each unit as its grads landed */
     return fsdpc__offload_sumsq(e, out, err);
   if (e->dnorm) {
-    for (int u = 0; u < e->n_units; u++)
+    int first = 1;
+    for (int u = 0; u < e->n_units; u++) {
+      if (e->units[u].frozen)
+        continue;
       FSDPC_TRY(e->ops->sumsq_f32_dev(e->ops->ctx, e->dnorm, e->units[u].grad,
-                                      e->units[u].shard_numel, u > 0, err));
-    if (e->n_units == 0) return (*out = 0.0, FSDPC_OK);
+                                      e->units[u].shard_numel, !first, err));
+      first = 0;
+    }
+    if (first)
+      return (*out = 0.0, FSDPC_OK);
     return e->ops->download(e->ops->ctx, out, e->dnorm, sizeof(double), err);
   }
   double sumsq = 0.0;
   for (int u = 0; u < e->n_units; u++) {
     double part;
+    if (e->units[u].frozen)
+      continue;
     FSDPC_TRY(e->sops->sumsq_f32(e->sops->ctx, e->units[u].grad, e->units[u].shard_numel, &part,
                                  err));
     sumsq += part;
@@ -572,10 +590,46 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
 static fsdpc_status gather_full(fsdpc_engine *e, fsdpc_unit *un, const float *src, int root,
                                 float *full, fsdpc_err *err);
 
+/* A frozen unit in bf16 (LoRA's base on a device): the bf16 shards are
+ * gathered on the device and widened to fp32 on root's host. */
+static fsdpc_status gather_frozen16(fsdpc_engine *e, fsdpc_unit *un, int root, float *full,
+                                    fsdpc_err *err) {
+  size_t hb = un->flat_numel * 2, sb = un->shard_numel * 2;
+  int is_root = e->dist->shard_rank == root && full;
+  uint16_t *h16 = is_root ? malloc(hb ? hb : 1) : NULL;
+  void *d16 = fsdpc__ealloc(e, FSDPC_MEM_COMM, hb ? hb : 2);
+  fsdpc_status st = FSDPC_OK;
+  if ((is_root && !h16) || !d16) {
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s", un->name);
+    goto done;
+  }
+  void *own = (char *)d16 + un->shard_offset * 2;
+  if (e->offload)
+    st = e->ops->upload(e->ops->ctx, own, un->master, sb, err);
+  else if (e->S == 1)
+    st = e->ops->copy_on(e->ops->ctx, own, un->master, sb, NULL, err);
+  if (st == FSDPC_OK && e->S > 1)
+    st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, e->offload ? own : un->master, d16,
+                                un->shard_numel, e->ops->act_dtype, un->name, err);
+  if (st == FSDPC_OK && is_root)
+    st = e->ops->download(e->ops->ctx, h16, d16, hb, err);
+  if (st == FSDPC_OK && is_root)
+    fsdpc__bf16_to_f32_n(h16, full, un->flat_numel);
+done:
+  fsdpc__efree(e, FSDPC_MEM_COMM, d16, hb ? hb : 2);
+  free(h16);
+  return st;
+}
+
 fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int root, float *full,
                                        fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   FSDPC_TRY(fsdpc__engine_quiesce(e, err));
+  if (un->frozen && slot != FSDPC_SD_SLOT_PARAM)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "unit %s is frozen: no optimizer state",
+                       un->name);
+  if (un->frozen && e->psize != sizeof(float))
+    return gather_frozen16(e, un, root, full, err);
   const float *src = slot == FSDPC_SD_SLOT_PARAM ? un->master
                                                   : un->state + (size_t)slot * un->shard_numel;
   size_t fb = un->flat_numel * sizeof(float), sb = un->shard_numel * sizeof(float);

@@ -7,7 +7,9 @@
 
 #include "fsdp/hostwork.h"
 #include "fsdp/internal.h"
+#include "io/dtype.h"
 #include "io/hf_ckpt.h"
+#include "model/lora.h"
 #include "plugin/call.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -72,6 +74,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   e->blocks = lay.blocks;
   e->n_blocks = lay.n_blocks;
   e->max_shard = lay.max_shard;
+  e->max_grad_shard = lay.max_grad_shard;
   e->max_flat = lay.max_flat;
 
   e->optim = o->optim;
@@ -105,6 +108,17 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   for (int u = 0; u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float);
+    if (un->frozen) { /* compute dtype, no grad, no optimizer state */
+      size_t fb = un->shard_numel * e->psize;
+      if (!(un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, fb)))
+        goto oom;
+      if ((st = e->sops->memset0(e->sops->ctx, un->master, fb, err)) != FSDPC_OK)
+        goto fail;
+      un->grad_clean = 1;
+      if (fsdpc__unit_resident(e, un))
+        un->full = un->master;
+      continue;
+    }
     un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, sb);
     un->grad = e->inference ? NULL : fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
     un->state = e->n_slots ? fsdpc__offload_state_alloc(e, sb * e->n_slots) : NULL;
@@ -140,9 +154,10 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     /* grads accumulate in the shard (offloaded: in a device buffer, then D2H) */
     if (e->S == 1 && !e->offload) un->full_grad = un->grad;
   }
-  if (e->S > 1 && !(e->rs_scratch = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_shard * 4)))
+  if (e->S > 1 && !(e->rs_scratch = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_grad_shard * 4)))
     goto oom;
-  if (e->S > 1 && e->reduce_bf16 && !(e->rs16 = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_shard * 2)))
+  if (e->S > 1 && e->reduce_bf16 &&
+      !(e->rs16 = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_grad_shard * 2)))
     goto oom;
   /* the global grad norm sums on the device and downloads once */
   if (!e->offload && e->ops->sumsq_f32_dev &&
@@ -197,6 +212,13 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   for (int u = 0; e->units && u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float), fb = un->flat_numel * sizeof(float);
+    if (un->frozen) {
+      if (!fsdpc__unit_resident(e, un))
+        fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
+      fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, un->shard_numel * e->psize);
+      free(un->params);
+      continue;
+    }
     if (!e->full_is_master && !fsdpc__full_is_lp(un))
       fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
     fsdpc__efree(e, FSDPC_MEM_PARAMS, un->lp, un->shard_numel * 2);
@@ -212,8 +234,8 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   fsdpc__engine_host_shards_done(e, 0, &ignore);
   fsdpc__offload_teardown(e);
   if (e->opt) e->ov->destroy(e->opt);
-  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs_scratch, e->max_shard * 4);
-  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs16, e->max_shard * 2);
+  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs_scratch, e->max_grad_shard * 4);
+  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs16, e->max_grad_shard * 2);
   fsdpc__efree(e, FSDPC_MEM_OTHER, e->dnorm, sizeof(double));
   free(e->otensors);
   for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
@@ -248,6 +270,12 @@ void fsdpc__engine_bytes(const fsdpc_engine *e, fsdpc_engine_bytes *out) {
   memset(out, 0, sizeof *out);
   for (int u = 0; u < e->n_units; u++) {
     uint64_t sb = e->units[u].shard_numel * sizeof(float);
+    if (e->units[u].frozen) { /* compute dtype; no grad, no optimizer state */
+      out->params += e->units[u].shard_numel * e->psize;
+      if (e->units[u].flat_numel * 4 > out->max_unit_full)
+        out->max_unit_full = e->units[u].flat_numel * 4;
+      continue;
+    }
     out->params += sb;
     out->grads += e->inference ? 0 : sb;
     out->optim += sb * e->n_slots;
@@ -283,30 +311,59 @@ static fsdpc_status for_each_segment(fsdpc_engine *e, int u, float *shard, segme
   return FSDPC_OK;
 }
 
-/* Runs fn over every unit's shard segments. On the CPU it writes the master
- * shards in place; on a device it fills one host staging shard at a time and
- * uploads it, so host memory stays at one unit's shard. */
-static fsdpc_status fill_shards(fsdpc_engine *e, segment_fn fn, void *arg, fsdpc_err *err) {
+/* Which units a fill covers. */
+enum { FILL_ALL, FILL_BASE, FILL_ADAPTERS };
+
+static int unit_is_adapter(const fsdpc_engine *e, const fsdpc_unit *un) {
+  return fsdpc__lora_kind(e->params[un->params[0]].kind);
+}
+
+/* Runs fn over the shard segments of the units `which` names. On the CPU it
+ * writes the master shards in place; on a device it fills one host staging
+ * shard at a time and uploads it, so host memory stays at one unit's shard.
+ * A frozen unit's bf16 shard is made from the fp32 staging shard on the
+ * host. */
+static fsdpc_status fill_shards(fsdpc_engine *e, int which, segment_fn fn, void *arg,
+                                fsdpc_err *err) {
   FSDPC_TRY(fsdpc__engine_quiesce(e, err));
   int on_host = e->ops->device == FSDPC_DEVICE_CPU || e->offload;
-  float *stage = on_host ? NULL : malloc(e->max_shard * sizeof(float));
-  if (!on_host && !stage)
+  int narrow = e->psize != sizeof(float); /* frozen shards in bf16 */
+  int need = !on_host || narrow, need16 = narrow && !e->offload;
+  float *stage = need ? malloc(e->max_shard * sizeof(float)) : NULL;
+  uint16_t *stage16 = need16 ? malloc(e->max_shard * 2) : NULL;
+  if ((need && !stage) || (need16 && !stage16)) {
+    free(stage);
+    free(stage16);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory staging a shard");
+  }
   fsdpc_status st = FSDPC_OK;
   for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
     fsdpc_unit *un = &e->units[u];
+    int adapter = unit_is_adapter(e, un);
+    if ((which == FILL_BASE && adapter) || (which == FILL_ADAPTERS && !adapter))
+      continue;
     un->lp_stale = 1;
-    if (on_host) {
+    int direct = on_host && !(un->frozen && narrow);
+    if (direct) {
       un->stage_stale = 1;
       st = for_each_segment(e, u, un->master, fn, arg, err);
       continue;
     }
     memset(stage, 0, un->shard_numel * sizeof(float)); /* padding stays zero */
     st = for_each_segment(e, u, stage, fn, arg, err);
-    if (st == FSDPC_OK)
+    if (st != FSDPC_OK)
+      break;
+    if (un->frozen && narrow) {
+      uint16_t *dst = e->offload ? (uint16_t *)un->master : stage16;
+      fsdpc__f32_to_bf16_n(stage, dst, un->shard_numel);
+      if (!e->offload)
+        st = e->ops->upload(e->ops->ctx, un->master, stage16, un->shard_numel * 2, err);
+    } else {
       st = e->ops->upload(e->ops->ctx, un->master, stage, un->shard_numel * sizeof(float), err);
+    }
   }
   free(stage);
+  free(stage16);
   return st;
 }
 
@@ -334,12 +391,22 @@ static fsdpc_status init_segment_dev(fsdpc_engine *e, int p, uint64_t lo, uint64
 
 fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std, fsdpc_err *err) {
   init_arg a = {seed, std};
-  if (!e->ops->init_f32 || e->offload)
-    return fill_shards(e, init_segment, &a, err);
+  /* LoRA: the adapters' init (Kaiming-uniform, zero) and the frozen bf16
+   * shards are made on the host */
+  int frozen = 0;
+  for (int u = 0; u < e->n_units; u++)
+    frozen |= e->units[u].frozen;
+  if (!e->ops->init_f32 || e->offload || frozen)
+    return fill_shards(e, FILL_ALL, init_segment, &a, err);
   /* Device shards: no host work and no copy; padding stays zero from create. */
   for (int u = 0; u < e->n_units; u++)
     FSDPC_TRY(for_each_segment(e, u, e->units[u].master, init_segment_dev, &a, err));
   return e->ops->sync(e->ops->ctx, err);
+}
+
+fsdpc_status fsdpc__engine_init_adapters(fsdpc_engine *e, uint64_t seed, fsdpc_err *err) {
+  init_arg a = {seed, 0.0};
+  return fill_shards(e, FILL_ADAPTERS, init_segment, &a, err);
 }
 
 /* Host mirrors of device shards (checkpoints). Index: unit * (1 + n_slots) +
@@ -350,13 +417,15 @@ static float *device_shard(fsdpc_engine *e, int u, int slot) {
 }
 
 float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err) {
-  if (u < 0 || u >= e->n_units || slot < FSDPC_SD_SLOT_PARAM || slot >= (int)e->n_slots) {
+  if (u < 0 || u >= e->n_units || slot < FSDPC_SD_SLOT_PARAM || slot >= (int)e->n_slots ||
+      (e->units[u].frozen && slot != FSDPC_SD_SLOT_PARAM)) {
     fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "host_shard: unit %d slot %d out of range", u, slot);
     return NULL;
   }
   if (fsdpc__engine_quiesce(e, err) != FSDPC_OK) return NULL;
-  if (e->ops->device == FSDPC_DEVICE_CPU || e->offload ||
-      (e->offload_optim && slot != FSDPC_SD_SLOT_PARAM))
+  int narrow = e->units[u].frozen && e->psize != sizeof(float); /* a bf16 frozen shard */
+  if (!narrow && (e->ops->device == FSDPC_DEVICE_CPU || e->offload ||
+                  (e->offload_optim && slot != FSDPC_SD_SLOT_PARAM)))
     return device_shard(e, u, slot);
   size_t per = 1 + (size_t)e->n_slots, i = (size_t)u * per + (size_t)(slot + 1);
   if (!e->mirror && !(e->mirror = calloc((size_t)e->n_units * per, sizeof(float *)))) {
@@ -371,7 +440,23 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
                   e->units[u].name);
       return NULL;
     }
-    if (e->ops->download(e->ops->ctx, m, device_shard(e, u, slot), b, err) != FSDPC_OK) {
+    if (narrow) { /* widened on the host; read-only (frozen shards are never loaded) */
+      size_t n = e->units[u].shard_numel;
+      uint16_t *h = e->offload ? (uint16_t *)e->units[u].master : malloc(n * 2 + 2);
+      if (!h || (!e->offload &&
+                 e->ops->download(e->ops->ctx, h, e->units[u].master, n * 2, err) != FSDPC_OK)) {
+        if (!e->offload)
+          free(h);
+        free(m);
+        if (!h)
+          fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory staging unit %s",
+                      e->units[u].name);
+        return NULL;
+      }
+      fsdpc__bf16_to_f32_n(h, m, n);
+      if (!e->offload)
+        free(h);
+    } else if (e->ops->download(e->ops->ctx, m, device_shard(e, u, slot), b, err) != FSDPC_OK) {
       free(m);
       return NULL;
     }
@@ -397,7 +482,7 @@ fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_e
     for (int k = 0; k < (int)per; k++) {
       float *m = e->mirror[(size_t)u * per + (size_t)k];
       if (!m) continue;
-      if (upload && st == FSDPC_OK)
+      if (upload && st == FSDPC_OK && !e->units[u].frozen) /* frozen: read-only */
         st = e->ops->upload(e->ops->ctx, device_shard(e, u, k - 1), m,
                             e->units[u].shard_numel * sizeof(float), err);
       free(m);

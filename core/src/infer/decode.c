@@ -15,6 +15,7 @@
 
 #include "infer/infer.h"
 #include "model/ctx.h"
+#include "model/lora.h"
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/graph.h"
 #endif
@@ -36,6 +37,8 @@ struct fsdpc_decoder {
   void *x, *ln, *q, *k, *v, *att, *gate, *up, *act; /* (B, C|QD|KD|F) */
   float *rstd;                                      /* (B) */
   float *logits;                                    /* (B, V) device */
+  fsdpc_lora lora;                                  /* LoRA (model/lora.h), r = 0 when none */
+  void *lora_u;                                     /* (B, r) */
   int32_t *ids;                                     /* (B) device: greedy picks */
   /* The step as a CUDA graph (resident weights): recorded at the second
    * step (the first builds the GEMM plans), replayed after. */
@@ -71,6 +74,8 @@ static int list_bufs(fsdpc_decoder *d, dbuf *b) {
   B_(act, B * F * a);
   B_(rstd, B * sizeof(float));
   B_(logits, B * (size_t)s->V * sizeof(float));
+  if (d->lora.r)
+    B_(lora_u, B * (size_t)d->lora.r * a);
   B_(ids, B * sizeof(int32_t));
 #undef B_
   return n;
@@ -126,6 +131,8 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
   d->attn_opts = o->attention_opts;
   d->B = o->B;
   d->maxT = o->max_len;
+  if (o->lora)
+    d->lora = *o->lora;
   d->no_graph = o->no_graph;
   d->len = calloc((size_t)d->B, sizeof *d->len);
   d->h_pos = calloc((size_t)d->B, sizeof *d->h_pos);
@@ -250,8 +257,11 @@ fsdpc_status fsdpc__decoder_prefill(fsdpc_decoder *d, const fsdpc_infer_weights 
                              .xent_chunk_rows = 1, /* no loss here: the smallest scratch */
                              .attention = d->attn,
                              .attention_opts = d->attn_opts,
-                             .ops = d->ops};
+                             .ops = d->ops,
+                             .lora = d->lora.r ? &d->lora : NULL};
   fsdpc_status st = fsdpc__model_ctx_create(&mo, &m, err);
+  if (st == FSDPC_OK)
+    fsdpc__model_set_lora_round(m, 0, 0); /* no dropout */
   if (st == FSDPC_OK)
     st = fsdpc__model_set_batch(m, tokens, labels, NULL, err);
   if (st == FSDPC_OK)
@@ -266,6 +276,11 @@ fsdpc_status fsdpc__decoder_prefill(fsdpc_decoder *d, const fsdpc_infer_weights 
   return st;
 }
 
+/* LoRA on projection j of a one-token step (a no-op without adapters). */
+#define LORA(j, y, x)                                                                              \
+  if (d->lora.r)                                                                                   \
+  FSDPC_TRY(fsdpc__lora_apply(d->ops, &d->lora, j, s, w, y, x, B, d->lora_u, err))
+
 static fsdpc_status step_layer(fsdpc_decoder *d, int l, const fsdpc_layer_w *w, fsdpc_err *err) {
   const fsdpc_model_shape *s = &d->s;
   int B = d->B, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD, P = s->max_pos;
@@ -273,17 +288,24 @@ static fsdpc_status step_layer(fsdpc_decoder *d, int l, const fsdpc_layer_w *w, 
   OP(matmul_fwd, d->q, d->ln, w->wq, NULL, B, C, QD, err);
   OP(matmul_fwd, d->k, d->ln, w->wk, NULL, B, C, KD, err);
   OP(matmul_fwd, d->v, d->ln, w->wv, NULL, B, C, KD, err);
+  LORA(0, d->q, d->ln);
+  LORA(1, d->k, d->ln);
+  LORA(2, d->v, d->ln);
   OP(rope_fwd, d->q, d->rope_cos, d->rope_sin, d->pos, B, s->NH, s->HD, P, err);
   OP(rope_fwd, d->k, d->rope_cos, d->rope_sin, d->pos, B, s->KVH, s->HD, P, err);
   OP(kv_store, d->kc[l], d->vc[l], d->k, d->v, d->pos, B, 1, d->maxT, KD, err);
   OP(attn_cached, d->att, d->q, d->kc[l], d->vc[l], d->pos, B, 1, s->NH, s->KVH, s->HD, d->maxT,
      (float)(1.0 / sqrt((double)s->HD)), err);
   OP(matmul_fwd, d->x, d->att, w->wo, d->x, B, QD, C, err); /* x += att @ Wo^T */
+  LORA(3, d->x, d->att);
   OP(rmsnorm_fwd, d->ln, d->rstd, d->x, w->ln2, B, C, s->eps, err);
   OP(matmul_fwd, d->gate, d->ln, w->wgate, NULL, B, C, F, err);
   OP(matmul_fwd, d->up, d->ln, w->wup, NULL, B, C, F, err);
+  LORA(4, d->gate, d->ln);
+  LORA(5, d->up, d->ln);
   OP(swiglu_fwd, d->act, d->gate, d->up, B, F, err);
   OP(matmul_fwd, d->x, d->act, w->wdown, d->x, B, F, C, err); /* x += act @ Wdown^T */
+  LORA(6, d->x, d->act);
   return FSDPC_OK;
 }
 

@@ -45,6 +45,7 @@ typedef struct fsdpc_decoder_opts {
   const fsdpc_opts *attention_opts;
   int B;       /* rows */
   int max_len; /* cache length: prompt + new tokens, <= max_position_embeddings */
+  const struct fsdpc_lora *lora; /* LoRA adapters in the weights (model/lora.h); NULL = none */
   int no_graph; /* 1: never record the step as a CUDA graph (measurement) */
 } fsdpc_decoder_opts;
 

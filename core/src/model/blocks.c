@@ -17,6 +17,8 @@ fsdpc_status fsdpc__model_embed_fwd(fsdpc_model_ctx *m, const void *wte, fsdpc_e
 }
 
 fsdpc_status fsdpc__model_embed_bwd(fsdpc_model_ctx *m, float *dwte, fsdpc_err *err) {
+  if (!dwte)
+    return FSDPC_OK; /* frozen */
   OP(embedding_bwd, dwte, m->dres, m->tokens, m->N, m->s.C, m->s.V, err);
   return FSDPC_OK;
 }
@@ -38,6 +40,10 @@ fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
   OP(lmhead_xent, m->loss2, bwd ? m->dtmp : NULL, bwd ? dhead_w : NULL, m->xn, head_w,
      m->labels, N, C, s->V, grad_scale, m->chunk_rows, m->xent_scratch, m->xent_scratch_bytes,
      err);
+  if (bwd && !dnorm_w) { /* a frozen norm (LoRA): its weight gradient is discarded */
+    OP(memset0, m->dnorm_sink, (size_t)C * sizeof(float), err);
+    dnorm_w = m->dnorm_sink;
+  }
   if (bwd) OP(rmsnorm_bwd, m->dres, dnorm_w, m->dtmp, x, norm_w, m->rstdf, N, C, err);
   if (m->defer_loss && m->loss_n < m->loss_cap) {
     /* ordered after lmhead_xent on the compute stream, before the next

@@ -211,6 +211,8 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
   fsdpc_status st = setup_attention(m, o, err);
   if (st == FSDPC_OK) st = alloc_buffers(m, err);
   if (st == FSDPC_OK) st = init_tables(m, err);
+  if (st == FSDPC_OK && o->lora)
+    st = fsdpc__lora_ctx_alloc(m, o->lora, err);
   if (st != FSDPC_OK) {
     fsdpc__model_ctx_destroy(m);
     return st;
@@ -224,6 +226,7 @@ void fsdpc__model_ctx_destroy(fsdpc_model_ctx *m) {
   const fsdpc_model_shape *s = &m->s;
   size_t act = m->ops->act_size, N = (size_t)m->N, C = (size_t)s->C, ib = N * sizeof(int32_t);
   if (m->actx && m->av->destroy) m->av->destroy(m->actx);
+  fsdpc__lora_ctx_free(m);
   buf_list l = {.n = 0};
   size_t acts[FSDPC_LAYER_NACTS];
   list_buffers(m, s, act, N, m->xent_scratch_bytes, &m->asizes, &l, acts);

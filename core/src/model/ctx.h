@@ -7,6 +7,7 @@
 #define FSDPC_MODEL_CTX_H
 
 #include "model/llama.h"
+#include "model/lora.h"
 #include "ops/ops.h"
 
 /* Saved activations of one decoder layer. */
@@ -71,6 +72,17 @@ struct fsdpc_model_ctx {
   void *dk, *dv;                 /* (N, KVH*HD) */
   void *attn_ws;                 /* max(fwd, bwd) workspace */
   size_t attn_ws_bytes;
+
+  /* LoRA (model/lora.c) */
+  int has_lora;
+  fsdpc_lora lora;
+  void **lora_u;           /* (n_acts * 7): s * drop(x) @ A^T (N, r), targeted only */
+  void *lora_xd, *lora_dx; /* (N, largest in) dropped input, input gradient */
+  void *lora_du;           /* (N, r) */
+  float *dnorm_sink;       /* (C) weight grads of a frozen norm, discarded */
+  uint64_t lora_round;     /* dropout round of this micro-batch */
+  int lora_train;          /* dropout on */
+  uint64_t lora_bytes;
 
   uint64_t bytes;                /* everything above */
 };

@@ -11,10 +11,17 @@
  *
  * Parameter gradients +=, activation gradients =. Backward reads d(resid[l+1])
  * from m->dres and leaves d(resid[l]) there. With activation checkpointing
- * the forward is recomputed from resid[l] first. */
+ * the forward is recomputed from resid[l] first.
+ *
+ * LoRA (model/lora.h) adds s * B(A(drop(x))) to each targeted projection's
+ * output right after its matmul (before RoPE for q and k); a frozen weight
+ * has a NULL gradient and gets none. */
 #include "model/ctx.h"
 
 #define OP(name, ...) FSDPC_TRY(m->ops->name(m->dev, __VA_ARGS__))
+/* LoRA on projection j (model/lora.h): no-ops without adapters. */
+#define LORA_FWD(j, y, x) FSDPC_TRY(fsdpc__lora_fwd(m, l, j, w, y, x, err))
+#define LORA_BWD(j, dy, x, dx) FSDPC_TRY(fsdpc__lora_bwd(m, l, j, w, g, dy, x, dx, err))
 
 void fsdpc__layer_views(void *const base[FSDPC_P_NKIND], fsdpc_layer_w *w) {
   w->wq = base[FSDPC_P_Q];
@@ -26,6 +33,10 @@ void fsdpc__layer_views(void *const base[FSDPC_P_NKIND], fsdpc_layer_w *w) {
   w->wdown = base[FSDPC_P_DOWN];
   w->ln1 = base[FSDPC_P_LN1];
   w->ln2 = base[FSDPC_P_LN2];
+  for (int j = 0; j < FSDPC_LORA_NPROJ; j++) {
+    w->lora_a[j] = base[FSDPC_P_LORA0 + 2 * j];
+    w->lora_b[j] = base[FSDPC_P_LORA0 + 2 * j + 1];
+  }
 }
 
 void fsdpc__layer_grad_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_g *g) {
@@ -38,6 +49,19 @@ void fsdpc__layer_grad_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_g *g)
   g->wdown = base[FSDPC_P_DOWN];
   g->ln1 = base[FSDPC_P_LN1];
   g->ln2 = base[FSDPC_P_LN2];
+  for (int j = 0; j < FSDPC_LORA_NPROJ; j++) {
+    g->lora_a[j] = base[FSDPC_P_LORA0 + 2 * j];
+    g->lora_b[j] = base[FSDPC_P_LORA0 + 2 * j + 1];
+  }
+}
+
+/* A frozen norm's weight gradient goes to a scratch sink, zeroed first. */
+static fsdpc_status norm_grad(fsdpc_model_ctx *m, float *g, float **out, fsdpc_err *err) {
+  *out = g;
+  if (g)
+    return FSDPC_OK;
+  *out = m->dnorm_sink;
+  return m->ops->memset0(m->dev, m->dnorm_sink, (size_t)m->s.C * sizeof(float), err);
 }
 
 static fsdpc_status layer_forward(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
@@ -52,6 +76,9 @@ static fsdpc_status layer_forward(fsdpc_model_ctx *m, int l, const fsdpc_layer_w
   OP(matmul_fwd, a->q, a->ln1, w->wq, NULL, N, C, QD, err);
   OP(matmul_fwd, a->k, a->ln1, w->wk, NULL, N, C, KD, err);
   OP(matmul_fwd, a->v, a->ln1, w->wv, NULL, N, C, KD, err);
+  LORA_FWD(0, a->q, a->ln1);
+  LORA_FWD(1, a->k, a->ln1);
+  LORA_FWD(2, a->v, a->ln1);
   OP(rope_fwd, a->q, m->rope_cos, m->rope_sin, m->pos, N, s->NH, s->HD, P, err);
   OP(rope_fwd, a->k, m->rope_cos, m->rope_sin, m->pos, N, s->KVH, s->HD, P, err);
   m->ashape.doc_ids = m->doc_ids;
@@ -59,11 +86,15 @@ static fsdpc_status layer_forward(fsdpc_model_ctx *m, int l, const fsdpc_layer_w
                               m->attn_ws, m->ops->stream(m->dev));
   if (st != FSDPC_OK) return fsdpc__plugin_fail(m->attn, st, err);
   OP(matmul_fwd, a->h, a->attn, w->wo, x, N, QD, C, err); /* h = x + attn @ Wo^T */
+  LORA_FWD(3, a->h, a->attn);
   OP(rmsnorm_fwd, a->ln2, a->rstd2, a->h, w->ln2, N, C, s->eps, err);
   OP(matmul_fwd, a->gate, a->ln2, w->wgate, NULL, N, C, F, err);
   OP(matmul_fwd, a->up, a->ln2, w->wup, NULL, N, C, F, err);
+  LORA_FWD(4, a->gate, a->ln2);
+  LORA_FWD(5, a->up, a->ln2);
   OP(swiglu_fwd, a->act, a->gate, a->up, N, F, err);
   OP(matmul_fwd, out, a->act, w->wdown, a->h, N, F, C, err); /* out = h + act @ Wdown^T */
+  LORA_FWD(6, out, a->act);
   return FSDPC_OK;
 }
 
@@ -115,13 +146,19 @@ fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer
 
   /* MLP: resid[l+1] = h + act @ Wdown^T */
   OP(matmul_bwd, m->dact, g->wdown, m->dres, a->act, w->wdown, N, F, C, err);
+  LORA_BWD(6, m->dres, a->act, m->dact);
   OP(swiglu_bwd, m->dgate, m->dup, m->dact, a->gate, a->up, N, F, err);
   FSDPC_TRY(proj_bwd(m, 0, m->dtmp, g->wgate, m->dgate, a->ln2, w->wgate, C, F, err));
   FSDPC_TRY(proj_bwd(m, 1, m->dtmp, g->wup, m->dup, a->ln2, w->wup, C, F, err));
-  FSDPC_TRY(norm_bwd(m, m->dh, g->ln2, m->dtmp, m->dres, a->h, w->ln2, a->rstd2, err));
+  LORA_BWD(4, m->dgate, a->ln2, m->dtmp);
+  LORA_BWD(5, m->dup, a->ln2, m->dtmp);
+  float *dln;
+  FSDPC_TRY(norm_grad(m, g->ln2, &dln, err));
+  FSDPC_TRY(norm_bwd(m, m->dh, dln, m->dtmp, m->dres, a->h, w->ln2, a->rstd2, err));
 
   /* Attention: h = x + attn @ Wo^T */
   OP(matmul_bwd, m->dattn, g->wo, m->dh, a->attn, w->wo, N, QD, C, err);
+  LORA_BWD(3, m->dh, a->attn, m->dattn);
   m->ashape.doc_ids = m->doc_ids;
   int32_t st = m->av->backward(m->actx, &m->ashape, a->q, a->k, a->v, a->attn, m->dattn,
                                a->attn_saved, m->dq, m->dk, m->dv, m->attn_ws,
@@ -132,6 +169,10 @@ fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer
   FSDPC_TRY(proj_bwd(m, 0, m->dtmp, g->wq, m->dq, a->ln1, w->wq, C, QD, err));
   FSDPC_TRY(proj_bwd(m, 1, m->dtmp, g->wk, m->dk, a->ln1, w->wk, C, KD, err));
   FSDPC_TRY(proj_bwd(m, 1, m->dtmp, g->wv, m->dv, a->ln1, w->wv, C, KD, err));
-  FSDPC_TRY(norm_bwd(m, m->dres, g->ln1, m->dtmp, m->dh, x, w->ln1, a->rstd1, err));
+  LORA_BWD(0, m->dq, a->ln1, m->dtmp);
+  LORA_BWD(1, m->dk, a->ln1, m->dtmp);
+  LORA_BWD(2, m->dv, a->ln1, m->dtmp);
+  FSDPC_TRY(norm_grad(m, g->ln1, &dln, err));
+  FSDPC_TRY(norm_bwd(m, m->dres, dln, m->dtmp, m->dh, x, w->ln1, a->rstd1, err));
   return FSDPC_OK;
 }

@@ -35,12 +35,21 @@ typedef struct fsdpc_model_shape {
 /* Parameter kinds, in Hugging Face named_parameters() order per module. */
 typedef enum fsdpc_param_kind {
   FSDPC_P_EMBED,
-  FSDPC_P_Q, FSDPC_P_K, FSDPC_P_V, FSDPC_P_O,
-  FSDPC_P_GATE, FSDPC_P_UP, FSDPC_P_DOWN,
-  FSDPC_P_LN1, FSDPC_P_LN2,
+  FSDPC_P_Q,
+  FSDPC_P_K,
+  FSDPC_P_V,
+  FSDPC_P_O,
+  FSDPC_P_GATE,
+  FSDPC_P_UP,
+  FSDPC_P_DOWN,
+  FSDPC_P_LN1,
+  FSDPC_P_LN2,
   FSDPC_P_NORM,
   FSDPC_P_HEAD,
-  FSDPC_P_NKIND
+  /* LoRA adapters (model/lora.h): projection j = kind - FSDPC_P_Q (0..6) has
+   * A at FSDPC_P_LORA0 + 2 j and B at FSDPC_P_LORA0 + 2 j + 1. */
+  FSDPC_P_LORA0,
+  FSDPC_P_NKIND = FSDPC_P_LORA0 + 14
 } fsdpc_param_kind;
 
 enum { FSDPC_LAYER_NPARAM = 9 }; /* Q K V O GATE UP DOWN LN1 LN2 */
@@ -57,6 +66,7 @@ typedef struct fsdpc_param_info {
   uint64_t numel;
   int decay;              /* 1 for matrices; 0 for norms (optional no-decay) */
   int tie_group;          /* 0 for a tied embedding, else -1 */
+  int frozen;             /* 1 = no gradient, no optimizer state (the base under LoRA) */
 } fsdpc_param_info;
 
 /* Parameters in module order; *n is their count. Caller frees *out. */
@@ -77,10 +87,15 @@ typedef struct fsdpc_layer_w {
   const void *wdown; /* (C, F) */
   const void *ln1;   /* (C) */
   const void *ln2;   /* (C) */
+  /* LoRA adapters of projection j (Q K V O GATE UP DOWN), NULL when it has
+   * none: A (r, in), B (out, r). */
+  const void *lora_a[7], *lora_b[7];
 } fsdpc_layer_w;
 
+/* Gradients; NULL for a frozen weight (no weight gradient is computed). */
 typedef struct fsdpc_layer_g {
   float *wq, *wk, *wv, *wo, *wgate, *wup, *wdown, *ln1, *ln2; /* +=, same shapes */
+  float *lora_a[7], *lora_b[7];
 } fsdpc_layer_g;
 
 /* Per-step compute context: shapes, scratch and the attention component. */
@@ -94,6 +109,7 @@ typedef struct fsdpc_model_ctx_opts {
   const fsdpc_opts *attention_opts;
   int xent_chunk_rows;              /* rows per chunk of the fused CE (0 = auto) */
   const fsdpc_ops *ops;             /* device ops table; NULL = the CPU reference */
+  const struct fsdpc_lora *lora;    /* LoRA adapters (model/lora.h); NULL = none */
   int threads;                      /* CPU threads for the attention plugin (0: its choice) */
   int forward_only;                 /* inference: no backward buffers (no backward calls) */
 } fsdpc_model_ctx_opts;

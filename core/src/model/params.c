@@ -7,6 +7,7 @@
 
 #include "model/init_rng.h"
 #include "model/llama.h"
+#include "model/lora.h"
 
 fsdpc_status fsdpc__model_shape_check(const fsdpc_model_shape *s, fsdpc_err *err) {
   if (s->V <= 0 || s->C <= 0 || s->F <= 0 || s->L <= 0 || s->NH <= 0 || s->KVH <= 0 ||
@@ -96,6 +97,10 @@ uint64_t fsdpc__model_init_key(const fsdpc_param_info *p, uint64_t seed) {
 
 void fsdpc__model_init_range(const fsdpc_param_info *p, uint64_t seed, double std,
                              uint64_t elem_offset, uint64_t n, float *dst) {
+  if (fsdpc__lora_kind(p->kind)) {
+    fsdpc__lora_init_range(p, seed, elem_offset, n, dst);
+    return;
+  }
   if (fsdpc__model_init_is_ones(p)) {
     for (uint64_t i = 0; i < n; i++)
       dst[i] = 1.0f;

@@ -134,6 +134,13 @@ typedef struct fsdpc_ops {
   fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc,
                               const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
                               int HD, int maxT, float scale, fsdpc_err *err);
+  /* LoRA (model/lora.h), act_dtype, n elements. scale: x *= s. dropout:
+   * out[i] = inp[i] * keep(key, i) / (1 - p), keep(key, i) = the top 24 bits
+   * of splitmix64(key + i) >= p * 2^24 (the same mask on every device); out
+   * may alias inp. */
+  fsdpc_status (*scale)(void *ctx, void *x, size_t n, float s, fsdpc_err *err);
+  fsdpc_status (*dropout)(void *ctx, void *out, const void *inp, size_t n, float p, uint64_t key,
+                          fsdpc_err *err);
   /* (optional: NULL on the CPU, whose alloc and free fail only for want of
    * memory) The error behind the last failed alloc / alloc_on or free /
    * free_on, which report by NULL or not at all; taken: OK when none is

@@ -143,12 +143,19 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
                                 m->align, 0, &lay, err));
   out->S = S;
   out->R = m->R;
+  uint64_t frozen = 0; /* LoRA's base: compute dtype, no grads, no optimizer state */
   for (int u = 0; u < lay.n_units; u++) {
     uint64_t sb = lay.units[u].shard_numel * sizeof(float);
+    if (lay.units[u].frozen) {
+      frozen += lay.units[u].shard_numel * (uint64_t)dev->full_param_bytes;
+      continue;
+    }
     out->params += sb;
     out->grads += sb;
     out->optim += sb * p->n_slots;
   }
+  uint64_t trainable = out->params;
+  out->params += frozen;
   uint64_t act =
       fsdpc__model_ctx_bytes_for(shape, B, T, m->activation_checkpointing, &p->attn_sizes, 0);
   /* The context is sized with the CPU table (fp32); its cross-entropy
@@ -157,6 +164,8 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   uint64_t rows = (uint64_t)fsdpc__model_xent_chunk_rows(0, B * T, shape->V);
   uint64_t cpu_xent = rows * (uint64_t)shape->V * sizeof(float);
   uint64_t dev_xent = rows * (uint64_t)shape->V * (uint64_t)dev->xent_logit_bytes;
+  if (p->has_lora) /* the adapters' saved inputs and scratch (model/lora.c) */
+    act += fsdpc__lora_ctx_bytes(shape, &p->lora, B * T, m->activation_checkpointing, 4);
   out->activations = (uint64_t)((double)(act - cpu_xent) * dev->act_scale) + dev_xent;
 
   /* Resident from engine creation on: shards (on the host when offloaded),
@@ -179,7 +188,7 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   if (r.offload) {
     /* units.c: shards + the bf16 staging copy of each master shard; a grad
      * landing buffer per unit once a second micro-batch reduces in a step */
-    out->host_bytes = shards + (int64_t)out->params / 2;
+    out->host_bytes = shards + (int64_t)trainable / 2; /* frozen shards need no staging */
     if (accum > 1 && !m->no_sync)
       out->host_bytes += (int64_t)out->grads;
   } else {
@@ -194,7 +203,8 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
     if (m->param_copy) { /* units.c: the bf16 copies of master shards, in unit order */
       uint64_t lp = 0;
       for (int u = 0; u < lay.n_units; u++)
-        if (fsdpc__param_copy_fits((uint64_t)m->param_copy_max_bytes, lp, lay.units[u].shard_numel))
+        if (!lay.units[u].frozen && /* a frozen shard already is bf16 */
+            fsdpc__param_copy_fits((uint64_t)m->param_copy_max_bytes, lp, lay.units[u].shard_numel))
           lp += lay.units[u].shard_numel * 2;
       track(&r.t, FSDPC_MEM_PARAMS, (int64_t)lp);
     }
@@ -202,9 +212,9 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
       track(&r.t, FSDPC_MEM_OTHER, (int64_t)sizeof(double));
   }
   if (S > 1)
-    track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_shard * 4);
+    track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_grad_shard * 4);
   if (S > 1 && r.bf16)
-    track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_shard * 2);
+    track(&r.t, FSDPC_MEM_COMM, (int64_t)lay.max_grad_shard * 2);
   track(&r.t, FSDPC_MEM_ACTIVATIONS, (int64_t)out->activations);
 
   /* The step's programs, as the engine builds them on this device: device

@@ -207,8 +207,17 @@ static fsdpc_status select_all(fsdpc_run_plan *p, fsdpc_err *err) {
                           &p->optim, err));
   FSDPC_TRY(select_plugin(p, FSDPC_KIND_WRAP, c->fsdp.wrap.policy, c->fsdp.wrap.options,
                           "fsdp.wrap.policy", &sit, &p->wrap, err));
-  FSDPC_TRY(fsdpc__wrap_plan(p->wrap, c->fsdp.wrap.options, p->params, p->n_params,
+  FSDPC_TRY(fsdpc__wrap_plan(p->wrap, c->fsdp.wrap.options, p->params, p->n_base_params,
                              &p->unit_of_param, &p->n_units, err));
+  if (p->has_lora) { /* one adapter unit per layer, after the base's units */
+    uint32_t *u = realloc(p->unit_of_param, (size_t)p->n_params * sizeof *u);
+    if (!u)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the wrap plan");
+    p->unit_of_param = u;
+    for (int i = p->n_base_params; i < p->n_params; i++)
+      u[i] = p->n_units + (uint32_t)p->params[i].layer;
+    p->n_units += (uint32_t)p->shape.L;
+  }
   if (p->modes.world.world_size > 1)
     FSDPC_TRY(select_plugin(p, FSDPC_KIND_COLLECTIVES, c->collectives.impl, c->collectives.options,
                             "collectives.impl", &sit, &p->coll, err));
@@ -240,6 +249,11 @@ fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_wor
   fsdpc__run_shape_from_config(cfg, &p->shape);
   p->numel = fsdpc__model_numel(&p->shape);
   if ((st = fsdpc__model_params(&p->shape, &p->params, &p->n_params, err)) != FSDPC_OK)
+    goto fail;
+  p->n_base_params = p->n_params;
+  if ((st = fsdpc__lora_from_config(cfg, &p->lora, &p->has_lora, err)) != FSDPC_OK ||
+      (p->has_lora && (st = fsdpc__lora_add_params(&p->shape, &p->lora, &p->params, &p->n_params,
+                                                   err)) != FSDPC_OK))
     goto fail;
   if ((st = fsdpc__registry_create((const char *const *)cfg->plugins.paths.items,
                                    cfg->plugins.paths.n, &p->reg, err)) != FSDPC_OK)

@@ -23,6 +23,7 @@
 
 #include "config/config.h"
 #include "model/llama.h"
+#include "model/lora.h"
 #include "plugin/registry.h"
 
 /* Where the run happens. */
@@ -118,6 +119,12 @@ typedef struct fsdpc_run_plan {
   /* the wrap plan */
   uint32_t *unit_of_param; /* (n_params) */
   uint32_t n_units;
+  /* LoRA (peft.method lora): the base's n_base_params parameters come first,
+   * frozen, in the wrap plugin's units; the adapters follow, one unit per
+   * decoder layer after the base's units. */
+  int has_lora;
+  fsdpc_lora lora;
+  int n_base_params;
 } fsdpc_run_plan;
 
 /* Builds the plan of cfg at world w (flags: FSDPC_RUN_PLAN_*). */

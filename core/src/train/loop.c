@@ -8,6 +8,7 @@
 
 #include "ckpt/train_hooks.h"
 #include "infer/infer.h"
+#include "model/lora.h"
 #include "train/session.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -43,6 +44,13 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
                                   s->doc_ids, err));
     FSDPC_TRY(fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
                                      s->use_doc_ids ? s->doc_ids : NULL, err));
+    /* LoRA dropout masks: one round per (step, micro-batch, rank), so a
+     * resumed run draws the same ones */
+    fsdpc__model_set_lora_round(
+        s->mctx,
+        ((uint64_t)step * (uint64_t)s->plan->modes.batch.accum + (uint64_t)m) * (uint64_t)world +
+            (uint64_t)rank,
+        1);
     double ls = 0.0;
     int64_t cnt = 0;
     fsdpc_status st = fsdpc__engine_micro_step(s->eng, s->mctx, grad_scale,
@@ -71,6 +79,7 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
   int64_t have = fsdpc__loader_steps_per_epoch(s->eval_ld);
   if (nb > have) nb = have;
   double sums[2] = {0.0, 0.0}; /* loss sum, counted tokens */
+  fsdpc__model_set_lora_round(s->mctx, 0, 0); /* no dropout while evaluating */
   for (int64_t b = 0; b < nb; b++)
     for (int64_t m = 0; m < s->plan->modes.batch.accum; m++) {
       FSDPC_TRY(fsdpc__loader_batch(s->eval_ld, b, (int32_t)m, rank, world,
@@ -122,7 +131,10 @@ fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n
   }
   const int32_t *pp[1] = {ids};
   fsdpc_infer_weights w = {.ctx = s->eng, .block = engine_block, .done = engine_done};
-  fsdpc_decoder_opts dopt = {.shape = &s->plan->shape, .ops = s->ops, .attention = s->plan->attn,
+  fsdpc_decoder_opts dopt = {.shape = &s->plan->shape,
+                             .ops = s->ops,
+                             .attention = s->plan->attn,
+                             .lora = s->plan->has_lora ? &s->plan->lora : NULL,
                              .attention_opts = s->cfg->attention.options};
   fsdpc_gen_opts g = {.max_new_tokens = n, .eos = eos, .n_eos = eos[1] >= 0 ? 2 : 1,
                       .tok = s->tok};

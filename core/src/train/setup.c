@@ -220,11 +220,14 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
                           .inference = eval_only && !resuming};
   STEP(fsdpc__engine_create(&eo, &s->eng, err));
   PHASE(alloc);
-  if (resuming) {
-    /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup) */
+  if (resuming && !p->has_lora) {
+    /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup);
+     * under LoRA it holds only the adapters, so the base is loaded first */
     s->startup.weights_how = "resume";
   } else if (cfg->model.init.from[0]) {
     STEP(fsdpc__ckpt_load_hf_checked(s->eng, s->plan, cfg->model.init.from, err));
+    if (p->has_lora)
+      STEP(fsdpc__engine_init_adapters(s->eng, (uint64_t)cfg->train.seed, err));
     s->startup.weights_how = "HF load";
   } else {
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));
@@ -241,7 +244,8 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
                              .attention = p->attn,
                              .attention_opts = cfg->attention.options,
                              .ops = s->ops,
-                             .threads = s->cpu_threads};
+                             .threads = s->cpu_threads,
+                             .lora = p->has_lora ? &p->lora : NULL};
   STEP(fsdpc__model_ctx_create(&mo, &s->mctx, err));
   PHASE(model);
   STEP(open_data(s, err));

@@ -58,7 +58,7 @@ void fsdpc__cpu_matmul_fwd(float *out,          // (N, OC)
 }
 
 void fsdpc__cpu_matmul_bwd(float *dinp,         // (N, C) =, or NULL
-                           float *dweight,      // (OC, C) +=
+                           float *dweight,      // (OC, C) +=, or NULL (a frozen weight)
                            const float *dout,   // (N, OC)
                            const float *inp,    // (N, C)
                            const float *weight, // (OC, C)
@@ -68,5 +68,6 @@ void fsdpc__cpu_matmul_bwd(float *dinp,         // (N, C) =, or NULL
   if (dinp != NULL) /* (N, OC) @ (OC, C) */
     fsdpc__cpu_sgemm(0, 0, N, C, OC, dout, OC, weight, C, 0.0f, dinp, C);
   /* (OC, N) @ (N, C), beta = 1 accumulates. */
-  fsdpc__cpu_sgemm(1, 0, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C);
+  if (dweight != NULL)
+    fsdpc__cpu_sgemm(1, 0, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C);
 }

@@ -166,4 +166,7 @@ void fsdpc__cpu_attn_cached(float *out,          // (B*n, NH*HD)
                             const int32_t *pos,  // (B*n)
                             int B, int n, int NH, int KVH, int HD, int maxT, float scale);
 
+/* ---- dropout.c ---- LoRA: inverted dropout with a counter-hash mask (ops.h) */
+void fsdpc__cpu_dropout(float *out, const float *inp, size_t n, float p, uint64_t key);
+
 #endif

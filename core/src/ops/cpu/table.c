@@ -194,6 +194,18 @@ static fsdpc_status cpu_attn_cached(void *ctx, void *out, const void *q, const v
   return FSDPC_OK;
 }
 
+static fsdpc_status cpu_scale(void *ctx, void *x, size_t n, float s, fsdpc_err *err) {
+  (void)ctx, (void)err;
+  fsdpc__cpu_scale(x, s, n);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_dropout(void *ctx, void *out, const void *inp, size_t n, float p,
+                                uint64_t key, fsdpc_err *err) {
+  (void)ctx, (void)err;
+  fsdpc__cpu_dropout(out, inp, n, p, key);
+  return FSDPC_OK;
+}
+
 static const fsdpc_ops cpu_ops = {
     /* .device = */ FSDPC_DEVICE_CPU,
     /* .act_dtype = */ FSDPC_DTYPE_F32,
@@ -240,6 +252,8 @@ static const fsdpc_ops cpu_ops = {
     /* .logits = */ cpu_logits,
     /* .kv_store = */ cpu_kv_store,
     /* .attn_cached = */ cpu_attn_cached,
+    /* .scale = */ cpu_scale,
+    /* .dropout = */ cpu_dropout,
     /* .take_error = */ NULL, /* alloc and free fail only for want of memory */
     /* .matmul_bwd_acc = */ NULL, /* the layer keeps the unfused sequence */
     /* .rmsnorm_bwd_add = */ NULL,

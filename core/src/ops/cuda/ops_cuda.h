@@ -215,6 +215,12 @@ fsdpc_status fsdpc__cuda_attn_cached(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const
                                      const int32_t *pos, int B, int n, int NH, int KVH, int HD,
                                      int maxT, float scale, fsdpc_err *err);
 
+/* ---- dropout.cu ---- LoRA: x *= s; inverted dropout, mask as ops.h says */
+fsdpc_status fsdpc__cuda_scale_bf16(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *x, size_t n, float s,
+                                    fsdpc_err *err);
+fsdpc_status fsdpc__cuda_dropout(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *inp,
+                                 size_t n, float p, uint64_t key, fsdpc_err *err);
+
 #ifdef __cplusplus
 }
 #endif

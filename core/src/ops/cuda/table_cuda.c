@@ -200,6 +200,13 @@ static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const voi
   return fsdpc__cuda_attn_cached(ctx, out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, err);
 }
 
+static fsdpc_status c_scale(void *ctx, void *x, size_t n, float s, fsdpc_err *err) {
+  return fsdpc__cuda_scale_bf16(ctx, x, n, s, err);
+}
+static fsdpc_status c_dropout(void *ctx, void *out, const void *inp, size_t n, float p,
+                              uint64_t key, fsdpc_err *err) {
+  return fsdpc__cuda_dropout(ctx, out, inp, n, p, key, err);
+}
 static fsdpc_status c_matmul_bwd_acc(void *ctx, void *dinp, float *dweight, const void *dout,
                                      const void *inp, const void *weight, int N, int C, int OC,
                                      fsdpc_err *err) {
@@ -234,4 +241,6 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .matmul_bwd_acc = c_matmul_bwd_acc, .rmsnorm_bwd_add = c_rmsnorm_bwd_add,
 
       .argmax_rows = c_argmax_rows, .event_sync = c_event_sync};
+  t->scale = c_scale;
+  t->dropout = c_dropout;
 }

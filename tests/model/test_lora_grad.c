@@ -1,0 +1,258 @@
+/* LoRA on the CPU reference (issue 14): the adapters' gradients from the
+ * engine's backward match central finite differences of the loss on a tiny
+ * model whose B matrices are non-zero (so every term of the backward
+ * matters: dB, dA and the input gradients through frozen base weights and
+ * through other layers' adapters), with and without dropout (the same mask
+ * in the forward, the recompute and the backward); the frozen base gets no
+ * gradient and does not move in an optimizer step; the adapter init is
+ * PEFT's (A within 1/sqrt(in), B zero). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config.h"
+#include "fsdp/engine.h"
+#include "model/lora.h"
+#include "runplan/runplan.h"
+
+typedef struct fx {
+  fsdpc_config *cfg;
+  fsdpc_run_plan *plan;
+  fsdpc_dist dist;
+  fsdpc_engine *eng;
+  fsdpc_model_ctx *m;
+  int32_t tok[2 * 12], lab[2 * 12];
+} fx;
+
+static void ok(fsdpc_status st, const fsdpc_err *err) {
+  ck_assert_msg(st == FSDPC_OK, "%s", err->msg);
+}
+
+static void setup(fx *f, double dropout, int ckpt) {
+  char yaml[2048];
+  snprintf(yaml, sizeof yaml,
+           "model: {vocab_size: 40, hidden_size: 16, intermediate_size: 24, num_hidden_layers: 2,\n"
+           "        num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 16,\n"
+           "        tie_word_embeddings: false, init: {std: 0.2}}\n"
+           "data: {seq_len: 12}\n"
+           "attention: {impl: naive}\n"
+           "train: {micro_batch_size: 2, seed: 5}\n"
+           "fsdp: {activation_checkpointing: %s}\n"
+           "peft: {method: lora, r: 3, alpha: 6, dropout: %g, target_modules: [all-linear]}\n",
+           ckpt ? "true" : "false", dropout);
+  fsdpc_err err;
+  ok(fsdpc__config_from_string(yaml, "lora.yaml", NULL, 0, &f->cfg, &err), &err);
+  fsdpc_run_world w = {1, 1};
+  ok(fsdpc__run_plan_create(f->cfg, &w, 0, &f->plan, &err), &err);
+  fsdpc__dist_single(&f->dist);
+  const fsdpc_run_plan *p = f->plan;
+  fsdpc_engine_opts eo = {.shape = &p->shape,
+                          .strategy = FSDPC_FULL_SHARD,
+                          .align = 16,
+                          .params = p->params,
+                          .n_params = p->n_params,
+                          .unit_of_param = p->unit_of_param,
+                          .n_units = p->n_units,
+                          .dist = &f->dist,
+                          .optim = p->optim,
+                          .optim_init = &p->optim_init,
+                          .threads = 1};
+  ok(fsdpc__engine_create(&eo, &f->eng, &err), &err);
+  ok(fsdpc__engine_init_random(f->eng, 5, 0.2, &err), &err);
+  fsdpc_model_ctx_opts mo = {.shape = &p->shape,
+                             .B = 2,
+                             .T = 12,
+                             .activation_checkpointing = ckpt,
+                             .attention = p->attn,
+                             .attention_opts = f->cfg->attention.options,
+                             .lora = &p->lora};
+  ok(fsdpc__model_ctx_create(&mo, &f->m, &err), &err);
+  for (int i = 0; i < 24; i++) {
+    f->tok[i] = (i * 7 + 3) % 40;
+    f->lab[i] = i % 5 == 0 ? -100 : (i * 11 + 1) % 40;
+  }
+  ok(fsdpc__model_set_batch(f->m, f->tok, f->lab, NULL, &err), &err);
+  fsdpc__model_set_lora_round(f->m, 9, 1);
+}
+
+static void teardown(fx *f) {
+  fsdpc__model_ctx_destroy(f->m);
+  fsdpc__engine_destroy(f->eng);
+  fsdpc__run_plan_destroy(f->plan);
+  fsdpc__config_destroy(f->cfg);
+}
+
+/* Pointer to element 0 of parameter p in its (world-1, CPU) master shard. */
+static float *master_of(fx *f, int p, float **grad) {
+  uint64_t off;
+  int u;
+  fsdpc__engine_param(f->eng, p, &off, &u);
+  const fsdpc_unit *un = fsdpc__engine_unit(f->eng, u);
+  if (grad)
+    *grad = un->grad ? un->grad + off : NULL;
+  return un->master + off;
+}
+
+static double loss(fx *f) {
+  double ls;
+  int64_t n;
+  fsdpc_err err;
+  ok(fsdpc__engine_eval(f->eng, f->m, &ls, &n, &err), &err);
+  return ls / (double)n;
+}
+
+static void check_fd(double dropout, int ckpt) {
+  fx f;
+  setup(&f, dropout, ckpt);
+  int np = fsdpc__engine_n_params(f.eng);
+  /* B != 0: every adapter term contributes */
+  for (int p = 0; p < np; p++) {
+    const fsdpc_param_info *pi = fsdpc__engine_param(f.eng, p, NULL, NULL);
+    if (!fsdpc__lora_kind(pi->kind) || !fsdpc__lora_kind_is_b(pi->kind))
+      continue;
+    float *b = master_of(&f, p, NULL);
+    for (uint64_t i = 0; i < pi->numel; i++)
+      b[i] = 0.3f * sinf((float)(i * 13 + p));
+  }
+  double ls;
+  int64_t cnt = 0;
+  fsdpc_err err;
+  /* count first, then the real backward with grad_scale = 1 / count */
+  ok(fsdpc__engine_eval(f.eng, f.m, &ls, &cnt, &err), &err);
+  ok(fsdpc__engine_micro_step(f.eng, f.m, (float)(1.0 / (double)cnt), 1, &ls, &cnt, &err), &err);
+  int checked = 0;
+  double worst = 0.0;
+  for (int p = 0; p < np; p++) {
+    const fsdpc_param_info *pi = fsdpc__engine_param(f.eng, p, NULL, NULL);
+    float *g;
+    float *w = master_of(&f, p, &g);
+    if (!fsdpc__lora_kind(pi->kind)) {
+      ck_assert_msg(g == NULL, "frozen %s has a gradient buffer", pi->name);
+      continue;
+    }
+    for (uint64_t k = 0; k < 3; k++) {
+      uint64_t i = (k * 37 + (uint64_t)p) % pi->numel;
+      float keep = w[i];
+      const float h = 1e-2f;
+      w[i] = keep + h;
+      double lp = loss(&f);
+      w[i] = keep - h;
+      double lm = loss(&f);
+      w[i] = keep;
+      double fd = (lp - lm) / (2.0 * h), an = g[i];
+      double err_abs = fabs(fd - an), tol = 2e-3 + 2e-2 * fabs(fd);
+      if (err_abs / (fabs(fd) + 1e-3) > worst)
+        worst = err_abs / (fabs(fd) + 1e-3);
+      ck_assert_msg(err_abs <= tol, "%s[%llu]: backward %.6g, finite differences %.6g", pi->name,
+                    (unsigned long long)i, an, fd);
+      checked++;
+    }
+  }
+  ck_assert_int_eq(checked, 2 * 2 * 7 * 3);
+  teardown(&f);
+}
+
+START_TEST(fd_no_dropout) {
+  check_fd(0.0, 0);
+}
+END_TEST
+
+START_TEST(fd_dropout_checkpointing) {
+  check_fd(0.25, 1);
+}
+END_TEST
+
+START_TEST(frozen_base_and_init) {
+  fx f;
+  setup(&f, 0.0, 0);
+  int np = fsdpc__engine_n_params(f.eng), nb = f.plan->n_base_params;
+  ck_assert_int_eq(np, nb + 2 * 2 * 7);
+  /* PEFT's init: A uniform within 1/sqrt(in) and not all equal, B zero */
+  for (int p = nb; p < np; p++) {
+    const fsdpc_param_info *pi = fsdpc__engine_param(f.eng, p, NULL, NULL);
+    float *w = master_of(&f, p, NULL);
+    double bound = 1.0 / sqrt((double)pi->shape[1]), mx = 0.0;
+    for (uint64_t i = 0; i < pi->numel; i++)
+      mx = fmax(mx, fabs(w[i]));
+    if (fsdpc__lora_kind_is_b(pi->kind))
+      ck_assert_msg(mx == 0.0, "%s is not zero", pi->name);
+    else
+      ck_assert_msg(mx <= bound && mx > 0.5 * bound, "%s: max |A| %g, bound %g", pi->name, mx,
+                    bound);
+  }
+  /* a step moves the adapters only */
+  float *b0 = master_of(&f, 0, NULL);
+  uint64_t n0 = fsdpc__engine_param(f.eng, 0, NULL, NULL)->numel;
+  float *copy = malloc(n0 * sizeof(float));
+  memcpy(copy, b0, n0 * sizeof(float));
+  double ls, gn;
+  int64_t cnt;
+  fsdpc_err err;
+  ok(fsdpc__engine_micro_step(f.eng, f.m, 0.05f, 1, &ls, &cnt, &err), &err);
+  ok(fsdpc__engine_optim_step(f.eng, 1, 1e-2, 1.0, &gn, &err), &err);
+  ck_assert_msg(gn > 0.0, "no adapter gradient");
+  ck_assert_msg(memcmp(copy, b0, n0 * sizeof(float)) == 0, "the frozen embedding moved");
+  int moved = 0;
+  for (int p = nb; p < np; p++) {
+    const fsdpc_param_info *pi = fsdpc__engine_param(f.eng, p, NULL, NULL);
+    float *w = master_of(&f, p, NULL);
+    if (fsdpc__lora_kind_is_b(pi->kind))
+      for (uint64_t i = 0; i < pi->numel; i++)
+        moved |= w[i] != 0.0f;
+  }
+  ck_assert_msg(moved, "no B matrix moved");
+  free(copy);
+  teardown(&f);
+}
+END_TEST
+
+/* PEFT's scaling: alpha / r, alpha / sqrt(r) with rslora; target bits. */
+START_TEST(scaling_and_targets) {
+  const char *base = "model: {vocab_size: 40, hidden_size: 16, intermediate_size: 24,\n"
+                     "        num_hidden_layers: 1, num_attention_heads: 4}\n";
+  struct {
+    const char *peft;
+    float scale;
+    unsigned targets;
+  } cases[] = {
+      {"peft: {method: lora, r: 4, alpha: 6}\n", 1.5f, 0x5u}, /* PEFT's default q_proj, v_proj */
+      {"peft: {method: lora, r: 4, alpha: 6, rslora: true, target_modules: [all-linear]}\n", 3.0f,
+       0x7fu},
+      {"peft: {method: lora, r: 16, alpha: 32, target_modules: [down_proj, o_proj]}\n", 2.0f,
+       0x48u},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char yaml[512];
+    snprintf(yaml, sizeof yaml, "%s%s", base, cases[i].peft);
+    fsdpc_config *c = NULL;
+    fsdpc_err err;
+    ok(fsdpc__config_from_string(yaml, "s.yaml", NULL, 0, &c, &err), &err);
+    fsdpc_lora lo;
+    int on = 0;
+    ok(fsdpc__lora_from_config(c, &lo, &on, &err), &err);
+    ck_assert_int_eq(on, 1);
+    ck_assert_msg(fabsf(lo.scale - cases[i].scale) < 1e-6f, "case %zu: scale %g, want %g", i,
+                  lo.scale, cases[i].scale);
+    ck_assert_uint_eq(lo.targets, cases[i].targets);
+    fsdpc__config_destroy(c);
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("lora");
+  TCase *tc = tcase_create("grad");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, fd_no_dropout);
+  tcase_add_test(tc, fd_dropout_checkpointing);
+  tcase_add_test(tc, frozen_base_and_init);
+  tcase_add_test(tc, scaling_and_targets);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `fsdpc plan` and `fsdpc bench`: help, the plan table, --gpu-mem, --json,
+# `fsdpc plan` and `fsdpc bench`: help, the plan table, --gpu-mem, --host-mem, --json,
 # --dry-run, and one-line errors with exit codes (1 failure, 2 usage).
 set -u
 : "${FSDPC:?FSDPC must point at the fsdpc executable}"
@@ -29,13 +29,29 @@ expect 0 "HYBRID_SHARD" "$FSDPC" plan "$tiny" --world 4 --nproc-per-node 2
 # FULL_SHARD's 50.2 MiB fits in 0.05 GiB (51.2 MiB); NO_SHARD's 57.65 MiB does not.
 out=$("$FSDPC" plan "$tiny" --world 4 --gpu-mem 0.05)
 echo "$out" | grep -E '^\* FULL_SHARD +off +off .* yes$' >/dev/null || fail "FULL_SHARD should fit: $out"
-echo "$out" | grep -E '^  NO_SHARD +off +off .* no$' >/dev/null || fail "NO_SHARD should not fit: $out"
+echo "$out" | grep -E '^  NO_SHARD +off +off .* no \(device\)$' >/dev/null || fail "NO_SHARD should not fit: $out"
+# --host-mem: per-rank host memory x ranks per machine against it. On the CPU
+# the whole peak is host memory: 4 ranks of ~50 MiB do not fit in 0.1 GiB,
+# and the config's own variant gets one line saying so.
+out=$("$FSDPC" plan "$tiny" --world 4 --host-mem 0.1 2>"$dir/err")
+echo "$out" | grep -E '^\* FULL_SHARD +off +off .* no \(host\)$' >/dev/null || fail "host should not fit: $out"
+grep -q "does not fit: not enough host memory; host memory needed .* GiB per machine of 0.1 GiB (--host-mem)" \
+  "$dir/err" || fail "no host refusal line: $(cat "$dir/err")"
+[ "$(wc -l <"$dir/err")" -eq 1 ] || fail "host refusal is not one line"
+out=$("$FSDPC" plan "$tiny" --world 4 --nproc-per-node 1 --host-mem 0.1)
+echo "$out" | grep -E '^\* FULL_SHARD +off +off .* yes$' >/dev/null || fail "one rank per machine fits: $out"
+expect 0 "host memory 64.0 GiB per machine (--host-mem)" "$FSDPC" plan "$tiny" --host-mem 64
+expect 2 "--host-mem needs a positive number of GiB, got 'lots'" "$FSDPC" plan "$tiny" --host-mem lots
+expect 2 "--host-mem needs a positive number of GiB, got '-1'" "$FSDPC" plan "$tiny" --host-mem -1
 "$FSDPC" plan "$tiny" --world 2 --json | python3 -c '
 import json, sys
 rows = json.load(sys.stdin)
 assert len(rows) == 8, len(rows)
 full = [r for r in rows if r["strategy"] == "FULL_SHARD" and not r["activation_checkpointing"]][0]
 assert full["config"] and full["shard_size"] == 2, full
+# CPU: nothing pinned; the pageable host figure is the tracked peak
+assert full["host_pinned_bytes"] == 0 and full["host_pageable_bytes"] == full["peak_bytes"]["total"], full
+assert full["host_total_bytes"] == full["host_pageable_bytes"] and full["fits_host"] in (True, False), full
 ' || fail "plan --json"
 expect 2 "needs a positive integer" "$FSDPC" plan "$tiny" --world 0
 expect 2 "unknown option '--frob'" "$FSDPC" plan "$tiny" --frob

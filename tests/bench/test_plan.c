@@ -46,7 +46,7 @@ static void check_shards(fsdpc_config *cfg, int strategy, int world, int rank) {
   fsdpc_err err = {0};
   fsdpc_plan_ctx *pc = NULL;
   ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
-  fsdpc_plan_variant v = {strategy, -1, -1};
+  fsdpc_plan_variant v = {strategy, -1, -1, -1};
   fsdpc_plan_mem m;
   ck_assert_msg(fsdpc__plan_config(pc, &v, world, world, &m, &err) == FSDPC_OK, "%s", err.msg);
 
@@ -234,7 +234,7 @@ START_TEST(transients_follow_the_schedule) {
   fsdpc_plan_ctx *pc = NULL;
   ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
   fsdpc_plan_mem full, sgo, none, hyb, ckpt;
-  fsdpc_plan_variant v = {FSDPC_FULL_SHARD, 0, 0};
+  fsdpc_plan_variant v = {FSDPC_FULL_SHARD, 0, 0, -1};
   ck_assert(fsdpc__plan_config(pc, &v, 4, 4, &full, &err) == FSDPC_OK);
   v.strategy = FSDPC_SHARD_GRAD_OP;
   ck_assert(fsdpc__plan_config(pc, &v, 4, 4, &sgo, &err) == FSDPC_OK);
@@ -242,7 +242,7 @@ START_TEST(transients_follow_the_schedule) {
   ck_assert(fsdpc__plan_config(pc, &v, 4, 4, &none, &err) == FSDPC_OK);
   v.strategy = FSDPC_HYBRID_SHARD;
   ck_assert(fsdpc__plan_config(pc, &v, 4, 2, &hyb, &err) == FSDPC_OK);
-  v = (fsdpc_plan_variant){FSDPC_FULL_SHARD, 1, 0};
+  v = (fsdpc_plan_variant){FSDPC_FULL_SHARD, 1, 0, -1};
   ck_assert(fsdpc__plan_config(pc, &v, 4, 4, &ckpt, &err) == FSDPC_OK);
   ck_assert_int_eq(none.peak[FSDPC_MEM_COMM], 0);
   ck_assert_int_eq(none.peak[FSDPC_MEM_GRADS], (int64_t)none.grads);
@@ -284,7 +284,7 @@ static int64_t planned_params_peak(const char *device, const char *copy, const c
   fsdpc_plan_ctx *pc = NULL;
   ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
   fsdpc_plan_mem m;
-  fsdpc_plan_variant v = {FSDPC_FULL_SHARD, 0, 0};
+  fsdpc_plan_variant v = {FSDPC_FULL_SHARD, 0, 0, -1};
   ck_assert_msg(fsdpc__plan_config(pc, &v, 1, 1, &m, &err) == FSDPC_OK, "%s", err.msg);
   *shards = m.params;
   fsdpc__plan_ctx_destroy(pc);

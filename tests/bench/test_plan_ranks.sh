@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The planner against measured memory on the CPU at 1, 2 and 4 ranks under
 # every strategy (and FULL_SHARD with gradient accumulation, with and
-# without no_sync): the predicted
+# without no_sync, with fsdp.offload.optimizer and fsdp.cpu_offload): the
+# predicted per-rank host memory (on the CPU: the tracked peak) and the
 # per-rank total peak is within 5% of the measured one (max over ranks), and
 # the shard bytes and collective bytes per step agree exactly. Both come from
 # the same step program (core/src/fsdp/program.h): the engine executes it,
@@ -26,6 +27,8 @@ matrix:
     - {name: HYBRID_SHARD, fsdp.sharding_strategy: HYBRID_SHARD, fsdp.hybrid_shard_size: $(( n > 1 ? 2 : 1 ))}
     - {name: FULL_SHARD/accum2, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2}
     - {name: FULL_SHARD/no_sync, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.no_sync: true}
+    - {name: FULL_SHARD/offload-optim, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.offload.optimizer: true, fsdp.offload.buffer_mib: 0.05}
+    - {name: FULL_SHARD/cpu_offload, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.cpu_offload: true}
 nproc_per_node: $n
 warmup_steps: 1
 steps: 1
@@ -38,7 +41,7 @@ YAML
 import json, sys
 rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r["source"] == "fsdpc"]
 n = int(sys.argv[2])
-assert len(rows) == 6, [r["name"] for r in rows]
+assert len(rows) == 8, [r["name"] for r in rows]
 bad = []
 for r in rows:
     if not r["ok"]:
@@ -50,6 +53,13 @@ for r in rows:
     print("world %d %-40s planned %8.3f MiB measured %8.3f MiB (%.2f%%)" % (n, r["name"], pt / 2**20, mt / 2**20, 100 * err))
     if err > 0.05:
         bad.append("%s: total peak off by %.2f%%" % (r["name"], 100 * err))
+    # on the CPU the tracked peak is host memory: the planner's pageable host
+    # figure must match it as well (and nothing is pinned)
+    hp = p["host_pageable_bytes"]
+    herr = abs(hp - mt) / mt
+    print("world %d %-40s host planned %8.3f MiB measured %8.3f MiB (%.2f%%)" % (n, r["name"], hp / 2**20, mt / 2**20, 100 * herr))
+    if herr > 0.05 or p["host_pinned_bytes"] != 0:
+        bad.append("%s: host planned %d (pinned %d) measured %d" % (r["name"], hp, p["host_pinned_bytes"], mt))
     for k in ("params", "grads", "optim"):
         if p[k] != r["shard_bytes"][k]:
             bad.append("%s: %s planned %d measured %d" % (r["name"], k, p[k], r["shard_bytes"][k]))

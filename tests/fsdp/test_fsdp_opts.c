@@ -1,13 +1,16 @@
 /* fsdp.mixed_precision.reduce_dtype and fsdp.cpu_offload:
  * - the config accepts both (they are implemented);
  * - on the CPU device the engine refuses reduce_dtype bf16 with one line
- *   naming the key, and takes cpu_offload as a no-op (nothing offloaded,
- *   the same shard bytes);
+ *   naming the key, and under cpu_offload keeps the shards where they are
+ *   (host memory already; the same shard bytes; only the schedule changes,
+ *   which tests/fsdp/test_cpu_options.sh checks bit for bit);
  * - the planner: offloaded on CUDA the device holds no shard (the total peak
  *   falls by exactly the shard bytes) and host_bytes counts the shards, the
  *   bf16 staging copies and, with accumulation, the grad landing buffers;
  *   reduce_dtype bf16 halves the reduce-scatter / replica all-reduce bytes
- *   and adds its bf16 landing buffer; on the CPU both change nothing. */
+ *   and adds its bf16 landing buffer; on the CPU both change nothing;
+ *   offload.optimizer moves the state to pinned host memory and keeps two
+ *   piece buffers on the device. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -125,7 +128,7 @@ static void plan(fsdpc_config *c, int strategy, int offload, int world, fsdpc_pl
   fsdpc_err err = {0};
   fsdpc_plan_ctx *pc = NULL;
   ck_assert_msg(fsdpc__plan_ctx_create(c, &pc, &err) == FSDPC_OK, "%s", err.msg);
-  fsdpc_plan_variant v = {strategy, -1, offload};
+  fsdpc_plan_variant v = {strategy, -1, offload, -1};
   ck_assert_msg(fsdpc__plan_config(pc, &v, world, world, m, &err) == FSDPC_OK, "%s", err.msg);
   fsdpc__plan_ctx_destroy(pc);
 }
@@ -160,6 +163,43 @@ START_TEST(plan_offload_cuda) {
       }
     fsdpc__config_destroy(c);
   }
+}
+END_TEST
+
+/* fsdp.offload.optimizer on CUDA: the state shards move to pinned host
+ * memory; the device keeps two buffers of one piece (a piece is at most
+ * buffer_mib, a multiple of 4096 elements); the rest is unchanged. On the
+ * CPU the buffers come on top of the (host) state. */
+START_TEST(plan_offload_optimizer) {
+  const char *ov[] = {"fsdp.offload.buffer_mib=0.0625"}; /* 8192 elements of 2 fp32 slots */
+  fsdpc_config *c = load("cuda", ov, 1), *h = load("cpu", ov, 1);
+  for (int world = 1; world <= 4; world *= 2) {
+    fsdpc_plan_mem a, b;
+    fsdpc_err err = {0};
+    fsdpc_plan_ctx *pc = NULL;
+    ck_assert_msg(fsdpc__plan_ctx_create(c, &pc, &err) == FSDPC_OK, "%s", err.msg);
+    fsdpc_plan_variant off = {FSDPC_FULL_SHARD, -1, 0, 0}, on = {FSDPC_FULL_SHARD, -1, 0, 1};
+    ck_assert(fsdpc__plan_config(pc, &off, world, world, &a, &err) == FSDPC_OK);
+    ck_assert(fsdpc__plan_config(pc, &on, world, world, &b, &err) == FSDPC_OK);
+    fsdpc__plan_ctx_destroy(pc);
+    int64_t bufs = 2 * 8192 * 4 * 2;
+    ck_assert_int_eq(a.host_bytes, 0);
+    ck_assert_int_eq(b.host_bytes, (int64_t)a.optim);
+    ck_assert_int_eq(b.peak[FSDPC_MEM_OPTIM], bufs);
+    ck_assert_int_eq(a.total_peak - b.total_peak, (int64_t)a.optim - bufs);
+    ck_assert_int_eq(b.host_total, b.host_bytes + b.host_pageable + b.host_runtime);
+    ck_assert(memcmp(&a.comm, &b.comm, sizeof a.comm) == 0);
+    /* the same on the CPU device: the state stays, the buffers come on top */
+    ck_assert(fsdpc__plan_ctx_create(h, &pc, &err) == FSDPC_OK);
+    ck_assert(fsdpc__plan_config(pc, &off, world, world, &a, &err) == FSDPC_OK);
+    ck_assert(fsdpc__plan_config(pc, &on, world, world, &b, &err) == FSDPC_OK);
+    fsdpc__plan_ctx_destroy(pc);
+    ck_assert_int_eq(b.host_bytes, 0);
+    ck_assert_int_eq(b.total_peak - a.total_peak, bufs);
+    ck_assert_int_eq(b.host_pageable, b.total_peak);
+  }
+  fsdpc__config_destroy(c);
+  fsdpc__config_destroy(h);
 }
 END_TEST
 
@@ -207,6 +247,7 @@ int main(void) {
   tcase_add_test(tc, config_accepts);
   tcase_add_test(tc, cpu_refuses_bf16_reduce);
   tcase_add_test(tc, cpu_offload_is_noop_on_cpu);
+  tcase_add_test(tc, plan_offload_optimizer);
   tcase_add_test(tc, plan_offload_cuda);
   tcase_add_test(tc, plan_bf16_reduce_cuda);
   tcase_add_test(tc, plan_cpu_unchanged);

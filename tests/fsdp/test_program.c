@@ -4,7 +4,10 @@
  * what is not resident, waits only for gathers in flight, releases
  * everything by the end; FULL_SHARD re-gathers in backward and
  * SHARD_GRAD_OP does not; prefetches run ahead of the compute that needs
- * them only with a comm stream; no_sync keeps the grads. */
+ * them only with a comm stream; no_sync keeps the grads; under cpu_offload's
+ * host worker every pass waits for a unit's update before its first use and
+ * hands each unit's grads over once; offload.optimizer's pieces go in, are
+ * updated and come out in order, two buffers at most. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -50,11 +53,49 @@ static counts check(const fsdpc_program_opts *o, const fsdpc_program *p) {
   counts c = {0};
   int nu = lay.n_units;
   int *res = calloc((size_t)nu, sizeof *res), *pend = calloc((size_t)nu, sizeof *pend);
+  int *hwait = calloc((size_t)nu, sizeof *hwait), *hgrad = calloc((size_t)nu, sizeof *hgrad);
+  int *reduced = calloc((size_t)nu, sizeof *reduced);
+  int pieces_in = 0, next_in = 0, next_upd = 0, next_out = 0;
   for (int i = 0; i < p->n; i++) {
     int op = p->a[i].op, arg = p->a[i].arg;
     c.op[op]++;
     switch (op) {
+    case FSDPC_ACT_HOST_WAIT:
+      ck_assert_msg(o->host_async && !hwait[arg], "action %d: a second host wait for unit %d", i,
+                    arg);
+      hwait[arg] = 1;
+      break;
+    case FSDPC_ACT_REDUCE:
+      reduced[arg] = 1;
+      break;
+    case FSDPC_ACT_HOST_LAND:
+      ck_assert_msg(o->host_async && o->offload && reduced[arg], "action %d: host_land of %d", i,
+                    arg);
+      break;
+    case FSDPC_ACT_HOST_GRAD:
+      /* after its reduction (where there is one), once per micro-batch */
+      ck_assert_msg(o->host_async && !hgrad[arg] && (o->grads_in_shard || reduced[arg]),
+                    "action %d: host_grad of unit %d out of place", i, arg);
+      hgrad[arg] = 1;
+      break;
+    /* offload_optim: pieces go in, are updated and come out in order, at
+     * most two in the device buffers at once */
+    case FSDPC_ACT_STATE_IN:
+      ck_assert_int_eq(arg, next_in++);
+      ck_assert_msg(++pieces_in <= 2, "action %d: a third piece in the buffers", i);
+      break;
+    case FSDPC_ACT_UPDATE_PIECE:
+      ck_assert_int_eq(arg, next_upd++);
+      ck_assert_msg(next_upd <= next_in, "action %d: piece %d updated before it came in", i, arg);
+      break;
+    case FSDPC_ACT_STATE_OUT:
+      ck_assert_int_eq(arg, next_out++);
+      ck_assert_msg(next_out <= next_upd, "action %d: piece %d out before its update", i, arg);
+      pieces_in--;
+      break;
     case FSDPC_ACT_GATHER:
+      ck_assert_msg(!o->host_async || hwait[arg], "action %d gathers unit %d before its host wait",
+                    i, arg);
       ck_assert_msg(!res[arg], "action %d gathers resident unit %d", i, arg);
       res[arg] = 1;
       pend[arg] = o->overlap;
@@ -76,6 +117,9 @@ static counts check(const fsdpc_program_opts *o, const fsdpc_program *p) {
         ck_assert_msg(o->full_is_master || (res[u] && !pend[u]),
                       "action %d (%s) runs block %d without unit %d", i, fsdpc__act_name(op), arg,
                       u);
+        ck_assert_msg(!o->host_async || hwait[u],
+                      "action %d (%s) uses unit %d before the host updated it", i,
+                      fsdpc__act_name(op), u);
       }
       /* a prefetch: the next block's units already in flight */
       if (op == FSDPC_ACT_FORWARD && arg + 1 < lay.n_blocks)
@@ -89,8 +133,13 @@ static counts check(const fsdpc_program_opts *o, const fsdpc_program *p) {
   }
   for (int u = 0; u < nu; u++)
     ck_assert_msg(o->full_is_master || !res[u], "unit %d still resident at the end", u);
+  ck_assert_int_eq(pieces_in, 0);
+  ck_assert_int_eq(next_out, next_in);
   free(res);
   free(pend);
+  free(hwait);
+  free(hgrad);
+  free(reduced);
   return c;
 }
 
@@ -157,6 +206,50 @@ START_TEST(shard_is_full_and_no_sync) {
 }
 END_TEST
 
+/* cpu_offload's host worker (host_async) and offload.optimizer's pieces. */
+START_TEST(offload_modes) {
+  fsdpc_program_opts o;
+  for (int S = 1; S <= 2; S++)
+    for (int cpu = 0; cpu < 2; cpu++) {
+      /* offloaded on a device, or the host worker alone on the CPU */
+      fsdpc__program_opts_for(&lay, S, 1, cpu, !cpu, 1, 0, !cpu && S > 1, 1, 1, &o);
+      o.host_async = 1;
+      counts c = build(&o, FSDPC_PROGRAM_MICRO);
+      ck_assert_int_eq(c.op[FSDPC_ACT_HOST_GRAD], lay.n_units);
+      ck_assert_int_eq(c.op[FSDPC_ACT_HOST_WAIT], lay.n_units);
+      ck_assert_int_eq(c.op[FSDPC_ACT_ABSORB], 0); /* the worker absorbs the last landing */
+      c = build(&o, FSDPC_PROGRAM_MICRO_NO_SYNC);
+      ck_assert_int_eq(c.op[FSDPC_ACT_HOST_GRAD], 0);
+      ck_assert_int_eq(c.op[FSDPC_ACT_HOST_LAND], cpu ? 0 : lay.n_units); /* landings */
+      ck_assert_int_eq(c.op[FSDPC_ACT_ABSORB], 0);
+      ck_assert_int_eq(build(&o, FSDPC_PROGRAM_FORWARD).op[FSDPC_ACT_HOST_WAIT], lay.n_units);
+      c = build(&o, FSDPC_PROGRAM_OPTIM);
+      ck_assert_int_eq(c.op[FSDPC_ACT_SYNC], 0); /* one replica: NORM waits for the worker */
+      ck_assert_int_eq(c.op[FSDPC_ACT_UPDATE], lay.n_units);
+    }
+  fsdpc__program_opts_for(&lay, 1, 2, 0, 1, 1, 0, 0, 1, 1, &o); /* replicas: SYNC first */
+  o.host_async = 1;
+  ck_assert_int_eq(build(&o, FSDPC_PROGRAM_OPTIM).op[FSDPC_ACT_SYNC], 1);
+
+  uint64_t total = 0;
+  for (int u = 0; u < lay.n_units; u++)
+    total += (lay.units[u].shard_numel + 4095) / 4096;
+  fsdpc__program_opts_for(&lay, 2, 1, 0, 0, 1, 0, 1, 1, 1, &o);
+  o.offload_optim = 1;
+  for (uint64_t piece = 4096; piece <= (uint64_t)1 << 30; piece <<= 18) {
+    o.piece = piece;
+    counts c = build(&o, FSDPC_PROGRAM_OPTIM);
+    uint64_t want = piece == 4096 ? total : (uint64_t)lay.n_units;
+    ck_assert_int_eq(c.op[FSDPC_ACT_STATE_IN], (int)want);
+    ck_assert_int_eq(c.op[FSDPC_ACT_UPDATE_PIECE], (int)want);
+    ck_assert_int_eq(c.op[FSDPC_ACT_UPDATE], 0);
+    ck_assert_int_eq(build(&o, FSDPC_PROGRAM_MICRO).op[FSDPC_ACT_HOST_GRAD], 0);
+  }
+  ck_assert_uint_eq(fsdpc__state_piece_elems(512u << 20, 2), 64u << 20);
+  ck_assert_uint_eq(fsdpc__state_piece_elems(100, 2), 4096);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fsdp_program");
   TCase *tc = tcase_create("core");
@@ -164,6 +257,7 @@ int main(void) {
   tcase_add_test(tc, reshard_regathers);
   tcase_add_test(tc, prefetch_with_comm_stream);
   tcase_add_test(tc, shard_is_full_and_no_sync);
+  tcase_add_test(tc, offload_modes);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -252,6 +252,55 @@ START_TEST(matches_reference_five_steps) {
 }
 END_TEST
 
+/* The plugin's per-element fp32 definition (adamw.c's header), one element
+ * at a time with no vectorisation and no contraction (this file is built
+ * with -ffp-contract=off -fno-tree-vectorize): whatever vector width the
+ * plugin's kernel picked for this CPU (AVX-512, AVX2, SSE2), its bits must
+ * be these. */
+static void run_scalar_fp32(run *r) {
+  for (int t = 1; t <= NSTEPS; t++) {
+    const double lr = step_lr(t), bc1 = 1.0 - pow(B1, t), bc2 = 1.0 - pow(B2, t);
+    const float gs = (float)step_scale(t), df = (float)(1.0 - lr * WD), w1 = (float)(1.0 - B1);
+    const float b2 = (float)B2, w2 = (float)(1.0 - B2), bc2s = (float)sqrt(bc2);
+    const float eps = (float)EPS, nss = (float)(-(lr / bc1));
+    for (int k = 0; k < NL; k++) {
+      float *m = r->state[k], *v = r->state[k] + L[k].stride;
+      for (uint64_t i = 0; i < L[k].numel; i++) {
+        const float gi = r->g[t - 1][k][i] * gs;
+        const float mi = w1 < 0.5f ? m[i] + w1 * (gi - m[i]) : gi - (gi - m[i]) * (1.0f - w1);
+        const float vi = v[i] * b2 + (w2 * gi) * gi;
+        const float denom = sqrtf(vi) / bc2s + eps;
+        m[i] = mi;
+        v[i] = vi;
+        r->p[k][i] = r->p[k][i] * (L[k].decay ? df : 1.0f) + (nss * mi) / denom;
+      }
+    }
+  }
+}
+
+START_TEST(vector_kernel_matches_scalar_bits) {
+  run a, b;
+  run_init(&a, 7);
+  run_init(&b, 7);
+  fsdpc_optimizer *opt = create_ok(WD, B1, B2, EPS);
+  run_plugin(&a, opt, 4);
+  run_scalar_fp32(&b);
+  for (int k = 0; k < NL; k++)
+    for (uint64_t i = 0; i < L[k].numel; i++) {
+      ck_assert_msg(memcmp(&a.p[k][i], &b.p[k][i], sizeof(float)) == 0,
+                    "param tensor %d elem %llu: %.9g vs scalar %.9g", k, (unsigned long long)i,
+                    (double)a.p[k][i], (double)b.p[k][i]);
+      ck_assert_int_eq(memcmp(&a.state[k][i], &b.state[k][i], sizeof(float)), 0);
+      ck_assert_int_eq(memcmp(&a.state[k][L[k].stride + i], &b.state[k][L[k].stride + i],
+                              sizeof(float)),
+                       0);
+    }
+  vt->destroy(opt);
+  run_free(&a);
+  run_free(&b);
+}
+END_TEST
+
 START_TEST(thread_count_does_not_change_bits) {
   run a, b;
   run_init(&a, 42);
@@ -422,6 +471,7 @@ int main(void) {
   tcase_add_test(tc, descriptor_and_slots);
   tcase_add_test(tc, supports_cpu_only);
   tcase_add_test(tc, matches_reference_five_steps);
+  tcase_add_test(tc, vector_kernel_matches_scalar_bits);
   tcase_add_test(tc, thread_count_does_not_change_bits);
   tcase_add_test(tc, first_step_is_lr_times_sign);
   tcase_add_test(tc, exact_first_step_small_betas);

@@ -408,6 +408,9 @@ static cJSON *row_json(const fsdpc_bench_row *r) {
       cJSON_AddNumberToObject(pk, fsdpc__mem_cat_name(c), (double)r->plan.peak[c]);
     cJSON_AddNumberToObject(pk, "total", (double)r->plan.total_peak);
     cJSON_AddNumberToObject(p, "reserved_bytes", (double)r->plan.reserved);
+    cJSON_AddNumberToObject(p, "host_pinned_bytes", (double)r->plan.host_bytes);
+    cJSON_AddNumberToObject(p, "host_pageable_bytes", (double)r->plan.host_pageable);
+    cJSON_AddNumberToObject(p, "host_total_bytes", (double)r->plan.host_total);
     cJSON *cb = cJSON_AddObjectToObject(p, "comm_bytes_per_step");
     cJSON_AddNumberToObject(cb, "all_gather", (double)r->plan.comm.all_gather);
     cJSON_AddNumberToObject(cb, "reduce_scatter", (double)r->plan.comm.reduce_scatter);

@@ -116,6 +116,10 @@ typedef struct fsdpc_config_fsdp {
   bool no_sync;
   int state_dict_type; /* FSDPC_STATE_DICT_* */
   int64_t align;       /* elements */
+  struct {
+    bool optimizer; /* optimizer state in pinned host memory, streamed per unit */
+    double buffer_mib; /* each of the two device buffers the state streams through */
+  } offload;
   bool param_copy;     /* bf16 copy of each master shard, written by the optimizer */
   int64_t param_copy_max_mib; /* cap on those copies' device memory; 0 = none */
 } fsdpc_config_fsdp;

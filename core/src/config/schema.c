@@ -244,8 +244,10 @@ static const fsdpc_cfg_key keys[] = {
           "recompute each decoder layer's activations in backward", NONE_),
     BOOL_("fsdp.cpu_offload", fsdp.cpu_offload, "false",
           "CUDA: keep master, grad and optimizer shards in pinned host memory and run the "
-          "optimizer on the CPU (the device holds only gathered units, activations and comm "
-          "buffers); a no-op on the CPU device",
+          "optimizer on the CPU, on a host thread that overlaps the GPU unit by unit (the "
+          "device holds only gathered units, activations and comm buffers); includes "
+          "fsdp.offload.optimizer; on the CPU device the shards stay where they are and only "
+          "the overlapped schedule runs",
           NONE_),
     BOOL_("fsdp.param_copy", fsdp.param_copy, "false",
           "CUDA: keep a bf16 copy of each parameter shard, written by the optimizer step in "
@@ -274,6 +276,15 @@ static const fsdpc_cfg_key keys[] = {
           "used only when that key is not set, an error when both are set and differ",
           NONE_),
     INT_("fsdp.align", fsdp.align, "16", "flat buffer padding, in elements", RANGE_(1, 4096)),
+    BOOL_("fsdp.offload.optimizer", fsdp.offload.optimizer, "false",
+          "keep the optimizer state in pinned host memory and stream it through two device "
+          "buffers per unit for the update (masters and grads stay on the device); "
+          "fsdp.cpu_offload (everything on the host, optimizer on the CPU) includes it",
+          NONE_),
+    FLOAT_("fsdp.offload.buffer_mib", fsdp.offload.buffer_mib, "512",
+           "fsdp.offload.optimizer: MiB of each of the two device buffers the state streams "
+           "through; a unit's state larger than one goes in pieces",
+           RANGE_(0.015625, 1048576)),
 
     /* ---- collectives ---- */
     STR_("collectives.impl", collectives.impl, "auto",

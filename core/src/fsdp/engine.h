@@ -125,6 +125,11 @@ typedef struct fsdpc_engine_opts {
    * pinned host memory and the optimizer steps on the CPU; on the CPU device
    * a no-op (the shards already are host memory). */
   int cpu_offload;
+  /* fsdp.offload.optimizer: the optimizer state in (pinned) host memory,
+   * streamed per unit through two device buffers for the update; ignored
+   * with cpu_offload (which keeps the state on the host anyway). */
+  int offload_optimizer;
+  uint64_t offload_buffer_bytes; /* fsdp.offload.buffer_mib: each of the two state buffers */
   /* fsdp.param_copy: on a device (not offloaded) with bf16 compute, keep a
    * bf16 copy of each master shard that the optimizer step writes in its
    * own pass (when the plugin can, else one cast after it), so a gather
@@ -216,6 +221,14 @@ fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int po
 fsdpc_status fsdpc__engine_block_weights(fsdpc_engine *e, int b, void *base[FSDPC_P_NKIND],
                                          fsdpc_err *err);
 fsdpc_status fsdpc__engine_block_done(fsdpc_engine *e, int b, fsdpc_err *err);
+/* Says, before a step's micro-batches, which optimizer step comes (1-based),
+ * its lr and max_grad_norm. Optional: with cpu_offload's host worker, one
+ * replica and no clipping (max_grad_norm 0), each unit's update then starts
+ * as soon as its grads of the last micro-batch are on the host, during the
+ * backward of the remaining units (with clipping it must wait for the
+ * global norm). fsdpc__engine_optim_step must follow with the same values. */
+fsdpc_status fsdpc__engine_step_begin(fsdpc_engine *e, int64_t step, double lr,
+                                      double max_grad_norm, fsdpc_err *err);
 /* Finishes the step: replica all-reduce, global grad norm (*grad_norm, before
  * clipping), clipping to max_grad_norm (0 = off), optimizer update at lr,
  * zeroes grads. step is 1-based. */
@@ -225,6 +238,9 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
 /* Whether the shards live in host memory while the model computes on a
  * device (fsdp.cpu_offload on CUDA). */
 int fsdpc__engine_offloaded(const fsdpc_engine *e);
+/* Bytes of pinned host memory the engine holds (cpu_offload's shards and
+ * staging copies, offload.optimizer's state). */
+uint64_t fsdpc__engine_host_pinned(const fsdpc_engine *e);
 
 /* This rank's fp32 shard of unit u (slot FSDPC_SD_SLOT_PARAM or an optimizer
  * slot) in HOST memory, for checkpoints. On the CPU (and with cpu_offload) it

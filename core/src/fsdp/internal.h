@@ -59,6 +59,24 @@ struct fsdpc_engine {
   uint64_t max_shard, max_flat;
   uint64_t max_grad_shard;     /* largest trainable shard: the reduce-scatter landing buffers */
   fsdpc_program prog[FSDPC_PROGRAM_NKINDS]; /* the step as data (program.h) */
+  /* Offload modes (offload.c). */
+  int host_async;              /* cpu_offload: the optimizer step runs on the host worker */
+  int offload_optim;           /* fsdp.offload.optimizer: state in host memory, streamed */
+  struct fsdpc_hostwork *hw;   /* the host worker (host_async), else NULL */
+  uint64_t *upd_seq;           /* (n_units) the worker task updating the unit; 0 = none */
+  uint64_t *land_seq;          /* (n_units) the worker task adding the unit's landing */
+  double *part;                /* (n_units) each grad shard's sum of squares (worker) */
+  int parts_ok;                /* part[] is the norm's input: one replica (no all-reduce) */
+  int64_t h_step;              /* the optimizer step the worker applies */
+  double h_lr, h_scale;
+  int early;                   /* this step's updates start in the backward (step_begin) */
+  int early_logged;
+  void *sbuf[2];               /* offload_optim: device buffers of one piece's state */
+  uint64_t sbuf_bytes;
+  fsdpc_state_pieces pieces;   /* offload_optim: the state in pieces (program.h) */
+  int sbuf_out[2];             /* a STATE_OUT from the buffer is in flight this step */
+  int sin_fenced;              /* the copy stream waited for compute in this step */
+  void *copy_stream;           /* offload_optim: where states go in (NULL: compute) */
 };
 
 /* Whether the optimizer plugin writes fsdpc_optim_tensor.param_bf16 (on
@@ -73,6 +91,50 @@ static inline int fsdpc__optim_writes_bf16(const fsdpc_engine *e) {
 static inline int fsdpc__full_is_lp(const fsdpc_unit *un) {
   return un->lp && (void *)un->lp == un->full;
 }
+
+/* Bytes of optimizer state (every slot) of n elements of a shard: what
+ * offload_optim streams. */
+static inline uint64_t fsdpc__stream_bytes(const fsdpc_engine *e, uint64_t n) {
+  return n * sizeof(float) * e->n_slots;
+}
+
+/* step.c: the optimizer update of elements [lo, hi) of unit u's shard (see
+ * there). */
+fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t hi, float *state,
+                                  uint64_t stride, int64_t step, double lr, double scale,
+                                  fsdpc_err *err);
+
+/* offload.c */
+/* Decides the offload modes and sets up the worker, events and buffers
+ * (engine creation, after the units' shards exist). */
+fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int optim_asked,
+                                  uint64_t buffer_bytes, fsdpc_err *err);
+void fsdpc__offload_teardown(fsdpc_engine *e);
+/* The optimizer state shard: pinned host memory under offload_optim on a
+ * device, else where the other shards are. */
+float *fsdpc__offload_state_alloc(fsdpc_engine *e, size_t bytes);
+void fsdpc__offload_state_free(fsdpc_engine *e, float *p, size_t bytes);
+/* Every host task done and, with offload_optim, every state copy: the
+ * host may read or write the shards. */
+fsdpc_status fsdpc__engine_quiesce(fsdpc_engine *e, fsdpc_err *err);
+/* cpu_offload's bf16 copy of a master shard, recast if stale. */
+void fsdpc__offload_refresh_stage(fsdpc_engine *e, fsdpc_unit *un);
+fsdpc_status fsdpc__offload_grads_to_host(fsdpc_engine *e, fsdpc_unit *un, const float *src,
+                                          fsdpc_err *err);
+fsdpc_status fsdpc__offload_absorb(fsdpc_engine *e, fsdpc_err *err);
+/* The actions of the offload modes (program.h). */
+fsdpc_status fsdpc__offload_host_grad(fsdpc_engine *e, int u, int last, fsdpc_err *err);
+fsdpc_status fsdpc__offload_host_wait(fsdpc_engine *e, int u, fsdpc_err *err);
+/* UPDATE u under host_async: hand it to the worker (nothing when the
+ * worker updated it in the backward already). */
+fsdpc_status fsdpc__offload_host_update(fsdpc_engine *e, int u, int64_t step, double lr,
+                                        double scale, fsdpc_err *err);
+fsdpc_status fsdpc__offload_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err);
+fsdpc_status fsdpc__offload_state_in(fsdpc_engine *e, int u, fsdpc_err *err);
+fsdpc_status fsdpc__offload_state_out(fsdpc_engine *e, int u, fsdpc_err *err);
+/* UPDATE_PIECE p: compute waits for the piece's state, then updates it. */
+fsdpc_status fsdpc__offload_update_piece(fsdpc_engine *e, int p, int64_t step, double lr,
+                                         double scale, fsdpc_err *err);
 
 /* Parameter p inside its unit's gathered full buffer (compute dtype). */
 static inline void *fsdpc__param_full(fsdpc_engine *e, int p) {

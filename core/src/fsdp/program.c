@@ -22,6 +22,7 @@ typedef struct builder {
   const fsdpc_program_opts *o;
   fsdpc_program *p;
   unsigned char *resident, *pending; /* (n_units) */
+  unsigned char *waited;             /* (n_units) host_async: HOST_WAIT emitted in this pass */
   int failed;
 } builder;
 
@@ -42,6 +43,15 @@ static void emit(builder *b, int op, int arg) {
   p->a[p->n++] = (fsdpc_action){.op = (int16_t)op, .arg = arg};
 }
 
+/* host_async: a pass's first use of a unit waits for the host worker's
+ * update of it (and nothing else: later units keep updating meanwhile). */
+static void host_wait(builder *b, int u) {
+  if (!b->o->host_async || b->waited[u])
+    return;
+  emit(b, FSDPC_ACT_HOST_WAIT, u);
+  b->waited[u] = 1;
+}
+
 /* Units that are always resident: nothing to gather or free. */
 static int always(const builder *b, int u) {
   return b->o->full_is_master || (b->o->frozen_resident && b->o->lay->units[u].frozen);
@@ -53,6 +63,7 @@ static int frozen(const builder *b, int u) {
 }
 
 static void gather(builder *b, int u) {
+  host_wait(b, u);
   if (always(b, u) || b->resident[u])
     return;
   emit(b, FSDPC_ACT_GATHER, u);
@@ -126,7 +137,7 @@ static int learns(const builder *b, int blk) {
   return 0;
 }
 
-static void micro(builder *b, int reduce) {
+static void micro(builder *b, int reduce, int last) {
   const fsdpc_program_opts *o = b->o;
   const fsdpc_layout *lay = o->lay;
   int head = lay->n_blocks - 1;
@@ -149,11 +160,16 @@ static void micro(builder *b, int reduce) {
         continue; /* used again further back */
       if (reduce && !o->grads_in_shard && !frozen(b, u))
         emit(b, FSDPC_ACT_REDUCE, u);
+      if (last && o->host_async && !frozen(b, u))
+        emit(b, FSDPC_ACT_HOST_GRAD, u);
+      else if (reduce && o->host_async && o->offload && !frozen(b, u))
+        emit(b, FSDPC_ACT_HOST_LAND, u);
       release(b, u);
     }
   }
   emit(b, FSDPC_ACT_FENCE_OUT, -1);
-  if (o->offload)
+  /* host_async: landings are the worker's (HOST_GRAD, HOST_LAND) */
+  if (o->offload && !o->host_async)
     emit(b, FSDPC_ACT_ABSORB, -1);
 }
 
@@ -169,18 +185,82 @@ static void forward_only(builder *b) {
   emit(b, FSDPC_ACT_FENCE_OUT, -1);
 }
 
+/* The optimizer step. host_async with one replica needs no SYNC: the
+ * worker waited for each unit's grads (HOST_GRAD) and NORM waits for the
+ * worker; UPDATE only hands a unit to the worker, in forward order, so the
+ * next pass's first units are ready first. offload_optim streams each
+ * unit's state in (one unit ahead, two device buffers) and back out. */
 static void optim(builder *b) {
-  const fsdpc_layout *lay = b->o->lay;
-  if (b->o->offload)
+  const fsdpc_program_opts *o = b->o;
+  const fsdpc_layout *lay = o->lay;
+  int nu = lay->n_units;
+  if ((o->offload && !o->host_async) || (o->host_async && o->replicas > 1))
     emit(b, FSDPC_ACT_SYNC, -1);
-  if (b->o->replicas > 1)
-    for (int u = 0; u < lay->n_units; u++)
+  if (o->replicas > 1)
+    for (int u = 0; u < nu; u++)
       if (!frozen(b, u))
         emit(b, FSDPC_ACT_REPLICA_REDUCE, u);
   emit(b, FSDPC_ACT_NORM, -1);
+  if (!o->offload_optim) {
+    for (int u = 0; u < nu; u++)
+      if (!frozen(b, u))
+        emit(b, FSDPC_ACT_UPDATE, u);
+    return;
+  }
+  fsdpc_state_pieces ps;
+  fsdpc_err err;
+  if (fsdpc__state_pieces_build(lay, o->piece, &ps, &err) != FSDPC_OK) {
+    b->failed = 1;
+    return;
+  }
+  if (ps.n > 0)
+    emit(b, FSDPC_ACT_STATE_IN, 0);
+  for (int p = 0; p < ps.n; p++) {
+    if (p + 1 < ps.n)
+      emit(b, FSDPC_ACT_STATE_IN, p + 1);
+    emit(b, FSDPC_ACT_UPDATE_PIECE, p);
+    emit(b, FSDPC_ACT_STATE_OUT, p);
+  }
+  fsdpc__state_pieces_free(&ps);
+}
+
+fsdpc_status fsdpc__state_pieces_build(const fsdpc_layout *lay, uint64_t piece,
+                                       fsdpc_state_pieces *out, fsdpc_err *err) {
+  memset(out, 0, sizeof *out);
+  if (piece < 1)
+    piece = 1;
+  uint64_t n = 0;
+  for (int u = 0; u < lay->n_units; u++) /* frozen units have no state */
+    n += lay->units[u].frozen ? 0 : (lay->units[u].shard_numel + piece - 1) / piece;
+  if (n > (uint64_t)1 << 30)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "fsdp.offload.buffer_mib is too small: %llu pieces; raise it",
+                       (unsigned long long)n);
+  out->unit = malloc((size_t)(n + 1) * sizeof *out->unit);
+  out->lo = malloc((size_t)(n + 1) * sizeof *out->lo);
+  out->hi = malloc((size_t)(n + 1) * sizeof *out->hi);
+  if (!out->unit || !out->lo || !out->hi) {
+    fsdpc__state_pieces_free(out);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the optimizer state pieces");
+  }
   for (int u = 0; u < lay->n_units; u++)
-    if (!frozen(b, u))
-      emit(b, FSDPC_ACT_UPDATE, u);
+    for (uint64_t lo = 0; !lay->units[u].frozen && lo < lay->units[u].shard_numel; lo += piece) {
+      uint64_t hi = lo + piece < lay->units[u].shard_numel ? lo + piece : lay->units[u].shard_numel;
+      out->unit[out->n] = u;
+      out->lo[out->n] = lo;
+      out->hi[out->n] = hi;
+      if (hi - lo > out->max_len)
+        out->max_len = hi - lo;
+      out->n++;
+    }
+  return FSDPC_OK;
+}
+
+void fsdpc__state_pieces_free(fsdpc_state_pieces *p) {
+  free(p->unit);
+  free(p->lo);
+  free(p->hi);
+  memset(p, 0, sizeof *p);
 }
 
 void fsdpc__program_opts_for(const fsdpc_layout *lay, int S, int R, int compute_f32, int offload,
@@ -206,13 +286,14 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   builder b = {.o = o, .p = out};
   b.resident = calloc((size_t)nu + 1, 1);
   b.pending = calloc((size_t)nu + 1, 1);
-  if (b.resident && b.pending) {
+  b.waited = calloc((size_t)nu + 1, 1);
+  if (b.resident && b.pending && b.waited) {
     switch (kind) {
     case FSDPC_PROGRAM_MICRO:
-      micro(&b, 1);
+      micro(&b, 1, 1);
       break;
     case FSDPC_PROGRAM_MICRO_NO_SYNC:
-      micro(&b, !o->no_sync);
+      micro(&b, !o->no_sync, 0);
       break;
     case FSDPC_PROGRAM_FORWARD:
       forward_only(&b);
@@ -228,6 +309,7 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   }
   free(b.resident);
   free(b.pending);
+  free(b.waited);
   if (b.failed)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory building the step program");
   return FSDPC_OK;
@@ -240,8 +322,9 @@ void fsdpc__program_free(fsdpc_program *p) {
 
 const char *fsdpc__act_name(int op) {
   static const char *names[FSDPC_ACT_NOPS] = {
-      "fence_in", "gather",   "wait",           "grad_alloc", "forward",
-      "head",     "backward", "reduce",         "release",    "fence_out",
-      "absorb",   "sync",     "replica_reduce", "norm",       "update"};
+      "fence_in",       "gather",       "wait",     "grad_alloc", "forward",   "head",
+      "backward",       "reduce",       "release",  "fence_out",  "absorb",    "sync",
+      "replica_reduce", "norm",         "update",   "host_grad",  "host_wait", "state_in",
+      "state_out",      "update_piece", "host_land"};
   return op >= 0 && op < FSDPC_ACT_NOPS ? names[op] : "?";
 }

@@ -31,7 +31,18 @@ typedef enum fsdpc_act_op {
   FSDPC_ACT_SYNC,           /* optimizer step, offloaded: every copy to or from the host done */
   FSDPC_ACT_REPLICA_REDUCE, /* unit: all-reduce its grad shard over the replica group */
   FSDPC_ACT_NORM,           /* the global grad norm (one all-reduce over the shard group) */
-  FSDPC_ACT_UPDATE,         /* unit: clip, optimizer update, zero the grad shard */
+  FSDPC_ACT_UPDATE,         /* unit: clip, optimizer update, zero the grad shard (host_async:
+                             * handed to the host worker, which also recasts the bf16 copy) */
+  FSDPC_ACT_HOST_GRAD,      /* unit, host_async, last micro-batch: once its reduced grads have
+                             * reached the host, the worker adds any landing and sums squares */
+  FSDPC_ACT_HOST_WAIT,      /* unit, host_async: wait for the worker's update of the unit (its
+                             * first use in a pass) */
+  FSDPC_ACT_STATE_IN,       /* piece, offload_optim: copy its optimizer state from host
+                             * memory into device buffer p % 2 (copy stream) */
+  FSDPC_ACT_STATE_OUT,      /* piece, offload_optim: copy the updated state back to the host */
+  FSDPC_ACT_UPDATE_PIECE,   /* piece, offload_optim: clip, update, zero its grads */
+  FSDPC_ACT_HOST_LAND,      /* unit, host_async offloaded, not the last micro-batch: the worker
+                             * adds its landed grads once the copy is done (no ABSORB) */
   FSDPC_ACT_NOPS
 } fsdpc_act_op;
 
@@ -57,10 +68,37 @@ typedef struct fsdpc_program_opts {
   int forward_prefetch, backward_prefetch;
   int offload;  /* shards in host memory */
   int replicas; /* replica group size R */
+  /* Set after fsdpc__program_opts_for (engine and planner alike): */
+  int host_async;    /* cpu_offload: the optimizer step runs on a host worker thread, unit by
+                      * unit, overlapping the GPU (or, on the CPU, the main thread) */
+  int offload_optim; /* optimizer state in host memory, streamed through two device buffers */
+  uint64_t piece;    /* offload_optim: elements per piece of a unit's state (>= 1) */
   /* S == 1 and not offloaded: frozen units (the base under LoRA) are their
    * own full buffer, in the compute dtype, always resident */
   int frozen_resident;
 } fsdpc_program_opts;
+
+/* offload_optim streams each unit's state in pieces of at most `piece`
+ * elements (a unit of n elements: ceil(n / piece) pieces, in unit order).
+ * Piece p is elements [lo[p], hi[p]) of unit unit[p]'s shard. */
+typedef struct fsdpc_state_pieces {
+  int n;
+  int *unit;         /* (n) */
+  uint64_t *lo, *hi; /* (n) */
+  uint64_t max_len;  /* the longest piece, elements */
+} fsdpc_state_pieces;
+
+fsdpc_status fsdpc__state_pieces_build(const fsdpc_layout *lay, uint64_t piece,
+                                       fsdpc_state_pieces *out, fsdpc_err *err);
+void fsdpc__state_pieces_free(fsdpc_state_pieces *p);
+/* Elements per piece for device buffers of buffer_bytes and n_slots fp32
+ * state planes: a multiple of 4096 elements (so pieces start on a block of
+ * any blockwise state), at least 4096. */
+static inline uint64_t fsdpc__state_piece_elems(uint64_t buffer_bytes, uint32_t n_slots) {
+  uint64_t per = (uint64_t)(n_slots ? n_slots : 1) * 4;
+  uint64_t n = buffer_bytes / per / 4096 * 4096;
+  return n < 4096 ? 4096 : n;
+}
 
 /* The one derivation of the options above from the facts of a run: the
  * layout, group sizes S and R, whether compute is fp32 (the CPU), offload,

@@ -28,31 +28,18 @@ enum { EV_GATHER = 0, EV_GRADS = 32, EV_FENCE_IN = 48, EV_FENCE_OUT = 49 };
 /* Before a pass: the comm stream waits for everything on the compute stream
  * (the optimizer's update of the master shards, frees). */
 static fsdpc_status fence_in(fsdpc_engine *e, fsdpc_err *err) {
-  if (!e->comm) return FSDPC_OK;
+  if (!e->comm)
+    return FSDPC_OK;
   FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_FENCE_IN, NULL, err));
   return e->ops->stream_wait(e->ops->ctx, e->comm, EV_FENCE_IN, err);
 }
 
 /* After a pass: compute waits for every gather and reduction issued. */
 static fsdpc_status fence_out(fsdpc_engine *e, fsdpc_err *err) {
-  if (!e->comm) return FSDPC_OK;
+  if (!e->comm)
+    return FSDPC_OK;
   FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_FENCE_OUT, e->comm, err));
   return e->ops->stream_wait(e->ops->ctx, NULL, EV_FENCE_OUT, err);
-}
-
-/* cpu_offload: the bf16 staging copy of u's master shard, recast on the
- * host (threads) only after the master changed. Callers guarantee no copy
- * from the staging buffer is in flight then (the optimizer step and a
- * checkpoint load synchronise first). */
-static void refresh_stage(fsdpc_engine *e, fsdpc_unit *un) {
-  if (!un->stage_stale) return;
-  const int64_t n = (int64_t)un->shard_numel, chunk = 1 << 16;
-  const float *src = un->master;
-  uint16_t *dst = un->stage;
-#pragma omp parallel for num_threads(e->threads) schedule(static) if (n > chunk)
-  for (int64_t i = 0; i < n; i += chunk)
-    fsdpc__f32_to_bf16_n(src + i, dst + i, (uint64_t)(n - i < chunk ? n - i : chunk));
-  un->stage_stale = 0;
 }
 
 /* Makes unit u's full parameters exist in the compute dtype: all-gather the
@@ -63,7 +50,8 @@ static void refresh_stage(fsdpc_engine *e, fsdpc_unit *un) {
  * use() makes compute wait for it. */
 static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
-  if (un->full) return FSDPC_OK;
+  if (un->full)
+    return FSDPC_OK;
   if (un->lp && un->lp_stale) {
     /* param_copy: master changed outside the optimizer step (init, load):
      * one cast of the whole shard, padding included */
@@ -93,7 +81,7 @@ static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
                                      un->name, err);
   } else if (e->offload) {
     void *own = (char *)un->full + un->shard_offset * e->psize;
-    refresh_stage(e, un);
+    fsdpc__offload_refresh_stage(e, un);
     st = e->ops->copy_on(e->ops->ctx, own, un->stage, un->shard_numel * e->psize, e->comm, err);
     if (st == FSDPC_OK && e->S > 1)
       st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
@@ -106,9 +94,9 @@ static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
                                    un->shard_numel, FSDPC_DTYPE_F32, e->comm, un->name, err);
   } else {
     void *own = (char *)un->full + un->shard_offset * e->psize;
-    st = e->comm ? e->ops->cast_params_on(e->ops->ctx, own, un->master, un->shard_numel, e->comm,
-                                          err)
-                 : e->ops->cast_params(e->ops->ctx, own, un->master, un->shard_numel, err);
+    st = e->comm
+             ? e->ops->cast_params_on(e->ops->ctx, own, un->master, un->shard_numel, e->comm, err)
+             : e->ops->cast_params(e->ops->ctx, own, un->master, un->shard_numel, err);
     if (st == FSDPC_OK && e->S > 1)
       st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
                                      e->ops->act_dtype, e->comm, un->name, err);
@@ -124,7 +112,8 @@ static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
 /* Compute waits for u's gather (issued earlier, perhaps as a prefetch). */
 static fsdpc_status use(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
-  if (!un->pending) return FSDPC_OK;
+  if (!un->pending)
+    return FSDPC_OK;
   un->pending = 0;
   return e->ops->stream_wait(e->ops->ctx, NULL, EV_GATHER + u % 32, err);
 }
@@ -149,14 +138,16 @@ static fsdpc_status release(fsdpc_engine *e, int u, fsdpc_err *err) {
    * for first, so the free never overtakes the gather) */
   if (un->pending)
     FSDPC_TRY(use(e, u, err));
-  if (!fsdpc__full_is_lp(un)) fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
+  if (!fsdpc__full_is_lp(un))
+    fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
   un->full = NULL;
   return after_free(e, FSDPC_OK, err);
 }
 
 static fsdpc_status ensure_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
-  if (un->full_grad) return FSDPC_OK;
+  if (un->full_grad)
+    return FSDPC_OK;
   size_t fb = un->flat_numel * sizeof(float);
   if (!(un->full_grad = fsdpc__ealloc(e, FSDPC_MEM_GRADS, fb)))
     return fsdpc__ops_oom(e->ops, err, "for the gradients of unit %s (%zu bytes)", un->name, fb);
@@ -166,14 +157,12 @@ static fsdpc_status ensure_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
 /* bf16 reduce-scatter of un's full grads (device, on stream st): cast to a
  * bf16 copy, free the fp32 full grads, reduce-scatter into rs16, widen into
  * rs_scratch. */
-static fsdpc_status reduce_scatter_bf16(fsdpc_engine *e, fsdpc_unit *un, void *st,
-                                        fsdpc_err *err) {
+static fsdpc_status reduce_scatter_bf16(fsdpc_engine *e, fsdpc_unit *un, void *st, fsdpc_err *err) {
   size_t fb = un->flat_numel * sizeof(float), hb = un->flat_numel * 2;
   void *g16 = e->ops->alloc_on(e->ops->ctx, FSDPC_MEM_COMM, hb, st);
   if (!g16)
     return fsdpc__ops_oom(e->ops, err, "reducing unit %s in bf16 (%zu bytes)", un->name, hb);
-  fsdpc_status s = e->ops->cast_params_on(e->ops->ctx, g16, un->full_grad, un->flat_numel, st,
-                                          err);
+  fsdpc_status s = e->ops->cast_params_on(e->ops->ctx, g16, un->full_grad, un->flat_numel, st, err);
   e->ops->free_on(e->ops->ctx, FSDPC_MEM_GRADS, un->full_grad, fb, st);
   un->full_grad = NULL;
   if (s == FSDPC_OK)
@@ -182,44 +171,6 @@ static fsdpc_status reduce_scatter_bf16(fsdpc_engine *e, fsdpc_unit *un, void *s
   e->ops->free_on(e->ops->ctx, FSDPC_MEM_COMM, g16, hb, st);
   FSDPC_TRY(after_free(e, s, err));
   return e->ops->cast_to_f32_on(e->ops->ctx, e->rs_scratch, e->rs16, un->shard_numel, st, err);
-}
-
-/* Offloaded: this micro-batch's fp32 grad shard (device, src) goes to the
- * host. The first micro-batch of a step lands straight in the (zero) grad
- * shard; later ones land in a per-unit buffer that absorb_landings() adds
- * in once the copies are done. */
-static fsdpc_status grads_to_host(fsdpc_engine *e, fsdpc_unit *un, const float *src,
-                                  fsdpc_err *err) {
-  size_t sb = un->shard_numel * sizeof(float);
-  float *dst = un->grad;
-  if (!un->grad_clean) {
-    if (!un->landing) {
-      if (!(un->landing = e->ops->alloc_host(e->ops->ctx, sb)))
-        return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                           "out of pinned host memory for the gradients of unit %s", un->name);
-      e->host_pinned += sb;
-    }
-    dst = un->landing;
-    un->land_pending = 1;
-  }
-  un->grad_clean = 0;
-  return e->ops->copy_on(e->ops->ctx, dst, src, sb, e->comm, err);
-}
-
-/* Offloaded, after a micro-batch: waits for its grad copies and adds the
- * ones that landed beside the grad shard (host threads). */
-static fsdpc_status absorb_landings(fsdpc_engine *e, fsdpc_err *err) {
-  int any = 0;
-  for (int u = 0; u < e->n_units; u++) any |= e->units[u].land_pending;
-  if (!any) return FSDPC_OK;
-  FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
-  for (int u = 0; u < e->n_units; u++) {
-    fsdpc_unit *un = &e->units[u];
-    if (!un->land_pending) continue;
-    fsdpc__cpu_add_inplace(un->grad, un->landing, un->shard_numel);
-    un->land_pending = 0;
-  }
-  return FSDPC_OK;
 }
 
 /* After the unit's last backward use in this micro-batch. With a comm
@@ -245,10 +196,10 @@ static fsdpc_status reduce_grads(fsdpc_engine *e, int u, fsdpc_err *err) {
     reduced = e->rs_scratch;
   }
   if (e->offload) {
-    FSDPC_TRY(grads_to_host(e, un, reduced, err));
+    FSDPC_TRY(fsdpc__offload_grads_to_host(e, un, reduced, err));
   } else if (e->comm) {
-    FSDPC_TRY(e->ops->add_f32_on(e->ops->ctx, un->grad, e->rs_scratch, un->shard_numel, e->comm,
-                                 err));
+    FSDPC_TRY(
+        e->ops->add_f32_on(e->ops->ctx, un->grad, e->rs_scratch, un->shard_numel, e->comm, err));
   } else {
     FSDPC_TRY(e->ops->add_f32(e->ops->ctx, un->grad, e->rs_scratch, un->shard_numel, err));
   }
@@ -278,10 +229,13 @@ static void layer_grads(fsdpc_engine *e, int l, float *base[FSDPC_P_NKIND]) {
 }
 
 static int top_param(fsdpc_engine *e, int kind) {
-  if (kind == FSDPC_P_HEAD && e->shape.tied) return e->param_of_kind[FSDPC_P_EMBED];
+  if (kind == FSDPC_P_HEAD && e->shape.tied)
+    return e->param_of_kind[FSDPC_P_EMBED];
   return e->param_of_kind[kind];
 }
-static void *top_w(fsdpc_engine *e, int kind) { return fsdpc__param_full(e, top_param(e, kind)); }
+static void *top_w(fsdpc_engine *e, int kind) {
+  return fsdpc__param_full(e, top_param(e, kind));
+}
 static float *top_g(fsdpc_engine *e, int kind) {
   return fsdpc__param_full_grad(e, top_param(e, kind)); /* NULL when frozen */
 }
@@ -374,7 +328,14 @@ static fsdpc_status run(fsdpc_engine *e, const fsdpc_program *p, const pass *x, 
       FSDPC_TRY(fence_out(e, err));
       break;
     case FSDPC_ACT_ABSORB:
-      FSDPC_TRY(absorb_landings(e, err));
+      FSDPC_TRY(fsdpc__offload_absorb(e, err));
+      break;
+    case FSDPC_ACT_HOST_GRAD:
+    case FSDPC_ACT_HOST_LAND:
+      FSDPC_TRY(fsdpc__offload_host_grad(e, arg, p->a[i].op == FSDPC_ACT_HOST_GRAD, err));
+      break;
+    case FSDPC_ACT_HOST_WAIT:
+      FSDPC_TRY(fsdpc__offload_host_wait(e, arg, err));
       break;
     default:
       return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: action %s in a compute pass",
@@ -407,13 +368,18 @@ fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int po
 fsdpc_status fsdpc__engine_block_weights(fsdpc_engine *e, int b, void *base[FSDPC_P_NKIND],
                                          fsdpc_err *err) {
   int head = e->shape.L + 1;
-  if (b < 0 || b > head) return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "no block %d", b);
-  if (b == 0) FSDPC_TRY(fence_in(e, err));
+  if (b < 0 || b > head)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "no block %d", b);
+  if (b == 0) {
+    FSDPC_TRY(fsdpc__engine_quiesce(e, err));
+    FSDPC_TRY(fence_in(e, err));
+  }
   for (int i = 0; i < e->blocks[b].n_units; i++) {
     FSDPC_TRY(gather(e, e->blocks[b].units[i], err));
     FSDPC_TRY(use(e, e->blocks[b].units[i], err));
   }
-  for (int k = 0; k < FSDPC_P_NKIND; k++) base[k] = NULL;
+  for (int k = 0; k < FSDPC_P_NKIND; k++)
+    base[k] = NULL;
   if (b == 0) {
     base[FSDPC_P_EMBED] = top_w(e, FSDPC_P_EMBED);
   } else if (b < head) {
@@ -428,12 +394,14 @@ fsdpc_status fsdpc__engine_block_weights(fsdpc_engine *e, int b, void *base[FSDP
 fsdpc_status fsdpc__engine_block_done(fsdpc_engine *e, int b, fsdpc_err *err) {
   int head = e->shape.L + 1;
   if (b == head) {
-    for (int u = 0; u < e->n_units; u++) FSDPC_TRY(release(e, u, err));
+    for (int u = 0; u < e->n_units; u++)
+      FSDPC_TRY(release(e, u, err));
     return fence_out(e, err);
   }
   for (int i = 0; i < e->blocks[b].n_units; i++) {
     fsdpc_unit *un = &e->units[e->blocks[b].units[i]];
-    if (un->last_block == b) FSDPC_TRY(release(e, e->blocks[b].units[i], err));
+    if (un->last_block == b)
+      FSDPC_TRY(release(e, e->blocks[b].units[i], err));
   }
   return FSDPC_OK;
 }
@@ -451,7 +419,8 @@ static fsdpc_status replica_reduce_dev(fsdpc_engine *e, float *g, uint64_t n, co
   if (st == FSDPC_OK)
     st = fsdpc__dist_all_reduce_dt(e->dist, FSDPC_GROUP_REPLICA, g16, n, FSDPC_DTYPE_BF16, name,
                                    err);
-  if (st == FSDPC_OK) st = e->ops->cast_to_f32_on(e->ops->ctx, g, g16, n, NULL, err);
+  if (st == FSDPC_OK)
+    st = e->ops->cast_to_f32_on(e->ops->ctx, g, g16, n, NULL, err);
   fsdpc__efree(e, FSDPC_MEM_COMM, g16, n * 2);
   return after_free(e, st, err);
 }
@@ -481,6 +450,8 @@ static fsdpc_status replica_reduce(fsdpc_engine *e, int u, fsdpc_err *err) {
  * and double arithmetic as the host loop) and downloaded once, so the norm
  * costs one host sync instead of one per unit. */
 static fsdpc_status local_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err) {
+  if (e->hw && e->parts_ok) /* the worker summed each unit as its grads landed */
+    return fsdpc__offload_sumsq(e, out, err);
   if (e->dnorm) {
     int first = 1;
     for (int u = 0; u < e->n_units; u++) {
@@ -499,8 +470,8 @@ static fsdpc_status local_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err) {
     double part;
     if (e->units[u].frozen)
       continue;
-    FSDPC_TRY(e->sops->sumsq_f32(e->sops->ctx, e->units[u].grad, e->units[u].shard_numel, &part,
-                                 err));
+    FSDPC_TRY(
+        e->sops->sumsq_f32(e->sops->ctx, e->units[u].grad, e->units[u].shard_numel, &part, err));
     sumsq += part;
   }
   *out = sumsq;
@@ -528,18 +499,45 @@ static fsdpc_status grad_norm(fsdpc_engine *e, int64_t step, double max_grad_nor
   return FSDPC_OK;
 }
 
-/* The optimizer update of unit u's shard (clipped by scale), then its grad
- * shard zeroed. */
-static fsdpc_status update(fsdpc_engine *e, int u, int64_t step, double lr, double scale,
-                           fsdpc_err *err) {
+/* The optimizer update of elements [lo, hi) of unit u's shard (clipped by
+ * scale), then that range of its grad shard zeroed. The state of element x
+ * of slot k is state[k * stride + (x - lo)]: the unit's own state (lo = 0,
+ * stride = shard_numel) or, under offload_optim, a piece in a device
+ * buffer (stride = hi - lo). */
+fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t hi, float *state,
+                                  uint64_t stride, int64_t step, double lr, double scale,
+                                  fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   /* param_copy: the plugin writes the bf16 copy in the same pass (a stale
    * copy stays stale: its padding was never written) */
   int lpw = un->lp && !un->lp_stale && fsdpc__optim_writes_bf16(e);
-  uint32_t n = fsdpc__optim_tensors(e, u, un->master, un->grad, un->state, un->qstate, un->qscale,
-                                    e->otensors);
-  for (uint32_t k = 0; lpw && k < n; k++)
-    e->otensors[k].param_bf16 = un->lp + (e->otensors[k].param - un->master);
+  uint32_t n = 0;
+  if (e->qf.block) { /* 8-bit state: whole units only (offload.optimizer refuses it) */
+    if (lo != 0 || hi != un->shard_numel || state != un->state)
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                         "unit %s: a quantized optimizer state is updated whole", un->name);
+    n = fsdpc__optim_tensors(e, u, un->master, un->grad, un->state, un->qstate, un->qscale,
+                             e->otensors);
+    for (uint32_t k = 0; lpw && k < n; k++)
+      e->otensors[k].param_bf16 = un->lp + (e->otensors[k].param - un->master);
+  } else {
+    uint64_t s0 = un->shard_offset + lo, s1 = un->shard_offset + hi;
+    for (int i = 0; i < un->n_params; i++) {
+      int p = un->params[i];
+      uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
+      uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
+      if (a >= b)
+        continue;
+      e->otensors[n++] = (fsdpc_optim_tensor){.struct_size = sizeof(fsdpc_optim_tensor),
+                                              .param = un->master + lo + (a - s0),
+                                              .grad = un->grad + lo + (a - s0),
+                                              .state = state ? state + (a - s0) : NULL,
+                                              .numel = b - a,
+                                              .stride = stride,
+                                              .decay = e->params[p].decay || e->decay_norm_and_bias,
+                                              .param_bf16 = lpw ? un->lp + lo + (a - s0) : NULL};
+    }
+  }
   fsdpc_optim_step_info si = {.struct_size = sizeof si,
                               .step = step,
                               .lr = lr,
@@ -549,11 +547,24 @@ static fsdpc_status update(fsdpc_engine *e, int u, int64_t step, double lr, doub
   int32_t r = n ? e->ov->step(e->opt, e->otensors, n, &si) : FSDPC_OK;
   if (r != FSDPC_OK)
     return fsdpc__plugin_fail(e->optim, r, err);
-  FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->grad, un->shard_numel * sizeof(float), err));
-  un->grad_clean = 1;
-  un->stage_stale = 1;
-  un->lp_stale = !lpw;
+  /* Offloaded, the next micro-batch's copy overwrites the whole grad shard
+   * (grad_clean): zeroing it would only cost host bandwidth. */
+  if (!e->offload)
+    FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->grad + lo, (hi - lo) * sizeof(float), err));
+  if (hi == un->shard_numel) {
+    un->grad_clean = 1;
+    un->stage_stale = 1;
+    un->lp_stale = !lpw;
+  }
   return FSDPC_OK;
+}
+
+/* The whole shard of unit u. */
+static fsdpc_status update_unit(fsdpc_engine *e, int u, int64_t step, double lr, double scale,
+                                fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  return fsdpc__engine_update(e, u, 0, un->shard_numel, un->state, un->shard_numel, step, lr, scale,
+                              err);
 }
 
 fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
@@ -566,6 +577,7 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
     /* Offloaded: every grad copy to the host (and every gather copy from
      * the staging buffers, which the update makes stale) must be done. */
     case FSDPC_ACT_SYNC:
+      FSDPC_TRY(fsdpc__engine_quiesce(e, err));
       FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
       break;
     case FSDPC_ACT_REPLICA_REDUCE:
@@ -575,7 +587,20 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
       FSDPC_TRY(grad_norm(e, step, max_grad_norm, grad_norm_out, &scale, err));
       break;
     case FSDPC_ACT_UPDATE:
-      FSDPC_TRY(update(e, arg, step, lr, scale, err));
+      if (e->hw) {
+        FSDPC_TRY(fsdpc__offload_host_update(e, arg, step, lr, scale, err));
+        break;
+      }
+      FSDPC_TRY(update_unit(e, arg, step, lr, scale, err));
+      break;
+    case FSDPC_ACT_UPDATE_PIECE:
+      FSDPC_TRY(fsdpc__offload_update_piece(e, arg, step, lr, scale, err));
+      break;
+    case FSDPC_ACT_STATE_IN:
+      FSDPC_TRY(fsdpc__offload_state_in(e, arg, err));
+      break;
+    case FSDPC_ACT_STATE_OUT:
+      FSDPC_TRY(fsdpc__offload_state_out(e, arg, err));
       break;
     default:
       return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: action %s in the optimizer step",
@@ -622,6 +647,7 @@ done:
 fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int root, float *full,
                                        fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
+  FSDPC_TRY(fsdpc__engine_quiesce(e, err));
   if (un->frozen && slot != FSDPC_SD_SLOT_PARAM)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "unit %s is frozen: no optimizer state",
                        un->name);
@@ -632,19 +658,24 @@ fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int roo
                        "gathering unit %s's optimizer state: quantized state has no flat fp32 "
                        "form; use the sharded checkpoint format for optimizer state",
                        un->name);
-  const float *src = slot == FSDPC_SD_SLOT_PARAM ? un->master
-                                                  : un->state + (size_t)slot * un->shard_numel;
+  const float *src =
+      slot == FSDPC_SD_SLOT_PARAM ? un->master : un->state + (size_t)slot * un->shard_numel;
   size_t fb = un->flat_numel * sizeof(float), sb = un->shard_numel * sizeof(float);
+  int host_src = e->offload || (e->offload_optim && slot != FSDPC_SD_SLOT_PARAM);
   if (e->S == 1) {
-    if (full) FSDPC_TRY(e->sops->download(e->sops->ctx, full, src, fb, err));
+    if (full && host_src && e->ops->device != FSDPC_DEVICE_CPU)
+      memcpy(full, src, fb);
+    else if (full)
+      FSDPC_TRY(e->sops->download(e->sops->ctx, full, src, fb, err));
     return FSDPC_OK;
   }
-  if (e->offload) { /* device collectives: the host shard goes up first */
+  if (host_src && e->ops->device != FSDPC_DEVICE_CPU) { /* the host shard goes up first */
     float *d = fsdpc__ealloc(e, FSDPC_MEM_COMM, sb);
     if (!d)
       return fsdpc__ops_oom(e->ops, err, "gathering unit %s", un->name);
     fsdpc_status st = e->ops->upload(e->ops->ctx, d, src, sb, err);
-    if (st == FSDPC_OK) st = gather_full(e, un, d, root, full, err);
+    if (st == FSDPC_OK)
+      st = gather_full(e, un, d, root, full, err);
     fsdpc__efree(e, FSDPC_MEM_COMM, d, sb);
     return after_free(e, st, err);
   }
@@ -666,6 +697,7 @@ static fsdpc_status gather_full(fsdpc_engine *e, fsdpc_unit *un, const float *sr
                                            FSDPC_DTYPE_F32, un->name, err);
   if (!direct && st == FSDPC_OK && e->dist->shard_rank == root && full)
     st = e->ops->download(e->ops->ctx, full, tmp, fb, err);
-  if (!direct) fsdpc__efree(e, FSDPC_MEM_COMM, tmp, fb);
+  if (!direct)
+    fsdpc__efree(e, FSDPC_MEM_COMM, tmp, fb);
   return after_free(e, st, err);
 }

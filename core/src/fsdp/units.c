@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsdp/hostwork.h"
 #include "fsdp/internal.h"
 #include "io/dtype.h"
 #include "fsdp/qstate.h"
@@ -48,9 +49,6 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   }
   e->sops = e->offload ? fsdpc__ops_cpu() : e->ops;
   e->param_copy = o->param_copy && !on_cpu && !e->offload && e->ops->act_dtype == FSDPC_DTYPE_BF16;
-  if (o->cpu_offload && on_cpu && o->dist->rank == 0)
-    FSDPC_LOGI("fsdp: cpu_offload: the shards already live in host memory on the CPU device; "
-               "nothing to offload");
   /* Overlap: device collectives on a second stream (sharded units only). */
   if (e->S > 1 && e->ops->comm_stream && o->dist->stream) e->comm = e->ops->comm_stream(e->ops->ctx);
   e->fwd_prefetch = o->forward_prefetch;
@@ -98,16 +96,22 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   e->max_shard = lay.max_shard;
   e->max_grad_shard = lay.max_grad_shard;
   e->max_flat = lay.max_flat;
+
+  e->otensors = calloc((size_t)e->n_params + 1, sizeof *e->otensors);
+  if (!e->otensors) goto oom;
+  if ((st = fsdpc__offload_setup(e, o->cpu_offload, o->offload_optimizer,
+                                 o->offload_buffer_bytes, err)) != FSDPC_OK)
+    goto fail;
   fsdpc_program_opts po;
   fsdpc__program_opts_for(&lay, e->S, o->dist->replica_size, e->ops->act_dtype == FSDPC_DTYPE_F32,
                           e->offload, e->reshard_after_forward, e->no_sync, e->comm != NULL,
                           e->fwd_prefetch, e->bwd_prefetch, &po);
+  po.host_async = e->host_async;
+  po.offload_optim = e->offload_optim;
+  po.piece = fsdpc__state_piece_elems(o->offload_buffer_bytes, e->n_slots);
   for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
     if ((st = fsdpc__program_build(&po, (fsdpc_program_kind)k, &e->prog[k], err)) != FSDPC_OK)
       goto fail;
-
-  e->otensors = calloc((size_t)e->n_params + 1, sizeof *e->otensors);
-  if (!e->otensors) goto oom;
 
   for (int u = 0; u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
@@ -127,7 +131,11 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     un->grad = e->inference ? NULL : fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
     if (!un->master || (!e->inference && !un->grad))
       goto oom;
-    if ((st = fsdpc__state_alloc(e, un, err)) != FSDPC_OK)
+    if (e->offload_optim) { /* pinned host state, streamed in pieces (fsdp/offload.c) */
+      un->state = fsdpc__offload_state_alloc(e, sb * e->n_slots);
+      if (!un->state)
+        goto oom;
+    } else if ((st = fsdpc__state_alloc(e, un, err)) != FSDPC_OK)
       goto fail;
     if ((st = e->sops->memset0(e->sops->ctx, un->master, sb, err)) != FSDPC_OK ||
         (un->grad && (st = e->sops->memset0(e->sops->ctx, un->grad, sb, err)) != FSDPC_OK))
@@ -137,6 +145,17 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
       if (!(un->stage = e->ops->alloc_host(e->ops->ctx, un->shard_numel * 2))) goto oom;
       e->host_pinned += un->shard_numel * 2;
       un->stage_stale = 1;
+    }
+    if (e->offload_optim) {
+      /* offload_optim: the state is host memory, initialised there */
+      int host_state = e->ops->alloc_host != NULL;
+      r = e->ov->init_state(e->opt, un->state, un->shard_numel * e->n_slots,
+                            host_state ? FSDPC_DEVICE_CPU : e->sops->device,
+                            host_state ? NULL : e->sops->stream(e->sops->ctx));
+      if (r != FSDPC_OK) {
+        st = fsdpc__plugin_fail(o->optim, r, err);
+        goto fail;
+      }
     }
     if (e->full_is_master) un->full = un->master; /* nothing to gather or cast */
     if (e->param_copy && fsdpc__param_copy_fits(o->param_copy_max_bytes, e->lp_bytes,
@@ -200,6 +219,10 @@ fail:
 
 void fsdpc__engine_destroy(fsdpc_engine *e) {
   if (!e) return;
+  fsdpc_err ignore_q;
+  (void)fsdpc__engine_quiesce(e, &ignore_q);
+  fsdpc__hostwork_destroy(e->hw);
+  e->hw = NULL;
   for (int u = 0; e->units && u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float), fb = un->flat_numel * sizeof(float);
@@ -216,13 +239,17 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
     if (un->full_grad != un->grad) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
     fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, sb);
     fsdpc__sfree(e, FSDPC_MEM_GRADS, un->grad, sb);
-    fsdpc__state_free(e, un);
+    if (e->offload_optim)
+      fsdpc__offload_state_free(e, un->state, sb * e->n_slots);
+    else
+      fsdpc__state_free(e, un);
     if (un->stage) e->ops->free_host(e->ops->ctx, un->stage);
     if (un->landing) e->ops->free_host(e->ops->ctx, un->landing);
     free(un->params);
   }
   fsdpc_err ignore;
   fsdpc__engine_host_shards_done(e, 0, &ignore);
+  fsdpc__offload_teardown(e);
   if (e->opt) e->ov->destroy(e->opt);
   fsdpc__efree(e, FSDPC_MEM_COMM, e->rs_scratch, e->max_grad_shard * 4);
   fsdpc__efree(e, FSDPC_MEM_COMM, e->rs16, e->max_grad_shard * 2);
@@ -319,6 +346,7 @@ static int unit_is_adapter(const fsdpc_engine *e, const fsdpc_unit *un) {
  * host. */
 static fsdpc_status fill_shards(fsdpc_engine *e, int which, segment_fn fn, void *arg,
                                 fsdpc_err *err) {
+  FSDPC_TRY(fsdpc__engine_quiesce(e, err));
   int on_host = e->ops->device == FSDPC_DEVICE_CPU || e->offload;
   int narrow = e->psize != sizeof(float); /* frozen shards in bf16 */
   int need = !on_host || narrow, need16 = narrow && !e->offload;
@@ -415,10 +443,13 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
     fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "host_shard: unit %d slot %d out of range", u, slot);
     return NULL;
   }
+  if (fsdpc__engine_quiesce(e, err) != FSDPC_OK)
+    return NULL;
   if (e->qf.block && slot >= 0)
     return fsdpc__qstate_host_shard(e, u, slot, err);
   int narrow = e->units[u].frozen && e->psize != sizeof(float); /* a bf16 frozen shard */
-  if (!narrow && (e->ops->device == FSDPC_DEVICE_CPU || e->offload))
+  if (!narrow && (e->ops->device == FSDPC_DEVICE_CPU || e->offload ||
+                  (e->offload_optim && slot != FSDPC_SD_SLOT_PARAM)))
     return device_shard(e, u, slot);
   size_t per = 1 + (size_t)e->n_slots, i = (size_t)u * per + (size_t)(slot + 1);
   if (!e->mirror && !(e->mirror = calloc((size_t)e->n_units * per, sizeof(float *)))) {
@@ -459,6 +490,7 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
 }
 
 fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_err *err) {
+  FSDPC_TRY(fsdpc__engine_quiesce(e, err));
   fsdpc_status qst = fsdpc__qstate_done(e, upload, err);
   if (e->offload && upload) {
     /* The host shards were written in place: recast the bf16 staging copies
@@ -485,3 +517,5 @@ fsdpc_status fsdpc__engine_host_shards_done(fsdpc_engine *e, int upload, fsdpc_e
   e->mirror = NULL;
   return st;
 }
+
+uint64_t fsdpc__engine_host_pinned(const fsdpc_engine *e) { return e->host_pinned; }

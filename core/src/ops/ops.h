@@ -162,7 +162,15 @@ typedef struct fsdpc_ops {
    * on ties (greedy decoding without sending logits to the host). */
   fsdpc_status (*argmax_rows)(void *ctx, int32_t *out, const float *x, int N, int V,
                               fsdpc_err *err);
+  /* (optional: NULL on the CPU) The calling host thread (any thread) waits
+   * until event slot has completed: the offloaded optimizer's worker waits
+   * for one unit's gradient copy this way. Slots >= 64 are the engine's
+   * per-unit slots (FSDPC_OPS_UNIT_EVENTS of them). */
+  fsdpc_status (*event_sync)(void *ctx, int slot, fsdpc_err *err);
 } fsdpc_ops;
+
+/* Event slots: 0..63 for the engine's streams, then one per unit. */
+enum { FSDPC_OPS_UNIT_EVENT0 = 64, FSDPC_OPS_UNIT_EVENTS = 256 };
 
 /* After alloc or alloc_on gave NULL: the device's own reason when it kept
  * one (a device fault must not read as "out of memory"), as "<what>:

@@ -8,6 +8,7 @@
 
 #include "fsdp/program.h"
 #include "fsdp/qstate.h"
+#include "ops/ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,10 @@ void fsdpc__plan_device_default(int32_t device, fsdpc_plan_device *out) {
     out->xent_logit_bytes = 6;
     out->reserved_factor = 1.10;
     out->runtime_bytes = (uint64_t)768 << 20;
+    /* libraries and the CUDA runtime's host state: VmHWM less the pinned
+     * bytes of a 1B cpu_offload run on one H200, which has no other host
+     * memory of the engine (bench/results/2026-11-24-offload.md) */
+    out->host_runtime_bytes = (uint64_t)440 << 20;
   } else {
     out->full_param_bytes = 4;
     out->full_grad_bytes = 4;
@@ -197,6 +202,12 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
                   .bf16 = m->reduce_dtype == FSDPC_DTYPE_BF16 && cuda};
   int accum = m->batch.accum > 0 ? (int)m->batch.accum : 1;
   int64_t shards = (int64_t)(out->params + out->grads + out->optim);
+  /* offload.optimizer (fsdp/offload.c): the state shards in host memory
+   * (pinned on a GPU), two device buffers of the largest unit's state */
+  int offload_optim = m->offload_optim && p->n_slots > 0 && !r.offload;
+  uint64_t piece = fsdpc__state_piece_elems(m->offload_buffer_bytes, p->n_slots);
+  int64_t max_state =
+      (int64_t)(lay.max_shard < piece ? lay.max_shard : piece) * 4 * (int64_t)p->n_slots;
   if (r.offload) {
     /* units.c: shards + the bf16 staging copy of each master shard; a grad
      * landing buffer per unit once a second micro-batch reduces in a step */
@@ -206,7 +217,12 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   } else {
     track(&r.t, FSDPC_MEM_PARAMS, (int64_t)out->params);
     track(&r.t, FSDPC_MEM_GRADS, (int64_t)out->grads);
-    track(&r.t, FSDPC_MEM_OPTIM, (int64_t)out->optim);
+    if (!offload_optim || !cuda)
+      track(&r.t, FSDPC_MEM_OPTIM, (int64_t)out->optim);
+    else
+      out->host_bytes = (int64_t)out->optim;
+    if (offload_optim)
+      track(&r.t, FSDPC_MEM_OPTIM, 2 * max_state);
     if (m->param_copy) { /* units.c: the bf16 copies of master shards, in unit order */
       uint64_t lp = 0;
       for (int u = 0; u < lay.n_units; u++)
@@ -230,6 +246,11 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   fsdpc__program_opts_for(&lay, S, m->R, dev->full_param_bytes == 4 && !cuda, r.offload,
                           m->reshard_after_forward, m->no_sync, cuda && S > 1, m->forward_prefetch,
                           m->backward_prefetch, &po);
+  /* as fsdp/offload.c decides them */
+  po.host_async = m->cpu_offload_asked &&
+                  (!cuda || (r.offload && lay.n_units <= FSDPC_OPS_UNIT_EVENTS));
+  po.offload_optim = offload_optim;
+  po.piece = piece;
   fsdpc_program micro = {0}, last = {0}, opt = {0};
   fsdpc_status st = FSDPC_OK;
   r.full_grad = calloc((size_t)lay.n_units + 1, 1);
@@ -260,6 +281,15 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   out->reserved =
       (int64_t)((double)out->total_peak * dev->reserved_factor) + (int64_t)dev->runtime_bytes;
   out->comm = r.comm;
+  /* Host memory: on the CPU device the tracked peak is host memory; on a
+   * GPU the engine's pageable host memory is the initial fill's staging
+   * shard (units.c fill_shards; none when the shards are on the host). */
+  if (!cuda)
+    out->host_pageable = out->total_peak;
+  else if (!r.offload)
+    out->host_pageable = (int64_t)lay.max_shard * 4;
+  out->host_runtime = (int64_t)dev->host_runtime_bytes;
+  out->host_total = out->host_bytes + out->host_pageable + out->host_runtime;
   fsdpc__layout_free(&lay);
   return FSDPC_OK;
 }

@@ -30,6 +30,10 @@ typedef struct fsdpc_plan_device {
                            * fp32; CUDA 6: fp32 logits + bf16 gradient) */
   double reserved_factor; /* reserved = factor x tracked peak + runtime_bytes */
   uint64_t runtime_bytes; /* CUDA context, communicator buffers (not tracked) */
+  /* Host memory of the process that the engine does not allocate: code,
+   * libraries, the CUDA runtime's own host allocations (the planner adds it
+   * to the host total that --host-mem is checked against). */
+  uint64_t host_runtime_bytes;
 } fsdpc_plan_device;
 
 /* Defaults for a device: CPU = fp32 everywhere, nothing reserved beyond
@@ -42,9 +46,15 @@ typedef struct fsdpc_plan_mem {
   uint64_t activations;          /* model context bytes */
   int64_t peak[FSDPC_MEM_NCAT];  /* per-category peaks, as fsdpc_mem_stats.peak */
   int64_t total_peak;            /* peak of the sum (device memory) */
-  int64_t host_bytes;            /* pinned host memory of cpu_offload: the shards, the bf16
+  int64_t host_bytes;            /* pinned host memory: cpu_offload's shards, the bf16
                                   * staging copies of the master shards and, with more than
-                                  * one micro-batch, the grad landing buffers */
+                                  * one micro-batch, the grad landing buffers; or
+                                  * offload.optimizer's state shards */
+  int64_t host_pageable;         /* peak of the engine's pageable host memory (util/mem.h):
+                                  * on the CPU device everything above (device = host); on a
+                                  * GPU the staging shard of the initial fill */
+  int64_t host_runtime;          /* the device's host_runtime_bytes */
+  int64_t host_total;            /* host_bytes + host_pageable + host_runtime, per rank */
   int64_t reserved;              /* predicted reserved device memory */
   fsdpc_comm_bytes comm;         /* collective bytes sent per step (comm_s unused) */
 } fsdpc_plan_mem;

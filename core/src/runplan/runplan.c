@@ -116,6 +116,10 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
   out->activation_checkpointing = v && v->activation_checkpointing >= 0
                                       ? v->activation_checkpointing
                                       : c->fsdp.activation_checkpointing;
+  int optim_asked =
+      v && v->offload_optimizer >= 0 ? v->offload_optimizer : c->fsdp.offload.optimizer;
+  out->offload_optim = optim_asked && !out->cpu_offload_asked;
+  out->offload_buffer_bytes = (uint64_t)(c->fsdp.offload.buffer_mib * 1048576.0);
   out->no_sync = c->fsdp.no_sync;
   out->align = (int)c->fsdp.align;
   out->forward_prefetch = c->fsdp.forward_prefetch;

@@ -35,6 +35,7 @@ typedef struct fsdpc_run_world {
 /* A variant of the config's run: -1 keeps the config's value. */
 typedef struct fsdpc_run_variant {
   int strategy, activation_checkpointing, cpu_offload;
+  int offload_optimizer; /* fsdp.offload.optimizer */
 } fsdpc_run_variant;
 
 /* Batch geometry: every rank sees micro x accum sequences of seq_len tokens
@@ -63,6 +64,10 @@ typedef struct fsdpc_run_modes {
   int no_sync;
   int align;
   int forward_prefetch, backward_prefetch;
+  int offload_optim; /* fsdp.offload.optimizer in effect (not with cpu_offload, which holds the
+                      * state on the host already); on the CPU device it streams through
+                      * host buffers, which exercises the schedule */
+  uint64_t offload_buffer_bytes; /* fsdp.offload.buffer_mib in bytes */
   int param_copy; /* in effect: fsdp.param_copy on a device, not offloaded */
   int64_t param_copy_max_bytes; /* fsdp.param_copy_max_mib in bytes; 0 = no cap */
 } fsdpc_run_modes;

@@ -33,6 +33,9 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
   }
   float grad_scale = (float)(1.0 / (double)count);
   double loss_sum = 0.0;
+  /* lets an offloaded optimizer start its updates during the backward */
+  FSDPC_TRY(fsdpc__engine_step_begin(s->eng, step + 1, fsdpc__schedule_lr(&s->sched, step),
+                                     s->cfg->train.max_grad_norm, err));
   /* the loss stays on the device until the step's end (no host sync) */
   fsdpc__model_defer_loss(s->mctx, 1);
   for (int64_t m = 0; m < s->plan->modes.batch.accum; m++) {

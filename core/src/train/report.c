@@ -226,6 +226,7 @@ fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err) {
   else
     cJSON_AddNullToObject(o, "reserved_bytes");
   cJSON_AddNumberToObject(o, "host_rss_peak_bytes", (double)hwm);
+  cJSON_AddNumberToObject(o, "host_pinned_bytes", (double)fsdpc__engine_host_pinned(s->eng));
   cJSON_AddNumberToObject(o, "comm_s_total", s->comm_s_total);
   char *text = cJSON_Print(o);
   cJSON_Delete(o);

@@ -210,6 +210,8 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
                           .backward_prefetch = md->backward_prefetch,
                           .reduce_dtype = md->reduce_dtype,
                           .cpu_offload = md->cpu_offload_asked,
+                          .offload_optimizer = md->offload_optim,
+                          .offload_buffer_bytes = md->offload_buffer_bytes,
                           .param_copy = md->param_copy,
                           .param_copy_max_bytes = (uint64_t)md->param_copy_max_bytes,
                           /* evaluation of weights (an HF folder): no grads or

@@ -48,6 +48,19 @@ struct fsdpc_optimizer {
 /* ---------------------------------------------------------------------- */
 /* The kernel.                                                              */
 
+/* One copy per vector width (AVX-512, AVX2, the x86-64 baseline's SSE2),
+ * picked at load time for the CPU it runs on. Every operation is an IEEE
+ * add, multiply, divide or square root in the same order, and the plugin is
+ * built with -ffp-contract=off (no fused multiply-add), so every copy gives
+ * the same bits as the scalar loop: tests/optim checks it element by element
+ * against a scalar reference. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define ADAMW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ADAMW_CLONES
+#endif
+
+ADAMW_CLONES
 static void adamw_kernel(float *restrict p,       // (n)
                          const float *restrict g, // (n)
                          float *restrict m,       // (n) exp_avg

@@ -258,6 +258,7 @@ static const fsdpc_ops cpu_ops = {
     /* .matmul_bwd_acc = */ NULL, /* the layer keeps the unfused sequence */
     /* .rmsnorm_bwd_add = */ NULL,
     /* .argmax_rows = */ cpu_argmax_rows,
+    /* .event_sync = */ NULL,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

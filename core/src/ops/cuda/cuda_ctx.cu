@@ -165,6 +165,16 @@ fsdpc_status fsdpc__cuda_event_record(fsdpc_cuda_ctx *ctx, int slot, void *strea
   return FSDPC_OK;
 }
 
+fsdpc_status fsdpc__cuda_event_sync(fsdpc_cuda_ctx *ctx, int slot, fsdpc_err *err) {
+  if (slot < 0 || slot >= FSDPC_CUDA_N_EVENTS)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: event slot %d is outside [0, %d)", slot,
+                       FSDPC_CUDA_N_EVENTS);
+  /* the caller may be a thread of its own (the offload worker): bind it */
+  FSDPC_CUDA_TRY(err, cudaSetDevice(ctx->device));
+  FSDPC_CUDA_TRY(err, cudaEventSynchronize(ctx->events[slot]));
+  return FSDPC_OK;
+}
+
 fsdpc_status fsdpc__cuda_stream_wait_event(fsdpc_cuda_ctx *ctx, void *stream, int slot,
                                            fsdpc_err *err) {
   if (slot < 0 || slot >= FSDPC_CUDA_N_EVENTS)

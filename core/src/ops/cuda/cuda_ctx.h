@@ -38,7 +38,8 @@ extern "C" { /* the util headers are C declarations without guards of their own 
 typedef struct fsdpc_cuda_ctx fsdpc_cuda_ctx;
 
 /* Events of the pool: record on one stream, wait on another. */
-#define FSDPC_CUDA_N_EVENTS 64
+/* 64 for the engine's streams plus 256 per-unit slots (offload's grads landed) */
+#define FSDPC_CUDA_N_EVENTS 320
 
 typedef struct fsdpc_cuda_ctx_opts {
   int32_t device_index; /* CUDA ordinal */
@@ -73,6 +74,8 @@ int fsdpc__cuda_sm_count(const fsdpc_cuda_ctx *ctx);
 /* Records event slot (0 <= slot < FSDPC_CUDA_N_EVENTS) on stream; stream
  * NULL means the compute stream. */
 fsdpc_status fsdpc__cuda_event_record(fsdpc_cuda_ctx *ctx, int slot, void *stream, fsdpc_err *err);
+/* The calling host thread waits until event slot has completed (any thread). */
+fsdpc_status fsdpc__cuda_event_sync(fsdpc_cuda_ctx *ctx, int slot, fsdpc_err *err);
 /* Makes stream wait (on the device, not the host) for event slot. */
 fsdpc_status fsdpc__cuda_stream_wait_event(fsdpc_cuda_ctx *ctx, void *stream, int slot,
                                            fsdpc_err *err);

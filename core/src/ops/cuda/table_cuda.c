@@ -44,6 +44,9 @@ static fsdpc_status c_event_record(void *ctx, int slot, void *stream, fsdpc_err 
 static fsdpc_status c_stream_wait(void *ctx, void *stream, int slot, fsdpc_err *err) {
   return fsdpc__cuda_stream_wait_event(ctx, stream, slot, err);
 }
+static fsdpc_status c_event_sync(void *ctx, int slot, fsdpc_err *err) {
+  return fsdpc__cuda_event_sync(ctx, slot, err);
+}
 static fsdpc_status c_cast_params_on(void *ctx, void *dst, const float *src, size_t n,
                                      void *stream, fsdpc_err *err) {
   return fsdpc__cuda_cast_f32_bf16(ctx, dst, src, n, stream, err);
@@ -237,7 +240,7 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .take_error = c_take_error,
       .matmul_bwd_acc = c_matmul_bwd_acc, .rmsnorm_bwd_add = c_rmsnorm_bwd_add,
 
-      .argmax_rows = c_argmax_rows};
+      .argmax_rows = c_argmax_rows, .event_sync = c_event_sync};
   t->scale = c_scale;
   t->dropout = c_dropout;
 }

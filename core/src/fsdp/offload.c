@@ -1,0 +1,376 @@
+/* The offload modes of the engine.
+ *
+ * cpu_offload (fsdp.cpu_offload): master, grad and optimizer shards in
+ * pinned host memory, the optimizer on the CPU. The step overlaps the
+ * device (host_async): in the last micro-batch, each unit's reduced grad
+ * shard is copied to the host as soon as its backward is done and an event
+ * marks the copy (HOST_GRAD); a host worker thread waits for that event,
+ * adds any earlier micro-batches' landing and sums the shard's squares
+ * while the GPU runs the backward of the remaining units. The norm then
+ * only adds the per-unit sums in unit order (the CPU loop's order and
+ * arithmetic, so results are bit-identical); UPDATE hands each unit to the
+ * worker in forward order, and the next pass waits for a unit's update
+ * only at that unit's first use (HOST_WAIT). The worker also recasts the
+ * unit's bf16 staging copy, so the next gather is one H2D copy. Without
+ * clipping (and one replica) the update needs no global value: when the
+ * trainer has said which step comes (fsdpc__engine_step_begin), the worker
+ * updates each unit right after its sum of squares, in the backward.
+ * On the CPU device the shards already are host memory: host_async runs
+ * the same schedule (the worker updates units while the main thread goes
+ * on), which is what tests check bit for bit against the plain step.
+ *
+ * offload_optim (fsdp.offload.optimizer): masters and grads stay on the
+ * device, the optimizer state lives in pinned host memory. The optimizer
+ * step streams it per unit through two device buffers: STATE_IN u+1 (copy
+ * stream) runs while UPDATE u (compute stream) and STATE_OUT u (compute
+ * stream, after the update) run, so each direction of the bus overlaps the
+ * other and the update. A unit goes in pieces of at most one buffer
+ * (fsdp.offload.buffer_mib), so the device holds two pieces, not two of the
+ * largest unit (the 8B embedding's state is 4 GiB). Bytes moved are the
+ * optimizer's state bytes per element (fsdpc__stream_bytes), whatever the
+ * slots hold. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsdp/hostwork.h"
+#include "fsdp/internal.h"
+#include "io/dtype.h"
+#include "ops/cpu/ops_cpu.h"
+#include "util/log.h"
+
+enum { TASK_GRAD = 0, TASK_UPDATE = 1, TASK_LAND = 2 };
+/* Event slots of the state streaming (the engine's streams use < 50). */
+enum { EV_SIN = 50, EV_SOUT = 52, EV_OPT_FENCE = 54 };
+
+void fsdpc__offload_refresh_stage(fsdpc_engine *e, fsdpc_unit *un) {
+  if (!un->stage || !un->stage_stale)
+    return;
+  const int64_t n = (int64_t)un->shard_numel, chunk = 1 << 16;
+  const float *src = un->master;
+  uint16_t *dst = un->stage;
+#pragma omp parallel for num_threads(e->threads) schedule(static) if (n > chunk)
+  for (int64_t i = 0; i < n; i += chunk)
+    fsdpc__f32_to_bf16_n(src + i, dst + i, (uint64_t)(n - i < chunk ? n - i : chunk));
+  un->stage_stale = 0;
+}
+
+/* This micro-batch's fp32 grad shard (device, src) goes to the host. The
+ * first micro-batch of a step lands straight in the (zero) grad shard;
+ * later ones land in a per-unit buffer that is added in once the copy is
+ * done (ABSORB, or under host_async the worker: HOST_LAND, HOST_GRAD in the
+ * last micro-batch; the next copy into the buffer waits for that add). */
+fsdpc_status fsdpc__offload_grads_to_host(fsdpc_engine *e, fsdpc_unit *un, const float *src,
+                                          fsdpc_err *err) {
+  size_t sb = un->shard_numel * sizeof(float);
+  float *dst = un->grad;
+  if (!un->grad_clean) {
+    /* host_async: the worker has added the previous micro-batch's landing */
+    if (e->hw)
+      FSDPC_TRY(fsdpc__hostwork_wait(e->hw, e->land_seq[un - e->units], err));
+    if (!un->landing) {
+      if (!(un->landing = e->ops->alloc_host(e->ops->ctx, sb)))
+        return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                           "out of pinned host memory for the gradients of unit %s", un->name);
+      e->host_pinned += sb;
+    }
+    dst = un->landing;
+    un->land_pending = 1;
+  }
+  un->grad_clean = 0;
+  return e->ops->copy_on(e->ops->ctx, dst, src, sb, e->comm, err);
+}
+
+fsdpc_status fsdpc__offload_absorb(fsdpc_engine *e, fsdpc_err *err) {
+  int any = 0;
+  for (int u = 0; u < e->n_units; u++)
+    any |= e->units[u].land_pending;
+  if (!any)
+    return FSDPC_OK;
+  FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
+  for (int u = 0; u < e->n_units; u++) {
+    fsdpc_unit *un = &e->units[u];
+    if (!un->land_pending)
+      continue;
+    fsdpc__cpu_add_inplace(un->grad, un->landing, un->shard_numel);
+    un->land_pending = 0;
+  }
+  return FSDPC_OK;
+}
+
+/* ---- the worker's tasks ---- */
+
+static fsdpc_status task_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  if (e->offload) /* the D2H copy of the grads (and every gather copy before it) is done */
+    FSDPC_TRY(e->ops->event_sync(e->ops->ctx, FSDPC_OPS_UNIT_EVENT0 + u, err));
+  if (un->land_pending) {
+    fsdpc__cpu_add_inplace(un->grad, un->landing, un->shard_numel);
+    un->land_pending = 0;
+  }
+  if (!e->parts_ok)
+    return FSDPC_OK;
+  FSDPC_TRY(e->sops->sumsq_f32(e->sops->ctx, un->grad, un->shard_numel, &e->part[u], err));
+  if (!e->early)
+    return FSDPC_OK;
+  /* no clipping: the update needs nothing from the other units */
+  FSDPC_TRY(fsdpc__engine_update(e, u, 0, un->shard_numel, un->state, un->shard_numel, e->h_step,
+                                 e->h_lr, 1.0, err));
+  fsdpc__offload_refresh_stage(e, un);
+  return FSDPC_OK;
+}
+
+/* Not the last micro-batch: only add the landing (the unit's event first). */
+static fsdpc_status task_land(fsdpc_engine *e, int u, fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  FSDPC_TRY(e->ops->event_sync(e->ops->ctx, FSDPC_OPS_UNIT_EVENT0 + u, err));
+  if (un->land_pending) {
+    fsdpc__cpu_add_inplace(un->grad, un->landing, un->shard_numel);
+    un->land_pending = 0;
+  }
+  return FSDPC_OK;
+}
+
+static fsdpc_status task(void *arg, int kind, int u, fsdpc_err *err) {
+  fsdpc_engine *e = arg;
+  if (kind == TASK_GRAD)
+    return task_grad(e, u, err);
+  if (kind == TASK_LAND)
+    return task_land(e, u, err);
+  fsdpc_unit *un = &e->units[u];
+  FSDPC_TRY(fsdpc__engine_update(e, u, 0, un->shard_numel, un->state, un->shard_numel, e->h_step,
+                                 e->h_lr, e->h_scale, err));
+  fsdpc__offload_refresh_stage(e, &e->units[u]);
+  return FSDPC_OK;
+}
+
+/* ---- the actions ---- */
+
+fsdpc_status fsdpc__offload_host_grad(fsdpc_engine *e, int u, int last, fsdpc_err *err) {
+  if (e->offload) /* after the unit's D2H copy, on the stream that issued it */
+    FSDPC_TRY(e->ops->event_record(e->ops->ctx, FSDPC_OPS_UNIT_EVENT0 + u, e->comm, err));
+  FSDPC_TRY(fsdpc__hostwork_push(e->hw, last ? TASK_GRAD : TASK_LAND, u, &e->land_seq[u], err));
+  if (last && e->early) /* this task updates the unit too */
+    e->upd_seq[u] = e->land_seq[u];
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__engine_step_begin(fsdpc_engine *e, int64_t step, double lr,
+                                      double max_grad_norm, fsdpc_err *err) {
+  if (!e->hw)
+    return FSDPC_OK;
+  int early = e->parts_ok && !(max_grad_norm > 0.0);
+  e->early = early; /* read by TASK_GRAD, none of which is queued between steps */
+  if (!early) /* the last step's updates may still run: leave their values alone */
+    return FSDPC_OK;
+  if (!e->early_logged && e->dist->rank == 0)
+    FSDPC_LOGI("fsdp: cpu_offload without clipping: each unit's update starts on the host as "
+               "soon as its gradients are there, during the backward");
+  e->early_logged = 1;
+  /* without clipping every update ran in the last backward: the worker is
+   * idle or about to be */
+  FSDPC_TRY(fsdpc__hostwork_drain(e->hw, err));
+  e->h_step = step;
+  e->h_lr = lr;
+  e->h_scale = 1.0;
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__offload_host_wait(fsdpc_engine *e, int u, fsdpc_err *err) {
+  return fsdpc__hostwork_wait(e->hw, e->upd_seq[u], err);
+}
+
+fsdpc_status fsdpc__offload_host_update(fsdpc_engine *e, int u, int64_t step, double lr,
+                                        double scale, fsdpc_err *err) {
+  if (e->early) { /* updated in the backward (TASK_GRAD) with these very values */
+    if (step != e->h_step || lr != e->h_lr || scale != 1.0)
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                         "fsdp: optimizer step %lld (lr %g, clip %g) differs from the one begun "
+                         "(%lld, lr %g)",
+                         (long long)step, lr, scale, (long long)e->h_step, e->h_lr);
+    if (u == e->n_units - 1)
+      e->early = 0; /* the step is done; the next one says again */
+    return FSDPC_OK;
+  }
+  /* The worker is idle here (NORM or SYNC drained it), so these are not
+   * read while they change. */
+  e->h_step = step;
+  e->h_lr = lr;
+  e->h_scale = scale;
+  return fsdpc__hostwork_push(e->hw, TASK_UPDATE, u, &e->upd_seq[u], err);
+}
+
+/* The local sum of squares from the worker's per-unit sums, in unit order. */
+fsdpc_status fsdpc__offload_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err) {
+  FSDPC_TRY(fsdpc__hostwork_drain(e->hw, err));
+  double sumsq = 0.0;
+  for (int u = 0; u < e->n_units; u++)
+    sumsq += e->part[u];
+  *out = sumsq;
+  return FSDPC_OK;
+}
+
+/* A copy between host and device memory on stream (memcpy on the CPU). */
+static fsdpc_status xcopy(fsdpc_engine *e, void *dst, const void *src, size_t bytes, void *stream,
+                          fsdpc_err *err) {
+  if (!e->ops->copy_on) {
+    memcpy(dst, src, bytes);
+    return FSDPC_OK;
+  }
+  return e->ops->copy_on(e->ops->ctx, dst, src, bytes, stream, err);
+}
+
+static int have_events(const fsdpc_engine *e) {
+  return e->ops->event_record && e->ops->stream_wait;
+}
+
+/* Piece p's state, slot by slot: host shard slot k at [lo, hi) <-> device
+ * buffer slot k at [0, hi - lo). */
+static fsdpc_status copy_piece(fsdpc_engine *e, int p, int to_device, void *stream,
+                               fsdpc_err *err) {
+  const fsdpc_state_pieces *ps = &e->pieces;
+  fsdpc_unit *un = &e->units[ps->unit[p]];
+  uint64_t lo = ps->lo[p], len = ps->hi[p] - lo;
+  float *buf = e->sbuf[p & 1];
+  for (uint32_t k = 0; k < e->n_slots; k++) {
+    float *host = un->state + (size_t)k * un->shard_numel + lo, *dev = buf + (size_t)k * len;
+    FSDPC_TRY(to_device
+                  ? xcopy(e, dev, host, fsdpc__stream_bytes(e, len) / e->n_slots, stream, err)
+                  : xcopy(e, host, dev, fsdpc__stream_bytes(e, len) / e->n_slots, stream, err));
+  }
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__offload_state_in(fsdpc_engine *e, int p, fsdpc_err *err) {
+  int b = p & 1;
+  if (have_events(e)) {
+    if (!e->sin_fenced) { /* the copy stream after everything before this step's updates */
+      FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_OPT_FENCE, NULL, err));
+      FSDPC_TRY(e->ops->stream_wait(e->ops->ctx, e->copy_stream, EV_OPT_FENCE, err));
+      e->sin_fenced = 1;
+    }
+    if (e->sbuf_out[b]) /* the buffer's previous piece has gone back to the host */
+      FSDPC_TRY(e->ops->stream_wait(e->ops->ctx, e->copy_stream, EV_SOUT + b, err));
+  }
+  FSDPC_TRY(copy_piece(e, p, 1, e->copy_stream, err));
+  if (have_events(e))
+    FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_SIN + b, e->copy_stream, err));
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__offload_update_piece(fsdpc_engine *e, int p, int64_t step, double lr,
+                                         double scale, fsdpc_err *err) {
+  const fsdpc_state_pieces *ps = &e->pieces;
+  if (have_events(e))
+    FSDPC_TRY(e->ops->stream_wait(e->ops->ctx, NULL, EV_SIN + (p & 1), err));
+  return fsdpc__engine_update(e, ps->unit[p], ps->lo[p], ps->hi[p], e->sbuf[p & 1],
+                              ps->hi[p] - ps->lo[p], step, lr, scale, err);
+}
+
+fsdpc_status fsdpc__offload_state_out(fsdpc_engine *e, int p, fsdpc_err *err) {
+  int b = p & 1;
+  FSDPC_TRY(copy_piece(e, p, 0, NULL, err));
+  if (have_events(e))
+    FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_SOUT + b, NULL, err));
+  e->sbuf_out[b] = 1;
+  if (p == e->pieces.n - 1) /* the step's last: the next step starts afresh */
+    e->sin_fenced = e->sbuf_out[0] = e->sbuf_out[1] = 0;
+  return FSDPC_OK;
+}
+
+/* ---- memory and set-up ---- */
+
+float *fsdpc__offload_state_alloc(fsdpc_engine *e, size_t bytes) {
+  if (!e->offload_optim || !e->ops->alloc_host)
+    return fsdpc__salloc(e, FSDPC_MEM_OPTIM, bytes);
+  float *p = e->ops->alloc_host(e->ops->ctx, bytes);
+  if (p)
+    e->host_pinned += bytes;
+  return p;
+}
+
+void fsdpc__offload_state_free(fsdpc_engine *e, float *p, size_t bytes) {
+  if (!p)
+    return;
+  if (!e->offload_optim || !e->ops->alloc_host) {
+    fsdpc__sfree(e, FSDPC_MEM_OPTIM, p, bytes);
+    return;
+  }
+  e->ops->free_host(e->ops->ctx, p);
+  e->host_pinned -= bytes;
+}
+
+fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int optim_asked,
+                                  uint64_t buffer_bytes, fsdpc_err *err) {
+  int on_cpu = e->ops->device == FSDPC_DEVICE_CPU;
+  /* cpu_offload includes the optimizer state: it is on the host already. */
+  e->offload_optim = optim_asked && !cpu_offload_asked && e->n_slots > 0;
+  if (e->offload_optim && e->qf.block)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "fsdp.offload.optimizer does not stream an 8-bit optimizer state yet; with "
+                       "optim.name=adamw8bit use fsdp.cpu_offload (or no offload: its state is "
+                       "2 bytes a parameter)");
+  /* The worker needs per-unit events on a device. */
+  e->host_async =
+      cpu_offload_asked &&
+      (on_cpu || (e->offload && e->ops->event_sync && e->n_units <= FSDPC_OPS_UNIT_EVENTS));
+  if (e->offload && !e->host_async && e->dist->rank == 0)
+    FSDPC_LOGI("fsdp: cpu_offload: %d units (more than %d) or no host event wait on this device: "
+               "the optimizer step does not overlap the device",
+               e->n_units, FSDPC_OPS_UNIT_EVENTS);
+  if (e->host_async) {
+    e->upd_seq = calloc((size_t)e->n_units + 1, sizeof *e->upd_seq);
+    e->land_seq = calloc((size_t)e->n_units + 1, sizeof *e->land_seq);
+    e->part = calloc((size_t)e->n_units + 1, sizeof *e->part);
+    if (!e->upd_seq || !e->land_seq || !e->part)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the host worker");
+    e->parts_ok = e->dist->replica_size == 1;
+    FSDPC_TRY(fsdpc__hostwork_create(task, e, &e->hw, err));
+  }
+  if (e->offload_optim) {
+    fsdpc_layout lay = {.units = e->units, .n_units = e->n_units};
+    FSDPC_TRY(fsdpc__state_pieces_build(&lay, fsdpc__state_piece_elems(buffer_bytes, e->n_slots),
+                                        &e->pieces, err));
+    e->sbuf_bytes = fsdpc__stream_bytes(e, e->pieces.max_len);
+    for (int b = 0; b < 2; b++)
+      if (!(e->sbuf[b] = fsdpc__ealloc(e, FSDPC_MEM_OPTIM, e->sbuf_bytes)))
+        return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                           "out of device memory for the optimizer state buffers (2 x %llu "
+                           "bytes); use more ranks or fsdp.cpu_offload",
+                           (unsigned long long)e->sbuf_bytes);
+    e->copy_stream = e->ops->comm_stream ? e->ops->comm_stream(e->ops->ctx) : NULL;
+  }
+  if (e->dist->rank == 0 && e->host_async)
+    FSDPC_LOGI("fsdp: cpu_offload: the optimizer step runs on a host worker thread, unit by "
+               "unit, overlapping the %s",
+               on_cpu ? "next pass (the shards already live in host memory on the CPU device)"
+                      : "backward (grad sums) and the next forward (updates)");
+  if (e->dist->rank == 0 && e->offload_optim) {
+    double total = 0.0;
+    for (int u = 0; u < e->n_units; u++)
+      total += (double)fsdpc__stream_bytes(e, e->units[u].shard_numel);
+    FSDPC_LOGI("fsdp: offload.optimizer: optimizer state in %shost memory (%.1f MiB), streamed "
+               "in %d pieces through 2 device buffers of %.1f MiB",
+               on_cpu ? "" : "pinned ", total / 1048576.0, e->pieces.n,
+               (double)e->sbuf_bytes / 1048576.0);
+  }
+  return FSDPC_OK;
+}
+
+void fsdpc__offload_teardown(fsdpc_engine *e) {
+  fsdpc__hostwork_destroy(e->hw);
+  e->hw = NULL;
+  for (int b = 0; b < 2; b++)
+    fsdpc__efree(e, FSDPC_MEM_OPTIM, e->sbuf[b], e->sbuf_bytes);
+  free(e->upd_seq);
+  free(e->land_seq);
+  free(e->part);
+  fsdpc__state_pieces_free(&e->pieces);
+}
+
+fsdpc_status fsdpc__engine_quiesce(fsdpc_engine *e, fsdpc_err *err) {
+  if (e->hw)
+    FSDPC_TRY(fsdpc__hostwork_drain(e->hw, err));
+  if (e->offload_optim && e->ops->device != FSDPC_DEVICE_CPU)
+    FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
+  return FSDPC_OK;
+}

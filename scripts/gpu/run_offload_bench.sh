@@ -1,0 +1,96 @@
+#!/bin/bash
+# On the GPU host (one GPU): the offload modes against the plain CUDA path,
+# tokens/s, device peak (allocated, rank0.json), host peak (VmHWM) and pinned
+# bytes, and the planner's device and host figures for each row.
+#   bash .carry/offload/run_offload_bench.sh 1b     (issue 15 (a): one H200)
+#   bash .carry/offload/run_offload_bench.sh 8b     (issue 15 (b): one 80 GB H100)
+# One line per row:
+#   ROW <shape> <name> tok_s T step_s S dev_gib D plan_dev_gib P host_gib H plan_host_gib Q
+#       pinned_gib N plan_pinned_gib M loss0 L [exit X]
+# tok_s and step_s are medians over the steps after the second; LOSS lines
+# list each row's per-step losses. Logs, plans, metrics and rank0.json of
+# every row: $OUT/offload-logs.tgz. Env: STEPS (default 8), ROWS (names to
+# run, default all of the shape's).
+set -u
+C=$(cd "$(dirname "$0")" && pwd)
+OUT=${OUT:-/tmp/out}
+STEPS=${STEPS:-8}
+mkdir -p /tmp/rt "$OUT"
+tar xf "$C/runtime.tar.xz" -C /tmp/rt
+tar xf "$C/build.tar.xz" -C /
+B=$(cat "$C/build_dir")
+F=$B/bin/fsdpc
+export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
+export FSDPC_PLUGIN_PATH=$B/plugins
+W=$(mktemp -d)
+L=$W/logs
+mkdir -p "$L"
+trap 'tar czf "$OUT/offload-logs.tgz" -C "$W" logs' EXIT
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$L/gpu.txt"
+echo "cpus $(nproc), $(grep MemTotal /proc/meminfo)" | tee -a "$L/gpu.txt"
+$F data synth --task copy --n 200000 --out "$W/copy.tok" >/dev/null
+shape=${1:-1b}
+case $shape in
+  1b) cfg=$C/llama3-1b-base.yaml
+      rows=(
+        "base-a1|train.micro_batch_size=4 train.global_batch_size=4"
+        "full-a1|train.micro_batch_size=4 train.global_batch_size=4 fsdp.cpu_offload=true"
+        "base-a8|train.micro_batch_size=4 train.global_batch_size=32"
+        "full-a8|train.micro_batch_size=4 train.global_batch_size=32 fsdp.cpu_offload=true"
+        "optim-a8|train.micro_batch_size=4 train.global_batch_size=32 fsdp.offload.optimizer=true"
+        "full-a8-ns|train.micro_batch_size=4 train.global_batch_size=32 fsdp.cpu_offload=true fsdp.no_sync=true"
+        "base-a16|train.micro_batch_size=4 train.global_batch_size=64"
+        "full-a16-ns|train.micro_batch_size=4 train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true"
+      ) ;;
+  8b) cfg=$C/llama3-8b-base.yaml
+      rows=(
+        "optim-a1|train.micro_batch_size=1 train.global_batch_size=1 fsdp.activation_checkpointing=true fsdp.offload.optimizer=true"
+        "optim-a8|train.micro_batch_size=1 train.global_batch_size=8 fsdp.activation_checkpointing=true fsdp.offload.optimizer=true"
+      ) ;;
+esac
+for r in "${rows[@]}"; do
+  name=${r%%|*}
+  [ -n "${ROWS:-}" ] && ! [[ " $ROWS " == *" $name "* ]] && continue
+  read -r -a ov <<<"${r#*|}"
+  common=(data.train="$W/copy.tok" train.max_steps="$STEPS" train.log_every=1
+          train.generate_prompts=[] train.eval_every=0 "${ov[@]}")
+  $F plan "$cfg" "${common[@]}" --json >"$L/plan-$shape-$name.json" 2>"$L/plan-$shape-$name.err"
+  timeout 900 $F train "$cfg" "${common[@]}" log.dir="$W/$shape-$name" >"$L/train-$shape-$name.log" 2>&1
+  trc=$?
+  cp "$W/$shape-$name/metrics.jsonl" "$L/metrics-$shape-$name.jsonl" 2>/dev/null
+  cp "$W/$shape-$name/rank0.json" "$L/rank0-$shape-$name.json" 2>/dev/null
+  python3 - "$L/plan-$shape-$name.json" "$W/$shape-$name" "$shape" "$name" "$trc" <<'PY'
+import json, statistics, sys
+plan_path, d, shape, name, trc = sys.argv[1:6]
+G = 2**30
+def f(x): return "%.3f" % (x / G) if x is not None else "-"
+try:
+    mine = [r for r in json.load(open(plan_path)) if r["config"]][0]
+except Exception:
+    mine = {}
+try:
+    rk = json.load(open(d + "/rank0.json"))
+except Exception:
+    rk = {}
+try:
+    m = [json.loads(l) for l in open(d + "/metrics.jsonl")]
+    m = [r for r in m if "step" in r]
+    late = [r for r in m if r["step"] > 2] or m
+    tok = statistics.median(r["tok_s"] for r in late)
+    sts = statistics.median(r["step_s"] for r in late)
+    loss0 = m[0]["loss"]
+except Exception:
+    tok = sts = loss0 = None
+print("ROW %s %-9s tok_s %s step_s %s dev_gib %s plan_dev_gib %s host_gib %s plan_host_gib %s pinned_gib %s plan_pinned_gib %s loss0 %s%s" % (
+    shape, name, "%.0f" % tok if tok else "-", "%.3f" % sts if sts else "-",
+    f(rk.get("peak_bytes", {}).get("total")), f(mine.get("peak_bytes", {}).get("total")),
+    f(rk.get("host_rss_peak_bytes")), f(mine.get("host_total_bytes")),
+    f(rk.get("host_pinned_bytes")), f(mine.get("host_pinned_bytes")),
+    "%.5f" % loss0 if loss0 else "-", "" if trc == "0" else " exit " + trc), flush=True)
+try:
+    print("LOSS %s %-9s %s" % (shape, name, " ".join("%.6f" % r["loss"] for r in m)))
+except Exception:
+    pass
+PY
+  [ "$trc" -eq 0 ] || grep -m3 -E "error|fail" "$L/train-$shape-$name.log"
+done

@@ -49,8 +49,12 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   }
   e->sops = e->offload ? fsdpc__ops_cpu() : e->ops;
   e->param_copy = o->param_copy && !on_cpu && !e->offload && e->ops->act_dtype == FSDPC_DTYPE_BF16;
-  /* Overlap: device collectives on a second stream (sharded units only). */
+  /* Overlap: device collectives on a second stream (sharded units only).
+   * cpu_offload with a shard group of one has no collective, but its H2D
+   * gathers and D2H grads go there too, so that they overlap compute and
+   * the next block's upload is prefetched. */
   if (e->S > 1 && e->ops->comm_stream && o->dist->stream) e->comm = e->ops->comm_stream(e->ops->ctx);
+  if (e->S == 1 && e->offload && e->ops->comm_stream) e->comm = e->ops->comm_stream(e->ops->ctx);
   e->fwd_prefetch = o->forward_prefetch;
   e->bwd_prefetch = o->backward_prefetch;
   e->decay_norm_and_bias = o->decay_norm_and_bias;

@@ -30,6 +30,13 @@ void fsdpc__plan_device_default(int32_t device, fsdpc_plan_device *out) {
      * bytes of a 1B cpu_offload run on one H200, which has no other host
      * memory of the engine (bench/results/2026-11-24-offload.md) */
     out->host_runtime_bytes = (uint64_t)440 << 20;
+    /* the process's host memory while the initial fill's staging shard
+     * lives (VmHWM less pinned bytes less that shard: 281.7 to 282.6 MiB on
+     * the 1B H200 rows, 285.8 on the 8B H100 ones): the CUDA context and
+     * libraries before the first step's kernels are loaded; the 1B runs
+     * show 293 MiB of RSS before step 1 and 440 after it
+     * (bench/results/2026-11-24-cpuoffload.md) */
+    out->host_fill_runtime_bytes = (uint64_t)283 << 20;
   } else {
     out->full_param_bytes = 4;
     out->full_grad_bytes = 4;
@@ -241,10 +248,12 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   track(&r.t, FSDPC_MEM_ACTIVATIONS, (int64_t)out->activations);
 
   /* The step's programs, as the engine builds them on this device: device
-   * collectives (CUDA) overlap on a comm stream when units are sharded. */
+   * collectives (CUDA) overlap on a comm stream when units are sharded, and
+   * cpu_offload's host copies do at any S (fsdp/units.c). */
   fsdpc_program_opts po;
   fsdpc__program_opts_for(&lay, S, m->R, dev->full_param_bytes == 4 && !cuda, r.offload,
-                          m->reshard_after_forward, m->no_sync, cuda && S > 1, m->forward_prefetch,
+                          m->reshard_after_forward, m->no_sync, cuda && (S > 1 || r.offload),
+                          m->forward_prefetch,
                           m->backward_prefetch, &po);
   /* as fsdp/offload.c decides them */
   po.host_async = m->cpu_offload_asked &&
@@ -288,8 +297,11 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
     out->host_pageable = out->total_peak;
   else if (!r.offload)
     out->host_pageable = (int64_t)lay.max_shard * 4;
+  /* The fill's staging shard is freed before the runtime reaches its
+   * steady size (fsdpc_plan_device): the larger of the two moments. */
   out->host_runtime = (int64_t)dev->host_runtime_bytes;
-  out->host_total = out->host_bytes + out->host_pageable + out->host_runtime;
+  int64_t at_fill = out->host_pageable + (int64_t)dev->host_fill_runtime_bytes;
+  out->host_total = out->host_bytes + (at_fill > out->host_runtime ? at_fill : out->host_runtime);
   fsdpc__layout_free(&lay);
   return FSDPC_OK;
 }

@@ -34,6 +34,10 @@ typedef struct fsdpc_plan_device {
    * libraries, the CUDA runtime's own host allocations (the planner adds it
    * to the host total that --host-mem is checked against). */
   uint64_t host_runtime_bytes;
+  /* The same while the shards are filled, before the first step: the
+   * runtime grows from this to host_runtime_bytes in the first step, after
+   * the fill's pageable staging shard is freed, so the two never add up. */
+  uint64_t host_fill_runtime_bytes;
 } fsdpc_plan_device;
 
 /* Defaults for a device: CPU = fp32 everywhere, nothing reserved beyond
@@ -54,7 +58,8 @@ typedef struct fsdpc_plan_mem {
                                   * on the CPU device everything above (device = host); on a
                                   * GPU the staging shard of the initial fill */
   int64_t host_runtime;          /* the device's host_runtime_bytes */
-  int64_t host_total;            /* host_bytes + host_pageable + host_runtime, per rank */
+  int64_t host_total;            /* host_bytes + max(host_pageable + the device's
+                                  * host_fill_runtime_bytes, host_runtime), per rank */
   int64_t reserved;              /* predicted reserved device memory */
   fsdpc_comm_bytes comm;         /* collective bytes sent per step (comm_s unused) */
 } fsdpc_plan_mem;

@@ -253,8 +253,7 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   fsdpc_program_opts po;
   fsdpc__program_opts_for(&lay, S, m->R, dev->full_param_bytes == 4 && !cuda, r.offload,
                           m->reshard_after_forward, m->no_sync, cuda && (S > 1 || r.offload),
-                          m->forward_prefetch,
-                          m->backward_prefetch, &po);
+                          m->forward_prefetch, m->backward_prefetch, &po);
   /* as fsdp/offload.c decides them */
   po.host_async = m->cpu_offload_asked &&
                   (!cuda || (r.offload && lay.n_units <= FSDPC_OPS_UNIT_EVENTS));

@@ -6,6 +6,7 @@
  * tests/bench checks the prediction against measured runs. */
 #include "plan/plan.h"
 
+#include "config/config.h"
 #include "fsdp/program.h"
 #include "fsdp/qstate.h"
 #include "ops/ops.h"
@@ -162,6 +163,29 @@ static uint64_t optim_bytes(const fsdpc_run_plan *p, const fsdpc_layout *lay, in
   return worst;
 }
 
+/* The host bytes that fill the shards at start-up on a GPU, freed before
+ * the first step (fsdp/units.c, fsdp/load.c): a random init runs on the
+ * device, or straight into the pinned shards when offloaded, except that
+ * LoRA's frozen bf16 shards are made on the host from an fp32 staging shard
+ * (fill_shards: the largest shard, every unit going through it unless
+ * offloaded, plus a bf16 one for upload); an HF checkpoint streams through
+ * two pinned buffers of at most 64 MiB (in place when offloaded). Only
+ * touched pages count. */
+static int64_t fill_host_bytes(const fsdpc_layout *lay, int offload, int from_checkpoint) {
+  uint64_t frozen = 0;
+  for (int u = 0; u < lay->n_units; u++)
+    if (lay->units[u].frozen && lay->units[u].shard_numel > frozen)
+      frozen = lay->units[u].shard_numel;
+  if (from_checkpoint) {
+    uint64_t buf =
+        lay->max_shard * 4 < ((uint64_t)64 << 20) ? lay->max_shard * 4 : (uint64_t)64 << 20;
+    return offload ? 0 : (int64_t)(2 * buf);
+  }
+  if (!frozen)
+    return 0;
+  return offload ? (int64_t)(frozen * 4) : (int64_t)(lay->max_shard * 4 + frozen * 2);
+}
+
 fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
                                 const fsdpc_plan_device *dev, fsdpc_plan_mem *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
@@ -290,12 +314,12 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
       (int64_t)((double)out->total_peak * dev->reserved_factor) + (int64_t)dev->runtime_bytes;
   out->comm = r.comm;
   /* Host memory: on the CPU device the tracked peak is host memory; on a
-   * GPU the engine's pageable host memory is the initial fill's staging
-   * shard (units.c fill_shards; none when the shards are on the host). */
+   * GPU the engine's own host memory at start-up is what fills the shards. */
   if (!cuda)
     out->host_pageable = out->total_peak;
-  else if (!r.offload)
-    out->host_pageable = (int64_t)lay.max_shard * 4;
+  else
+    out->host_pageable = fill_host_bytes(&lay, r.offload, p->cfg && p->cfg->model.init.from &&
+                                                              p->cfg->model.init.from[0]);
   /* The fill's staging shard is freed before the runtime reaches its
    * steady size (fsdpc_plan_device): the larger of the two moments. */
   out->host_runtime = (int64_t)dev->host_runtime_bytes;

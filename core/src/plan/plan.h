@@ -54,9 +54,10 @@ typedef struct fsdpc_plan_mem {
                                   * staging copies of the master shards and, with more than
                                   * one micro-batch, the grad landing buffers; or
                                   * offload.optimizer's state shards */
-  int64_t host_pageable;         /* peak of the engine's pageable host memory (util/mem.h):
-                                  * on the CPU device everything above (device = host); on a
-                                  * GPU the staging shard of the initial fill */
+  int64_t host_pageable;         /* peak of the engine's other host memory (util/mem.h): on
+                                  * the CPU device everything above (device = host); on a
+                                  * GPU what fills the shards at start-up (plan.c
+                                  * fill_host_bytes: none for a random init without LoRA) */
   int64_t host_runtime;          /* the device's host_runtime_bytes */
   int64_t host_total;            /* host_bytes + max(host_pageable + the device's
                                   * host_fill_runtime_bytes, host_runtime), per rank */

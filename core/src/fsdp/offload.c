@@ -42,16 +42,48 @@ enum { TASK_GRAD = 0, TASK_UPDATE = 1, TASK_LAND = 2 };
 /* Event slots of the state streaming (the engine's streams use < 50). */
 enum { EV_SIN = 50, EV_SOUT = 52, EV_OPT_FENCE = 54 };
 
-void fsdpc__offload_refresh_stage(fsdpc_engine *e, fsdpc_unit *un) {
-  if (!un->stage || !un->stage_stale)
-    return;
-  const int64_t n = (int64_t)un->shard_numel, chunk = 1 << 16;
-  const float *src = un->master;
-  uint16_t *dst = un->stage;
+/* The bf16 staging copy of master elements [lo, hi). */
+static void recast(fsdpc_engine *e, fsdpc_unit *un, uint64_t lo, uint64_t hi) {
+  const int64_t n = (int64_t)(hi - lo), chunk = 1 << 16;
+  const float *src = un->master + lo;
+  uint16_t *dst = un->stage + lo;
 #pragma omp parallel for num_threads(e->threads) schedule(static) if (n > chunk)
   for (int64_t i = 0; i < n; i += chunk)
     fsdpc__f32_to_bf16_n(src + i, dst + i, (uint64_t)(n - i < chunk ? n - i : chunk));
+}
+
+void fsdpc__offload_refresh_stage(fsdpc_engine *e, fsdpc_unit *un) {
+  if (!un->stage || !un->stage_stale)
+    return;
+  recast(e, un, 0, un->shard_numel);
   un->stage_stale = 0;
+}
+
+/* The worker's update of unit u (clip scale) and the recast of its bf16
+ * copy. With fp32 slots it goes in ranges of UPDATE_RANGE elements, each
+ * recast right after its update while the new masters are still in the
+ * CPU's cache (one read of the masters from memory instead of two); the
+ * optimizer is elementwise, so the ranges change no bit. A quantized state
+ * is updated whole (its blocks are per tensor). The ranges are those of
+ * offload.optimizer's pieces, which tests check bit for bit. */
+#define UPDATE_RANGE ((uint64_t)1 << 20)
+static fsdpc_status update_and_recast(fsdpc_engine *e, int u, double scale, fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  uint64_t n = un->shard_numel;
+  if (e->qf.block || !un->state) {
+    FSDPC_TRY(fsdpc__engine_update(e, u, 0, n, un->state, n, e->h_step, e->h_lr, scale, err));
+    fsdpc__offload_refresh_stage(e, un);
+    return FSDPC_OK;
+  }
+  for (uint64_t lo = 0; lo < n; lo += UPDATE_RANGE) {
+    uint64_t hi = n - lo < UPDATE_RANGE ? n : lo + UPDATE_RANGE;
+    FSDPC_TRY(
+        fsdpc__engine_update(e, u, lo, hi, un->state + lo, n, e->h_step, e->h_lr, scale, err));
+    if (un->stage) /* none on the CPU device: the shards are what it computes with */
+      recast(e, un, lo, hi);
+  }
+  un->stage_stale = 0;
+  return FSDPC_OK;
 }
 
 /* This micro-batch's fp32 grad shard (device, src) goes to the host. The
@@ -113,10 +145,7 @@ static fsdpc_status task_grad(fsdpc_engine *e, int u, fsdpc_err *err) {
   if (!e->early)
     return FSDPC_OK;
   /* no clipping: the update needs nothing from the other units */
-  FSDPC_TRY(fsdpc__engine_update(e, u, 0, un->shard_numel, un->state, un->shard_numel, e->h_step,
-                                 e->h_lr, 1.0, err));
-  fsdpc__offload_refresh_stage(e, un);
-  return FSDPC_OK;
+  return update_and_recast(e, u, 1.0, err);
 }
 
 /* Not the last micro-batch: only add the landing (the unit's event first). */
@@ -136,11 +165,7 @@ static fsdpc_status task(void *arg, int kind, int u, fsdpc_err *err) {
     return task_grad(e, u, err);
   if (kind == TASK_LAND)
     return task_land(e, u, err);
-  fsdpc_unit *un = &e->units[u];
-  FSDPC_TRY(fsdpc__engine_update(e, u, 0, un->shard_numel, un->state, un->shard_numel, e->h_step,
-                                 e->h_lr, e->h_scale, err));
-  fsdpc__offload_refresh_stage(e, &e->units[u]);
-  return FSDPC_OK;
+  return update_and_recast(e, u, e->h_scale, err);
 }
 
 /* ---- the actions ---- */

@@ -33,7 +33,7 @@
 
 #include "../../common/host_call.h"
 #include "../common/optim_parallel.h"
-#include "adamw8bit_math.h"
+#include "adamw8bit_cpu.h"
 #include "fsdpc/plugin.h"
 
 #define Q8_N_SLOTS 2u
@@ -45,9 +45,11 @@ struct fsdpc_optimizer {
   double weight_decay, beta1, beta2, eps;
   uint64_t min_8bit_size;
   int32_t device;
-  float maps[2][Q8_CODES]; /* signed (exp_avg), unsigned (exp_avg_sq) */
-  q8_fastmap fast[2];      /* the CPU's lookup tables for them */
-  float *dmaps;            /* the same on the GPU (CUDA path), else NULL */
+  q8_tables tab;     /* the maps (signed: exp_avg, unsigned: exp_avg_sq) and the CPU's
+                      * search tables for them */
+  q8_block_fn block; /* the CPU kernels this CPU runs best (adamw8bit_cpu.h) */
+  q8_piece_fn piece;
+  float *dmaps; /* the same on the GPU (CUDA path), else NULL */
 };
 
 static int is_quantized(const fsdpc_optim_tensor *t) {
@@ -60,62 +62,20 @@ static uint64_t n_items(const fsdpc_optim_tensor *t) {
 }
 
 /* ---------------------------------------------------------------------- */
-/* The kernel.                                                              */
-
-static void block_q8(const fsdpc_optim_tensor *t, uint64_t b, const q8_scalars *sc,
-                     const float (*maps)[Q8_CODES], const q8_fastmap *fast) {
-  const uint64_t ph = t->block_phase, j0 = q8_block_lo(b, ph), j1 = q8_block_hi(b, ph, t->numel);
-  float *restrict p = t->param;
-  const float *restrict g = t->grad;
-  uint8_t *restrict c1 = t->qstate, *restrict c2 = t->qstate + t->stride;
-  float *a1 = t->qscale + b, *a2 = t->qscale + t->scale_stride + b;
-  float m[Q8_BLOCK], v[Q8_BLOCK]; /* the block's new moments, fp32 */
-  float am = 0.0f, av = 0.0f;
-  const float s1 = *a1, s2 = *a2;
-  for (uint64_t j = j0; j < j1; j++) {
-    const uint64_t i = j - j0;
-    q8_moments(g[j], q8_dequant(maps[0], c1[j], s1), q8_dequant(maps[1], c2[j], s2), sc, &m[i],
-               &v[i]);
-    am = fmaxf(am, fabsf(m[i]));
-    av = fmaxf(av, v[i]);
-  }
-  *a1 = am;
-  *a2 = av;
-  for (uint64_t j = j0; j < j1; j++) {
-    const uint64_t i = j - j0;
-    p[j] = q8_param(p[j], m[i], v[i], sc, t->decay);
-    /* q8_quant_signed / q8_quant_unsigned, with the table-assisted search */
-    const float xm = am > 0.0f ? m[i] / am : 0.0f, xv = av > 0.0f ? v[i] / av : 0.0f;
-    c1[j] = q8_sign_fix(maps[0], q8_nearest_fast(maps[0], &fast[0], xm, -1.0f), m[i]);
-    c2[j] = (uint8_t)q8_nearest_fast(maps[1], &fast[1], xv, 0.0f);
-  }
-}
-
-static void piece_f32(const fsdpc_optim_tensor *t, uint64_t b, const q8_scalars *sc) {
-  const uint64_t j0 = b * Q8_BLOCK, j1 = q8_block_hi(b, 0, t->numel);
-  float *restrict p = t->param, *restrict m = t->state, *restrict v = t->state + t->stride;
-  const float *restrict g = t->grad;
-  for (uint64_t j = j0; j < j1; j++) {
-    float mi, vi;
-    q8_moments(g[j], m[j], v[j], sc, &mi, &vi);
-    m[j] = mi;
-    v[j] = vi;
-    p[j] = q8_param(p[j], mi, vi, sc, t->decay);
-  }
-}
+/* The kernels: adamw8bit_cpu.h (scalar, AVX2, AVX-512, picked at create). */
 
 /* Runs items [lo, hi) of the concatenation of the tensors' items. */
 static void run_items(const fsdpc_optim_tensor *t, uint32_t n_tensors, uint64_t lo, uint64_t hi,
-                      const q8_scalars *sc, const float (*maps)[Q8_CODES], const q8_fastmap *fast) {
+                      const q8_scalars *sc, const fsdpc_optimizer *opt) {
   uint64_t base = 0;
   for (uint32_t k = 0; k < n_tensors && base < hi; k++) {
     const uint64_t end = base + n_items(&t[k]);
     const uint64_t a = lo > base ? lo : base, b = hi < end ? hi : end;
     for (uint64_t it = a; it < b; it++) {
       if (is_quantized(&t[k]))
-        block_q8(&t[k], it - base, sc, maps, fast);
+        opt->block(&t[k], it - base, sc, &opt->tab);
       else
-        piece_f32(&t[k], it - base, sc);
+        opt->piece(&t[k], it - base, sc);
     }
     base = end;
   }
@@ -285,10 +245,8 @@ static int32_t q8_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
   opt->eps = init->eps;
   opt->min_8bit_size = (uint64_t)min_size;
   opt->device = init->device;
-  q8_dynamic_map(1, opt->maps[0]);
-  q8_dynamic_map(0, opt->maps[1]);
-  q8_fastmap_build(opt->maps[0], &opt->fast[0]);
-  q8_fastmap_build(opt->maps[1], &opt->fast[1]);
+  q8_tables_build(&opt->tab);
+  q8_cpu_pick(q8_cpu_isa(), &opt->tab, &opt->block, &opt->piece);
   *out = opt; /* the GPU copy of the maps is made at the first CUDA step */
   return FSDPC_OK;
 }
@@ -377,19 +335,18 @@ static int32_t q8_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors, 
     char msg[256];
     void *stream = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, stream) ? info->stream : NULL;
     if (opt->dmaps == NULL &&
-        (st = adamw8bit_cuda_maps(&opt->maps[0][0], &opt->dmaps, msg, sizeof msg)) != FSDPC_OK)
+        (st = adamw8bit_cuda_maps(&opt->tab.maps[0][0], &opt->dmaps, msg, sizeof msg)) != FSDPC_OK)
       return fsdpc_pl_fail(h, st, "%s", msg);
     st = adamw8bit_cuda_step(tensors, n_tensors, &sc, opt->dmaps, stream, msg, sizeof msg);
     return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
   }
 #endif
-  const float(*maps)[Q8_CODES] = (const float(*)[Q8_CODES])opt->maps;
   int nt = fsdpc_optim_threads(info, total, Q8_MIN_PARALLEL);
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     uint64_t lo, hi;
     fsdpc_optim_range(items, 1, &lo, &hi);
-    run_items(tensors, n_tensors, lo, hi, &sc, maps, opt->fast);
+    run_items(tensors, n_tensors, lo, hi, &sc, opt);
   }
   return FSDPC_OK;
 }
@@ -419,7 +376,7 @@ static int32_t q8_export(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint
   const float *a = t->qscale + (uint64_t)slot * t->scale_stride;
   for (uint64_t j = 0; j < t->numel; j++) {
     const float s = a[(t->block_phase + j) / Q8_BLOCK];
-    values[j] = q8_dequant(opt->maps[slot], c[j], s);
+    values[j] = q8_dequant(opt->tab.maps[slot], c[j], s);
     scales[j] = s;
   }
   return FSDPC_OK;
@@ -448,8 +405,8 @@ static int32_t q8_import(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint
       s = fmaxf(s, fmaxf(fabsf(scales[j]), fabsf(values[j])));
     a[b] = s;
     for (uint64_t j = j0; j < j1; j++)
-      c[j] = slot == 0 ? q8_quant_signed(opt->maps[0], values[j], s)
-                       : q8_quant_unsigned(opt->maps[1], values[j], s);
+      c[j] = slot == 0 ? q8_quant_signed(opt->tab.maps[0], values[j], s)
+                       : q8_quant_unsigned(opt->tab.maps[1], values[j], s);
   }
   return FSDPC_OK;
 }
@@ -483,7 +440,8 @@ static const fsdpc_component_desc q8_component = {
     "AdamW with 8-bit blockwise-quantized moments (bitsandbytes' dynamic maps, 256-element "
     "blocks); fp32 master weights",
     /* .capabilities = */
-    "cpu (OpenMP); fp32 params; state: 2 bytes per element + 8 bytes per 256-element block; "
+    "cpu (OpenMP over blocks; AVX-512, AVX2 or scalar, picked at load time, equal bits); fp32 "
+    "params; state: 2 bytes per element + 8 bytes per 256-element block; "
     "slots exp_avg, exp_avg_sq; "
 #ifdef FSDPC_WITH_CUDA
     "cuda (one thread block per quantization block, same codes as the CPU path)",

@@ -67,19 +67,38 @@ typedef struct q8_scalars {
   float decay_factor; /* 1 - lr*wd */
 } q8_scalars;
 
-/* The moments' update: g scaled first, then v and m as bitsandbytes orders
+/* The per-element arithmetic, written once: for a float here and in the
+ * CUDA kernel, and for a whole SIMD register (GCC vector types, whose
+ * operators take a scalar operand too) in the CPU's vector kernels
+ * (adamw8bit_cpu.h); SQRT is the type's IEEE square root. Every operation
+ * rounds alike in each form (no FMA contraction: see CMakeLists.txt).
+ *
+ * The moments' update: g scaled first, then v and m as bitsandbytes orders
  * them (v*b2 + ((1-b2)*g)*g, m*b1 + (1-b1)*g). */
-Q8_FN void q8_moments(float g, float m, float v, const q8_scalars *sc, float *m_out, float *v_out) {
-  const float gi = g * sc->grad_scale;
-  *v_out = v * sc->beta2 + (sc->w2 * gi) * gi;
-  *m_out = m * sc->beta1 + sc->w1 * gi;
-}
+#define Q8_MOMENTS(gi, g, m, v, sc, m_out, v_out)                                                  \
+  do {                                                                                             \
+    (gi) = (g) * (sc)->grad_scale;                                                                 \
+    (v_out) = (v) * (sc)->beta2 + ((sc)->w2 * (gi)) * (gi);                                        \
+    (m_out) = (m) * (sc)->beta1 + (sc)->w1 * (gi);                                                 \
+  } while (0)
 
 /* The parameter's update from the new fp32 moments; weight decay after it
  * (p * (1 - lr*wd)), as bitsandbytes applies it. */
+#define Q8_PARAM(p, m, v, sc, decay, SQRT)                                                         \
+  do {                                                                                             \
+    (p) = (p) + (sc)->step_size * ((m) / (SQRT(v) + (sc)->eps_c2));                                \
+    if (decay)                                                                                     \
+      (p) = (p) * (sc)->decay_factor;                                                              \
+  } while (0)
+
+Q8_FN void q8_moments(float g, float m, float v, const q8_scalars *sc, float *m_out, float *v_out) {
+  float gi;
+  Q8_MOMENTS(gi, g, m, v, sc, *m_out, *v_out);
+}
+
 Q8_FN float q8_param(float p, float m, float v, const q8_scalars *sc, int decay) {
-  p = p + sc->step_size * (m / (sqrtf(v) + sc->eps_c2));
-  return decay ? p * sc->decay_factor : p;
+  Q8_PARAM(p, m, v, sc, decay, sqrtf);
+  return p;
 }
 
 /* Index of the entry of the sorted map nearest to x, by a binary search over

@@ -12,8 +12,9 @@
 # tok_s and step_s are medians over steps 5..STEPS (all steps when fewer);
 # LOSS lines list each row's per-step losses. Logs, plans, metrics and
 # rank0.json of every row: $OUT/cpuoff-logs.tgz. Env: STEPS (default 20),
-# ROWS (names to run, default all), CHECK=1 first runs run_offload_gpu.sh
-# (the CUDA offload checks) into $OUT/offload-check.
+# ROWS (names to run, default all; they run in the order of the list below), CHECK=1 first runs run_offload_gpu.sh
+# (the CUDA offload checks) into $OUT/offload-check; BUDGET (seconds): rows
+# that would start later are skipped.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/out}
@@ -30,34 +31,38 @@ if [ "${CHECK:-0}" = 1 ]; then
   OUT=$OUT/offload-check timeout 200 bash "$C/run_offload_gpu.sh" >"$OUT/offload-check/run.log" 2>&1
   echo "CHECK run_offload_gpu.sh exit $?"
   grep -E "CHECK FAILED|failed checks|^---" "$OUT/offload-check/run.log" | tail -24
+  tar czf "$OUT/offload-check.tgz" -C "$OUT" offload-check && rm -rf "$OUT/offload-check"
 fi
 W=$(mktemp -d)
 L=$W/logs
 mkdir -p "$L"
 trap 'tar czf "$OUT/cpuoff-logs.tgz" -C "$W" logs' EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$L/gpu.txt"
-echo "cpus $(nproc), $(grep MemTotal /proc/meminfo), $(grep -o -m1 'avx512f' /proc/cpuinfo)" | tee -a "$L/gpu.txt"
+echo "cpus $(nproc), $(grep MemTotal /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo), $(grep -o -m1 'avx512f' /proc/cpuinfo)" | tee -a "$L/gpu.txt"
 $F data synth --task copy --n 200000 --out "$W/copy.tok" >/dev/null
 cfg=$C/llama3-1b-base.yaml
 mb="train.micro_batch_size=4"
 q8="optim.name=adamw8bit"
+sep="fsdp.wrap.options.separate_embedding=true fsdp.wrap.options.separate_lm_head=true"
 rows=(
-  "base-a1|$mb train.global_batch_size=4"
-  "full-a1|$mb train.global_batch_size=4 fsdp.cpu_offload=true"
-  "base-a8|$mb train.global_batch_size=32"
-  "full-a8|$mb train.global_batch_size=32 fsdp.cpu_offload=true"
-  "full-a8-ns|$mb train.global_batch_size=32 fsdp.cpu_offload=true fsdp.no_sync=true"
   "base-a16|$mb train.global_batch_size=64"
   "full-a16-ns|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true"
-  "full-a16-ns-z2|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true fsdp.sharding_strategy=SHARD_GRAD_OP"
-  "q8-base-a1|$mb train.global_batch_size=4 $q8"
-  "q8-full-a1|$mb train.global_batch_size=4 fsdp.cpu_offload=true $q8"
-  "q8-base-a16|$mb train.global_batch_size=64 $q8"
   "q8-full-a16-ns|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true $q8"
+  "base-a8|$mb train.global_batch_size=32"
+  "full-a8-ns|$mb train.global_batch_size=32 fsdp.cpu_offload=true fsdp.no_sync=true"
+  "full-a16-ns-sep|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true $sep"
+  "q8-full-a1|$mb train.global_batch_size=4 fsdp.cpu_offload=true $q8"
+  "full-a1|$mb train.global_batch_size=4 fsdp.cpu_offload=true"
+  "base-a1|$mb train.global_batch_size=4"
+  "q8-base-a16|$mb train.global_batch_size=64 $q8"
+  "full-a8|$mb train.global_batch_size=32 fsdp.cpu_offload=true"
+  "q8-base-a1|$mb train.global_batch_size=4 $q8"
+  "full-a16-ns-z2|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true fsdp.sharding_strategy=SHARD_GRAD_OP"
 )
 for r in "${rows[@]}"; do
   name=${r%%|*}
   [ -n "${ROWS:-}" ] && ! [[ " $ROWS " == *" $name "* ]] && continue
+  if [ "$SECONDS" -gt "${BUDGET:-100000}" ]; then echo "SKIP $name (past BUDGET=$BUDGET s)"; continue; fi
   read -r -a ov <<<"${r#*|}"
   common=(data.train="$W/copy.tok" train.max_steps="$STEPS" train.log_every=1
           train.generate_prompts=[] train.eval_every=0 "${ov[@]}")

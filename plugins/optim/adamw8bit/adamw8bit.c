@@ -246,7 +246,10 @@ static int32_t q8_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
   opt->min_8bit_size = (uint64_t)min_size;
   opt->device = init->device;
   q8_tables_build(&opt->tab);
-  q8_cpu_pick(q8_cpu_isa(), &opt->tab, &opt->block, &opt->piece);
+  int isa = q8_cpu_isa();
+  if (isa == Q8_ISA_AVX512) /* with gathers or without: whichever this CPU runs faster */
+    isa = q8_avx512_fastest(&opt->tab);
+  q8_cpu_pick(isa, &opt->tab, &opt->block, &opt->piece);
   *out = opt; /* the GPU copy of the maps is made at the first CUDA step */
   return FSDPC_OK;
 }

@@ -26,6 +26,8 @@
 #ifndef FSDPC_PLUGIN_ADAMW8BIT_CPU_H
 #define FSDPC_PLUGIN_ADAMW8BIT_CPU_H
 
+#include <time.h>
+
 #include "adamw8bit_math.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -40,6 +42,8 @@ typedef struct q8_vecmap {
   uint8_t below[Q8_VEC_KEYS + 4]; /* midpoints below the bucket's least value (+4: a 32-bit
                                    * gather of the last entry reads 3 bytes past it) */
   float mid[Q8_CODES];            /* (map[j] + map[j + 1]) * 0.5f; mid[255] = map[255] */
+  float level[8][128];            /* the gather-free search's pivots: level l (step
+                                   * s = 128 >> l) holds mid[k * 2s + s - 1], k < 2^l */
   int32_t nonneg;                 /* the first code whose entry has no sign bit */
   int32_t tiny_code;              /* the code of every |x| < 2^-24 (0 included) */
   int32_t one_code[2];            /* the codes of 1 and -1 */
@@ -101,6 +105,9 @@ static inline void q8_vecmap_build(const float *map, float bottom, q8_vecmap *vm
   vm->tiny_code = q8_nearest(map, 0.0f, bottom);
   vm->ok &= q8_nearest(map, tiny, bottom) == vm->tiny_code &&
             q8_nearest(map, -tiny, bottom) == vm->tiny_code;
+  for (int l = 0; l < 8; l++)
+    for (int k = 0, s = 128 >> l; k < (1 << l); k++)
+      vm->level[l][k] = vm->mid[k * 2 * s + s - 1];
   vm->one_code[0] = q8_nearest(map, 1.0f, bottom);
   vm->one_code[1] = q8_nearest(map, -1.0f, bottom);
 }
@@ -118,7 +125,8 @@ typedef void (*q8_block_fn)(const fsdpc_optim_tensor *t, uint64_t b, const q8_sc
                             const q8_tables *tb);
 typedef void (*q8_piece_fn)(const fsdpc_optim_tensor *t, uint64_t b, const q8_scalars *sc);
 
-enum { Q8_ISA_SCALAR = 0, Q8_ISA_AVX2 = 1, Q8_ISA_AVX512 = 2 };
+/* The forms; Q8_ISA_AVX512P is AVX-512 without gathers. */
+enum { Q8_ISA_SCALAR = 0, Q8_ISA_AVX2 = 1, Q8_ISA_AVX512 = 2, Q8_ISA_AVX512P = 3 };
 
 /* ---- scalar ---- */
 
@@ -365,8 +373,64 @@ Q8_AVX512 static inline __m512i q8_sign_fix16(const q8_vecmap *vm, __m512i c, __
   return _mm512_mask_sub_epi32(c, differ & (__mmask16)~pos, c, _mm512_set1_epi32(1));
 }
 
-Q8_AVX512 static void q8_block_avx512(const fsdpc_optim_tensor *t, uint64_t b, const q8_scalars *sc,
-                                      const q8_tables *tb) {
+/* The AVX-512 form without gathers, for CPUs whose gathers are slow (the
+ * microcode of some Intel parts makes them so): map[code] by register
+ * permutes of the 256-entry map (8 two-register permutes, then a select on
+ * the index's top 3 bits), and the count of midpoints below x by an 8-level
+ * branch-free binary search whose pivots come from q8_vecmap.level by
+ * permutes too. The search passes mid[c] on its way (the in-order
+ * neighbours of where it ends are on its path), so a tie is seen there.
+ * Every finite |x| <= 1 is answered; the caller redoes NaN and |x| > 1. */
+Q8_AVX512 static inline __m512 q8_lookup256(const float *tab, __m512i idx) {
+  __m512 r[8];
+  for (int k = 0; k < 8; k++)
+    r[k] = _mm512_permutex2var_ps(_mm512_loadu_ps(tab + 32 * k), idx,
+                                  _mm512_loadu_ps(tab + 32 * k + 16));
+  for (int bit = 32, n = 8; n > 1; bit *= 2, n /= 2) {
+    const __mmask16 hi = _mm512_test_epi32_mask(idx, _mm512_set1_epi32(bit));
+    for (int k = 0; k < n / 2; k++)
+      r[k] = _mm512_mask_blend_ps(hi, r[2 * k], r[2 * k + 1]);
+  }
+  return r[0];
+}
+
+/* Entry k (< 2^l) of a level table, for every lane. */
+Q8_AVX512 static inline __m512 q8_level_lookup(const float *tab, int l, __m512i k) {
+  if (l == 0)
+    return _mm512_set1_ps(tab[0]);
+  if (l <= 4)
+    return _mm512_permutexvar_ps(k, _mm512_loadu_ps(tab));
+  __m512 r[4];
+  const int n = 1 << (l - 5);
+  for (int j = 0; j < n; j++)
+    r[j] = _mm512_permutex2var_ps(_mm512_loadu_ps(tab + 32 * j), k,
+                                  _mm512_loadu_ps(tab + 32 * j + 16));
+  for (int bit = 32, m = n; m > 1; bit *= 2, m /= 2) {
+    const __mmask16 hi = _mm512_test_epi32_mask(k, _mm512_set1_epi32(bit));
+    for (int j = 0; j < m / 2; j++)
+      r[j] = _mm512_mask_blend_ps(hi, r[2 * j], r[2 * j + 1]);
+  }
+  return r[0];
+}
+
+Q8_AVX512 static inline __m512i q8_nearest16p(const q8_vecmap *vm, __m512 x, __mmask16 *bad) {
+  *bad = (__mmask16)~_mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(1.0f), _CMP_LE_OQ);
+  __m512i c = _mm512_setzero_si512();
+  __mmask16 eq = 0;
+  for (int l = 0; l < 8; l++) {
+    const __m512 piv = q8_level_lookup(vm->level[l], l, _mm512_srli_epi32(c, 8 - l));
+    eq |= _mm512_cmp_ps_mask(piv, x, _CMP_EQ_OQ);
+    c = _mm512_mask_add_epi32(c, _mm512_cmp_ps_mask(piv, x, _CMP_LT_OQ), c,
+                              _mm512_set1_epi32(128 >> l));
+  }
+  const __mmask16 odd = _mm512_test_epi32_mask(c, _mm512_set1_epi32(1));
+  return _mm512_mask_add_epi32(c, eq & odd, c, _mm512_set1_epi32(1));
+}
+
+/* Both AVX-512 forms: perm selects the gather-free one (constant-folded). */
+__attribute__((always_inline)) Q8_AVX512 static inline void
+q8_block_avx512_impl(const fsdpc_optim_tensor *t, uint64_t b, const q8_scalars *sc,
+                     const q8_tables *tb, const int perm) {
   const float(*maps)[Q8_CODES] = tb->maps;
   Q8_BLOCK_SETUP;
   float m[Q8_BLOCK], v[Q8_BLOCK];
@@ -376,8 +440,10 @@ Q8_AVX512 static void q8_block_avx512(const fsdpc_optim_tensor *t, uint64_t b, c
   for (uint64_t i = 0; i < nv; i += 16) {
     const __m512i k1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c1 + i)));
     const __m512i k2 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(c2 + i)));
-    const __m512 mo = _mm512_i32gather_ps(k1, maps[0], 4) * vs1; /* q8_dequant */
-    const __m512 vo = _mm512_i32gather_ps(k2, maps[1], 4) * vs2;
+    const __m512 mo = /* q8_dequant */
+        (perm ? q8_lookup256(maps[0], k1) : _mm512_i32gather_ps(k1, maps[0], 4)) * vs1;
+    const __m512 vo =
+        (perm ? q8_lookup256(maps[1], k2) : _mm512_i32gather_ps(k2, maps[1], 4)) * vs2;
     const __m512 gv = _mm512_loadu_ps(g + i);
     __m512 gi, mn, vn;
     Q8_MOMENTS(gi, gv, mo, vo, sc, mn, vn);
@@ -405,8 +471,11 @@ Q8_AVX512 static void q8_block_avx512(const fsdpc_optim_tensor *t, uint64_t b, c
     const __m512 xm = am > 0.0f ? _mm512_div_ps(mn, vam_b) : _mm512_setzero_ps();
     const __m512 xv = av > 0.0f ? _mm512_div_ps(vn, vav_b) : _mm512_setzero_ps();
     __mmask16 bad1, bad2;
-    const __m512i q1 = q8_sign_fix16(&tb->vec[0], q8_nearest16(&tb->vec[0], xm, &bad1), mn);
-    const __m512i q2 = q8_nearest16(&tb->vec[1], xv, &bad2);
+    const __m512i q1 = q8_sign_fix16(
+        &tb->vec[0],
+        perm ? q8_nearest16p(&tb->vec[0], xm, &bad1) : q8_nearest16(&tb->vec[0], xm, &bad1), mn);
+    const __m512i q2 =
+        perm ? q8_nearest16p(&tb->vec[1], xv, &bad2) : q8_nearest16(&tb->vec[1], xv, &bad2);
     _mm_storeu_si128((__m128i *)(c1 + i), _mm512_cvtepi32_epi8(q1));
     _mm_storeu_si128((__m128i *)(c2 + i), _mm512_cvtepi32_epi8(q2));
     for (int k = 0; (bad1 | bad2) && k < 16; k++) {
@@ -417,6 +486,16 @@ Q8_AVX512 static void q8_block_avx512(const fsdpc_optim_tensor *t, uint64_t b, c
     }
   }
   q8_update_tail(p, c1, c2, m, v, am, av, nv, n, sc, t->decay, maps, tb->fast);
+}
+
+Q8_AVX512 static void q8_block_avx512(const fsdpc_optim_tensor *t, uint64_t b, const q8_scalars *sc,
+                                      const q8_tables *tb) {
+  q8_block_avx512_impl(t, b, sc, tb, 0);
+}
+
+Q8_AVX512 static void q8_block_avx512p(const fsdpc_optim_tensor *t, uint64_t b,
+                                       const q8_scalars *sc, const q8_tables *tb) {
+  q8_block_avx512_impl(t, b, sc, tb, 1);
 }
 #endif /* Q8_X86 */
 
@@ -432,6 +511,58 @@ static inline int q8_cpu_isa(void) {
   return Q8_ISA_SCALAR;
 }
 
+/* The faster AVX-512 form on this CPU (Q8_ISA_AVX512 or _AVX512P), timed
+ * on a few synthetic blocks (about a millisecond); their results are the
+ * same bits, so the choice changes only the speed. */
+static inline int q8_avx512_fastest(const q8_tables *tb) {
+#ifdef Q8_X86
+  enum { NB = 64, N = NB * Q8_BLOCK };
+  float *p = malloc(2 * N * sizeof(float));
+  uint8_t *q = calloc(2 * N, 1);
+  float *sc = calloc(2 * NB, sizeof(float));
+  int best = Q8_ISA_AVX512;
+  if (p && q && sc && tb->vec[0].ok && tb->vec[1].ok) {
+    float *g = p + N;
+    uint32_t r = 12345;
+    for (int i = 0; i < N; i++) {
+      r = r * 1664525u + 1013904223u;
+      g[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * 1e-3f;
+      p[i] = 0.0f;
+    }
+    const q8_scalars s = {1.0f, 0.9f, 0.1f, 0.999f, 0.001f, -1e-4f, 1e-8f, 1.0f};
+    const fsdpc_optim_tensor t = {.struct_size = sizeof t,
+                                  .param = p,
+                                  .grad = g,
+                                  .numel = N,
+                                  .stride = N,
+                                  .decay = 1,
+                                  .qstate = q,
+                                  .qscale = sc,
+                                  .scale_stride = NB};
+    double ns[2] = {1e30, 1e30};
+    for (int rep = 0; rep < 4; rep++)
+      for (int f = 0; f < 2; f++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (uint64_t b = 0; b < NB; b++)
+          (f ? q8_block_avx512p : q8_block_avx512)(&t, b, &s, tb);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double d = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+        if (rep > 0 && d < ns[f]) /* the first round warms the caches */
+          ns[f] = d;
+      }
+    best = ns[1] < ns[0] ? Q8_ISA_AVX512P : Q8_ISA_AVX512;
+  }
+  free(p);
+  free(q);
+  free(sc);
+  return best;
+#else
+  (void)tb;
+  return Q8_ISA_SCALAR;
+#endif
+}
+
 /* The kernels of form isa (at most what q8_cpu_isa says). Quantized blocks
  * stay scalar if tb's maps do not allow the vector search (q8_vecmap.ok). */
 static inline void q8_cpu_pick(int isa, const q8_tables *tb, q8_block_fn *block,
@@ -443,8 +574,8 @@ static inline void q8_cpu_pick(int isa, const q8_tables *tb, q8_block_fn *block,
   if (isa == Q8_ISA_AVX2) {
     *block = vec_ok ? q8_block_avx2 : q8_block_scalar;
     *piece = q8_piece_avx2;
-  } else if (isa == Q8_ISA_AVX512) {
-    *block = vec_ok ? q8_block_avx512 : q8_block_scalar;
+  } else if (isa == Q8_ISA_AVX512 || isa == Q8_ISA_AVX512P) {
+    *block = !vec_ok ? q8_block_scalar : isa == Q8_ISA_AVX512 ? q8_block_avx512 : q8_block_avx512p;
     *piece = q8_piece_avx512;
   }
 #else

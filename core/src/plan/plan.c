@@ -315,11 +315,11 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   out->comm = r.comm;
   /* Host memory: on the CPU device the tracked peak is host memory; on a
    * GPU the engine's own host memory at start-up is what fills the shards. */
+  int from_checkpoint = p->cfg && p->cfg->model.init.from && p->cfg->model.init.from[0];
   if (!cuda)
     out->host_pageable = out->total_peak;
   else
-    out->host_pageable = fill_host_bytes(&lay, r.offload, p->cfg && p->cfg->model.init.from &&
-                                                              p->cfg->model.init.from[0]);
+    out->host_pageable = fill_host_bytes(&lay, r.offload, from_checkpoint);
   /* The fill's staging shard is freed before the runtime reaches its
    * steady size (fsdpc_plan_device): the larger of the two moments. */
   out->host_runtime = (int64_t)dev->host_runtime_bytes;

@@ -47,14 +47,58 @@
 #ifndef BWD90_DSB
 #define BWD90_DSB 2
 #endif
+/* OVL 1: dV is issued before the barrier that waits for the other
+ * warpgroup's dS^T, then dQ, then dK; the dQ epilogue runs while dK is still
+ * in the tensor cores (0: dV, dK, barrier, dQ, wait for all three). */
+#ifndef BWD90_OVL
+#define BWD90_OVL 0
+#endif
+#ifndef BWD90_64_OVL
+#define BWD90_64_OVL BWD90_OVL
+#endif
+#ifndef BWD90_128_OVL
+#define BWD90_128_OVL BWD90_OVL
+#endif
+/* TMADQ 1: each warpgroup writes its fp32 dQ piece to shared memory and one
+ * thread adds it to dq_acc with TMA reduce-adds (cp.reduce.async.bulk.tensor)
+ * (0: 16 vector atomics a thread). */
+#ifndef BWD90_TMADQ
+#define BWD90_TMADQ 0
+#endif
+/* IND 1: the two consumer warpgroups never wait for each other: each
+ * computes a whole BM x HD dQ over its own 64 keys (dS^T from its own rows of
+ * shared memory, one dS^T buffer) and adds it with TMA reduce-adds (twice the
+ * dq traffic of TMADQ), so that one warpgroup's element-wise phase can run
+ * under the other's products. Implies TMADQ and one dS^T buffer. */
+#ifndef BWD90_IND
+#define BWD90_IND 0
+#endif
+#ifndef BWD90_64_IND
+#define BWD90_64_IND BWD90_IND
+#endif
+#ifndef BWD90_128_IND
+#define BWD90_128_IND BWD90_IND
+#endif
+#ifndef BWD90_64_TMADQ
+#define BWD90_64_TMADQ BWD90_TMADQ
+#endif
+#ifndef BWD90_128_TMADQ
+#define BWD90_128_TMADQ BWD90_TMADQ
+#endif
 
 template <int HD> struct bwd90_cfg {
   static constexpr int BN = BWD90_BN, ST = HD == 64 ? BWD90_64_ST : BWD90_128_ST;
   static constexpr int BM = HD == 64 ? 128 : 64;
   static constexpr int THREADS = 384;
   static constexpr int KV_BYTES = BN * HD * 2, Q_BYTES = BM * HD * 2, DS_BYTES = BN * BM * 2;
-  static constexpr int SMEM = 1024 + 2 * KV_BYTES + 2 * ST * Q_BYTES + BWD90_DSB * DS_BYTES +
+  static constexpr int OVL = HD == 64 ? BWD90_64_OVL : BWD90_128_OVL;
+  static constexpr bool IND = HD == 64 ? BWD90_64_IND : BWD90_128_IND;
+  static constexpr bool TMADQ = IND || (HD == 64 ? BWD90_64_TMADQ : BWD90_128_TMADQ);
+  static constexpr int DSB = IND ? 1 : BWD90_DSB;
+  static constexpr int DQ_BYTES = IND ? 2 * BM * HD * 4 : TMADQ ? BM * HD * 4 : 0;
+  static constexpr int SMEM = 1024 + 2 * KV_BYTES + 2 * ST * Q_BYTES + DSB * DS_BYTES + DQ_BYTES +
                               2 * ST * BM * 4 + 8 * (1 + 3 * ST);
+  static_assert(SMEM <= 227 * 1024, "shared memory");
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -87,7 +131,8 @@ static __global__ void __launch_bounds__(384, 1)
     flash_bwd90_kernel(const __grid_constant__ CUtensorMap tmQ,
                        const __grid_constant__ CUtensorMap tmK,
                        const __grid_constant__ CUtensorMap tmV,
-                       const __grid_constant__ CUtensorMap tmdO, const flash_params p,
+                       const __grid_constant__ CUtensorMap tmdO,
+                       const __grid_constant__ CUtensorMap tmdQ, const flash_params p,
                        const float *__restrict__ lse, const float *__restrict__ Dg,
                        float *__restrict__ dq_acc, bf16 *__restrict__ dk, bf16 *__restrict__ dv) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -100,8 +145,9 @@ static __global__ void __launch_bounds__(384, 1)
   bf16 *sQ = sV + BN * HD;                   // ST x NCH x (BM x 64)
   bf16 *sdO = sQ + ST * BM * HD;             // ST x NCH x (BM x 64)
   bf16 *sdS = sdO + ST * BM * HD;            // DSB x BM / 64 x (BN x 64): dS^T, queries contiguous
-  float *sL = reinterpret_cast<float *>(sdS + BWD90_DSB * BN * BM); // ST x BM: lse * log2(e)
-  float *sDD = sL + ST * BM;                                        // ST x BM: D
+  float *sdQ = reinterpret_cast<float *>(sdS + C::DSB * BN * BM); // TMADQ: 2 x 64 x 64 fp32
+  float *sL = sdQ + C::DQ_BYTES / 4;                              // ST x BM: lse * log2(e)
+  float *sDD = sL + ST * BM;                                      // ST x BM: D
   uint64_t *barKV = reinterpret_cast<uint64_t *>(sDD + ST * BM);
   uint64_t *fullQ = barKV + 1, *fulldO = fullQ + ST, *empty = fulldO + ST;
 
@@ -228,6 +274,19 @@ static __global__ void __launch_bounds__(384, 1)
     const bool need_mask = (p.causal && m0 < key0 + 63) || doc != nullptr || m0 + BM > T;
     wgmma_wait<1>();
     reg_fence(sacc);
+    if constexpr (C::OVL == 2) {
+      /* The previous step's dK (queued before this step's S^T) is done: its
+       * Q / dO stage can be refilled. */
+      if (it > 0) {
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++)
+          reg_fence_u(pS[kk]);
+        reg_fence(dka);
+        __syncwarp();
+        if (lane == 0)
+          mbar_arrive(&empty[(it - 1) % ST]);
+      }
+    }
 #pragma unroll
     for (int i = 0; i < BM / 8; i++) {
       const int qc = i * 8 + (lane % 4) * 2;
@@ -271,8 +330,8 @@ static __global__ void __launch_bounds__(384, 1)
     /* dS^T to shared memory for dQ (with one buffer, once the other
      * warpgroup is done reading the previous step's: barrier 2). Rows = keys, 128 bytes of
      * 64 queries each, swizzled like a TMA tile (MN-major A of dS K). */
-    bf16 *cdS = sdS + (it % BWD90_DSB) * BN * BM;
-    if (BWD90_DSB == 1)
+    bf16 *cdS = sdS + (it % C::DSB) * BN * BM;
+    if (C::DSB == 1 && !C::IND)
       named_sync(2, 256);
     {
       unsigned char *ds = reinterpret_cast<unsigned char *>(cdS);
@@ -290,6 +349,99 @@ static __global__ void __launch_bounds__(384, 1)
     }
     fence_proxy_async();
 
+    if constexpr (C::IND) {
+      /* dV += P^T dO, dK += dS^T Q, then this warpgroup's dQ = dS K over its
+       * 64 keys (BM x HD), once its four warps' dS^T rows are in. */
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        reg_fence_u(pP[kk]);
+        reg_fence_u(pS[kk]);
+      }
+      reg_fence(dva);
+      reg_fence(dka);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++)
+        wgmma_rs_mn<HD>(dva, pP[kk], desc_mn(cdO + kk * 16 * 64, BM));
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++)
+        wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+      wgmma_commit();
+      /* The previous step's reduce-add has read this warpgroup's dQ buffer
+       * (and, by the barrier that ended that step, every warp's dQ product
+       * has read the dS^T buffer written above). */
+      if (tid == 0)
+        bulk_wait_read<0>();
+      named_sync(3 + c, 128);
+      /* dV, dK done first: their A registers are free for the dQ accumulator. */
+      wgmma_wait<0>();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        reg_fence_u(pP[kk]);
+        reg_fence_u(pS[kk]);
+      }
+      reg_fence(dva);
+      reg_fence(dka);
+      float dq2[BM / 64][HD / 2];
+#pragma unroll
+      for (int mt = 0; mt < BM / 64; mt++) {
+#pragma unroll
+        for (int i = 0; i < HD / 2; i++)
+          dq2[mt][i] = 0.0f;
+        reg_fence(dq2[mt]);
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int mt = 0; mt < BM / 64; mt++)
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+          const int k16 = 4 * c + kk; /* this warpgroup's keys, 16 at a time */
+          if constexpr (HD == 64)
+            wgmma_ss_n64<1, 1>(dq2[mt], desc_mn(cdS + mt * BN * 64 + k16 * 16 * 64, BN),
+                               desc_mn(sK + k16 * 16 * 64, BN), kk > 0);
+          else
+            wgmma_ss_n128<1, 1>(dq2[0], desc_mn(cdS + k16 * 16 * 64, BN),
+                                desc_mn(sK + k16 * 16 * 64, BN), kk > 0);
+        }
+      wgmma_commit();
+      wgmma_wait<0>();
+      reg_fence(dva);
+      reg_fence(dka);
+#pragma unroll
+      for (int mt = 0; mt < BM / 64; mt++)
+        reg_fence(dq2[mt]);
+      __syncwarp();
+      if (lane == 0)
+        mbar_arrive(&empty[s]);
+      /* dQ as boxes of 64 rows x 32 fp32 columns, 128-byte swizzled. */
+      unsigned char *dqs = reinterpret_cast<unsigned char *>(sdQ + c * BM * HD);
+#pragma unroll
+      for (int mt = 0; mt < BM / 64; mt++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const int R = 16 * warp + lane / 4 + 8 * r;
+#pragma unroll
+          for (int i = 0; i < HD / 8; i++) {
+            const int bx = mt * (HD / 32) + i / 4, chunk = 2 * (i % 4) + (lane % 4) / 2;
+            const int off = bx * 8192 + R * 128 + ((chunk ^ (R % 8)) * 16) + (lane % 2) * 8;
+            const int e = 4 * i + 2 * r;
+            *reinterpret_cast<float2 *>(dqs + off) = make_float2(dq2[mt][e], dq2[mt][e + 1]);
+          }
+        }
+      fence_proxy_async();
+      named_sync(3 + c, 128);
+      if (tid == 0) {
+#pragma unroll
+        for (int bx = 0; bx < BM / 64 * (HD / 32); bx++) {
+          const int mt = bx / (HD / 32), j = bx % (HD / 32);
+          if (32 * j < hd && m0 + 64 * mt < T)
+            tma_reduce_add_4d(&tmdQ, dqs + bx * 8192, 32 * j, h, m0 + 64 * mt, b);
+        }
+        bulk_commit();
+      }
+      continue;
+    }
+
     /* dV += P^T dO, dK += dS^T Q (A from registers, B transposed). */
 #pragma unroll
     for (int kk = 0; kk < BM / 16; kk++) {
@@ -302,11 +454,19 @@ static __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int kk = 0; kk < BM / 16; kk++)
       wgmma_rs_mn<HD>(dva, pP[kk], desc_mn(cdO + kk * 16 * 64, BM));
+    if constexpr (!C::OVL) {
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; kk++)
-      wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+      for (int kk = 0; kk < BM / 16; kk++)
+        wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+    }
     wgmma_commit();
 
+    if constexpr (C::TMADQ) {
+      /* The previous step's reduce-add has read this warpgroup's dQ buffer
+       * before anyone passes the barrier below and writes it again. */
+      if (tid == 0)
+        bulk_wait_read<0>();
+    }
     /* dQ piece = dS K over all BN keys, once both halves of dS^T are in. */
     named_sync(1, 256);
 #pragma unroll
@@ -319,31 +479,93 @@ static __global__ void __launch_bounds__(384, 1)
       wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + kk * 16 * 64, BN),
                          desc_mn(sK_b + kk * 16 * 64, BN), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();
+    if constexpr (C::OVL) {
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; kk++) {
-      reg_fence_u(pP[kk]);
-      reg_fence_u(pS[kk]);
+      for (int kk = 0; kk < BM / 16; kk++)
+        wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+      wgmma_commit();
+      wgmma_wait<1>(); /* dV and dQ done, dK in flight */
+      reg_fence(dqa);
+    } else {
+      wgmma_wait<0>();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        reg_fence_u(pP[kk]);
+        reg_fence_u(pS[kk]);
+      }
+      reg_fence(dva);
+      reg_fence(dka);
+      reg_fence(dqa);
+      __syncwarp();
+      if (lane == 0)
+        mbar_arrive(&empty[s]);
     }
-    reg_fence(dva);
-    reg_fence(dka);
-    reg_fence(dqa);
-    __syncwarp();
-    if (lane == 0)
-      mbar_arrive(&empty[s]);
 
-    float *dqb = dq_acc + ((int64_t)b * T * NH + h) * hd + dq_c0 + (lane % 4) * 2;
+    if constexpr (C::TMADQ) {
+      {
+        /* This warpgroup's 64 x 64 piece as two boxes of 64 rows x 32 fp32
+         * columns, 128-byte swizzled like the map's box. */
+        unsigned char *dqs = reinterpret_cast<unsigned char *>(sdQ + c * 64 * 64);
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      const int q = m0 + dq_q0 + 16 * warp + lane / 4 + 8 * r;
-      if (q < T) {
-        float *row = dqb + (int64_t)q * NH * hd;
+        for (int r = 0; r < 2; r++) {
+          const int R = 16 * warp + lane / 4 + 8 * r;
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-          if (dq_c0 + 8 * i < hd)
-            red_add_v2(row + 8 * i, dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
+          for (int i = 0; i < 8; i++) {
+            const int chunk = 2 * (i % 4) + (lane % 4) / 2;
+            const int off = (i / 4) * 8192 + R * 128 + ((chunk ^ (R % 8)) * 16) + (lane % 2) * 8;
+            *reinterpret_cast<float2 *>(dqs + off) =
+                make_float2(dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
+          }
+        }
+        fence_proxy_async();
+        named_sync(3 + c, 128);
+        if (tid == 0 && m0 + dq_q0 < T) {
+#pragma unroll
+          for (int j = 0; j < 2; j++)
+            if (dq_c0 + 32 * j < hd)
+              tma_reduce_add_4d(&tmdQ, dqs + j * 8192, dq_c0 + 32 * j, h, m0 + dq_q0, b);
+          bulk_commit();
+        }
+      }
+    } else {
+      float *dqb = dq_acc + ((int64_t)b * T * NH + h) * hd + dq_c0 + (lane % 4) * 2;
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int q = m0 + dq_q0 + 16 * warp + lane / 4 + 8 * r;
+        if (q < T) {
+          float *row = dqb + (int64_t)q * NH * hd;
+#pragma unroll
+          for (int i = 0; i < 8; i++)
+            if (dq_c0 + 8 * i < hd)
+              red_add_v2(row + 8 * i, dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
+        }
       }
     }
+    if constexpr (C::OVL == 1) {
+      wgmma_wait<0>();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        reg_fence_u(pP[kk]);
+        reg_fence_u(pS[kk]);
+      }
+      reg_fence(dva);
+      reg_fence(dka);
+      __syncwarp();
+      if (lane == 0)
+        mbar_arrive(&empty[s]);
+    }
+  }
+  if constexpr (C::OVL == 2) {
+    wgmma_wait<0>();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++)
+      reg_fence_u(pS[kk]);
+    reg_fence(dva);
+    reg_fence(dka);
+  }
+  if constexpr (C::TMADQ) {
+    if (tid == 0)
+      bulk_wait<0>();
   }
 
 #pragma unroll
@@ -370,7 +592,7 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
                         const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
                         void *dv, cudaStream_t stream) {
   using C = bwd90_cfg<HD>;
-  CUtensorMap mq, mk, mv, mdo;
+  CUtensorMap mq, mk, mv, mdo, mdq;
   int rc = flash_make_map(&mq, q, p->B, p->T, p->NH, p->HD, C::BM);
   if (rc == 0)
     rc = flash_make_map(&mdo, dout, p->B, p->T, p->NH, p->HD, C::BM);
@@ -378,6 +600,9 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
     rc = flash_make_map(&mk, k, p->B, p->T, p->KVH, p->HD, C::BN);
   if (rc == 0)
     rc = flash_make_map(&mv, v, p->B, p->T, p->KVH, p->HD, C::BN);
+  mdq = mq; /* unused without TMADQ */
+  if (rc == 0 && C::TMADQ)
+    rc = flash_make_map_f32(&mdq, dq_acc, p->B, p->T, p->NH, p->HD, 64);
   if (rc != 0)
     return rc;
   auto kern = flash_bwd90_kernel<HD>;
@@ -385,7 +610,7 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
   if (e != cudaSuccess)
     return (int)e;
   dim3 grid(p->KVH * p->B, (p->T + C::BN - 1) / C::BN);
-  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, mdo, *p, lse, D, dq_acc, (bf16 *)dk,
+  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, mdo, mdq, *p, lse, D, dq_acc, (bf16 *)dk,
                                               (bf16 *)dv);
   return (int)cudaGetLastError();
 }

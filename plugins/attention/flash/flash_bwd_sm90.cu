@@ -47,43 +47,51 @@
 #ifndef BWD90_DSB
 #define BWD90_DSB 2
 #endif
-/* OVL 1: dV is issued before the barrier that waits for the other
- * warpgroup's dS^T, then dQ, then dK; the dQ epilogue runs while dK is still
- * in the tensor cores (0: dV, dK, barrier, dQ, wait for all three). */
-#ifndef BWD90_OVL
-#define BWD90_OVL 0
-#endif
+/* Issue order of a step's products (OVL):
+ *  0: dV, dK, the barrier, dQ, then wait for all three;
+ *  1: dV before the barrier that waits for the other warpgroup's dS^T, then
+ *     dQ, then dK; the dQ epilogue runs while dK is still in the tensor
+ *     cores, and the step ends once dK is done;
+ *  2: as 1, but the step does not wait for dK: the next step's S^T and dP^T
+ *     queue behind it, and the Q / dO stage is released once they are in
+ *     (too many live registers at hd 64: the compiler serialises the wgmmas).
+ * Fastest measured: 1 at hd 64, 2 at hd 128
+ * (bench/results/2026-11-24-flash-bwd.md). */
 #ifndef BWD90_64_OVL
-#define BWD90_64_OVL BWD90_OVL
+#define BWD90_64_OVL 1
 #endif
 #ifndef BWD90_128_OVL
-#define BWD90_128_OVL BWD90_OVL
+#define BWD90_128_OVL 2
 #endif
 /* TMADQ 1: each warpgroup writes its fp32 dQ piece to shared memory and one
- * thread adds it to dq_acc with TMA reduce-adds (cp.reduce.async.bulk.tensor)
- * (0: 16 vector atomics a thread). */
+ * thread adds it to dq_acc with TMA reduce-adds (cp.reduce.async.bulk.tensor);
+ * 0: 16 vector atomics (red.global.add.v2.f32) a thread. */
 #ifndef BWD90_TMADQ
-#define BWD90_TMADQ 0
-#endif
-/* IND 1: the two consumer warpgroups never wait for each other: each
- * computes a whole BM x HD dQ over its own 64 keys (dS^T from its own rows of
- * shared memory, one dS^T buffer) and adds it with TMA reduce-adds (twice the
- * dq traffic of TMADQ), so that one warpgroup's element-wise phase can run
- * under the other's products. Implies TMADQ and one dS^T buffer. */
-#ifndef BWD90_IND
-#define BWD90_IND 0
-#endif
-#ifndef BWD90_64_IND
-#define BWD90_64_IND BWD90_IND
-#endif
-#ifndef BWD90_128_IND
-#define BWD90_128_IND BWD90_IND
+#define BWD90_TMADQ 1
 #endif
 #ifndef BWD90_64_TMADQ
 #define BWD90_64_TMADQ BWD90_TMADQ
 #endif
 #ifndef BWD90_128_TMADQ
 #define BWD90_128_TMADQ BWD90_TMADQ
+#endif
+/* DQSPLIT 1: the half of dQ = dS K over this warpgroup's own 64 keys is
+ * issued before the barrier that waits for the other warpgroup's dS^T (after
+ * a barrier of its own four warps), the other half after it. */
+#ifndef BWD90_DQSPLIT
+#define BWD90_DQSPLIT 0
+#endif
+/* Order of the CTAs (one a (batch, kv head, key block)) over the grid, i.e.
+ * which run together: 0, key block slowest (every (batch, kv head) of the
+ * heaviest causal key block first); GRID_CH > 0, the key blocks of
+ * GRID_CH (batch, kv head) pairs at a time, heaviest first within them, so
+ * that the CTAs running together share their Q, dO and dq rows in L2
+ * (16: up to +13 % at T 2048, bench/results/2026-11-24-flash-bwd.md). */
+#ifndef BWD90_MORD
+#define BWD90_MORD 0
+#endif
+#ifndef BWD90_GRID_CH
+#define BWD90_GRID_CH 16
 #endif
 
 template <int HD> struct bwd90_cfg {
@@ -92,10 +100,9 @@ template <int HD> struct bwd90_cfg {
   static constexpr int THREADS = 384;
   static constexpr int KV_BYTES = BN * HD * 2, Q_BYTES = BM * HD * 2, DS_BYTES = BN * BM * 2;
   static constexpr int OVL = HD == 64 ? BWD90_64_OVL : BWD90_128_OVL;
-  static constexpr bool IND = HD == 64 ? BWD90_64_IND : BWD90_128_IND;
-  static constexpr bool TMADQ = IND || (HD == 64 ? BWD90_64_TMADQ : BWD90_128_TMADQ);
-  static constexpr int DSB = IND ? 1 : BWD90_DSB;
-  static constexpr int DQ_BYTES = IND ? 2 * BM * HD * 4 : TMADQ ? BM * HD * 4 : 0;
+  static constexpr bool TMADQ = HD == 64 ? BWD90_64_TMADQ : BWD90_128_TMADQ;
+  static constexpr int DSB = BWD90_DSB;
+  static constexpr int DQ_BYTES = TMADQ ? BM * HD * 4 : 0;
   static constexpr int SMEM = 1024 + 2 * KV_BYTES + 2 * ST * Q_BYTES + DSB * DS_BYTES + DQ_BYTES +
                               2 * ST * BM * 4 + 8 * (1 + 3 * ST);
   static_assert(SMEM <= 227 * 1024, "shared memory");
@@ -153,13 +160,29 @@ static __global__ void __launch_bounds__(384, 1)
 
   const int T = p.T, NH = p.NH, KVH = p.KVH, rep = NH / KVH;
   const int hd = HD == 64 ? 64 : p.HD; /* the real head dim, <= HD */
-  const int n_block = blockIdx.y, g = blockIdx.x % KVH, b = blockIdx.x / KVH;
+  int n_block = blockIdx.y, bg = blockIdx.x;
+  if constexpr (BWD90_GRID_CH > 0) {
+    const int NB = gridDim.y, BG = gridDim.x, lin = blockIdx.y * BG + blockIdx.x;
+    const int chunk = lin / (BWD90_GRID_CH * NB), r = lin % (BWD90_GRID_CH * NB);
+    const int w = min(BWD90_GRID_CH, BG - chunk * BWD90_GRID_CH);
+    n_block = r / w;
+    bg = chunk * BWD90_GRID_CH + r % w;
+  }
+  const int g = bg % KVH, b = bg / KVH;
   const int n0 = n_block * BN;
   /* Causal: queries before the first key see none of them. */
   const int m_first = p.causal ? n0 / BM : 0;
   const int n_mb = (T + BM - 1) / BM - m_first;
   const int n_steps = rep * n_mb;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  /* Step it's query head and first query row. MORD 1: query blocks outermost,
+   * from the last down, heads inside, so that the CTAs of one (batch, kv
+   * head) (run together, GRID_CH) read the same Q / dO tiles and add to the
+   * same dq rows at about the same time; 0: heads outermost, blocks up. */
+  auto step_head = [&](int it) { return g * rep + (BWD90_MORD ? it % rep : it / n_mb); };
+  auto step_m0 = [&](int it) {
+    return (BWD90_MORD ? m_first + n_mb - 1 - it / rep : m_first + it % n_mb) * BM;
+  };
 
   if (threadIdx.x == 0) {
     mbar_init(barKV, 1);
@@ -184,7 +207,7 @@ static __global__ void __launch_bounds__(384, 1)
         }
       }
       for (int it = 0; it < n_steps; it++) {
-        const int s = it % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
+        const int s = it % ST, h = step_head(it), m0 = step_m0(it);
         const float *lh = lse + ((int64_t)b * NH + h) * T, *dh = Dg + ((int64_t)b * NH + h) * T;
         mbar_wait(&empty[s], ((it / ST) & 1) ^ 1);
         if (tid == 0) {
@@ -238,7 +261,7 @@ static __global__ void __launch_bounds__(384, 1)
 
   mbar_wait(barKV, 0);
   for (int it = 0; it < n_steps; it++) {
-    const int s = it % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
+    const int s = it % ST, h = step_head(it), m0 = step_m0(it);
     const uint32_t ph = (it / ST) & 1;
     const bf16 *cQ = sQ + s * BM * HD, *cdO = sdO + s * BM * HD;
     const float *cL = sL + s * BM, *cD = sDD + s * BM;
@@ -331,7 +354,7 @@ static __global__ void __launch_bounds__(384, 1)
      * warpgroup is done reading the previous step's: barrier 2). Rows = keys, 128 bytes of
      * 64 queries each, swizzled like a TMA tile (MN-major A of dS K). */
     bf16 *cdS = sdS + (it % C::DSB) * BN * BM;
-    if (C::DSB == 1 && !C::IND)
+    if (C::DSB == 1)
       named_sync(2, 256);
     {
       unsigned char *ds = reinterpret_cast<unsigned char *>(cdS);
@@ -348,99 +371,6 @@ static __global__ void __launch_bounds__(384, 1)
         }
     }
     fence_proxy_async();
-
-    if constexpr (C::IND) {
-      /* dV += P^T dO, dK += dS^T Q, then this warpgroup's dQ = dS K over its
-       * 64 keys (BM x HD), once its four warps' dS^T rows are in. */
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; kk++) {
-        reg_fence_u(pP[kk]);
-        reg_fence_u(pS[kk]);
-      }
-      reg_fence(dva);
-      reg_fence(dka);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; kk++)
-        wgmma_rs_mn<HD>(dva, pP[kk], desc_mn(cdO + kk * 16 * 64, BM));
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; kk++)
-        wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
-      wgmma_commit();
-      /* The previous step's reduce-add has read this warpgroup's dQ buffer
-       * (and, by the barrier that ended that step, every warp's dQ product
-       * has read the dS^T buffer written above). */
-      if (tid == 0)
-        bulk_wait_read<0>();
-      named_sync(3 + c, 128);
-      /* dV, dK done first: their A registers are free for the dQ accumulator. */
-      wgmma_wait<0>();
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; kk++) {
-        reg_fence_u(pP[kk]);
-        reg_fence_u(pS[kk]);
-      }
-      reg_fence(dva);
-      reg_fence(dka);
-      float dq2[BM / 64][HD / 2];
-#pragma unroll
-      for (int mt = 0; mt < BM / 64; mt++) {
-#pragma unroll
-        for (int i = 0; i < HD / 2; i++)
-          dq2[mt][i] = 0.0f;
-        reg_fence(dq2[mt]);
-      }
-      wgmma_fence();
-#pragma unroll
-      for (int mt = 0; mt < BM / 64; mt++)
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-          const int k16 = 4 * c + kk; /* this warpgroup's keys, 16 at a time */
-          if constexpr (HD == 64)
-            wgmma_ss_n64<1, 1>(dq2[mt], desc_mn(cdS + mt * BN * 64 + k16 * 16 * 64, BN),
-                               desc_mn(sK + k16 * 16 * 64, BN), kk > 0);
-          else
-            wgmma_ss_n128<1, 1>(dq2[0], desc_mn(cdS + k16 * 16 * 64, BN),
-                                desc_mn(sK + k16 * 16 * 64, BN), kk > 0);
-        }
-      wgmma_commit();
-      wgmma_wait<0>();
-      reg_fence(dva);
-      reg_fence(dka);
-#pragma unroll
-      for (int mt = 0; mt < BM / 64; mt++)
-        reg_fence(dq2[mt]);
-      __syncwarp();
-      if (lane == 0)
-        mbar_arrive(&empty[s]);
-      /* dQ as boxes of 64 rows x 32 fp32 columns, 128-byte swizzled. */
-      unsigned char *dqs = reinterpret_cast<unsigned char *>(sdQ + c * BM * HD);
-#pragma unroll
-      for (int mt = 0; mt < BM / 64; mt++)
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-          const int R = 16 * warp + lane / 4 + 8 * r;
-#pragma unroll
-          for (int i = 0; i < HD / 8; i++) {
-            const int bx = mt * (HD / 32) + i / 4, chunk = 2 * (i % 4) + (lane % 4) / 2;
-            const int off = bx * 8192 + R * 128 + ((chunk ^ (R % 8)) * 16) + (lane % 2) * 8;
-            const int e = 4 * i + 2 * r;
-            *reinterpret_cast<float2 *>(dqs + off) = make_float2(dq2[mt][e], dq2[mt][e + 1]);
-          }
-        }
-      fence_proxy_async();
-      named_sync(3 + c, 128);
-      if (tid == 0) {
-#pragma unroll
-        for (int bx = 0; bx < BM / 64 * (HD / 32); bx++) {
-          const int mt = bx / (HD / 32), j = bx % (HD / 32);
-          if (32 * j < hd && m0 + 64 * mt < T)
-            tma_reduce_add_4d(&tmdQ, dqs + bx * 8192, 32 * j, h, m0 + 64 * mt, b);
-        }
-        bulk_commit();
-      }
-      continue;
-    }
 
     /* dV += P^T dO, dK += dS^T Q (A from registers, B transposed). */
 #pragma unroll
@@ -468,16 +398,35 @@ static __global__ void __launch_bounds__(384, 1)
         bulk_wait_read<0>();
     }
     /* dQ piece = dS K over all BN keys, once both halves of dS^T are in. */
-    named_sync(1, 256);
 #pragma unroll
     for (int i = 0; i < 32; i++)
       dqa[i] = 0.0f;
-    reg_fence(dqa);
-    wgmma_fence();
+    if constexpr (BWD90_DQSPLIT) {
+      named_sync(3 + c, 128);
+      reg_fence(dqa);
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++)
-      wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + kk * 16 * 64, BN),
-                         desc_mn(sK_b + kk * 16 * 64, BN), kk > 0);
+      for (int kk = 0; kk < 4; kk++) {
+        const int k16 = 4 * c + kk;
+        wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + k16 * 16 * 64, BN),
+                           desc_mn(sK_b + k16 * 16 * 64, BN), kk > 0);
+      }
+      named_sync(1, 256);
+#pragma unroll
+      for (int kk = 0; kk < 4; kk++) {
+        const int k16 = 4 * (1 - c) + kk;
+        wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + k16 * 16 * 64, BN),
+                           desc_mn(sK_b + k16 * 16 * 64, BN), 1);
+      }
+    } else {
+      named_sync(1, 256);
+      reg_fence(dqa);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; kk++)
+        wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + kk * 16 * 64, BN),
+                           desc_mn(sK_b + kk * 16 * 64, BN), kk > 0);
+    }
     wgmma_commit();
     if constexpr (C::OVL) {
 #pragma unroll

@@ -75,21 +75,12 @@
 #ifndef BWD90_128_TMADQ
 #define BWD90_128_TMADQ BWD90_TMADQ
 #endif
-/* DQSPLIT 1: the half of dQ = dS K over this warpgroup's own 64 keys is
- * issued before the barrier that waits for the other warpgroup's dS^T (after
- * a barrier of its own four warps), the other half after it. */
-#ifndef BWD90_DQSPLIT
-#define BWD90_DQSPLIT 0
-#endif
 /* Order of the CTAs (one a (batch, kv head, key block)) over the grid, i.e.
  * which run together: 0, key block slowest (every (batch, kv head) of the
  * heaviest causal key block first); GRID_CH > 0, the key blocks of
  * GRID_CH (batch, kv head) pairs at a time, heaviest first within them, so
  * that the CTAs running together share their Q, dO and dq rows in L2
  * (16: up to +13 % at T 2048, bench/results/2026-11-24-flash-bwd.md). */
-#ifndef BWD90_MORD
-#define BWD90_MORD 0
-#endif
 #ifndef BWD90_GRID_CH
 #define BWD90_GRID_CH 16
 #endif
@@ -175,14 +166,6 @@ static __global__ void __launch_bounds__(384, 1)
   const int n_mb = (T + BM - 1) / BM - m_first;
   const int n_steps = rep * n_mb;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
-  /* Step it's query head and first query row. MORD 1: query blocks outermost,
-   * from the last down, heads inside, so that the CTAs of one (batch, kv
-   * head) (run together, GRID_CH) read the same Q / dO tiles and add to the
-   * same dq rows at about the same time; 0: heads outermost, blocks up. */
-  auto step_head = [&](int it) { return g * rep + (BWD90_MORD ? it % rep : it / n_mb); };
-  auto step_m0 = [&](int it) {
-    return (BWD90_MORD ? m_first + n_mb - 1 - it / rep : m_first + it % n_mb) * BM;
-  };
 
   if (threadIdx.x == 0) {
     mbar_init(barKV, 1);
@@ -207,7 +190,7 @@ static __global__ void __launch_bounds__(384, 1)
         }
       }
       for (int it = 0; it < n_steps; it++) {
-        const int s = it % ST, h = step_head(it), m0 = step_m0(it);
+        const int s = it % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
         const float *lh = lse + ((int64_t)b * NH + h) * T, *dh = Dg + ((int64_t)b * NH + h) * T;
         mbar_wait(&empty[s], ((it / ST) & 1) ^ 1);
         if (tid == 0) {
@@ -261,7 +244,7 @@ static __global__ void __launch_bounds__(384, 1)
 
   mbar_wait(barKV, 0);
   for (int it = 0; it < n_steps; it++) {
-    const int s = it % ST, h = step_head(it), m0 = step_m0(it);
+    const int s = it % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
     const uint32_t ph = (it / ST) & 1;
     const bf16 *cQ = sQ + s * BM * HD, *cdO = sdO + s * BM * HD;
     const float *cL = sL + s * BM, *cD = sDD + s * BM;
@@ -401,32 +384,13 @@ static __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int i = 0; i < 32; i++)
       dqa[i] = 0.0f;
-    if constexpr (BWD90_DQSPLIT) {
-      named_sync(3 + c, 128);
-      reg_fence(dqa);
-      wgmma_fence();
+    named_sync(1, 256);
+    reg_fence(dqa);
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; kk++) {
-        const int k16 = 4 * c + kk;
-        wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + k16 * 16 * 64, BN),
-                           desc_mn(sK_b + k16 * 16 * 64, BN), kk > 0);
-      }
-      named_sync(1, 256);
-#pragma unroll
-      for (int kk = 0; kk < 4; kk++) {
-        const int k16 = 4 * (1 - c) + kk;
-        wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + k16 * 16 * 64, BN),
-                           desc_mn(sK_b + k16 * 16 * 64, BN), 1);
-      }
-    } else {
-      named_sync(1, 256);
-      reg_fence(dqa);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; kk++)
-        wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + kk * 16 * 64, BN),
-                           desc_mn(sK_b + kk * 16 * 64, BN), kk > 0);
-    }
+    for (int kk = 0; kk < BN / 16; kk++)
+      wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + kk * 16 * 64, BN),
+                         desc_mn(sK_b + kk * 16 * 64, BN), kk > 0);
     wgmma_commit();
     if constexpr (C::OVL) {
 #pragma unroll

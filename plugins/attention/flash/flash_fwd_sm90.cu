@@ -47,13 +47,6 @@
 #define FWD90_128_ST 3
 #endif
 #define FWD90_BN 128
-/* Order of the CTAs over the grid: 0, query block slowest (every (batch,
- * head) of the heaviest causal block first); GRID_CH > 0, the query blocks
- * of GRID_CH (batch, head) pairs at a time, heaviest first within them, so
- * that the CTAs running together share K and V in L2. */
-#ifndef FWD90_GRID_CH
-#define FWD90_GRID_CH 0
-#endif
 
 template <int HD, int BN, int NC, int ST> struct fwd90_cfg {
   static constexpr int BM = 64 * NC;
@@ -160,16 +153,8 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
   const int T = p.T, NH = p.NH;
   const int hd = HD == 64 ? 64 : p.HD; /* the real head dim, <= HD */
   /* Causal rows near the end see the most keys: start them first. */
-  int m_rev = blockIdx.y, bh = blockIdx.x;
-  if constexpr (FWD90_GRID_CH > 0) {
-    const int NMB = gridDim.y, BH = gridDim.x, lin = blockIdx.y * BH + blockIdx.x;
-    const int chunk = lin / (FWD90_GRID_CH * NMB), r = lin % (FWD90_GRID_CH * NMB);
-    const int w = min(FWD90_GRID_CH, BH - chunk * FWD90_GRID_CH);
-    m_rev = r / w;
-    bh = chunk * FWD90_GRID_CH + r % w;
-  }
-  const int m_block = gridDim.y - 1 - m_rev;
-  const int h = bh % NH, b = bh / NH, g = h / (NH / p.KVH);
+  const int m_block = gridDim.y - 1 - blockIdx.y;
+  const int h = blockIdx.x % NH, b = blockIdx.x / NH, g = h / (NH / p.KVH);
   const int m0 = m_block * BM;
   const int kv_end = p.causal ? min(T, m0 + BM) : T;
   const int n_blocks = (kv_end + BN - 1) / BN;

@@ -20,8 +20,13 @@
  *      dV += P^T dO, dK += dS^T Q            (wgmma, A from registers)
  *    dS^T also goes to shared memory (bf16), where the two warpgroups
  *    together compute dQ_step = dS K (each a 64 x 64 piece: hd 128 splits
- *    the head dim, hd 64 the queries) and add it to the fp32 dq accumulator
- *    with vector atomics. dK and dV stay in registers to the end.
+ *    the head dim, hd 64 the queries); each warpgroup stages its piece in
+ *    shared memory (fp32) and one of its threads adds it to the fp32 dq
+ *    accumulator with TMA reduce-adds (BWD90_TMADQ; per-thread vector
+ *    atomics before). dK and dV stay in registers to the end.
+ *  - the products of a step are issued dV, (barrier), dQ, dK, so that the
+ *    dQ epilogue runs under dK (BWD90_*_OVL), and the grid is dispatched in
+ *    chunks of (batch, kv head) pairs for L2 reuse (BWD90_GRID_CH).
  *
  * hd 64 takes BM = 128 queries a step, hd 128 BM = 64 (the accumulators of
  * the widest phase then fit the 240 registers a consumer thread gets). */

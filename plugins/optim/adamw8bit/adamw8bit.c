@@ -189,7 +189,9 @@ static int32_t q8_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
   opt->device = init->device;
   q8_tables_build(&opt->tab);
   int isa = q8_cpu_isa();
-  if (isa == Q8_ISA_AVX512) /* with gathers or without: whichever this CPU runs faster */
+  /* with gathers or without: whichever this CPU runs faster (only the CPU
+   * path steps with these kernels) */
+  if (isa == Q8_ISA_AVX512 && init->device == FSDPC_DEVICE_CPU)
     isa = q8_avx512_fastest(&opt->tab);
   q8_cpu_pick(isa, &opt->tab, &opt->block, &opt->piece);
   *out = opt; /* the GPU copy of the maps is made at the first CUDA step */

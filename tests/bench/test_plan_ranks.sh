@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The planner against measured memory on the CPU at 1, 2 and 4 ranks under
 # every strategy (and FULL_SHARD with gradient accumulation, with and
-# without no_sync, with fsdp.offload.optimizer and fsdp.cpu_offload): the
+# without no_sync, with fsdp.offload.optimizer (fp32 AdamW and adamw8bit)
+# and fsdp.cpu_offload): the
 # predicted per-rank host memory (on the CPU: the tracked peak) and the
 # per-rank total peak is within 5% of the measured one (max over ranks), and
 # the shard bytes and collective bytes per step agree exactly. Both come from
@@ -29,6 +30,7 @@ matrix:
     - {name: FULL_SHARD/no_sync, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.no_sync: true}
     - {name: FULL_SHARD/offload-optim, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.offload.optimizer: true, fsdp.offload.buffer_mib: 0.05}
     - {name: FULL_SHARD/cpu_offload, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.cpu_offload: true}
+    - {name: FULL_SHARD/offload-optim-8bit, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.offload.optimizer: true, optim.name: adamw8bit}
 nproc_per_node: $n
 warmup_steps: 1
 steps: 1
@@ -41,7 +43,7 @@ YAML
 import json, sys
 rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r["source"] == "fsdpc"]
 n = int(sys.argv[2])
-assert len(rows) == 8, [r["name"] for r in rows]
+assert len(rows) == 9, [r["name"] for r in rows]
 bad = []
 for r in rows:
     if not r["ok"]:
@@ -60,7 +62,16 @@ for r in rows:
     print("world %d %-40s host planned %8.3f MiB measured %8.3f MiB (%.2f%%)" % (n, r["name"], hp / 2**20, mt / 2**20, 100 * herr))
     if herr > 0.05 or p["host_pinned_bytes"] != 0:
         bad.append("%s: host planned %d (pinned %d) measured %d" % (r["name"], hp, p["host_pinned_bytes"], mt))
-    for k in ("params", "grads", "optim"):
+    # offload.optimizer: the state and the two stream buffers (sized for a
+    # piece, or with adamw8bit for the largest unit's codes and scales),
+    # exactly, on the rank where they are largest
+    if "offload-optim" in r["name"] and p["peak_bytes"]["optim"] != r["peak_bytes"]["optim"]:
+        bad.append("%s: optimizer peak planned %d measured %d" % (r["name"], p["peak_bytes"]["optim"], r["peak_bytes"]["optim"]))
+    # adamw8bit's state differs per rank (partial blocks): the planner gives
+    # the largest rank's, shard_bytes are rank 0's
+    if "8bit" in r["name"] and not r["shard_bytes"]["optim"] <= p["optim"] <= 1.01 * r["shard_bytes"]["optim"]:
+        bad.append("%s: optim planned %d measured (rank 0) %d" % (r["name"], p["optim"], r["shard_bytes"]["optim"]))
+    for k in ("params", "grads") + (() if "8bit" in r["name"] else ("optim",)):
         if p[k] != r["shard_bytes"][k]:
             bad.append("%s: %s planned %d measured %d" % (r["name"], k, p[k], r["shard_bytes"][k]))
     for k in ("all_gather", "reduce_scatter", "all_reduce"):

@@ -10,7 +10,8 @@
  *   reduce_dtype bf16 halves the reduce-scatter / replica all-reduce bytes
  *   and adds its bf16 landing buffer; on the CPU both change nothing;
  *   offload.optimizer moves the state to pinned host memory and keeps two
- *   piece buffers on the device. */
+ *   piece buffers on the device (with adamw8bit: two buffers of the
+ *   largest unit's codes, scales and fp32 state). */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -203,6 +204,45 @@ START_TEST(plan_offload_optimizer) {
 }
 END_TEST
 
+/* fsdp.offload.optimizer with adamw8bit on CUDA: the codes, scales and the
+ * small tensors' fp32 state move to pinned host memory (host_bytes: exactly
+ * the state bytes); the device keeps two buffers of the largest unit's
+ * state, whatever buffer_mib says. At world 1 that is a layer: fp32 m, v of
+ * k, v and the two norms (2 x 4224 floats = 33792 bytes), block scales of
+ * q, o, gate, up, down (2 x 152 floats = 1216, rounded up to 1280) and
+ * their codes (2 x 38912 bytes): 112896 bytes. */
+START_TEST(plan_offload_optimizer_8bit) {
+  const char *ov[] = {"fsdp.offload.buffer_mib=0.0625", "optim.name=adamw8bit"};
+  fsdpc_config *c = load("cuda", ov, 2), *d = load("cuda", ov, 1);
+  for (int world = 1; world <= 4; world *= 2) {
+    fsdpc_plan_mem a, b, e;
+    fsdpc_err err = {0};
+    fsdpc_plan_ctx *pc = NULL, *pd = NULL;
+    ck_assert_msg(fsdpc__plan_ctx_create(c, &pc, &err) == FSDPC_OK, "%s", err.msg);
+    ck_assert_msg(fsdpc__plan_ctx_create(d, &pd, &err) == FSDPC_OK, "%s", err.msg);
+    fsdpc_plan_variant off = {FSDPC_FULL_SHARD, -1, 0, 0}, on = {FSDPC_FULL_SHARD, -1, 0, 1};
+    ck_assert(fsdpc__plan_config(pc, &off, world, world, &a, &err) == FSDPC_OK);
+    ck_assert(fsdpc__plan_config(pc, &on, world, world, &b, &err) == FSDPC_OK);
+    ck_assert(fsdpc__plan_config(pd, &on, world, world, &e, &err) == FSDPC_OK); /* fp32 AdamW */
+    fsdpc__plan_ctx_destroy(pc);
+    fsdpc__plan_ctx_destroy(pd);
+    int64_t bufs = b.peak[FSDPC_MEM_OPTIM];
+    ck_assert_int_eq(a.host_bytes, 0);
+    ck_assert_int_eq(b.host_bytes, (int64_t)a.optim);
+    ck_assert_int_lt(b.host_bytes, e.host_bytes / 2); /* k, v and norms stay fp32 here */
+    ck_assert_int_eq(a.total_peak - b.total_peak, (int64_t)a.optim - bufs);
+    ck_assert_int_eq(b.host_total, b.host_bytes + b.host_pageable + b.host_runtime);
+    if (world == 1)
+      ck_assert_int_eq(bufs, 2 * 112896);
+    else /* a shard of the largest unit, its part of each rounded up */
+      ck_assert(bufs < 2 * 112896 && bufs >= 2 * 112896 / world);
+    ck_assert(memcmp(&a.comm, &b.comm, sizeof a.comm) == 0);
+  }
+  fsdpc__config_destroy(c);
+  fsdpc__config_destroy(d);
+}
+END_TEST
+
 START_TEST(plan_bf16_reduce_cuda) {
   const char *ov[] = {"fsdp.mixed_precision.reduce_dtype=bf16"};
   fsdpc_config *f = load("cuda", NULL, 0), *h = load("cuda", ov, 1);
@@ -248,6 +288,7 @@ int main(void) {
   tcase_add_test(tc, cpu_refuses_bf16_reduce);
   tcase_add_test(tc, cpu_offload_is_noop_on_cpu);
   tcase_add_test(tc, plan_offload_optimizer);
+  tcase_add_test(tc, plan_offload_optimizer_8bit);
   tcase_add_test(tc, plan_offload_cuda);
   tcase_add_test(tc, plan_bf16_reduce_cuda);
   tcase_add_test(tc, plan_cpu_unchanged);

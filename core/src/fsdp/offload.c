@@ -28,12 +28,27 @@
  * (fsdp.offload.buffer_mib), so the device holds two pieces, not two of the
  * largest unit (the 8B embedding's state is 4 GiB). Bytes moved are the
  * optimizer's state bytes per element (fsdpc__stream_bytes), whatever the
- * slots hold. */
+ * slots hold.
+ *
+ * A quantized state (adamw8bit: fp32 planes of small tensors, 8-bit code
+ * planes, per-block scale planes; qstate.h) streams in whole units: each
+ * piece is one unit, its three plane groups copied into one buffer sized
+ * for the largest unit (fsdpc__qstate_stream_bytes), and the optimizer runs
+ * over the buffer with the very tensor list of the unit it would have on
+ * the device, so results are bit-identical. Whole units, not pieces: a
+ * block's scale is the absmax over the whole block, so a piece must end on
+ * a block bound of the parameter it cuts, and parameters are packed in the
+ * flat shard with no block alignment (a tiny model's 64-element norm shifts
+ * every block after it); whole units need no such walk in the engine or
+ * the planner. The price: the 8B embedding unit's state is 1.07 GB (codes
+ * 1.05 GB + scales 16 MB), so the two buffers take 2.1 GB rather than
+ * 2 x buffer_mib; fsdp.offload.buffer_mib does not apply. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fsdp/hostwork.h"
 #include "fsdp/internal.h"
+#include "fsdp/qstate.h"
 #include "io/dtype.h"
 #include "ops/cpu/ops_cpu.h"
 #include "util/log.h"
@@ -231,6 +246,20 @@ static fsdpc_status copy_piece(fsdpc_engine *e, int p, int to_device, void *stre
   fsdpc_unit *un = &e->units[ps->unit[p]];
   uint64_t lo = ps->lo[p], len = ps->hi[p] - lo;
   float *buf = e->sbuf[p & 1];
+  if (e->qf.block) { /* a whole unit: its three plane groups (qstate.h) */
+    uint32_t ns = e->n_slots;
+    float *f, *sc;
+    uint8_t *q;
+    fsdpc__qstate_split(e, un, buf, &f, &sc, &q);
+    void *dev[3] = {f, sc, q}, *host[3] = {un->state, un->qscale, un->qstate};
+    size_t bytes[3] = {un->n_f32 * ns * sizeof(float), un->n_qblocks * ns * sizeof(float),
+                       un->n_q * ns};
+    for (int k = 0; k < 3; k++)
+      if (bytes[k])
+        FSDPC_TRY(to_device ? xcopy(e, dev[k], host[k], bytes[k], stream, err)
+                            : xcopy(e, host[k], dev[k], bytes[k], stream, err));
+    return FSDPC_OK;
+  }
   for (uint32_t k = 0; k < e->n_slots; k++) {
     float *host = un->state + (size_t)k * un->shard_numel + lo, *dev = buf + (size_t)k * len;
     FSDPC_TRY(to_device
@@ -299,16 +328,25 @@ void fsdpc__offload_state_free(fsdpc_engine *e, float *p, size_t bytes) {
   e->host_pinned -= bytes;
 }
 
+/* Bytes of unit u's optimizer state (0 when frozen): in host memory, or
+ * (buffer) in the device buffer that streams it. */
+static uint64_t unit_stream_bytes(const fsdpc_engine *e, int u, int buffer) {
+  const fsdpc_unit *un = &e->units[u];
+  if (un->frozen)
+    return 0;
+  if (!e->qf.block)
+    return fsdpc__stream_bytes(e, un->shard_numel);
+  uint64_t nf, nq, nb;
+  fsdpc__qstate_count(un, e->params, e->param_offset, &e->qf, &nf, &nq, &nb);
+  return buffer ? fsdpc__qstate_stream_bytes(e->n_slots, nf, nq, nb)
+                : fsdpc__qstate_bytes(e->n_slots, un->shard_numel, nf, nq, nb, 1);
+}
+
 fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int optim_asked,
                                   uint64_t buffer_bytes, fsdpc_err *err) {
   int on_cpu = e->ops->device == FSDPC_DEVICE_CPU;
   /* cpu_offload includes the optimizer state: it is on the host already. */
   e->offload_optim = optim_asked && !cpu_offload_asked && e->n_slots > 0;
-  if (e->offload_optim && e->qf.block)
-    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "fsdp.offload.optimizer does not stream an 8-bit optimizer state yet; with "
-                       "optim.name=adamw8bit use fsdp.cpu_offload (or no offload: its state is "
-                       "2 bytes a parameter)");
   /* The worker needs per-unit events on a device. */
   e->host_async =
       cpu_offload_asked &&
@@ -328,9 +366,14 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
   }
   if (e->offload_optim) {
     fsdpc_layout lay = {.units = e->units, .n_units = e->n_units};
-    FSDPC_TRY(fsdpc__state_pieces_build(&lay, fsdpc__state_piece_elems(buffer_bytes, e->n_slots),
-                                        &e->pieces, err));
-    e->sbuf_bytes = fsdpc__stream_bytes(e, e->pieces.max_len);
+    FSDPC_TRY(fsdpc__state_pieces_build(
+        &lay, fsdpc__offload_piece_elems(buffer_bytes, e->n_slots, &e->qf, e->max_shard),
+        &e->pieces, err));
+    e->sbuf_bytes = e->qf.block ? 0 : fsdpc__stream_bytes(e, e->pieces.max_len);
+    for (int u = 0; e->qf.block && u < e->n_units; u++) { /* the largest unit's state */
+      uint64_t b = unit_stream_bytes(e, u, 1);
+      e->sbuf_bytes = b > e->sbuf_bytes ? b : e->sbuf_bytes;
+    }
     for (int b = 0; b < 2; b++)
       if (!(e->sbuf[b] = fsdpc__ealloc(e, FSDPC_MEM_OPTIM, e->sbuf_bytes)))
         return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
@@ -347,7 +390,7 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
   if (e->dist->rank == 0 && e->offload_optim) {
     double total = 0.0;
     for (int u = 0; u < e->n_units; u++)
-      total += (double)fsdpc__stream_bytes(e, e->units[u].shard_numel);
+      total += (double)unit_stream_bytes(e, u, 0);
     FSDPC_LOGI("fsdp: offload.optimizer: optimizer state in %shost memory (%.1f MiB), streamed "
                "in %d pieces through 2 device buffers of %.1f MiB",
                on_cpu ? "" : "pinned ", total / 1048576.0, e->pieces.n,

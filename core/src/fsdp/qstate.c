@@ -130,6 +130,20 @@ uint64_t fsdpc__state_bytes(const fsdpc_engine *e, const fsdpc_unit *un) {
                              e->qf.block > 0);
 }
 
+/* offload.optimizer on a device: the state lives in pinned host memory
+ * (fsdpc__offload_state_alloc) and is initialised there. */
+static int state_on_host(const fsdpc_engine *e) {
+  return e->offload_optim && e->ops->alloc_host;
+}
+
+static fsdpc_status state_zero(fsdpc_engine *e, void *p, size_t bytes, fsdpc_err *err) {
+  if (state_on_host(e)) {
+    memset(p, 0, bytes);
+    return FSDPC_OK;
+  }
+  return e->sops->memset0(e->sops->ctx, p, bytes, err);
+}
+
 fsdpc_status fsdpc__state_alloc(fsdpc_engine *e, fsdpc_unit *un, fsdpc_err *err) {
   uint32_t ns = e->n_slots;
   if (ns == 0)
@@ -140,41 +154,74 @@ fsdpc_status fsdpc__state_alloc(fsdpc_engine *e, fsdpc_unit *un, fsdpc_err *err)
                         &un->n_qblocks);
     n_init = un->n_f32 * ns;
     size_t qb = un->n_q * ns, sb = un->n_qblocks * ns * sizeof(float);
-    if ((qb && !(un->qstate = fsdpc__salloc(e, FSDPC_MEM_OPTIM, qb))) ||
-        (sb && !(un->qscale = fsdpc__salloc(e, FSDPC_MEM_OPTIM, sb))))
+    if ((qb && !(un->qstate = (uint8_t *)fsdpc__offload_state_alloc(e, qb))) ||
+        (sb && !(un->qscale = fsdpc__offload_state_alloc(e, sb))))
       goto oom;
     if (qb)
-      FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->qstate, qb, err));
+      FSDPC_TRY(state_zero(e, un->qstate, qb, err));
     if (sb)
-      FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->qscale, sb, err));
+      FSDPC_TRY(state_zero(e, un->qscale, sb, err));
   }
   if (n_init == 0)
     return FSDPC_OK;
-  if (!(un->state = fsdpc__salloc(e, FSDPC_MEM_OPTIM, n_init * sizeof(float))))
+  if (!(un->state = fsdpc__offload_state_alloc(e, n_init * sizeof(float))))
     goto oom;
+  int host = state_on_host(e);
   int32_t r =
-      e->ov->init_state(e->opt, un->state, n_init, e->sops->device, e->sops->stream(e->sops->ctx));
+      e->ov->init_state(e->opt, un->state, n_init, host ? FSDPC_DEVICE_CPU : e->sops->device,
+                        host ? NULL : e->sops->stream(e->sops->ctx));
   return r == FSDPC_OK ? FSDPC_OK : fsdpc__plugin_fail(e->optim, r, err);
 oom:
   return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
                      "out of %s memory for the optimizer state of unit %s; use more ranks, "
                      "cpu_offload or a smaller optimizer",
-                     e->offload || e->ops->device == FSDPC_DEVICE_CPU ? "host" : "device",
+                     e->offload || state_on_host(e)       ? "pinned host"
+                     : e->ops->device == FSDPC_DEVICE_CPU ? "host"
+                                                          : "device",
                      un->name);
 }
 
 void fsdpc__state_free(fsdpc_engine *e, fsdpc_unit *un) {
   uint32_t ns = e->n_slots;
   if (!e->qf.block) {
-    fsdpc__sfree(e, FSDPC_MEM_OPTIM, un->state, un->shard_numel * ns * sizeof(float));
+    fsdpc__offload_state_free(e, un->state, un->shard_numel * ns * sizeof(float));
   } else {
-    fsdpc__sfree(e, FSDPC_MEM_OPTIM, un->state, un->n_f32 * ns * sizeof(float));
-    fsdpc__sfree(e, FSDPC_MEM_OPTIM, un->qstate, un->n_q * ns);
-    fsdpc__sfree(e, FSDPC_MEM_OPTIM, un->qscale, un->n_qblocks * ns * sizeof(float));
+    fsdpc__offload_state_free(e, un->state, un->n_f32 * ns * sizeof(float));
+    fsdpc__offload_state_free(e, (float *)un->qstate, un->n_q * ns);
+    fsdpc__offload_state_free(e, un->qscale, un->n_qblocks * ns * sizeof(float));
   }
   un->state = NULL;
   un->qstate = NULL;
   un->qscale = NULL;
+}
+
+/* ---- offload.optimizer: a unit's state in one device buffer ---- */
+
+static uint64_t round256(uint64_t n) {
+  return (n + 255) / 256 * 256;
+}
+
+uint64_t fsdpc__qstate_stream_bytes(uint32_t n_slots, uint64_t n_f32, uint64_t n_q,
+                                    uint64_t n_blocks_) {
+  return round256(n_slots * n_f32 * sizeof(float)) + round256(n_slots * n_blocks_ * sizeof(float)) +
+         n_slots * n_q;
+}
+
+uint64_t fsdpc__offload_piece_elems(uint64_t buffer_bytes, uint32_t n_slots,
+                                    const fsdpc_optim_qformat *qf, uint64_t max_shard) {
+  if (qf && qf->block) /* whole units */
+    return max_shard > 0 ? max_shard : 1;
+  return fsdpc__state_piece_elems(buffer_bytes, n_slots);
+}
+
+void fsdpc__qstate_split(const fsdpc_engine *e, const fsdpc_unit *un, void *buf, float **f32,
+                         float **scale, uint8_t **codes) {
+  uint8_t *b = buf;
+  uint64_t fb = round256(e->n_slots * un->n_f32 * sizeof(float));
+  uint64_t sb = round256(e->n_slots * un->n_qblocks * sizeof(float));
+  *f32 = (float *)b;
+  *scale = (float *)(b + fb);
+  *codes = b + fb + sb;
 }
 
 /* ---- checkpoint views ---- */
@@ -202,7 +249,7 @@ static fsdpc_status host_state_get(fsdpc_engine *e, fsdpc_unit *un, int fetch, h
   size_t fb = un->n_f32 * ns * sizeof(float), qb = un->n_q * ns,
          sb = un->n_qblocks * ns * sizeof(float);
   memset(h, 0, sizeof *h);
-  if (e->ops->device == FSDPC_DEVICE_CPU || e->offload) {
+  if (e->ops->device == FSDPC_DEVICE_CPU || e->offload || state_on_host(e)) {
     *h = (host_state){un->state, un->qstate, un->qscale, 0};
     return FSDPC_OK;
   }

@@ -46,6 +46,19 @@ uint32_t fsdpc__optim_tensors(const fsdpc_engine *e, int u, float *master, const
 fsdpc_status fsdpc__state_alloc(fsdpc_engine *e, fsdpc_unit *un, fsdpc_err *err);
 void fsdpc__state_free(fsdpc_engine *e, fsdpc_unit *un);
 uint64_t fsdpc__state_bytes(const fsdpc_engine *e, const fsdpc_unit *un);
+/* offload.optimizer with quantized state streams whole units: unit un's
+ * state goes into one device buffer as its fp32 planes, then its scale
+ * planes (each part rounded up to 256 bytes), then its code planes, each
+ * with the strides of the host copy (n_f32, n_qblocks, n_q). Bytes of that
+ * buffer for a unit of these counts, and the three parts inside buf. */
+uint64_t fsdpc__qstate_stream_bytes(uint32_t n_slots, uint64_t n_f32, uint64_t n_q,
+                                    uint64_t n_blocks);
+/* Elements per streamed piece: fsdpc__state_piece_elems for fp32 state,
+ * whole units (max_shard, the largest shard) for quantized state. */
+uint64_t fsdpc__offload_piece_elems(uint64_t buffer_bytes, uint32_t n_slots,
+                                    const fsdpc_optim_qformat *qf, uint64_t max_shard);
+void fsdpc__qstate_split(const fsdpc_engine *e, const fsdpc_unit *un, void *buf, float **f32,
+                         float **scale, uint8_t **codes);
 /* Optimizer slots as checkpoints see them (2 * n_slots when quantized). */
 uint32_t fsdpc__ckpt_slots(const fsdpc_engine *e);
 

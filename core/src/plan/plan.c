@@ -155,6 +155,24 @@ static uint64_t optim_bytes(const fsdpc_run_plan *p, const fsdpc_layout *lay, in
   return worst;
 }
 
+/* offload.optimizer with quantized state: one device buffer holds the
+ * largest unit's state (fsdp/offload.c), on the rank where it is largest. */
+static uint64_t qstream_bytes(const fsdpc_run_plan *p, const fsdpc_layout *lay, int S) {
+  uint64_t worst = 0;
+  for (int r = 0; r < S; r++)
+    for (int u = 0; u < lay->n_units; u++) {
+      fsdpc_unit un = lay->units[u];
+      if (un.frozen)
+        continue;
+      uint64_t nf = 0, nq = 0, nb = 0;
+      un.shard_offset = (uint64_t)r * un.shard_numel;
+      fsdpc__qstate_count(&un, p->params, lay->param_offset, &p->qf, &nf, &nq, &nb);
+      uint64_t b = fsdpc__qstate_stream_bytes(p->n_slots, nf, nq, nb);
+      worst = b > worst ? b : worst;
+    }
+  return worst;
+}
+
 fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
                                 const fsdpc_plan_device *dev, fsdpc_plan_mem *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
@@ -205,9 +223,11 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   /* offload.optimizer (fsdp/offload.c): the state shards in host memory
    * (pinned on a GPU), two device buffers of the largest unit's state */
   int offload_optim = m->offload_optim && p->n_slots > 0 && !r.offload;
-  uint64_t piece = fsdpc__state_piece_elems(m->offload_buffer_bytes, p->n_slots);
-  int64_t max_state =
-      (int64_t)(lay.max_shard < piece ? lay.max_shard : piece) * 4 * (int64_t)p->n_slots;
+  uint64_t piece =
+      fsdpc__offload_piece_elems(m->offload_buffer_bytes, p->n_slots, &p->qf, lay.max_shard);
+  int64_t max_state = p->qf.block ? (int64_t)qstream_bytes(p, &lay, S)
+                                  : (int64_t)(lay.max_shard < piece ? lay.max_shard : piece) * 4 *
+                                        (int64_t)p->n_slots;
   if (r.offload) {
     /* units.c: shards + the bf16 staging copy of each master shard; a grad
      * landing buffer per unit once a second micro-batch reduces in a step */

@@ -30,7 +30,7 @@ matrix:
     - {name: FULL_SHARD/no_sync, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.no_sync: true}
     - {name: FULL_SHARD/offload-optim, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.offload.optimizer: true, fsdp.offload.buffer_mib: 0.05}
     - {name: FULL_SHARD/cpu_offload, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.cpu_offload: true}
-    - {name: FULL_SHARD/offload-optim-8bit, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.offload.optimizer: true, optim.name: adamw8bit}
+    - {name: FULL_SHARD/offload-optim-8bit, fsdp.sharding_strategy: FULL_SHARD, train.grad_accum_steps: 2, fsdp.offload.optimizer: true, fsdp.offload.buffer_mib: 0.015625, optim.name: adamw8bit}
 nproc_per_node: $n
 warmup_steps: 1
 steps: 1
@@ -62,11 +62,12 @@ for r in rows:
     print("world %d %-40s host planned %8.3f MiB measured %8.3f MiB (%.2f%%)" % (n, r["name"], hp / 2**20, mt / 2**20, 100 * herr))
     if herr > 0.05 or p["host_pinned_bytes"] != 0:
         bad.append("%s: host planned %d (pinned %d) measured %d" % (r["name"], hp, p["host_pinned_bytes"], mt))
-    # offload.optimizer: the state and the two stream buffers (sized for a
-    # piece, or with adamw8bit for the largest unit's codes and scales),
-    # exactly, on the rank where they are largest
-    if "offload-optim" in r["name"] and p["peak_bytes"]["optim"] != r["peak_bytes"]["optim"]:
-        bad.append("%s: optimizer peak planned %d measured %d" % (r["name"], p["peak_bytes"]["optim"], r["peak_bytes"]["optim"]))
+    # offload.optimizer: the state and the two stream buffers (a piece
+    # each), exactly; with adamw8bit the state and the largest piece differ
+    # per rank, and the planner adds the largest of each (at most 1% over)
+    po, mo = p["peak_bytes"]["optim"], r["peak_bytes"]["optim"]
+    if "offload-optim" in r["name"] and not (po == mo or ("8bit" in r["name"] and mo <= po <= 1.01 * mo)):
+        bad.append("%s: optimizer peak planned %d measured %d" % (r["name"], po, mo))
     # adamw8bit's state differs per rank (partial blocks): the planner gives
     # the largest rank's, shard_bytes are rank 0's
     if "8bit" in r["name"] and not r["shard_bytes"]["optim"] <= p["optim"] <= 1.01 * r["shard_bytes"]["optim"]:

@@ -206,40 +206,44 @@ END_TEST
 
 /* fsdp.offload.optimizer with adamw8bit on CUDA: the codes, scales and the
  * small tensors' fp32 state move to pinned host memory (host_bytes: exactly
- * the state bytes); the device keeps two buffers of the largest unit's
- * state, whatever buffer_mib says. At world 1 that is a layer: fp32 m, v of
- * k, v and the two norms (2 x 4224 floats = 33792 bytes), block scales of
- * q, o, gate, up, down (2 x 152 floats = 1216, rounded up to 1280) and
- * their codes (2 x 38912 bytes): 112896 bytes. */
+ * the state bytes); the device keeps two buffers of the largest piece. With
+ * the default 512 MiB a piece is a whole unit; at world 1 the largest is a
+ * layer: fp32 m, v of k, v and the two norms (2 x 4224 floats = 33792
+ * bytes), block scales of q, o, gate, up, down (2 x 152 floats = 1216,
+ * rounded up to 1280) and their codes (2 x 38912 bytes): 112896 bytes.
+ * With buffer_mib 0.0625 (65536 bytes) units go in pieces of at most that. */
 START_TEST(plan_offload_optimizer_8bit) {
-  const char *ov[] = {"fsdp.offload.buffer_mib=0.0625", "optim.name=adamw8bit"};
-  fsdpc_config *c = load("cuda", ov, 2), *d = load("cuda", ov, 1);
+  const char *ov[] = {"optim.name=adamw8bit", "fsdp.offload.buffer_mib=0.0625"};
+  fsdpc_config *cfg[3] = {load("cuda", ov, 1), load("cuda", ov, 2), load("cuda", ov + 1, 1)};
   for (int world = 1; world <= 4; world *= 2) {
-    fsdpc_plan_mem a, b, e;
+    fsdpc_plan_mem a, b, big, e;
     fsdpc_err err = {0};
-    fsdpc_plan_ctx *pc = NULL, *pd = NULL;
-    ck_assert_msg(fsdpc__plan_ctx_create(c, &pc, &err) == FSDPC_OK, "%s", err.msg);
-    ck_assert_msg(fsdpc__plan_ctx_create(d, &pd, &err) == FSDPC_OK, "%s", err.msg);
     fsdpc_plan_variant off = {FSDPC_FULL_SHARD, -1, 0, 0}, on = {FSDPC_FULL_SHARD, -1, 0, 1};
-    ck_assert(fsdpc__plan_config(pc, &off, world, world, &a, &err) == FSDPC_OK);
-    ck_assert(fsdpc__plan_config(pc, &on, world, world, &b, &err) == FSDPC_OK);
-    ck_assert(fsdpc__plan_config(pd, &on, world, world, &e, &err) == FSDPC_OK); /* fp32 AdamW */
-    fsdpc__plan_ctx_destroy(pc);
-    fsdpc__plan_ctx_destroy(pd);
-    int64_t bufs = b.peak[FSDPC_MEM_OPTIM];
+    fsdpc_plan_ctx *pc[3];
+    for (int k = 0; k < 3; k++)
+      ck_assert_msg(fsdpc__plan_ctx_create(cfg[k], &pc[k], &err) == FSDPC_OK, "%s", err.msg);
+    ck_assert(fsdpc__plan_config(pc[1], &off, world, world, &a, &err) == FSDPC_OK);
+    ck_assert(fsdpc__plan_config(pc[1], &on, world, world, &b, &err) == FSDPC_OK);
+    ck_assert(fsdpc__plan_config(pc[0], &on, world, world, &big, &err) == FSDPC_OK);
+    ck_assert(fsdpc__plan_config(pc[2], &on, world, world, &e, &err) == FSDPC_OK); /* fp32 */
+    for (int k = 0; k < 3; k++)
+      fsdpc__plan_ctx_destroy(pc[k]);
+    int64_t bufs = b.peak[FSDPC_MEM_OPTIM], bigbufs = big.peak[FSDPC_MEM_OPTIM];
     ck_assert_int_eq(a.host_bytes, 0);
     ck_assert_int_eq(b.host_bytes, (int64_t)a.optim);
+    ck_assert_int_eq(big.host_bytes, (int64_t)a.optim);
     ck_assert_int_lt(b.host_bytes, e.host_bytes / 2); /* k, v and norms stay fp32 here */
     ck_assert_int_eq(a.total_peak - b.total_peak, (int64_t)a.optim - bufs);
     ck_assert_int_eq(b.host_total, b.host_bytes + b.host_pageable + b.host_runtime);
     if (world == 1)
-      ck_assert_int_eq(bufs, 2 * 112896);
-    else /* a shard of the largest unit, its part of each rounded up */
-      ck_assert(bufs < 2 * 112896 && bufs >= 2 * 112896 / world);
+      ck_assert_int_eq(bigbufs, 2 * 112896);
+    else /* a shard of the largest unit, each part rounded up */
+      ck_assert(bigbufs < 2 * 112896 && bigbufs >= 2 * 112896 / world);
+    ck_assert(bufs <= 2 * 65536 && bufs >= 2 * 65536 / 2);
     ck_assert(memcmp(&a.comm, &b.comm, sizeof a.comm) == 0);
   }
-  fsdpc__config_destroy(c);
-  fsdpc__config_destroy(d);
+  for (int k = 0; k < 3; k++)
+    fsdpc__config_destroy(cfg[k]);
 }
 END_TEST
 

@@ -31,18 +31,14 @@
  * slots hold.
  *
  * A quantized state (adamw8bit: fp32 planes of small tensors, 8-bit code
- * planes, per-block scale planes; qstate.h) streams in whole units: each
- * piece is one unit, its three plane groups copied into one buffer sized
- * for the largest unit (fsdpc__qstate_stream_bytes), and the optimizer runs
- * over the buffer with the very tensor list of the unit it would have on
- * the device, so results are bit-identical. Whole units, not pieces: a
- * block's scale is the absmax over the whole block, so a piece must end on
- * a block bound of the parameter it cuts, and parameters are packed in the
- * flat shard with no block alignment (a tiny model's 64-element norm shifts
- * every block after it); whole units need no such walk in the engine or
- * the planner. The price: the 8B embedding unit's state is 1.07 GB (codes
- * 1.05 GB + scales 16 MB), so the two buffers take 2.1 GB rather than
- * 2 x buffer_mib; fsdp.offload.buffer_mib does not apply. */
+ * planes, per-block scale planes; qstate.h) streams the same way, in
+ * pieces of at most one buffer cut on block bounds of each parameter
+ * (fsdpc__qstate_pieces_build: parameters are packed in the flat shard
+ * with no block alignment, so the cuts follow each parameter's own block
+ * grid). A piece's three plane groups are copied into its buffer
+ * (fsdpc__qspan_planes) and the optimizer runs over them with the tensor
+ * list of that range (block phases as on the host): every block is updated
+ * whole, so the result is bit-identical to the state kept in place. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,18 +242,22 @@ static fsdpc_status copy_piece(fsdpc_engine *e, int p, int to_device, void *stre
   fsdpc_unit *un = &e->units[ps->unit[p]];
   uint64_t lo = ps->lo[p], len = ps->hi[p] - lo;
   float *buf = e->sbuf[p & 1];
-  if (e->qf.block) { /* a whole unit: its three plane groups (qstate.h) */
-    uint32_t ns = e->n_slots;
-    float *f, *sc;
-    uint8_t *q;
-    fsdpc__qstate_split(e, un, buf, &f, &sc, &q);
-    void *dev[3] = {f, sc, q}, *host[3] = {un->state, un->qscale, un->qstate};
-    size_t bytes[3] = {un->n_f32 * ns * sizeof(float), un->n_qblocks * ns * sizeof(float),
-                       un->n_q * ns};
-    for (int k = 0; k < 3; k++)
-      if (bytes[k])
-        FSDPC_TRY(to_device ? xcopy(e, dev[k], host[k], bytes[k], stream, err)
-                            : xcopy(e, host[k], dev[k], bytes[k], stream, err));
+  if (e->qf.block) { /* each slot's part of the three plane groups (qstate.h) */
+    fsdpc_qspan sp;
+    fsdpc_qplanes d;
+    fsdpc__qstate_span(un, e->params, e->param_offset, &e->qf, lo, lo + len, &sp);
+    fsdpc__qspan_planes(e->n_slots, &sp, buf, &d);
+    for (uint32_t k = 0; k < e->n_slots; k++) {
+      void *dev[3] = {d.f + k * sp.f_len, d.s + k * sp.b_len, d.q + k * sp.q_len};
+      void *host[3] = {un->state + k * un->n_f32 + sp.f_lo,
+                       un->qscale + k * un->n_qblocks + sp.b_lo,
+                       un->qstate + k * un->n_q + sp.q_lo};
+      size_t bytes[3] = {sp.f_len * sizeof(float), sp.b_len * sizeof(float), sp.q_len};
+      for (int g = 0; g < 3; g++)
+        if (bytes[g])
+          FSDPC_TRY(to_device ? xcopy(e, dev[g], host[g], bytes[g], stream, err)
+                              : xcopy(e, host[g], dev[g], bytes[g], stream, err));
+    }
     return FSDPC_OK;
   }
   for (uint32_t k = 0; k < e->n_slots; k++) {
@@ -328,9 +328,8 @@ void fsdpc__offload_state_free(fsdpc_engine *e, float *p, size_t bytes) {
   e->host_pinned -= bytes;
 }
 
-/* Bytes of unit u's optimizer state (0 when frozen): in host memory, or
- * (buffer) in the device buffer that streams it. */
-static uint64_t unit_stream_bytes(const fsdpc_engine *e, int u, int buffer) {
+/* Bytes of unit u's optimizer state in host memory (0 when frozen). */
+static uint64_t unit_state_bytes(const fsdpc_engine *e, int u) {
   const fsdpc_unit *un = &e->units[u];
   if (un->frozen)
     return 0;
@@ -338,8 +337,7 @@ static uint64_t unit_stream_bytes(const fsdpc_engine *e, int u, int buffer) {
     return fsdpc__stream_bytes(e, un->shard_numel);
   uint64_t nf, nq, nb;
   fsdpc__qstate_count(un, e->params, e->param_offset, &e->qf, &nf, &nq, &nb);
-  return buffer ? fsdpc__qstate_stream_bytes(e->n_slots, nf, nq, nb)
-                : fsdpc__qstate_bytes(e->n_slots, un->shard_numel, nf, nq, nb, 1);
+  return fsdpc__qstate_bytes(e->n_slots, un->shard_numel, nf, nq, nb, 1);
 }
 
 fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int optim_asked,
@@ -366,13 +364,14 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
   }
   if (e->offload_optim) {
     fsdpc_layout lay = {.units = e->units, .n_units = e->n_units};
-    FSDPC_TRY(fsdpc__state_pieces_build(
-        &lay, fsdpc__offload_piece_elems(buffer_bytes, e->n_slots, &e->qf, e->max_shard),
-        &e->pieces, err));
-    e->sbuf_bytes = e->qf.block ? 0 : fsdpc__stream_bytes(e, e->pieces.max_len);
-    for (int u = 0; e->qf.block && u < e->n_units; u++) { /* the largest unit's state */
-      uint64_t b = unit_stream_bytes(e, u, 1);
-      e->sbuf_bytes = b > e->sbuf_bytes ? b : e->sbuf_bytes;
+    if (e->qf.block) {
+      FSDPC_TRY(fsdpc__qstate_pieces_build(e->units, e->n_units, e->params, e->param_offset, &e->qf,
+                                           e->n_slots, buffer_bytes, &e->pieces, &e->sbuf_bytes,
+                                           err));
+    } else {
+      FSDPC_TRY(fsdpc__state_pieces_build(&lay, fsdpc__state_piece_elems(buffer_bytes, e->n_slots),
+                                          &e->pieces, err));
+      e->sbuf_bytes = fsdpc__stream_bytes(e, e->pieces.max_len);
     }
     for (int b = 0; b < 2; b++)
       if (!(e->sbuf[b] = fsdpc__ealloc(e, FSDPC_MEM_OPTIM, e->sbuf_bytes)))
@@ -390,7 +389,7 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
   if (e->dist->rank == 0 && e->offload_optim) {
     double total = 0.0;
     for (int u = 0; u < e->n_units; u++)
-      total += (double)unit_stream_bytes(e, u, 0);
+      total += (double)unit_state_bytes(e, u);
     FSDPC_LOGI("fsdp: offload.optimizer: optimizer state in %shost memory (%.1f MiB), streamed "
                "in %d pieces through 2 device buffers of %.1f MiB",
                on_cpu ? "" : "pinned ", total / 1048576.0, e->pieces.n,

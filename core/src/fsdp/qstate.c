@@ -47,11 +47,11 @@ int fsdpc__optim_align(int align, const fsdpc_optim_qformat *qf) {
 }
 
 static int quantized_param(const fsdpc_optim_qformat *qf, uint64_t numel) {
-  return qf && qf->block > 0 && numel >= qf->min_numel;
+  return fsdpc__qparam(qf, numel);
 }
 
 static uint64_t n_blocks(uint64_t n, uint64_t phase, uint32_t block) {
-  return n ? (phase + n + block - 1) / block : 0;
+  return fsdpc__qblocks(n, phase, block);
 }
 
 void fsdpc__qstate_count(const fsdpc_unit *un, const fsdpc_param_info *params,
@@ -81,18 +81,18 @@ uint64_t fsdpc__qstate_bytes(uint32_t n_slots, uint64_t shard_numel, uint64_t n_
   return (uint64_t)n_slots * (n_f32 * sizeof(float) + n_q + n_blocks_ * sizeof(float));
 }
 
-uint32_t fsdpc__optim_tensors(const fsdpc_engine *e, int u, float *master, const float *grad,
-                              float *state, uint8_t *qstate, float *qscale,
-                              fsdpc_optim_tensor *out) {
+uint32_t fsdpc__optim_tensors_range(const fsdpc_engine *e, int u, uint64_t lo, uint64_t hi,
+                                    float *master, const float *grad, const fsdpc_qplanes *pl,
+                                    fsdpc_optim_tensor *out) {
   const fsdpc_unit *un = &e->units[u];
   const fsdpc_optim_qformat *qf = &e->qf;
   uint32_t n = 0;
-  uint64_t s0 = un->shard_offset, s1 = s0 + un->shard_numel;
+  uint64_t s0 = un->shard_offset, r0 = s0 + lo, r1 = s0 + hi;
   uint64_t f_off = 0, q_off = 0, b_off = 0;
   for (int i = 0; i < un->n_params; i++) {
     int p = un->params[i];
     uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
-    uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
+    uint64_t a = p0 > r0 ? p0 : r0, b = p1 < r1 ? p1 : r1;
     if (a >= b)
       continue;
     fsdpc_optim_tensor t = {.struct_size = sizeof(fsdpc_optim_tensor),
@@ -100,18 +100,18 @@ uint32_t fsdpc__optim_tensors(const fsdpc_engine *e, int u, float *master, const
                             .grad = grad + (a - s0),
                             .numel = b - a,
                             .decay = e->params[p].decay || e->decay_norm_and_bias};
-    if (qf->block == 0) { /* v1: fp32 slots element-aligned with the shard */
-      t.state = state ? state + (a - s0) : NULL;
-      t.stride = un->shard_numel;
+    if (qf->block == 0) { /* v1: fp32 slots element-aligned with the range */
+      t.state = pl->f ? pl->f + (a - r0) : NULL;
+      t.stride = pl->f_stride;
     } else if (!quantized_param(qf, e->params[p].numel)) {
-      t.state = state + f_off;
-      t.stride = un->n_f32;
+      t.state = pl->f + f_off;
+      t.stride = pl->f_stride;
       f_off += b - a;
     } else {
-      t.qstate = qstate + q_off;
-      t.stride = un->n_q;
-      t.qscale = qscale + b_off;
-      t.scale_stride = un->n_qblocks;
+      t.qstate = pl->q + q_off;
+      t.stride = pl->q_stride;
+      t.qscale = pl->s + b_off;
+      t.scale_stride = pl->s_stride;
       t.block_phase = (a - p0) % qf->block;
       q_off += b - a;
       b_off += n_blocks(b - a, t.block_phase, qf->block);
@@ -119,6 +119,19 @@ uint32_t fsdpc__optim_tensors(const fsdpc_engine *e, int u, float *master, const
     out[n++] = t;
   }
   return n;
+}
+
+uint32_t fsdpc__optim_tensors(const fsdpc_engine *e, int u, float *master, const float *grad,
+                              float *state, uint8_t *qstate, float *qscale,
+                              fsdpc_optim_tensor *out) {
+  const fsdpc_unit *un = &e->units[u];
+  fsdpc_qplanes pl = {.f = state,
+                      .q = qstate,
+                      .s = qscale,
+                      .f_stride = e->qf.block ? un->n_f32 : un->shard_numel,
+                      .q_stride = un->n_q,
+                      .s_stride = un->n_qblocks};
+  return fsdpc__optim_tensors_range(e, u, 0, un->shard_numel, master, grad, &pl, out);
 }
 
 uint32_t fsdpc__ckpt_slots(const fsdpc_engine *e) {
@@ -193,35 +206,6 @@ void fsdpc__state_free(fsdpc_engine *e, fsdpc_unit *un) {
   un->state = NULL;
   un->qstate = NULL;
   un->qscale = NULL;
-}
-
-/* ---- offload.optimizer: a unit's state in one device buffer ---- */
-
-static uint64_t round256(uint64_t n) {
-  return (n + 255) / 256 * 256;
-}
-
-uint64_t fsdpc__qstate_stream_bytes(uint32_t n_slots, uint64_t n_f32, uint64_t n_q,
-                                    uint64_t n_blocks_) {
-  return round256(n_slots * n_f32 * sizeof(float)) + round256(n_slots * n_blocks_ * sizeof(float)) +
-         n_slots * n_q;
-}
-
-uint64_t fsdpc__offload_piece_elems(uint64_t buffer_bytes, uint32_t n_slots,
-                                    const fsdpc_optim_qformat *qf, uint64_t max_shard) {
-  if (qf && qf->block) /* whole units */
-    return max_shard > 0 ? max_shard : 1;
-  return fsdpc__state_piece_elems(buffer_bytes, n_slots);
-}
-
-void fsdpc__qstate_split(const fsdpc_engine *e, const fsdpc_unit *un, void *buf, float **f32,
-                         float **scale, uint8_t **codes) {
-  uint8_t *b = buf;
-  uint64_t fb = round256(e->n_slots * un->n_f32 * sizeof(float));
-  uint64_t sb = round256(e->n_slots * un->n_qblocks * sizeof(float));
-  *f32 = (float *)b;
-  *scale = (float *)(b + fb);
-  *codes = b + fb + sb;
 }
 
 /* ---- checkpoint views ---- */

@@ -108,7 +108,8 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
                           e->fwd_prefetch, e->bwd_prefetch, &po);
   po.host_async = e->host_async;
   po.offload_optim = e->offload_optim;
-  po.piece = fsdpc__offload_piece_elems(o->offload_buffer_bytes, e->n_slots, &e->qf, e->max_shard);
+  po.piece = fsdpc__state_piece_elems(o->offload_buffer_bytes, e->n_slots);
+  po.pieces = e->offload_optim ? &e->pieces : NULL;
   for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
     if ((st = fsdpc__program_build(&po, (fsdpc_program_kind)k, &e->prog[k], err)) != FSDPC_OK)
       goto fail;

@@ -155,22 +155,29 @@ static uint64_t optim_bytes(const fsdpc_run_plan *p, const fsdpc_layout *lay, in
   return worst;
 }
 
-/* offload.optimizer with quantized state: one device buffer holds the
- * largest unit's state (fsdp/offload.c), on the rank where it is largest. */
-static uint64_t qstream_bytes(const fsdpc_run_plan *p, const fsdpc_layout *lay, int S) {
-  uint64_t worst = 0;
-  for (int r = 0; r < S; r++)
-    for (int u = 0; u < lay->n_units; u++) {
-      fsdpc_unit un = lay->units[u];
-      if (un.frozen)
-        continue;
-      uint64_t nf = 0, nq = 0, nb = 0;
-      un.shard_offset = (uint64_t)r * un.shard_numel;
-      fsdpc__qstate_count(&un, p->params, lay->param_offset, &p->qf, &nf, &nq, &nb);
-      uint64_t b = fsdpc__qstate_stream_bytes(p->n_slots, nf, nq, nb);
-      worst = b > worst ? b : worst;
-    }
-  return worst;
+/* offload.optimizer with quantized state: the pieces as the engine cuts
+ * them (fsdp/qstream.c), rank 0's in *ps (the program needs only their
+ * number), and the largest piece's buffer bytes over the ranks. */
+static fsdpc_status qpieces(const fsdpc_run_plan *p, const fsdpc_layout *lay, int S,
+                            uint64_t buffer_bytes, fsdpc_state_pieces *ps, uint64_t *max_bytes,
+                            fsdpc_err *err) {
+  fsdpc_unit *units = malloc(((size_t)lay->n_units + 1) * sizeof *units);
+  if (!units)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  memcpy(units, lay->units, (size_t)lay->n_units * sizeof *units);
+  fsdpc_status st = FSDPC_OK;
+  *max_bytes = 0;
+  for (int r = S - 1; r >= 0 && st == FSDPC_OK; r--) {
+    for (int u = 0; u < lay->n_units; u++)
+      units[u].shard_offset = (uint64_t)r * units[u].shard_numel;
+    uint64_t b = 0;
+    fsdpc__state_pieces_free(ps);
+    st = fsdpc__qstate_pieces_build(units, lay->n_units, p->params, lay->param_offset, &p->qf,
+                                    p->n_slots, buffer_bytes, ps, &b, err);
+    *max_bytes = b > *max_bytes ? b : *max_bytes;
+  }
+  free(units);
+  return st;
 }
 
 fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
@@ -223,11 +230,19 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   /* offload.optimizer (fsdp/offload.c): the state shards in host memory
    * (pinned on a GPU), two device buffers of the largest unit's state */
   int offload_optim = m->offload_optim && p->n_slots > 0 && !r.offload;
-  uint64_t piece =
-      fsdpc__offload_piece_elems(m->offload_buffer_bytes, p->n_slots, &p->qf, lay.max_shard);
-  int64_t max_state = p->qf.block ? (int64_t)qstream_bytes(p, &lay, S)
-                                  : (int64_t)(lay.max_shard < piece ? lay.max_shard : piece) * 4 *
-                                        (int64_t)p->n_slots;
+  uint64_t piece = fsdpc__state_piece_elems(m->offload_buffer_bytes, p->n_slots);
+  int64_t max_state =
+      (int64_t)(lay.max_shard < piece ? lay.max_shard : piece) * 4 * (int64_t)p->n_slots;
+  fsdpc_state_pieces qps = {0};
+  if (offload_optim && p->qf.block) {
+    uint64_t qb = 0;
+    fsdpc_status qst = qpieces(p, &lay, S, m->offload_buffer_bytes, &qps, &qb, err);
+    if (qst != FSDPC_OK) {
+      fsdpc__layout_free(&lay);
+      return qst;
+    }
+    max_state = (int64_t)qb;
+  }
   if (r.offload) {
     /* units.c: shards + the bf16 staging copy of each master shard; a grad
      * landing buffer per unit once a second micro-batch reduces in a step */
@@ -271,6 +286,7 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
                   (!cuda || (r.offload && lay.n_units <= FSDPC_OPS_UNIT_EVENTS));
   po.offload_optim = offload_optim;
   po.piece = piece;
+  po.pieces = offload_optim && p->qf.block ? &qps : NULL;
   fsdpc_program micro = {0}, last = {0}, opt = {0};
   fsdpc_status st = FSDPC_OK;
   r.full_grad = calloc((size_t)lay.n_units + 1, 1);
@@ -290,6 +306,7 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   fsdpc__program_free(&micro);
   fsdpc__program_free(&last);
   fsdpc__program_free(&opt);
+  fsdpc__state_pieces_free(&qps);
   free(r.full_grad);
   if (st != FSDPC_OK) {
     fsdpc__layout_free(&lay);

@@ -247,6 +247,24 @@ START_TEST(plan_offload_optimizer_8bit) {
 }
 END_TEST
 
+/* On CUDA a random init runs on the device: no pageable host staging shard
+ * in the plan; a load (here checkpoint.resume) stages one unit's fp32
+ * shard on the host. */
+START_TEST(plan_host_staging_cuda) {
+  const char *ov[] = {"checkpoint.resume=auto"};
+  fsdpc_config *c = load("cuda", NULL, 0), *d = load("cuda", ov, 1);
+  fsdpc_plan_mem a, b;
+  plan(c, FSDPC_FULL_SHARD, 0, 1, &a);
+  plan(d, FSDPC_FULL_SHARD, 0, 1, &b);
+  ck_assert_int_eq(a.host_pageable, 0);
+  ck_assert_int_gt(b.host_pageable, 0);
+  ck_assert_int_eq(b.host_pageable % 4, 0);
+  ck_assert_int_eq(b.host_total - a.host_total, b.host_pageable);
+  fsdpc__config_destroy(c);
+  fsdpc__config_destroy(d);
+}
+END_TEST
+
 START_TEST(plan_bf16_reduce_cuda) {
   const char *ov[] = {"fsdp.mixed_precision.reduce_dtype=bf16"};
   fsdpc_config *f = load("cuda", NULL, 0), *h = load("cuda", ov, 1);
@@ -293,6 +311,7 @@ int main(void) {
   tcase_add_test(tc, cpu_offload_is_noop_on_cpu);
   tcase_add_test(tc, plan_offload_optimizer);
   tcase_add_test(tc, plan_offload_optimizer_8bit);
+  tcase_add_test(tc, plan_host_staging_cuda);
   tcase_add_test(tc, plan_offload_cuda);
   tcase_add_test(tc, plan_bf16_reduce_cuda);
   tcase_add_test(tc, plan_cpu_unchanged);

@@ -320,10 +320,16 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   out->comm = r.comm;
   /* Host memory: on the CPU device the tracked peak is host memory; on a
    * GPU the engine's pageable host memory is the initial fill's staging
-   * shard (units.c fill_shards; none when the shards are on the host). */
+   * shard (units.c fill_shards; none when the shards are on the host, nor
+   * for a random init, which runs on the device: train/setup.c, unless
+   * LoRA's frozen base or a load (model.init.from, checkpoint.resume) fills
+   * the shards). */
+  const fsdpc_config *cf = p->cfg;
+  int init_on_device = cf && !p->has_lora && !(cf->model.init.from && cf->model.init.from[0]) &&
+                       cf->checkpoint.resume && strcmp(cf->checkpoint.resume, "none") == 0;
   if (!cuda)
     out->host_pageable = out->total_peak;
-  else if (!r.offload)
+  else if (!r.offload && !init_on_device)
     out->host_pageable = (int64_t)lay.max_shard * 4;
   out->host_runtime = (int64_t)dev->host_runtime_bytes;
   out->host_total = out->host_bytes + out->host_pageable + out->host_runtime;

@@ -70,7 +70,7 @@ START_TEST(pieces_random_layouts) {
                                              &max_bytes, &err) == FSDPC_OK,
                   "%s", err.msg);
     int k = 0;
-    uint64_t seen_max = 0;
+    uint64_t seen_max = 256;
     for (int u = 0; u < NU; u++) {
       const fsdpc_unit *un = &units[u];
       if (un->frozen) {

@@ -102,7 +102,8 @@ uint64_t fsdpc__qspan_bytes(uint32_t n_slots, const fsdpc_qspan *sp);
 void fsdpc__qspan_planes(uint32_t n_slots, const fsdpc_qspan *sp, void *buf, fsdpc_qplanes *out);
 /* Cuts the units' shards (shard_offset: the rank's) into pieces of at most
  * buffer_bytes of state each (a single block or element larger than that
- * makes a piece of its own); *max_bytes: the largest piece's buffer bytes. */
+ * makes a piece of its own); *max_bytes: the largest piece's buffer bytes
+ * (at least 256). */
 fsdpc_status fsdpc__qstate_pieces_build(const fsdpc_unit *units, int n_units,
                                         const fsdpc_param_info *params,
                                         const uint64_t *param_offset, const fsdpc_optim_qformat *qf,

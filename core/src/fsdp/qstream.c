@@ -167,6 +167,7 @@ fsdpc_status fsdpc__qstate_pieces_build(const fsdpc_unit *units, int n_units,
     if (push(&c, un->shard_numel))
       goto oom;
   }
+  *max_bytes = 256; /* a buffer even when no piece holds state (a padding-only shard) */
   for (int k = 0; k < out->n; k++) {
     fsdpc_qspan sp;
     fsdpc__qstate_span(&units[out->unit[k]], params, param_offset, qf, out->lo[k], out->hi[k], &sp);

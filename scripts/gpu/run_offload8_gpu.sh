@@ -10,8 +10,9 @@
 #    with 16 KiB buffers (o2: pieces cut inside parameters), and an
 #    offloaded resume of s1's step-10 checkpoint (r1): max relative loss gap
 #    of each against s1, beside the noise floor;
-# 3. the 8B rows of run_offload_bench.sh 8b8 (STEPS steps each, default 6).
-# Logs under $OUT. Env: STEPS, SKIP_SMALL=1.
+# 3. the 8B rows of run_offload_bench.sh 8b8 (STEPS steps each, default 6;
+#    ROWS: which, default all).
+# Logs under $OUT. Env: STEPS, ROWS, SKIP_SMALL=1.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/out}

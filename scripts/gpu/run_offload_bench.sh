@@ -56,6 +56,9 @@ case $shape in
         "q8-optim-a8|train.micro_batch_size=1 train.global_batch_size=8 fsdp.activation_checkpointing=true fsdp.offload.optimizer=true optim.name=adamw8bit"
         "q8-plain-a8|train.micro_batch_size=1 train.global_batch_size=8 fsdp.activation_checkpointing=true optim.name=adamw8bit"
         "f32-optim-a8|train.micro_batch_size=1 train.global_batch_size=8 fsdp.activation_checkpointing=true fsdp.offload.optimizer=true"
+        "q8-optim-a8-b128|train.micro_batch_size=1 train.global_batch_size=8 fsdp.activation_checkpointing=true fsdp.offload.optimizer=true optim.name=adamw8bit fsdp.offload.buffer_mib=128"
+        "q8-optim-a8-b2048|train.micro_batch_size=1 train.global_batch_size=8 fsdp.activation_checkpointing=true fsdp.offload.optimizer=true optim.name=adamw8bit fsdp.offload.buffer_mib=2048"
+        "q8-optim-a16|train.micro_batch_size=1 train.global_batch_size=16 fsdp.activation_checkpointing=true fsdp.offload.optimizer=true optim.name=adamw8bit"
       ) ;;
 esac
 GPU_GIB=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1 | awk '{printf "%.2f", $1 / 1024}')

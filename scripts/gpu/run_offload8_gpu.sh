@@ -13,16 +13,8 @@
 # 3. the 8B rows of run_offload_bench.sh 8b8 (STEPS steps each, default 6;
 #    ROWS: which, default all).
 # Logs under $OUT. Env: STEPS, ROWS, SKIP_SMALL=1.
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/out}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 export FSDPC_PLUGIN_PATH=$B/plugins
-F=$B/bin/fsdpc
 W=$(mktemp -d)
 t0=$(date +%s)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"

@@ -6,7 +6,8 @@
 #   bash .carry/offload/run_offload_bench.sh 8b     (issue 15 (b): one 80 GB H100)
 #   bash .carry/off8/run_offload_bench.sh 8b8       (8b with adamw8bit: offloaded
 #        a1 and a8, a8 without offload (run only if the planner says it fits),
-#        and fp32 AdamW offloaded a8 again as this call's reference)
+#        fp32 AdamW offloaded a8 again as this call's reference; and a8 with
+#        buffer_mib 128 and 2048, and a16: not run yet, pick them with ROWS)
 # One line per row:
 #   ROW <shape> <name> tok_s T step_s S dev_gib D plan_dev_gib P host_gib H plan_host_gib Q
 #       pinned_gib N plan_pinned_gib M loss0 L [exit X]

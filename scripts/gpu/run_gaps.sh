@@ -10,7 +10,7 @@
 #     tests    the CUDA test binaries of this build
 #     profile  per-kernel profile of 2 steps of new (ncu, bench/profile_summary.py)
 #     side     1B (micro-batch 4) and 8B (checkpointing, micro-batch 1) at world 1:
-#              PyTorch FSDP2 eager, --compile, fsdpc (new)
+#              PyTorch FSDP2 eager, --compile, fsdpc (new, then base); GPU clocks sampled
 # The carry folder holds build.tar.xz (this branch: "new"), base.tar.xz (the build
 # before the change: bin/fsdpc, lib/, plugins/ under base_dir), runtime.tar.xz,
 # build_dir, base_dir and the bench scripts. Logs and summaries go to $OUT.
@@ -152,14 +152,29 @@ PY
     [ -f "$W/ncu_new.csv" ] && xz -c "$W/ncu_new.csv" >"$OUT/ncu_new.csv.xz"
     ;;
   side)
+    # every row with the GPU's clocks and power sampled (clocks-NAME.csv, CLOCKS lines)
+    clocks_on eager1b
     torch_run eager1b 100 --model 1b --strategy full --ac 0 --bs 4 --seq 2048 --steps 10 --warmup 3
+    clocks_off eager1b
+    clocks_on compile1b
     torch_run compile1b 130 --model 1b --strategy full --ac 0 --bs 4 --seq 2048 --steps 10 --warmup 3 --compile
-    [ -f "$W/new1b/metrics.jsonl" ] || run_fsdpc new1b new 20 $CFG1
-    run_fsdpc side8b-copy new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
+    clocks_off compile1b
+    clocks_on side1b
+    run_fsdpc side1b new 20 $CFG1
+    clocks_off side1b
+    run_fsdpc side1b-base base 20 $CFG1
+    clocks_on side8b
+    run_fsdpc side8b new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
+    clocks_off side8b
+    run_fsdpc side8b-base base 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
+    clocks_on eager8b
     torch_run eager8b 110 --model 8b --strategy full --ac 1 --bs 1 --seq 2048 --steps 8 --warmup 3
+    clocks_off eager8b
     left=$((T_END - SECONDS))
     if [ $left -gt 45 ]; then
+      clocks_on compile8b
       torch_run compile8b $left --model 8b --strategy full --ac 1 --bs 1 --seq 2048 --steps 8 --warmup 3 --compile
+      clocks_off compile8b
     else
       echo "compile8b skipped: ${left} s left" | tee -a "$OUT/results.txt"
     fi

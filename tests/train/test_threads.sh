@@ -20,6 +20,11 @@ demo() { # NAME THREADS [launch options]; LOG=file overrides $TMP/NAME.log
 }
 for t in 1 2 4; do demo w1_t$t $t || fail "world 1 at $t threads"; done
 $CMP "$TMP/w1_t1" "$TMP/w1_t2" "$TMP/w1_t4" --rtol 0 || fail "world 1: losses depend on the thread count"
+# train.generate_tokens=0 turns the samples off (it once failed the run after
+# training with "a prompt of N tokens leaves no room").
+demo gen0 1 'train.generate_prompts=["Q: capital of France?\nA: "]' train.generate_tokens=0 ||
+  fail "train.generate_tokens=0 with prompts: $(tail -1 "$TMP/gen0.log")"
+! grep -q '^generate:' "$TMP/gen0.log" || fail "train.generate_tokens=0 still generated"
 
 port=$(free_port)
 pids=()

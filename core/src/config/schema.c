@@ -359,7 +359,7 @@ static const fsdpc_cfg_key keys[] = {
          MIN_(0)),
     STRS_("train.generate_prompts", train.generate_prompts, "[]",
           "prompts to sample from after training (greedy)", NONE_),
-    INT_("train.generate_tokens", train.generate_tokens, "32", "tokens to generate per prompt",
+    INT_("train.generate_tokens", train.generate_tokens, "32", "tokens to generate per prompt; 0 = no samples",
          MIN_(0)),
 
     /* ---- checkpoint ---- */

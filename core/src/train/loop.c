@@ -202,6 +202,8 @@ fsdpc_status fsdpc__session_finish(fsdpc_session *s, fsdpc_err *err) {
 
 fsdpc_status fsdpc__session_generate_prompts(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
+  if (c->train.generate_tokens == 0) /* 0 turns the samples off */
+    return FSDPC_OK;
   for (int i = 0; i < c->train.generate_prompts.n; i++) {
     char text[4096];
     const char *prompt = c->train.generate_prompts.items[i];

@@ -7,7 +7,7 @@ bench/cuda/cupti_trace.c writes with its host API records (R, D lines).
 Steps are found as in bench/timeline_summary.py (a run of optimizer kernels
 ends one) and then narrowed to the time the trainer measures (step_s):
 from the end of the last cudaMemPoolSetAttribute before the step's first
-GPU record (the peak reset just before the loop's clock starts) to the end
+kernel (the peak reset just before the loop's clock starts) to the end
 of the closing cudaStreamSynchronize pair. Falls back to the optimizer-run
 boundaries where those calls are missing. Within a step:
   busy     the union of every GPU record (kernels, copies, memsets, all streams)
@@ -64,7 +64,9 @@ def windows(gpu, api, nsteps):
     wins = step_windows(recs, comm)
     out = []
     for lo, hi in wins[1:][-nsteps:]:  # the first window holds start-up work
-        first = next((g for g in gpu if g[0] >= lo), None)
+        # the step's first kernel (a copy or memset right after lo may still
+        # be the previous step's: its zeroing of the gradients)
+        first = next((g for g in gpu if g[0] >= lo and g[2] == "K"), None)
         t0 = lo
         if first:
             resets = [a for a in api if a[4].startswith("cudaMemPoolSetAttribute") and lo <= a[1] <= first[0]]

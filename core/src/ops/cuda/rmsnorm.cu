@@ -391,7 +391,7 @@ static fsdpc_status launch_rmsnorm_bwd(fsdpc_cuda_ctx *ctx, bf16 *dinp, float *d
   FSDPC_CUDA_LAUNCHED(err, "rmsnorm_bwd");
   if (!direct) {
     rms_dw_reduce<<<(C + 31) / 32, 32 * RMS_RED_WARPS, 0, ctx->compute>>>(dweight, part, G, C,
-                                                                           ctx->grad_overwrite);
+                                                                          ctx->grad_overwrite);
     FSDPC_CUDA_LAUNCHED(err, "rmsnorm_bwd (dweight reduce)");
   }
   return FSDPC_OK;

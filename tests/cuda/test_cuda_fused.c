@@ -154,7 +154,7 @@ static void overwrite_matmul_case(int N, int C, int OC, int acc) {
   for (int call = 0; call < 2; call++) {
     fsdpc__cuda_grad_overwrite(g_ctx, call == 0);
     CK((acc ? fsdpc__cuda_matmul_bwd_acc : fsdpc__cuda_matmul_bwd)(g_ctx, d_dx, d_dw, d_dy, d_x,
-                                                                  d_w, N, C, OC, &g_err));
+                                                                   d_w, N, C, OC, &g_err));
     fsdpc__cpu_matmul_bwd(dx, dw, dy, x, w, N, C, OC);
     float *gdw = down_f32(d_dw, wc);
     snprintf(name, sizeof name, "matmul_bwd%s dweight %s N=%d C=%d OC=%d", acc ? "_acc" : "",
@@ -223,8 +223,8 @@ static void overwrite_xent_case(int N, int C, int V, int chunk) {
   CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_ow, d_x, d_w, d_lab, N, C, V, 0.01f, chunk, d_s,
                              sb, &g_err));
   fsdpc__cuda_grad_overwrite(g_ctx, 0);
-  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_acc, d_x, d_w, d_lab, N, C, V, 0.01f, chunk,
-                             d_s, sb, &g_err));
+  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_acc, d_x, d_w, d_lab, N, C, V, 0.01f, chunk, d_s,
+                             sb, &g_err));
   float *gow = down_f32(d_ow, vc), *gacc = down_f32(d_acc, vc);
   char name[96];
   snprintf(name, sizeof name, "lmhead_xent dweight = vs += into zeros N=%d V=%d R=%d", N, V, chunk);

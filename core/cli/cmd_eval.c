@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "cli_launch.h"
 #include "commands.h"
 #include "config/config.h"
 #include "dist/env.h"
@@ -142,18 +143,10 @@ static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
 }
 
 int fsdpc__cmd_eval(int argc, char **argv) {
-  fsdpc_err err = {0};
-  for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      usage(stdout);
-      return 0;
-    }
   fsdpc_launch_opts lo;
-  fsdpc__launch_opts_default(&lo);
-  if (fsdpc__launch_parse_args(&argc, argv, &lo, &err) != FSDPC_OK) {
-    fprintf(stderr, "fsdpc eval: %s\n", err.msg);
-    return 2;
-  }
+  int early = fsdpc__cli_launch_args("eval", usage, &argc, argv, &lo);
+  if (early >= 0)
+    return early;
   const char *model = NULL, *data = NULL;
   /* room for the user's overrides and the ones made here */
   char **ov = calloc((size_t)argc + 16, sizeof *ov);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "api/api_internal.h"
+#include "cli_launch.h"
 #include "commands.h"
 #include "config/config.h"
 #include "dist/env.h"
@@ -37,17 +38,10 @@ static void usage(FILE *f) {
 
 int fsdpc__cmd_train(int argc, char **argv) {
   fsdpc_err err = {0};
-  for (int i = 1; i < argc; i++)
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      usage(stdout);
-      return 0;
-    }
   fsdpc_launch_opts lo;
-  fsdpc__launch_opts_default(&lo);
-  if (fsdpc__launch_parse_args(&argc, argv, &lo, &err) != FSDPC_OK) {
-    fprintf(stderr, "fsdpc train: %s\n", err.msg);
-    return 2;
-  }
+  int early = fsdpc__cli_launch_args("train", usage, &argc, argv, &lo);
+  if (early >= 0)
+    return early;
   if (argc < 2) {
     usage(stderr);
     return 2;

@@ -14,7 +14,8 @@ files=$(cd / && ls -d "${B#/}"/bin/fsdpc "${B#/}"/lib/libfsdpc.so* "${B#/}"/plug
 (cd / && tar cJf "$DEST/build.tar.xz" $files)
 /work/shared/device/pack-runtime.sh "$DEST/runtime.tar.xz" $(cd / && for f in $files; do echo /$f; done) >/dev/null
 echo "$B" >"$DEST/build_dir"
-cp "$ROOT"/scripts/gpu/run_lora_*.sh "$ROOT"/scripts/gpu/check_lora_peft.py \
+cp "$ROOT"/scripts/gpu/run_lora_*.sh "$ROOT"/scripts/gpu/carry_env.sh \
+  "$ROOT"/scripts/gpu/check_lora_peft.py \
   "$ROOT/tests/train/compare_runs.py" "$ROOT/tests/fixtures/check_hf_load.py" \
   "$ROOT/configs/llama3-8b-lora.yaml" "$ROOT/bench/profile_summary.py" "$DEST/"
 du -sh "$DEST"/*

@@ -13,7 +13,8 @@ files=$(cd / && ls -d "${B#/}"/bin/fsdpc "${B#/}"/lib/libfsdpc.so* "${B#/}"/lib/
 (cd / && tar cJf "$DEST/build.tar.xz" $files)
 /work/shared/device/pack-runtime.sh "$DEST/runtime.tar.xz" $(cd / && for f in $files; do echo /$f; done) >/dev/null
 echo "$B" >"$DEST/build_dir"
-cp "$ROOT"/scripts/gpu/run_*.sh "$ROOT"/scripts/gpu/check_*.py "$ROOT/bench/profile_summary.py" \
+cp "$ROOT"/scripts/gpu/run_*.sh "$ROOT"/scripts/gpu/carry_env.sh "$ROOT"/scripts/gpu/check_*.py \
+  "$ROOT/bench/profile_summary.py" \
   "$ROOT/tests/train/compare_runs.py" "$ROOT/tests/fixtures/check_hf_load.py" \
   "$ROOT/bench/torch_peft_lora_baseline.py" "$ROOT/bench/timeline_summary.py" "$ROOT/bench/loss_gap.py" \
   "$ROOT/bench/gap_summary.py" \

@@ -4,18 +4,10 @@
 #   bash .carry/train/run_1b_variants.sh NPROC "name|override override..." ...
 # e.g. run_1b_variants.sh 4 "default|" "sep|fsdp.wrap.options.separate_embedding=true"
 # A token env:NAME=VALUE sets an environment variable for that variant only.
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 N=$1
 shift
-OUT=${OUT:-/tmp/out}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-F=$B/bin/fsdpc
 W=$(mktemp -d)
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
 export FSDPC_PLUGIN_PATH=$B/plugins
 $F data synth --task copy --n 300000 --out "$W/copy.tok" >/dev/null
 for v in "$@"; do

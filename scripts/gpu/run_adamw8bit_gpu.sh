@@ -13,16 +13,8 @@
 #      warmup 30): per-step loss gap, optimizer bytes, peak, step time.
 #   bash .carry/optim8/run_adamw8bit_gpu.sh   (logs and metrics in $OUT;
 #   Q8_SKIP_1B=1 runs 1 and 2 only)
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/out}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 export FSDPC_PLUGIN_PATH=$B/plugins
-F=$B/bin/fsdpc
 W=$(mktemp -d)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 t0=$(date +%s)

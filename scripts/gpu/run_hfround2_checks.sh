@@ -13,36 +13,19 @@
 #   4. fsdpc eval of every target token of the JSONL vs transformers (bf16 and
 #      fp32) on the same tokens (check_eval.py).
 #   bash .carry/hfround2/run_hfround2_checks.sh
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/out}
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F, carry_fixtures, part
+carry_fixtures                       # SRC
+export PYTHONUNBUFFERED=1
 W=/tmp/hfround2
-mkdir -p /tmp/rt "$OUT" "$W"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
+mkdir -p "$W"
+FS=$F
 [ -f "$C/base.tar.xz" ] && tar xf "$C/base.tar.xz" -C /
-B=$(cat "$C/build_dir")
-SRC=$(dirname "$B")
-mkdir -p "$SRC/tests/fixtures" && cp -r "$C"/src/tests/fixtures/* "$SRC/tests/fixtures/"
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-} PYTHONUNBUFFERED=1
-FS=$B/bin/fsdpc
 BASE=$(cat "$C/base_bin" 2>/dev/null || echo)
 BASEARG=()
 [ -n "$BASE" ] && [ -x "$BASE" ] && BASEARG=(--base "$C/base_fsdpc.sh")
 # the base binary runs with its own libfsdpc
 printf '#!/bin/bash\nLD_LIBRARY_PATH=/tmp/rt:%s exec %s "$@"\n' "$(dirname "$(dirname "$BASE")")/lib" \
   "$BASE" >"$C/base_fsdpc.sh" 2>/dev/null && chmod +x "$C/base_fsdpc.sh" 2>/dev/null
-rc=0
-part() { # name command...
-  local n=$1
-  shift
-  echo "===== $n"
-  local t0=$SECONDS
-  "$@" 2>&1 | tee "$OUT/$n.log"
-  local r=${PIPESTATUS[0]}
-  echo "===== $n: $([ "$r" = 0 ] && echo PASS || echo "FAIL (exit $r)") ($((SECONDS - t0)) s)"
-  [ "$r" = 0 ] || rc=1
-}
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 part decode timeout 120 "$B/bin/test_cuda_infer_decode"
 part generate timeout 300 python3 "$C/check_generate.py" --fsdpc "$FS" "${BASEARG[@]}" \

@@ -12,29 +12,12 @@
 #   4. fsdpc eval on final/ equals train's eval_loss at the same step.
 #   bash .carry/hfround/run_hfround_checks.sh
 # Prints PASS/FAIL per part; logs and results go to $OUT.
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/out}
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F, carry_fixtures, part
+carry_fixtures                       # SRC
+export PYTHONUNBUFFERED=1
 W=/tmp/hfround
-mkdir -p /tmp/rt "$OUT" "$W"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-SRC=$(dirname "$B") # tests look for fixtures under the source dir compiled in
-mkdir -p "$SRC/tests/fixtures" && cp -r "$C"/src/tests/fixtures/* "$SRC/tests/fixtures/"
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-} PYTHONUNBUFFERED=1
-FS=$B/bin/fsdpc
-rc=0
-part() { # name command...
-  local n=$1
-  shift
-  echo "===== $n"
-  local t0=$SECONDS
-  "$@" 2>&1 | tee "$OUT/$n.log"
-  local r=${PIPESTATUS[0]}
-  echo "===== $n: $([ "$r" = 0 ] && echo PASS || echo "FAIL (exit $r)") ($((SECONDS - t0)) s)"
-  [ "$r" = 0 ] || rc=1
-}
+mkdir -p "$W"
+FS=$F
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 part decode timeout 300 "$B/bin/test_cuda_infer_decode"
 part generate timeout 420 python3 "$C/check_generate.py" --fsdpc "$FS" \

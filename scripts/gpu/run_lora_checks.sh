@@ -13,16 +13,8 @@
 # 4. The CUDA path: the same LoRA run on the GPU (bf16) vs the CPU run (bf16
 #    tolerance), and with dropout + activation checkpointing.
 # Packed by: scripts/gpu/pack_lora_carry.sh /work/main/.carry/lora
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/out}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 export FSDPC_PLUGIN_PATH=$B/plugins
-F=$B/bin/fsdpc
 P="python3 $C/check_lora_peft.py"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 python3 -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers",

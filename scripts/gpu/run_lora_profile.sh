@@ -5,17 +5,9 @@
 # none, gpu__time_duration.sum), and bench/profile_summary.py sums each
 # kernel's time, with the LoRA kernels (the rank-r GEMMs, scale, dropout) apart.
 #   bash .carry/lora/run_lora_profile.sh
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 LAYERS=${LAYERS:-4}
-OUT=${OUT:-/tmp/out}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-F=$B/bin/fsdpc
 W=$(mktemp -d)
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
 export FSDPC_PLUGIN_PATH=$B/plugins
 $F data synth --task copy --n 50000 --out "$W/copy.tok" >/dev/null
 NCU="ncu --clock-control none --metrics gpu__time_duration.sum --csv --target-processes all"

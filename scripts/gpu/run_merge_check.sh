@@ -5,15 +5,7 @@
 #   bash scripts/gpu/pack_train_carry.sh .carry/merge   (here)
 #   bash .carry/merge/run_merge_check.sh                 (device, carry .carry/merge)
 # One line per run: RUN <name> exit X losses <l1 .. lN> tok_s <last step's> peak_gib <rank0.json>
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/out}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-F=$B/bin/fsdpc
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 export FSDPC_PLUGIN_PATH=$B/plugins
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 for t in ops fused optim adamw8bit attention init_world infer_decode; do

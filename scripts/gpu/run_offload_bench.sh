@@ -11,16 +11,8 @@
 # list each row's per-step losses. Logs, plans, metrics and rank0.json of
 # every row: $OUT/offload-logs.tgz. Env: STEPS (default 8), ROWS (names to
 # run, default all of the shape's).
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/out}
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 STEPS=${STEPS:-8}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-F=$B/bin/fsdpc
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
 export FSDPC_PLUGIN_PATH=$B/plugins
 W=$(mktemp -d)
 L=$W/logs

@@ -19,16 +19,8 @@
 # and the device peak (max of peak_bytes over steps): offload must be lower
 # than base by at least half the shard bytes the engine logs (the planner's
 # prediction is printed beside it). Exits 1 if any check fails. Logs in $OUT.
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/out}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 export FSDPC_PLUGIN_PATH=$B/plugins
-F=$B/bin/fsdpc
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 NGPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 W=$(mktemp -d)

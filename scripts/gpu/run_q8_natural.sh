@@ -5,17 +5,9 @@
 # adamw with eps x 1.0001, measures how far two fp32 runs drift apart anyway.
 #   bash .carry/X/run_q8_natural.sh TOKENS   (TOKENS: a token file, e.g. made
 #   by `fsdpc data tokenize` from real text; metrics and logs in $OUT)
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 TOK=$(realpath "$1")
-OUT=${OUT:-/tmp/out}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
 export FSDPC_PLUGIN_PATH=$B/plugins
-F=$B/bin/fsdpc
 W=$(mktemp -d)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 $F data info "$TOK" | head -8 | tee "$OUT/data.txt"

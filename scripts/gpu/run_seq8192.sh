@@ -3,16 +3,8 @@
 # micro-batch 1, with `flash` and with `naive` attention (issue 7: flash keeps
 # O(T) per layer; naive keeps B*NH*T*T probabilities per layer).
 #   bash .carry/train/run_seq8192.sh
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/out}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 export FSDPC_PLUGIN_PATH=$B/plugins
-F=$B/bin/fsdpc
 W=$(mktemp -d)
 nvidia-smi --query-gpu=name,memory.total --format=csv | tee "$OUT/gpu.txt"
 $F data synth --task copy --n 100000 --out "$W/copy.tok" >/dev/null

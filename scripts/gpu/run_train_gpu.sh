@@ -8,17 +8,9 @@
 # multi4: world 4: FULL_SHARD / SHARD_GRAD_OP / NO_SHARD / HYBRID_SHARD 2x2 (and bf16
 #         reduce, CPU offload) vs world 1
 # Logs go to $OUT.
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 MODE=${1:-single}
-OUT=${OUT:-/tmp/out}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
 export FSDPC_PLUGIN_PATH=$B/plugins
-F=$B/bin/fsdpc
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 W=$(mktemp -d)
 $F data synth --task qa --n 20000 --out "$W/qa.tok" >/dev/null

@@ -35,12 +35,7 @@ W=$(mktemp -d /tmp/fsdpc-two-nodes.XXXXXX)
 # every process of this run carries $W in its command line (log.dir=$W/...)
 trap 'pkill -KILL -f "log.dir=$W" 2>/dev/null; rm -rf "$W"' EXIT
 if [ "$DEVICE" = cuda ]; then
-  mkdir -p /tmp/rt
-  tar xf "$C/runtime.tar.xz" -C /tmp/rt
-  tar xf "$C/build.tar.xz" -C /
-  B=$(cat "$C/build_dir")
-  F=$B/bin/fsdpc
-  export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
+  . "$C/carry_env.sh" # B, F; LD_LIBRARY_PATH
   export FSDPC_PLUGIN_PATH=$B/plugins
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   nvidia-smi --query-gpu=name,memory.total --format=csv | tee "$OUT/gpu.txt"

@@ -33,12 +33,7 @@ mkdir -p "$OUT"
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
 if [ "$DEVICE" = cuda ]; then
-  mkdir -p /tmp/rt
-  tar xf "$C/runtime.tar.xz" -C /tmp/rt
-  tar xf "$C/build.tar.xz" -C /
-  B=$(cat "$C/build_dir")
-  F=$B/bin/fsdpc
-  export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
+  . "$C/carry_env.sh" # B, F; LD_LIBRARY_PATH
   export FSDPC_PLUGIN_PATH=$B/plugins
   # NVLink multicast stays off on these hosts (KINDS.md)
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1

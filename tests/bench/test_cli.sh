@@ -1,24 +1,8 @@
 #!/usr/bin/env bash
 # `fsdpc plan` and `fsdpc bench`: help, the plan table, --gpu-mem, --host-mem, --json,
 # --dry-run, and one-line errors with exit codes (1 failure, 2 usage).
-set -u
-: "${FSDPC:?FSDPC must point at the fsdpc executable}"
+. "$(dirname "$0")/../common/cli_expect.sh" bench-cli # dir, fail, expect
 src=${FSDPC_SOURCE_DIR:?}
-dir=$(mktemp -d "${FSDPC_BINARY_DIR:-/tmp}/bench-cli-XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-expect() {
-  local code=$1 pat=$2; shift 2
-  out=$("$@" 2>"$dir/err"); rc=$?
-  err=$(cat "$dir/err")
-  [ "$rc" -eq "$code" ] || fail "'$*' exited $rc, expected $code: $err"
-  printf '%s\n%s\n' "$out" "$err" | grep -qF -- "$pat" || fail "'$*' output lacks '$pat': $out $err"
-  if [ "$code" -ne 0 ]; then
-    [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] || fail "'$*' error is not one line: $err"
-  fi
-}
 
 tiny=$src/configs/tiny-cpu.yaml
 bench=$src/configs/bench/tiny-cpu-strategies.yaml

@@ -35,82 +35,9 @@ static fsdpc_config *load(int tied, const char *const *ovr, int n) {
   return c;
 }
 
-/* Shard bytes of rank `rank`'s engine (params, grads, optimizer). */
-static void engine_bytes(fsdpc_config *cfg, fsdpc_plan_ctx *pc, int strategy, int world, int S,
-                         int rank, fsdpc_engine_bytes *eb);
-
-/* Builds the engine this rank would build (no communicator is needed to
- * allocate shards) and compares its accounting with the plan. */
-
-static void check_shards(fsdpc_config *cfg, int strategy, int world, int rank) {
-  fsdpc_err err = {0};
-  fsdpc_plan_ctx *pc = NULL;
-  ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
-  fsdpc_plan_variant v = {strategy, -1, -1, -1};
-  fsdpc_plan_mem m;
-  ck_assert_msg(fsdpc__plan_config(pc, &v, world, world, &m, &err) == FSDPC_OK, "%s", err.msg);
-
-  fsdpc_registry *reg = NULL;
-  ck_assert(fsdpc__registry_create(NULL, 0, &reg, &err) == FSDPC_OK);
-  const fsdpc_component *optim = NULL;
-  ck_assert_msg(fsdpc__registry_select(reg, FSDPC_KIND_OPTIM, cfg->optim.name, NULL, &optim,
-                                       &err) == FSDPC_OK,
-                "%s", err.msg);
-  int n_params;
-  const uint32_t *uop;
-  uint32_t n_units;
-  const fsdpc_param_info *params = fsdpc__plan_params(pc, &n_params, &uop, &n_units);
-  fsdpc_dist d;
-  fsdpc__dist_single(&d);
-  d.world_size = world;
-  d.shard_size = m.S;
-  d.shard_rank = rank % m.S;
-  d.replica_size = world / m.S;
-  fsdpc_optim_init oi = {.struct_size = sizeof oi,
-                         .opts = cfg->optim.options,
-                         .beta1 = cfg->optim.betas[0],
-                         .beta2 = cfg->optim.betas[1],
-                         .eps = cfg->optim.eps,
-                         .momentum = cfg->optim.momentum,
-                         .nesterov = cfg->optim.nesterov,
-                         .device = FSDPC_DEVICE_CPU};
-  fsdpc_engine_opts eo = {.shape = fsdpc__plan_shape(pc),
-                          .strategy = strategy,
-                          .align = (int)cfg->fsdp.align,
-                          .params = params,
-                          .n_params = n_params,
-                          .unit_of_param = uop,
-                          .n_units = n_units,
-                          .dist = &d,
-                          .optim = optim,
-                          .optim_init = &oi,
-                          .threads = 1};
-  fsdpc_engine *e = NULL;
-  ck_assert_msg(fsdpc__engine_create(&eo, &e, &err) == FSDPC_OK, "%s", err.msg);
-  fsdpc_engine_bytes eb;
-  fsdpc__engine_bytes(e, &eb);
-  ck_assert_uint_eq(m.params, eb.params);
-  ck_assert_uint_eq(m.grads, eb.grads);
-  fsdpc__engine_destroy(e);
-  fsdpc__registry_destroy(reg);
-  /* optimizer state: the planner's is the largest rank's (quantized state
-   * differs between ranks; fp32 slots do not) */
-  uint64_t worst = 0;
-  for (int r = 0; r < m.S; r++) {
-    fsdpc_engine_bytes rb;
-    engine_bytes(cfg, pc, strategy, world, m.S, r, &rb);
-    worst = rb.optim > worst ? rb.optim : worst;
-    if (r == rank % m.S)
-      ck_assert_uint_eq(rb.optim, eb.optim);
-  }
-  ck_assert_uint_eq(m.optim, worst);
-  if (strcmp(cfg->optim.name, "adamw8bit") == 0) /* 8-bit state: well under 2 x fp32 */
-    ck_assert_uint_lt(m.optim, m.params);
-  ck_assert_int_eq(m.peak[FSDPC_MEM_PARAMS], (int64_t)eb.params);
-  ck_assert_int_eq(m.peak[FSDPC_MEM_OPTIM], (int64_t)worst);
-  fsdpc__plan_ctx_destroy(pc);
-}
-
+/* Shard bytes of rank `rank`'s engine (params, grads, optimizer): builds
+ * the engine that rank would build (no communicator is needed to allocate
+ * shards). */
 static void engine_bytes(fsdpc_config *cfg, fsdpc_plan_ctx *pc, int strategy, int world, int S,
                          int rank, fsdpc_engine_bytes *eb) {
   fsdpc_err err = {0};
@@ -154,6 +81,36 @@ static void engine_bytes(fsdpc_config *cfg, fsdpc_plan_ctx *pc, int strategy, in
   fsdpc__engine_bytes(e, eb);
   fsdpc__engine_destroy(e);
   fsdpc__registry_destroy(reg);
+}
+
+/* The plan's shard bytes against the engines of rank's shard group. */
+static void check_shards(fsdpc_config *cfg, int strategy, int world, int rank) {
+  fsdpc_err err = {0};
+  fsdpc_plan_ctx *pc = NULL;
+  ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc_plan_variant v = {strategy, -1, -1, -1};
+  fsdpc_plan_mem m;
+  ck_assert_msg(fsdpc__plan_config(pc, &v, world, world, &m, &err) == FSDPC_OK, "%s", err.msg);
+  /* rank's own engine (eb) and the group's largest optimizer state: the
+   * planner's is the largest rank's (quantized state differs between
+   * ranks; fp32 slots do not) */
+  fsdpc_engine_bytes eb = {0};
+  uint64_t worst = 0;
+  for (int r = 0; r < m.S; r++) {
+    fsdpc_engine_bytes rb;
+    engine_bytes(cfg, pc, strategy, world, m.S, r, &rb);
+    worst = rb.optim > worst ? rb.optim : worst;
+    if (r == rank % m.S)
+      eb = rb;
+  }
+  ck_assert_uint_eq(m.params, eb.params);
+  ck_assert_uint_eq(m.grads, eb.grads);
+  ck_assert_uint_eq(m.optim, worst);
+  if (strcmp(cfg->optim.name, "adamw8bit") == 0) /* 8-bit state: well under 2 x fp32 */
+    ck_assert_uint_lt(m.optim, m.params);
+  ck_assert_int_eq(m.peak[FSDPC_MEM_PARAMS], (int64_t)eb.params);
+  ck_assert_int_eq(m.peak[FSDPC_MEM_OPTIM], (int64_t)worst);
+  fsdpc__plan_ctx_destroy(pc);
 }
 
 START_TEST(shards_equal_engine) {

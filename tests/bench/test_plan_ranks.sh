@@ -37,39 +37,8 @@ timeout_s: 120
 YAML
   "$FSDPC" bench "$dir/spec$n.yaml" --out "$dir/out$n" >"$dir/table$n.txt" 2>"$dir/err$n.txt" ||
     { echo "FAIL: bench at $n ranks: $(tail -3 "$dir/err$n.txt")"; fails=$((fails + 1)); continue; }
-  python3 - "$dir/out$n/bench.json" "$n" <<'PY' || fails=$((fails + 1))
-import json, sys
-rows = [r for r in json.load(open(sys.argv[1]))["rows"] if r["source"] == "fsdpc"]
-n = int(sys.argv[2])
-assert len(rows) == 8, [r["name"] for r in rows]
-bad = []
-for r in rows:
-    if not r["ok"]:
-        bad.append("%s failed: %s" % (r["name"], r.get("reason")))
-        continue
-    p = r["planned"]
-    pt, mt = p["peak_bytes"]["total"], r["peak_bytes"]["total"]
-    err = abs(pt - mt) / mt
-    print("world %d %-40s planned %8.3f MiB measured %8.3f MiB (%.2f%%)" % (n, r["name"], pt / 2**20, mt / 2**20, 100 * err))
-    if err > 0.05:
-        bad.append("%s: total peak off by %.2f%%" % (r["name"], 100 * err))
-    # on the CPU the tracked peak is host memory: the planner's pageable host
-    # figure must match it as well (and nothing is pinned)
-    hp = p["host_pageable_bytes"]
-    herr = abs(hp - mt) / mt
-    print("world %d %-40s host planned %8.3f MiB measured %8.3f MiB (%.2f%%)" % (n, r["name"], hp / 2**20, mt / 2**20, 100 * herr))
-    if herr > 0.05 or p["host_pinned_bytes"] != 0:
-        bad.append("%s: host planned %d (pinned %d) measured %d" % (r["name"], hp, p["host_pinned_bytes"], mt))
-    for k in ("params", "grads", "optim"):
-        if p[k] != r["shard_bytes"][k]:
-            bad.append("%s: %s planned %d measured %d" % (r["name"], k, p[k], r["shard_bytes"][k]))
-    for k in ("all_gather", "reduce_scatter", "all_reduce"):
-        if p["comm_bytes_per_step"][k] != r["comm_bytes_per_step"][k]:
-            bad.append("%s: %s bytes planned %d measured %d" % (r["name"], k, p["comm_bytes_per_step"][k], r["comm_bytes_per_step"][k]))
-if bad:
-    print("FAIL (world %d): %s" % (n, "; ".join(bad)))
-    sys.exit(1)
-PY
+  python3 "$src/tests/bench/check_bench_plan.py" "$dir/out$n/bench.json" "$n" 8 --host ||
+    fails=$((fails + 1))
 done
 [ "$fails" -eq 0 ] && echo "planner vs measured at 1, 2, 4 ranks: all within 5%"
 exit "$fails"

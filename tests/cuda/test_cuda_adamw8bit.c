@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #include "cuda_testutil.h"
-#include "host_stub.h"
+#include "optim_testutil.h"
 
 #define NT 60
 #define BLK 256
@@ -93,11 +93,7 @@ static void write_maps(const fsdpc_optim_v1 *vt, fsdpc_optimizer *opt, const cha
 START_TEST(cuda_matches_cpu_bit_for_bit) {
   const fsdpc_optim_v1 *vt = NULL;
   stub_load_optim("adamw8bit", &vt);
-  fsdpc_optim_init in;
-  memset(&in, 0, sizeof in);
-  in.struct_size = sizeof in;
-  in.host = stub_host(); /* ABI 1.1: the host comes with the call */
-  in.weight_decay = 0.1, in.beta1 = 0.9, in.beta2 = 0.95, in.eps = 1e-8;
+  fsdpc_optim_init in = optim_test_init(0.1, 0.9, 0.95, 1e-8);
   fsdpc_optimizer *cpu = NULL, *gpu = NULL;
   in.device = FSDPC_DEVICE_CPU;
   ck_assert_int_eq(vt->create(&in, &cpu), FSDPC_OK);
@@ -123,12 +119,7 @@ START_TEST(cuda_matches_cpu_bit_for_bit) {
     CK(fsdpc__cuda_h2d(g_ctx, d_g, g, sizeof(float) * L.total_p, &g_err));
     fill(tc, &L, p, g, q, s, f);
     fill(tg, &L, d_p, d_g, d_q, d_s, d_f);
-    fsdpc_optim_step_info info = {.struct_size = sizeof info,
-                                  .step = step,
-                                  .lr = 1e-2 / step,
-                                  .grad_scale = step == 2 ? 0.25 : 1.0,
-                                  .stream = NULL,
-                                  .num_threads = 2};
+    fsdpc_optim_step_info info = optim_test_info(step, 1e-2 / step, step == 2 ? 0.25 : 1.0, 2);
     ck_assert_msg(vt->step(cpu, tc, NT, &info) == FSDPC_OK, "%s", stub_last_error());
     info.stream = fsdpc__cuda_compute_stream(g_ctx);
     ck_assert_msg(vt->step(gpu, tg, NT, &info) == FSDPC_OK, "%s", stub_last_error());

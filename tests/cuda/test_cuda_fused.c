@@ -10,21 +10,6 @@
 #include "cuda_testutil.h"
 #include "ops/cpu/ops_cpu.h"
 
-static void *dev_alloc_at(size_t elem, size_t n, int off) {
-  return (char *)dev_alloc(elem * (n + (size_t)off)) + elem * (size_t)off;
-}
-static void dev_free_at(void *p, size_t elem, size_t n, int off) {
-  dev_free((char *)p - elem * (size_t)off, elem * (n + (size_t)off));
-}
-static uint16_t *up_bf16_at(const float *x, size_t n, int off) {
-  uint16_t *h = malloc((n ? n : 1) * 2), *d = dev_alloc_at(2, n, off);
-  for (size_t i = 0; i < n; i++)
-    h[i] = f2bf(x[i]);
-  CK(fsdpc__cuda_h2d(g_ctx, d, h, n * 2, &g_err));
-  free(h);
-  return d;
-}
-
 /* ---- rmsnorm_bwd_add ---- */
 
 static void rmsnorm_add_case(int N, int C, int off, int alias) {

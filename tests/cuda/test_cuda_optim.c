@@ -8,7 +8,7 @@
  * param (fsdp.param_copy): it must equal the round-to-nearest-even cast of
  * the GPU's fp32 params bit for bit. */
 #include "cuda_testutil.h"
-#include "host_stub.h"
+#include "optim_testutil.h"
 
 #define NT 100
 
@@ -76,12 +76,7 @@ static void compare(const char *name, fsdpc_optim_init in, int steps) {
     fill_tensors(tg, &L, d_p, d_g, d_s);
     for (int k = 0; k < NT; k++)
       tg[k].param_bf16 = d_lp + L.off_p[k];
-    fsdpc_optim_step_info info = {.struct_size = sizeof info,
-                                  .step = step,
-                                  .lr = 1e-2 / step,
-                                  .grad_scale = step == 2 ? 0.25 : 1.0,
-                                  .stream = NULL,
-                                  .num_threads = 2};
+    fsdpc_optim_step_info info = optim_test_info(step, 1e-2 / step, step == 2 ? 0.25 : 1.0, 2);
     ck_assert_int_eq(vt->step(cpu, tc, NT, &info), FSDPC_OK);
     info.stream = fsdpc__cuda_compute_stream(g_ctx);
     ck_assert_msg(vt->step(gpu, tg, NT, &info) == FSDPC_OK, "%s", stub_last_error());
@@ -129,17 +124,8 @@ static void compare(const char *name, fsdpc_optim_init in, int steps) {
   vt->destroy(gpu);
 }
 
-static fsdpc_optim_init base_init(void) {
-  fsdpc_optim_init in;
-  memset(&in, 0, sizeof in);
-  in.struct_size = sizeof in;
-  in.host = stub_host(); /* ABI 1.1: the host comes with the call */
-  return in;
-}
-
 START_TEST(adamw_matches_cpu) {
-  fsdpc_optim_init in = base_init();
-  in.weight_decay = 0.1, in.beta1 = 0.9, in.beta2 = 0.95, in.eps = 1e-8;
+  fsdpc_optim_init in = optim_test_init(0.1, 0.9, 0.95, 1e-8);
   compare("adamw", in, 3);
   in.beta1 = 0.3; /* the other lerp formula (weight >= 0.5) */
   compare("adamw", in, 2);
@@ -147,7 +133,7 @@ START_TEST(adamw_matches_cpu) {
 END_TEST
 
 START_TEST(sgd_matches_cpu) {
-  fsdpc_optim_init in = base_init();
+  fsdpc_optim_init in = optim_test_init(0.0, 0.0, 0.0, 0.0);
   compare("sgd", in, 2); /* plain, no state */
   in.momentum = 0.9, in.weight_decay = 0.01;
   compare("sgd", in, 3);
@@ -159,8 +145,8 @@ END_TEST
 START_TEST(host_state_refused_on_cuda) {
   const fsdpc_optim_v1 *vt = NULL;
   stub_load_optim("adamw", &vt);
-  fsdpc_optim_init in = base_init();
-  in.beta1 = 0.9, in.beta2 = 0.999, in.eps = 1e-8, in.device = FSDPC_DEVICE_CUDA;
+  fsdpc_optim_init in = optim_test_init(0.0, 0.9, 0.999, 1e-8);
+  in.device = FSDPC_DEVICE_CUDA;
   fsdpc_optimizer *opt = NULL;
   ck_assert_int_eq(vt->create(&in, &opt), FSDPC_OK);
   float host[4];

@@ -1,24 +1,7 @@
 #!/usr/bin/env bash
 # `fsdpc data ...`: synth, tokenize, info, batch, --help, and one-line errors
 # with the right exit codes (0 ok, 1 failure, 2 usage).
-set -u
-: "${FSDPC:?FSDPC must point at the fsdpc executable}"
-dir=$(mktemp -d "${FSDPC_BINARY_DIR:-/tmp}/data-cli-XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
-
-# expect CODE PATTERN CMD...: exit code and a pattern in stdout+stderr.
-expect() {
-  local code=$1 pat=$2; shift 2
-  out=$("$@" 2>"$dir/err"); rc=$?
-  err=$(cat "$dir/err")
-  [ "$rc" -eq "$code" ] || fail "'$*' exited $rc, expected $code: $err"
-  printf '%s\n%s\n' "$out" "$err" | grep -qF -- "$pat" || fail "'$*' output lacks '$pat': $out $err"
-  if [ "$code" -ne 0 ]; then
-    [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] || fail "'$*' error is not one line: $err"
-  fi
-}
+. "$(dirname "$0")/../common/cli_expect.sh" data-cli # dir, fail, expect
 
 for sub in synth tokenize info batch; do
   expect 0 "usage: fsdpc data $sub" "$FSDPC" data "$sub" --help

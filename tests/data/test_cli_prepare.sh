@@ -3,25 +3,9 @@
 # per-message train flags, the dry-run preview with masks, and each kind of
 # bad input as one line naming file:line and the field, exit 1, and no output
 # file left behind; --skip-bad skips and counts.
-set -u
-: "${FSDPC:?FSDPC must point at the fsdpc executable}" "${FSDPC_SOURCE_DIR:?}"
-dir=$(mktemp -d "${FSDPC_BINARY_DIR:-/tmp}/data-prep-XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-fails=0
-fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
+. "$(dirname "$0")/../common/cli_expect.sh" data-prep # dir, fail, expect
+: "${FSDPC_SOURCE_DIR:?}"
 TPL="$FSDPC_SOURCE_DIR/configs/templates/chatml.jinja"
-
-# expect CODE PATTERN CMD...: exit code and a pattern in stdout+stderr.
-expect() {
-  local code=$1 pat=$2; shift 2
-  out=$("$@" 2>"$dir/err"); rc=$?
-  err=$(cat "$dir/err")
-  [ "$rc" -eq "$code" ] || fail "'$*' exited $rc, expected $code: $err"
-  printf '%s\n%s\n' "$out" "$err" | grep -qF -- "$pat" || fail "'$*' output lacks '$pat': $out $err"
-  if [ "$code" -ne 0 ]; then
-    [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] || fail "'$*' error is not one line: $err"
-  fi
-}
 prep() { "$FSDPC" data prepare --tokenizer byte "$@"; }
 prepc() { "$FSDPC" data prepare --tokenizer byte --chat-template "$TPL" "$@"; }
 

@@ -40,4 +40,9 @@ timeout 30 "$FSDPC" eval ck/final --data nope.tok >x.log 2>&1 && fail "missing d
 [ "$(grep -c . x.log)" = 1 ] || fail "missing data: $(cat x.log)"
 timeout 30 "$FSDPC" eval nope --data e.tok >x.log 2>&1 && fail "missing model accepted"
 grep -q "nope: no such model folder" x.log || fail "missing model: $(cat x.log)"
+# LoRA with dropout: evaluation runs without it, in train and in fsdpc eval.
+rm -rf ck lg
+timeout 60 "$FSDPC" train c.yaml peft.method=lora peft.r=4 peft.alpha=8 peft.dropout=0.3 \
+  "peft.target_modules=[q_proj, v_proj, down_proj]" >t.log 2>&1 || fail "train lora: $(tail -3 t.log)"
+check lora_s3 ck/step-000003 3
 echo PASS

@@ -7,57 +7,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host_stub.h"
+#include "optim_testutil.h"
 
 static const fsdpc_optim_v1 *vt;
 static const fsdpc_component_desc *desc;
 
 static void setup(void) { desc = stub_load_optim("adamw", &vt); }
 
-static fsdpc_optim_init make_init(double wd, double b1, double b2, double eps) {
-  fsdpc_optim_init in;
-  memset(&in, 0, sizeof in);
-  in.struct_size = sizeof in;
-  in.host = stub_host(); /* ABI 1.1: the host comes with the call */
-  in.weight_decay = wd;
-  in.beta1 = b1;
-  in.beta2 = b2;
-  in.eps = eps;
-  in.device = FSDPC_DEVICE_CPU;
-  return in;
-}
-
-static fsdpc_optim_step_info make_info(int64_t step, double lr, double grad_scale, int threads) {
-  fsdpc_optim_step_info info;
-  memset(&info, 0, sizeof info);
-  info.struct_size = sizeof info;
-  info.step = step;
-  info.lr = lr;
-  info.grad_scale = grad_scale;
-  info.num_threads = threads;
-  return info;
-}
-
 static fsdpc_optimizer *create_ok(double wd, double b1, double b2, double eps) {
-  fsdpc_optim_init in = make_init(wd, b1, b2, eps);
-  fsdpc_optimizer *opt = NULL;
-  stub_clear_error();
-  ck_assert_msg(vt->create(&in, &opt) == FSDPC_OK, "create: %s", stub_last_error());
-  ck_assert_ptr_nonnull(opt);
-  return opt;
-}
-
-static fsdpc_optim_tensor make_tensor(float *p, const float *g, float *state, uint64_t numel,
-                                      uint64_t stride, int decay) {
-  /* A v1 host's struct: it ends at `decay` (the fields after it came later). */
-  fsdpc_optim_tensor t = {.struct_size = offsetof(fsdpc_optim_tensor, param_bf16),
-                          .param = p,
-                          .grad = g,
-                          .state = state,
-                          .numel = numel,
-                          .stride = stride,
-                          .decay = decay};
-  return t;
+  fsdpc_optim_init in = optim_test_init(wd, b1, b2, eps);
+  return optim_test_create_ok(vt, &in);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -96,7 +55,7 @@ START_TEST(supports_cpu_only) {
   ck_assert_int_eq(vt->supports(&s), FSDPC_OK);
   s.device = FSDPC_DEVICE_CUDA;
   stub_clear_error();
-  fsdpc_optim_init in = make_init(0.0, 0.9, 0.999, 1e-8);
+  fsdpc_optim_init in = optim_test_init(0.0, 0.9, 0.999, 1e-8);
   in.device = FSDPC_DEVICE_CUDA;
   fsdpc_optimizer *opt = (fsdpc_optimizer *)(uintptr_t)1; /* must be reset to NULL */
 #ifdef FSDPC_WITH_CUDA /* built with its CUDA path (tests/cuda runs it) */
@@ -184,9 +143,9 @@ static void run_plugin(run *r, fsdpc_optimizer *opt, int threads) {
   for (int t = 1; t <= NSTEPS; t++) {
     fsdpc_optim_tensor ts[NL];
     for (int k = 0; k < NL; k++)
-      ts[k] =
-          make_tensor(r->p[k], r->g[t - 1][k], r->state[k], L[k].numel, L[k].stride, L[k].decay);
-    fsdpc_optim_step_info info = make_info(t, step_lr(t), step_scale(t), threads);
+      ts[k] = optim_test_tensor(r->p[k], r->g[t - 1][k], r->state[k], L[k].numel, L[k].stride,
+                                L[k].decay);
+    fsdpc_optim_step_info info = optim_test_info(t, step_lr(t), step_scale(t), threads);
     stub_clear_error();
     ck_assert_msg(vt->step(opt, ts, NL, &info) == FSDPC_OK, "step %d: %s", t, stub_last_error());
   }
@@ -329,8 +288,8 @@ START_TEST(first_step_is_lr_times_sign) {
   const float g[6] = {3.0f, -2e-4f, 0.5f, -7.25f, 1e-3f, -1.0f};
   float p[6] = {0}, state[12] = {0};
   fsdpc_optimizer *opt = create_ok(0.0, 0.9, 0.999, 1e-30);
-  fsdpc_optim_tensor t = make_tensor(p, g, state, 6, 6, 1);
-  fsdpc_optim_step_info info = make_info(1, 1e-3, 1.0, 1);
+  fsdpc_optim_tensor t = optim_test_tensor(p, g, state, 6, 6, 1);
+  fsdpc_optim_step_info info = optim_test_info(1, 1e-3, 1.0, 1);
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_OK);
   for (int i = 0; i < 6; i++) {
     const double want = g[i] > 0 ? -1e-3 : 1e-3;
@@ -347,8 +306,8 @@ START_TEST(exact_first_step_small_betas) {
   const float g[2] = {2.0f, -8.0f};
   float p[2] = {1.0f, 1.0f}, state[4] = {0};
   fsdpc_optimizer *opt = create_ok(0.0, 0.5, 0.75, 1e-30);
-  fsdpc_optim_tensor t = make_tensor(p, g, state, 2, 2, 1);
-  fsdpc_optim_step_info info = make_info(1, 0.25, 1.0, 1);
+  fsdpc_optim_tensor t = optim_test_tensor(p, g, state, 2, 2, 1);
+  fsdpc_optim_step_info info = optim_test_info(1, 0.25, 1.0, 1);
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_OK);
   ck_assert_float_eq(p[0], 0.75f);
   ck_assert_float_eq(p[1], 1.25f);
@@ -373,8 +332,9 @@ START_TEST(two_steps_by_hand_with_decay) {
   fsdpc_optimizer *opt = create_ok(0.1, 0.5, 0.75, 1e-30);
   for (int t = 1; t <= 2; t++) {
     float gd[2] = {g[0] * (float)t, g[1] * (float)t}; /* 4 then 8, scaled by 0.5 */
-    fsdpc_optim_tensor ts[2] = {make_tensor(pd, gd, sd, 2, 2, 1), make_tensor(pn, gd, sn, 1, 1, 0)};
-    fsdpc_optim_step_info info = make_info(t, 0.25, 0.5, 1);
+    fsdpc_optim_tensor ts[2] = {optim_test_tensor(pd, gd, sd, 2, 2, 1),
+                                optim_test_tensor(pn, gd, sn, 1, 1, 0)};
+    fsdpc_optim_step_info info = optim_test_info(t, 0.25, 0.5, 1);
     ck_assert_int_eq(vt->step(opt, ts, 2, &info), FSDPC_OK);
     if (t == 1)
       ck_assert_float_eq_tol(pd[0], 0.725f, 1e-7f);
@@ -392,8 +352,9 @@ START_TEST(decay_only_where_asked) {
   const float g[3] = {0};
   float a[3] = {1.0f, -2.0f, 4.0f}, b[3] = {1.0f, -2.0f, 4.0f}, sa[6] = {0}, sb[6] = {0};
   fsdpc_optimizer *opt = create_ok(0.5, 0.9, 0.999, 1e-8);
-  fsdpc_optim_tensor ts[2] = {make_tensor(a, g, sa, 3, 3, 1), make_tensor(b, g, sb, 3, 3, 0)};
-  fsdpc_optim_step_info info = make_info(1, 0.5, 1.0, 1);
+  fsdpc_optim_tensor ts[2] = {optim_test_tensor(a, g, sa, 3, 3, 1),
+                              optim_test_tensor(b, g, sb, 3, 3, 0)};
+  fsdpc_optim_step_info info = optim_test_info(1, 0.5, 1.0, 1);
   ck_assert_int_eq(vt->step(opt, ts, 2, &info), FSDPC_OK);
   ck_assert_float_eq(a[0], 0.75f);
   ck_assert_float_eq(a[1], -1.5f);
@@ -409,7 +370,7 @@ END_TEST
 /* Bad input: a status and a one-line message naming the problem.           */
 
 static void expect_create_fails(double wd, double b1, double b2, double eps, const char *needle) {
-  fsdpc_optim_init in = make_init(wd, b1, b2, eps);
+  fsdpc_optim_init in = optim_test_init(wd, b1, b2, eps);
   fsdpc_optimizer *opt = NULL;
   stub_clear_error();
   ck_assert_int_eq(vt->create(&in, &opt), FSDPC_INVALID_USAGE);
@@ -435,18 +396,18 @@ END_TEST
 START_TEST(bad_step_arguments_rejected) {
   fsdpc_optimizer *opt = create_ok(0.0, 0.9, 0.999, 1e-8);
   float p[4] = {1, 2, 3, 4}, g[4] = {1, 1, 1, 1}, s[8] = {0};
-  fsdpc_optim_tensor t = make_tensor(p, g, s, 4, 4, 1);
-  fsdpc_optim_step_info info = make_info(0, 1e-3, 1.0, 1);
+  fsdpc_optim_tensor t = optim_test_tensor(p, g, s, 4, 4, 1);
+  fsdpc_optim_step_info info = optim_test_info(0, 1e-3, 1.0, 1);
   stub_clear_error();
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(stub_last_error(), "1-based"));
-  info = make_info(1, -1e-3, 1.0, 1);
+  info = optim_test_info(1, -1e-3, 1.0, 1);
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(stub_last_error(), "learning rate"));
-  info = make_info(1, 1e-3, NAN, 1);
+  info = optim_test_info(1, 1e-3, NAN, 1);
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(stub_last_error(), "grad_scale"));
-  info = make_info(1, 1e-3, 1.0, 1);
+  info = optim_test_info(1, 1e-3, 1.0, 1);
   t.stride = 3;
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(stub_last_error(), "stride"));

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "adamw8bit_math.h" /* the plugin's per-element functions, for the fast search */
-#include "host_stub.h"
+#include "optim_testutil.h"
 
 #define BLK 256
 
@@ -24,23 +24,10 @@ static void setup(void) {
 
 static fsdpc_optimizer *create_with(double wd, double b1, double b2, double eps, double min8,
                                     int32_t *status) {
-  static stub_opts opts;
-  opts.n = 1;
-  opts.keys[0] = "min_8bit_size";
-  opts.values[0] = min8;
-  fsdpc_optim_init in;
-  memset(&in, 0, sizeof in);
-  in.struct_size = sizeof in;
-  in.opts = (const fsdpc_opts *)&opts;
-  in.host = stub_host(); /* ABI 1.1: the host comes with the call */
-  in.weight_decay = wd;
-  in.beta1 = b1;
-  in.beta2 = b2;
-  in.eps = eps;
-  in.device = FSDPC_DEVICE_CPU;
+  fsdpc_optim_init in = optim_test_init(wd, b1, b2, eps);
+  in.opts = optim_test_opt("min_8bit_size", min8);
   fsdpc_optimizer *opt = NULL;
-  stub_clear_error();
-  *status = vt->create(&in, &opt);
+  *status = optim_test_create(vt, &in, &opt);
   return opt;
 }
 
@@ -49,17 +36,6 @@ static fsdpc_optimizer *create_ok(double wd, double b1, double b2, double eps) {
   fsdpc_optimizer *opt = create_with(wd, b1, b2, eps, 0, &st);
   ck_assert_msg(st == FSDPC_OK, "create: %s", stub_last_error());
   return opt;
-}
-
-static fsdpc_optim_step_info make_info(int64_t step, double lr, double grad_scale, int threads) {
-  fsdpc_optim_step_info info;
-  memset(&info, 0, sizeof info);
-  info.struct_size = sizeof info;
-  info.step = step;
-  info.lr = lr;
-  info.grad_scale = grad_scale;
-  info.num_threads = threads;
-  return info;
 }
 
 /* A quantized tensor over caller buffers: codes (2, stride), scales (2, ss). */
@@ -338,7 +314,7 @@ static void run_plugin(rstate *a, fsdpc_optimizer *opt, int threads) {
     fsdpc_optim_tensor t[NRT];
     for (int k = 0; k < NRT; k++)
       t[k] = rt_tensor(a, k, step);
-    fsdpc_optim_step_info info = make_info(step, lr_of(step), gs_of(step), threads);
+    fsdpc_optim_step_info info = optim_test_info(step, lr_of(step), gs_of(step), threads);
     ck_assert_msg(vt->step(opt, t, NRT, &info) == FSDPC_OK, "step: %s", stub_last_error());
   }
 }
@@ -465,7 +441,7 @@ START_TEST(first_step_is_lr_times_sign) {
   fsdpc_optim_tensor t[2] = {qtensor(p, g, q, s, 300, 300, 4, 7, 1),
                              qtensor(p + 300, g + 300, NULL, NULL, 300, 300, 0, 0, 1)};
   t[1].state = f;
-  fsdpc_optim_step_info info = make_info(1, 0.01, 1.0, 1);
+  fsdpc_optim_step_info info = optim_test_info(1, 0.01, 1.0, 1);
   ck_assert_int_eq(vt->step(opt, t, 2, &info), FSDPC_OK);
   for (int i = 0; i < 600; i++)
     ck_assert_float_eq_tol(p[i], g[i] > 0 ? -0.01f : 0.01f, 1e-8f);
@@ -545,13 +521,7 @@ START_TEST(descriptor_options_and_format) {
   ck_assert_ptr_null(vt->slot_name(opt, 2));
   vt->destroy(opt);
   /* Without options (opts NULL) min_8bit_size is its declared default. */
-  fsdpc_optim_init in;
-  memset(&in, 0, sizeof in);
-  in.struct_size = sizeof in;
-  in.host = stub_host();
-  in.beta1 = 0.9;
-  in.beta2 = 0.999;
-  in.eps = 1e-8;
+  fsdpc_optim_init in = optim_test_init(0.0, 0.9, 0.999, 1e-8);
   ck_assert_int_eq(vt->create(&in, &opt), FSDPC_OK);
   ck_assert_int_eq(vt->qformat(opt, &qf), FSDPC_OK);
   ck_assert_uint_eq(qf.min_numel, 4096);
@@ -582,7 +552,7 @@ START_TEST(bad_step_and_state_arguments_rejected) {
   fsdpc_optimizer *opt = create_ok(0.0, 0.9, 0.999, 1e-8);
   float p[300] = {0}, g[300] = {0}, s[4] = {0}, val[300] = {0}, sc[300] = {0};
   uint8_t q[600] = {0};
-  fsdpc_optim_step_info info = make_info(1, 1e-3, 1.0, 1);
+  fsdpc_optim_step_info info = optim_test_info(1, 1e-3, 1.0, 1);
   fsdpc_optim_tensor t = qtensor(p, g, q, NULL, 300, 300, 2, 0, 1);
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(stub_last_error(), "no scales"));
@@ -595,7 +565,7 @@ START_TEST(bad_step_and_state_arguments_rejected) {
   t = qtensor(p, g, NULL, NULL, 300, 300, 0, 0, 1); /* neither codes nor fp32 state */
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_INVALID_USAGE);
   t = qtensor(p, g, q, s, 300, 300, 2, 0, 1);
-  info = make_info(0, 1e-3, 1.0, 1);
+  info = optim_test_info(0, 1e-3, 1.0, 1);
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(stub_last_error(), "1-based"));
   /* Corrupt checkpoint values are refused, naming the slot. */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "host_stub.h"
+#include "optim_testutil.h"
 
 static const fsdpc_optim_v1 *vt;
 static const fsdpc_component_desc *desc;
@@ -19,55 +19,23 @@ typedef struct sgd_cfg {
   int nesterov;
 } sgd_cfg;
 
-/* Creates through the options table (dampening) like the real host does. */
-static int32_t try_create(sgd_cfg c, fsdpc_optimizer **opt) {
-  static stub_opts opts;
-  opts.n = 1;
-  opts.keys[0] = "dampening";
-  opts.values[0] = c.dampening;
-  fsdpc_optim_init in;
-  memset(&in, 0, sizeof in);
-  in.struct_size = sizeof in;
-  in.opts = (const fsdpc_opts *)&opts;
-  in.host = stub_host(); /* ABI 1.1: the host comes with the call */
-  in.weight_decay = c.wd;
+/* c as the real host passes it: dampening through the options table. */
+static fsdpc_optim_init sgd_init(sgd_cfg c) {
+  fsdpc_optim_init in = optim_test_init(c.wd, 0.9 /* ignored by sgd */, 0.0, 0.0);
+  in.opts = optim_test_opt("dampening", c.dampening);
   in.momentum = c.momentum;
   in.nesterov = c.nesterov;
-  in.beta1 = 0.9; /* ignored by sgd */
-  in.device = FSDPC_DEVICE_CPU;
-  stub_clear_error();
-  return vt->create(&in, opt);
+  return in;
+}
+
+static int32_t try_create(sgd_cfg c, fsdpc_optimizer **opt) {
+  fsdpc_optim_init in = sgd_init(c);
+  return optim_test_create(vt, &in, opt);
 }
 
 static fsdpc_optimizer *create_ok(sgd_cfg c) {
-  fsdpc_optimizer *opt = NULL;
-  ck_assert_msg(try_create(c, &opt) == FSDPC_OK, "create: %s", stub_last_error());
-  ck_assert_ptr_nonnull(opt);
-  return opt;
-}
-
-static fsdpc_optim_step_info make_info(int64_t step, double lr, double grad_scale, int threads) {
-  fsdpc_optim_step_info info;
-  memset(&info, 0, sizeof info);
-  info.struct_size = sizeof info;
-  info.step = step;
-  info.lr = lr;
-  info.grad_scale = grad_scale;
-  info.num_threads = threads;
-  return info;
-}
-
-static fsdpc_optim_tensor make_tensor(float *p, const float *g, float *state, uint64_t numel,
-                                      uint64_t stride, int decay) {
-  /* A v1 host's struct: it ends at `decay` (the fields after it came later). */
-  fsdpc_optim_tensor t = {.struct_size = offsetof(fsdpc_optim_tensor, param_bf16),
-                          .param = p,
-                          .grad = g,
-                          .state = state,
-                          .numel = numel,
-                          .stride = stride,
-                          .decay = decay};
-  return t;
+  fsdpc_optim_init in = sgd_init(c);
+  return optim_test_create_ok(vt, &in);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -187,9 +155,9 @@ static void run_plugin(run *r, fsdpc_optimizer *opt, int threads, int with_state
   for (int t = 1; t <= NSTEPS; t++) {
     fsdpc_optim_tensor ts[NL];
     for (int k = 0; k < NL; k++)
-      ts[k] = make_tensor(r->p[k], r->g[t - 1][k], with_state ? r->state[k] : NULL, L[k].numel,
-                          L[k].stride, L[k].decay);
-    fsdpc_optim_step_info info = make_info(t, step_lr(t), step_scale(t), threads);
+      ts[k] = optim_test_tensor(r->p[k], r->g[t - 1][k], with_state ? r->state[k] : NULL,
+                                L[k].numel, L[k].stride, L[k].decay);
+    fsdpc_optim_step_info info = optim_test_info(t, step_lr(t), step_scale(t), threads);
     stub_clear_error();
     ck_assert_msg(vt->step(opt, ts, NL, &info) == FSDPC_OK, "step %d: %s", t, stub_last_error());
   }
@@ -283,8 +251,8 @@ START_TEST(first_step_copies_gradient) {
   const float g[1] = {2.0f};
   float p[1] = {1.0f}, buf[1] = {99.0f};
   fsdpc_optimizer *opt = create_ok((sgd_cfg){0.0, 0.9, 0.5, 0});
-  fsdpc_optim_tensor t = make_tensor(p, g, buf, 1, 1, 1);
-  fsdpc_optim_step_info info = make_info(1, 0.1, 1.0, 1);
+  fsdpc_optim_tensor t = optim_test_tensor(p, g, buf, 1, 1, 1);
+  fsdpc_optim_step_info info = optim_test_info(1, 0.1, 1.0, 1);
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_OK);
   ck_assert_float_eq(buf[0], 2.0f);
   ck_assert_float_eq_tol(p[0], 0.8f, 1e-7f);
@@ -304,8 +272,8 @@ START_TEST(nesterov_by_hand_and_resume) {
   const float g[1] = {1.0f};
   float p[1] = {1.0f}, buf[1] = {0.0f};
   fsdpc_optimizer *opt = create_ok((sgd_cfg){0.0, 0.9, 0.0, 1});
-  fsdpc_optim_tensor t = make_tensor(p, g, buf, 1, 1, 1);
-  fsdpc_optim_step_info info = make_info(1, 0.1, 1.0, 1);
+  fsdpc_optim_tensor t = optim_test_tensor(p, g, buf, 1, 1, 1);
+  fsdpc_optim_step_info info = optim_test_info(1, 0.1, 1.0, 1);
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_OK);
   ck_assert_float_eq_tol(p[0], 0.81f, 1e-7f);
   info.step = 2;
@@ -330,8 +298,9 @@ START_TEST(plain_sgd_with_l2_by_hand) {
   const float g[1] = {2.0f};
   float a[1] = {4.0f}, b[1] = {4.0f};
   fsdpc_optimizer *opt = create_ok((sgd_cfg){0.25, 0.0, 0.0, 0});
-  fsdpc_optim_tensor ts[2] = {make_tensor(a, g, NULL, 1, 0, 1), make_tensor(b, g, NULL, 1, 0, 0)};
-  fsdpc_optim_step_info info = make_info(3, 0.5, 0.5, 1);
+  fsdpc_optim_tensor ts[2] = {optim_test_tensor(a, g, NULL, 1, 0, 1),
+                              optim_test_tensor(b, g, NULL, 1, 0, 0)};
+  fsdpc_optim_step_info info = optim_test_info(3, 0.5, 0.5, 1);
   ck_assert_int_eq(vt->step(opt, ts, 2, &info), FSDPC_OK);
   ck_assert_float_eq(a[0], 3.0f);
   ck_assert_float_eq(b[0], 3.5f);
@@ -360,14 +329,10 @@ START_TEST(bad_hyperparameters_rejected) {
   expect_create_fails((sgd_cfg){0.0, 0.9, 0.1, 1}, "dampening 0");
   /* The host's option lookup failing is passed through with its message. */
   static stub_opts empty;
-  fsdpc_optim_init in;
-  memset(&in, 0, sizeof in);
-  in.struct_size = sizeof in;
+  fsdpc_optim_init in = optim_test_init(0.0, 0.0, 0.0, 0.0);
   in.opts = (const fsdpc_opts *)&empty;
-  in.host = stub_host();
   fsdpc_optimizer *opt = NULL;
-  stub_clear_error();
-  ck_assert_int_eq(vt->create(&in, &opt), FSDPC_INVALID_USAGE);
+  ck_assert_int_eq(optim_test_create(vt, &in, &opt), FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(stub_last_error(), "dampening"));
   in.opts = NULL;
   in.device = 7; /* no such device */
@@ -378,8 +343,8 @@ END_TEST
 START_TEST(bad_step_arguments_rejected) {
   fsdpc_optimizer *opt = create_ok((sgd_cfg){0.0, 0.9, 0.0, 0});
   float p[2] = {1, 2}, g[2] = {1, 1};
-  fsdpc_optim_tensor t = make_tensor(p, g, NULL, 2, 2, 1); /* momentum needs state */
-  fsdpc_optim_step_info info = make_info(1, 0.1, 1.0, 1);
+  fsdpc_optim_tensor t = optim_test_tensor(p, g, NULL, 2, 2, 1); /* momentum needs state */
+  fsdpc_optim_step_info info = optim_test_info(1, 0.1, 1.0, 1);
   stub_clear_error();
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(stub_last_error(), "state"));
@@ -388,7 +353,7 @@ START_TEST(bad_step_arguments_rejected) {
   info.step = 0;
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(stub_last_error(), "1-based"));
-  info = make_info(1, INFINITY, 1.0, 1);
+  info = optim_test_info(1, INFINITY, 1.0, 1);
   ck_assert_int_eq(vt->step(opt, &t, 1, &info), FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(stub_last_error(), "learning rate"));
   ck_assert_float_eq(p[0], 1.0f);

@@ -296,7 +296,13 @@ int fsdpc__store_process_input(fsdpc__store_table *t, fsdpc__store_conn *c, int6
     c->in_len = 0; /* nothing more from this connection is read */
     return rc;
   }
-  memmove(c->in, c->in + off, c->in_len - off);
-  c->in_len -= off;
+  /* Keep the partial frame that follows the parsed ones at the front. With
+   * nothing parsed there is nothing to move (and c->in may still be NULL:
+   * a connection that has sent nothing has no buffer yet). */
+  if (off > 0) {
+    c->in_len -= off;
+    if (c->in_len > 0)
+      memmove(c->in, c->in + off, c->in_len);
+  }
   return rc;
 }

@@ -9,9 +9,10 @@
 #include "model/ctx.h"
 #include "train/session.h"
 
-/* Target tokens of the micro-batch in m whose argmax logit is the label.
- * Runs after the forward (m->resid[L] holds the final hidden states). */
-static fsdpc_status count_correct(fsdpc_session *s, int64_t *correct, fsdpc_err *err) {
+/* Adds to *correct the target tokens of the micro-batch in s->mctx whose
+ * argmax logit is the label. Runs after the forward (m->resid[L] holds the
+ * final hidden states). */
+static fsdpc_status count_correct(fsdpc_session *s, double *correct, fsdpc_err *err) {
   fsdpc_model_ctx *m = s->mctx;
   const fsdpc_ops *ops = m->ops;
   const fsdpc_model_shape *sh = &m->s;
@@ -49,7 +50,7 @@ static fsdpc_status count_correct(fsdpc_session *s, int64_t *correct, fsdpc_err 
       for (int v = 1; v < V; v++)
         if (x[v] > x[best])
           best = v;
-      *correct += best == y;
+      *correct += best == y ? 1.0 : 0.0;
     }
   }
   fsdpc_status st2 = fsdpc__engine_block_done(s->eng, L + 1, err);
@@ -58,29 +59,11 @@ static fsdpc_status count_correct(fsdpc_session *s, int64_t *correct, fsdpc_err 
 }
 
 fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[4], fsdpc_err *err) {
-  int rank = s->env.rank, world = s->env.world_size;
   if (!s->eval_ld)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "eval: no data.eval");
-  int64_t nb = s->cfg->train.eval_batches, have = fsdpc__loader_steps_per_epoch(s->eval_ld);
-  if (nb > have)
-    nb = have;
-  double sums[3] = {0.0, 0.0, 0.0}; /* loss sum, counted tokens, correct */
-  for (int64_t b = 0; b < nb; b++)
-    for (int64_t m = 0; m < s->plan->modes.batch.accum; m++) {
-      FSDPC_TRY(fsdpc__loader_batch(s->eval_ld, b, (int32_t)m, rank, world,
-                                    (int32_t)s->plan->modes.batch.micro, s->tokens, s->labels,
-                                    s->doc_ids, err));
-      FSDPC_TRY(fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
-                                       s->eval_doc_ids ? s->doc_ids : NULL, err));
-      double ls = 0.0;
-      int64_t cnt = 0, ok = 0;
-      FSDPC_TRY(fsdpc__engine_eval(s->eng, s->mctx, &ls, &cnt, err));
-      FSDPC_TRY(count_correct(s, &ok, err));
-      sums[0] += ls;
-      sums[1] += (double)cnt;
-      sums[2] += (double)ok;
-    }
-  FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, sums, 3, "eval", err));
+  double sums[3]; /* loss sum, counted tokens, correct */
+  int64_t nb = 0;
+  FSDPC_TRY(fsdpc__session_eval_sums(s, count_correct, sums, &nb, err));
   out[0] = sums[1] > 0 ? sums[0] / sums[1] : NAN; /* loss */
   out[1] = sums[1];                               /* target tokens */
   out[2] = sums[1] > 0 ? sums[2] / sums[1] : NAN; /* token accuracy */

@@ -476,22 +476,38 @@ static fsdpc_status read_bytes(const fsdpc_st_file *f, const fsdpc_st_info *t, v
                      r > 0 ? "the file is shorter than when it was opened" : strerror(errno));
 }
 
-fsdpc_status fsdpc__st_read_f32(const fsdpc_st_file *f, const char *name, uint64_t elem_offset,
-                                uint64_t n, float *dst, fsdpc_err *err) {
+/* The tensor called name, or a one-line error. */
+static fsdpc_status find_tensor(const fsdpc_st_file *f, const char *name, const fsdpc_st_info **t,
+                                fsdpc_err *err) {
   char q[QCAP];
-  const fsdpc_st_info *t = fsdpc__st_find(f, name);
-  if (!t)
+  *t = fsdpc__st_find(f, name);
+  if (!*t)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: tensor '%s' not found", f->path,
                        fsdpc__st_quote(q, sizeof q, name));
-  if (t->dtype != FSDPC_DTYPE_F32 && t->dtype != FSDPC_DTYPE_BF16 && t->dtype != FSDPC_DTYPE_F16)
-    return tensor_fail(err, f->path, name, "dtype %s cannot be read as float (F32, BF16, F16)",
-                       t->dtype_name);
+  return FSDPC_OK;
+}
+
+/* Elements [elem_offset, elem_offset + n) lie inside tensor t. */
+static fsdpc_status check_range(const fsdpc_st_file *f, const fsdpc_st_info *t, const char *name,
+                                uint64_t elem_offset, uint64_t n, fsdpc_err *err) {
+  char q[QCAP];
   if (elem_offset > t->numel || n > t->numel - elem_offset)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: tensor '%s': elements [%" PRIu64 ", %" PRIu64 " + %" PRIu64
                        ") are outside its %" PRIu64 " elements",
                        f->path, fsdpc__st_quote(q, sizeof q, name), elem_offset, elem_offset, n,
                        t->numel);
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__st_read_f32(const fsdpc_st_file *f, const char *name, uint64_t elem_offset,
+                                uint64_t n, float *dst, fsdpc_err *err) {
+  const fsdpc_st_info *t;
+  FSDPC_TRY(find_tensor(f, name, &t, err));
+  if (t->dtype != FSDPC_DTYPE_F32 && t->dtype != FSDPC_DTYPE_BF16 && t->dtype != FSDPC_DTYPE_F16)
+    return tensor_fail(err, f->path, name, "dtype %s cannot be read as float (F32, BF16, F16)",
+                       t->dtype_name);
+  FSDPC_TRY(check_range(f, t, name, elem_offset, n, err));
   uint64_t off = t->file_offset + elem_offset * t->elem_size;
   if (t->dtype == FSDPC_DTYPE_F32)
     return read_bytes(f, t, dst, n * 4, off, err);
@@ -513,16 +529,8 @@ fsdpc_status fsdpc__st_read_f32(const fsdpc_st_file *f, const char *name, uint64
 
 fsdpc_status fsdpc__st_read_raw(const fsdpc_st_file *f, const char *name, uint64_t elem_offset,
                                 uint64_t n, void *dst, fsdpc_err *err) {
-  char q[QCAP];
-  const fsdpc_st_info *t = fsdpc__st_find(f, name);
-  if (!t)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: tensor '%s' not found", f->path,
-                       fsdpc__st_quote(q, sizeof q, name));
-  if (elem_offset > t->numel || n > t->numel - elem_offset)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: tensor '%s': elements [%" PRIu64 ", %" PRIu64 " + %" PRIu64
-                       ") are outside its %" PRIu64 " elements",
-                       f->path, fsdpc__st_quote(q, sizeof q, name), elem_offset, elem_offset, n,
-                       t->numel);
+  const fsdpc_st_info *t;
+  FSDPC_TRY(find_tensor(f, name, &t, err));
+  FSDPC_TRY(check_range(f, t, name, elem_offset, n, err));
   return read_bytes(f, t, dst, n * t->elem_size, t->file_offset + elem_offset * t->elem_size, err);
 }

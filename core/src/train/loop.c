@@ -73,12 +73,13 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err) {
+fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_micro,
+                                      double sums[3], int64_t *batches, fsdpc_err *err) {
   int rank = s->env.rank, world = s->env.world_size;
   int64_t nb = s->cfg->train.eval_batches;
   int64_t have = fsdpc__loader_steps_per_epoch(s->eval_ld);
   if (nb > have) nb = have;
-  double sums[2] = {0.0, 0.0}; /* loss sum, counted tokens */
+  sums[0] = sums[1] = sums[2] = 0.0; /* loss sum, counted tokens, per_micro's */
   fsdpc__model_set_lora_round(s->mctx, 0, 0); /* no dropout while evaluating */
   for (int64_t b = 0; b < nb; b++)
     for (int64_t m = 0; m < s->plan->modes.batch.accum; m++) {
@@ -90,10 +91,22 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
       double ls = 0.0;
       int64_t cnt = 0;
       FSDPC_TRY(fsdpc__engine_eval(s->eng, s->mctx, &ls, &cnt, err));
+      if (per_micro)
+        FSDPC_TRY(per_micro(s, &sums[2], err));
       sums[0] += ls;
       sums[1] += (double)cnt;
     }
-  FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, sums, 2, "eval_loss", err));
+  /* Without per_micro only the two sums travel, as they always have. */
+  FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, sums, per_micro ? 3 : 2,
+                                       per_micro ? "eval" : "eval_loss", err));
+  *batches = nb;
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err) {
+  double sums[3];
+  int64_t nb;
+  FSDPC_TRY(fsdpc__session_eval_sums(s, NULL, sums, &nb, err));
   *loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
   return FSDPC_OK;
 }

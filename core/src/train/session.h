@@ -107,6 +107,14 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err);
 
 /* Mean loss over the evaluation batches; collective. */
 fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err);
+/* The evaluation itself, for fsdpc__session_eval and fsdpc eval: the
+ * forward of train.eval_batches batches of data.eval (no LoRA dropout),
+ * summed over the world into sums[0] (loss sum) and sums[1] (counted
+ * target tokens). per_micro (may be NULL) runs after each micro-batch's
+ * forward and adds its own figure to sums[2]. *batches: how many ran. */
+typedef fsdpc_status (*fsdpc__eval_hook)(fsdpc_session *s, double *sum, fsdpc_err *err);
+fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_micro,
+                                      double sums[3], int64_t *batches, fsdpc_err *err);
 
 /* Greedy completion of prompt (max new tokens n); collective; out gets the
  * decoded completion. */

@@ -24,12 +24,10 @@
  */
 #include <math.h>
 #include <omp.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 
-#include "../../common/host_call.h"
 #include "../common/optim_parallel.h"
+#include "../common/optim_plugin.h"
 #include "adamw_cuda.h"
 #include "fsdpc/plugin.h"
 
@@ -54,7 +52,8 @@ struct fsdpc_optimizer {
  * built with -ffp-contract=off (no fused multiply-add), so every copy gives
  * the same bits as the scalar loop: tests/optim checks it element by element
  * against a scalar reference. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&                             \
+    !defined(__SANITIZE_ADDRESS__)
 #define ADAMW_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ADAMW_CLONES
@@ -116,92 +115,40 @@ static void adamw_range(const fsdpc_optim_tensor *t, uint32_t n_tensors, uint64_
 
 static int32_t check_tensors(const fsdpc_host_api *h, const fsdpc_optim_tensor *t, uint32_t n,
                              uint64_t *total) {
-  if (n > 0 && t == NULL)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "adamw: step got n_tensors=%u but tensors is NULL",
-                         n);
+  int32_t st = fsdpc_optim_check_list("adamw", h, t, n);
+  if (st != FSDPC_OK)
+    return st;
   *total = 0;
   for (uint32_t k = 0; k < n; k++) {
-    if (!FSDPC_HAS_FIELD(&t[k], fsdpc_optim_tensor, decay))
-      return fsdpc_pl_fail(
-          h, FSDPC_INVALID_USAGE,
-          "adamw: tensor %u has struct_size %u, too small for fsdpc_optim_tensor v1", k,
-          t[k].struct_size);
+    if ((st = fsdpc_optim_check_tensor_v1("adamw", h, &t[k], k)) != FSDPC_OK)
+      return st;
     if (t[k].numel == 0)
       continue;
     if (!t[k].param || !t[k].grad || !t[k].state)
       return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
                            "adamw: tensor %u (numel %llu) has a NULL param, grad or state pointer",
                            k, (unsigned long long)t[k].numel);
-    if (t[k].stride < t[k].numel)
-      return fsdpc_pl_fail(
-          h, FSDPC_INVALID_USAGE,
-          "adamw: tensor %u has state stride %llu < numel %llu; slots would overlap", k,
-          (unsigned long long)t[k].stride, (unsigned long long)t[k].numel);
+    if ((st = fsdpc_optim_check_stride("adamw", h, &t[k], k)) != FSDPC_OK)
+      return st;
     *total += t[k].numel;
   }
-  return FSDPC_OK;
-}
-
-static int32_t check_beta(const fsdpc_host_api *h, const char *name, double x,
-                          const char *example) {
-  if (!(x >= 0.0 && x < 1.0))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw: %s = %g is out of range [0, 1); set optim.%s to e.g. %s", name, x,
-                         name, example);
   return FSDPC_OK;
 }
 
 /* ---------------------------------------------------------------------- */
 /* The vtable.                                                              */
 
-/* CPU always; CUDA when the plugin was built with its CUDA path. */
-static int device_ok(int32_t device) {
-#ifdef FSDPC_WITH_CUDA
-  if (device == FSDPC_DEVICE_CUDA)
-    return 1;
-#endif
-  return device == FSDPC_DEVICE_CPU;
-}
-
 static int32_t adamw_supports(const fsdpc_situation *s) {
-  if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_situation, device) || device_ok(s->device))
-    return FSDPC_OK;
-  return fsdpc_pl_fail(
-      fsdpc_pl_sit_host(s), FSDPC_UNSUPPORTED,
-      "adamw: device %d is not supported: this build of the plugin has only the CPU "
-      "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
-      (int)s->device);
+  return fsdpc_optim_supports("adamw", s);
 }
 
 static int32_t adamw_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
   const fsdpc_host_api *h = fsdpc_pl_optim_host(init);
-  if (out == NULL)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "adamw: create got a NULL out pointer");
-  *out = NULL;
-  if (!FSDPC_HAS_FIELD(init, fsdpc_optim_init, device))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw: create got a NULL or too small fsdpc_optim_init");
-  if (!device_ok(init->device))
-    return fsdpc_pl_fail(
-        h, FSDPC_UNSUPPORTED,
-        "adamw: device %d is not supported: this build of the plugin has only the CPU "
-        "path (nvcc was not found at build time)",
-        (int)init->device);
-  int32_t st = check_beta(h, "beta1", init->beta1, "0.9");
+  int32_t st = fsdpc_optim_check_create("adamw", h, init, out);
   if (st == FSDPC_OK)
-    st = check_beta(h, "beta2", init->beta2, "0.999");
+    st = fsdpc_optim_check_adam("adamw", h, init);
   if (st != FSDPC_OK)
     return st;
-  if (!(init->eps > 0.0) || !isfinite(init->eps))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw: eps = %g must be a finite number > 0; set optim.eps to e.g. 1e-8",
-                         init->eps);
-  if (!(init->weight_decay >= 0.0) || !isfinite(init->weight_decay))
-    return fsdpc_pl_fail(
-        h, FSDPC_INVALID_USAGE,
-        "adamw: weight_decay = %g must be a finite number >= 0; set optim.weight_decay to "
-        "e.g. 0.01",
-        init->weight_decay);
   fsdpc_optimizer *opt = calloc(1, sizeof *opt);
   if (opt == NULL)
     return fsdpc_pl_fail(h, FSDPC_SYSTEM_ERROR, "adamw: out of host memory creating the optimizer");
@@ -231,24 +178,12 @@ static const char *adamw_slot_name(const fsdpc_optimizer *opt, uint32_t i) {
 static int32_t adamw_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_floats,
                                 int32_t device, void *stream) {
   const fsdpc_host_api *h = opt ? opt->host : NULL;
-  if (!device_ok(device))
+  if (!fsdpc_optim_device_ok(device))
     return fsdpc_pl_fail(h, FSDPC_UNSUPPORTED,
                          "adamw: init_state on device %d: only CPU state is supported",
                          (int)device);
-  if (n_floats > 0 && state == NULL)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw: init_state got a NULL state for %llu floats",
-                         (unsigned long long)n_floats);
-#ifdef FSDPC_WITH_CUDA
-  if (device == FSDPC_DEVICE_CUDA) {
-    char msg[256];
-    int32_t st = adamw_cuda_zero(state, n_floats, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
-  }
-#endif
-  for (uint64_t i = 0; i < n_floats; i++)
-    state[i] = 0.0f;
-  return FSDPC_OK;
+  return fsdpc_optim_zero_state("adamw", h, state, n_floats, device, stream,
+                                FSDPC_OPTIM_CUDA(adamw_cuda_zero));
 }
 
 static int32_t adamw_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors,
@@ -256,21 +191,10 @@ static int32_t adamw_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensor
   if (opt == NULL)
     return FSDPC_INVALID_USAGE; /* no optimizer, no host to tell */
   const fsdpc_host_api *h = opt->host;
-  if (!FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, grad_scale))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw: step got a NULL or too small fsdpc_optim_step_info");
-  if (info->step < 1)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw: step count %lld must be >= 1 (it is 1-based)",
-                         (long long)info->step);
-  if (!(info->lr >= 0.0) || !isfinite(info->lr))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw: learning rate %g must be a finite number >= 0", info->lr);
-  if (!isfinite(info->grad_scale))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "adamw: grad_scale %g is not finite",
-                         info->grad_scale);
   uint64_t total = 0;
-  int32_t st = check_tensors(h, tensors, n_tensors, &total);
+  int32_t st = fsdpc_optim_check_step("adamw", h, info);
+  if (st == FSDPC_OK)
+    st = check_tensors(h, tensors, n_tensors, &total);
   if (st != FSDPC_OK || total == 0)
     return st;
 
@@ -292,9 +216,8 @@ static int32_t adamw_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensor
 #ifdef FSDPC_WITH_CUDA
   if (opt->device == FSDPC_DEVICE_CUDA) {
     char msg[256];
-    void *stream = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, stream) ? info->stream : NULL;
-    st = adamw_cuda_step(tensors, n_tensors, &sc, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
+    st = adamw_cuda_step(tensors, n_tensors, &sc, fsdpc_optim_stream(info), msg, sizeof msg);
+    return fsdpc_optim_relay(h, st, msg);
   }
 #endif
   int nt = fsdpc_optim_threads(info, total, ADAMW_MIN_PARALLEL);
@@ -349,23 +272,4 @@ static const fsdpc_component_desc adamw_component = {
     /* .vtable = */ &adamw_vtable,
 };
 
-static const fsdpc_component_desc *const adamw_components[] = {&adamw_component};
-
-static const fsdpc_plugin_desc adamw_plugin = {
-    /* .struct_size = */ sizeof(fsdpc_plugin_desc),
-    /* .abi_major = */ FSDPC_PLUGIN_ABI_MAJOR,
-    /* .abi_minor = */ FSDPC_PLUGIN_ABI_MINOR,
-    /* .name = */ "adamw",
-    /* .components = */ adamw_components,
-    /* .n_components = */ 1,
-};
-
-FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *h,
-                                                  const fsdpc_plugin_desc **out) {
-  if (h == NULL || out == NULL)
-    return FSDPC_INVALID_USAGE;
-  if (h->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
-    return FSDPC_UNSUPPORTED;
-  *out = &adamw_plugin;
-  return FSDPC_OK;
-}
+FSDPC_OPTIM_PLUGIN("adamw", adamw_component)

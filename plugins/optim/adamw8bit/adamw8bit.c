@@ -27,12 +27,10 @@
  */
 #include <math.h>
 #include <omp.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 
-#include "../../common/host_call.h"
 #include "../common/optim_parallel.h"
+#include "../common/optim_plugin.h"
 #include "adamw8bit_math.h"
 #include "fsdpc/plugin.h"
 
@@ -125,22 +123,15 @@ static void run_items(const fsdpc_optim_tensor *t, uint32_t n_tensors, uint64_t 
 /* Validation.                                                              */
 
 static int32_t check_tensor(const fsdpc_host_api *h, const fsdpc_optim_tensor *t, uint32_t k) {
-  if (!FSDPC_HAS_FIELD(t, fsdpc_optim_tensor, decay))
-    return fsdpc_pl_fail(
-        h, FSDPC_INVALID_USAGE,
-        "adamw8bit: tensor %u has struct_size %u, too small for fsdpc_optim_tensor v1", k,
-        t->struct_size);
-  if (t->numel == 0)
-    return FSDPC_OK;
+  int32_t st = fsdpc_optim_check_tensor_v1("adamw8bit", h, t, k);
+  if (st != FSDPC_OK || t->numel == 0)
+    return st;
   if (!t->param || !t->grad)
     return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
                          "adamw8bit: tensor %u (numel %llu) has a NULL param or grad pointer", k,
                          (unsigned long long)t->numel);
-  if (t->stride < t->numel)
-    return fsdpc_pl_fail(
-        h, FSDPC_INVALID_USAGE,
-        "adamw8bit: tensor %u has state stride %llu < numel %llu; slots would overlap", k,
-        (unsigned long long)t->stride, (unsigned long long)t->numel);
+  if ((st = fsdpc_optim_check_stride("adamw8bit", h, t, k)) != FSDPC_OK)
+    return st;
   if (!is_quantized(t))
     return t->state
                ? FSDPC_OK
@@ -162,26 +153,16 @@ static int32_t check_tensor(const fsdpc_host_api *h, const fsdpc_optim_tensor *t
 
 static int32_t check_tensors(const fsdpc_host_api *h, const fsdpc_optim_tensor *t, uint32_t n,
                              uint64_t *total, uint64_t *items) {
-  if (n > 0 && t == NULL)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw8bit: step got n_tensors=%u but tensors is NULL", n);
+  int32_t st = fsdpc_optim_check_list("adamw8bit", h, t, n);
+  if (st != FSDPC_OK)
+    return st;
   *total = *items = 0;
   for (uint32_t k = 0; k < n; k++) {
-    int32_t st = check_tensor(h, &t[k], k);
-    if (st != FSDPC_OK)
+    if ((st = check_tensor(h, &t[k], k)) != FSDPC_OK)
       return st;
     *total += t[k].numel;
     *items += n_items(&t[k]);
   }
-  return FSDPC_OK;
-}
-
-static int32_t check_beta(const fsdpc_host_api *h, const char *name, double x,
-                          const char *example) {
-  if (!(x >= 0.0 && x < 1.0))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw8bit: %s = %g is out of range [0, 1); set optim.%s to e.g. %s", name,
-                         x, name, example);
   return FSDPC_OK;
 }
 
@@ -205,23 +186,8 @@ static const fsdpc_option_desc *const q8_options[] = {&q8_opt_min_size};
 /* ---------------------------------------------------------------------- */
 /* The vtable.                                                              */
 
-static int device_ok(int32_t device) {
-#ifdef FSDPC_WITH_CUDA
-  if (device == FSDPC_DEVICE_CUDA)
-    return 1;
-#endif
-  return device == FSDPC_DEVICE_CPU;
-}
-
 static int32_t q8_supports(const fsdpc_situation *s) {
-  const fsdpc_host_api *h = fsdpc_pl_sit_host(s);
-  if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_situation, device) || device_ok(s->device))
-    return FSDPC_OK;
-  return fsdpc_pl_fail(
-      h, FSDPC_UNSUPPORTED,
-      "adamw8bit: device %d is not supported: this build of the plugin has only the CPU "
-      "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
-      (int)s->device);
+  return fsdpc_optim_supports("adamw8bit", s);
 }
 
 static void q8_destroy(fsdpc_optimizer *opt) {
@@ -235,45 +201,21 @@ static void q8_destroy(fsdpc_optimizer *opt) {
 
 static int32_t q8_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
   const fsdpc_host_api *h = fsdpc_pl_optim_host(init);
-  if (out == NULL)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "adamw8bit: create got a NULL out pointer");
-  *out = NULL;
-  if (!FSDPC_HAS_FIELD(init, fsdpc_optim_init, device))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw8bit: create got a NULL or too small fsdpc_optim_init");
-  if (!device_ok(init->device))
-    return fsdpc_pl_fail(
-        h, FSDPC_UNSUPPORTED,
-        "adamw8bit: device %d is not supported: this build of the plugin has only the "
-        "CPU path (nvcc was not found at build time)",
-        (int)init->device);
+  int32_t st = fsdpc_optim_check_create("adamw8bit", h, init, out);
+  if (st != FSDPC_OK)
+    return st;
   int64_t min_size = Q8_MIN_8BIT_DEFAULT; /* the declared default, when the host gives none */
-  if (init->opts != NULL) {
-    int32_t st =
-        fsdpc_pl_opt(h, init->opts, "min_8bit_size", FSDPC_OPT_INT, &min_size, sizeof min_size);
-    if (st != FSDPC_OK)
-      return st; /* the host has said why */
-  }
+  if (init->opts != NULL && (st = fsdpc_pl_opt(h, init->opts, "min_8bit_size", FSDPC_OPT_INT,
+                                               &min_size, sizeof min_size)) != FSDPC_OK)
+    return st; /* the host has said why */
   if (min_size < 0)
     return fsdpc_pl_fail(
         h, FSDPC_INVALID_USAGE,
         "adamw8bit: min_8bit_size = %lld must be >= 0; set optim.options.min_8bit_size "
         "to e.g. 4096 (0 quantizes every parameter)",
         (long long)min_size);
-  int32_t st = check_beta(h, "beta1", init->beta1, "0.9");
-  if (st == FSDPC_OK)
-    st = check_beta(h, "beta2", init->beta2, "0.999");
-  if (st != FSDPC_OK)
+  if ((st = fsdpc_optim_check_adam("adamw8bit", h, init)) != FSDPC_OK)
     return st;
-  if (!(init->eps > 0.0) || !isfinite(init->eps))
-    return fsdpc_pl_fail(
-        h, FSDPC_INVALID_USAGE,
-        "adamw8bit: eps = %g must be a finite number > 0; set optim.eps to e.g. 1e-8", init->eps);
-  if (!(init->weight_decay >= 0.0) || !isfinite(init->weight_decay))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw8bit: weight_decay = %g must be a finite number >= 0; set "
-                         "optim.weight_decay to e.g. 0.01",
-                         init->weight_decay);
   fsdpc_optimizer *opt = calloc(1, sizeof *opt);
   if (opt == NULL)
     return fsdpc_pl_fail(h, FSDPC_SYSTEM_ERROR,
@@ -316,23 +258,11 @@ static int32_t q8_qformat(const fsdpc_optimizer *opt, fsdpc_optim_qformat *out) 
 static int32_t q8_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_floats, int32_t device,
                              void *stream) {
   const fsdpc_host_api *h = opt ? opt->host : NULL;
-  if (!device_ok(device))
+  if (!fsdpc_optim_device_ok(device))
     return fsdpc_pl_fail(h, FSDPC_UNSUPPORTED,
                          "adamw8bit: init_state on device %d is not supported", (int)device);
-  if (n_floats > 0 && state == NULL)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw8bit: init_state got a NULL state for %llu floats",
-                         (unsigned long long)n_floats);
-#ifdef FSDPC_WITH_CUDA
-  if (device == FSDPC_DEVICE_CUDA) {
-    char msg[256];
-    int32_t st = adamw8bit_cuda_zero(state, n_floats, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
-  }
-#endif
-  for (uint64_t i = 0; i < n_floats; i++)
-    state[i] = 0.0f;
-  return FSDPC_OK;
+  return fsdpc_optim_zero_state("adamw8bit", h, state, n_floats, device, stream,
+                                FSDPC_OPTIM_CUDA(adamw8bit_cuda_zero));
 }
 
 static int32_t q8_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors, uint32_t n_tensors,
@@ -340,21 +270,10 @@ static int32_t q8_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors, 
   if (opt == NULL)
     return FSDPC_INVALID_USAGE; /* no optimizer, no host to tell */
   const fsdpc_host_api *h = opt->host;
-  if (!FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, grad_scale))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw8bit: step got a NULL or too small fsdpc_optim_step_info");
-  if (info->step < 1)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw8bit: step count %lld must be >= 1 (it is 1-based)",
-                         (long long)info->step);
-  if (!(info->lr >= 0.0) || !isfinite(info->lr))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "adamw8bit: learning rate %g must be a finite number >= 0", info->lr);
-  if (!isfinite(info->grad_scale))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "adamw8bit: grad_scale %g is not finite",
-                         info->grad_scale);
   uint64_t total = 0, items = 0;
-  int32_t st = check_tensors(h, tensors, n_tensors, &total, &items);
+  int32_t st = fsdpc_optim_check_step("adamw8bit", h, info);
+  if (st == FSDPC_OK)
+    st = check_tensors(h, tensors, n_tensors, &total, &items);
   if (st != FSDPC_OK || total == 0)
     return st;
 
@@ -375,12 +294,12 @@ static int32_t q8_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors, 
 #ifdef FSDPC_WITH_CUDA
   if (opt->device == FSDPC_DEVICE_CUDA) {
     char msg[256];
-    void *stream = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, stream) ? info->stream : NULL;
     if (opt->dmaps == NULL &&
         (st = adamw8bit_cuda_maps(&opt->maps[0][0], &opt->dmaps, msg, sizeof msg)) != FSDPC_OK)
       return fsdpc_pl_fail(h, st, "%s", msg);
-    st = adamw8bit_cuda_step(tensors, n_tensors, &sc, opt->dmaps, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
+    st = adamw8bit_cuda_step(tensors, n_tensors, &sc, opt->dmaps, fsdpc_optim_stream(info), msg,
+                             sizeof msg);
+    return fsdpc_optim_relay(h, st, msg);
   }
 #endif
   const float(*maps)[Q8_CODES] = (const float(*)[Q8_CODES])opt->maps;
@@ -495,23 +414,4 @@ static const fsdpc_component_desc q8_component = {
     /* .vtable = */ &q8_vtable,
 };
 
-static const fsdpc_component_desc *const q8_components[] = {&q8_component};
-
-static const fsdpc_plugin_desc q8_plugin = {
-    /* .struct_size = */ sizeof(fsdpc_plugin_desc),
-    /* .abi_major = */ FSDPC_PLUGIN_ABI_MAJOR,
-    /* .abi_minor = */ FSDPC_PLUGIN_ABI_MINOR,
-    /* .name = */ "adamw8bit",
-    /* .components = */ q8_components,
-    /* .n_components = */ 1,
-};
-
-FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *h,
-                                                  const fsdpc_plugin_desc **out) {
-  if (h == NULL || out == NULL)
-    return FSDPC_INVALID_USAGE;
-  if (h->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
-    return FSDPC_UNSUPPORTED;
-  *out = &q8_plugin;
-  return FSDPC_OK;
-}
+FSDPC_OPTIM_PLUGIN("adamw8bit", q8_component)

@@ -92,12 +92,7 @@ static int32_t q8_launch(const q8_list &a, const q8_scalars &sc, const float *ma
   if (blocks == 0)
     return FSDPC_OK;
   q8_kernel<<<blocks, Q8_BLOCK, 0, s>>>(a, sc, maps);
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess)
-    return FSDPC_OK;
-  snprintf(msg, cap, "adamw8bit: launching the update failed on the GPU: %s",
-           cudaGetErrorString(e));
-  return FSDPC_SYSTEM_ERROR;
+  return fsdpc_mt_launched("adamw8bit", msg, cap);
 }
 
 extern "C" int32_t adamw8bit_cuda_step(const fsdpc_optim_tensor *t, uint32_t n_tensors,

@@ -90,6 +90,17 @@ static inline int fsdpc_mt_aligned(const void *p) {
   return p == NULL || ((uintptr_t)p & 15u) == 0;
 }
 
+/* The status of the kernel launch just made (a launch error is reported by
+ * cudaGetLastError; the kernel's own faults surface at the next sync). */
+static inline int32_t fsdpc_mt_launched(const char *plugin, char *msg, size_t cap) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess)
+    return FSDPC_OK;
+  snprintf(msg, cap, "%s: launching the update failed on the GPU: %s", plugin,
+           cudaGetErrorString(e));
+  return FSDPC_SYSTEM_ERROR;
+}
+
 template <class Op>
 static int32_t fsdpc_mt_launch(const fsdpc_mt_list &a, const Op &op, cudaStream_t s,
                                const char *plugin, char *msg, size_t cap) {
@@ -97,12 +108,7 @@ static int32_t fsdpc_mt_launch(const fsdpc_mt_list &a, const Op &op, cudaStream_
   if (blocks == 0)
     return FSDPC_OK;
   fsdpc_mt_kernel<Op><<<blocks, FSDPC_MT_THREADS, 0, s>>>(a, op);
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess)
-    return FSDPC_OK;
-  snprintf(msg, cap, "%s: launching the update failed on the GPU: %s", plugin,
-           cudaGetErrorString(e));
-  return FSDPC_SYSTEM_ERROR;
+  return fsdpc_mt_launched(plugin, msg, cap);
 }
 
 /* Enqueues op over every tensor on stream. slots: state arrays per tensor

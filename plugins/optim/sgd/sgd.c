@@ -28,12 +28,10 @@
  */
 #include <math.h>
 #include <omp.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 
-#include "../../common/host_call.h"
 #include "../common/optim_parallel.h"
+#include "../common/optim_plugin.h"
 #include "fsdpc/plugin.h"
 #include "sgd_cuda.h"
 
@@ -137,15 +135,13 @@ static void sgd_range(const fsdpc_optim_tensor *t, uint32_t n_tensors, uint64_t 
 
 static int32_t check_tensors(const fsdpc_host_api *h, const fsdpc_optim_tensor *t, uint32_t n,
                              int need_state, uint64_t *total) {
-  if (n > 0 && t == NULL)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "sgd: step got n_tensors=%u but tensors is NULL",
-                         n);
+  int32_t st = fsdpc_optim_check_list("sgd", h, t, n);
+  if (st != FSDPC_OK)
+    return st;
   *total = 0;
   for (uint32_t k = 0; k < n; k++) {
-    if (!FSDPC_HAS_FIELD(&t[k], fsdpc_optim_tensor, decay))
-      return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                           "sgd: tensor %u has struct_size %u, too small for fsdpc_optim_tensor v1",
-                           k, t[k].struct_size);
+    if ((st = fsdpc_optim_check_tensor_v1("sgd", h, &t[k], k)) != FSDPC_OK)
+      return st;
     if (t[k].numel == 0)
       continue;
     if (!t[k].param || !t[k].grad || (need_state && !t[k].state))
@@ -175,46 +171,19 @@ static const fsdpc_option_desc *const sgd_options[] = {&sgd_opt_dampening};
 /* ---------------------------------------------------------------------- */
 /* The vtable.                                                              */
 
-/* CPU always; CUDA when the plugin was built with its CUDA path. */
-static int device_ok(int32_t device) {
-#ifdef FSDPC_WITH_CUDA
-  if (device == FSDPC_DEVICE_CUDA)
-    return 1;
-#endif
-  return device == FSDPC_DEVICE_CPU;
-}
-
 static int32_t sgd_supports(const fsdpc_situation *s) {
-  if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_situation, device) || device_ok(s->device))
-    return FSDPC_OK;
-  return fsdpc_pl_fail(
-      fsdpc_pl_sit_host(s), FSDPC_UNSUPPORTED,
-      "sgd: device %d is not supported: this build of the plugin has only the CPU "
-      "path (nvcc was not found at build time); use CPU offload or rebuild with CUDA",
-      (int)s->device);
+  return fsdpc_optim_supports("sgd", s);
 }
 
 static int32_t sgd_create(const fsdpc_optim_init *init, fsdpc_optimizer **out) {
   const fsdpc_host_api *h = fsdpc_pl_optim_host(init);
-  if (out == NULL)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "sgd: create got a NULL out pointer");
-  *out = NULL;
-  if (!FSDPC_HAS_FIELD(init, fsdpc_optim_init, device))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "sgd: create got a NULL or too small fsdpc_optim_init");
-  if (!device_ok(init->device))
-    return fsdpc_pl_fail(
-        h, FSDPC_UNSUPPORTED,
-        "sgd: device %d is not supported: this build of the plugin has only the CPU "
-        "path (nvcc was not found at build time)",
-        (int)init->device);
+  int32_t st = fsdpc_optim_check_create("sgd", h, init, out);
+  if (st != FSDPC_OK)
+    return st;
   double dampening = 0.0; /* the declared default, when the host gives no options */
-  if (init->opts != NULL) {
-    int32_t st =
-        fsdpc_pl_opt(h, init->opts, "dampening", FSDPC_OPT_FLOAT, &dampening, sizeof dampening);
-    if (st != FSDPC_OK)
-      return st; /* the host has said why */
-  }
+  if (init->opts != NULL && (st = fsdpc_pl_opt(h, init->opts, "dampening", FSDPC_OPT_FLOAT,
+                                               &dampening, sizeof dampening)) != FSDPC_OK)
+    return st; /* the host has said why */
   if (!(init->momentum >= 0.0) || !isfinite(init->momentum))
     return fsdpc_pl_fail(
         h, FSDPC_INVALID_USAGE,
@@ -264,23 +233,12 @@ static const char *sgd_slot_name(const fsdpc_optimizer *opt, uint32_t i) {
 static int32_t sgd_init_state(fsdpc_optimizer *opt, float *state, uint64_t n_floats, int32_t device,
                               void *stream) {
   const fsdpc_host_api *h = opt ? opt->host : NULL;
-  if (!device_ok(device))
+  if (!fsdpc_optim_device_ok(device))
     return fsdpc_pl_fail(h, FSDPC_UNSUPPORTED,
                          "sgd: init_state on device %d: only CPU state is supported", (int)device);
-  if (n_floats > 0 && state == NULL)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "sgd: init_state got a NULL state for %llu floats",
-                         (unsigned long long)n_floats);
-#ifdef FSDPC_WITH_CUDA
-  if (device == FSDPC_DEVICE_CUDA) {
-    char msg[256];
-    int32_t st = sgd_cuda_zero(state, n_floats, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
-  }
-#endif
   /* Zeros are never read: step 1 overwrites the buffer with the gradient. */
-  for (uint64_t i = 0; i < n_floats; i++)
-    state[i] = 0.0f;
-  return FSDPC_OK;
+  return fsdpc_optim_zero_state("sgd", h, state, n_floats, device, stream,
+                                FSDPC_OPTIM_CUDA(sgd_cuda_zero));
 }
 
 static int32_t sgd_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors, uint32_t n_tensors,
@@ -288,22 +246,12 @@ static int32_t sgd_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors,
   if (opt == NULL)
     return FSDPC_INVALID_USAGE; /* no optimizer, no host to tell */
   const fsdpc_host_api *h = opt->host;
-  if (!FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, grad_scale))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "sgd: step got a NULL or too small fsdpc_optim_step_info");
-  if (info->step < 1)
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "sgd: step count %lld must be >= 1 (it is 1-based)",
-                         (long long)info->step);
-  if (!(info->lr >= 0.0) || !isfinite(info->lr))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                         "sgd: learning rate %g must be a finite number >= 0", info->lr);
-  if (!isfinite(info->grad_scale))
-    return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE, "sgd: grad_scale %g is not finite",
-                         info->grad_scale);
+  int32_t st = fsdpc_optim_check_step("sgd", h, info);
+  if (st != FSDPC_OK)
+    return st;
   const int momentum_on = opt->momentum > 0.0;
   uint64_t total = 0;
-  int32_t st = check_tensors(h, tensors, n_tensors, momentum_on, &total);
+  st = check_tensors(h, tensors, n_tensors, momentum_on, &total);
   if (st != FSDPC_OK || total == 0)
     return st;
 
@@ -321,9 +269,8 @@ static int32_t sgd_step(fsdpc_optimizer *opt, const fsdpc_optim_tensor *tensors,
 #ifdef FSDPC_WITH_CUDA
   if (opt->device == FSDPC_DEVICE_CUDA) {
     char msg[256];
-    void *stream = FSDPC_HAS_FIELD(info, fsdpc_optim_step_info, stream) ? info->stream : NULL;
-    st = sgd_cuda_step(tensors, n_tensors, &sc, stream, msg, sizeof msg);
-    return st == FSDPC_OK ? st : fsdpc_pl_fail(h, st, "%s", msg);
+    st = sgd_cuda_step(tensors, n_tensors, &sc, fsdpc_optim_stream(info), msg, sizeof msg);
+    return fsdpc_optim_relay(h, st, msg);
   }
 #endif
   int nt = fsdpc_optim_threads(info, total, SGD_MIN_PARALLEL);
@@ -380,23 +327,4 @@ static const fsdpc_component_desc sgd_component = {
     /* .vtable = */ &sgd_vtable,
 };
 
-static const fsdpc_component_desc *const sgd_components[] = {&sgd_component};
-
-static const fsdpc_plugin_desc sgd_plugin = {
-    /* .struct_size = */ sizeof(fsdpc_plugin_desc),
-    /* .abi_major = */ FSDPC_PLUGIN_ABI_MAJOR,
-    /* .abi_minor = */ FSDPC_PLUGIN_ABI_MINOR,
-    /* .name = */ "sgd",
-    /* .components = */ sgd_components,
-    /* .n_components = */ 1,
-};
-
-FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *h,
-                                                  const fsdpc_plugin_desc **out) {
-  if (h == NULL || out == NULL)
-    return FSDPC_INVALID_USAGE;
-  if (h->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
-    return FSDPC_UNSUPPORTED;
-  *out = &sgd_plugin;
-  return FSDPC_OK;
-}
+FSDPC_OPTIM_PLUGIN("sgd", sgd_component)

@@ -400,7 +400,16 @@ fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float
   pass x = {
       .kind = PASS_TRAIN, .m = m, .grad_scale = grad_scale, .loss_sum = loss_sum, .count = count};
   int ow = grad_ow(e) && e->grads_fresh;
-  fsdpc__model_grad_overwrite(m, ow);
+  if (fsdpc__model_grad_overwrite(m, ow) != ow) {
+    /* the model adds into its gradients (LoRA): zero what the updates left
+     * and keep zeroing from now on */
+    e->grad_ow = -1;
+    ow = 0;
+    for (int u = 0; u < e->n_units; u++)
+      if (e->units[u].grad_written)
+        FSDPC_TRY(e->sops->memset0(e->sops->ctx, e->units[u].grad,
+                                   e->units[u].shard_numel * sizeof(float), err));
+  }
   fsdpc_status st =
       run(e, &e->prog[last_micro ? FSDPC_PROGRAM_MICRO : FSDPC_PROGRAM_MICRO_NO_SYNC], &x, err);
   fsdpc__model_grad_overwrite(m, 0);

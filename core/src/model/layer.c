@@ -136,8 +136,9 @@ static fsdpc_status norm_bwd(fsdpc_model_ctx *m, void *dinp, float *dweight, con
   return FSDPC_OK;
 }
 
-void fsdpc__model_grad_overwrite(fsdpc_model_ctx *m, int on) {
+int fsdpc__model_grad_overwrite(fsdpc_model_ctx *m, int on) {
   m->grad_overwrite = on && m->ops->grad_overwrite && !m->has_lora;
+  return m->grad_overwrite;
 }
 
 static fsdpc_status layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,

@@ -165,8 +165,8 @@ void fsdpc__model_deferred_losses(fsdpc_model_ctx *m, double *loss_sum, int64_t 
  * micro-batch, the head first) instead of adding into them, so the caller
  * need not zero them before a step's first micro-batch. The embedding
  * still adds (tied, into what the head wrote). Off with LoRA (its own
- * gradients accumulate). */
-void fsdpc__model_grad_overwrite(fsdpc_model_ctx *m, int on);
+ * gradients accumulate). Returns whether the gradients are now written. */
+int fsdpc__model_grad_overwrite(fsdpc_model_ctx *m, int on);
 /* Backward of each block, in reverse. */
 fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                                     const fsdpc_layer_g *g, fsdpc_err *err);

@@ -12,7 +12,8 @@ import sys
 
 import torch
 
-from bench_flash import TOL, flash_run, make, random_docs, reference, rel, time_ms, to_sdpa
+from bench_flash import (TOL, flash_run, make, random_docs, reference, rel, sdpa_times, time_ms,
+                         to_sdpa)
 from flash_ctypes import Flash
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -53,7 +54,8 @@ def check(variants):
 def bench(variants, shapes):
     tf = lambda flop, ms: flop / ms / 1e9
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print("causal, TFLOP/s (fwd FLOPs 2*B*NH*T^2*HD, bwd 2.5x; median of 30 after 5 warm-up)")
+    print("causal, TFLOP/s (fwd FLOPs 2*B*NH*T^2*HD, bwd 2.5x; median of 30 after 5 warm-up);"
+          " sdpa = SDPA's flash backend, cudnn = its cuDNN backend")
     for B, T, NH, KVH, HD in shapes:
         q, k, v, do = make(B, T, NH, KVH, HD, 7)
         fwd_flop = 4 * B * NH * T * T * HD / 2
@@ -75,8 +77,11 @@ def bench(variants, shapes):
             b = time_ms(lambda: torch.autograd.grad(o, (qs, ks, vs), to_sdpa(do),
                                                     retain_graph=True), reps=30)
         row += f" | sdpa fwd {tf(fwd_flop, f):6.1f} bwd {tf(2.5 * fwd_flop, b):6.1f}"
+        del qs, ks, vs, o
+        f, b, how = sdpa_times(SDPBackend.CUDNN_ATTENTION, q, k, v, do, reps=30)
+        row += f" | cudnn ({how}) fwd {tf(fwd_flop, f):6.1f} bwd {tf(2.5 * fwd_flop, b):6.1f}"
         print(row, flush=True)
-        del q, k, v, do, out, dq, dk, dv, qs, ks, vs, o
+        del q, k, v, do, out, dq, dk, dv
         torch.cuda.empty_cache()
 
 

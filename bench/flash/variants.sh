@@ -8,7 +8,7 @@ set -euo pipefail
 dest=${1:-/tmp/flash-variants}
 shift || true
 obj=build/plugins/attention/flash/CMakeFiles/fsdpc-attention-flash.dir/attn_flash.c.o
-nv="/usr/local/cuda/bin/nvcc -DFSDPC_WITH_CUDA=1 -Icore/include -O3 -DNDEBUG
+nv="${NVCC_LAUNCHER:-} /usr/local/cuda/bin/nvcc -DFSDPC_WITH_CUDA=1 -Icore/include -O3 -DNDEBUG
   --generate-code=arch=compute_90a,code=[compute_90a,sm_90a] -Xcompiler=-fPIC
   -Xcompiler=-fvisibility=hidden --use_fast_math -std=c++17"
 build() {

@@ -10,7 +10,8 @@
  *   reduce_dtype bf16 halves the reduce-scatter / replica all-reduce bytes
  *   and adds its bf16 landing buffer; on the CPU both change nothing;
  *   offload.optimizer moves the state to pinned host memory and keeps two
- *   piece buffers on the device. */
+ *   piece buffers on the device (with adamw8bit: two buffers of the
+ *   largest unit's codes, scales and fp32 state). */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -203,6 +204,67 @@ START_TEST(plan_offload_optimizer) {
 }
 END_TEST
 
+/* fsdp.offload.optimizer with adamw8bit on CUDA: the codes, scales and the
+ * small tensors' fp32 state move to pinned host memory (host_bytes: exactly
+ * the state bytes); the device keeps two buffers of the largest piece. With
+ * the default 512 MiB a piece is a whole unit; at world 1 the largest is a
+ * layer: fp32 m, v of k, v and the two norms (2 x 4224 floats = 33792
+ * bytes), block scales of q, o, gate, up, down (2 x 152 floats = 1216,
+ * rounded up to 1280) and their codes (2 x 38912 bytes): 112896 bytes.
+ * With buffer_mib 0.0625 (65536 bytes) units go in pieces of at most that. */
+START_TEST(plan_offload_optimizer_8bit) {
+  const char *ov[] = {"optim.name=adamw8bit", "fsdp.offload.buffer_mib=0.0625"};
+  fsdpc_config *cfg[3] = {load("cuda", ov, 1), load("cuda", ov, 2), load("cuda", ov + 1, 1)};
+  for (int world = 1; world <= 4; world *= 2) {
+    fsdpc_plan_mem a, b, big, e;
+    fsdpc_err err = {0};
+    fsdpc_plan_variant off = {FSDPC_FULL_SHARD, -1, 0, 0}, on = {FSDPC_FULL_SHARD, -1, 0, 1};
+    fsdpc_plan_ctx *pc[3];
+    for (int k = 0; k < 3; k++)
+      ck_assert_msg(fsdpc__plan_ctx_create(cfg[k], &pc[k], &err) == FSDPC_OK, "%s", err.msg);
+    ck_assert(fsdpc__plan_config(pc[1], &off, world, world, &a, &err) == FSDPC_OK);
+    ck_assert(fsdpc__plan_config(pc[1], &on, world, world, &b, &err) == FSDPC_OK);
+    ck_assert(fsdpc__plan_config(pc[0], &on, world, world, &big, &err) == FSDPC_OK);
+    ck_assert(fsdpc__plan_config(pc[2], &on, world, world, &e, &err) == FSDPC_OK); /* fp32 */
+    for (int k = 0; k < 3; k++)
+      fsdpc__plan_ctx_destroy(pc[k]);
+    int64_t bufs = b.peak[FSDPC_MEM_OPTIM], bigbufs = big.peak[FSDPC_MEM_OPTIM];
+    ck_assert_int_eq(a.host_bytes, 0);
+    ck_assert_int_eq(b.host_bytes, (int64_t)a.optim);
+    ck_assert_int_eq(big.host_bytes, (int64_t)a.optim);
+    ck_assert_int_lt(b.host_bytes, e.host_bytes / 2); /* k, v and norms stay fp32 here */
+    ck_assert_int_eq(a.total_peak - b.total_peak, (int64_t)a.optim - bufs);
+    ck_assert_int_eq(b.host_total, b.host_bytes + b.host_pageable + b.host_runtime);
+    if (world == 1)
+      ck_assert_int_eq(bigbufs, 2 * 112896);
+    else /* a shard of the largest unit, each part rounded up */
+      ck_assert(bigbufs < 2 * 112896 && bigbufs >= 2 * 112896 / world);
+    ck_assert(bufs <= 2 * 65536 && bufs >= 2 * 65536 / 2);
+    ck_assert(memcmp(&a.comm, &b.comm, sizeof a.comm) == 0);
+  }
+  for (int k = 0; k < 3; k++)
+    fsdpc__config_destroy(cfg[k]);
+}
+END_TEST
+
+/* On CUDA a random init runs on the device: no pageable host staging shard
+ * in the plan; a load (here checkpoint.resume) stages one unit's fp32
+ * shard on the host. */
+START_TEST(plan_host_staging_cuda) {
+  const char *ov[] = {"checkpoint.resume=auto"};
+  fsdpc_config *c = load("cuda", NULL, 0), *d = load("cuda", ov, 1);
+  fsdpc_plan_mem a, b;
+  plan(c, FSDPC_FULL_SHARD, 0, 1, &a);
+  plan(d, FSDPC_FULL_SHARD, 0, 1, &b);
+  ck_assert_int_eq(a.host_pageable, 0);
+  ck_assert_int_gt(b.host_pageable, 0);
+  ck_assert_int_eq(b.host_pageable % 4, 0);
+  ck_assert_int_eq(b.host_total - a.host_total, b.host_pageable);
+  fsdpc__config_destroy(c);
+  fsdpc__config_destroy(d);
+}
+END_TEST
+
 START_TEST(plan_bf16_reduce_cuda) {
   const char *ov[] = {"fsdp.mixed_precision.reduce_dtype=bf16"};
   fsdpc_config *f = load("cuda", NULL, 0), *h = load("cuda", ov, 1);
@@ -248,6 +310,8 @@ int main(void) {
   tcase_add_test(tc, cpu_refuses_bf16_reduce);
   tcase_add_test(tc, cpu_offload_is_noop_on_cpu);
   tcase_add_test(tc, plan_offload_optimizer);
+  tcase_add_test(tc, plan_offload_optimizer_8bit);
+  tcase_add_test(tc, plan_host_staging_cuda);
   tcase_add_test(tc, plan_offload_cuda);
   tcase_add_test(tc, plan_bf16_reduce_cuda);
   tcase_add_test(tc, plan_cpu_unchanged);

@@ -28,12 +28,23 @@
  * (fsdp.offload.buffer_mib), so the device holds two pieces, not two of the
  * largest unit (the 8B embedding's state is 4 GiB). Bytes moved are the
  * optimizer's state bytes per element (fsdpc__stream_bytes), whatever the
- * slots hold. */
+ * slots hold.
+ *
+ * A quantized state (adamw8bit: fp32 planes of small tensors, 8-bit code
+ * planes, per-block scale planes; qstate.h) streams the same way, in
+ * pieces of at most one buffer cut on block bounds of each parameter
+ * (fsdpc__qstate_pieces_build: parameters are packed in the flat shard
+ * with no block alignment, so the cuts follow each parameter's own block
+ * grid). A piece's three plane groups are copied into its buffer
+ * (fsdpc__qspan_planes) and the optimizer runs over them with the tensor
+ * list of that range (block phases as on the host): every block is updated
+ * whole, so the result is bit-identical to the state kept in place. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fsdp/hostwork.h"
 #include "fsdp/internal.h"
+#include "fsdp/qstate.h"
 #include "io/dtype.h"
 #include "ops/cpu/ops_cpu.h"
 #include "util/log.h"
@@ -231,6 +242,24 @@ static fsdpc_status copy_piece(fsdpc_engine *e, int p, int to_device, void *stre
   fsdpc_unit *un = &e->units[ps->unit[p]];
   uint64_t lo = ps->lo[p], len = ps->hi[p] - lo;
   float *buf = e->sbuf[p & 1];
+  if (e->qf.block) { /* each slot's part of the three plane groups (qstate.h) */
+    fsdpc_qspan sp;
+    fsdpc_qplanes d;
+    fsdpc__qstate_span(un, e->params, e->param_offset, &e->qf, lo, lo + len, &sp);
+    fsdpc__qspan_planes(e->n_slots, &sp, buf, &d);
+    for (uint32_t k = 0; k < e->n_slots; k++) {
+      void *dev[3] = {d.f + k * sp.f_len, d.s + k * sp.b_len, d.q + k * sp.q_len};
+      void *host[3] = {un->state + k * un->n_f32 + sp.f_lo,
+                       un->qscale + k * un->n_qblocks + sp.b_lo,
+                       un->qstate + k * un->n_q + sp.q_lo};
+      size_t bytes[3] = {sp.f_len * sizeof(float), sp.b_len * sizeof(float), sp.q_len};
+      for (int g = 0; g < 3; g++)
+        if (bytes[g])
+          FSDPC_TRY(to_device ? xcopy(e, dev[g], host[g], bytes[g], stream, err)
+                              : xcopy(e, host[g], dev[g], bytes[g], stream, err));
+    }
+    return FSDPC_OK;
+  }
   for (uint32_t k = 0; k < e->n_slots; k++) {
     float *host = un->state + (size_t)k * un->shard_numel + lo, *dev = buf + (size_t)k * len;
     FSDPC_TRY(to_device
@@ -299,16 +328,23 @@ void fsdpc__offload_state_free(fsdpc_engine *e, float *p, size_t bytes) {
   e->host_pinned -= bytes;
 }
 
+/* Bytes of unit u's optimizer state in host memory (0 when frozen). */
+static uint64_t unit_state_bytes(const fsdpc_engine *e, int u) {
+  const fsdpc_unit *un = &e->units[u];
+  if (un->frozen)
+    return 0;
+  if (!e->qf.block)
+    return fsdpc__stream_bytes(e, un->shard_numel);
+  uint64_t nf, nq, nb;
+  fsdpc__qstate_count(un, e->params, e->param_offset, &e->qf, &nf, &nq, &nb);
+  return fsdpc__qstate_bytes(e->n_slots, un->shard_numel, nf, nq, nb, 1);
+}
+
 fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int optim_asked,
                                   uint64_t buffer_bytes, fsdpc_err *err) {
   int on_cpu = e->ops->device == FSDPC_DEVICE_CPU;
   /* cpu_offload includes the optimizer state: it is on the host already. */
   e->offload_optim = optim_asked && !cpu_offload_asked && e->n_slots > 0;
-  if (e->offload_optim && e->qf.block)
-    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "fsdp.offload.optimizer does not stream an 8-bit optimizer state yet; with "
-                       "optim.name=adamw8bit use fsdp.cpu_offload (or no offload: its state is "
-                       "2 bytes a parameter)");
   /* The worker needs per-unit events on a device. */
   e->host_async =
       cpu_offload_asked &&
@@ -328,9 +364,15 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
   }
   if (e->offload_optim) {
     fsdpc_layout lay = {.units = e->units, .n_units = e->n_units};
-    FSDPC_TRY(fsdpc__state_pieces_build(&lay, fsdpc__state_piece_elems(buffer_bytes, e->n_slots),
-                                        &e->pieces, err));
-    e->sbuf_bytes = fsdpc__stream_bytes(e, e->pieces.max_len);
+    if (e->qf.block) {
+      FSDPC_TRY(fsdpc__qstate_pieces_build(e->units, e->n_units, e->params, e->param_offset, &e->qf,
+                                           e->n_slots, buffer_bytes, &e->pieces, &e->sbuf_bytes,
+                                           err));
+    } else {
+      FSDPC_TRY(fsdpc__state_pieces_build(&lay, fsdpc__state_piece_elems(buffer_bytes, e->n_slots),
+                                          &e->pieces, err));
+      e->sbuf_bytes = fsdpc__stream_bytes(e, e->pieces.max_len);
+    }
     for (int b = 0; b < 2; b++)
       if (!(e->sbuf[b] = fsdpc__ealloc(e, FSDPC_MEM_OPTIM, e->sbuf_bytes)))
         return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
@@ -347,7 +389,7 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
   if (e->dist->rank == 0 && e->offload_optim) {
     double total = 0.0;
     for (int u = 0; u < e->n_units; u++)
-      total += (double)fsdpc__stream_bytes(e, e->units[u].shard_numel);
+      total += (double)unit_state_bytes(e, u);
     FSDPC_LOGI("fsdp: offload.optimizer: optimizer state in %shost memory (%.1f MiB), streamed "
                "in %d pieces through 2 device buffers of %.1f MiB",
                on_cpu ? "" : "pinned ", total / 1048576.0, e->pieces.n,

@@ -209,7 +209,9 @@ static void optim(builder *b) {
   }
   fsdpc_state_pieces ps;
   fsdpc_err err;
-  if (fsdpc__state_pieces_build(lay, o->piece, &ps, &err) != FSDPC_OK) {
+  if (o->pieces)
+    ps = *o->pieces;
+  else if (fsdpc__state_pieces_build(lay, o->piece, &ps, &err) != FSDPC_OK) {
     b->failed = 1;
     return;
   }
@@ -221,7 +223,8 @@ static void optim(builder *b) {
     emit(b, FSDPC_ACT_UPDATE_PIECE, p);
     emit(b, FSDPC_ACT_STATE_OUT, p);
   }
-  fsdpc__state_pieces_free(&ps);
+  if (!o->pieces)
+    fsdpc__state_pieces_free(&ps);
 }
 
 fsdpc_status fsdpc__state_pieces_build(const fsdpc_layout *lay, uint64_t piece,

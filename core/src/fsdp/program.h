@@ -76,6 +76,9 @@ typedef struct fsdpc_program_opts {
   /* S == 1 and not offloaded: frozen units (the base under LoRA) are their
    * own full buffer, in the compute dtype, always resident */
   int frozen_resident;
+  /* offload_optim: the pieces, when cut otherwise than by `piece` (quantized
+   * state: fsdpc__qstate_pieces_build); NULL: cut by `piece` */
+  const struct fsdpc_state_pieces *pieces;
 } fsdpc_program_opts;
 
 /* offload_optim streams each unit's state in pieces of at most `piece`

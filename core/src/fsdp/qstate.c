@@ -47,11 +47,11 @@ int fsdpc__optim_align(int align, const fsdpc_optim_qformat *qf) {
 }
 
 static int quantized_param(const fsdpc_optim_qformat *qf, uint64_t numel) {
-  return qf && qf->block > 0 && numel >= qf->min_numel;
+  return fsdpc__qparam(qf, numel);
 }
 
 static uint64_t n_blocks(uint64_t n, uint64_t phase, uint32_t block) {
-  return n ? (phase + n + block - 1) / block : 0;
+  return fsdpc__qblocks(n, phase, block);
 }
 
 void fsdpc__qstate_count(const fsdpc_unit *un, const fsdpc_param_info *params,
@@ -81,18 +81,18 @@ uint64_t fsdpc__qstate_bytes(uint32_t n_slots, uint64_t shard_numel, uint64_t n_
   return (uint64_t)n_slots * (n_f32 * sizeof(float) + n_q + n_blocks_ * sizeof(float));
 }
 
-uint32_t fsdpc__optim_tensors(const fsdpc_engine *e, int u, float *master, const float *grad,
-                              float *state, uint8_t *qstate, float *qscale,
-                              fsdpc_optim_tensor *out) {
+uint32_t fsdpc__optim_tensors_range(const fsdpc_engine *e, int u, uint64_t lo, uint64_t hi,
+                                    float *master, const float *grad, const fsdpc_qplanes *pl,
+                                    fsdpc_optim_tensor *out) {
   const fsdpc_unit *un = &e->units[u];
   const fsdpc_optim_qformat *qf = &e->qf;
   uint32_t n = 0;
-  uint64_t s0 = un->shard_offset, s1 = s0 + un->shard_numel;
+  uint64_t s0 = un->shard_offset, r0 = s0 + lo, r1 = s0 + hi;
   uint64_t f_off = 0, q_off = 0, b_off = 0;
   for (int i = 0; i < un->n_params; i++) {
     int p = un->params[i];
     uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
-    uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
+    uint64_t a = p0 > r0 ? p0 : r0, b = p1 < r1 ? p1 : r1;
     if (a >= b)
       continue;
     fsdpc_optim_tensor t = {.struct_size = sizeof(fsdpc_optim_tensor),
@@ -100,18 +100,18 @@ uint32_t fsdpc__optim_tensors(const fsdpc_engine *e, int u, float *master, const
                             .grad = grad + (a - s0),
                             .numel = b - a,
                             .decay = e->params[p].decay || e->decay_norm_and_bias};
-    if (qf->block == 0) { /* v1: fp32 slots element-aligned with the shard */
-      t.state = state ? state + (a - s0) : NULL;
-      t.stride = un->shard_numel;
+    if (qf->block == 0) { /* v1: fp32 slots element-aligned with the range */
+      t.state = pl->f ? pl->f + (a - r0) : NULL;
+      t.stride = pl->f_stride;
     } else if (!quantized_param(qf, e->params[p].numel)) {
-      t.state = state + f_off;
-      t.stride = un->n_f32;
+      t.state = pl->f + f_off;
+      t.stride = pl->f_stride;
       f_off += b - a;
     } else {
-      t.qstate = qstate + q_off;
-      t.stride = un->n_q;
-      t.qscale = qscale + b_off;
-      t.scale_stride = un->n_qblocks;
+      t.qstate = pl->q + q_off;
+      t.stride = pl->q_stride;
+      t.qscale = pl->s + b_off;
+      t.scale_stride = pl->s_stride;
       t.block_phase = (a - p0) % qf->block;
       q_off += b - a;
       b_off += n_blocks(b - a, t.block_phase, qf->block);
@@ -121,6 +121,19 @@ uint32_t fsdpc__optim_tensors(const fsdpc_engine *e, int u, float *master, const
   return n;
 }
 
+uint32_t fsdpc__optim_tensors(const fsdpc_engine *e, int u, float *master, const float *grad,
+                              float *state, uint8_t *qstate, float *qscale,
+                              fsdpc_optim_tensor *out) {
+  const fsdpc_unit *un = &e->units[u];
+  fsdpc_qplanes pl = {.f = state,
+                      .q = qstate,
+                      .s = qscale,
+                      .f_stride = e->qf.block ? un->n_f32 : un->shard_numel,
+                      .q_stride = un->n_q,
+                      .s_stride = un->n_qblocks};
+  return fsdpc__optim_tensors_range(e, u, 0, un->shard_numel, master, grad, &pl, out);
+}
+
 uint32_t fsdpc__ckpt_slots(const fsdpc_engine *e) {
   return e->qf.block ? 2 * e->n_slots : e->n_slots;
 }
@@ -128,6 +141,20 @@ uint32_t fsdpc__ckpt_slots(const fsdpc_engine *e) {
 uint64_t fsdpc__state_bytes(const fsdpc_engine *e, const fsdpc_unit *un) {
   return fsdpc__qstate_bytes(e->n_slots, un->shard_numel, un->n_f32, un->n_q, un->n_qblocks,
                              e->qf.block > 0);
+}
+
+/* offload.optimizer on a device: the state lives in pinned host memory
+ * (fsdpc__offload_state_alloc) and is initialised there. */
+static int state_on_host(const fsdpc_engine *e) {
+  return e->offload_optim && e->ops->alloc_host;
+}
+
+static fsdpc_status state_zero(fsdpc_engine *e, void *p, size_t bytes, fsdpc_err *err) {
+  if (state_on_host(e)) {
+    memset(p, 0, bytes);
+    return FSDPC_OK;
+  }
+  return e->sops->memset0(e->sops->ctx, p, bytes, err);
 }
 
 fsdpc_status fsdpc__state_alloc(fsdpc_engine *e, fsdpc_unit *un, fsdpc_err *err) {
@@ -140,37 +167,41 @@ fsdpc_status fsdpc__state_alloc(fsdpc_engine *e, fsdpc_unit *un, fsdpc_err *err)
                         &un->n_qblocks);
     n_init = un->n_f32 * ns;
     size_t qb = un->n_q * ns, sb = un->n_qblocks * ns * sizeof(float);
-    if ((qb && !(un->qstate = fsdpc__salloc(e, FSDPC_MEM_OPTIM, qb))) ||
-        (sb && !(un->qscale = fsdpc__salloc(e, FSDPC_MEM_OPTIM, sb))))
+    if ((qb && !(un->qstate = (uint8_t *)fsdpc__offload_state_alloc(e, qb))) ||
+        (sb && !(un->qscale = fsdpc__offload_state_alloc(e, sb))))
       goto oom;
     if (qb)
-      FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->qstate, qb, err));
+      FSDPC_TRY(state_zero(e, un->qstate, qb, err));
     if (sb)
-      FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->qscale, sb, err));
+      FSDPC_TRY(state_zero(e, un->qscale, sb, err));
   }
   if (n_init == 0)
     return FSDPC_OK;
-  if (!(un->state = fsdpc__salloc(e, FSDPC_MEM_OPTIM, n_init * sizeof(float))))
+  if (!(un->state = fsdpc__offload_state_alloc(e, n_init * sizeof(float))))
     goto oom;
+  int host = state_on_host(e);
   int32_t r =
-      e->ov->init_state(e->opt, un->state, n_init, e->sops->device, e->sops->stream(e->sops->ctx));
+      e->ov->init_state(e->opt, un->state, n_init, host ? FSDPC_DEVICE_CPU : e->sops->device,
+                        host ? NULL : e->sops->stream(e->sops->ctx));
   return r == FSDPC_OK ? FSDPC_OK : fsdpc__plugin_fail(e->optim, r, err);
 oom:
   return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
                      "out of %s memory for the optimizer state of unit %s; use more ranks, "
                      "cpu_offload or a smaller optimizer",
-                     e->offload || e->ops->device == FSDPC_DEVICE_CPU ? "host" : "device",
+                     e->offload || state_on_host(e)       ? "pinned host"
+                     : e->ops->device == FSDPC_DEVICE_CPU ? "host"
+                                                          : "device",
                      un->name);
 }
 
 void fsdpc__state_free(fsdpc_engine *e, fsdpc_unit *un) {
   uint32_t ns = e->n_slots;
   if (!e->qf.block) {
-    fsdpc__sfree(e, FSDPC_MEM_OPTIM, un->state, un->shard_numel * ns * sizeof(float));
+    fsdpc__offload_state_free(e, un->state, un->shard_numel * ns * sizeof(float));
   } else {
-    fsdpc__sfree(e, FSDPC_MEM_OPTIM, un->state, un->n_f32 * ns * sizeof(float));
-    fsdpc__sfree(e, FSDPC_MEM_OPTIM, un->qstate, un->n_q * ns);
-    fsdpc__sfree(e, FSDPC_MEM_OPTIM, un->qscale, un->n_qblocks * ns * sizeof(float));
+    fsdpc__offload_state_free(e, un->state, un->n_f32 * ns * sizeof(float));
+    fsdpc__offload_state_free(e, (float *)un->qstate, un->n_q * ns);
+    fsdpc__offload_state_free(e, un->qscale, un->n_qblocks * ns * sizeof(float));
   }
   un->state = NULL;
   un->qstate = NULL;
@@ -202,7 +233,7 @@ static fsdpc_status host_state_get(fsdpc_engine *e, fsdpc_unit *un, int fetch, h
   size_t fb = un->n_f32 * ns * sizeof(float), qb = un->n_q * ns,
          sb = un->n_qblocks * ns * sizeof(float);
   memset(h, 0, sizeof *h);
-  if (e->ops->device == FSDPC_DEVICE_CPU || e->offload) {
+  if (e->ops->device == FSDPC_DEVICE_CPU || e->offload || state_on_host(e)) {
     *h = (host_state){un->state, un->qstate, un->qscale, 0};
     return FSDPC_OK;
   }

@@ -22,6 +22,7 @@
 #define FSDPC_FSDP_QSTATE_H
 
 #include "fsdp/engine.h"
+#include "fsdp/program.h"
 
 /* The optimizer's qformat (block 0 when it has none); refuses a quantized
  * optimizer that lacks q_export / q_import or has more than 4 slots. */
@@ -36,6 +37,29 @@ void fsdpc__qstate_count(const fsdpc_unit *un, const fsdpc_param_info *params,
 /* Bytes of optimizer state of one slot per element-row: see fsdpc__state_bytes. */
 uint64_t fsdpc__qstate_bytes(uint32_t n_slots, uint64_t shard_numel, uint64_t n_f32, uint64_t n_q,
                              uint64_t n_blocks, int quantized);
+/* Whether a parameter of numel elements has quantized state; the blocks of
+ * n elements starting `phase` elements into a block. */
+static inline int fsdpc__qparam(const fsdpc_optim_qformat *qf, uint64_t numel) {
+  return qf && qf->block > 0 && numel >= qf->min_numel;
+}
+static inline uint64_t fsdpc__qblocks(uint64_t n, uint64_t phase, uint32_t block) {
+  return n ? (phase + n + block - 1) / block : 0;
+}
+/* State planes of a range of a unit's shard: fp32 (f, f_stride floats
+ * between slots; v1 state, or the small tensors' of quantized state), codes
+ * (q, q_stride bytes) and block scales (s, s_stride floats), each pointing
+ * at the range's first element or block. */
+typedef struct fsdpc_qplanes {
+  float *f;
+  uint8_t *q;
+  float *s;
+  uint64_t f_stride, q_stride, s_stride;
+} fsdpc_qplanes;
+/* The optimizer's tensors for elements [lo, hi) of unit u's shard (master
+ * and grad: the whole shard's; the state in pl); returns the count. */
+uint32_t fsdpc__optim_tensors_range(const fsdpc_engine *e, int u, uint64_t lo, uint64_t hi,
+                                    float *master, const float *grad, const fsdpc_qplanes *pl,
+                                    fsdpc_optim_tensor *out);
 /* The optimizer's tensors for unit u's shard over the given buffers (device
  * or host copies of master, grad, state, qstate, qscale); returns the count. */
 uint32_t fsdpc__optim_tensors(const fsdpc_engine *e, int u, float *master, const float *grad,
@@ -54,5 +78,37 @@ uint32_t fsdpc__ckpt_slots(const fsdpc_engine *e);
  * writes the planes back into codes and scales, then frees them. */
 float *fsdpc__qstate_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err);
 fsdpc_status fsdpc__qstate_done(fsdpc_engine *e, int upload, fsdpc_err *err);
+
+/* qstream.c: offload.optimizer with quantized state (fsdp/offload.c).
+ * A unit streams in pieces of at most one buffer; every cut lies on a block
+ * bound of the quantized parameter it falls in (blocks are counted from
+ * each parameter's first element: a cut elsewhere would give a block two
+ * scales) or anywhere in a parameter with fp32 state. A piece's state is,
+ * in its device buffer: the fp32 planes, the scale planes (each part
+ * rounded up to 256 bytes), then the code planes, each slot after the
+ * other (strides: the piece's own counts). */
+typedef struct fsdpc_qspan {
+  uint64_t f_lo, f_len; /* fp32 state elements before the piece, in it */
+  uint64_t q_lo, q_len; /* quantized elements */
+  uint64_t b_lo, b_len; /* blocks */
+} fsdpc_qspan;
+/* The span of elements [lo, hi) of unit un's shard (lo, hi on cuts). */
+void fsdpc__qstate_span(const fsdpc_unit *un, const fsdpc_param_info *params,
+                        const uint64_t *param_offset, const fsdpc_optim_qformat *qf, uint64_t lo,
+                        uint64_t hi, fsdpc_qspan *out);
+/* Device buffer bytes of a span's state. */
+uint64_t fsdpc__qspan_bytes(uint32_t n_slots, const fsdpc_qspan *sp);
+/* The span's planes inside its device buffer buf. */
+void fsdpc__qspan_planes(uint32_t n_slots, const fsdpc_qspan *sp, void *buf, fsdpc_qplanes *out);
+/* Cuts the units' shards (shard_offset: the rank's) into pieces of at most
+ * buffer_bytes of state each (a single block or element larger than that
+ * makes a piece of its own); *max_bytes: the largest piece's buffer bytes
+ * (at least 256). */
+fsdpc_status fsdpc__qstate_pieces_build(const fsdpc_unit *units, int n_units,
+                                        const fsdpc_param_info *params,
+                                        const uint64_t *param_offset, const fsdpc_optim_qformat *qf,
+                                        uint32_t n_slots, uint64_t buffer_bytes,
+                                        fsdpc_state_pieces *out, uint64_t *max_bytes,
+                                        fsdpc_err *err);
 
 #endif

@@ -576,12 +576,22 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
    * copy stays stale: its padding was never written) */
   int lpw = un->lp && !un->lp_stale && fsdpc__optim_writes_bf16(e);
   uint32_t n = 0;
-  if (e->qf.block) { /* 8-bit state: whole units only (offload.optimizer refuses it) */
-    if (lo != 0 || hi != un->shard_numel || state != un->state)
+  /* 8-bit state: whole units, or offload.optimizer's pieces (state: the
+   * piece's device buffer, fsdpc__qspan_planes) */
+  if (e->qf.block) {
+    if (e->offload_optim) {
+      fsdpc_qspan sp;
+      fsdpc_qplanes pl;
+      fsdpc__qstate_span(un, e->params, e->param_offset, &e->qf, lo, hi, &sp);
+      fsdpc__qspan_planes(e->n_slots, &sp, state, &pl);
+      n = fsdpc__optim_tensors_range(e, u, lo, hi, un->master, un->grad, &pl, e->otensors);
+    } else if (lo != 0 || hi != un->shard_numel || state != un->state) {
       return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
                          "unit %s: a quantized optimizer state is updated whole", un->name);
-    n = fsdpc__optim_tensors(e, u, un->master, un->grad, un->state, un->qstate, un->qscale,
-                             e->otensors);
+    } else {
+      n = fsdpc__optim_tensors(e, u, un->master, un->grad, un->state, un->qstate, un->qscale,
+                               e->otensors);
+    }
     for (uint32_t k = 0; lpw && k < n; k++)
       e->otensors[k].param_bf16 = un->lp + (e->otensors[k].param - un->master);
   } else {

@@ -109,6 +109,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   po.host_async = e->host_async;
   po.offload_optim = e->offload_optim;
   po.piece = fsdpc__state_piece_elems(o->offload_buffer_bytes, e->n_slots);
+  po.pieces = e->offload_optim ? &e->pieces : NULL;
   for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
     if ((st = fsdpc__program_build(&po, (fsdpc_program_kind)k, &e->prog[k], err)) != FSDPC_OK)
       goto fail;
@@ -131,11 +132,8 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     un->grad = e->inference ? NULL : fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
     if (!un->master || (!e->inference && !un->grad))
       goto oom;
-    if (e->offload_optim) { /* pinned host state, streamed in pieces (fsdp/offload.c) */
-      un->state = fsdpc__offload_state_alloc(e, sb * e->n_slots);
-      if (!un->state)
-        goto oom;
-    } else if ((st = fsdpc__state_alloc(e, un, err)) != FSDPC_OK)
+    /* offload_optim: pinned host state, streamed (fsdp/offload.c) */
+    if ((st = fsdpc__state_alloc(e, un, err)) != FSDPC_OK)
       goto fail;
     if ((st = e->sops->memset0(e->sops->ctx, un->master, sb, err)) != FSDPC_OK ||
         (un->grad && (st = e->sops->memset0(e->sops->ctx, un->grad, sb, err)) != FSDPC_OK))
@@ -145,17 +143,6 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
       if (!(un->stage = e->ops->alloc_host(e->ops->ctx, un->shard_numel * 2))) goto oom;
       e->host_pinned += un->shard_numel * 2;
       un->stage_stale = 1;
-    }
-    if (e->offload_optim) {
-      /* offload_optim: the state is host memory, initialised there */
-      int host_state = e->ops->alloc_host != NULL;
-      r = e->ov->init_state(e->opt, un->state, un->shard_numel * e->n_slots,
-                            host_state ? FSDPC_DEVICE_CPU : e->sops->device,
-                            host_state ? NULL : e->sops->stream(e->sops->ctx));
-      if (r != FSDPC_OK) {
-        st = fsdpc__plugin_fail(o->optim, r, err);
-        goto fail;
-      }
     }
     if (e->full_is_master) un->full = un->master; /* nothing to gather or cast */
     if (e->param_copy && fsdpc__param_copy_fits(o->param_copy_max_bytes, e->lp_bytes,
@@ -239,10 +226,7 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
     if (un->full_grad != un->grad) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
     fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, sb);
     fsdpc__sfree(e, FSDPC_MEM_GRADS, un->grad, sb);
-    if (e->offload_optim)
-      fsdpc__offload_state_free(e, un->state, sb * e->n_slots);
-    else
-      fsdpc__state_free(e, un);
+    fsdpc__state_free(e, un);
     if (un->stage) e->ops->free_host(e->ops->ctx, un->stage);
     if (un->landing) e->ops->free_host(e->ops->ctx, un->landing);
     free(un->params);

@@ -155,6 +155,31 @@ static uint64_t optim_bytes(const fsdpc_run_plan *p, const fsdpc_layout *lay, in
   return worst;
 }
 
+/* offload.optimizer with quantized state: the pieces as the engine cuts
+ * them (fsdp/qstream.c), rank 0's in *ps (the program needs only their
+ * number), and the largest piece's buffer bytes over the ranks. */
+static fsdpc_status qpieces(const fsdpc_run_plan *p, const fsdpc_layout *lay, int S,
+                            uint64_t buffer_bytes, fsdpc_state_pieces *ps, uint64_t *max_bytes,
+                            fsdpc_err *err) {
+  fsdpc_unit *units = malloc(((size_t)lay->n_units + 1) * sizeof *units);
+  if (!units)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  memcpy(units, lay->units, (size_t)lay->n_units * sizeof *units);
+  fsdpc_status st = FSDPC_OK;
+  *max_bytes = 0;
+  for (int r = S - 1; r >= 0 && st == FSDPC_OK; r--) {
+    for (int u = 0; u < lay->n_units; u++)
+      units[u].shard_offset = (uint64_t)r * units[u].shard_numel;
+    uint64_t b = 0;
+    fsdpc__state_pieces_free(ps);
+    st = fsdpc__qstate_pieces_build(units, lay->n_units, p->params, lay->param_offset, &p->qf,
+                                    p->n_slots, buffer_bytes, ps, &b, err);
+    *max_bytes = b > *max_bytes ? b : *max_bytes;
+  }
+  free(units);
+  return st;
+}
+
 fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
                                 const fsdpc_plan_device *dev, fsdpc_plan_mem *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
@@ -208,6 +233,16 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   uint64_t piece = fsdpc__state_piece_elems(m->offload_buffer_bytes, p->n_slots);
   int64_t max_state =
       (int64_t)(lay.max_shard < piece ? lay.max_shard : piece) * 4 * (int64_t)p->n_slots;
+  fsdpc_state_pieces qps = {0};
+  if (offload_optim && p->qf.block) {
+    uint64_t qb = 0;
+    fsdpc_status qst = qpieces(p, &lay, S, m->offload_buffer_bytes, &qps, &qb, err);
+    if (qst != FSDPC_OK) {
+      fsdpc__layout_free(&lay);
+      return qst;
+    }
+    max_state = (int64_t)qb;
+  }
   if (r.offload) {
     /* units.c: shards + the bf16 staging copy of each master shard; a grad
      * landing buffer per unit once a second micro-batch reduces in a step */
@@ -251,6 +286,7 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
                   (!cuda || (r.offload && lay.n_units <= FSDPC_OPS_UNIT_EVENTS));
   po.offload_optim = offload_optim;
   po.piece = piece;
+  po.pieces = offload_optim && p->qf.block ? &qps : NULL;
   fsdpc_program micro = {0}, last = {0}, opt = {0};
   fsdpc_status st = FSDPC_OK;
   r.full_grad = calloc((size_t)lay.n_units + 1, 1);
@@ -270,6 +306,7 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   fsdpc__program_free(&micro);
   fsdpc__program_free(&last);
   fsdpc__program_free(&opt);
+  fsdpc__state_pieces_free(&qps);
   free(r.full_grad);
   if (st != FSDPC_OK) {
     fsdpc__layout_free(&lay);
@@ -283,10 +320,16 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   out->comm = r.comm;
   /* Host memory: on the CPU device the tracked peak is host memory; on a
    * GPU the engine's pageable host memory is the initial fill's staging
-   * shard (units.c fill_shards; none when the shards are on the host). */
+   * shard (units.c fill_shards; none when the shards are on the host, nor
+   * for a random init, which runs on the device: train/setup.c, unless
+   * LoRA's frozen base or a load (model.init.from, checkpoint.resume) fills
+   * the shards). */
+  const fsdpc_config *cf = p->cfg;
+  int init_on_device = cf && !p->has_lora && !(cf->model.init.from && cf->model.init.from[0]) &&
+                       cf->checkpoint.resume && strcmp(cf->checkpoint.resume, "none") == 0;
   if (!cuda)
     out->host_pageable = out->total_peak;
-  else if (!r.offload)
+  else if (!r.offload && !init_on_device)
     out->host_pageable = (int64_t)lay.max_shard * 4;
   out->host_runtime = (int64_t)dev->host_runtime_bytes;
   out->host_total = out->host_bytes + out->host_pageable + out->host_runtime;

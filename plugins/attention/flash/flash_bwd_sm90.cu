@@ -20,8 +20,13 @@
  *      dV += P^T dO, dK += dS^T Q            (wgmma, A from registers)
  *    dS^T also goes to shared memory (bf16), where the two warpgroups
  *    together compute dQ_step = dS K (each a 64 x 64 piece: hd 128 splits
- *    the head dim, hd 64 the queries) and add it to the fp32 dq accumulator
- *    with vector atomics. dK and dV stay in registers to the end.
+ *    the head dim, hd 64 the queries); each warpgroup stages its piece in
+ *    shared memory (fp32) and one of its threads adds it to the fp32 dq
+ *    accumulator with TMA reduce-adds (BWD90_TMADQ; per-thread vector
+ *    atomics before). dK and dV stay in registers to the end.
+ *  - the products of a step are issued dV, (barrier), dQ, dK, so that the
+ *    dQ epilogue runs under dK (BWD90_*_OVL), and the grid is dispatched in
+ *    chunks of (batch, kv head) pairs for L2 reuse (BWD90_GRID_CH).
  *
  * hd 64 takes BM = 128 queries a step, hd 128 BM = 64 (the accumulators of
  * the widest phase then fit the 240 registers a consumer thread gets). */
@@ -47,14 +52,56 @@
 #ifndef BWD90_DSB
 #define BWD90_DSB 2
 #endif
+/* Issue order of a step's products (OVL):
+ *  0: dV, dK, the barrier, dQ, then wait for all three;
+ *  1: dV before the barrier that waits for the other warpgroup's dS^T, then
+ *     dQ, then dK; the dQ epilogue runs while dK is still in the tensor
+ *     cores, and the step ends once dK is done;
+ *  2: as 1, but the step does not wait for dK: the next step's S^T and dP^T
+ *     queue behind it, and the Q / dO stage is released once they are in
+ *     (too many live registers at hd 64: the compiler serialises the wgmmas).
+ * Fastest measured: 1 at hd 64, 2 at hd 128
+ * (bench/results/2026-11-24-flash-bwd.md). */
+#ifndef BWD90_64_OVL
+#define BWD90_64_OVL 1
+#endif
+#ifndef BWD90_128_OVL
+#define BWD90_128_OVL 2
+#endif
+/* TMADQ 1: each warpgroup writes its fp32 dQ piece to shared memory and one
+ * thread adds it to dq_acc with TMA reduce-adds (cp.reduce.async.bulk.tensor);
+ * 0: 16 vector atomics (red.global.add.v2.f32) a thread. */
+#ifndef BWD90_TMADQ
+#define BWD90_TMADQ 1
+#endif
+#ifndef BWD90_64_TMADQ
+#define BWD90_64_TMADQ BWD90_TMADQ
+#endif
+#ifndef BWD90_128_TMADQ
+#define BWD90_128_TMADQ BWD90_TMADQ
+#endif
+/* Order of the CTAs (one a (batch, kv head, key block)) over the grid, i.e.
+ * which run together: 0, key block slowest (every (batch, kv head) of the
+ * heaviest causal key block first); GRID_CH > 0, the key blocks of
+ * GRID_CH (batch, kv head) pairs at a time, heaviest first within them, so
+ * that the CTAs running together share their Q, dO and dq rows in L2
+ * (16: up to +13 % at T 2048, bench/results/2026-11-24-flash-bwd.md). */
+#ifndef BWD90_GRID_CH
+#define BWD90_GRID_CH 16
+#endif
 
 template <int HD> struct bwd90_cfg {
   static constexpr int BN = BWD90_BN, ST = HD == 64 ? BWD90_64_ST : BWD90_128_ST;
   static constexpr int BM = HD == 64 ? 128 : 64;
   static constexpr int THREADS = 384;
   static constexpr int KV_BYTES = BN * HD * 2, Q_BYTES = BM * HD * 2, DS_BYTES = BN * BM * 2;
-  static constexpr int SMEM = 1024 + 2 * KV_BYTES + 2 * ST * Q_BYTES + BWD90_DSB * DS_BYTES +
+  static constexpr int OVL = HD == 64 ? BWD90_64_OVL : BWD90_128_OVL;
+  static constexpr bool TMADQ = HD == 64 ? BWD90_64_TMADQ : BWD90_128_TMADQ;
+  static constexpr int DSB = BWD90_DSB;
+  static constexpr int DQ_BYTES = TMADQ ? BM * HD * 4 : 0;
+  static constexpr int SMEM = 1024 + 2 * KV_BYTES + 2 * ST * Q_BYTES + DSB * DS_BYTES + DQ_BYTES +
                               2 * ST * BM * 4 + 8 * (1 + 3 * ST);
+  static_assert(SMEM <= 227 * 1024, "shared memory");
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -87,7 +134,8 @@ static __global__ void __launch_bounds__(384, 1)
     flash_bwd90_kernel(const __grid_constant__ CUtensorMap tmQ,
                        const __grid_constant__ CUtensorMap tmK,
                        const __grid_constant__ CUtensorMap tmV,
-                       const __grid_constant__ CUtensorMap tmdO, const flash_params p,
+                       const __grid_constant__ CUtensorMap tmdO,
+                       const __grid_constant__ CUtensorMap tmdQ, const flash_params p,
                        const float *__restrict__ lse, const float *__restrict__ Dg,
                        float *__restrict__ dq_acc, bf16 *__restrict__ dk, bf16 *__restrict__ dv) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -100,14 +148,23 @@ static __global__ void __launch_bounds__(384, 1)
   bf16 *sQ = sV + BN * HD;                   // ST x NCH x (BM x 64)
   bf16 *sdO = sQ + ST * BM * HD;             // ST x NCH x (BM x 64)
   bf16 *sdS = sdO + ST * BM * HD;            // DSB x BM / 64 x (BN x 64): dS^T, queries contiguous
-  float *sL = reinterpret_cast<float *>(sdS + BWD90_DSB * BN * BM); // ST x BM: lse * log2(e)
-  float *sDD = sL + ST * BM;                                        // ST x BM: D
+  float *sdQ = reinterpret_cast<float *>(sdS + C::DSB * BN * BM); // TMADQ: 2 x 64 x 64 fp32
+  float *sL = sdQ + C::DQ_BYTES / 4;                              // ST x BM: lse * log2(e)
+  float *sDD = sL + ST * BM;                                      // ST x BM: D
   uint64_t *barKV = reinterpret_cast<uint64_t *>(sDD + ST * BM);
   uint64_t *fullQ = barKV + 1, *fulldO = fullQ + ST, *empty = fulldO + ST;
 
   const int T = p.T, NH = p.NH, KVH = p.KVH, rep = NH / KVH;
   const int hd = HD == 64 ? 64 : p.HD; /* the real head dim, <= HD */
-  const int n_block = blockIdx.y, g = blockIdx.x % KVH, b = blockIdx.x / KVH;
+  int n_block = blockIdx.y, bg = blockIdx.x;
+  if constexpr (BWD90_GRID_CH > 0) {
+    const int NB = gridDim.y, BG = gridDim.x, lin = blockIdx.y * BG + blockIdx.x;
+    const int chunk = lin / (BWD90_GRID_CH * NB), r = lin % (BWD90_GRID_CH * NB);
+    const int w = min(BWD90_GRID_CH, BG - chunk * BWD90_GRID_CH);
+    n_block = r / w;
+    bg = chunk * BWD90_GRID_CH + r % w;
+  }
+  const int g = bg % KVH, b = bg / KVH;
   const int n0 = n_block * BN;
   /* Causal: queries before the first key see none of them. */
   const int m_first = p.causal ? n0 / BM : 0;
@@ -228,6 +285,19 @@ static __global__ void __launch_bounds__(384, 1)
     const bool need_mask = (p.causal && m0 < key0 + 63) || doc != nullptr || m0 + BM > T;
     wgmma_wait<1>();
     reg_fence(sacc);
+    if constexpr (C::OVL == 2) {
+      /* The previous step's dK (queued before this step's S^T) is done: its
+       * Q / dO stage can be refilled. */
+      if (it > 0) {
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++)
+          reg_fence_u(pS[kk]);
+        reg_fence(dka);
+        __syncwarp();
+        if (lane == 0)
+          mbar_arrive(&empty[(it - 1) % ST]);
+      }
+    }
 #pragma unroll
     for (int i = 0; i < BM / 8; i++) {
       const int qc = i * 8 + (lane % 4) * 2;
@@ -271,8 +341,8 @@ static __global__ void __launch_bounds__(384, 1)
     /* dS^T to shared memory for dQ (with one buffer, once the other
      * warpgroup is done reading the previous step's: barrier 2). Rows = keys, 128 bytes of
      * 64 queries each, swizzled like a TMA tile (MN-major A of dS K). */
-    bf16 *cdS = sdS + (it % BWD90_DSB) * BN * BM;
-    if (BWD90_DSB == 1)
+    bf16 *cdS = sdS + (it % C::DSB) * BN * BM;
+    if (C::DSB == 1)
       named_sync(2, 256);
     {
       unsigned char *ds = reinterpret_cast<unsigned char *>(cdS);
@@ -302,16 +372,24 @@ static __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int kk = 0; kk < BM / 16; kk++)
       wgmma_rs_mn<HD>(dva, pP[kk], desc_mn(cdO + kk * 16 * 64, BM));
+    if constexpr (!C::OVL) {
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; kk++)
-      wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+      for (int kk = 0; kk < BM / 16; kk++)
+        wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+    }
     wgmma_commit();
 
+    if constexpr (C::TMADQ) {
+      /* The previous step's reduce-add has read this warpgroup's dQ buffer
+       * before anyone passes the barrier below and writes it again. */
+      if (tid == 0)
+        bulk_wait_read<0>();
+    }
     /* dQ piece = dS K over all BN keys, once both halves of dS^T are in. */
-    named_sync(1, 256);
 #pragma unroll
     for (int i = 0; i < 32; i++)
       dqa[i] = 0.0f;
+    named_sync(1, 256);
     reg_fence(dqa);
     wgmma_fence();
 #pragma unroll
@@ -319,31 +397,93 @@ static __global__ void __launch_bounds__(384, 1)
       wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + kk * 16 * 64, BN),
                          desc_mn(sK_b + kk * 16 * 64, BN), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();
+    if constexpr (C::OVL) {
 #pragma unroll
-    for (int kk = 0; kk < BM / 16; kk++) {
-      reg_fence_u(pP[kk]);
-      reg_fence_u(pS[kk]);
+      for (int kk = 0; kk < BM / 16; kk++)
+        wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+      wgmma_commit();
+      wgmma_wait<1>(); /* dV and dQ done, dK in flight */
+      reg_fence(dqa);
+    } else {
+      wgmma_wait<0>();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        reg_fence_u(pP[kk]);
+        reg_fence_u(pS[kk]);
+      }
+      reg_fence(dva);
+      reg_fence(dka);
+      reg_fence(dqa);
+      __syncwarp();
+      if (lane == 0)
+        mbar_arrive(&empty[s]);
     }
-    reg_fence(dva);
-    reg_fence(dka);
-    reg_fence(dqa);
-    __syncwarp();
-    if (lane == 0)
-      mbar_arrive(&empty[s]);
 
-    float *dqb = dq_acc + ((int64_t)b * T * NH + h) * hd + dq_c0 + (lane % 4) * 2;
+    if constexpr (C::TMADQ) {
+      {
+        /* This warpgroup's 64 x 64 piece as two boxes of 64 rows x 32 fp32
+         * columns, 128-byte swizzled like the map's box. */
+        unsigned char *dqs = reinterpret_cast<unsigned char *>(sdQ + c * 64 * 64);
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      const int q = m0 + dq_q0 + 16 * warp + lane / 4 + 8 * r;
-      if (q < T) {
-        float *row = dqb + (int64_t)q * NH * hd;
+        for (int r = 0; r < 2; r++) {
+          const int R = 16 * warp + lane / 4 + 8 * r;
 #pragma unroll
-        for (int i = 0; i < 8; i++)
-          if (dq_c0 + 8 * i < hd)
-            red_add_v2(row + 8 * i, dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
+          for (int i = 0; i < 8; i++) {
+            const int chunk = 2 * (i % 4) + (lane % 4) / 2;
+            const int off = (i / 4) * 8192 + R * 128 + ((chunk ^ (R % 8)) * 16) + (lane % 2) * 8;
+            *reinterpret_cast<float2 *>(dqs + off) =
+                make_float2(dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
+          }
+        }
+        fence_proxy_async();
+        named_sync(3 + c, 128);
+        if (tid == 0 && m0 + dq_q0 < T) {
+#pragma unroll
+          for (int j = 0; j < 2; j++)
+            if (dq_c0 + 32 * j < hd)
+              tma_reduce_add_4d(&tmdQ, dqs + j * 8192, dq_c0 + 32 * j, h, m0 + dq_q0, b);
+          bulk_commit();
+        }
+      }
+    } else {
+      float *dqb = dq_acc + ((int64_t)b * T * NH + h) * hd + dq_c0 + (lane % 4) * 2;
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int q = m0 + dq_q0 + 16 * warp + lane / 4 + 8 * r;
+        if (q < T) {
+          float *row = dqb + (int64_t)q * NH * hd;
+#pragma unroll
+          for (int i = 0; i < 8; i++)
+            if (dq_c0 + 8 * i < hd)
+              red_add_v2(row + 8 * i, dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
+        }
       }
     }
+    if constexpr (C::OVL == 1) {
+      wgmma_wait<0>();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        reg_fence_u(pP[kk]);
+        reg_fence_u(pS[kk]);
+      }
+      reg_fence(dva);
+      reg_fence(dka);
+      __syncwarp();
+      if (lane == 0)
+        mbar_arrive(&empty[s]);
+    }
+  }
+  if constexpr (C::OVL == 2) {
+    wgmma_wait<0>();
+#pragma unroll
+    for (int kk = 0; kk < BM / 16; kk++)
+      reg_fence_u(pS[kk]);
+    reg_fence(dva);
+    reg_fence(dka);
+  }
+  if constexpr (C::TMADQ) {
+    if (tid == 0)
+      bulk_wait<0>();
   }
 
 #pragma unroll
@@ -370,7 +510,7 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
                         const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
                         void *dv, cudaStream_t stream) {
   using C = bwd90_cfg<HD>;
-  CUtensorMap mq, mk, mv, mdo;
+  CUtensorMap mq, mk, mv, mdo, mdq;
   int rc = flash_make_map(&mq, q, p->B, p->T, p->NH, p->HD, C::BM);
   if (rc == 0)
     rc = flash_make_map(&mdo, dout, p->B, p->T, p->NH, p->HD, C::BM);
@@ -378,6 +518,9 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
     rc = flash_make_map(&mk, k, p->B, p->T, p->KVH, p->HD, C::BN);
   if (rc == 0)
     rc = flash_make_map(&mv, v, p->B, p->T, p->KVH, p->HD, C::BN);
+  mdq = mq; /* unused without TMADQ */
+  if (rc == 0 && C::TMADQ)
+    rc = flash_make_map_f32(&mdq, dq_acc, p->B, p->T, p->NH, p->HD, 64);
   if (rc != 0)
     return rc;
   auto kern = flash_bwd90_kernel<HD>;
@@ -385,7 +528,7 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
   if (e != cudaSuccess)
     return (int)e;
   dim3 grid(p->KVH * p->B, (p->T + C::BN - 1) / C::BN);
-  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, mdo, *p, lse, D, dq_acc, (bf16 *)dk,
+  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, mdo, mdq, *p, lse, D, dq_acc, (bf16 *)dk,
                                               (bf16 *)dv);
   return (int)cudaGetLastError();
 }

@@ -64,6 +64,27 @@ static __device__ __forceinline__ void tma_load_4d(void *dst, const CUtensorMap 
 static __device__ __forceinline__ void fence_proxy_async(void) {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
+/* Adds the box at shared memory src (fp32, laid out as the map's box) to
+ * the tensor at coordinates (c0, c1, c2, c3): a TMA reduce-add; elements past
+ * the tensor's bounds are dropped. Completes in bulk groups (below). */
+static __device__ __forceinline__ void tma_reduce_add_4d(const CUtensorMap *map, const void *src,
+                                                         int c0, int c1, int c2, int c3) {
+  asm volatile("cp.reduce.async.bulk.tensor.4d.global.shared::cta.add.tile.bulk_group"
+               " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"((uint64_t)map),
+               "r"(s_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+static __device__ __forceinline__ void bulk_commit(void) {
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+/* At most N of this thread's bulk groups still reading shared memory. */
+template <int N> static __device__ __forceinline__ void bulk_wait_read(void) {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+/* At most N of this thread's bulk groups not yet complete. */
+template <int N> static __device__ __forceinline__ void bulk_wait(void) {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
 static __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
 }

@@ -30,6 +30,10 @@ def main():
     p.add_argument("--out", default=None)
     p.add_argument("--compile", action="store_true",
                    help="each decoder layer under torch.compile before fully_shard (torchtitan)")
+    p.add_argument("--pure-bf16", action="store_true",
+                   help="bf16 parameters, gradients and AdamW state, no fp32 master (8 bytes a "
+                        "parameter: the nearest PyTorch configuration to an 8B model on one 80 GB GPU)")
+    p.add_argument("--accum", type=int, default=1, help="micro-batches per optimizer step")
     a = p.parse_args()
 
     dist.init_process_group("nccl")
@@ -45,9 +49,12 @@ def main():
     cfg._attn_implementation = "sdpa"
     with torch.device("meta"):
         model = LlamaForCausalLM(cfg)
+        if a.pure_bf16:
+            model.to(torch.bfloat16)
     if a.ac:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                              reduce_dtype=torch.bfloat16 if a.pure_bf16 else torch.float32)
     if a.strategy == "hybrid":
         mesh = init_device_mesh("cuda", (2, world // 2), mesh_dim_names=("rep", "shard"))
     elif a.strategy == "no_shard":  # DDP semantics: replicate everywhere, shard degree 1
@@ -72,11 +79,13 @@ def main():
     times = []
     loss = None
     for step in range(a.steps):
-        ids = torch.randint(0, cfg.vocab_size, (a.bs, a.seq), device="cuda", generator=g)
+        ids = [torch.randint(0, cfg.vocab_size, (a.bs, a.seq), device="cuda", generator=g)
+               for _ in range(a.accum)]
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        out = model(input_ids=ids, labels=ids)
-        out.loss.backward()
+        for i in range(a.accum):
+            out = model(input_ids=ids[i], labels=ids[i])
+            (out.loss / a.accum).backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -85,12 +94,13 @@ def main():
         loss = out.loss.item()
     steady = sorted(times[a.warmup:])
     med = steady[len(steady) // 2]
-    tok_s_gpu = a.bs * a.seq / med
+    tok_s_gpu = a.bs * a.seq * a.accum / med
     nparam = sum(p.numel() for p in model.parameters())
     L, H, S = cfg.num_hidden_layers, cfg.hidden_size, a.seq
     # torchtitan's convention: 6 x (params - token embedding) + 12 x layers x hidden x seq
     flops_tok = 6 * (nparam - cfg.vocab_size * H) + 12 * L * H * S
     res = dict(model=a.model, strategy=a.strategy, ac=a.ac, compile=int(a.compile), bs=a.bs,
+               accum=a.accum, pure_bf16=int(a.pure_bf16),
                seq=a.seq, world=world,
                step_s=med, tok_s_gpu=tok_s_gpu, params=nparam,
                tflops_gpu=tok_s_gpu * flops_tok / 1e12,

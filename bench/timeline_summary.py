@@ -27,17 +27,23 @@ SPLIT_GAP = 50  # non-optimizer compute kernels that separate two optimizer runs
 
 
 def read_trace(path):
-    rank, recs = None, []
+    """GPU records (start, end, kind, stream, name), sorted. Reads both layouts
+    of cupti_trace.c: "kind start end device stream name" and, with a
+    "# fields ... corr ..." line, "kind start end device stream corr name";
+    host API records (R, D) are left out."""
+    rank, recs, ncol = None, [], 6
     for line in open(path, errors="replace"):
         if line.startswith("#"):
             m = re.match(r"# rank (\d+)", line)
             if m:
                 rank = int(m.group(1))
+            if line.startswith("# fields") and " corr " in line:
+                ncol = 7
             continue
-        p = line.rstrip("\n").split("\t", 5)
-        if len(p) < 6:
+        p = line.rstrip("\n").split("\t", ncol - 1)
+        if len(p) < ncol or p[0] not in ("K", "C", "S"):
             continue
-        kind, start, end, dev, stream, name = p
+        kind, start, end, stream, name = p[0], p[1], p[2], p[4], p[-1]
         recs.append((int(start), int(end), kind, int(stream), name))
     recs.sort()
     return rank, recs

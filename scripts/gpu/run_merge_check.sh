@@ -8,10 +8,12 @@
 . "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 export FSDPC_PLUGIN_PATH=$B/plugins
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-for t in ops fused optim adamw8bit attention init_world infer_decode; do
-  [ -x "$B/bin/test_cuda_$t" ] || { echo "TEST $t missing"; continue; }
-  timeout 300 "$B/bin/test_cuda_$t" >"$OUT/test_$t.log" 2>&1
-  echo "TEST $t exit $? $(grep -E '^[0-9]+%: Checks' "$OUT/test_$t.log" | tail -1)"
+for t in ops fused optim adamw8bit attention init_world infer_decode flash_gpu; do
+  x=$B/bin/test_cuda_$t
+  [ "$t" = flash_gpu ] && x=$B/bin/test_flash_gpu
+  [ -x "$x" ] || { echo "TEST $t missing"; continue; }
+  timeout 300 "$x" >"$OUT/test_$t.log" 2>&1
+  echo "TEST $t exit $? $(grep -E '^[0-9]+%: Checks|configurations passed' "$OUT/test_$t.log" | tail -1)"
 done
 W=$(mktemp -d)
 $F data synth --task copy --n 100000 --out "$W/copy.tok" >/dev/null
@@ -22,6 +24,7 @@ runs=(
   "adamw8bit|optim.name=adamw8bit"
   "adamw8bit_cpu_offload|optim.name=adamw8bit fsdp.cpu_offload=true"
   "offload_optimizer|fsdp.offload.optimizer=true"
+  "adamw8bit_offload_optimizer|optim.name=adamw8bit fsdp.offload.optimizer=true"
   "cpu_offload|fsdp.cpu_offload=true"
   "lora|peft.method=lora peft.r=16 peft.alpha=32 peft.dropout=0"
   "lora_cpu_offload|peft.method=lora peft.r=16 peft.alpha=32 peft.dropout=0 fsdp.cpu_offload=true"

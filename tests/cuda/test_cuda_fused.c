@@ -5,7 +5,8 @@
  * rounded to bf16 first; the fused op rounds once where the unfused pair
  * rounds twice, so bf16 outputs are held to TOL_BF16 and fp32 ones to
  * TOL_F32, and NaN-poisoned outputs never pass. Also: dinp aliasing dresid,
- * the misaligned (generic) paths, and the bit-identical repeat. */
+ * the misaligned (generic) paths, the bit-identical repeat, and the weight
+ * gradients written instead of added (fsdpc__cuda_grad_overwrite). */
 #include "cuda_testutil.h"
 #include "ops/cpu/ops_cpu.h"
 
@@ -121,6 +122,117 @@ START_TEST(matmul_bwd_acc) {
 }
 END_TEST
 
+/* ---- grad_overwrite: the weight gradient written, not added ---- */
+
+/* With fsdpc__cuda_grad_overwrite on, dweight starts NaN (dev_alloc's 0xFF
+ * fill) and must come out as the CPU's gradient added into zeros; turned
+ * off again, a second call adds into it (the later micro-batches). */
+static void overwrite_matmul_case(int N, int C, int OC, int acc) {
+  const size_t nc = (size_t)N * C, no = (size_t)N * OC, wc = (size_t)OC * C;
+  float *x = rand_bf16_values(nc, -1, 1), *w = rand_bf16_values(wc, -0.1, 0.1);
+  float *dy = rand_bf16_values(no, -1, 1);
+  uint16_t *d_x = up_bf16_at(x, nc, 0), *d_w = up_bf16_at(w, wc, 0), *d_dy = up_bf16_at(dy, no, 0);
+  uint16_t *d_dx = up_bf16_at(x, nc, 0); /* any finite dinp for the += variant */
+  float *d_dw = dev_alloc(sizeof(float) * wc);
+  float *dx = malloc(sizeof(float) * nc), *dw = calloc(wc, sizeof(float));
+  char name[96];
+  for (int call = 0; call < 2; call++) {
+    fsdpc__cuda_grad_overwrite(g_ctx, call == 0);
+    CK((acc ? fsdpc__cuda_matmul_bwd_acc : fsdpc__cuda_matmul_bwd)(g_ctx, d_dx, d_dw, d_dy, d_x,
+                                                                   d_w, N, C, OC, &g_err));
+    fsdpc__cpu_matmul_bwd(dx, dw, dy, x, w, N, C, OC);
+    float *gdw = down_f32(d_dw, wc);
+    snprintf(name, sizeof name, "matmul_bwd%s dweight %s N=%d C=%d OC=%d", acc ? "_acc" : "",
+             call ? "+= after =" : "= (overwrite)", N, C, OC);
+    CHECK_REL(name, gdw, dw, wc, TOL_F32);
+    free(gdw);
+  }
+  free(x), free(w), free(dy), free(dx), free(dw);
+  dev_free(d_x, nc * 2), dev_free(d_w, wc * 2), dev_free(d_dy, no * 2), dev_free(d_dx, nc * 2);
+  dev_free(d_dw, sizeof(float) * wc);
+}
+
+static void overwrite_rmsnorm_case(int N, int C, int off) {
+  const size_t nc = (size_t)N * C;
+  float *x = rand_bf16_values(nc, -2, 2), *w = rand_bf16_values(C, 0.5, 1.5);
+  float *dy = rand_bf16_values(nc, -1, 1), *dr = rand_bf16_values(nc, -1, 1);
+  uint16_t *d_x = up_bf16_at(x, nc, off), *d_w = up_bf16_at(w, C, off);
+  uint16_t *d_dy = up_bf16_at(dy, nc, off), *d_dr = up_bf16_at(dr, nc, off);
+  uint16_t *d_y = dev_alloc_at(2, nc, off), *d_dx = dev_alloc_at(2, nc, off);
+  float *d_rstd = dev_alloc(sizeof(float) * N), *d_dw = dev_alloc(sizeof(float) * C);
+  CK(fsdpc__cuda_rmsnorm_fwd(g_ctx, d_y, d_rstd, d_x, d_w, N, C, 1e-5f, &g_err));
+  float *y = malloc(sizeof(float) * nc), *rstd = malloc(sizeof(float) * N);
+  float *dx = malloc(sizeof(float) * nc), *dw = calloc(C, sizeof(float));
+  fsdpc__cpu_rmsnorm_fwd(y, rstd, x, w, N, C, 1e-5f);
+  char name[96];
+  for (int call = 0; call < 3; call++) { /* =, then +=, then = with the residual fusion */
+    fsdpc__cuda_grad_overwrite(g_ctx, call != 1);
+    if (call == 2) {
+      CK(fsdpc__cuda_rmsnorm_bwd_add(g_ctx, d_dx, d_dw, d_dy, d_dr, d_x, d_w, d_rstd, N, C,
+                                     &g_err));
+      memset(dw, 0, sizeof(float) * C);
+    } else {
+      CK(fsdpc__cuda_rmsnorm_bwd(g_ctx, d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C, &g_err));
+    }
+    fsdpc__cpu_rmsnorm_bwd(dx, dw, dy, x, w, rstd, N, C);
+    float *gdw = down_f32(d_dw, C);
+    snprintf(name, sizeof name, "rmsnorm_bwd%s dweight %s N=%d C=%d off=%d",
+             call == 2 ? "_add" : "", call == 1 ? "+= after =" : "= (overwrite)", N, C, off);
+    CHECK_REL(name, gdw, dw, C, TOL_F32);
+    free(gdw);
+  }
+  fsdpc__cuda_grad_overwrite(g_ctx, 0);
+  free(x), free(w), free(dy), free(dr), free(y), free(rstd), free(dx), free(dw);
+  dev_free_at(d_x, 2, nc, off), dev_free_at(d_w, 2, C, off), dev_free_at(d_dy, 2, nc, off);
+  dev_free_at(d_dr, 2, nc, off), dev_free_at(d_y, 2, nc, off), dev_free_at(d_dx, 2, nc, off);
+  dev_free(d_rstd, sizeof(float) * N), dev_free(d_dw, sizeof(float) * C);
+}
+
+/* lmhead_xent over several row chunks: the first chunk writes dW, the others
+ * add; against the same op adding into a zeroed dW (both on the device). */
+static void overwrite_xent_case(int N, int C, int V, int chunk) {
+  const size_t nc = (size_t)N * C, vc = (size_t)V * C;
+  float *x = rand_bf16_values(nc, -1, 1), *w = rand_bf16_values(vc, -0.5, 0.5);
+  int32_t *lab = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++)
+    lab[i] = i % 7 == 3 ? -100 : (int32_t)urand(0, V);
+  uint16_t *d_x = up_bf16_at(x, nc, 0), *d_w = up_bf16_at(w, vc, 0), *d_dx = dev_alloc(nc * 2);
+  int32_t *d_lab = dev_alloc(sizeof(int32_t) * N);
+  CK(fsdpc__cuda_h2d(g_ctx, d_lab, lab, sizeof(int32_t) * N, &g_err));
+  float *d_ow = dev_alloc(sizeof(float) * vc), *d_acc = dev_alloc(sizeof(float) * vc);
+  CK(fsdpc__cuda_memset(g_ctx, d_acc, 0, sizeof(float) * vc, &g_err));
+  double *d_out = dev_alloc(2 * sizeof(double));
+  size_t sb = fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk);
+  void *d_s = dev_alloc(sb);
+  fsdpc__cuda_grad_overwrite(g_ctx, 1);
+  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_ow, d_x, d_w, d_lab, N, C, V, 0.01f, chunk, d_s,
+                             sb, &g_err));
+  fsdpc__cuda_grad_overwrite(g_ctx, 0);
+  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_acc, d_x, d_w, d_lab, N, C, V, 0.01f, chunk, d_s,
+                             sb, &g_err));
+  float *gow = down_f32(d_ow, vc), *gacc = down_f32(d_acc, vc);
+  char name[96];
+  snprintf(name, sizeof name, "lmhead_xent dweight = vs += into zeros N=%d V=%d R=%d", N, V, chunk);
+  CHECK_REL(name, gow, gacc, vc, TOL_F32);
+  free(x), free(w), free(lab), free(gow), free(gacc);
+  dev_free(d_x, nc * 2), dev_free(d_w, vc * 2), dev_free(d_dx, nc * 2);
+  dev_free(d_lab, sizeof(int32_t) * N), dev_free(d_ow, sizeof(float) * vc);
+  dev_free(d_acc, sizeof(float) * vc), dev_free(d_out, 2 * sizeof(double)), dev_free(d_s, sb);
+}
+
+START_TEST(grad_overwrite) {
+  overwrite_xent_case(37, 64, 1001, 16); /* several chunks, a short last one */
+  overwrite_matmul_case(256, 512, 128, 0);
+  overwrite_matmul_case(100, 64, 352, 1);
+  overwrite_matmul_case(33, 40, 24, 1);
+  overwrite_rmsnorm_case(1000, 2048, 0); /* partial reduce */
+  overwrite_rmsnorm_case(1, 2048, 0);    /* one block adds straight into dweight */
+  overwrite_rmsnorm_case(13, 2047, 0);   /* generic path */
+  overwrite_rmsnorm_case(50, 2048, 1);   /* misaligned */
+  fsdpc__cuda_grad_overwrite(g_ctx, 0);
+}
+END_TEST
+
 static Suite *make_suite(void) {
   Suite *s = suite_create("cuda_fused");
   TCase *tc = tcase_create("fused");
@@ -128,6 +240,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, rmsnorm_bwd_add);
   tcase_add_test(tc, rmsnorm_bwd_add_deterministic);
   tcase_add_test(tc, matmul_bwd_acc);
+  tcase_add_test(tc, grad_overwrite);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -54,6 +54,9 @@ typedef struct fsdpc_unit {
   /* Frozen (the base under LoRA): master is the shard in the compute dtype
    * (bf16 on a device), grad and state are NULL; gathered, never reduced. */
   int frozen;
+  /* no embedding in it: with grad_overwrite (step.c) the step's first
+   * backward writes all of its gradient, so the update leaves it unzeroed */
+  int grad_written;
   /* quantized optimizer state only (fsdp/qstate.h); else NULL and 0: */
   uint8_t *qstate;                /* (n_slots, n_q) codes */
   float *qscale;                  /* (n_slots, n_qblocks) block scales */

@@ -77,6 +77,10 @@ struct fsdpc_engine {
   int sbuf_out[2];             /* a STATE_OUT from the buffer is in flight this step */
   int sin_fenced;              /* the copy stream waited for compute in this step */
   void *copy_stream;           /* offload_optim: where states go in (NULL: compute) */
+  /* Gradients written, not zeroed (step.c, grad_overwrite): 1 on, -1 off, 0
+   * not decided yet; grads_fresh: the decoder layers' gradients hold nothing
+   * of this step yet (the next micro-batch may overwrite them). */
+  int grad_ow, grads_fresh;
 };
 
 /* Whether the optimizer plugin writes fsdpc_optim_tensor.param_bf16 (on

@@ -345,12 +345,76 @@ static fsdpc_status run(fsdpc_engine *e, const fsdpc_program *p, const pass *x, 
   return FSDPC_OK;
 }
 
+/* Whether the first micro-batch after an optimizer step writes the decoder
+ * layers', the final norm's and the head's weight gradients instead of
+ * adding them to zeroed ones
+ * (fsdpc__model_grad_overwrite), so that the update need not zero them: a
+ * pass of 4 bytes a parameter less, and the weight-gradient GEMMs read no
+ * old gradient (beta 0). Where the grad shard is the full gradient (S == 1)
+ * on a device whose ops have it, nothing offloaded or frozen. Units whose
+ * parameters are all written so (grad_written) skip the zeroing; the
+ * embedding's (a scatter-add) keeps it. Decided once: at that
+ * point no backward has run, so the gradients are the zeros they were
+ * allocated as. */
+static int grad_ow(fsdpc_engine *e) {
+  if (e->grad_ow)
+    return e->grad_ow > 0;
+  e->grad_ow = -1;
+  if (e->S != 1 || e->offload || e->offload_optim || e->hw || !e->ops->grad_overwrite ||
+      e->ops->device == FSDPC_DEVICE_CPU)
+    return 0;
+  for (int u = 0; u < e->n_units; u++)
+    if (e->units[u].frozen)
+      return 0;
+  char *layer = calloc((size_t)e->n_params + 1, 1);
+  if (!layer)
+    return 0;
+  for (int l = 0; l < e->shape.L; l++)
+    for (int k = FSDPC_P_Q; k <= FSDPC_P_LN2; k++) {
+      int p = e->layer_param[l * FSDPC_P_NKIND + k];
+      if (p >= 0)
+        layer[p] = 1;
+    }
+  /* the head block writes the final norm's and an untied head's gradients
+   * (tied, the embedding adds into the head's: that unit stays zeroed) */
+  int pn = e->param_of_kind[FSDPC_P_NORM], ph = e->param_of_kind[FSDPC_P_HEAD];
+  if (pn >= 0)
+    layer[pn] = 1;
+  if (ph >= 0 && !e->shape.tied)
+    layer[ph] = 1;
+  for (int u = 0; u < e->n_units; u++) {
+    fsdpc_unit *un = &e->units[u];
+    un->grad_written = un->n_params > 0;
+    for (int i = 0; i < un->n_params; i++)
+      un->grad_written &= layer[un->params[i]];
+  }
+  free(layer);
+  e->grad_ow = 1;
+  e->grads_fresh = 1;
+  return 1;
+}
+
 fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float grad_scale,
                                       int last_micro, double *loss_sum, int64_t *count,
                                       fsdpc_err *err) {
   pass x = {
       .kind = PASS_TRAIN, .m = m, .grad_scale = grad_scale, .loss_sum = loss_sum, .count = count};
-  return run(e, &e->prog[last_micro ? FSDPC_PROGRAM_MICRO : FSDPC_PROGRAM_MICRO_NO_SYNC], &x, err);
+  int ow = grad_ow(e) && e->grads_fresh;
+  if (fsdpc__model_grad_overwrite(m, ow) != ow) {
+    /* the model adds into its gradients (LoRA): zero what the updates left
+     * and keep zeroing from now on */
+    e->grad_ow = -1;
+    ow = 0;
+    for (int u = 0; u < e->n_units; u++)
+      if (e->units[u].grad_written)
+        FSDPC_TRY(e->sops->memset0(e->sops->ctx, e->units[u].grad,
+                                   e->units[u].shard_numel * sizeof(float), err));
+  }
+  fsdpc_status st =
+      run(e, &e->prog[last_micro ? FSDPC_PROGRAM_MICRO : FSDPC_PROGRAM_MICRO_NO_SYNC], &x, err);
+  fsdpc__model_grad_overwrite(m, 0);
+  e->grads_fresh = 0; /* later micro-batches of the step add into what it wrote */
+  return st;
 }
 
 fsdpc_status fsdpc__engine_eval(fsdpc_engine *e, fsdpc_model_ctx *m, double *loss_sum,
@@ -558,8 +622,9 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
   if (r != FSDPC_OK)
     return fsdpc__plugin_fail(e->optim, r, err);
   /* Offloaded, the next micro-batch's copy overwrites the whole grad shard
-   * (grad_clean): zeroing it would only cost host bandwidth. */
-  if (!e->offload)
+   * (grad_clean): zeroing it would only cost host bandwidth. With
+   * grad_overwrite, the next backward writes a grad_written unit whole. */
+  if (!e->offload && !(un->grad_written && grad_ow(e)))
     FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->grad + lo, (hi - lo) * sizeof(float), err));
   if (hi == un->shard_numel) {
     un->grad_clean = 1;
@@ -617,6 +682,8 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
                          fsdpc__act_name(p->a[i].op));
     }
   }
+  if (grad_ow(e))
+    e->grads_fresh = 1; /* the updates left grad_written units unzeroed */
   return FSDPC_OK;
 }
 

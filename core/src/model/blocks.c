@@ -23,17 +23,11 @@ fsdpc_status fsdpc__model_embed_bwd(fsdpc_model_ctx *m, float *dwte, fsdpc_err *
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
-                                       const void *head_w, float grad_scale, float *dnorm_w,
-                                       float *dhead_w, double *loss_sum, int64_t *count,
-                                       fsdpc_err *err) {
+/* Final norm, lm_head and fused cross-entropy, forward and backward. */
+static fsdpc_status head_work(fsdpc_model_ctx *m, const void *norm_w, const void *head_w,
+                              float grad_scale, float *dnorm_w, float *dhead_w, fsdpc_err *err) {
   const fsdpc_model_shape *s = &m->s;
   int N = m->N, C = s->C;
-  for (int i = 0; i < N; i++)
-    if (m->h_labels[i] != -100 && (m->h_labels[i] < 0 || m->h_labels[i] >= s->V))
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "label %d at batch position %d is outside the vocabulary (%d)",
-                         m->h_labels[i], i, s->V);
   const void *x = m->resid[s->L];
   int bwd = grad_scale != 0.0f;
   OP(rmsnorm_fwd, m->xn, m->rstdf, x, norm_w, N, C, s->eps, err);
@@ -45,6 +39,34 @@ fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
     dnorm_w = m->dnorm_sink;
   }
   if (bwd) OP(rmsnorm_bwd, m->dres, dnorm_w, m->dtmp, x, norm_w, m->rstdf, N, C, err);
+  return FSDPC_OK;
+}
+
+/* The head's work (grad_overwrite: the final norm's and the head's weight
+ * gradients written, not added: the backward's first writers; tied, the
+ * embedding adds into the head's gradient later). */
+static fsdpc_status head_ops(fsdpc_model_ctx *m, const void *norm_w, const void *head_w,
+                             float grad_scale, float *dnorm_w, float *dhead_w, fsdpc_err *err) {
+  if (!m->grad_overwrite || grad_scale == 0.0f)
+    return head_work(m, norm_w, head_w, grad_scale, dnorm_w, dhead_w, err);
+  m->ops->grad_overwrite(m->dev, 1);
+  fsdpc_status st = head_work(m, norm_w, head_w, grad_scale, dnorm_w, dhead_w, err);
+  m->ops->grad_overwrite(m->dev, 0);
+  return st;
+}
+
+fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
+                                       const void *head_w, float grad_scale, float *dnorm_w,
+                                       float *dhead_w, double *loss_sum, int64_t *count,
+                                       fsdpc_err *err) {
+  const fsdpc_model_shape *s = &m->s;
+  int N = m->N;
+  for (int i = 0; i < N; i++)
+    if (m->h_labels[i] != -100 && (m->h_labels[i] < 0 || m->h_labels[i] >= s->V))
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "label %d at batch position %d is outside the vocabulary (%d)",
+                         m->h_labels[i], i, s->V);
+  FSDPC_TRY(head_ops(m, norm_w, head_w, grad_scale, dnorm_w, dhead_w, err));
   if (m->defer_loss && m->loss_n < m->loss_cap) {
     /* ordered after lmhead_xent on the compute stream, before the next
      * micro-batch overwrites loss2 */

@@ -63,6 +63,7 @@ struct fsdpc_model_ctx {
    * copied asynchronously into pinned host slots, read after a sync */
   double *loss_host;             /* (2 * loss_cap) pinned host memory, or NULL */
   int loss_cap, loss_n, defer_loss;
+  int grad_overwrite;            /* fsdpc__model_grad_overwrite */
 
   /* backward scratch */
   void *dres;                    /* (N, C) d(residual stream) */

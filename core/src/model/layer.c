@@ -136,8 +136,27 @@ static fsdpc_status norm_bwd(fsdpc_model_ctx *m, void *dinp, float *dweight, con
   return FSDPC_OK;
 }
 
+int fsdpc__model_grad_overwrite(fsdpc_model_ctx *m, int on) {
+  m->grad_overwrite = on && m->ops->grad_overwrite && !m->has_lora;
+  return m->grad_overwrite;
+}
+
+static fsdpc_status layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
+                              const fsdpc_layer_g *g, fsdpc_err *err);
+
+/* With grad_overwrite on, the ops write the weight gradients of this call
+ * (each one once) instead of adding into them. */
 fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                                     const fsdpc_layer_g *g, fsdpc_err *err) {
+  if (!m->grad_overwrite) return layer_bwd(m, l, w, g, err);
+  m->ops->grad_overwrite(m->dev, 1);
+  fsdpc_status st = layer_bwd(m, l, w, g, err);
+  m->ops->grad_overwrite(m->dev, 0);
+  return st;
+}
+
+static fsdpc_status layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
+                              const fsdpc_layer_g *g, fsdpc_err *err) {
   const fsdpc_model_shape *s = &m->s;
   int N = m->N, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD, P = s->max_pos;
   if (m->ckpt) FSDPC_TRY(layer_forward(m, l, w, err)); /* recompute from resid[l] */

@@ -159,6 +159,14 @@ fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
  * losses to *loss_sum and *count in micro-batch order and forgets them. */
 void fsdpc__model_defer_loss(fsdpc_model_ctx *m, int on);
 void fsdpc__model_deferred_losses(fsdpc_model_ctx *m, double *loss_sum, int64_t *count);
+/* on = 1 (where the ops table has grad_overwrite; else a no-op): until it
+ * is turned off, layer_bwd and head_fwd_bwd WRITE the decoder layers', the
+ * final norm's and the head's weight gradients (each exactly once per
+ * micro-batch, the head first) instead of adding into them, so the caller
+ * need not zero them before a step's first micro-batch. The embedding
+ * still adds (tied, into what the head wrote). Off with LoRA (its own
+ * gradients accumulate). Returns whether the gradients are now written. */
+int fsdpc__model_grad_overwrite(fsdpc_model_ctx *m, int on);
 /* Backward of each block, in reverse. */
 fsdpc_status fsdpc__model_layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                                     const fsdpc_layer_g *g, fsdpc_err *err);

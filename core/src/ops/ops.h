@@ -167,6 +167,12 @@ typedef struct fsdpc_ops {
    * for one unit's gradient copy this way. Slots >= 64 are the engine's
    * per-unit slots (FSDPC_OPS_UNIT_EVENTS of them). */
   fsdpc_status (*event_sync)(void *ctx, int slot, fsdpc_err *err);
+  /* (optional: NULL on the CPU, which keeps zeroed gradients and its exact
+   * sums) on = 1: until called with 0, the weight gradients of matmul_bwd,
+   * matmul_bwd_acc, rmsnorm_bwd, rmsnorm_bwd_add and lmhead_xent are
+   * WRITTEN (=), not accumulated (+=): the first micro-batch after an
+   * optimizer step writes gradients that were never zeroed (fsdp/step.c). */
+  void (*grad_overwrite)(void *ctx, int on);
 } fsdpc_ops;
 
 /* Event slots: 0..63 for the engine's streams, then one per unit. */

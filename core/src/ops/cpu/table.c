@@ -259,6 +259,7 @@ static const fsdpc_ops cpu_ops = {
     /* .rmsnorm_bwd_add = */ NULL,
     /* .argmax_rows = */ cpu_argmax_rows,
     /* .event_sync = */ NULL,
+    /* .grad_overwrite = */ NULL, /* zeroed gradients, exact sums */
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

@@ -5,7 +5,8 @@
  * takes the max and the exp-sum in fp32 in one online pass, writes the row's
  * loss (lse - logit[label]) and, for the backward, the bf16 gradient
  * grad_scale * (softmax - onehot) into dlogits (R, V); then
- * dx_c = dlogits W (bf16, =) and dW += dlogits^T x_c (fp32, beta = 1).
+ * dx_c = dlogits W (bf16, =) and dW += dlogits^T x_c (fp32, beta = 1; the
+ * first chunk writes dW, beta 0, while the context's grad_overwrite is on).
  * At the end one block adds the per-row losses in a fixed order into fp64.
  *
  * Scratch layout: logits fp32 (R, V) | dlogits bf16 (R, V) | loss fp32 (N),
@@ -213,9 +214,11 @@ extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out
       FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 0, C, R, V, weight, C, dlogits, V, NULL,
                                     dx + (size_t)r0 * C, C, CUDA_R_16BF, 1.0f, 0.0f,
                                     "lmhead_xent (dx)", err));
+    const int ow = ctx->grad_overwrite && r0 == 0; /* the first chunk writes dW (beta 0) */
     if (dweight)
-      FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 1, C, V, R, xc, C, dlogits, V, dweight, dweight, C,
-                                    CUDA_R_32F, 1.0f, 1.0f, "lmhead_xent (dweight)", err));
+      FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 1, C, V, R, xc, C, dlogits, V, ow ? NULL : dweight,
+                                    dweight, C, CUDA_R_32F, 1.0f, ow ? 0.0f : 1.0f,
+                                    "lmhead_xent (dweight)", err));
   }
   return launch_xent_total(ctx, out2, row_loss, labels, N, V, err);
 }

@@ -33,6 +33,9 @@ struct fsdpc_cuda_ctx {
    * by NULL or not at all, until fsdpc__cuda_take_mem_error takes it. */
   fsdpc_err mem_err;
   int mem_err_set;
+  /* While set (fsdpc__cuda_grad_overwrite): matmul_bwd(_acc),
+   * rmsnorm_bwd(_add) and lmhead_xent WRITE dweight (=) instead of adding. */
+  int grad_overwrite;
 };
 
 typedef __nv_bfloat16 bf16;

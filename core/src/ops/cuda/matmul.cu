@@ -190,9 +190,11 @@ static fsdpc_status matmul_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp, int dinp_a
     FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 0, C, N, OC, weight, C, dout, OC, dinp_acc ? dinp : NULL,
                                   dinp, C, CUDA_R_16BF, 1.0f, dinp_acc ? 1.0f : 0.0f,
                                   dinp_acc ? "matmul_bwd (dinp +=)" : "matmul_bwd (dinp)", err));
-  if (dweight)
-    FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 1, C, OC, N, inp, C, dout, OC, dweight, dweight, C,
-                                  CUDA_R_32F, 1.0f, 1.0f, "matmul_bwd (dweight)", err));
+  if (dweight) /* += (beta 1), or = (beta 0: no read of the old gradient) while overwriting */
+    FSDPC_TRY(fsdpc__cuda_lt_gemm(
+        ctx, 0, 1, C, OC, N, inp, C, dout, OC, ctx->grad_overwrite ? NULL : dweight, dweight, C,
+        CUDA_R_32F, 1.0f, ctx->grad_overwrite ? 0.0f : 1.0f,
+        ctx->grad_overwrite ? "matmul_bwd (dweight =)" : "matmul_bwd (dweight)", err));
   return FSDPC_OK;
 }
 
@@ -208,6 +210,10 @@ extern "C" fsdpc_status fsdpc__cuda_matmul_bwd_acc(fsdpc_cuda_ctx *ctx, fsdpc_bf
                                                    const fsdpc_bf16 *inp, const fsdpc_bf16 *weight,
                                                    int N, int C, int OC, fsdpc_err *err) {
   return matmul_bwd(ctx, dinp, 1, dweight, dout, inp, weight, N, C, OC, err);
+}
+
+extern "C" void fsdpc__cuda_grad_overwrite(fsdpc_cuda_ctx *ctx, int on) {
+  ctx->grad_overwrite = on != 0;
 }
 
 extern "C" fsdpc_status fsdpc__cuda_logits(fsdpc_cuda_ctx *ctx, float *out, const fsdpc_bf16 *x,

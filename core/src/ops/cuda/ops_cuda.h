@@ -175,6 +175,11 @@ fsdpc_status fsdpc__cuda_matmul_bwd_acc(fsdpc_cuda_ctx *ctx,
                                         const fsdpc_bf16 *inp,    // (N, C)
                                         const fsdpc_bf16 *weight, // (OC, C)
                                         int N, int C, int OC, fsdpc_err *err);
+/* on = 1: until called with 0, matmul_bwd(_acc), rmsnorm_bwd(_add) and
+ * lmhead_xent WRITE dweight (=, the GEMM with beta 0) instead of adding
+ * into it, so that the first micro-batch after an optimizer step needs no
+ * zeroed gradients. */
+void fsdpc__cuda_grad_overwrite(fsdpc_cuda_ctx *ctx, int on);
 /* fp32 logits for evaluation: out = x @ weight^T */
 fsdpc_status fsdpc__cuda_logits(fsdpc_cuda_ctx *ctx,
                                 float *out,               // (N, V)

@@ -258,12 +258,13 @@ static __global__ void rms_bwd_generic(bf16 *dinp, float *part, const bf16 *dout
     dst[c] = direct ? dst[c] + dw_part[c] : dw_part[c];
 }
 
-/* dweight[c] += sum over b < G of part[b * C + c]: 32 columns per block,
+/* dweight[c] += (=, while overwriting) sum over b < G of part[b * C + c]: 32
+ * columns per block,
  * warp w sums b = w, w + 32, ... in order, then warp 0 adds the 32 warp sums
  * in order. A fixed tree: the result does not depend on scheduling. */
 #define RMS_RED_WARPS 32
 static __global__ void __launch_bounds__(32 * RMS_RED_WARPS)
-    rms_dw_reduce(float *dweight, const float *part, int G, int C) {
+    rms_dw_reduce(float *dweight, const float *part, int G, int C, int overwrite) {
   __shared__ float sh[RMS_RED_WARPS][33];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int c = blockIdx.x * 32 + lane;
@@ -277,7 +278,7 @@ static __global__ void __launch_bounds__(32 * RMS_RED_WARPS)
     float t = 0.0f;
     for (int w = 0; w < RMS_RED_WARPS; w++)
       t += sh[w][lane];
-    dweight[c] += t;
+    dweight[c] = overwrite ? t : dweight[c] + t;
   }
 }
 
@@ -370,6 +371,8 @@ static fsdpc_status launch_rmsnorm_bwd(fsdpc_cuda_ctx *ctx, bf16 *dinp, float *d
   FSDPC_TRY(bwd_grid(ctx, kernel, T, smem, N, C, &G, &rpb, &part, err));
   const int direct = G == 1;
   float *dst = direct ? dweight : part;
+  if (direct && ctx->grad_overwrite) /* the single block adds into dweight: start it at 0 */
+    FSDPC_CUDA_TRY(err, cudaMemsetAsync(dweight, 0, (size_t)C * sizeof(float), ctx->compute));
   if (K == 1)
     rms_bwd_vec<1>
         <<<G, T, smem, ctx->compute>>>(dinp, dst, dout, dres, inp, weight, rstd, N, C, rpb,
@@ -387,7 +390,8 @@ static fsdpc_status launch_rmsnorm_bwd(fsdpc_cuda_ctx *ctx, bf16 *dinp, float *d
                                                             rstd, N, C, rpb, direct);
   FSDPC_CUDA_LAUNCHED(err, "rmsnorm_bwd");
   if (!direct) {
-    rms_dw_reduce<<<(C + 31) / 32, 32 * RMS_RED_WARPS, 0, ctx->compute>>>(dweight, part, G, C);
+    rms_dw_reduce<<<(C + 31) / 32, 32 * RMS_RED_WARPS, 0, ctx->compute>>>(dweight, part, G, C,
+                                                                          ctx->grad_overwrite);
     FSDPC_CUDA_LAUNCHED(err, "rmsnorm_bwd (dweight reduce)");
   }
   return FSDPC_OK;

@@ -212,6 +212,9 @@ static fsdpc_status c_matmul_bwd_acc(void *ctx, void *dinp, float *dweight, cons
                                      fsdpc_err *err) {
   return fsdpc__cuda_matmul_bwd_acc(ctx, dinp, dweight, dout, inp, weight, N, C, OC, err);
 }
+static void c_grad_overwrite(void *ctx, int on) {
+  fsdpc__cuda_grad_overwrite(ctx, on);
+}
 static fsdpc_status c_rmsnorm_bwd_add(void *ctx, void *dinp, float *dweight, const void *dout,
                                       const void *dresid, const void *inp, const void *weight,
                                       const float *rstd, int N, int C, fsdpc_err *err) {
@@ -240,7 +243,8 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
       .take_error = c_take_error,
       .matmul_bwd_acc = c_matmul_bwd_acc, .rmsnorm_bwd_add = c_rmsnorm_bwd_add,
 
-      .argmax_rows = c_argmax_rows, .event_sync = c_event_sync};
+      .argmax_rows = c_argmax_rows, .event_sync = c_event_sync,
+      .grad_overwrite = c_grad_overwrite};
   t->scale = c_scale;
   t->dropout = c_dropout;
 }

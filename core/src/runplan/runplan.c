@@ -11,6 +11,7 @@
 #include "fsdp/engine.h"
 #include "fsdp/qstate.h"
 #include "plugin/call.h"
+#include "plugin/plugin_lib.h"
 #include "util/log.h"
 
 void fsdpc__run_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
@@ -166,6 +167,16 @@ static fsdpc_status optim_slots(fsdpc_run_plan *p, fsdpc_err *err) {
   const fsdpc_optim_v1 *ov = p->optim->vtable;
   fsdpc_optimizer *opt = NULL;
   int32_t r = fsdpc__call_optim_create(p->optim, &p->optim_init, &opt);
+  if (r != FSDPC_OK && (p->flags & FSDPC_RUN_PLAN_OFFLINE) &&
+      p->optim_init.device != FSDPC_DEVICE_CPU) {
+    /* A plan for a GPU made where this build cannot run one (no nvcc): the
+     * slots and the state format are the same on every device (the plugin
+     * contract; CUDA = CPU bit for bit), so the CPU form answers. */
+    fsdpc_optim_init cpu = p->optim_init;
+    cpu.device = FSDPC_DEVICE_CPU;
+    fsdpc__plugin_lib_take_error(p->optim->lib, NULL, NULL, 0); /* the refusal, answered */
+    r = fsdpc__call_optim_create(p->optim, &cpu, &opt);
+  }
   if (r != FSDPC_OK)
     return fsdpc__plugin_fail(p->optim, r, err);
   p->n_slots = ov->n_slots(opt);

@@ -12,7 +12,8 @@
  * (B, T) int32 is given. Gradients dq, dk, dv are written (=).
  *
  * This file is the plugin's C face: shape checks, sizes and the descriptor.
- * Built without CUDA it loads and answers UNSUPPORTED to every shape. */
+ * Built without CUDA it loads, supports nothing and runs nothing, but
+ * sizes() still answers (a plan for a GPU made on a machine without one). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,24 +21,25 @@
 #include "../../common/host_call.h"
 #include "fsdpc/plugin.h"
 
-#ifdef FSDPC_WITH_CUDA
 #include "flash.h"
-#endif
 
 /* INVALID_USAGE for a malformed shape, UNSUPPORTED for a device, dtype or
- * head dim this plugin does not run, OK otherwise. check_device also asks
+ * head dim this plugin does not run, OK otherwise. CHECK_DEVICE also asks
  * the CUDA runtime whether the current GPU is a Hopper (sm_90). No
- * per-device context: the host of each call comes in the shape (ABI 1.1). */
-static int32_t check_shape(const fsdpc_attn_shape *s, int check_device) {
+ * per-device context: the host of each call comes in the shape (ABI 1.1).
+ * Built without CUDA, every mode but CHECK_SIZES refuses: sizes() still
+ * answers, so that a machine without nvcc can plan a GPU run. */
+enum { CHECK_SHAPE, CHECK_DEVICE, CHECK_SIZES };
+static int32_t check_shape(const fsdpc_attn_shape *s, int mode) {
   if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_attn_shape, device))
     return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
                          "attention flash: shape is NULL or too short (struct_size)");
 #ifndef FSDPC_WITH_CUDA
-  (void)check_device;
-  return fsdpc_pl_fail(
-      fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
-      "attention flash: built without CUDA; rebuild with a CUDA compiler or use naive");
-#else
+  if (mode != CHECK_SIZES)
+    return fsdpc_pl_fail(
+        fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+        "attention flash: built without CUDA; rebuild with a CUDA compiler or use naive");
+#endif
   if (s->device != FSDPC_DEVICE_CUDA)
     return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
                          "attention flash: runs on CUDA only; use naive on the CPU");
@@ -67,7 +69,8 @@ static int32_t check_shape(const fsdpc_attn_shape *s, int check_device) {
   if (!(s->scale > 0.0f) || !isfinite(s->scale))
     return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
                          "attention flash: scale %g must be finite and > 0", (double)s->scale);
-  if (check_device) {
+#ifdef FSDPC_WITH_CUDA
+  if (mode == CHECK_DEVICE) {
     int major = 0, minor = 0;
     int rc = flash_device_check(&major, &minor);
     if (rc > 0)
@@ -80,25 +83,24 @@ static int32_t check_shape(const fsdpc_attn_shape *s, int check_device) {
           "for Hopper (9.0) only",
           major, minor);
   }
-  return FSDPC_OK;
 #endif
+  return FSDPC_OK;
 }
 
 /* ---- vtable ---- */
 
 static int32_t flash_supports(const fsdpc_attn_shape *shape) {
-  int32_t st = check_shape(shape, 1);
+  int32_t st = check_shape(shape, CHECK_DEVICE);
   return st == FSDPC_OK ? FSDPC_OK : FSDPC_UNSUPPORTED;
 }
 
 static int32_t flash_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc_attn_sizes *out) {
-  int32_t st = check_shape(s, 0);
+  int32_t st = check_shape(s, CHECK_SIZES);
   if (st != FSDPC_OK)
     return st;
   if (out == NULL)
     return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
                          "attention flash: sizes() out is NULL");
-#ifdef FSDPC_WITH_CUDA
   flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal, s->scale, NULL};
   /* Everything is linear in T: the LSE, and dq in fp32 plus one float per
    * row during backward. */
@@ -107,7 +109,10 @@ static int32_t flash_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc
   if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, fwd_workspace))
     out->fwd_workspace = 0;
   if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, bwd_workspace))
+#ifdef FSDPC_WITH_CUDA
     out->bwd_workspace = flash_bwd_workspace_bytes(&p);
+#else
+    out->bwd_workspace = flash_bwd_workspace_for(&p, 0); /* the production kernels' layout */
 #endif
   return FSDPC_OK;
 }
@@ -125,9 +130,9 @@ static flash_params params_of(const fsdpc_attn_shape *s) {
 #endif
 
 static int32_t flash_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, const void *q,
-                             const void *k, const void *v, void *out, void *saved,
-                             void *workspace, void *stream) {
-  int32_t st = check_shape(s, 0);
+                             const void *k, const void *v, void *out, void *saved, void *workspace,
+                             void *stream) {
+  int32_t st = check_shape(s, CHECK_SHAPE);
   if (st != FSDPC_OK)
     return st;
 #ifdef FSDPC_WITH_CUDA
@@ -150,7 +155,7 @@ static int32_t flash_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
                               const void *k, const void *v, const void *out, const void *dout,
                               const void *saved, void *dq, void *dk, void *dv, void *workspace,
                               void *stream) {
-  int32_t st = check_shape(s, 0);
+  int32_t st = check_shape(s, CHECK_SHAPE);
   if (st != FSDPC_OK)
     return st;
 #ifdef FSDPC_WITH_CUDA
@@ -197,12 +202,14 @@ static const fsdpc_component_desc flash_component = {
     /* .version        = */ "1.0.0",
     /* .iface_version  = */ 1,
     /* .default_score  = */ 50,
-    /* .description    = */ "tiled exact attention with online softmax (wgmma + TMA on "
-                            "Hopper, mma.sync elsewhere), O(T) memory",
+    /* .description    = */
+    "tiled exact attention with online softmax (wgmma + TMA on "
+    "Hopper, mma.sync elsewhere), O(T) memory",
 #ifdef FSDPC_WITH_CUDA
-    /* .capabilities   = */ "cuda sm_90 (Hopper); bf16 in/out, fp32 accumulation; head dims 64 "
-                            "and 128 (80 and 96 through the 128 kernels); any T >= 1; causal or full; GQA (NH % KVH == 0); "
-                            "document masking; saved = LSE (B, NH, T) fp32",
+    /* .capabilities   = */
+    "cuda sm_90 (Hopper); bf16 in/out, fp32 accumulation; head dims 64 "
+    "and 128 (80 and 96 through the 128 kernels); any T >= 1; causal or full; GQA (NH % KVH == 0); "
+    "document masking; saved = LSE (B, NH, T) fp32",
 #else
     /* .capabilities   = */ "built without CUDA: supports nothing",
 #endif

@@ -28,6 +28,18 @@ typedef struct flash_params {
  * (B, T, NH, HD); each 256-byte aligned. */
 uint64_t flash_bwd_workspace_bytes(const flash_params *p);
 
+/* The formula behind it for either dQ mode; plain C, so that a build without
+ * CUDA still sizes a CUDA run (the planner on a machine without nvcc). */
+static inline uint64_t flash_align256(uint64_t x) {
+  return (x + 255) / 256 * 256;
+}
+static inline uint64_t flash_bwd_workspace_for(const flash_params *p, int split_dq) {
+  uint64_t rows = (uint64_t)p->B * p->T * p->NH;
+  /* The split dQ kernel writes dq directly: no fp32 accumulator. */
+  return (split_dq ? 0 : flash_align256(rows * p->HD * sizeof(float))) +
+         flash_align256(rows * sizeof(float));
+}
+
 int flash_fwd(const flash_params *p, const void *q, const void *k, const void *v, void *out,
               float *lse, void *stream);
 

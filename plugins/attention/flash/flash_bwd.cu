@@ -71,15 +71,8 @@
 #define BWD_LPT 1
 #endif
 
-static uint64_t align256(uint64_t x) {
-  return (x + 255) / 256 * 256;
-}
-
 extern "C" uint64_t flash_bwd_workspace_bytes(const flash_params *p) {
-  uint64_t rows = (uint64_t)p->B * p->T * p->NH;
-  /* The split dQ kernel writes dq directly: no fp32 accumulator. */
-  return (BWD_SPLIT_DQ ? 0 : align256(rows * p->HD * sizeof(float))) +
-         align256(rows * sizeof(float));
+  return flash_bwd_workspace_for(p, BWD_SPLIT_DQ);
 }
 
 /* D (B, NH, T) = rowsum(dout * out); one warp per (b, t, h) row. */
@@ -473,7 +466,7 @@ extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, co
   /* Workspace: [dq_acc (B, T, NH, HD) fp32, fused dQ only] then D (B, NH, T). */
   float *dq_acc = (float *)workspace;
   float *D = (float *)((char *)workspace +
-                       (BWD_SPLIT_DQ ? 0 : align256(rows * p->HD * sizeof(float))));
+                       (BWD_SPLIT_DQ ? 0 : flash_align256(rows * p->HD * sizeof(float))));
   cudaError_t e = BWD_SPLIT_DQ ? cudaSuccess
                                : cudaMemsetAsync(dq_acc, 0, rows * p->HD * sizeof(float), st);
   if (e != cudaSuccess)

@@ -36,7 +36,7 @@
 /* INVALID_USAGE for a malformed shape, UNSUPPORTED for a device or dtype
  * this plugin does not run, OK otherwise. No per-device context: the host
  * of each call comes in the shape (ABI 1.1). */
-static int32_t check_shape(const fsdpc_attn_shape *s) {
+static int32_t check_shape(const fsdpc_attn_shape *s, int sizing) {
   if (s == NULL || !FSDPC_HAS_FIELD(s, fsdpc_attn_shape, device))
     return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
                          "attention naive: shape is NULL or too short (struct_size)");
@@ -56,12 +56,15 @@ static int32_t check_shape(const fsdpc_attn_shape *s) {
                            (int)s->NH, (int)s->T);
   } else
 #endif
-      if (s->device != FSDPC_DEVICE_CPU)
-    return fsdpc_pl_fail(
-        fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
-        "attention naive: CUDA device is not supported by this build (nvcc was not found "
-        "at build time); use a CUDA attention plugin (e.g. flash) or run on the CPU");
-  else if (s->dtype != FSDPC_DTYPE_F32)
+      if (s->device != FSDPC_DEVICE_CPU) {
+    /* Built without CUDA: sizes() still answers for a CUDA shape (a plan for a
+     * GPU made on a machine without nvcc); nothing runs it. */
+    if (!sizing || s->device != FSDPC_DEVICE_CUDA)
+      return fsdpc_pl_fail(
+          fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+          "attention naive: CUDA device is not supported by this build (nvcc was not found "
+          "at build time); use a CUDA attention plugin (e.g. flash) or run on the CPU");
+  } else if (s->dtype != FSDPC_DTYPE_F32)
     return fsdpc_pl_fail(
         fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
         "attention naive: dtype %d is not supported on the CPU; only fp32 (dtype 0)",
@@ -106,12 +109,12 @@ static float dot(const float *a, const float *b, int n) {
 /* ---- vtable ---- */
 
 static int32_t naive_supports(const fsdpc_attn_shape *shape) {
-  int32_t st = check_shape(shape);
+  int32_t st = check_shape(shape, 0);
   return st == FSDPC_OK ? FSDPC_OK : FSDPC_UNSUPPORTED;
 }
 
 static int32_t naive_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc_attn_sizes *out) {
-  int32_t st = check_shape(s);
+  int32_t st = check_shape(s, 1);
   if (st != FSDPC_OK)
     return st;
   if (out == NULL)
@@ -133,7 +136,7 @@ static int32_t naive_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc
 static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, const void *q_,
                              const void *k_, const void *v_, void *out_, void *saved_,
                              void *workspace, void *stream) {
-  int32_t st = check_shape(s);
+  int32_t st = check_shape(s, 0);
   if (st != FSDPC_OK)
     return st;
   if (q_ == NULL || k_ == NULL || v_ == NULL || out_ == NULL || saved_ == NULL)
@@ -204,7 +207,7 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
                               const void *k_, const void *v_, const void *out_, const void *dout_,
                               const void *saved_, void *dq_, void *dk_, void *dv_, void *workspace,
                               void *stream) {
-  int32_t st = check_shape(s);
+  int32_t st = check_shape(s, 0);
   if (st != FSDPC_OK)
     return st;
   if (q_ == NULL || k_ == NULL || v_ == NULL || dout_ == NULL || saved_ == NULL || dq_ == NULL ||

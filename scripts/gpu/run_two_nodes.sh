@@ -52,6 +52,23 @@ pass() { echo "PASS $*" | tee -a "$OUT/checks.txt"; }
 fail() { echo "FAIL $*" | tee -a "$OUT/checks.txt"; FAILS=$((FAILS + 1)); }
 has() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_port2: a port P with P + 1 free too (torchrun's workers: the agent
+# serves P, fsdpc's store takes P + 1; a busy P + 1 failed rank 0 and left the
+# other ranks waiting for its store)
+free_port2() {
+  python3 - <<'PY'
+import socket
+for _ in range(100):
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("127.0.0.1", p + 1))
+    except OSError:
+        continue
+    print(p)
+    break
+PY
+}
 gpus_of() { # node -> "a,b" (its G GPUs)
   seq -s, $(($1 * G)) $(($1 * G + G - 1))
 }
@@ -72,7 +89,9 @@ optim: {name: adamw, lr: 1.0e-3}
 train: {micro_batch_size: 2, threads: 1, eval_every: 0}
 YAML
   CFG=$W/tiny.yaml
-  MODEL=()
+  # a rank left waiting for a store that never comes gives up in 60 s, inside
+  # ctest's 120 s, so that a failure prints its logs instead of a timeout
+  MODEL=(collectives.timeout_s=60)
 fi
 COMMON=(train.max_steps=$STEPS train.log_every=1 train.global_batch_size=$((NP * 2))
   fsdp.sharding_strategy=HYBRID_SHARD fsdp.hybrid_shard_size=$G)
@@ -165,7 +184,7 @@ if has slurm; then
 fi
 
 if has torchrun; then
-  port=$(free_port)
+  port=$(free_port2)
   if command -v torchrun >/dev/null; then
     for n in 0 1; do
       cvd=()

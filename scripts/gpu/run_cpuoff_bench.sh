@@ -15,16 +15,8 @@
 # ROWS (names to run, default all; they run in the order of the list below), CHECK=1 first runs run_offload_gpu.sh
 # (the CUDA offload checks) into $OUT/offload-check; BUDGET (seconds): rows
 # that would start later are skipped.
-set -u
-C=$(cd "$(dirname "$0")" && pwd)
-OUT=${OUT:-/tmp/out}
+. "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 STEPS=${STEPS:-20}
-mkdir -p /tmp/rt "$OUT"
-tar xf "$C/runtime.tar.xz" -C /tmp/rt
-tar xf "$C/build.tar.xz" -C /
-B=$(cat "$C/build_dir")
-F=$B/bin/fsdpc
-export LD_LIBRARY_PATH=/tmp/rt:$B/lib:${LD_LIBRARY_PATH:-}
 export FSDPC_PLUGIN_PATH=$B/plugins
 if [ "${CHECK:-0}" = 1 ]; then
   mkdir -p "$OUT/offload-check"

@@ -17,7 +17,7 @@ cp "$ROOT"/scripts/gpu/run_*.sh "$ROOT"/scripts/gpu/carry_env.sh "$ROOT"/scripts
   "$ROOT/bench/profile_summary.py" \
   "$ROOT/tests/train/compare_runs.py" "$ROOT/tests/fixtures/check_hf_load.py" \
   "$ROOT/bench/torch_peft_lora_baseline.py" "$ROOT/bench/timeline_summary.py" "$ROOT/bench/loss_gap.py" \
-  "$ROOT/bench/gap_summary.py" \
+  "$ROOT/bench/gap_summary.py" "$ROOT/bench/offload_gaps.py" \
   "$ROOT/scripts/gpu/world_rows.py" "$ROOT/scripts/gpu/make_hf_random.py" "$DEST/"
 # the HF fixtures, where the fixture test looks for them (its source dir)
 mkdir -p "$DEST/src/tests/fixtures" && cp -r "$ROOT"/tests/fixtures/hf_tiny_* "$DEST/src/tests/fixtures/"

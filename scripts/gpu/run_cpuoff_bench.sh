@@ -2,7 +2,9 @@
 # On the GPU host (one H200): fsdp.cpu_offload at world 1 on the 1B shape
 # against the same run without offload, fp32 AdamW and adamw8bit; tokens/s,
 # device peak (allocated, rank0.json), host peak (VmHWM) and pinned bytes,
-# and the planner's figures for each row (bench/results/2026-11-24-cpuoffload.md).
+# and the planner's figures for each row (bench/results/2026-11-24-cpuoffload.md,
+# 2026-11-24-cpuoffload2.md: -ka / -kn = fsdp.keep_params all / none; the
+# other cpu_offload rows run its default, first).
 #   bash scripts/gpu/pack_train_carry.sh /work/main/.carry/cpuoff && \
 #     cp configs/bench/llama3-1b-base.yaml /work/main/.carry/cpuoff/     (here)
 #   STEPS=20 ROWS="base-a16 full-a16-ns" bash .carry/cpuoff/run_cpuoff_bench.sh   (device)
@@ -13,7 +15,8 @@
 # LOSS lines list each row's per-step losses. Logs, plans, metrics and
 # rank0.json of every row: $OUT/cpuoff-logs.tgz. Env: STEPS (default 20),
 # ROWS (names to run, default all; they run in the order of the list below), CHECK=1 first runs run_offload_gpu.sh
-# (the CUDA offload checks) into $OUT/offload-check; BUDGET (seconds): rows
+# (the CUDA offload checks) into $OUT/offload-check; TRACE_ROWS: see the end;
+# BUDGET (seconds): rows
 # that would start later are skipped.
 . "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 STEPS=${STEPS:-20}
@@ -37,11 +40,15 @@ mb="train.micro_batch_size=4"
 q8="optim.name=adamw8bit"
 sep="fsdp.wrap.options.separate_embedding=true fsdp.wrap.options.separate_lm_head=true"
 rows=(
-  "base-a16|$mb train.global_batch_size=64"
-  "full-a16-ns|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true"
-  "q8-full-a16-ns|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true $q8"
   "base-a8|$mb train.global_batch_size=32"
   "full-a8-ns|$mb train.global_batch_size=32 fsdp.cpu_offload=true fsdp.no_sync=true"
+  "full-a8-ns-ka|$mb train.global_batch_size=32 fsdp.cpu_offload=true fsdp.no_sync=true fsdp.keep_params=all"
+  "full-a8-ns-kn|$mb train.global_batch_size=32 fsdp.cpu_offload=true fsdp.no_sync=true fsdp.keep_params=none"
+  "base-a16|$mb train.global_batch_size=64"
+  "full-a16-ns|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true"
+  "full-a16-ns-ka|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true fsdp.keep_params=all"
+  "full-a16-ns-kn|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true fsdp.keep_params=none"
+  "q8-full-a16-ns|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true $q8"
   "full-a16-ns-sep|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true $sep"
   "q8-full-a1|$mb train.global_batch_size=4 fsdp.cpu_offload=true $q8"
   "full-a1|$mb train.global_batch_size=4 fsdp.cpu_offload=true"
@@ -96,4 +103,20 @@ except Exception:
     pass
 PY
   [ "$trc" -eq 0 ] || grep -m3 -E "error|fail" "$L/train-$name.log"
+done
+# TRACE_ROWS (names of rows above): each again for 5 steps under the CUPTI
+# tracer (libfsdpc_cupti_trace.so, kernels and copies only), then
+# bench/offload_gaps.py of its last complete step into $L/gaps-<name>.txt.
+for name in ${TRACE_ROWS:-}; do
+  if [ "$SECONDS" -gt "${BUDGET:-100000}" ]; then echo "SKIP trace $name (past BUDGET=$BUDGET s)"; continue; fi
+  for r in "${rows[@]}"; do
+    [ "${r%%|*}" = "$name" ] || continue
+    read -r -a ov <<<"${r#*|}"
+    FSDPC_TRACE_DIR="$W/tr-$name" FSDPC_TRACE_API=0 CUDA_INJECTION64_PATH="$B/lib/libfsdpc_cupti_trace.so" \
+      timeout 200 $F train "$cfg" data.train="$W/copy.tok" train.max_steps=5 train.log_every=1 \
+      train.generate_prompts=[] train.eval_every=0 "${ov[@]}" log.dir="$W/trace-$name" \
+      >"$L/trace-$name.log" 2>&1
+    echo "TRACE $name exit $?"
+    python3 "$C/offload_gaps.py" "$W/tr-$name" --top 25 | tee "$L/gaps-$name.txt"
+  done
 done

@@ -10,7 +10,8 @@
 # gradient accumulation, at world 1 and at world 2 (FULL_SHARD and NO_SHARD,
 # whose replica all-reduce runs before the norm), and across a checkpoint
 # and resume, and without clipping (the worker then updates each unit during
-# the backward). reduce_dtype bf16 is refused with one line naming the key.
+# the backward), and with fsdp.keep_params. reduce_dtype bf16 is refused
+# with one line naming the key.
 source "$(dirname "$0")/../train/common.sh"
 CMP="python3 $FSDPC_SOURCE_DIR/tests/train/compare_runs.py"
 run() { # name overrides...
@@ -81,6 +82,20 @@ if [ -e "$FSDPC_PLUGIN_PATH/libfsdpc-collectives-gloo.so" ]; then
   run ns2off fsdp.sharding_strategy=NO_SHARD fsdp.cpu_offload=true --nproc-per-node 2 ||
     fail "world 2 NO_SHARD cpu_offload"
   same ns2 ns2off
+  # fsdp.keep_params: units kept gathered from one micro-batch to the next
+  # of a step (first, middle and last micro-batches: 3 of them) change no
+  # bit, with or without no_sync and the host worker
+  A3=(train.grad_accum_steps=3 --nproc-per-node 2)
+  run k3none fsdp.keep_params=none "${A3[@]}" || fail "world 2 keep none"
+  run k3first fsdp.keep_params=first "${A3[@]}" || fail "world 2 keep first"
+  run k3all fsdp.keep_params=all "${A3[@]}" || fail "world 2 keep all"
+  same k3none k3first k3all
+  # no_sync sums the micro-batches before the reduce-scatter: its own reference
+  run k3ns fsdp.keep_params=none fsdp.no_sync=true "${A3[@]}" || fail "world 2 no_sync"
+  run k3allns fsdp.keep_params=all fsdp.no_sync=true "${A3[@]}" || fail "world 2 keep all no_sync"
+  run k3offns fsdp.keep_params=first fsdp.no_sync=true fsdp.cpu_offload=true "${A3[@]}" ||
+    fail "world 2 keep first no_sync cpu_offload"
+  same k3ns k3allns k3offns
 fi
 
 run bf16 fsdp.mixed_precision.reduce_dtype=bf16 && fail "reduce_dtype bf16 accepted on the CPU"

@@ -7,7 +7,8 @@
  * them only with a comm stream; no_sync keeps the grads; under cpu_offload's
  * host worker every pass waits for a unit's update before its first use and
  * hands each unit's grads over once; offload.optimizer's pieces go in, are
- * updated and come out in order, two buffers at most. */
+ * updated and come out in order, two buffers at most; fsdp.keep_params
+ * keeps units gathered across a step's micro-batches. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -60,6 +61,10 @@ static counts check(const fsdpc_program_opts *o, const fsdpc_program *p) {
     int op = p->a[i].op, arg = p->a[i].arg;
     c.op[op]++;
     switch (op) {
+    case FSDPC_ACT_FENCE_IN: /* a new pass (a step's programs checked as one) */
+      for (int u = 0; u < nu; u++)
+        hwait[u] = hgrad[u] = reduced[u] = 0;
+      break;
     case FSDPC_ACT_HOST_WAIT:
       ck_assert_msg(o->host_async && !hwait[arg], "action %d: a second host wait for unit %d", i,
                     arg);
@@ -250,6 +255,64 @@ START_TEST(offload_modes) {
 }
 END_TEST
 
+/* The programs of one optimizer step of n micro-batches, run as one. */
+static counts build_step(fsdpc_program_opts *o, int n) {
+  fsdpc_program step = {0}, p = {0};
+  fsdpc_err err = {0};
+  for (int mi = 0; mi < n; mi++) {
+    ck_assert_msg(fsdpc__program_build(o, fsdpc__micro_kind(mi, n), &p, &err) == FSDPC_OK, "%s",
+                  err.msg);
+    step.a = realloc(step.a, (size_t)(step.n + p.n) * sizeof *step.a);
+    ck_assert_ptr_nonnull(step.a);
+    for (int i = 0; i < p.n; i++)
+      step.a[step.n++] = p.a[i];
+  }
+  counts c = check(o, &step);
+  fsdpc__program_free(&p);
+  fsdpc__program_free(&step);
+  return c;
+}
+
+/* fsdp.keep_params: a step of 3 micro-batches is well formed (kept units
+ * resident whenever used, every unit freed by the step's end), gathers the
+ * first two blocks' units once less in each later micro-batch (first) or
+ * every unit once per step (all), and a step of one micro-batch is as
+ * without it; on the CPU, with a comm stream, offloaded with the worker. */
+START_TEST(keep_params) {
+  ck_assert_int_eq(fsdpc__micro_kind(0, 1), FSDPC_PROGRAM_MICRO);
+  ck_assert_int_eq(fsdpc__micro_kind(0, 3), FSDPC_PROGRAM_MICRO_NO_SYNC);
+  ck_assert_int_eq(fsdpc__micro_kind(1, 3), FSDPC_PROGRAM_MICRO_NO_SYNC_IN);
+  ck_assert_int_eq(fsdpc__micro_kind(2, 3), FSDPC_PROGRAM_MICRO_IN);
+  int kept = lay.blocks[0].n_units + lay.blocks[1].n_units;
+  ck_assert_int_eq(kept, 2); /* separate_embedding: the embedding's unit, layer 0's */
+  for (int mode = 0; mode < 3; mode++) {
+    fsdpc_program_opts o;
+    if (mode == 0) /* FULL_SHARD on the CPU */
+      fsdpc__program_opts_for(&lay, 2, 1, 1, 0, 1, 0, 0, 1, 1, &o);
+    else if (mode == 1) /* a comm stream, no_sync */
+      fsdpc__program_opts_for(&lay, 2, 1, 0, 0, 1, 1, 1, 1, 1, &o);
+    else { /* cpu_offload at S = 1 with the worker */
+      fsdpc__program_opts_for(&lay, 1, 1, 0, 1, 1, 1, 1, 1, 1, &o);
+      o.host_async = 1;
+    }
+    counts one = build(&o, FSDPC_PROGRAM_MICRO);
+    o.keep = FSDPC_KEEP_NONE;
+    ck_assert_int_eq(build_step(&o, 3).op[FSDPC_ACT_GATHER], 3 * one.op[FSDPC_ACT_GATHER]);
+    o.keep = FSDPC_KEEP_FIRST;
+    ck_assert_int_eq(build_step(&o, 1).op[FSDPC_ACT_GATHER], one.op[FSDPC_ACT_GATHER]);
+    counts c = build_step(&o, 3);
+    ck_assert_int_eq(c.op[FSDPC_ACT_GATHER], 3 * one.op[FSDPC_ACT_GATHER] - 2 * kept);
+    ck_assert_int_eq(c.op[FSDPC_ACT_GATHER], c.op[FSDPC_ACT_RELEASE]);
+    o.keep = FSDPC_KEEP_ALL;
+    ck_assert_int_eq(build_step(&o, 1).op[FSDPC_ACT_GATHER], one.op[FSDPC_ACT_GATHER]);
+    c = build_step(&o, 3);
+    ck_assert_int_eq(c.op[FSDPC_ACT_GATHER], lay.n_units);
+    ck_assert_int_eq(c.op[FSDPC_ACT_RELEASE], lay.n_units);
+    ck_assert_int_eq(c.op[FSDPC_ACT_HOST_GRAD], o.host_async ? lay.n_units : 0);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fsdp_program");
   TCase *tc = tcase_create("core");
@@ -258,6 +321,7 @@ int main(void) {
   tcase_add_test(tc, prefetch_with_comm_stream);
   tcase_add_test(tc, shard_is_full_and_no_sync);
   tcase_add_test(tc, offload_modes);
+  tcase_add_test(tc, keep_params);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -66,6 +66,9 @@ static const fsdpc_cfg_enum_item param_dtype_values[] = {
     {"auto", -1}, {"fp32", FSDPC_DTYPE_F32}, {"bf16", FSDPC_DTYPE_BF16}, {NULL, 0}};
 static const fsdpc_cfg_enum_item state_dict_values[] = {
     {"FULL", FSDPC_STATE_DICT_FULL}, {"SHARDED", FSDPC_STATE_DICT_SHARDED}, {NULL, 0}};
+/* fsdp.keep_params: -1 = auto, else FSDPC_KEEP_* of fsdp/program.h */
+static const fsdpc_cfg_enum_item keep_values[] = {
+    {"auto", -1}, {"none", 0}, {"first", 1}, {"all", 2}, {NULL, 0}};
 static const fsdpc_cfg_enum_item rope_values[] = {
     {"none", FSDPC_ROPE_SCALING_NONE}, {"llama3", FSDPC_ROPE_SCALING_LLAMA3}, {NULL, 0}};
 static const fsdpc_cfg_enum_item sched_values[] = {{"constant", FSDPC_SCHED_CONSTANT},
@@ -285,6 +288,13 @@ static const fsdpc_cfg_key keys[] = {
            "fsdp.offload.optimizer: MiB of each of the two device buffers the state streams "
            "through; a unit's state larger than one goes in pieces",
            RANGE_(0.015625, 1048576)),
+    ENUM_("fsdp.keep_params", fsdp.keep_params, "auto", keep_values,
+          "gathered units a micro-batch leaves for the next one of the same optimizer step "
+          "(parameters do not change inside a step): none; first = the units of the first two "
+          "blocks (the embedding's, the first layer's: the next forward's first gathers); all = "
+          "every unit, gathered once per step (device memory of all gathered units); auto = "
+          "first with fsdp.cpu_offload on a device, else none",
+          NONE_),
 
     /* ---- collectives ---- */
     STR_("collectives.impl", collectives.impl, "auto",

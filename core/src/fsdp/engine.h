@@ -145,6 +145,9 @@ typedef struct fsdpc_engine_opts {
   /* 1: evaluation only (fsdpc eval): no gradient or optimizer state shards;
    * backward, optimizer steps and optimizer checkpoints are not available. */
   int inference;
+  /* fsdp.keep_params, resolved (FSDPC_KEEP_* of fsdp/program.h): gathered
+   * units a micro-batch leaves for the next one of the same step */
+  int keep_params;
 } fsdpc_engine_opts;
 
 /* fsdp.param_copy_max_mib: whether a unit of shard_numel elements gets its

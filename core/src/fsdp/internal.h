@@ -59,6 +59,8 @@ struct fsdpc_engine {
   uint64_t max_shard, max_flat;
   uint64_t max_grad_shard;     /* largest trainable shard: the reduce-scatter landing buffers */
   fsdpc_program prog[FSDPC_PROGRAM_NKINDS]; /* the step as data (program.h) */
+  int keep;                    /* fsdp.keep_params (FSDPC_KEEP_*) */
+  int kept;                    /* the last micro-batch left its kept units gathered */
   /* Offload modes (offload.c). */
   int host_async;              /* cpu_offload: the optimizer step runs on the host worker */
   int offload_optim;           /* fsdp.offload.optimizer: state in host memory, streamed */

@@ -105,6 +105,21 @@ static void prefetch_block(builder *b, int blk) {
     gather(b, bl->units[i]);
 }
 
+/* fsdp.keep_params: whether unit u stays gathered from one micro-batch of
+ * a step to the next (program.h). */
+static int kept(const builder *b, int u) {
+  if (b->o->keep == FSDPC_KEEP_ALL)
+    return 1;
+  if (b->o->keep != FSDPC_KEEP_FIRST)
+    return 0;
+  const fsdpc_layout *lay = b->o->lay;
+  for (int blk = 0; blk < 2 && blk < lay->n_blocks; blk++)
+    for (int i = 0; i < lay->blocks[blk].n_units; i++)
+      if (lay->blocks[blk].units[i] == u)
+        return 1;
+  return 0;
+}
+
 /* Blocks 0..L forward; under reshard each unit is freed after its last
  * forward use unless the head needs it. */
 static void forward_layers(builder *b, int reshard, int prefetch) {
@@ -137,12 +152,20 @@ static int learns(const builder *b, int blk) {
   return 0;
 }
 
-static void micro(builder *b, int reduce, int last) {
+/* One micro-batch. last: the step's last (host_async hands its grads to
+ * the worker; nothing is kept past it). in: the previous micro-batch of the
+ * step kept its units gathered (keep). */
+static void micro(builder *b, int reduce, int last, int in) {
   const fsdpc_program_opts *o = b->o;
   const fsdpc_layout *lay = o->lay;
   int head = lay->n_blocks - 1;
+  for (int u = 0; in && u < lay->n_units; u++)
+    if (kept(b, u) && !always(b, u))
+      b->resident[u] = 1;
   emit(b, FSDPC_ACT_FENCE_IN, -1);
-  forward_layers(b, o->reshard, o->forward_prefetch);
+  /* keep ALL: nothing is freed inside a step of several micro-batches */
+  int hold = o->keep == FSDPC_KEEP_ALL && (in || !last);
+  forward_layers(b, o->reshard && !hold, o->forward_prefetch);
   gather_block(b, head, 1);
   if (o->backward_prefetch)
     prefetch_block(b, head - 1);
@@ -164,6 +187,8 @@ static void micro(builder *b, int reduce, int last) {
         emit(b, FSDPC_ACT_HOST_GRAD, u);
       else if (reduce && o->host_async && o->offload && !frozen(b, u))
         emit(b, FSDPC_ACT_HOST_LAND, u);
+      if (!last && kept(b, u))
+        continue; /* the next micro-batch of the step uses it as it is */
       release(b, u);
     }
   }
@@ -293,10 +318,12 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   if (b.resident && b.pending && b.waited) {
     switch (kind) {
     case FSDPC_PROGRAM_MICRO:
-      micro(&b, 1, 1);
+    case FSDPC_PROGRAM_MICRO_IN:
+      micro(&b, 1, 1, kind == FSDPC_PROGRAM_MICRO_IN);
       break;
     case FSDPC_PROGRAM_MICRO_NO_SYNC:
-      micro(&b, !o->no_sync, 0);
+    case FSDPC_PROGRAM_MICRO_NO_SYNC_IN:
+      micro(&b, !o->no_sync, 0, kind == FSDPC_PROGRAM_MICRO_NO_SYNC_IN);
       break;
     case FSDPC_PROGRAM_FORWARD:
       forward_only(&b);

@@ -79,7 +79,19 @@ typedef struct fsdpc_program_opts {
   /* offload_optim: the pieces, when cut otherwise than by `piece` (quantized
    * state: fsdpc__qstate_pieces_build); NULL: cut by `piece` */
   const struct fsdpc_state_pieces *pieces;
+  /* fsdp.keep_params (FSDPC_KEEP_*): units a micro-batch that is not the
+   * step's last leaves gathered for the next one (parameters do not change
+   * inside an optimizer step); the *_IN programs start with them resident */
+  int keep;
 } fsdpc_program_opts;
+
+/* fsdp.keep_params: which gathered units outlive a micro-batch that is not
+ * the step's last. FIRST: the units of blocks 0 and 1 (the next pass's first
+ * gathers; at the end of a backward they are the last ones freed, and they
+ * are held through the whole forward anyway when the head shares the
+ * embedding's unit). ALL: every unit, gathered once per optimizer step (no
+ * reshard inside the step: device memory of every gathered unit). */
+enum { FSDPC_KEEP_NONE = 0, FSDPC_KEEP_FIRST = 1, FSDPC_KEEP_ALL = 2 };
 
 /* offload_optim streams each unit's state in pieces of at most `piece`
  * elements (a unit of n elements: ceil(n / piece) pieces, in unit order).
@@ -115,8 +127,19 @@ typedef enum fsdpc_program_kind {
   FSDPC_PROGRAM_MICRO_NO_SYNC, /* one training micro-batch, grads kept (no_sync, not last) */
   FSDPC_PROGRAM_FORWARD,       /* forward through the head only (evaluation, generation) */
   FSDPC_PROGRAM_OPTIM,         /* the optimizer step */
+  /* keep != NONE: the same two micro-batches after a micro-batch of the same
+   * step, which left its kept units gathered */
+  FSDPC_PROGRAM_MICRO_IN,         /* the step's last micro-batch */
+  FSDPC_PROGRAM_MICRO_NO_SYNC_IN, /* neither the step's first nor its last */
   FSDPC_PROGRAM_NKINDS
 } fsdpc_program_kind;
+
+/* The kind of micro-batch mi (0-based) of a step of accum micro-batches. */
+static inline fsdpc_program_kind fsdpc__micro_kind(int mi, int accum) {
+  if (mi == accum - 1)
+    return mi > 0 ? FSDPC_PROGRAM_MICRO_IN : FSDPC_PROGRAM_MICRO;
+  return mi > 0 ? FSDPC_PROGRAM_MICRO_NO_SYNC_IN : FSDPC_PROGRAM_MICRO_NO_SYNC;
+}
 
 /* Builds the program of one kind into out (emptied first). */
 fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kind kind,

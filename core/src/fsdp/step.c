@@ -394,6 +394,19 @@ static int grad_ow(fsdpc_engine *e) {
   return 1;
 }
 
+/* Frees the units a micro-batch kept (keep_params) when what comes next is
+ * not a micro-batch of the same step: the programs of evaluation and the
+ * optimizer step assume nothing gathered. The trainer always ends a step
+ * with its last micro-batch, which keeps nothing. */
+static fsdpc_status drop_kept(fsdpc_engine *e, fsdpc_err *err) {
+  if (!e->kept)
+    return FSDPC_OK;
+  e->kept = 0;
+  for (int u = 0; u < e->n_units; u++)
+    FSDPC_TRY(release(e, u, err));
+  return FSDPC_OK;
+}
+
 fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float grad_scale,
                                       int last_micro, double *loss_sum, int64_t *count,
                                       fsdpc_err *err) {
@@ -410,8 +423,13 @@ fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float
         FSDPC_TRY(e->sops->memset0(e->sops->ctx, e->units[u].grad,
                                    e->units[u].shard_numel * sizeof(float), err));
   }
-  fsdpc_status st =
-      run(e, &e->prog[last_micro ? FSDPC_PROGRAM_MICRO : FSDPC_PROGRAM_MICRO_NO_SYNC], &x, err);
+  /* keep_params: after a micro-batch of this step that kept its units, the
+   * *_IN program, which finds them gathered */
+  fsdpc_program_kind kind =
+      last_micro ? (e->kept ? FSDPC_PROGRAM_MICRO_IN : FSDPC_PROGRAM_MICRO)
+                 : (e->kept ? FSDPC_PROGRAM_MICRO_NO_SYNC_IN : FSDPC_PROGRAM_MICRO_NO_SYNC);
+  fsdpc_status st = run(e, &e->prog[kind], &x, err);
+  e->kept = st == FSDPC_OK && !last_micro && e->keep != FSDPC_KEEP_NONE;
   fsdpc__model_grad_overwrite(m, 0);
   e->grads_fresh = 0; /* later micro-batches of the step add into what it wrote */
   return st;
@@ -420,12 +438,14 @@ fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float
 fsdpc_status fsdpc__engine_eval(fsdpc_engine *e, fsdpc_model_ctx *m, double *loss_sum,
                                 int64_t *count, fsdpc_err *err) {
   pass x = {.kind = PASS_EVAL, .m = m, .loss_sum = loss_sum, .count = count};
+  FSDPC_TRY(drop_kept(e, err));
   return run(e, &e->prog[FSDPC_PROGRAM_FORWARD], &x, err);
 }
 
 fsdpc_status fsdpc__engine_logits_at(fsdpc_engine *e, fsdpc_model_ctx *m, int pos, float *out,
                                      fsdpc_err *err) {
   pass x = {.kind = PASS_LOGITS, .m = m, .pos = pos, .out = out};
+  FSDPC_TRY(drop_kept(e, err));
   return run(e, &e->prog[FSDPC_PROGRAM_FORWARD], &x, err);
 }
 
@@ -435,6 +455,7 @@ fsdpc_status fsdpc__engine_block_weights(fsdpc_engine *e, int b, void *base[FSDP
   if (b < 0 || b > head)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "no block %d", b);
   if (b == 0) {
+    FSDPC_TRY(drop_kept(e, err));
     FSDPC_TRY(fsdpc__engine_quiesce(e, err));
     FSDPC_TRY(fence_in(e, err));
   }
@@ -646,6 +667,7 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
                                       double max_grad_norm, double *grad_norm_out, fsdpc_err *err) {
   const fsdpc_program *p = &e->prog[FSDPC_PROGRAM_OPTIM];
   double scale = 1.0;
+  FSDPC_TRY(drop_kept(e, err));
   for (int i = 0; i < p->n; i++) {
     int arg = p->a[i].arg;
     switch ((fsdpc_act_op)p->a[i].op) {

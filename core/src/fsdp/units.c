@@ -114,6 +114,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
   po.offload_optim = e->offload_optim;
   po.piece = fsdpc__state_piece_elems(o->offload_buffer_bytes, e->n_slots);
   po.pieces = e->offload_optim ? &e->pieces : NULL;
+  po.keep = e->keep = o->keep_params;
   for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
     if ((st = fsdpc__program_build(&po, (fsdpc_program_kind)k, &e->prog[k], err)) != FSDPC_OK)
       goto fail;

@@ -314,30 +314,26 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
                           m->reshard_after_forward, m->no_sync, cuda && (S > 1 || r.offload),
                           m->forward_prefetch, m->backward_prefetch, &po);
   /* as fsdp/offload.c decides them */
-  po.host_async = m->cpu_offload_asked &&
-                  (!cuda || (r.offload && lay.n_units <= FSDPC_OPS_UNIT_EVENTS));
+  po.host_async =
+      m->cpu_offload_asked && (!cuda || (r.offload && lay.n_units <= FSDPC_OPS_UNIT_EVENTS));
   po.offload_optim = offload_optim;
   po.piece = piece;
   po.pieces = offload_optim && p->qf.block ? &qps : NULL;
-  fsdpc_program micro = {0}, last = {0}, opt = {0};
+  po.keep = m->keep_params;
+  fsdpc_program prog[FSDPC_PROGRAM_NKINDS] = {0};
   fsdpc_status st = FSDPC_OK;
   r.full_grad = calloc((size_t)lay.n_units + 1, 1);
   if (!r.full_grad)
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  if (st == FSDPC_OK)
-    st = fsdpc__program_build(&po, FSDPC_PROGRAM_MICRO_NO_SYNC, &micro, err);
-  if (st == FSDPC_OK)
-    st = fsdpc__program_build(&po, FSDPC_PROGRAM_MICRO, &last, err);
-  if (st == FSDPC_OK)
-    st = fsdpc__program_build(&po, FSDPC_PROGRAM_OPTIM, &opt, err);
+  for (int k = 0; k < FSDPC_PROGRAM_NKINDS && st == FSDPC_OK; k++)
+    st = fsdpc__program_build(&po, (fsdpc_program_kind)k, &prog[k], err);
   if (st == FSDPC_OK) {
     for (int mi = 0; mi < accum; mi++)
-      cost(&r, mi == accum - 1 ? &last : &micro);
-    cost(&r, &opt);
+      cost(&r, &prog[fsdpc__micro_kind(mi, accum)]);
+    cost(&r, &prog[FSDPC_PROGRAM_OPTIM]);
   }
-  fsdpc__program_free(&micro);
-  fsdpc__program_free(&last);
-  fsdpc__program_free(&opt);
+  for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
+    fsdpc__program_free(&prog[k]);
   fsdpc__state_pieces_free(&qps);
   free(r.full_grad);
   if (st != FSDPC_OK) {

@@ -9,6 +9,7 @@
 
 #include "config/opts.h"
 #include "fsdp/engine.h"
+#include "fsdp/program.h"
 #include "fsdp/qstate.h"
 #include "plugin/call.h"
 #include "plugin/plugin_lib.h"
@@ -127,6 +128,11 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
   out->param_copy = c->fsdp.param_copy && out->device != FSDPC_DEVICE_CPU && !out->cpu_offload;
   out->param_copy_max_bytes = c->fsdp.param_copy_max_mib * 1048576;
   out->backward_prefetch = c->fsdp.backward_prefetch;
+  /* auto: the first blocks' units under cpu_offload, whose gathers are
+   * uploads from host memory (bench/results/2026-11-24-cpuoffload2.md) */
+  out->keep_params = c->fsdp.keep_params >= 0
+                         ? c->fsdp.keep_params
+                         : (out->cpu_offload ? FSDPC_KEEP_FIRST : FSDPC_KEEP_NONE);
   return FSDPC_OK;
 }
 

@@ -70,6 +70,7 @@ typedef struct fsdpc_run_modes {
   uint64_t offload_buffer_bytes; /* fsdp.offload.buffer_mib in bytes */
   int param_copy; /* in effect: fsdp.param_copy on a device, not offloaded */
   int64_t param_copy_max_bytes; /* fsdp.param_copy_max_mib in bytes; 0 = no cap */
+  int keep_params; /* fsdp.keep_params resolved: FSDPC_KEEP_* (fsdp/program.h) */
 } fsdpc_run_modes;
 
 /* The shard group size: FULL_SHARD / SHARD_GRAD_OP = world, NO_SHARD = 1,

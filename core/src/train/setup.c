@@ -214,6 +214,7 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
                           .offload_buffer_bytes = md->offload_buffer_bytes,
                           .param_copy = md->param_copy,
                           .param_copy_max_bytes = (uint64_t)md->param_copy_max_bytes,
+                          .keep_params = md->keep_params,
                           /* evaluation of weights (an HF folder): no grads or
                            * optimizer state; a sharded checkpoint's resume
                            * reads its optimizer state, so keeps them */

@@ -44,6 +44,7 @@ rows=(
   "full-a8-ns|$mb train.global_batch_size=32 fsdp.cpu_offload=true fsdp.no_sync=true"
   "full-a8-ns-ka|$mb train.global_batch_size=32 fsdp.cpu_offload=true fsdp.no_sync=true fsdp.keep_params=all"
   "full-a8-ns-kn|$mb train.global_batch_size=32 fsdp.cpu_offload=true fsdp.no_sync=true fsdp.keep_params=none"
+  "full-a8-ns-sep|$mb train.global_batch_size=32 fsdp.cpu_offload=true fsdp.no_sync=true $sep"
   "base-a16|$mb train.global_batch_size=64"
   "full-a16-ns|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true"
   "full-a16-ns-ka|$mb train.global_batch_size=64 fsdp.cpu_offload=true fsdp.no_sync=true fsdp.keep_params=all"
@@ -112,6 +113,7 @@ for name in ${TRACE_ROWS:-}; do
   for r in "${rows[@]}"; do
     [ "${r%%|*}" = "$name" ] || continue
     read -r -a ov <<<"${r#*|}"
+    mkdir -p "$W/tr-$name"
     FSDPC_TRACE_DIR="$W/tr-$name" FSDPC_TRACE_API=0 CUDA_INJECTION64_PATH="$B/lib/libfsdpc_cupti_trace.so" \
       timeout 200 $F train "$cfg" data.train="$W/copy.tok" train.max_steps=5 train.log_every=1 \
       train.generate_prompts=[] train.eval_every=0 "${ov[@]}" log.dir="$W/trace-$name" \

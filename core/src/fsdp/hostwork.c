@@ -130,6 +130,13 @@ fsdpc_status fsdpc__hostwork_wait(fsdpc_hostwork *w, uint64_t seq, fsdpc_err *er
   return st;
 }
 
+int fsdpc__hostwork_done(fsdpc_hostwork *w, uint64_t seq) {
+  pthread_mutex_lock(&w->mu);
+  int done = w->finished >= seq || w->failed != FSDPC_OK;
+  pthread_mutex_unlock(&w->mu);
+  return done;
+}
+
 fsdpc_status fsdpc__hostwork_drain(fsdpc_hostwork *w, fsdpc_err *err) {
   pthread_mutex_lock(&w->mu);
   uint64_t s = w->pushed;

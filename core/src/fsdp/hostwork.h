@@ -27,6 +27,9 @@ fsdpc_status fsdpc__hostwork_push(fsdpc_hostwork *w, int kind, int unit, uint64_
                                   fsdpc_err *err);
 /* Waits until task seq (0: none) and every task before it are done. */
 fsdpc_status fsdpc__hostwork_wait(fsdpc_hostwork *w, uint64_t seq, fsdpc_err *err);
+/* Without blocking: whether task seq and every task before it are done, or
+ * a task has failed (wait then returns its status). */
+int fsdpc__hostwork_done(fsdpc_hostwork *w, uint64_t seq);
 /* Waits until every task pushed so far is done. */
 fsdpc_status fsdpc__hostwork_drain(fsdpc_hostwork *w, fsdpc_err *err);
 

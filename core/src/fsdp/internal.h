@@ -43,6 +43,8 @@ struct fsdpc_engine {
   int decay_norm_and_bias;
 
   void *comm;                  /* comm stream when collectives overlap compute, else NULL */
+  void *d2h;                   /* cpu_offload at S == 1: the grads' copies to the host (the
+                                  device's d2h stream, else comm) */
   int fwd_prefetch, bwd_prefetch;
   float **mirror;              /* (n_units * (1 + n_slots)) host copies of shards, or NULL */
   float *rs_scratch;           /* (max shard_numel) reduce-scatter landing buffer */
@@ -67,6 +69,11 @@ struct fsdpc_engine {
   struct fsdpc_hostwork *hw;   /* the host worker (host_async), else NULL */
   uint64_t *upd_seq;           /* (n_units) the worker task updating the unit; 0 = none */
   uint64_t *land_seq;          /* (n_units) the worker task adding the unit's landing */
+  /* (n_units) elements [0, upd_prog) of the unit's staging copy are updated
+   * and recast by the worker's current update of it (offload.c) */
+  _Atomic(uint64_t) *upd_prog;
+  unsigned char *upd_follow;   /* (n_units) HOST_WAIT left the update running: the gather's
+                                  upload follows it (fsdpc__offload_upload) */
   double *part;                /* (n_units) each grad shard's sum of squares (worker) */
   int parts_ok;                /* part[] is the norm's input: one replica (no all-reduce) */
   int64_t h_step;              /* the optimizer step the worker applies */
@@ -131,6 +138,11 @@ fsdpc_status fsdpc__offload_absorb(fsdpc_engine *e, fsdpc_err *err);
 /* The actions of the offload modes (program.h). */
 fsdpc_status fsdpc__offload_host_grad(fsdpc_engine *e, int u, int last, fsdpc_err *err);
 fsdpc_status fsdpc__offload_host_wait(fsdpc_engine *e, int u, fsdpc_err *err);
+/* The H2D copy of unit u's bf16 staging copy into dst (device) on stream;
+ * after a HOST_WAIT that left u's update running, chunk by chunk behind it,
+ * and returns once the update is done. */
+fsdpc_status fsdpc__offload_upload(fsdpc_engine *e, int u, void *dst, void *stream,
+                                   fsdpc_err *err);
 /* UPDATE u under host_async: hand it to the worker (nothing when the
  * worker updated it in the backward already). */
 fsdpc_status fsdpc__offload_host_update(fsdpc_engine *e, int u, int64_t step, double lr,

@@ -23,7 +23,7 @@
 
 /* Events: a unit's gather done (comm -> compute), a unit's grads ready
  * (compute -> comm), and the two fences around a pass. */
-enum { EV_GATHER = 0, EV_GRADS = 32, EV_FENCE_IN = 48, EV_FENCE_OUT = 49 };
+enum { EV_GATHER = 0, EV_GRADS = 32, EV_FENCE_IN = 48, EV_FENCE_OUT = 49, EV_FENCE_D2H = 56 };
 
 /* Before a pass: the comm stream waits for everything on the compute stream
  * (the optimizer's update of the master shards, frees). */
@@ -38,6 +38,10 @@ static fsdpc_status fence_in(fsdpc_engine *e, fsdpc_err *err) {
 static fsdpc_status fence_out(fsdpc_engine *e, fsdpc_err *err) {
   if (!e->comm)
     return FSDPC_OK;
+  if (e->d2h != e->comm) { /* and every copy of grads to the host */
+    FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_FENCE_D2H, e->d2h, err));
+    FSDPC_TRY(e->ops->stream_wait(e->ops->ctx, NULL, EV_FENCE_D2H, err));
+  }
   FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_FENCE_OUT, e->comm, err));
   return e->ops->stream_wait(e->ops->ctx, NULL, EV_FENCE_OUT, err);
 }
@@ -81,8 +85,7 @@ static fsdpc_status gather(fsdpc_engine *e, int u, fsdpc_err *err) {
                                      un->name, err);
   } else if (e->offload) {
     void *own = (char *)un->full + un->shard_offset * e->psize;
-    fsdpc__offload_refresh_stage(e, un);
-    st = e->ops->copy_on(e->ops->ctx, own, un->stage, un->shard_numel * e->psize, e->comm, err);
+    st = fsdpc__offload_upload(e, u, own, e->comm, err);
     if (st == FSDPC_OK && e->S > 1)
       st = fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, own, un->full, un->shard_numel,
                                      e->ops->act_dtype, e->comm, un->name, err);
@@ -183,9 +186,11 @@ static fsdpc_status reduce_grads(fsdpc_engine *e, int u, fsdpc_err *err) {
   if (e->S == 1 && !e->offload)
     return FSDPC_OK;
   size_t fb = un->flat_numel * sizeof(float);
-  if (e->comm) {
+  /* offloaded at S == 1 the grads only go to the host: on their own stream */
+  void *gs = e->S == 1 && e->offload ? e->d2h : e->comm;
+  if (gs) {
     FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_GRADS + u % 16, NULL, err));
-    FSDPC_TRY(e->ops->stream_wait(e->ops->ctx, e->comm, EV_GRADS + u % 16, err));
+    FSDPC_TRY(e->ops->stream_wait(e->ops->ctx, gs, EV_GRADS + u % 16, err));
   }
   const float *reduced = un->full_grad; /* S == 1: the full grads are the shard */
   if (e->S > 1) {
@@ -205,8 +210,8 @@ static fsdpc_status reduce_grads(fsdpc_engine *e, int u, fsdpc_err *err) {
   }
   /* stream-ordered after the reads above */
   if (un->full_grad) {
-    if (e->comm)
-      e->ops->free_on(e->ops->ctx, FSDPC_MEM_GRADS, un->full_grad, fb, e->comm);
+    if (gs)
+      e->ops->free_on(e->ops->ctx, FSDPC_MEM_GRADS, un->full_grad, fb, gs);
     else
       fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
   }

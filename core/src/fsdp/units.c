@@ -55,6 +55,12 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
    * the next block's upload is prefetched. */
   if (e->S > 1 && e->ops->comm_stream && o->dist->stream) e->comm = e->ops->comm_stream(e->ops->ctx);
   if (e->S == 1 && e->offload && e->ops->comm_stream) e->comm = e->ops->comm_stream(e->ops->ctx);
+  /* ... except the grads' copies to the host, which get a stream of their
+   * own where the device has one: queued behind the uploads of the
+   * backward's re-gathers they would leave the other direction of the bus
+   * idle (bench/results/2026-11-24-cpuoffload2.md) */
+  e->d2h = e->comm;
+  if (e->S == 1 && e->offload && e->comm && e->ops->d2h_stream) e->d2h = e->ops->d2h_stream(e->ops->ctx);
   e->fwd_prefetch = o->forward_prefetch;
   e->bwd_prefetch = o->backward_prefetch;
   e->decay_norm_and_bias = o->decay_norm_and_bias;

@@ -173,6 +173,10 @@ typedef struct fsdpc_ops {
    * WRITTEN (=), not accumulated (+=): the first micro-batch after an
    * optimizer step writes gradients that were never zeroed (fsdp/step.c). */
   void (*grad_overwrite)(void *ctx, int on);
+  /* (optional: NULL on the CPU) A third stream for device-to-host copies
+   * (cpu_offload's gradients), so that they do not queue behind the comm
+   * stream's uploads; ordered with the others through events. */
+  void *(*d2h_stream)(void *ctx);
 } fsdpc_ops;
 
 /* Event slots: 0..63 for the engine's streams, then one per unit. */

@@ -260,6 +260,7 @@ static const fsdpc_ops cpu_ops = {
     /* .argmax_rows = */ cpu_argmax_rows,
     /* .event_sync = */ NULL,
     /* .grad_overwrite = */ NULL, /* zeroed gradients, exact sums */
+    /* .d2h_stream = */ NULL,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

@@ -33,6 +33,9 @@ void *fsdpc__cuda_compute_stream(const fsdpc_cuda_ctx *ctx) {
 void *fsdpc__cuda_comm_stream(const fsdpc_cuda_ctx *ctx) {
   return (void *)ctx->comm;
 }
+void *fsdpc__cuda_d2h_stream(const fsdpc_cuda_ctx *ctx) {
+  return (void *)ctx->d2h;
+}
 int fsdpc__cuda_sm_count(const fsdpc_cuda_ctx *ctx) {
   return ctx->sm_count;
 }
@@ -107,6 +110,9 @@ fsdpc_status fsdpc__cuda_ctx_create(const fsdpc_cuda_ctx_opts *opts, fsdpc_cuda_
    * waits behind a long GEMM for its blocks delays the unit after it. */
   STEP(cudaDeviceGetStreamPriorityRange(&prio_low, &prio_high));
   STEP(cudaStreamCreateWithPriority(&c->comm, cudaStreamNonBlocking, prio_high));
+  /* cpu_offload's gradient copies to the host: the other direction of the
+   * bus from the comm stream's uploads, so the two run at once */
+  STEP(cudaStreamCreateWithPriority(&c->d2h, cudaStreamNonBlocking, prio_high));
   for (int i = 0; i < FSDPC_CUDA_N_EVENTS; i++)
     STEP(cudaEventCreateWithFlags(&c->events[i], cudaEventDisableTiming));
   if ((st = create_pools(c, o.release_threshold, err)) != FSDPC_OK)
@@ -138,6 +144,8 @@ void fsdpc__cuda_ctx_destroy(fsdpc_cuda_ctx *c) {
     (void)cudaStreamSynchronize(c->compute);
   if (c->comm)
     (void)cudaStreamSynchronize(c->comm);
+  if (c->d2h)
+    (void)cudaStreamSynchronize(c->d2h);
   fsdpc__cuda_lt_plans_free(c);
   if (c->lt)
     (void)cublasLtDestroy(c->lt);
@@ -153,6 +161,8 @@ void fsdpc__cuda_ctx_destroy(fsdpc_cuda_ctx *c) {
     (void)cudaStreamDestroy(c->compute);
   if (c->comm)
     (void)cudaStreamDestroy(c->comm);
+  if (c->d2h)
+    (void)cudaStreamDestroy(c->d2h);
   (void)cudaGetLastError();
   free(c);
 }
@@ -328,6 +338,7 @@ fsdpc_status fsdpc__cuda_memset(fsdpc_cuda_ctx *ctx, void *dst, int value, size_
 fsdpc_status fsdpc__cuda_sync(fsdpc_cuda_ctx *ctx, fsdpc_err *err) {
   FSDPC_CUDA_TRY(err, cudaStreamSynchronize(ctx->compute));
   FSDPC_CUDA_TRY(err, cudaStreamSynchronize(ctx->comm));
+  FSDPC_CUDA_TRY(err, cudaStreamSynchronize(ctx->d2h));
   FSDPC_CUDA_TRY(err, cudaGetLastError());
   return FSDPC_OK;
 }

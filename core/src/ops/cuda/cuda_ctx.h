@@ -68,6 +68,7 @@ void fsdpc__cuda_ctx_destroy(fsdpc_cuda_ctx *ctx);
 int32_t fsdpc__cuda_ctx_device(const fsdpc_cuda_ctx *ctx);
 void *fsdpc__cuda_compute_stream(const fsdpc_cuda_ctx *ctx); /* cudaStream_t */
 void *fsdpc__cuda_comm_stream(const fsdpc_cuda_ctx *ctx);    /* cudaStream_t */
+void *fsdpc__cuda_d2h_stream(const fsdpc_cuda_ctx *ctx);     /* cudaStream_t */
 /* Multiprocessor count of the device (grid sizing). */
 int fsdpc__cuda_sm_count(const fsdpc_cuda_ctx *ctx);
 

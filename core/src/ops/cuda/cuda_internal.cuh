@@ -20,6 +20,7 @@ struct fsdpc_cuda_ctx {
   int device, sm_count;
   int gemm_sm_target; /* cuBLASLt SM count target; 0 = all */
   cudaStream_t compute, comm;
+  cudaStream_t d2h; /* device-to-host copies that must not queue behind the comm stream's */
   cudaEvent_t events[FSDPC_CUDA_N_EVENTS];
   cublasLtHandle_t lt;
   void *lt_ws; /* cuBLASLt workspace */

@@ -38,6 +38,7 @@ static fsdpc_status c_take_error(void *ctx, fsdpc_err *err) {
 }
 static void *c_stream(void *ctx) { return fsdpc__cuda_compute_stream(ctx); }
 static void *c_comm_stream(void *ctx) { return fsdpc__cuda_comm_stream(ctx); }
+static void *c_d2h_stream(void *ctx) { return fsdpc__cuda_d2h_stream(ctx); }
 static fsdpc_status c_event_record(void *ctx, int slot, void *stream, fsdpc_err *err) {
   return fsdpc__cuda_event_record(ctx, slot, stream, err);
 }
@@ -226,7 +227,7 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
   *t = (fsdpc_ops){
       .device = FSDPC_DEVICE_CUDA, .act_dtype = FSDPC_DTYPE_BF16, .act_size = 2,
       .ctx = cuda_ctx, .alloc = c_alloc, .free = c_free, .stream = c_stream,
-      .comm_stream = c_comm_stream, .event_record = c_event_record, .stream_wait = c_stream_wait,
+      .comm_stream = c_comm_stream, .d2h_stream = c_d2h_stream, .event_record = c_event_record, .stream_wait = c_stream_wait,
       .alloc_on = c_alloc_on, .free_on = c_free_on, .cast_params_on = c_cast_params_on,
       .add_f32_on = c_add_f32_on,
       .upload = c_upload, .download = c_download, .memset0 = c_memset0, .add_f32 = c_add_f32,

@@ -74,6 +74,10 @@ struct fsdpc_engine {
   _Atomic(uint64_t) *upd_prog;
   unsigned char *upd_follow;   /* (n_units) HOST_WAIT left the update running: the gather's
                                   upload follows it (fsdpc__offload_upload) */
+  int head_unit;               /* the unit whose flat buffer ends with the final norm and the
+                                  (untied) head, used before the head block: -1 = none */
+  uint64_t head_at;            /* where that suffix starts */
+  int head_sent;               /* this pass sent the suffix's grads to the host already */
   double *part;                /* (n_units) each grad shard's sum of squares (worker) */
   int parts_ok;                /* part[] is the norm's input: one replica (no all-reduce) */
   int64_t h_step;              /* the optimizer step the worker applies */
@@ -143,6 +147,9 @@ fsdpc_status fsdpc__offload_host_wait(fsdpc_engine *e, int u, fsdpc_err *err);
  * and returns once the update is done. */
 fsdpc_status fsdpc__offload_upload(fsdpc_engine *e, int u, void *dst, void *stream,
                                    fsdpc_err *err);
+/* After the head block of a pass that reduces head_unit: its suffix's
+ * grads (final now) go to the host at once, the rest at its REDUCE. */
+fsdpc_status fsdpc__offload_head_grads(fsdpc_engine *e, fsdpc_err *err);
 /* UPDATE u under host_async: hand it to the worker (nothing when the
  * worker updated it in the backward already). */
 fsdpc_status fsdpc__offload_host_update(fsdpc_engine *e, int u, int64_t step, double lr,

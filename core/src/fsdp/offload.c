@@ -113,6 +113,11 @@ fsdpc_status fsdpc__offload_grads_to_host(fsdpc_engine *e, fsdpc_unit *un, const
                                           fsdpc_err *err) {
   size_t sb = un->shard_numel * sizeof(float);
   float *dst = un->grad;
+  if (e->head_sent && un - e->units == e->head_unit) { /* the suffix went after the head */
+    e->head_sent = 0;
+    un->grad_clean = 0;
+    return e->ops->copy_on(e->ops->ctx, dst, src, e->head_at * sizeof(float), e->d2h, err);
+  }
   if (!un->grad_clean) {
     /* host_async: the worker has added the previous micro-batch's landing */
     if (e->hw)
@@ -128,6 +133,54 @@ fsdpc_status fsdpc__offload_grads_to_host(fsdpc_engine *e, fsdpc_unit *un, const
   }
   un->grad_clean = 0;
   return e->ops->copy_on(e->ops->ctx, dst, src, sb, e->S == 1 ? e->d2h : e->comm, err);
+}
+
+/* Event slot of the head block's end (compute -> d2h). */
+enum { EV_HEAD_DONE = 57 };
+
+/* The suffix is sent early only where it lands in the grad shard itself
+ * (the step's first micro-batch that reduces: with no_sync at world 1, the
+ * only one), on the d2h stream: 1.05 GB of the 1B shape's 2.1 GB root
+ * unit then moves during the layers' backward instead of after the
+ * embedding's, in front of the grad norm. */
+fsdpc_status fsdpc__offload_head_grads(fsdpc_engine *e, fsdpc_err *err) {
+  if (e->head_unit < 0)
+    return FSDPC_OK;
+  fsdpc_unit *un = &e->units[e->head_unit];
+  if (!un->grad_clean || !un->full_grad)
+    return FSDPC_OK;
+  FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_HEAD_DONE, NULL, err));
+  FSDPC_TRY(e->ops->stream_wait(e->ops->ctx, e->d2h, EV_HEAD_DONE, err));
+  FSDPC_TRY(e->ops->copy_on(e->ops->ctx, un->grad + e->head_at, un->full_grad + e->head_at,
+                            (un->shard_numel - e->head_at) * sizeof(float), e->d2h, err));
+  e->head_sent = 1;
+  return FSDPC_OK;
+}
+
+/* head_unit and head_at (internal.h): at world 1 offloaded with a d2h
+ * stream, an untied model whose final norm and head end a unit that the
+ * blocks before the head use too (the root unit: embedding, norm, head). */
+static void find_head_suffix(fsdpc_engine *e) {
+  e->head_unit = -1;
+  int pn = e->param_of_kind[FSDPC_P_NORM], ph = e->param_of_kind[FSDPC_P_HEAD];
+  if (!e->offload || e->S != 1 || !e->d2h || e->d2h == e->comm || e->shape.tied || pn < 0 ||
+      ph < 0 || e->param_unit[pn] != e->param_unit[ph])
+    return;
+  int u = e->param_unit[ph];
+  fsdpc_unit *un = &e->units[u];
+  int head_blk = e->n_blocks - 1;
+  if (un->frozen || un->first_block == head_blk)
+    return; /* its own unit: its REDUCE comes right after the head anyway */
+  uint64_t at = e->param_offset[pn];
+  if (e->param_offset[ph] < at)
+    at = e->param_offset[ph];
+  for (int i = 0; i < un->n_params; i++) {
+    int p = un->params[i];
+    if (p != pn && p != ph && e->param_offset[p] + e->params[p].numel > at)
+      return; /* another parameter after them */
+  }
+  e->head_unit = u;
+  e->head_at = at;
 }
 
 fsdpc_status fsdpc__offload_absorb(fsdpc_engine *e, fsdpc_err *err) {
@@ -469,6 +522,7 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
                            (unsigned long long)e->sbuf_bytes);
     e->copy_stream = e->ops->comm_stream ? e->ops->comm_stream(e->ops->ctx) : NULL;
   }
+  find_head_suffix(e);
   if (e->dist->rank == 0 && e->host_async)
     FSDPC_LOGI("fsdp: cpu_offload: the optimizer step runs on a host worker thread, unit by "
                "unit, overlapping the %s",

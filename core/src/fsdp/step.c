@@ -297,6 +297,14 @@ static fsdpc_status head(fsdpc_engine *e, const pass *x, fsdpc_err *err) {
   }
 }
 
+/* Whether program p reduces unit u's grads. */
+static int reduces(const fsdpc_program *p, int u) {
+  for (int i = 0; i < p->n; i++)
+    if (p->a[i].op == FSDPC_ACT_REDUCE && p->a[i].arg == u)
+      return 1;
+  return 0;
+}
+
 /* Executes a pass's program (fsdp/program.h) action by action. */
 static fsdpc_status run(fsdpc_engine *e, const fsdpc_program *p, const pass *x, fsdpc_err *err) {
   for (int i = 0; i < p->n; i++) {
@@ -319,6 +327,9 @@ static fsdpc_status run(fsdpc_engine *e, const fsdpc_program *p, const pass *x, 
       break;
     case FSDPC_ACT_HEAD:
       FSDPC_TRY(head(e, x, err));
+      /* offloaded: the final norm's and head's grads are final now */
+      if (e->offload && e->head_unit >= 0 && x->kind == PASS_TRAIN && reduces(p, e->head_unit))
+        FSDPC_TRY(fsdpc__offload_head_grads(e, err));
       break;
     case FSDPC_ACT_BACKWARD:
       FSDPC_TRY(block_backward(e, x->m, arg, err));

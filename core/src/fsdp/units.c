@@ -60,6 +60,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
    * backward's re-gathers they would leave the other direction of the bus
    * idle (bench/results/2026-11-24-cpuoffload2.md) */
   e->d2h = e->comm;
+  e->head_unit = -1; /* fsdpc__offload_setup finds it */
   if (e->S == 1 && e->offload && e->comm && e->ops->d2h_stream) e->d2h = e->ops->d2h_stream(e->ops->ctx);
   e->fwd_prefetch = o->forward_prefetch;
   e->bwd_prefetch = o->backward_prefetch;

@@ -111,6 +111,13 @@
 #ifndef BWD90_64_ALTDQ
 #define BWD90_64_ALTDQ 0
 #endif
+/* DQW 1 (TMADQ, one CTA a tile): producer warp 1 + c issues consumer
+ * warpgroup c's dQ reduce-adds (named barriers 13 + c: piece staged, 11 + c:
+ * piece read), so that the consumers only arrive after staging; 0: the
+ * warpgroup syncs and its thread 0 issues them. */
+#ifndef BWD90_DQW
+#define BWD90_DQW 0
+#endif
 /* ALTDQ, the reader's order (a 128 x 64 dQ beside everything else does not
  * fit the registers): 1, dV; dQ's first half beside dK, then its second
  * half; 2, dV and dK, then both dQ halves. */
@@ -127,6 +134,7 @@ template <int HD> struct bwd90_cfg {
   static constexpr bool TMADQ = HD == 64 ? BWD90_64_TMADQ : BWD90_128_TMADQ;
   static constexpr int DSB = BWD90_DSB;
   static constexpr bool ALT = HD == 64 && BWD90_64_ALTDQ;
+  static constexpr bool DQW = BWD90_DQW && TMADQ && !ALT && !BWD90_PERSIST;
   static_assert(!ALT || (TMADQ && DSB == 2), "ALTDQ needs TMADQ and two dS^T buffers");
   static constexpr int DQ_BYTES = TMADQ ? BM * HD * 4 : 0;
   static constexpr int SMEM = 1024 + 2 * KV_BYTES + 2 * ST * Q_BYTES + DSB * DS_BYTES + DQ_BYTES +
@@ -340,6 +348,31 @@ static __global__ void __launch_bounds__(384, 1)
         *sTile = -1;
         mbar_arrive(barKV);
       }
+    } else if (C::DQW && tid < 96) {
+      /* DQW: warp 1 + c adds consumer warpgroup c's staged dQ piece to dq_acc. */
+      const int cw = tid / 32 - 1, dq_q0 = HD == 64 ? 64 * cw : 0, dq_c0 = HD == 64 ? 0 : 64 * cw;
+      const unsigned char *dqs = reinterpret_cast<const unsigned char *>(sdQ + cw * 64 * 64);
+      int g, b, n0, m_first, n_mb, n_steps;
+      tile_at(lin0, g, b, n0, m_first, n_mb, n_steps);
+      for (int it = 0; it < n_steps; it++) {
+        const int h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
+        named_sync(13 + cw, 160);
+        if (tid % 32 == 0) {
+          if (m0 + dq_q0 < T) {
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++)
+              if (dq_c0 + 32 * jj < hd)
+                tma_reduce_add_4d(&tmdQ, dqs + jj * 8192, dq_c0 + 32 * jj, h, m0 + dq_q0, b);
+          }
+          bulk_commit();
+          bulk_wait_read<0>();
+        }
+        __syncwarp();
+        if (it + 1 < n_steps)
+          named_arrive(11 + cw, 160);
+      }
+      if (tid % 32 == 0)
+        bulk_wait<0>();
     }
     return;
   }
@@ -646,7 +679,7 @@ static __global__ void __launch_bounds__(384, 1)
       }
       wgmma_commit();
 
-      if constexpr (C::TMADQ) {
+      if constexpr (C::TMADQ && !C::DQW) {
         /* The previous step's reduce-add has read this warpgroup's dQ buffer
          * before anyone passes the barrier below and writes it again. */
         if (tid == 0)
@@ -689,6 +722,8 @@ static __global__ void __launch_bounds__(384, 1)
           /* This warpgroup's 64 x 64 piece as two boxes of 64 rows x 32 fp32
            * columns, 128-byte swizzled like the map's box. */
           unsigned char *dqs = reinterpret_cast<unsigned char *>(sdQ + c * 64 * 64);
+          if (C::DQW && gs > 0)
+            named_sync(11 + c, 160); /* producer warp 1 + c has read the previous piece */
 #pragma unroll
           for (int r = 0; r < 2; r++) {
             const int R = 16 * warp + lane / 4 + 8 * r;
@@ -701,8 +736,12 @@ static __global__ void __launch_bounds__(384, 1)
             }
           }
           fence_proxy_async();
-          named_sync(3 + c, 128);
-          if (tid == 0 && m0 + dq_q0 < T) {
+          if constexpr (C::DQW) {
+            named_arrive(13 + c, 160);
+          } else {
+            named_sync(3 + c, 128);
+          }
+          if (!C::DQW && tid == 0 && m0 + dq_q0 < T) {
 #pragma unroll
             for (int j = 0; j < 2; j++)
               if (dq_c0 + 32 * j < hd)

@@ -89,15 +89,6 @@
 #ifndef BWD90_GRID_CH
 #define BWD90_GRID_CH 16
 #endif
-/* ALTDQ (hd 64 only; needs TMADQ and DSB 2): the warpgroups take turns at dQ,
- * warpgroup (step & 1) computing the whole 128 x 64 dQ of the step from both
- * halves of dS^T, so that the other one only publishes its half and goes on:
- * the barrier between them is one-way (named barriers 5-8), and their
- * element-wise phases drift apart. The reader stages its dQ for one TMA
- * reduce-add; the other warpgroup waits for that read at its next step and
- * lets the next reader write the buffer then (named barrier 10). 0: both
- * warpgroups
- * compute a 64-query piece every step behind a two-way barrier. */
 /* PERSIST 1: one CTA an SM walks every gridDim.x-th tile (batch, kv head,
  * key block) in the grid's order; the Q / dO stage ring runs on across its
  * tiles and the next tile's K / V load as soon as the last step has read
@@ -108,22 +99,6 @@
 #ifndef BWD90_PERSIST
 #define BWD90_PERSIST 0
 #endif
-#ifndef BWD90_64_ALTDQ
-#define BWD90_64_ALTDQ 0
-#endif
-/* DQW 1 (TMADQ, one CTA a tile): producer warp 1 + c issues consumer
- * warpgroup c's dQ reduce-adds (named barriers 13 + c: piece staged, 11 + c:
- * piece read), so that the consumers only arrive after staging; 0: the
- * warpgroup syncs and its thread 0 issues them. */
-#ifndef BWD90_DQW
-#define BWD90_DQW 0
-#endif
-/* ALTDQ, the reader's order (a 128 x 64 dQ beside everything else does not
- * fit the registers): 1, dV; dQ's first half beside dK, then its second
- * half; 2, dV and dK, then both dQ halves. */
-#ifndef BWD90_ALT_ORD
-#define BWD90_ALT_ORD 1
-#endif
 
 template <int HD> struct bwd90_cfg {
   static constexpr int BN = BWD90_BN, ST = HD == 64 ? BWD90_64_ST : BWD90_128_ST;
@@ -133,9 +108,6 @@ template <int HD> struct bwd90_cfg {
   static constexpr int OVL = HD == 64 ? BWD90_64_OVL : BWD90_128_OVL;
   static constexpr bool TMADQ = HD == 64 ? BWD90_64_TMADQ : BWD90_128_TMADQ;
   static constexpr int DSB = BWD90_DSB;
-  static constexpr bool ALT = HD == 64 && BWD90_64_ALTDQ;
-  static constexpr bool DQW = BWD90_DQW && TMADQ && !ALT && !BWD90_PERSIST;
-  static_assert(!ALT || (TMADQ && DSB == 2), "ALTDQ needs TMADQ and two dS^T buffers");
   static constexpr int DQ_BYTES = TMADQ ? BM * HD * 4 : 0;
   static constexpr int SMEM = 1024 + 2 * KV_BYTES + 2 * ST * Q_BYTES + DSB * DS_BYTES + DQ_BYTES +
                               2 * ST * BM * 4 + 8 * (3 + 3 * ST);
@@ -161,57 +133,13 @@ static __device__ __forceinline__ void wgmma_rs_mn(float (&d)[N / 2], const uint
     wgmma_rs_n64<1>(d, a, b, 1);
 }
 
-/* Warpgroup c's half of dS^T (keys 64c.., from pS) into a dS^T buffer: rows
- * = keys, 128 bytes of 64 queries each, swizzled like a TMA tile (the
- * MN-major A operand of dS K). */
-template <int BN, int BM>
-static __device__ __forceinline__ void bwd90_store_dsT(bf16 *cdS, const uint32_t (&pS)[BM / 16][4],
-                                                       int c, int warp, int lane) {
-  unsigned char *ds = reinterpret_cast<unsigned char *>(cdS);
-#pragma unroll
-  for (int kk = 0; kk < BM / 16; kk++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      const int kr = 64 * c + 16 * warp + lane / 4 + (e & 1) * 8;
-      const int q = 16 * kk + (e >> 1) * 8 + (lane % 4) * 2;
-      const int off =
-          (q / 64) * BN * 128 + kr * 128 + ((((q % 64) / 8) ^ (kr % 8)) * 16) + (q % 8) * 2;
-      *reinterpret_cast<uint32_t *>(ds + off) = pS[kk][e];
-    }
-}
-/* A 64 x 64 fp32 dQ accumulator (m64n64 layout) into shared memory at dqs as
- * two boxes of 64 rows x 32 columns, 128-byte swizzled like the dq map's. */
-static __device__ __forceinline__ void bwd90_stage_dq(float *dqs_f, const float (&dqa)[32],
-                                                      int warp, int lane) {
-  unsigned char *dqs = reinterpret_cast<unsigned char *>(dqs_f);
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    const int R = 16 * warp + lane / 4 + 8 * r;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-      const int chunk = 2 * (i % 4) + (lane % 4) / 2;
-      const int off = (i / 4) * 8192 + R * 128 + ((chunk ^ (R % 8)) * 16) + (lane % 2) * 8;
-      *reinterpret_cast<float2 *>(dqs + off) =
-          make_float2(dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
-    }
-  }
-}
-
-/* Starts the life of accumulators that the next wgmma overwrites (scale_d
- * 0): UNDEF 1, an empty asm defines them (no instruction the scheduler could
- * hoist while the old values are still live); 0, zeroed. */
-#ifndef BWD90_UNDEF
-#define BWD90_UNDEF 0
-#endif
+/* Zeroes accumulators that the next wgmma overwrites (scale_d 0): the new
+ * definition ends the previous values' life, which the asm's "+f" would
+ * otherwise extend. */
 template <int N> static __device__ __forceinline__ void acc_start(float (&r)[N]) {
 #pragma unroll
-  for (int i = 0; i < N; i++) {
-#if BWD90_UNDEF
-    asm volatile("" : "=f"(r[i]));
-#else
+  for (int i = 0; i < N; i++)
     r[i] = 0.0f;
-#endif
-  }
 }
 
 static __device__ __forceinline__ void red_add_v2(float *p, float a, float b) {
@@ -348,31 +276,6 @@ static __global__ void __launch_bounds__(384, 1)
         *sTile = -1;
         mbar_arrive(barKV);
       }
-    } else if (C::DQW && tid < 96) {
-      /* DQW: warp 1 + c adds consumer warpgroup c's staged dQ piece to dq_acc. */
-      const int cw = tid / 32 - 1, dq_q0 = HD == 64 ? 64 * cw : 0, dq_c0 = HD == 64 ? 0 : 64 * cw;
-      const unsigned char *dqs = reinterpret_cast<const unsigned char *>(sdQ + cw * 64 * 64);
-      int g, b, n0, m_first, n_mb, n_steps;
-      tile_at(lin0, g, b, n0, m_first, n_mb, n_steps);
-      for (int it = 0; it < n_steps; it++) {
-        const int h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
-        named_sync(13 + cw, 160);
-        if (tid % 32 == 0) {
-          if (m0 + dq_q0 < T) {
-#pragma unroll
-            for (int jj = 0; jj < 2; jj++)
-              if (dq_c0 + 32 * jj < hd)
-                tma_reduce_add_4d(&tmdQ, dqs + jj * 8192, dq_c0 + 32 * jj, h, m0 + dq_q0, b);
-          }
-          bulk_commit();
-          bulk_wait_read<0>();
-        }
-        __syncwarp();
-        if (it + 1 < n_steps)
-          named_arrive(11 + cw, 160);
-      }
-      if (tid % 32 == 0)
-        bulk_wait<0>();
     }
     return;
   }
@@ -381,7 +284,7 @@ static __global__ void __launch_bounds__(384, 1)
   const int c = wg - 1, warp = tid / 32, lane = tid % 32;
   const float sl2 = p.scale * FLASH_LOG2E;
   float dva[HD / 2], dka[HD / 2];
-  float sacc[BM / 2], dpacc[BM / 2], dqa[32], dqb[32];
+  float sacc[BM / 2], dpacc[BM / 2], dqa[32];
   uint32_t pP[BM / 16][4], pS[BM / 16][4];
   /* dQ piece of this warpgroup: hd 128, all BM = 64 queries x head-dim
    * columns 64c..; hd 64, queries 64c.. of BM = 128 x all 64 columns. */
@@ -503,141 +406,6 @@ static __global__ void __launch_bounds__(384, 1)
         pS[kk][3] = pack_bf16(dpacc[8 * kk + 6], dpacc[8 * kk + 7]);
       }
 
-      if constexpr (C::ALT) {
-        const int b2 = it & 1;
-        const bool reader = b2 == c;
-        bf16 *cdS = sdS + b2 * BN * BM;
-        /* The reader of step it - 2 (the same warpgroup as now) is done with it. */
-        if (!reader && it >= 2)
-          named_sync(7 + b2, 256);
-        bwd90_store_dsT<BN, BM>(cdS, pS, c, warp, lane);
-        fence_proxy_async();
-#pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-          reg_fence_u(pP[kk]);
-          reg_fence_u(pS[kk]);
-        }
-        reg_fence(dva);
-        reg_fence(dka);
-        if (reader) {
-          wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < BM / 16; kk++)
-            wgmma_rs_mn<HD>(dva, pP[kk], desc_mn(cdO + kk * 16 * 64, BM));
-          if constexpr (BWD90_ALT_ORD == 2) {
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-              wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
-          }
-          wgmma_commit();
-          named_sync(5 + b2, 256); /* the other half of dS^T is in */
-          /* ORD 2: dV and dK done, their A registers free for the two dQ halves;
-           * ORD 1: dV done, dQ's first half beside dK, its second half after. */
-          wgmma_wait<0>();
-#pragma unroll
-          for (int kk = 0; kk < BM / 16; kk++) {
-            reg_fence_u(pP[kk]);
-            if constexpr (BWD90_ALT_ORD == 2)
-              reg_fence_u(pS[kk]);
-          }
-          reg_fence(dva);
-          reg_fence(dka);
-          acc_start(dqa);
-          acc_start(dqb);
-          reg_fence(dqa);
-          if constexpr (BWD90_ALT_ORD == 2)
-            reg_fence(dqb);
-          wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < BN / 16; kk++)
-            wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + kk * 16 * 64, BN), desc_mn(sK + kk * 16 * 64, BN),
-                               kk > 0);
-          if constexpr (BWD90_ALT_ORD == 2) {
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++)
-              wgmma_ss_n64<1, 1>(dqb, desc_mn(cdS + BN * 64 + kk * 16 * 64, BN),
-                                 desc_mn(sK + kk * 16 * 64, BN), kk > 0);
-            wgmma_commit();
-            wgmma_wait<0>();
-            reg_fence(dqa);
-            reg_fence(dqb);
-            if (it + 2 < n_steps)
-              named_arrive(7 + b2, 256);
-            if (it > 0)
-              named_sync(10, 160); /* the other warpgroup's reduce has read the buffer */
-            bwd90_stage_dq(sdQ, dqa, warp, lane);
-            bwd90_stage_dq(sdQ + 64 * 64, dqb, warp, lane);
-          } else {
-            wgmma_commit();
-#pragma unroll
-            for (int kk = 0; kk < BM / 16; kk++)
-              wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
-            wgmma_commit();
-            wgmma_wait<1>(); /* dQ's first half done, dK in flight */
-            reg_fence(dqa);
-            if (it > 0)
-              named_sync(10, 160); /* the other warpgroup's reduce has read the buffer */
-            bwd90_stage_dq(sdQ, dqa, warp, lane);
-            acc_start(dqa);
-            reg_fence(dqa);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BN / 16; kk++)
-              wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + BN * 64 + kk * 16 * 64, BN),
-                                 desc_mn(sK + kk * 16 * 64, BN), kk > 0);
-            wgmma_commit();
-            wgmma_wait<0>();
-            reg_fence(dqa);
-            if (it + 2 < n_steps)
-              named_arrive(7 + b2, 256);
-            bwd90_stage_dq(sdQ + 64 * 64, dqa, warp, lane);
-          }
-          fence_proxy_async();
-          named_sync(3 + c, 128);
-          if (tid == 0) {
-#pragma unroll
-            for (int qh = 0; qh < BM / 64; qh++)
-              if (m0 + 64 * qh < T) {
-#pragma unroll
-                for (int j = 0; j < 2; j++)
-                  tma_reduce_add_4d(&tmdQ, sdQ + qh * 64 * 64 + j * 2048, 32 * j, h, m0 + 64 * qh,
-                                    b);
-              }
-            bulk_commit();
-          }
-        } else {
-          named_arrive(5 + b2, 256); /* this half of dS^T is in */
-          wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < BM / 16; kk++)
-            wgmma_rs_mn<HD>(dva, pP[kk], desc_mn(cdO + kk * 16 * 64, BM));
-#pragma unroll
-          for (int kk = 0; kk < BM / 16; kk++)
-            wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
-          wgmma_commit();
-          /* Once this warpgroup's reduce of the previous step has read the dQ
-           * staging buffer, the reader of this step may fill it. */
-          if (it > 0 && warp == 0) {
-            if (lane == 0)
-              bulk_wait_read<0>();
-            __syncwarp();
-            named_arrive(10, 160);
-          }
-        }
-        wgmma_wait<0>();
-#pragma unroll
-        for (int kk = 0; kk < BM / 16; kk++) {
-          reg_fence_u(pP[kk]);
-          reg_fence_u(pS[kk]);
-        }
-        reg_fence(dva);
-        reg_fence(dka);
-        __syncwarp();
-        if (lane == 0)
-          mbar_arrive(&empty[s]);
-        continue;
-      }
-
       /* dS^T to shared memory for dQ (with one buffer, once the other
        * warpgroup is done reading the previous step's: barrier 2). Rows = keys, 128 bytes of
        * 64 queries each, swizzled like a TMA tile (MN-major A of dS K). */
@@ -679,7 +447,7 @@ static __global__ void __launch_bounds__(384, 1)
       }
       wgmma_commit();
 
-      if constexpr (C::TMADQ && !C::DQW) {
+      if constexpr (C::TMADQ) {
         /* The previous step's reduce-add has read this warpgroup's dQ buffer
          * before anyone passes the barrier below and writes it again. */
         if (tid == 0)
@@ -722,8 +490,6 @@ static __global__ void __launch_bounds__(384, 1)
           /* This warpgroup's 64 x 64 piece as two boxes of 64 rows x 32 fp32
            * columns, 128-byte swizzled like the map's box. */
           unsigned char *dqs = reinterpret_cast<unsigned char *>(sdQ + c * 64 * 64);
-          if (C::DQW && gs > 0)
-            named_sync(11 + c, 160); /* producer warp 1 + c has read the previous piece */
 #pragma unroll
           for (int r = 0; r < 2; r++) {
             const int R = 16 * warp + lane / 4 + 8 * r;
@@ -736,12 +502,8 @@ static __global__ void __launch_bounds__(384, 1)
             }
           }
           fence_proxy_async();
-          if constexpr (C::DQW) {
-            named_arrive(13 + c, 160);
-          } else {
-            named_sync(3 + c, 128);
-          }
-          if (!C::DQW && tid == 0 && m0 + dq_q0 < T) {
+          named_sync(3 + c, 128);
+          if (tid == 0 && m0 + dq_q0 < T) {
 #pragma unroll
             for (int j = 0; j < 2; j++)
               if (dq_c0 + 32 * j < hd)
@@ -788,7 +550,7 @@ static __global__ void __launch_bounds__(384, 1)
       if (BWD90_PERSIST && lane == 0) /* the last step's stage */
         mbar_arrive(&empty[(gs - 1) % ST]);
     }
-    /* K and V are read for the last time (and, ALTDQ, the dQ staging buffer):
+    /* K and V are read for the last time:
      * the producer may load the next tile's. */
     if constexpr (C::TMADQ && BWD90_PERSIST) {
       if (tid == 0)

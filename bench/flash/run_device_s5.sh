@@ -34,7 +34,11 @@ echo "tests+checks done after $(($(date +%s) - t0)) s"
 for v in ${TESTV:-}; do echo "test_flash_gpu $v: $(grep -c '^ok ' "$OUT/test_$v.log") ok"; grep -v "^ok " "$OUT/test_$v.log" | tail -3; done
 [ -n "$vars" ] && grep "^check" "$OUT/vcheck.log"
 [ "${FINAL:-0}" = 1 ] && tail -1 "$OUT/check.log"
-[ -n "$vars" ] && (cd $C && timeout ${VBENCH_S:-240} python3 bench_variants.py bench $vars 2>&1 | tee "$OUT/vbench.log")
+# VB_REPS: bench_variants.py bench that many times (vbench.log, vbench2.log, ...)
+for r in $(seq ${VB_REPS:-1}); do
+  log=vbench$([ "$r" = 1 ] || echo "$r").log
+  [ -n "$vars" ] && (cd $C && timeout ${VBENCH_S:-240} python3 bench_variants.py bench $vars 2>&1 | tee "$OUT/$log")
+done
 echo "variants done after $(($(date +%s) - t0)) s"
 [ "${FINAL:-0}" = 1 ] || exit 0
 for v in ${BENCHV:-new}; do

@@ -46,7 +46,11 @@
 #ifndef FWD90_128_ST
 #define FWD90_128_ST 3
 #endif
-#define FWD90_BN 128
+/* Keys per block: 128, or at hd 64 also 192 (FWD90_64_BN). */
+#ifndef FWD90_64_BN
+#define FWD90_64_BN 128
+#endif
+#define FWD90_128_BN 128
 /* 1: the consumer warpgroups take turns issuing their products (ping-pong). */
 #ifndef FWD90_PP
 #define FWD90_PP 1
@@ -74,6 +78,18 @@
 #define FWD90_CH -1
 #endif
 
+/* Timing experiments only (wrong results): FWD90_DIAG_NOEXP 1 takes the
+ * probabilities' exp2 out (the FFMA stays), FWD90_DIAG_NOSTORE 1 the O / lse
+ * stores; the time they save is what those steps cost. */
+#if defined(FWD90_DIAG_NOEXP) && FWD90_DIAG_NOEXP
+#define FWD90_EXP2(x) (x)
+#else
+#define FWD90_EXP2(x) exp2f(x)
+#endif
+#ifndef FWD90_DIAG_NOSTORE
+#define FWD90_DIAG_NOSTORE 0
+#endif
+
 template <int HD, int BN, int NC, int ST> struct fwd90_cfg {
   static constexpr int BM = 64 * NC;
   static constexpr int THREADS = 128 * (NC + 1);
@@ -84,6 +100,10 @@ template <int HD, int BN, int NC, int ST> struct fwd90_cfg {
    * the rest (65536 a CTA; multiples of 8). */
   static constexpr int REG_PRODUCER = FWD90_REGP;
   static constexpr int REG_CONSUMER = NC == 2 ? FWD90_REGC : 160;
+  /* setmaxnreg.inc waits for free registers: more than the CTA was
+   * launched with (65536 / THREADS a thread, in multiples of 8) hangs. */
+  static_assert(128 * (REG_PRODUCER + NC * REG_CONSUMER) <= (65536 / THREADS / 8 * 8) * THREADS,
+                "fwd90: more registers after setmaxnreg than the CTA has");
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -95,6 +115,16 @@ static __device__ __forceinline__ void wgmma_pv(float (&o)[HD / 2], const uint32
     wgmma_rs_n128<1>(o, a, db, 1);
   else
     wgmma_rs_n64<1>(o, a, db, 1);
+}
+
+/* S (+)= Q K^T over one k16 step, BN keys. */
+template <int BN>
+static __device__ __forceinline__ void wgmma_s(float (&s)[BN / 2], uint64_t da, uint64_t db,
+                                               int scale_d) {
+  if constexpr (BN == 192)
+    wgmma_ss_n192<0, 0>(s, da, db, scale_d);
+  else
+    wgmma_ss_n128<0, 0>(s, da, db, scale_d);
 }
 
 /* Mask, then the online softmax of one S block of this thread's two rows:
@@ -136,8 +166,8 @@ softmax_block(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < BN / 8; i++) {
-      s[i * 4 + 2 * r] = exp2f(fmaf(s[i * 4 + 2 * r], sl2, -m_use));
-      s[i * 4 + 2 * r + 1] = exp2f(fmaf(s[i * 4 + 2 * r + 1], sl2, -m_use));
+      s[i * 4 + 2 * r] = FWD90_EXP2(fmaf(s[i * 4 + 2 * r], sl2, -m_use));
+      s[i * 4 + 2 * r + 1] = FWD90_EXP2(fmaf(s[i * 4 + 2 * r + 1], sl2, -m_use));
       sum += s[i * 4 + 2 * r] + s[i * 4 + 2 * r + 1];
     }
     l[r] = l[r] * alpha[r] + sum;
@@ -329,8 +359,7 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
 #pragma unroll
       for (int kk = 0; kk < HD / 16; kk++) {
         const int cc = kk / 4, ko = (kk % 4) * 16;
-        wgmma_ss_n128<0, 0>(s, desc_k(sQc + cc * BM * 64 + ko), desc_k(cK + cc * BN * 64 + ko),
-                            kk > 0);
+        wgmma_s<BN>(s, desc_k(sQc + cc * BM * 64 + ko), desc_k(cK + cc * BN * 64 + ko), kk > 0);
       }
       wgmma_commit();
     };
@@ -439,7 +468,7 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
       lr += __shfl_xor_sync(0xffffffffu, lr, 2);
       const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
       const int row = row_lo + 8 * r;
-      if (row < T) {
+      if (row < T && !FWD90_DIAG_NOSTORE) {
         bf16 *orow = out + ((int64_t)(b * T + row) * NH + h) * hd + (lane % 4) * 2;
 #pragma unroll
         for (int i = 0; i < HD / 8; i++)
@@ -472,10 +501,9 @@ static int fwd90_sm_count(void) {
   return counts[dev];
 }
 
-template <int HD, int NC, int ST>
+template <int HD, int BN, int NC, int ST>
 static int launch_fwd90(const flash_params *p, const void *q, const void *k, const void *v,
                         void *out, float *lse, cudaStream_t stream) {
-  constexpr int BN = FWD90_BN;
   using C = fwd90_cfg<HD, BN, NC, ST>;
   CUtensorMap mq, mk, mv;
   /* Maps of the real head dim: columns past it (hd 80, 96) read as zeros. */
@@ -519,8 +547,8 @@ extern "C" int flash_fwd_sm90(const flash_params *p, const void *q, const void *
                               void *out, float *lse, void *stream) {
   cudaStream_t st = (cudaStream_t)stream;
   if (p->HD == 64)
-    return launch_fwd90<64, FWD90_64_NC, FWD90_64_ST>(p, q, k, v, out, lse, st);
+    return launch_fwd90<64, FWD90_64_BN, FWD90_64_NC, FWD90_64_ST>(p, q, k, v, out, lse, st);
   if (p->HD == 80 || p->HD == 96 || p->HD == 128)
-    return launch_fwd90<128, FWD90_128_NC, FWD90_128_ST>(p, q, k, v, out, lse, st);
+    return launch_fwd90<128, FWD90_128_BN, FWD90_128_NC, FWD90_128_ST>(p, q, k, v, out, lse, st);
   return (int)cudaErrorInvalidValue;
 }

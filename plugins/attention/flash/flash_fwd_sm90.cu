@@ -1,15 +1,21 @@
 /* Flash attention forward for Hopper (sm_90a): wgmma, TMA and warp
  * specialisation, after the FlashAttention-3 design.
  *
- * One CTA owns BM = 64 * NC query rows of one (batch, head) and has NC + 1
- * warpgroups:
+ * A tile is BM = 64 * NC query rows of one (batch, head). The grid is
+ * persistent (FWD90_PERSIST: one CTA per SM) and each CTA loops over tiles;
+ * it has NC + 1 warpgroups:
  *  - warpgroup 0, the producer, gives most of its registers away
- *    (setmaxnreg) and one thread of it streams tiles with TMA: the CTA's Q
- *    tile once, then the K and V tiles (BN keys) of the kv head the query
- *    head reads (GQA) through a ring of ST shared-memory stages. Each stage
- *    has a "full" mbarrier per tensor (the copy engine completes it with the
- *    byte count) and an "empty" mbarrier that the consumer warps arrive at
- *    when they are done reading it.
+ *    (setmaxnreg) and one thread of it picks the tiles (the first by block
+ *    index, the next from a global counter once it has issued the current
+ *    tile's last load) and streams them with TMA: the tile's Q once the
+ *    consumers' last S product of the previous tile is done (an "empty Q"
+ *    mbarrier), so that it loads under the previous tile's last P V and
+ *    epilogue, then the K and V tiles (BN keys) of the kv head the query
+ *    head reads (GQA) through a ring of ST shared-memory stages that runs on
+ *    across tiles. Each stage has a "full" mbarrier per tensor (the copy
+ *    engine completes it with the byte count) and an "empty" mbarrier that
+ *    the consumer warps arrive at when they are done reading it. The tile's
+ *    number goes to the consumers in shared memory beside the Q barrier.
  *  - warpgroups 1..NC, the consumers, own 64 query rows each. Per key block:
  *    S = Q K^T with wgmma from shared memory (fp32 accumulators in
  *    registers), the mask (causal, end of sequence, same document), the
@@ -18,6 +24,11 @@
  *    The loop is software-pipelined inside the warpgroup: the S product of
  *    block j and the P V product of block j - 1 are in flight together, and
  *    the softmax of block j runs while P V of block j - 1 still computes.
+ *    Between warpgroups, a ping-pong (FWD90_PP): they take turns issuing
+ *    their products (named barriers), so that one's softmax runs under the
+ *    other's GEMMs. O and lse are stored from registers.
+ * Tiles are ordered for L2 (FWD90_CH): chunks of about one grid's worth of
+ * tiles over few (batch, head) pairs, heaviest causal query block first.
  *
  * Tiles are 128-byte swizzled (flash_sm90.cuh); rows past T come from TMA as
  * zeros and are masked (keys) or not stored (queries). Saved for the

@@ -3,7 +3,9 @@
 
 usage: loss_gap.py RUN_A RUN_B [RUN_C ...] [--window 50] [--from STEP]
 
-RUN is a log dir holding metrics.jsonl (or the file itself). For each run
+RUN is a log dir holding metrics.jsonl (or the file itself), or several of
+them joined by commas (runs of one setting with different seeds): their
+per-step mean over the steps they share. For each RUN
 after the first: the largest per-step relative gap |b - a| / a over the common
 steps, the mean per-step gap, and the relative gaps of the window means.
 """
@@ -11,9 +13,19 @@ import argparse, json, os
 
 
 def load(p):
+    if "," in p:
+        curves = [load(q) for q in p.split(",") if q]
+        common = set.intersection(*(set(c) for c in curves))
+        return {k: sum(c[k] for c in curves) / len(curves) for k in common}
     f = os.path.join(p, "metrics.jsonl") if os.path.isdir(p) else p
     rows = [json.loads(l) for l in open(f) if l.strip()]
     return {r["step"]: r["loss"] for r in rows if "loss" in r and "step" in r}
+
+
+def label(p):
+    runs = [q for q in p.split(",") if q]
+    name = os.path.basename(runs[0].rstrip("/"))
+    return f"{name} (+{len(runs) - 1}, mean)" if len(runs) > 1 else name
 
 
 ap = argparse.ArgumentParser()
@@ -33,7 +45,7 @@ for other in a.runs[1:]:
           f"largest per-step gap {100 * worst[0]:.2f}% at step {worst[1]} "
           f"({base[worst[1]]:.4f} vs {b[worst[1]]:.4f}); mean per-step gap "
           f"{100 * sum(g for g, _ in gaps) / len(gaps):.2f}%; final {base[ks[-1]]:.4f} vs {b[ks[-1]]:.4f}")
-    print(f"| steps | {os.path.basename(a.runs[0].rstrip('/'))} | {os.path.basename(other.rstrip('/'))} | gap |")
+    print(f"| steps | {label(a.runs[0])} | {label(other)} | gap |")
     print("|---|---|---|---|")
     wmax = 0.0
     for i in range(0, len(ks), a.window):

@@ -1,13 +1,13 @@
 #!/bin/bash
-# Session 5 (Hopper forward): stages one GPU call into DEST (default
-# /work/main/.carry/ffwd): var/old (the flash plugin of commit BASE_REV,
+# Session 5 (Hopper backward, fbwd): stages one GPU call into DEST (default
+# /work/main/.carry/fbwd): var/old (the flash plugin of commit BASE_REV,
 # the Hopper kernels before this session, built here from that commit's
 # sources), var/new (this tree's build/), the variants of variants.sh read
 # on stdin, test_flash_gpu, the scripts and the runtime libraries. Usage,
 # from the worktree root after `ninja -C build`:
-#   bash bench/flash/stage_s4.sh [DEST] < variants.txt
+#   bash bench/flash/stage_s5.sh [DEST] < variants.txt
 set -euo pipefail
-dest=${1:-/work/main/.carry/ffwd}
+dest=${1:-/work/main/.carry/fbwd}
 rev=${BASE_REV:-52ea156}
 src=$(mktemp -d)
 git archive "$rev" plugins/attention/flash bench/flash/variants.sh | tar -x -C "$src"

@@ -7,7 +7,8 @@
  *   dQ_i = scale * sum_j dS_ij K_j     dK_j = scale * sum_i dS_ij Q_i
  *
  * Three launches: (1) D = rowsum(dO * O) into the workspace, and dq_acc
- * zeroed; (2) the main kernel; (3) dq = bf16(scale * dq_acc).
+ * zeroed, in one pass (BWD_PRE); (2) the main kernel; (3) dq = bf16(scale *
+ * dq_acc).
  * The main kernel's CTA (8 warps) owns one (batch, kv head, block of BN = 128
  * keys); each warp owns 16 keys. It loops over the query heads of its GQA
  * group and over the query blocks (BM = 64) that can see its keys, keeping
@@ -99,6 +100,50 @@ static __global__ void flash_bwd_dot_kernel(const bf16 *__restrict__ out,
     const int64_t b = bt / T;
     D[(b * NH + h) * T + t] = acc;
   }
+}
+
+/* BWD_PRE 1: D and the zeroing of dq_acc in one pass (flash_bwd_pre_kernel):
+ * 8 threads a row with 16-byte loads, 32 consecutive positions of one
+ * (batch, head) a block, so that D is written in runs; 0: the one-warp-a-row
+ * flash_bwd_dot_kernel after a cudaMemsetAsync of dq_acc. */
+#ifndef BWD_PRE
+#define BWD_PRE 1
+#endif
+
+/* D (B, NH, T) = rowsum(dout * out), and dq_acc's rows zeroed when it is not
+ * null. Block (x, y): positions 32x.. of (batch, head) y; 8 threads a row,
+ * each a 16-byte chunk of 8 bf16 columns at a time (HD a multiple of 8). */
+static __global__ void __launch_bounds__(256)
+    flash_bwd_pre_kernel(const bf16 *__restrict__ out, const bf16 *__restrict__ dout,
+                         float *__restrict__ D, float *__restrict__ dq_acc, int T, int NH, int HD) {
+  const int t = blockIdx.x * 32 + threadIdx.x / 8, l = threadIdx.x % 8;
+  const int bh = blockIdx.y, h = bh % NH, b = bh / NH;
+  float acc = 0.0f;
+  if (t < T) {
+    const int64_t row = ((int64_t)b * T + t) * NH + h;
+    const uint4 *o = reinterpret_cast<const uint4 *>(out + row * HD);
+    const uint4 *d = reinterpret_cast<const uint4 *>(dout + row * HD);
+    for (int i = l; i < HD / 8; i += 8) {
+      const uint4 a = __ldg(o + i), c = __ldg(d + i);
+      const uint32_t av[4] = {a.x, a.y, a.z, a.w}, cv[4] = {c.x, c.y, c.z, c.w};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&av[j]));
+        const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&cv[j]));
+        acc = fmaf(x.x, y.x, fmaf(x.y, y.y, acc));
+      }
+    }
+    if (dq_acc) {
+      float4 *z = reinterpret_cast<float4 *>(dq_acc + row * HD);
+      for (int i = l; i < HD / 4; i += 8)
+        z[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
+  acc += __shfl_xor_sync(0xffffffffu, acc, 4);
+  acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+  acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+  if (t < T && l == 0)
+    D[(int64_t)bh * T + t] = acc;
 }
 
 /* dq = bf16(scale * dq_acc), four elements a thread. */
@@ -467,13 +512,21 @@ extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, co
   float *dq_acc = (float *)workspace;
   float *D = (float *)((char *)workspace +
                        (BWD_SPLIT_DQ ? 0 : flash_align256(rows * p->HD * sizeof(float))));
-  cudaError_t e = BWD_SPLIT_DQ ? cudaSuccess
-                               : cudaMemsetAsync(dq_acc, 0, rows * p->HD * sizeof(float), st);
-  if (e != cudaSuccess)
-    return (int)e;
-  const int warps = 8;
-  flash_bwd_dot_kernel<<<(unsigned)((rows + warps - 1) / warps), warps * 32, 0, st>>>(
-      (const bf16 *)out, (const bf16 *)dout, D, rows, p->T, p->NH, p->HD);
+  cudaError_t e;
+  if (BWD_PRE && p->HD % 8 == 0 && (int64_t)p->B * p->NH <= 65535 &&
+      ((uintptr_t)out | (uintptr_t)dout) % 16 == 0) {
+    const dim3 grid((unsigned)((p->T + 31) / 32), (unsigned)(p->B * p->NH));
+    flash_bwd_pre_kernel<<<grid, 256, 0, st>>>((const bf16 *)out, (const bf16 *)dout, D,
+                                                BWD_SPLIT_DQ ? nullptr : dq_acc, p->T, p->NH,
+                                                p->HD);
+  } else {
+    e = BWD_SPLIT_DQ ? cudaSuccess : cudaMemsetAsync(dq_acc, 0, rows * p->HD * sizeof(float), st);
+    if (e != cudaSuccess)
+      return (int)e;
+    const int warps = 8;
+    flash_bwd_dot_kernel<<<(unsigned)((rows + warps - 1) / warps), warps * 32, 0, st>>>(
+        (const bf16 *)out, (const bf16 *)dout, D, rows, p->T, p->NH, p->HD);
+  }
   if ((e = cudaGetLastError()) != cudaSuccess)
     return (int)e;
   int rc;

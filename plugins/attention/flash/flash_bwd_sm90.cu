@@ -89,6 +89,16 @@
 #ifndef BWD90_GRID_CH
 #define BWD90_GRID_CH 16
 #endif
+/* PERSIST 1: one CTA an SM walks every gridDim.x-th tile (batch, kv head,
+ * key block) in the grid's order; the Q / dO stage ring runs on across its
+ * tiles and the next tile's K / V load as soon as the last step has read
+ * them, under the dK / dV stores. 2: the same, but after its first tile
+ * (blockIdx.x) a CTA takes the next one in the grid's order from a global
+ * counter (atomicAdd), which the producer passes to the consumers in shared
+ * memory beside the K / V barrier. 0: one CTA a tile. */
+#ifndef BWD90_PERSIST
+#define BWD90_PERSIST 0
+#endif
 
 template <int HD> struct bwd90_cfg {
   static constexpr int BN = BWD90_BN, ST = HD == 64 ? BWD90_64_ST : BWD90_128_ST;
@@ -100,7 +110,7 @@ template <int HD> struct bwd90_cfg {
   static constexpr int DSB = BWD90_DSB;
   static constexpr int DQ_BYTES = TMADQ ? BM * HD * 4 : 0;
   static constexpr int SMEM = 1024 + 2 * KV_BYTES + 2 * ST * Q_BYTES + DSB * DS_BYTES + DQ_BYTES +
-                              2 * ST * BM * 4 + 8 * (1 + 3 * ST);
+                              2 * ST * BM * 4 + 8 * (3 + 3 * ST);
   static_assert(SMEM <= 227 * 1024, "shared memory");
 };
 
@@ -123,6 +133,15 @@ static __device__ __forceinline__ void wgmma_rs_mn(float (&d)[N / 2], const uint
     wgmma_rs_n64<1>(d, a, b, 1);
 }
 
+/* Zeroes accumulators that the next wgmma overwrites (scale_d 0): the new
+ * definition ends the previous values' life, which the asm's "+f" would
+ * otherwise extend. */
+template <int N> static __device__ __forceinline__ void acc_start(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; i++)
+    r[i] = 0.0f;
+}
+
 static __device__ __forceinline__ void red_add_v2(float *p, float a, float b) {
   atomicAdd(reinterpret_cast<float2 *>(p), make_float2(a, b));
 }
@@ -137,7 +156,8 @@ static __global__ void __launch_bounds__(384, 1)
                        const __grid_constant__ CUtensorMap tmdO,
                        const __grid_constant__ CUtensorMap tmdQ, const flash_params p,
                        const float *__restrict__ lse, const float *__restrict__ Dg,
-                       float *__restrict__ dq_acc, bf16 *__restrict__ dk, bf16 *__restrict__ dv) {
+                       float *__restrict__ dq_acc, bf16 *__restrict__ dk, bf16 *__restrict__ dv,
+                       int *__restrict__ tile_ctr) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = bwd90_cfg<HD>;
   constexpr int BN = C::BN, BM = C::BM, ST = C::ST, NCH = HD / 64;
@@ -153,23 +173,33 @@ static __global__ void __launch_bounds__(384, 1)
   float *sDD = sL + ST * BM;                                      // ST x BM: D
   uint64_t *barKV = reinterpret_cast<uint64_t *>(sDD + ST * BM);
   uint64_t *fullQ = barKV + 1, *fulldO = fullQ + ST, *empty = fulldO + ST;
+  uint64_t *kvempty = empty + ST;                    /* K / V read for the last time (PERSIST) */
+  int *sTile = reinterpret_cast<int *>(kvempty + 1); /* PERSIST 2: the tile K / V hold, or -1 */
 
   const int T = p.T, NH = p.NH, KVH = p.KVH, rep = NH / KVH;
   const int hd = HD == 64 ? 64 : p.HD; /* the real head dim, <= HD */
-  int n_block = blockIdx.y, bg = blockIdx.x;
-  if constexpr (BWD90_GRID_CH > 0) {
-    const int NB = gridDim.y, BG = gridDim.x, lin = blockIdx.y * BG + blockIdx.x;
-    const int chunk = lin / (BWD90_GRID_CH * NB), r = lin % (BWD90_GRID_CH * NB);
-    const int w = min(BWD90_GRID_CH, BG - chunk * BWD90_GRID_CH);
-    n_block = r / w;
-    bg = chunk * BWD90_GRID_CH + r % w;
-  }
-  const int g = bg % KVH, b = bg / KVH;
-  const int n0 = n_block * BN;
-  /* Causal: queries before the first key see none of them. */
-  const int m_first = p.causal ? n0 / BM : 0;
-  const int n_mb = (T + BM - 1) / BM - m_first;
-  const int n_steps = rep * n_mb;
+  /* The tiles (batch, kv head, key block) this CTA owns, numbered in the
+   * order of the grid: one without PERSIST, every gridDim.x-th with it. */
+  const int NB = (T + BN - 1) / BN, BG = KVH * p.B;
+  const int lin0 = BWD90_PERSIST ? blockIdx.x : blockIdx.y * BG + blockIdx.x;
+  const int lin_end = BWD90_PERSIST ? NB * BG : lin0 + 1;
+  const int lin_step = BWD90_PERSIST ? gridDim.x : 1;
+  auto tile_at = [&](int lin, int &g, int &b, int &n0, int &m_first, int &n_mb, int &n_steps) {
+    int n_block = lin / BG, bg = lin % BG;
+    if constexpr (BWD90_GRID_CH > 0) {
+      const int chunk = lin / (BWD90_GRID_CH * NB), r = lin % (BWD90_GRID_CH * NB);
+      const int w = min(BWD90_GRID_CH, BG - chunk * BWD90_GRID_CH);
+      n_block = r / w;
+      bg = chunk * BWD90_GRID_CH + r % w;
+    }
+    g = bg % KVH;
+    b = bg / KVH;
+    n0 = n_block * BN;
+    /* Causal: queries before the first key see none of them. */
+    m_first = p.causal ? n0 / BM : 0;
+    n_mb = (T + BM - 1) / BM - m_first;
+    n_steps = rep * n_mb;
+  };
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
   if (threadIdx.x == 0) {
@@ -179,6 +209,7 @@ static __global__ void __launch_bounds__(384, 1)
       mbar_init(&fulldO[s], 32);
       mbar_init(&empty[s], 8); /* lane 0 of every consumer warp */
     }
+    mbar_init(kvempty, 8);
     mbar_fence_init();
   }
   __syncthreads();
@@ -186,39 +217,64 @@ static __global__ void __launch_bounds__(384, 1)
   if (wg == 0) {
     reg_dealloc<24>();
     if (tid < 32) { /* warp 0: lane 0 issues the TMA copies, every lane copies lse and D */
-      if (tid == 0) {
-        mbar_expect_tx(barKV, 2 * C::KV_BYTES);
+      int gs = 0;   /* steps over this CTA's tiles: the stage ring runs on across tiles */
+      int j = 0;
+      for (int lin = lin0; lin < lin_end; j++) {
+        int g, b, n0, m_first, n_mb, n_steps;
+        tile_at(lin, g, b, n0, m_first, n_mb, n_steps);
+        if (tid == 0) {
+          if (j > 0)
+            mbar_wait(kvempty, (j - 1) & 1);
+          if (BWD90_PERSIST == 2)
+            *sTile = lin;
+          mbar_expect_tx(barKV, 2 * C::KV_BYTES);
 #pragma unroll
-        for (int c = 0; c < NCH; c++) {
-          tma_load_4d(sK + c * BN * 64, &tmK, barKV, c * 64, g, n0, b);
-          tma_load_4d(sV + c * BN * 64, &tmV, barKV, c * 64, g, n0, b);
+          for (int c = 0; c < NCH; c++) {
+            tma_load_4d(sK + c * BN * 64, &tmK, barKV, c * 64, g, n0, b);
+            tma_load_4d(sV + c * BN * 64, &tmV, barKV, c * 64, g, n0, b);
+          }
+        }
+        for (int it = 0; it < n_steps; it++, gs++) {
+          const int s = gs % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
+          const float *lh = lse + ((int64_t)b * NH + h) * T, *dh = Dg + ((int64_t)b * NH + h) * T;
+          mbar_wait(&empty[s], ((gs / ST) & 1) ^ 1);
+          if (tid == 0) {
+            mbar_expect_tx(&fullQ[s], C::Q_BYTES);
+#pragma unroll
+            for (int c = 0; c < NCH; c++)
+              tma_load_4d(sQ + s * BM * HD + c * BM * 64, &tmQ, &fullQ[s], c * 64, h, m0, b);
+            mbar_expect_tx(&fulldO[s], C::Q_BYTES);
+#pragma unroll
+            for (int c = 0; c < NCH; c++)
+              tma_load_4d(sdO + s * BM * HD + c * BM * 64, &tmdO, &fulldO[s], c * 64, h, m0, b);
+          }
+          /* lse in log2 units; 0 past T (those queries are masked). */
+#pragma unroll
+          for (int i = tid; i < BM; i += 32) {
+            const bool ok = m0 + i < T;
+            sL[s * BM + i] = ok ? __ldg(lh + m0 + i) * FLASH_LOG2E : 0.0f;
+            sDD[s * BM + i] = ok ? __ldg(dh + m0 + i) : 0.0f;
+          }
+          if (tid != 0) {
+            mbar_arrive(&fullQ[s]);
+            mbar_arrive(&fulldO[s]);
+          }
+        }
+        if constexpr (BWD90_PERSIST == 2) {
+          /* The next tile, taken once this one's steps are all queued. */
+          int next = 0;
+          if (tid == 0)
+            next = (int)gridDim.x + atomicAdd(tile_ctr, 1);
+          lin = __shfl_sync(0xffffffffu, next, 0);
+        } else {
+          lin += lin_step;
         }
       }
-      for (int it = 0; it < n_steps; it++) {
-        const int s = it % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
-        const float *lh = lse + ((int64_t)b * NH + h) * T, *dh = Dg + ((int64_t)b * NH + h) * T;
-        mbar_wait(&empty[s], ((it / ST) & 1) ^ 1);
-        if (tid == 0) {
-          mbar_expect_tx(&fullQ[s], C::Q_BYTES);
-#pragma unroll
-          for (int c = 0; c < NCH; c++)
-            tma_load_4d(sQ + s * BM * HD + c * BM * 64, &tmQ, &fullQ[s], c * 64, h, m0, b);
-          mbar_expect_tx(&fulldO[s], C::Q_BYTES);
-#pragma unroll
-          for (int c = 0; c < NCH; c++)
-            tma_load_4d(sdO + s * BM * HD + c * BM * 64, &tmdO, &fulldO[s], c * 64, h, m0, b);
-        }
-        /* lse in log2 units; 0 past T (those queries are masked). */
-#pragma unroll
-        for (int i = tid; i < BM; i += 32) {
-          const bool ok = m0 + i < T;
-          sL[s * BM + i] = ok ? __ldg(lh + m0 + i) * FLASH_LOG2E : 0.0f;
-          sDD[s * BM + i] = ok ? __ldg(dh + m0 + i) : 0.0f;
-        }
-        if (tid != 0) {
-          mbar_arrive(&fullQ[s]);
-          mbar_arrive(&fulldO[s]);
-        }
+      if (BWD90_PERSIST == 2 && tid == 0) { /* no tile left: tell the consumers */
+        if (j > 0)
+          mbar_wait(kvempty, (j - 1) & 1);
+        *sTile = -1;
+        mbar_arrive(barKV);
       }
     }
     return;
@@ -226,19 +282,8 @@ static __global__ void __launch_bounds__(384, 1)
 
   reg_alloc<240>();
   const int c = wg - 1, warp = tid / 32, lane = tid % 32;
-  const int key0 = n0 + 64 * c;                   /* this warpgroup's first key */
-  const int key_lo = key0 + 16 * warp + lane / 4; /* this thread's keys: key_lo, key_lo + 8 */
   const float sl2 = p.scale * FLASH_LOG2E;
-  const int32_t *doc = p.doc ? p.doc + (int64_t)b * T : nullptr;
-  int doc_k[2];
-#pragma unroll
-  for (int r = 0; r < 2; r++)
-    doc_k[r] = doc && key_lo + 8 * r < T ? doc[key_lo + 8 * r] : INT32_MIN;
-
   float dva[HD / 2], dka[HD / 2];
-#pragma unroll
-  for (int i = 0; i < HD / 2; i++)
-    dva[i] = dka[i] = 0.0f;
   float sacc[BM / 2], dpacc[BM / 2], dqa[32];
   uint32_t pP[BM / 16][4], pS[BM / 16][4];
   /* dQ piece of this warpgroup: hd 128, all BM = 64 queries x head-dim
@@ -247,263 +292,300 @@ static __global__ void __launch_bounds__(384, 1)
   const int sdS_a = (dq_q0 / 64) * BN * 64; /* offset in a dS^T buffer */
   const bf16 *sK_b = sK + (dq_c0 / 64) * BN * 64;
 
-  mbar_wait(barKV, 0);
-  for (int it = 0; it < n_steps; it++) {
-    const int s = it % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
-    const uint32_t ph = (it / ST) & 1;
-    const bf16 *cQ = sQ + s * BM * HD, *cdO = sdO + s * BM * HD;
-    const float *cL = sL + s * BM, *cD = sDD + s * BM;
+  int gs = 0; /* steps over this CTA's tiles (stage and dS^T buffer ring) */
+#if BWD90_PERSIST == 2
+  for (int j = 0;; j++) {
+    mbar_wait(barKV, j & 1);
+    const int lin = *reinterpret_cast<volatile int *>(sTile);
+    if (lin < 0)
+      break;
+#else
+  for (int lin = lin0, j = 0; lin < lin_end; lin += lin_step, j++) {
+#endif
+    int g, b, n0, m_first, n_mb, n_steps;
+    tile_at(lin, g, b, n0, m_first, n_mb, n_steps);
+    const int key0 = n0 + 64 * c;                   /* this warpgroup's first key */
+    const int key_lo = key0 + 16 * warp + lane / 4; /* this thread's keys: key_lo, key_lo + 8 */
+    const int32_t *doc = p.doc ? p.doc + (int64_t)b * T : nullptr;
+    int doc_k[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+      doc_k[r] = doc && key_lo + 8 * r < T ? doc[key_lo + 8 * r] : INT32_MIN;
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++)
+      dva[i] = dka[i] = 0.0f;
 
-    /* S^T = K Q^T and dP^T = V dO^T, both in flight. */
-    mbar_wait(&fullQ[s], ph);
-    /* Zeroed, not only overwritten (scale_d 0): a definition here ends the
-     * previous step's values, which the asm's "+f" would keep alive. */
-#pragma unroll
-    for (int i = 0; i < BM / 2; i++)
-      sacc[i] = dpacc[i] = 0.0f;
-    reg_fence(sacc);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) {
-      const int cc = kk / 4, ko = (kk % 4) * 16;
-      wgmma_ss_kmaj<BM>(sacc, desc_k(sK + cc * BN * 64 + 64 * c * 64 + ko),
-                        desc_k(cQ + cc * BM * 64 + ko), kk > 0);
-    }
-    wgmma_commit();
-    mbar_wait(&fulldO[s], ph);
-    reg_fence(dpacc);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) {
-      const int cc = kk / 4, ko = (kk % 4) * 16;
-      wgmma_ss_kmaj<BM>(dpacc, desc_k(sV + cc * BN * 64 + 64 * c * 64 + ko),
-                        desc_k(cdO + cc * BM * 64 + ko), kk > 0);
-    }
-    wgmma_commit();
+    if constexpr (BWD90_PERSIST != 2)
+      mbar_wait(barKV, j & 1);
+    for (int it = 0; it < n_steps; it++, gs++) {
+      const int s = gs % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
+      const uint32_t ph = (gs / ST) & 1;
+      const bf16 *cQ = sQ + s * BM * HD, *cdO = sdO + s * BM * HD;
+      const float *cL = sL + s * BM, *cD = sDD + s * BM;
 
-    /* P^T (masked: causal, same document, queries past T). */
-    const bool need_mask = (p.causal && m0 < key0 + 63) || doc != nullptr || m0 + BM > T;
-    wgmma_wait<1>();
-    reg_fence(sacc);
-    if constexpr (C::OVL == 2) {
-      /* The previous step's dK (queued before this step's S^T) is done: its
-       * Q / dO stage can be refilled. */
-      if (it > 0) {
+      /* S^T = K Q^T and dP^T = V dO^T, both in flight. */
+      mbar_wait(&fullQ[s], ph);
+      /* Zeroed, not only overwritten (scale_d 0): a definition here ends the
+       * previous step's values, which the asm's "+f" would keep alive. */
+      acc_start(sacc);
+      acc_start(dpacc);
+      reg_fence(sacc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; kk++) {
+        const int cc = kk / 4, ko = (kk % 4) * 16;
+        wgmma_ss_kmaj<BM>(sacc, desc_k(sK + cc * BN * 64 + 64 * c * 64 + ko),
+                          desc_k(cQ + cc * BM * 64 + ko), kk > 0);
+      }
+      wgmma_commit();
+      mbar_wait(&fulldO[s], ph);
+      reg_fence(dpacc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; kk++) {
+        const int cc = kk / 4, ko = (kk % 4) * 16;
+        wgmma_ss_kmaj<BM>(dpacc, desc_k(sV + cc * BN * 64 + 64 * c * 64 + ko),
+                          desc_k(cdO + cc * BM * 64 + ko), kk > 0);
+      }
+      wgmma_commit();
+
+      /* P^T (masked: causal, same document, queries past T). */
+      const bool need_mask = (p.causal && m0 < key0 + 63) || doc != nullptr || m0 + BM > T;
+      wgmma_wait<1>();
+      reg_fence(sacc);
+      if constexpr (C::OVL == 2) {
+        /* The previous step's dK (queued before this step's S^T) is done: its
+         * Q / dO stage can be refilled. */
+        if (it > 0) {
+#pragma unroll
+          for (int kk = 0; kk < BM / 16; kk++)
+            reg_fence_u(pS[kk]);
+          reg_fence(dka);
+          __syncwarp();
+          if (lane == 0)
+            mbar_arrive(&empty[(gs - 1) % ST]);
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < BM / 8; i++) {
+        const int qc = i * 8 + (lane % 4) * 2;
+        const float l0 = cL[qc], l1 = cL[qc + 1];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          float pv = exp2f(fmaf(sacc[4 * i + e], sl2, -((e & 1) ? l1 : l0)));
+          if (need_mask) {
+            const int q = m0 + qc + (e & 1), key = key_lo + (e >> 1) * 8;
+            bool ok = q < T && (!p.causal || key <= q);
+            if (ok && doc)
+              ok = __ldg(doc + q) == doc_k[e >> 1];
+            pv = ok ? pv : 0.0f;
+          }
+          sacc[4 * i + e] = pv;
+        }
+      }
+      /* dS^T = P^T (dP^T - D). */
+      wgmma_wait<0>();
+      reg_fence(dpacc);
+#pragma unroll
+      for (int i = 0; i < BM / 8; i++) {
+        const int qc = i * 8 + (lane % 4) * 2;
+        const float d0 = cD[qc], d1 = cD[qc + 1];
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          dpacc[4 * i + e] = sacc[4 * i + e] * (dpacc[4 * i + e] - ((e & 1) ? d1 : d0));
+      }
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        pP[kk][0] = pack_bf16(sacc[8 * kk + 0], sacc[8 * kk + 1]);
+        pP[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);
+        pP[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);
+        pP[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);
+        pS[kk][0] = pack_bf16(dpacc[8 * kk + 0], dpacc[8 * kk + 1]);
+        pS[kk][1] = pack_bf16(dpacc[8 * kk + 2], dpacc[8 * kk + 3]);
+        pS[kk][2] = pack_bf16(dpacc[8 * kk + 4], dpacc[8 * kk + 5]);
+        pS[kk][3] = pack_bf16(dpacc[8 * kk + 6], dpacc[8 * kk + 7]);
+      }
+
+      /* dS^T to shared memory for dQ (with one buffer, once the other
+       * warpgroup is done reading the previous step's: barrier 2). Rows = keys, 128 bytes of
+       * 64 queries each, swizzled like a TMA tile (MN-major A of dS K). */
+      bf16 *cdS = sdS + (gs % C::DSB) * BN * BM;
+      if (C::DSB == 1)
+        named_sync(2, 256);
+      {
+        unsigned char *ds = reinterpret_cast<unsigned char *>(cdS);
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++)
+#pragma unroll
+          for (int e = 0; e < 4; e++) {
+            /* pS[kk][e]: key row (e & 1) * 8, queries 16 kk + (e >> 1) * 8 + 2 t */
+            const int kr = 64 * c + 16 * warp + lane / 4 + (e & 1) * 8;
+            const int q = 16 * kk + (e >> 1) * 8 + (lane % 4) * 2;
+            const int off =
+                (q / 64) * BN * 128 + kr * 128 + ((((q % 64) / 8) ^ (kr % 8)) * 16) + (q % 8) * 2;
+            *reinterpret_cast<uint32_t *>(ds + off) = pS[kk][e];
+          }
+      }
+      fence_proxy_async();
+
+      /* dV += P^T dO, dK += dS^T Q (A from registers, B transposed). */
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++) {
+        reg_fence_u(pP[kk]);
+        reg_fence_u(pS[kk]);
+      }
+      reg_fence(dva);
+      reg_fence(dka);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BM / 16; kk++)
+        wgmma_rs_mn<HD>(dva, pP[kk], desc_mn(cdO + kk * 16 * 64, BM));
+      if constexpr (!C::OVL) {
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++)
+          wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+      }
+      wgmma_commit();
+
+      if constexpr (C::TMADQ) {
+        /* The previous step's reduce-add has read this warpgroup's dQ buffer
+         * before anyone passes the barrier below and writes it again. */
+        if (tid == 0)
+          bulk_wait_read<0>();
+      }
+      /* dQ piece = dS K over all BN keys, once both halves of dS^T are in. */
+      acc_start(dqa);
+      named_sync(1, 256);
+      reg_fence(dqa);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; kk++)
+        wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + kk * 16 * 64, BN),
+                           desc_mn(sK_b + kk * 16 * 64, BN), kk > 0);
+      wgmma_commit();
+      if constexpr (C::OVL) {
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++)
+          wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+        wgmma_commit();
+        wgmma_wait<1>(); /* dV and dQ done, dK in flight */
+        reg_fence(dqa);
+      } else {
+        wgmma_wait<0>();
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+          reg_fence_u(pP[kk]);
           reg_fence_u(pS[kk]);
+        }
+        reg_fence(dva);
+        reg_fence(dka);
+        reg_fence(dqa);
+        __syncwarp();
+        if (lane == 0)
+          mbar_arrive(&empty[s]);
+      }
+
+      if constexpr (C::TMADQ) {
+        {
+          /* This warpgroup's 64 x 64 piece as two boxes of 64 rows x 32 fp32
+           * columns, 128-byte swizzled like the map's box. */
+          unsigned char *dqs = reinterpret_cast<unsigned char *>(sdQ + c * 64 * 64);
+#pragma unroll
+          for (int r = 0; r < 2; r++) {
+            const int R = 16 * warp + lane / 4 + 8 * r;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+              const int chunk = 2 * (i % 4) + (lane % 4) / 2;
+              const int off = (i / 4) * 8192 + R * 128 + ((chunk ^ (R % 8)) * 16) + (lane % 2) * 8;
+              *reinterpret_cast<float2 *>(dqs + off) =
+                  make_float2(dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
+            }
+          }
+          fence_proxy_async();
+          named_sync(3 + c, 128);
+          if (tid == 0 && m0 + dq_q0 < T) {
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+              if (dq_c0 + 32 * j < hd)
+                tma_reduce_add_4d(&tmdQ, dqs + j * 8192, dq_c0 + 32 * j, h, m0 + dq_q0, b);
+            bulk_commit();
+          }
+        }
+      } else {
+        float *dqb = dq_acc + ((int64_t)b * T * NH + h) * hd + dq_c0 + (lane % 4) * 2;
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+          const int q = m0 + dq_q0 + 16 * warp + lane / 4 + 8 * r;
+          if (q < T) {
+            float *row = dqb + (int64_t)q * NH * hd;
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+              if (dq_c0 + 8 * i < hd)
+                red_add_v2(row + 8 * i, dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
+          }
+        }
+      }
+      if constexpr (C::OVL == 1) {
+        wgmma_wait<0>();
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+          reg_fence_u(pP[kk]);
+          reg_fence_u(pS[kk]);
+        }
+        reg_fence(dva);
         reg_fence(dka);
         __syncwarp();
         if (lane == 0)
-          mbar_arrive(&empty[(it - 1) % ST]);
+          mbar_arrive(&empty[s]);
       }
     }
-#pragma unroll
-    for (int i = 0; i < BM / 8; i++) {
-      const int qc = i * 8 + (lane % 4) * 2;
-      const float l0 = cL[qc], l1 = cL[qc + 1];
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float pv = exp2f(fmaf(sacc[4 * i + e], sl2, -((e & 1) ? l1 : l0)));
-        if (need_mask) {
-          const int q = m0 + qc + (e & 1), key = key_lo + (e >> 1) * 8;
-          bool ok = q < T && (!p.causal || key <= q);
-          if (ok && doc)
-            ok = __ldg(doc + q) == doc_k[e >> 1];
-          pv = ok ? pv : 0.0f;
-        }
-        sacc[4 * i + e] = pv;
-      }
-    }
-    /* dS^T = P^T (dP^T - D). */
-    wgmma_wait<0>();
-    reg_fence(dpacc);
-#pragma unroll
-    for (int i = 0; i < BM / 8; i++) {
-      const int qc = i * 8 + (lane % 4) * 2;
-      const float d0 = cD[qc], d1 = cD[qc + 1];
-#pragma unroll
-      for (int e = 0; e < 4; e++)
-        dpacc[4 * i + e] = sacc[4 * i + e] * (dpacc[4 * i + e] - ((e & 1) ? d1 : d0));
-    }
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; kk++) {
-      pP[kk][0] = pack_bf16(sacc[8 * kk + 0], sacc[8 * kk + 1]);
-      pP[kk][1] = pack_bf16(sacc[8 * kk + 2], sacc[8 * kk + 3]);
-      pP[kk][2] = pack_bf16(sacc[8 * kk + 4], sacc[8 * kk + 5]);
-      pP[kk][3] = pack_bf16(sacc[8 * kk + 6], sacc[8 * kk + 7]);
-      pS[kk][0] = pack_bf16(dpacc[8 * kk + 0], dpacc[8 * kk + 1]);
-      pS[kk][1] = pack_bf16(dpacc[8 * kk + 2], dpacc[8 * kk + 3]);
-      pS[kk][2] = pack_bf16(dpacc[8 * kk + 4], dpacc[8 * kk + 5]);
-      pS[kk][3] = pack_bf16(dpacc[8 * kk + 6], dpacc[8 * kk + 7]);
-    }
-
-    /* dS^T to shared memory for dQ (with one buffer, once the other
-     * warpgroup is done reading the previous step's: barrier 2). Rows = keys, 128 bytes of
-     * 64 queries each, swizzled like a TMA tile (MN-major A of dS K). */
-    bf16 *cdS = sdS + (it % C::DSB) * BN * BM;
-    if (C::DSB == 1)
-      named_sync(2, 256);
-    {
-      unsigned char *ds = reinterpret_cast<unsigned char *>(cdS);
+    if constexpr (C::OVL == 2) {
+      wgmma_wait<0>();
 #pragma unroll
       for (int kk = 0; kk < BM / 16; kk++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-          /* pS[kk][e]: key row (e & 1) * 8, queries 16 kk + (e >> 1) * 8 + 2 t */
-          const int kr = 64 * c + 16 * warp + lane / 4 + (e & 1) * 8;
-          const int q = 16 * kk + (e >> 1) * 8 + (lane % 4) * 2;
-          const int off =
-              (q / 64) * BN * 128 + kr * 128 + ((((q % 64) / 8) ^ (kr % 8)) * 16) + (q % 8) * 2;
-          *reinterpret_cast<uint32_t *>(ds + off) = pS[kk][e];
-        }
+        reg_fence_u(pS[kk]);
+      reg_fence(dva);
+      reg_fence(dka);
+      __syncwarp();
+      if (BWD90_PERSIST && lane == 0) /* the last step's stage */
+        mbar_arrive(&empty[(gs - 1) % ST]);
     }
-    fence_proxy_async();
-
-    /* dV += P^T dO, dK += dS^T Q (A from registers, B transposed). */
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; kk++) {
-      reg_fence_u(pP[kk]);
-      reg_fence_u(pS[kk]);
-    }
-    reg_fence(dva);
-    reg_fence(dka);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; kk++)
-      wgmma_rs_mn<HD>(dva, pP[kk], desc_mn(cdO + kk * 16 * 64, BM));
-    if constexpr (!C::OVL) {
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; kk++)
-        wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
-    }
-    wgmma_commit();
-
-    if constexpr (C::TMADQ) {
-      /* The previous step's reduce-add has read this warpgroup's dQ buffer
-       * before anyone passes the barrier below and writes it again. */
+    /* K and V are read for the last time:
+     * the producer may load the next tile's. */
+    if constexpr (C::TMADQ && BWD90_PERSIST) {
       if (tid == 0)
         bulk_wait_read<0>();
     }
-    /* dQ piece = dS K over all BN keys, once both halves of dS^T are in. */
-#pragma unroll
-    for (int i = 0; i < 32; i++)
-      dqa[i] = 0.0f;
-    named_sync(1, 256);
-    reg_fence(dqa);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++)
-      wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + kk * 16 * 64, BN),
-                         desc_mn(sK_b + kk * 16 * 64, BN), kk > 0);
-    wgmma_commit();
-    if constexpr (C::OVL) {
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; kk++)
-        wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
-      wgmma_commit();
-      wgmma_wait<1>(); /* dV and dQ done, dK in flight */
-      reg_fence(dqa);
-    } else {
-      wgmma_wait<0>();
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; kk++) {
-        reg_fence_u(pP[kk]);
-        reg_fence_u(pS[kk]);
-      }
-      reg_fence(dva);
-      reg_fence(dka);
-      reg_fence(dqa);
-      __syncwarp();
-      if (lane == 0)
-        mbar_arrive(&empty[s]);
-    }
+    __syncwarp();
+    if (lane == 0)
+      mbar_arrive(kvempty);
 
-    if constexpr (C::TMADQ) {
-      {
-        /* This warpgroup's 64 x 64 piece as two boxes of 64 rows x 32 fp32
-         * columns, 128-byte swizzled like the map's box. */
-        unsigned char *dqs = reinterpret_cast<unsigned char *>(sdQ + c * 64 * 64);
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-          const int R = 16 * warp + lane / 4 + 8 * r;
+    for (int r = 0; r < 2; r++) {
+      const int key = key_lo + 8 * r;
+      if (key < T) {
+        const int64_t o = ((int64_t)(b * T + key) * KVH + g) * hd + (lane % 4) * 2;
 #pragma unroll
-          for (int i = 0; i < 8; i++) {
-            const int chunk = 2 * (i % 4) + (lane % 4) / 2;
-            const int off = (i / 4) * 8192 + R * 128 + ((chunk ^ (R % 8)) * 16) + (lane % 2) * 8;
-            *reinterpret_cast<float2 *>(dqs + off) =
-                make_float2(dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
-          }
-        }
-        fence_proxy_async();
-        named_sync(3 + c, 128);
-        if (tid == 0 && m0 + dq_q0 < T) {
-#pragma unroll
-          for (int j = 0; j < 2; j++)
-            if (dq_c0 + 32 * j < hd)
-              tma_reduce_add_4d(&tmdQ, dqs + j * 8192, dq_c0 + 32 * j, h, m0 + dq_q0, b);
-          bulk_commit();
-        }
-      }
-    } else {
-      float *dqb = dq_acc + ((int64_t)b * T * NH + h) * hd + dq_c0 + (lane % 4) * 2;
-#pragma unroll
-      for (int r = 0; r < 2; r++) {
-        const int q = m0 + dq_q0 + 16 * warp + lane / 4 + 8 * r;
-        if (q < T) {
-          float *row = dqb + (int64_t)q * NH * hd;
-#pragma unroll
-          for (int i = 0; i < 8; i++)
-            if (dq_c0 + 8 * i < hd)
-              red_add_v2(row + 8 * i, dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
+        for (int i = 0; i < HD / 8; i++) {
+          if (i * 8 >= hd) /* hd 80 / 96: the zero-filled columns */
+            break;
+          *reinterpret_cast<uint32_t *>(dv + o + 8 * i) =
+              pack_bf16(dva[4 * i + 2 * r], dva[4 * i + 2 * r + 1]);
+          *reinterpret_cast<uint32_t *>(dk + o + 8 * i) =
+              pack_bf16(dka[4 * i + 2 * r] * p.scale, dka[4 * i + 2 * r + 1] * p.scale);
         }
       }
     }
-    if constexpr (C::OVL == 1) {
-      wgmma_wait<0>();
-#pragma unroll
-      for (int kk = 0; kk < BM / 16; kk++) {
-        reg_fence_u(pP[kk]);
-        reg_fence_u(pS[kk]);
-      }
-      reg_fence(dva);
-      reg_fence(dka);
-      __syncwarp();
-      if (lane == 0)
-        mbar_arrive(&empty[s]);
-    }
-  }
-  if constexpr (C::OVL == 2) {
-    wgmma_wait<0>();
-#pragma unroll
-    for (int kk = 0; kk < BM / 16; kk++)
-      reg_fence_u(pS[kk]);
-    reg_fence(dva);
-    reg_fence(dka);
   }
   if constexpr (C::TMADQ) {
     if (tid == 0)
       bulk_wait<0>();
   }
-
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    const int key = key_lo + 8 * r;
-    if (key < T) {
-      const int64_t o = ((int64_t)(b * T + key) * KVH + g) * hd + (lane % 4) * 2;
-#pragma unroll
-      for (int i = 0; i < HD / 8; i++) {
-        if (i * 8 >= hd) /* hd 80 / 96: the zero-filled columns */
-          break;
-        *reinterpret_cast<uint32_t *>(dv + o + 8 * i) =
-            pack_bf16(dva[4 * i + 2 * r], dva[4 * i + 2 * r + 1]);
-        *reinterpret_cast<uint32_t *>(dk + o + 8 * i) =
-            pack_bf16(dka[4 * i + 2 * r] * p.scale, dka[4 * i + 2 * r + 1] * p.scale);
-      }
-    }
-  }
 #endif
 }
+
+#define BWD90_CTR_SLOTS 64
+static __device__ int bwd90_tile_ctr[BWD90_CTR_SLOTS]; /* PERSIST 2 */
 
 template <int HD>
 static int launch_bwd90(const flash_params *p, const void *q, const void *k, const void *v,
@@ -528,8 +610,27 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
   if (e != cudaSuccess)
     return (int)e;
   dim3 grid(p->KVH * p->B, (p->T + C::BN - 1) / C::BN);
+  int *ctr = nullptr;
+  if (BWD90_PERSIST == 2) {
+    /* A zeroed tile counter a launch, from a ring of slots, so that launches
+     * on other streams do not share one. */
+    static unsigned next_slot;
+    if ((e = cudaGetSymbolAddress((void **)&ctr, bwd90_tile_ctr)) != cudaSuccess)
+      return (int)e;
+    ctr += __atomic_fetch_add(&next_slot, 1u, __ATOMIC_RELAXED) % BWD90_CTR_SLOTS;
+    if ((e = cudaMemsetAsync(ctr, 0, sizeof(int), stream)) != cudaSuccess)
+      return (int)e;
+  }
+  if (BWD90_PERSIST) {
+    int dev = 0, sms = 0;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
+      return (int)e;
+    const unsigned tiles = grid.x * grid.y;
+    grid = dim3(tiles < (unsigned)sms ? tiles : (unsigned)sms);
+  }
   kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, mdo, mdq, *p, lse, D, dq_acc, (bf16 *)dk,
-                                              (bf16 *)dv);
+                                              (bf16 *)dv, ctr);
   return (int)cudaGetLastError();
 }
 

@@ -204,7 +204,11 @@ static __device__ __forceinline__ void pack_p(const float (&s)[BN / 2],
  * tiles taken past the first gridDim.x and the CTAs done; each launch takes
  * the next of FWD90_SLOTS slots (kernels of one stream run in order; two
  * launches on different streams share a slot only when FWD90_SLOTS launches
- * are in flight at once), and its last CTA zeroes it again. */
+ * are in flight at once; a captured graph keeps its launch's slot), and
+ * its last CTA zeroes it again. A CTA that starts late (its SM busy with
+ * another kernel, e.g. a collective) then does its first tile and finds
+ * the rest taken by the others, instead of holding up the grid with a
+ * fixed share (reasoning, not measured). */
 #define FWD90_SLOTS 64
 static __device__ int fwd90_sched[FWD90_SLOTS][2];
 

@@ -11,7 +11,7 @@
 # times and TRAINV (default "old new") the builds trained, each compared with
 # the first. The logs come back as $OUT/logs.tgz (the device tool returns a
 # few files only). Usage:
-#   VARS="old new ..." TESTV="new" [FINAL=1] bash .carry/ffwd/run_device_s6.sh
+#   VARS="old new ..." TESTV="new" [FINAL=1] [SASSV="new dnostore"] bash .carry/ffwd/run_device_s6.sh
 set -u
 C=.carry/ffwd
 FINAL_OUT=${OUT:-/tmp/out}
@@ -21,6 +21,12 @@ mkdir -p /tmp/rt "$OUT" "$FINAL_OUT" && tar xf $C/rt.tar.xz -C /tmp/rt && export
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv |
   tee "$OUT/gpu.txt"
 export PYTHONUNBUFFERED=1
+# SASSV: builds whose machine code to dump (cuobjdump is on the GPU machine,
+# not here), e.g. SASSV="new dnostore" to compare the forward's main loops.
+for v in ${SASSV:-}; do
+  (command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump) >/dev/null 2>&1 &&
+    PATH=$PATH:/usr/local/cuda/bin cuobjdump -sass $C/var/$v/libfsdpc-attention-flash.so >"$OUT/sass_$v.txt" 2>&1
+done
 t0=$(date +%s)
 for v in ${TESTV:-}; do
   OMP_NUM_THREADS=${TEST_OMP:-6} timeout ${TEST_S:-240} $C/test_flash_gpu --plugins $C/var/$v \

@@ -87,6 +87,11 @@ def bench(variants, shapes):
 
 SHAPES = ((4, 2048, 32, 8, 64), (8, 2048, 32, 32, 64), (2, 8192, 32, 8, 64),
           (8, 2048, 16, 16, 128), (8, 2048, 32, 8, 128), (2, 8192, 32, 8, 128))
+# BV_SHAPES=acc: the rows of bench_flash.py bench (the acceptance table) and
+# the 1B attention shape.
+if os.environ.get("BV_SHAPES") == "acc":
+    from bench_flash import SHAPES as ACC_SHAPES
+    SHAPES = ((4, 2048, 32, 8, 64),) + tuple(ACC_SHAPES)
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in ("check", "bench", "both"):

@@ -1,15 +1,21 @@
 /* Flash attention forward for Hopper (sm_90a): wgmma, TMA and warp
  * specialisation, after the FlashAttention-3 design.
  *
- * One CTA owns BM = 64 * NC query rows of one (batch, head) and has NC + 1
- * warpgroups:
+ * A tile is BM = 64 * NC query rows of one (batch, head). The grid is
+ * persistent (FWD90_PERSIST: one CTA per SM) and each CTA loops over tiles;
+ * it has NC + 1 warpgroups:
  *  - warpgroup 0, the producer, gives most of its registers away
- *    (setmaxnreg) and one thread of it streams tiles with TMA: the CTA's Q
- *    tile once, then the K and V tiles (BN keys) of the kv head the query
- *    head reads (GQA) through a ring of ST shared-memory stages. Each stage
- *    has a "full" mbarrier per tensor (the copy engine completes it with the
- *    byte count) and an "empty" mbarrier that the consumer warps arrive at
- *    when they are done reading it.
+ *    (setmaxnreg) and one thread of it picks the tiles (the first by block
+ *    index, the next from a global counter once it has issued the current
+ *    tile's last load) and streams them with TMA: the tile's Q once the
+ *    consumers' last S product of the previous tile is done (an "empty Q"
+ *    mbarrier), so that it loads under the previous tile's last P V and
+ *    epilogue, then the K and V tiles (BN keys) of the kv head the query
+ *    head reads (GQA) through a ring of ST shared-memory stages that runs on
+ *    across tiles. Each stage has a "full" mbarrier per tensor (the copy
+ *    engine completes it with the byte count) and an "empty" mbarrier that
+ *    the consumer warps arrive at when they are done reading it. The tile's
+ *    number goes to the consumers in shared memory beside the Q barrier.
  *  - warpgroups 1..NC, the consumers, own 64 query rows each. Per key block:
  *    S = Q K^T with wgmma from shared memory (fp32 accumulators in
  *    registers), the mask (causal, end of sequence, same document), the
@@ -18,6 +24,11 @@
  *    The loop is software-pipelined inside the warpgroup: the S product of
  *    block j and the P V product of block j - 1 are in flight together, and
  *    the softmax of block j runs while P V of block j - 1 still computes.
+ *    Between warpgroups, a ping-pong (FWD90_PP): they take turns issuing
+ *    their products (named barriers), so that one's softmax runs under the
+ *    other's GEMMs. O and lse are stored from registers.
+ * Tiles are ordered for L2 (FWD90_CH): chunks of about one grid's worth of
+ * tiles over few (batch, head) pairs, heaviest causal query block first.
  *
  * Tiles are 128-byte swizzled (flash_sm90.cuh); rows past T come from TMA as
  * zeros and are masked (keys) or not stored (queries). Saved for the
@@ -46,18 +57,64 @@
 #ifndef FWD90_128_ST
 #define FWD90_128_ST 3
 #endif
-#define FWD90_BN 128
+/* Keys per block: 128, or at hd 64 also 192 (FWD90_64_BN). */
+#ifndef FWD90_64_BN
+#define FWD90_64_BN 128
+#endif
+#define FWD90_128_BN 128
+/* 1: the consumer warpgroups take turns issuing their products (ping-pong). */
+#ifndef FWD90_PP
+#define FWD90_PP 1
+#endif
+/* Registers after setmaxnreg of a consumer warpgroup (with 2 of them) and
+ * of the producer: with 24 the producer's scheduling loop spills. */
+#ifndef FWD90_REGC
+#define FWD90_REGC 224
+#endif
+#ifndef FWD90_REGP
+#define FWD90_REGP 32
+#endif
+/* N > 0: a persistent grid of N CTAs per SM looping over the tiles; 0: one
+ * CTA per tile. */
+#ifndef FWD90_PERSIST
+#define FWD90_PERSIST 1
+#endif
+/* Persistent grid: tiles by a global counter (1) or a fixed stride (0). */
+#ifndef FWD90_SCHED
+#define FWD90_SCHED 1
+#endif
+/* Tile order: chunks of N (batch, head) pairs, each walked heaviest query
+ * block first; -1: N from the grid size and T; 0: one chunk. */
+#ifndef FWD90_CH
+#define FWD90_CH -1
+#endif
+
+/* Timing experiments only (wrong results): FWD90_DIAG_NOEXP 1 takes the
+ * probabilities' exp2 out (the FFMA stays), FWD90_DIAG_NOSTORE 1 the O / lse
+ * stores; the time they save is what those steps cost. */
+#if defined(FWD90_DIAG_NOEXP) && FWD90_DIAG_NOEXP
+#define FWD90_EXP2(x) (x)
+#else
+#define FWD90_EXP2(x) exp2f(x)
+#endif
+#ifndef FWD90_DIAG_NOSTORE
+#define FWD90_DIAG_NOSTORE 0
+#endif
 
 template <int HD, int BN, int NC, int ST> struct fwd90_cfg {
   static constexpr int BM = 64 * NC;
   static constexpr int THREADS = 128 * (NC + 1);
   static constexpr int Q_BYTES = BM * HD * 2, KV_BYTES = BN * HD * 2;
   /* 1024 of slack to align the tiles for the 128-byte swizzle. */
-  static constexpr int SMEM = 1024 + Q_BYTES + 2 * ST * KV_BYTES + 8 * (1 + 3 * ST);
+  static constexpr int SMEM = 1024 + Q_BYTES + 2 * ST * KV_BYTES + 8 * (3 + 3 * ST);
   /* Registers after setmaxnreg: the producer keeps few, the consumers take
    * the rest (65536 a CTA; multiples of 8). */
-  static constexpr int REG_PRODUCER = 24;
-  static constexpr int REG_CONSUMER = NC == 2 ? 240 : 160;
+  static constexpr int REG_PRODUCER = FWD90_REGP;
+  static constexpr int REG_CONSUMER = NC == 2 ? FWD90_REGC : 160;
+  /* setmaxnreg.inc waits for free registers: more than the CTA was
+   * launched with (65536 / THREADS a thread, in multiples of 8) hangs. */
+  static_assert(128 * (REG_PRODUCER + NC * REG_CONSUMER) <= (65536 / THREADS / 8 * 8) * THREADS,
+                "fwd90: more registers after setmaxnreg than the CTA has");
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -69,6 +126,16 @@ static __device__ __forceinline__ void wgmma_pv(float (&o)[HD / 2], const uint32
     wgmma_rs_n128<1>(o, a, db, 1);
   else
     wgmma_rs_n64<1>(o, a, db, 1);
+}
+
+/* S (+)= Q K^T over one k16 step, BN keys. */
+template <int BN>
+static __device__ __forceinline__ void wgmma_s(float (&s)[BN / 2], uint64_t da, uint64_t db,
+                                               int scale_d) {
+  if constexpr (BN == 192)
+    wgmma_ss_n192<0, 0>(s, da, db, scale_d);
+  else
+    wgmma_ss_n128<0, 0>(s, da, db, scale_d);
 }
 
 /* Mask, then the online softmax of one S block of this thread's two rows:
@@ -110,8 +177,8 @@ softmax_block(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < BN / 8; i++) {
-      s[i * 4 + 2 * r] = exp2f(fmaf(s[i * 4 + 2 * r], sl2, -m_use));
-      s[i * 4 + 2 * r + 1] = exp2f(fmaf(s[i * 4 + 2 * r + 1], sl2, -m_use));
+      s[i * 4 + 2 * r] = FWD90_EXP2(fmaf(s[i * 4 + 2 * r], sl2, -m_use));
+      s[i * 4 + 2 * r + 1] = FWD90_EXP2(fmaf(s[i * 4 + 2 * r + 1], sl2, -m_use));
       sum += s[i * 4 + 2 * r] + s[i * 4 + 2 * r + 1];
     }
     l[r] = l[r] * alpha[r] + sum;
@@ -133,12 +200,24 @@ static __device__ __forceinline__ void pack_p(const float (&s)[BN / 2],
 
 #endif
 
+/* Tile counters of the dynamic schedule (FWD90_SCHED 1): per slot, the
+ * tiles taken past the first gridDim.x and the CTAs done; each launch takes
+ * the next of FWD90_SLOTS slots (kernels of one stream run in order; two
+ * launches on different streams share a slot only when FWD90_SLOTS launches
+ * are in flight at once; a captured graph keeps its launch's slot), and
+ * its last CTA zeroes it again. A CTA that starts late (its SM busy with
+ * another kernel, e.g. a collective) then does its first tile and finds
+ * the rest taken by the others, instead of holding up the grid with a
+ * fixed share (reasoning, not measured). */
+#define FWD90_SLOTS 64
+static __device__ int fwd90_sched[FWD90_SLOTS][2];
+
 template <int HD, int BN, int NC, int ST>
 static __global__ void __launch_bounds__(128 * (NC + 1), 1)
     flash_fwd90_kernel(const __grid_constant__ CUtensorMap tmQ,
                        const __grid_constant__ CUtensorMap tmK,
                        const __grid_constant__ CUtensorMap tmV, const flash_params p,
-                       bf16 *__restrict__ out, float *__restrict__ lse) {
+                       bf16 *__restrict__ out, float *__restrict__ lse, int ch, int slot) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = fwd90_cfg<HD, BN, NC, ST>;
   constexpr int BM = C::BM, NCH = HD / 64;
@@ -148,24 +227,38 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
   bf16 *sK = sQ + BM * HD;                   // ST x NCH x (BN x 64)
   bf16 *sV = sK + ST * BN * HD;              // ST x NCH x (BN x 64)
   uint64_t *barQ = reinterpret_cast<uint64_t *>(sV + ST * BN * HD);
-  uint64_t *fullK = barQ + 1, *fullV = fullK + ST, *empty = fullV + ST;
+  uint64_t *emptyQ = barQ + 1;
+  uint64_t *fullK = emptyQ + 1, *fullV = fullK + ST, *empty = fullV + ST;
+  int *sTile = reinterpret_cast<int *>(empty + ST); /* [2]: the tile of the CTA's it-th */
 
-  const int T = p.T, NH = p.NH;
+  const int T = p.T, NH = p.NH, BH = p.B * p.NH;
   const int hd = HD == 64 ? 64 : p.HD; /* the real head dim, <= HD */
-  /* Causal rows near the end see the most keys: start them first. */
-  const int m_block = gridDim.y - 1 - blockIdx.y;
-  const int h = blockIdx.x % NH, b = blockIdx.x / NH, g = h / (NH / p.KVH);
-  const int m0 = m_block * BM;
-  const int kv_end = p.causal ? min(T, m0 + BM) : T;
-  const int n_blocks = (kv_end + BN - 1) / BN;
+  const int n_mb = (T + BM - 1) / BM, n_tiles = n_mb * BH;
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
+  /* Tile t: the tiles come in chunks of ch (batch, head) pairs (the last
+   * chunk may be smaller); inside a chunk, query block n_mb - 1 first (causal
+   * rows near the end see the most keys), (batch, head) fastest. The CTAs
+   * running at once then work on few heads and share their K / V tiles in
+   * L2. A CTA takes tiles blockIdx.x, + gridDim.x, ... (one of them unless
+   * the grid is persistent). */
+  auto tile_of = [&](int t, int &m0, int &b, int &h, int &n_blocks) {
+    const int chunk = t / (ch * n_mb), first = chunk * ch;
+    const int size = min(ch, BH - first), local = t - first * n_mb;
+    const int bh = first + local % size;
+    m0 = (n_mb - 1 - local / size) * BM;
+    h = bh % NH;
+    b = bh / NH;
+    const int kv_end = p.causal ? min(T, m0 + BM) : T;
+    n_blocks = (kv_end + BN - 1) / BN;
+  };
 
   if (threadIdx.x == 0) {
     mbar_init(barQ, 1);
+    mbar_init(emptyQ, NC * 4); /* lane 0 of every consumer warp */
     for (int s = 0; s < ST; s++) {
       mbar_init(&fullK[s], 1);
       mbar_init(&fullV[s], 1);
-      mbar_init(&empty[s], NC * 4); /* lane 0 of every consumer warp */
+      mbar_init(&empty[s], NC * 4);
     }
     mbar_fence_init();
   }
@@ -177,21 +270,51 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
       tma_prefetch_desc(&tmQ);
       tma_prefetch_desc(&tmK);
       tma_prefetch_desc(&tmV);
-      mbar_expect_tx(barQ, C::Q_BYTES);
-#pragma unroll
-      for (int c = 0; c < NCH; c++)
-        tma_load_4d(sQ + c * BM * 64, &tmQ, barQ, c * 64, h, m0, b);
-      for (int j = 0; j < n_blocks; j++) {
-        const int s = j % ST;
-        mbar_wait(&empty[s], ((j / ST) & 1) ^ 1);
-        mbar_expect_tx(&fullK[s], C::KV_BYTES);
+      int kv = 0; /* ring position */
+      for (int t = blockIdx.x, it = 0;; it++) {
+        /* Q once the consumers' last S product of the previous tile is in;
+         * the tile's number goes beside it (past the last: the end). */
+        mbar_wait(emptyQ, (it & 1) ^ 1);
+        sTile[it & 1] = t;
+        if (t >= n_tiles) {
+          mbar_arrive(barQ);
+          break;
+        }
+        int m0, b, h, n_blocks;
+        tile_of(t, m0, b, h, n_blocks);
+        const int g = h / (NH / p.KVH);
+        mbar_expect_tx(barQ, C::Q_BYTES);
 #pragma unroll
         for (int c = 0; c < NCH; c++)
-          tma_load_4d(sK + s * BN * HD + c * BN * 64, &tmK, &fullK[s], c * 64, g, j * BN, b);
-        mbar_expect_tx(&fullV[s], C::KV_BYTES);
+          tma_load_4d(sQ + c * BM * 64, &tmQ, barQ, c * 64, h, m0, b);
+        for (int j = 0; j < n_blocks; j++, kv++) {
+          const int s = kv % ST;
+          mbar_wait(&empty[s], ((kv / ST) & 1) ^ 1);
+          mbar_expect_tx(&fullK[s], C::KV_BYTES);
 #pragma unroll
-        for (int c = 0; c < NCH; c++)
-          tma_load_4d(sV + s * BN * HD + c * BN * 64, &tmV, &fullV[s], c * 64, g, j * BN, b);
+          for (int c = 0; c < NCH; c++)
+            tma_load_4d(sK + s * BN * HD + c * BN * 64, &tmK, &fullK[s], c * 64, g, j * BN, b);
+          mbar_expect_tx(&fullV[s], C::KV_BYTES);
+#pragma unroll
+          for (int c = 0; c < NCH; c++)
+            tma_load_4d(sV + s * BN * HD + c * BN * 64, &tmV, &fullV[s], c * 64, g, j * BN, b);
+        }
+        /* The next tile: a grid of one CTA per tile stops; a persistent one
+         * takes every gridDim.x-th tile (FWD90_SCHED 0) or the next tile
+         * nobody has taken yet (1: the CTA whose loads run out first takes
+         * it, which balances the causal tiles' unequal work). */
+        if (FWD90_PERSIST == 0)
+          t = n_tiles;
+        else if (FWD90_SCHED == 0)
+          t += gridDim.x;
+        else
+          t = gridDim.x + atomicAdd(&fwd90_sched[slot][0], 1);
+      }
+      /* The last CTA out resets the slot for the next launch that uses it. */
+      if (FWD90_PERSIST != 0 && FWD90_SCHED == 1 &&
+          atomicAdd(&fwd90_sched[slot][1], 1) == (int)gridDim.x - 1) {
+        atomicExch(&fwd90_sched[slot][0], 0);
+        atomicExch(&fwd90_sched[slot][1], 0);
       }
     }
     return;
@@ -199,141 +322,203 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
 
   reg_alloc<C::REG_CONSUMER>();
   const int c = wg - 1, warp = tid / 32, lane = tid % 32;
-  const int wg_first = m0 + 64 * c, wg_last = wg_first + 63;
-  const int row_lo = wg_first + 16 * warp + lane / 4; /* and row_lo + 8 */
   const float sl2 = p.scale * FLASH_LOG2E;
-  const int32_t *doc = p.doc ? p.doc + (int64_t)b * T : nullptr;
-  int doc_r[2];
-#pragma unroll
-  for (int r = 0; r < 2; r++)
-    doc_r[r] = doc && row_lo + 8 * r < T ? doc[row_lo + 8 * r] : INT32_MIN;
-  /* Causal: the key blocks past this warpgroup's last row add nothing. */
-  const int n_mine = p.causal ? min(n_blocks, wg_last / BN + 1) : n_blocks;
   const bf16 *sQc = sQ + 64 * c * 64; /* this warpgroup's rows of chunk 0 */
-
-  float o[HD / 2];
-#pragma unroll
-  for (int i = 0; i < HD / 2; i++)
-    o[i] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
-  float s[BN / 2];
-  uint32_t pa[BN / 16][4];
-
-  auto issue_s = [&](int j) {
-    const bf16 *cK = sK + (j % ST) * BN * HD;
-    reg_fence(s);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++) {
-      const int cc = kk / 4, ko = (kk % 4) * 16;
-      wgmma_ss_n128<0, 0>(s, desc_k(sQc + cc * BM * 64 + ko), desc_k(cK + cc * BN * 64 + ko),
-                          kk > 0);
-    }
-    wgmma_commit();
+  /* Ping-pong (FWD90_PP): the consumer warpgroups take turns issuing their
+   * products (named barrier 1 + c is warpgroup c's turn), so that one's
+   * softmax runs under the others' GEMMs. Every warpgroup takes n_blocks + 1
+   * turns a tile (the first S, n_mine - 1 of S + P V, the last P V, one
+   * empty turn per key block it skips); the last warpgroup starts the round,
+   * and the first one takes the last warpgroup's final pass at the end. */
+  auto turn_wait = [&]() {
+    if (FWD90_PP)
+      named_sync(1 + c, 256);
   };
-  auto issue_pv = [&](int j) {
-    const bf16 *cV = sV + (j % ST) * BN * HD;
-    /* Every input register is defined before the fence: a non-wgmma
-     * definition inside the batch would serialise the wgmmas. */
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++)
-      reg_fence_u(pa[kk]);
-    reg_fence(o);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++)
-      wgmma_pv<HD>(o, pa[kk], desc_mn(cV + kk * 16 * 64, BN));
-    wgmma_commit();
+  auto turn_pass = [&]() {
+    if (FWD90_PP)
+      named_arrive(1 + (c + 1) % NC, 256);
   };
-  auto need_mask = [&](int n0) {
-    return n0 + BN > T || doc != nullptr || (p.causal && n0 + BN - 1 > wg_first);
-  };
+  if (FWD90_PP && c == NC - 1)
+    named_arrive(1, 256);
 
-  mbar_wait(barQ, 0);
-  /* Block 0: S, then its softmax (O is still zero). */
-  mbar_wait(&fullK[0], 0);
-  issue_s(0);
-  wgmma_wait<0>();
-  reg_fence(s);
-  softmax_block<BN>(s, m, l, alpha, need_mask(0), 0, row_lo, T, p.causal, doc, doc_r, lane, sl2);
-  pack_p<BN>(s, pa);
-  /* Block j: S of block j and P V of block j - 1 in flight together; the
-   * softmax of block j runs while P V still computes, and its P replaces
-   * that of block j - 1 in pa once the product is done. */
-  for (int j = 1; j < n_mine; j++) {
-    const int sj = j % ST, sp = (j - 1) % ST;
-    mbar_wait(&fullK[sj], (j / ST) & 1);
-    issue_s(j);
-    mbar_wait(&fullV[sp], ((j - 1) / ST) & 1);
-    issue_pv(j - 1);
-    wgmma_wait<1>(); /* S of block j is in; P V of block j - 1 still runs */
-    reg_fence(s);
-    softmax_block<BN>(s, m, l, alpha, need_mask(j * BN), j * BN, row_lo, T, p.causal, doc, doc_r,
-                      lane, sl2);
+  int kv0 = 0;
+  for (int it = 0;; it++) {
+    mbar_wait(barQ, it & 1);
+    const int t = sTile[it & 1];
+    if (t >= n_tiles)
+      break;
+    int m0, b, h, n_blocks;
+    tile_of(t, m0, b, h, n_blocks);
+    const int wg_first = m0 + 64 * c, wg_last = wg_first + 63;
+    const int row_lo = wg_first + 16 * warp + lane / 4; /* and row_lo + 8 */
+    const int32_t *doc = p.doc ? p.doc + (int64_t)b * T : nullptr;
+    int doc_r[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+      doc_r[r] = doc && row_lo + 8 * r < T ? doc[row_lo + 8 * r] : INT32_MIN;
+    /* Causal: the key blocks past this warpgroup's last row add nothing. */
+    const int n_mine = p.causal ? min(n_blocks, wg_last / BN + 1) : n_blocks;
+
+    float o[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++)
+      o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
+    float s[BN / 2];
+    uint32_t pa[BN / 16][4];
+
+    auto issue_s = [&](int j) {
+      const bf16 *cK = sK + ((kv0 + j) % ST) * BN * HD;
+      reg_fence(s);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; kk++) {
+        const int cc = kk / 4, ko = (kk % 4) * 16;
+        wgmma_s<BN>(s, desc_k(sQc + cc * BM * 64 + ko), desc_k(cK + cc * BN * 64 + ko), kk > 0);
+      }
+      wgmma_commit();
+    };
+    auto issue_pv = [&](int j) {
+      const bf16 *cV = sV + ((kv0 + j) % ST) * BN * HD;
+      /* Every input register is defined before the fence: a non-wgmma
+       * definition inside the batch would serialise the wgmmas. */
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; kk++)
+        reg_fence_u(pa[kk]);
+      reg_fence(o);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; kk++)
+        wgmma_pv<HD>(o, pa[kk], desc_mn(cV + kk * 16 * 64, BN));
+      wgmma_commit();
+    };
+    auto need_mask = [&](int n0) {
+      return n0 + BN > T || doc != nullptr || (p.causal && n0 + BN - 1 > wg_first);
+    };
+    auto full_k = [&](int j) { return &fullK[(kv0 + j) % ST]; };
+    auto full_v = [&](int j) { return &fullV[(kv0 + j) % ST]; };
+    auto release = [&](int j) {
+      __syncwarp();
+      if (lane == 0)
+        mbar_arrive(&empty[(kv0 + j) % ST]);
+    };
+    auto ph = [&](int j) { return (uint32_t)(((kv0 + j) / ST) & 1); };
+
+    /* Block 0: S, then its softmax (O is still zero). */
+    mbar_wait(full_k(0), ph(0));
+    turn_wait();
+    issue_s(0);
+    turn_pass();
     wgmma_wait<0>();
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++)
-      reg_fence_u(pa[kk]); /* read by the P V product until here */
-    reg_fence(o);
-    __syncwarp();
-    if (lane == 0)
-      mbar_arrive(&empty[sp]);
-#pragma unroll
-    for (int i = 0; i < HD / 8; i++) {
-      o[4 * i + 0] *= alpha[0];
-      o[4 * i + 1] *= alpha[0];
-      o[4 * i + 2] *= alpha[1];
-      o[4 * i + 3] *= alpha[1];
+    reg_fence(s);
+    if (n_mine == 1) {
+      __syncwarp();
+      if (lane == 0)
+        mbar_arrive(emptyQ);
     }
+    softmax_block<BN>(s, m, l, alpha, need_mask(0), 0, row_lo, T, p.causal, doc, doc_r, lane, sl2);
     pack_p<BN>(s, pa);
-  }
-  {
-    const int jl = n_mine - 1, sl = jl % ST;
-    mbar_wait(&fullV[sl], (jl / ST) & 1);
-    issue_pv(jl);
-    wgmma_wait<0>();
+    /* Block j: S of block j and P V of block j - 1 in flight together; the
+     * softmax of block j runs while P V still computes, and its P replaces
+     * that of block j - 1 in pa once the product is done. */
+    for (int j = 1; j < n_mine; j++) {
+      mbar_wait(full_k(j), ph(j));
+      mbar_wait(full_v(j - 1), ph(j - 1));
+      turn_wait();
+      issue_s(j);
+      issue_pv(j - 1);
+      turn_pass();
+      wgmma_wait<1>(); /* S of block j is in; P V of block j - 1 still runs */
+      reg_fence(s);
+      if (j == n_mine - 1) { /* the last read of Q */
+        __syncwarp();
+        if (lane == 0)
+          mbar_arrive(emptyQ);
+      }
+      softmax_block<BN>(s, m, l, alpha, need_mask(j * BN), j * BN, row_lo, T, p.causal, doc, doc_r,
+                        lane, sl2);
+      wgmma_wait<0>();
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; kk++)
-      reg_fence_u(pa[kk]);
-    reg_fence(o);
-    __syncwarp();
-    if (lane == 0)
-      mbar_arrive(&empty[sl]);
-  }
-  /* Blocks this warpgroup skips (causal): release them once loaded, so
-   * that each arrival lands in the phase of its own block. */
-  for (int j = n_mine; j < n_blocks; j++) {
-    mbar_wait(&fullK[j % ST], (j / ST) & 1);
-    __syncwarp();
-    if (lane == 0)
-      mbar_arrive(&empty[j % ST]);
-  }
+      for (int kk = 0; kk < BN / 16; kk++)
+        reg_fence_u(pa[kk]); /* read by the P V product until here */
+      reg_fence(o);
+      release(j - 1);
+#pragma unroll
+      for (int i = 0; i < HD / 8; i++) {
+        o[4 * i + 0] *= alpha[0];
+        o[4 * i + 1] *= alpha[0];
+        o[4 * i + 2] *= alpha[1];
+        o[4 * i + 3] *= alpha[1];
+      }
+      pack_p<BN>(s, pa);
+    }
+    {
+      const int jl = n_mine - 1;
+      mbar_wait(full_v(jl), ph(jl));
+      turn_wait();
+      issue_pv(jl);
+      turn_pass();
+      wgmma_wait<0>();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; kk++)
+        reg_fence_u(pa[kk]);
+      reg_fence(o);
+      release(jl);
+    }
+    /* Blocks this warpgroup skips (causal): release them once loaded, so
+     * that each arrival lands in the phase of its own block; one empty
+     * turn each. */
+    for (int j = n_mine; j < n_blocks; j++) {
+      turn_wait();
+      turn_pass();
+      mbar_wait(full_k(j), ph(j));
+      release(j);
+    }
+    kv0 += n_blocks;
 
 #pragma unroll
-  for (int r = 0; r < 2; r++) {
-    float lr = l[r];
-    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-    const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
-    const int row = row_lo + 8 * r;
-    if (row < T) {
-      bf16 *orow = out + ((int64_t)(b * T + row) * NH + h) * hd + (lane % 4) * 2;
+    for (int r = 0; r < 2; r++) {
+      float lr = l[r];
+      lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+      lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+      const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+      const int row = row_lo + 8 * r;
+      if (row < T && !FWD90_DIAG_NOSTORE) {
+        bf16 *orow = out + ((int64_t)(b * T + row) * NH + h) * hd + (lane % 4) * 2;
 #pragma unroll
-      for (int i = 0; i < HD / 8; i++)
-        if (i * 8 < hd) /* hd 80 / 96 run the 128 kernel on zero-filled columns */
-          *reinterpret_cast<uint32_t *>(orow + i * 8) =
-              pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-      if (lane % 4 == 0)
-        lse[((int64_t)b * NH + h) * T + row] = (m[r] + log2f(lr)) * FLASH_LN2;
+        for (int i = 0; i < HD / 8; i++)
+          if (i * 8 < hd) /* hd 80 / 96 run the 128 kernel on zero-filled columns */
+            *reinterpret_cast<uint32_t *>(orow + i * 8) =
+                pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        if (lane % 4 == 0)
+          lse[((int64_t)b * NH + h) * T + row] = (m[r] + log2f(lr)) * FLASH_LN2;
+      }
     }
   }
+  if (FWD90_PP && c == 0)
+    turn_wait();
 #endif
 }
 
-template <int HD, int NC, int ST>
+/* The CTAs a persistent grid may have: the device's SM count (one CTA fits
+ * an SM), read once per device. */
+static int fwd90_sm_count(void) {
+  static int counts[64];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64)
+    return 132;
+  if (counts[dev] == 0) {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+      n = 132;
+    counts[dev] = n; /* a benign race: every caller stores the same */
+  }
+  return counts[dev];
+}
+
+template <int HD, int BN, int NC, int ST>
 static int launch_fwd90(const flash_params *p, const void *q, const void *k, const void *v,
                         void *out, float *lse, cudaStream_t stream) {
-  constexpr int BN = FWD90_BN;
   using C = fwd90_cfg<HD, BN, NC, ST>;
   CUtensorMap mq, mk, mv;
   /* Maps of the real head dim: columns past it (hd 80, 96) read as zeros. */
@@ -348,8 +533,28 @@ static int launch_fwd90(const flash_params *p, const void *q, const void *k, con
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, C::SMEM);
   if (e != cudaSuccess)
     return (int)e;
-  dim3 grid(p->NH * p->B, (p->T + C::BM - 1) / C::BM);
-  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, *p, (bf16 *)out, lse);
+  const int64_t n_tiles = (int64_t)p->NH * p->B * ((p->T + C::BM - 1) / C::BM);
+  if (n_tiles > INT32_MAX)
+    return (int)cudaErrorInvalidValue;
+  const int n_mb = (p->T + C::BM - 1) / C::BM, bh = p->B * p->NH, sms = fwd90_sm_count();
+  int grid = (int)n_tiles;
+  if (FWD90_PERSIST > 0) {
+    const int64_t cap = (int64_t)FWD90_PERSIST * sms;
+    grid = (int)(n_tiles < cap ? n_tiles : cap);
+  }
+  /* Chunk of (batch, head) pairs: FWD90_CH, or with -1 about one tile per
+   * CTA of the grid in flight, rounded up to whole GQA groups. */
+  int ch = FWD90_CH > 0 ? FWD90_CH : bh;
+  if (FWD90_CH < 0) {
+    const int group = p->NH / p->KVH;
+    ch = (sms + n_mb - 1) / n_mb;
+    ch = (ch + group - 1) / group * group;
+  }
+  if (ch > bh)
+    ch = bh;
+  static unsigned launches; /* the slot of the dynamic schedule */
+  const int slot = (int)(__atomic_fetch_add(&launches, 1u, __ATOMIC_RELAXED) % FWD90_SLOTS);
+  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, *p, (bf16 *)out, lse, ch, slot);
   return (int)cudaGetLastError();
 }
 
@@ -357,8 +562,8 @@ extern "C" int flash_fwd_sm90(const flash_params *p, const void *q, const void *
                               void *out, float *lse, void *stream) {
   cudaStream_t st = (cudaStream_t)stream;
   if (p->HD == 64)
-    return launch_fwd90<64, FWD90_64_NC, FWD90_64_ST>(p, q, k, v, out, lse, st);
+    return launch_fwd90<64, FWD90_64_BN, FWD90_64_NC, FWD90_64_ST>(p, q, k, v, out, lse, st);
   if (p->HD == 80 || p->HD == 96 || p->HD == 128)
-    return launch_fwd90<128, FWD90_128_NC, FWD90_128_ST>(p, q, k, v, out, lse, st);
+    return launch_fwd90<128, FWD90_128_BN, FWD90_128_NC, FWD90_128_ST>(p, q, k, v, out, lse, st);
   return (int)cudaErrorInvalidValue;
 }

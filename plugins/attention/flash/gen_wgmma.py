@@ -9,7 +9,7 @@ ss: A and B from shared memory (descriptors); rs: A from registers (the
 m16n8k16 A fragment layout per warp, 4 x b32), B from shared memory.
 TB: B transposed (MN-major in shared memory, e.g. V as (keys, head dim))."""
 
-NS = (64, 128)
+NS = (64, 128, 192)
 
 
 def regs(n, first):

@@ -100,6 +100,17 @@
 #ifndef FWD90_DIAG_NOSTORE
 #define FWD90_DIAG_NOSTORE 0
 #endif
+/* Epilogue (O and lse of a tile): 0 stores O from registers (4 bytes a
+ * thread a row); 1 writes the normalised O in bf16 into the warpgroup's own
+ * rows of the Q buffer (128-byte swizzled, as TMA loaded Q) and one thread
+ * stores it with TMA (the "empty Q" arrival moves after the store has read
+ * the buffer, and the producer issues the next tile's first K / V block
+ * before it waits for it); 2 the register stores of 0 in a __noinline__
+ * function taking O by pointer. FWD90_DIAG_NOSTORE 2 (timing experiment)
+ * keeps the epilogue's code of 0 but skips it at run time. */
+#ifndef FWD90_EPI
+#define FWD90_EPI 0
+#endif
 
 template <int HD, int BN, int NC, int ST> struct fwd90_cfg {
   static constexpr int BM = 64 * NC;
@@ -198,6 +209,31 @@ static __device__ __forceinline__ void pack_p(const float (&s)[BN / 2],
   }
 }
 
+/* FWD90_EPI 2: the epilogue of FWD90_EPI 0 out of line, O by pointer. */
+template <int HD>
+static __device__ __noinline__ void
+fwd90_epilogue(const float *o, const float *l, const float *m, int row_lo, int T, int b, int h,
+               int NH, int hd, int lane, bf16 *__restrict__ out, float *__restrict__ lse) {
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    float lr = l[r];
+    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+    const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+    const int row = row_lo + 8 * r;
+    if (row < T) {
+      bf16 *orow = out + ((int64_t)(b * T + row) * NH + h) * hd + (lane % 4) * 2;
+#pragma unroll
+      for (int i = 0; i < HD / 8; i++)
+        if (i * 8 < hd)
+          *reinterpret_cast<uint32_t *>(orow + i * 8) =
+              pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+      if (lane % 4 == 0)
+        lse[((int64_t)b * NH + h) * T + row] = (m[r] + log2f(lr)) * FLASH_LN2;
+    }
+  }
+}
+
 #endif
 
 /* Tile counters of the dynamic schedule (FWD90_SCHED 1): per slot, the
@@ -216,7 +252,8 @@ template <int HD, int BN, int NC, int ST>
 static __global__ void __launch_bounds__(128 * (NC + 1), 1)
     flash_fwd90_kernel(const __grid_constant__ CUtensorMap tmQ,
                        const __grid_constant__ CUtensorMap tmK,
-                       const __grid_constant__ CUtensorMap tmV, const flash_params p,
+                       const __grid_constant__ CUtensorMap tmV,
+                       const __grid_constant__ CUtensorMap tmO, const flash_params p,
                        bf16 *__restrict__ out, float *__restrict__ lse, int ch, int slot) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = fwd90_cfg<HD, BN, NC, ST>;
@@ -254,7 +291,9 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
 
   if (threadIdx.x == 0) {
     mbar_init(barQ, 1);
-    mbar_init(emptyQ, NC * 4); /* lane 0 of every consumer warp */
+    /* lane 0 of every consumer warp; with FWD90_EPI 1 one thread of each
+     * consumer warpgroup */
+    mbar_init(emptyQ, FWD90_EPI == 1 ? NC : NC * 4);
     for (int s = 0; s < ST; s++) {
       mbar_init(&fullK[s], 1);
       mbar_init(&fullV[s], 1);
@@ -272,22 +311,8 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
       tma_prefetch_desc(&tmV);
       int kv = 0; /* ring position */
       for (int t = blockIdx.x, it = 0;; it++) {
-        /* Q once the consumers' last S product of the previous tile is in;
-         * the tile's number goes beside it (past the last: the end). */
-        mbar_wait(emptyQ, (it & 1) ^ 1);
-        sTile[it & 1] = t;
-        if (t >= n_tiles) {
-          mbar_arrive(barQ);
-          break;
-        }
-        int m0, b, h, n_blocks;
-        tile_of(t, m0, b, h, n_blocks);
-        const int g = h / (NH / p.KVH);
-        mbar_expect_tx(barQ, C::Q_BYTES);
-#pragma unroll
-        for (int c = 0; c < NCH; c++)
-          tma_load_4d(sQ + c * BM * 64, &tmQ, barQ, c * 64, h, m0, b);
-        for (int j = 0; j < n_blocks; j++, kv++) {
+        int m0 = 0, b = 0, h = 0, n_blocks = 0, g = 0, j0 = 0;
+        auto load_kv = [&](int j) {
           const int s = kv % ST;
           mbar_wait(&empty[s], ((kv / ST) & 1) ^ 1);
           mbar_expect_tx(&fullK[s], C::KV_BYTES);
@@ -298,7 +323,33 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
 #pragma unroll
           for (int c = 0; c < NCH; c++)
             tma_load_4d(sV + s * BN * HD + c * BN * 64, &tmV, &fullV[s], c * 64, g, j * BN, b);
+          kv++;
+        };
+        if (t < n_tiles) {
+          tile_of(t, m0, b, h, n_blocks);
+          g = h / (NH / p.KVH);
+          /* FWD90_EPI 1: Q is free only once the previous tile's O has left
+           * it, so the first K / V block goes first. */
+          if (FWD90_EPI == 1) {
+            load_kv(0);
+            j0 = 1;
+          }
         }
+        /* Q once the consumers' last S product of the previous tile is in
+         * (FWD90_EPI 1: its O stored); the tile's number goes beside it
+         * (past the last: the end). */
+        mbar_wait(emptyQ, (it & 1) ^ 1);
+        sTile[it & 1] = t;
+        if (t >= n_tiles) {
+          mbar_arrive(barQ);
+          break;
+        }
+        mbar_expect_tx(barQ, C::Q_BYTES);
+#pragma unroll
+        for (int c = 0; c < NCH; c++)
+          tma_load_4d(sQ + c * BM * 64, &tmQ, barQ, c * 64, h, m0, b);
+        for (int j = j0; j < n_blocks; j++)
+          load_kv(j);
         /* The next tile: a grid of one CTA per tile stops; a persistent one
          * takes every gridDim.x-th tile (FWD90_SCHED 0) or the next tile
          * nobody has taken yet (1: the CTA whose loads run out first takes
@@ -411,7 +462,7 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
     turn_pass();
     wgmma_wait<0>();
     reg_fence(s);
-    if (n_mine == 1) {
+    if (n_mine == 1 && FWD90_EPI != 1) {
       __syncwarp();
       if (lane == 0)
         mbar_arrive(emptyQ);
@@ -430,7 +481,7 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
       turn_pass();
       wgmma_wait<1>(); /* S of block j is in; P V of block j - 1 still runs */
       reg_fence(s);
-      if (j == n_mine - 1) { /* the last read of Q */
+      if (j == n_mine - 1 && FWD90_EPI != 1) { /* the last read of Q */
         __syncwarp();
         if (lane == 0)
           mbar_arrive(emptyQ);
@@ -476,25 +527,76 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
     }
     kv0 += n_blocks;
 
+#if FWD90_EPI == 1
+    {
+      float inv[2];
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      float lr = l[r];
-      lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-      lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-      const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
-      const int row = row_lo + 8 * r;
-      if (row < T && !FWD90_DIAG_NOSTORE) {
-        bf16 *orow = out + ((int64_t)(b * T + row) * NH + h) * hd + (lane % 4) * 2;
-#pragma unroll
-        for (int i = 0; i < HD / 8; i++)
-          if (i * 8 < hd) /* hd 80 / 96 run the 128 kernel on zero-filled columns */
-            *reinterpret_cast<uint32_t *>(orow + i * 8) =
-                pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-        if (lane % 4 == 0)
+      for (int r = 0; r < 2; r++) {
+        float lr = l[r];
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        inv[r] = lr > 0.0f ? 1.0f / lr : 0.0f;
+        const int row = row_lo + 8 * r;
+        if (row < T && lane % 4 == 0)
           lse[((int64_t)b * NH + h) * T + row] = (m[r] + log2f(lr)) * FLASH_LN2;
       }
+      /* O into this warpgroup's rows of the Q buffer (its last S product
+       * is done; the other warpgroup reads only its own rows), in the
+       * 128-byte swizzle: 16-byte chunk k of row r at k ^ (r % 8). */
+      unsigned char *sOc = reinterpret_cast<unsigned char *>(sQ + 64 * c * 64);
+      (void)hd; /* TMA drops the columns past the real head dim */
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int rl = 16 * warp + lane / 4 + 8 * r;
+#pragma unroll
+        for (int i = 0; i < HD / 8; i++) {
+          const int cc = i / 8, k = i % 8;
+          *reinterpret_cast<uint32_t *>(sOc + cc * BM * 128 + rl * 128 + ((k ^ (rl % 8)) * 16) +
+                                        (lane % 4) * 4) =
+              pack_bf16(o[4 * i + 2 * r] * inv[r], o[4 * i + 2 * r + 1] * inv[r]);
+        }
+      }
+      fence_proxy_async();
+      named_sync(3 + c, 128);
+      if (tid == 0) {
+#pragma unroll
+        for (int cc = 0; cc < NCH; cc++)
+          tma_store_4d(&tmO, sOc + cc * BM * 128, cc * 64, h, wg_first, b);
+        bulk_commit();
+        bulk_wait_read<0>(); /* the buffer is read: Q may come */
+        mbar_arrive(emptyQ);
+      }
     }
+#else
+    /* FWD90_DIAG_NOSTORE 2: true at run time, unknown to the compiler. */
+    const bool epi_skip = FWD90_DIAG_NOSTORE == 2 && p.B >= 0;
+    if (FWD90_EPI == 2 && !FWD90_DIAG_NOSTORE)
+      fwd90_epilogue<HD>(o, l, m, row_lo, T, b, h, NH, hd, lane, out, lse);
+    else if (!epi_skip)
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        float lr = l[r];
+        lr += __shfl_xor_sync(0xffffffffu, lr, 1);
+        lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+        const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
+        const int row = row_lo + 8 * r;
+        if (row < T && FWD90_DIAG_NOSTORE != 1) {
+          bf16 *orow = out + ((int64_t)(b * T + row) * NH + h) * hd + (lane % 4) * 2;
+#pragma unroll
+          for (int i = 0; i < HD / 8; i++)
+            if (i * 8 < hd) /* hd 80 / 96 run the 128 kernel on zero-filled columns */
+              *reinterpret_cast<uint32_t *>(orow + i * 8) =
+                  pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+          if (lane % 4 == 0)
+            lse[((int64_t)b * NH + h) * T + row] = (m[r] + log2f(lr)) * FLASH_LN2;
+        }
+      }
+#endif
   }
+#if FWD90_EPI == 1
+  if (tid == 0)
+    bulk_wait<0>(); /* the last O stores complete before the CTA exits */
+#endif
   if (FWD90_PP && c == 0)
     turn_wait();
 #endif
@@ -520,13 +622,16 @@ template <int HD, int BN, int NC, int ST>
 static int launch_fwd90(const flash_params *p, const void *q, const void *k, const void *v,
                         void *out, float *lse, cudaStream_t stream) {
   using C = fwd90_cfg<HD, BN, NC, ST>;
-  CUtensorMap mq, mk, mv;
+  CUtensorMap mq, mk, mv, mo;
   /* Maps of the real head dim: columns past it (hd 80, 96) read as zeros. */
   int rc = flash_make_map(&mq, q, p->B, p->T, p->NH, p->HD, C::BM);
   if (rc == 0)
     rc = flash_make_map(&mk, k, p->B, p->T, p->KVH, p->HD, BN);
   if (rc == 0)
     rc = flash_make_map(&mv, v, p->B, p->T, p->KVH, p->HD, BN);
+  /* O in boxes of one warpgroup's 64 rows (FWD90_EPI 1: stored with TMA). */
+  if (rc == 0)
+    rc = flash_make_map(&mo, out, p->B, p->T, p->NH, p->HD, 64);
   if (rc != 0)
     return rc;
   auto kern = flash_fwd90_kernel<HD, BN, NC, ST>;
@@ -554,7 +659,7 @@ static int launch_fwd90(const flash_params *p, const void *q, const void *k, con
     ch = bh;
   static unsigned launches; /* the slot of the dynamic schedule */
   const int slot = (int)(__atomic_fetch_add(&launches, 1u, __ATOMIC_RELAXED) % FWD90_SLOTS);
-  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, *p, (bf16 *)out, lse, ch, slot);
+  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, mo, *p, (bf16 *)out, lse, ch, slot);
   return (int)cudaGetLastError();
 }
 

@@ -74,6 +74,17 @@ static __device__ __forceinline__ void tma_reduce_add_4d(const CUtensorMap *map,
                "r"(s_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
                : "memory");
 }
+/* Stores the box at shared memory src (laid out as the map's box, e.g.
+ * 128-byte swizzled bf16) to the tensor at coordinates (c0, c1, c2, c3): a
+ * TMA store; elements past the tensor's bounds are dropped. Completes in
+ * bulk groups (below). */
+static __device__ __forceinline__ void tma_store_4d(const CUtensorMap *map, const void *src, int c0,
+                                                    int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group"
+               " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"((uint64_t)map),
+               "r"(s_addr(src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
 static __device__ __forceinline__ void bulk_commit(void) {
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }

@@ -1,0 +1,117 @@
+#!/bin/bash
+# Session 7 (forward epilogue, ffwd2), one call on the GPU machine (staged by stage_s7.sh into
+# .carry/ffwd2): test_flash_gpu (vs the CPU naive plugin) on the builds
+# named in TESTV, bench_variants.py check (vs fp32 attention) and bench
+# (TFLOP/s with SDPA's flash and cuDNN backends) on the builds named in VARS;
+# with FINAL=1 also bench_flash.py check and bench (the acceptance table) on
+# var/new and, unless SKIP_TRAIN=1, 20 training steps of the Llama-3.2-1B
+# shape with var/old's and var/new's flash plugin (the train carry packed by
+# scripts/gpu/pack_train_carry.sh .carry/ffwd/train), losses compared.
+# With FINAL=1, BENCHV (default "new") names the builds bench_flash.py bench
+# times and TRAINV (default "old new") the builds trained, each compared with
+# the first. The logs come back as $OUT/logs.tgz (the device tool returns a
+# few files only). Usage:
+#   VARS="old new ..." TESTV="new" [FINAL=1] [SASSV="new dnostore"] bash .carry/ffwd2/run_device_s7.sh
+set -u
+C=.carry/ffwd2
+FINAL_OUT=${OUT:-/tmp/out}
+OUT=/tmp/logs
+trap 'tar czf "$FINAL_OUT/logs.tgz" -C /tmp logs' EXIT
+mkdir -p /tmp/rt "$OUT" "$FINAL_OUT" && tar xf $C/rt.tar.xz -C /tmp/rt && export LD_LIBRARY_PATH=/tmp/rt
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv |
+  tee "$OUT/gpu.txt"
+export PYTHONUNBUFFERED=1
+# SASSV: builds whose machine code to dump (cuobjdump is on the GPU machine,
+# not here), e.g. SASSV="new dnostore" to compare the forward's main loops.
+for v in ${SASSV:-}; do
+  (command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump) >/dev/null 2>&1 &&
+    PATH=$PATH:/usr/local/cuda/bin cuobjdump -sass $C/var/$v/libfsdpc-attention-flash.so >"$OUT/sass_$v.txt" 2>&1
+done
+# Per forward kernel of each dumped build: the count of each opcode (the
+# first word of every instruction, predicates dropped).
+[ -n "${SASSV:-}" ] && python3 - "$OUT" ${SASSV:-} <<'PY' | tee "$OUT/sass_summary.txt"
+import collections, re, sys
+out, names = sys.argv[1], sys.argv[2:]
+counts = {}
+for n in names:
+    fn = None
+    for line in open(f"{out}/sass_{n}.txt", errors="replace"):
+        m = re.search(r"Function : (\S+)", line)
+        if m:
+            fn = m.group(1) if "fwd90" in m.group(1) else None
+            continue
+        m = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)", line)
+        if fn and m:
+            hd = "hd128" if "ILi128E" in fn else "hd64"
+            counts.setdefault((n, hd), collections.Counter())[m.group(2)] += 1
+for hd in ("hd128", "hd64"):
+    ops = sorted(set().union(*[c for (n, h), c in counts.items() if h == hd] or [set()]))
+    print(f"{hd}: opcode " + " ".join(names) + "  (rows where the builds differ, and HGMMA/STG/STS always)")
+    for op in ops:
+        row = [counts.get((n, hd), {}).get(op, 0) for n in names]
+        if len(set(row)) > 1 or op.split(".")[0] in ("HGMMA", "STG", "STS", "UTMASTG", "UTMALDG"):
+            print(f"  {op:40s} " + " ".join(f"{x:5d}" for x in row))
+    print(f"  {'total':40s} " + " ".join(f"{sum(counts.get((n, hd), {}).values()):5d}" for n in names))
+PY
+t0=$(date +%s)
+for v in ${TESTV:-}; do
+  OMP_NUM_THREADS=${TEST_OMP:-6} timeout ${TEST_S:-240} $C/test_flash_gpu --plugins $C/var/$v \
+    >"$OUT/test_$v.log" 2>&1 &
+done
+vars=$(for v in ${VARS:-}; do echo var/$v; done)
+[ -n "$vars" ] && (cd $C && timeout ${CHECK_S:-200} python3 bench_variants.py check $vars >"$OUT/vcheck.log" 2>&1)
+# CHECKV (default "new"): the builds bench_flash.py check runs on (hd 80 / 96 too)
+if [ "${FINAL:-0}" = 1 ]; then
+  for v in ${CHECKV:-new}; do
+    (cd $C && timeout ${CHECK_S:-200} python3 bench_flash.py check var/$v >"$OUT/check_$v.log" 2>&1)
+  done
+fi
+wait
+echo "tests+checks done after $(($(date +%s) - t0)) s"
+for v in ${TESTV:-}; do echo "test_flash_gpu $v: $(grep -c '^ok ' "$OUT/test_$v.log") ok"; grep -v "^ok " "$OUT/test_$v.log" | tail -3; done
+[ -n "$vars" ] && grep "^check" "$OUT/vcheck.log"
+if [ "${FINAL:-0}" = 1 ]; then for v in ${CHECKV:-new}; do echo "bench_flash check $v: $(tail -1 "$OUT/check_$v.log")"; done; fi
+# VB_REPS: bench_variants.py bench that many times (vbench.log, vbench2.log, ...)
+for r in $(seq ${VB_REPS:-1}); do
+  log=vbench$([ "$r" = 1 ] || echo "$r").log
+  [ -n "$vars" ] && (cd $C && timeout ${VBENCH_S:-240} python3 bench_variants.py bench $vars 2>&1 | tee "$OUT/$log")
+done
+echo "variants done after $(($(date +%s) - t0)) s"
+[ "${FINAL:-0}" = 1 ] || exit 0
+for v in ${BENCHV:-new}; do
+  (cd $C && timeout ${BENCH_S:-150} python3 bench_flash.py bench var/$v 2>&1 | tee "$OUT/bench_$v.log")
+done
+echo "bench done after $(($(date +%s) - t0)) s"
+[ "${SKIP_TRAIN:-0}" = 1 ] && exit 0
+T=$C/train
+tar xf "$T/runtime.tar.xz" -C /tmp/rt && tar xf "$T/build.tar.xz" -C /
+B=$(cat "$T/build_dir")
+export LD_LIBRARY_PATH=/tmp/rt:$B/lib
+TRAINV=${TRAINV:-old new}
+for run in $TRAINV; do
+  mkdir -p /tmp/p$run && cp $B/plugins/*.so /tmp/p$run/ && cp $C/var/$run/libfsdpc-attention-flash.so /tmp/p$run/
+done
+W=$(mktemp -d)
+$B/bin/fsdpc data synth --task copy --n 300000 --out "$W/copy.tok" >/dev/null
+for run in $TRAINV; do
+  FSDPC_PLUGIN_PATH=/tmp/p$run timeout ${TRAIN_S:-100} $B/bin/fsdpc train configs/bench/llama3-1b-base.yaml \
+    data.train="$W/copy.tok" train.micro_batch_size=4 train.max_steps=20 train.log_every=1 \
+    attention.impl=flash log.dir="$W/$run" --nproc-per-node 1 >"$OUT/train-$run.log" 2>&1
+  echo "train $run exit $?"; grep -E "step (1|20)/|error" "$OUT/train-$run.log" | tail -3
+  cp "$W/$run/metrics.jsonl" "$OUT/train-$run.metrics.jsonl" 2>/dev/null
+done
+python3 - "$W" $TRAINV <<'PY' | tee "$OUT/train-compare.txt"
+import json, statistics, sys
+w, names = sys.argv[1], sys.argv[2:]
+r = {n: [x for x in map(json.loads, open(f"{w}/{n}/metrics.jsonl")) if "step" in x] for n in names}
+for n, rows in r.items():
+    st = statistics.median(x["step_s"] for x in rows if x["step"] > 4)
+    print(f"{n}: steps {len(rows)} loss first {rows[0]['loss']:.4f} last {rows[-1]['loss']:.4f}"
+          f" median step_s (steps 5+) {st:.4f} tok/s {4 * 2048 / st:.0f}")
+a0 = names[0]
+for n in names[1:]:
+    worst = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(r[a0], r[n]))
+    print(f"per-step loss, {a0} vs {n}:", " ".join(f"{a['loss']:.4f}/{b['loss']:.4f}" for a, b in zip(r[a0], r[n])))
+    print(f"max relative loss difference {a0} vs {n} over {min(len(r[a0]), len(r[n]))} steps: {worst:.2e}")
+PY
+echo "all done after $(($(date +%s) - t0)) s"

@@ -91,7 +91,9 @@
 
 /* Timing experiments only (wrong results): FWD90_DIAG_NOEXP 1 takes the
  * probabilities' exp2 out (the FFMA stays), FWD90_DIAG_NOSTORE 1 the O / lse
- * stores; the time they save is what those steps cost. */
+ * stores (then O is dead and ptxas deletes the P V products too: not a
+ * measure of the stores), 2 skips the epilogue at run time with its code
+ * compiled as in the default (what running the epilogue costs). */
 #if defined(FWD90_DIAG_NOEXP) && FWD90_DIAG_NOEXP
 #define FWD90_EXP2(x) (x)
 #else

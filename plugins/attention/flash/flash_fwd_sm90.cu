@@ -624,15 +624,15 @@ template <int HD, int BN, int NC, int ST>
 static int launch_fwd90(const flash_params *p, const void *q, const void *k, const void *v,
                         void *out, float *lse, cudaStream_t stream) {
   using C = fwd90_cfg<HD, BN, NC, ST>;
-  CUtensorMap mq, mk, mv, mo;
+  CUtensorMap mq, mk, mv, mo = {};
   /* Maps of the real head dim: columns past it (hd 80, 96) read as zeros. */
   int rc = flash_make_map(&mq, q, p->B, p->T, p->NH, p->HD, C::BM);
   if (rc == 0)
     rc = flash_make_map(&mk, k, p->B, p->T, p->KVH, p->HD, BN);
   if (rc == 0)
     rc = flash_make_map(&mv, v, p->B, p->T, p->KVH, p->HD, BN);
-  /* O in boxes of one warpgroup's 64 rows (FWD90_EPI 1: stored with TMA). */
-  if (rc == 0)
+  /* FWD90_EPI 1: O in boxes of one warpgroup's 64 rows, stored with TMA. */
+  if (rc == 0 && FWD90_EPI == 1)
     rc = flash_make_map(&mo, out, p->B, p->T, p->NH, p->HD, 64);
   if (rc != 0)
     return rc;

@@ -86,6 +86,20 @@
  * GRID_CH (batch, kv head) pairs at a time, heaviest first within them, so
  * that the CTAs running together share their Q, dO and dq rows in L2
  * (16: up to +13 % at T 2048, bench/results/2026-11-24-flash-bwd.md). */
+/* As FWD90_64_SWEXP for the probabilities recomputed here: of each
+ * thread's exp2s, those of query group i (8 queries) with i % k == 0
+ * (k = BWD90_64_SWEXP at head dim 64, BWD90_128_SWEXP above) run on the FMA
+ * pipe; 0 = none (the default: slower at every k tried,
+ * 2026-11-24-flash-swexp.md). */
+#ifndef BWD90_SWEXP
+#define BWD90_SWEXP 0
+#endif
+#ifndef BWD90_64_SWEXP
+#define BWD90_64_SWEXP BWD90_SWEXP
+#endif
+#ifndef BWD90_128_SWEXP
+#define BWD90_128_SWEXP 0
+#endif
 #ifndef BWD90_GRID_CH
 #define BWD90_GRID_CH 16
 #endif
@@ -161,6 +175,7 @@ static __global__ void __launch_bounds__(384, 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = bwd90_cfg<HD>;
   constexpr int BN = C::BN, BM = C::BM, ST = C::ST, NCH = HD / 64;
+  constexpr int SWEXP = HD == 64 ? BWD90_64_SWEXP : BWD90_128_SWEXP;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   bf16 *sK = reinterpret_cast<bf16 *>(base); // NCH x (BN x 64)
@@ -372,7 +387,8 @@ static __global__ void __launch_bounds__(384, 1)
         const float l0 = cL[qc], l1 = cL[qc + 1];
 #pragma unroll
         for (int e = 0; e < 4; e++) {
-          float pv = exp2f(fmaf(sacc[4 * i + e], sl2, -((e & 1) ? l1 : l0)));
+          const float x = fmaf(sacc[4 * i + e], sl2, -((e & 1) ? l1 : l0));
+          float pv = SWEXP > 0 && i % (SWEXP > 0 ? SWEXP : 1) == 0 ? exp2_fma(x) : exp2f(x);
           if (need_mask) {
             const int q = m0 + qc + (e & 1), key = key_lo + (e >> 1) * 8;
             bool ok = q < T && (!p.causal || key <= q);

@@ -99,6 +99,24 @@
 #else
 #define FWD90_EXP2(x) exp2f(x)
 #endif
+/* Of each thread's probability exp2s, one in k = FWD90_64_SWEXP (head dim
+ * 64) / FWD90_128_SWEXP (80 to 128) goes to the FMA pipe (exp2_fma in
+ * flash_sm90.cuh) instead of the exp unit (MUFU), chosen at compile time:
+ * with FWD90_SWSEL 0 the column pairs i with i % k == k - 1, with 1 the
+ * columns c with c % k == k - 1; k = 0: all on MUFU (the default). Slower
+ * or no faster at every k tried (2026-11-24-flash-swexp.md). */
+#ifndef FWD90_SWEXP
+#define FWD90_SWEXP 0
+#endif
+#ifndef FWD90_64_SWEXP
+#define FWD90_64_SWEXP FWD90_SWEXP
+#endif
+#ifndef FWD90_SWSEL
+#define FWD90_SWSEL 0
+#endif
+#ifndef FWD90_128_SWEXP
+#define FWD90_128_SWEXP 0
+#endif
 #ifndef FWD90_DIAG_NOSTORE
 #define FWD90_DIAG_NOSTORE 0
 #endif
@@ -155,7 +173,7 @@ static __device__ __forceinline__ void wgmma_s(float (&s)[BN / 2], uint64_t da, 
  * updates the running max m (log2 units, scaled) and partial sum l, turns
  * s into the probabilities (fp32) and returns the factors alpha by which the O accumulated so far
  * must be scaled. */
-template <int BN>
+template <int BN, int SW>
 static __device__ __forceinline__ void
 softmax_block(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2], bool need_mask,
               int n0, int row_lo, int T, bool causal, const int32_t *doc, const int (&doc_r)[2],
@@ -190,8 +208,13 @@ softmax_block(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < BN / 8; i++) {
-      s[i * 4 + 2 * r] = FWD90_EXP2(fmaf(s[i * 4 + 2 * r], sl2, -m_use));
-      s[i * 4 + 2 * r + 1] = FWD90_EXP2(fmaf(s[i * 4 + 2 * r + 1], sl2, -m_use));
+#pragma unroll
+      for (int e = 0; e < 2; e++) {
+        const float x = fmaf(s[i * 4 + 2 * r + e], sl2, -m_use);
+        const int q = FWD90_SWSEL == 0 ? i : 2 * i + e;
+        s[i * 4 + 2 * r + e] =
+            SW > 0 && q % (SW > 0 ? SW : 1) == SW - 1 ? exp2_fma(x) : FWD90_EXP2(x);
+      }
       sum += s[i * 4 + 2 * r] + s[i * 4 + 2 * r + 1];
     }
     l[r] = l[r] * alpha[r] + sum;
@@ -260,6 +283,7 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = fwd90_cfg<HD, BN, NC, ST>;
   constexpr int BM = C::BM, NCH = HD / 64;
+  constexpr int SWEXP = HD == 64 ? FWD90_64_SWEXP : FWD90_128_SWEXP;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   bf16 *sQ = reinterpret_cast<bf16 *>(base); // NCH x (BM x 64)
@@ -469,7 +493,8 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
       if (lane == 0)
         mbar_arrive(emptyQ);
     }
-    softmax_block<BN>(s, m, l, alpha, need_mask(0), 0, row_lo, T, p.causal, doc, doc_r, lane, sl2);
+    softmax_block<BN, SWEXP>(s, m, l, alpha, need_mask(0), 0, row_lo, T, p.causal, doc, doc_r, lane,
+                             sl2);
     pack_p<BN>(s, pa);
     /* Block j: S of block j and P V of block j - 1 in flight together; the
      * softmax of block j runs while P V still computes, and its P replaces
@@ -488,8 +513,8 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
         if (lane == 0)
           mbar_arrive(emptyQ);
       }
-      softmax_block<BN>(s, m, l, alpha, need_mask(j * BN), j * BN, row_lo, T, p.causal, doc, doc_r,
-                        lane, sl2);
+      softmax_block<BN, SWEXP>(s, m, l, alpha, need_mask(j * BN), j * BN, row_lo, T, p.causal, doc,
+                               doc_r, lane, sl2);
       wgmma_wait<0>();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; kk++)

@@ -145,6 +145,28 @@ template <int N> static __device__ __forceinline__ void reg_fence_u(uint32_t (&r
     asm volatile("" : "+r"(r[i])::"memory");
 }
 
+/* ---- exp2 on the FMA pipe ---- */
+
+/* 2^x without the MUFU (exp) unit, for a share of the softmax's exp2s where
+ * that unit is the bound (as FlashAttention-4 does): x = n + f with n the
+ * nearest integer (the add of 1.5 * 2^23 leaves n in the low mantissa bits)
+ * and f in [-0.5, 0.5], 2^f by a degree-3 polynomial with p(0) = 1 (relative
+ * error at most 1.02e-4: P goes to bf16, 2^-8), then n added to the
+ * exponent bits. x is clamped to -127, where f = 0 and the result is
+ * exactly 0 (masked -inf entries give 0, not NaN); x must be < 127 (the
+ * softmax's x is <= 0). (A floor by __fadd_rd with a polynomial on [0, 1)
+ * is as exact but made ptxas serialise the forward's wgmmas: C7511.) */
+#define FLASH_EXP2P_C1 0.69328204f
+#define FLASH_EXP2P_C2 0.24221414f
+#define FLASH_EXP2P_C3 0.05502035f
+static __device__ __forceinline__ float exp2_fma(float x) {
+  x = fmaxf(x, -127.0f);
+  const float t = x + 12582912.0f; /* 1.5 * 2^23 + rint(x) */
+  const float f = x - (t - 12582912.0f);
+  const float p = fmaf(fmaf(fmaf(FLASH_EXP2P_C3, f, FLASH_EXP2P_C2), f, FLASH_EXP2P_C1), f, 1.0f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
 /* ---- warp specialisation ---- */
 
 template <int R> static __device__ __forceinline__ void reg_alloc(void) {

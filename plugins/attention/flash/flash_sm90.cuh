@@ -15,6 +15,8 @@
 #include <cuda.h>
 #include <stdint.h>
 
+#include "flash_exp2_poly.h"
+
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 static __device__ __forceinline__ uint32_t s_addr(const void *p) {
@@ -155,14 +157,12 @@ template <int N> static __device__ __forceinline__ void reg_fence_u(uint32_t (&r
  * exponent bits. x is clamped to -127, where f = 0 and the result is
  * exactly 0 (masked -inf entries give 0, not NaN); x must be < 127 (the
  * softmax's x is <= 0). (A floor by __fadd_rd with a polynomial on [0, 1)
- * is as exact but made ptxas serialise the forward's wgmmas: C7511.) */
-#define FLASH_EXP2P_C1 0.69328204f
-#define FLASH_EXP2P_C2 0.24221414f
-#define FLASH_EXP2P_C3 0.05502035f
+ * is as exact but made ptxas serialise the forward's wgmmas: C7511.)
+ * Constants and a host copy checked against exp2: flash_exp2_poly.h. */
 static __device__ __forceinline__ float exp2_fma(float x) {
   x = fmaxf(x, -127.0f);
-  const float t = x + 12582912.0f; /* 1.5 * 2^23 + rint(x) */
-  const float f = x - (t - 12582912.0f);
+  const float t = x + FLASH_EXP2P_MAGIC; /* 1.5 * 2^23 + rint(x) */
+  const float f = x - (t - FLASH_EXP2P_MAGIC);
   const float p = fmaf(fmaf(fmaf(FLASH_EXP2P_C3, f, FLASH_EXP2P_C2), f, FLASH_EXP2P_C1), f, 1.0f);
   return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
 }

@@ -150,14 +150,14 @@ template <int N> static __device__ __forceinline__ void reg_fence_u(uint32_t (&r
 /* ---- exp2 on the FMA pipe ---- */
 
 /* 2^x without the MUFU (exp) unit, for a share of the softmax's exp2s where
- * that unit is the bound (as FlashAttention-4 does): x = n + f with n the
+ * that unit is the bound (as FlashAttention-4 does; not faster on an H200,
+ * bench/results/2026-11-24-flash-swexp.md): x = n + f with n the
  * nearest integer (the add of 1.5 * 2^23 leaves n in the low mantissa bits)
  * and f in [-0.5, 0.5], 2^f by a degree-3 polynomial with p(0) = 1 (relative
  * error at most 1.02e-4: P goes to bf16, 2^-8), then n added to the
  * exponent bits. x is clamped to -127, where f = 0 and the result is
  * exactly 0 (masked -inf entries give 0, not NaN); x must be < 127 (the
- * softmax's x is <= 0). (A floor by __fadd_rd with a polynomial on [0, 1)
- * is as exact but made ptxas serialise the forward's wgmmas: C7511.)
+ * softmax's x is <= 0).
  * Constants and a host copy checked against exp2: flash_exp2_poly.h. */
 static __device__ __forceinline__ float exp2_fma(float x) {
   x = fmaxf(x, -127.0f);

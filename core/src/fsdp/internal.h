@@ -161,6 +161,15 @@ fsdpc_status fsdpc__offload_state_out(fsdpc_engine *e, int u, fsdpc_err *err);
 fsdpc_status fsdpc__offload_update_piece(fsdpc_engine *e, int p, int64_t step, double lr,
                                          double scale, fsdpc_err *err);
 
+/* The part [*a, *b) of the element range [p0, p1) (a parameter in the flat
+ * order) that lies in [s0, s1) (a shard or a piece of one); 0 when none. */
+static inline int fsdpc__overlap(uint64_t p0, uint64_t p1, uint64_t s0, uint64_t s1, uint64_t *a,
+                                 uint64_t *b) {
+  *a = p0 > s0 ? p0 : s0;
+  *b = p1 < s1 ? p1 : s1;
+  return *a < *b;
+}
+
 /* Parameter p inside its unit's gathered full buffer (compute dtype). */
 static inline void *fsdpc__param_full(fsdpc_engine *e, int p) {
   return (char *)e->units[e->param_unit[p]].full + e->param_offset[p] * e->psize;

@@ -57,8 +57,8 @@ static fsdpc_status unit_segments(loader *L, int u, int *all_bf16, fsdpc_err *er
   for (int i = 0; i < un->n_params; i++) {
     int p = un->params[i];
     uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
-    uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
-    if (a >= b)
+    uint64_t a, b;
+    if (!fsdpc__overlap(p0, p1, s0, s1, &a, &b))
       continue;
     const fsdpc_st_info *t;
     FSDPC_TRY(fsdpc__hf_ckpt_find(L->ck, e->params[p].name, &t, err));

@@ -62,8 +62,8 @@ void fsdpc__qstate_count(const fsdpc_unit *un, const fsdpc_param_info *params,
   for (int i = 0; i < un->n_params; i++) {
     int p = un->params[i];
     uint64_t p0 = param_offset[p], p1 = p0 + params[p].numel;
-    uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
-    if (a >= b)
+    uint64_t a, b;
+    if (!fsdpc__overlap(p0, p1, s0, s1, &a, &b))
       continue;
     if (!quantized_param(qf, params[p].numel)) {
       *n_f32 += b - a;

@@ -20,8 +20,8 @@ void fsdpc__qstate_span(const fsdpc_unit *un, const fsdpc_param_info *params,
   for (int i = 0; i < un->n_params; i++) {
     int p = un->params[i];
     uint64_t p0 = param_offset[p], p1 = p0 + params[p].numel;
-    uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1; /* in the shard */
-    if (a >= b)
+    uint64_t a, b; /* in the shard */
+    if (!fsdpc__overlap(p0, p1, s0, s1, &a, &b))
       continue;
     if (a >= r1)
       break;
@@ -142,8 +142,8 @@ fsdpc_status fsdpc__qstate_pieces_build(const fsdpc_unit *units, int n_units,
     for (int i = 0; i < un->n_params; i++) {
       int p = un->params[i];
       uint64_t p0 = param_offset[p], p1 = p0 + params[p].numel;
-      uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
-      if (a >= b)
+      uint64_t a, b;
+      if (!fsdpc__overlap(p0, p1, s0, s1, &a, &b))
         continue;
       uint64_t x = a - s0, end = b - s0;
       int r = 0;

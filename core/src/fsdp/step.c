@@ -636,8 +636,8 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
     for (int i = 0; i < un->n_params; i++) {
       int p = un->params[i];
       uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
-      uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
-      if (a >= b)
+      uint64_t a, b;
+      if (!fsdpc__overlap(p0, p1, s0, s1, &a, &b))
         continue;
       e->otensors[n++] = (fsdpc_optim_tensor){.struct_size = sizeof(fsdpc_optim_tensor),
                                               .param = un->master + lo + (a - s0),

@@ -321,8 +321,9 @@ static fsdpc_status for_each_segment(fsdpc_engine *e, int u, float *shard, segme
   for (int i = 0; i < un->n_params; i++) {
     int p = un->params[i];
     uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
-    uint64_t a = p0 > s0 ? p0 : s0, b = p1 < s1 ? p1 : s1;
-    if (a >= b) continue;
+    uint64_t a, b;
+    if (!fsdpc__overlap(p0, p1, s0, s1, &a, &b))
+      continue;
     FSDPC_TRY(fn(e, p, a - p0, b - p0, shard + (a - s0), arg, err));
   }
   return FSDPC_OK;

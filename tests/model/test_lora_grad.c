@@ -5,7 +5,9 @@
  * through other layers' adapters), with and without dropout (the same mask
  * in the forward, the recompute and the backward); the frozen base gets no
  * gradient and does not move in an optimizer step; the adapter init is
- * PEFT's (A within 1/sqrt(in), B zero). */
+ * PEFT's (A within 1/sqrt(in), B zero). Activation checkpointing (whose
+ * recompute skips the down projection unless LoRA targets it) gives the
+ * same loss and gradients, bit for bit, with and without LoRA. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -30,7 +32,7 @@ static void ok(fsdpc_status st, const fsdpc_err *err) {
   ck_assert_msg(st == FSDPC_OK, "%s", err->msg);
 }
 
-static void setup(fx *f, double dropout, int ckpt) {
+static void setup_with(fx *f, double dropout, int ckpt, int lora) {
   char yaml[2048];
   snprintf(yaml, sizeof yaml,
            "model: {vocab_size: 40, hidden_size: 16, intermediate_size: 24, num_hidden_layers: 2,\n"
@@ -40,8 +42,10 @@ static void setup(fx *f, double dropout, int ckpt) {
            "attention: {impl: naive}\n"
            "train: {micro_batch_size: 2, seed: 5}\n"
            "fsdp: {activation_checkpointing: %s}\n"
-           "peft: {method: lora, r: 3, alpha: 6, dropout: %g, target_modules: [all-linear]}\n",
-           ckpt ? "true" : "false", dropout);
+           "%s%g%s",
+           ckpt ? "true" : "false",
+           lora ? "peft: {method: lora, r: 3, alpha: 6, dropout: " : "# no adapters ", dropout,
+           lora ? ", target_modules: [all-linear]}\n" : "\n");
   fsdpc_err err;
   ok(fsdpc__config_from_string(yaml, "lora.yaml", NULL, 0, &f->cfg, &err), &err);
   fsdpc_run_world w = {1, 1};
@@ -77,6 +81,10 @@ static void setup(fx *f, double dropout, int ckpt) {
   fsdpc__model_set_lora_round(f->m, 9, 1);
 }
 
+static void setup(fx *f, double dropout, int ckpt) {
+  setup_with(f, dropout, ckpt, 1);
+}
+
 static void teardown(fx *f) {
   fsdpc__model_ctx_destroy(f->m);
   fsdpc__engine_destroy(f->eng);
@@ -103,19 +111,24 @@ static double loss(fx *f) {
   return ls / (double)n;
 }
 
+/* B != 0: every adapter term contributes. */
+static void set_b(fx *f) {
+  int np = fsdpc__engine_n_params(f->eng);
+  for (int p = 0; p < np; p++) {
+    const fsdpc_param_info *pi = fsdpc__engine_param(f->eng, p, NULL, NULL);
+    if (!fsdpc__lora_kind(pi->kind) || !fsdpc__lora_kind_is_b(pi->kind))
+      continue;
+    float *b = master_of(f, p, NULL);
+    for (uint64_t i = 0; i < pi->numel; i++)
+      b[i] = 0.3f * sinf((float)(i * 13 + p));
+  }
+}
+
 static void check_fd(double dropout, int ckpt) {
   fx f;
   setup(&f, dropout, ckpt);
   int np = fsdpc__engine_n_params(f.eng);
-  /* B != 0: every adapter term contributes */
-  for (int p = 0; p < np; p++) {
-    const fsdpc_param_info *pi = fsdpc__engine_param(f.eng, p, NULL, NULL);
-    if (!fsdpc__lora_kind(pi->kind) || !fsdpc__lora_kind_is_b(pi->kind))
-      continue;
-    float *b = master_of(&f, p, NULL);
-    for (uint64_t i = 0; i < pi->numel; i++)
-      b[i] = 0.3f * sinf((float)(i * 13 + p));
-  }
+  set_b(&f);
   double ls;
   int64_t cnt = 0;
   fsdpc_err err;
@@ -208,6 +221,58 @@ START_TEST(frozen_base_and_init) {
 }
 END_TEST
 
+/* One micro-step's loss and every gradient, concatenated (*n floats, of
+ * which *n_trained have a gradient buffer; frozen ones stay 0). */
+static float *step_grads(int ckpt, int lora, double *ls, int *n, int *n_trained) {
+  fx f;
+  setup_with(&f, lora ? 0.25 : 0.0, ckpt, lora);
+  set_b(&f);
+  int64_t cnt;
+  fsdpc_err err;
+  ok(fsdpc__engine_micro_step(f.eng, f.m, 0.05f, 1, ls, &cnt, &err), &err);
+  int np = fsdpc__engine_n_params(f.eng), k = 0;
+  uint64_t total = 0;
+  for (int p = 0; p < np; p++)
+    total += fsdpc__engine_param(f.eng, p, NULL, NULL)->numel;
+  float *out = calloc(total, sizeof(float));
+  *n_trained = 0;
+  for (int p = 0; p < np; p++) {
+    const fsdpc_param_info *pi = fsdpc__engine_param(f.eng, p, NULL, NULL);
+    float *g;
+    master_of(&f, p, &g);
+    if (g) {
+      memcpy(out + k, g, pi->numel * sizeof(float));
+      *n_trained += (int)pi->numel;
+    }
+    k += (int)pi->numel;
+  }
+  *n = k;
+  teardown(&f);
+  return out;
+}
+
+START_TEST(checkpointing_exact) {
+  for (int lora = 0; lora < 2; lora++) {
+    double l0, l1;
+    int n0, n1, t0, t1;
+    float *g0 = step_grads(0, lora, &l0, &n0, &t0), *g1 = step_grads(1, lora, &l1, &n1, &t1);
+    ck_assert_int_eq(n0, n1);
+    ck_assert_int_eq(t0, t1);
+    ck_assert_msg(l0 == l1, "lora %d: loss %.17g with checkpointing, %.17g without", lora, l1, l0);
+    int nz = 0;
+    for (int i = 0; i < n0; i++) {
+      ck_assert_msg(memcmp(&g0[i], &g1[i], sizeof(float)) == 0,
+                    "lora %d: gradient %d is %.9g with checkpointing, %.9g without", lora, i,
+                    g1[i], g0[i]);
+      nz += g0[i] != 0.0f;
+    }
+    ck_assert_msg(nz > t0 / 2, "lora %d: only %d of %d gradients are non-zero", lora, nz, t0);
+    free(g0);
+    free(g1);
+  }
+}
+END_TEST
+
 /* PEFT's scaling: alpha / r, alpha / sqrt(r) with rslora; target bits. */
 START_TEST(scaling_and_targets) {
   const char *base = "model: {vocab_size: 40, hidden_size: 16, intermediate_size: 24,\n"
@@ -249,6 +314,7 @@ int main(void) {
   tcase_add_test(tc, fd_dropout_checkpointing);
   tcase_add_test(tc, frozen_base_and_init);
   tcase_add_test(tc, scaling_and_targets);
+  tcase_add_test(tc, checkpointing_exact);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -64,7 +64,13 @@ static fsdpc_status norm_grad(fsdpc_model_ctx *m, float *g, float **out, fsdpc_e
   return m->ops->memset0(m->dev, m->dnorm_sink, (size_t)m->s.C * sizeof(float), err);
 }
 
-static fsdpc_status layer_forward(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
+/* recompute: the forward again inside the backward (activation
+ * checkpointing). The backward does not read resid[l + 1] (layer l + 1's
+ * backward has), so the down projection that makes it is skipped there, a
+ * quarter of the layer's forward GEMM work, unless LoRA targets that
+ * projection (its backward reads the adapter's input product, which the
+ * recompute makes again). */
+static fsdpc_status layer_forward(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w, int recompute,
                                   fsdpc_err *err) {
   const fsdpc_model_shape *s = &m->s;
   int N = m->N, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD, P = s->max_pos;
@@ -93,6 +99,8 @@ static fsdpc_status layer_forward(fsdpc_model_ctx *m, int l, const fsdpc_layer_w
   LORA_FWD(4, a->gate, a->ln2);
   LORA_FWD(5, a->up, a->ln2);
   OP(swiglu_fwd, a->act, a->gate, a->up, N, F, err);
+  if (recompute && !(m->has_lora && w->lora_a[6]))
+    return FSDPC_OK;
   OP(matmul_fwd, out, a->act, w->wdown, a->h, N, F, C, err); /* out = h + act @ Wdown^T */
   LORA_FWD(6, out, a->act);
   return FSDPC_OK;
@@ -100,7 +108,7 @@ static fsdpc_status layer_forward(fsdpc_model_ctx *m, int l, const fsdpc_layer_w
 
 fsdpc_status fsdpc__model_layer_fwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                                     fsdpc_err *err) {
-  return layer_forward(m, l, w, err);
+  return layer_forward(m, l, w, 0, err);
 }
 
 /* dinp (+)= dout @ weight, dweight += dout^T @ inp. Accumulating: inside
@@ -159,7 +167,7 @@ static fsdpc_status layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                               const fsdpc_layer_g *g, fsdpc_err *err) {
   const fsdpc_model_shape *s = &m->s;
   int N = m->N, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD, P = s->max_pos;
-  if (m->ckpt) FSDPC_TRY(layer_forward(m, l, w, err)); /* recompute from resid[l] */
+  if (m->ckpt) FSDPC_TRY(layer_forward(m, l, w, 1, err)); /* recompute from resid[l] */
   fsdpc_layer_acts *a = fsdpc__model_acts(m, l);
   const void *x = m->resid[l];
 

@@ -9,6 +9,7 @@
 #     track    20 steps, 1B: base vs new (losses, step times), GPU clocks sampled
 #     tests    the CUDA test binaries of this build
 #     profile  per-kernel profile of 2 steps of new (ncu, bench/profile_summary.py)
+#     side8    8B with checkpointing, micro-batch 1: fsdpc new, base, new, base (no PyTorch)
 #     side     1B (micro-batch 4) and 8B (checkpointing, micro-batch 1) at world 1:
 #              PyTorch FSDP2 eager, --compile, fsdpc (new, then base); GPU clocks sampled
 # The carry folder holds build.tar.xz (this branch: "new"), base.tar.xz (the build
@@ -150,6 +151,12 @@ PY
     echo "ncu exit $?"
     [ -f "$W/ncu_new.csv" ] && python3 "$C/profile_summary.py" "$W/ncu_new.csv" | tee "$OUT/profile.txt" | head -50
     [ -f "$W/ncu_new.csv" ] && xz -c "$W/ncu_new.csv" >"$OUT/ncu_new.csv.xz"
+    ;;
+  side8)
+    for r in 1 2; do
+      run_fsdpc side8b-$r new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
+      run_fsdpc side8b-base-$r base 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
+    done
     ;;
   side)
     # every row with the GPU's clocks and power sampled (clocks-NAME.csv, CLOCKS lines)

@@ -103,6 +103,20 @@
 #ifndef BWD90_GRID_CH
 #define BWD90_GRID_CH 16
 #endif
+/* dS^T to shared memory: 1, one stmatrix.x4 per 16 queries (four 8 x 8
+ * fragments a warp); 0, one 4-byte store per fragment register. Measured
+ * (2026-11-24-flash-s8.md): +1-2 % at hd 64, mixed at hd 128 (-1 to -3 %
+ * at T 2048). */
+#ifdef BWD90_STSM
+#define BWD90_64_STSM BWD90_STSM
+#define BWD90_128_STSM BWD90_STSM
+#endif
+#ifndef BWD90_64_STSM
+#define BWD90_64_STSM 1
+#endif
+#ifndef BWD90_128_STSM
+#define BWD90_128_STSM 0
+#endif
 /* PERSIST 1: one CTA an SM walks every gridDim.x-th tile (batch, kv head,
  * key block) in the grid's order; the Q / dO stage ring runs on across its
  * tiles and the next tile's K / V load as soon as the last step has read
@@ -428,7 +442,18 @@ static __global__ void __launch_bounds__(384, 1)
       bf16 *cdS = sdS + (gs % C::DSB) * BN * BM;
       if (C::DSB == 1)
         named_sync(2, 256);
-      {
+      if constexpr (HD == 64 ? BWD90_64_STSM : BWD90_128_STSM) {
+        /* Lane L gives row L % 8 of matrix e = L / 8 (pS[kk][e]): key row
+         * kr (kr % 8 == L % 8), 8 queries from 16 kk + (e >> 1) * 8. */
+        const int me = lane / 8, kr = 64 * c + 16 * warp + (lane % 8) + (me & 1) * 8;
+        const uint32_t ds = s_addr(cdS) + kr * 128;
+#pragma unroll
+        for (int kk = 0; kk < BM / 16; kk++) {
+          const int qs = 16 * kk + (me >> 1) * 8;
+          stmatrix_x4(ds + (qs / 64) * BN * 128 + ((((qs % 64) / 8) ^ (lane % 8)) * 16), pS[kk][0],
+                      pS[kk][1], pS[kk][2], pS[kk][3]);
+        }
+      } else {
         unsigned char *ds = reinterpret_cast<unsigned char *>(cdS);
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++)

@@ -1,7 +1,8 @@
 /* Flash attention forward for Hopper (sm_90a): wgmma, TMA and warp
  * specialisation, after the FlashAttention-3 design.
  *
- * A tile is BM = 64 * NC query rows of one (batch, head). The grid is
+ * A tile is BM = 64 * NC query rows of one (batch, head) (NC = 3 at hd 64,
+ * 2 above). The grid is
  * persistent (FWD90_PERSIST: one CTA per SM) and each CTA loops over tiles;
  * it has NC + 1 warpgroups:
  *  - warpgroup 0, the producer, gives most of its registers away
@@ -24,9 +25,10 @@
  *    The loop is software-pipelined inside the warpgroup: the S product of
  *    block j and the P V product of block j - 1 are in flight together, and
  *    the softmax of block j runs while P V of block j - 1 still computes.
- *    Between warpgroups, a ping-pong (FWD90_PP): they take turns issuing
- *    their products (named barriers), so that one's softmax runs under the
- *    other's GEMMs. O and lse are stored from registers.
+ *    Between warpgroups at hd 80-128, a ping-pong (FWD90_128_PP): they take
+ *    turns issuing their products (named barriers), so that one's softmax
+ *    runs under the other's GEMMs; at hd 64 three warpgroups (160 registers
+ *    each) interleave on their own. O and lse are stored from registers.
  * Tiles are ordered for L2 (FWD90_CH): chunks of about one grid's worth of
  * tiles over few (batch, head) pairs, heaviest causal query block first.
  *
@@ -46,10 +48,10 @@
 /* Tile shape per head dim: NC consumer warpgroups (BM = 64 NC query rows),
  * BN keys per block, ST stages. */
 #ifndef FWD90_64_NC
-#define FWD90_64_NC 2
+#define FWD90_64_NC 3
 #endif
 #ifndef FWD90_64_ST
-#define FWD90_64_ST 3
+#define FWD90_64_ST 4
 #endif
 #ifndef FWD90_128_NC
 #define FWD90_128_NC 2
@@ -62,9 +64,19 @@
 #define FWD90_64_BN 128
 #endif
 #define FWD90_128_BN 128
-/* 1: the consumer warpgroups take turns issuing their products (ping-pong). */
-#ifndef FWD90_PP
-#define FWD90_PP 1
+/* 1: the consumer warpgroups take turns issuing their products (ping-pong);
+ * per head dim FWD90_64_PP / FWD90_128_PP. Fastest measured: three
+ * warpgroups without ping-pong at hd 64 (+5-13 % over two with it), two
+ * with it at hd 128 (2026-11-24-flash-s8.md). */
+#ifdef FWD90_PP
+#define FWD90_64_PP FWD90_PP
+#define FWD90_128_PP FWD90_PP
+#endif
+#ifndef FWD90_64_PP
+#define FWD90_64_PP 0
+#endif
+#ifndef FWD90_128_PP
+#define FWD90_128_PP 1
 #endif
 /* Registers after setmaxnreg of a consumer warpgroup (with 2 of them) and
  * of the producer: with 24 the producer's scheduling loop spills. */
@@ -284,6 +296,7 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
   using C = fwd90_cfg<HD, BN, NC, ST>;
   constexpr int BM = C::BM, NCH = HD / 64;
   constexpr int SWEXP = HD == 64 ? FWD90_64_SWEXP : FWD90_128_SWEXP;
+  constexpr bool PP = HD == 64 ? FWD90_64_PP : FWD90_128_PP;
   extern __shared__ unsigned char smem_raw[];
   unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   bf16 *sQ = reinterpret_cast<bf16 *>(base); // NCH x (BM x 64)
@@ -401,21 +414,21 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
   const int c = wg - 1, warp = tid / 32, lane = tid % 32;
   const float sl2 = p.scale * FLASH_LOG2E;
   const bf16 *sQc = sQ + 64 * c * 64; /* this warpgroup's rows of chunk 0 */
-  /* Ping-pong (FWD90_PP): the consumer warpgroups take turns issuing their
+  /* Ping-pong (PP): the consumer warpgroups take turns issuing their
    * products (named barrier 1 + c is warpgroup c's turn), so that one's
    * softmax runs under the others' GEMMs. Every warpgroup takes n_blocks + 1
    * turns a tile (the first S, n_mine - 1 of S + P V, the last P V, one
    * empty turn per key block it skips); the last warpgroup starts the round,
    * and the first one takes the last warpgroup's final pass at the end. */
   auto turn_wait = [&]() {
-    if (FWD90_PP)
+    if (PP)
       named_sync(1 + c, 256);
   };
   auto turn_pass = [&]() {
-    if (FWD90_PP)
+    if (PP)
       named_arrive(1 + (c + 1) % NC, 256);
   };
-  if (FWD90_PP && c == NC - 1)
+  if (PP && c == NC - 1)
     named_arrive(1, 256);
 
   int kv0 = 0;
@@ -624,7 +637,7 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
   if (tid == 0)
     bulk_wait<0>(); /* the last O stores complete before the CTA exits */
 #endif
-  if (FWD90_PP && c == 0)
+  if (PP && c == 0)
     turn_wait();
 #endif
 }

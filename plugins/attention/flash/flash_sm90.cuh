@@ -50,6 +50,16 @@ static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity)
                : "memory");
 }
 
+/* Stores four 8 x 8 bf16 matrices, each held as an mma accumulator
+ * fragment (thread t: row t / 4, columns 2 (t % 4) and + 1, packed), to the
+ * rows whose shared-memory addresses lanes 8i..8i+7 give for matrix i. */
+static __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1,
+                                                   uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+               "r"(r0), "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+
 /* ---- TMA ---- */
 
 /* Loads the box at coordinates (c0, c1, c2, c3) of a 4-d tensor map into

@@ -9,7 +9,8 @@
 #     track    20 steps, 1B: base vs new (losses, step times), GPU clocks sampled
 #     tests    the CUDA test binaries of this build
 #     profile  per-kernel profile of 2 steps of new (ncu, bench/profile_summary.py)
-#     side8    8B with checkpointing, micro-batch 1: fsdpc new, base, new, base (no PyTorch)
+#     side8    8B with checkpointing, micro-batch 1: fsdpc new, new with
+#              fsdp.activation_checkpointing_policy=save_mlp, base; twice (no PyTorch)
 #     side     1B (micro-batch 4) and 8B (checkpointing, micro-batch 1) at world 1:
 #              PyTorch FSDP2 eager, --compile, fsdpc (new, then base); GPU clocks sampled
 # The carry folder holds build.tar.xz (this branch: "new"), base.tar.xz (the build
@@ -155,6 +156,8 @@ PY
   side8)
     for r in 1 2; do
       run_fsdpc side8b-$r new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
+      run_fsdpc side8b-mlp-$r new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216 \
+        fsdp.activation_checkpointing_policy=save_mlp
       run_fsdpc side8b-base-$r base 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
     done
     ;;

@@ -151,7 +151,8 @@ START_TEST(ctx_bytes_match_allocation) {
                          .max_pos = 128,
                          .eps = 1e-5f,
                          .rope_theta = 10000.0};
-  int shapes[][3] = {{1, 8, 0}, {2, 32, 0}, {2, 32, 1}, {4, 128, 0}, {3, 17, 1}};
+  int shapes[][3] = {{1, 8, 0}, {2, 32, 0}, {2, 32, 1}, {2, 32, 2}, {4, 128, 0}, {3, 17, 1},
+                     {3, 17, 2}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     int B = shapes[i][0], T = shapes[i][1], ck = shapes[i][2];
     fsdpc_model_ctx_opts o = {
@@ -179,6 +180,10 @@ START_TEST(ctx_bytes_match_allocation) {
     ck_assert_uint_eq(pure, fsdpc__model_ctx_bytes(m));
     ck_assert_int_eq((int64_t)pure,
                      ms.current[FSDPC_MEM_ACTIVATIONS] - before[FSDPC_MEM_ACTIVATIONS]);
+    if (ck == 2) { /* save_mlp: each layer's gate and up instead of one shared pair */
+      uint64_t full = fsdpc__model_ctx_bytes_for(&s, B, T, 1, &as, 0);
+      ck_assert_uint_eq(pure - full, 2ull * (s.L - 1) * B * T * s.F * sizeof(float));
+    }
     fsdpc__model_ctx_destroy(m);
   }
   fsdpc__registry_destroy(reg);

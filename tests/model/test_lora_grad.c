@@ -5,9 +5,11 @@
  * through other layers' adapters), with and without dropout (the same mask
  * in the forward, the recompute and the backward); the frozen base gets no
  * gradient and does not move in an optimizer step; the adapter init is
- * PEFT's (A within 1/sqrt(in), B zero). Activation checkpointing (whose
- * recompute skips the down projection unless LoRA targets it) gives the
- * same loss and gradients, bit for bit, with and without LoRA. */
+ * PEFT's (A within 1/sqrt(in), B zero). Activation checkpointing, full
+ * (whose recompute skips the down projection unless LoRA targets it) and
+ * save_mlp (which also skips the saved gate and up projections unless LoRA
+ * targets them), gives the same loss and gradients, bit for bit, without
+ * LoRA, with LoRA on every projection and with LoRA on q and v only. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +34,7 @@ static void ok(fsdpc_status st, const fsdpc_err *err) {
   ck_assert_msg(st == FSDPC_OK, "%s", err->msg);
 }
 
+/* ckpt: 0 or FSDPC_AC_*; lora: 0 none, 1 every projection, 2 q and v. */
 static void setup_with(fx *f, double dropout, int ckpt, int lora) {
   char yaml[2048];
   snprintf(yaml, sizeof yaml,
@@ -41,15 +44,18 @@ static void setup_with(fx *f, double dropout, int ckpt, int lora) {
            "data: {seq_len: 12}\n"
            "attention: {impl: naive}\n"
            "train: {micro_batch_size: 2, seed: 5}\n"
-           "fsdp: {activation_checkpointing: %s}\n"
+           "fsdp: {activation_checkpointing: %s, activation_checkpointing_policy: %s}\n"
            "%s%g%s",
-           ckpt ? "true" : "false",
+           ckpt ? "true" : "false", ckpt == FSDPC_AC_SAVE_MLP ? "save_mlp" : "full",
            lora ? "peft: {method: lora, r: 3, alpha: 6, dropout: " : "# no adapters ", dropout,
-           lora ? ", target_modules: [all-linear]}\n" : "\n");
+           lora == 1 ? ", target_modules: [all-linear]}\n"
+           : lora == 2 ? ", target_modules: [q_proj, v_proj]}\n"
+                       : "\n");
   fsdpc_err err;
   ok(fsdpc__config_from_string(yaml, "lora.yaml", NULL, 0, &f->cfg, &err), &err);
   fsdpc_run_world w = {1, 1};
   ok(fsdpc__run_plan_create(f->cfg, &w, 0, &f->plan, &err), &err);
+  ck_assert_int_eq(f->plan->modes.activation_checkpointing, ckpt);
   fsdpc__dist_single(&f->dist);
   const fsdpc_run_plan *p = f->plan;
   fsdpc_engine_opts eo = {.shape = &p->shape,
@@ -252,23 +258,29 @@ static float *step_grads(int ckpt, int lora, double *ls, int *n, int *n_trained)
 }
 
 START_TEST(checkpointing_exact) {
-  for (int lora = 0; lora < 2; lora++) {
-    double l0, l1;
-    int n0, n1, t0, t1;
-    float *g0 = step_grads(0, lora, &l0, &n0, &t0), *g1 = step_grads(1, lora, &l1, &n1, &t1);
-    ck_assert_int_eq(n0, n1);
-    ck_assert_int_eq(t0, t1);
-    ck_assert_msg(l0 == l1, "lora %d: loss %.17g with checkpointing, %.17g without", lora, l1, l0);
-    int nz = 0;
-    for (int i = 0; i < n0; i++) {
-      ck_assert_msg(memcmp(&g0[i], &g1[i], sizeof(float)) == 0,
-                    "lora %d: gradient %d is %.9g with checkpointing, %.9g without", lora, i,
-                    g1[i], g0[i]);
-      nz += g0[i] != 0.0f;
+  for (int lora = 0; lora < 3; lora++) {
+    double l0;
+    int n0, t0;
+    float *g0 = step_grads(0, lora, &l0, &n0, &t0);
+    for (int ckpt = FSDPC_AC_FULL; ckpt <= FSDPC_AC_SAVE_MLP; ckpt++) {
+      double l1;
+      int n1, t1;
+      float *g1 = step_grads(ckpt, lora, &l1, &n1, &t1);
+      ck_assert_int_eq(n0, n1);
+      ck_assert_int_eq(t0, t1);
+      ck_assert_msg(l0 == l1, "lora %d, checkpointing %d: loss %.17g, %.17g without", lora, ckpt,
+                    l1, l0);
+      int nz = 0;
+      for (int i = 0; i < n0; i++) {
+        ck_assert_msg(memcmp(&g0[i], &g1[i], sizeof(float)) == 0,
+                      "lora %d, checkpointing %d: gradient %d is %.9g, %.9g without", lora, ckpt,
+                      i, g1[i], g0[i]);
+        nz += g0[i] != 0.0f;
+      }
+      ck_assert_msg(nz > t0 / 2, "lora %d: only %d of %d gradients are non-zero", lora, nz, t0);
+      free(g1);
     }
-    ck_assert_msg(nz > t0 / 2, "lora %d: only %d of %d gradients are non-zero", lora, nz, t0);
     free(g0);
-    free(g1);
   }
 }
 END_TEST

@@ -51,6 +51,9 @@ const char *fsdpc__strategy_name(fsdpc_strategy s);
 /* The strategy a name spells (as the config writes it), or -1. */
 int fsdpc__strategy_parse(const char *name);
 enum { FSDPC_STATE_DICT_FULL = 0, FSDPC_STATE_DICT_SHARDED = 1 };    /* fsdp.state_dict_type */
+/* fsdp.activation_checkpointing_policy; also the run plan's and the model's
+ * activation_checkpointing level (0 = off). */
+enum { FSDPC_AC_FULL = 1, FSDPC_AC_SAVE_MLP = 2 };
 enum { FSDPC_ROPE_SCALING_NONE = 0, FSDPC_ROPE_SCALING_LLAMA3 = 1 }; /* model.rope_scaling.type */
 enum { FSDPC_SCHED_CONSTANT = 0, FSDPC_SCHED_LINEAR = 1, FSDPC_SCHED_COSINE = 2 };
 enum { FSDPC_PROGRESS_AUTO = 0, FSDPC_PROGRESS_ON = 1, FSDPC_PROGRESS_OFF = 2 };
@@ -112,6 +115,7 @@ typedef struct fsdpc_config_fsdp {
     int param_dtype, reduce_dtype; /* FSDPC_DTYPE_F32 or FSDPC_DTYPE_BF16 */
   } mixed_precision;
   bool activation_checkpointing, cpu_offload, forward_prefetch, backward_prefetch;
+  int activation_checkpointing_policy; /* FSDPC_AC_FULL or FSDPC_AC_SAVE_MLP */
   int64_t max_inflight_allgathers;
   bool no_sync;
   int state_dict_type; /* FSDPC_STATE_DICT_* */

@@ -66,6 +66,9 @@ static const fsdpc_cfg_enum_item param_dtype_values[] = {
     {"auto", -1}, {"fp32", FSDPC_DTYPE_F32}, {"bf16", FSDPC_DTYPE_BF16}, {NULL, 0}};
 static const fsdpc_cfg_enum_item state_dict_values[] = {
     {"FULL", FSDPC_STATE_DICT_FULL}, {"SHARDED", FSDPC_STATE_DICT_SHARDED}, {NULL, 0}};
+/* fsdp.activation_checkpointing_policy: what the recompute does not redo */
+static const fsdpc_cfg_enum_item ac_policy_values[] = {
+    {"full", FSDPC_AC_FULL}, {"save_mlp", FSDPC_AC_SAVE_MLP}, {NULL, 0}};
 /* fsdp.keep_params: -1 = auto, else FSDPC_KEEP_* of fsdp/program.h */
 static const fsdpc_cfg_enum_item keep_values[] = {
     {"auto", -1}, {"none", 0}, {"first", 1}, {"all", 2}, {NULL, 0}};
@@ -245,6 +248,14 @@ static const fsdpc_cfg_key keys[] = {
           NONE_),
     BOOL_("fsdp.activation_checkpointing", fsdp.activation_checkpointing, "false",
           "recompute each decoder layer's activations in backward", NONE_),
+    ENUM_("fsdp.activation_checkpointing_policy", fsdp.activation_checkpointing_policy, "full",
+          ac_policy_values,
+          "with activation_checkpointing: full keeps only each layer's input and recomputes "
+          "its forward up to the down projection; save_mlp also keeps each layer's gate and "
+          "up projections (2 x micro-batch tokens x intermediate_size values a layer, in the "
+          "compute dtype), so that the recompute skips their GEMMs (about two thirds of its "
+          "FLOPs); with LoRA on gate_proj or up_proj those are still recomputed",
+          NONE_),
     BOOL_("fsdp.cpu_offload", fsdp.cpu_offload, "false",
           "CUDA: keep master, grad and optimizer shards in pinned host memory and run the "
           "optimizer on the CPU, on a host thread that overlaps the GPU unit by unit (the "

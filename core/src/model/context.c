@@ -83,6 +83,19 @@ static void acts_fields(fsdpc_layer_acts *a, void **f[FSDPC_LAYER_NACTS]) {
   memcpy(f, p, sizeof p);
 }
 
+/* Slots of acts[] (acts_fields' order) that FSDPC_AC_SAVE_MLP keeps per
+ * layer instead (m->mlp_gate, m->mlp_up). */
+enum { ACT_GATE = 10, ACT_UP = 11 };
+
+/* Bytes of one saved gate or up projection under FSDPC_AC_SAVE_MLP, else 0;
+ * the shared acts[] slots are then left out (0 bytes, not allocated). */
+static size_t saved_mlp_bytes(int ckpt, size_t acts[FSDPC_LAYER_NACTS]) {
+  if (ckpt != FSDPC_AC_SAVE_MLP) return 0;
+  size_t b = acts[ACT_GATE];
+  acts[ACT_GATE] = acts[ACT_UP] = 0;
+  return b;
+}
+
 static size_t total_bytes(const fsdpc_model_shape *s, int B, int T, int ckpt, size_t act,
                           size_t xent_scratch, const fsdpc_attn_sizes *as) {
   buf_list l = {.n = 0};
@@ -90,6 +103,7 @@ static size_t total_bytes(const fsdpc_model_shape *s, int B, int T, int ckpt, si
   list_buffers(NULL, s, act, N, xent_scratch, as, &l, acts);
   for (int i = 0; i < l.n; i++) t += l.b[i].bytes;
   t += ((size_t)s->L + 1) * N * (size_t)s->C * act; /* residual stream */
+  t += 2 * (size_t)s->L * saved_mlp_bytes(ckpt, acts);
   for (int i = 0; i < FSDPC_LAYER_NACTS; i++) t += (ckpt ? 1 : (size_t)s->L) * acts[i];
   return t;
 }
@@ -143,6 +157,16 @@ static fsdpc_status alloc_buffers(fsdpc_model_ctx *m, fsdpc_err *err) {
   m->acts = calloc((size_t)m->n_acts, sizeof *m->acts);
   if (!m->resid || !m->acts) goto oom;
   list_buffers(m, s, act, N, m->xent_scratch_bytes, &m->asizes, &l, acts);
+  size_t mlp = saved_mlp_bytes(m->ckpt, acts);
+  if (mlp) {
+    m->mlp_gate = calloc((size_t)s->L, sizeof(void *));
+    m->mlp_up = calloc((size_t)s->L, sizeof(void *));
+    if (!m->mlp_gate || !m->mlp_up) goto oom;
+    for (int i = 0; i < s->L; i++)
+      if (!(m->mlp_gate[i] = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, mlp)) ||
+          !(m->mlp_up[i] = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, mlp)))
+        goto oom;
+  }
   for (int i = 0; i < l.n; i++)
     if (!(*l.b[i].slot = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, l.b[i].bytes))) goto oom;
   for (int i = 0; i <= s->L; i++)
@@ -151,7 +175,7 @@ static fsdpc_status alloc_buffers(fsdpc_model_ctx *m, fsdpc_err *err) {
     void **f[FSDPC_LAYER_NACTS];
     acts_fields(&m->acts[a], f);
     for (int i = 0; i < FSDPC_LAYER_NACTS; i++)
-      if (!(*f[i] = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, acts[i]))) goto oom;
+      if (acts[i] && !(*f[i] = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, acts[i]))) goto oom;
   }
   if (m->ops->device != FSDPC_DEVICE_CPU) { /* the micro-batch goes up each step */
     size_t ib = N * sizeof(int32_t);
@@ -230,8 +254,15 @@ void fsdpc__model_ctx_destroy(fsdpc_model_ctx *m) {
   buf_list l = {.n = 0};
   size_t acts[FSDPC_LAYER_NACTS];
   list_buffers(m, s, act, N, m->xent_scratch_bytes, &m->asizes, &l, acts);
+  size_t mlp = saved_mlp_bytes(m->ckpt, acts);
   for (int i = 0; i < l.n; i++)
     if (*l.b[i].slot) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, *l.b[i].slot, l.b[i].bytes);
+  for (int i = 0; i < s->L; i++) {
+    if (m->mlp_gate && m->mlp_gate[i]) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->mlp_gate[i], mlp);
+    if (m->mlp_up && m->mlp_up[i]) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->mlp_up[i], mlp);
+  }
+  free(m->mlp_gate);
+  free(m->mlp_up);
   for (int i = 0; m->resid && i <= s->L; i++)
     if (m->resid[i]) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->resid[i], N * C * act);
   for (int a = 0; m->acts && a < m->n_acts; a++) {

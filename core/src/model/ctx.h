@@ -34,7 +34,7 @@ struct fsdpc_model_ctx {
   const fsdpc_ops *ops;
   void *dev;                    /* ops->ctx */
   int B, T, N;
-  int ckpt;                     /* activation checkpointing */
+  int ckpt;                     /* activation checkpointing: 0 or FSDPC_AC_* */
   int fwd_only;                 /* no backward buffers (inference) */
   const fsdpc_component *attn;  /* attention plugin */
   const fsdpc_attention_v1 *av;
@@ -53,6 +53,8 @@ struct fsdpc_model_ctx {
 
   void **resid;                  /* L+1 of (N, C): resid[0] = embedding out */
   fsdpc_layer_acts *acts;        /* L (no ckpt) or 1 (ckpt: recompute) */
+  void **mlp_gate, **mlp_up;     /* FSDPC_AC_SAVE_MLP: L of (N, F) each, the layers' own;
+                                  * acts[0]'s gate and up are then not allocated */
   int n_acts;
   void *xn;                      /* final norm out (N, C) */
   float *rstdf;                  /* (N) */

@@ -11,7 +11,9 @@
  *
  * Parameter gradients +=, activation gradients =. Backward reads d(resid[l+1])
  * from m->dres and leaves d(resid[l]) there. With activation checkpointing
- * the forward is recomputed from resid[l] first.
+ * the forward is recomputed from resid[l] first; under FSDPC_AC_SAVE_MLP the
+ * layer's gate and up projections are kept from the forward (m->mlp_gate,
+ * m->mlp_up) and not recomputed.
  *
  * LoRA (model/lora.h) adds s * B(A(drop(x))) to each targeted projection's
  * output right after its matmul (before RoPE for q and k); a frozen weight
@@ -64,12 +66,21 @@ static fsdpc_status norm_grad(fsdpc_model_ctx *m, float *g, float **out, fsdpc_e
   return m->ops->memset0(m->dev, m->dnorm_sink, (size_t)m->s.C * sizeof(float), err);
 }
 
+/* The gate and up projections of layer l: its own saved ones under
+ * FSDPC_AC_SAVE_MLP, else the shared activation slots. */
+static void mlp_slots(fsdpc_model_ctx *m, int l, void **gate, void **up) {
+  fsdpc_layer_acts *a = fsdpc__model_acts(m, l);
+  *gate = m->mlp_gate ? m->mlp_gate[l] : a->gate;
+  *up = m->mlp_up ? m->mlp_up[l] : a->up;
+}
+
 /* recompute: the forward again inside the backward (activation
  * checkpointing). The backward does not read resid[l + 1] (layer l + 1's
  * backward has), so the down projection that makes it is skipped there, a
  * quarter of the layer's forward GEMM work, unless LoRA targets that
  * projection (its backward reads the adapter's input product, which the
- * recompute makes again). */
+ * recompute makes again); so are the saved gate and up projections
+ * (FSDPC_AC_SAVE_MLP), unless LoRA targets either. */
 static fsdpc_status layer_forward(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w, int recompute,
                                   fsdpc_err *err) {
   const fsdpc_model_shape *s = &m->s;
@@ -94,11 +105,16 @@ static fsdpc_status layer_forward(fsdpc_model_ctx *m, int l, const fsdpc_layer_w
   OP(matmul_fwd, a->h, a->attn, w->wo, x, N, QD, C, err); /* h = x + attn @ Wo^T */
   LORA_FWD(3, a->h, a->attn);
   OP(rmsnorm_fwd, a->ln2, a->rstd2, a->h, w->ln2, N, C, s->eps, err);
-  OP(matmul_fwd, a->gate, a->ln2, w->wgate, NULL, N, C, F, err);
-  OP(matmul_fwd, a->up, a->ln2, w->wup, NULL, N, C, F, err);
-  LORA_FWD(4, a->gate, a->ln2);
-  LORA_FWD(5, a->up, a->ln2);
-  OP(swiglu_fwd, a->act, a->gate, a->up, N, F, err);
+  void *gate, *up;
+  mlp_slots(m, l, &gate, &up);
+  int lora_mlp = m->has_lora && (w->lora_a[4] || w->lora_a[5]);
+  if (!(recompute && m->mlp_gate && !lora_mlp)) {
+    OP(matmul_fwd, gate, a->ln2, w->wgate, NULL, N, C, F, err);
+    OP(matmul_fwd, up, a->ln2, w->wup, NULL, N, C, F, err);
+    LORA_FWD(4, gate, a->ln2);
+    LORA_FWD(5, up, a->ln2);
+  }
+  OP(swiglu_fwd, a->act, gate, up, N, F, err);
   if (recompute && !(m->has_lora && w->lora_a[6]))
     return FSDPC_OK;
   OP(matmul_fwd, out, a->act, w->wdown, a->h, N, F, C, err); /* out = h + act @ Wdown^T */
@@ -170,11 +186,13 @@ static fsdpc_status layer_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
   if (m->ckpt) FSDPC_TRY(layer_forward(m, l, w, 1, err)); /* recompute from resid[l] */
   fsdpc_layer_acts *a = fsdpc__model_acts(m, l);
   const void *x = m->resid[l];
+  void *gate, *up;
+  mlp_slots(m, l, &gate, &up);
 
   /* MLP: resid[l+1] = h + act @ Wdown^T */
   OP(matmul_bwd, m->dact, g->wdown, m->dres, a->act, w->wdown, N, F, C, err);
   LORA_BWD(6, m->dres, a->act, m->dact);
-  OP(swiglu_bwd, m->dgate, m->dup, m->dact, a->gate, a->up, N, F, err);
+  OP(swiglu_bwd, m->dgate, m->dup, m->dact, gate, up, N, F, err);
   FSDPC_TRY(proj_bwd(m, 0, m->dtmp, g->wgate, m->dgate, a->ln2, w->wgate, C, F, err));
   FSDPC_TRY(proj_bwd(m, 1, m->dtmp, g->wup, m->dup, a->ln2, w->wup, C, F, err));
   LORA_BWD(4, m->dgate, a->ln2, m->dtmp);

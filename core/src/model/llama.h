@@ -104,7 +104,8 @@ typedef struct fsdpc_model_ctx fsdpc_model_ctx;
 typedef struct fsdpc_model_ctx_opts {
   const fsdpc_model_shape *shape;
   int B, T;                         /* micro-batch shape */
-  int activation_checkpointing;     /* keep layer inputs only, recompute */
+  int activation_checkpointing;     /* 0; FSDPC_AC_FULL: keep layer inputs only, recompute;
+                                     * FSDPC_AC_SAVE_MLP: also keep each layer's gate, up */
   const fsdpc_component *attention; /* attention plugin component */
   const fsdpc_opts *attention_opts;
   int xent_chunk_rows;              /* rows per chunk of the fused CE (0 = auto) */

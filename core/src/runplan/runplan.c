@@ -118,6 +118,8 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
   out->activation_checkpointing = v && v->activation_checkpointing >= 0
                                       ? v->activation_checkpointing
                                       : c->fsdp.activation_checkpointing;
+  if (out->activation_checkpointing)
+    out->activation_checkpointing = c->fsdp.activation_checkpointing_policy;
   int optim_asked =
       v && v->offload_optimizer >= 0 ? v->offload_optimizer : c->fsdp.offload.optimizer;
   out->offload_optim = optim_asked && !out->cpu_offload_asked;

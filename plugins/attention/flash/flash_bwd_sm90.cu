@@ -127,6 +127,23 @@
 #ifndef BWD90_PERSIST
 #define BWD90_PERSIST 0
 #endif
+/* Timing experiments only (wrong results): BWD90_DIAG_NOEXP 1 takes the
+ * probabilities' exp2 out; NORED 1 the dQ reduce-adds (dQ is still computed
+ * and staged); NODQMMA 1 the dQ products (zeros are staged and added);
+ * NOSYNC 1 the named barrier a step before dQ (dQ then reads a dS^T the
+ * other warpgroup may not have written yet). */
+#ifndef BWD90_DIAG_NOEXP
+#define BWD90_DIAG_NOEXP 0
+#endif
+#ifndef BWD90_DIAG_NORED
+#define BWD90_DIAG_NORED 0
+#endif
+#ifndef BWD90_DIAG_NODQMMA
+#define BWD90_DIAG_NODQMMA 0
+#endif
+#ifndef BWD90_DIAG_NOSYNC
+#define BWD90_DIAG_NOSYNC 0
+#endif
 
 template <int HD> struct bwd90_cfg {
   static constexpr int BN = BWD90_BN, ST = HD == 64 ? BWD90_64_ST : BWD90_128_ST;
@@ -402,7 +419,9 @@ static __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const float x = fmaf(sacc[4 * i + e], sl2, -((e & 1) ? l1 : l0));
-          float pv = SWEXP > 0 && i % (SWEXP > 0 ? SWEXP : 1) == 0 ? exp2_fma(x) : exp2f(x);
+          float pv = BWD90_DIAG_NOEXP                                ? x
+                     : SWEXP > 0 && i % (SWEXP > 0 ? SWEXP : 1) == 0 ? exp2_fma(x)
+                                                                     : exp2f(x);
           if (need_mask) {
             const int q = m0 + qc + (e & 1), key = key_lo + (e >> 1) * 8;
             bool ok = q < T && (!p.causal || key <= q);
@@ -496,13 +515,16 @@ static __global__ void __launch_bounds__(384, 1)
       }
       /* dQ piece = dS K over all BN keys, once both halves of dS^T are in. */
       acc_start(dqa);
-      named_sync(1, 256);
+      if (!BWD90_DIAG_NOSYNC)
+        named_sync(1, 256);
       reg_fence(dqa);
       wgmma_fence();
+      if (!BWD90_DIAG_NODQMMA) {
 #pragma unroll
-      for (int kk = 0; kk < BN / 16; kk++)
-        wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + kk * 16 * 64, BN),
-                           desc_mn(sK_b + kk * 16 * 64, BN), kk > 0);
+        for (int kk = 0; kk < BN / 16; kk++)
+          wgmma_ss_n64<1, 1>(dqa, desc_mn(cdS + sdS_a + kk * 16 * 64, BN),
+                             desc_mn(sK_b + kk * 16 * 64, BN), kk > 0);
+      }
       wgmma_commit();
       if constexpr (C::OVL) {
 #pragma unroll
@@ -548,7 +570,8 @@ static __global__ void __launch_bounds__(384, 1)
 #pragma unroll
             for (int j = 0; j < 2; j++)
               if (dq_c0 + 32 * j < hd)
-                tma_reduce_add_4d(&tmdQ, dqs + j * 8192, dq_c0 + 32 * j, h, m0 + dq_q0, b);
+                if (!BWD90_DIAG_NORED)
+                  tma_reduce_add_4d(&tmdQ, dqs + j * 8192, dq_c0 + 32 * j, h, m0 + dq_q0, b);
             bulk_commit();
           }
         }

@@ -159,6 +159,9 @@ int fsdpc__cmd_plan(int argc, char **argv) {
            "ckpt", "offload", "S x R", "params", "grads", "optim", "activ.", "comm", "total",
            cuda ? "   reserved" : "", "pinned", "host");
   }
+  /* ckpt "on" rows use the config's fsdp.activation_checkpointing_policy:
+   * shown as "mlp" for save_mlp */
+  int save_mlp = cfg->fsdp.activation_checkpointing_policy == FSDPC_AC_SAVE_MLP;
   /* offload: 0 off, 1 full (fsdp.cpu_offload), 2 optimizer state only */
   for (int s = 0; s < FSDPC_STRATEGY_COUNT; s++)
     for (int ck = 0; ck < 2; ck++)
@@ -191,7 +194,8 @@ int fsdpc__cmd_plan(int argc, char **argv) {
           if (cuda)
             snprintf(res, sizeof res, " %10.1f", mib(m.reserved));
           printf("%c %-14s %-4s %-7s %-6s %9.2f %9.2f %9.2f %9.2f %9.2f %10.2f%s %10.1f %10.1f%s\n",
-                 mine ? '*' : ' ', fsdpc__strategy_name((fsdpc_strategy)s), ck ? "on" : "off",
+                 mine ? '*' : ' ', fsdpc__strategy_name((fsdpc_strategy)s),
+                 !ck ? "off" : save_mlp ? "mlp" : "on",
                  offload_name(off), sr, mib((int64_t)m.params), mib(m.peak[FSDPC_MEM_GRADS]),
                  mib(m.peak[FSDPC_MEM_OPTIM]), mib(m.peak[FSDPC_MEM_ACTIVATIONS]),
                  mib(m.peak[FSDPC_MEM_COMM]), mib(m.total_peak), res, mib(m.host_bytes),
@@ -200,6 +204,9 @@ int fsdpc__cmd_plan(int argc, char **argv) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "strategy", fsdpc__strategy_name((fsdpc_strategy)s));
         cJSON_AddBoolToObject(o, "activation_checkpointing", ck);
+        if (ck)
+          cJSON_AddStringToObject(o, "activation_checkpointing_policy",
+                                  save_mlp ? "save_mlp" : "full");
         cJSON_AddBoolToObject(o, "cpu_offload", off == 1);
         cJSON_AddBoolToObject(o, "offload_optimizer", off == 2);
         cJSON_AddStringToObject(o, "offload", offload_name(off));

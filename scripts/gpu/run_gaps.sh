@@ -12,7 +12,8 @@
 #     side8    8B with checkpointing, micro-batch 1: fsdpc new, new with
 #              fsdp.activation_checkpointing_policy=save_mlp, base; twice (no PyTorch)
 #     side     1B (micro-batch 4) and 8B (checkpointing, micro-batch 1) at world 1:
-#              PyTorch FSDP2 eager, --compile, fsdpc (new, then base); GPU clocks sampled
+#              PyTorch FSDP2 eager, --compile, fsdpc (new, then base; 8B also new with
+#              fsdp.activation_checkpointing_policy=save_mlp); GPU clocks sampled
 # The carry folder holds build.tar.xz (this branch: "new"), base.tar.xz (the build
 # before the change: bin/fsdpc, lib/, plugins/ under base_dir), runtime.tar.xz,
 # build_dir, base_dir and the bench scripts. Logs and summaries go to $OUT.
@@ -57,6 +58,7 @@ run_fsdpc() { # name which steps args...
   timeout 200 $(fsdpc_of "$which") train "$@" train.max_steps=$steps log.dir="$W/$name" >"$OUT/fsdpc-$name.log" 2>&1
   echo "fsdpc $name exit $?"
   grep -E "error" "$OUT/fsdpc-$name.log" | head -3
+  cp "$W/$name/rank0.json" "$OUT/fsdpc-$name.rank0.json" 2>/dev/null # run report (reserved_bytes)
   cp "$W/$name/metrics.jsonl" "$OUT/fsdpc-$name.metrics.jsonl" 2>/dev/null &&
     summary "$W/$name/metrics.jsonl" "$name" | tee -a "$OUT/results.txt"
 }
@@ -177,6 +179,8 @@ PY
     run_fsdpc side8b new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
     clocks_off side8b
     run_fsdpc side8b-base base 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
+    run_fsdpc side8b-mlp new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216 \
+      fsdp.activation_checkpointing_policy=save_mlp
     clocks_on eager8b
     torch_run eager8b 110 --model 8b --strategy full --ac 1 --bs 1 --seq 2048 --steps 8 --warmup 3
     clocks_off eager8b
@@ -193,6 +197,6 @@ PY
 done
 echo "== done ($SECONDS s)"
 # at most 8 files come back: logs, traces and timelines travel as one archive
-(cd "$OUT" && tar cJf logs.tar.xz --remove-files *.log *.metrics.jsonl clocks-*.csv timeline-*.txt \
+(cd "$OUT" && tar cJf logs.tar.xz --remove-files *.log *.metrics.jsonl *.rank0.json clocks-*.csv timeline-*.txt \
   trace-*.tar.xz gpu.txt 2>/dev/null)
 cat "$OUT/results.txt" 2>/dev/null

@@ -37,6 +37,27 @@ assert full["config"] and full["shard_size"] == 2, full
 assert full["host_pinned_bytes"] == 0 and full["host_pageable_bytes"] == full["peak_bytes"]["total"], full
 assert full["host_total_bytes"] == full["host_pageable_bytes"] and full["fits_host"] in (True, False), full
 ' || fail "plan --json"
+# save_mlp: the checkpointed rows say so and hold each layer's gate and up
+# (2 x L - 2 more (N, F) buffers than the full policy's shared pair)
+"$FSDPC" plan "$tiny" --world 2 --json >"$dir/full.json"
+"$FSDPC" plan "$tiny" --world 2 --json fsdp.activation_checkpointing_policy=save_mlp >"$dir/mlp.json"
+python3 - "$dir/full.json" "$dir/mlp.json" "$tiny" <<'PY' || fail "plan save_mlp"
+import json, re, sys
+full, mlp = (json.load(open(p)) for p in sys.argv[1:3])
+cfg = open(sys.argv[3]).read()
+get = lambda k: int(re.search(rf"{k}: *(\d+)", cfg).group(1))
+L, F = get("num_hidden_layers"), get("intermediate_size")
+N = get("micro_batch_size") * get("seq_len")
+for a, b in zip(full, mlp):
+    if not a["activation_checkpointing"]:
+        assert a["activations_bytes"] == b["activations_bytes"] and "activation_checkpointing_policy" not in b, b
+        continue
+    assert a["activation_checkpointing_policy"] == "full" and b["activation_checkpointing_policy"] == "save_mlp", b
+    assert b["activations_bytes"] - a["activations_bytes"] == 2 * (L - 1) * N * F * 4, (a, b)
+PY
+"$FSDPC" plan "$tiny" fsdp.activation_checkpointing=true fsdp.activation_checkpointing_policy=save_mlp |
+  grep -E '^\* FULL_SHARD +mlp ' >/dev/null || fail "plan table: no mlp row for the config's variant"
+expect 1 "activation_checkpointing_policy" "$FSDPC" plan "$tiny" fsdp.activation_checkpointing_policy=some
 expect 2 "needs a positive integer" "$FSDPC" plan "$tiny" --world 0
 expect 2 "unknown option '--frob'" "$FSDPC" plan "$tiny" --frob
 expect 2 "is not a multiple" "$FSDPC" plan "$tiny" --world 4 --nproc-per-node 3

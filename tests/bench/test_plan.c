@@ -275,6 +275,36 @@ START_TEST(param_copy_planned) {
 }
 END_TEST
 
+/* CUDA reserved memory: 1.01 x peak + runtime with shard groups of one
+ * (nothing gathered), 1.10 x peak + runtime with gathers. */
+START_TEST(reserved_by_shard_group) {
+  const char *ovr[] = {"train.device=cuda"};
+  fsdpc_config *cfg = load(0, ovr, 1);
+  fsdpc_err err = {0};
+  fsdpc_plan_ctx *pc = NULL;
+  ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc_plan_device dev;
+  fsdpc__plan_device_default(FSDPC_DEVICE_CUDA, &dev);
+  struct {
+    int strategy, world;
+    double factor;
+  } cases[] = {{FSDPC_FULL_SHARD, 1, 1.01}, {FSDPC_NO_SHARD, 4, 1.01},
+               {FSDPC_FULL_SHARD, 4, 1.10}, {FSDPC_SHARD_GRAD_OP, 2, 1.10}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    fsdpc_plan_mem m;
+    fsdpc_plan_variant v = {cases[i].strategy, 0, 0, -1};
+    ck_assert_msg(fsdpc__plan_config(pc, &v, cases[i].world, cases[i].world, &m, &err) ==
+                      FSDPC_OK,
+                  "%s", err.msg);
+    ck_assert_int_eq(m.S == 1, cases[i].factor < 1.05);
+    int64_t want = (int64_t)((double)m.total_peak * cases[i].factor) + (int64_t)dev.runtime_bytes;
+    ck_assert_int_eq(m.reserved, want);
+  }
+  fsdpc__plan_ctx_destroy(pc);
+  fsdpc__config_destroy(cfg);
+}
+END_TEST
+
 START_TEST(flops_formula) {
   /* Llama-3.2-1B shape (untied): 1.498 B params; 6 x (N - V x C) + 12 x L x C x T. */
   fsdpc_model_shape s = {.V = 128256, .C = 2048, .F = 8192, .L = 16, .NH = 32, .KVH = 8, .HD = 64};
@@ -294,6 +324,7 @@ int main(void) {
   tcase_add_test(tc, transients_follow_the_schedule);
   tcase_add_test(tc, flops_formula);
   tcase_add_test(tc, param_copy_planned);
+  tcase_add_test(tc, reserved_by_shard_group);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -28,7 +28,8 @@ typedef struct fsdpc_plan_device {
   double act_scale;       /* activations relative to the fp32 CPU context */
   int xent_logit_bytes;   /* cross-entropy scratch per logit of a chunk (CPU 4:
                            * fp32; CUDA 6: fp32 logits + bf16 gradient) */
-  double reserved_factor; /* reserved = factor x tracked peak + runtime_bytes */
+  double reserved_factor; /* reserved = factor x tracked peak + runtime_bytes, shard groups > 1 */
+  double reserved_factor_s1; /* the same with shard groups of 1 (nothing gathered) */
   uint64_t runtime_bytes; /* CUDA context, communicator buffers (not tracked) */
   /* Host memory of the process that the engine does not allocate: code,
    * libraries, the CUDA runtime's own host allocations (the planner adds it

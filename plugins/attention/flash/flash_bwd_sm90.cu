@@ -131,7 +131,12 @@
  * probabilities' exp2 out; NORED 1 the dQ reduce-adds (dQ is still computed
  * and staged); NODQMMA 1 the dQ products (zeros are staged and added);
  * NOSYNC 1 the named barrier a step before dQ (dQ then reads a dS^T the
- * other warpgroup may not have written yet). */
+ * other warpgroup may not have written yet); 2 the same, and the second
+ * consumer warpgroup starts each tile BWD90_DIAG_DELAY_NS later (are the two
+ * in lockstep what costs?). */
+#ifndef BWD90_DIAG_DELAY_NS
+#define BWD90_DIAG_DELAY_NS 2000
+#endif
 #ifndef BWD90_DIAG_NOEXP
 #define BWD90_DIAG_NOEXP 0
 #endif
@@ -363,6 +368,8 @@ static __global__ void __launch_bounds__(384, 1)
 
     if constexpr (BWD90_PERSIST != 2)
       mbar_wait(barKV, j & 1);
+    if (BWD90_DIAG_NOSYNC == 2 && c == 1)
+      __nanosleep(BWD90_DIAG_DELAY_NS); /* start half a step behind warpgroup 1 */
     for (int it = 0; it < n_steps; it++, gs++) {
       const int s = gs % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
       const uint32_t ph = (gs / ST) & 1;

@@ -25,7 +25,7 @@ ln -s "$PWD/core" "$src/core"
 echo "old" | (cd "$src" && bash bench/flash/variants.sh "$dest/var") >/dev/null
 bash bench/flash/variants.sh "$dest/var" >/dev/null
 cp build/bin/test_flash_gpu "$dest/"
-cp bench/flash/*.py bench/flash/run_device.sh bench/flash/run_device_dbg.sh "$dest/"
+cp bench/flash/*.py bench/flash/run_device.sh bench/flash/run_device_dbg.sh bench/flash/run_ncu.sh "$dest/"
 /work/shared/device/pack-runtime.sh "$dest/rt.tar.xz" build/bin/test_flash_gpu "$dest"/var/new/*.so >/dev/null
 rm -rf "$src"
 du -sh "$dest"

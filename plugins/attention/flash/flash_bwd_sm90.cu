@@ -34,6 +34,8 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include <type_traits>
+
 #include "flash.h"
 #include "flash_common.cuh"
 #include "flash_sm90.cuh"
@@ -127,6 +129,19 @@
 #ifndef BWD90_PERSIST
 #define BWD90_PERSIST 0
 #endif
+/* Shared memory through generic pointers (flash_sm90.cuh): 0, +5-10 % at
+ * hd 64 (2026-11-24-flash-s8.md). */
+#ifdef FLASH_SMEM_GENERIC
+#define BWD90_SMEM_GENERIC FLASH_SMEM_GENERIC
+#endif
+#ifndef BWD90_SMEM_GENERIC
+#define BWD90_SMEM_GENERIC 0
+#endif
+/* 1: the probabilities' loop exists twice, with and without the mask, and
+ * a step runs one (the test is once a step, not once an element). */
+#ifndef BWD90_MASK1
+#define BWD90_MASK1 1
+#endif
 /* Timing experiments only (wrong results): BWD90_DIAG_NOEXP 1 takes the
  * probabilities' exp2 out; NORED 1 the dQ reduce-adds (dQ is still computed
  * and staged); NODQMMA 1 the dQ products (zeros are staged and added);
@@ -213,7 +228,7 @@ static __global__ void __launch_bounds__(384, 1)
   constexpr int BN = C::BN, BM = C::BM, ST = C::ST, NCH = HD / 64;
   constexpr int SWEXP = HD == 64 ? BWD90_64_SWEXP : BWD90_128_SWEXP;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  unsigned char *base = smem_align1024<BWD90_SMEM_GENERIC>(smem_raw);
   bf16 *sK = reinterpret_cast<bf16 *>(base); // NCH x (BN x 64)
   bf16 *sV = sK + BN * HD;                   // NCH x (BN x 64)
   bf16 *sQ = sV + BN * HD;                   // ST x NCH x (BM x 64)
@@ -419,26 +434,35 @@ static __global__ void __launch_bounds__(384, 1)
             mbar_arrive(&empty[(gs - 1) % ST]);
         }
       }
+      /* The loop twice, masked and not, chosen once a step (BWD90_MASK1 0:
+       * one loop testing need_mask at every element, which ptxas keeps as a
+       * branch per element). */
+      auto probs = [&](auto masked) {
 #pragma unroll
-      for (int i = 0; i < BM / 8; i++) {
-        const int qc = i * 8 + (lane % 4) * 2;
-        const float l0 = cL[qc], l1 = cL[qc + 1];
+        for (int i = 0; i < BM / 8; i++) {
+          const int qc = i * 8 + (lane % 4) * 2;
+          const float l0 = cL[qc], l1 = cL[qc + 1];
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-          const float x = fmaf(sacc[4 * i + e], sl2, -((e & 1) ? l1 : l0));
-          float pv = BWD90_DIAG_NOEXP                                ? x
-                     : SWEXP > 0 && i % (SWEXP > 0 ? SWEXP : 1) == 0 ? exp2_fma(x)
-                                                                     : exp2f(x);
-          if (need_mask) {
-            const int q = m0 + qc + (e & 1), key = key_lo + (e >> 1) * 8;
-            bool ok = q < T && (!p.causal || key <= q);
-            if (ok && doc)
-              ok = __ldg(doc + q) == doc_k[e >> 1];
-            pv = ok ? pv : 0.0f;
+          for (int e = 0; e < 4; e++) {
+            const float x = fmaf(sacc[4 * i + e], sl2, -((e & 1) ? l1 : l0));
+            float pv = BWD90_DIAG_NOEXP                                ? x
+                       : SWEXP > 0 && i % (SWEXP > 0 ? SWEXP : 1) == 0 ? exp2_fma(x)
+                                                                       : exp2f(x);
+            if (decltype(masked)::value && (BWD90_MASK1 || need_mask)) {
+              const int q = m0 + qc + (e & 1), key = key_lo + (e >> 1) * 8;
+              bool ok = q < T && (!p.causal || key <= q);
+              if (ok && doc)
+                ok = __ldg(doc + q) == doc_k[e >> 1];
+              pv = ok ? pv : 0.0f;
+            }
+            sacc[4 * i + e] = pv;
           }
-          sacc[4 * i + e] = pv;
         }
-      }
+      };
+      if (!BWD90_MASK1 || need_mask)
+        probs(std::true_type{});
+      else
+        probs(std::false_type{});
       /* dS^T = P^T (dP^T - D). */
       wgmma_wait<0>();
       reg_fence(dpacc);

@@ -132,6 +132,18 @@
 #ifndef FWD90_DIAG_NOSTORE
 #define FWD90_DIAG_NOSTORE 0
 #endif
+/* Shared memory through generic pointers (flash_sm90.cuh), per head dim:
+ * measured faster at hd 64 (1), slower at hd 128 (0) (2026-11-24-flash-s8.md). */
+#ifdef FLASH_SMEM_GENERIC
+#define FWD90_64_SMEM_GENERIC FLASH_SMEM_GENERIC
+#define FWD90_128_SMEM_GENERIC FLASH_SMEM_GENERIC
+#endif
+#ifndef FWD90_64_SMEM_GENERIC
+#define FWD90_64_SMEM_GENERIC 1
+#endif
+#ifndef FWD90_128_SMEM_GENERIC
+#define FWD90_128_SMEM_GENERIC 0
+#endif
 /* Epilogue (O and lse of a tile): 0 stores O from registers (4 bytes a
  * thread a row); 1 writes the normalised O in bf16 into the warpgroup's own
  * rows of the Q buffer (128-byte swizzled, as TMA loaded Q) and one thread
@@ -297,8 +309,9 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
   constexpr int BM = C::BM, NCH = HD / 64;
   constexpr int SWEXP = HD == 64 ? FWD90_64_SWEXP : FWD90_128_SWEXP;
   constexpr bool PP = HD == 64 ? FWD90_64_PP : FWD90_128_PP;
+  constexpr bool GEN = HD == 64 ? FWD90_64_SMEM_GENERIC : FWD90_128_SMEM_GENERIC;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char *base = (unsigned char *)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  unsigned char *base = smem_align1024<GEN>(smem_raw);
   bf16 *sQ = reinterpret_cast<bf16 *>(base); // NCH x (BM x 64)
   bf16 *sK = sQ + BM * HD;                   // ST x NCH x (BN x 64)
   bf16 *sV = sK + ST * BN * HD;              // ST x NCH x (BN x 64)

@@ -17,10 +17,28 @@
 
 #include "flash_exp2_poly.h"
 
+/* FLASH_SMEM_GENERIC 1 (every kernel) or the kernels' own *_SMEM_GENERIC:
+ * align the dynamic shared memory through an integer cast, which hides from
+ * the compiler that the pointers are shared memory (generic loads and
+ * stores, 64-bit address arithmetic); 0: by an offset from the array, so
+ * that it emits st.shared / ld.shared with 32-bit addresses. */
+static __device__ __forceinline__ unsigned char *smem_align1024_generic(unsigned char *raw) {
+  return (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
+}
+
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
 static __device__ __forceinline__ uint32_t s_addr(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* The first 1024-byte aligned byte of a __shared__ array (see above). */
+template <bool GENERIC>
+static __device__ __forceinline__ unsigned char *smem_align1024(unsigned char *raw) {
+  if constexpr (GENERIC)
+    return smem_align1024_generic(raw);
+  else
+    return raw + ((1024u - (s_addr(raw) & 1023u)) & 1023u);
 }
 
 /* ---- mbarriers ---- */
@@ -40,14 +58,28 @@ static __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t by
 static __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(s_addr(bar)) : "memory");
 }
-/* Waits until the phase of parity `parity` has completed. */
+/* Waits until the phase of parity `parity` has completed. With
+ * FLASH_MBAR_SUSPEND_NS > 0 each try_wait may suspend the thread up to that
+ * long (the suspend-time hint) instead of the system's own limit. */
+#ifndef FLASH_MBAR_SUSPEND_NS
+#define FLASH_MBAR_SUSPEND_NS 0
+#endif
 static __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+#if FLASH_MBAR_SUSPEND_NS > 0
+  asm volatile("{\n.reg .pred done;\n"
+               "WAIT_%=:\n"
+               "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1, %2;\n"
+               "@!done bra WAIT_%=;\n}\n" ::"r"(s_addr(bar)),
+               "r"(parity), "r"((uint32_t)FLASH_MBAR_SUSPEND_NS)
+               : "memory");
+#else
   asm volatile("{\n.reg .pred done;\n"
                "WAIT_%=:\n"
                "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
                "@!done bra WAIT_%=;\n}\n" ::"r"(s_addr(bar)),
                "r"(parity)
                : "memory");
+#endif
 }
 
 /* Stores four 8 x 8 bf16 matrices, each held as an mma accumulator

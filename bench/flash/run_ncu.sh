@@ -1,0 +1,50 @@
+#!/bin/bash
+# On the GPU machine: ncu counters of the flash plugin's backward and forward
+# kernels and of SDPA's cuDNN kernels on one or more shapes (the third
+# launch of each: warm), staged by bench/flash/stage.sh into CARRY.
+#   SHAPES="2,8192,32,8,128 4,2048,32,8,64" V=new OUT=$OUT bash .carry/flash/run_ncu.sh
+# Writes $OUT/ncu_<shape>.csv (raw, one row per kernel and metric) and prints
+# a table of the quoted metrics per kernel.
+set -u
+C=${CARRY:-$(dirname "$0")}
+OUT=${OUT:-/tmp/out}
+mkdir -p /tmp/rt "$OUT" && tar xf $C/rt.tar.xz -C /tmp/rt && export LD_LIBRARY_PATH=/tmp/rt
+M=sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+M=$M,l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed
+M=$M,l1tex__data_bank_reads.avg.pct_of_peak_sustained_elapsed
+M=$M,l1tex__data_bank_writes.avg.pct_of_peak_sustained_elapsed
+M=$M,sm__inst_executed.avg.per_cycle_active,sm__throughput.avg.pct_of_peak_sustained_elapsed
+M=$M,gpu__time_duration.sum,sm__cycles_active.avg,smsp__cycles_active.avg.pct_of_peak_sustained_elapsed
+M=$M,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active
+M=$M,lts__t_sectors_op_red.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+for s in ${SHAPES:-2,8192,32,8,128}; do
+  (cd $C && timeout ${NCU_S:-240} ncu --clock-control none --metrics "$M" --csv \
+    --kernel-name "regex:flash_(fwd|bwd)90|cudnn|sdpa|fmha|sm90" --launch-skip-before-match 0 \
+    python3 ncu_case.py var/${V:-new} ${s//,/ } >"$OUT/ncu_${s//,/_}.csv" 2>"$OUT/ncu_${s//,/_}.err")
+  echo "ncu $s exit $?"
+  python3 - "$OUT/ncu_${s//,/_}.csv" <<'PY'
+import collections, csv, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
+if not rows:
+    sys.exit("no rows")
+h = rows[0]
+ki, mi, vi, ii = h.index("Kernel Name"), h.index("Metric Name"), h.index("Metric Value"), h.index("ID")
+per = collections.OrderedDict()
+for r in rows[1:]:
+    per.setdefault((r[ii], r[ki][:60]), {})[r[mi]] = r[vi]
+names = sorted({m for v in per.values() for m in v})
+short = {n: n.split("__")[1][:34] if "__" in n else n for n in names}
+for (i, k), v in per.items():
+    print(f"{i:>3} {k}")
+    print("     " + "  ".join(f"{short[n]}={v.get(n, '')}" for n in names))
+PY
+done
+# OPCODES=1: also the executed instructions per SASS opcode of each kernel
+# (sass__inst_executed_per_opcode), one shape, $OUT/ops_<shape>.csv.
+if [ "${OPCODES:-0}" = 1 ]; then
+  s=${SHAPES%% *}
+  (cd $C && timeout ${NCU_S:-240} ncu --clock-control none --metrics sass__inst_executed_per_opcode \
+    --print-metric-instances details --csv --kernel-name "regex:flash_bwd90|bprop" \
+    python3 ncu_case.py var/${V:-new} ${s//,/ } >"$OUT/ops_${s//,/_}.csv" 2>"$OUT/ops_${s//,/_}.err")
+  echo "ncu opcodes $s exit $?"
+fi

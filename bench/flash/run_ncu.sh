@@ -44,7 +44,7 @@ done
 if [ "${OPCODES:-0}" = 1 ]; then
   s=${SHAPES%% *}
   (cd $C && timeout ${NCU_S:-240} ncu --clock-control none --metrics sass__inst_executed_per_opcode \
-    --print-metric-instances details --csv --kernel-name "regex:flash_bwd90|bprop" \
+    --print-metric-instances details --csv --kernel-name "regex:${OPS_KERNELS:-flash_(fwd|bwd)90|prop}" \
     python3 ncu_case.py var/${V:-new} ${s//,/ } >"$OUT/ops_${s//,/_}.csv" 2>"$OUT/ops_${s//,/_}.err")
   echo "ncu opcodes $s exit $?"
 fi

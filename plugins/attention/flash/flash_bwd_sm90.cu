@@ -137,6 +137,11 @@
 #ifndef BWD90_SMEM_GENERIC
 #define BWD90_SMEM_GENERIC 0
 #endif
+/* 1: without document ids the mask is a range test against per-row limits
+ * (two compares with immediates an element); 0: the general test. */
+#ifndef BWD90_MASKLIM
+#define BWD90_MASKLIM 1
+#endif
 /* 1: the probabilities' loop exists twice, with and without the mask, and
  * a step runs one (the test is once a step, not once an element). */
 #ifndef BWD90_MASK1
@@ -437,6 +442,13 @@ static __global__ void __launch_bounds__(384, 1)
       /* The loop twice, masked and not, chosen once a step (BWD90_MASK1 0:
        * one loop testing need_mask at every element, which ptxas keeps as a
        * branch per element). */
+      /* Without documents the mask is a range of query offsets (from this
+       * thread's first query, m0 + 2 (lane % 4)) per key row: [qlo, qhi]. */
+      const int q0 = m0 + (lane % 4) * 2, qhi = T - 1 - q0;
+      int qlo[2];
+#pragma unroll
+      for (int r = 0; r < 2; r++)
+        qlo[r] = p.causal ? key_lo + 8 * r - q0 : INT32_MIN;
       auto probs = [&](auto masked) {
 #pragma unroll
         for (int i = 0; i < BM / 8; i++) {
@@ -449,14 +461,30 @@ static __global__ void __launch_bounds__(384, 1)
                        : SWEXP > 0 && i % (SWEXP > 0 ? SWEXP : 1) == 0 ? exp2_fma(x)
                                                                        : exp2f(x);
             if (decltype(masked)::value && (BWD90_MASK1 || need_mask)) {
-              const int q = m0 + qc + (e & 1), key = key_lo + (e >> 1) * 8;
-              bool ok = q < T && (!p.causal || key <= q);
-              if (ok && doc)
-                ok = __ldg(doc + q) == doc_k[e >> 1];
-              pv = ok ? pv : 0.0f;
+              if (!BWD90_MASKLIM) {
+                const int q = m0 + qc + (e & 1), key = key_lo + (e >> 1) * 8;
+                bool ok = q < T && (!p.causal || key <= q);
+                if (ok && doc)
+                  ok = __ldg(doc + q) == doc_k[e >> 1];
+                pv = ok ? pv : 0.0f;
+              } else {
+                /* query offset i * 8 + (e & 1) within [lo of the key, hi] */
+                const int j = i * 8 + (e & 1);
+                pv = j >= qlo[e >> 1] && j <= qhi ? pv : 0.0f;
+              }
             }
             sacc[4 * i + e] = pv;
           }
+        }
+        /* With documents, a second pass drops the other documents' queries. */
+        if (decltype(masked)::value && BWD90_MASKLIM && doc) {
+#pragma unroll
+          for (int i = 0; i < BM / 8; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+              const int q = min(q0 + i * 8 + (e & 1), T - 1); /* past T: dropped above */
+              sacc[4 * i + e] = __ldg(doc + q) == doc_k[e >> 1] ? sacc[4 * i + e] : 0.0f;
+            }
         }
       };
       if (!BWD90_MASK1 || need_mask)

@@ -132,6 +132,11 @@
 #ifndef FWD90_DIAG_NOSTORE
 #define FWD90_DIAG_NOSTORE 0
 #endif
+/* 1: without document ids the mask is one compare an element against a
+ * per-row limit; 0: the general test (end, causal, document) everywhere. */
+#ifndef FWD90_MASKLIM
+#define FWD90_MASKLIM 1
+#endif
 /* Shared memory through generic pointers (flash_sm90.cuh), per head dim:
  * measured faster at hd 64 (1), slower at hd 128 (0) (2026-11-24-flash-s8.md). */
 #ifdef FLASH_SMEM_GENERIC
@@ -202,7 +207,7 @@ static __device__ __forceinline__ void
 softmax_block(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2], bool need_mask,
               int n0, int row_lo, int T, bool causal, const int32_t *doc, const int (&doc_r)[2],
               int lane, float sl2) {
-  if (need_mask) {
+  if (need_mask && !FWD90_MASKLIM) {
 #pragma unroll
     for (int i = 0; i < BN / 8; i++)
 #pragma unroll
@@ -214,6 +219,31 @@ softmax_block(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2
           ok = __ldg(doc + col) == doc_r[e >> 1];
         s[i * 4 + e] = ok ? s[i * 4 + e] : -INFINITY;
       }
+  } else if (need_mask) {
+    /* Element (i, e) is kept iff its column offset in the block, i * 8 +
+     * (e & 1) from this thread's first column c0, is at most lim of its row
+     * (the end of the sequence, and the row itself when causal): one
+     * compare with an immediate an element; then, with documents, a second
+     * pass drops the other documents' columns. */
+    const int c0 = n0 + (lane % 4) * 2;
+    int lim[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+      lim[r] = causal ? min(T - 1, row_lo + 8 * r) - c0 : T - 1 - c0;
+#pragma unroll
+    for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        s[i * 4 + e] = i * 8 + (e & 1) <= lim[e >> 1] ? s[i * 4 + e] : -INFINITY;
+    if (doc) {
+#pragma unroll
+      for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          const int col = min(c0 + i * 8 + (e & 1), T - 1); /* past T: dropped above */
+          s[i * 4 + e] = __ldg(doc + col) == doc_r[e >> 1] ? s[i * 4 + e] : -INFINITY;
+        }
+    }
   }
 #pragma unroll
   for (int r = 0; r < 2; r++) {

@@ -48,3 +48,20 @@ if [ "${OPCODES:-0}" = 1 ]; then
     python3 ncu_case.py var/${V:-new} ${s//,/ } >"$OUT/ops_${s//,/_}.csv" 2>"$OUT/ops_${s//,/_}.err")
   echo "ncu opcodes $s exit $?"
 fi
+# STALLS=1: ncu's WarpStateStats section and the stall reasons (warps
+# waiting for each, per issued instruction) of the backward kernels, one
+# shape, $OUT/stalls_<shape>.csv.
+if [ "${STALLS:-0}" = 1 ]; then
+  s=${SHAPES%% *}
+  R=smsp__average_warps_issue_stalled_
+  S=""
+  for w in barrier long_scoreboard short_scoreboard wait math_pipe_throttle mio_throttle \
+    dispatch_stall not_selected selected sleeping no_instruction branch_resolving membar \
+    lg_throttle drain misc tex_throttle imc_miss; do
+    S="$S${S:+,}${R}${w}_per_issue_active.ratio"
+  done
+  (cd $C && timeout ${NCU_S:-240} ncu --clock-control none --section WarpStateStats --metrics "$S" --csv \
+    --kernel-name "regex:${OPS_KERNELS:-flash_bwd90|bprop}" \
+    python3 ncu_case.py var/${V:-new} ${s//,/ } >"$OUT/stalls_${s//,/_}.csv" 2>"$OUT/stalls_${s//,/_}.err")
+  echo "ncu stalls $s exit $?"
+fi

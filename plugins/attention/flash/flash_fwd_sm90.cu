@@ -19,7 +19,8 @@
  *    number goes to the consumers in shared memory beside the Q barrier.
  *  - warpgroups 1..NC, the consumers, own 64 query rows each. Per key block:
  *    S = Q K^T with wgmma from shared memory (fp32 accumulators in
- *    registers), the mask (causal, end of sequence, same document), the
+ *    registers), the mask on the blocks that need it (causal diagonal, end
+ *    of sequence, documents; FWD90_MASKLIM), the
  *    online softmax in registers, and O += P V with wgmma taking P (bf16)
  *    straight from registers and V from shared memory (transposed operand).
  *    The loop is software-pipelined inside the warpgroup: the S product of

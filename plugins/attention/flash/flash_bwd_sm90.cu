@@ -142,6 +142,11 @@
 #ifndef BWD90_MASKLIM
 #define BWD90_MASKLIM 1
 #endif
+/* 1: of a warpgroup, only the warp that issues the dQ reduce-add waits at
+ * the staging barrier; the others arrive and go on. 0: all four wait. */
+#ifndef BWD90_DQARRIVE
+#define BWD90_DQARRIVE 0
+#endif
 /* 1: the probabilities' loop exists twice, with and without the mask, and
  * a step runs one (the test is once a step, not once an element). */
 #ifndef BWD90_MASK1
@@ -624,7 +629,14 @@ static __global__ void __launch_bounds__(384, 1)
             }
           }
           fence_proxy_async();
-          named_sync(3 + c, 128);
+          /* The thread that issues the reduce-add waits for the others'
+           * pieces; with BWD90_DQARRIVE the other warps only arrive and go
+           * on (their next write of this buffer comes after the step
+           * barrier, which follows the issuing thread's bulk_wait_read). */
+          if (!BWD90_DQARRIVE || warp == 0)
+            named_sync(3 + c, 128);
+          else
+            named_arrive(3 + c, 128);
           if (tid == 0 && m0 + dq_q0 < T) {
 #pragma unroll
             for (int j = 0; j < 2; j++)

@@ -155,9 +155,10 @@
  * rows of the Q buffer (128-byte swizzled, as TMA loaded Q) and one thread
  * stores it with TMA (the "empty Q" arrival moves after the store has read
  * the buffer, and the producer issues the next tile's first K / V block
- * before it waits for it); 2 the register stores of 0 in a __noinline__
- * function taking O by pointer. FWD90_DIAG_NOSTORE 2 (timing experiment)
- * keeps the epilogue's code of 0 but skips it at run time. */
+ * before it waits for it). (A variant 2, the stores of 0 in a __noinline__
+ * function, measured 0.84-0.97x and was removed; commit 9b71441 holds it.)
+ * FWD90_DIAG_NOSTORE 2 (timing experiment) keeps the epilogue's code of 0
+ * but skips it at run time. */
 #ifndef FWD90_EPI
 #define FWD90_EPI 0
 #endif
@@ -286,31 +287,6 @@ static __device__ __forceinline__ void pack_p(const float (&s)[BN / 2],
     pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
     pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
     pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-  }
-}
-
-/* FWD90_EPI 2: the epilogue of FWD90_EPI 0 out of line, O by pointer. */
-template <int HD>
-static __device__ __noinline__ void
-fwd90_epilogue(const float *o, const float *l, const float *m, int row_lo, int T, int b, int h,
-               int NH, int hd, int lane, bf16 *__restrict__ out, float *__restrict__ lse) {
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    float lr = l[r];
-    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-    const float inv = lr > 0.0f ? 1.0f / lr : 0.0f;
-    const int row = row_lo + 8 * r;
-    if (row < T) {
-      bf16 *orow = out + ((int64_t)(b * T + row) * NH + h) * hd + (lane % 4) * 2;
-#pragma unroll
-      for (int i = 0; i < HD / 8; i++)
-        if (i * 8 < hd)
-          *reinterpret_cast<uint32_t *>(orow + i * 8) =
-              pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-      if (lane % 4 == 0)
-        lse[((int64_t)b * NH + h) * T + row] = (m[r] + log2f(lr)) * FLASH_LN2;
-    }
   }
 }
 
@@ -654,9 +630,7 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
 #else
     /* FWD90_DIAG_NOSTORE 2: true at run time, unknown to the compiler. */
     const bool epi_skip = FWD90_DIAG_NOSTORE == 2 && p.B >= 0;
-    if (FWD90_EPI == 2 && !FWD90_DIAG_NOSTORE)
-      fwd90_epilogue<HD>(o, l, m, row_lo, T, b, h, NH, hd, lane, out, lse);
-    else if (!epi_skip)
+    if (!epi_skip)
 #pragma unroll
       for (int r = 0; r < 2; r++) {
         float lr = l[r];

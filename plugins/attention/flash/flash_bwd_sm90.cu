@@ -407,25 +407,22 @@ static __global__ void __launch_bounds__(384, 1)
        * previous step's values, which the asm's "+f" would keep alive. */
       acc_start(sacc);
       acc_start(dpacc);
-      reg_fence(sacc);
-      wgmma_fence();
+      /* acc = X Q'^T over the head dim: X this warpgroup's 64 keys of K or
+       * V, Q' the stage's Q or dO (both K-major, 64-column chunks). */
+      auto product_kmaj = [&](float(&acc)[BM / 2], const bf16 *x, const bf16 *q) {
+        reg_fence(acc);
+        wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < HD / 16; kk++) {
-        const int cc = kk / 4, ko = (kk % 4) * 16;
-        wgmma_ss_kmaj<BM>(sacc, desc_k(sK + cc * BN * 64 + 64 * c * 64 + ko),
-                          desc_k(cQ + cc * BM * 64 + ko), kk > 0);
-      }
-      wgmma_commit();
+        for (int kk = 0; kk < HD / 16; kk++) {
+          const int cc = kk / 4, ko = (kk % 4) * 16;
+          wgmma_ss_kmaj<BM>(acc, desc_k(x + cc * BN * 64 + 64 * c * 64 + ko),
+                            desc_k(q + cc * BM * 64 + ko), kk > 0);
+        }
+        wgmma_commit();
+      };
+      product_kmaj(sacc, sK, cQ);
       mbar_wait(&fulldO[s], ph);
-      reg_fence(dpacc);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; kk++) {
-        const int cc = kk / 4, ko = (kk % 4) * 16;
-        wgmma_ss_kmaj<BM>(dpacc, desc_k(sV + cc * BN * 64 + 64 * c * 64 + ko),
-                          desc_k(cdO + cc * BM * 64 + ko), kk > 0);
-      }
-      wgmma_commit();
+      product_kmaj(dpacc, sV, cdO);
 
       /* P^T (masked: causal, same document, queries past T). */
       const bool need_mask = (p.causal && m0 < key0 + 63) || doc != nullptr || m0 + BM > T;

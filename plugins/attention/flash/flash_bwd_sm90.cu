@@ -191,23 +191,6 @@ template <int HD> struct bwd90_cfg {
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-template <int N>
-static __device__ __forceinline__ void wgmma_ss_kmaj(float (&d)[N / 2], uint64_t a, uint64_t b,
-                                                     int scale_d) {
-  if constexpr (N == 128)
-    wgmma_ss_n128<0, 0>(d, a, b, scale_d);
-  else
-    wgmma_ss_n64<0, 0>(d, a, b, scale_d);
-}
-template <int N>
-static __device__ __forceinline__ void wgmma_rs_mn(float (&d)[N / 2], const uint32_t a[4],
-                                                   uint64_t b) {
-  if constexpr (N == 128)
-    wgmma_rs_n128<1>(d, a, b, 1);
-  else
-    wgmma_rs_n64<1>(d, a, b, 1);
-}
-
 /* Zeroes accumulators that the next wgmma overwrites (scale_d 0): the new
  * definition ends the previous values' life, which the asm's "+f" would
  * otherwise extend. */
@@ -415,8 +398,8 @@ static __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++) {
           const int cc = kk / 4, ko = (kk % 4) * 16;
-          wgmma_ss_kmaj<BM>(acc, desc_k(x + cc * BN * 64 + 64 * c * 64 + ko),
-                            desc_k(q + cc * BM * 64 + ko), kk > 0);
+          wgmma_ss<BM, 0, 0>(acc, desc_k(x + cc * BN * 64 + 64 * c * 64 + ko),
+                             desc_k(q + cc * BM * 64 + ko), kk > 0);
         }
         wgmma_commit();
       };
@@ -560,11 +543,11 @@ static __global__ void __launch_bounds__(384, 1)
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BM / 16; kk++)
-        wgmma_rs_mn<HD>(dva, pP[kk], desc_mn(cdO + kk * 16 * 64, BM));
+        wgmma_rs<HD, 1>(dva, pP[kk], desc_mn(cdO + kk * 16 * 64, BM), 1);
       if constexpr (!C::OVL) {
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++)
-          wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+          wgmma_rs<HD, 1>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM), 1);
       }
       wgmma_commit();
 
@@ -590,7 +573,7 @@ static __global__ void __launch_bounds__(384, 1)
       if constexpr (C::OVL) {
 #pragma unroll
         for (int kk = 0; kk < BM / 16; kk++)
-          wgmma_rs_mn<HD>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM));
+          wgmma_rs<HD, 1>(dka, pS[kk], desc_mn(cQ + kk * 16 * 64, BM), 1);
         wgmma_commit();
         wgmma_wait<1>(); /* dV and dQ done, dK in flight */
         reg_fence(dqa);

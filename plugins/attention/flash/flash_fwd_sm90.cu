@@ -181,25 +181,6 @@ template <int HD, int BN, int NC, int ST> struct fwd90_cfg {
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-template <int HD>
-static __device__ __forceinline__ void wgmma_pv(float (&o)[HD / 2], const uint32_t a[4],
-                                                uint64_t db) {
-  if constexpr (HD == 128)
-    wgmma_rs_n128<1>(o, a, db, 1);
-  else
-    wgmma_rs_n64<1>(o, a, db, 1);
-}
-
-/* S (+)= Q K^T over one k16 step, BN keys. */
-template <int BN>
-static __device__ __forceinline__ void wgmma_s(float (&s)[BN / 2], uint64_t da, uint64_t db,
-                                               int scale_d) {
-  if constexpr (BN == 192)
-    wgmma_ss_n192<0, 0>(s, da, db, scale_d);
-  else
-    wgmma_ss_n128<0, 0>(s, da, db, scale_d);
-}
-
 /* Mask, then the online softmax of one S block of this thread's two rows:
  * updates the running max m (log2 units, scaled) and partial sum l, turns
  * s into the probabilities (fp32) and returns the factors alpha by which the O accumulated so far
@@ -484,7 +465,8 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
 #pragma unroll
       for (int kk = 0; kk < HD / 16; kk++) {
         const int cc = kk / 4, ko = (kk % 4) * 16;
-        wgmma_s<BN>(s, desc_k(sQc + cc * BM * 64 + ko), desc_k(cK + cc * BN * 64 + ko), kk > 0);
+        wgmma_ss<BN, 0, 0>(s, desc_k(sQc + cc * BM * 64 + ko), desc_k(cK + cc * BN * 64 + ko),
+                           kk > 0);
       }
       wgmma_commit();
     };
@@ -499,7 +481,7 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; kk++)
-        wgmma_pv<HD>(o, pa[kk], desc_mn(cV + kk * 16 * 64, BN));
+        wgmma_rs<HD, 1>(o, pa[kk], desc_mn(cV + kk * 16 * 64, BN), 1);
       wgmma_commit();
     };
     auto need_mask = [&](int n0) {

@@ -72,5 +72,29 @@ static __device__ __forceinline__ void wgmma_rs_n192(float d[96], const uint32_t
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d), "n"(TB));
 }
 
+/* d (+)= A B, m64nNk16 for N in (64, 128, 192). */
+template <int N, int TA, int TB>
+static __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t da, uint64_t db, int scale_d) {
+  static_assert(N == 64 || N == 128 || N == 192, "wgmma width");
+  if constexpr (N == 64)
+    wgmma_ss_n64<TA, TB>(d, da, db, scale_d);
+  else if constexpr (N == 128)
+    wgmma_ss_n128<TA, TB>(d, da, db, scale_d);
+  else if constexpr (N == 192)
+    wgmma_ss_n192<TA, TB>(d, da, db, scale_d);
+}
+
+/* d (+)= A B, m64nNk16 for N in (64, 128, 192). */
+template <int N, int TB>
+static __device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t a[4], uint64_t db, int scale_d) {
+  static_assert(N == 64 || N == 128 || N == 192, "wgmma width");
+  if constexpr (N == 64)
+    wgmma_rs_n64<TB>(d, a, db, scale_d);
+  else if constexpr (N == 128)
+    wgmma_rs_n128<TB>(d, a, db, scale_d);
+  else if constexpr (N == 192)
+    wgmma_rs_n192<TB>(d, a, db, scale_d);
+}
+
 #endif
 #endif

@@ -57,9 +57,31 @@ print("// clang-format off")
 print("#ifndef FSDPC_FLASH_WGMMA_CUH")
 print("#define FSDPC_FLASH_WGMMA_CUH")
 print("#include <stdint.h>\n")
+def dispatch(kind):
+    """wgmma_ss<N, TA, TB> / wgmma_rs<N, TB>: the wrapper of width N, chosen
+    at compile time (the kernels' tile widths are template parameters)."""
+    if kind == "ss":
+        tmpl, targs, args, call = ("template <int N, int TA, int TB>", "TA, TB",
+                                   "uint64_t da, uint64_t db", "da, db")
+    else:
+        tmpl, targs, args, call = ("template <int N, int TB>", "TB",
+                                   "const uint32_t a[4], uint64_t db", "a, db")
+    lines = [f"/* d (+)= A B, m64nNk16 for N in {NS}. */", tmpl,
+             f"static __device__ __forceinline__ void wgmma_{kind}(float (&d)[N / 2], {args}, int scale_d) {{",
+             f'  static_assert({" || ".join(f"N == {n}" for n in NS)}, "wgmma width");']
+    for i, n in enumerate(NS):
+        kw = "if constexpr" if i == 0 else "else if constexpr"
+        lines.append(f"  {kw} (N == {n})")
+        lines.append(f"    wgmma_{kind}_n{n}<{targs}>(d, {call}, scale_d);")
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
 print("#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)")
 for n in NS:
     print(wrapper("ss", n))
     print(wrapper("rs", n))
+print(dispatch("ss"))
+print(dispatch("rs"))
 print("#endif")
 print("#endif")

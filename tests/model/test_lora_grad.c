@@ -36,6 +36,11 @@ static void ok(fsdpc_status st, const fsdpc_err *err) {
 
 /* ckpt: 0 or FSDPC_AC_*; lora: 0 none, 1 every projection, 2 q and v. */
 static void setup_with(fx *f, double dropout, int ckpt, int lora) {
+  char peft[256] = "";
+  if (lora)
+    snprintf(peft, sizeof peft,
+             "peft: {method: lora, r: 3, alpha: 6, dropout: %g, target_modules: [%s]}\n", dropout,
+             lora == 1 ? "all-linear" : "q_proj, v_proj");
   char yaml[2048];
   snprintf(yaml, sizeof yaml,
            "model: {vocab_size: 40, hidden_size: 16, intermediate_size: 24, num_hidden_layers: 2,\n"
@@ -45,12 +50,8 @@ static void setup_with(fx *f, double dropout, int ckpt, int lora) {
            "attention: {impl: naive}\n"
            "train: {micro_batch_size: 2, seed: 5}\n"
            "fsdp: {activation_checkpointing: %s, activation_checkpointing_policy: %s}\n"
-           "%s%g%s",
-           ckpt ? "true" : "false", ckpt == FSDPC_AC_SAVE_MLP ? "save_mlp" : "full",
-           lora ? "peft: {method: lora, r: 3, alpha: 6, dropout: " : "# no adapters ", dropout,
-           lora == 1 ? ", target_modules: [all-linear]}\n"
-           : lora == 2 ? ", target_modules: [q_proj, v_proj]}\n"
-                       : "\n");
+           "%s",
+           ckpt ? "true" : "false", ckpt == FSDPC_AC_SAVE_MLP ? "save_mlp" : "full", peft);
   fsdpc_err err;
   ok(fsdpc__config_from_string(yaml, "lora.yaml", NULL, 0, &f->cfg, &err), &err);
   fsdpc_run_world w = {1, 1};

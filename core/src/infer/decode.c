@@ -252,7 +252,7 @@ fsdpc_status fsdpc__decoder_prefill(fsdpc_decoder *d, const fsdpc_infer_weights 
   fsdpc_model_ctx_opts mo = {.shape = &d->s,
                              .B = d->B,
                              .T = T,
-                             .activation_checkpointing = 1,
+                             .activation_checkpointing = FSDPC_AC_FULL,
                              .forward_only = 1,
                              .xent_chunk_rows = 1, /* no loss here: the smallest scratch */
                              .attention = d->attn,

@@ -137,31 +137,16 @@
 #ifndef BWD90_SMEM_GENERIC
 #define BWD90_SMEM_GENERIC 0
 #endif
-/* 1: without document ids the mask is a range test against per-row limits
- * (two compares with immediates an element); 0: the general test. */
-#ifndef BWD90_MASKLIM
-#define BWD90_MASKLIM 1
-#endif
-/* 1: of a warpgroup, only the warp that issues the dQ reduce-add waits at
- * the staging barrier; the others arrive and go on. 0: all four wait. */
-#ifndef BWD90_DQARRIVE
-#define BWD90_DQARRIVE 0
-#endif
-/* 1: the probabilities' loop exists twice, with and without the mask, and
- * a step runs one (the test is once a step, not once an element). */
-#ifndef BWD90_MASK1
-#define BWD90_MASK1 1
-#endif
+/* Measured in session 8 and removed (commit 2325b3f holds them): the
+ * general per-element mask test (BWD90_MASKLIM 0) and one probabilities'
+ * loop testing need_mask at every element (BWD90_MASK1 0), both slower;
+ * only the issuing warp waiting at the dQ staging barrier (BWD90_DQARRIVE),
+ * mixed; the second warpgroup started late (BWD90_DIAG_NOSYNC 2). */
 /* Timing experiments only (wrong results): BWD90_DIAG_NOEXP 1 takes the
  * probabilities' exp2 out; NORED 1 the dQ reduce-adds (dQ is still computed
  * and staged); NODQMMA 1 the dQ products (zeros are staged and added);
  * NOSYNC 1 the named barrier a step before dQ (dQ then reads a dS^T the
- * other warpgroup may not have written yet); 2 the same, and the second
- * consumer warpgroup starts each tile BWD90_DIAG_DELAY_NS later (are the two
- * in lockstep what costs?). */
-#ifndef BWD90_DIAG_DELAY_NS
-#define BWD90_DIAG_DELAY_NS 2000
-#endif
+ * other warpgroup may not have written yet). */
 #ifndef BWD90_DIAG_NOEXP
 #define BWD90_DIAG_NOEXP 0
 #endif
@@ -376,8 +361,6 @@ static __global__ void __launch_bounds__(384, 1)
 
     if constexpr (BWD90_PERSIST != 2)
       mbar_wait(barKV, j & 1);
-    if (BWD90_DIAG_NOSYNC == 2 && c == 1)
-      __nanosleep(BWD90_DIAG_DELAY_NS); /* start half a step behind warpgroup 1 */
     for (int it = 0; it < n_steps; it++, gs++) {
       const int s = gs % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
       const uint32_t ph = (gs / ST) & 1;
@@ -424,11 +407,11 @@ static __global__ void __launch_bounds__(384, 1)
             mbar_arrive(&empty[(gs - 1) % ST]);
         }
       }
-      /* The loop twice, masked and not, chosen once a step (BWD90_MASK1 0:
-       * one loop testing need_mask at every element, which ptxas keeps as a
-       * branch per element). */
-      /* Without documents the mask is a range of query offsets (from this
-       * thread's first query, m0 + 2 (lane % 4)) per key row: [qlo, qhi]. */
+      /* The loop exists twice, masked and not, and a step runs one (a test
+       * of need_mask at every element stays a branch per element in ptxas).
+       * The mask is a range of query offsets (from this thread's first
+       * query, m0 + 2 (lane % 4)) per key row, [qlo, qhi]; with documents a
+       * second pass drops the other documents' queries. */
       const int q0 = m0 + (lane % 4) * 2, qhi = T - 1 - q0;
       int qlo[2];
 #pragma unroll
@@ -445,24 +428,14 @@ static __global__ void __launch_bounds__(384, 1)
             float pv = BWD90_DIAG_NOEXP                                ? x
                        : SWEXP > 0 && i % (SWEXP > 0 ? SWEXP : 1) == 0 ? exp2_fma(x)
                                                                        : exp2f(x);
-            if (decltype(masked)::value && (BWD90_MASK1 || need_mask)) {
-              if (!BWD90_MASKLIM) {
-                const int q = m0 + qc + (e & 1), key = key_lo + (e >> 1) * 8;
-                bool ok = q < T && (!p.causal || key <= q);
-                if (ok && doc)
-                  ok = __ldg(doc + q) == doc_k[e >> 1];
-                pv = ok ? pv : 0.0f;
-              } else {
-                /* query offset i * 8 + (e & 1) within [lo of the key, hi] */
-                const int j = i * 8 + (e & 1);
-                pv = j >= qlo[e >> 1] && j <= qhi ? pv : 0.0f;
-              }
+            if (decltype(masked)::value) {
+              const int j = i * 8 + (e & 1);
+              pv = j >= qlo[e >> 1] && j <= qhi ? pv : 0.0f;
             }
             sacc[4 * i + e] = pv;
           }
         }
-        /* With documents, a second pass drops the other documents' queries. */
-        if (decltype(masked)::value && BWD90_MASKLIM && doc) {
+        if (decltype(masked)::value && doc) {
 #pragma unroll
           for (int i = 0; i < BM / 8; i++)
 #pragma unroll
@@ -472,7 +445,7 @@ static __global__ void __launch_bounds__(384, 1)
             }
         }
       };
-      if (!BWD90_MASK1 || need_mask)
+      if (need_mask)
         probs(std::true_type{});
       else
         probs(std::false_type{});
@@ -609,14 +582,7 @@ static __global__ void __launch_bounds__(384, 1)
             }
           }
           fence_proxy_async();
-          /* The thread that issues the reduce-add waits for the others'
-           * pieces; with BWD90_DQARRIVE the other warps only arrive and go
-           * on (their next write of this buffer comes after the step
-           * barrier, which follows the issuing thread's bulk_wait_read). */
-          if (!BWD90_DQARRIVE || warp == 0)
-            named_sync(3 + c, 128);
-          else
-            named_arrive(3 + c, 128);
+          named_sync(3 + c, 128);
           if (tid == 0 && m0 + dq_q0 < T) {
 #pragma unroll
             for (int j = 0; j < 2; j++)

@@ -20,7 +20,7 @@
  *  - warpgroups 1..NC, the consumers, own 64 query rows each. Per key block:
  *    S = Q K^T with wgmma from shared memory (fp32 accumulators in
  *    registers), the mask on the blocks that need it (causal diagonal, end
- *    of sequence, documents; FWD90_MASKLIM), the
+ *    of sequence, documents), the
  *    online softmax in registers, and O += P V with wgmma taking P (bf16)
  *    straight from registers and V from shared memory (transposed operand).
  *    The loop is software-pipelined inside the warpgroup: the S product of
@@ -133,11 +133,8 @@
 #ifndef FWD90_DIAG_NOSTORE
 #define FWD90_DIAG_NOSTORE 0
 #endif
-/* 1: without document ids the mask is one compare an element against a
- * per-row limit; 0: the general test (end, causal, document) everywhere. */
-#ifndef FWD90_MASKLIM
-#define FWD90_MASKLIM 1
-#endif
+/* (FWD90_MASKLIM 0, the general per-element mask test, measured slower in
+ * session 8, was removed; commit 2325b3f holds it.) */
 /* Shared memory through generic pointers (flash_sm90.cuh), per head dim:
  * measured faster at hd 64 (1), slower at hd 128 (0) (2026-11-24-flash-s8.md). */
 #ifdef FLASH_SMEM_GENERIC
@@ -190,19 +187,7 @@ static __device__ __forceinline__ void
 softmax_block(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2], bool need_mask,
               int n0, int row_lo, int T, bool causal, const int32_t *doc, const int (&doc_r)[2],
               int lane, float sl2) {
-  if (need_mask && !FWD90_MASKLIM) {
-#pragma unroll
-    for (int i = 0; i < BN / 8; i++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        const int row = row_lo + (e >> 1) * 8;
-        const int col = n0 + i * 8 + (lane % 4) * 2 + (e & 1);
-        bool ok = col < T && (!causal || col <= row);
-        if (ok && doc)
-          ok = __ldg(doc + col) == doc_r[e >> 1];
-        s[i * 4 + e] = ok ? s[i * 4 + e] : -INFINITY;
-      }
-  } else if (need_mask) {
+  if (need_mask) {
     /* Element (i, e) is kept iff its column offset in the block, i * 8 +
      * (e & 1) from this thread's first column c0, is at most lim of its row
      * (the end of the sequence, and the row itself when causal): one

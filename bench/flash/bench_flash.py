@@ -10,7 +10,9 @@ measured against it by ||x - ref|| / ||ref|| for out, dq, dk, dv. Grid: T in
 (NH = 8), causal; plus document masking, full attention and head dims 80
 and 96. Pass: every error < 1e-2.
 
-bench: CUDA events around each call, warm-up first, median of repeats; the
+bench: CUDA events around each call, warm-up first, median of repeats taken
+in rounds that alternate the contenders (so that clock drift falls on all
+alike); the
 plugin and PyTorch SDPA's flash (FlashAttention-2) and cuDNN backends in the
 same process on the same inputs, hd 64 and 128, T 2048 and 8192, MHA and GQA. FLOPs count the causal half:
 fwd 2 * 2 * B * NH * T^2 * HD / 2, bwd 2.5 times that."""
@@ -26,6 +28,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from flash_ctypes import Flash, Plugin, F32, CPU
 
 TOL = 1e-2
+ROUNDS, REPS = 4, 10  # bench: rounds over the contenders, timed calls each
 
 
 def rel(x, ref):
@@ -144,6 +147,10 @@ def check(plugin_dir):
 
 
 def time_ms(fn, reps=20, warmup=5):
+    return statistics.median(times_ms(fn, reps, warmup))
+
+
+def times_ms(fn, reps, warmup):
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -155,13 +162,14 @@ def time_ms(fn, reps=20, warmup=5):
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b))
-    return statistics.median(times)
+    return times
 
 
-def sdpa_times(backend, q, k, v, do, reps=20):
-    """Forward and backward ms of F.scaled_dot_product_attention (causal) under
-    one backend, and how GQA was served: natively (enable_gqa) or, where the
-    backend refuses it, with K/V repeated per query head as models do."""
+def sdpa_fns(backend, q, k, v, do):
+    """The forward and backward calls of F.scaled_dot_product_attention
+    (causal) under one backend, and how GQA is served: natively (enable_gqa)
+    or, where the backend refuses it, with K/V repeated per query head as
+    models do; None where the backend takes neither."""
     NH, KVH = q.shape[2], k.shape[2]
     gqa = NH != KVH
     qs = to_sdpa(q).detach().requires_grad_()
@@ -171,19 +179,47 @@ def sdpa_times(backend, q, k, v, do, reps=20):
         else:
             ks, vs = (to_sdpa(t.repeat_interleave(NH // KVH, 2)).detach().requires_grad_()
                       for t in (k, v))
+        fwd = lambda ks=ks, vs=vs, native=native: F.scaled_dot_product_attention(
+            qs, ks, vs, is_causal=True, enable_gqa=native)
         try:
             with sdpa_kernel(backend):
-                fwd = lambda: F.scaled_dot_product_attention(qs, ks, vs, is_causal=True,
-                                                             enable_gqa=native)
                 o = fwd()
                 dos = to_sdpa(do)
-                f = time_ms(fwd, reps)
-                b = time_ms(lambda: torch.autograd.grad(o, (qs, ks, vs), dos, retain_graph=True),
-                            reps)
-            return f, b, ("gqa" if native else ("rep-kv" if gqa else "mha"))
+                bwd = lambda o=o, ks=ks, vs=vs: torch.autograd.grad(o, (qs, ks, vs), dos,
+                                                                    retain_graph=True)
+                bwd()
         except RuntimeError:
             continue
-    return math.nan, math.nan, "n/a"
+        return fwd, bwd, ("gqa" if native else ("rep-kv" if gqa else "mha"))
+    return None
+
+
+def sdpa_times(backend, q, k, v, do, reps=20):
+    """Forward and backward ms of SDPA under one backend (one block of calls
+    each) and how GQA was served; NaN where the backend takes neither."""
+    fns = sdpa_fns(backend, q, k, v, do)
+    if fns is None:
+        return math.nan, math.nan, "n/a"
+    with sdpa_kernel(backend):
+        return time_ms(fns[0], reps), time_ms(fns[1], reps), fns[2]
+
+
+def interleaved_ms(contenders, rounds=ROUNDS, reps=REPS, warmup=3):
+    """Median forward and backward ms of each contender (name -> (backend or
+    None, fwd, bwd)), timed in `rounds` rounds that take the contenders in
+    turn (reps calls each, after warm-up), so that a drift of the clocks
+    (a power-capped H200 moves by several percent within a minute) falls on
+    all of them alike."""
+    got = {n: ([], []) for n in contenders}
+    for _ in range(rounds):
+        for n, (backend, fwd, bwd) in contenders.items():
+            for i, fn in enumerate((fwd, bwd)):
+                if backend is None:
+                    got[n][i].extend(times_ms(fn, reps, warmup))
+                else:
+                    with sdpa_kernel(backend):
+                        got[n][i].extend(times_ms(fn, reps, warmup))
+    return {n: (statistics.median(f), statistics.median(b)) for n, (f, b) in got.items()}
 
 
 SHAPES = ((8, 2048, 16, 16, 128), (2, 8192, 16, 16, 128), (8, 2048, 32, 8, 128),
@@ -202,10 +238,20 @@ def bench(plugin_dir):
         st = fl.setup(q, k, True)
         out, dq = torch.empty_like(q), torch.empty_like(q)
         dk, dv = torch.empty_like(k), torch.empty_like(k)
-        f_fwd = time_ms(lambda: fl.fwd(st, q, k, v, out))
-        f_bwd = time_ms(lambda: fl.bwd(st, q, k, v, out, do, dq, dk, dv))
-        s_fwd, s_bwd, how = sdpa_times(SDPBackend.FLASH_ATTENTION, q, k, v, do)
-        c_fwd, c_bwd, chow = sdpa_times(SDPBackend.CUDNN_ATTENTION, q, k, v, do)
+        contenders = {"fsdpc": (None, lambda: fl.fwd(st, q, k, v, out),
+                                lambda: fl.bwd(st, q, k, v, out, do, dq, dk, dv))}
+        how = {}
+        for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
+                              ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            fns = sdpa_fns(backend, q, k, v, do)
+            how[name] = fns[2] if fns else "n/a"
+            if fns:
+                contenders[name] = (backend, fns[0], fns[1])
+        ms = interleaved_ms(contenders)
+        nan = (math.nan, math.nan)
+        (f_fwd, f_bwd), (s_fwd, s_bwd) = ms["fsdpc"], ms.get("flash", nan)
+        c_fwd, c_bwd = ms.get("cudnn", nan)
+        how, chow = how["flash"], how["cudnn"]
         tf = lambda flop, ms: flop / ms / 1e9
         rows.append((B, T, NH, KVH, HD, tf(fwd_flop, f_fwd), tf(2.5 * fwd_flop, f_bwd),
                      tf(3.5 * fwd_flop, f_fwd + f_bwd), tf(fwd_flop, s_fwd),
@@ -234,8 +280,9 @@ def bench(plugin_dir):
                  f" fwd {(t1 - t0) * 1e3:.0f} ms ({nflop / (t1 - t0) / 1e12:.3f} TFLOP/s),"
                  f" bwd {(t2 - t1) * 1e3:.0f} ms ({2.5 * nflop / (t2 - t1) / 1e12:.3f} TFLOP/s)")
 
-    print("\ncausal, TFLOP/s (median of 20 after 5 warm-up; fwd+bwd = 3.5x fwd FLOPs over the"
-          " summed time); SDPA flash and cuDNN backends on the same inputs")
+    print(f"\ncausal, TFLOP/s (median of {ROUNDS} rounds x {REPS} calls, the contenders taken in"
+          " turn each round; fwd+bwd = 3.5x fwd FLOPs over the summed time); SDPA flash and"
+          " cuDNN backends on the same inputs")
     print(f"{'B':>2s} {'T':>5s} {'NH':>3s} {'KVH':>3s} {'HD':>3s} | {'fsdpc fwd':>9s} {'bwd':>6s}"
           f" {'f+b':>6s} | {'flash fwd':>9s} {'bwd':>6s} {'f+b':>6s} | {'cudnn fwd':>9s}"
           f" {'bwd':>6s} {'f+b':>6s} | {'/flash':>6s} {'/cudnn':>6s} | sdpa GQA as (flash, cudnn)")

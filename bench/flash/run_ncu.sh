@@ -65,3 +65,21 @@ if [ "${STALLS:-0}" = 1 ]; then
     python3 ncu_case.py var/${V:-new} ${s//,/ } >"$OUT/stalls_${s//,/_}.csv" 2>"$OUT/stalls_${s//,/_}.err")
   echo "ncu stalls $s exit $?"
 fi
+# SOURCE=1: ncu's SourceCounters (sampled warp stalls per SASS instruction)
+# of one launch of the plugin's backward and of cuDNN's bprop, one shape:
+# $OUT/src.ncu-rep and, per kernel, the source page as CSV
+# ($OUT/src_sass.csv; with a -lineinfo build also $OUT/src_cuda.csv).
+if [ "${SOURCE:-0}" = 1 ]; then
+  s=${SHAPES%% *}
+  ncu --version | tail -1
+  (cd $C && timeout ${NCU_S:-240} ncu --clock-control none --section SourceCounters \
+    --section WarpStateStats --import-source yes --kernel-name "regex:${OPS_KERNELS:-flash_bwd90|bprop}" \
+    --launch-skip 2 --launch-count 2 -o "$OUT/src" \
+    python3 ncu_case.py var/${V:-new} ${s//,/ } >"$OUT/src.log" 2>&1)
+  echo "ncu source $s exit $?"
+  ncu -i "$OUT/src.ncu-rep" --page source --csv --print-source sass >"$OUT/src_sass.csv" 2>"$OUT/src_sass.err"
+  echo "source page sass exit $? $(wc -c <"$OUT/src_sass.csv") bytes"
+  ncu -i "$OUT/src.ncu-rep" --page source --csv --print-source cuda,sass >"$OUT/src_cuda.csv" 2>"$OUT/src_cuda.err"
+  echo "source page cuda,sass exit $? $(wc -c <"$OUT/src_cuda.csv") bytes"
+  ncu -i "$OUT/src.ncu-rep" --page details --csv >"$OUT/src_details.csv" 2>&1
+fi

@@ -1,13 +1,16 @@
-"""Forward TFLOP/s of every build in one or more bench_variants.py bench logs
+"""Forward (or with --bwd, backward) TFLOP/s of every build in one or more bench_variants.py bench logs
 (the same shapes in each), as a markdown table: one row per build, each cell
 the figures of the logs joined by '/', and the geometric mean over the
 shapes of the build's mean over the logs divided by the first build's.
 
-  python3 vbench_table.py vbench.log [vbench2.log ...]"""
+  python3 vbench_table.py [--bwd] vbench.log [vbench2.log ...]"""
 import collections
 import math
 import re
 import sys
+
+
+KIND = "fwd"
 
 
 def parse(path):
@@ -18,7 +21,7 @@ def parse(path):
         parts = line.split("|")
         cells = {}
         for p in parts[1:]:
-            m = re.match(r"\s*(\S+)(?: \(\w+\))? fwd\s+([\d.]+)", p)
+            m = re.match(r"\s*(\S+)(?: \(\w+\))?.*?" + KIND + r"\s+([\d.]+)", p)
             if m:
                 cells[m.group(1)] = float(m.group(2))
         rows[parts[0].strip().rstrip(":")] = cells
@@ -42,4 +45,8 @@ def main(paths):
 if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    if args[0] == "--bwd":
+        KIND = "bwd"
+        args = args[1:]
+    main(args)

@@ -21,9 +21,12 @@
  *    dS^T also goes to shared memory (bf16), where the two warpgroups
  *    together compute dQ_step = dS K (each a 64 x 64 piece: hd 128 splits
  *    the head dim, hd 64 the queries); each warpgroup stages its piece in
- *    shared memory (fp32) and one of its threads adds it to the fp32 dq
- *    accumulator with TMA reduce-adds (BWD90_TMADQ; per-thread vector
- *    atomics before). dK and dV stay in registers to the end.
+ *    shared memory (fp32), which is added to the fp32 dq accumulator with
+ *    TMA reduce-adds (BWD90_TMADQ; per-thread vector atomics before): at
+ *    hd 128 by a writer warp of the producer warpgroup, one per consumer
+ *    warpgroup, which only arrives at the staging barrier a step later
+ *    (BWD90_*_DQWARP, BWD90_DQDEFER); at hd 64 by one of its own threads.
+ *    dK and dV stay in registers to the end.
  *  - the products of a step are issued dV, (barrier), dQ, dK, so that the
  *    dQ epilogue runs under dK (BWD90_*_OVL), and the grid is dispatched in
  *    chunks of (batch, kv head) pairs for L2 reuse (BWD90_GRID_CH).
@@ -103,12 +106,24 @@
 #define BWD90_128_SWEXP 0
 #endif
 #ifndef BWD90_GRID_CH
-#define BWD90_GRID_CH 16
+#define BWD90_GRID_CH -1
+#endif
+/* GRID_CH -1: the chunk chosen per launch from the size of a pair's fp32
+ * dQ rows (rep heads x T x hd x 4 bytes): as many pairs as hold BWD90_L2_DQ
+ * MiB of them, at least 1 and at most BWD90_GRID_CH_MAX. Measured
+ * (2026-11-24-flash-s9.md): 2 pairs at T 8192, GQA 4, hd 128 (16 MiB a
+ * pair) +3-4 % against 16; chunks above 16 lose at T 2048. */
+#ifndef BWD90_L2_DQ
+#define BWD90_L2_DQ 32
+#endif
+#ifndef BWD90_GRID_CH_MAX
+#define BWD90_GRID_CH_MAX 16
 #endif
 /* dS^T to shared memory: 1, one stmatrix.x4 per 16 queries (four 8 x 8
  * fragments a warp); 0, one 4-byte store per fragment register. Measured
  * (2026-11-24-flash-s8.md): +1-2 % at hd 64, mixed at hd 128 (-1 to -3 %
- * at T 2048). */
+ * at T 2048); with the dQ writer warps +0-1 % at hd 128 too
+ * (2026-11-24-flash-s9.md). */
 #ifdef BWD90_STSM
 #define BWD90_64_STSM BWD90_STSM
 #define BWD90_128_STSM BWD90_STSM
@@ -117,7 +132,7 @@
 #define BWD90_64_STSM 1
 #endif
 #ifndef BWD90_128_STSM
-#define BWD90_128_STSM 0
+#define BWD90_128_STSM 1
 #endif
 /* PERSIST 1: one CTA an SM walks every gridDim.x-th tile (batch, kv head,
  * key block) in the grid's order; the Q / dO stage ring runs on across its
@@ -128,6 +143,31 @@
  * memory beside the K / V barrier. 0: one CTA a tile. */
 #ifndef BWD90_PERSIST
 #define BWD90_PERSIST 0
+#endif
+/* DQWARP 1 (with TMADQ): warps 1 and 2 of the producer warpgroup issue the
+ * dQ reduce-adds, one for each consumer warpgroup, which only arrives at
+ * the staging barrier and goes on (FlashAttention-3's arrangement); 0: the
+ * consumer warpgroup waits at it and one of its threads issues them. ncu's
+ * stall sampling put the staging (stores, fence, barrier) at 16 % of the
+ * hd-128 backward's warp samples; measured (2026-11-24-flash-s9.md): with
+ * DQDEFER +3-7 % at hd 128, -1 to -6 % at hd 64. */
+#ifdef BWD90_DQWARP
+#define BWD90_64_DQWARP BWD90_DQWARP
+#define BWD90_128_DQWARP BWD90_DQWARP
+#endif
+#ifndef BWD90_64_DQWARP
+#define BWD90_64_DQWARP 0
+#endif
+#ifndef BWD90_128_DQWARP
+#define BWD90_128_DQWARP 1
+#endif
+static_assert(!(BWD90_64_DQWARP || BWD90_128_DQWARP) || BWD90_PERSIST == 0,
+              "DQWARP: one tile a CTA");
+/* DQDEFER 1 (with DQWARP): a warpgroup fences its staged dQ piece and
+ * arrives for the writer warp only after the next step's S^T product, when
+ * its stores are long done, instead of waiting for them right away. */
+#ifndef BWD90_DQDEFER
+#define BWD90_DQDEFER 1
 #endif
 /* Shared memory through generic pointers (flash_sm90.cuh): 0, +5-10 % at
  * hd 64 (2026-11-24-flash-s8.md). */
@@ -168,6 +208,7 @@ template <int HD> struct bwd90_cfg {
   static constexpr int OVL = HD == 64 ? BWD90_64_OVL : BWD90_128_OVL;
   static constexpr bool TMADQ = HD == 64 ? BWD90_64_TMADQ : BWD90_128_TMADQ;
   static constexpr int DSB = BWD90_DSB;
+  static constexpr bool DQWARP = TMADQ && (HD == 64 ? BWD90_64_DQWARP : BWD90_128_DQWARP);
   static constexpr int DQ_BYTES = TMADQ ? BM * HD * 4 : 0;
   static constexpr int SMEM = 1024 + 2 * KV_BYTES + 2 * ST * Q_BYTES + DSB * DS_BYTES + DQ_BYTES +
                               2 * ST * BM * 4 + 8 * (3 + 3 * ST);
@@ -200,7 +241,7 @@ static __global__ void __launch_bounds__(384, 1)
                        const __grid_constant__ CUtensorMap tmdQ, const flash_params p,
                        const float *__restrict__ lse, const float *__restrict__ Dg,
                        float *__restrict__ dq_acc, bf16 *__restrict__ dk, bf16 *__restrict__ dv,
-                       int *__restrict__ tile_ctr) {
+                       int *__restrict__ tile_ctr, int grid_ch) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using C = bwd90_cfg<HD>;
   constexpr int BN = C::BN, BM = C::BM, ST = C::ST, NCH = HD / 64;
@@ -230,11 +271,11 @@ static __global__ void __launch_bounds__(384, 1)
   const int lin_step = BWD90_PERSIST ? gridDim.x : 1;
   auto tile_at = [&](int lin, int &g, int &b, int &n0, int &m_first, int &n_mb, int &n_steps) {
     int n_block = lin / BG, bg = lin % BG;
-    if constexpr (BWD90_GRID_CH > 0) {
-      const int chunk = lin / (BWD90_GRID_CH * NB), r = lin % (BWD90_GRID_CH * NB);
-      const int w = min(BWD90_GRID_CH, BG - chunk * BWD90_GRID_CH);
+    if (grid_ch > 0) {
+      const int chunk = lin / (grid_ch * NB), r = lin % (grid_ch * NB);
+      const int w = min(grid_ch, BG - chunk * grid_ch);
       n_block = r / w;
-      bg = chunk * BWD90_GRID_CH + r % w;
+      bg = chunk * grid_ch + r % w;
     }
     g = bg % KVH;
     b = bg / KVH;
@@ -320,6 +361,34 @@ static __global__ void __launch_bounds__(384, 1)
         *sTile = -1;
         mbar_arrive(barKV);
       }
+    } else if (C::DQWARP && tid < 96) {
+      /* Warps 1 and 2: the dQ writers of consumer warpgroups 0 and 1. Per
+       * step: wait until the warpgroup has staged its piece (barrier 3 + cw),
+       * add it to dq_acc, and once the copy has read the staging buffer let
+       * the warpgroup write it again (barrier 5 + cw; not after the last
+       * step, so that arrivals and waits pair up). */
+      const int cw = tid / 32 - 1;
+      const int wq0 = HD == 64 ? 64 * cw : 0, wc0 = HD == 64 ? 0 : 64 * cw;
+      const float *dqs = sdQ + cw * 64 * 64;
+      int g, b, n0, m_first, n_mb, n_steps;
+      tile_at(lin0, g, b, n0, m_first, n_mb, n_steps);
+      for (int it = 0; it < n_steps; it++) {
+        const int h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
+        named_sync(3 + cw, 160);
+        if (tid % 32 == 0 && m0 + wq0 < T) {
+#pragma unroll
+          for (int jb = 0; jb < 2; jb++)
+            if (wc0 + 32 * jb < hd)
+              tma_reduce_add_4d(&tmdQ, dqs + jb * 2048, wc0 + 32 * jb, h, m0 + wq0, b);
+          bulk_commit();
+          bulk_wait_read<0>();
+        }
+        __syncwarp();
+        if (it + 1 < n_steps)
+          named_arrive(5 + cw, 160);
+      }
+      if (tid % 32 == 0)
+        bulk_wait<0>();
     }
     return;
   }
@@ -394,6 +463,14 @@ static __global__ void __launch_bounds__(384, 1)
       const bool need_mask = (p.causal && m0 < key0 + 63) || doc != nullptr || m0 + BM > T;
       wgmma_wait<1>();
       reg_fence(sacc);
+      if constexpr (C::DQWARP && BWD90_DQDEFER) {
+        /* The previous step's dQ piece, staged a phase ago: its stores are
+         * done by now, so the fence is short. */
+        if (it > 0) {
+          fence_proxy_async();
+          named_arrive(3 + c, 160);
+        }
+      }
       if constexpr (C::OVL == 2) {
         /* The previous step's dK (queued before this step's S^T) is done: its
          * Q / dO stage can be refilled. */
@@ -524,7 +601,7 @@ static __global__ void __launch_bounds__(384, 1)
       }
       wgmma_commit();
 
-      if constexpr (C::TMADQ) {
+      if constexpr (C::TMADQ && !C::DQWARP) {
         /* The previous step's reduce-add has read this warpgroup's dQ buffer
          * before anyone passes the barrier below and writes it again. */
         if (tid == 0)
@@ -570,6 +647,8 @@ static __global__ void __launch_bounds__(384, 1)
           /* This warpgroup's 64 x 64 piece as two boxes of 64 rows x 32 fp32
            * columns, 128-byte swizzled like the map's box. */
           unsigned char *dqs = reinterpret_cast<unsigned char *>(sdQ + c * 64 * 64);
+          if (C::DQWARP && gs > 0)
+            named_sync(5 + c, 160); /* the writer warp's last reduce-add has read it */
 #pragma unroll
           for (int r = 0; r < 2; r++) {
             const int R = 16 * warp + lane / 4 + 8 * r;
@@ -581,9 +660,16 @@ static __global__ void __launch_bounds__(384, 1)
                   make_float2(dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
             }
           }
-          fence_proxy_async();
-          named_sync(3 + c, 128);
-          if (tid == 0 && m0 + dq_q0 < T) {
+          if constexpr (C::DQWARP) {
+            if constexpr (!BWD90_DQDEFER) {
+              fence_proxy_async();
+              named_arrive(3 + c, 160); /* the writer warp adds it */
+            }
+          } else {
+            fence_proxy_async();
+            named_sync(3 + c, 128);
+          }
+          if (!C::DQWARP && tid == 0 && m0 + dq_q0 < T) {
 #pragma unroll
             for (int j = 0; j < 2; j++)
               if (dq_c0 + 32 * j < hd)
@@ -618,6 +704,12 @@ static __global__ void __launch_bounds__(384, 1)
         __syncwarp();
         if (lane == 0)
           mbar_arrive(&empty[s]);
+      }
+    }
+    if constexpr (C::DQWARP && BWD90_DQDEFER) {
+      if (n_steps > 0) { /* the last step's piece */
+        fence_proxy_async();
+        named_arrive(3 + c, 160);
       }
     }
     if constexpr (C::OVL == 2) {
@@ -658,7 +750,7 @@ static __global__ void __launch_bounds__(384, 1)
       }
     }
   }
-  if constexpr (C::TMADQ) {
+  if constexpr (C::TMADQ && !C::DQWARP) {
     if (tid == 0)
       bulk_wait<0>();
   }
@@ -710,8 +802,18 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
     const unsigned tiles = grid.x * grid.y;
     grid = dim3(tiles < (unsigned)sms ? tiles : (unsigned)sms);
   }
+  int grid_ch = BWD90_GRID_CH;
+  if (grid_ch < 0) {
+    /* Pairs a chunk: as many as keep their fp32 dQ rows (rep heads x T x
+     * hd) within BWD90_L2_DQ MiB, so that the reduce-adds of the CTAs
+     * running together stay in L2. */
+    const int64_t pair = (int64_t)(p->NH / p->KVH) * p->T * p->HD * 4;
+    const int64_t n = ((int64_t)BWD90_L2_DQ << 20) / (pair > 0 ? pair : 1);
+    const int64_t hi = BWD90_GRID_CH_MAX < p->B * p->KVH ? BWD90_GRID_CH_MAX : p->B * p->KVH;
+    grid_ch = (int)(n < 1 ? 1 : n > hi ? hi : n);
+  }
   kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, mdo, mdq, *p, lse, D, dq_acc, (bf16 *)dk,
-                                              (bf16 *)dv, ctr);
+                                              (bf16 *)dv, ctr, grid_ch);
   return (int)cudaGetLastError();
 }
 

@@ -169,6 +169,22 @@ static_assert(!(BWD90_64_DQWARP || BWD90_128_DQWARP) || BWD90_PERSIST == 0,
 #ifndef BWD90_DQDEFER
 #define BWD90_DQDEFER 1
 #endif
+/* LDCP 1: the producer warp copies a step's lse and D with cp.async, whose
+ * completion arrives on the stage's barrier, instead of loading them into
+ * registers and storing them (which held the warp for the loads' latency
+ * every step; ncu had hd 64's consumers waiting for stages 6.7 % of their
+ * samples). Measured (2026-11-24-flash-s9.md): +2-7 % at hd 64, -0.5 to
+ * -3 % at hd 128. */
+#ifdef BWD90_LDCP
+#define BWD90_64_LDCP BWD90_LDCP
+#define BWD90_128_LDCP BWD90_LDCP
+#endif
+#ifndef BWD90_64_LDCP
+#define BWD90_64_LDCP 1
+#endif
+#ifndef BWD90_128_LDCP
+#define BWD90_128_LDCP 0
+#endif
 /* Shared memory through generic pointers (flash_sm90.cuh): 0, +5-10 % at
  * hd 64 (2026-11-24-flash-s8.md). */
 #ifdef FLASH_SMEM_GENERIC
@@ -209,6 +225,7 @@ template <int HD> struct bwd90_cfg {
   static constexpr bool TMADQ = HD == 64 ? BWD90_64_TMADQ : BWD90_128_TMADQ;
   static constexpr int DSB = BWD90_DSB;
   static constexpr bool DQWARP = TMADQ && (HD == 64 ? BWD90_64_DQWARP : BWD90_128_DQWARP);
+  static constexpr bool LDCP = HD == 64 ? BWD90_64_LDCP : BWD90_128_LDCP;
   static constexpr int DQ_BYTES = TMADQ ? BM * HD * 4 : 0;
   static constexpr int SMEM = 1024 + 2 * KV_BYTES + 2 * ST * Q_BYTES + DSB * DS_BYTES + DQ_BYTES +
                               2 * ST * BM * 4 + 8 * (3 + 3 * ST);
@@ -290,8 +307,10 @@ static __global__ void __launch_bounds__(384, 1)
   if (threadIdx.x == 0) {
     mbar_init(barKV, 1);
     for (int s = 0; s < ST; s++) {
-      mbar_init(&fullQ[s], 32); /* the producer warp: TMA bytes + lse, D */
-      mbar_init(&fulldO[s], 32);
+      /* The producer warp: TMA bytes + lse, D (LDCP: lane 0's expect_tx and
+       * every lane's cp.async arrival on fullQ, lane 0 alone on fulldO). */
+      mbar_init(&fullQ[s], C::LDCP ? 33 : 32);
+      mbar_init(&fulldO[s], C::LDCP ? 1 : 32);
       mbar_init(&empty[s], 8); /* lane 0 of every consumer warp */
     }
     mbar_init(kvempty, 8);
@@ -333,16 +352,28 @@ static __global__ void __launch_bounds__(384, 1)
             for (int c = 0; c < NCH; c++)
               tma_load_4d(sdO + s * BM * HD + c * BM * 64, &tmdO, &fulldO[s], c * 64, h, m0, b);
           }
-          /* lse in log2 units; 0 past T (those queries are masked). */
+          if constexpr (C::LDCP) {
+            /* lse (natural units) and D by cp.async, zero-filled past T
+             * (those queries are masked); fullQ completes when they land. */
 #pragma unroll
-          for (int i = tid; i < BM; i += 32) {
-            const bool ok = m0 + i < T;
-            sL[s * BM + i] = ok ? __ldg(lh + m0 + i) * FLASH_LOG2E : 0.0f;
-            sDD[s * BM + i] = ok ? __ldg(dh + m0 + i) : 0.0f;
-          }
-          if (tid != 0) {
-            mbar_arrive(&fullQ[s]);
-            mbar_arrive(&fulldO[s]);
+            for (int i = tid; i < BM; i += 32) {
+              const bool ok = m0 + i < T;
+              cp_async4(sL + s * BM + i, lh + (ok ? m0 + i : 0), ok ? 4 : 0);
+              cp_async4(sDD + s * BM + i, dh + (ok ? m0 + i : 0), ok ? 4 : 0);
+            }
+            mbar_arrive_cp_async(&fullQ[s]);
+          } else {
+            /* lse in log2 units; 0 past T (those queries are masked). */
+#pragma unroll
+            for (int i = tid; i < BM; i += 32) {
+              const bool ok = m0 + i < T;
+              sL[s * BM + i] = ok ? __ldg(lh + m0 + i) * FLASH_LOG2E : 0.0f;
+              sDD[s * BM + i] = ok ? __ldg(dh + m0 + i) : 0.0f;
+            }
+            if (tid != 0) {
+              mbar_arrive(&fullQ[s]);
+              mbar_arrive(&fulldO[s]);
+            }
           }
         }
         if constexpr (BWD90_PERSIST == 2) {
@@ -498,7 +529,8 @@ static __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int i = 0; i < BM / 8; i++) {
           const int qc = i * 8 + (lane % 4) * 2;
-          const float l0 = cL[qc], l1 = cL[qc + 1];
+          const float lsc = C::LDCP ? FLASH_LOG2E : 1.0f; /* LDCP: natural units */
+          const float l0 = cL[qc] * lsc, l1 = cL[qc + 1] * lsc;
 #pragma unroll
           for (int e = 0; e < 4; e++) {
             const float x = fmaf(sacc[4 * i + e], sl2, -((e & 1) ? l1 : l0));

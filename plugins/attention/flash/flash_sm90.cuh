@@ -55,6 +55,13 @@ static __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t by
                "r"(bytes)
                : "memory");
 }
+/* Arrives on the barrier once this thread's earlier cp.async copies have
+ * landed (without raising its expected count: the arrival is one of those
+ * it was initialised with). */
+static __device__ __forceinline__ void mbar_arrive_cp_async(uint64_t *bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(s_addr(bar))
+               : "memory");
+}
 static __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(s_addr(bar)) : "memory");
 }

@@ -25,7 +25,7 @@
  *    TMA reduce-adds (BWD90_TMADQ; per-thread vector atomics before): at
  *    hd 128 by a writer warp of the producer warpgroup, one per consumer
  *    warpgroup, which only arrives at the staging barrier a step later
- *    (BWD90_*_DQWARP, BWD90_DQDEFER); at hd 64 by one of its own threads.
+ *    (BWD90_*_DQWARP); at hd 64 by one of its own threads.
  *    dK and dV stay in registers to the end.
  *  - the products of a step are issued dV, (barrier), dQ, dK, so that the
  *    dQ epilogue runs under dK (BWD90_*_OVL), and the grid is dispatched in
@@ -145,12 +145,15 @@
 #define BWD90_PERSIST 0
 #endif
 /* DQWARP 1 (with TMADQ): warps 1 and 2 of the producer warpgroup issue the
- * dQ reduce-adds, one for each consumer warpgroup, which only arrives at
- * the staging barrier and goes on (FlashAttention-3's arrangement); 0: the
- * consumer warpgroup waits at it and one of its threads issues them. ncu's
- * stall sampling put the staging (stores, fence, barrier) at 16 % of the
- * hd-128 backward's warp samples; measured (2026-11-24-flash-s9.md): with
- * DQDEFER +3-7 % at hd 128, -1 to -6 % at hd 64. */
+ * dQ reduce-adds, one for each consumer warpgroup (FlashAttention-3's
+ * arrangement). The consumer warpgroup fences its staged piece and arrives
+ * for its writer only after the next step's S^T product, when its stores
+ * are long done, and goes on; 0: the warpgroup fences, waits at a barrier
+ * and one of its threads issues them. ncu's stall sampling put the staging
+ * (stores, fence, barrier) at 16 % of the hd-128 backward's warp samples;
+ * measured (2026-11-24-flash-s9.md): +3-7 % at hd 128, -1 to -6 % at hd 64;
+ * arriving at once instead of a step later gained less at hd 128 (commit
+ * 93592f1 holds that variant, BWD90_DQDEFER 0). */
 #ifdef BWD90_DQWARP
 #define BWD90_64_DQWARP BWD90_DQWARP
 #define BWD90_128_DQWARP BWD90_DQWARP
@@ -163,12 +166,6 @@
 #endif
 static_assert(!(BWD90_64_DQWARP || BWD90_128_DQWARP) || BWD90_PERSIST == 0,
               "DQWARP: one tile a CTA");
-/* DQDEFER 1 (with DQWARP): a warpgroup fences its staged dQ piece and
- * arrives for the writer warp only after the next step's S^T product, when
- * its stores are long done, instead of waiting for them right away. */
-#ifndef BWD90_DQDEFER
-#define BWD90_DQDEFER 1
-#endif
 /* LDCP 1: the producer warp copies a step's lse and D with cp.async, whose
  * completion arrives on the stage's barrier, instead of loading them into
  * registers and storing them (which held the warp for the loads' latency
@@ -494,7 +491,7 @@ static __global__ void __launch_bounds__(384, 1)
       const bool need_mask = (p.causal && m0 < key0 + 63) || doc != nullptr || m0 + BM > T;
       wgmma_wait<1>();
       reg_fence(sacc);
-      if constexpr (C::DQWARP && BWD90_DQDEFER) {
+      if constexpr (C::DQWARP) {
         /* The previous step's dQ piece, staged a phase ago: its stores are
          * done by now, so the fence is short. */
         if (it > 0) {
@@ -692,12 +689,7 @@ static __global__ void __launch_bounds__(384, 1)
                   make_float2(dqa[4 * i + 2 * r], dqa[4 * i + 2 * r + 1]);
             }
           }
-          if constexpr (C::DQWARP) {
-            if constexpr (!BWD90_DQDEFER) {
-              fence_proxy_async();
-              named_arrive(3 + c, 160); /* the writer warp adds it */
-            }
-          } else {
+          if constexpr (!C::DQWARP) { /* DQWARP: fenced and handed over next step */
             fence_proxy_async();
             named_sync(3 + c, 128);
           }
@@ -738,7 +730,7 @@ static __global__ void __launch_bounds__(384, 1)
           mbar_arrive(&empty[s]);
       }
     }
-    if constexpr (C::DQWARP && BWD90_DQDEFER) {
+    if constexpr (C::DQWARP) {
       if (n_steps > 0) { /* the last step's piece */
         fence_proxy_async();
         named_arrive(3 + c, 160);

@@ -32,6 +32,14 @@ static void add_buf(buf_list *l, void **slot, size_t bytes) {
   l->n++;
 }
 
+/* The per-layer activation slots (fsdpc_layer_acts), as indices of the
+ * acts[] arrays below. */
+enum {
+  ACT_LN1, ACT_RSTD1, ACT_Q, ACT_K, ACT_V, ACT_ATTN_SAVED, ACT_ATTN, ACT_H, ACT_LN2, ACT_RSTD2,
+  ACT_GATE, ACT_UP, ACT_ACT, ACT_COUNT
+};
+_Static_assert((int)ACT_COUNT == (int)FSDPC_LAYER_NACTS, "one index per activation slot");
+
 /* The fixed buffers, and each layer's activation sizes in acts[]. */
 static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t act, size_t N,
                          size_t xent_scratch, const fsdpc_attn_sizes *as, buf_list *l,
@@ -66,26 +74,24 @@ static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t 
 no_backward:
   if (ws) add_buf(l, SLOT(attn_ws), ws);
 #undef SLOT
-  size_t a[FSDPC_LAYER_NACTS] = {N * C * act,  N * sizeof(float),      N * QD * act,
-                                 N * KD * act, N * KD * act,           (size_t)as->saved_bytes,
-                                 N * QD * act, N * C * act,            N * C * act,
-                                 N * sizeof(float), N * F * act,       N * F * act,
-                                 N * F * act};
+  size_t a[FSDPC_LAYER_NACTS] = {
+      [ACT_LN1] = N * C * act,          [ACT_RSTD1] = N * sizeof(float),
+      [ACT_Q] = N * QD * act,           [ACT_K] = N * KD * act,
+      [ACT_V] = N * KD * act,           [ACT_ATTN_SAVED] = (size_t)as->saved_bytes,
+      [ACT_ATTN] = N * QD * act,        [ACT_H] = N * C * act,
+      [ACT_LN2] = N * C * act,          [ACT_RSTD2] = N * sizeof(float),
+      [ACT_GATE] = N * F * act,         [ACT_UP] = N * F * act,
+      [ACT_ACT] = N * F * act};
   for (int i = 0; i < FSDPC_LAYER_NACTS; i++) acts[i] = a[i] ? a[i] : 1;
 }
 
-/* A layer's activation slots, in the order of list_buffers' acts[]. */
+/* A layer's activation slots, indexed like list_buffers' acts[]. */
 static void acts_fields(fsdpc_layer_acts *a, void **f[FSDPC_LAYER_NACTS]) {
-  void **p[FSDPC_LAYER_NACTS] = {&a->ln1,  (void **)&a->rstd1, &a->q,    &a->k,
-                                 &a->v,    &a->attn_saved,     &a->attn, &a->h,
-                                 &a->ln2,  (void **)&a->rstd2, &a->gate, &a->up,
-                                 &a->act};
-  memcpy(f, p, sizeof p);
+  f[ACT_LN1] = &a->ln1, f[ACT_RSTD1] = (void **)&a->rstd1, f[ACT_Q] = &a->q, f[ACT_K] = &a->k;
+  f[ACT_V] = &a->v, f[ACT_ATTN_SAVED] = &a->attn_saved, f[ACT_ATTN] = &a->attn, f[ACT_H] = &a->h;
+  f[ACT_LN2] = &a->ln2, f[ACT_RSTD2] = (void **)&a->rstd2, f[ACT_GATE] = &a->gate;
+  f[ACT_UP] = &a->up, f[ACT_ACT] = &a->act;
 }
-
-/* Slots of acts[] (acts_fields' order) that FSDPC_AC_SAVE_MLP keeps per
- * layer instead (m->mlp_gate, m->mlp_up). */
-enum { ACT_GATE = 10, ACT_UP = 11 };
 
 /* Bytes of one saved gate or up projection under FSDPC_AC_SAVE_MLP, else 0;
  * the shared acts[] slots are then left out (0 bytes, not allocated). */

@@ -26,7 +26,8 @@
  *    hd 128 by a writer warp of the producer warpgroup, one per consumer
  *    warpgroup, which only arrives at the staging barrier a step later
  *    (BWD90_*_DQWARP); at hd 64 by one of its own threads.
- *    dK and dV stay in registers to the end.
+ *    dK and dV stay in registers to the end, then go through the free Q / dO
+ *    stages to TMA stores (BWD90_EPI).
  *  - the products of a step are issued dV, (barrier), dQ, dK, so that the
  *    dQ epilogue runs under dK (BWD90_*_OVL), and the grid is dispatched in
  *    chunks of (batch, kv head) pairs for L2 reuse (BWD90_GRID_CH).
@@ -182,6 +183,14 @@ static_assert(!(BWD90_64_DQWARP || BWD90_128_DQWARP) || BWD90_PERSIST == 0,
 #ifndef BWD90_128_LDCP
 #define BWD90_128_LDCP 0
 #endif
+/* dK / dV epilogue: 1, staged in the free Q / dO stages (128-byte
+ * swizzled) and stored with TMA by one thread a warpgroup; 0, 4-byte
+ * stores from registers (8 rows x 16 bytes a warp instruction), which
+ * held the hd-128 CTA for about 10,000 cycles at its end (clock stamps,
+ * BWD90_DIAG_TIMES: 3.8 % of the SMs' time at T 8192, 12 % at T 2048). */
+#ifndef BWD90_EPI
+#define BWD90_EPI 1
+#endif
 /* Shared memory through generic pointers (flash_sm90.cuh): 0, +5-10 % at
  * hd 64 (2026-11-24-flash-s8.md). */
 #ifdef FLASH_SMEM_GENERIC
@@ -211,6 +220,27 @@ static_assert(!(BWD90_64_DQWARP || BWD90_128_DQWARP) || BWD90_PERSIST == 0,
 #endif
 #ifndef BWD90_DIAG_NOSYNC
 #define BWD90_DIAG_NOSYNC 0
+#endif
+/* Timing experiment: BWD90_DIAG_TIMES 1 records per CTA (PERSIST 0) the SM
+ * clock at points of its life (entry; K / V arrived, first step done, all
+ * steps done and dK / dV stored, as seen by consumer warpgroup 0; the dQ
+ * writer's last reduce-add complete), its SM and step count, read back with
+ * flash_bwd90_diag_times (bench/flash/diag_cta.py). */
+#ifndef BWD90_DIAG_TIMES
+#define BWD90_DIAG_TIMES 0
+#endif
+#define BWD90_DT_N 8
+#define BWD90_DT_CTAS 32768
+#if BWD90_DIAG_TIMES
+static __device__ unsigned long long bwd90_dt[BWD90_DT_CTAS * BWD90_DT_N];
+#define BWD90_DT(slot, v)                                                                         \
+  do {                                                                                            \
+    const unsigned cta_ = blockIdx.y * gridDim.x + blockIdx.x;                                    \
+    if (cta_ < BWD90_DT_CTAS)                                                                     \
+      bwd90_dt[cta_ * BWD90_DT_N + (slot)] = (v);                                                 \
+  } while (0)
+#else
+#define BWD90_DT(slot, v) ((void)0)
 #endif
 
 template <int HD> struct bwd90_cfg {
@@ -252,7 +282,9 @@ static __global__ void __launch_bounds__(384, 1)
                        const __grid_constant__ CUtensorMap tmK,
                        const __grid_constant__ CUtensorMap tmV,
                        const __grid_constant__ CUtensorMap tmdO,
-                       const __grid_constant__ CUtensorMap tmdQ, const flash_params p,
+                       const __grid_constant__ CUtensorMap tmdQ,
+                       const __grid_constant__ CUtensorMap tmdK,
+                       const __grid_constant__ CUtensorMap tmdV, const flash_params p,
                        const float *__restrict__ lse, const float *__restrict__ Dg,
                        float *__restrict__ dq_acc, bf16 *__restrict__ dk, bf16 *__restrict__ dv,
                        int *__restrict__ tile_ctr, int grid_ch) {
@@ -302,6 +334,14 @@ static __global__ void __launch_bounds__(384, 1)
   const int wg = threadIdx.x / 128, tid = threadIdx.x % 128;
 
   if (threadIdx.x == 0) {
+    BWD90_DT(0, clock64());
+    BWD90_DT(2, 0); /* written later only with a second step */
+    BWD90_DT(5, 0); /* only with dQ writer warps */
+    if (BWD90_DIAG_TIMES) {
+      unsigned long long gt;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt));
+      BWD90_DT(7, gt);
+    }
     mbar_init(barKV, 1);
     for (int s = 0; s < ST; s++) {
       /* The producer warp: TMA bytes + lse, D (LDCP: lane 0's expect_tx and
@@ -417,6 +457,8 @@ static __global__ void __launch_bounds__(384, 1)
       }
       if (tid % 32 == 0)
         bulk_wait<0>();
+      if (BWD90_DIAG_TIMES && tid == 32)
+        BWD90_DT(5, clock64());
     }
     return;
   }
@@ -458,7 +500,15 @@ static __global__ void __launch_bounds__(384, 1)
 
     if constexpr (BWD90_PERSIST != 2)
       mbar_wait(barKV, j & 1);
+    if (BWD90_DIAG_TIMES && threadIdx.x == 128) {
+      BWD90_DT(1, clock64());
+      unsigned smid;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+      BWD90_DT(6, ((unsigned long long)n_steps << 32) | smid);
+    }
     for (int it = 0; it < n_steps; it++, gs++) {
+      if (BWD90_DIAG_TIMES && threadIdx.x == 128 && it == 1)
+        BWD90_DT(2, clock64());
       const int s = gs % ST, h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
       const uint32_t ph = (gs / ST) & 1;
       const bf16 *cQ = sQ + s * BM * HD, *cdO = sdO + s * BM * HD;
@@ -730,6 +780,8 @@ static __global__ void __launch_bounds__(384, 1)
           mbar_arrive(&empty[s]);
       }
     }
+    if (BWD90_DIAG_TIMES && threadIdx.x == 128)
+      BWD90_DT(3, clock64());
     if constexpr (C::DQWARP) {
       if (n_steps > 0) { /* the last step's piece */
         fence_proxy_async();
@@ -757,24 +809,68 @@ static __global__ void __launch_bounds__(384, 1)
     if (lane == 0)
       mbar_arrive(kvempty);
 
+    if constexpr (BWD90_EPI == 1 && !BWD90_PERSIST) {
+      /* dK and dV through shared memory and TMA stores: the stages other
+       * than the last step's are free once this warpgroup is past the last
+       * step (the other one has passed the step's dQ barrier, so it is done
+       * with every earlier stage). Warpgroup c takes stage last + 1 + c
+       * (ST >= 3), or half of stage last + 1 (ST 2): dK in its Q buffer,
+       * dV in its dO buffer, 64 key rows x 128 bytes a 64-column chunk,
+       * 128-byte swizzled like the map's box. */
+      const int st_e = (gs + (ST >= 3 ? c : 0)) % ST; /* the last step's: (gs - 1) % ST */
+      const int half = ST >= 3 ? 0 : c * 64 * HD * 2;
+      unsigned char *ek = reinterpret_cast<unsigned char *>(sQ + st_e * BM * HD) + half;
+      unsigned char *ev = reinterpret_cast<unsigned char *>(sdO + st_e * BM * HD) + half;
 #pragma unroll
-    for (int r = 0; r < 2; r++) {
-      const int key = key_lo + 8 * r;
-      if (key < T) {
-        const int64_t o = ((int64_t)(b * T + key) * KVH + g) * hd + (lane % 4) * 2;
+      for (int r = 0; r < 2; r++) {
+        const int R = 16 * warp + lane / 4 + 8 * r;
 #pragma unroll
         for (int i = 0; i < HD / 8; i++) {
-          if (i * 8 >= hd) /* hd 80 / 96: the zero-filled columns */
-            break;
-          *reinterpret_cast<uint32_t *>(dv + o + 8 * i) =
+          const int off = (i / 8) * 8192 + R * 128 + (((i % 8) ^ (R % 8)) * 16) + (lane % 4) * 4;
+          *reinterpret_cast<uint32_t *>(ev + off) =
               pack_bf16(dva[4 * i + 2 * r], dva[4 * i + 2 * r + 1]);
-          *reinterpret_cast<uint32_t *>(dk + o + 8 * i) =
+          *reinterpret_cast<uint32_t *>(ek + off) =
               pack_bf16(dka[4 * i + 2 * r] * p.scale, dka[4 * i + 2 * r + 1] * p.scale);
+        }
+      }
+      fence_proxy_async();
+      named_sync(7 + c, 128);
+      if (tid == 0) {
+#pragma unroll
+        for (int ch = 0; ch < NCH; ch++)
+          if (64 * ch < hd) {
+            tma_store_4d(&tmdK, ek + ch * 8192, 64 * ch, g, key0, b);
+            tma_store_4d(&tmdV, ev + ch * 8192, 64 * ch, g, key0, b);
+          }
+        bulk_commit();
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; r++) {
+        const int key = key_lo + 8 * r;
+        if (key < T) {
+          const int64_t o = ((int64_t)(b * T + key) * KVH + g) * hd + (lane % 4) * 2;
+#pragma unroll
+          for (int i = 0; i < HD / 8; i++) {
+            if (i * 8 >= hd) /* hd 80 / 96: the zero-filled columns */
+              break;
+            *reinterpret_cast<uint32_t *>(dv + o + 8 * i) =
+                pack_bf16(dva[4 * i + 2 * r], dva[4 * i + 2 * r + 1]);
+            *reinterpret_cast<uint32_t *>(dk + o + 8 * i) =
+                pack_bf16(dka[4 * i + 2 * r] * p.scale, dka[4 * i + 2 * r + 1] * p.scale);
+          }
         }
       }
     }
   }
-  if constexpr (C::TMADQ && !C::DQWARP) {
+  if (BWD90_DIAG_TIMES && threadIdx.x == 128)
+    BWD90_DT(4, clock64());
+  if constexpr (BWD90_EPI == 1 && !BWD90_PERSIST) {
+    /* Shared memory must outlive the bulk copies' reads of it (their
+     * writes complete on their own). */
+    if (tid == 0)
+      bulk_wait_read<0>();
+  } else if constexpr (C::TMADQ && !C::DQWARP) {
     if (tid == 0)
       bulk_wait<0>();
   }
@@ -789,7 +885,7 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
                         const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
                         void *dv, cudaStream_t stream) {
   using C = bwd90_cfg<HD>;
-  CUtensorMap mq, mk, mv, mdo, mdq;
+  CUtensorMap mq, mk, mv, mdo, mdq, mdk, mdv;
   int rc = flash_make_map(&mq, q, p->B, p->T, p->NH, p->HD, C::BM);
   if (rc == 0)
     rc = flash_make_map(&mdo, dout, p->B, p->T, p->NH, p->HD, C::BM);
@@ -797,9 +893,13 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
     rc = flash_make_map(&mk, k, p->B, p->T, p->KVH, p->HD, C::BN);
   if (rc == 0)
     rc = flash_make_map(&mv, v, p->B, p->T, p->KVH, p->HD, C::BN);
-  mdq = mq; /* unused without TMADQ */
+  mdq = mdk = mdv = mq; /* unused without TMADQ / EPI 1 */
   if (rc == 0 && C::TMADQ)
     rc = flash_make_map_f32(&mdq, dq_acc, p->B, p->T, p->NH, p->HD, 64);
+  if (rc == 0 && BWD90_EPI == 1)
+    rc = flash_make_map(&mdk, dk, p->B, p->T, p->KVH, p->HD, 64);
+  if (rc == 0 && BWD90_EPI == 1)
+    rc = flash_make_map(&mdv, dv, p->B, p->T, p->KVH, p->HD, 64);
   if (rc != 0)
     return rc;
   auto kern = flash_bwd90_kernel<HD>;
@@ -836,10 +936,17 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
     const int64_t hi = BWD90_GRID_CH_MAX < p->B * p->KVH ? BWD90_GRID_CH_MAX : p->B * p->KVH;
     grid_ch = (int)(n < 1 ? 1 : n > hi ? hi : n);
   }
-  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, mdo, mdq, *p, lse, D, dq_acc, (bf16 *)dk,
+  kern<<<grid, C::THREADS, C::SMEM, stream>>>(mq, mk, mv, mdo, mdq, mdk, mdv, *p, lse, D, dq_acc, (bf16 *)dk,
                                               (bf16 *)dv, ctr, grid_ch);
   return (int)cudaGetLastError();
 }
+
+#if BWD90_DIAG_TIMES
+extern "C" __attribute__((visibility("default"))) int flash_bwd90_diag_times(void *host,
+                                                                             size_t bytes) {
+  return (int)cudaMemcpyFromSymbol(host, bwd90_dt, bytes);
+}
+#endif
 
 extern "C" int flash_bwd_sm90(const flash_params *p, const void *q, const void *k, const void *v,
                               const void *dout, const float *lse, const float *D, float *dq_acc,

@@ -11,11 +11,12 @@ measured against it by ||x - ref|| / ||ref|| for out, dq, dk, dv. Grid: T in
 and 96. Pass: every error < 1e-2.
 
 bench: CUDA events around each call, warm-up first, median of repeats taken
-in rounds that alternate the contenders (so that clock drift falls on all
-alike); the
+in rounds that take the contenders in every order in turn (so that clock
+drift and the state one leaves the card in fall on all alike); the
 plugin and PyTorch SDPA's flash (FlashAttention-2) and cuDNN backends in the
 same process on the same inputs, hd 64 and 128, T 2048 and 8192, MHA and GQA. FLOPs count the causal half:
 fwd 2 * 2 * B * NH * T^2 * HD / 2, bwd 2.5 times that."""
+import itertools
 import math
 import statistics
 import sys
@@ -28,7 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from flash_ctypes import Flash, Plugin, F32, CPU
 
 TOL = 1e-2
-ROUNDS, REPS = 4, 10  # bench: rounds over the contenders, timed calls each
+ROUNDS, REPS = 6, 7  # bench: rounds over the contenders, timed calls each
 
 
 def rel(x, ref):
@@ -204,15 +205,23 @@ def sdpa_times(backend, q, k, v, do, reps=20):
         return time_ms(fns[0], reps), time_ms(fns[1], reps), fns[2]
 
 
-def interleaved_ms(contenders, rounds=ROUNDS, reps=REPS, warmup=3):
+def interleaved_ms(contenders, rounds=ROUNDS, reps=REPS, warmup=3, fixed=False):
     """Median forward and backward ms of each contender (name -> (backend or
     None, fwd, bwd)), timed in `rounds` rounds that take the contenders in
     turn (reps calls each, after warm-up), so that a drift of the clocks
     (a power-capped H200 moves by several percent within a minute) falls on
-    all of them alike."""
+    all of them alike. The rounds take the contenders in every order in turn
+    (3 contenders, 6 rounds: each order once): what ran just before matters
+    to a power-capped card (a forward right after SDPA flash's backward ran
+    4-10 % faster than after either other backward,
+    2026-11-24-flash-s10.md), and so each contender follows each other one
+    equally often. fixed: every round in the given order (as before
+    2026-11-24; diag_timing.py compares the two)."""
     got = {n: ([], []) for n in contenders}
-    for _ in range(rounds):
-        for n, (backend, fwd, bwd) in contenders.items():
+    orders = [tuple(contenders)] if fixed else list(itertools.permutations(contenders))
+    for r in range(rounds):
+        for n in orders[r % len(orders)]:
+            backend, fwd, bwd = contenders[n]
             for i, fn in enumerate((fwd, bwd)):
                 if backend is None:
                     got[n][i].extend(times_ms(fn, reps, warmup))
@@ -281,7 +290,7 @@ def bench(plugin_dir):
                  f" bwd {(t2 - t1) * 1e3:.0f} ms ({2.5 * nflop / (t2 - t1) / 1e12:.3f} TFLOP/s)")
 
     print(f"\ncausal, TFLOP/s (median of {ROUNDS} rounds x {REPS} calls, the contenders taken in"
-          " turn each round; fwd+bwd = 3.5x fwd FLOPs over the summed time); SDPA flash and"
+          " turn, every order once; fwd+bwd = 3.5x fwd FLOPs over the summed time); SDPA flash and"
           " cuDNN backends on the same inputs")
     print(f"{'B':>2s} {'T':>5s} {'NH':>3s} {'KVH':>3s} {'HD':>3s} | {'fsdpc fwd':>9s} {'bwd':>6s}"
           f" {'f+b':>6s} | {'flash fwd':>9s} {'bwd':>6s} {'f+b':>6s} | {'cudnn fwd':>9s}"

@@ -17,6 +17,8 @@ M=$M,sm__inst_executed.avg.per_cycle_active,sm__throughput.avg.pct_of_peak_susta
 M=$M,gpu__time_duration.sum,sm__cycles_active.avg,smsp__cycles_active.avg.pct_of_peak_sustained_elapsed
 M=$M,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active
 M=$M,lts__t_sectors_op_red.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed
+# EXTRA_M: more metrics, comma-separated (e.g. lts__t_sector_hit_rate.pct,dram__bytes_read.sum)
+M=$M${EXTRA_M:+,$EXTRA_M}
 for s in ${SHAPES:-2,8192,32,8,128}; do
   (cd $C && timeout ${NCU_S:-240} ncu --clock-control none --metrics "$M" --csv \
     --kernel-name "regex:flash_(fwd|bwd)90|cudnn|sdpa|fmha|sm90" --launch-skip-before-match 0 \

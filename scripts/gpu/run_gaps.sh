@@ -12,8 +12,7 @@
 #     side8    8B with checkpointing, micro-batch 1: fsdpc new, new with
 #              fsdp.activation_checkpointing_policy=save_mlp, base; twice (no PyTorch)
 #     side     1B (micro-batch 4) and 8B (checkpointing, micro-batch 1) at world 1:
-#              PyTorch FSDP2 eager, --compile, fsdpc (new, then base, then new with
-#              train.gemm_autotune=true; 8B also new with
+#              PyTorch FSDP2 eager, --compile, fsdpc (new, then base; 8B also new with
 #              fsdp.activation_checkpointing_policy=save_mlp); GPU clocks sampled
 # The carry folder holds build.tar.xz (this branch: "new"), base.tar.xz (the build
 # before the change: bin/fsdpc, lib/, plugins/ under base_dir), runtime.tar.xz,
@@ -176,17 +175,12 @@ PY
     run_fsdpc side1b new 20 $CFG1
     clocks_off side1b
     run_fsdpc side1b-base base 20 $CFG1
-    clocks_on side1b-tune
-    run_fsdpc side1b-tune new 20 $CFG1 train.gemm_autotune=true
-    clocks_off side1b-tune
     clocks_on side8b
     run_fsdpc side8b new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
     clocks_off side8b
     run_fsdpc side8b-base base 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
     run_fsdpc side8b-mlp new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216 \
       fsdp.activation_checkpointing_policy=save_mlp
-    run_fsdpc side8b-tune new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216 \
-      train.gemm_autotune=true
     clocks_on eager8b
     torch_run eager8b 110 --model 8b --strategy full --ac 1 --bs 1 --seq 2048 --steps 8 --warmup 3
     clocks_off eager8b

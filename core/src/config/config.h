@@ -163,7 +163,6 @@ typedef struct fsdpc_config_train {
   int device; /* FSDPC_DEVICE_* */
   int64_t threads;
   int64_t gemm_sm_margin; /* CUDA: SMs the GEMMs leave to the collectives */
-  bool gemm_autotune;     /* CUDA: time cuBLASLt's candidates per GEMM shape, keep the fastest */
   fsdpc_strlist generate_prompts;
   int64_t generate_tokens;
 } fsdpc_config_train;

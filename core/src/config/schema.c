@@ -378,11 +378,6 @@ static const fsdpc_cfg_key keys[] = {
          "CUDA: multiprocessors the GEMMs leave free for the collectives running beside them "
          "(cuBLASLt SM count target); 0 = GEMMs may use every SM",
          MIN_(0)),
-    BOOL_("train.gemm_autotune", train.gemm_autotune, "false",
-          "CUDA: on a GEMM shape's first use, time up to 8 of cuBLASLt's candidate algorithms and "
-          "keep the fastest (faster steps; the choice depends on timing, so runs are not "
-          "bit-identical to each other); false = cuBLASLt's first pick",
-          NONE_),
     STRS_("train.generate_prompts", train.generate_prompts, "[]",
           "prompts to sample from after training (greedy)", NONE_),
     INT_("train.generate_tokens", train.generate_tokens, "32", "tokens to generate per prompt; 0 = no samples",

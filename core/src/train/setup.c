@@ -103,7 +103,6 @@ static fsdpc_status setup_device(fsdpc_session *s, fsdpc_err *err) {
   fsdpc__cuda_ctx_opts_default(&co);
   co.device_index = s->env.local_rank;
   co.gemm_sm_margin = (int)s->cfg->train.gemm_sm_margin;
-  co.gemm_autotune = s->cfg->train.gemm_autotune;
   fsdpc_cuda_ctx *ctx = NULL;
   FSDPC_TRY(fsdpc__cuda_ctx_create(&co, &ctx, err));
   s->cuda = ctx;

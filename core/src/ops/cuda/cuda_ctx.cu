@@ -105,7 +105,6 @@ fsdpc_status fsdpc__cuda_ctx_create(const fsdpc_cuda_ctx_opts *opts, fsdpc_cuda_
   STEP(cudaDeviceGetAttribute(&c->sm_count, cudaDevAttrMultiProcessorCount, c->device));
   if (o.gemm_sm_margin > 0 && o.gemm_sm_margin < c->sm_count)
     c->gemm_sm_target = c->sm_count - o.gemm_sm_margin;
-  c->gemm_autotune = o.gemm_autotune != 0;
   STEP(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
   /* Collectives get the higher priority: a gather or reduce-scatter that
    * waits behind a long GEMM for its blocks delays the unit after it. */

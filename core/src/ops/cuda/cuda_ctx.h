@@ -51,9 +51,6 @@ typedef struct fsdpc_cuda_ctx_opts {
   /* Multiprocessors GEMMs leave free for the collectives that run beside
    * them (cuBLASLt's SM count target = SMs - margin); 0 = all SMs. */
   int gemm_sm_margin;
-  /* Non-zero: a GEMM shape's plan times cuBLASLt's candidate algorithms on
-   * its first call and keeps the fastest (matmul.cu). */
-  int gemm_autotune;
 } fsdpc_cuda_ctx_opts;
 
 void fsdpc__cuda_ctx_opts_default(fsdpc_cuda_ctx_opts *o);

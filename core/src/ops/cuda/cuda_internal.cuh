@@ -19,7 +19,6 @@ extern "C" void fsdpc__cuda_lt_plans_free(fsdpc_cuda_ctx *ctx);
 struct fsdpc_cuda_ctx {
   int device, sm_count;
   int gemm_sm_target; /* cuBLASLt SM count target; 0 = all */
-  int gemm_autotune;  /* time the candidate algorithms of each new GEMM shape */
   cudaStream_t compute, comm;
   cudaStream_t d2h; /* device-to-host copies that must not queue behind the comm stream's */
   cudaEvent_t events[FSDPC_CUDA_N_EVENTS];

@@ -31,18 +31,12 @@
  * still works, uncached. */
 #define LT_PLANS 128
 #define LT_KEY 10
-/* train.gemm_autotune: candidates asked of the heuristic and timed on a
- * shape's first call (bench/cuda/bench_gemm_algos.c: the fastest of 8 was
- * 3-6 % below the first pick over the 1B / 8B layers' GEMMs). */
-#define LT_TUNE_ALGOS 8
 struct fsdpc_lt_plan {
   int used;
   long long key[LT_KEY];
   cublasLtMatmulDesc_t op;
   cublasLtMatrixLayout_t la, lb, lc;
   cublasLtMatmulAlgo_t algo;
-  int n_cand; /* > 1: candidates still to be timed on the first call */
-  cublasLtMatmulAlgo_t cand[LT_TUNE_ALGOS];
 };
 
 static void plan_destroy(fsdpc_lt_plan *p) {
@@ -76,8 +70,7 @@ static fsdpc_status plan_build(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const long
   const cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const uint64_t ws = ctx->lt_ws_bytes;
   cublasLtMatmulPreference_t pref = NULL;
-  cublasLtMatmulHeuristicResult_t heur[LT_TUNE_ALGOS];
-  const int want = ctx->gemm_autotune ? LT_TUNE_ALGOS : 1;
+  cublasLtMatmulHeuristicResult_t heur;
   int found = 0;
   memset(p, 0, sizeof *p);
   LT_TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
@@ -98,8 +91,8 @@ static fsdpc_status plan_build(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const long
   LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                               sizeof ws),
          what);
-  LT_TRY(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, want,
-                                        heur, &found),
+  LT_TRY(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
+                                        &found),
          what);
   if (found < 1) {
     st = fsdpc__fail(err, FSDPC_UNSUPPORTED,
@@ -107,10 +100,7 @@ static fsdpc_status plan_build(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const long
                      what, m, n, k, lda, ldb, ldcd);
     goto done;
   }
-  p->algo = heur[0].algo;
-  p->n_cand = found > 1 ? found : 0;
-  for (int i = 0; i < p->n_cand; i++)
-    p->cand[i] = heur[i].algo;
+  p->algo = heur.algo;
   memcpy(p->key, key, sizeof p->key);
   p->used = 1;
 done:
@@ -119,71 +109,6 @@ done:
   if (st != FSDPC_OK)
     plan_destroy(p);
   return st;
-}
-
-/* train.gemm_autotune, on a cached plan's first call: time each candidate
- * (one warm-up call, then two rounds over the candidates of two calls
- * each, on the call's own operands and stream) and keep the fastest. The
- * runs overwrite D with the same product, so a GEMM that accumulates into
- * D in place (beta != 0 with C == D) keeps the first pick, as does one
- * under graph capture. Any failure keeps the first pick and clears the
- * error. Blocks the host until the timed calls are done (first step only). */
-static void plan_tune(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const float *alpha, const void *A,
-                      const void *B, const float *beta, const void *C, void *D) {
-  const int n = p->n_cand;
-  p->n_cand = 0;
-  if (n < 2 || (*beta != 0.0f && C == D))
-    return;
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(ctx->compute, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
-    (void)cudaGetLastError();
-    return;
-  }
-  cudaEvent_t ev[2 * LT_TUNE_ALGOS * 2];
-  int n_ev = 0, ok[LT_TUNE_ALGOS];
-  float ms[LT_TUNE_ALGOS];
-  for (; n_ev < 4 * n; n_ev++)
-    if (cudaEventCreate(&ev[n_ev]) != cudaSuccess)
-      goto done;
-  for (int i = 0; i < n; i++) {
-    ok[i] = cublasLtMatmul(ctx->lt, p->op, alpha, A, p->la, B, p->lb, beta, C ? C : D, p->lc, D,
-                           p->lc, &p->cand[i], ctx->lt_ws, ctx->lt_ws_bytes,
-                           ctx->compute) == CUBLAS_STATUS_SUCCESS;
-    ms[i] = 0.0f;
-  }
-  for (int r = 0; r < 2; r++)
-    for (int i = 0; i < n; i++) {
-      if (!ok[i])
-        continue;
-      cudaEventRecord(ev[4 * i + 2 * r], ctx->compute);
-      for (int c = 0; c < 2; c++)
-        cublasLtMatmul(ctx->lt, p->op, alpha, A, p->la, B, p->lb, beta, C ? C : D, p->lc, D,
-                       p->lc, &p->cand[i], ctx->lt_ws, ctx->lt_ws_bytes, ctx->compute);
-      cudaEventRecord(ev[4 * i + 2 * r + 1], ctx->compute);
-    }
-  if (cudaEventSynchronize(ev[n_ev - 1]) != cudaSuccess || cudaStreamSynchronize(ctx->compute) != cudaSuccess)
-    goto done;
-  {
-    int best = -1;
-    for (int i = 0; i < n; i++) {
-      if (!ok[i])
-        continue;
-      for (int r = 0; r < 2; r++) {
-        float t = 0.0f;
-        if (cudaEventElapsedTime(&t, ev[4 * i + 2 * r], ev[4 * i + 2 * r + 1]) != cudaSuccess)
-          goto done;
-        ms[i] += t;
-      }
-      if (best < 0 || ms[i] < ms[best])
-        best = i;
-    }
-    if (best >= 0)
-      p->algo = p->cand[best];
-  }
-done:
-  (void)cudaGetLastError();
-  for (int i = 0; i < n_ev; i++)
-    cudaEventDestroy(ev[i]);
 }
 
 /* The cached plan for key, built on first use; *tmp receives an uncached
@@ -224,8 +149,6 @@ fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, 
   fsdpc_lt_plan tmp, *p = NULL;
   memset(&tmp, 0, sizeof tmp);
   FSDPC_TRY(plan_get(ctx, key, &tmp, &p, what, err));
-  if (p != &tmp && p->n_cand > 1)
-    plan_tune(ctx, p, &alpha, A, B, &beta, C, D);
   LT_TRY(cublasLtMatmul(ctx->lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C ? C : D, p->lc, D,
                         p->lc, &p->algo, ctx->lt_ws, ctx->lt_ws_bytes, ctx->compute),
          what);

@@ -7,7 +7,9 @@
  * (median of 15) and 40 calls back to back (the card loaded, as in a
  * step). Prints per GEMM the first pick's time and the best candidate's,
  * and the step's GEMM time with each choice, weighted by how often the
- * step runs each GEMM. Usage: fsdpc_bench_gemm_algos */
+ * step runs each GEMM. Usage: fsdpc_bench_gemm_algos
+ * (bench/results/2026-11-24-flash-s10.md, calls 9 and 10: 3-6 % less GEMM
+ * time alone, no faster step under the 700 W cap.) */
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <stdio.h>

@@ -211,14 +211,24 @@ def interleaved_ms(contenders, rounds=ROUNDS, reps=REPS, warmup=3, fixed=False):
     turn (reps calls each, after warm-up), so that a drift of the clocks
     (a power-capped H200 moves by several percent within a minute) falls on
     all of them alike. The rounds take the contenders in every order in turn
-    (3 contenders, 6 rounds: each order once): what ran just before matters
-    to a power-capped card (a forward right after SDPA flash's backward ran
-    4-10 % faster than after either other backward,
-    2026-11-24-flash-s10.md), and so each contender follows each other one
-    equally often. fixed: every round in the given order (as before
-    2026-11-24; diag_timing.py compares the two)."""
+    (3 contenders, 6 rounds: each order once; more contenders: each rotation
+    forwards and backwards, 2 n rounds for all): what ran just before
+    matters to a power-capped card (a forward right after SDPA flash's
+    backward ran 4-10 % faster than after either other backward,
+    2026-11-24-flash-s10.md), and so each contender follows the others
+    alike. fixed: every round in the given order (as before 2026-11-24;
+    diag_timing.py compares the two)."""
     got = {n: ([], []) for n in contenders}
-    orders = [tuple(contenders)] if fixed else list(itertools.permutations(contenders))
+    names = list(contenders)
+    if fixed:
+        orders = [tuple(names)]
+    elif len(names) <= 3:
+        orders = list(itertools.permutations(names))
+    else:
+        orders = []
+        for k in range(len(names)):
+            rot = names[k:] + names[:k]
+            orders += [tuple(rot), tuple(reversed(rot))]
     for r in range(rounds):
         for n in orders[r % len(orders)]:
             backend, fwd, bwd = contenders[n]

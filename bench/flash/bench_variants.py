@@ -6,17 +6,15 @@ passed, on the same inputs, with SDPA's flash backend alongside.
 
   python3 bench_variants.py check|bench|both DIR...   (each DIR holds one
   libfsdpc-attention-flash.so; its name labels the column)"""
-import math
 import os
 import sys
 
 import torch
 
-from bench_flash import (TOL, flash_run, make, random_docs, reference, rel, sdpa_times, time_ms,
-                         to_sdpa)
+from bench_flash import (TOL, flash_run, interleaved_ms, make, random_docs, reference, rel,
+                         sdpa_fns)
 from flash_ctypes import Flash
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import SDPBackend
 
 
 def check(variants):
@@ -52,36 +50,47 @@ def check(variants):
 
 
 def bench(variants, shapes):
+    """TFLOP/s of each build beside SDPA's flash and cuDNN backends, all timed
+    in bench_flash.interleaved_ms's rounds (each contender after each other
+    one alike: the second build's forward no longer always follows the
+    first's backward, which moved identical forward code by up to 9 %,
+    2026-11-24-flash-s10.md call 5)."""
     tf = lambda flop, ms: flop / ms / 1e9
     print(f"device: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print("causal, TFLOP/s (fwd FLOPs 2*B*NH*T^2*HD, bwd 2.5x; median of 30 after 5 warm-up);"
-          " sdpa = SDPA's flash backend, cudnn = its cuDNN backend")
+    print("causal, TFLOP/s (fwd FLOPs 2*B*NH*T^2*HD, bwd 2.5x; median over 2n rounds of 5 calls,"
+          " the n contenders in rotating orders); sdpa = SDPA's flash backend, cudnn = its cuDNN"
+          " backend")
     for B, T, NH, KVH, HD in shapes:
         q, k, v, do = make(B, T, NH, KVH, HD, 7)
         fwd_flop = 4 * B * NH * T * T * HD / 2
         out, dq = torch.empty_like(q), torch.empty_like(q)
         dk, dv = torch.empty_like(k), torch.empty_like(k)
-        row = f"B={B} T={T} NH={NH} KVH={KVH} HD={HD}:"
+        contenders, states = {}, []
         for n, fl in variants.items():
             st = fl.setup(q, k, True)
-            f = time_ms(lambda: fl.fwd(st, q, k, v, out), reps=30)
-            b = time_ms(lambda: fl.bwd(st, q, k, v, out, do, dq, dk, dv), reps=30)
+            states.append(st)
+            contenders[n] = (None, lambda fl=fl, st=st: fl.fwd(st, q, k, v, out),
+                             lambda fl=fl, st=st: fl.bwd(st, q, k, v, out, do, dq, dk, dv))
+        how = {}
+        for name, backend in (("sdpa", SDPBackend.FLASH_ATTENTION),
+                              ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+            fns = sdpa_fns(backend, q, k, v, do)
+            how[name] = fns[2] if fns else "n/a"
+            if fns:
+                contenders[name] = (backend, fns[0], fns[1])
+        ms = interleaved_ms(contenders, rounds=2 * len(contenders), reps=5)
+        row = f"B={B} T={T} NH={NH} KVH={KVH} HD={HD}:"
+        for n in variants:
+            f, b = ms[n]
             row += f" | {n} fwd {tf(fwd_flop, f):6.1f} bwd {tf(2.5 * fwd_flop, b):6.1f} ({f:.3f}/{b:.3f} ms)"
-            del st
-        qs, ks, vs = (to_sdpa(t).detach().requires_grad_() for t in (q, k, v))
-        gqa = NH != KVH
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, enable_gqa=gqa)
-            f = time_ms(lambda: F.scaled_dot_product_attention(qs, ks, vs, is_causal=True,
-                                                               enable_gqa=gqa), reps=30)
-            b = time_ms(lambda: torch.autograd.grad(o, (qs, ks, vs), to_sdpa(do),
-                                                    retain_graph=True), reps=30)
-        row += f" | sdpa fwd {tf(fwd_flop, f):6.1f} bwd {tf(2.5 * fwd_flop, b):6.1f}"
-        del qs, ks, vs, o
-        f, b, how = sdpa_times(SDPBackend.CUDNN_ATTENTION, q, k, v, do, reps=30)
-        row += f" | cudnn ({how}) fwd {tf(fwd_flop, f):6.1f} bwd {tf(2.5 * fwd_flop, b):6.1f}"
+        if "sdpa" in ms:
+            f, b = ms["sdpa"]
+            row += f" | sdpa fwd {tf(fwd_flop, f):6.1f} bwd {tf(2.5 * fwd_flop, b):6.1f}"
+        if "cudnn" in ms:
+            f, b = ms["cudnn"]
+            row += f" | cudnn ({how['cudnn']}) fwd {tf(fwd_flop, f):6.1f} bwd {tf(2.5 * fwd_flop, b):6.1f}"
         print(row, flush=True)
-        del q, k, v, do, out, dq, dk, dv
+        del q, k, v, do, out, dq, dk, dv, states, contenders
         torch.cuda.empty_cache()
 
 

@@ -151,7 +151,9 @@ def time_ms(fn, reps=20, warmup=5):
     return statistics.median(times_ms(fn, reps, warmup))
 
 
-def times_ms(fn, reps, warmup):
+def times_ms(fn, reps, warmup, calls=1):
+    """ms a call of fn, reps times: events around `calls` calls back to back
+    (1: each call alone, the host synchronised before the next)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -159,10 +161,11 @@ def times_ms(fn, reps, warmup):
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         a.record()
-        fn()
+        for _ in range(calls):
+            fn()
         b.record()
         b.synchronize()
-        times.append(a.elapsed_time(b))
+        times.append(a.elapsed_time(b) / calls)
     return times
 
 
@@ -203,6 +206,30 @@ def sdpa_times(backend, q, k, v, do, reps=20):
         return math.nan, math.nan, "n/a"
     with sdpa_kernel(backend):
         return time_ms(fns[0], reps), time_ms(fns[1], reps), fns[2]
+
+
+def fsdpc_contender(fl, q, k, v, do):
+    """The plugin's forward and backward as an interleaved_ms contender
+    (None, fwd, bwd), on buffers of its own."""
+    st = fl.setup(q, k, True)
+    out, dq = torch.empty_like(q), torch.empty_like(q)
+    dk, dv = torch.empty_like(k), torch.empty_like(k)
+    return (None, lambda: fl.fwd(st, q, k, v, out),
+            lambda: fl.bwd(st, q, k, v, out, do, dq, dk, dv))
+
+
+def sdpa_contenders(q, k, v, do):
+    """SDPA's flash and cuDNN backends as interleaved_ms contenders (name ->
+    (backend, fwd, bwd)), without a backend that takes neither GQA form, and
+    how each served GQA."""
+    contenders, how = {}, {}
+    for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
+                          ("cudnn", SDPBackend.CUDNN_ATTENTION)):
+        fns = sdpa_fns(backend, q, k, v, do)
+        how[name] = fns[2] if fns else "n/a"
+        if fns:
+            contenders[name] = (backend, fns[0], fns[1])
+    return contenders, how
 
 
 def interleaved_ms(contenders, rounds=ROUNDS, reps=REPS, warmup=3, fixed=False):
@@ -254,18 +281,9 @@ def bench(plugin_dir):
     for B, T, NH, KVH, HD in SHAPES:
         q, k, v, do = make(B, T, NH, KVH, HD, 7)
         fwd_flop = 4 * B * NH * T * T * HD / 2
-        st = fl.setup(q, k, True)
-        out, dq = torch.empty_like(q), torch.empty_like(q)
-        dk, dv = torch.empty_like(k), torch.empty_like(k)
-        contenders = {"fsdpc": (None, lambda: fl.fwd(st, q, k, v, out),
-                                lambda: fl.bwd(st, q, k, v, out, do, dq, dk, dv))}
-        how = {}
-        for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
-                              ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-            fns = sdpa_fns(backend, q, k, v, do)
-            how[name] = fns[2] if fns else "n/a"
-            if fns:
-                contenders[name] = (backend, fns[0], fns[1])
+        contenders = {"fsdpc": fsdpc_contender(fl, q, k, v, do)}
+        sdpa, how = sdpa_contenders(q, k, v, do)
+        contenders.update(sdpa)
         ms = interleaved_ms(contenders)
         nan = (math.nan, math.nan)
         (f_fwd, f_bwd), (s_fwd, s_bwd) = ms["fsdpc"], ms.get("flash", nan)
@@ -277,7 +295,7 @@ def bench(plugin_dir):
                      tf(2.5 * fwd_flop, s_bwd), tf(3.5 * fwd_flop, s_fwd + s_bwd),
                      tf(fwd_flop, c_fwd), tf(2.5 * fwd_flop, c_bwd),
                      tf(3.5 * fwd_flop, c_fwd + c_bwd), how, chow))
-        del q, k, v, do, out, dq, dk, dv, st
+        del q, k, v, do, contenders, sdpa
         torch.cuda.empty_cache()
 
     # naive: the CPU fp32 reference plugin (its CUDA path is another branch).

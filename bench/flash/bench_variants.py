@@ -11,10 +11,9 @@ import sys
 
 import torch
 
-from bench_flash import (TOL, flash_run, interleaved_ms, make, random_docs, reference, rel,
-                         sdpa_fns)
+from bench_flash import (TOL, flash_run, fsdpc_contender, interleaved_ms, make, random_docs,
+                         reference, rel, sdpa_contenders)
 from flash_ctypes import Flash
-from torch.nn.attention import SDPBackend
 
 
 def check(variants):
@@ -63,21 +62,9 @@ def bench(variants, shapes):
     for B, T, NH, KVH, HD in shapes:
         q, k, v, do = make(B, T, NH, KVH, HD, 7)
         fwd_flop = 4 * B * NH * T * T * HD / 2
-        out, dq = torch.empty_like(q), torch.empty_like(q)
-        dk, dv = torch.empty_like(k), torch.empty_like(k)
-        contenders, states = {}, []
-        for n, fl in variants.items():
-            st = fl.setup(q, k, True)
-            states.append(st)
-            contenders[n] = (None, lambda fl=fl, st=st: fl.fwd(st, q, k, v, out),
-                             lambda fl=fl, st=st: fl.bwd(st, q, k, v, out, do, dq, dk, dv))
-        how = {}
-        for name, backend in (("sdpa", SDPBackend.FLASH_ATTENTION),
-                              ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-            fns = sdpa_fns(backend, q, k, v, do)
-            how[name] = fns[2] if fns else "n/a"
-            if fns:
-                contenders[name] = (backend, fns[0], fns[1])
+        contenders = {n: fsdpc_contender(fl, q, k, v, do) for n, fl in variants.items()}
+        sdpa, how = sdpa_contenders(q, k, v, do)
+        contenders.update({"sdpa" if n == "flash" else n: c for n, c in sdpa.items()})
         ms = interleaved_ms(contenders, rounds=2 * len(contenders), reps=5)
         row = f"B={B} T={T} NH={NH} KVH={KVH} HD={HD}:"
         for n in variants:
@@ -90,7 +77,7 @@ def bench(variants, shapes):
             f, b = ms["cudnn"]
             row += f" | cudnn ({how['cudnn']}) fwd {tf(fwd_flop, f):6.1f} bwd {tf(2.5 * fwd_flop, b):6.1f}"
         print(row, flush=True)
-        del q, k, v, do, out, dq, dk, dv, states, contenders
+        del q, k, v, do, contenders, sdpa
         torch.cuda.empty_cache()
 
 

@@ -20,24 +20,14 @@ import sys
 import time
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
-from bench_flash import Flash, interleaved_ms, make, sdpa_fns, times_ms
+from bench_flash import (Flash, fsdpc_contender, interleaved_ms, make, sdpa_contenders,
+                         times_ms)
 
 
 def back_to_back_ms(fn, calls=10, rounds=8):
-    fn()
-    torch.cuda.synchronize()
-    out = []
-    for _ in range(rounds):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(calls):
-            fn()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) / calls)
-    return statistics.median(out)
+    return statistics.median(times_ms(fn, rounds, 1, calls))
 
 
 def host_us(fn, calls=20):
@@ -63,17 +53,11 @@ def soak(fn, seconds):
     return t0, time.time()
 
 
-def contenders_of(fl, q, k, v, do):
-    st = fl.setup(q, k, True)
-    out, dq = torch.empty_like(q), torch.empty_like(q)
-    dk, dv = torch.empty_like(k), torch.empty_like(k)
-    fns = {"fsdpc": (None, lambda: fl.fwd(st, q, k, v, out),
-                     lambda: fl.bwd(st, q, k, v, out, do, dq, dk, dv))}
-    for name, backend in (("flash", SDPBackend.FLASH_ATTENTION),
-                          ("cudnn", SDPBackend.CUDNN_ATTENTION)):
-        f = sdpa_fns(backend, q, k, v, do)
-        if f:
-            fns[name] = (backend, f[0], f[1])
+def contenders_of(fl, q, k, v, do, sdpa=("flash", "cudnn")):
+    """fsdpc and the SDPA backends named in sdpa, as interleaved_ms takes them."""
+    fns = {"fsdpc": fsdpc_contender(fl, q, k, v, do)}
+    extra, _ = sdpa_contenders(q, k, v, do)
+    fns.update({n: c for n, c in extra.items() if n in sdpa})
     return fns
 
 
@@ -128,14 +112,7 @@ def main():
     windows = []
     for B, T, NH, KVH, HD in shapes:
         q, k, v, do = make(B, T, NH, KVH, HD, 7)
-        st = fl.setup(q, k, True)
-        out, dq = torch.empty_like(q), torch.empty_like(q)
-        dk, dv = torch.empty_like(k), torch.empty_like(k)
-        fns = {"fsdpc": (None, lambda: fl.fwd(st, q, k, v, out),
-                         lambda: fl.bwd(st, q, k, v, out, do, dq, dk, dv))}
-        c = sdpa_fns(SDPBackend.CUDNN_ATTENTION, q, k, v, do)
-        if c:
-            fns["cudnn"] = (SDPBackend.CUDNN_ATTENTION, c[0], c[1])
+        fns = contenders_of(fl, q, k, v, do, sdpa=("cudnn",))
         print(f"\nshape B={B} T={T} NH={NH} KVH={KVH} HD={HD}")
         print(f"{'who':6s} {'pass':4s} {'synced ms':>10s} {'b2b ms':>8s} {'host us':>8s}")
         for who, (backend, fwd, bwd) in fns.items():
@@ -151,7 +128,7 @@ def main():
                     time.sleep(1.0)
                     w = soak(fn, 3.0)
                 windows.append((f"{B},{T},{NH},{KVH},{HD} {who} {name}", w))
-        del q, k, v, do, out, dq, dk, dv, st
+        del q, k, v, do, fns
         torch.cuda.empty_cache()
     time.sleep(0.3)
     smi.terminate()

@@ -147,10 +147,6 @@ def check(plugin_dir):
     return fails == 0
 
 
-def time_ms(fn, reps=20, warmup=5):
-    return statistics.median(times_ms(fn, reps, warmup))
-
-
 def times_ms(fn, reps, warmup, calls=1):
     """ms a call of fn, reps times: events around `calls` calls back to back
     (1: each call alone, the host synchronised before the next)."""
@@ -196,16 +192,6 @@ def sdpa_fns(backend, q, k, v, do):
             continue
         return fwd, bwd, ("gqa" if native else ("rep-kv" if gqa else "mha"))
     return None
-
-
-def sdpa_times(backend, q, k, v, do, reps=20):
-    """Forward and backward ms of SDPA under one backend (one block of calls
-    each) and how GQA was served; NaN where the backend takes neither."""
-    fns = sdpa_fns(backend, q, k, v, do)
-    if fns is None:
-        return math.nan, math.nan, "n/a"
-    with sdpa_kernel(backend):
-        return time_ms(fns[0], reps), time_ms(fns[1], reps), fns[2]
 
 
 def fsdpc_contender(fl, q, k, v, do):

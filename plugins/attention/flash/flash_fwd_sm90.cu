@@ -165,11 +165,10 @@
  * 4, each thread's bf16 pairs as they sit in the accumulator (a warp
  * instruction: 8 rows x 16 bytes, half a sector a row); 8, the pairs of
  * neighbouring lanes swapped (one shuffle a group pair) into 8-byte
- * stores, a full 32-byte sector a row; 16, a 4 x 4 transpose across each
- * lane quad (4 shuffles a block of 4 groups) into 16-byte stores of 64
- * bytes a row. Measured (2026-11-24-flash-s10.md, call 14), forward: 8
- * +1-11 % at hd 128 (most at T 2048), 16 a little less; at hd 64 both
- * within -1 to +1.5 %. */
+ * stores, a full 32-byte sector a row. Measured (2026-11-24-flash-s10.md,
+ * call 14), forward: 8 +1-11 % at hd 128 (most at T 2048), -1 to +1.5 %
+ * at hd 64. (16-byte stores after a 4 x 4 transpose across each lane quad
+ * gained a little less and were removed; commit a605fc8 holds them.) */
 #ifdef FWD90_OSTORE
 #define FWD90_64_OSTORE FWD90_OSTORE
 #define FWD90_128_OSTORE FWD90_OSTORE
@@ -180,6 +179,9 @@
 #ifndef FWD90_128_OSTORE
 #define FWD90_128_OSTORE 8
 #endif
+static_assert((FWD90_64_OSTORE == 4 || FWD90_64_OSTORE == 8) &&
+                  (FWD90_128_OSTORE == 4 || FWD90_128_OSTORE == 8),
+              "FWD90_*_OSTORE: 4 or 8 bytes");
 
 template <int HD, int BN, int NC, int ST> struct fwd90_cfg {
   static constexpr int BM = 64 * NC;
@@ -632,35 +634,7 @@ static __global__ void __launch_bounds__(128 * (NC + 1), 1)
         bf16 *orow = out + ((int64_t)(b * T + row) * NH + h) * hd;
         const int q = lane % 4;
         constexpr int OSTORE = HD == 64 ? FWD90_64_OSTORE : FWD90_128_OSTORE;
-        if constexpr (OSTORE == 16) {
-          /* Lane q holds word q (columns 2q, 2q+1) of every group of 8
-           * columns; after the transpose it holds all 4 words of group
-           * 4 blk + q. The shuffles run on every lane (rows past T too). */
-          const bool s1 = q & 1, s2 = q & 2;
-#pragma unroll
-          for (int blk = 0; blk < HD / 32; blk++) {
-            uint32_t a[4];
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-              const int i = 4 * blk + j;
-              a[j] = pack_bf16(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-            }
-            const uint32_t r0 = __shfl_xor_sync(0xffffffffu, s2 ? a[0] : a[2], 2);
-            const uint32_t r1 = __shfl_xor_sync(0xffffffffu, s2 ? a[1] : a[3], 2);
-            const uint32_t k0 = s2 ? a[2] : a[0], k1 = s2 ? a[3] : a[1];
-            const uint32_t u0 = __shfl_xor_sync(0xffffffffu, s1 ? k0 : k1, 1);
-            const uint32_t u1 = __shfl_xor_sync(0xffffffffu, s1 ? r0 : r1, 1);
-            const uint32_t vs = s1 ? k1 : k0, vq2 = s1 ? r1 : r0;
-            /* word k of the group comes from lane k: vs (k = q), u0 (q ^ 1),
-             * vq2 (q ^ 2), u1 (q ^ 3). */
-            const uint32_t A0 = s1 ? u0 : vs, A1 = s1 ? vs : u0;
-            const uint32_t B0 = s1 ? u1 : vq2, B1 = s1 ? vq2 : u1;
-            const int g = 4 * blk + q;
-            if (do_st && g * 8 < hd)
-              *reinterpret_cast<uint4 *>(orow + g * 8) =
-                  make_uint4(s2 ? B0 : A0, s2 ? B1 : A1, s2 ? A0 : B0, s2 ? A1 : B1);
-          }
-        } else if constexpr (OSTORE == 8) {
+        if constexpr (OSTORE == 8) {
           /* Group pair (i, i + 1): even lanes keep group i's word and take
            * their odd neighbour's, odd lanes group i + 1's. */
 #pragma unroll

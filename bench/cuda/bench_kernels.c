@@ -88,7 +88,7 @@ enum { RN = 16384, RC = 4096 };         /* rmsnorm rows, hidden */
 enum { SN = 8192, SF = 14336 };         /* swiglu rows, intermediate (8B) */
 enum { QN = 16384, QH = 32, QD = 128 }; /* rope rows, heads, head dim */
 enum { GN = 8192, GC = 4096, GO = 14336 };
-enum { XN = 8192, XC = 2048, XV = 128256, XR = 1024 };
+enum { XN = 8192, XC = 2048, XV = 128256, XR = 2048 };
 
 static void op_cast(void *a) {
   CU(fsdpc__cuda_cast_f32_bf16(X, B1, F32, NBIG, NULL, &E));
@@ -124,9 +124,10 @@ static void op_mm_b(void *a) {
   CU(fsdpc__cuda_matmul_bwd(X, B2, (float *)B3, (void *)P, (void *)(P + 2 * (size_t)GN * GO),
                             (void *)(P + 4 * (size_t)GN * GO), GN, GC, GO, &E));
 }
+/* arg: NULL = fp32 logits, else bf16 */
 static void op_xent(void *a) {
   CU(fsdpc__cuda_lmhead_xent(X, OUT2, B2, (float *)B3, (void *)P, (void *)(P + 2 * (size_t)XN * XC),
-                             LAB, XN, XC, XV, 1.0f / XN, XR, SCR, SCR_BYTES, &E));
+                             LAB, XN, XC, XV, 1.0f / XN, XR, a != NULL, SCR, SCR_BYTES, &E));
 }
 
 static void row(const char *name, const char *shape, float ms, double bytes, double flops) {
@@ -169,7 +170,7 @@ int main(void) {
   LAB = dalloc(sizeof(int32_t) * XN);
   CU(fsdpc__cuda_h2d(X, LAB, h, sizeof(int32_t) * XN, &E));
   OUT2 = dalloc(2 * sizeof(double));
-  SCR_BYTES = fsdpc__cuda_lmhead_xent_scratch_bytes(XN, XV, XR);
+  SCR_BYTES = fsdpc__cuda_lmhead_xent_scratch_bytes(XN, XV, XR, 0);
   SCR = dalloc(SCR_BYTES);
   CU(fsdpc__cuda_memset(X, B3, 0, (size_t)XV * XC * 4, &E));
 
@@ -189,8 +190,16 @@ int main(void) {
       2.0 * GN * GC * GO);
   row("matmul bwd dinp+dW", "N=8192 C=4096 OC=14336", time_ms(op_mm_b, NULL), 0,
       4.0 * GN * GC * GO);
-  row("lmhead_xent fwd+bwd", "N=8192 C=2048 V=128256 R=1024", time_ms(op_xent, NULL), 0,
-      6.0 * XN * XC * (double)XV);
+  /* logits fp32 / bf16, softmax by a cluster of blocks per row / a block per row */
+  const char *xname[2][2] = {{"lmhead_xent fp32", "lmhead_xent fp32 rows"},
+                             {"lmhead_xent bf16", "lmhead_xent bf16 rows"}};
+  for (int bf = 0; bf < 2; bf++)
+    for (int rows = 0; rows < 2; rows++) {
+      fsdpc__cuda_xent_rows_only(X, rows);
+      row(xname[bf][rows], "N=8192 C=2048 V=128256 R=2048", time_ms(op_xent, bf ? (void *)1 : NULL),
+          0, 6.0 * XN * XC * (double)XV);
+    }
+  fsdpc__cuda_xent_rows_only(X, 0);
   fsdpc__cuda_ctx_destroy(X);
   return 0;
 }

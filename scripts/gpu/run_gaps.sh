@@ -8,7 +8,11 @@
 #     trace8   the same for 8B with activation checkpointing, micro-batch 1 (5 steps)
 #     track    20 steps, 1B: base vs new (losses, step times), GPU clocks sampled
 #     tests    the CUDA test binaries of this build
-#     profile  per-kernel profile of 2 steps of new (ncu, bench/profile_summary.py)
+#     profile  per-kernel profile of 2 steps of new (ncu, bench/profile_summary.py);
+#              PROF_ARGS: overrides added to its command line
+#     ab1b     1B (micro-batch 4): the builds of AB_VARIANTS (default "new base"; an entry
+#              build:key=value,key=value adds overrides) in turn, AB_ROUNDS (3) times each,
+#              30 steps a run (an A/B of step time within one call, no PyTorch)
 #     side8    8B with checkpointing, micro-batch 1: fsdpc new, new with
 #              fsdp.activation_checkpointing_policy=save_mlp, base; twice (no PyTorch)
 #     side     1B (micro-batch 4) and 8B (checkpointing, micro-batch 1) at world 1:
@@ -149,11 +153,24 @@ PY
   profile)
     NCU="ncu --clock-control none --metrics gpu__time_duration.sum --csv --target-processes all"
     LD_LIBRARY_PATH=/tmp/rt:$B/lib FSDPC_PLUGIN_PATH=$B/plugins timeout 200 $NCU \
-      --log-file "$W/ncu_new.csv" "$B/bin/fsdpc" train $CFG1 train.max_steps=2 \
+      --log-file "$W/ncu_new.csv" "$B/bin/fsdpc" train $CFG1 ${PROF_ARGS:-} train.max_steps=2 \
       log.dir="$W/ncu" >"$OUT/ncu_new.log" 2>&1
     echo "ncu exit $?"
     [ -f "$W/ncu_new.csv" ] && python3 "$C/profile_summary.py" "$W/ncu_new.csv" | tee "$OUT/profile.txt" | head -50
     [ -f "$W/ncu_new.csv" ] && xz -c "$W/ncu_new.csv" >"$OUT/ncu_new.csv.xz"
+    ;;
+  ab1b)
+    for r in $(seq 1 "${AB_ROUNDS:-3}"); do
+      v=0
+      for spec in ${AB_VARIANTS:-new base}; do
+        v=$((v + 1))
+        which=${spec%%:*} extra=""
+        [ "$spec" != "$which" ] && extra=$(echo "${spec#*:}" | tr , ' ')
+        clocks_on ab$v-$which-$r
+        run_fsdpc ab$v-$which-$r "$which" 30 $CFG1 $extra
+        clocks_off ab$v-$which-$r
+      done
+    done
     ;;
   side8)
     for r in 1 2; do

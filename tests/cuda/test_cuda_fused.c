@@ -202,14 +202,14 @@ static void overwrite_xent_case(int N, int C, int V, int chunk) {
   float *d_ow = dev_alloc(sizeof(float) * vc), *d_acc = dev_alloc(sizeof(float) * vc);
   CK(fsdpc__cuda_memset(g_ctx, d_acc, 0, sizeof(float) * vc, &g_err));
   double *d_out = dev_alloc(2 * sizeof(double));
-  size_t sb = fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk);
+  size_t sb = fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk, 0);
   void *d_s = dev_alloc(sb);
   fsdpc__cuda_grad_overwrite(g_ctx, 1);
-  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_ow, d_x, d_w, d_lab, N, C, V, 0.01f, chunk, d_s,
-                             sb, &g_err));
+  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_ow, d_x, d_w, d_lab, N, C, V, 0.01f, chunk, 0,
+                             d_s, sb, &g_err));
   fsdpc__cuda_grad_overwrite(g_ctx, 0);
-  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_acc, d_x, d_w, d_lab, N, C, V, 0.01f, chunk, d_s,
-                             sb, &g_err));
+  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_acc, d_x, d_w, d_lab, N, C, V, 0.01f, chunk, 0,
+                             d_s, sb, &g_err));
   float *gow = down_f32(d_ow, vc), *gacc = down_f32(d_acc, vc);
   char name[96];
   snprintf(name, sizeof name, "lmhead_xent dweight = vs += into zeros N=%d V=%d R=%d", N, V, chunk);

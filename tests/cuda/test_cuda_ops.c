@@ -394,37 +394,45 @@ END_TEST
 
 /* ---- fused lm_head + cross-entropy ---- */
 
-static void xent_case(int N, int C, int V, int chunk) {
+/* The CUDA op against the CPU reference with the same logits dtype (bf16:
+ * both round the same fp32-accumulated logits to bf16). */
+static void xent_case_dt(int N, int C, int V, int chunk, int lbf16) {
   const size_t nc = (size_t)N * C, vc = (size_t)V * C;
   float *x = rand_bf16_values(nc, -1, 1), *w = rand_bf16_values(vc, -0.5, 0.5);
   float *dw = rand_f32(vc, -0.1, 0.1);
   int32_t *lab = malloc(sizeof(int32_t) * N);
-  int counted = 0;
-  for (int i = 0; i < N; i++) {
+  for (int i = 0; i < N; i++)
     lab[i] = i % 7 == 3 ? -100 : (i == 5 ? V + 5 : (int32_t)urand(0, V));
+  if (N > 9)
+    lab[9] = V - 1; /* the last column: the end of a row's last vector */
+  int counted = 0;
+  for (int i = 0; i < N; i++)
     counted += lab[i] >= 0 && lab[i] < V;
-  }
   const float gs = 1.0f / (float)counted;
   uint16_t *d_x = up_bf16(x, nc), *d_w = up_bf16(w, vc), *d_dx = dev_alloc(nc * 2);
   float *d_dw = up_raw(dw, sizeof(float) * vc);
   int32_t *d_lab = up_raw(lab, sizeof(int32_t) * N);
   double *d_out = dev_alloc(2 * sizeof(double)), got[2], got_eval[2];
-  size_t sb = fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk);
+  size_t sb = fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk, lbf16);
   void *d_s = dev_alloc(sb);
-  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_dw, d_x, d_w, d_lab, N, C, V, gs, chunk, d_s, sb,
-                             &g_err));
+  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, d_dx, d_dw, d_x, d_w, d_lab, N, C, V, gs, chunk, lbf16,
+                             d_s, sb, &g_err));
   CK(fsdpc__cuda_sync(g_ctx, &g_err));
   CK(fsdpc__cuda_d2h(g_ctx, got, d_out, sizeof got, &g_err));
-  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, NULL, NULL, d_x, d_w, d_lab, N, C, V, gs, chunk, d_s, sb,
-                             &g_err));
+  CK(fsdpc__cuda_lmhead_xent(g_ctx, d_out, NULL, NULL, d_x, d_w, d_lab, N, C, V, gs, chunk, lbf16,
+                             d_s, sb, &g_err));
   CK(fsdpc__cuda_d2h(g_ctx, got_eval, d_out, sizeof got_eval, &g_err));
   double loss = 0;
   int64_t count = 0;
   float *dx = malloc(sizeof(float) * nc), *scr = malloc(sizeof(float) * (size_t)chunk * V);
-  fsdpc__cpu_lmhead_xent(&loss, &count, dx, dw, x, w, lab, N, C, V, gs, chunk, scr);
-  printf("  lmhead_xent N=%d C=%d V=%d R=%d: loss %.6f vs %.6f (rel %.2e), count %g vs %lld\n", N,
-         C, V, chunk, got[0], loss, fabs(got[0] - loss) / loss, got[1], (long long)count);
-  ck_assert(isfinite(got[0]) && fabs(got[0] - loss) / loss < 1e-4);
+  fsdpc__cpu_lmhead_xent(&loss, &count, dx, dw, x, w, lab, N, C, V, gs, chunk, lbf16, scr);
+  printf("  lmhead_xent N=%d C=%d V=%d R=%d logits %s: loss %.6f vs %.6f (rel %.2e), count %g vs "
+         "%lld\n",
+         N, C, V, chunk, lbf16 ? "bf16" : "fp32", got[0], loss, fabs(got[0] - loss) / loss, got[1],
+         (long long)count);
+  /* bf16 logits: a logit near a rounding midpoint may round the other way
+   * after a different fp32 summation order (one bf16 ulp of one logit) */
+  ck_assert(isfinite(got[0]) && fabs(got[0] - loss) / loss < (lbf16 ? 1e-3 : 1e-4));
   ck_assert(got[1] == (double)count && count == counted);
   ck_assert(got_eval[0] == got[0] && got_eval[1] == got[1]);
   float *gdx = down_bf16(d_dx, nc), *gdw = down_f32(d_dw, vc);
@@ -437,9 +445,27 @@ static void xent_case(int N, int C, int V, int chunk) {
   dev_free(d_out, 2 * sizeof(double)), dev_free(d_s, sb);
 }
 
+/* Each logits dtype through the kernel that applies, then through the
+ * one-block-per-row kernel. */
+static void xent_case(int N, int C, int V, int chunk) {
+  for (int rows = 0; rows < 2; rows++) {
+    fsdpc__cuda_xent_rows_only(g_ctx, rows);
+    xent_case_dt(N, C, V, chunk, 0);
+    xent_case_dt(N, C, V, chunk, 1);
+  }
+  fsdpc__cuda_xent_rows_only(g_ctx, 0);
+}
+
 START_TEST(lmhead_xent) {
   xent_case(37, 64, 1001, 16); /* several chunks, a short last one */
-  xent_case(70, 128, 32003, 64);
+  xent_case(70, 128, 32003, 64); /* V % 4 != 0: one block per row */
+  /* V a multiple of 8: a cluster of 1, 2, 4 (Llama 2) and 16 (Llama 3)
+   * blocks per row, then a row too long for 16 (one block per row again) */
+  xent_case(41, 64, 4096, 16);
+  xent_case(33, 64, 16384, 16);
+  xent_case(70, 64, 32000, 32);
+  xent_case(70, 64, 128256, 32);
+  xent_case(19, 32, 160000, 8);
 }
 END_TEST
 
@@ -501,7 +527,7 @@ START_TEST(bad_shapes_are_one_line_errors) {
   ck_assert_ptr_nonnull(strstr(e.msg, "HD must be even"));
   ck_assert_ptr_null(strchr(e.msg, '\n'));
   ck_assert_int_eq(fsdpc__cuda_lmhead_xent(g_ctx, (double *)d, NULL, NULL, d, d, (int32_t *)d, 4, 8,
-                                           100, 1.0f, 2, d, 16, &e),
+                                           100, 1.0f, 2, 0, d, 16, &e),
                    FSDPC_INVALID_USAGE);
   ck_assert_ptr_nonnull(strstr(e.msg, "scratch"));
   ck_assert_int_eq(fsdpc__cuda_matmul_fwd(g_ctx, d, NULL, d, NULL, 2, 2, 2, &e),

@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include "fd_check.h"
+#include "io/dtype.h"
 #include "ops/cpu/ops_cpu.h"
 #include "ops/ops.h"
 
@@ -250,7 +251,7 @@ START_TEST(xent_loss_matches_log_softmax_any_chunk) {
     double loss;
     int64_t count;
     float dx[N * C], dw[V * C] = {0};
-    fsdpc__cpu_lmhead_xent(&loss, &count, dx, dw, x, w, labels, N, C, V, 0.5f, chunk, scratch);
+    fsdpc__cpu_lmhead_xent(&loss, &count, dx, dw, x, w, labels, N, C, V, 0.5f, chunk, 0, scratch);
     ck_assert_int_eq(count, want_count);
     ck_assert_double_eq_tol(loss, want, 1e-5 * want);
     if (chunk == 1) {
@@ -264,9 +265,55 @@ START_TEST(xent_loss_matches_log_softmax_any_chunk) {
     /* Evaluation (no gradients) gives the same loss. */
     double loss_eval;
     fsdpc__cpu_lmhead_xent(&loss_eval, &count, NULL, NULL, x, w, labels, N, C, V, 0.5f, chunk,
-                           scratch);
+                           0, scratch);
     ck_assert(loss_eval == loss);
   }
+}
+END_TEST
+
+/* logits_bf16: the logits are rounded to bf16 (nearest even) before the
+ * softmax. Inputs on a 1/1024 grid keep every logit exact in fp32 and in
+ * double, so the reference rounds the same values. */
+START_TEST(xent_bf16_logits_round_before_softmax) {
+  enum { N = 6, C = 8, V = 29 };
+  test_rng rng = {9};
+  float x[N * C], w[V * C], scratch[N * V], dx[N * C];
+  int32_t labels[N];
+  for (int i = 0; i < N * C; i++)
+    x[i] = (float)(rng_int(&rng, 33) - 16) / 16.0f;
+  for (int i = 0; i < V * C; i++)
+    w[i] = (float)(rng_int(&rng, 129) - 64) / 64.0f;
+  for (int n = 0; n < N; n++)
+    labels[n] = n == 2 ? -100 : rng_int(&rng, V);
+  double want = 0.0;
+  int rounded = 0;
+  for (int n = 0; n < N; n++) {
+    if (labels[n] < 0)
+      continue;
+    double z[V], mx = -INFINITY, s = 0.0;
+    for (int v = 0; v < V; v++) {
+      float l = 0.0f;
+      for (int c = 0; c < C; c++)
+        l += x[n * C + c] * w[v * C + c]; /* exact on this grid */
+      z[v] = fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(l));
+      rounded += z[v] != l;
+      mx = fmax(mx, z[v]);
+    }
+    for (int v = 0; v < V; v++)
+      s += exp(z[v] - mx);
+    want += mx + log(s) - z[labels[n]];
+  }
+  ck_assert_int_gt(rounded, 0); /* the case does round some logits */
+  double loss, loss32;
+  int64_t count;
+  for (int chunk = 1; chunk <= N; chunk++) {
+    fsdpc__cpu_lmhead_xent(&loss, &count, dx, NULL, x, w, labels, N, C, V, 1.0f, chunk, 1,
+                           scratch);
+    ck_assert_int_eq(count, N - 1);
+    ck_assert_double_eq_tol(loss, want, 1e-6 * want);
+  }
+  fsdpc__cpu_lmhead_xent(&loss32, &count, dx, NULL, x, w, labels, N, C, V, 1.0f, 2, 0, scratch);
+  ck_assert(loss32 != loss);
 }
 END_TEST
 
@@ -279,20 +326,20 @@ START_TEST(xent_stable_and_accumulates) {
   float scratch[2 * V], dx[N * C], dw1[V * C] = {0}, dw2[V * C] = {0};
   double loss;
   int64_t count;
-  fsdpc__cpu_lmhead_xent(&loss, &count, dx, dw1, x, w, labels, N, C, V, 1.0f, 2, scratch);
+  fsdpc__cpu_lmhead_xent(&loss, &count, dx, dw1, x, w, labels, N, C, V, 1.0f, 2, 0, scratch);
   /* row 0: logits (1e4, 9900, 0, 0, 0), label 1: loss = log(1 + e^100) ~ 100.
    * row 1: label 2 is the max (1e4 vs 0): loss ~ 0.
    * row 2: logits (0, 0, 0, -1e4, 0), label 4: loss = log(4). */
   ck_assert_double_eq_tol(loss, 100.0 + log1p(exp(-100.0)) + 0.0 + log(4.0), 1e-9);
   for (int i = 0; i < N * C; i++)
     ck_assert(isfinite(dx[i]));
-  fsdpc__cpu_lmhead_xent(&loss, &count, dx, dw2, x, w, labels, N, C, V, 1.0f, 2, scratch);
-  fsdpc__cpu_lmhead_xent(&loss, &count, dx, dw2, x, w, labels, N, C, V, 1.0f, 2, scratch);
+  fsdpc__cpu_lmhead_xent(&loss, &count, dx, dw2, x, w, labels, N, C, V, 1.0f, 2, 0, scratch);
+  fsdpc__cpu_lmhead_xent(&loss, &count, dx, dw2, x, w, labels, N, C, V, 1.0f, 2, 0, scratch);
   for (int i = 0; i < V * C; i++)
     ck_assert_float_eq_tol(dw2[i], 2.0f * dw1[i], 1e-3);
   /* grad_scale scales the gradient linearly. */
   float dx_half[N * C];
-  fsdpc__cpu_lmhead_xent(&loss, &count, dx_half, NULL, x, w, labels, N, C, V, 0.5f, 2, scratch);
+  fsdpc__cpu_lmhead_xent(&loss, &count, dx_half, NULL, x, w, labels, N, C, V, 0.5f, 2, 0, scratch);
   for (int i = 0; i < N * C; i++)
     ck_assert_float_eq_tol(dx_half[i], 0.5f * dx[i], 1e-4);
 }
@@ -414,6 +461,7 @@ int main(void) {
   tcase_add_test(tc, swiglu_fwd_matches_formula);
   tcase_add_test(tc, xent_loss_matches_log_softmax_any_chunk);
   tcase_add_test(tc, xent_stable_and_accumulates);
+  tcase_add_test(tc, xent_bf16_logits_round_before_softmax);
   tcase_add_test(tc, logits_match_matmul);
   tcase_add_test(tc, residual_and_reduce);
   tcase_add_test(tc, cpu_team_is_per_call);

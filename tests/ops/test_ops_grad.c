@@ -187,7 +187,7 @@ static double xent_loss(void *p) {
   double loss;
   int64_t count;
   fsdpc__cpu_lmhead_xent(&loss, &count, NULL, NULL, c->x, c->weight, c->labels, c->N, c->C, c->V,
-                         c->grad_scale, c->chunk, c->scratch);
+                         c->grad_scale, c->chunk, 0, c->scratch);
   return c->grad_scale * loss;
 }
 
@@ -204,7 +204,7 @@ START_TEST(xent_grad) {
   double loss;
   int64_t count;
   fsdpc__cpu_lmhead_xent(&loss, &count, dx, dweight, x, weight, labels, N, C, V, grad_scale, CHUNK,
-                         scratch);
+                         0, scratch);
   ck_assert_int_eq(count, 5);
   for (int k = 0; k < C; k++)
     ck_assert(dx[1 * C + k] == 0.0f && dx[5 * C + k] == 0.0f);

@@ -246,6 +246,13 @@ static const fsdpc_cfg_key keys[] = {
           "dtype of gradient reduce-scatter / replica all-reduce; bf16 (CUDA only) halves the "
           "traffic, grads still accumulate in fp32",
           NONE_),
+    ENUM_("fsdp.mixed_precision.logits_dtype", fsdp.mixed_precision.logits_dtype, "fp32",
+          dtype_values,
+          "dtype the lm_head GEMM writes its logits in (accumulating in fp32 either way) "
+          "before the fp32 softmax cross-entropy: bf16 is what transformers computes (a bf16 "
+          "lm_head, then .float()); it is faster on CUDA and needs a third of the loss's "
+          "scratch there; the CPU rounds its fp32 logits to bf16 values",
+          NONE_),
     BOOL_("fsdp.activation_checkpointing", fsdp.activation_checkpointing, "false",
           "recompute each decoder layer's activations in backward", NONE_),
     ENUM_("fsdp.activation_checkpointing_policy", fsdp.activation_checkpointing_policy, "full",

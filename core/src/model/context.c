@@ -129,7 +129,7 @@ uint64_t fsdpc__model_ctx_bytes_for(const fsdpc_model_shape *s, int B, int T,
   const fsdpc_ops *ops = fsdpc__ops_cpu();
   int N = B * T, chunk = fsdpc__model_xent_chunk_rows(xent_chunk_rows, N, s->V);
   return total_bytes(s, B, T, activation_checkpointing, ops->act_size,
-                     ops->xent_scratch_bytes(N, s->V, chunk), as);
+                     ops->xent_scratch_bytes(N, s->V, chunk, 0), as);
 }
 
 static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_opts *o,
@@ -237,7 +237,8 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
   m->attn = o->attention;
   m->av = o->attention->vtable;
   m->chunk_rows = fsdpc__model_xent_chunk_rows(o->xent_chunk_rows, m->N, s->V);
-  m->xent_scratch_bytes = m->ops->xent_scratch_bytes(m->N, s->V, m->chunk_rows);
+  m->logits_bf16 = o->logits_bf16;
+  m->xent_scratch_bytes = m->ops->xent_scratch_bytes(m->N, s->V, m->chunk_rows, m->logits_bf16);
   fsdpc_status st = setup_attention(m, o, err);
   if (st == FSDPC_OK) st = alloc_buffers(m, err);
   if (st == FSDPC_OK) st = init_tables(m, err);

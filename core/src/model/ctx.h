@@ -42,6 +42,7 @@ struct fsdpc_model_ctx {
   fsdpc_attn_shape ashape;
   fsdpc_attn_sizes asizes;
   int chunk_rows;
+  int logits_bf16; /* the fused CE's logits in bf16 (fsdp.mixed_precision.logits_dtype) */
 
   /* the micro-batch, in device memory (on the CPU: the caller's arrays) */
   const int32_t *tokens, *labels, *doc_ids;  /* (B, T) */

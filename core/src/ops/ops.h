@@ -115,11 +115,12 @@ typedef struct fsdpc_ops {
   fsdpc_status (*add_inplace)(void *ctx, void *y, const void *x, size_t n, fsdpc_err *err);
   /* Fused lm_head + cross-entropy, chunked over rows. out2 (device memory):
    * [0] = sum of token losses, [1] = counted tokens, written (=). dx and
-   * dweight may be NULL (evaluation). */
-  size_t (*xent_scratch_bytes)(int N, int V, int chunk_rows);
+   * dweight may be NULL (evaluation). logits_bf16: the logits are rounded
+   * to bf16 before the fp32 softmax (fsdp.mixed_precision.logits_dtype). */
+  size_t (*xent_scratch_bytes)(int N, int V, int chunk_rows, int logits_bf16);
   fsdpc_status (*lmhead_xent)(void *ctx, double *out2, void *dx, float *dweight, const void *x,
                               const void *weight, const int32_t *labels, int N, int C, int V,
-                              float grad_scale, int chunk_rows, void *scratch,
+                              float grad_scale, int chunk_rows, int logits_bf16, void *scratch,
                               size_t scratch_bytes, fsdpc_err *err);
   /* fp32 logits: out (N, V) = x @ weight^T */
   fsdpc_status (*logits)(void *ctx, float *out, const void *x, const void *weight, int N, int C,

@@ -250,7 +250,11 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
    * the device's own. */
   uint64_t rows = (uint64_t)fsdpc__model_xent_chunk_rows(0, B * T, shape->V);
   uint64_t cpu_xent = rows * (uint64_t)shape->V * sizeof(float);
-  uint64_t dev_xent = rows * (uint64_t)shape->V * (uint64_t)dev->xent_logit_bytes;
+  /* bf16 logits on CUDA: the gradient overwrites them, 2 bytes a logit */
+  uint64_t logit_bytes = m->logits_dtype == FSDPC_DTYPE_BF16 && dev->device == FSDPC_DEVICE_CUDA
+                             ? 2
+                             : (uint64_t)dev->xent_logit_bytes;
+  uint64_t dev_xent = rows * (uint64_t)shape->V * logit_bytes;
   if (p->has_lora) /* the adapters' saved inputs and scratch (model/lora.c) */
     act += fsdpc__lora_ctx_bytes(shape, &p->lora, B * T, m->activation_checkpointing, 4);
   out->activations = (uint64_t)((double)(act - cpu_xent) * dev->act_scale) + dev_xent;

@@ -27,7 +27,8 @@ typedef struct fsdpc_plan_device {
   int full_grad_bytes;    /* element size of full gradient buffers */
   double act_scale;       /* activations relative to the fp32 CPU context */
   int xent_logit_bytes;   /* cross-entropy scratch per logit of a chunk (CPU 4:
-                           * fp32; CUDA 6: fp32 logits + bf16 gradient) */
+                           * fp32; CUDA 6: fp32 logits + bf16 gradient; plan.c
+                           * takes 2 for CUDA's bf16 logits) */
   double reserved_factor; /* reserved = factor x tracked peak + runtime_bytes, shard groups > 1 */
   double reserved_factor_s1; /* the same with shard groups of 1 (nothing gathered) */
   uint64_t runtime_bytes; /* CUDA context, communicator buffers (not tracked) */

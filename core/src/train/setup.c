@@ -242,6 +242,7 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
                              .B = (int)md->batch.micro,
                              .T = (int)md->batch.seq_len,
                              .activation_checkpointing = md->activation_checkpointing,
+                             .logits_bf16 = md->logits_dtype == FSDPC_DTYPE_BF16,
                              .attention = p->attn,
                              .attention_opts = cfg->attention.options,
                              .ops = s->ops,

@@ -17,6 +17,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "io/dtype.h"
 #include "ops/cpu/ops_cpu.h"
 
 enum { IGNORE_INDEX = -100, MAX_CHUNK_ROWS = 256 };
@@ -46,7 +47,7 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
                             const float *x,        // (N, C) final-norm output
                             const float *weight,   // (V, C) lm_head
                             const int32_t *labels, // (N)
-                            int N, int C, int V, float grad_scale, int chunk_rows,
+                            int N, int C, int V, float grad_scale, int chunk_rows, int logits_bf16,
                             float *scratch /* (chunk_rows, V) */) {
   double total = 0.0;
   int64_t counted = 0;
@@ -60,6 +61,9 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
     const float *xc = x + (size_t)r0 * C;
     const int32_t *lc = labels + r0;
     fsdpc__cpu_logits(scratch, xc, weight, R, C, V);
+    if (logits_bf16)
+      for (size_t i = 0; i < (size_t)R * V; i++)
+        scratch[i] = fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(scratch[i]));
 
     /* Per-row losses in parallel, summed in row order: the same bits for
      * any thread count. */

@@ -128,14 +128,16 @@ void fsdpc__cpu_add_inplace(float *y, const float *x, size_t n);
  * Returns the SUM of per-token losses in *loss_sum (double) and the number
  * of counted tokens in *count. Gradients are of (grad_scale * loss_sum):
  * pass grad_scale = 1 / (counted tokens in the global batch) for HF mean.
- * dx and dweight may be NULL to skip the backward (evaluation). */
+ * dx and dweight may be NULL to skip the backward (evaluation). With
+ * logits_bf16 each logit is rounded to a bf16 value (nearest even) before
+ * the softmax, as the CUDA path's bf16 logits are. */
 void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
                             float *dx,             // (N, C) =, or NULL
                             float *dweight,        // (V, C) +=, or NULL
                             const float *x,        // (N, C) final-norm output
                             const float *weight,   // (V, C) lm_head
                             const int32_t *labels, // (N)
-                            int N, int C, int V, float grad_scale, int chunk_rows,
+                            int N, int C, int V, float grad_scale, int chunk_rows, int logits_bf16,
                             float *scratch /* (chunk_rows, V) */);
 /* Logits for evaluation/generation: out = x @ weight^T. */
 void fsdpc__cpu_logits(float *out,          // (N, V)

@@ -141,19 +141,21 @@ static fsdpc_status cpu_add_inplace(void *ctx, void *y, const void *x, size_t n,
   fsdpc__cpu_add_inplace(y, x, n);
   return FSDPC_OK;
 }
-static size_t cpu_xent_scratch_bytes(int N, int V, int chunk_rows) {
+static size_t cpu_xent_scratch_bytes(int N, int V, int chunk_rows, int logits_bf16) {
+  (void)N, (void)logits_bf16; /* fp32 logits, rounded to bf16 values in place */
   return (size_t)chunk_rows * (size_t)V * sizeof(float);
 }
 static fsdpc_status cpu_lmhead_xent(void *ctx, double *out2, void *dx, float *dweight,
                                     const void *x, const void *weight, const int32_t *labels,
                                     int N, int C, int V, float grad_scale, int chunk_rows,
-                                    void *scratch, size_t scratch_bytes, fsdpc_err *err) {
+                                    int logits_bf16, void *scratch, size_t scratch_bytes,
+                                    fsdpc_err *err) {
   CPU_TEAM(ctx);
-  if (scratch_bytes < cpu_xent_scratch_bytes(N, V, chunk_rows))
+  if (scratch_bytes < cpu_xent_scratch_bytes(N, V, chunk_rows, logits_bf16))
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "cross-entropy scratch too small");
   int64_t count = 0;
   fsdpc__cpu_lmhead_xent(&out2[0], &count, dx, dweight, x, weight, labels, N, C, V, grad_scale,
-                         chunk_rows, scratch);
+                         chunk_rows, logits_bf16, scratch);
   out2[1] = (double)count;
   return FSDPC_OK;
 }

@@ -1,30 +1,48 @@
 /* Fused lm_head + softmax cross-entropy on the GPU, chunked over rows (twin
  * of ops/cpu/cross_entropy.c). N = rows, C = hidden, V = vocab, R = chunk.
  *
- * Per chunk: logits (R, V) fp32 = x_c W^T (cuBLASLt); one block per row
- * takes the max and the exp-sum in fp32 in one online pass, writes the row's
- * loss (lse - logit[label]) and, for the backward, the bf16 gradient
- * grad_scale * (softmax - onehot) into dlogits (R, V); then
- * dx_c = dlogits W (bf16, =) and dW += dlogits^T x_c (fp32, beta = 1; the
- * first chunk writes dW, beta 0, while the context's grad_overwrite is on).
- * At the end one block adds the per-row losses in a fixed order into fp64.
+ * Per chunk: logits (R, V) = x_c W^T (cuBLASLt, fp32 accumulation), written
+ * in fp32 or, with logits_bf16, rounded to bf16 (what transformers does);
+ * then the softmax kernel takes each row's max and exp-sum in fp32, writes
+ * the row's loss (lse - logit[label]) and, for the backward, the bf16
+ * gradient grad_scale * (softmax - onehot) into dlogits (R, V). When V is a
+ * multiple of the 16-byte vector's width and a row fits in the registers of
+ * a cluster of at most 16 blocks (V <= 131072: every Llama vocabulary), the
+ * row is read from memory once (xent_cluster_kernel:
+ * each block holds a slice, the blocks exchange their (max, sum) through
+ * distributed shared memory); otherwise one block per row reads it twice
+ * (xent_row_kernel). Then dx_c = dlogits W (bf16, =) and dW += dlogits^T x_c
+ * (fp32, beta = 1; the first chunk writes dW, beta 0, while the context's
+ * grad_overwrite is on). At the end one block adds the per-row losses in a
+ * fixed order into fp64.
  *
- * Scratch layout: logits fp32 (R, V) | dlogits bf16 (R, V) | loss fp32 (N),
- * each 256-byte aligned. */
+ * Scratch layout, each part 256-byte aligned: fp32 logits (R, V) | dlogits
+ * bf16 (R, V) | loss fp32 (N); with bf16 logits the gradient overwrites
+ * them in place: logits = dlogits bf16 (R, V) | loss fp32 (N). */
+#include <cooperative_groups.h>
+
 #include "ops/cuda/cuda_internal.cuh"
 
 #define XENT_THREADS 1024
+/* The cluster kernel: XC_THREADS threads per block, each holding up to
+ * XC_VALUES logits of the row (XC_VALUES / W 16-byte vectors); at most
+ * XC_MAX_CLUSTER blocks per row (beyond the portable 8: Hopper schedules
+ * 16), so rows up to 131072 logits. */
+#define XC_THREADS 256
+#define XC_VALUES 32
+#define XC_MAX_CLUSTER 16
 #define IGNORE_INDEX (-100)
 
 static size_t align256(size_t b) {
   return (b + 255) / 256 * 256;
 }
 
-extern "C" size_t fsdpc__cuda_lmhead_xent_scratch_bytes(int N, int V, int chunk_rows) {
+extern "C" size_t fsdpc__cuda_lmhead_xent_scratch_bytes(int N, int V, int chunk_rows,
+                                                        int logits_bf16) {
   size_t R = (size_t)(chunk_rows < 1 ? 1 : chunk_rows);
   if (N > 0 && R > (size_t)N)
     R = (size_t)N;
-  return align256(R * V * sizeof(float)) + align256(R * V * sizeof(bf16)) +
+  return (logits_bf16 ? 0 : align256(R * V * sizeof(float))) + align256(R * V * sizeof(bf16)) +
          align256((size_t)(N > 0 ? N : 1) * sizeof(float));
 }
 
@@ -47,19 +65,93 @@ static __device__ __forceinline__ void lse_push(float &m, float &s, float l) {
   }
 }
 
-/* One block per row of the chunk. When V is a multiple of 4 (rows then
- * start 16-byte aligned) the logits are read as float4 and the gradient
- * written 4 bf16 at a time: the kernel is bound by the two passes over the
- * fp32 row. */
-static __global__ void xent_row_kernel(float *row_loss,     // (R) this chunk's slice of (N)
-                                       bf16 *dlogits,       // (R, V) or NULL
-                                       const float *logits, // (R, V)
+/* (max, sum of exp) of a block, combined in a fixed order: every thread
+ * gets the same pair. sh holds 32 float2. */
+static __device__ __forceinline__ void lse_block(float &m, float &s, float2 *sh) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    lse_combine(m, s, m2, s2);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  if (lane == 0)
+    sh[warp] = make_float2(m, s);
+  __syncthreads();
+  m = -INFINITY;
+  s = 0.0f;
+  for (int w = 0; w < nw; w++)
+    lse_combine(m, s, sh[w].x, sh[w].y);
+}
+
+/* Logits of type T moved 16 bytes at a time: W values per vector (4 fp32 or
+ * 8 bf16), their gradients stored as W bf16 (8 or 16 bytes). */
+template <typename T> struct XVec;
+template <> struct XVec<float> {
+  static constexpr int W = 4;
+  typedef float4 V;
+  typedef uint2 G;
+  static __device__ __forceinline__ void unpack(const float4 &v, float f[4]) {
+    f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+  }
+  static __device__ __forceinline__ uint2 pack_grad(const float g[4]) {
+    __nv_bfloat162 a = __floats2bfloat162_rn(g[0], g[1]), b = __floats2bfloat162_rn(g[2], g[3]);
+    uint2 u;
+    memcpy(&u.x, &a, 4);
+    memcpy(&u.y, &b, 4);
+    return u;
+  }
+};
+template <> struct XVec<bf16> {
+  static constexpr int W = 8;
+  typedef uint4 V;
+  typedef uint4 G;
+  static __device__ __forceinline__ void unpack(const uint4 &v, float f[8]) {
+    unpack_bf16x8(v, f);
+  }
+  static __device__ __forceinline__ uint4 pack_grad(const float g[8]) {
+    return pack_bf16x8(g);
+  }
+};
+
+static __device__ __forceinline__ float logit_f(float x) {
+  return x;
+}
+static __device__ __forceinline__ float logit_f(bf16 x) {
+  return __bfloat162float(x);
+}
+
+/* The gradient of W logits f starting at column c0: grad_scale * (softmax -
+ * onehot); the thread whose vector holds the label also writes the row's
+ * loss (from its own registers: with bf16 logits the gradient overwrites the
+ * row in place, so nobody reads the label's logit from memory afterwards). */
+template <int W>
+static __device__ __forceinline__ void grad_of(float g[W], const float f[W], int c0, int label,
+                                               float lse, float grad_scale, float *loss) {
+#pragma unroll
+  for (int j = 0; j < W; j++) {
+    g[j] = grad_scale * __expf(f[j] - lse);
+    if (c0 + j == label) {
+      g[j] -= grad_scale;
+      *loss = lse - f[j];
+    }
+  }
+}
+
+/* One block per row of the chunk: two passes over the row (the fallback of
+ * xent_cluster_kernel). When V is a multiple of W (rows then start 16-byte
+ * aligned) the logits move 16 bytes at a time. dlogits may alias logits
+ * (bf16): each vector is read, then overwritten, by the same thread. */
+template <typename T>
+static __global__ void xent_row_kernel(float *row_loss, // (R) this chunk's slice of (N)
+                                       bf16 *dlogits,   // (R, V) or NULL
+                                       const T *logits, // (R, V)
                                        const int32_t *labels, int V, float grad_scale) {
-  __shared__ float shm[32], shs[32];
+  typedef XVec<T> X;
+  constexpr int W = X::W;
+  __shared__ float2 sh[32];
   const int r = blockIdx.x, label = labels[r];
-  const float *row = logits + (size_t)r * V;
+  const T *row = logits + (size_t)r * V;
   bf16 *drow = dlogits ? dlogits + (size_t)r * V : NULL;
-  const int vec = (V & 3) == 0, V4 = vec ? V / 4 : 0;
+  const int vec = V % W == 0, VV = vec ? V / W : 0;
   if (label < 0 || label >= V) { /* ignore_index or invalid: no loss, zero gradient */
     if (drow)
       for (int v = threadIdx.x; v < V; v += blockDim.x)
@@ -69,63 +161,133 @@ static __global__ void xent_row_kernel(float *row_loss,     // (R) this chunk's 
     return;
   }
   float m = -INFINITY, s = 0.0f;
-  if (vec) {
-    const float4 *row4 = (const float4 *)row;
-    for (int i = threadIdx.x; i < V4; i += blockDim.x) {
-      const float4 l = row4[i];
-      lse_push(m, s, l.x);
-      lse_push(m, s, l.y);
-      lse_push(m, s, l.z);
-      lse_push(m, s, l.w);
-    }
-  } else {
-    for (int v = threadIdx.x; v < V; v += blockDim.x)
-      lse_push(m, s, row[v]);
+  const typename X::V *rowv = (const typename X::V *)row;
+  for (int i = threadIdx.x; i < VV; i += blockDim.x) {
+    float f[W];
+    X::unpack(rowv[i], f);
+#pragma unroll
+    for (int j = 0; j < W; j++)
+      lse_push(m, s, f[j]);
   }
-  /* Combine (m, s) across the warp, then across warps. */
-  for (int o = 16; o > 0; o >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    lse_combine(m, s, m2, s2);
-  }
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  if (lane == 0) {
-    shm[warp] = m;
-    shs[warp] = s;
-  }
-  __syncthreads();
-  m = lane < nw ? shm[lane] : -INFINITY;
-  s = lane < nw ? shs[lane] : 0.0f;
-  for (int o = 16; o > 0; o >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    lse_combine(m, s, m2, s2);
-  }
+  for (int v = VV * W + threadIdx.x; v < V; v += blockDim.x)
+    lse_push(m, s, logit_f(row[v]));
+  lse_block(m, s, sh);
   const float lse = m + logf(s);
-  if (threadIdx.x == 0)
-    row_loss[r] = lse - row[label];
-  if (!drow)
+  float loss = 0.0f;
+  int mine = 0; /* this thread met the label */
+  for (int i = threadIdx.x; i < VV; i += blockDim.x) {
+    float f[W], g[W];
+    X::unpack(rowv[i], f);
+    grad_of<W>(g, f, W * i, label, lse, grad_scale, &loss);
+    mine |= label >= W * i && label < W * i + W;
+    if (drow)
+      ((typename X::G *)drow)[i] = X::pack_grad(g);
+  }
+  for (int v = VV * W + threadIdx.x; v < V; v += blockDim.x) {
+    float f[1] = {logit_f(row[v])}, g[1];
+    grad_of<1>(g, f, v, label, lse, grad_scale, &loss);
+    mine |= v == label;
+    if (drow)
+      drow[v] = __float2bfloat16(g[0]);
+  }
+  if (mine)
+    row_loss[r] = loss;
+}
+
+/* One cluster of n blocks per row (V a multiple of W): block `rank` holds
+ * vectors [lo, hi) of the row in registers, so the logits are read once and
+ * the gradient written once (over them, with bf16 logits). The blocks swap
+ * their (max, sum) through distributed shared memory and combine the n
+ * pairs in rank order, so every block computes the same lse bit for bit. */
+template <typename T>
+static __global__ void __launch_bounds__(XC_THREADS, 4)
+    xent_cluster_kernel(float *row_loss, bf16 *dlogits, const T *logits, const int32_t *labels,
+                        int V, float grad_scale) {
+  namespace cg = cooperative_groups;
+  typedef XVec<T> X;
+  constexpr int W = X::W, ITEMS = XC_VALUES / W;
+  __shared__ float2 sh[32];
+  __shared__ float2 part; /* this block's (max, sum), read by the cluster */
+  cg::cluster_group cluster = cg::this_cluster();
+  const int n = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
+  const int r = blockIdx.x / n, label = labels[r], VV = V / W;
+  const int per = (VV + n - 1) / n, lo = rank * per, hi = lo + per < VV ? lo + per : VV;
+  const typename X::V *rowv = (const typename X::V *)(logits + (size_t)r * V);
+  typename X::G *drow = dlogits ? (typename X::G *)(dlogits + (size_t)r * V) : NULL;
+  if (label < 0 || label >= V) { /* the whole cluster takes this branch */
+    const float z[W] = {};
+    if (drow)
+      for (int i = lo + threadIdx.x; i < hi; i += XC_THREADS)
+        drow[i] = X::pack_grad(z);
+    if (rank == 0 && threadIdx.x == 0)
+      row_loss[r] = 0.0f;
     return;
-  if (vec) {
-    const float4 *row4 = (const float4 *)row;
-    for (int i = threadIdx.x; i < V4; i += blockDim.x) {
-      const float4 l = row4[i];
-      float g[4] = {grad_scale * __expf(l.x - lse), grad_scale * __expf(l.y - lse),
-                    grad_scale * __expf(l.z - lse), grad_scale * __expf(l.w - lse)};
-      if (label >= 4 * i && label < 4 * i + 4)
-        g[label - 4 * i] -= grad_scale;
-      __nv_bfloat162 lo = __floats2bfloat162_rn(g[0], g[1]), hi = __floats2bfloat162_rn(g[2], g[3]);
-      uint2 packed;
-      memcpy(&packed.x, &lo, 4);
-      memcpy(&packed.y, &hi, 4);
-      ((uint2 *)drow)[i] = packed;
-    }
-  } else {
-    for (int v = threadIdx.x; v < V; v += blockDim.x) {
-      float g = grad_scale * __expf(row[v] - lse);
-      if (v == label)
-        g -= grad_scale;
-      drow[v] = __float2bfloat16(g);
+  }
+  typename X::V l[ITEMS];
+#pragma unroll
+  for (int k = 0; k < ITEMS; k++) {
+    const int i = lo + threadIdx.x + k * XC_THREADS;
+    if (i < hi)
+      l[k] = __ldcs(rowv + i);
+  }
+  float m = -INFINITY, s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < ITEMS; k++) {
+    float f[W];
+    X::unpack(l[k], f);
+    if (lo + threadIdx.x + k * XC_THREADS < hi)
+#pragma unroll
+      for (int j = 0; j < W; j++)
+        m = fmaxf(m, f[j]);
+  }
+  if (m != -INFINITY) {
+#pragma unroll
+    for (int k = 0; k < ITEMS; k++) {
+      float f[W];
+      X::unpack(l[k], f);
+      if (lo + threadIdx.x + k * XC_THREADS < hi)
+#pragma unroll
+        for (int j = 0; j < W; j++)
+          s += expf(f[j] - m);
     }
   }
+  lse_block(m, s, sh);
+  if (threadIdx.x == 0)
+    part = make_float2(m, s);
+  cluster.sync();
+  m = -INFINITY;
+  s = 0.0f;
+  for (int j = 0; j < n; j++) {
+    const float2 q = *cluster.map_shared_rank(&part, j);
+    lse_combine(m, s, q.x, q.y);
+  }
+  cluster.sync(); /* no block leaves while another may still read its pair */
+  const float lse = m + logf(s);
+  float loss = 0.0f;
+  int mine = 0;
+#pragma unroll
+  for (int k = 0; k < ITEMS; k++) {
+    const int i = lo + threadIdx.x + k * XC_THREADS;
+    if (i < hi) {
+      float f[W], g[W];
+      X::unpack(l[k], f);
+      grad_of<W>(g, f, W * i, label, lse, grad_scale, &loss);
+      mine |= label >= W * i && label < W * i + W;
+      if (drow)
+        drow[i] = X::pack_grad(g);
+    }
+  }
+  if (mine)
+    row_loss[r] = loss;
+}
+
+/* Blocks per row of the cluster kernel for V logits of W per vector, or 0
+ * when it does not apply (V not a multiple of W, or a row too long). */
+static int xent_cluster_size(int V, int W) {
+  if (V < W || V % W != 0)
+    return 0;
+  const int per_block = XC_THREADS * (XC_VALUES / W), n = (V / W + per_block - 1) / per_block;
+  return n <= XC_MAX_CLUSTER ? n : 0;
 }
 
 /* out2 = (sum of row losses, count of rows with a label in [0, V)). */
@@ -161,11 +323,34 @@ static __global__ void xent_total_kernel(double *out2, const float *row_loss, co
   }
 }
 
+template <typename T>
 static fsdpc_status launch_xent_rows(fsdpc_cuda_ctx *ctx, float *row_loss, bf16 *dlogits,
-                                     const float *logits, const int32_t *labels, int R, int V,
+                                     const T *logits, const int32_t *labels, int R, int V,
                                      float grad_scale, fsdpc_err *err) {
-  xent_row_kernel<<<R, XENT_THREADS, 0, ctx->compute>>>(row_loss, dlogits, logits, labels, V,
-                                                        grad_scale);
+  const int n = ctx->xent_rows_only ? 0 : xent_cluster_size(V, XVec<T>::W);
+  if (R < 1)
+    return FSDPC_OK;
+  if (n > 0) {
+    if (n > 8) /* beyond the portable cluster size: allowed once per kernel */
+      FSDPC_CUDA_TRY(err, cudaFuncSetAttribute(xent_cluster_kernel<T>,
+                                               cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = (unsigned)n;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3((unsigned)R * (unsigned)n);
+    cfg.blockDim = dim3(XC_THREADS);
+    cfg.stream = ctx->compute;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    FSDPC_CUDA_TRY(err, cudaLaunchKernelEx(&cfg, xent_cluster_kernel<T>, row_loss, dlogits, logits,
+                                           labels, V, grad_scale));
+  } else {
+    xent_row_kernel<T><<<R, XENT_THREADS, 0, ctx->compute>>>(row_loss, dlogits, logits, labels, V,
+                                                             grad_scale);
+  }
   FSDPC_CUDA_LAUNCHED(err, "lmhead_xent (softmax)");
   return FSDPC_OK;
 }
@@ -177,12 +362,16 @@ static fsdpc_status launch_xent_total(fsdpc_cuda_ctx *ctx, double *out2, const f
   return FSDPC_OK;
 }
 
+extern "C" void fsdpc__cuda_xent_rows_only(fsdpc_cuda_ctx *ctx, int on) {
+  ctx->xent_rows_only = on;
+}
+
 extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out2, fsdpc_bf16 *dx_,
                                                 float *dweight, const fsdpc_bf16 *x_,
                                                 const fsdpc_bf16 *weight_, const int32_t *labels,
                                                 int N, int C, int V, float grad_scale,
-                                                int chunk_rows, void *scratch, size_t scratch_bytes,
-                                                fsdpc_err *err) {
+                                                int chunk_rows, int logits_bf16, void *scratch,
+                                                size_t scratch_bytes, fsdpc_err *err) {
   if (!out2 || !x_ || !weight_ || !labels || !scratch)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "cuda lmhead_xent: out2, x, weight, labels or scratch is NULL");
@@ -190,15 +379,16 @@ extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "cuda lmhead_xent: bad shape N=%d C=%d V=%d chunk_rows=%d", N, C, V,
                        chunk_rows);
-  const size_t need = fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk_rows);
+  const size_t need = fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk_rows, logits_bf16);
   if (scratch_bytes < need)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "cuda lmhead_xent: scratch of %zu bytes < %zu needed for N=%d V=%d "
                        "chunk_rows=%d",
                        scratch_bytes, need, N, V, chunk_rows);
   const int Rmax = chunk_rows < N ? chunk_rows : (N > 0 ? N : 1);
-  float *logits = (float *)scratch;
-  bf16 *dlogits = (bf16 *)((char *)scratch + align256((size_t)Rmax * V * sizeof(float)));
+  float *logits = (float *)scratch; /* fp32 logits, or (bf16) dlogits */
+  bf16 *dlogits = logits_bf16 ? (bf16 *)scratch
+                              : (bf16 *)((char *)scratch + align256((size_t)Rmax * V * sizeof(float)));
   float *row_loss = (float *)((char *)dlogits + align256((size_t)Rmax * V * sizeof(bf16)));
   const bf16 *x = (const bf16 *)x_, *weight = (const bf16 *)weight_;
   bf16 *dx = (bf16 *)dx_;
@@ -206,10 +396,17 @@ extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out
   for (int r0 = 0; r0 < N; r0 += chunk_rows) {
     const int R = N - r0 < chunk_rows ? N - r0 : chunk_rows;
     const bf16 *xc = x + (size_t)r0 * C;
-    FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 1, 0, V, R, C, weight, C, xc, C, NULL, logits, V, CUDA_R_32F,
-                                  1.0f, 0.0f, "lmhead_xent (logits)", err));
-    FSDPC_TRY(launch_xent_rows(ctx, row_loss + r0, want_grad ? dlogits : NULL, logits, labels + r0,
-                               R, V, grad_scale, err));
+    if (logits_bf16) {
+      FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 1, 0, V, R, C, weight, C, xc, C, NULL, dlogits, V,
+                                    CUDA_R_16BF, 1.0f, 0.0f, "lmhead_xent (logits)", err));
+      FSDPC_TRY(launch_xent_rows(ctx, row_loss + r0, want_grad ? dlogits : NULL,
+                                 (const bf16 *)dlogits, labels + r0, R, V, grad_scale, err));
+    } else {
+      FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 1, 0, V, R, C, weight, C, xc, C, NULL, logits, V,
+                                    CUDA_R_32F, 1.0f, 0.0f, "lmhead_xent (logits)", err));
+      FSDPC_TRY(launch_xent_rows(ctx, row_loss + r0, want_grad ? dlogits : NULL,
+                                 (const float *)logits, labels + r0, R, V, grad_scale, err));
+    }
     if (dx)
       FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 0, C, R, V, weight, C, dlogits, V, NULL,
                                     dx + (size_t)r0 * C, C, CUDA_R_16BF, 1.0f, 0.0f,

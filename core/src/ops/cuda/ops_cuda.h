@@ -197,7 +197,7 @@ fsdpc_status fsdpc__cuda_logits(fsdpc_cuda_ctx *ctx,
  * out2[0] = sum of per-token losses, out2[1] = number of counted tokens, both
  * double in DEVICE memory, written (=). dx and dweight may be NULL
  * (evaluation). scratch must hold fsdpc__cuda_lmhead_xent_scratch_bytes. */
-size_t fsdpc__cuda_lmhead_xent_scratch_bytes(int N, int V, int chunk_rows);
+size_t fsdpc__cuda_lmhead_xent_scratch_bytes(int N, int V, int chunk_rows, int logits_bf16);
 fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx,
                                      double *out2,             // (2) device
                                      fsdpc_bf16 *dx,           // (N, C) =, or NULL
@@ -206,7 +206,12 @@ fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx,
                                      const fsdpc_bf16 *weight, // (V, C) lm_head
                                      const int32_t *labels,    // (N)
                                      int N, int C, int V, float grad_scale, int chunk_rows,
-                                     void *scratch, size_t scratch_bytes, fsdpc_err *err);
+                                     int logits_bf16, void *scratch, size_t scratch_bytes,
+                                     fsdpc_err *err);
+
+/* on = 1: lmhead_xent's softmax runs one block per row even where a
+ * cluster per row applies (for tests and the kernel bench). */
+void fsdpc__cuda_xent_rows_only(fsdpc_cuda_ctx *ctx, int on);
 
 /* ---- attn_cache.cu ---- inference over a KV cache (see ops/ops.h). */
 fsdpc_status fsdpc__cuda_kv_store(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *kc, fsdpc_bf16 *vc,

@@ -3,8 +3,9 @@
 # idles in a steady step, and the step after removing those gaps).
 #   bash .carry/gaps/run_gaps.sh PART...   (in this order; from the repo root)
 #     trace    6 steps of the 1B shape (micro-batch 4, param_copy) under CUPTI
-#              (libfsdpc_cupti_trace.so), for base and new: idle gaps of the last 3
-#              steps (bench/gap_summary.py) and bench/timeline_summary.py
+#              (libfsdpc_cupti_trace.so), for base and new (and new with SIDE_NEW_ARGS
+#              if set): idle gaps of the last 3 steps (bench/gap_summary.py) and
+#              bench/timeline_summary.py
 #     trace8   the same for 8B with activation checkpointing, micro-batch 1 (5 steps)
 #     track    20 steps, 1B: base vs new (losses, step times), GPU clocks sampled
 #     tests    the CUDA test binaries of this build
@@ -13,10 +14,13 @@
 #     ab1b     1B (micro-batch 4): the builds of AB_VARIANTS (default "new base"; an entry
 #              build:key=value,key=value adds overrides) in turn, AB_ROUNDS (3) times each,
 #              30 steps a run (an A/B of step time within one call, no PyTorch)
+#     rounds1b 1B: compiled PyTorch, fsdpc new and (with SIDE_NEW_ARGS) new again, in turn,
+#              ROUNDS (2) times; then each one's median tokens/s and the ratios
 #     side8    8B with checkpointing, micro-batch 1: fsdpc new, new with
 #              fsdp.activation_checkpointing_policy=save_mlp, base; twice (no PyTorch)
 #     side     1B (micro-batch 4) and 8B (checkpointing, micro-batch 1) at world 1:
-#              PyTorch FSDP2 eager, --compile, fsdpc (new, then base; 8B also new with
+#              PyTorch FSDP2 eager, --compile, fsdpc (new, then base, then new with
+#              SIDE_NEW_ARGS if set; 8B also new with
 #              fsdp.activation_checkpointing_policy=save_mlp); GPU clocks sampled
 # The carry folder holds build.tar.xz (this branch: "new"), base.tar.xz (the build
 # before the change: bin/fsdpc, lib/, plugins/ under base_dir), runtime.tar.xz,
@@ -116,6 +120,7 @@ for part in "$@"; do
   trace)
     traced base1b base 6 $CFG1
     traced new1b new 6 $CFG1
+    [ -n "${SIDE_NEW_ARGS:-}" ] && traced new1b-x new 6 $CFG1 $SIDE_NEW_ARGS
     ;;
   trace8)
     traced new8b new 5 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
@@ -172,6 +177,30 @@ PY
       done
     done
     ;;
+  rounds1b)
+    for r in $(seq 1 "${ROUNDS:-2}"); do
+      torch_run r$r-compile1b 130 --model 1b --strategy full --ac 0 --bs 4 --seq 2048 --steps 10 --warmup 3 --compile
+      run_fsdpc r$r-side1b new 20 $CFG1
+      [ -n "${SIDE_NEW_ARGS:-}" ] && run_fsdpc r$r-side1b-x new 20 $CFG1 $SIDE_NEW_ARGS
+    done
+    python3 - "$OUT/results.txt" <<'PY' | tee -a "$OUT/results.txt"
+import json, re, statistics, sys
+tok = {}
+for line in open(sys.argv[1]):
+    m = re.match(r"(r\d+)-compile1b RESULT (.*)", line)
+    if m:
+        tok.setdefault("compile1b", []).append(json.loads(m.group(2))["tok_s_gpu"])
+    m = re.match(r"RESULT (r\d+)-(side1b(?:-x)?) .* tok_s (\d+)", line)
+    if m:
+        tok.setdefault(m.group(2), []).append(float(m.group(3)))
+med = {k: statistics.median(v) for k, v in tok.items()}
+for k, v in tok.items():
+    print(f"ROUNDS {k}: {' '.join(f'{x:.0f}' for x in v)} (median {med[k]:.0f})")
+for k in ("side1b", "side1b-x"):
+    if k in med and "compile1b" in med:
+        print(f"ROUNDS {k} / compile1b (medians): {med[k] / med['compile1b']:.3f}")
+PY
+    ;;
   side8)
     for r in 1 2; do
       run_fsdpc side8b-$r new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
@@ -192,10 +221,14 @@ PY
     run_fsdpc side1b new 20 $CFG1
     clocks_off side1b
     run_fsdpc side1b-base base 20 $CFG1
+    # SIDE_NEW_ARGS: overrides of a second row of new (e.g. fsdp.mixed_precision.logits_dtype=bf16)
+    [ -n "${SIDE_NEW_ARGS:-}" ] && run_fsdpc side1b-x new 20 $CFG1 $SIDE_NEW_ARGS
     clocks_on side8b
     run_fsdpc side8b new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
     clocks_off side8b
     run_fsdpc side8b-base base 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216
+    [ -n "${SIDE_NEW_ARGS:-}" ] &&
+      run_fsdpc side8b-x new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216 $SIDE_NEW_ARGS
     run_fsdpc side8b-mlp new 10 $CFG8 fsdp.param_copy=true fsdp.param_copy_max_mib=9216 \
       fsdp.activation_checkpointing_policy=save_mlp
     clocks_on eager8b

@@ -59,7 +59,7 @@ START_TEST(defaults) {
   ck_assert_int_eq(fsdpc__opts_count(c->fsdp.wrap.options), 0);
   ck_assert_int_eq(c->fsdp.mixed_precision.param_dtype, -1); /* auto */
   ck_assert_int_eq(c->fsdp.mixed_precision.reduce_dtype, FSDPC_DTYPE_F32);
-  ck_assert_int_eq(c->fsdp.mixed_precision.logits_dtype, FSDPC_DTYPE_F32);
+  ck_assert_int_eq(c->fsdp.mixed_precision.logits_dtype, -1); /* auto */
   ck_assert(c->fsdp.forward_prefetch && c->fsdp.backward_prefetch && !c->fsdp.cpu_offload);
   ck_assert_int_eq(c->fsdp.max_inflight_allgathers, 2);
   ck_assert_int_eq(c->fsdp.state_dict_type, FSDPC_STATE_DICT_SHARDED);

@@ -445,27 +445,18 @@ static void xent_case_dt(int N, int C, int V, int chunk, int lbf16) {
   dev_free(d_out, 2 * sizeof(double)), dev_free(d_s, sb);
 }
 
-/* Each logits dtype through the kernel that applies, then through the
- * one-block-per-row kernel. */
 static void xent_case(int N, int C, int V, int chunk) {
-  for (int rows = 0; rows < 2; rows++) {
-    fsdpc__cuda_xent_rows_only(g_ctx, rows);
-    xent_case_dt(N, C, V, chunk, 0);
-    xent_case_dt(N, C, V, chunk, 1);
-  }
-  fsdpc__cuda_xent_rows_only(g_ctx, 0);
+  xent_case_dt(N, C, V, chunk, 0);
+  xent_case_dt(N, C, V, chunk, 1);
 }
 
 START_TEST(lmhead_xent) {
   xent_case(37, 64, 1001, 16); /* several chunks, a short last one */
-  xent_case(70, 128, 32003, 64); /* V % 4 != 0: one block per row */
-  /* V a multiple of 8: a cluster of 1, 2, 4 (Llama 2) and 16 (Llama 3)
-   * blocks per row, then a row too long for 16 (one block per row again) */
-  xent_case(41, 64, 4096, 16);
-  xent_case(33, 64, 16384, 16);
+  xent_case(70, 128, 32003, 64); /* V % 4 != 0: element by element */
+  /* V % 8 == 0: 16-byte vectors of fp32 and bf16 logits (Llama 2, Llama 3) */
   xent_case(70, 64, 32000, 32);
   xent_case(70, 64, 128256, 32);
-  xent_case(19, 32, 160000, 8);
+  xent_case(19, 32, 1004, 8); /* V % 4 == 0, V % 8 != 0: fp32 vectors, bf16 by element */
 }
 END_TEST
 

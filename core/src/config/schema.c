@@ -246,12 +246,14 @@ static const fsdpc_cfg_key keys[] = {
           "dtype of gradient reduce-scatter / replica all-reduce; bf16 (CUDA only) halves the "
           "traffic, grads still accumulate in fp32",
           NONE_),
-    ENUM_("fsdp.mixed_precision.logits_dtype", fsdp.mixed_precision.logits_dtype, "fp32",
-          dtype_values,
+    ENUM_("fsdp.mixed_precision.logits_dtype", fsdp.mixed_precision.logits_dtype, "auto",
+          param_dtype_values,
           "dtype the lm_head GEMM writes its logits in (accumulating in fp32 either way) "
-          "before the fp32 softmax cross-entropy: bf16 is what transformers computes (a bf16 "
-          "lm_head, then .float()); it is faster on CUDA and needs a third of the loss's "
-          "scratch there; the CPU rounds its fp32 logits to bf16 values",
+          "before the fp32 softmax cross-entropy: auto = fp32 on the CPU (the reference), bf16 "
+          "on CUDA, what transformers, torchtune and TRL compute with a bf16 model (a bf16 "
+          "lm_head, then .float()): on CUDA bf16 needs a third of the loss's scratch and is "
+          "faster, fp32 keeps the GEMM's full precision; bf16 on the CPU rounds its fp32 "
+          "logits to bf16 values",
           NONE_),
     BOOL_("fsdp.activation_checkpointing", fsdp.activation_checkpointing, "false",
           "recompute each decoder layer's activations in backward", NONE_),

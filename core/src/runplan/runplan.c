@@ -112,7 +112,9 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
     out->compute_dtype = FSDPC_DTYPE_BF16;
   }
   out->reduce_dtype = c->fsdp.mixed_precision.reduce_dtype;
-  out->logits_dtype = c->fsdp.mixed_precision.logits_dtype;
+  out->logits_dtype = c->fsdp.mixed_precision.logits_dtype; /* auto: the device's own */
+  if (out->logits_dtype < 0)
+    out->logits_dtype = out->device == FSDPC_DEVICE_CPU ? FSDPC_DTYPE_F32 : FSDPC_DTYPE_BF16;
 
   out->cpu_offload_asked = v && v->cpu_offload >= 0 ? v->cpu_offload : c->fsdp.cpu_offload;
   out->cpu_offload = out->cpu_offload_asked && out->device != FSDPC_DEVICE_CPU;

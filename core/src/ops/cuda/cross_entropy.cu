@@ -3,34 +3,20 @@
  *
  * Per chunk: logits (R, V) = x_c W^T (cuBLASLt, fp32 accumulation), written
  * in fp32 or, with logits_bf16, rounded to bf16 (what transformers does);
- * then the softmax kernel takes each row's max and exp-sum in fp32, writes
- * the row's loss (lse - logit[label]) and, for the backward, the bf16
- * gradient grad_scale * (softmax - onehot) into dlogits (R, V). When V is a
- * multiple of the 16-byte vector's width and a row fits in the registers of
- * a cluster of at most 16 blocks (V <= 131072: every Llama vocabulary), the
- * row is read from memory once (xent_cluster_kernel:
- * each block holds a slice, the blocks exchange their (max, sum) through
- * distributed shared memory); otherwise one block per row reads it twice
- * (xent_row_kernel). Then dx_c = dlogits W (bf16, =) and dW += dlogits^T x_c
- * (fp32, beta = 1; the first chunk writes dW, beta 0, while the context's
+ * then one block per row takes the max and the exp-sum in fp32 in one
+ * online pass, writes the row's loss (lse - logit[label]) and, for the
+ * backward, the bf16 gradient grad_scale * (softmax - onehot) into dlogits
+ * (R, V); then dx_c = dlogits W (bf16, =) and dW += dlogits^T x_c (fp32,
+ * beta = 1; the first chunk writes dW, beta 0, while the context's
  * grad_overwrite is on). At the end one block adds the per-row losses in a
  * fixed order into fp64.
  *
  * Scratch layout, each part 256-byte aligned: fp32 logits (R, V) | dlogits
  * bf16 (R, V) | loss fp32 (N); with bf16 logits the gradient overwrites
  * them in place: logits = dlogits bf16 (R, V) | loss fp32 (N). */
-#include <cooperative_groups.h>
-
 #include "ops/cuda/cuda_internal.cuh"
 
 #define XENT_THREADS 1024
-/* The cluster kernel: XC_THREADS threads per block, each holding up to
- * XC_VALUES logits of the row (XC_VALUES / W 16-byte vectors); at most
- * XC_MAX_CLUSTER blocks per row (beyond the portable 8: Hopper schedules
- * 16), so rows up to 131072 logits. */
-#define XC_THREADS 256
-#define XC_VALUES 32
-#define XC_MAX_CLUSTER 16
 #define IGNORE_INDEX (-100)
 
 static size_t align256(size_t b) {
@@ -65,21 +51,27 @@ static __device__ __forceinline__ void lse_push(float &m, float &s, float l) {
   }
 }
 
-/* (max, sum of exp) of a block, combined in a fixed order: every thread
- * gets the same pair. sh holds 32 float2. */
-static __device__ __forceinline__ void lse_block(float &m, float &s, float2 *sh) {
+/* (max, sum of exp) of a warp's 32 pairs, by a butterfly: every lane gets
+ * the same pair. */
+static __device__ __forceinline__ void lse_warp(float &m, float &s) {
   for (int o = 16; o > 0; o >>= 1) {
     const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
     lse_combine(m, s, m2, s2);
   }
+}
+
+/* (max, sum of exp) of a block: each warp's pair, then every warp combines
+ * the warps' pairs by the same butterfly, so every thread gets the same
+ * pair. sh holds 32 float2. */
+static __device__ __forceinline__ void lse_block(float &m, float &s, float2 *sh) {
+  lse_warp(m, s);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   if (lane == 0)
     sh[warp] = make_float2(m, s);
   __syncthreads();
-  m = -INFINITY;
-  s = 0.0f;
-  for (int w = 0; w < nw; w++)
-    lse_combine(m, s, sh[w].x, sh[w].y);
+  m = lane < nw ? sh[lane].x : -INFINITY;
+  s = lane < nw ? sh[lane].y : 0.0f;
+  lse_warp(m, s);
 }
 
 /* Logits of type T moved 16 bytes at a time: W values per vector (4 fp32 or
@@ -136,8 +128,8 @@ static __device__ __forceinline__ void grad_of(float g[W], const float f[W], int
   }
 }
 
-/* One block per row of the chunk: two passes over the row (the fallback of
- * xent_cluster_kernel). When V is a multiple of W (rows then start 16-byte
+/* One block per row of the chunk: two passes over the row (the kernel is
+ * bound by them). When V is a multiple of W (rows then start 16-byte
  * aligned) the logits move 16 bytes at a time. dlogits may alias logits
  * (bf16): each vector is read, then overwritten, by the same thread. */
 template <typename T>
@@ -173,6 +165,8 @@ static __global__ void xent_row_kernel(float *row_loss, // (R) this chunk's slic
     lse_push(m, s, logit_f(row[v]));
   lse_block(m, s, sh);
   const float lse = m + logf(s);
+  /* The label's thread writes the loss (evaluation too: the same code gives
+   * the same bits as the training call) */
   float loss = 0.0f;
   int mine = 0; /* this thread met the label */
   for (int i = threadIdx.x; i < VV; i += blockDim.x) {
@@ -192,102 +186,6 @@ static __global__ void xent_row_kernel(float *row_loss, // (R) this chunk's slic
   }
   if (mine)
     row_loss[r] = loss;
-}
-
-/* One cluster of n blocks per row (V a multiple of W): block `rank` holds
- * vectors [lo, hi) of the row in registers, so the logits are read once and
- * the gradient written once (over them, with bf16 logits). The blocks swap
- * their (max, sum) through distributed shared memory and combine the n
- * pairs in rank order, so every block computes the same lse bit for bit. */
-template <typename T>
-static __global__ void __launch_bounds__(XC_THREADS, 4)
-    xent_cluster_kernel(float *row_loss, bf16 *dlogits, const T *logits, const int32_t *labels,
-                        int V, float grad_scale) {
-  namespace cg = cooperative_groups;
-  typedef XVec<T> X;
-  constexpr int W = X::W, ITEMS = XC_VALUES / W;
-  __shared__ float2 sh[32];
-  __shared__ float2 part; /* this block's (max, sum), read by the cluster */
-  cg::cluster_group cluster = cg::this_cluster();
-  const int n = (int)cluster.num_blocks(), rank = (int)cluster.block_rank();
-  const int r = blockIdx.x / n, label = labels[r], VV = V / W;
-  const int per = (VV + n - 1) / n, lo = rank * per, hi = lo + per < VV ? lo + per : VV;
-  const typename X::V *rowv = (const typename X::V *)(logits + (size_t)r * V);
-  typename X::G *drow = dlogits ? (typename X::G *)(dlogits + (size_t)r * V) : NULL;
-  if (label < 0 || label >= V) { /* the whole cluster takes this branch */
-    const float z[W] = {};
-    if (drow)
-      for (int i = lo + threadIdx.x; i < hi; i += XC_THREADS)
-        drow[i] = X::pack_grad(z);
-    if (rank == 0 && threadIdx.x == 0)
-      row_loss[r] = 0.0f;
-    return;
-  }
-  typename X::V l[ITEMS];
-#pragma unroll
-  for (int k = 0; k < ITEMS; k++) {
-    const int i = lo + threadIdx.x + k * XC_THREADS;
-    if (i < hi)
-      l[k] = __ldcs(rowv + i);
-  }
-  float m = -INFINITY, s = 0.0f;
-#pragma unroll
-  for (int k = 0; k < ITEMS; k++) {
-    float f[W];
-    X::unpack(l[k], f);
-    if (lo + threadIdx.x + k * XC_THREADS < hi)
-#pragma unroll
-      for (int j = 0; j < W; j++)
-        m = fmaxf(m, f[j]);
-  }
-  if (m != -INFINITY) {
-#pragma unroll
-    for (int k = 0; k < ITEMS; k++) {
-      float f[W];
-      X::unpack(l[k], f);
-      if (lo + threadIdx.x + k * XC_THREADS < hi)
-#pragma unroll
-        for (int j = 0; j < W; j++)
-          s += expf(f[j] - m);
-    }
-  }
-  lse_block(m, s, sh);
-  if (threadIdx.x == 0)
-    part = make_float2(m, s);
-  cluster.sync();
-  m = -INFINITY;
-  s = 0.0f;
-  for (int j = 0; j < n; j++) {
-    const float2 q = *cluster.map_shared_rank(&part, j);
-    lse_combine(m, s, q.x, q.y);
-  }
-  cluster.sync(); /* no block leaves while another may still read its pair */
-  const float lse = m + logf(s);
-  float loss = 0.0f;
-  int mine = 0;
-#pragma unroll
-  for (int k = 0; k < ITEMS; k++) {
-    const int i = lo + threadIdx.x + k * XC_THREADS;
-    if (i < hi) {
-      float f[W], g[W];
-      X::unpack(l[k], f);
-      grad_of<W>(g, f, W * i, label, lse, grad_scale, &loss);
-      mine |= label >= W * i && label < W * i + W;
-      if (drow)
-        drow[i] = X::pack_grad(g);
-    }
-  }
-  if (mine)
-    row_loss[r] = loss;
-}
-
-/* Blocks per row of the cluster kernel for V logits of W per vector, or 0
- * when it does not apply (V not a multiple of W, or a row too long). */
-static int xent_cluster_size(int V, int W) {
-  if (V < W || V % W != 0)
-    return 0;
-  const int per_block = XC_THREADS * (XC_VALUES / W), n = (V / W + per_block - 1) / per_block;
-  return n <= XC_MAX_CLUSTER ? n : 0;
 }
 
 /* out2 = (sum of row losses, count of rows with a label in [0, V)). */
@@ -327,30 +225,8 @@ template <typename T>
 static fsdpc_status launch_xent_rows(fsdpc_cuda_ctx *ctx, float *row_loss, bf16 *dlogits,
                                      const T *logits, const int32_t *labels, int R, int V,
                                      float grad_scale, fsdpc_err *err) {
-  const int n = ctx->xent_rows_only ? 0 : xent_cluster_size(V, XVec<T>::W);
-  if (R < 1)
-    return FSDPC_OK;
-  if (n > 0) {
-    if (n > 8) /* beyond the portable cluster size: allowed once per kernel */
-      FSDPC_CUDA_TRY(err, cudaFuncSetAttribute(xent_cluster_kernel<T>,
-                                               cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = (unsigned)n;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.gridDim = dim3((unsigned)R * (unsigned)n);
-    cfg.blockDim = dim3(XC_THREADS);
-    cfg.stream = ctx->compute;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    FSDPC_CUDA_TRY(err, cudaLaunchKernelEx(&cfg, xent_cluster_kernel<T>, row_loss, dlogits, logits,
-                                           labels, V, grad_scale));
-  } else {
-    xent_row_kernel<T><<<R, XENT_THREADS, 0, ctx->compute>>>(row_loss, dlogits, logits, labels, V,
-                                                             grad_scale);
-  }
+  xent_row_kernel<T><<<R, XENT_THREADS, 0, ctx->compute>>>(row_loss, dlogits, logits, labels, V,
+                                                           grad_scale);
   FSDPC_CUDA_LAUNCHED(err, "lmhead_xent (softmax)");
   return FSDPC_OK;
 }
@@ -360,10 +236,6 @@ static fsdpc_status launch_xent_total(fsdpc_cuda_ctx *ctx, double *out2, const f
   xent_total_kernel<<<1, 1024, 0, ctx->compute>>>(out2, row_loss, labels, N, V);
   FSDPC_CUDA_LAUNCHED(err, "lmhead_xent (total)");
   return FSDPC_OK;
-}
-
-extern "C" void fsdpc__cuda_xent_rows_only(fsdpc_cuda_ctx *ctx, int on) {
-  ctx->xent_rows_only = on;
 }
 
 extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out2, fsdpc_bf16 *dx_,

@@ -37,9 +37,6 @@ struct fsdpc_cuda_ctx {
   /* While set (fsdpc__cuda_grad_overwrite): matmul_bwd(_acc),
    * rmsnorm_bwd(_add) and lmhead_xent WRITE dweight (=) instead of adding. */
   int grad_overwrite;
-  /* lmhead_xent's softmax always one block per row (tests and the kernel
-   * bench compare the two kernels; fsdpc__cuda_xent_rows_only) */
-  int xent_rows_only;
 };
 
 typedef __nv_bfloat16 bf16;

@@ -209,10 +209,6 @@ fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx,
                                      int logits_bf16, void *scratch, size_t scratch_bytes,
                                      fsdpc_err *err);
 
-/* on = 1: lmhead_xent's softmax runs one block per row even where a
- * cluster per row applies (for tests and the kernel bench). */
-void fsdpc__cuda_xent_rows_only(fsdpc_cuda_ctx *ctx, int on);
-
 /* ---- attn_cache.cu ---- inference over a KV cache (see ops/ops.h). */
 fsdpc_status fsdpc__cuda_kv_store(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *kc, fsdpc_bf16 *vc,
                                   const fsdpc_bf16 *k, const fsdpc_bf16 *v, const int32_t *pos,

@@ -112,7 +112,8 @@ typedef struct fsdpc_config_fsdp {
     fsdpc_opts *options;
   } wrap;
   struct {
-    int param_dtype, reduce_dtype, logits_dtype; /* FSDPC_DTYPE_F32 or FSDPC_DTYPE_BF16 */
+    /* FSDPC_DTYPE_F32 or FSDPC_DTYPE_BF16; param and logits: -1 = auto */
+    int param_dtype, reduce_dtype, logits_dtype;
   } mixed_precision;
   bool activation_checkpointing, cpu_offload, forward_prefetch, backward_prefetch;
   int activation_checkpointing_policy; /* FSDPC_AC_FULL or FSDPC_AC_SAVE_MLP */

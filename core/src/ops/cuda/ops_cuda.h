@@ -189,9 +189,10 @@ fsdpc_status fsdpc__cuda_logits(fsdpc_cuda_ctx *ctx,
 
 /* ---- cross_entropy.cu ----
  * Fused lm_head + softmax cross-entropy, chunked over rows: per chunk of R =
- * chunk_rows rows, logits = x @ weight^T into an fp32 (R, V) scratch, an fp32
- * softmax per row, the gradient grad_scale * (softmax - onehot) as bf16
- * (R, V), then dx (=) and dweight (+=) by two GEMMs. Never more than R * V
+ * chunk_rows rows, logits = x @ weight^T into an fp32 (R, V) scratch (bf16
+ * with logits_bf16, then overwritten by the gradient), an fp32 softmax per
+ * row, the gradient grad_scale * (softmax - onehot) as bf16 (R, V), then dx
+ * (=) and dweight (+=) by two GEMMs. Never more than R * V
  * logits exist. Labels: ignore_index (-100) or anything outside [0, V)
  * contributes no loss and no gradient.
  * out2[0] = sum of per-token losses, out2[1] = number of counted tokens, both

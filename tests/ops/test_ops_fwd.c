@@ -264,8 +264,8 @@ START_TEST(xent_loss_matches_log_softmax_any_chunk) {
       ck_assert_float_eq_tol(dw[i], dw_ref[i], 1e-6);
     /* Evaluation (no gradients) gives the same loss. */
     double loss_eval;
-    fsdpc__cpu_lmhead_xent(&loss_eval, &count, NULL, NULL, x, w, labels, N, C, V, 0.5f, chunk,
-                           0, scratch);
+    fsdpc__cpu_lmhead_xent(&loss_eval, &count, NULL, NULL, x, w, labels, N, C, V, 0.5f, chunk, 0,
+                           scratch);
     ck_assert(loss_eval == loss);
   }
 }
@@ -307,8 +307,7 @@ START_TEST(xent_bf16_logits_round_before_softmax) {
   double loss, loss32;
   int64_t count;
   for (int chunk = 1; chunk <= N; chunk++) {
-    fsdpc__cpu_lmhead_xent(&loss, &count, dx, NULL, x, w, labels, N, C, V, 1.0f, chunk, 1,
-                           scratch);
+    fsdpc__cpu_lmhead_xent(&loss, &count, dx, NULL, x, w, labels, N, C, V, 1.0f, chunk, 1, scratch);
     ck_assert_int_eq(count, N - 1);
     ck_assert_double_eq_tol(loss, want, 1e-6 * want);
   }

@@ -31,9 +31,9 @@ static fsdpc_status head_work(fsdpc_model_ctx *m, const void *norm_w, const void
   const void *x = m->resid[s->L];
   int bwd = grad_scale != 0.0f;
   OP(rmsnorm_fwd, m->xn, m->rstdf, x, norm_w, N, C, s->eps, err);
-  OP(lmhead_xent, m->loss2, bwd ? m->dtmp : NULL, bwd ? dhead_w : NULL, m->xn, head_w,
-     m->labels, N, C, s->V, grad_scale, m->chunk_rows, m->logits_bf16, m->xent_scratch,
-     m->xent_scratch_bytes, err);
+  OP(lmhead_xent, m->loss2, bwd ? m->dtmp : NULL, bwd ? dhead_w : NULL, m->xn, head_w, m->labels, N,
+     C, s->V, grad_scale, m->chunk_rows, m->logits_bf16, m->xent_scratch, m->xent_scratch_bytes,
+     err);
   if (bwd && !dnorm_w) { /* a frozen norm (LoRA): its weight gradient is discarded */
     OP(memset0, m->dnorm_sink, (size_t)C * sizeof(float), err);
     dnorm_w = m->dnorm_sink;

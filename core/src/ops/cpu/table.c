@@ -146,10 +146,9 @@ static size_t cpu_xent_scratch_bytes(int N, int V, int chunk_rows, int logits_bf
   return (size_t)chunk_rows * (size_t)V * sizeof(float);
 }
 static fsdpc_status cpu_lmhead_xent(void *ctx, double *out2, void *dx, float *dweight,
-                                    const void *x, const void *weight, const int32_t *labels,
-                                    int N, int C, int V, float grad_scale, int chunk_rows,
-                                    int logits_bf16, void *scratch, size_t scratch_bytes,
-                                    fsdpc_err *err) {
+                                    const void *x, const void *weight, const int32_t *labels, int N,
+                                    int C, int V, float grad_scale, int chunk_rows, int logits_bf16,
+                                    void *scratch, size_t scratch_bytes, fsdpc_err *err) {
   CPU_TEAM(ctx);
   if (scratch_bytes < cpu_xent_scratch_bytes(N, V, chunk_rows, logits_bf16))
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "cross-entropy scratch too small");

@@ -225,8 +225,8 @@ template <typename T>
 static fsdpc_status launch_xent_rows(fsdpc_cuda_ctx *ctx, float *row_loss, bf16 *dlogits,
                                      const T *logits, const int32_t *labels, int R, int V,
                                      float grad_scale, fsdpc_err *err) {
-  xent_row_kernel<T><<<R, XENT_THREADS, 0, ctx->compute>>>(row_loss, dlogits, logits, labels, V,
-                                                           grad_scale);
+  xent_row_kernel<T>
+      <<<R, XENT_THREADS, 0, ctx->compute>>>(row_loss, dlogits, logits, labels, V, grad_scale);
   FSDPC_CUDA_LAUNCHED(err, "lmhead_xent (softmax)");
   return FSDPC_OK;
 }
@@ -259,8 +259,9 @@ extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out
                        scratch_bytes, need, N, V, chunk_rows);
   const int Rmax = chunk_rows < N ? chunk_rows : (N > 0 ? N : 1);
   float *logits = (float *)scratch; /* fp32 logits, or (bf16) dlogits */
-  bf16 *dlogits = logits_bf16 ? (bf16 *)scratch
-                              : (bf16 *)((char *)scratch + align256((size_t)Rmax * V * sizeof(float)));
+  bf16 *dlogits = logits_bf16
+                      ? (bf16 *)scratch
+                      : (bf16 *)((char *)scratch + align256((size_t)Rmax * V * sizeof(float)));
   float *row_loss = (float *)((char *)dlogits + align256((size_t)Rmax * V * sizeof(bf16)));
   const bf16 *x = (const bf16 *)x_, *weight = (const bf16 *)weight_;
   bf16 *dx = (bf16 *)dx_;

@@ -174,10 +174,10 @@ static fsdpc_status c_add_inplace(void *ctx, void *y, const void *x, size_t n, f
 static size_t c_xent_scratch_bytes(int N, int V, int chunk_rows, int logits_bf16) {
   return fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk_rows, logits_bf16);
 }
-static fsdpc_status c_lmhead_xent(void *ctx, double *out2, void *dx, float *dweight,
-                                  const void *x, const void *weight, const int32_t *labels, int N,
-                                  int C, int V, float grad_scale, int chunk_rows, int logits_bf16,
-                                  void *scratch, size_t scratch_bytes, fsdpc_err *err) {
+static fsdpc_status c_lmhead_xent(void *ctx, double *out2, void *dx, float *dweight, const void *x,
+                                  const void *weight, const int32_t *labels, int N, int C, int V,
+                                  float grad_scale, int chunk_rows, int logits_bf16, void *scratch,
+                                  size_t scratch_bytes, fsdpc_err *err) {
   return fsdpc__cuda_lmhead_xent(ctx, out2, dx, dweight, x, weight, labels, N, C, V, grad_scale,
                                  chunk_rows, logits_bf16, scratch, scratch_bytes, err);
 }

@@ -16,21 +16,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Exits with "call: reason" unless ok. */
+static void check(int ok, const char *call, const char *reason) {
+  if (ok)
+    return;
+  fprintf(stderr, "%s: %s\n", call, reason);
+  exit(1);
+}
 #define CK(x)                                                                                      \
   do {                                                                                             \
     cudaError_t e_ = (x);                                                                          \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                                     \
-      exit(1);                                                                                     \
-    }                                                                                              \
+    check(e_ == cudaSuccess, #x, cudaGetErrorString(e_));                                          \
   } while (0)
 #define LK(x)                                                                                      \
   do {                                                                                             \
     cublasStatus_t s_ = (x);                                                                       \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                             \
-      fprintf(stderr, "%s: %s\n", #x, cublasLtGetStatusString(s_));                                \
-      exit(1);                                                                                     \
-    }                                                                                              \
+    check(s_ == CUBLAS_STATUS_SUCCESS, #x, cublasLtGetStatusString(s_));                           \
   } while (0)
 
 #define MAX_ALGOS 16

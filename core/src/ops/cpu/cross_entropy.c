@@ -61,9 +61,6 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
     const float *xc = x + (size_t)r0 * C;
     const int32_t *lc = labels + r0;
     fsdpc__cpu_logits(scratch, xc, weight, R, C, V);
-    if (logits_bf16)
-      for (size_t i = 0; i < (size_t)R * V; i++)
-        scratch[i] = fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(scratch[i]));
 
     /* Per-row losses in parallel, summed in row order: the same bits for
      * any thread count. */
@@ -78,6 +75,9 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
         rowloss[r] = -1.0;
         continue;
       }
+      if (logits_bf16) /* each row by its own thread */
+        for (int v = 0; v < V; v++)
+          row[v] = fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(row[v]));
       rowloss[r] = xent_row(row, label, V, grad_scale, want_grad);
     }
     for (int r = 0; r < R; r++)

@@ -4,14 +4,19 @@ bench/cuda/cupti_trace.c writes (one trace.<pid>.tsv per rank).
 
     python3 bench/timeline_summary.py TRACE_DIR [--steps 2] [--chrome out.json]
 
-A stream that runs any NCCL kernel is a communication stream (fsdpc's comm
-stream also runs the bf16 casts before all-gathers and the fp32 adds after
-reduce-scatters); every other stream is a compute stream. Steps end where a
-run of optimizer kernels (fsdpc_mt_kernel, *adam*, *sgd*) ends on a compute
-stream; the last STEPS steps are summarised. Per rank and step:
-  busy compute   the union of compute-stream records
-  comm stream    the union of communication-stream records (NCCL only: nccl)
-  exposed        time when a communication-stream record runs and no compute
+The compute stream is the one with the most non-NCCL kernel time (the
+GEMMs); a stream that runs no NCCL kernel is a compute stream too; every
+other stream is a communication stream (fsdpc's comm stream also runs the
+bf16 casts before all-gathers and the fp32 adds after reduce-scatters). An
+NCCL kernel on a compute stream (the grad norm's scalar all-reduce) counts
+as communication, not compute: with it, the compute stream used to be taken
+for a communication stream at world > 1, and no step was found. Steps end
+where a run of optimizer kernels (fsdpc_mt_kernel, *adam*, *sgd*) ends on a
+compute stream; the last STEPS steps are summarised. Per rank and step:
+  busy compute   the union of non-NCCL compute-stream records
+  comm stream    the union of communication-stream records and of NCCL
+                 kernels on compute streams (NCCL only: nccl)
+  exposed        time when such a communication record runs and no compute
                  record does: what compute waited on, as a share of the step
   idle           neither stream busy (host gaps: launches, syncs)
 --chrome writes those steps as a Chrome trace (chrome://tracing, Perfetto):
@@ -85,8 +90,27 @@ def minus(a, b):
     return out
 
 
+def is_nccl(r):
+    return "nccl" in r[4].lower()
+
+
+def comm_streams_of(recs):
+    """Streams that run NCCL kernels, except the one with the most non-NCCL
+    kernel time (the compute stream)."""
+    busy = {}
+    for r in recs:
+        if r[2] == "K" and not is_nccl(r):
+            busy[r[3]] = busy.get(r[3], 0) + r[1] - r[0]
+    compute = max(busy, key=busy.get) if busy else None
+    return {r[3] for r in recs if is_nccl(r) and r[3] != compute}
+
+
+def is_comm(r, comm_streams):
+    return r[3] in comm_streams or is_nccl(r)
+
+
 def step_windows(recs, comm_streams):
-    compute = [r for r in recs if r[3] not in comm_streams and r[2] == "K"]
+    compute = [r for r in recs if not is_comm(r, comm_streams) and r[2] == "K"]
     ends, last_opt, since = [], None, 0
     for r in compute:
         if OPT.search(r[4]):
@@ -102,11 +126,11 @@ def step_windows(recs, comm_streams):
 
 
 def summarise(rank, recs, nsteps):
-    comm_streams = {r[3] for r in recs if "nccl" in r[4].lower()}
+    comm_streams = comm_streams_of(recs)
     wins = step_windows(recs, comm_streams)[-nsteps:]
-    comp = union((r[0], r[1]) for r in recs if r[3] not in comm_streams)
-    comm = union((r[0], r[1]) for r in recs if r[3] in comm_streams)
-    nccl = union((r[0], r[1]) for r in recs if "nccl" in r[4].lower())
+    comp = union((r[0], r[1]) for r in recs if not is_comm(r, comm_streams))
+    comm = union((r[0], r[1]) for r in recs if is_comm(r, comm_streams))
+    nccl = union((r[0], r[1]) for r in recs if is_nccl(r))
     rows = []
     for lo, hi in wins:
         c, m, nc = clip(comp, lo, hi), clip(comm, lo, hi), clip(nccl, lo, hi)

@@ -19,7 +19,10 @@
 # Every fsdpc row also runs `fsdpc plan` with the same overrides: summary.md puts the
 # planner's peak beside the measured one. Environment: OUT (default /tmp/out),
 # SKIP_TORCH=1, STRATS (default "full grad_op no_shard hybrid"), STEPS (default 10),
-# FSDPC (the executable in DEVICE=cpu mode; default build/bin/fsdpc).
+# TORCH_COMPILE (eager = default, compiled = each layer under torch.compile, both),
+# V8B (the 8B rows as "ckpt,mb" pairs; default "0,1 0,2 1,2"), TL_SHAPES (the
+# timeline's shapes; default "1b", "1b 8b" adds the 8B with checkpointing at
+# micro-batch 2), FSDPC (the executable in DEVICE=cpu mode; default build/bin/fsdpc).
 # Two calls when one would pass the 10-minute limit: PARTS=1b,timeline,agree then 8b.
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
@@ -29,6 +32,9 @@ OUT=${OUT:-/tmp/out}
 DEVICE=${DEVICE:-cuda}
 STEPS=${STEPS:-10}
 STRATS=${STRATS:-full grad_op no_shard hybrid}
+TORCH_COMPILE=${TORCH_COMPILE:-eager}
+V8B=${V8B:-0,1 0,2 1,2}
+TL_SHAPES=${TL_SHAPES:-1b}
 mkdir -p "$OUT"
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
@@ -101,16 +107,23 @@ fsdpc_row() {
   $F plan "$cfg" "$@" --world "$N" --nproc-per-node "$N" 2>/dev/null | head -1 >"$OUT/fsdpc-$name.plan.txt"
   echo "$name|$cfg|$rc|$*" >>"$OUT/fsdpc-rows.txt"
 }
-# torch_row MODEL STRATEGY AC BS
+# torch_row MODEL STRATEGY AC BS: eager, compiled or both (TORCH_COMPILE)
 torch_row() {
   [ "${SKIP_TORCH:-0}" = 1 ] && return 0
-  echo "-- torch $1 $2 ac $3 bs $4"
-  PYTHONUNBUFFERED=1 timeout 300 torchrun --standalone --nproc_per_node="$N" bench/torch_fsdp2_baseline.py \
-    --model "$1" --strategy "$2" --ac "$3" --bs "$4" --seq 2048 --steps "$STEPS" --warmup 4 \
-    --out "$OUT/torch.jsonl" >"$OUT/torch-$1-$2-ac$3-bs$4.log" 2>&1
-  local rc=$?
-  echo "   exit $rc"
-  [ $rc = 0 ] || grep -m1 -E "OutOfMemory|Error" "$OUT/torch-$1-$2-ac$3-bs$4.log" | sed 's/^/   /'
+  local modes=eager
+  case $TORCH_COMPILE in compiled) modes=compiled ;; both) modes="eager compiled" ;; esac
+  for m in $modes; do
+    local flag="" tag=""
+    [ "$m" = compiled ] && flag=--compile tag=-compiled
+    echo "-- torch $1 $2 ac $3 bs $4 $m"
+    # shellcheck disable=SC2086
+    PYTHONUNBUFFERED=1 timeout 400 torchrun --standalone --nproc_per_node="$N" bench/torch_fsdp2_baseline.py \
+      --model "$1" --strategy "$2" --ac "$3" --bs "$4" --seq 2048 --steps "$STEPS" --warmup 4 $flag \
+      --out "$OUT/torch.jsonl" >"$OUT/torch-$1-$2-ac$3-bs$4$tag.log" 2>&1
+    local rc=$?
+    echo "   exit $rc"
+    [ $rc = 0 ] || grep -m1 -E "OutOfMemory|Error" "$OUT/torch-$1-$2-ac$3-bs$4$tag.log" | sed 's/^/   /'
+  done
 }
 
 if has 1b; then
@@ -125,8 +138,8 @@ fi
 
 if has 8b; then
   echo "== 8B shape, FULL_SHARD"
-  for v in "0 1" "0 2" "1 2"; do
-    set -- $v
+  for v in $V8B; do
+    set -- ${v/,/ }
     torch_row 8b full "$1" "$2"
     ac=false
     [ "$1" = 1 ] && ac=true
@@ -135,18 +148,24 @@ if has 8b; then
 fi
 
 if has timeline; then
-  echo "== timeline: 1B FULL_SHARD, 4 steps under CUPTI, the last 2 summarised"
-  if [ -n "$TRACER" ] && [ -f "$TRACER" ]; then
-    mkdir -p "$W/trace"
-    FSDPC_TRACE_DIR="$W/trace" CUDA_INJECTION64_PATH="$TRACER" timeout 300 $F train "$CFG1B" \
-      data.train="$W/copy.tok" train.micro_batch_size=4 train.max_steps=4 train.log_every=1 \
-      log.dir="$W/tl" --nproc-per-node "$N" >"$OUT/timeline-train.log" 2>&1
-    echo "   train exit $?"
-    python3 "$TL" "$W/trace" --steps 2 --chrome "$W/timeline.json" | tee "$OUT/timeline.txt"
-    xz -c "$W/timeline.json" >"$OUT/timeline.json.xz" 2>/dev/null
-  else
-    echo "   skipped: no CUPTI tracer in this build (${TRACER:-CPU device})"
-  fi
+  for shape in $TL_SHAPES; do
+    echo "== timeline: $shape FULL_SHARD, 4 steps under CUPTI, the last 2 summarised"
+    if [ -n "$TRACER" ] && [ -f "$TRACER" ]; then
+      cfg=$CFG1B ov="train.micro_batch_size=4"
+      [ "$shape" = 8b ] && cfg=$CFG8B ov="train.micro_batch_size=2 fsdp.activation_checkpointing=true"
+      mkdir -p "$W/trace-$shape"
+      # shellcheck disable=SC2086
+      FSDPC_TRACE_DIR="$W/trace-$shape" CUDA_INJECTION64_PATH="$TRACER" timeout 300 $F train "$cfg" \
+        data.train="$W/copy.tok" $ov train.max_steps=4 train.log_every=1 \
+        log.dir="$W/tl-$shape" --nproc-per-node "$N" >"$OUT/timeline-$shape-train.log" 2>&1
+      echo "   train exit $?"
+      python3 "$TL" "$W/trace-$shape" --steps 2 --chrome "$W/timeline-$shape.json" |
+        tee "$OUT/timeline-$shape.txt"
+      xz -c "$W/timeline-$shape.json" >"$OUT/timeline-$shape.json.xz" 2>/dev/null
+    else
+      echo "   skipped: no CUPTI tracer in this build (${TRACER:-CPU device})"
+    fi
+  done
 fi
 
 if has agree; then

@@ -121,11 +121,12 @@ def main():
     t = torch_rows(out)
     if t:
         print("\n## PyTorch FSDP2 rows (bench/torch_fsdp2_baseline.py)\n")
-        print("| model | strategy | ac | bs | step s | tokens/s per GPU | TFLOP/s per GPU | MFU "
+        print("| model | strategy | compiled | ac | bs | step s | tokens/s per GPU | TFLOP/s per GPU | MFU "
               "| peak alloc GiB | reserved GiB |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in t:
-            print(f"| {r['model']} | {r['strategy']} | {r['ac']} | {r['bs']} | {r['step_s']:.4f} "
+            comp = "yes" if r.get("compile") else "no"
+            print(f"| {r['model']} | {r['strategy']} | {comp} | {r['ac']} | {r['bs']} | {r['step_s']:.4f} "
                   f"| {r['tok_s_gpu']:,.0f} | {r['tflops_gpu']:.1f} | {r['tflops_gpu'] / PEAK_TFLOPS * 100:.1f}% "
                   f"| {r['peak_alloc_gib']:.2f} | {r['peak_reserved_gib']:.2f} |")
 

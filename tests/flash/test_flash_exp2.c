@@ -1,5 +1,6 @@
-/* The polynomial exp2 of the sm_90a flash kernels (flash_exp2_poly.h, the
- * host copy of exp2_fma): relative error against exp2 over the softmax's
+/* The polynomial exp2 of the flash sandbox's software-exp2 variant
+ * (bench/flash/flash_exp2_poly.h, the host copy of exp2_fma in
+ * bench/flash/flash_exp2.cuh): relative error against exp2 over the softmax's
  * range, exact powers of two at integers, and 0 (not NaN) for masked
  * (-inf) and very small inputs. */
 #include <check.h>

@@ -112,7 +112,7 @@ static int32_t flash_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc
 #ifdef FSDPC_WITH_CUDA
     out->bwd_workspace = flash_bwd_workspace_bytes(&p);
 #else
-    out->bwd_workspace = flash_bwd_workspace_for(&p, 0); /* the production kernels' layout */
+    out->bwd_workspace = flash_bwd_workspace_for(&p);
 #endif
   return FSDPC_OK;
 }

@@ -23,28 +23,25 @@ typedef struct flash_params {
   const int32_t *doc; /* (B, T) or NULL */
 } flash_params;
 
-/* Bytes of the backward workspace: the row dots D = rowsum(dO * O) (B, NH, T),
- * preceded, for the fused-dQ build only (BWD_SPLIT_DQ 0), by dq in fp32
- * (B, T, NH, HD); each 256-byte aligned. */
+/* Bytes of the backward workspace: dq in fp32 (B, T, NH, HD), then the row
+ * dots D = rowsum(dO * O) (B, NH, T); each 256-byte aligned. */
 uint64_t flash_bwd_workspace_bytes(const flash_params *p);
 
-/* The formula behind it for either dQ mode; plain C, so that a build without
- * CUDA still sizes a CUDA run (the planner on a machine without nvcc). */
+/* The formula behind it; plain C, so that a build without CUDA still sizes a
+ * CUDA run (the planner on a machine without nvcc). */
 static inline uint64_t flash_align256(uint64_t x) {
   return (x + 255) / 256 * 256;
 }
-static inline uint64_t flash_bwd_workspace_for(const flash_params *p, int split_dq) {
+static inline uint64_t flash_bwd_workspace_for(const flash_params *p) {
   uint64_t rows = (uint64_t)p->B * p->T * p->NH;
-  /* The split dQ kernel writes dq directly: no fp32 accumulator. */
-  return (split_dq ? 0 : flash_align256(rows * p->HD * sizeof(float))) +
-         flash_align256(rows * sizeof(float));
+  return flash_align256(rows * p->HD * sizeof(float)) + flash_align256(rows * sizeof(float));
 }
 
 int flash_fwd(const flash_params *p, const void *q, const void *k, const void *v, void *out,
               float *lse, void *stream);
 
 /* The two forward implementations flash_fwd dispatches to: wgmma + TMA
- * (sm_90a, flash_fwd_sm90.cu) and mma.sync (flash_fwd.cu). */
+ * (sm_90a, flash_fwd_sm90.cuh) and mma.sync (flash_fwd.cu). */
 int flash_fwd_sm90(const flash_params *p, const void *q, const void *k, const void *v, void *out,
                    float *lse, void *stream);
 int flash_fwd_mma(const flash_params *p, const void *q, const void *k, const void *v, void *out,
@@ -54,7 +51,7 @@ int flash_fwd_mma(const flash_params *p, const void *q, const void *k, const voi
  * the sm_90a kernels; 0 otherwise (the mma.sync ones). */
 int flash_is_sm90(void);
 
-/* The main backward kernel for sm_90a (flash_bwd_sm90.cu): dk, dv and the
+/* The main backward kernel for sm_90a (flash_bwd_sm90.cuh): dk, dv and the
  * fp32 dq accumulator (zeroed before) from the row dots D (B, NH, T). */
 int flash_bwd_sm90(const flash_params *p, const void *q, const void *k, const void *v,
                    const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,

@@ -7,76 +7,44 @@
  *   dQ_i = scale * sum_j dS_ij K_j     dK_j = scale * sum_i dS_ij Q_i
  *
  * Three launches: (1) D = rowsum(dO * O) into the workspace, and dq_acc
- * zeroed, in one pass (BWD_PRE); (2) the main kernel; (3) dq = bf16(scale *
- * dq_acc).
- * The main kernel's CTA (8 warps) owns one (batch, kv head, block of BN = 128
- * keys); each warp owns 16 keys. It loops over the query heads of its GQA
+ * zeroed, in one pass (flash_bwd_pre_kernel); (2) the main kernel: on a
+ * Hopper (compute capability 9.0) the wgmma kernel of flash_bwd_sm90.cuh,
+ * elsewhere the mma.sync kernel of this file (which the sm_90a-only build
+ * never runs; see flash_fwd.cu); (3) dq = bf16(scale * dq_acc).
+ * The mma.sync kernel's CTA (NW warps) owns one (batch, kv head, block of BN
+ * = 16 NW MT keys); each warp owns 16 MT keys. It loops over the query heads
+ * of its GQA
  * group and over the query blocks (BM = 64) that can see its keys, keeping
  * dK and dV of its keys in registers, so they need no atomics and K/V are
  * never repeated. It computes the transposed products S^T = K Q^T and
  * dP^T = V dO^T, whose accumulators are directly the A operands of
  * dV += P^T dO and dK += dS^T Q. dQ gets contributions from every key
  * block, so dS goes through shared memory and dQ is accumulated in an fp32
- * workspace with vector atomics (red.global.add.v2.f32).
+ * workspace with vector atomics (red.global.add.v2.f32). Causal CTAs start
+ * heaviest-first over the whole grid (grid y walks the key blocks, x the
+ * (kv head, batch) pairs; causal key block n sees T - n * BN queries).
  *
- * Workspace: D (B, NH, T) fp32, preceded by dq_acc (B, T, NH, HD) fp32 only
- * when BWD_SPLIT_DQ is 0: O(T). */
+ * Workspace: dq_acc (B, T, NH, HD) fp32, then D (B, NH, T) fp32: O(T). */
 #include <cuda_runtime.h>
 #include <math.h>
 
 #include "flash.h"
 #include "flash_common.cuh"
-#include "flash_bwd_dq.cuh"
 
-/* BM query rows per step; NW warps of 16 MT keys each (BN = 16 NW MT keys
- * a CTA); MINB CTAs per SM the registers are budgeted for. Overridable at
- * build time (-DBWD64_NW=4 ...) to benchmark variants; the defaults are the
- * fastest measured on an H200 (bench/results/2026-11-21-flash-attention-s2b.md). */
-#ifndef BWD64_MT
-#define BWD64_MT 1
-#endif
-#ifndef BWD64_BM
-#define BWD64_BM 64
-#endif
-#ifndef BWD128_MT
-#define BWD128_MT 1
-#endif
-#ifndef BWD128_BM
-#define BWD128_BM 64
-#endif
-#ifndef BWD64_NW
-#define BWD64_NW 4
-#endif
-#ifndef BWD64_MINB
-#define BWD64_MINB 2
-#endif
-#ifndef BWD128_NW
-#define BWD128_NW 8
-#endif
-#ifndef BWD128_MINB
-#define BWD128_MINB 1
-#endif
-/* BWD_SPLIT_DQ 1: dQ comes from its own kernel (flash_bwd_dq.cuh), which
- * owns query blocks and loops over key blocks, so the dK/dV kernel needs no
- * dS tile, no second barrier and no atomics, and dQ is deterministic.
- * BWD_SPLIT_DQ 0 (default, faster on an H200 by 10-20 %,
- * bench/results/2026-11-21-flash-attention-s2b.md): dQ is accumulated by
- * the dK/dV kernel with fp32 atomics. */
-#ifndef BWD_SPLIT_DQ
-#define BWD_SPLIT_DQ 0
-#endif
-/* BWD_LPT 1: grid y walks the key blocks, x the (kv head, batch) pairs, so
- * that CTAs start heaviest-first over the whole grid (causal key block n
- * sees T - n * BN queries), not only within one head: a shorter tail. */
-#ifndef BWD_LPT
-#define BWD_LPT 1
-#endif
+/* The tile table of the mma.sync kernel: per head dim, BM query rows a
+ * step, NW warps of 16 MT keys each (BN = 16 NW MT keys a CTA), MINB CTAs
+ * per SM the registers are budgeted for; the fastest measured on an H200
+ * (bench/results/2026-11-21-flash-attention-s2b.md). */
+template <int HD> struct bwd_mma_tiles;
+template <> struct bwd_mma_tiles<64> { static constexpr int NW = 4, MT = 1, BM = 64, MINB = 2; };
+template <> struct bwd_mma_tiles<128> { static constexpr int NW = 8, MT = 1, BM = 64, MINB = 1; };
 
 extern "C" uint64_t flash_bwd_workspace_bytes(const flash_params *p) {
-  return flash_bwd_workspace_for(p, BWD_SPLIT_DQ);
+  return flash_bwd_workspace_for(p);
 }
 
-/* D (B, NH, T) = rowsum(dout * out); one warp per (b, t, h) row. */
+/* D (B, NH, T) = rowsum(dout * out); one warp per (b, t, h) row: the
+ * pre-pass where flash_bwd_pre_kernel's conditions do not hold. */
 static __global__ void flash_bwd_dot_kernel(const bf16 *__restrict__ out,
                                             const bf16 *__restrict__ dout, float *__restrict__ D,
                                             int64_t n_rows, int T, int NH, int HD) {
@@ -101,14 +69,6 @@ static __global__ void flash_bwd_dot_kernel(const bf16 *__restrict__ out,
     D[(b * NH + h) * T + t] = acc;
   }
 }
-
-/* BWD_PRE 1: D and the zeroing of dq_acc in one pass (flash_bwd_pre_kernel):
- * 8 threads a row with 16-byte loads, 32 consecutive positions of one
- * (batch, head) a block, so that D is written in runs; 0: the one-warp-a-row
- * flash_bwd_dot_kernel after a cudaMemsetAsync of dq_acc. */
-#ifndef BWD_PRE
-#define BWD_PRE 1
-#endif
 
 /* D (B, NH, T) = rowsum(dout * out), and dq_acc's rows zeroed when it is not
  * null. Block (x, y): positions 32x.. of (batch, head) y; 8 threads a row,
@@ -158,8 +118,7 @@ static __global__ void flash_bwd_dq_kernel(const float4 *__restrict__ acc, bf16 
 }
 
 template <int HD, int NW, int MT, int BM> static constexpr int bwd_smem_bytes() {
-  return (2 * NW * 16 * MT * HD + 4 * BM * HD + (BWD_SPLIT_DQ ? 0 : NW * 16 * MT * BM)) *
-             (int)sizeof(bf16) +
+  return (2 * NW * 16 * MT * HD + 4 * BM * HD + NW * 16 * MT * BM) * (int)sizeof(bf16) +
          6 * BM * (int)sizeof(float);
 }
 
@@ -191,24 +150,19 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
                      const float *__restrict__ lse, const float *__restrict__ Dg,
                      float *__restrict__ dq_acc, bf16 *__restrict__ dk, bf16 *__restrict__ dv) {
   constexpr int BN = NW * 16 * MT, NT = NW * 32;
-  static_assert(BWD_SPLIT_DQ || (BM == 64 && NW % 4 == 0), "the fused dQ needs BM 64, NW 4k");
+  static_assert(BM == 64 && NW % 4 == 0, "the fused dQ needs BM 64, NW 4k");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16 *sK = reinterpret_cast<bf16 *>(smem_raw); // (BN, HD)
   bf16 *sV = sK + BN * HD;                       // (BN, HD)
   bf16 *sQb = sV + BN * HD;                      // (2, BM, HD): double buffered
   bf16 *sdOb = sQb + 2 * BM * HD;                // (2, BM, HD)
   bf16 *sdS = sdOb + 2 * BM * HD;                // (BN, BM): dS^T, keys by queries
-  constexpr bool split = BWD_SPLIT_DQ;
-  float *sLb = reinterpret_cast<float *>(sdS + (split ? 0 : BN * BM)); // (2, BM) lse (ln)
+  float *sLb = reinterpret_cast<float *>(sdS + BN * BM); // (2, BM) lse (ln)
   float *sDb = sLb + 2 * BM;                             // (2, BM)
   int32_t *sDocb = reinterpret_cast<int32_t *>(sDb + 2 * BM); // (2, BM)
 
   const int T = p.T, NH = p.NH, KVH = p.KVH, rep = NH / KVH;
-#if BWD_LPT
   const int n_block = blockIdx.y, g = blockIdx.x % KVH, b = blockIdx.x / KVH;
-#else
-  const int n_block = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
-#endif
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int n0 = n_block * BN;
   const int64_t qstride = (int64_t)NH * HD, kstride = (int64_t)KVH * HD;
@@ -263,23 +217,13 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   for (int it = 0; it < n_it; it++) {
     const int buf = it & 1;
     const int h = g * rep + it / n_mb, m0 = (m_first + it % n_mb) * BM;
-    if constexpr (split) {
-      /* One barrier a step: once every warp is past it, step it - 1 (the
-       * last reader of buffer buf ^ 1) is done everywhere. */
-      cp_async_wait<0>();
-      __syncthreads();
-      if (it + 1 < n_it)
-        stage(it + 1, buf ^ 1);
-      cp_async_commit();
-    } else {
-      /* Buffer buf ^ 1 was last read before the middle barrier of step
-       * it - 1, which every warp has passed by now. */
-      if (it + 1 < n_it)
-        stage(it + 1, buf ^ 1);
-      cp_async_commit();
-      cp_async_wait<1>(); /* all but the group just issued */
-      __syncthreads();
-    }
+    /* Buffer buf ^ 1 was last read before the middle barrier of step
+     * it - 1, which every warp has passed by now. */
+    if (it + 1 < n_it)
+      stage(it + 1, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>(); /* all but the group just issued */
+    __syncthreads();
     {
       const bf16 *sQ = sQb + buf * BM * HD, *sdO = sdOb + buf * BM * HD;
       const float *sL = sLb + buf * BM, *sD = sDb + buf * BM;
@@ -403,13 +347,11 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
           a[mt][1] = pack_bf16(ds[mt][2 * kk][2], ds[mt][2 * kk][3]);
           a[mt][2] = pack_bf16(ds[mt][2 * kk + 1][0], ds[mt][2 * kk + 1][1]);
           a[mt][3] = pack_bf16(ds[mt][2 * kk + 1][2], ds[mt][2 * kk + 1][3]);
-          if constexpr (!split) {
-            const int key = wkey + mt * 16 + lane / 4, qc = kk * 16 + (lane % 4) * 2;
-            *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key, qc)) = a[mt][0];
-            *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key + 8, qc)) = a[mt][1];
-            *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key, qc + 8)) = a[mt][2];
-            *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key + 8, qc + 8)) = a[mt][3];
-          }
+          const int key = wkey + mt * 16 + lane / 4, qc = kk * 16 + (lane % 4) * 2;
+          *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key, qc)) = a[mt][0];
+          *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key + 8, qc)) = a[mt][1];
+          *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key, qc + 8)) = a[mt][2];
+          *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key + 8, qc + 8)) = a[mt][3];
         }
 #pragma unroll
         for (int np = 0; np < HD / 16; np++) {
@@ -425,37 +367,35 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
       }
       /* dQ (BM x HD) += dS (BM x BN) K (BN x HD): warp w takes query rows
        * (w % 4) * 16 and a 1 / (NW / 4) share of the head dim. */
-      if constexpr (!split) {
-        __syncthreads();
-        constexpr int DQW = HD / (NW / 4); // head-dim columns per warp
-        const int qr = (warp % 4) * 16, hc = (warp / 4) * DQW;
-        float dqa[DQW / 8][4];
+      __syncthreads();
+      constexpr int DQW = HD / (NW / 4); // head-dim columns per warp
+      const int qr = (warp % 4) * 16, hc = (warp / 4) * DQW;
+      float dqa[DQW / 8][4];
 #pragma unroll
-        for (int i = 0; i < DQW / 8; i++)
-          dqa[i][0] = dqa[i][1] = dqa[i][2] = dqa[i][3] = 0.0f;
+      for (int i = 0; i < DQW / 8; i++)
+        dqa[i][0] = dqa[i][1] = dqa[i][2] = dqa[i][3] = 0.0f;
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) {
-          uint32_t a[4];
-          ldsm_x4_t(a, sdS + swz_ld<BM>(kk * 16 + rB, qr / 8, xB));
+      for (int kk = 0; kk < BN / 16; kk++) {
+        uint32_t a[4];
+        ldsm_x4_t(a, sdS + swz_ld<BM>(kk * 16 + rB, qr / 8, xB));
 #pragma unroll
-          for (int np = 0; np < DQW / 16; np++) {
-            uint32_t r[4];
-            ldsm_x4_t(r, sK + swz_ld<HD>(kk * 16 + rA, hc / 8 + np * 2, xA));
-            uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
-            mma_bf16(dqa[2 * np], a, b0);
-            mma_bf16(dqa[2 * np + 1], a, b1);
-          }
+        for (int np = 0; np < DQW / 16; np++) {
+          uint32_t r[4];
+          ldsm_x4_t(r, sK + swz_ld<HD>(kk * 16 + rA, hc / 8 + np * 2, xA));
+          uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
+          mma_bf16(dqa[2 * np], a, b0);
+          mma_bf16(dqa[2 * np + 1], a, b1);
         }
+      }
 #pragma unroll
-        for (int r = 0; r < 2; r++) {
-          const int row = m0 + qr + lane / 4 + r * 8;
-          if (row < T) {
-            float *dst = dq_acc + ((int64_t)(b * T + row) * NH + h) * HD + hc + (lane % 4) * 2;
+      for (int r = 0; r < 2; r++) {
+        const int row = m0 + qr + lane / 4 + r * 8;
+        if (row < T) {
+          float *dst = dq_acc + ((int64_t)(b * T + row) * NH + h) * HD + hc + (lane % 4) * 2;
 #pragma unroll
-            for (int dt = 0; dt < DQW / 8; dt++)
-              atomicAdd(reinterpret_cast<float2 *>(dst + dt * 8),
-                        make_float2(dqa[dt][2 * r], dqa[dt][2 * r + 1]));
-          }
+          for (int dt = 0; dt < DQW / 8; dt++)
+            atomicAdd(reinterpret_cast<float2 *>(dst + dt * 8),
+                      make_float2(dqa[dt][2 * r], dqa[dt][2 * r + 1]));
         }
       }
     }
@@ -482,21 +422,18 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
     }
 }
 
-template <int HD, int NW, int MT, int BM, int MINB>
+template <int HD, int NW = bwd_mma_tiles<HD>::NW, int MT = bwd_mma_tiles<HD>::MT,
+          int BM = bwd_mma_tiles<HD>::BM, int MINB = bwd_mma_tiles<HD>::MINB>
 static int launch_bwd(const flash_params *p, const void *q, const void *k, const void *v,
-                      const void *dout, const float *lse, const float *D, float *dq_acc, void *dk, void *dv,
-                      cudaStream_t stream) {
+                      const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
+                      void *dv, cudaStream_t stream) {
   constexpr int BN = NW * 16 * MT;
   const int smem = bwd_smem_bytes<HD, NW, MT, BM>();
   auto kern = flash_bwd_kernel<HD, NW, MT, BM, MINB>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess)
     return (int)e;
-#if BWD_LPT
   dim3 grid(p->KVH * p->B, (p->T + BN - 1) / BN);
-#else
-  dim3 grid((p->T + BN - 1) / BN, p->KVH, p->B);
-#endif
   kern<<<grid, NW * 32, smem, stream>>>(
       *p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)dout, lse, D,
       dq_acc, (bf16 *)dk, (bf16 *)dv);
@@ -508,19 +445,17 @@ extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, co
                          void *dv, void *workspace, void *stream) {
   cudaStream_t st = (cudaStream_t)stream;
   const int64_t rows = (int64_t)p->B * p->T * p->NH;
-  /* Workspace: [dq_acc (B, T, NH, HD) fp32, fused dQ only] then D (B, NH, T). */
+  /* Workspace: dq_acc (B, T, NH, HD) fp32, then D (B, NH, T). */
   float *dq_acc = (float *)workspace;
-  float *D = (float *)((char *)workspace +
-                       (BWD_SPLIT_DQ ? 0 : flash_align256(rows * p->HD * sizeof(float))));
+  float *D = (float *)((char *)workspace + flash_align256(rows * p->HD * sizeof(float)));
   cudaError_t e;
-  if (BWD_PRE && p->HD % 8 == 0 && (int64_t)p->B * p->NH <= 65535 &&
+  if (p->HD % 8 == 0 && (int64_t)p->B * p->NH <= 65535 &&
       ((uintptr_t)out | (uintptr_t)dout) % 16 == 0) {
     const dim3 grid((unsigned)((p->T + 31) / 32), (unsigned)(p->B * p->NH));
-    flash_bwd_pre_kernel<<<grid, 256, 0, st>>>((const bf16 *)out, (const bf16 *)dout, D,
-                                                BWD_SPLIT_DQ ? nullptr : dq_acc, p->T, p->NH,
-                                                p->HD);
+    flash_bwd_pre_kernel<<<grid, 256, 0, st>>>((const bf16 *)out, (const bf16 *)dout, D, dq_acc,
+                                               p->T, p->NH, p->HD);
   } else {
-    e = BWD_SPLIT_DQ ? cudaSuccess : cudaMemsetAsync(dq_acc, 0, rows * p->HD * sizeof(float), st);
+    e = cudaMemsetAsync(dq_acc, 0, rows * p->HD * sizeof(float), st);
     if (e != cudaSuccess)
       return (int)e;
     const int warps = 8;
@@ -530,23 +465,16 @@ extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, co
   if ((e = cudaGetLastError()) != cudaSuccess)
     return (int)e;
   int rc;
-  if (!BWD_SPLIT_DQ && flash_is_sm90())
+  if (flash_is_sm90())
     rc = flash_bwd_sm90(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else if (p->HD == 64)
-    rc = launch_bwd<64, BWD64_NW, BWD64_MT, BWD64_BM, BWD64_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+    rc = launch_bwd<64>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else if (p->HD == 128)
-    rc = launch_bwd<128, BWD128_NW, BWD128_MT, BWD128_BM, BWD128_MINB>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+    rc = launch_bwd<128>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else
     return (int)cudaErrorInvalidValue;
   if (rc != 0)
     return rc;
-  if (BWD_SPLIT_DQ) {
-    if (p->HD == 64)
-      return launch_bwd_dq<64, DQ64_MT, DQ64_NW, DQ64_BN, DQ64_MINB>(p, q, k, v, dout, lse, D,
-                                                                    dq, st);
-    return launch_bwd_dq<128, DQ128_MT, DQ128_NW, DQ128_BN, DQ128_MINB>(p, q, k, v, dout, lse,
-                                                                        D, dq, st);
-  }
   const int64_t n4 = rows * p->HD / 4;
   flash_bwd_dq_kernel<<<(unsigned)((n4 + 255) / 256), 256, 0, st>>>((const float4 *)dq_acc,
                                                                      (bf16 *)dq, n4, p->scale);

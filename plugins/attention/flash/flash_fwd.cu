@@ -1,14 +1,22 @@
 /* Flash attention forward: out = softmax(Q K^T * scale + mask) V, tiled, with
  * an online softmax, so that no (T, T) matrix ever reaches global memory.
+ * flash_fwd dispatches: a Hopper (compute capability 9.0) runs the wgmma
+ * kernel of flash_fwd_sm90.cuh, any other device the mma.sync kernel of this
+ * file. The build targets sm_90a only (and the plugin refuses other
+ * devices), so today the mma.sync kernel runs nowhere: it is the plain
+ * reading of the algorithm and the start for another architecture.
  *
- * One CTA of 4 warps owns BM = 128 query rows of one (batch, head); each warp
- * owns 32 of them (two 16-row MMA tiles, so that every K/V fragment read
- * from shared memory feeds two MMAs; shared-memory bandwidth, not the
- * tensor cores, limits mma.sync attention at 16 rows a warp). It streams the key/value blocks (BN = 64 rows, double
+ * One CTA of NW warps owns BM = NW * 16 * MT query rows of one (batch,
+ * head); each warp owns 16 * MT of them (MT = 2: two 16-row MMA tiles, so
+ * that every K/V fragment read from shared memory feeds two MMAs;
+ * shared-memory bandwidth, not the tensor cores, limits mma.sync attention
+ * at 16 rows a warp). It streams blocks of BN keys and values (double
  * buffered through cp.async) of the kv head that the query head reads (GQA:
  * h / (NH / KVH); K and V are never repeated in memory). S = Q K^T and
  * O += P V run on the tensor cores (mma.sync m16n8k16 bf16, fp32
- * accumulators); P stays in registers between the two products.
+ * accumulators); P stays in registers between the two products. Causal
+ * CTAs start heaviest-first over the whole grid (grid y counts down the
+ * query blocks, x walks (head, batch)): a shorter tail.
  *
  * Saved for the backward: lse (B, NH, T) fp32, the natural log of
  * sum_j exp(scale * q_i . k_j) over the keys query i may see. */
@@ -18,42 +26,13 @@
 #include "flash.h"
 #include "flash_common.cuh"
 
-/* Tile shape per head dim: MT (16-row m-tiles per warp), NW (warps per
+/* The tile table: per head dim, MT (16-row m-tiles per warp), NW (warps per
  * CTA), BN (keys per block), MINB (CTAs per SM the registers are budgeted
- * for); BM = NW * 16 * MT query rows per CTA. Each is overridable at build
- * time (-DFWD64_NW=8 ...) to benchmark variants; the defaults are the
- * fastest measured on an H200 (bench/results/2026-11-21-flash-attention-s2.md). */
-#ifndef FWD64_MT
-#define FWD64_MT 2
-#endif
-#ifndef FWD64_NW
-#define FWD64_NW 4
-#endif
-#ifndef FWD64_BN
-#define FWD64_BN 128
-#endif
-#ifndef FWD64_MINB
-#define FWD64_MINB 2
-#endif
-#ifndef FWD128_MT
-#define FWD128_MT 2
-#endif
-#ifndef FWD128_NW
-#define FWD128_NW 4
-#endif
-#ifndef FWD128_BN
-#define FWD128_BN 64
-#endif
-#ifndef FWD128_MINB
-#define FWD128_MINB 2
-#endif
-
-/* FWD_LPT 1: grid y counts down the query blocks and x walks (head, batch),
- * so causal CTAs start heaviest-first over the whole grid, not only within
- * one head: a shorter tail. */
-#ifndef FWD_LPT
-#define FWD_LPT 1
-#endif
+ * for); the fastest measured on an H200
+ * (bench/results/2026-11-21-flash-attention-s2.md). */
+template <int HD> struct fwd_mma_tiles;
+template <> struct fwd_mma_tiles<64> { static constexpr int MT = 2, NW = 4, BN = 128, MINB = 2; };
+template <> struct fwd_mma_tiles<128> { static constexpr int MT = 2, NW = 4, BN = 64, MINB = 2; };
 
 template <int HD, int MT, int NW, int BN> static constexpr int fwd_smem_bytes() {
   return (NW * 16 * MT * HD + 4 * BN * HD) * (int)sizeof(bf16);
@@ -71,13 +50,8 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
 
   const int T = p.T, NH = p.NH, KVH = p.KVH;
   /* Causal rows near the end see the most keys: start them first. */
-#if FWD_LPT
   const int m_block = gridDim.y - 1 - blockIdx.y;
   const int h = blockIdx.x % NH, b = blockIdx.x / NH, g = h / (NH / KVH);
-#else
-  const int m_block = gridDim.x - 1 - blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z, g = h / (NH / KVH);
-#endif
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int m0 = m_block * BM, wrow = warp * 16 * MT; // this warp's first row in the tile
   const int64_t qstride = (int64_t)NH * HD, kstride = (int64_t)KVH * HD;
@@ -260,27 +234,24 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   }
 }
 
-template <int HD, int MT, int NW, int BN, int MINB>
-static int launch_fwd(const flash_params *p, const void *q, const void *k, const void *v,
-                      void *out, float *lse, cudaStream_t stream) {
+template <int HD, int MT = fwd_mma_tiles<HD>::MT, int NW = fwd_mma_tiles<HD>::NW,
+          int BN = fwd_mma_tiles<HD>::BN, int MINB = fwd_mma_tiles<HD>::MINB>
+static int launch_fwd(const flash_params *p, const void *q, const void *k, const void *v, void *out,
+                      float *lse, cudaStream_t stream) {
   constexpr int BM = NW * 16 * MT;
   const int smem = fwd_smem_bytes<HD, MT, NW, BN>();
   auto kern = flash_fwd_kernel<HD, MT, NW, BN, MINB>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess)
     return (int)e;
-#if FWD_LPT
   dim3 grid(p->NH * p->B, (p->T + BM - 1) / BM);
-#else
-  dim3 grid((p->T + BM - 1) / BM, p->NH, p->B);
-#endif
   kern<<<grid, NW * 32, smem, stream>>>(*p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
                                         (bf16 *)out, lse);
   return (int)cudaGetLastError();
 }
 
-/* Hopper (9.0) runs the wgmma kernels of flash_fwd_sm90.cu; any other device
- * the mma.sync kernels below. */
+/* Hopper (9.0) runs the wgmma kernels of flash_fwd_sm90.cuh; any other device
+ * the mma.sync kernels of this file and flash_bwd.cu. */
 extern "C" int flash_is_sm90(void) {
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess ||
@@ -301,9 +272,9 @@ extern "C" int flash_fwd_mma(const flash_params *p, const void *q, const void *k
                              void *out, float *lse, void *stream) {
   cudaStream_t st = (cudaStream_t)stream;
   if (p->HD == 64)
-    return launch_fwd<64, FWD64_MT, FWD64_NW, FWD64_BN, FWD64_MINB>(p, q, k, v, out, lse, st);
+    return launch_fwd<64>(p, q, k, v, out, lse, st);
   if (p->HD == 128)
-    return launch_fwd<128, FWD128_MT, FWD128_NW, FWD128_BN, FWD128_MINB>(p, q, k, v, out, lse, st);
+    return launch_fwd<128>(p, q, k, v, out, lse, st);
   return (int)cudaErrorInvalidValue;
 }
 

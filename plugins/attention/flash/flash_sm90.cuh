@@ -15,13 +15,10 @@
 #include <cuda.h>
 #include <stdint.h>
 
-#include "flash_exp2_poly.h"
-
-/* FLASH_SMEM_GENERIC 1 (every kernel) or the kernels' own *_SMEM_GENERIC:
- * align the dynamic shared memory through an integer cast, which hides from
- * the compiler that the pointers are shared memory (generic loads and
- * stores, 64-bit address arithmetic); 0: by an offset from the array, so
- * that it emits st.shared / ld.shared with 32-bit addresses. */
+/* The first 1024-byte aligned byte of the dynamic shared memory, by an
+ * integer cast: this hides from the compiler that the pointers are shared
+ * memory (generic loads and stores, 64-bit address arithmetic), which
+ * measured faster in the hd-64 forward (its tile table's SMEM_GENERIC). */
 static __device__ __forceinline__ unsigned char *smem_align1024_generic(unsigned char *raw) {
   return (unsigned char *)(((uintptr_t)raw + 1023) & ~(uintptr_t)1023);
 }
@@ -32,7 +29,10 @@ static __device__ __forceinline__ uint32_t s_addr(const void *p) {
   return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-/* The first 1024-byte aligned byte of a __shared__ array (see above). */
+/* The first 1024-byte aligned byte of a __shared__ array: GENERIC as
+ * above, otherwise by an offset from the array, so that the compiler emits
+ * st.shared / ld.shared with 32-bit addresses (+5-10 % in the hd-64
+ * backward, 2026-11-24-flash-s8.md). */
 template <bool GENERIC>
 static __device__ __forceinline__ unsigned char *smem_align1024(unsigned char *raw) {
   if constexpr (GENERIC)
@@ -182,26 +182,6 @@ template <int N> static __device__ __forceinline__ void reg_fence_u(uint32_t (&r
 #pragma unroll
   for (int i = 0; i < N; i++)
     asm volatile("" : "+r"(r[i])::"memory");
-}
-
-/* ---- exp2 on the FMA pipe ---- */
-
-/* 2^x without the MUFU (exp) unit, for a share of the softmax's exp2s where
- * that unit is the bound (as FlashAttention-4 does; not faster on an H200,
- * bench/results/2026-11-24-flash-swexp.md): x = n + f with n the
- * nearest integer (the add of 1.5 * 2^23 leaves n in the low mantissa bits)
- * and f in [-0.5, 0.5], 2^f by a degree-3 polynomial with p(0) = 1 (relative
- * error at most 1.02e-4: P goes to bf16, 2^-8), then n added to the
- * exponent bits. x is clamped to -127, where f = 0 and the result is
- * exactly 0 (masked -inf entries give 0, not NaN); x must be < 127 (the
- * softmax's x is <= 0).
- * Constants and a host copy checked against exp2: flash_exp2_poly.h. */
-static __device__ __forceinline__ float exp2_fma(float x) {
-  x = fmaxf(x, -127.0f);
-  const float t = x + FLASH_EXP2P_MAGIC; /* 1.5 * 2^23 + rint(x) */
-  const float f = x - (t - FLASH_EXP2P_MAGIC);
-  const float p = fmaf(fmaf(fmaf(FLASH_EXP2P_C3, f, FLASH_EXP2P_C2), f, FLASH_EXP2P_C1), f, 1.0f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
 }
 
 /* ---- warp specialisation ---- */

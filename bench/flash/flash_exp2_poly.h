@@ -1,5 +1,5 @@
-/* The polynomial exp2 of the sm_90a flash kernels (exp2_fma in
- * flash_sm90.cuh): its constants, and a host copy of the same steps that
+/* The polynomial exp2 of the sandbox's software-exp2 variant (exp2_fma in
+ * flash_exp2.cuh): its constants, and a host copy of the same steps that
  * tests/flash/test_flash_exp2.c checks against exp2. Plain C (no CUDA). */
 #ifndef FSDPC_FLASH_EXP2_POLY_H
 #define FSDPC_FLASH_EXP2_POLY_H

@@ -2,8 +2,9 @@
  * layout (two consumer warpgroups of 224 registers with ping-pong, as in
  * session 7): fewer, larger S products and softmax passes a tile; against
  * 128-key blocks then -7 % at T 2048, +2 % at T 8192
- * (bench/results/2026-11-24-flash-fwd.md, h64bn192). On the three warpgroups of 160 registers the
- * hd-64 tile table uses, 192-key blocks spill and serialise the wgmmas (ptxas C7512). */
+ * (bench/results/2026-11-24-flash-fwd.md, h64bn192). On the tile table's
+ * three warpgroups of 160 registers, 192-key blocks spill and serialise the
+ * wgmmas (ptxas C7512). */
 #include "flash_fwd_sm90.cuh"
 
 struct fwd64_bn192 : fwd90_tiles<64> {

@@ -207,6 +207,8 @@ def main():
     a = ap.parse_args()
     work = a.keep or tempfile.mkdtemp(prefix="flash-sass-")
     if a.so:
+        if not cuobjdump():
+            sys.exit("compare_sass.py --so: no cuobjdump (on the PATH or in /usr/local/cuda/bin)")
         old = collect(None, os.path.join(work, "old"), so=a.so[0])
         new = collect(None, os.path.join(work, "new"), so=a.so[1])
         return report(a, old, new, f"{a.so[0]} (old) and {a.so[1]} (new), cubins of the plugins", work)

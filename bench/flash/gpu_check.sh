@@ -61,6 +61,7 @@ done
 python3 "$C/speed_table.py" --min-row "${MIN_ROW:-0.97}" --min-mean "${MIN_MEAN:-0.99}" "${logs[@]}" |
   tee "$L/speed.md" | grep -v "^PASS\|^FAIL"
 grep -q "^PASS speed" "$L/speed.md"
-verdict "speed ($(grep -oE "geometric mean [0-9.]+.*" "$L/speed.md"))" $?
+st=$?
+verdict "speed ($(grep -oE "geometric mean [0-9.]+.*" "$L/speed.md"))" $st
 echo "== all done after $((SECONDS - t0)) s"
 echo "gpu_check: $passed passed, $failed failed"

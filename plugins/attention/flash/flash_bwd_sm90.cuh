@@ -288,7 +288,9 @@ static __device__ __forceinline__ void bwd90_write_dq(const bwd90_smem<C> &sm, c
 
 /* What a consumer thread holds: dV and dK of its keys through the whole
  * tile, and a step's S^T (then P^T), dP^T (then dS^T), dQ piece and the bf16
- * A fragments of P^T and dS^T. */
+ * A fragments of P^T and dS^T. References to arrays bwd90_consume declares:
+ * the same arrays as members of this struct compiled to other registers
+ * (bench/results/2026-11-28-flash-sandbox.md). */
 template <class C> struct bwd90_acc {
   float (&dva)[C::HD / 2], (&dka)[C::HD / 2];
   float (&sacc)[C::BM / 2], (&dpacc)[C::BM / 2], (&dqa)[32];
@@ -299,8 +301,8 @@ template <class C> struct bwd90_acc {
  * BM = 64 queries x head-dim columns 64c..; hd 64: queries 64c.. of
  * BM = 128 x all 64 columns) at queries dq_q0, columns dq_c0, from the
  * dS^T buffer at ds_off and K at kb; its first key key0, this thread's keys
- * key_lo and key_lo + 8. (The document ids travel beside it: a pointer in
- * this struct made ptxas order the doc_k loads differently.) */
+ * key_lo and key_lo + 8. (The document ids travel beside it: as a member
+ * their pointer changed the compiled branches of the doc_k loads.) */
 struct bwd90_keys {
   int c, warp, lane, tid, dq_q0, dq_c0, ds_off;
   const bf16 *kb;

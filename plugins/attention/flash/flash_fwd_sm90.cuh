@@ -313,7 +313,10 @@ template <class C> struct fwd90_acc {
 /* One consumer warpgroup's share of a tile: its K / V stages from ring
  * position kv0, the key blocks it sees (n_mine of the tile's n_blocks), its
  * first row and this thread's (row_lo and row_lo + 8), the batch's document
- * ids (or null). */
+ * ids (or null). The rows' documents doc_r travel beside it: as a member
+ * the array compiled to other registers (and the K / V loads stay a lambda
+ * in fwd90_produce for the same reason;
+ * bench/results/2026-11-28-flash-sandbox.md). */
 struct fwd90_rows {
   int kv0, n_blocks, n_mine, wg_first, row_lo;
   const int32_t *doc;

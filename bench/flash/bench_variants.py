@@ -1,4 +1,4 @@
-"""Several builds of the flash plugin (bench/flash/variants.sh) side by side
+"""Several builds of the flash plugin (var/old, var/new, sandbox variants) side by side
 on the GPU machine, in one process: the same accuracy grid as
 bench_flash.py check (reference computed once per case, every variant
 measured against it), then forward / backward TFLOP/s of every variant that

@@ -1,5 +1,5 @@
 """Where a backward CTA's time goes, from a timing-experiment build of the
-flash plugin (-DBWD90_DIAG_TIMES=1, flash_bwd_sm90.cu): per CTA the SM
+flash plugin (sandbox variant 12_bwd_diag_times): per CTA the SM
 clock at entry, when K / V arrived, after the first step, after the last,
 after the dK / dV stores, and when the dQ writer's last reduce-add was
 complete. Prints, summed over every SM, the share of SM time in each

@@ -1,14 +1,17 @@
 /* A Jinja subset engine: the template language of Hugging Face chat
  * templates, rendered over cJSON values.
  *
- * The supported subset (docs/template.md) is what the chat templates of the
- * Llama, Mistral, Qwen and Zephyr families use, with the environment that
- * transformers' apply_chat_template uses: trim_blocks, lstrip_blocks,
+ * The supported subset (docs/template.md) is what the chat templates of
+ * real models use (a corpus of about 200 of them is checked against
+ * jinja2), with the environment that transformers' apply_chat_template
+ * uses: ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks,
  * loopcontrols, tojson without HTML escaping (ensure_ascii=False),
- * raise_exception and strftime_now. A construct outside the subset is
+ * raise_exception and strftime_now, and Python's values (big ints, float
+ * repr, markupsafe's Markup, generators). A construct outside the subset is
  * refused at parse time (or, where only the value types tell, at render
  * time) with "ORIGIN:LINE:COL: unsupported construct 'NAME'", never
- * rendered differently from Jinja.
+ * rendered differently from Jinja. Every render is bounded in steps,
+ * output, memory and recursion (fsdpc_jinja_opts).
  *
  * Ownership: a parsed template owns a copy of its source; render output is
  * malloc'd and owned by the caller. A template may be rendered from several
@@ -48,6 +51,7 @@ typedef struct fsdpc_jinja_opts {
   time_t now;             /* strftime_now's clock (local time); 0 = time(NULL) */
   size_t max_output;      /* bytes; 0 = 256 MiB */
   uint64_t max_steps;     /* evaluation steps (a bound on run time); 0 = 200 M */
+  size_t max_memory;      /* bytes of all values and buffers of a render; 0 = 1 GiB */
   fsdpc_jinja_span **gen; /* if non-NULL: malloc'd ranges of {% generation %} blocks */
   size_t *n_gen;
 } fsdpc_jinja_opts;
@@ -57,5 +61,12 @@ fsdpc_status fsdpc__jinja_render_opts(const fsdpc_jinja *t, const cJSON *vars,
                                       fsdpc_err *err);
 /* Whether the template has a {% generation %} block. */
 int fsdpc__jinja_has_generation(const fsdpc_jinja *t);
+
+/* Gives the cJSON tree parsed from `text` what cJSON drops and Python's
+ * json keeps: every number's literal text (ints of any size stay exact,
+ * 20.0 stays a float), stored in the number nodes. A string holding a NUL
+ * character (\u0000, which the C strings would cut) is refused: returns -1
+ * with why = "PATH: what" (PATH like messages[1].content). */
+int fsdpc__jinja_json_text(cJSON *root, const char *text, size_t len, char *why, size_t cap);
 
 #endif

@@ -254,14 +254,14 @@ static fsdpc_status lex_tag(lexer *L, size_t *pos, size_t open, char end0, int *
             i++;
         }
       }
-      char num[64];
+      char *num = ja_alloc(&L->t->arena, i - b + 1);
+      if (!num)
+        return fsdpc__fail(L->err, FSDPC_SYSTEM_ERROR, "out of memory");
       size_t m = 0;
-      for (size_t q = b; q < i && m + 1 < sizeof num; q++)
+      for (size_t q = b; q < i; q++)
         if (s[q] != '_')
           num[m++] = s[q];
       num[m] = '\0';
-      if (i - b >= sizeof num - 1)
-        return lfail(L, b, "number literal too long");
       jtok *k = push(L, is_float ? TK_FLOAT : TK_INT, b);
       if (!k)
         return fsdpc__fail(L->err, FSDPC_SYSTEM_ERROR, "out of memory");
@@ -270,9 +270,18 @@ static fsdpc_status lex_tag(lexer *L, size_t *pos, size_t open, char end0, int *
       } else {
         errno = 0;
         unsigned long long v = strtoull(num, NULL, 10);
-        if (errno == ERANGE || v > (unsigned long long)INT64_MAX)
-          return lfail(L, b, "unsupported construct 'integer literal beyond 64 bits'");
-        k->ival = (int64_t)v;
+        if (errno == ERANGE || v > (unsigned long long)INT64_MAX) {
+          /* beyond 64 bits: the parser makes a big int of the digits */
+          size_t z = 0;
+          while (z + 1 < m && num[z] == '0')
+            z++;
+          if (m - z > 4300)
+            return lfail(L, b, "integer literal beyond Python's limit of 4300 digits");
+          k->str = num + z;
+          k->len = m - z;
+        } else {
+          k->ival = (int64_t)v;
+        }
       }
     } else if (c == '\'' || c == '"') {
       size_t b = i++;

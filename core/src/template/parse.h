@@ -5,7 +5,8 @@
 
 #include "template/internal.h"
 
-#define MAX_DEPTH 200
+/* Parser recursion (parenthesised and unary nesting, blocks). */
+#define MAX_DEPTH MAX_BLOCK_DEPTH
 
 typedef struct parser {
   fsdpc_jinja *t;
@@ -13,6 +14,7 @@ typedef struct parser {
   size_t i, n;
   fsdpc_err *err;
   int depth, loops, failed;
+  uint8_t *macro_flags; /* the innermost macro being parsed: uses varargs / kwargs */
 } parser;
 
 typedef struct nvec {
@@ -35,6 +37,15 @@ int jp_nv_push(parser *P, nvec *v, jnode *x, const char *name);
 /* Moves the vector into the template's arena. */
 jnode **jp_nv_take(parser *P, nvec *v, const char ***names);
 const char *jp_name_dup(parser *P, const jtok *k);
+
+/* A filter chain "f(args) | g" applied to the text of a block: its
+ * innermost operand is an N_CONST with flag 1 (exec.c substitutes the
+ * block's text). For {% filter %} and {% set x | f %}. */
+jnode *jp_parse_block_filters(parser *P);
+/* Refuses an expression taller than MAX_EXPR_HEIGHT (the evaluator
+ * recurses once per level) with the line and column of the node where the
+ * limit is passed. Iterative: any tree the parser built can be checked. */
+int jp_check_height(parser *P, jnode *root);
 
 /* parse_expr.c */
 jnode *jp_parse_expr(parser *P);

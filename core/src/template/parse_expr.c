@@ -81,6 +81,10 @@ static jnode *parse_primary(parser *P) {
       n->kind = N_NAME;
       n->str = jp_name_dup(P, k);
       n->len = k->len;
+      if (P->macro_flags && jp_is_name(k, "varargs"))
+        *P->macro_flags |= 1;
+      if (P->macro_flags && jp_is_name(k, "kwargs"))
+        *P->macro_flags |= 2;
     }
     jp_advance(P);
     return n;
@@ -110,7 +114,13 @@ static jnode *parse_primary(parser *P) {
     n = jp_mk(P, N_CONST, k);
     if (!n)
       return NULL;
-    n->cval = k->kind == TK_INT ? jv_int(k->ival) : jv_float(k->fval);
+    if (k->kind == TK_INT && k->str) { /* an integer beyond 64 bits: its digits */
+      n->cval = (jv){.kind = JV_BIGINT};
+      n->cval.u.s.p = k->str;
+      n->cval.u.s.n = k->len;
+    } else {
+      n->cval = k->kind == TK_INT ? jv_int(k->ival) : jv_float(k->fval);
+    }
     jp_advance(P);
     return n;
   }
@@ -275,34 +285,41 @@ static int starts_test_arg(const jtok *k) {
          jp_is_op(k, "(") || jp_is_op(k, "[") || jp_is_op(k, "{");
 }
 
+/* A filter applied to n: the current token is the filter's name. */
+static jnode *filter_call(parser *P, jnode *n) {
+  jtok *nm = jp_cur(P);
+  if (nm->kind != TK_NAME) {
+    char b[64];
+    jp_fail(P, nm, "expected a filter name after '|', found %s", jp_tok_desc(nm, b, sizeof b));
+    return NULL;
+  }
+  /* An unknown filter fails when compiled, or (inside an if or a
+   * conditional expression, as jinja2 defers it) when run:
+   * jp_check_height decides. */
+  int id = jf_filter_id(nm->str, nm->len);
+  jnode *f = jp_mk(P, N_FILTER, nm);
+  if (!f)
+    return NULL;
+  f->op = (uint8_t)id;
+  f->a = n;
+  if (!id) {
+    f->str = jp_name_dup(P, nm);
+    f->len = nm->len;
+  }
+  jp_advance(P);
+  if (jp_is_op(jp_cur(P), "(") && !finish_call_like(P, f))
+    return NULL;
+  return f;
+}
+
 static jnode *parse_filter_expr(parser *P, jnode *n) {
   for (;;) {
     jtok *k = jp_cur(P);
     if (jp_is_op(k, "|")) {
       jp_advance(P);
-      jtok *nm = jp_cur(P);
-      if (nm->kind != TK_NAME) {
-        char b[64];
-        jp_fail(P, nm, "expected a filter name after '|', found %s", jp_tok_desc(nm, b, sizeof b));
+      n = filter_call(P, n);
+      if (!n)
         return NULL;
-      }
-      int id = jf_filter_id(nm->str, nm->len);
-      if (!id) {
-        jp_fail(P, nm, "unsupported construct 'filter %.*s'", (int)(nm->len > 60 ? 60 : nm->len),
-                nm->str);
-        return NULL;
-      }
-      jnode *f = jp_mk(P, N_FILTER, nm);
-      if (!f)
-        return NULL;
-      f->op = (uint8_t)id;
-      f->a = n;
-      jp_advance(P);
-      if (jp_is_op(jp_cur(P), "(")) {
-        if (!finish_call_like(P, f))
-          return NULL;
-      }
-      n = f;
     } else if (jp_is_name(k, "is")) {
       jp_advance(P);
       int neg = 0;
@@ -317,16 +334,19 @@ static jnode *parse_filter_expr(parser *P, jnode *n) {
       else if (jp_is_op(nm, "==") || jp_is_op(nm, "!=") || jp_is_op(nm, "<") || jp_is_op(nm, ">") ||
                jp_is_op(nm, "<=") || jp_is_op(nm, ">="))
         id = jf_test_id(nm->str, nm->len);
-      if (!id) {
+      if (!id && nm->kind != TK_NAME) {
         char b[64];
-        jp_fail(P, nm, "unsupported construct 'test %s'",
-                nm->kind == TK_NAME || nm->kind == TK_OP ? jp_tok_desc(nm, b, sizeof b) : "?");
+        jp_fail(P, nm, "expected a test name after 'is', found %s", jp_tok_desc(nm, b, sizeof b));
         return NULL;
       }
       jnode *t = jp_mk(P, N_TEST, nm);
       if (!t)
         return NULL;
       t->op = (uint8_t)id;
+      if (!id) { /* unknown: as an unknown filter */
+        t->str = jp_name_dup(P, nm);
+        t->len = nm->len;
+      }
       t->flag = (uint8_t)neg;
       t->a = n;
       jp_advance(P);
@@ -528,6 +548,11 @@ static jnode *parse_or(parser *P) {
 }
 
 jnode *jp_parse_expr(parser *P) {
+  /* "a if b else c if d else ..." recurses here once per else */
+  if (++P->depth > MAX_DEPTH) {
+    jp_fail(P, jp_cur(P), "expression nested too deeply (more than %d levels)", MAX_DEPTH);
+    return NULL;
+  }
   jnode *a = parse_or(P);
   while (a && jp_is_name(jp_cur(P), "if")) {
     jtok *k = jp_cur(P);
@@ -547,6 +572,7 @@ jnode *jp_parse_expr(parser *P) {
     }
     a = n;
   }
+  P->depth--;
   return a;
 }
 
@@ -576,4 +602,143 @@ jnode *jp_parse_tuple_expr(parser *P, int with_cond) {
   n->n = items.n;
   n->list = jp_nv_take(P, &items, NULL);
   return n;
+}
+
+jnode *jp_parse_block_filters(parser *P) {
+  jnode *leaf = jp_mk(P, N_CONST, jp_cur(P));
+  if (!leaf)
+    return NULL;
+  leaf->flag = 1; /* the block's text */
+  jnode *n = filter_call(P, leaf);
+  while (n && jp_is_op(jp_cur(P), "|")) {
+    jp_advance(P);
+    n = filter_call(P, n);
+  }
+  return n;
+}
+
+/* ---- expression height ---- */
+
+static void push_children(const jnode *n, jnode **stack, size_t *sp) {
+  jnode *kids[4] = {n->a, n->b, n->c, n->d};
+  for (int i = 0; i < 4; i++)
+    if (kids[i])
+      stack[(*sp)++] = kids[i];
+  for (size_t i = 0; i < n->n; i++)
+    if (n->list[i])
+      stack[(*sp)++] = n->list[i];
+  for (size_t i = 0; i < n->n2; i++)
+    if (n->list2[i])
+      stack[(*sp)++] = n->list2[i];
+}
+
+static size_t n_children(const jnode *n) {
+  return (n->a != NULL) + (n->b != NULL) + (n->c != NULL) + (n->d != NULL) + n->n + n->n2;
+}
+
+/* Post-order walk with an explicit stack: each node's height is 1 + its
+ * tallest child's (statements count as 0, so block nesting, bounded by the
+ * parser's MAX_BLOCK_DEPTH, does not add up with the expressions in it).
+ * jnode.len holds nothing for expression nodes other than names and
+ * attributes, so heights go to a side table keyed by visit order. */
+int jp_check_height(parser *P, jnode *root) {
+  size_t cap = 64, sp = 0;
+  struct item {
+    jnode *n;
+    size_t first_child; /* index in `out` where its children's heights start */
+    int expanded;
+    int soft; /* inside an if or a conditional expression (jinja2's soft frame) */
+  } *st = malloc(cap * sizeof *st);
+  int *hts = malloc(cap * sizeof *hts);
+  size_t nh = 0, hcap = cap;
+  jnode **kids = malloc(cap * sizeof *kids);
+  size_t kcap = cap;
+  int rc = 0;
+  if (!st || !hts || !kids) {
+    rc = jp_fail(P, jp_cur(P), "out of memory");
+    goto done;
+  }
+  st[sp++] = (struct item){root, 0, 0, 0};
+  while (sp && !rc) {
+    struct item *it = &st[sp - 1];
+    jnode *n = it->n;
+    if (!it->expanded) {
+      it->expanded = 1;
+      it->first_child = nh;
+      size_t k = n_children(n);
+      if (k > kcap) {
+        jnode **nk = realloc(kids, k * sizeof *kids);
+        if (!nk) {
+          rc = jp_fail(P, jp_cur(P), "out of memory");
+          break;
+        }
+        kids = nk;
+        kcap = k;
+      }
+      size_t kn = 0;
+      push_children(n, kids, &kn);
+      if (sp + kn > cap) {
+        size_t nc = (sp + kn) * 2;
+        void *ns = realloc(st, nc * sizeof *st);
+        if (!ns) {
+          rc = jp_fail(P, jp_cur(P), "out of memory");
+          break;
+        }
+        st = ns;
+        cap = nc;
+        it = &st[sp - 1];
+      }
+      /* jinja2 checks filter and test names when it compiles, except in
+       * the frame of an if or a conditional expression; a for loop, macro
+       * or block starts a frame of its own */
+      if ((n->kind == N_FILTER || n->kind == N_TEST) && n->op == 0 && !it->soft) {
+        jtok at = {.line = n->line, .col = n->col};
+        int nl = (int)(n->len > 60 ? 60 : n->len);
+        if (n->kind == N_FILTER && jf_jinja_has_filter(n->str, n->len))
+          rc = jp_fail(P, &at, "unsupported construct 'filter %.*s'", nl, n->str);
+        else
+          rc = jp_fail(P, &at, "no %s named '%.*s' (jinja2 refuses it too)",
+                       n->kind == N_FILTER ? "filter" : "test", nl, n->str);
+        break;
+      }
+      int soft = n->kind == N_IF || n->kind == N_COND ? 1
+                 : n->kind == N_FOR || n->kind == N_MACRO || n->kind == N_CALLBLOCK ||
+                         n->kind == N_FILTERBLOCK || n->kind == N_SETBLOCK
+                     ? 0
+                     : it->soft;
+      /* children pushed in reverse so that their heights land in order */
+      for (size_t i = kn; i-- > 0;)
+        st[sp++] = (struct item){kids[i], 0, 0, soft};
+      continue;
+    }
+    int h = 0;
+    for (size_t i = it->first_child; i < nh; i++)
+      if (hts[i] > h)
+        h = hts[i];
+    nh = it->first_child;
+    int self = n->kind < N_TEXT ? 1 : 0; /* expression nodes count */
+    h = self ? h + 1 : 0;
+    if (h > MAX_EXPR_HEIGHT) {
+      rc = jp_fail(P, &(jtok){.line = n->line, .col = n->col},
+                   "expression nested too deeply (more than %d levels; split it with set)",
+                   MAX_EXPR_HEIGHT);
+      break;
+    }
+    if (nh == hcap) {
+      int *nhs = realloc(hts, hcap * 2 * sizeof *hts);
+      if (!nhs) {
+        rc = jp_fail(P, jp_cur(P), "out of memory");
+        break;
+      }
+      hts = nhs;
+      hcap *= 2;
+    }
+    hts[nh++] = h;
+    sp--;
+  }
+done:
+  free(st);
+  free(hts);
+  free(kids);
+  return rc ? -1 : 0;
 }

@@ -266,7 +266,7 @@ static jnode *parse_set(parser *P, jtok *at) {
   n->str = jp_name_dup(P, nm);
   n->len = nm->len;
   jp_advance(P);
-  if (jp_is_op(jp_cur(P), ".")) {
+  if (jp_is_op(jp_cur(P), ".")) { /* set ns.attr = ... */
     jp_advance(P);
     jtok *attr = jp_cur(P);
     if (attr->kind != TK_NAME) {
@@ -280,11 +280,29 @@ static jnode *parse_set(parser *P, jtok *at) {
     }
     n->names[0] = jp_name_dup(P, attr);
     n->nnames = 1;
+    n->flag = 1;
     jp_advance(P);
-  }
-  if (jp_is_op(jp_cur(P), ",")) {
-    jp_fail(P, jp_cur(P), "unsupported construct 'set with several targets'");
-    return NULL;
+  } else if (jp_is_op(jp_cur(P), ",")) { /* set a, b = ... */
+    nvec targets = {0};
+    if (jp_nv_push(P, &targets, NULL, n->str))
+      return NULL;
+    while (jp_is_op(jp_cur(P), ",")) {
+      jp_advance(P);
+      jtok *t = jp_cur(P);
+      if (t->kind != TK_NAME) {
+        jp_fail(P, t, "expected a variable name in a 'set' with several targets");
+        jp_nv_take(P, &targets, NULL);
+        return NULL;
+      }
+      if (jp_nv_push(P, &targets, NULL, jp_name_dup(P, t)))
+        return NULL;
+      jp_advance(P);
+    }
+    n->nnames = targets.n;
+    jp_nv_take(P, &targets, &n->names);
+    n->flag = 2;
+    if (P->failed)
+      return NULL;
   }
   if (jp_is_op(jp_cur(P), "=")) {
     jp_advance(P);
@@ -293,17 +311,29 @@ static jnode *parse_set(parser *P, jtok *at) {
       return NULL;
     return n;
   }
-  if (n->nnames) {
-    jp_fail(P, jp_cur(P), "expected '=' after 'set %s.%s'", n->str, n->names[0]);
-    return NULL;
-  }
-  if (jp_is_op(jp_cur(P), "|")) {
-    jp_fail(P, jp_cur(P), "unsupported construct 'filtered block set'");
+  if (n->flag) {
+    jp_fail(P, jp_cur(P), "expected '=' after the targets of 'set'");
     return NULL;
   }
   static const char *const ends[] = {"endset", NULL};
   n->kind = N_SETBLOCK;
+  if (jp_is_op(jp_cur(P), "|")) { /* {% set x | f %}...{% endset %} */
+    jp_advance(P);
+    if (!(n->a = jp_parse_block_filters(P)))
+      return NULL;
+  }
   if (end_tag(P) || parse_body(P, ends, &n->list, &n->n, at))
+    return NULL;
+  jp_advance(P);
+  jp_advance(P);
+  return end_tag(P) ? NULL : n;
+}
+
+static jnode *parse_filterblock(parser *P, jtok *at) {
+  jnode *n = jp_mk(P, N_FILTERBLOCK, at);
+  static const char *const ends[] = {"endfilter", NULL};
+  if (!n || !(n->a = jp_parse_block_filters(P)) || end_tag(P) ||
+      parse_body(P, ends, &n->list, &n->n, at))
     return NULL;
   jp_advance(P);
   jp_advance(P);
@@ -356,9 +386,12 @@ static jnode *parse_macro(parser *P, jtok *at) {
   n->list2 = jp_nv_take(P, &defaults, NULL);
   static const char *const ends[] = {"endmacro", NULL};
   int loops = P->loops;
+  uint8_t *flags = P->macro_flags;
   P->loops = 0;
+  P->macro_flags = &n->flag; /* the body's use of varargs / kwargs */
   int rc = end_tag(P) || parse_body(P, ends, &n->list, &n->n, at);
   P->loops = loops;
+  P->macro_flags = flags;
   if (rc)
     return NULL;
   jp_advance(P);
@@ -427,6 +460,8 @@ static jnode *parse_statement(parser *P) {
     jnode *n = jp_mk(P, jp_is_name(kw, "break") ? N_BREAK : N_CONTINUE, kw);
     return !n || end_tag(P) ? NULL : n;
   }
+  if (jp_is_name(kw, "filter"))
+    return parse_filterblock(P, kw);
   if (jp_is_name(kw, "generation")) {
     jnode *n = jp_mk(P, N_GENERATION, kw);
     static const char *const ends[] = {"endgeneration", NULL};
@@ -532,6 +567,8 @@ fsdpc_status fsdpc__jinja_parse(const char *src, size_t len, const char *origin,
   }
   parser P = {.t = t, .tk = toks, .n = ntok, .err = err};
   int rc = parse_body(&P, NULL, &t->body, &t->n_body, NULL);
+  for (size_t i = 0; i < t->n_body && !rc; i++)
+    rc = jp_check_height(&P, t->body[i]);
   free(toks);
   if (rc || P.failed) {
     fsdpc__jinja_destroy(t);

@@ -1,85 +1,18 @@
-/* Values of the Jinja subset: construction, Python-like conversion to text
- * (str, repr, json.dumps), truth, equality and ordering; the render arena
- * and output buffer. */
+/* Values of the Jinja subset: construction, Python truth, len() and
+ * iteration, equality and ordering. Printing is print.c; numbers beyond C's
+ * are number.c.
+ *
+ * JSON numbers keep Python's types: a number written with a '.', 'e' or 'E'
+ * is a float, any other an int of any size. fsdpc__jinja_json_keep_numbers
+ * (json_text.c) stores each number's text in its cJSON node (valuestring),
+ * so an int beyond 2^53 keeps every digit; numbers built in C without text
+ * fall back to "integral doubles are ints". */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "template/internal.h"
-
-/* ---- arena ---- */
-struct jblock {
-  struct jblock *next;
-  size_t used, cap;
-  max_align_t data[];
-};
-
-void *ja_alloc(jarena *a, size_t n) {
-  n = (n + 15) & ~(size_t)15;
-  if (n == 0)
-    n = 16;
-  struct jblock *b = a->head;
-  if (!b || b->cap - b->used < n) {
-    size_t cap = n > 65536 - sizeof *b ? n : 65536 - sizeof *b;
-    b = malloc(sizeof *b + cap);
-    if (!b)
-      return NULL;
-    b->cap = cap;
-    b->used = 0;
-    b->next = a->head;
-    a->head = b;
-  }
-  void *p = (char *)b->data + b->used;
-  b->used += n;
-  memset(p, 0, n);
-  return p;
-}
-
-char *ja_strdup(jarena *a, const char *s, size_t n) {
-  char *p = ja_alloc(a, n + 1);
-  if (p) {
-    memcpy(p, s, n);
-    p[n] = '\0';
-  }
-  return p;
-}
-
-void ja_free(jarena *a) {
-  struct jblock *b = a->head;
-  while (b) {
-    struct jblock *next = b->next;
-    free(b);
-    b = next;
-  }
-  a->head = NULL;
-}
-
-/* ---- buffer ---- */
-int jb_put(jbuf *b, const char *s, size_t n) {
-  if (b->cap - b->n <= n) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->n <= n) {
-      if (cap > ((size_t)-1) / 2)
-        return -1;
-      cap *= 2;
-    }
-    char *p = realloc(b->p, cap);
-    if (!p)
-      return -1;
-    b->p = p;
-    b->cap = cap;
-  }
-  if (n)
-    memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
-  return 0;
-}
-
-int jb_putc(jbuf *b, char c) {
-  return jb_put(b, &c, 1);
-}
 
 /* ---- constructors ---- */
 jv jv_undef(const char *name) {
@@ -111,6 +44,30 @@ jv jv_str(const char *p, size_t n) {
   v.u.s.n = n;
   return v;
 }
+jv jv_list(jlist *l) {
+  jv v = {.kind = JV_LIST};
+  v.u.l = l;
+  return v;
+}
+
+/* A JSON integer literal's text: an int64 when it fits, else a big int. */
+static jv json_int_text(const char *t, double d) {
+  int neg = t[0] == '-';
+  const char *dg = t + neg;
+  size_t nd = strlen(dg);
+  if (nd <= 18 ||
+      (nd == 19 && strcmp(dg, neg ? "9223372036854775808" : "9223372036854775807") <= 0)) {
+    uint64_t u = 0;
+    for (size_t i = 0; i < nd; i++)
+      u = u * 10 + (uint64_t)(dg[i] - '0');
+    return jv_int(neg ? (int64_t)(0 - u) : (int64_t)u);
+  }
+  (void)d;
+  jv v = {.kind = JV_BIGINT};
+  v.u.s.p = t;
+  v.u.s.n = strlen(t);
+  return v;
+}
 
 jv jv_from_json(const cJSON *j) {
   if (!j)
@@ -119,7 +76,11 @@ jv jv_from_json(const cJSON *j) {
     return jv_str(j->valuestring, strlen(j->valuestring));
   if (cJSON_IsNumber(j)) {
     double d = j->valuedouble;
-    /* JSON has one number type; integral values are Python ints. */
+    const char *t = j->valuestring;
+    if (t && t[0] && !strpbrk(t, ".eE"))
+      return json_int_text(t, d);
+    if (t && t[0])
+      return jv_float(d);
     if (d == floor(d) && fabs(d) < 9007199254740992.0)
       return jv_int((int64_t)d);
     return jv_float(d);
@@ -151,16 +112,20 @@ int jd_set(jarena *a, jdict *d, const char *k, size_t klen, jv v) {
     const char **keys = ja_alloc(a, cap * sizeof *keys);
     size_t *klens = ja_alloc(a, cap * sizeof *klens);
     jv *vals = ja_alloc(a, cap * sizeof *vals);
-    if (!keys || !klens || !vals)
+    jv *kv = d->kv ? ja_alloc(a, cap * sizeof *kv) : NULL;
+    if (!keys || !klens || !vals || (d->kv && !kv))
       return -1;
     if (d->n) {
       memcpy(keys, d->keys, d->n * sizeof *keys);
       memcpy(klens, d->klens, d->n * sizeof *klens);
       memcpy(vals, d->vals, d->n * sizeof *vals);
+      if (kv)
+        memcpy(kv, d->kv, d->n * sizeof *kv);
     }
     d->keys = keys;
     d->klens = klens;
     d->vals = vals;
+    d->kv = kv;
     d->cap = cap;
   }
   d->keys[d->n] = k;
@@ -170,7 +135,69 @@ int jd_set(jarena *a, jdict *d, const char *k, size_t klen, jv v) {
   return 0;
 }
 
+/* The canonical text of a non-string key: "\x01" then the number's value
+ * (so that 1, 1.0 and True are one key, as Python hashes them), or the
+ * float's repr, or "None". */
+static int dict_key(jctx *x, const jnode *at, const jv *key, char *buf, size_t cap) {
+  switch (key->kind) {
+  case JV_INT:
+    snprintf(buf, cap, "\x01%lld", (long long)key->u.i);
+    return 0;
+  case JV_BOOL:
+    snprintf(buf, cap, "\x01%d", key->u.b);
+    return 0;
+  case JV_NONE:
+    snprintf(buf, cap, "\x01None");
+    return 0;
+  case JV_FLOAT:
+    if (key->u.d == floor(key->u.d) && fabs(key->u.d) < 9.2e18)
+      snprintf(buf, cap, "\x01%lld", (long long)key->u.d);
+    else {
+      buf[0] = '\x01';
+      buf[1] = 'f';
+      jv_fmt_float(key->u.d, buf + 2, cap - 2);
+    }
+    return 0;
+  case JV_BIGINT:
+    snprintf(buf, cap, "\x01%.*s", (int)(key->u.s.n < cap - 2 ? key->u.s.n : cap - 2), key->u.s.p);
+    return key->u.s.n < cap - 2 ? 0
+                                : jx_fail(x, at, "unsupported construct 'dict key of a big int'");
+  default:
+    return jx_fail(x, at, "unsupported construct 'dict key of type %s'", jv_type_name(key));
+  }
+}
+
+int jd_set_key(jctx *x, const jnode *at, jdict *d, const jv *key, jv v) {
+  if (key->kind == JV_STR)
+    return jd_set(&x->arena, d, key->u.s.p, key->u.s.n, v) ? jx_oom(x, at) : 0;
+  char buf[64];
+  if (dict_key(x, at, key, buf, sizeof buf))
+    return -1;
+  size_t n = strlen(buf), before = d->n;
+  char *k = ja_strdup(&x->arena, buf, n);
+  if (!k || jd_set(&x->arena, d, k, n, v))
+    return jx_oom(x, at);
+  if (d->n == before)
+    return 0; /* an existing key keeps its first form */
+  if (!d->kv) {
+    d->kv = ja_alloc(&x->arena, d->cap * sizeof *d->kv);
+    if (!d->kv)
+      return jx_oom(x, at);
+  }
+  d->kv[d->n - 1] = *key;
+  return 0;
+}
+
+int jv_dict_get(jctx *x, const jnode *at, const jv *d, const jv *key, jv *out) {
+  char buf[64];
+  if (dict_key(x, at, key, buf, sizeof buf))
+    return -1;
+  return jv_map_get(d, buf, strlen(buf), out);
+}
+
 jlist *jl_new(jarena *a, size_t n) {
+  if (n > ((size_t)-1) / (2 * sizeof(jv)))
+    return NULL;
   jlist *l = ja_alloc(a, sizeof *l);
   if (!l)
     return NULL;
@@ -204,7 +231,7 @@ size_t ju_offset(const char *s, size_t n, size_t cp) {
     i += u8step(s, n, i);
   return i < n ? i : n;
 }
-static uint32_t u8decode(const char *s, size_t n, size_t i, size_t *len) {
+uint32_t ju_decode(const char *s, size_t n, size_t i, size_t *len) {
   size_t l = u8step(s, n, i);
   *len = l;
   const unsigned char *u = (const unsigned char *)s + i;
@@ -218,7 +245,7 @@ static uint32_t u8decode(const char *s, size_t n, size_t i, size_t *len) {
          ((uint32_t)(u[2] & 0x3F) << 6) | (u[3] & 0x3F);
 }
 int ju_is_space(const char *s, size_t n, size_t *len) {
-  uint32_t c = u8decode(s, n, 0, len);
+  uint32_t c = ju_decode(s, n, 0, len);
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
          c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
          c == 0x205F || c == 0x3000;
@@ -239,21 +266,36 @@ int jv_truthy(const jv *v) {
   case JV_STR:
     return v->u.s.n != 0;
   case JV_LIST:
-    return v->u.l->n != 0;
+    /* a generator object is true even when it would yield nothing */
+    return v->u.l->type == JL_ITER || v->u.l->n != 0;
   case JV_DICT:
     return v->u.m->n != 0;
   case JV_JSON:
     return v->u.j->child != NULL;
   default:
-    return 1;
+    return 1; /* big ints are never 0; objects and functions are true */
   }
 }
 
+int jv_is_int(const jv *v) {
+  return v->kind == JV_INT || v->kind == JV_BOOL || v->kind == JV_BIGINT;
+}
+
 int jv_is_seq(const jv *v) {
-  return v->kind == JV_LIST || (v->kind == JV_JSON && cJSON_IsArray(v->u.j));
+  if (v->kind == JV_LIST)
+    return v->u.l->type == JL_LIST || v->u.l->type == JL_TUPLE || v->u.l->type == JL_RANGE;
+  return v->kind == JV_JSON && cJSON_IsArray(v->u.j);
 }
 int jv_is_mapping(const jv *v) {
   return v->kind == JV_DICT || (v->kind == JV_JSON && cJSON_IsObject(v->u.j));
+}
+int jv_is_iterable(const jv *v) {
+  return v->kind == JV_STR || v->kind == JV_LIST || v->kind == JV_DICT || v->kind == JV_JSON ||
+         v->kind == JV_UNDEF || v->kind == JV_LOOP;
+}
+int jv_has_len(const jv *v) {
+  return v->kind == JV_STR || (v->kind == JV_LIST && v->u.l->type != JL_ITER) ||
+         v->kind == JV_DICT || v->kind == JV_JSON || v->kind == JV_LOOP;
 }
 
 size_t jv_len(const jv *v) {
@@ -261,12 +303,14 @@ size_t jv_len(const jv *v) {
   case JV_STR:
     return ju_count(v->u.s.p, v->u.s.n);
   case JV_LIST:
-    return v->u.l->n;
+    return v->u.l->type == JL_ITER ? v->u.l->n - v->u.l->pos : v->u.l->n;
   case JV_DICT:
   case JV_NS:
     return v->u.m->n;
   case JV_JSON:
     return (size_t)cJSON_GetArraySize(v->u.j);
+  case JV_LOOP:
+    return (size_t)v->u.loop->length;
   default:
     return 0;
   }
@@ -295,18 +339,23 @@ int jv_map_get(const jv *v, const char *key, size_t klen, jv *out) {
     return 0;
   }
   if (v->kind == JV_JSON && cJSON_IsObject(v->u.j)) {
+    /* Python's json keeps the last of duplicate keys. */
+    const cJSON *hit = NULL;
     for (const cJSON *c = v->u.j->child; c; c = c->next)
-      if (c->string && strlen(c->string) == klen && memcmp(c->string, key, klen) == 0) {
-        *out = jv_from_json(c);
-        return 1;
-      }
+      if (c->string && strlen(c->string) == klen && memcmp(c->string, key, klen) == 0)
+        hit = c;
+    if (hit) {
+      *out = jv_from_json(hit);
+      return 1;
+    }
   }
   return 0;
 }
 
 void jv_map_at(const jv *v, size_t i, jv *key, jv *val) {
   if (v->kind == JV_DICT || v->kind == JV_NS) {
-    *key = jv_str(v->u.m->keys[i], v->u.m->klens[i]);
+    const jdict *d = v->u.m;
+    *key = d->kv && d->kv[i].kind != JV_UNDEF ? d->kv[i] : jv_str(d->keys[i], d->klens[i]);
     *val = v->u.m->vals[i];
     return;
   }
@@ -317,22 +366,90 @@ void jv_map_at(const jv *v, size_t i, jv *key, jv *val) {
   *val = jv_from_json(c);
 }
 
+int jv_iter(jctx *x, const jnode *at, const jv *v, jv **items, size_t *n) {
+  *items = NULL;
+  *n = 0;
+  switch (v->kind) {
+  case JV_UNDEF:
+    return 0;
+  case JV_LIST: {
+    jlist *l = v->u.l;
+    *items = l->items + (l->type == JL_ITER ? l->pos : 0);
+    *n = l->type == JL_ITER ? l->n - l->pos : l->n;
+    if (l->type == JL_ITER)
+      l->pos = l->n;
+    return 0;
+  }
+  case JV_STR: {
+    size_t cnt = ju_count(v->u.s.p, v->u.s.n), o = 0;
+    jv *it = ja_alloc(&x->arena, (cnt + 1) * sizeof *it);
+    if (!it)
+      return jx_oom(x, at);
+    for (size_t i = 0; i < cnt; i++) {
+      size_t l = ju_offset(v->u.s.p + o, v->u.s.n - o, 1);
+      it[i] = jv_str(v->u.s.p + o, l);
+      o += l;
+    }
+    *items = it;
+    *n = cnt;
+    return jx_work(x, at, v->u.s.n);
+  }
+  case JV_DICT:
+  case JV_JSON: {
+    size_t cnt = jv_len(v), i = 0;
+    jv *it = ja_alloc(&x->arena, (cnt + 1) * sizeof *it);
+    if (!it)
+      return jx_oom(x, at);
+    if (v->kind == JV_JSON) {
+      for (const cJSON *c = v->u.j->child; c && i < cnt; c = c->next, i++)
+        it[i] = cJSON_IsArray(v->u.j) ? jv_from_json(c) : jv_str(c->string, strlen(c->string));
+    } else {
+      for (; i < cnt; i++) {
+        jv val;
+        jv_map_at(v, i, &it[i], &val);
+      }
+    }
+    *items = it;
+    *n = cnt;
+    return jx_work(x, at, cnt);
+  }
+  default:
+    return jx_fail(x, at, "'%s' object is not iterable", jv_type_name(v));
+  }
+}
+
 const char *jv_type_name(const jv *v) {
   switch (v->kind) {
   case JV_UNDEF:
-    return "undefined";
+    return "Undefined";
   case JV_NONE:
     return "NoneType";
   case JV_BOOL:
     return "bool";
   case JV_INT:
+  case JV_BIGINT:
     return "int";
   case JV_FLOAT:
     return "float";
   case JV_STR:
-    return "str";
+    return v->safe ? "Markup" : "str";
   case JV_LIST:
-    return v->u.l->tuple ? "tuple" : "list";
+    switch (v->u.l->type) {
+    case JL_TUPLE:
+      return "tuple";
+    case JL_ITER:
+      return "generator";
+    case JL_ITEMS:
+      return "dict_items";
+    case JL_KEYS:
+      return "dict_keys";
+    case JL_VALUES:
+      return "dict_values";
+    case JL_RANGE:
+      return "range";
+    default:
+      return "list";
+    }
   case JV_DICT:
     return "dict";
   case JV_JSON:
@@ -343,356 +460,91 @@ const char *jv_type_name(const jv *v) {
     return "LoopContext";
   case JV_MACRO:
     return "Macro";
+  case JV_METHOD:
+    return "method";
   default:
     return "function";
   }
 }
 
-/* ---- numbers as Python prints them ---- */
-void jv_fmt_float(double d, char *out, size_t cap) {
-  if (isnan(d)) {
-    snprintf(out, cap, "nan");
-    return;
-  }
-  if (isinf(d)) {
-    snprintf(out, cap, d < 0 ? "-inf" : "inf");
-    return;
-  }
-  char e[64];
-  int p;
-  for (p = 1; p <= 17; p++) {
-    snprintf(e, sizeof e, "%.*e", p - 1, d);
-    if (strtod(e, NULL) == d)
-      break;
-  }
-  /* e = [-]D[.DDD]e[+-]XX: digits and decimal exponent */
-  char digits[32];
-  int nd = 0, neg = 0;
-  const char *q = e;
-  if (*q == '-') {
-    neg = 1;
-    q++;
-  }
-  for (; *q && *q != 'e'; q++)
-    if (*q != '.')
-      digits[nd++] = *q;
-  int exp10 = atoi(q + 1);
-  while (nd > 1 && digits[nd - 1] == '0')
-    nd--;
-  digits[nd] = '\0';
-  size_t k = 0;
-  char o[64];
-  if (neg)
-    o[k++] = '-';
-  if (exp10 >= -5 + 1 && exp10 < 16) {
-    if (exp10 < 0) {
-      o[k++] = '0';
-      o[k++] = '.';
-      for (int z = 0; z < -exp10 - 1; z++)
-        o[k++] = '0';
-      for (int z = 0; z < nd; z++)
-        o[k++] = digits[z];
-    } else {
-      for (int z = 0; z <= exp10; z++)
-        o[k++] = z < nd ? digits[z] : '0';
-      o[k++] = '.';
-      if (nd > exp10 + 1)
-        for (int z = exp10 + 1; z < nd; z++)
-          o[k++] = digits[z];
-      else
-        o[k++] = '0';
-    }
-    o[k] = '\0';
-  } else {
-    o[k++] = digits[0];
-    if (nd > 1) {
-      o[k++] = '.';
-      for (int z = 1; z < nd; z++)
-        o[k++] = digits[z];
-    }
-    k += (size_t)snprintf(o + k, sizeof o - k, "e%c%02d", exp10 < 0 ? '-' : '+',
-                          exp10 < 0 ? -exp10 : exp10);
-  }
-  snprintf(out, cap, "%s", o);
-}
-
-static int put(jctx *x, const jnode *at, jbuf *b, const char *s, size_t n) {
-  return jb_put(b, s, n) ? jx_oom(x, at) : 0;
-}
-
-/* Python repr() of a str. */
-static int repr_str(jctx *x, const jnode *at, const char *s, size_t n, jbuf *b) {
-  int has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
-  char q = (has_sq && !has_dq) ? '"' : '\'';
-  if (put(x, at, b, &q, 1))
-    return -1;
-  for (size_t i = 0; i < n;) {
-    size_t l;
-    uint32_t c = u8decode(s, n, i, &l);
-    char tmp[16];
-    const char *o = s + i;
-    size_t on = l;
-    if (c == '\\' || c == (uint32_t)q) {
-      tmp[0] = '\\';
-      tmp[1] = (char)c;
-      o = tmp;
-      on = 2;
-    } else if (c == '\n' || c == '\r' || c == '\t') {
-      tmp[0] = '\\';
-      tmp[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
-      o = tmp;
-      on = 2;
-    } else if (c < 0x20 || c == 0x7F || (c >= 0x80 && c <= 0xA0) || c == 0xAD) {
-      on = (size_t)snprintf(tmp, sizeof tmp, "\\x%02x", c);
-      o = tmp;
-    } else if (c == 0x1680 || (c >= 0x2000 && c <= 0x200F) || (c >= 0x2028 && c <= 0x202F) ||
-               (c >= 0x205F && c <= 0x206F) || c == 0x3000 || c == 0xFEFF ||
-               (c >= 0xD800 && c <= 0xF8FF) || (c >= 0xFFF9 && c <= 0xFFFB)) {
-      on = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", c);
-      o = tmp;
-    }
-    if (put(x, at, b, o, on))
-      return -1;
-    i += l;
-  }
-  return put(x, at, b, &q, 1);
-}
-
-int jv_repr(jctx *x, const jnode *at, const jv *v, jbuf *b) {
-  if (v->kind == JV_STR)
-    return repr_str(x, at, v->u.s.p, v->u.s.n, b);
-  if (jv_is_seq(v)) {
-    int tuple = v->kind == JV_LIST && v->u.l->tuple;
-    size_t n = jv_len(v);
-    if (put(x, at, b, tuple ? "(" : "[", 1))
-      return -1;
-    for (size_t i = 0; i < n; i++) {
-      jv it = jv_seq_at(v, i);
-      if ((i && put(x, at, b, ", ", 2)) || jv_repr(x, at, &it, b))
-        return -1;
-    }
-    if (tuple && n == 1 && put(x, at, b, ",", 1))
-      return -1;
-    return put(x, at, b, tuple ? ")" : "]", 1);
-  }
-  if (jv_is_mapping(v)) {
-    size_t n = jv_len(v);
-    if (put(x, at, b, "{", 1))
-      return -1;
-    for (size_t i = 0; i < n; i++) {
-      jv k, val;
-      jv_map_at(v, i, &k, &val);
-      if ((i && put(x, at, b, ", ", 2)) || jv_repr(x, at, &k, b) || put(x, at, b, ": ", 2) ||
-          jv_repr(x, at, &val, b))
-        return -1;
-    }
-    return put(x, at, b, "}", 1);
-  }
-  if (v->kind == JV_UNDEF)
-    return 0;
-  return jv_to_str(x, at, v, b);
-}
-
-int jv_to_str(jctx *x, const jnode *at, const jv *v, jbuf *b) {
-  char tmp[64];
-  switch (v->kind) {
-  case JV_UNDEF:
-    return 0;
-  case JV_NONE:
-    return put(x, at, b, "None", 4);
-  case JV_BOOL:
-    return v->u.b ? put(x, at, b, "True", 4) : put(x, at, b, "False", 5);
-  case JV_INT: {
-    int n = snprintf(tmp, sizeof tmp, "%lld", (long long)v->u.i);
-    return put(x, at, b, tmp, (size_t)n);
-  }
-  case JV_FLOAT:
-    jv_fmt_float(v->u.d, tmp, sizeof tmp);
-    return put(x, at, b, tmp, strlen(tmp));
-  case JV_STR:
-    return put(x, at, b, v->u.s.p, v->u.s.n);
-  case JV_LIST:
-  case JV_DICT:
-  case JV_JSON:
-    return jv_repr(x, at, v, b);
-  case JV_NS: {
-    jv d = *v;
-    d.kind = JV_DICT;
-    return put(x, at, b, "<Namespace ", 11) || jv_repr(x, at, &d, b) || put(x, at, b, ">", 1);
-  }
-  default:
-    return jx_fail(x, at, "unsupported construct 'printing a %s'", jv_type_name(v));
-  }
-}
-
-int jv_stringify(jctx *x, const jnode *at, const jv *v, jv *out) {
-  if (v->kind == JV_STR) {
-    *out = *v;
-    return 0;
-  }
-  jbuf b = {0};
-  if (jv_to_str(x, at, v, &b)) {
-    free(b.p);
-    return -1;
-  }
-  char *s = ja_strdup(&x->arena, b.p ? b.p : "", b.n);
-  free(b.p);
-  if (!s)
-    return jx_oom(x, at);
-  *out = jv_str(s, b.n);
-  return 0;
-}
-
-/* ---- json.dumps ---- */
-static int json_str(jctx *x, const jnode *at, const char *s, size_t n, int ensure_ascii, jbuf *b) {
-  if (put(x, at, b, "\"", 1))
-    return -1;
-  size_t run = 0;
-  for (size_t i = 0; i < n;) {
-    unsigned char c = (unsigned char)s[i];
-    char tmp[16];
-    size_t tn = 0;
-    size_t l = 1;
-    if (c == '"' || c == '\\') {
-      tmp[0] = '\\';
-      tmp[1] = (char)c;
-      tn = 2;
-    } else if (c < 0x20) {
-      const char *esc = c == '\n'   ? "\\n"
-                        : c == '\r' ? "\\r"
-                        : c == '\t' ? "\\t"
-                        : c == '\b' ? "\\b"
-                        : c == '\f' ? "\\f"
-                                    : NULL;
-      if (esc) {
-        memcpy(tmp, esc, 2);
-        tn = 2;
-      } else {
-        tn = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", c);
-      }
-    } else if (c >= 0x80 && ensure_ascii) {
-      uint32_t cp = u8decode(s, n, i, &l);
-      if (cp >= 0x10000) {
-        cp -= 0x10000;
-        tn = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x\\u%04x", 0xD800 + (cp >> 10),
-                              0xDC00 + (cp & 0x3FF));
-      } else {
-        tn = (size_t)snprintf(tmp, sizeof tmp, "\\u%04x", cp);
-      }
-    } else {
-      run++;
-      i++;
-      continue;
-    }
-    if (run && put(x, at, b, s + i - run, run))
-      return -1;
-    run = 0;
-    if (put(x, at, b, tmp, tn))
-      return -1;
-    i += l;
-  }
-  if (run && put(x, at, b, s + n - run, run))
-    return -1;
-  return put(x, at, b, "\"", 1);
-}
-
-static int json_nl(jctx *x, const jnode *at, int indent, int level, jbuf *b) {
-  if (put(x, at, b, "\n", 1))
-    return -1;
-  for (int i = 0; i < indent * level; i++)
-    if (put(x, at, b, " ", 1))
-      return -1;
-  return 0;
-}
-
-static int json_rec(jctx *x, const jnode *at, const jv *v, int ensure_ascii, int indent,
-                    const char *isep, const char *ksep, int level, jbuf *b) {
-  if (level > 200)
-    return jx_fail(x, at, "tojson: value nested too deeply");
-  char tmp[64];
-  switch (v->kind) {
-  case JV_NONE:
-    return put(x, at, b, "null", 4);
-  case JV_BOOL:
-    return v->u.b ? put(x, at, b, "true", 4) : put(x, at, b, "false", 5);
-  case JV_INT:
-  case JV_FLOAT:
-    if (v->kind == JV_FLOAT && isnan(v->u.d))
-      return put(x, at, b, "NaN", 3);
-    if (v->kind == JV_FLOAT && isinf(v->u.d))
-      return v->u.d < 0 ? put(x, at, b, "-Infinity", 9) : put(x, at, b, "Infinity", 8);
-    return jv_to_str(x, at, v, b);
-  case JV_STR:
-    return json_str(x, at, v->u.s.p, v->u.s.n, ensure_ascii, b);
-  default:
-    break;
-  }
-  if (jv_is_seq(v) || jv_is_mapping(v) || v->kind == JV_NS) {
-    int map = !jv_is_seq(v);
-    size_t n = jv_len(v);
-    if (put(x, at, b, map ? "{" : "[", 1))
-      return -1;
-    if (n == 0)
-      return put(x, at, b, map ? "}" : "]", 1);
-    for (size_t i = 0; i < n; i++) {
-      if (i && put(x, at, b, isep, strlen(isep)))
-        return -1;
-      if (indent >= 0 && json_nl(x, at, indent, level + 1, b))
-        return -1;
-      jv it;
-      if (map) {
-        jv k;
-        jv_map_at(v, i, &k, &it);
-        if (json_str(x, at, k.u.s.p, k.u.s.n, ensure_ascii, b) || put(x, at, b, ksep, strlen(ksep)))
-          return -1;
-      } else {
-        it = jv_seq_at(v, i);
-      }
-      if (json_rec(x, at, &it, ensure_ascii, indent, isep, ksep, level + 1, b))
-        return -1;
-    }
-    if (indent >= 0 && json_nl(x, at, indent, level, b))
-      return -1;
-    return put(x, at, b, map ? "}" : "]", 1);
-  }
-  snprintf(tmp, sizeof tmp, "%s", jv_type_name(v));
-  return jx_fail(x, at, "tojson: Object of type %s is not JSON serializable", tmp);
-}
-
-int jv_to_json(jctx *x, const jnode *at, const jv *v, int ensure_ascii, int indent,
-               const char *item_sep, const char *key_sep, jbuf *b) {
-  return json_rec(x, at, v, ensure_ascii, indent, item_sep, key_sep, 0, b);
-}
-
 /* ---- equality and order ---- */
 static int is_num(const jv *v) {
-  return v->kind == JV_INT || v->kind == JV_FLOAT || v->kind == JV_BOOL;
+  return v->kind == JV_INT || v->kind == JV_FLOAT || v->kind == JV_BOOL || v->kind == JV_BIGINT;
 }
 static double num_d(const jv *v) {
-  return v->kind == JV_FLOAT ? v->u.d : v->kind == JV_INT ? (double)v->u.i : (double)v->u.b;
+  switch (v->kind) {
+  case JV_FLOAT:
+    return v->u.d;
+  case JV_INT:
+    return (double)v->u.i;
+  case JV_BIGINT:
+    return jn_bigint_to_double(v);
+  default:
+    return (double)v->u.b;
+  }
 }
 static int64_t num_i(const jv *v) {
   return v->kind == JV_INT ? v->u.i : (int64_t)v->u.b;
 }
 
-int jv_equal(const jv *a, const jv *b) {
-  if (is_num(a) && is_num(b)) {
-    if (a->kind == JV_FLOAT || b->kind == JV_FLOAT)
-      return num_d(a) == num_d(b);
-    return num_i(a) == num_i(b);
+/* Python's int / float comparison: exact for ints, by value with floats. */
+static int num_cmp(const jv *a, const jv *b) {
+  if (a->kind == JV_BIGINT || b->kind == JV_BIGINT) {
+    if (a->kind != JV_FLOAT && b->kind != JV_FLOAT) {
+      jv x = a->kind == JV_BOOL ? jv_int(a->u.b) : *a, y = b->kind == JV_BOOL ? jv_int(b->u.b) : *b;
+      return jn_bigint_cmp(&x, &y);
+    }
+  } else if (a->kind != JV_FLOAT && b->kind != JV_FLOAT) {
+    int64_t x = num_i(a), y = num_i(b);
+    return x < y ? -1 : x > y ? 1 : 0;
   }
+  double x = num_d(a), y = num_d(b);
+  return x < y ? -1 : x > y ? 1 : x == y ? 0 : 2; /* 2: unordered (nan) */
+}
+
+static int seq_kind(const jv *v) {
+  /* list and JSON arrays compare with each other, tuples with tuples */
+  if (v->kind == JV_JSON)
+    return JL_LIST;
+  return v->u.l->type;
+}
+
+/* Value recursion is bounded: a render can nest lists as deep as it likes
+ * (one level per loop iteration), the C stack cannot. Too deep fails the
+ * render (x->failed) and compares unequal. */
+static int too_deep(jctx *x, int depth) {
+  if (depth <= MAX_VALUE_DEPTH)
+    return 0;
+  jx_fail(x, NULL, "value nested too deeply (more than %d levels)", MAX_VALUE_DEPTH);
+  return 1;
+}
+
+static int equal_d(jctx *x, const jv *a, const jv *b, int depth);
+
+int jv_equal(jctx *x, const jv *a, const jv *b) {
+  return equal_d(x, a, b, 0);
+}
+
+static int equal_d(jctx *x, const jv *a, const jv *b, int depth) {
+  if (too_deep(x, depth))
+    return 0;
+  if (is_num(a) && is_num(b))
+    return num_cmp(a, b) == 0;
   if (a->kind == JV_STR && b->kind == JV_STR)
     return a->u.s.n == b->u.s.n && memcmp(a->u.s.p, b->u.s.p, a->u.s.n) == 0;
   if ((a->kind == JV_NONE && b->kind == JV_NONE) || (a->kind == JV_UNDEF && b->kind == JV_UNDEF))
     return 1;
-  if (jv_is_seq(a) && jv_is_seq(b)) {
-    int ta = a->kind == JV_LIST && a->u.l->tuple, tb = b->kind == JV_LIST && b->u.l->tuple;
+  if ((a->kind == JV_LIST || a->kind == JV_JSON) && (b->kind == JV_LIST || b->kind == JV_JSON) &&
+      (jv_is_seq(a) || (a->kind == JV_LIST && a->u.l->type != JL_ITER)) &&
+      (jv_is_seq(b) || (b->kind == JV_LIST && b->u.l->type != JL_ITER))) {
+    if (seq_kind(a) != seq_kind(b))
+      return 0;
     size_t n = jv_len(a);
-    if (ta != tb || n != jv_len(b))
+    if (n != jv_len(b))
       return 0;
     for (size_t i = 0; i < n; i++) {
-      jv x = jv_seq_at(a, i), y = jv_seq_at(b, i);
-      if (!jv_equal(&x, &y))
+      jv p = jv_seq_at(a, i), q = jv_seq_at(b, i);
+      if (!equal_d(x, &p, &q, depth + 1))
         return 0;
     }
     return 1;
@@ -704,42 +556,59 @@ int jv_equal(const jv *a, const jv *b) {
     for (size_t i = 0; i < n; i++) {
       jv k, va, vb;
       jv_map_at(a, i, &k, &va);
-      if (k.kind != JV_STR || !jv_map_get(b, k.u.s.p, k.u.s.n, &vb) || !jv_equal(&va, &vb))
+      if (k.kind != JV_STR || !jv_map_get(b, k.u.s.p, k.u.s.n, &vb) ||
+          !equal_d(x, &va, &vb, depth + 1))
         return 0;
     }
     return 1;
   }
+  if (a->kind == JV_LIST && b->kind == JV_LIST)
+    return a->u.l == b->u.l; /* iterators: identity */
   if (a->kind == JV_NS && b->kind == JV_NS)
     return a->u.m == b->u.m;
   if (a->kind == JV_JSON && b->kind == JV_JSON)
     return a->u.j == b->u.j;
+  if (a->kind == JV_FUNC && b->kind == JV_FUNC)
+    return a->u.func == b->u.func;
+  if (a->kind == JV_MACRO && b->kind == JV_MACRO)
+    return a->u.macro == b->u.macro;
   return 0;
 }
 
-int jv_compare(const jv *a, const jv *b, int *ok) {
+static int compare_d(jctx *x, const jv *a, const jv *b, int *ok, int depth);
+
+int jv_compare(jctx *x, const jv *a, const jv *b, int *ok) {
+  return compare_d(x, a, b, ok, 0);
+}
+
+static int compare_d(jctx *x, const jv *a, const jv *b, int *ok, int depth) {
   *ok = 1;
+  if (too_deep(x, depth)) {
+    *ok = 0;
+    return 0;
+  }
   if (is_num(a) && is_num(b)) {
-    if (a->kind == JV_FLOAT || b->kind == JV_FLOAT) {
-      double x = num_d(a), y = num_d(b);
-      return x < y ? -1 : x > y ? 1 : 0;
+    int c = num_cmp(a, b);
+    if (c == 2) {
+      *ok = 2; /* comparable, but every ordering is false */
+      return 0;
     }
-    int64_t x = num_i(a), y = num_i(b);
-    return x < y ? -1 : x > y ? 1 : 0;
+    return c;
   }
   if (a->kind == JV_STR && b->kind == JV_STR) {
     size_t n = a->u.s.n < b->u.s.n ? a->u.s.n : b->u.s.n;
-    int c = memcmp(a->u.s.p, b->u.s.p, n);
+    int c = n ? memcmp(a->u.s.p, b->u.s.p, n) : 0;
     if (c)
       return c < 0 ? -1 : 1;
     return a->u.s.n < b->u.s.n ? -1 : a->u.s.n > b->u.s.n ? 1 : 0;
   }
-  if (jv_is_seq(a) && jv_is_seq(b)) {
+  if (jv_is_seq(a) && jv_is_seq(b) && seq_kind(a) == seq_kind(b) && seq_kind(a) != JL_RANGE) {
     size_t na = jv_len(a), nb = jv_len(b);
     for (size_t i = 0; i < na && i < nb; i++) {
-      jv x = jv_seq_at(a, i), y = jv_seq_at(b, i);
-      if (jv_equal(&x, &y))
+      jv p = jv_seq_at(a, i), q = jv_seq_at(b, i);
+      if (equal_d(x, &p, &q, depth + 1))
         continue;
-      return jv_compare(&x, &y, ok);
+      return compare_d(x, &p, &q, ok, depth + 1);
     }
     return na < nb ? -1 : na > nb ? 1 : 0;
   }

@@ -98,7 +98,8 @@ def conversations():
 
 # How each fixture renders an assistant turn: the content transform, the
 # end-of-turn text the mask must include, and the text between the end of
-# a generation-prompt prefix and the content.
+# a generation-prompt prefix and the content (the turn's target starts where
+# the generation prompt ends, so that text is a target too).
 RULES = {
     "llama2-chat": (str.strip, " </s>", " "),
     "llama3-instruct": (str.strip, "<|eot_id|>", ""),
@@ -164,12 +165,13 @@ def check_fixture(binary, env, model_dir, name):
             if m["role"] != "assistant" or m.get("train") is False:
                 continue
             prefix = hf_render(tmpl, toks, msgs[:i], True).encode("utf-8") if i else None
-            body = (transform(m["content"]) + eot).encode("utf-8")
             if prefix is None:
-                # An assistant message first: find the turn after the template's opening.
+                # An assistant message first: the turn starts at its content.
+                body = (transform(m["content"]) + eot).encode("utf-8")
                 start = raw.find(body)
             else:
-                start = len(prefix) + len(lead.encode())
+                body = (lead + transform(m["content"]) + eot).encode("utf-8")
+                start = len(prefix)
             expected.append([start, start + len(body)])
             if raw[start:start + len(body)] != body:
                 print(f"FAIL {name} conv {k}: oracle misplaced {body!r} at {start}")

@@ -130,11 +130,11 @@ END_TEST
 START_TEST(bad_conversations) {
   fsdpc_chat_template *t = load_ok(FIXTURES "/zephyr-7b-beta", NULL, NULL);
   const char *bad[][2] = {
-      {"{\"role\": \"user\"}", "must be a JSON array"},
-      {"[{\"role\": \"user\", \"content\": 3}]", "messages[0].content"},
+      {"{\"role\": \"user\"}", "messages: expected a list of messages"},
       {"[{\"content\": \"x\"}]", "messages[0].role"},
+      {"[{\"role\": 3, \"content\": \"x\"}]", "messages[0].role: expected a string"},
       {"[{\"role\": \"assistant\", \"content\": \"x\", \"train\": \"no\"}]", "messages[0].train"},
-      {"[1]", "messages[0] is not an object"}};
+      {"[1]", "messages[0]: expected an object"}};
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     cJSON *m = cJSON_Parse(bad[k][0]);
     fsdpc_err err = {0};
@@ -251,7 +251,7 @@ START_TEST(mask_generation_blocks_and_refusal) {
   char *text = NULL;
   size_t n;
   ck_assert_int_eq(fsdpc__chat_render(t, m, 0, 0, &text, &n, &sp, &ns, &err), FSDPC_INVALID_USAGE);
-  ASSERT_ONE_LINE_ERROR(err, "cannot place the content of messages[1]", "generation");
+  ASSERT_ONE_LINE_ERROR(err, "upper.jinja: messages[1]:", "none of its content", "generation");
   /* train_on all needs no placement. */
   ck_assert_int_eq(fsdpc__chat_render(t, m, 0, FSDPC_TRAIN_ON_ALL, &text, &n, &sp, &ns, &err),
                    FSDPC_OK);

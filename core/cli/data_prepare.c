@@ -25,6 +25,9 @@ static const char prepare_help[] =
     "  --chat-template F   a Jinja template file (default: the model folder's own)\n"
     "  --template-name N   one of several named templates in tokenizer_config.json\n"
     "  --train-on W        chat: assistant (default), all or last_assistant\n"
+    "  --no-train-on-reasoning  chat: leave assistant reasoning out of the loss\n"
+    "  --template-kwargs J chat: extra template variables, a JSON object\n"
+    "                      ('{\"enable_thinking\": false}'); over data.template_kwargs\n"
     "  --text-field K, --prompt-field K, --completion-field K, --instruction-field K,\n"
     "  --input-field K, --output-field K, --system-field K, --messages-field K\n"
     "                      field names (defaults: the names above)\n"
@@ -44,6 +47,8 @@ int fsdpc__data_prepare(int argc, char **argv) {
   cli.chat_template = cli.template_name = NULL;
   cli.text_field = cli.prompt_field = cli.completion_field = cli.instruction_field = NULL;
   cli.input_field = cli.output_field = cli.system_field = cli.messages_field = NULL;
+  cli.template_kwargs_json = NULL;
+  cli.train_on_reasoning = -1;
   cli.train_on = -1;
   cli.show = -1;
   const char **inputs = calloc((size_t)argc, sizeof *inputs);
@@ -65,6 +70,7 @@ int fsdpc__data_prepare(int argc, char **argv) {
       {"output-field", offsetof(fsdpc_prepare_opts, output_field)},
       {"system-field", offsetof(fsdpc_prepare_opts, system_field)},
       {"messages-field", offsetof(fsdpc_prepare_opts, messages_field)},
+      {"template-kwargs", offsetof(fsdpc_prepare_opts, template_kwargs_json)},
   };
   int skip_bad = -1, format = -1;
   for (int i = 1; i < argc; i++) {
@@ -132,6 +138,8 @@ int fsdpc__data_prepare(int argc, char **argv) {
       cli.dry_run = 1;
     } else if (strcmp(argv[i], "--skip-bad") == 0) {
       skip_bad = 1;
+    } else if (strcmp(argv[i], "--no-train-on-reasoning") == 0) {
+      cli.train_on_reasoning = 0;
     } else {
       rc = fsdpc__data_bad_arg(cmd, argv[i], 0);
       goto out;
@@ -160,6 +168,8 @@ int fsdpc__data_prepare(int argc, char **argv) {
     o.format = format;
   if (cli.train_on >= 0)
     o.train_on = cli.train_on;
+  if (cli.train_on_reasoning >= 0)
+    o.train_on_reasoning = cli.train_on_reasoning;
   if (skip_bad >= 0)
     o.skip_bad = skip_bad;
   o.threads = cli.threads;

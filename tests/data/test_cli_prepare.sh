@@ -55,8 +55,8 @@ ok='{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"
 bad "bad.jsonl:2: column 13: malformed JSON" "$ok
 {\"messages\":[" --format chat
 bad "bad.jsonl:1: missing field 'messages'" '{"msgs":[]}' --format chat
-bad "bad.jsonl:1: messages[1].role: unknown role 'tool'" '{"messages":[{"role":"user","content":"a"},{"role":"tool","content":"b"}]}'
-bad "bad.jsonl:1: messages[0].content: expected a string, got a number" '{"messages":[{"role":"user","content":5}]}'
+bad "bad.jsonl:1: messages[1].role: expected a string, got a number" '{"messages":[{"role":"user","content":"a"},{"role":7,"content":"b"}]}'
+bad "bad.jsonl:1: messages[0].content: expected a string, a list of content parts or null, got a number" '{"messages":[{"role":"user","content":5}]}'
 bad "bad.jsonl:1: missing field 'output'" '{"instruction":"a","out":"b"}' --format instruction
 bad "bad.jsonl:1: weight: expected a whole number" '{"text":"a","weight":0.5}'
 bad "empty dataset" ''
@@ -72,10 +72,10 @@ expect 1 "cannot open dataset" prep --in "$dir/nope.jsonl" --out "$dir/x.tok"
 expect 1 "late.jsonl:5001: messages: expected a non-empty array" prepc --in "$dir/late.jsonl" --out "$dir/late.tok"
 [ ! -e "$dir/late.tok" ] && [ ! -e "$dir/late.tok.tmp" ] || fail "partial output after a late error"
 # --skip-bad skips and counts
-printf '%s\n%s\n%s\n' "$ok" '{"messages":[{"role":"x","content":"a"}]}' '{bad' >"$dir/sk.jsonl"
+printf '%s\n%s\n%s\n' "$ok" '{"messages":[{"role":5,"content":"a"}]}' '{bad' >"$dir/sk.jsonl"
 expect 0 "skipped 2 bad example(s) of 3 lines; first: " prepc --in "$dir/sk.jsonl" --format chat --skip-bad --out "$dir/sk.tok"
 expect 0 "documents    1" "$FSDPC" data info "$dir/sk.tok"
-printf '%s\n' '{"messages":[{"role":"x","content":"a"}]}' >"$dir/allbad.jsonl"
+printf '%s\n' '{"messages":[{"role":"user","content":{"a":1}}]}' >"$dir/allbad.jsonl"
 expect 1 "empty dataset" prepc --in "$dir/allbad.jsonl" --format chat --skip-bad --out "$dir/ab.tok"
 
 # data batch packs whole examples of a prepared file and reports overlong ones

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `fsdpc data prepare` with real chat templates (tests/fixtures/chat_templates)
 # over real tokenizers (make_hub.py folders): the trained tokens of each
-# conversation are exactly the assistant contents and their end-of-turn
-# token, per template; train_on last_assistant; the template's own
+# conversation are exactly the assistant turns after their generation
+# prompt (the contents) and their end-of-turn token, per template; train_on last_assistant; the template's own
 # raise_exception text, an unsupported construct and an unsupported
 # tokenizer file as one-line errors with nothing written.
 set -u
@@ -47,11 +47,9 @@ PY
 }
 targets llama3.1-instruct assistant "Paris<|eot_id|>" "Berlin, natürlich.<|eot_id|>" "4 😀<|eot_id|>"
 targets qwen2.5-instruct assistant "Paris<|im_end|>" "Berlin, natürlich.<|im_end|>" "4 😀<|im_end|>"
-# Llama 2: the token "▁Paris" holds the space the template writes before the
-# content, so it is trained with it (a token overlapping a target is one);
-# before a digit SentencePiece makes "▁" a token of its own, template text
-# only, so it is not.
-targets llama2-chat assistant " Paris </s>" " Berlin, natürlich. </s>" "4 😀 </s>"
+# Llama 2: the turn starts where the prompt "[/INST]" ends, so the space the
+# template writes before the content is trained (the model writes it).
+targets llama2-chat assistant " Paris </s>" " Berlin, natürlich. </s>" " 4 😀 </s>"
 targets zephyr-7b-beta assistant "Paris</s>" "Berlin, natürlich.</s>" "4 😀</s>"
 targets qwen2.5-instruct last_assistant "Berlin, natürlich.<|im_end|>" "4 😀<|im_end|>"
 

@@ -97,6 +97,8 @@ typedef struct fsdpc_config_data {
       *output_field, *system_field, *messages_field;
   int train_on; /* FSDPC_TRAIN_ON_* */
   char *chat_template, *chat_template_name;
+  fsdpc_opts *template_kwargs; /* chat: extra template variables */
+  bool train_on_reasoning;
   bool skip_bad_examples;
   int packing;  /* FSDPC_DATA_PACKING_* */
   int overlong; /* FSDPC_DATA_OVERLONG_* */

@@ -215,6 +215,13 @@ static const fsdpc_cfg_key keys[] = {
           NONE_),
     STR_("data.chat_template_name", data.chat_template_name, "",
          "which of several named templates in tokenizer_config.json; \"\" = default", NONE_),
+    OPTS_("data.template_kwargs", data.template_kwargs,
+          "chat: extra variables for the chat template (enable_thinking: false, ...), as "
+          "apply_chat_template's kwargs; an example's chat_template_kwargs win"),
+    BOOL_("data.train_on_reasoning", data.train_on_reasoning, "true",
+          "chat: train on the reasoning of assistant turns (reasoning_content / thinking); "
+          "true as TRL's SFT",
+          NONE_),
     BOOL_("data.skip_bad_examples", data.skip_bad_examples, "false",
           "skip (and count) malformed or invalid JSONL examples instead of failing", NONE_),
     ENUM_("data.packing", data.packing, "auto", packing_values,

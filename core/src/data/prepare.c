@@ -33,6 +33,8 @@ void fsdpc__prepare_opts_default(fsdpc_prepare_opts *o) {
   o->system_field = "system";
   o->messages_field = "messages";
   o->train_on = FSDPC_TRAIN_ON_ASSISTANT;
+  o->train_on_reasoning = 1;
+  o->template_kwargs_json = "";
 }
 
 static const char *const format_names[] = {"auto", "text", "instruction", "prompt_completion",
@@ -168,7 +170,7 @@ static fsdpc_status load_tools(const fsdpc_prepare_opts *o, int format, fsdpc_pr
   FSDPC_TRY(fsdpc__chat_template_load(dir, o->chat_template[0] ? o->chat_template : NULL,
                                       o->template_name[0] ? o->template_name : NULL, tmpl, err));
   c->tmpl = *tmpl;
-  return FSDPC_OK;
+  return fsdpc__prep_kwargs(o, &c->kwargs, err);
 }
 
 fsdpc_status fsdpc__prepare(const fsdpc_prepare_opts *o, fsdpc_prepare_stats *st, fsdpc_err *err) {
@@ -266,6 +268,7 @@ fsdpc_status fsdpc__prepare(const fsdpc_prepare_opts *o, fsdpc_prepare_stats *st
 done:
   fsdpc__jsonl_close(r);
   fsdpc__tokfile_writer_destroy(w);
+  cJSON_Delete(c.kwargs);
   fsdpc__chat_template_destroy(tmpl);
   fsdpc__tokenizer_destroy(tok);
   free(lines);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "fsdpc/plugin.h"
 #include "util/err.h"
 
 enum {
@@ -43,11 +44,18 @@ typedef struct fsdpc_prepare_opts {
   const char *system_field;      /* [system] */
   const char *messages_field;    /* [messages]; "conversations" is also tried */
   int train_on;                  /* FSDPC_TRAIN_ON_* (assistant, all, last_assistant) */
-  int skip_bad;                  /* 1: skip and count bad examples instead of failing */
-  int threads;                   /* 0 = all cores */
-  int dry_run;                   /* 1: write nothing */
-  int64_t show;                  /* print the first `show` examples with their masks */
-  FILE *show_to;                 /* where (stdout when NULL) */
+  int train_on_reasoning;        /* chat: 1 (default, as TRL) trains assistant reasoning */
+  /* chat: extra template variables for every example (enable_thinking, ...):
+   * data.template_kwargs (YAML scalars; borrowed, may be NULL) and a JSON
+   * object text (--template-kwargs; "" = none) whose keys win. An example's
+   * own "chat_template_kwargs" object wins over both. */
+  const fsdpc_opts *template_kwargs;
+  const char *template_kwargs_json;
+  int skip_bad;  /* 1: skip and count bad examples instead of failing */
+  int threads;   /* 0 = all cores */
+  int dry_run;   /* 1: write nothing */
+  int64_t show;  /* print the first `show` examples with their masks */
+  FILE *show_to; /* where (stdout when NULL) */
 } fsdpc_prepare_opts;
 
 typedef struct fsdpc_prepare_stats {

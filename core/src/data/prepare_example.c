@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "data/prepare_internal.h"
+#include "template/jinja.h"
 
 /* ---- growable text with target spans ----------------------------------- */
 
@@ -130,116 +131,6 @@ int fsdpc__prep_detect(const fsdpc_prepare_opts *o, const cJSON *obj) {
   return FSDPC_FORMAT_AUTO;
 }
 
-/* ---- chat messages ------------------------------------------------------- */
-
-static const char *role_of(const char *r) {
-  static const char *const map[][2] = {{"system", "system"},
-                                       {"user", "user"},
-                                       {"assistant", "assistant"},
-                                       {"human", "user"},
-                                       {"gpt", "assistant"}};
-  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-    if (strcmp(r, map[i][0]) == 0)
-      return map[i][1];
-  return NULL;
-}
-
-/* Builds the normalized message list {role, content, train?} from OpenAI
- * ({role, content}) or ShareGPT ({from, value}) messages. */
-static cJSON *chat_messages(fsdpc_prep_example *ex, const char *file, int64_t line,
-                            const cJSON *obj, const char *field) {
-  const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(obj, field);
-  int sharegpt = !msgs && strcmp(field, "messages") == 0;
-  if (sharegpt && (msgs = cJSON_GetObjectItemCaseSensitive(obj, "conversations")))
-    field = "conversations";
-  if (!msgs) {
-    bad(ex, file, line,
-        "missing field '%s'%s (the chat format needs a list of messages; set "
-        "data.messages_field if your data names it differently)",
-        field, sharegpt ? " (or ShareGPT 'conversations')" : "");
-    return NULL;
-  }
-  if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
-    bad(ex, file, line, "%s: expected a non-empty array of messages, got %s", field,
-        cJSON_IsArray(msgs) ? "an empty array" : type_name(msgs));
-    return NULL;
-  }
-  cJSON *out = cJSON_CreateArray();
-  if (!out)
-    goto oom;
-  int i = 0;
-  for (const cJSON *m = msgs->child; m; m = m->next, i++) {
-    if (!cJSON_IsObject(m)) {
-      bad(ex, file, line, "%s[%d]: expected a message object, got %s", field, i, type_name(m));
-      goto fail;
-    }
-    const char *rk = "role", *ck = "content";
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, rk);
-    if (!r && cJSON_GetObjectItemCaseSensitive(m, "from"))
-      r = cJSON_GetObjectItemCaseSensitive(m, rk = "from"), ck = "value";
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, ck);
-    if (!r) {
-      bad(ex, file, line, "%s[%d]: missing field 'role' (or ShareGPT 'from')", field, i);
-      goto fail;
-    }
-    if (!cJSON_IsString(r)) {
-      bad(ex, file, line, "%s[%d].%s: expected a string, got %s", field, i, rk, type_name(r));
-      goto fail;
-    }
-    const char *role = role_of(r->valuestring);
-    if (!role) {
-      char sn[200];
-      bad(ex, file, line,
-          "%s[%d].%s: unknown role '%s' (expected system, user or assistant; ShareGPT: "
-          "system, human or gpt)",
-          field, i, rk, snip(sn, sizeof sn, r->valuestring, 40));
-      goto fail;
-    }
-    if (!c) {
-      bad(ex, file, line, "%s[%d]: missing field '%s'", field, i, ck);
-      goto fail;
-    }
-    if (!cJSON_IsString(c)) {
-      bad(ex, file, line, "%s[%d].%s: expected a string, got %s", field, i, ck, type_name(c));
-      goto fail;
-    }
-    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(m, "train");
-    const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "weight");
-    int train = -1;
-    if (tr) {
-      if (!cJSON_IsBool(tr)) {
-        bad(ex, file, line, "%s[%d].train: expected true or false, got %s", field, i,
-            type_name(tr));
-        goto fail;
-      }
-      train = cJSON_IsTrue(tr);
-    } else if (w) {
-      if (!cJSON_IsNumber(w) || (w->valuedouble != 0.0 && w->valuedouble != 1.0)) {
-        bad(ex, file, line, "%s[%d].weight: expected 0 or 1 (train on this message or not)", field,
-            i);
-        goto fail;
-      }
-      train = w->valuedouble == 1.0;
-    }
-    cJSON *nm = cJSON_CreateObject();
-    if (!nm)
-      goto oom;
-    cJSON_AddItemToArray(out, nm);
-    if (!cJSON_AddItemToObject(nm, "role", cJSON_CreateStringReference(role)) ||
-        !cJSON_AddItemToObject(nm, "content", cJSON_CreateStringReference(c->valuestring)))
-      goto oom;
-    if (train >= 0 && !cJSON_AddBoolToObject(nm, "train", train))
-      goto oom;
-  }
-  return out;
-oom:
-  ex->st =
-      fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file, (long long)line);
-fail:
-  cJSON_Delete(out);
-  return NULL;
-}
-
 /* Adds one {role, content} message (contents borrowed) to msgs. */
 static int add_msg(cJSON *msgs, const char *role, const char *content) {
   cJSON *m = cJSON_CreateObject();
@@ -309,9 +200,14 @@ static int render(const fsdpc_prep_ctx *c, fsdpc_prep_example *ex, const char *f
          tb_str(tb, "### Response:\n", 0) && tb_str(tb, out, 1);
     return ok;
   }
-  case FSDPC_FORMAT_CHAT:
-    *msgs = chat_messages(ex, file, line, obj, o->messages_field);
+  case FSDPC_FORMAT_CHAT: {
+    char why[600];
+    int oom;
+    *msgs = fsdpc__prep_messages(obj, o->messages_field, why, sizeof why, &oom);
+    if (!*msgs && !oom)
+      bad(ex, file, line, "%s", why);
     return *msgs != NULL;
+  }
   }
   return 0;
 }
@@ -344,7 +240,7 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line
   const char *end = NULL;
   cJSON *obj = cJSON_ParseWithLengthOpts(line, len, &end, 0);
   textbuf tb = {0};
-  cJSON *msgs = NULL, *owned = NULL;
+  cJSON *msgs = NULL, *owned = NULL, *ctx_owned = NULL;
   char *rtext = NULL;
   size_t rlen = 0;
   fsdpc_chat_span *spans = NULL;
@@ -361,6 +257,14 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line
   }
   if (!cJSON_IsObject(obj)) {
     bad(ex, file, line_no, "expected a JSON object per line, got %s", type_name(obj));
+    goto done;
+  }
+  /* numbers keep their JSON text (big ints exact, 20.0 a float); a NUL in a
+   * string is refused with its field rather than cut */
+  char jwhy[400];
+  if (fsdpc__jinja_json_text(obj, line, end && end >= line ? (size_t)(end - line) : len, jwhy,
+                             sizeof jwhy)) {
+    bad(ex, file, line_no, "%s", jwhy);
     goto done;
   }
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(obj, "weight");
@@ -387,7 +291,19 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line
       goto done;
     }
     fsdpc_err rerr = {0};
-    if (fsdpc__chat_render(c->tmpl, msgs, 0, c->o->train_on, &rtext, &rlen, &spans, &ns, &rerr) !=
+    fsdpc_chat_ctx cctx = {0};
+    char why[600];
+    int r = c->format == FSDPC_FORMAT_CHAT
+                ? fsdpc__prep_chat_ctx(c, obj, &cctx, &ctx_owned, why, sizeof why)
+                : (cctx.kwargs = c->kwargs, 0);
+    if (r == -2)
+      goto oom;
+    if (r) {
+      bad(ex, file, line_no, "%s", why);
+      goto done;
+    }
+    fsdpc_chat_opts copts = {0, c->o->train_on, c->o->train_on_reasoning};
+    if (fsdpc__chat_render_ctx(c->tmpl, msgs, &cctx, &copts, &rtext, &rlen, &spans, &ns, &rerr) !=
         FSDPC_OK) {
       bad(ex, file, line_no, "chat template: %s", rerr.msg);
       goto done;
@@ -446,6 +362,7 @@ done:
   free(tb.spans);
   cJSON_Delete(msgs);
   cJSON_Delete(owned);
+  cJSON_Delete(ctx_owned);
   cJSON_Delete(obj);
 }
 

@@ -18,6 +18,7 @@ typedef struct fsdpc_prep_ctx {
   const fsdpc_chat_template *tmpl; /* NULL: no template (text, or plain layouts) */
   int add_bos;                     /* prepend BOS (formats without a template) */
   int32_t bos, eos;
+  cJSON *kwargs; /* the dataset's template kwargs (an object), or NULL */
 } fsdpc_prep_ctx;
 
 typedef struct fsdpc_prep_example {
@@ -33,6 +34,21 @@ typedef struct fsdpc_prep_example {
   fsdpc_status st; /* != OK: err says file:line: what */
   fsdpc_err err;
 } fsdpc_prep_example;
+
+/* The dataset's template kwargs as a JSON object (NULL when there are
+ * none): data.template_kwargs' YAML scalars typed as YAML reads them
+ * (true, 3, 1.5, null, text), then the JSON text's keys. */
+fsdpc_status fsdpc__prep_kwargs(const fsdpc_prepare_opts *o, cJSON **out, fsdpc_err *err);
+
+/* prepare_chat.c: the messages of a chat example as the template gets them
+ * (references into obj; ShareGPT messages converted). NULL with why set
+ * (or *oom) when the example is bad. */
+cJSON *fsdpc__prep_messages(const cJSON *obj, const char *field, char *why, size_t cap, int *oom);
+/* The example's tools, documents and template kwargs; *owned (may be NULL)
+ * keeps what was parsed or merged alive until the render ends. Returns 0,
+ * -1 with why set for a bad example, -2 out of memory. */
+int fsdpc__prep_chat_ctx(const fsdpc_prep_ctx *c, const cJSON *obj, fsdpc_chat_ctx *ctx,
+                         cJSON **owned, char *why, size_t cap);
 
 /* Detects the format of one parsed example; FSDPC_FORMAT_AUTO if unknown. */
 int fsdpc__prep_detect(const fsdpc_prepare_opts *o, const cJSON *obj);

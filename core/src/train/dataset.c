@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config/opts.h"
 #include "fsdpc/fsdpc.h"
 #include "util/log.h"
 
@@ -33,6 +34,8 @@ void fsdpc__prepare_opts_from_config(const fsdpc_config *c, fsdpc_prepare_opts *
   o->system_field = d->system_field;
   o->messages_field = d->messages_field;
   o->train_on = d->train_on;
+  o->train_on_reasoning = d->train_on_reasoning;
+  o->template_kwargs = d->template_kwargs;
   o->skip_bad = d->skip_bad_examples;
   o->threads = (int)c->train.threads;
 }
@@ -79,8 +82,16 @@ fsdpc_status fsdpc__prepare_cache_path(const fsdpc_prepare_opts *o, char *out, s
                                        fsdpc_err *err) {
   uint64_t h = 0xcbf29ce484222325ull;
   fnv_str(&h, fsdpc_version());
-  int ints[] = {o->format, o->train_on, o->skip_bad};
+  int ints[] = {o->format, o->train_on, o->skip_bad, o->train_on_reasoning};
   fnv(&h, ints, sizeof ints);
+  for (int i = 0; i < fsdpc__opts_count(o->template_kwargs); i++) {
+    const char *k, *v;
+    int user;
+    fsdpc__opts_entry(o->template_kwargs, i, &k, &v, &user);
+    fnv_str(&h, k);
+    fnv_str(&h, v);
+  }
+  fnv_str(&h, o->template_kwargs_json);
   const char *strs[] = {o->tokenizer,        o->template_name,     o->text_field,  o->prompt_field,
                         o->completion_field, o->instruction_field, o->input_field, o->output_field,
                         o->system_field,     o->messages_field};

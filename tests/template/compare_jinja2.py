@@ -255,6 +255,32 @@ RAW_CASES = [
     ("{{ s | indent }}|{{ s | indent(2, true) }}|{{ s | indent(width=3, blank=true) }}|{{ s | indent('> ', first=true) }}", {"s": "a\nb\n\nc\r\nd\n"}),
     ("{% macro f(a, b, c='C') %}{{ a }}{{ b }}{{ c }}{% endmacro %}{{ f(*[1, 2]) }}{{ f(0, *xs) }}{% set fs = [f] %}{{ fs[0](*xs, c=9) }}", {"xs": ["x", "y"]}),
     ("[{{ '' | indent(first=true) }}][{{ 'one' | indent }}][{{ '\\n' | indent(blank=true) }}][{{ 'a\\n\\n' | indent }}]", {}),
+    # issue 34: subscripts prefer keys, attributes prefer methods (jinja2's sandbox)
+    ("{{ d['items'] }}|{{ d.items() | list }}|{{ d.get('items') }}|{{ d['keys'] }}|{{ d.values is defined }}|{{ d.pop is defined }}|{{ d['pop'] }}", {"d": {"items": [1], "keys": "k", "pop": 3}}),
+    ("{% for k, v in s.properties.items() %}{{ k }}: {{ v['items']['type'] if v['items'] is defined else v.type }};{% endfor %}", {"s": {"properties": {"filters": {"type": "array", "items": {"type": "string"}}, "n": {"type": "integer"}}}}),
+    ("{{ none.x }}|{{ none['x'] }}|{{ 5['real'] }}|{{ 2.5.real }}|{{ (7).numerator }}|{{ {'a': 1}[u] is defined }}|{{ [1][u] is defined }}", {}),
+    # Python's numbers, as JSON gives them
+    ("{{ x }} {{ y }} {{ z }} {{ w }} {{ big }} {{ [x, y, big, w] | tojson }} {{ x is float }} {{ big is integer }} {{ big > z }} {{ -big }} {{ big|string|length }}", {"x": 20.0, "y": -0.0, "z": 123456789012345678, "w": 9007199254740993, "big": 123456789012345678901234567890}),
+    # markupsafe: safe / escape
+    ("{{ ('<b>'|safe) + '<i>' }}|{{ '<i>' + ('<b>'|safe) }}|{{ ('<b>'|safe) ~ '<i>' }}|{{ '<x>'|e }}|{{ ('<x>'|e)|e }}|{{ ['<'|safe] }}|{{ ('a<'|safe)[1] }}|{{ ('<%s>'|safe) % '&' }}|{{ ('<b>'|safe).join(['<', '>']) }}|{{ ('x'|safe) * 2 }}|{{ ('<a>'|safe)|upper }}|{{ ('&'|safe)|forceescape }}|{{ '<'|e is escaped }}", {}),
+    # none and undefined in filters and tests
+    ("{{ none|selectattr('x')|list }}|{{ none|map('upper')|list }}|{{ u|list }}|{{ u|join(',') }}|{{ u|length }}|{{ u|first }}|{{ none|default(1) }}|{{ none|string }}|{{ u|sum }}|{{ u is sequence }}|{{ u is callable }}|{{ none|lower }}|{{ u|items|list }}|{{ u|unique|list }}", {}),
+    # generators: single pass, always true, no len
+    ("{% set g = xs|select %}{{ g|list }}{{ g|list }}|{{ (xs|select) is iterable }}|{{ 'yes' if [] | select else 'no' }}|{{ xs|map('string')|first }}|{{ xs|reverse|list }}|{{ (xs|map('abs'))[0] is defined }}", {"xs": [3, 0, -2]}),
+    # dictsort, sort, min, max, sum, unique
+    ("{{ d|dictsort }}|{{ d|dictsort(reverse=true) }}|{{ d|dictsort(false, 'value') }}|{{ e|dictsort }}|{{ e|dictsort(true) }}", {"d": {"b": 2, "a": 3, "c": 1}, "e": {"b": 1, "A": 2, "a": 3}}),
+    ("{{ ['b', 'A', 'a', 'B']|sort }}|{{ ['b', 'A', 'a']|sort(case_sensitive=true) }}|{{ ['b', 'A', 'a']|unique|list }}|{{ [3, 1, 2]|min }}{{ [3, 1, 2]|max }}{{ [1, 2.5]|sum }}|{{ ms|sort(attribute='n')|map(attribute='n')|join }}|{{ [1, true, 1.0]|unique|list }}|{{ ms|sort(attribute='n', reverse=true)|map(attribute='k')|join }}|{{ ms|sum(attribute='n') }}|{{ ms|max(attribute='n') }}", {"ms": [{"n": 2, "k": "x"}, {"n": 1, "k": "y"}, {"n": 2, "k": "z"}]}),
+    # {% filter %} blocks and filtered set blocks
+    ("{% filter upper %}abc {{ x }}{% endfilter %}|{% filter indent(2, true) | trim %} a\nb {% endfilter %}|{% set y | upper %}q{% endset %}{{ y }}|{% set a, b = 1, 'two' %}{{ b }}{{ a }}", {"x": "y"}),
+    # printf-style and str.format
+    ("{{ '%s-%05.1f-%x-%r-%-4d|' % ('a', 3.14159, 255, 'q', 7) }}|{{ '{} {:>5} {name}'.format(1, 'ab', name='n') }}|{{ '%d%%'|format(5) }}|{{ '{:.2f}'.format(2.5) }}|{{ '{0:,}'.format(1234567) }}|{{ '%(a)s=%(b)03d' % {'a': 'k', 'b': 7} }}|{{ '{0[x]} {1.real}'.format({'x': 'X'}, 3) }}", {}),
+    # NUL and control characters are carried
+    ("{{ 'a\\x00b'|length }}|{{ 'a\\x00b' }}|{{ ['\\x00', '\\x1b'] }}|{{ 'x\\x00'|tojson }}", {}),
+    # string methods (Unicode case mapping included)
+    ("{{ 'a,b,c'.rsplit(',', 1) }}|{{ 'ab'.removeprefix('a') }}|{{ 'x=y=z'.partition('=') }}|{{ 'x=y=z'.rpartition('=') }}|{{ 'Straße'.upper() }}|{{ 'ÉCOLE'.lower() }}|{{ 'hello wörld'.title() }}|{{ 'ǆemal'|capitalize }}|{{ '12'.isdigit() }}{{ 'a1'.isalnum() }}{{ ' '.isspace() }}|{{ 'abc'.rfind('c') }}{{ 'abcabc'.index('c') }}|{{ '  a b  '.split(' ') }}|{{ 'a  b'.rsplit() }}", {}),
+    ("{% for x in [1, 1, 2] %}{{ loop.cycle('a', 'b') }}{{ loop.changed(x) }}{% endfor %}|{% macro f(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ f(1, 2, 3, k=4) }}", {}),
+    ("{% set d = {0: 'z', 512: 'a', 1.5: 'f', none: 'n'} %}{{ d[512] }}{{ d[0] }}{{ d[0.0] }}|{{ d }}|{{ d|tojson }}|{{ 0 in d }}{{ 2 in d }}|{% for k in d %}{{ k }},{% endfor %}", {}),
+    ("{{ range(3) }}|{{ range(1, 9, 3) }}|{{ d.items() }}|{{ d.keys() }}|{{ d.values() }}|{{ d.items()|length }}|{{ d.items() is sequence }}|{{ ['\\u00e9', '\\u200b', '\\x7f', '\\U0001F600', 'a\\'b\\\"c'] }}", {"d": {"a": 1}}),
 ]
 
 

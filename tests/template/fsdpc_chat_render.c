@@ -29,6 +29,12 @@ static cJSON *read_json(const char *path) {
     return NULL;
   }
   cJSON *j = cJSON_ParseWithLength(text, len);
+  char why[300];
+  if (j && fsdpc__jinja_json_text(j, text, len, why, sizeof why)) { /* as data prepare reads */
+    fprintf(stderr, "%s: %s\n", path, why);
+    cJSON_Delete(j);
+    j = NULL;
+  }
   free(text);
   if (!j)
     fprintf(stderr, "%s: bad JSON\n", path);

@@ -104,6 +104,24 @@ static int loop_attr(jctx *x, const jnode *at, const jv *obj, const char *name, 
   }
 }
 
+/* The data attributes of numbers: real, imag, numerator, denominator. */
+static int number_attr(const jv *obj, const char *name, size_t len, jv *out) {
+  int is_int = jv_is_int(obj), is_float = obj->kind == JV_FLOAT;
+  if (!is_int && !is_float)
+    return 0;
+  jv self = obj->kind == JV_BOOL ? jv_int(obj->u.b) : *obj;
+  if ((len == 4 && !memcmp(name, "real", 4)) ||
+      (is_int && len == 9 && !memcmp(name, "numerator", 9)))
+    *out = self;
+  else if (len == 4 && !memcmp(name, "imag", 4))
+    *out = is_float ? jv_float(0.0) : jv_int(0);
+  else if (is_int && len == 11 && !memcmp(name, "denominator", 11))
+    *out = jv_int(1);
+  else
+    return 0;
+  return 1;
+}
+
 int jx_get_attr(jctx *x, const jnode *at, const jv *obj, const char *name, size_t len, jv *out) {
   if (obj->kind == JV_UNDEF)
     return jx_undef_fail(x, at, obj);
@@ -118,6 +136,8 @@ int jx_get_attr(jctx *x, const jnode *at, const jv *obj, const char *name, size_
   if (jf_has_pyattr(obj, name, len, &safe)) {
     if (!safe)
       return undef_named(x, at, name, len, out);
+    if (number_attr(obj, name, len, out))
+      return 0;
     return method_value(x, at, obj, name, len, out);
   }
   if (jv_is_mapping(obj) && jv_map_get(obj, name, len, out))

@@ -85,7 +85,7 @@ static int call_macro(jctx *x, const jnode *at, const struct jmacro *m, const ja
     size_t p = a->npos;
     while (p < def->nnames && strcmp(def->names[p], a->kwn[k]) != 0)
       p++;
-    if (p == def->nnames) {
+    if (p >= def->nnames) {
       if (!catch_kwargs)
         rc = jx_fail(x, at, "macro '%s' takes no keyword argument '%s'", mname, a->kwn[k]);
       else if (jd_set(&x->arena, kw, a->kwn[k], strlen(a->kwn[k]), a->kwv[k]))

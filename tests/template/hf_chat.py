@@ -18,11 +18,13 @@ from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 EPOCH = 1700000000  # strftime_now's pinned clock (local time)
+GEN_OPEN, GEN_CLOSE = "\U0010fffe", "\U0010ffff"  # around generation blocks when marking
 
 
 class Generation(Extension):
-    """{% generation %}...{% endgeneration %}: renders the body and records
-    its character range in environment.generation_spans (when a list)."""
+    """{% generation %}...{% endgeneration %}: renders the body; with
+    environment.mark_generation set, between GEN_OPEN and GEN_CLOSE, so
+    that render_with_spans can tell where each block is."""
     tags = {"generation"}
 
     def parse(self, parser):
@@ -32,9 +34,8 @@ class Generation(Extension):
 
     def _mark(self, caller):
         text = caller()
-        spans = getattr(self.environment, "generation_spans", None)
-        if spans is not None:
-            spans.append(text)
+        if getattr(self.environment, "mark_generation", False):
+            return GEN_OPEN + text + GEN_CLOSE
         return text
 
 
@@ -74,3 +75,23 @@ def render(tmpl, tokens, messages, add_generation_prompt=False, tools=None, docu
     variables.update(kwargs or {})
     return tmpl.render(messages=messages, tools=tools, documents=documents,
                        add_generation_prompt=add_generation_prompt, **variables)
+
+
+def render_with_spans(tmpl, tokens, messages, add_generation_prompt=False, tools=None,
+                      documents=None, kwargs=None):
+    """The text and the [begin, end) character ranges of its generation
+    blocks (transformers' return_assistant_tokens_mask, in characters)."""
+    tmpl.environment.mark_generation = True
+    try:
+        marked = render(tmpl, tokens, messages, add_generation_prompt, tools, documents, kwargs)
+    finally:
+        tmpl.environment.mark_generation = False
+    text, spans, start = [], [], None
+    for ch in marked:
+        if ch == GEN_OPEN:
+            start = len(text)
+        elif ch == GEN_CLOSE:
+            spans.append((start, len(text)))
+        else:
+            text.append(ch)
+    return "".join(text), spans

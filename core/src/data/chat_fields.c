@@ -12,20 +12,30 @@
  * that means for its turn. One render with every field replaced settles
  * the common case; a field whose placement is ambiguous there gets a
  * render of its own. */
+#define _GNU_SOURCE /* memmem */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/chat_internal.h"
 
-/* Sentinel delimiters: control characters that are not Python whitespace
- * (strip() and trim leave them). A pair is used only when neither byte
- * occurs in the rendered text. */
+/* Sentinel delimiters: pairs of private-use code points (U+E000 + 2p and
+ * U+E001 + 2p, three UTF-8 bytes each). No case, not whitespace, kept by
+ * json.dumps: a template's trim, upper or tojson leaves them as they are.
+ * A pair is used only when neither occurs in the rendered text. */
 #define N_PAIRS 11
-static const char SENT_OPEN[N_PAIRS] = {'\x01', '\x03', '\x05', '\x07', '\x0e', '\x10',
-                                        '\x12', '\x14', '\x16', '\x18', '\x1a'};
-static const char SENT_CLOSE[N_PAIRS] = {'\x02', '\x04', '\x06', '\x08', '\x0f', '\x11',
-                                         '\x13', '\x15', '\x17', '\x19', '\x1b'};
+
+static void delim(int p, int close, char out[4]) {
+  unsigned cp = 0xE000u + 2u * (unsigned)p + (unsigned)close;
+  out[0] = (char)(0xE0 | (cp >> 12));
+  out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+  out[2] = (char)(0x80 | (cp & 0x3F));
+  out[3] = '\0';
+}
+
+static int has(const char *s, size_t n, const char *d) {
+  return memmem(s, n, d, 3) != NULL;
+}
 
 static int add_field(chat_field **f, size_t *nf, size_t *cap, size_t msg, int kind, int k,
                      const cJSON *node) {
@@ -85,16 +95,14 @@ int fsdpc__chat_fields_of(const cJSON *msgs, size_t i, chat_field **f, size_t *n
  * do not start or end any field (trimmed or not). -1: none. */
 static int pick_pair(const char *R, size_t nR, const chat_field *f, size_t nf) {
   for (int p = 0; p < N_PAIRS; p++) {
-    if (memchr(R, SENT_OPEN[p], nR) || memchr(R, SENT_CLOSE[p], nR))
+    char o[4], c[4];
+    delim(p, 0, o);
+    delim(p, 1, c);
+    if (has(R, nR, o) || has(R, nR, c))
       continue;
     int ok = 1;
-    for (size_t i = 0; i < nf && ok; i++) {
-      const char *c = f[i].text;
-      size_t n = strlen(c), b, e;
-      fsdpc__chat_py_strip(c, n, &b, &e);
-      ok = !(n && (c[0] == SENT_OPEN[p] || c[n - 1] == SENT_CLOSE[p] ||
-                   (e > b && (c[b] == SENT_OPEN[p] || c[e - 1] == SENT_CLOSE[p]))));
-    }
+    for (size_t i = 0; i < nf && ok; i++) /* a field holding them would blur the diff */
+      ok = !has(f[i].text, strlen(f[i].text), o) && !has(f[i].text, strlen(f[i].text), c);
     if (ok)
       return p;
   }
@@ -129,23 +137,25 @@ static fsdpc_status locate_one(const fsdpc_chat_template *t, const cJSON *msgs, 
     f->located = -1;
     return FSDPC_OK;
   }
-  char X[32];
-  snprintf(X, sizeof X, "%cfsdpc%c", SENT_OPEN[p], SENT_CLOSE[p]);
+  char X[32], o[4], c[4];
+  delim(p, 0, o);
+  delim(p, 1, c);
+  snprintf(X, sizeof X, "%sfsdpc%s", o, c);
   size_t nX = strlen(X);
   const chat_field *rp[1] = {f};
   const char *wp[1] = {X};
   chat_variant v = {rp, wp, 1, NULL};
-  char *K = NULL;
-  size_t nK = 0;
+  chat_out ko;
   fsdpc_err perr = {0};
-  if (fsdpc__chat_render_variant(t, msgs, nmsg, ctx, &v, agp, &K, &nK, NULL, NULL, &perr) !=
-      FSDPC_OK) {
+  if (fsdpc__chat_render_variant(t, msgs, nmsg, ctx, &v, agp, 0, &ko, &perr) != FSDPC_OK) {
     /* the template refuses the sentinel (it checks the field's value) */
     if (perr.status == FSDPC_SYSTEM_ERROR)
       return fsdpc__fail(err, perr.status, "%s", perr.msg);
     f->located = -1;
     return FSDPC_OK;
   }
+  const char *K = ko.text;
+  size_t nK = ko.len;
   size_t lcp = common_prefix(R, nR, K, nK), lcs = 0;
   size_t lim = (nR < nK ? nR : nK) - lcp;
   while (lcs < lim && R[nR - 1 - lcs] == K[nK - 1 - lcs])
@@ -160,7 +170,7 @@ static fsdpc_status locate_one(const fsdpc_chat_template *t, const cJSON *msgs, 
   } else {
     f->located = -1;
   }
-  free(K);
+  fsdpc__chat_out_free(&ko);
   return FSDPC_OK;
 }
 
@@ -179,20 +189,23 @@ static int by_pos(const void *a, const void *b) {
 static int locate_all(const char *R, size_t nR, const char *S, size_t nS, int p, chat_field *f,
                       size_t nf, occ *oc) {
   size_t no = 0;
-  for (size_t i = 0; i < nS; i++) {
-    if (S[i] != SENT_OPEN[p])
+  char od[4], cd[4];
+  delim(p, 0, od);
+  delim(p, 1, cd);
+  for (size_t i = 0; i + 3 <= nS; i++) {
+    if (memcmp(S + i, od, 3) != 0)
       continue;
-    size_t j = i + 1, k = 0;
+    size_t j = i + 3, k = 0;
     if (j + 5 > nS || memcmp(S + j, "fsdpc", 5) != 0)
       return 0;
     j += 5;
     while (j < nS && S[j] >= '0' && S[j] <= '9')
       k = k * 10 + (size_t)(S[j++] - '0');
-    if (j >= nS || S[j] != SENT_CLOSE[p] || k >= nf || f[k].located)
+    if (j + 3 > nS || memcmp(S + j, cd, 3) != 0 || k >= nf || f[k].located)
       return 0; /* not ours, or a field rendered twice */
     f[k].located = 1;
     oc[no++] = (occ){i, k};
-    i = j;
+    i = j + 2;
   }
   qsort(oc, no, sizeof *oc, by_pos);
   size_t r = 0, s = 0;
@@ -206,7 +219,7 @@ static int locate_all(const char *R, size_t nR, const char *S, size_t nS, int p,
       return r == nR;
     /* the field: some trimmed form, then the next literal must follow */
     chat_field *fd = &f[oc[o].field];
-    size_t xlen = 7; /* open, "fsdpc", close */
+    size_t xlen = 11; /* open, "fsdpc", close */
     for (size_t v = oc[o].field; v >= 10; v /= 10)
       xlen++;
     xlen++;
@@ -249,21 +262,22 @@ fsdpc_status fsdpc__chat_locate(const fsdpc_chat_template *t, const cJSON *msgs,
       free(rp), free(wp), free(xs), free(oc);
       return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "chat template: out of memory");
     }
+    char od[4], cd[4];
+    delim(p, 0, od);
+    delim(p, 1, cd);
     for (size_t i = 0; i < nf; i++) {
-      snprintf(xs + 32 * i, 32, "%cfsdpc%zu%c", SENT_OPEN[p], i, SENT_CLOSE[p]);
+      snprintf(xs + 32 * i, 32, "%sfsdpc%zu%s", od, i, cd);
       rp[i] = &f[i];
       wp[i] = xs + 32 * i;
       f[i].located = 0;
     }
     chat_variant v = {rp, wp, nf, NULL};
-    char *S = NULL;
-    size_t nS = 0;
+    chat_out so;
     fsdpc_err perr = {0};
-    fsdpc_status st =
-        fsdpc__chat_render_variant(t, msgs, nmsg, ctx, &v, agp, &S, &nS, NULL, NULL, &perr);
+    fsdpc_status st = fsdpc__chat_render_variant(t, msgs, nmsg, ctx, &v, agp, 0, &so, &perr);
     if (st == FSDPC_OK)
-      done = locate_all(R, nR, S, nS, p, f, nf, oc);
-    free(S);
+      done = locate_all(R, nR, so.text, so.len, p, f, nf, oc);
+    fsdpc__chat_out_free(&so);
     free(rp), free(wp), free(xs), free(oc);
     if (st == FSDPC_SYSTEM_ERROR)
       return fsdpc__fail(err, st, "%s", perr.msg);

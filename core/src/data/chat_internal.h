@@ -48,10 +48,22 @@ typedef struct chat_variant {
   const cJSON *extra;
 } chat_variant;
 
+/* A render and, where asked (non-NULL), its generation blocks and the ends
+ * of the template's writes (fsdpc_jinja_opts). */
+typedef struct chat_out {
+  char *text;
+  size_t len;
+  fsdpc_jinja_span *gen;
+  size_t n_gen;
+  size_t *ends;
+  size_t n_ends;
+} chat_out;
+enum { CHAT_WANT_GEN = 1, CHAT_WANT_ENDS = 2 };
+void fsdpc__chat_out_free(chat_out *o);
+
 fsdpc_status fsdpc__chat_render_variant(const fsdpc_chat_template *t, const cJSON *msgs, size_t k,
                                         const fsdpc_chat_ctx *ctx, const chat_variant *v, int agp,
-                                        char **out, size_t *len, fsdpc_jinja_span **gen,
-                                        size_t *n_gen, fsdpc_err *err);
+                                        int want, chat_out *out, fsdpc_err *err);
 
 const cJSON *fsdpc__chat_msg_at(const cJSON *msgs, size_t i);
 int fsdpc__chat_is_assistant(const cJSON *m);
@@ -59,10 +71,11 @@ int fsdpc__chat_is_assistant(const cJSON *m);
 int fsdpc__chat_trainable(const cJSON *m);
 
 /* chat_mask.c: the target spans of R (the render of all messages with
- * opts->add_generation_prompt). *spans malloc'd. */
+ * opts->add_generation_prompt, with the ends of its writes). *spans malloc'd. */
 fsdpc_status fsdpc__chat_mask(const fsdpc_chat_template *t, const cJSON *msgs, size_t nmsg,
-                              const fsdpc_chat_ctx *ctx, const fsdpc_chat_opts *o, const char *R,
-                              size_t nR, fsdpc_chat_span **spans, size_t *n_spans, fsdpc_err *err);
+                              const fsdpc_chat_ctx *ctx, const fsdpc_chat_opts *o,
+                              const chat_out *R, fsdpc_chat_span **spans, size_t *n_spans,
+                              fsdpc_err *err);
 /* chat_fields.c: where the fields of the assistant messages idx[0..m) render in R. */
 fsdpc_status fsdpc__chat_locate(const fsdpc_chat_template *t, const cJSON *msgs, size_t nmsg,
                                 const fsdpc_chat_ctx *ctx, int agp, const char *R, size_t nR,

@@ -12,13 +12,17 @@
  *    history, e.g. Qwen3 without thinking), the turn starts at its first
  *    field.
  * 3. End: after the turn's last field, the end-of-turn text is what the
- *    template writes there both when the conversation ends with the turn
- *    and when it goes on (the next message, or a probe message), without
- *    the whitespace between turns. A template that ignores
- *    add_generation_prompt must write the same there either way (else its
- *    end-of-turn cannot be told from the next turn's header: the original
- *    Llama 3 template, Llama Guard). A continuation the template refuses is
- *    refused too; nothing falls back to a guess.
+ *    template writes there both before what follows the turn (the next
+ *    message, or a generation prompt) and before the other of the two,
+ *    cut back to where both renders had ended one of the template's writes
+ *    (so "<|end|>" against "<|endoftext|>" never leaves "<|" behind) and
+ *    without the whitespace between turns. A turn that ends the
+ *    conversation keeps all the template writes after it (an end-of-text
+ *    token included), unless the template ignores add_generation_prompt
+ *    and so may be writing the next header there (the original Llama 3
+ *    template, Llama Guard): then only what it also writes when the
+ *    conversation goes on (a probe message). A continuation the template
+ *    refuses is refused too; nothing falls back to a guess.
  * 4. Reasoning is cut out when not trained: from the start through the
  *    field after it.
  * Templates with {% generation %} blocks use their blocks (block k is
@@ -29,7 +33,9 @@
 
 #include "data/chat_internal.h"
 
-static const char SENT_A = '\x01', SENT_B = '\x02';
+/* The anchor's sentinel in tails: U+F8F0 ... U+F8F1 (private use: no case,
+ * not whitespace, kept by json.dumps). */
+static const char SENT_A[] = "\xef\xa3\xb0", SENT_B[] = "\xef\xa3\xb1";
 
 static size_t common_prefix(const char *a, size_t na, const char *b, size_t nb) {
   size_t i = 0, n = na < nb ? na : nb;
@@ -50,8 +56,7 @@ typedef struct mctx {
   size_t nmsg;
   const fsdpc_chat_ctx *ctx;
   const fsdpc_chat_opts *o;
-  const char *R;
-  size_t nR;
+  const chat_out *R;
   int agp_ignored; /* -1 unknown, 0 the template honours add_generation_prompt, 1 ignores it */
   fsdpc_err *err;
 } mctx;
@@ -67,28 +72,59 @@ static fsdpc_status refuse(mctx *m, size_t i, const char *why) {
  * text with it on and off), computed once. */
 static fsdpc_status agp_ignored(mctx *m, int *out) {
   if (m->agp_ignored < 0) {
-    char *A = NULL;
-    size_t nA = 0;
+    chat_out A;
     fsdpc_err perr = {0};
-    fsdpc_status st =
-        fsdpc__chat_render_variant(m->t, m->msgs, m->nmsg, m->ctx, NULL,
-                                   !m->o->add_generation_prompt, &A, &nA, NULL, NULL, &perr);
+    fsdpc_status st = fsdpc__chat_render_variant(m->t, m->msgs, m->nmsg, m->ctx, NULL,
+                                                 !m->o->add_generation_prompt, 0, &A, &perr);
     if (st == FSDPC_SYSTEM_ERROR)
       return fsdpc__fail(m->err, st, "%s", perr.msg);
-    m->agp_ignored = st == FSDPC_OK && nA == m->nR && memcmp(A, m->R, nA) == 0;
-    free(A);
+    m->agp_ignored = st == FSDPC_OK && A.len == m->R->len && memcmp(A.text, m->R->text, A.len) == 0;
+    fsdpc__chat_out_free(&A);
   }
   *out = m->agp_ignored;
   return FSDPC_OK;
 }
 
-/* The text after field `anchor` of message i in a variant of the
- * conversation (k messages, `extra` appended), with message i's fields
- * replaced by sentinels. *tail points into *buf (malloc'd). found = 0 when
- * the variant does not render the anchor; rc != OK when it cannot render. */
+/* A tail: the text after the turn's anchor field in one render, and where
+ * the template's writes end in it (offsets from the tail's start). */
+typedef struct tail {
+  chat_out out; /* the render it lives in (owned, unless borrowed from R) */
+  const char *s;
+  size_t n, at; /* at: the tail's offset in its render */
+  int found;
+} tail;
+
+static int write_end(const chat_out *o, size_t off) {
+  size_t lo = 0, hi = o->n_ends; /* ends are increasing: binary search */
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    if (o->ends[mid] < off)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < o->n_ends && o->ends[lo] == off;
+}
+
+/* The common start of two tails, cut back to a point where both renders
+ * had ended a write (or a tail ended): a boundary the template itself made,
+ * never the middle of "<|end|>" against "<|endoftext|>". */
+static size_t common_end(const tail *a, const tail *b) {
+  size_t p = common_prefix(a->s, a->n, b->s, b->n);
+  while (p > 0 && !((p == a->n || write_end(&a->out, a->at + p)) &&
+                    (p == b->n || write_end(&b->out, b->at + p))))
+    p--;
+  return p;
+}
+
+/* The tail after field `anchor` of message i in a variant of the
+ * conversation (k messages, `extra` appended, add_generation_prompt agp),
+ * with message i's located fields replaced by sentinels. rc != OK when the
+ * template refuses that conversation; found = 0 when it does not write the
+ * anchor there exactly once. */
 static fsdpc_status tail_after(mctx *m, const chat_field *fi, size_t nfi, size_t anchor, size_t k,
-                               const cJSON *extra, char **buf, const char **tail, size_t *ntail,
-                               int *found, fsdpc_err *perr) {
+                               const cJSON *extra, int agp, tail *t, fsdpc_err *perr) {
+  memset(t, 0, sizeof *t);
   const chat_field **rp = malloc((nfi + 1) * sizeof *rp);
   const char **wp = malloc((nfi + 1) * sizeof *wp);
   char *xs = malloc((nfi + 1) * 32);
@@ -100,32 +136,31 @@ static fsdpc_status tail_after(mctx *m, const chat_field *fi, size_t nfi, size_t
    * after the anchor compare as the template wrote them */
   size_t nr = 0;
   for (size_t j = 0; j < nfi; j++) {
-    snprintf(xs + 32 * j, 32, "%cfsdpc-t%zu%c", SENT_A, j, SENT_B);
+    snprintf(xs + 32 * j, 32, "%sfsdpc-t%zu%s", SENT_A, j, SENT_B);
     if (fi[j].located != 1)
       continue;
     rp[nr] = &fi[j];
     wp[nr++] = xs + 32 * j;
   }
   chat_variant v = {rp, wp, nr, extra};
-  size_t nb = 0;
-  *found = 0;
   fsdpc_status st =
-      fsdpc__chat_render_variant(m->t, m->msgs, k, m->ctx, &v, 0, buf, &nb, NULL, NULL, perr);
+      fsdpc__chat_render_variant(m->t, m->msgs, k, m->ctx, &v, agp, CHAT_WANT_ENDS, &t->out, perr);
   if (st == FSDPC_OK) {
-    const char *X = xs + 32 * anchor, *hit = NULL;
-    size_t nX = strlen(X);
+    const char *X = xs + 32 * anchor, *b = t->out.text, *hit = NULL;
+    size_t nX = strlen(X), nb = t->out.len;
     for (size_t q = 0; q + nX <= nb; q++)
-      if ((*buf)[q] == SENT_A && memcmp(*buf + q, X, nX) == 0) {
-        if (hit) { /* rendered twice: no single tail */
+      if (b[q] == X[0] && memcmp(b + q, X, nX) == 0) {
+        if (hit) { /* written twice: no single tail */
           hit = NULL;
           break;
         }
-        hit = *buf + q;
+        hit = b + q;
       }
     if (hit) {
-      *found = 1;
-      *tail = hit + nX;
-      *ntail = nb - (size_t)(hit + nX - *buf);
+      t->found = 1;
+      t->at = (size_t)(hit - b) + nX;
+      t->s = b + t->at;
+      t->n = nb - t->at;
     }
   }
   free(rp), free(wp), free(xs);
@@ -159,89 +194,107 @@ static cJSON *probe_message(const cJSON *mi, int kind) {
   return p;
 }
 
-/* The end of message i's target: the end of its anchor field plus the
+/* The tail when the conversation goes on after message i, which ends it:
+ * a probe message appended. */
+static fsdpc_status probe_tail(mctx *m, size_t i, const chat_field *fi, size_t nfi, size_t anchor,
+                               tail *t) {
+  const cJSON *mi = fsdpc__chat_msg_at(m->msgs, i);
+  int tries = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(mi, "tool_calls")) > 0 ? 2 : 1;
+  for (int kind = 0; kind < tries; kind++) {
+    cJSON *probe = probe_message(mi, kind);
+    if (!probe)
+      return fsdpc__fail(m->err, FSDPC_SYSTEM_ERROR, "chat template: out of memory");
+    fsdpc__chat_out_free(&t->out);
+    fsdpc_err e2 = {0};
+    fsdpc_status st = tail_after(m, fi, nfi, anchor, i + 1, probe, 0, t, &e2);
+    cJSON_Delete(probe);
+    if (st == FSDPC_SYSTEM_ERROR)
+      return fsdpc__fail(m->err, st, "%s", e2.msg);
+    if (st == FSDPC_OK && t->found)
+      return FSDPC_OK;
+  }
+  return refuse(m, i,
+                "the template refuses a conversation that goes on after it, so its "
+                "end-of-turn text is unknown");
+}
+
+/* The end of message i's target: the end of its anchor field plus its
  * end-of-turn text (see the file comment, 3). */
 static fsdpc_status turn_end(mctx *m, size_t i, const chat_field *fi, size_t nfi, size_t anchor,
                              size_t *end) {
-  char *B = NULL, *D = NULL;
-  const char *tb = NULL, *tc = NULL;
-  size_t ntb = 0, ntc = 0;
-  int found = 0;
+  const chat_out *R = m->R;
+  tail r = {.out = *R,
+            .s = R->text + fi[anchor].end,
+            .n = R->len - fi[anchor].end,
+            .at = fi[anchor].end,
+            .found = 1};
+  tail other = {0};
+  int last = i + 1 == m->nmsg && !m->o->add_generation_prompt, ignored = 0;
   fsdpc_err perr = {0};
-  fsdpc_status st = tail_after(m, fi, nfi, anchor, i + 1, NULL, &B, &tb, &ntb, &found, &perr);
-  if (st == FSDPC_SYSTEM_ERROR) {
-    free(B);
-    return fsdpc__fail(m->err, st, "%s", perr.msg);
-  }
-  if (st != FSDPC_OK || !found) {
-    free(B);
-    return refuse(m, i,
-                  st != FSDPC_OK ? "the template refuses the conversation ending there"
-                                 : "the turn renders differently when it ends the "
-                                   "conversation");
-  }
-  if (i + 1 < m->nmsg) {
-    tc = m->R + fi[anchor].end;
-    ntc = m->nR - fi[anchor].end;
-  } else {
-    /* the conversation ends here: see what the template writes when it goes on */
-    const cJSON *mi = fsdpc__chat_msg_at(m->msgs, i);
-    int tries = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(mi, "tool_calls")) > 0 ? 2 : 1;
-    found = 0;
-    for (int kind = 0; kind < tries && !found; kind++) {
-      cJSON *probe = probe_message(mi, kind);
-      if (!probe) {
-        free(B);
-        return fsdpc__fail(m->err, FSDPC_SYSTEM_ERROR, "chat template: out of memory");
-      }
-      free(D);
-      D = NULL;
-      fsdpc_err e2 = {0};
-      st = tail_after(m, fi, nfi, anchor, i + 1, probe, &D, &tc, &ntc, &found, &e2);
-      cJSON_Delete(probe);
-      if (st == FSDPC_SYSTEM_ERROR) {
-        free(B), free(D);
-        return fsdpc__fail(m->err, st, "%s", e2.msg);
-      }
+  fsdpc_status st = FSDPC_OK;
+  size_t eot = 0;
+  if (!last) {
+    /* the turn's end is what it writes both before what follows in R (the
+     * next message, or a generation prompt) and before the other of the
+     * two (a generation prompt, or a probe message) */
+    if (i + 1 < m->nmsg)
+      st = tail_after(m, fi, nfi, anchor, i + 1, NULL, 1, &other, &perr);
+    else
+      st = probe_tail(m, i, fi, nfi, anchor, &other);
+    if (st == FSDPC_SYSTEM_ERROR) {
+      fsdpc__chat_out_free(&other.out);
+      return fsdpc__fail(m->err, st, "%s", perr.msg);
     }
-    if (!found) {
-      free(B), free(D);
+    if (st != FSDPC_OK || !other.found) {
+      fsdpc__chat_out_free(&other.out);
+      if (i + 1 == m->nmsg)
+        return st; /* probe_tail refused */
       return refuse(m, i,
-                    "the template refuses a conversation that goes on after it, so its "
-                    "end-of-turn text is unknown");
+                    st != FSDPC_OK ? "the template refuses the conversation ending there"
+                                   : "the turn renders differently when it ends the "
+                                     "conversation");
     }
-  }
-  size_t eot = rstrip_len(tb, common_prefix(tb, ntb, tc, ntc));
-  int ignored = 0;
-  if (eot != rstrip_len(tb, ntb)) {
+    size_t common = common_end(&other, &r);
+    if (common == other.n || common == r.n) {
+      /* one holds all of the other (the next message wrote nothing, and a
+       * generation prompt followed in both): ask a probe message too */
+      tail probe = {0};
+      st = probe_tail(m, i, fi, nfi, anchor, &probe);
+      if (st == FSDPC_OK) {
+        size_t c2 = common_end(&probe, &r);
+        common = c2 < common ? c2 : common;
+      }
+      fsdpc__chat_out_free(&probe.out);
+    }
+    eot = rstrip_len(other.s, common);
+  } else {
+    /* it ends the conversation: its end-of-turn is what the template
+     * writes after it (an end of text included), unless the template also
+     * writes a generation prompt there (it ignores add_generation_prompt):
+     * then only what stays when the conversation goes on */
     st = agp_ignored(m, &ignored);
-    if (st != FSDPC_OK) {
-      free(B), free(D);
-      return st;
+    if (st == FSDPC_OK && !ignored)
+      eot = rstrip_len(r.s, r.n);
+    if (st == FSDPC_OK && ignored) {
+      st = probe_tail(m, i, fi, nfi, anchor, &other);
+      if (st == FSDPC_OK)
+        eot = rstrip_len(r.s, common_end(&r, &other));
     }
   }
-  if (ignored) {
-    free(B), free(D);
-    return refuse(m, i,
-                  "the template writes text after the turn that differs when the "
-                  "conversation goes on, and ignores add_generation_prompt, so its "
-                  "end-of-turn text cannot be told from the next turn's header");
-  }
+  fsdpc__chat_out_free(&other.out);
+  if (st != FSDPC_OK)
+    return st;
   /* "</s>" after whitespace in the text that follows (a template that writes
    * the eos token only between turns) */
   const char *eos = m->t->eos;
   if (eos && *eos && i + 1 < m->nmsg) {
-    size_t ws = 0, ne = strlen(eos), l;
-    (void)l;
-    while (ws < ntc && (tc[ws] == ' ' || tc[ws] == '\n' || tc[ws] == '\t' || tc[ws] == '\r'))
+    size_t ws = 0, ne = strlen(eos);
+    while (ws < r.n && (r.s[ws] == ' ' || r.s[ws] == '\n' || r.s[ws] == '\t' || r.s[ws] == '\r'))
       ws++;
-    if (eot < ws + ne && ntc >= ws + ne && memcmp(tc + ws, eos, ne) == 0)
+    if (eot < ws + ne && r.n >= ws + ne && memcmp(r.s + ws, eos, ne) == 0)
       eot = ws + ne;
   }
-  free(B), free(D);
   *end = fi[anchor].end + eot;
-  if (*end > m->nR)
-    *end = m->nR;
   return FSDPC_OK;
 }
 
@@ -251,19 +304,17 @@ static fsdpc_status turn_start(mctx *m, size_t i, size_t first, size_t *start) {
     *start = first;
     return FSDPC_OK;
   }
-  char *P = NULL;
-  size_t nP = 0;
+  chat_out P;
   fsdpc_err perr = {0};
-  fsdpc_status st =
-      fsdpc__chat_render_variant(m->t, m->msgs, i, m->ctx, NULL, 1, &P, &nP, NULL, NULL, &perr);
+  fsdpc_status st = fsdpc__chat_render_variant(m->t, m->msgs, i, m->ctx, NULL, 1, 0, &P, &perr);
   if (st == FSDPC_SYSTEM_ERROR)
     return fsdpc__fail(m->err, st, "%s", perr.msg);
   if (st != FSDPC_OK)
     return refuse(m, i,
                   "the template refuses the conversation before it with a generation "
                   "prompt");
-  size_t h = common_prefix(m->R, m->nR, P, nP);
-  free(P);
+  size_t nP = P.len, h = common_prefix(m->R->text, m->R->len, P.text, nP);
+  fsdpc__chat_out_free(&P);
   if (h == nP && nP > first)
     return refuse(m, i, "its generation prompt runs into its content");
   *start = h == nP ? nP : first;
@@ -317,8 +368,19 @@ static fsdpc_status field_mask(mctx *m, const size_t *idx, size_t ntr, fsdpc_cha
     return fsdpc__fail(m->err, FSDPC_SYSTEM_ERROR, "chat template: out of memory");
   }
   first_f[ntr] = nf;
-  st = fsdpc__chat_locate(m->t, m->msgs, m->nmsg, m->ctx, m->o->add_generation_prompt, m->R, m->nR,
-                          f, nf, m->err);
+  /* the contents of the other messages after the first trained turn: none
+   * may render inside a target (a template that writes tool results inside
+   * the assistant turn is refused, not trained on them) */
+  for (size_t j = idx[0] + 1; j < m->nmsg && st == FSDPC_OK; j++)
+    if (!fsdpc__chat_is_assistant(fsdpc__chat_msg_at(m->msgs, j)) &&
+        fsdpc__chat_fields_of(m->msgs, j, &f, &nf, &cap) < 0)
+      st = FSDPC_SYSTEM_ERROR;
+  if (st != FSDPC_OK) {
+    free(f), free(first_f);
+    return fsdpc__fail(m->err, FSDPC_SYSTEM_ERROR, "chat template: out of memory");
+  }
+  st = fsdpc__chat_locate(m->t, m->msgs, m->nmsg, m->ctx, m->o->add_generation_prompt, m->R->text,
+                          m->R->len, f, nf, m->err);
   size_t prev_end = 0;
   for (size_t k = 0; k < ntr && st == FSDPC_OK; k++) {
     size_t i = idx[k];
@@ -333,7 +395,27 @@ static fsdpc_status field_mask(mctx *m, const size_t *idx, size_t ntr, fsdpc_cha
       if (fi[j].begin < first)
         first = fi[j].begin;
     }
+    chat_field extra = {0};
     if (anchor == (size_t)-1) {
+      /* nothing of it placed (tool calls the template leaves out): its
+       * content, even empty, still places the turn */
+      const cJSON *c = cJSON_GetObjectItemCaseSensitive(fsdpc__chat_msg_at(m->msgs, i), "content");
+      int has = 0;
+      for (size_t j = 0; j < nfi; j++)
+        has |= fi[j].kind == CF_CONTENT;
+      if (cJSON_IsString(c) && !has) {
+        extra = (chat_field){.msg = i, .kind = CF_CONTENT, .text = c->valuestring};
+        st = fsdpc__chat_locate(m->t, m->msgs, m->nmsg, m->ctx, m->o->add_generation_prompt,
+                                m->R->text, m->R->len, &extra, 1, m->err);
+        if (st == FSDPC_OK && extra.located == 1) {
+          fi = &extra;
+          nfi = 1;
+          anchor = 0;
+          first = extra.begin;
+        }
+      }
+    }
+    if (st == FSDPC_OK && anchor == (size_t)-1) {
       st = refuse(m, i,
                   nfi ? "none of its content, reasoning or tool calls can be placed in "
                         "the rendered text (the template changes them beyond trimming, "
@@ -354,6 +436,15 @@ static fsdpc_status field_mask(mctx *m, const size_t *idx, size_t ntr, fsdpc_cha
       st = turn_end(m, i, fi, nfi, anchor, &e);
     if (st == FSDPC_OK && (b < prev_end || b > e))
       st = refuse(m, i, "its turn overlaps the turn before it in the rendered text");
+    for (size_t j = first_f[ntr]; j < nf && st == FSDPC_OK; j++)
+      if (f[j].located == 1 && f[j].begin < e && f[j].end > b && f[j].end > f[j].begin) {
+        char why[160];
+        snprintf(why, sizeof why,
+                 "the template writes messages[%zu] (not an assistant turn) "
+                 "inside its turn",
+                 f[j].msg);
+        st = refuse(m, i, why);
+      }
     if (st == FSDPC_OK) {
       add_span(m, fi, nfi, b, e, sp, ns);
       prev_end = e;
@@ -364,8 +455,9 @@ static fsdpc_status field_mask(mctx *m, const size_t *idx, size_t ntr, fsdpc_cha
 }
 
 fsdpc_status fsdpc__chat_mask(const fsdpc_chat_template *t, const cJSON *msgs, size_t nmsg,
-                              const fsdpc_chat_ctx *ctx, const fsdpc_chat_opts *o, const char *R,
-                              size_t nR, fsdpc_chat_span **spans, size_t *n_spans, fsdpc_err *err) {
+                              const fsdpc_chat_ctx *ctx, const fsdpc_chat_opts *o,
+                              const chat_out *R, fsdpc_chat_span **spans, size_t *n_spans,
+                              fsdpc_err *err) {
   fsdpc_chat_span *sp = malloc((2 * nmsg + 2) * sizeof *sp);
   size_t *idx = malloc((nmsg + 1) * sizeof *idx);
   if (!sp || !idx) {
@@ -384,18 +476,17 @@ fsdpc_status fsdpc__chat_mask(const fsdpc_chat_template *t, const cJSON *msgs, s
         (o->train_on == FSDPC_TRAIN_ON_ASSISTANT || i == last))
       idx[ntr++] = i;
   }
-  mctx m = {t, msgs, nmsg, ctx, o, R, nR, -1, err};
+  mctx m = {t, msgs, nmsg, ctx, o, R, -1, err};
   fsdpc_status st = FSDPC_OK;
   if (o->train_on == FSDPC_TRAIN_ON_ALL) {
-    if (nR)
-      sp[ns++] = (fsdpc_chat_span){0, nR};
+    if (R->len)
+      sp[ns++] = (fsdpc_chat_span){0, R->len};
   } else if (fsdpc__jinja_has_generation(t->jinja)) {
-    fsdpc_jinja_span *gen = NULL;
-    size_t n_gen = 0;
-    char *G = NULL;
-    st = fsdpc__chat_render_variant(t, msgs, nmsg, ctx, NULL, o->add_generation_prompt, &G, NULL,
-                                    &gen, &n_gen, err);
-    free(G);
+    chat_out G = {0};
+    st = fsdpc__chat_render_variant(t, msgs, nmsg, ctx, NULL, o->add_generation_prompt,
+                                    CHAT_WANT_GEN, &G, err);
+    fsdpc_jinja_span *gen = G.gen;
+    size_t n_gen = G.n_gen;
     if (st == FSDPC_OK && n_gen != n_asst)
       st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: %zu {%% generation %%} blocks for %zu assistant messages; cannot "
@@ -415,7 +506,8 @@ fsdpc_status fsdpc__chat_mask(const fsdpc_chat_template *t, const cJSON *msgs, s
         if (fsdpc__chat_fields_of(msgs, i, &f, &nf, &cap) < 0)
           st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "chat render: out of memory");
         else
-          st = fsdpc__chat_locate(t, msgs, nmsg, ctx, o->add_generation_prompt, R, nR, f, nf, err);
+          st = fsdpc__chat_locate(t, msgs, nmsg, ctx, o->add_generation_prompt, R->text, R->len, f,
+                                  nf, err);
         for (size_t j = 0; j < nf && st == FSDPC_OK; j++)
           if (f[j].kind == CF_REASONING && f[j].located == -1)
             st = refuse(&m, i, "its reasoning cannot be placed in the rendered text");
@@ -425,7 +517,7 @@ fsdpc_status fsdpc__chat_mask(const fsdpc_chat_template *t, const cJSON *msgs, s
       k++;
     }
     free(f);
-    free(gen);
+    fsdpc__chat_out_free(&G);
   } else if (ntr) {
     st = field_mask(&m, idx, ntr, sp, &ns);
   }

@@ -124,16 +124,25 @@ static cJSON *make_vars(const fsdpc_chat_template *t, const cJSON *msgs, const f
   return vars;
 }
 
-static fsdpc_status render_vars(const fsdpc_chat_template *t, const cJSON *vars, char **out,
-                                size_t *len, fsdpc_jinja_span **gen, size_t *n_gen,
-                                fsdpc_err *err) {
+void fsdpc__chat_out_free(chat_out *o) {
+  free(o->text);
+  free(o->gen);
+  free(o->ends);
+  memset(o, 0, sizeof *o);
+}
+
+static fsdpc_status render_vars(const fsdpc_chat_template *t, const cJSON *vars, int want,
+                                chat_out *out, fsdpc_err *err) {
+  memset(out, 0, sizeof *out);
   fsdpc_jinja_opts o = {.now = t->now,
                         .max_steps = t->max_steps,
                         .max_output = t->max_output,
                         .max_memory = t->max_memory,
-                        .gen = gen,
-                        .n_gen = n_gen};
-  return fsdpc__jinja_render_opts(t->jinja, vars, &o, out, len, err);
+                        .gen = want & CHAT_WANT_GEN ? &out->gen : NULL,
+                        .n_gen = &out->n_gen,
+                        .ends = want & CHAT_WANT_ENDS ? &out->ends : NULL,
+                        .n_ends = &out->n_ends};
+  return fsdpc__jinja_render_opts(t->jinja, vars, &o, &out->text, &out->len, err);
 }
 
 /* messages[0, k) by reference, the messages with replaced fields as copies */
@@ -174,15 +183,14 @@ static cJSON *variant_array(const cJSON *msgs, size_t k, const chat_variant *v) 
 
 fsdpc_status fsdpc__chat_render_variant(const fsdpc_chat_template *t, const cJSON *msgs, size_t k,
                                         const fsdpc_chat_ctx *ctx, const chat_variant *v, int agp,
-                                        char **out, size_t *len, fsdpc_jinja_span **gen,
-                                        size_t *n_gen, fsdpc_err *err) {
+                                        int want, chat_out *out, fsdpc_err *err) {
   cJSON *arr = variant_array(msgs, k, v);
   cJSON *vars = arr ? make_vars(t, arr, ctx, agp) : NULL;
   if (!vars) {
     cJSON_Delete(arr);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "chat template: out of memory");
   }
-  fsdpc_status st = render_vars(t, vars, out, len, gen, n_gen, err);
+  fsdpc_status st = render_vars(t, vars, want, out, err);
   cJSON_Delete(vars);
   cJSON_Delete(arr);
   return st;
@@ -206,22 +214,22 @@ fsdpc_status fsdpc__chat_render_ctx(const fsdpc_chat_template *t, const cJSON *m
   cJSON *vars = make_vars(t, messages, ctx, o->add_generation_prompt);
   if (!vars)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "chat template: out of memory");
-  char *R = NULL;
-  size_t nR = 0;
-  fsdpc_status st = render_vars(t, vars, &R, &nR, NULL, NULL, err);
+  chat_out R;
+  fsdpc_status st = render_vars(t, vars, spans ? CHAT_WANT_ENDS : 0, &R, err);
   cJSON_Delete(vars);
   if (st != FSDPC_OK)
     return st;
-  if (spans) {
-    st = fsdpc__chat_mask(t, messages, nmsg, ctx, o, R, nR, spans, n_spans, err);
-    if (st != FSDPC_OK) {
-      free(R);
-      return st;
-    }
+  if (spans)
+    st = fsdpc__chat_mask(t, messages, nmsg, ctx, o, &R, spans, n_spans, err);
+  if (st != FSDPC_OK) {
+    fsdpc__chat_out_free(&R);
+    return st;
   }
-  *text = R;
+  *text = R.text;
   if (text_len)
-    *text_len = nR;
+    *text_len = R.len;
+  free(R.ends);
+  free(R.gen);
   return FSDPC_OK;
 }
 

@@ -17,8 +17,12 @@
 static int emit(jctx *x, const jnode *at, const char *s, size_t n) {
   if (jb_put(x->out, s, n))
     return jx_oom(x, at);
-  if (x->out == x->main_out && x->out->n > x->max_output)
-    return jx_fail(x, at, "rendered text exceeds %zu bytes", x->max_output);
+  if (x->out == x->main_out) {
+    if (x->out->n > x->max_output)
+      return jx_fail(x, at, "rendered text exceeds %zu bytes", x->max_output);
+    if (x->want_ends && n && jb_put(&x->ends, (const char *)&x->out->n, sizeof x->out->n))
+      return jx_oom(x, at);
+  }
   return jx_work(x, at, n);
 }
 
@@ -231,6 +235,10 @@ fsdpc_status fsdpc__jinja_render_opts(const fsdpc_jinja *t, const cJSON *vars,
     *opts->gen = NULL;
     *opts->n_gen = 0;
   }
+  if (opts && opts->ends) {
+    *opts->ends = NULL;
+    *opts->n_ends = 0;
+  }
   if (vars && !cJSON_IsObject(vars))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: render variables must be a JSON object",
                        t->origin);
@@ -242,6 +250,8 @@ fsdpc_status fsdpc__jinja_render_opts(const fsdpc_jinja *t, const cJSON *vars,
   x.now = opts && opts->now ? opts->now : time(NULL);
   x.max_output = opts && opts->max_output ? opts->max_output : DEFAULT_MAX_OUTPUT;
   x.max_steps = opts && opts->max_steps ? opts->max_steps : DEFAULT_MAX_STEPS;
+  x.want_ends = opts && opts->ends;
+  x.ends.mem = &x.mem;
   x.root = jx_frame_new(&x, NULL);
   x.frame = x.root;
   int rc = x.root ? jx_exec_body(&x, t->body, t->n_body) : jx_oom(&x, NULL);
@@ -251,6 +261,7 @@ fsdpc_status fsdpc__jinja_render_opts(const fsdpc_jinja *t, const cJSON *vars,
   if (rc == EX_ERR || x.failed) {
     jb_free(&buf);
     free(x.gen.p);
+    free(x.ends.p);
     return err && err->status != FSDPC_OK ? err->status : FSDPC_INVALID_USAGE;
   }
   *out = buf.p; /* the caller owns it now; the budget ends with the render */
@@ -261,6 +272,12 @@ fsdpc_status fsdpc__jinja_render_opts(const fsdpc_jinja *t, const cJSON *vars,
     *opts->n_gen = x.gen.n / sizeof(fsdpc_jinja_span);
   } else {
     free(x.gen.p);
+  }
+  if (opts && opts->ends) {
+    *opts->ends = (size_t *)x.ends.p;
+    *opts->n_ends = x.ends.n / sizeof(size_t);
+  } else {
+    free(x.ends.p);
   }
   return FSDPC_OK;
 }

@@ -256,6 +256,8 @@ typedef struct jctx {
   int depth;  /* macro calls in progress */
   int rdepth; /* evaluator recursion in progress (bounded: MAX_RENDER_DEPTH) */
   jbuf gen;   /* fsdpc_jinja_span records of {% generation %} blocks */
+  jbuf ends;  /* size_t offsets where writes to the output end (fsdpc_jinja_opts.ends) */
+  int want_ends;
   jbuf *main_out;
   jframe *frame;
   const jnode *pending_caller;

@@ -54,6 +54,11 @@ typedef struct fsdpc_jinja_opts {
   size_t max_memory;      /* bytes of all values and buffers of a render; 0 = 1 GiB */
   fsdpc_jinja_span **gen; /* if non-NULL: malloc'd ranges of {% generation %} blocks */
   size_t *n_gen;
+  /* if non-NULL: malloc'd, increasing offsets of the output where one of the
+   * template's writes ends (a text run, a {{ }} or a block's result): the
+   * chat mask never splits what the template wrote in one go */
+  size_t **ends;
+  size_t *n_ends;
 } fsdpc_jinja_opts;
 
 fsdpc_status fsdpc__jinja_render_opts(const fsdpc_jinja *t, const cJSON *vars,

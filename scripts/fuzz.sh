@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (clang, ASan + UBSan) in build-fuzz and runs
 # each for SECONDS (default 5) on a copy of its seed corpus.
-# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: safetensors config tokfile store)
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
+#   (targets: safetensors config tokfile store jinja prepare tokenizer; all by default)
+# FUZZ_MAX_LEN sets libFuzzer's -max_len (jinja: 65536 by default, templates
+# up to 64 KB); FUZZ_RSS_MB its -rss_limit_mb (default 2048).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-5}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors config tokfile store)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors config tokfile store jinja prepare tokenizer)
 command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (apt-get install clang)"; exit 1; }
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFSDPC_FUZZ=ON \
   -DFSDPC_CUDA=OFF >/dev/null
@@ -17,9 +20,13 @@ for t in "${targets[@]}"; do
   work=build-fuzz/corpus-work/$t
   mkdir -p "$work"
   cp -n tests/fuzz/$seeds/* "$work"/ 2>/dev/null || true
-  dict=()
-  [ -f tests/fuzz/$t.dict ] && dict=(-dict=tests/fuzz/$t.dict)
+  if [ "$t" = jinja ]; then cp -n tests/fixtures/chat_corpus/templates/* "$work"/; fi
+  args=()
+  [ -f tests/fuzz/$t.dict ] && args=(-dict=tests/fuzz/$t.dict)
+  len=${FUZZ_MAX_LEN:-}
+  if [ -z "$len" ] && [ "$t" = jinja ]; then len=65536; fi
+  [ -z "$len" ] || args+=(-max_len="$len")
   echo "== fuzz_$t for $secs s"
-  ASAN_OPTIONS=detect_leaks=1 build-fuzz/bin/fuzz_$t "${dict[@]}" -max_total_time="$secs" \
-    -rss_limit_mb=2048 -artifact_prefix=build-fuzz/fuzz_$t- -print_final_stats=1 "$work"
+  ASAN_OPTIONS=detect_leaks=1 build-fuzz/bin/fuzz_$t "${args[@]}" -max_total_time="$secs" \
+    -rss_limit_mb="${FUZZ_RSS_MB:-2048}" -artifact_prefix=build-fuzz/fuzz_$t- -print_final_stats=1 "$work"
 done

@@ -13,7 +13,7 @@
 /* ---- synth ------------------------------------------------------------- */
 
 static const char synth_help[] =
-    "usage: fsdpc data synth --task arith|qa|copy|reverse|chat --out FILE [options]\n"
+    "usage: fsdpc data synth --task arith|qa|copy|reverse|chat|tools --out FILE [options]\n"
     "Writes a synthetic learnable dataset as a token file (byte tokenizer, vocab 259).\n"
     "One example is one document:\n"
     "  arith    \"12+7=19\\n\"                       operands in [0, --max]\n"
@@ -22,6 +22,8 @@ static const char synth_help[] =
     "  reverse  \"reverse abc -> cba\\n\"             1..--max-len letters\n"
     "  chat     the qa facts as chat JSONL ({\"messages\": [...]}, not a token file),\n"
     "           one or two exchanges per conversation (configs/tiny-chat-cpu.yaml)\n"
+    "  tools    tool-calling chat JSONL: a tools column, assistant tool calls, tool\n"
+    "           results and answers (configs/tiny-tools-cpu.yaml)\n"
     "options:\n"
     "  --n N             number of examples (default 30000)\n"
     "  --seed S          generator seed (default 1)\n"
@@ -32,7 +34,7 @@ static const char synth_help[] =
 
 int fsdpc__data_synth(int argc, char **argv) {
   const char *cmd = "synth", *out = NULL, *v;
-  int have_task = 0, chat = 0;
+  int have_task = 0, chat = 0; /* 1 chat, 2 tools */
   fsdpc_synth_opts o;
   fsdpc__synth_opts_default(&o);
   fsdpc_err err = {0};
@@ -45,8 +47,8 @@ int fsdpc__data_synth(int argc, char **argv) {
     } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "task", &v))) {
       if (r < 0)
         return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      if (strcmp(v, "chat") == 0) {
-        chat = 1;
+      if (strcmp(v, "chat") == 0 || strcmp(v, "tools") == 0) {
+        chat = v[0] == 'c' ? 1 : 2;
       } else if (fsdpc__synth_task_parse(v, &o.task, &err) != FSDPC_OK) {
         fprintf(stderr, "fsdpc data synth: %s\n", err.msg);
         return 2;
@@ -91,11 +93,12 @@ int fsdpc__data_synth(int argc, char **argv) {
     return 2;
   }
   if (chat) {
-    if (fsdpc__synth_chat_write(o.n_docs, o.seed, out, &err) != FSDPC_OK)
+    if ((chat == 1 ? fsdpc__synth_chat_write : fsdpc__synth_tools_write)(o.n_docs, o.seed, out,
+                                                                         &err) != FSDPC_OK)
       return fsdpc__data_fail(cmd, &err);
-    printf("wrote %s: chat, %" PRId64 " conversations (JSONL; prepare it with `fsdpc data "
+    printf("wrote %s: %s, %" PRId64 " conversations (JSONL; prepare it with `fsdpc data "
            "prepare` or train on it directly)\n",
-           out, o.n_docs);
+           out, chat == 1 ? "chat" : "tools", o.n_docs);
     return 0;
   }
   int64_t n_tokens = 0;

@@ -1,5 +1,7 @@
 /* libFuzzer harness for one JSONL line -> one example (data/prepare_example.c)
- * in every format, with the byte tokenizer and no chat template.
+ * in every format, with the byte tokenizer and no chat template, and as a
+ * chat example with a tool-calling template (messages as given, a tools
+ * column, documents, chat_template_kwargs; train_on_reasoning on and off).
  *
  * Whatever the line holds, the converter must either refuse it with one line
  * that starts with "fuzz.jsonl:7: ", or produce tokens inside the vocabulary
@@ -19,11 +21,44 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* A template that writes every kind of message field (as configs/templates/
+ * chatml-tools.jinja, plus reasoning and documents). */
+static const char TEMPLATE[] =
+    "{%- if tools %}<|im_start|>system\nTools:{% for t in tools %} {{ t.function.name }}"
+    "{% endfor %}<|im_end|>\n{% endif %}{% for d in documents or [] %}[{{ d.title }}]"
+    "{% endfor %}{%- for m in messages %}<|im_start|>{{ m.role }}\n"
+    "{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}"
+    "{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content or [] %}"
+    "{{ p.text }}{% endfor %}{% endif %}{% for c in m.tool_calls or [] %}<tool_call>"
+    "{{ {'name': c.function.name, 'arguments': c.function.arguments} | tojson }}</tool_call>"
+    "{% endfor %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n"
+    "{% endif %}";
+
+static void check_chat(const fsdpc_prep_example *ex) {
+  if (ex->st != FSDPC_OK) {
+    CHECK(ex->err.status == ex->st);
+    CHECK(strncmp(ex->err.msg, "fuzz.jsonl:7: ", 14) == 0);
+    CHECK(strchr(ex->err.msg, '\n') == NULL);
+    CHECK(ex->ids == NULL);
+    return;
+  }
+  CHECK(ex->copies >= 0 && ex->copies <= 1000);
+  for (int64_t i = 0; i < ex->n; i++)
+    CHECK(ex->ids[i] >= 0 && ex->ids[i] < FSDPC_BYTE_VOCAB && ex->mask[i] <= 1);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static fsdpc_tokenizer *tok;
+  static fsdpc_chat_template *tmpl;
   fsdpc_err err = {0};
   if (!tok)
     CHECK(fsdpc__tokenizer_byte_create(&tok, &err) == FSDPC_OK);
+  if (!tmpl) {
+    CHECK(fsdpc__chat_template_from_string(TEMPLATE, strlen(TEMPLATE), "tools.jinja", NULL,
+                                           "<|im_end|>", &tmpl, &err) == FSDPC_OK);
+    fsdpc__chat_template_set_limits(tmpl, 200000, 1 << 20);
+    fsdpc__chat_template_set_max_memory(tmpl, (size_t)64 << 20);
+  }
   char *line = malloc(size + 1); /* the reader hands out NUL-terminated lines */
   CHECK(line);
   memcpy(line, data, size);
@@ -57,6 +92,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           CHECK(ex.offsets[i][1] == ex.offsets[i][0] + 1 &&
                 (unsigned char)ex.text[ex.offsets[i][0]] == ex.ids[i]);
     }
+    fsdpc__prep_example_free(&ex);
+  }
+  for (int reasoning = 0; reasoning < 2; reasoning++) {
+    o.train_on_reasoning = reasoning;
+    fsdpc_prep_ctx c = {.o = &o,
+                        .format = FSDPC_FORMAT_CHAT,
+                        .tok = tok,
+                        .tmpl = tmpl,
+                        .bos = FSDPC_BYTE_BOS,
+                        .eos = FSDPC_BYTE_EOS};
+    fsdpc_prep_example ex;
+    fsdpc__prep_example(&c, "fuzz.jsonl", 7, line, size, reasoning, &ex);
+    check_chat(&ex);
     fsdpc__prep_example_free(&ex);
   }
   free(line);

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../data/data_testutil.h"
 #include "data/chat.h"
@@ -220,6 +221,40 @@ START_TEST(messages_reach_the_template_as_given) {
 }
 END_TEST
 
+/* A list of named templates: with none named, "default" renders
+ * conversations without tools and "tool_use" those with tools (Hermes 2
+ * Pro, Command-R), as transformers' get_chat_template picks them. */
+START_TEST(tool_use_template_picked_with_tools) {
+  char dir[4096], path[4200];
+  tmp_path(dir, sizeof dir, "tooluse");
+  mkdir(dir, 0755);
+  snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+  const char *cfg =
+      "{\"eos_token\": \"</s>\", \"chat_template\": [{\"name\": \"default\", \"template\": "
+      "\"D{% for m in messages %}[{{ m.content }}</s>]{% endfor %}\"}, {\"name\": \"tool_use\", "
+      "\"template\": \"T{{ tools | length }}{% for m in messages %}[{{ m.content }}</s>]"
+      "{% endfor %}\"}]}";
+  spit(path, cfg, strlen(cfg));
+  const char *conv = "[{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
+                     "\"content\": \"a\"}]";
+  for (int named = 0; named < 2; named++) {
+    fsdpc_chat_template *t = NULL;
+    fsdpc_err err = {0};
+    ck_assert_int_eq(fsdpc__chat_template_load(dir, NULL, named ? "default" : NULL, &t, &err),
+                     FSDPC_OK);
+    result r = run(t, conv, NULL, NULL, 1);
+    ck_assert_str_eq(r.text, "D[q</s>][a</s>]");
+    span_is(&r, 0, "[a</s>]"); /* no header: the turn is all it writes */
+    done(&r);
+    r = run(t, conv, TOOLS, NULL, 1);
+    ck_assert_str_eq(r.text, named ? "D[q</s>][a</s>]" : "T1[q</s>][a</s>]");
+    span_is(&r, 0, "[a</s>]"); /* no header: the turn is all it writes */
+    done(&r);
+    fsdpc__chat_template_destroy(t);
+  }
+}
+END_TEST
+
 /* Refusals name the template and the turn; nothing falls back to a guess. */
 START_TEST(refusals_name_template_and_turn) {
   /* a template that writes a generation prompt whatever
@@ -270,6 +305,7 @@ int main(void) {
   tcase_add_test(tc, llama_guard_target_is_the_agent_message);
   tcase_add_test(tc, messages_reach_the_template_as_given);
   tcase_add_test(tc, refusals_name_template_and_turn);
+  tcase_add_test(tc, tool_use_template_picked_with_tools);
   suite_add_tcase(s, tc);
   return run_suite(s);
 }

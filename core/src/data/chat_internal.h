@@ -14,6 +14,9 @@ struct fsdpc_chat_template {
   time_t now;
   uint64_t max_steps;
   size_t max_output, max_memory;
+  /* tokenizer_config.json's "tool_use" entry when no name was asked for:
+   * rendered instead when tools are given, as transformers picks it */
+  struct fsdpc_chat_template *tool_use;
 };
 
 /* A text field of an assistant message the mask places in the render:

@@ -207,6 +207,8 @@ fsdpc_status fsdpc__chat_render_ctx(const fsdpc_chat_template *t, const cJSON *m
     *spans = NULL;
   if (n_spans)
     *n_spans = 0;
+  if (t->tool_use && ctx && ctx->tools && !cJSON_IsNull(ctx->tools))
+    t = t->tool_use; /* transformers: tools given and a "tool_use" template */
   size_t nmsg = 0;
   FSDPC_TRY(validate(t, messages, ctx, &nmsg, err));
   if (o->train_on < FSDPC_TRAIN_ON_ASSISTANT || o->train_on > FSDPC_TRAIN_ON_LAST_ASSISTANT)

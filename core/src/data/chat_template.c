@@ -1,7 +1,8 @@
 /* Chat templates from model folders: chat_template.jinja, the
  * chat_template of tokenizer_config.json (a string or a list of named
- * templates), or a given file; the special tokens the template sees; the
- * per-render bounds. */
+ * templates; with none named, "default", and "tool_use" for conversations
+ * with tools, as transformers' get_chat_template picks them), or a given
+ * file; the special tokens the template sees; the per-render bounds. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -31,6 +32,41 @@ static fsdpc_status read_file(const char *path, char **out, size_t *len, fsdpc_e
   if (fsdpc__read_small_file(path, MAX_TEMPLATE_FILE, out, len) != 0)
     return fsdpc__fail(err, errno == ENOENT ? FSDPC_INVALID_USAGE : FSDPC_SYSTEM_ERROR,
                        "%s: cannot read: %s", path, strerror(errno));
+  return FSDPC_OK;
+}
+
+static int copy_token(char **dst, const char *src) {
+  return !src || (*dst = strdup(src)) != NULL;
+}
+
+/* The "tool_use" entry of a list of named templates, as t's sibling (when
+ * t is not that entry itself). */
+static fsdpc_status load_tool_use(fsdpc_chat_template *t, const cJSON *ct, const char *cfg_path,
+                                  fsdpc_err *err) {
+  if (!cJSON_IsArray(ct))
+    return FSDPC_OK;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, ct) {
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(it, "template");
+    if (!cJSON_IsString(nm) || strcmp(nm->valuestring, "tool_use") != 0 || !cJSON_IsString(tp))
+      continue;
+    char origin[4200];
+    snprintf(origin, sizeof origin, "%s:chat_template[tool_use]", cfg_path);
+    if (!strcmp(origin, t->origin))
+      return FSDPC_OK;
+    fsdpc_chat_template *u = NULL;
+    fsdpc_status st = fsdpc__chat_template_from_string(tp->valuestring, strlen(tp->valuestring),
+                                                       origin, t->bos, t->eos, &u, err);
+    if (st != FSDPC_OK)
+      return st;
+    if (!copy_token(&u->unk, t->unk) || !copy_token(&u->pad, t->pad)) {
+      fsdpc__chat_template_destroy(u);
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "chat template: out of memory");
+    }
+    t->tool_use = u;
+    return FSDPC_OK;
+  }
   return FSDPC_OK;
 }
 
@@ -149,6 +185,8 @@ fsdpc_status fsdpc__chat_template_load(const char *model_dir, const char *templa
     goto done;
   }
   st = fsdpc__jinja_parse(src, src_len, origin, &t->jinja, err);
+  if (st == FSDPC_OK && !template_file && !name && cfg)
+    st = load_tool_use(t, cJSON_GetObjectItemCaseSensitive(cfg, "chat_template"), cfg_path, err);
 done:
   cJSON_Delete(cfg);
   free(cfg_text);
@@ -166,6 +204,7 @@ done:
 void fsdpc__chat_template_destroy(fsdpc_chat_template *t) {
   if (!t)
     return;
+  fsdpc__chat_template_destroy(t->tool_use);
   fsdpc__jinja_destroy(t->jinja);
   free(t->origin);
   free(t->bos);
@@ -176,15 +215,19 @@ void fsdpc__chat_template_destroy(fsdpc_chat_template *t) {
 }
 
 void fsdpc__chat_template_set_time(fsdpc_chat_template *t, time_t now) {
-  t->now = now;
+  for (; t; t = t->tool_use)
+    t->now = now;
 }
 void fsdpc__chat_template_set_limits(fsdpc_chat_template *t, uint64_t max_steps,
                                      size_t max_output) {
-  t->max_steps = max_steps;
-  t->max_output = max_output;
+  for (; t; t = t->tool_use) {
+    t->max_steps = max_steps;
+    t->max_output = max_output;
+  }
 }
 void fsdpc__chat_template_set_max_memory(fsdpc_chat_template *t, size_t max_memory) {
-  t->max_memory = max_memory;
+  for (; t; t = t->tool_use)
+    t->max_memory = max_memory;
 }
 
 fsdpc_status fsdpc__chat_template_from_string(const char *src, size_t len, const char *origin,

@@ -58,4 +58,12 @@ fsdpc_status fsdpc__synth_write(const fsdpc_synth_opts *opts, const char *path, 
 fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err);
 const char *fsdpc__synth_chat_style(int k);
 
+/* Tool-calling chat data (synth_chat.c): n conversations as JSONL with a
+ * tools column (get_weather(city), add(a, b)), an assistant tool call, the
+ * tool's result and the assistant's answer. City c
+ * is never asked in weather phrasing c % FSDPC_SYNTH_CHAT_STYLES, a sum a + b
+ * never in add phrasing (a + b) % FSDPC_SYNTH_CHAT_STYLES. */
+#define FSDPC_SYNTH_TOOLS_CITIES 8
+fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err);
+
 #endif

@@ -1,5 +1,7 @@
 /* `fsdpc data synth --task chat`: the qa facts as OpenAI-style chat JSONL, to
  * fine-tune the tiny CPU model as a chat model (configs/tiny-chat-cpu.yaml).
+ * `--task tools`: tool-calling conversations (configs/tiny-tools-cpu.yaml),
+ * see the comment above fsdpc__synth_tools_write.
  *
  * A conversation has one or two user/assistant exchanges, sometimes after a
  * system prompt. A question is asked in one of FSDPC_SYNTH_CHAT_STYLES
@@ -51,22 +53,42 @@ static void exchange(FILE *f, fsdpc_rng *rng, int first) {
   fputc('}', f);
 }
 
+/* Opens path's temporary file (path.tmp; the folder made as the token-file
+ * writer does). */
+static fsdpc_status open_tmp(const char *path, FILE **f, char **tmp, fsdpc_err *err) {
+  fsdpc_status st = fsdpc__mkdir_parent(path, err);
+  if (st != FSDPC_OK)
+    return st;
+  if (asprintf(tmp, "%s.tmp", path) < 0)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  if (!(*f = fopen(*tmp, "w"))) {
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", path, strerror(errno));
+    free(*tmp);
+  }
+  return st;
+}
+
+/* Closes the temporary file and renames it to path. */
+static fsdpc_status close_tmp(FILE *f, char *tmp, const char *path, fsdpc_err *err) {
+  int bad = ferror(f);
+  bad |= fclose(f) != 0;
+  fsdpc_status st = FSDPC_OK;
+  if (bad || rename(tmp, path) != 0) {
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", path, strerror(errno));
+    unlink(tmp);
+  }
+  free(tmp);
+  return st;
+}
+
 fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err) {
   if (n < 1)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
-  fsdpc_status pst = fsdpc__mkdir_parent(path, err); /* as the token-file writer does */
-  if (pst != FSDPC_OK)
-    return pst;
-  char *tmp = NULL;
-  if (asprintf(&tmp, "%s.tmp", path) < 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  FILE *f = fopen(tmp, "w");
-  if (!f) {
-    fsdpc_status st =
-        fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", path, strerror(errno));
-    free(tmp);
+  FILE *f;
+  char *tmp;
+  fsdpc_status st = open_tmp(path, &f, &tmp, err);
+  if (st != FSDPC_OK)
     return st;
-  }
   fsdpc_rng rng;
   fsdpc__rng_seed(&rng, seed);
   for (int64_t i = 0; i < n; i++) {
@@ -79,15 +101,87 @@ fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path,
       exchange(f, &rng, t == 0 && !sys);
     fputs("]}\n", f);
   }
-  int bad = ferror(f);
-  bad |= fclose(f) != 0;
-  if (bad || rename(tmp, path) != 0) {
-    fsdpc_status st =
-        fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", path, strerror(errno));
-    unlink(tmp);
-    free(tmp);
+  return close_tmp(f, tmp, path, err);
+}
+
+/* ---- tools ------------------------------------------------------------- */
+
+/* first letters all different; every phrasing ends with the argument */
+static const char *const cities[FSDPC_SYNTH_TOOLS_CITIES] = {"Paris", "Rome",  "Tokyo", "Lima",
+                                                             "Oslo",  "Cairo", "Delhi", "Seoul"};
+static const char *const weather_styles[FSDPC_SYNTH_CHAT_STYLES] = {
+    "Weather in %s?", "What is the weather like in %s?", "How warm is it in %s?"};
+static const char *const add_styles[FSDPC_SYNTH_CHAT_STYLES] = {
+    "What is %d plus %d?", "Add %d and %d.", "Sum of %d and %d?"};
+static const char *const skies[] = {"sunny", "rain", "snow", "cloudy", "windy"};
+
+/* The tools column every conversation declares (as OpenAI-style requests
+ * and TRL's datasets carry it: JSON schemas). */
+static const char tools_json[] =
+    "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"The "
+    "weather in a city now.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"
+    "{\"type\":\"string\",\"description\":\"The city name.\"}},\"required\":[\"city\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"add\",\"description\":\"The sum of two "
+    "integers.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
+    "\"integer\"},\"b\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"]}}}]";
+
+/* One any-phrasing-but-the-held-out-one index for key. */
+static int style_for(fsdpc_rng *rng, int key) {
+  return (key + 1 + (int)fsdpc__rng_below(rng, FSDPC_SYNTH_CHAT_STYLES - 1)) %
+         FSDPC_SYNTH_CHAT_STYLES;
+}
+
+/* A weather conversation: the user asks, the assistant calls get_weather
+ * with the city, the tool answers, the assistant reports the answer. */
+static void weather(FILE *f, fsdpc_rng *rng) {
+  int c = (int)fsdpc__rng_below(rng, FSDPC_SYNTH_TOOLS_CITIES);
+  char q[128];
+  snprintf(q, sizeof q, weather_styles[style_for(rng, c)], cities[c]);
+  const char *sky = skies[fsdpc__rng_below(rng, sizeof skies / sizeof *skies)];
+  int deg = (int)fsdpc__rng_below(rng, 41) - 5;
+  fprintf(f,
+          "{\"role\":\"user\",\"content\":\"%s\"},{\"role\":\"assistant\",\"tool_calls\":"
+          "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":"
+          "{\"city\":\"%s\"}}}]},{\"role\":\"tool\",\"name\":\"get_weather\",\"content\":"
+          "\"%s, %d C\"},{\"role\":\"assistant\",\"content\":\"%s: %s, %d C.\"}",
+          q, cities[c], sky, deg, cities[c], sky, deg);
+}
+
+/* An add conversation: the call carries the two operands as JSON numbers. */
+static void add(FILE *f, fsdpc_rng *rng) {
+  int a = (int)fsdpc__rng_below(rng, 10), b = (int)fsdpc__rng_below(rng, 10);
+  char q[128];
+  snprintf(q, sizeof q, add_styles[style_for(rng, a + b)], a, b);
+  fprintf(f,
+          "{\"role\":\"user\",\"content\":\"%s\"},{\"role\":\"assistant\",\"tool_calls\":"
+          "[{\"type\":\"function\",\"function\":{\"name\":\"add\",\"arguments\":"
+          "{\"a\":%d,\"b\":%d}}}]},{\"role\":\"tool\",\"name\":\"add\",\"content\":\"%d\"},"
+          "{\"role\":\"assistant\",\"content\":\"The sum is %d.\"}",
+          q, a, b, a + b, a + b);
+}
+
+/* Tool-calling conversations: every line declares the two tools
+ * (get_weather(city), add(a, b)) and asks the weather in one of 8 cities or
+ * the sum of two digits. A weather question about city c is never asked in
+ * phrasing c % STYLES, a sum a + b never in phrasing (a + b) % STYLES:
+ * held-out prompts for the demo test. */
+fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err) {
+  if (n < 1)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
+  FILE *f;
+  char *tmp;
+  fsdpc_status st = open_tmp(path, &f, &tmp, err);
+  if (st != FSDPC_OK)
     return st;
+  fsdpc_rng rng;
+  fsdpc__rng_seed(&rng, seed);
+  for (int64_t i = 0; i < n; i++) {
+    fprintf(f, "{\"tools\":%s,\"messages\":[", tools_json);
+    if (fsdpc__rng_below(&rng, 2))
+      weather(f, &rng);
+    else
+      add(f, &rng);
+    fputs("]}\n", f);
   }
-  free(tmp);
-  return FSDPC_OK;
+  return close_tmp(f, tmp, path, err);
 }

@@ -39,10 +39,13 @@ import argparse
 import datetime
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "scripts", "gpu"))
+from check_prepare_targets import read_tokfile  # noqa: E402  (token files, docs/data.md)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -106,23 +109,6 @@ def jsonl_line(conv):
         if conv.get(k) is not None:
             row[col] = conv[k]
     return json.dumps(row, ensure_ascii=False)
-
-
-def read_tokfile(path):
-    """Docs of a token file as (ids, mask) (format: docs/data.md)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    magic, _version, width, _vocab, _eos, flags = struct.unpack_from("<8sIIIII", data, 0)
-    n_tokens, n_docs = struct.unpack_from("<QQ", data, 32)
-    assert magic == b"FSDPCTOK", magic
-    ids = struct.unpack_from("<%d%s" % (n_tokens, "H" if width == 2 else "I"), data, 64)
-    at = 64 + ((n_tokens * width + 7) // 8) * 8
-    off = struct.unpack_from("<%dQ" % (n_docs + 1), data, at)
-    at += 8 * (n_docs + 1)
-    mb = data[at:at + (n_tokens + 7) // 8] if flags & 1 else None
-    return [(list(ids[off[d]:off[d + 1]]),
-             [(mb[i >> 3] >> (i & 7)) & 1 if mb else 1 for i in range(off[d], off[d + 1])])
-            for d in range(n_docs)]
 
 
 def prepare(fsdpc, jsonl, tok_dir, template, out):

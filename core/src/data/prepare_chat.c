@@ -91,29 +91,13 @@ static const char *role_of_sharegpt(const char *r) {
   return r;
 }
 
-static const char *kind_of(const cJSON *v) {
-  if (!v)
-    return "nothing";
-  if (cJSON_IsString(v))
-    return "a string";
-  if (cJSON_IsNumber(v))
-    return "a number";
-  if (cJSON_IsBool(v))
-    return "a boolean";
-  if (cJSON_IsNull(v))
-    return "null";
-  if (cJSON_IsArray(v))
-    return "an array";
-  return "an object";
-}
-
 /* The checks a message gets before the template sees it; NULL when fine,
  * else what is wrong (written to why). */
 static const char *check_message(const cJSON *m, const char *ck, char *why, size_t cap) {
   const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, ck);
   if (c && !cJSON_IsString(c) && !cJSON_IsArray(c) && !cJSON_IsNull(c)) {
     snprintf(why, cap, ".%s: expected a string, a list of content parts or null, got %s", ck,
-             kind_of(c));
+             fsdpc__prep_type_name(c));
     return why;
   }
   for (const cJSON *p = cJSON_IsArray(c) ? c->child : NULL; p; p = p->next)
@@ -121,12 +105,13 @@ static const char *check_message(const cJSON *m, const char *ck, char *why, size
       snprintf(why, cap,
                ".%s: each content part must be an object ({\"type\": \"text\", "
                "\"text\": ...}), got %s",
-               ck, kind_of(p));
+               ck, fsdpc__prep_type_name(p));
       return why;
     }
   const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
   if (tc && !cJSON_IsArray(tc) && !cJSON_IsNull(tc)) {
-    snprintf(why, cap, ".tool_calls: expected a list of tool calls, got %s", kind_of(tc));
+    snprintf(why, cap, ".tool_calls: expected a list of tool calls, got %s",
+             fsdpc__prep_type_name(tc));
     return why;
   }
   int k = 0;
@@ -146,13 +131,13 @@ static const char *check_message(const cJSON *m, const char *ck, char *why, size
       snprintf(why, cap,
                ".tool_calls[%d].function.arguments: expected an object or a JSON "
                "string, got %s",
-               k, kind_of(ar));
+               k, fsdpc__prep_type_name(ar));
       return why;
     }
   }
   const cJSON *tr = cJSON_GetObjectItemCaseSensitive(m, "train");
   if (tr && !cJSON_IsBool(tr)) {
-    snprintf(why, cap, ".train: expected true or false, got %s", kind_of(tr));
+    snprintf(why, cap, ".train: expected true or false, got %s", fsdpc__prep_type_name(tr));
     return why;
   }
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(m, "weight");
@@ -196,7 +181,7 @@ cJSON *fsdpc__prep_messages(const cJSON *obj, const char *field, char *why, size
   }
   if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
     snprintf(why, cap, "%s: expected a non-empty array of messages, got %s", field,
-             cJSON_IsArray(msgs) ? "an empty array" : kind_of(msgs));
+             cJSON_IsArray(msgs) ? "an empty array" : fsdpc__prep_type_name(msgs));
     return NULL;
   }
   cJSON *out = cJSON_CreateArray();
@@ -205,7 +190,8 @@ cJSON *fsdpc__prep_messages(const cJSON *obj, const char *field, char *why, size
   int i = 0;
   for (const cJSON *m = msgs->child; m; m = m->next, i++) {
     if (!cJSON_IsObject(m)) {
-      snprintf(why, cap, "%s[%d]: expected a message object, got %s", field, i, kind_of(m));
+      snprintf(why, cap, "%s[%d]: expected a message object, got %s", field, i,
+               fsdpc__prep_type_name(m));
       goto fail;
     }
     const char *rk = "role", *ck = "content";
@@ -217,7 +203,8 @@ cJSON *fsdpc__prep_messages(const cJSON *obj, const char *field, char *why, size
       goto fail;
     }
     if (!cJSON_IsString(r)) {
-      snprintf(why, cap, "%s[%d].%s: expected a string, got %s", field, i, rk, kind_of(r));
+      snprintf(why, cap, "%s[%d].%s: expected a string, got %s", field, i, rk,
+               fsdpc__prep_type_name(r));
       goto fail;
     }
     char what[300];
@@ -260,20 +247,21 @@ int fsdpc__prep_chat_ctx(const fsdpc_prep_ctx *c, const cJSON *obj, fsdpc_chat_c
     tools = *owned;
   } else if (tools && !cJSON_IsArray(tools) && !cJSON_IsNull(tools)) {
     snprintf(why, cap, "tools: expected a list of tool schemas (or a JSON string of one), got %s",
-             kind_of(tools));
+             fsdpc__prep_type_name(tools));
     return -1;
   }
   ctx->tools = cJSON_IsArray(tools) ? tools : NULL;
   const cJSON *docs = cJSON_GetObjectItemCaseSensitive(obj, "documents");
   if (docs && !cJSON_IsArray(docs) && !cJSON_IsNull(docs)) {
     snprintf(why, cap, "documents: expected a list of {\"title\", \"text\"} objects, got %s",
-             kind_of(docs));
+             fsdpc__prep_type_name(docs));
     return -1;
   }
   ctx->documents = cJSON_IsArray(docs) ? docs : NULL;
   const cJSON *kw = cJSON_GetObjectItemCaseSensitive(obj, "chat_template_kwargs");
   if (kw && !cJSON_IsObject(kw) && !cJSON_IsNull(kw)) {
-    snprintf(why, cap, "chat_template_kwargs: expected an object, got %s", kind_of(kw));
+    snprintf(why, cap, "chat_template_kwargs: expected an object, got %s",
+             fsdpc__prep_type_name(kw));
     return -1;
   }
   if (!cJSON_IsObject(kw) || !kw->child) {

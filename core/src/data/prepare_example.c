@@ -76,7 +76,7 @@ static const char *snip(char *dst, size_t cap, const char *src, size_t max) {
   return dst;
 }
 
-static const char *type_name(const cJSON *v) {
+const char *fsdpc__prep_type_name(const cJSON *v) {
   if (!v)
     return "nothing";
   if (cJSON_IsString(v))
@@ -107,7 +107,7 @@ static const char *str_field(fsdpc_prep_example *ex, const char *file, int64_t l
     return NULL;
   }
   if (!cJSON_IsString(v)) {
-    bad(ex, file, line, "%s: expected a string, got %s", name, type_name(v));
+    bad(ex, file, line, "%s: expected a string, got %s", name, fsdpc__prep_type_name(v));
     return NULL;
   }
   return v->valuestring;
@@ -256,7 +256,7 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line
     goto done;
   }
   if (!cJSON_IsObject(obj)) {
-    bad(ex, file, line_no, "expected a JSON object per line, got %s", type_name(obj));
+    bad(ex, file, line_no, "expected a JSON object per line, got %s", fsdpc__prep_type_name(obj));
     goto done;
   }
   /* numbers keep their JSON text (big ints exact, 20.0 a float); a NUL in a
@@ -274,7 +274,7 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line
       bad(ex, file, line_no,
           "weight: expected a whole number 0..1000 (an example of weight k is trained on k "
           "times per epoch; 0 leaves it out), got %s",
-          cJSON_IsNumber(w) ? "a fraction or out-of-range number" : type_name(w));
+          cJSON_IsNumber(w) ? "a fraction or out-of-range number" : fsdpc__prep_type_name(w));
       goto done;
     }
     ex->copies = (int64_t)v;

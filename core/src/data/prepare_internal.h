@@ -56,5 +56,7 @@ int fsdpc__prep_detect(const fsdpc_prepare_opts *o, const cJSON *obj);
 void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line_no,
                          const char *line, size_t len, int keep_text, fsdpc_prep_example *ex);
 void fsdpc__prep_example_free(fsdpc_prep_example *ex);
+/* "a string", "a number", ..., "nothing" (NULL): for error messages. */
+const char *fsdpc__prep_type_name(const cJSON *v);
 
 #endif

@@ -16,7 +16,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
 # TensorBoard event files (log.tensorboard): the Event protobuf, compiled by
 # protoc-c at build time and encoded by libprotobuf-c.
 pkgs+=(libprotobuf-c-dev protobuf-c-compiler)
-# test-only: scripts/gpu/make_hf_random.py (random HF folders) in ckpt_hf_random_flow
+# test-only: scripts/gpu/lib/make_hf_random.py (random HF folders) in ckpt_hf_random_flow
 pkgs+=(python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do

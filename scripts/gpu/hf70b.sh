@@ -1,13 +1,13 @@
 #!/bin/bash
 # Issue 21: a Llama-3.1-70B fine-tune on one 8-GPU node, from an HF folder to
 # an HF folder.
-#   bash .carry/train/run_70b.sh [N] [PHASES]          (nvidia-h200-x8: N=8)
-#   DEVICE=cpu bash scripts/gpu/run_70b.sh 2           (here: the tiny shape, Gloo)
+#   bash .carry/X/hf70b.sh [N] [PHASES]          (nvidia-h200-x8: N=8)
+#   DEVICE=cpu bash scripts/gpu/hf70b.sh 2       (here: the tiny shape, Gloo)
 # PHASES (comma list; default write,plan,train,check,preempt). A call may run 10 minutes
 # and the machine stays warm 30 s after it, so on the x8 run them as three calls in a row:
 #   write,plan   then   train,check   then   plan,preempt
 # (state under /tmp/l70-work and the weights in $HF survive while the machine stays warm):
-#   write    scripts/gpu/make_hf_random.py: random bf16 weights of the shape, 5 GB
+#   write    lib/make_hf_random.py: random bf16 weights of the shape, 5 GB
 #            files + model.safetensors.index.json, into $HF (default /dev/shm/l70-hf when
 #            it has room, else /tmp/l70-hf); time and GB/s
 #   plan     `fsdpc plan` at world N, FULL_SHARD, checkpointing, seq 2048, micro-batch 1,
@@ -18,7 +18,7 @@
 #   train    fsdpc train from $HF at world N with that optimizer, STEPS steps (default 6),
 #            then the final export (full, bf16, 5 GB files) into $CK/final: per-rank load
 #            time and peak host memory (the loader's own line), tokens/s per GPU, MFU,
-#            device peak vs the planner (world_rows.py), the export's time
+#            device peak vs the planner (lib/world_rows.py), the export's time
 #   check    transformers reads $CK/final's config (AutoConfig) and its index covers every
 #            tensor of the input's index with the same shapes and total size
 #   preempt  SIGTERM to the launcher after step 2 of a run with checkpoint.dir: the
@@ -28,7 +28,7 @@
 #            70B checkpoint holds fp32 master shards + optimizer state (~6 B/param with
 #            adamw8bit: ~420 GB), more than the x8's 235 GiB disk; when $CKP lacks the room
 #            this phase uses the 70B width with CKPT_LAYERS decoder layers (default 8), from
-#            a folder of that depth written by make_hf_random.py, and says so.
+#            a folder of that depth written by lib/make_hf_random.py, and says so.
 # Environment: OUT (/tmp/out), DEVICE (cuda|cpu), HF, CK (/tmp/l70-ck), CKP (/tmp/l70-pre),
 # STEPS, CKPT_LAYERS, CKPT_REDUCED=1 (the reduced preempt run even when the disk has room),
 # HOST_MEM_GIB, FSDPC (cpu mode; default build/bin/fsdpc), PY (python3).
@@ -40,6 +40,7 @@
 # (1.27 TB for 8 ranks: does not fit the x8's 560 GiB); so the run needs adamw8bit on the
 # device (2 B/param of state instead of 8: about 98.5 GiB/GPU by the same table) or an
 # optimizer-only offload; the plan phase picks what fits from what the build has.
+# shellcheck disable=SC2086,SC2046 # $F and $PY are commands, the option strings word lists
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 N=${1:-8}
@@ -73,10 +74,8 @@ else
   CK=$W/ck CKP=$W/pre
 fi
 mkdir -p "$W"
-MK=$C/make_hf_random.py
-[ -f "$MK" ] || MK=scripts/gpu/make_hf_random.py
-ROWS=$C/world_rows.py
-[ -f "$ROWS" ] || ROWS=scripts/gpu/world_rows.py
+MK=$C/lib/make_hf_random.py
+ROWS=$C/lib/world_rows.py
 has() { case ",$PHASES," in *",$1,"*) return 0 ;; esac; return 1; }
 # stamp: prefix each line with the wall time (s), for the phases' timings
 stamp() { while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done; }
@@ -86,7 +85,7 @@ if [ -z "${HF:-}" ]; then
   [ "$DEVICE" = cuda ] && [ "$(bytes_free /dev/shm)" -gt 150000000000 ] && HF=/dev/shm/l70-hf
   [ "$DEVICE" = cpu ] && HF=$W/hf
 fi
-echo "run_70b: world $N, phases $PHASES, device $DEVICE, HF $HF, $(date -u +%FT%TZ)" | tee -a "$OUT/run.txt"
+echo "hf70b.sh: world $N, phases $PHASES, device $DEVICE, HF $HF, $(date -u +%FT%TZ)" | tee -a "$OUT/run.txt"
 
 [ -s "$W/copy.tok" ] || $F data synth --task copy --n 200000 --out "$W/copy.tok" >/dev/null
 cfg() { # the run's YAML
@@ -121,7 +120,7 @@ fi
 # when the weights were not written in this machine's life (train then fails
 # naming the missing files)
 [ -s "$HF/config.json" ] || $PY "$MK" "$HF" --shape "$SHAPE" --config-only ||
-  { echo "run_70b: cannot write $HF/config.json"; exit 1; }
+  { echo "hf70b.sh: cannot write $HF/config.json"; exit 1; }
 cfg >"$W/run.yaml"
 
 if has plan; then
@@ -137,7 +136,7 @@ if has plan; then
     name=${c%%|*}
     read -r -a ov <<<"${c#*|}"
     gm=()
-    [ "$GPU_MEM" != 0 ] && gm=(--gpu-mem $GPU_MEM)
+    [ "$GPU_MEM" != 0 ] && gm=(--gpu-mem "$GPU_MEM")
     $F plan "$W/run.yaml" "${ov[@]}" --world "$N" "${gm[@]}" >"$OUT/plan-$name.txt" 2>&1
     $F plan "$W/run.yaml" "${ov[@]}" --world "$N" "${gm[@]}" --json >"$W/plan-$name.json" 2>/dev/null
     verdict=$($PY - "$W/plan-$name.json" "$N" "$HOST_MEM_GIB" "$GPU_MEM" <<'PY'
@@ -162,10 +161,10 @@ PY
     echo "   $name: $verdict" | tee -a "$OUT/plan-choice.txt"
     if [ ! -s "$W/choice.txt" ] && [ "${verdict%% *}" = fits ]; then echo "$name|${c#*|}" >"$W/choice.txt"; fi
   done
-  [ -s "$W/choice.txt" ] || { echo "run_70b: no optimizer configuration fits" | tee -a "$OUT/plan-choice.txt"; exit 1; }
+  [ -s "$W/choice.txt" ] || { echo "hf70b.sh: no optimizer configuration fits" | tee -a "$OUT/plan-choice.txt"; exit 1; }
   echo "   chosen: $(cat "$W/choice.txt")" | tee -a "$OUT/plan-choice.txt"
 fi
-[ -s "$W/choice.txt" ] || { echo "run_70b: run the plan phase first"; exit 1; }
+[ -s "$W/choice.txt" ] || { echo "hf70b.sh: run the plan phase first"; exit 1; }
 read -r -a OPT <<<"$(cut -d'|' -f2 "$W/choice.txt")"
 
 if has train; then
@@ -189,6 +188,7 @@ if has train; then
   $F plan "$W/run.yaml" "${OPT[@]}" --world "$N" --json >"$OUT/rows/fsdpc-70b.plan.json" 2>/dev/null
   $F plan "$W/run.yaml" "${OPT[@]}" --world "$N" 2>/dev/null | head -1 >"$OUT/rows/fsdpc-70b.plan.txt"
   # world_rows reads the shape from a YAML: the HF config's keys are the same names
+  # shellcheck disable=SC2046 # three numbers
   printf 'vocab_size: %s\nhidden_size: %s\nnum_hidden_layers: %s\nseq_len: %s\n' \
     $($PY -c "import json; c=json.load(open('$HF/config.json')); print(c['vocab_size'], c['hidden_size'], c['num_hidden_layers'])") \
     $SEQ >"$W/shape.yaml"
@@ -260,7 +260,7 @@ print(int((r['params_shard_bytes'] + r['optim_bytes']) * $N * 1.05))")
     what="the $SHAPE width with $CKPT_LAYERS layers ($RED): a full sharded checkpoint needs $((need / 1000000000)) GB, $CKP has $((free / 1000000000)) GB"
   fi
   echo "== preempt: $what"
-  rm -rf "$CKP"/* "$W/pre"
+  rm -rf "${CKP:?}"/* "$W/pre"
   # the launcher's grace after SIGTERM: GRACE (default 120 s; fsdpc's default is 25 s,
   # too short for tens of GB per rank, see the start-up warning this prints)
   $F train "$W/run.yaml" "${OPT[@]}" "${extra[@]}" checkpoint.dir="$CKP" train.max_steps=100000 \
@@ -276,6 +276,7 @@ print(int((r['params_shard_bytes'] + r['optim_bytes']) * $N * 1.05))")
   grep -h -E "stopped by SIGTERM|saved .*step-|launcher: stopped|checkpoint save writes" "$OUT/preempt.log" |
     head -4 | cut -c1-240 | sed 's/^/   /'
   ls "$CKP"
+  # shellcheck disable=SC2012 # step-NNNNNN: plain names
   st=$(ls -d "$CKP"/step-* 2>/dev/null | tail -1)
   if [ -n "$st" ]; then
     s=$((10#${st##*step-}))

@@ -4,10 +4,10 @@
 Run on a host with the `tokenizers` (and optionally `transformers`) Python
 packages, from the repository root, after building fsdpc (only the CPU
 executable is used: on the GPU host, carry it with its runtime libraries,
-e.g. scripts/gpu/pack_train_carry.sh, which now include libsentencepiece and
+e.g. scripts/gpu/carry.sh, whose runtime libraries include libsentencepiece and
 libunistring, about 3 MB, and pass --fsdpc to it):
 
-    python3 scripts/gpu/check_tokenizers.py [--fsdpc build/bin/fsdpc]
+    python3 tests/gpu/check_tokenizers.py [--fsdpc build/bin/fsdpc]
         [--lines 3000] [--out DIR] [NAME ...]
 
 For every folder tests/fixtures/tokenizers/make_hub.py writes (Llama 2 chat,

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Issue 22 in one device call: fsdpc's multi-node path as two "nodes" on one
 # host, each a launcher (or a set of ranks) with G GPUs of its own.
-#   bash .carry/train/run_two_nodes.sh [G] [PARTS]      (GPU host: 2*G GPUs; G=2 on an x4)
-#   DEVICE=cpu bash scripts/gpu/run_two_nodes.sh 2      (here: Gloo, tiny model, 2 x 2 CPU ranks)
+#   bash .carry/X/nodes.sh [G] [PARTS]          (GPU host: 2*G GPUs; G=2 on an x4)
+#   DEVICE=cpu bash scripts/gpu/nodes.sh 2      (here: Gloo, tiny model, 2 x 2 CPU ranks)
 # PARTS (comma list; default hybrid,slurm,torchrun,kill,sameport):
 #   hybrid    one node of 2G ranks vs two launchers (--nnodes 2 --node-rank 0|1, each
 #             CUDA_VISIBLE_DEVICES of its G GPUs), HYBRID_SHARD with a shard group per
@@ -23,6 +23,8 @@
 # Environment: OUT (default /tmp/out), DEVICE (cuda|cpu), FSDPC (cpu mode; default
 # build/bin/fsdpc), STEPS (default 20), MODEL_CFG (GPU timing model; default the 1B
 # bench config at micro-batch 2; the tiny model on the CPU).
+# shellcheck disable=SC2086,SC2046 # $F is a command, the option strings word lists
+# shellcheck disable=SC2154 # p0, p1, tp0, tp1, vp, op and pid_*_N are set through eval
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 G=${1:-2}
@@ -72,7 +74,7 @@ PY
 gpus_of() { # node -> "a,b" (its G GPUs)
   seq -s, $(($1 * G)) $(($1 * G + G - 1))
 }
-echo "run_two_nodes: 2 nodes x $G, parts $PARTS, device $DEVICE, $(date -u +%FT%TZ)" | tee "$OUT/run.txt"
+echo "nodes.sh: 2 nodes x $G, parts $PARTS, device $DEVICE, $(date -u +%FT%TZ)" | tee "$OUT/run.txt"
 
 $F data synth --task qa --n 20000 --seed 5 --out "$W/qa.tok" >/dev/null || { echo "data synth failed"; exit 1; }
 if [ "$DEVICE" = cuda ]; then
@@ -93,8 +95,8 @@ YAML
   # ctest's 120 s, so that a failure prints its logs instead of a timeout
   MODEL=(collectives.timeout_s=60)
 fi
-COMMON=(train.max_steps=$STEPS train.log_every=1 train.global_batch_size=$((NP * 2))
-  fsdp.sharding_strategy=HYBRID_SHARD fsdp.hybrid_shard_size=$G)
+COMMON=("train.max_steps=$STEPS" train.log_every=1 "train.global_batch_size=$((NP * 2))"
+  fsdp.sharding_strategy=HYBRID_SHARD "fsdp.hybrid_shard_size=$G")
 
 # two_nodes NAME ENV... : two launchers on a free port, waited for.
 two_nodes() {
@@ -153,6 +155,7 @@ if has hybrid; then
   if two_nodes two; then agree two "hybrid (two launchers, default transport)"; else fail "hybrid: launchers failed (two-node*.log)"; fi
   grep -m1 "fsdp: HYBRID" "$OUT/two-node0.log"
   if [ "$DEVICE" = cuda ]; then
+    # shellcheck disable=SC2054 # INIT,NET is one value
     sock=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
       NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)
     if two_nodes sock "${sock[@]}"; then agree sock "hybrid (two launchers, NCCL socket transport)"; else
@@ -232,6 +235,7 @@ start_forever() {
     eval "pid_${name}_$n=\$!"
   done
 }
+# shellcheck disable=SC2002 # a missing file counts 0 steps
 steps_of() { cat "$W/$1-n0/metrics.jsonl" 2>/dev/null | grep -c '"step"'; }
 wait_steps() { # NAME N
   for _ in $(seq 1200); do [ "$(steps_of "$1")" -ge "$2" ] && return 0; sleep 0.1; done
@@ -261,7 +265,7 @@ if has kill; then
       rc=$?
       line=$(grep -h -E "node $victim (of 2|is lost)|node $victim of 2" "$OUT/$name-node$other.log" | tail -1)
       if [ $rc != 0 ] && [ -n "$line" ] && python3 -c "import sys; sys.exit(0 if $dt < 30 else 1)"; then
-        pass "kill node $victim: node $other's job exited $rc after $dt s naming node $victim: $(echo "$line" | grep -o "[^;]*node $victim[^;]*" | tail -1 | cut -c1-160)"
+        pass "kill node $victim: node $other's job exited $rc after $dt s naming node $victim: $(echo "$line" | grep -o "[^;]*node ${victim}[^;]*" | tail -1 | cut -c1-160)"
       else
         fail "kill node $victim: node $other exited $rc after $dt s; naming line: '${line:0:200}'"
       fi
@@ -301,6 +305,7 @@ if has sameport; then
     fi
     a=$(steps_of same)
     sleep 3
+    # shellcheck disable=SC2015 # any of them failing is the failure
     wait_steps same $((a + 2)) && ! grep -q "aborted" "$OUT/same-node0.log" "$OUT/same-node1.log" &&
       pass "sameport: the first job keeps training ($a -> $(steps_of same) steps)" ||
       fail "sameport: the first job stopped or was aborted ($a -> $(steps_of same) steps)"
@@ -311,5 +316,5 @@ if has sameport; then
   wait "$pid_same_0" "$pid_same_1" 2>/dev/null
 fi
 
-echo "run_two_nodes: $FAILS failed check(s)" | tee -a "$OUT/checks.txt"
+echo "nodes.sh: $FAILS failed check(s)" | tee -a "$OUT/checks.txt"
 [ $FAILS = 0 ]

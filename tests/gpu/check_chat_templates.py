@@ -18,7 +18,7 @@ tokenizer object here is a stand-in built in memory (no files, no network)
 that carries the fixture's chat_template and special tokens; apply_chat_template
 renders the template exactly as it does for the real model.
 
-usage: python3 scripts/gpu/check_chat_templates.py --render build/bin/fsdpc_chat_render
+usage: python3 tests/gpu/check_chat_templates.py --render build/bin/fsdpc_chat_render
        [--fixtures tests/fixtures/chat_templates] [--log FILE]
 Exit status: 0 when everything agrees."""
 import argparse

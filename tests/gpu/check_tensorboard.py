@@ -7,7 +7,7 @@ usage: check_tensorboard.py LOG_DIR [LOG_DIR...]
   e.g. after a run that was stopped by SIGTERM at step 45 and resumed to 120:
     fsdpc train tiny.yaml log.dir=P checkpoint.dir=P/ck log.tensorboard=true   # SIGTERM it
     fsdpc train tiny.yaml log.dir=P checkpoint.dir=P/ck log.tensorboard=true checkpoint.resume=auto
-    python3 scripts/gpu/check_tensorboard.py P
+    python3 tests/gpu/check_tensorboard.py P
 Exit 0 when every tag TensorBoard reads equals metrics.jsonl (as float32) at
 every step, each step once; prints one line per directory."""
 import json

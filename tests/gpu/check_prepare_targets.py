@@ -21,7 +21,7 @@ bytes). Then `fsdpc data prepare` runs on the same file and its token file is
 read back (format: docs/data.md) and compared example by example.
 
 Usage (on a host with transformers; fsdpc built there or carried):
-  python3 scripts/gpu/check_prepare_targets.py --jsonl chat.jsonl \
+  python3 tests/gpu/check_prepare_targets.py --jsonl chat.jsonl \
       --model tests/fixtures/chat/llama3 --fsdpc build/bin/fsdpc [--method prefix]
 Prints the reference and fsdpc target counts (the number to compare with the
 "target tokens" a training run on this data logs before its first step) and

@@ -2,8 +2,8 @@
 # Issue 20 in one device call: fsdpc beside PyTorch FSDP2 at world N (4 on an
 # nvidia-h200-x4), where the exposed communication goes, and world-N vs
 # world-1 agreement.
-#   bash .carry/train/run_world4.sh [N] [PARTS]      (on the GPU host, from the repo root)
-#   DEVICE=cpu bash scripts/gpu/run_world4.sh 2      (check the script here: tiny shapes, Gloo)
+#   bash .carry/X/world.sh [N] [PARTS]          (on the GPU host, from the repo root)
+#   DEVICE=cpu bash scripts/gpu/world.sh 2      (check the script here: tiny shapes, Gloo)
 # PARTS (comma list, default 1b,timeline,agree,8b; about 4 + 1 + 1.5 + 5 min at N=4):
 #   1b        Llama-3.2-1B shape, seq 2048, micro-batch 4, 10 steps (median of steps 5-10):
 #             fsdpc and bench/torch_fsdp2_baseline.py under FULL_SHARD, SHARD_GRAD_OP,
@@ -16,14 +16,15 @@
 #   agree     a small model, 20 steps, world N vs world 1 under every strategy, with
 #             LoRA (peft.method) and adamw8bit when this build has them (otherwise a
 #             "skipped: not on main" line), rtol 2e-2 on the loss
-# Every fsdpc row also runs `fsdpc plan` with the same overrides: summary.md puts the
-# planner's peak beside the measured one. Environment: OUT (default /tmp/out),
+# Every fsdpc row also runs `fsdpc plan` with the same overrides: summary.md
+# (lib/world_rows.py) puts the planner's peak beside the measured one. Environment: OUT (default /tmp/out),
 # SKIP_TORCH=1, STRATS (default "full grad_op no_shard hybrid"), STEPS (default 10),
 # TORCH_COMPILE (eager = default, compiled = each layer under torch.compile, both),
 # V8B (the 8B rows as "ckpt,mb" pairs; default "0,1 0,2 1,2"), TL_SHAPES (the
 # timeline's shapes; default "1b", "1b 8b" adds the 8B with checkpointing at
 # micro-batch 2), FSDPC (the executable in DEVICE=cpu mode; default build/bin/fsdpc).
 # Two calls when one would pass the 10-minute limit: PARTS=1b,timeline,agree then 8b.
+# shellcheck disable=SC2086,SC2046 # $F is a command, the option strings word lists
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 N=${1:-4}
@@ -51,14 +52,13 @@ else
   SKIP_TORCH=1
   TRACER=""
 fi
-PY=$C/world_rows.py
-[ -f "$PY" ] || PY=scripts/gpu/world_rows.py
+PY=$C/lib/world_rows.py
 TL=$C/timeline_summary.py
 [ -f "$TL" ] || TL=bench/timeline_summary.py
 CMP=$C/compare_runs.py
 [ -f "$CMP" ] || CMP=tests/train/compare_runs.py
 has() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
-echo "run_world4: world $N, parts $PARTS, device $DEVICE, $(date -u +%FT%TZ)" | tee "$OUT/run.txt"
+echo "world.sh: world $N, parts $PARTS, device $DEVICE, $(date -u +%FT%TZ)" | tee "$OUT/run.txt"
 
 # The shapes: the bench files on GPUs; on the CPU the same runs at a tiny
 # shape (naive attention, Gloo) so that every step of the script is exercised.
@@ -173,7 +173,7 @@ if has agree; then
   $F data synth --task qa --n 20000 --out "$W/qa.tok" >/dev/null
   dev=""
   [ "$DEVICE" = cuda ] && dev="train.device=cuda"
-  # the small model of run_train_gpu.sh on GPUs; smaller still on the CPU (CI)
+  # the small model of agree.sh train on GPUs; smaller still on the CPU (CI)
   if [ "$DEVICE" = cuda ]; then dims="hidden_size: 128, intermediate_size: 384, num_hidden_layers: 4" sl=64
   else dims="hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2" sl=32; fi
   cat >"$W/small.yaml" <<YAML
@@ -228,5 +228,5 @@ python3 "$PY" "$OUT" "$N" | tee "$OUT/summary.md"
 # non-zero when a fsdpc row failed or a world-N run disagreed with world 1
 bad=$(cut -d'|' -f3 "$OUT/fsdpc-rows.txt" 2>/dev/null | grep -cv '^0$')
 grep -q "reference\|has no\|Error\|No such file" "$OUT/agree.txt" 2>/dev/null && bad=$((bad + 1))
-echo "run_world4: $bad failed row(s) or check(s)"
+echo "world.sh: $bad failed row(s) or check(s)"
 [ "$bad" = 0 ]

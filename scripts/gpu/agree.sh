@@ -89,20 +89,27 @@ q8-natural) [ $# -ge 1 ] || usage ;;
 esac
 . "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 
+# model_yaml FILE TOKENS HIDDEN FFN KV_HEADS POSITIONS TIED SEQ OPTIM TRAIN: the
+# config of a 4-layer model with 4 heads on a byte vocabulary, cosine schedule
+model_yaml() {
+  cat >"$1" <<YAML
+model: {vocab_size: 259, hidden_size: $3, intermediate_size: $4, num_hidden_layers: 4,
+        num_attention_heads: 4, num_key_value_heads: $5, max_position_embeddings: $6,
+        tie_word_embeddings: $7}
+data: {train: $2, seq_len: $8}
+optim: $9
+schedule: {name: cosine, warmup_steps: 5}
+train: ${10}
+YAML
+}
+
 # small_model W OPTIM: a token file W/qa.tok and W/small.yaml, a 4-layer
 # untied model on CUDA (hidden 256, GQA 2) with the optimizer OPTIM
 small_model() {
   $F data synth --task qa --n 20000 --out "$1/qa.tok" >/dev/null
-  cat >"$1/small.yaml" <<YAML
-model: {vocab_size: 259, hidden_size: 256, intermediate_size: 640, num_hidden_layers: 4,
-        num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 128,
-        tie_word_embeddings: false}
-data: {train: $1/qa.tok, seq_len: 64}
-optim: $2
-schedule: {name: cosine, warmup_steps: 5}
-train: {device: cuda, max_steps: 20, micro_batch_size: 8, global_batch_size: 16, log_every: 1,
-        max_grad_norm: 1.0, eval_every: 0}
-YAML
+  model_yaml "$1/small.yaml" "$1/qa.tok" 256 640 2 128 false 64 "$2" \
+    "{device: cuda, max_steps: 20, micro_batch_size: 8, global_batch_size: 16, log_every: 1,
+        max_grad_norm: 1.0, eval_every: 0}"
 }
 
 train() {
@@ -111,25 +118,11 @@ train() {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
   W=$(mktemp -d)
   $F data synth --task qa --n 20000 --out "$W/qa.tok" >/dev/null
-  cat >"$W/small.yaml" <<YAML
-model: {vocab_size: 259, hidden_size: 128, intermediate_size: 384, num_hidden_layers: 4,
-        num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 128,
-        tie_word_embeddings: true}
-data: {train: $W/qa.tok, seq_len: 64}
-optim: {name: adamw, lr: 3.0e-3, weight_decay: 0.01}
-schedule: {name: cosine, warmup_steps: 5}
-train: {max_steps: 20, micro_batch_size: 16, log_every: 1, max_grad_norm: 1.0}
-YAML
+  model_yaml "$W/small.yaml" "$W/qa.tok" 128 384 2 128 true 64 "{name: adamw, lr: 3.0e-3, weight_decay: 0.01}" \
+    "{max_steps: 20, micro_batch_size: 16, log_every: 1, max_grad_norm: 1.0}"
   # head dim 64 so that flash serves it
-  cat >"$W/hd64.yaml" <<YAML
-model: {vocab_size: 259, hidden_size: 256, intermediate_size: 640, num_hidden_layers: 4,
-        num_attention_heads: 4, num_key_value_heads: 1, max_position_embeddings: 256,
-        tie_word_embeddings: false}
-data: {train: $W/qa.tok, seq_len: 128}
-optim: {name: adamw, lr: 2.0e-3, weight_decay: 0.01}
-schedule: {name: cosine, warmup_steps: 5}
-train: {max_steps: 20, micro_batch_size: 8, log_every: 1, max_grad_norm: 1.0}
-YAML
+  model_yaml "$W/hd64.yaml" "$W/qa.tok" 256 640 1 256 false 128 "{name: adamw, lr: 2.0e-3, weight_decay: 0.01}" \
+    "{max_steps: 20, micro_batch_size: 8, log_every: 1, max_grad_norm: 1.0}"
   CMP="python3 $C/compare_runs.py"
   run() { # name cfg overrides...
     local n=$1 cfg=$2; shift 2

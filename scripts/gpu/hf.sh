@@ -49,12 +49,17 @@ PY
 }
 export -f chat_jsonl
 
-export_check() {
+# hf_work DIR: the fixtures where the build looks for them (SRC), W=DIR, FS=F
+hf_work() {
   carry_fixtures # SRC
   export PYTHONUNBUFFERED=1
-  W=/tmp/hfround
+  W=$1
   mkdir -p "$W"
   FS=$F
+}
+
+export_check() {
+  hf_work /tmp/hfround
   nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
   part decode timeout 300 "$B/bin/test_cuda_infer_decode"
   part generate timeout 420 python3 "$C/check_generate.py" --fsdpc "$FS" \
@@ -98,11 +103,7 @@ PY
 }
 
 chateval() {
-  carry_fixtures # SRC
-  export PYTHONUNBUFFERED=1
-  W=/tmp/hfround2
-  mkdir -p "$W"
-  FS=$F
+  hf_work /tmp/hfround2
   [ -f "$C/base.tar.xz" ] && tar xf "$C/base.tar.xz" -C /
   BASE=$(cat "$C/base_bin" 2>/dev/null || echo)
   BASEARG=()
@@ -176,22 +177,9 @@ memory() {
   export -f new old
   export FS BASE B
   M=$W/llama1b-shape
-  python3 - "$M" <<'PY'
-import sys, torch
-from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
-cfg = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
-                  num_hidden_layers=16, num_attention_heads=32, num_key_value_heads=8,
-                  head_dim=64, max_position_embeddings=131072, rms_norm_eps=1e-5,
-                  rope_theta=500000.0, tie_word_embeddings=True, bos_token_id=128000,
-                  eos_token_id=[128001, 128008, 128009],
-                  rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
-                                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
-torch.manual_seed(0)
-with torch.device("cuda"):
-    m = LlamaForCausalLM(cfg).to(torch.bfloat16)
-m.save_pretrained(sys.argv[1])
-GenerationConfig(bos_token_id=128000, eos_token_id=[128001, 128008, 128009]).save_pretrained(sys.argv[1])
-PY
+  # the random 1B-shape folder of check_generate.py (seed 0, bf16, eos list)
+  python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); import check_generate; check_generate.make_1b(sys.argv[2])' \
+    "$C" "$M"
   cp "$SRC"/tests/fixtures/tokenizers/llama3-tiny/tokenizer.json "$M/"
   cp "$C/llama3.2-tokenizer_config.json" "$M/tokenizer_config.json"
   chat_jsonl "$W/chat.jsonl"

@@ -134,16 +134,23 @@ PY
   done
 }
 
-offload() {
-  STEPS=${STEPS:-8}
-  export FSDPC_PLUGIN_PATH=$B/plugins
+# rows_work TGZ: W (a work folder) with the token file W/copy.tok, L (its logs
+# folder, packed into $OUT/TGZ at the end) with gpu.txt: the GPU and host CPU
+rows_work() {
   W=$(mktemp -d)
   L=$W/logs
   mkdir -p "$L"
-  trap 'tar czf "$OUT/offload-logs.tgz" -C "$W" logs' EXIT
+  # shellcheck disable=SC2064 # OUT, W and the name are fixed from here on
+  trap "tar czf \"$OUT/$1\" -C \"$W\" logs" EXIT
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$L/gpu.txt"
-  echo "cpus $(nproc), $(grep MemTotal /proc/meminfo)" | tee -a "$L/gpu.txt"
+  echo "cpus $(nproc), $(grep MemTotal /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo), $(grep -o -m1 'avx512f' /proc/cpuinfo)" | tee -a "$L/gpu.txt"
   $F data synth --task copy --n 200000 --out "$W/copy.tok" >/dev/null
+}
+
+offload() {
+  STEPS=${STEPS:-8}
+  export FSDPC_PLUGIN_PATH=$B/plugins
+  rows_work offload-logs.tgz
   shape=${1:-1b}
   case $shape in
     1b) cfg=$C/llama3-1b-base.yaml
@@ -210,13 +217,7 @@ cpuoff() {
     grep -E "CHECK FAILED|failed checks|^---" "$OUT/offload-check/run.log" | tail -24
     tar czf "$OUT/offload-check.tgz" -C "$OUT" offload-check && rm -rf "$OUT/offload-check"
   fi
-  W=$(mktemp -d)
-  L=$W/logs
-  mkdir -p "$L"
-  trap 'tar czf "$OUT/cpuoff-logs.tgz" -C "$W" logs' EXIT
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$L/gpu.txt"
-  echo "cpus $(nproc), $(grep MemTotal /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo), $(grep -o -m1 'avx512f' /proc/cpuinfo)" | tee -a "$L/gpu.txt"
-  $F data synth --task copy --n 200000 --out "$W/copy.tok" >/dev/null
+  rows_work cpuoff-logs.tgz
   cfg=$C/llama3-1b-base.yaml
   mb="train.micro_batch_size=4"
   q8="optim.name=adamw8bit"

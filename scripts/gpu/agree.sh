@@ -112,6 +112,17 @@ small_model() {
         max_grad_norm: 1.0, eval_every: 0}"
 }
 
+# small_run LIMIT NAME OVERRIDES...: trains W/small.yaml as NAME (log, metrics
+# and checkpoints under W/NAME) within LIMIT seconds; its log in $OUT
+small_run() {
+  local lim=$1 n=$2
+  shift 2
+  timeout "$lim" "$F" train "$W/small.yaml" log.dir="$W/$n" checkpoint.dir="$W/$n/ck" "$@" >"$OUT/small-$n.log" 2>&1
+  echo "small $n exit $?"
+  grep -E "error|resumed from|offload.optimizer:" "$OUT/small-$n.log" | head -2
+  cp "$W/$n/metrics.jsonl" "$OUT/small-$n.metrics.jsonl" 2>/dev/null
+}
+
 train() {
   local mode=${1:-single}
   export FSDPC_PLUGIN_PATH=$B/plugins
@@ -345,13 +356,7 @@ adamw8bit() {
 
   echo "== 2. small model: checkpoint and resume on CUDA ($(($(date +%s) - t0)) s)"
   small_model "$W" "{name: adamw8bit, lr: 2.0e-3, weight_decay: 0.01, options: {min_8bit_size: 0}}"
-  small() {
-    local n=$1
-    shift
-    timeout 90 "$F" train "$W/small.yaml" log.dir="$W/$n" checkpoint.dir="$W/$n/ck" "$@" >"$OUT/small-$n.log" 2>&1
-    echo "small $n exit $?"
-    grep -E "error|resumed from" "$OUT/small-$n.log" | head -2
-  }
+  small() { small_run 90 "$@"; }
   small s1 checkpoint.save_steps=10
   small s2
   small r1 checkpoint.resume="$W/s1/ck/step-000010"
@@ -440,14 +445,7 @@ offload8() {
   if [ "${SKIP_SMALL:-0}" != 1 ]; then
     echo "== 2. small model: offloaded adamw8bit state on CUDA ($(($(date +%s) - t0)) s)"
     small_model "$W" "{name: adamw8bit, lr: 2.0e-3, weight_decay: 0.01, options: {min_8bit_size: 0}}"
-    small() {
-      local n=$1
-      shift
-      timeout 60 "$F" train "$W/small.yaml" log.dir="$W/$n" checkpoint.dir="$W/$n/ck" "$@" >"$OUT/small-$n.log" 2>&1
-      echo "small $n exit $?"
-      grep -E "error|resumed from|offload.optimizer:" "$OUT/small-$n.log" | head -2
-      cp "$W/$n/metrics.jsonl" "$OUT/small-$n.metrics.jsonl" 2>/dev/null
-    }
+    small() { small_run 60 "$@"; }
     small s1 checkpoint.save_steps=10
     small s2
     small o1 fsdp.offload.optimizer=true

@@ -141,6 +141,15 @@ train() {
     echo "== $n: exit $?"; grep -E "step 20/|error|generate" "$OUT/$n.log" | tail -3
     [ -f "$W/$n/metrics.jsonl" ] && cp "$W/$n/metrics.jsonl" "$OUT/$n.metrics.jsonl"
   }
+  # strategies N MB: w1, then wN_S for each S of FULL_SHARD, SHARD_GRAD_OP and
+  # NO_SHARD at N GPUs (micro-batch MB, global batch 16)
+  strategies() {
+    run w1 small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size="$2"
+    for st in FULL_SHARD SHARD_GRAD_OP NO_SHARD; do
+      run "w$1_$st" small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size="$2" \
+        fsdp.sharding_strategy=$st --nproc-per-node "$1"
+    done
+  }
   case $mode in
   single)
     run cpu small.yaml
@@ -185,11 +194,7 @@ PY
     python3 "$C/check_hf_load.py" "$W/ckA/final" "$W/gpu_logits.safetensors" 2>&1 | tail -2
     ;;
   multi)
-    run w1 small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=8
-    for st in FULL_SHARD SHARD_GRAD_OP NO_SHARD; do
-      run "w2_$st" small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=8 \
-        fsdp.sharding_strategy=$st --nproc-per-node 2
-    done
+    strategies 2 8
     $CMP "$W/w1" "$W/w2_FULL_SHARD" "$W/w2_SHARD_GRAD_OP" "$W/w2_NO_SHARD" --rtol 2e-2 --keys loss
     echo "--- kill -9 of rank 1 mid-training on GPUs"
     $F train "$W/small.yaml" train.device=cuda train.max_steps=100000 train.log_every=1 \
@@ -207,11 +212,7 @@ PY
     sleep 1; pgrep -af "$W/k9" && echo "LEFTOVER PROCESSES" || echo "no processes left"
     ;;
   multi4)
-    run w1 small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=4
-    for st in FULL_SHARD SHARD_GRAD_OP NO_SHARD; do
-      run "w4_$st" small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=4 \
-        fsdp.sharding_strategy=$st --nproc-per-node 4
-    done
+    strategies 4 4
     run w4_HYBRID_2x2 small.yaml train.device=cuda train.global_batch_size=16 train.micro_batch_size=4 \
       fsdp.sharding_strategy=HYBRID_SHARD fsdp.hybrid_shard_size=2 --nproc-per-node 4
     run w4_FULL_bf16reduce small.yaml train.device=cuda train.global_batch_size=16 \

@@ -98,6 +98,22 @@ fi
 COMMON=("train.max_steps=$STEPS" train.log_every=1 "train.global_batch_size=$((NP * 2))"
   fsdp.sharding_strategy=HYBRID_SHARD "fsdp.hybrid_shard_size=$G")
 
+# by_hand NAME VARS: the 2G ranks started without a launcher, each with the
+# environment `VARS NODE LOCAL` prints (NAME=VALUE words), logs NAME-rankR.log,
+# log.dir W/NAME; waits for them all: 0 when every rank exits 0
+by_hand() {
+  local name=$1 vars=$2 n l p pids=() r=0
+  for n in 0 1; do
+    for l in $(seq 0 $((G - 1))); do
+      env $($vars "$n" "$l") timeout 300 $F train "$CFG" "${MODEL[@]}" "${COMMON[@]}" \
+        log.dir="$W/$name" >"$OUT/$name-rank$((n * G + l)).log" 2>&1 &
+      pids+=($!)
+    done
+  done
+  for p in "${pids[@]}"; do wait "$p" || r=1; done
+  return $r
+}
+
 # two_nodes NAME ENV... : two launchers on a free port, waited for.
 two_nodes() {
   local name=$1
@@ -168,20 +184,14 @@ fi
 
 if has slurm; then
   port=$(free_port)
-  pids=()
-  for n in 0 1; do
-    for l in $(seq 0 $((G - 1))); do
-      cvd=()
-      [ "$DEVICE" = cuda ] && cvd=(CUDA_VISIBLE_DEVICES="$(gpus_of $n)")
-      env "${cvd[@]}" SLURM_JOB_ID=4242$$ SLURM_PROCID=$((n * G + l)) SLURM_NTASKS=$NP SLURM_LOCALID=$l \
-        SLURM_NTASKS_PER_NODE=$G SLURM_NODEID=$n SLURM_NNODES=2 SLURM_JOB_NODELIST=localhost \
-        MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 300 $F train "$CFG" "${MODEL[@]}" "${COMMON[@]}" \
-        log.dir="$W/slurm" >"$OUT/slurm-rank$((n * G + l)).log" 2>&1 &
-      pids+=($!)
-    done
-  done
-  rc=0
-  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  slurm_vars() { # NODE LOCAL
+    [ "$DEVICE" = cuda ] && echo "CUDA_VISIBLE_DEVICES=$(gpus_of "$1")"
+    echo "SLURM_JOB_ID=4242$$ SLURM_PROCID=$(($1 * G + $2)) SLURM_NTASKS=$NP SLURM_LOCALID=$2" \
+      "SLURM_NTASKS_PER_NODE=$G SLURM_NODEID=$1 SLURM_NNODES=2 SLURM_JOB_NODELIST=localhost" \
+      "MASTER_ADDR=127.0.0.1 MASTER_PORT=$port"
+  }
+  by_hand slurm slurm_vars
+  rc=$?
   if [ $rc = 0 ]; then agree slurm "slurm (SLURM_* by hand, no launcher)"; else fail "slurm: a rank failed (slurm-rank*.log)"; fi
   cp "$W/slurm/metrics.jsonl" "$OUT/slurm.metrics.jsonl" 2>/dev/null
 fi
@@ -204,18 +214,13 @@ if has torchrun; then
   else
     # torchrun's worker environment, set by hand: the agent serves MASTER_PORT
     # (TORCHELASTIC_USE_AGENT_STORE), so fsdpc's store takes MASTER_PORT + 1.
-    pids=()
-    for n in 0 1; do
-      for l in $(seq 0 $((G - 1))); do
-        env RANK=$((n * G + l)) WORLD_SIZE=$NP LOCAL_RANK=$l LOCAL_WORLD_SIZE=$G GROUP_RANK=$n \
-          MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TORCHELASTIC_USE_AGENT_STORE=True \
-          TORCHELASTIC_RUN_ID=fsdpc-$$ timeout 300 $F train "$CFG" "${MODEL[@]}" "${COMMON[@]}" \
-          log.dir="$W/torchrun" >"$OUT/torchrun-rank$((n * G + l)).log" 2>&1 &
-        pids+=($!)
-      done
-    done
-    rc=0
-    for p in "${pids[@]}"; do wait "$p" || rc=1; done
+    torchrun_vars() { # NODE LOCAL
+      echo "RANK=$(($1 * G + $2)) WORLD_SIZE=$NP LOCAL_RANK=$2 LOCAL_WORLD_SIZE=$G GROUP_RANK=$1" \
+        "MASTER_ADDR=127.0.0.1 MASTER_PORT=$port TORCHELASTIC_USE_AGENT_STORE=True" \
+        "TORCHELASTIC_RUN_ID=fsdpc-$$"
+    }
+    by_hand torchrun torchrun_vars
+    rc=$?
     what="torchrun's environment by hand (no torchrun on this machine)"
   fi
   if [ $rc = 0 ]; then agree torchrun "$what"; else fail "$what: failed (torchrun-*.log)"; fi

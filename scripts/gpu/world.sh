@@ -17,7 +17,8 @@
 #             LoRA (peft.method) and adamw8bit when this build has them (otherwise a
 #             "skipped: not on main" line), rtol 2e-2 on the loss
 # Every fsdpc row also runs `fsdpc plan` with the same overrides: summary.md
-# (lib/world_rows.py) puts the planner's peak beside the measured one. Environment: OUT (default /tmp/out),
+# (lib/world_rows.py) puts the planner's peak beside the measured one.
+# Environment: OUT (default /tmp/out),
 # SKIP_TORCH=1, STRATS (default "full grad_op no_shard hybrid"), STEPS (default 10),
 # TORCH_COMPILE (eager = default, compiled = each layer under torch.compile, both),
 # V8B (the 8B rows as "ckpt,mb" pairs; default "0,1 0,2 1,2"), TL_SHAPES (the

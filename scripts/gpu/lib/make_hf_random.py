@@ -4,8 +4,8 @@ config.json, bf16 model-0000k-of-0000n.safetensors files of at most
 --max-shard-bytes each (the Hub's 5 GB), model.safetensors.index.json
 (metadata.total_size, weight_map) and generation_config.json.
 
-    python3 scripts/gpu/make_hf_random.py OUT --shape llama3.1-70b [--jobs 32]
-    python3 scripts/gpu/make_hf_random.py OUT --shape tiny --max-shard-bytes 200000
+    python3 scripts/gpu/lib/make_hf_random.py OUT --shape llama3.1-70b [--jobs 32]
+    python3 scripts/gpu/lib/make_hf_random.py OUT --shape tiny --max-shard-bytes 200000
 
 Memory is bounded whatever the model's size: tensors are generated and
 written in chunks of --chunk elements (default 32 M: about 0.5 GB of

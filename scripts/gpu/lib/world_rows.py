@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The table of scripts/gpu/run_world4.sh: one row per fsdpc run and per
+"""The table of scripts/gpu/world.sh (and hf70b.sh): one row per fsdpc run and per
 PyTorch run (bench/torch_fsdp2_baseline.py), with the planner's peak beside
 the measured one for fsdpc.
 
-    python3 scripts/gpu/world_rows.py OUT N
+    python3 scripts/gpu/lib/world_rows.py OUT N
 
 OUT holds fsdpc-rows.txt ("name|cfg|exit|overrides" lines), per row
 fsdpc-NAME.metrics.jsonl / .rank0.json / .plan.json / .plan.txt, and

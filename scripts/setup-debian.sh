@@ -10,7 +10,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libsentencepiece-dev  # tokenizer.model files (SentencePiece)
       libunistring-dev      # NFC normalization of tokenizer.json files (Qwen2)
       zlib1g-dev            # .jsonl.gz datasets (fsdpc data prepare)
-      libcairo2-dev  # optional: PNG charts from `fsdpc bench` (SVG without it)
+      libcairo2-dev  # optional: `fsdpc plot` and the `fsdpc bench` chart (SVG and PNG)
       python3-jinja2  # test-only: chat templates are checked against Python's jinja2
       clang)          # libFuzzer + ASan/UBSan for the bounded fuzz runs (scripts/fuzz.sh)
 # TensorBoard event files (log.tensorboard): the Event protobuf, compiled by

@@ -18,8 +18,9 @@ static fsdpc_registry *open_only(const char *const *paths, int n) {
   fsdpc_registry *reg = NULL;
   fsdpc_err err;
   fsdpc__err_clear(&err);
-  ck_assert_msg(fsdpc__registry_create_ex(paths, n, FSDPC_REGISTRY_ONLY_GIVEN, &reg, &err) ==
-                    FSDPC_OK,
+  ck_assert_msg(fsdpc__registry_create_ex(
+                    paths, n, FSDPC_REGISTRY_ONLY_GIVEN | FSDPC_REGISTRY_MISSING_REFUSED, &reg,
+                    &err) == FSDPC_OK,
                 "%s", err.msg);
   return reg;
 }
@@ -266,6 +267,15 @@ START_TEST(search_paths_files_and_order) {
   ck_assert_int_eq(fsdpc__registry_search_count(reg), 4);
   ck_assert_str_eq(fsdpc__registry_search_at(reg, 0), sub);
   fsdpc__registry_destroy(reg);
+
+  /* Without MISSING_REFUSED (train, plan, generate, plugins list) a missing
+   * named path fails the registry with one line. */
+  fsdpc_err err;
+  reg = NULL;
+  ck_assert_int_eq(fsdpc__registry_create(paths + 4, 1, &reg, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_null(reg);
+  assert_has(err.msg, "plugins.paths (or --path): '/nonexistent/fsdpc-plugins': no such file or "
+                      "folder; fix the path or remove it");
 
   /* A path to a file is used as given. */
   const char *file_only[] = {FSDPC_TEST_PLUGIN_DIR "/libfsdpc-optim-test-abi2.so"};

@@ -2,6 +2,7 @@
  * cross-key checks and the not-implemented rule. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/meta.h"
 
@@ -136,7 +137,28 @@ static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
   if (c->optim.nesterov && c->optim.momentum == 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: optim.nesterov: needs optim.momentum > 0",
                        where_of(c, "optim.nesterov"));
+  const char *ids[] = {"model.bos_token_id", "model.eos_token_id"};
+  const int64_t vals[] = {m->bos_token_id, m->eos_token_id};
+  for (int i = 0; i < 2; i++)
+    if (vals[i] >= m->vocab_size)
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "%s: %s (%lld) is not a token of the vocabulary (model.vocab_size %lld); "
+                         "use an id below it, or -1 for none",
+                         where_of(c, ids[i]), ids[i], (long long)vals[i], (long long)m->vocab_size);
   return check_peft(c, err);
+}
+
+/* A checkpoint.dir that is a file would otherwise fail at the first save,
+ * hours in. */
+static fsdpc_status check_paths(const fsdpc_config *c, fsdpc_err *err) {
+  struct stat sb;
+  const char *d = c->checkpoint.dir;
+  if (d[0] && stat(d, &sb) == 0 && !S_ISDIR(sb.st_mode))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: checkpoint.dir '%s' exists and is not a folder; name a folder "
+                       "(created if missing)",
+                       where_of(c, "checkpoint.dir"), d);
+  return FSDPC_OK;
 }
 
 /* True when `value` is one of the '|'-separated words in list. */
@@ -191,6 +213,7 @@ fsdpc_status fsdpc__cfg_finish(fsdpc_config *c, fsdpc_err *err) {
   FSDPC_TRY(check_required(c, err));
   FSDPC_TRY(derive(c, err));
   FSDPC_TRY(cross_checks(c, err));
+  FSDPC_TRY(check_paths(c, err));
   FSDPC_TRY(check_implemented(c, err));
   return FSDPC_OK;
 }

@@ -3,6 +3,7 @@
  * plugins live in FSDPC_TEST_PLUGIN_DIR (built by tests/plugin). */
 #include <check.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -304,6 +305,34 @@ START_TEST(env_path_is_searched) {
 }
 END_TEST
 
+/* Forks seen by this process (a probe child is one). */
+static int n_forks;
+static void count_fork(void) {
+  n_forks++;
+}
+
+/* A process that makes many registries (fsdpc plan over every strategy and
+ * world size; test_plan made 752 probe children under ASan) probes a file
+ * once: it stays mapped after its first registry, so later ones have
+ * nothing to probe. */
+START_TEST(probed_once_per_process) {
+  const char *dirs[] = {FSDPC_PLUGIN_DIR_FOR_TEST};
+  static int registered;
+  if (!registered++)
+    ck_assert_int_eq(pthread_atfork(NULL, count_fork, NULL), 0);
+  int before = n_forks;
+  for (int i = 0; i < 5; i++) {
+    fsdpc_registry *reg = open_only(dirs, 1);
+    const fsdpc_component *c = NULL;
+    fsdpc_err err;
+    ck_assert_msg(fsdpc__registry_select(reg, FSDPC_KIND_OPTIM, "sgd", NULL, &c, &err) == FSDPC_OK,
+                  "%s", err.msg);
+    fsdpc__registry_destroy(reg);
+  }
+  ck_assert_int_le(n_forks - before, 1);
+}
+END_TEST
+
 START_TEST(kind_names) {
   for (int32_t k = 0; k < FSDPC_KIND_COUNT_; k++)
     ck_assert_int_eq(fsdpc__kind_from_name(fsdpc__kind_name(k)), k);
@@ -325,6 +354,7 @@ int main(void) {
   tcase_add_test(tc, search_paths_files_and_order);
   tcase_add_test(tc, env_path_is_searched);
   tcase_add_test(tc, kind_names);
+  tcase_add_test(tc, probed_once_per_process);
   tcase_add_test(tc, component_pointers_survive_later_loads);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

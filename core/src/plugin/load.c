@@ -87,7 +87,10 @@ static int wrong_machine(const char *path, const char *base, char *reason, size_
 fsdpc_status fsdpc__plugin_lib_load(fsdpc_plugin_lib *lib, char *reason, size_t cap) {
   const char *base = lib->basename;
   dlerror();
-  lib->handle = dlopen(lib->path, RTLD_NOW | RTLD_LOCAL);
+  /* NODELETE: a plugin stays mapped for the life of the process, even after
+   * its registry is gone, so no object or thread of it can outlive its code,
+   * and the next registry needs no probe child (probe.c). */
+  lib->handle = dlopen(lib->path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!lib->handle) {
     const char *e = dlerror();
     if (wrong_machine(lib->path, base, reason, cap))

@@ -117,6 +117,7 @@ static const char *const resume_free[] = {"train.max_steps",
                                           "fsdp.state_dict_type",
                                           "model.init.",
                                           "model.config",
+                                          "model.from",
                                           "data.train",
                                           "data.eval",
                                           NULL};

@@ -208,10 +208,13 @@ static fsdpc_status check_implemented(const fsdpc_config *c, fsdpc_err *err) {
 }
 
 fsdpc_status fsdpc__cfg_finish(fsdpc_config *c, fsdpc_err *err) {
+  FSDPC_TRY(fsdpc__cfg_resolve_model_folder(c, err));
   if (c->model.config[0])
     FSDPC_TRY(fsdpc__cfg_read_hf(c, err));
   FSDPC_TRY(check_required(c, err));
   FSDPC_TRY(derive(c, err));
+  if (c->model.init.from[0])
+    FSDPC_TRY(fsdpc__cfg_check_weights_shape(c, err));
   FSDPC_TRY(cross_checks(c, err));
   FSDPC_TRY(check_paths(c, err));
   FSDPC_TRY(check_implemented(c, err));

@@ -81,6 +81,7 @@ typedef struct fsdpc_config_model {
     char *from; /* checkpoint to start from; "" = random init */
     double std;
   } init;
+  char *from; /* HF folder: shape, weights and tokenizer; "" = none (config/folder.c) */
 } fsdpc_config_model;
 
 typedef struct fsdpc_config_data {
@@ -253,6 +254,13 @@ bool fsdpc__config_equal(const fsdpc_config *a, const fsdpc_config *b, const cha
  * "cfg.yaml:12:9", "override 'optim.lr=1e-3'", "llama/config.json field
  * 'hidden_size'", or the file name when the key has its default. */
 void fsdpc__config_where(const fsdpc_config *c, const char *path, char *buf, size_t cap);
+
+/* One line for the start of a run when model.config gives only the shape
+ * (the weights start random); "" otherwise. */
+void fsdpc__config_model_note(const fsdpc_config *c, char *buf, size_t cap);
+/* Whether two paths name the same model folder (a config.json names its
+ * folder; compared after resolving links and relative spellings). */
+bool fsdpc__cfg_same_folder(const char *a, const char *b);
 
 /* The reference page (docs/config.md) generated from the schema table. */
 void fsdpc__config_schema_markdown(FILE *f);

@@ -64,6 +64,12 @@ fsdpc_status fsdpc__cfg_add_section(fsdpc_config *c, const char *path, const cha
 
 /* Reads model.config into rows that are still unset (hf.c). */
 fsdpc_status fsdpc__cfg_read_hf(fsdpc_config *c, fsdpc_err *err);
+/* The shape keys against the weights' config.json (model.init.from): a
+ * key that contradicts it is refused, naming where it was given (hf.c). */
+fsdpc_status fsdpc__cfg_check_weights_shape(const fsdpc_config *c, fsdpc_err *err);
+/* model.from, or model.init.from alone: fills model.config,
+ * model.init.from and data.tokenizer from the folder (folder.c). */
+fsdpc_status fsdpc__cfg_resolve_model_folder(fsdpc_config *c, fsdpc_err *err);
 /* After file and overrides: model.config, derived defaults, required keys,
  * cross-checks and the not-implemented rule (check.c). */
 fsdpc_status fsdpc__cfg_finish(fsdpc_config *c, fsdpc_err *err);

@@ -231,6 +231,10 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
       STEP(fsdpc__engine_init_adapters(s->eng, (uint64_t)cfg->train.seed, err));
     s->startup.weights_how = "HF load";
   } else {
+    char note[4200]; /* model.config alone: the shape only, said once */
+    fsdpc__config_model_note(cfg, note, sizeof note);
+    if (note[0] && s->env.rank == 0)
+      FSDPC_LOGI("%s", note);
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));
     s->startup.weights_how = s->ops->init_f32 && !md->cpu_offload_asked
                                  ? "random init on the device"

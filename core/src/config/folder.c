@@ -1,0 +1,126 @@
+/* A Hugging Face model folder as one key (docs/config.md, "Model folders"):
+ * model.from DIR supplies the shape (model.config), the weights
+ * (model.init.from) and, when the folder ships one, the tokenizer
+ * (data.tokenizer); model.init.from alone does the same, so that one path
+ * is written once. model.config alone stays "shape only". The keys a
+ * folder fills are marked as set from where model.from (or
+ * model.init.from) was given, so errors and the dump name the source. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "config/meta.h"
+
+static bool is_set(const fsdpc_config *c, const char *path, int *ki) {
+  return fsdpc__cfg_find(path, ki) && c->meta->keys[*ki].set;
+}
+
+/* The folder a model.config value names (config.json's folder for a file),
+ * canonical when it exists. */
+static void folder_of(const char *p, char *out, size_t cap) {
+  char buf[PATH_MAX];
+  struct stat sb;
+  snprintf(buf, sizeof buf, "%s", p);
+  if (stat(buf, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+    char *slash = strrchr(buf, '/');
+    if (slash)
+      *slash = '\0';
+    else
+      snprintf(buf, sizeof buf, ".");
+  }
+  char real[PATH_MAX];
+  snprintf(out, cap, "%s", realpath(buf, real) ? real : buf);
+}
+
+bool fsdpc__cfg_same_folder(const char *a, const char *b) {
+  char fa[PATH_MAX], fb[PATH_MAX];
+  folder_of(a, fa, sizeof fa);
+  folder_of(b, fb, sizeof fb);
+  return strcmp(fa, fb) == 0;
+}
+
+static bool has_tokenizer(const char *dir) {
+  char p[PATH_MAX + 32];
+  struct stat sb;
+  const char *names[] = {"tokenizer.json", "tokenizer.model"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+    if (stat(p, &sb) == 0 && S_ISREG(sb.st_mode))
+      return true;
+  }
+  return false;
+}
+
+/* Sets key `path` to value, recorded as coming from `where`. */
+static fsdpc_status set_from(fsdpc_config *c, const char *path, const char *value,
+                             const char *where, fsdpc_err *err) {
+  int ki;
+  if (!fsdpc__cfg_find(path, &ki))
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "config: no key %s", path);
+  fsdpc_cfg_ctx ctx = {c, c->source, where, err};
+  /* quoted, so that a path starting with '[' or '{' stays a path */
+  char *q = malloc(2 * strlen(value) + 3), *o = q;
+  if (!q)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  *o++ = '\'';
+  for (const char *s = value; *s; s++) {
+    if (*s == '\'')
+      *o++ = '\'';
+    *o++ = *s;
+  }
+  *o++ = '\'';
+  *o = '\0';
+  fsdpc_status st = fsdpc__cfg_set_text(&ctx, ki, q);
+  free(q);
+  return st;
+}
+
+fsdpc_status fsdpc__cfg_resolve_model_folder(fsdpc_config *c, fsdpc_err *err) {
+  fsdpc_config_model *m = &c->model;
+  int ki;
+  const char *dir = NULL, *key = NULL;
+  if (m->from[0]) {
+    dir = m->from, key = "model.from";
+    const char *others[] = {"model.config", "model.init.from"};
+    const char *vals[] = {m->config, m->init.from};
+    for (int i = 0; i < 2; i++)
+      if (vals[i][0] && !fsdpc__cfg_same_folder(vals[i], dir)) {
+        char where[600];
+        fsdpc__config_where(c, others[i], where, sizeof where);
+        return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                           "%s: %s '%s' is another folder than model.from '%s', which supplies "
+                           "the shape, the weights and the tokenizer; remove %s",
+                           where, others[i], vals[i], dir, others[i]);
+      }
+  } else if (m->init.from[0] && !m->config[0]) {
+    dir = m->init.from, key = "model.init.from"; /* the weights' own shape */
+  }
+  if (!dir)
+    return FSDPC_OK;
+  char where[700], given[600];
+  fsdpc__config_where(c, key, given, sizeof given);
+  snprintf(where, sizeof where, "%s (%s)", given, key);
+  char *d = strdup(dir); /* the setters below may free the string dir points into */
+  if (!d)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  fsdpc_status st = FSDPC_OK;
+  if (!m->config[0])
+    st = set_from(c, "model.config", d, where, err);
+  if (st == FSDPC_OK && !m->init.from[0])
+    st = set_from(c, "model.init.from", d, where, err);
+  if (st == FSDPC_OK && !is_set(c, "data.tokenizer", &ki) && has_tokenizer(d))
+    st = set_from(c, "data.tokenizer", d, where, err);
+  free(d);
+  return st;
+}
+
+void fsdpc__config_model_note(const fsdpc_config *c, char *buf, size_t cap) {
+  buf[0] = '\0';
+  if (c->model.config[0] && !c->model.init.from[0])
+    snprintf(buf, cap,
+             "model.config '%s' gives the shape only: the weights start random (model.init.std "
+             "%g); to start from that folder's weights and tokenizer, set model.from: %s",
+             c->model.config, c->model.init.std, c->model.config);
+}

@@ -99,7 +99,7 @@ static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
   }
   fsdpc_dist_env env;
   fsdpc_session *s = NULL;
-  double r[4];
+  double r[5];
   fsdpc_status st = fsdpc__dist_env_detect(&env, &err);
   if (st == FSDPC_OK) {
     fsdpc__log_setup(FSDPC_LOG_WARN, env.world_size > 1 ? env.rank : -1);
@@ -115,6 +115,7 @@ static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
     cJSON_AddNumberToObject(o, "token_accuracy", r[2]);
     cJSON_AddNumberToObject(o, "tokens", r[1]);
     cJSON_AddNumberToObject(o, "batches", r[3]);
+    cJSON_AddNumberToObject(o, "sequences", r[4]);
     cJSON_AddNumberToObject(o, "world_size", env.world_size);
     fsdpc_mem_stats ms; /* this rank's device (host for the CPU), setup included */
     fsdpc__session_mem(s, &ms, NULL);
@@ -173,7 +174,7 @@ int fsdpc__cmd_eval(int argc, char **argv) {
         goto out;
       }
       if (strcmp(a, "--batches") == 0 && strcmp(v, "all") == 0)
-        v = "2147483647"; /* eval caps it at the file's batches */
+        v = "0"; /* train.eval_batches 0: every example */
       snprintf(buf[nb], sizeof buf[nb], "%s=%s", key, v);
       ov[n_ov++] = buf[nb++];
       i++;
@@ -208,6 +209,7 @@ int fsdpc__cmd_eval(int argc, char **argv) {
   ov[n_ov++] = buf[nb++];
   snprintf(buf[nb], sizeof buf[nb], "data.train=%s", data);
   ov[n_ov++] = buf[nb++];
+  ov[n_ov++] = "data.eval_fraction=0"; /* --data is the eval data, whatever the run held out */
   ov[n_ov++] = "checkpoint.dir=''";
   ov[n_ov++] = "log.progress=off";
   if (hf && !own) {

@@ -217,13 +217,15 @@ static fsdpc_status apply_state(fsdpc_ckpt_train *s, const char *dir, fsdpc_err 
   FSDPC_TRY(fsdpc__ckpt_state_parse(json, dir, &st, &model, err));
   fsdpc_status rc = fsdpc__ckpt_check_model(&s->plan->shape, model, dir, err);
   free(model);
-  if (rc == FSDPC_OK && st.global_batch && (st.global_batch != s->plan->modes.batch.global || st.seq_len != s->plan->modes.batch.seq_len))
+  if (rc == FSDPC_OK && !s->weights_only && st.global_batch &&
+      (st.global_batch != s->plan->modes.batch.global ||
+       st.seq_len != s->plan->modes.batch.seq_len))
     rc = fsdpc__fail(err, FSDPC_INVALID_USAGE,
                      "%s was saved with a global batch of %lld x %lld tokens, this run has %lld "
                      "x %lld: set train.global_batch_size=%lld and data.seq_len=%lld to resume",
                      dir, (long long)st.global_batch, (long long)st.seq_len, (long long)s->plan->modes.batch.global,
                      (long long)s->plan->modes.batch.seq_len, (long long)st.global_batch, (long long)st.seq_len);
-  if (rc == FSDPC_OK && st.loader_step >= 0) {
+  if (rc == FSDPC_OK && !s->weights_only && st.loader_step >= 0) {
     fsdpc_loader_state ls = {.epoch = st.loader_epoch, .step = st.loader_step};
     rc = fsdpc__loader_restore(s->train_ld, &ls, err);
     if (rc != FSDPC_OK)

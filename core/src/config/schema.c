@@ -391,7 +391,11 @@ static const fsdpc_cfg_key keys[] = {
     INT_("train.seed", train.seed, "42", "seed for weight init (and data order unless data.seed)",
          RANGE_(0, 4294967295.0)),
     INT_("train.eval_every", train.eval_every, "0", "evaluate every N steps; 0 = never", MIN_(0)),
-    INT_("train.eval_batches", train.eval_batches, "4", "batches per evaluation", MIN_(1)),
+    INT_("train.eval_batches", train.eval_batches, "0",
+         "global batches per evaluation, the last one smaller when the data ends inside it; 0 = "
+         "every example of the eval data (then eval_loss does not depend on the batch size or "
+         "the world size)",
+         MIN_(0)),
     INT_("train.log_every", train.log_every, "1", "log every N steps", MIN_(1)),
     ENUM_("train.device", train.device, "cpu", device_values,
           "where compute runs (cuda: one GPU per local rank)", NONE_),

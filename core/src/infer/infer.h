@@ -155,9 +155,9 @@ fsdpc_status fsdpc__infer_eos_ids(const char *dir, const fsdpc_model_shape *s, i
                                   int *n, fsdpc_err *err);
 
 /* ---- eval.c ---- over a training session built for evaluation: out = {
- * loss, target tokens, token accuracy, batches} over every rank; collective.
- * The loss is computed exactly as train's evaluation. */
+ * loss, target tokens, token accuracy, batches, sequences} over every rank;
+ * collective. The loss is computed exactly as train's evaluation. */
 struct fsdpc_session;
-fsdpc_status fsdpc__eval_run(struct fsdpc_session *s, double out[4], fsdpc_err *err);
+fsdpc_status fsdpc__eval_run(struct fsdpc_session *s, double out[5], fsdpc_err *err);
 
 #endif

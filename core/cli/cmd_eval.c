@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/peft.h"
 #include "cli_launch.h"
 #include "commands.h"
 #include "config/config.h"
@@ -205,8 +206,18 @@ int fsdpc__cmd_eval(int argc, char **argv) {
    * checkpoint is resumed (its optimizer state is read and unused). */
   snprintf(cfgfile, sizeof cfgfile, "%s/%s", model, FSDPC_CKPT_CONFIG_FILE);
   int hf = fsdpc__hf_is_folder(model), own = stat(cfgfile, &sb) == 0;
-  snprintf(buf[nb], sizeof buf[nb], hf ? "model.init.from=%s" : "checkpoint.resume=%s", model);
+  /* A PEFT adapter folder is merged into its base (model.adapter). */
+  snprintf(buf[nb], sizeof buf[nb],
+           fsdpc__peft_is_folder(model) ? "model.adapter=%s"
+           : hf                         ? "model.init.from=%s"
+                                        : "checkpoint.resume=%s",
+           model);
   ov[n_ov++] = buf[nb++];
+  if (own) { /* a checkpoint's weights replace its run's model.from, and already
+              * hold any adapter that run merged */
+    ov[n_ov++] = "model.from=''";
+    ov[n_ov++] = "model.adapter=''";
+  }
   snprintf(buf[nb], sizeof buf[nb], "data.train=%s", data);
   ov[n_ov++] = buf[nb++];
   ov[n_ov++] = "data.eval_fraction=0"; /* --data is the eval data, whatever the run held out */

@@ -118,6 +118,7 @@ static const char *const resume_free[] = {"train.max_steps",
                                           "model.init.",
                                           "model.config",
                                           "model.from",
+                                          "model.adapter",
                                           "data.train",
                                           "data.eval",
                                           NULL};

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/peft.h"
 #include "ckpt/state.h"
 #include "ckpt/test_hooks.h"
 #include "ckpt/train_hooks.h"
@@ -541,6 +542,10 @@ fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_engine *eng, const fsdpc_run_plan
   /* what fsdpc can model, for the longest sequence this run uses */
   FSDPC_TRY(fsdpc__hf_rules_folder(dir, &plan->shape, plan->modes.batch.seq_len, err));
   FSDPC_TRY(fsdpc__engine_load_hf(eng, dir, err));
+  const char *adapter = plan->cfg->model.adapter;
+  int merged = 0;
+  if (adapter[0])
+    FSDPC_TRY(fsdpc__peft_merge_engine(eng, &plan->shape, adapter, &merged, err));
   fsdpc__mem_rss(&rss1, &hwm1);
   int64_t base = rss0 < hwm0 ? rss0 : hwm0;
   /* The load's footprint: this rank's master shards (allocated, and
@@ -555,5 +560,7 @@ fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_engine *eng, const fsdpc_run_plan
              dir, fsdpc__now() - t0, used / 1048576.0, eb.params / 1048576.0, extra / 1048576.0,
              base / 1048576.0, hwm1 / 1048576.0, bound / 1048576.0,
              ok ? "within bound" : "BOUND EXCEEDED");
+  if (adapter[0])
+    FSDPC_LOGI("merged the LoRA adapter %s into %d weights of %s", adapter, merged, dir);
   return FSDPC_OK;
 }

@@ -145,6 +145,12 @@ static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
                          "%s: %s (%lld) is not a token of the vocabulary (model.vocab_size %lld); "
                          "use an id below it, or -1 for none",
                          where_of(c, ids[i]), ids[i], (long long)vals[i], (long long)m->vocab_size);
+  if (c->model.adapter[0] && c->peft.method != FSDPC_PEFT_NONE)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "%s: model.adapter merges an adapter into the weights, which LoRA keeps "
+                       "frozen in their compute dtype; train new adapters on a merged folder "
+                       "(peft.merge_on_save) instead",
+                       where_of(c, "model.adapter"));
   return check_peft(c, err);
 }
 

@@ -82,6 +82,7 @@ typedef struct fsdpc_config_model {
     double std;
   } init;
   char *from; /* HF folder: shape, weights and tokenizer; "" = none (config/folder.c) */
+  char *adapter; /* PEFT LoRA folder merged into the loaded weights; "" = none */
 } fsdpc_config_model;
 
 typedef struct fsdpc_config_data {

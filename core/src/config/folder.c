@@ -5,6 +5,7 @@
  * is written once. model.config alone stays "shape only". The keys a
  * folder fills are marked as set from where model.from (or
  * model.init.from) was given, so errors and the dump name the source. */
+#include <cjson/cJSON.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "config/meta.h"
+#include "io/fileio.h"
 
 static bool is_set(const fsdpc_config *c, const char *path, int *ki) {
   return fsdpc__cfg_find(path, ki) && c->meta->keys[*ki].set;
@@ -77,6 +79,39 @@ static fsdpc_status set_from(fsdpc_config *c, const char *path, const char *valu
   return st;
 }
 
+/* model.adapter alone: the base its adapter_config.json names (as written
+ * at training; a path that is not a folder here must be given). */
+static fsdpc_status adapter_base(const fsdpc_config *c, char *out, size_t cap, fsdpc_err *err) {
+  char path[PATH_MAX + 32], where[600];
+  fsdpc__config_where(c, "model.adapter", where, sizeof where);
+  snprintf(path, sizeof path, "%s/adapter_config.json", c->model.adapter);
+  char *text = NULL;
+  size_t len = 0;
+  if (fsdpc__read_small_file(path, 16u << 20, &text, &len) != 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: model.adapter '%s' is not a PEFT adapter folder (no readable "
+                       "adapter_config.json)",
+                       where, c->model.adapter);
+  cJSON *j = cJSON_ParseWithLength(text, len);
+  free(text);
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "base_model_name_or_path");
+  struct stat sb;
+  fsdpc_status st = FSDPC_OK;
+  if (!cJSON_IsString(b) || !b->valuestring[0])
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                     "%s: %s names no base_model_name_or_path; give the base with model.from=PATH",
+                     where, path);
+  else if (stat(b->valuestring, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                     "%s: the adapter's base '%s' (%s) is not a folder here; give it with "
+                     "model.from=PATH",
+                     where, b->valuestring, path);
+  else
+    snprintf(out, cap, "%s", b->valuestring);
+  cJSON_Delete(j);
+  return st;
+}
+
 fsdpc_status fsdpc__cfg_resolve_model_folder(fsdpc_config *c, fsdpc_err *err) {
   fsdpc_config_model *m = &c->model;
   int ki;
@@ -96,6 +131,19 @@ fsdpc_status fsdpc__cfg_resolve_model_folder(fsdpc_config *c, fsdpc_err *err) {
       }
   } else if (m->init.from[0] && !m->config[0]) {
     dir = m->init.from, key = "model.init.from"; /* the weights' own shape */
+  }
+  char base[PATH_MAX];
+  if (!dir && m->adapter[0] && !m->config[0] && !m->init.from[0]) {
+    FSDPC_TRY(adapter_base(c, base, sizeof base, err));
+    dir = base, key = "model.adapter";
+  }
+  if (m->adapter[0] && !dir && !m->init.from[0]) {
+    char where[600];
+    fsdpc__config_where(c, "model.adapter", where, sizeof where);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: model.adapter is merged into loaded weights, but model.config alone "
+                       "starts from random ones; set model.from to the adapter's base",
+                       where);
   }
   if (!dir)
     return FSDPC_OK;

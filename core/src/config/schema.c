@@ -172,6 +172,11 @@ static const fsdpc_cfg_key keys[] = {
           NONE_),
     FLOAT_("model.init.std", model.init.std, "0.02", "standard deviation of the random init",
            MIN_(0)),
+    PATH_("model.adapter", model.adapter, "",
+          "PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) merged into "
+          "the weights as they load (W += s B A); alone, its base_model_name_or_path is the model "
+          "folder (as model.from); \"\" = none",
+          NONE_),
 
     /* ---- data ---- */
     PATH_("data.train", data.train, "",

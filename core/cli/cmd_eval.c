@@ -62,7 +62,7 @@ static fsdpc_status make_config(const char *model, const char *const *ov, int n_
   struct stat sb;
   snprintf(path, sizeof path, "%s/%s", model, FSDPC_CKPT_CONFIG_FILE);
   if (stat(path, &sb) == 0)
-    return fsdpc__config_load(path, ov, n_ov, cfg, err);
+    return fsdpc__config_load_checkpoint(path, ov, n_ov, cfg, err);
   return fsdpc__config_from_string("train: {}\n", model, ov, n_ov, cfg, err);
 }
 
@@ -213,11 +213,6 @@ int fsdpc__cmd_eval(int argc, char **argv) {
                                         : "checkpoint.resume=%s",
            model);
   ov[n_ov++] = buf[nb++];
-  if (own) { /* a checkpoint's weights replace its run's model.from, and already
-              * hold any adapter that run merged */
-    ov[n_ov++] = "model.from=''";
-    ov[n_ov++] = "model.adapter=''";
-  }
   snprintf(buf[nb], sizeof buf[nb], "data.train=%s", data);
   ov[n_ov++] = buf[nb++];
   ov[n_ov++] = "data.eval_fraction=0"; /* --data is the eval data, whatever the run held out */

@@ -88,4 +88,14 @@ cp "$FSDPC_SOURCE_DIR/tests/fixtures/tokenizers/llama2-tiny/tokenizer.json" othe
 grep -q "^  tokenizer: other$" tok.log || fail "data.tokenizer is not the folder: $(grep tokenizer: tok.log)"
 "$FSDPC" config check ft.yaml model.from=other data.tokenizer=byte >tok2.log 2>&1 || fail "config check"
 grep -q "^  tokenizer: byte$" tok2.log || fail "a given data.tokenizer was replaced"
+# A checkpoint of a model.from run loads where its base is gone: its
+# config.yaml holds the whole shape (the folders it names are not read).
+"$FSDPC" train ft.yaml model.from=other data.tokenizer=byte log.dir=l5 checkpoint.dir=ftck \
+  checkpoint.save_steps=1 train.max_steps=2 >ft.log 2>&1 || fail "train into ftck: $(tail -1 ft.log)"
+mv other gone
+"$FSDPC" eval ftck/final --data qa.tok --seq-len 32 >ev.log 2>&1 || fail "eval without the base: $(tail -1 ev.log)"
+"$FSDPC" eval ftck/step-000001 --data qa.tok >ev2.log 2>&1 || fail "eval of a step without the base: $(tail -1 ev2.log)"
+"$FSDPC" generate ftck/final --prompt-ids 1,2 --max-new-tokens 2 >gen.log 2>&1 ||
+  fail "generate without the base: $(tail -1 gen.log)"
+"$FSDPC" convert ftck/step-000001 conv --to hf >cv.log 2>&1 || fail "convert without the base: $(tail -1 cv.log)"
 echo "PASS: model folders (model.from, model.init.from alone, model.config alone, contradictions)"

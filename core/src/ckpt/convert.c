@@ -63,7 +63,7 @@ static fsdpc_status load_config(const fsdpc_convert_opts *o, fsdpc_config **cfg,
   int have = p && stat(p, &sb) == 0;
   fsdpc_status st;
   if (have) {
-    st = fsdpc__config_load(p, o->overrides, o->n_overrides, cfg, err);
+    st = fsdpc__config_load_checkpoint(p, o->overrides, o->n_overrides, cfg, err);
   } else {
     /* An HF folder: its config.json gives the model; the rest defaults. */
     int n = o->n_overrides + 1;

@@ -237,6 +237,13 @@ typedef struct fsdpc_config {
  * and the key path. */
 fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, int n_overrides,
                                 fsdpc_config **out, fsdpc_err *err);
+/* A checkpoint's config.yaml (the resolved config of the run that wrote
+ * it): as fsdpc__config_load, but the model folders it names are not read
+ * again (model.from and model.config cleared: every shape key is in the
+ * file; model.adapter cleared: the checkpoint's weights hold it), so that
+ * its checkpoints load where the base has moved or is gone. */
+fsdpc_status fsdpc__config_load_checkpoint(const char *path, const char *const *overrides,
+                                           int n_overrides, fsdpc_config **out, fsdpc_err *err);
 /* Same from YAML text; name stands for the file name in messages. */
 fsdpc_status fsdpc__config_from_string(const char *yaml_text, const char *name,
                                        const char *const *overrides, int n_overrides,

@@ -43,6 +43,16 @@ bool fsdpc__cfg_same_folder(const char *a, const char *b) {
   return strcmp(fa, fb) == 0;
 }
 
+/* Whether every required model key is given (by the file or an override). */
+static bool shape_given(const fsdpc_config *c) {
+  int n;
+  const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
+  for (int i = 0; i < n; i++)
+    if ((keys[i].flags & FSDPC_CFG_REQUIRED) && !c->meta->keys[i].set)
+      return false;
+  return true;
+}
+
 static bool has_tokenizer(const char *dir) {
   char p[PATH_MAX + 32];
   struct stat sb;
@@ -154,7 +164,10 @@ fsdpc_status fsdpc__cfg_resolve_model_folder(fsdpc_config *c, fsdpc_err *err) {
   if (!d)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   fsdpc_status st = FSDPC_OK;
-  if (!m->config[0])
+  /* model.init.from with the whole shape given (a checkpoint's config.yaml)
+   * needs no model.config: the shape check against the weights' own
+   * config.json still runs when they load from there */
+  if (!m->config[0] && (m->from[0] || m->adapter[0] || !shape_given(c)))
     st = set_from(c, "model.config", d, where, err);
   if (st == FSDPC_OK && !m->init.from[0])
     st = set_from(c, "model.init.from", d, where, err);

@@ -402,6 +402,22 @@ fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, 
   return st;
 }
 
+fsdpc_status fsdpc__config_load_checkpoint(const char *path, const char *const *overrides,
+                                           int n_overrides, fsdpc_config **out, fsdpc_err *err) {
+  static const char *const clear[] = {"model.from=''", "model.config=''", "model.adapter=''"};
+  enum { N_CLEAR = sizeof clear / sizeof clear[0] };
+  const char **ov = calloc((size_t)n_overrides + N_CLEAR, sizeof *ov);
+  if (!ov)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  for (int i = 0; i < N_CLEAR; i++)
+    ov[i] = clear[i];
+  for (int i = 0; i < n_overrides; i++) /* after: the caller's overrides win */
+    ov[N_CLEAR + i] = overrides[i];
+  fsdpc_status st = fsdpc__config_load(path, ov, n_overrides + N_CLEAR, out, err);
+  free(ov);
+  return st;
+}
+
 void fsdpc__config_where(const fsdpc_config *c, const char *path, char *buf, size_t cap) {
   int ki;
   if (fsdpc__cfg_find(path, &ki) && c->meta->keys[ki].set)

@@ -68,7 +68,7 @@ static int is_file(const char *dir, const char *name) {
  * base its adapter_config.json names, or model.from given). */
 static fsdpc_status load_config(const fsdpc_infer_load_opts *o, fsdpc_config **cfg,
                                 fsdpc_err *err) {
-  int n = o->n_overrides + 4, k = 0;
+  int n = o->n_overrides + 3, k = 0;
   const char **ov = calloc((size_t)n, sizeof *ov);
   char *mc = malloc(strlen(o->dir) + 32), seq[64] = "", dev[64] = "", att[160] = "";
   fsdpc_status st;
@@ -88,12 +88,8 @@ static fsdpc_status load_config(const fsdpc_infer_load_opts *o, fsdpc_config **c
   for (int i = 0; i < o->n_overrides; i++)
     ov[k++] = o->overrides[i];
   if (is_file(o->dir, FSDPC_CKPT_CONFIG_FILE)) {
-    /* the checkpoint's weights already hold any adapter the run merged */
-    memmove(ov + 1, ov, (size_t)k * sizeof *ov);
-    ov[0] = "model.adapter=''";
-    k++;
     char *p = fsdpc__path_join(o->dir, FSDPC_CKPT_CONFIG_FILE);
-    st = p ? fsdpc__config_load(p, ov, k, cfg, err)
+    st = p ? fsdpc__config_load_checkpoint(p, ov, k, cfg, err)
            : fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     free(p);
   } else {

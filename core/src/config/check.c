@@ -215,7 +215,8 @@ static fsdpc_status check_implemented(const fsdpc_config *c, fsdpc_err *err) {
 
 fsdpc_status fsdpc__cfg_finish(fsdpc_config *c, fsdpc_err *err) {
   FSDPC_TRY(fsdpc__cfg_resolve_model_folder(c, err));
-  if (c->model.config[0])
+  struct stat sb;
+  if (c->model.config[0] && !(c->meta->from_checkpoint && stat(c->model.config, &sb) != 0))
     FSDPC_TRY(fsdpc__cfg_read_hf(c, err));
   FSDPC_TRY(check_required(c, err));
   FSDPC_TRY(derive(c, err));

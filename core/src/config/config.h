@@ -238,10 +238,11 @@ typedef struct fsdpc_config {
 fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, int n_overrides,
                                 fsdpc_config **out, fsdpc_err *err);
 /* A checkpoint's config.yaml (the resolved config of the run that wrote
- * it): as fsdpc__config_load, but the model folders it names are not read
- * again (model.from and model.config cleared: every shape key is in the
- * file; model.adapter cleared: the checkpoint's weights hold it), so that
- * its checkpoints load where the base has moved or is gone. */
+ * it): as fsdpc__config_load, but its model folders need not be there
+ * (model.from cleared and a model.config that is gone not read: every
+ * shape key is in the file; model.adapter cleared: the checkpoint's
+ * weights hold it), so that its checkpoints load where the base has moved
+ * or is gone. */
 fsdpc_status fsdpc__config_load_checkpoint(const char *path, const char *const *overrides,
                                            int n_overrides, fsdpc_config **out, fsdpc_err *err);
 /* Same from YAML text; name stands for the file name in messages. */

@@ -19,6 +19,9 @@ typedef struct fsdpc_section_src {
 } fsdpc_section_src;
 
 struct fsdpc_config_meta {
+  /* a checkpoint's config.yaml (fsdpc__config_load_checkpoint): every shape
+   * key is in it, so a model.config folder that is gone is not read */
+  bool from_checkpoint;
   fsdpc_key_src *keys; /* one per schema row */
   int n_keys;
   fsdpc_section_src *sections;

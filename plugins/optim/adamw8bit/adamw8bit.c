@@ -316,12 +316,12 @@ static int32_t q8_export(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint
 static int32_t check_element(const fsdpc_optimizer *opt, uint32_t slot, float v, float s,
                              uint64_t j) {
   const double limit = FLT_MAX * (1.0 - (slot == 0 ? opt->beta1 : opt->beta2)) / 2.0;
-  const char *why = !isfinite(v) || !isfinite(s)           ? "is not finite"
-                    : s < 0.0f                             ? "has a negative block scale"
-                    : fabsf(v) > s * (1.0f + 1e-6f)        ? "exceeds its block scale"
-                    : slot == 1 && v < 0.0f                ? "is negative (a mean of squares)"
-                    : fabs(v) > limit || (double)s > limit ? "is too large for the next step"
-                                                           : NULL;
+  const char *why = !isfinite(v) || !isfinite(s)                ? "is not finite"
+                    : s < 0.0f                                  ? "has a negative block scale"
+                    : s > 0.0f && fabsf(v) > s * (1.0f + 1e-6f) ? "exceeds its block scale"
+                    : slot == 1 && v < 0.0f                     ? "is negative (a mean of squares)"
+                    : fabs(v) > limit || (double)s > limit      ? "is too large for the next step"
+                                                                : NULL;
   if (!why)
     return FSDPC_OK;
   return fsdpc_pl_fail(opt->host, FSDPC_INVALID_USAGE,
@@ -352,10 +352,12 @@ static int32_t q8_import(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint
       vmax = fmaxf(vmax, fabsf(values[j]));
       one_scale &= scales[j] == scales[j0];
     }
-    /* A block saved whole (the same scale on every element) was quantized
-     * with its largest value as the scale, which the codes' ends (+-1)
-     * give back; a scale far above every value zeroes the block. */
-    if (one_scale && j1 > j0 && s > 0.0f && vmax < 0.5f * s)
+    /* A whole block saved whole (the same scale on all of its elements;
+     * the blocks of a Llama shape do not move with the world size) was
+     * quantized with its largest value as the scale, which the codes' ends
+     * (+-1) give back; a scale far above every value zeroes the block. A
+     * scale of 0 carries no information (the values give it). */
+    if (one_scale && j1 - j0 == Q8_BLOCK && s > 0.0f && vmax < 0.5f * s)
       return fsdpc_pl_fail(opt->host, FSDPC_INVALID_USAGE,
                            "adamw8bit: saved %s block scale %g at element %llu is above every "
                            "value of its block (largest %g): not a valid state; the checkpoint "

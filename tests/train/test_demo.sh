@@ -45,18 +45,19 @@ learn) names="setup quickstart shard" ;;
 chat) names="chat" ;;
 *) fail "usage: test_demo.sh learn|chat" ;;
 esac
-: >"$TMP/readme.sh"
 for n in $names; do
-  block "$n" >"$TMP/$n.sh"
+  block "$n" | grep -v '^bash scripts/test.sh\b' >"$TMP/$n.sh"
   [ "$(wc -l <"$TMP/$n.sh")" -ge 1 ] || fail "no '$n' command block in README.md"
-  grep -v '^bash scripts/test.sh\b' "$TMP/$n.sh" >>"$TMP/readme.sh"
+  echo "--- the README's '$n' commands:"
+  cat "$TMP/$n.sh"
+  (cd "$tree" && bash -e "$TMP/$n.sh") >"$TMP/$n.log" 2>&1 || {
+    cp "$TMP/$n.log" "$TMP/readme.log"
+    fail "a README '$n' command failed"
+  }
 done
-echo "--- the README's commands:"
-cat "$TMP/readme.sh"
-(cd "$tree" && bash -e "$TMP/readme.sh") >"$TMP/readme.log" 2>&1 || fail "a README command failed"
 
 if [ "$what" = chat ]; then
-  python3 - "$tree/out/tiny-chat-cpu/metrics.jsonl" "$TMP/readme.log" <<'PY' || fail "the chat demo did not learn"
+  python3 - "$tree/out/tiny-chat-cpu/metrics.jsonl" "$TMP/chat.log" <<'PY' || fail "the chat demo did not learn"
 import json, re, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r]
 first, last = rows[0], rows[-1]
@@ -79,7 +80,7 @@ PY
 fi
 
 out=$tree/out/tiny-cpu
-python3 - "$out/metrics.jsonl" "$TMP/readme.log" <<'PY' || fail "the demo did not learn"
+python3 - "$out/metrics.jsonl" "$TMP/quickstart.log" <<'PY' || fail "the demo did not learn"
 import json, math, re, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r]
 first, last = rows[0], rows[-1]
@@ -104,5 +105,5 @@ for d in w4 hybrid; do
 done
 [ -s "$tree/out/w4/ckpt/final/model.safetensors" ] && [ ! -e "$tree/out/hybrid/ckpt" ] ||
   fail "the sharded runs' checkpoints are not where the README says"
-grep -q "^setup: all packages present" "$TMP/readme.log" || fail "the set-up line did not run"
+grep -q "^setup: all packages present" "$TMP/setup.log" || fail "the set-up line did not run"
 echo "PASS: the README's commands run verbatim and the demo learns"

@@ -117,7 +117,6 @@ fsdpc_status fsdpc__bench_write_json(const char *path, const fsdpc_bench_spec *s
  * SVG, and as PNG when png_path is non-NULL. A build without cairo writes
  * neither and succeeds; *written says whether the chart was written. */
 fsdpc_status fsdpc__bench_chart(const char *svg_path, const char *png_path, const char *title,
-                                const fsdpc_bench_row *rows, int n, int *written,
-                                fsdpc_err *err);
+                                const fsdpc_bench_row *rows, int n, int *written, fsdpc_err *err);
 
 #endif

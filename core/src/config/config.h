@@ -81,7 +81,7 @@ typedef struct fsdpc_config_model {
     char *from; /* checkpoint to start from; "" = random init */
     double std;
   } init;
-  char *from; /* HF folder: shape, weights and tokenizer; "" = none (config/folder.c) */
+  char *from;    /* HF folder: shape, weights and tokenizer; "" = none (config/folder.c) */
   char *adapter; /* PEFT LoRA folder merged into the loaded weights; "" = none */
 } fsdpc_config_model;
 

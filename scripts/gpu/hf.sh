@@ -37,7 +37,7 @@
 #     3. fsdpc generate (greedy) on final/ (the PEFT adapter folder over its
 #        base) and on final-merged/ give the same tokens, and fsdpc eval of
 #        both agree within 1e-3 (bf16).
-#     DEVICE=cpu SHAPE=tiny LAYERS=2: the same steps on the CPU (a dry run).
+#     DEVICE=cpu SHAPE=tiny LAYERS=2 SEQ=128: the same steps on the CPU (a dry run).
 # shellcheck disable=SC2317 # the mode functions run through "$MODE"
 MODE=${1:-}
 case $MODE in export | chateval | adapter) ;; memory) CARRY_LIBS=0 ;; *)
@@ -242,14 +242,14 @@ adapter() {
   export FSDPC_PLUGIN_PATH=$B/plugins
   W=/tmp/hfadapter
   rm -rf "$W" && mkdir -p "$W"
-  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
-  local dev=${DEVICE:-cuda}
+  local dev=${DEVICE:-cuda} seq=${SEQ:-512}
+  [ "$dev" = cpu ] || nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
   part make timeout 150 python3 "$C/lib/make_hf_random.py" "$W/base" --shape "${SHAPE:-llama3.1-8b}" \
     --layers "${LAYERS:-8}" --jobs 16
   "$F" data synth --task copy --n 20000 --out "$W/d.tok" >/dev/null || exit 1
   cat >"$W/l.yaml" <<YAML
 model: {from: $W/base}
-data: {train: $W/d.tok, seq_len: 512, tokenizer: byte}
+data: {train: $W/d.tok, seq_len: $seq, tokenizer: byte}
 train: {device: $dev, max_steps: 2, micro_batch_size: 1, log_every: 1}
 peft: {method: lora, r: 16, alpha: 32, target_modules: [all-linear], merge_on_save: true}
 fsdp: {activation_checkpointing: true}
@@ -266,11 +266,11 @@ YAML
   # one_model M: generate and eval of one folder, their JSON in $W/M.gen, $W/M.eval
   one_model() {
     "$F" generate "$W/ck/$1" --device "$dev" --prompt-ids 257,99,111,112,121 --max-new-tokens 16 \
-      --json >"$W/$1.gen" && "$F" eval "$W/ck/$1" --data "$W/d.tok" --seq-len 512 --batches 8 \
+      --json >"$W/$1.gen" && "$F" eval "$W/ck/$1" --data "$W/d.tok" --seq-len "$seq" --batches 8 \
       --device "$dev" >"$W/$1.eval" && cat "$W/$1.gen" "$W/$1.eval"
   }
   export -f one_model
-  export F W dev
+  export F W dev seq
   for m in final final-merged; do part "model-$m" timeout 120 bash -c "one_model $m"; done
   part compare python3 - "$W" <<'EOF'
 import json, sys

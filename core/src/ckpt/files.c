@@ -216,7 +216,7 @@ fsdpc_status fsdpc__ckpt_manifest_write(const char *dir, int rank, const fsdpc_c
   fsdpc_status st = FSDPC_OK;
   if (!(path = fsdpc__path_join(dir, name)))
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  else if (fsdpc__write_small_file(path, text, len) != 0)
+  else if (fsdpc__write_file_safe(path, text, len) != 0)
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", path, strerror(errno));
   free(path);
   free(text);

@@ -53,39 +53,40 @@ static void exchange(FILE *f, fsdpc_rng *rng, int first) {
   fputc('}', f);
 }
 
-/* Opens path's temporary file (path.tmp; the folder made as the token-file
- * writer does). */
-static fsdpc_status open_tmp(const char *path, FILE **f, char **tmp, fsdpc_err *err) {
-  fsdpc_status st = fsdpc__mkdir_parent(path, err);
-  if (st != FSDPC_OK)
+/* Opens a private temporary file beside path (util/fs.h; the folder made as
+ * the token-file writer does), renamed into place by close_tmp. */
+static fsdpc_status open_tmp(const char *path, FILE **f, fsdpc_out_file *out, fsdpc_err *err) {
+  FSDPC_TRY(fsdpc__mkdir_parent(path, err));
+  FSDPC_TRY(fsdpc__out_create(path, out, err));
+  if (!(*f = fdopen(out->fd, "w"))) {
+    fsdpc_status st =
+        fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", path, strerror(errno));
+    fsdpc__out_abort(out);
     return st;
-  if (asprintf(tmp, "%s.tmp", path) < 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  if (!(*f = fopen(*tmp, "w"))) {
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", path, strerror(errno));
-    free(*tmp);
   }
-  return st;
+  return FSDPC_OK;
 }
 
-/* Closes the temporary file and renames it to path. */
-static fsdpc_status close_tmp(FILE *f, char *tmp, const char *path, fsdpc_err *err) {
-  int bad = ferror(f);
+/* Flushes, fsyncs and closes the temporary file and renames it to its path. */
+static fsdpc_status close_tmp(FILE *f, fsdpc_out_file *out, fsdpc_err *err) {
+  int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
+  int e = errno;
   bad |= fclose(f) != 0;
-  fsdpc_status st = FSDPC_OK;
-  if (bad || rename(tmp, path) != 0) {
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", path, strerror(errno));
-    unlink(tmp);
+  out->fd = -1; /* closed with the stream */
+  if (bad) {
+    fsdpc_status st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", out->path,
+                                  strerror(e ? e : errno));
+    fsdpc__out_abort(out);
+    return st;
   }
-  free(tmp);
-  return st;
+  return fsdpc__out_commit(out, err);
 }
 
 fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err) {
   if (n < 1)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
   FILE *f;
-  char *tmp;
+  fsdpc_out_file tmp;
   fsdpc_status st = open_tmp(path, &f, &tmp, err);
   if (st != FSDPC_OK)
     return st;
@@ -101,7 +102,7 @@ fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path,
       exchange(f, &rng, t == 0 && !sys);
     fputs("]}\n", f);
   }
-  return close_tmp(f, tmp, path, err);
+  return close_tmp(f, &tmp, err);
 }
 
 /* ---- tools ------------------------------------------------------------- */
@@ -169,7 +170,7 @@ fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path
   if (n < 1)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
   FILE *f;
-  char *tmp;
+  fsdpc_out_file tmp;
   fsdpc_status st = open_tmp(path, &f, &tmp, err);
   if (st != FSDPC_OK)
     return st;
@@ -183,5 +184,5 @@ fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path
       add(f, &rng);
     fputs("]}\n", f);
   }
-  return close_tmp(f, tmp, path, err);
+  return close_tmp(f, &tmp, err);
 }

@@ -49,7 +49,8 @@ bad() { # bad PATTERN FILE-CONTENT [ARGS]
   printf '%s\n' "$content" >"$dir/bad.jsonl"
   rm -f "$dir/bad.tok"
   expect 1 "$pat" prepc --in "$dir/bad.jsonl" --out "$dir/bad.tok" "$@"
-  [ ! -e "$dir/bad.tok" ] && [ ! -e "$dir/bad.tok.tmp" ] || fail "output left behind for '$pat'"
+  [ ! -e "$dir/bad.tok" ] && [ -z "$(ls -A "$dir" | grep '^\.bad\.tok\..*\.tmp$')" ] ||
+    fail "output left behind for '$pat'"
 }
 ok='{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}'
 bad "bad.jsonl:2: column 13: malformed JSON" "$ok
@@ -61,7 +62,9 @@ bad "bad.jsonl:1: missing field 'output'" '{"instruction":"a","out":"b"}' --form
 bad "bad.jsonl:1: weight: expected a whole number" '{"text":"a","weight":0.5}'
 bad "empty dataset" ''
 bad "cannot tell the dataset format" '{"foo":1}'
-bad "bad.jsonl:1: expected a JSON object per line, got an array" '[1]' --format text
+bad "bad.jsonl:2: expected a JSON object per line, got an array" '{"text":"a"}
+[1]' --format text
+bad "bad.jsonl:1: column 2: element 0 of the JSON array: expected a JSON object" '[1]' --format text
 printf 'not a tokenizer' >"$dir/tokenizer.json"
 rm -f "$dir/x.tok"
 expect 1 "tokenizer.json" "$FSDPC" data prepare --in "$dir/t.jsonl" --tokenizer "$dir/tokenizer.json" --out "$dir/x.tok"
@@ -70,7 +73,8 @@ expect 1 "cannot open dataset" prep --in "$dir/nope.jsonl" --out "$dir/x.tok"
 # a failure after good lines leaves no partial file either
 { for i in $(seq 1 5000); do echo "$ok"; done; echo '{"messages":5}'; } >"$dir/late.jsonl"
 expect 1 "late.jsonl:5001: messages: expected a non-empty array" prepc --in "$dir/late.jsonl" --out "$dir/late.tok"
-[ ! -e "$dir/late.tok" ] && [ ! -e "$dir/late.tok.tmp" ] || fail "partial output after a late error"
+[ ! -e "$dir/late.tok" ] && [ -z "$(ls -A "$dir" | grep '^\.late\.tok\..*\.tmp$')" ] ||
+  fail "partial output after a late error"
 # --skip-bad skips and counts
 printf '%s\n%s\n%s\n' "$ok" '{"messages":[{"role":5,"content":"a"}]}' '{bad' >"$dir/sk.jsonl"
 expect 0 "skipped 2 bad example(s) of 3 lines; first: " prepc --in "$dir/sk.jsonl" --format chat --skip-bad --out "$dir/sk.tok"

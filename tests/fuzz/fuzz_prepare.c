@@ -74,7 +74,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         .bos = FSDPC_BYTE_BOS,
                         .eos = FSDPC_BYTE_EOS};
     fsdpc_prep_example ex;
-    fsdpc__prep_example(&c, "fuzz.jsonl", 7, line, size, format == FSDPC_FORMAT_TEXT, &ex);
+    fsdpc_jsonl_line jl = {line, size, 7, 1};
+    fsdpc__prep_example(&c, "fuzz.jsonl", &jl, format == FSDPC_FORMAT_TEXT, &ex);
     if (ex.st != FSDPC_OK) {
       CHECK(ex.err.status == ex.st);
       CHECK(strncmp(ex.err.msg, "fuzz.jsonl:7: ", 14) == 0);

@@ -233,12 +233,13 @@ static void spans_to_mask(size_t (*off)[2], int64_t n, const fsdpc_chat_span *sp
   }
 }
 
-void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line_no,
-                         const char *line, size_t len, int keep_text, fsdpc_prep_example *ex) {
+void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_jsonl_line *line,
+                         int keep_text, fsdpc_prep_example *ex) {
   memset(ex, 0, sizeof *ex);
   ex->copies = 1;
-  const char *end = NULL;
-  cJSON *obj = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+  int64_t line_no = line->line_no;
+  cJSON *obj = NULL; /* parsed as Python does (data/jsonl.h) */
+  ex->st = fsdpc__jsonl_parse(file, line, &obj, &ex->err);
   textbuf tb = {0};
   cJSON *msgs = NULL, *owned = NULL, *ctx_owned = NULL;
   char *rtext = NULL;
@@ -248,13 +249,8 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line
   int32_t *ids = NULL;
   size_t(*off)[2] = NULL;
   int64_t n = 0;
-  if (!obj) {
-    long col = end ? (long)(end - line) + 1 : 1;
-    char sn[128];
-    bad(ex, file, line_no, "column %ld: malformed JSON near '%s'", col,
-        end && end < line + len ? snip(sn, sizeof sn, end, 20) : "end of line");
+  if (!obj)
     goto done;
-  }
   if (!cJSON_IsObject(obj)) {
     bad(ex, file, line_no, "expected a JSON object per line, got %s", fsdpc__prep_type_name(obj));
     goto done;

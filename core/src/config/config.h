@@ -64,6 +64,13 @@ typedef struct fsdpc_strlist {
   int n;
 } fsdpc_strlist;
 
+/* A list of option maps, each kept as text with its source location and
+ * validated by its consumer against its own keys (data.datasets). */
+typedef struct fsdpc_opts_list {
+  fsdpc_opts **items;
+  int n;
+} fsdpc_opts_list;
+
 typedef struct fsdpc_config_model {
   char *config; /* HF config.json or its folder; "" = none */
   int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
@@ -104,6 +111,9 @@ typedef struct fsdpc_config_data {
   bool skip_bad_examples;
   int packing;  /* FSDPC_DATA_PACKING_* */
   int overlong; /* FSDPC_DATA_OVERLONG_* */
+  char *cache_dir;                         /* prepared JSONL data; "" = log.dir/data-cache */
+  int64_t max_line_bytes, max_input_bytes; /* JSONL limits (data/jsonl.h) */
+  fsdpc_opts_list datasets;                /* [{path, weight, format, ...}], mixed by weight */
 } fsdpc_config_data;
 enum { FSDPC_DATA_PACKING_AUTO = -1 }; /* else FSDPC_PACK_* of data/loader.h */
 enum { FSDPC_DATA_OVERLONG_TRUNCATE = 0, FSDPC_DATA_OVERLONG_DROP = 1 };

@@ -21,22 +21,16 @@
 
 static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
-  if (!c->data.train[0])
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: data.train is empty; point it at a token file (make one with "
-                       "`fsdpc data synth`, `tokenize` or `prepare`) or a .jsonl dataset",
-                       c->source);
   char train_path[4096], eval_path[4096];
-  snprintf(train_path, sizeof train_path, "%s", c->data.train);
   snprintf(eval_path, sizeof eval_path, "%s", c->data.eval);
-  if (fsdpc__is_jsonl_path(c->data.train))
-    FSDPC_TRY(fsdpc__dataset_prepare(c, c->data.train, s->env.rank, train_path,
-                                     sizeof train_path, err));
+  /* data.train or the mix of data.datasets, JSONL prepared into the cache */
+  FSDPC_TRY(fsdpc__dataset_train_path(c, s->env.rank, s->env.local_rank, train_path,
+                                      sizeof train_path, err));
   if (c->data.eval[0] && fsdpc__is_jsonl_path(c->data.eval))
-    FSDPC_TRY(fsdpc__dataset_prepare(c, c->data.eval, s->env.rank, eval_path, sizeof eval_path,
-                                     err));
+    FSDPC_TRY(fsdpc__dataset_prepare(c, c->data.eval, s->env.rank, s->env.local_rank, eval_path,
+                                     sizeof eval_path, err));
   FSDPC_TRY(fsdpc__tokfile_open(train_path, &s->train_tf, err));
-  FSDPC_TRY(fsdpc__run_check_vocab(s->plan, "the token file's vocabulary", c->data.train,
+  FSDPC_TRY(fsdpc__run_check_vocab(s->plan, "the token file's vocabulary", train_path,
                                    s->train_tf->hdr.vocab_size, err));
   fsdpc_loader_opts lo;
   fsdpc__loader_opts_default(&lo);

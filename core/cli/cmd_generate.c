@@ -6,13 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "data/chat.h"
 #include "infer/infer.h"
-#include "util/mem.h"
 #include "train/session.h"
+#include "util/fs.h"
 #include "util/log.h"
+#include "util/mem.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -145,9 +147,16 @@ static fsdpc_status make_prompt(const prompter *pr, const char *text, const cJSO
  * {"ids": [..]} per line. */
 static fsdpc_status read_file(const char *path, const prompter *pr, prompt **out, int *n,
                               fsdpc_err *err) {
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open", path);
+  /* a FIFO or device is refused before anything blocks on it */
+  int fd = fsdpc__open_regular(path, 0);
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+  if (!f) {
+    char why[128];
+    fsdpc__open_regular_why(fd, 0, why, sizeof why);
+    if (fd >= 0)
+      close(fd);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open: %s", path, why);
+  }
   char *line = NULL;
   size_t cap = 0;
   int lineno = 0, have = 0, room = 0;

@@ -13,7 +13,7 @@ expect 0 "usage: fsdpc data prepare" "$FSDPC" data prepare --help
 
 # --- formats (byte tokenizer: one token per byte, EOS 257 appended to plain layouts)
 printf '{"text":"hello"}\n\n{"text":"ab"}\n' >"$dir/t.jsonl"
-expect 0 "prepared 2 examples (text): 9 tokens, 9 targets" prep --in "$dir/t.jsonl" --out "$dir/t.tok"
+expect 0 "prepared 2 examples (text): 9 tokens, 7 targets" prep --in "$dir/t.jsonl" --out "$dir/t.tok"
 expect 0 "documents    2" "$FSDPC" data info "$dir/t.tok"
 printf '{"prompt":"2+2=","completion":"4"}\n' >"$dir/pc.jsonl"
 expect 0 "(prompt_completion): 6 tokens, 2 targets" prep --in "$dir/pc.jsonl" --out "$dir/pc.tok"
@@ -86,8 +86,8 @@ expect 1 "empty dataset" prepc --in "$dir/allbad.jsonl" --format chat --skip-bad
 expect 0 "packing examples: 2 examples in 1 rows" "$FSDPC" data batch "$dir/c.tok" --seq-len 128 --global-batch 1
 expect 0 "1 truncated, 0 dropped" "$FSDPC" data batch "$dir/c.tok" --seq-len 64 --global-batch 1
 expect 0 "0 truncated, 1 dropped" "$FSDPC" data batch "$dir/c.tok" --seq-len 64 --global-batch 1 --overlong drop
-# (an input is shown as trained when the token it predicts is: the shift by one)
-expect 0 '}}\nYo<|im_end|{{>\n}} || {{<|im_start|>' "$FSDPC" data batch "$dir/c.tok" --seq-len 128 --global-batch 1 --no-shuffle
+# (a token is shown as trained when it is predicted with loss, as `data info` shows it)
+expect 0 '}}Yo<|im_end|>{{\n}} || {{<|im_start|>' "$FSDPC" data batch "$dir/c.tok" --seq-len 128 --global-batch 1 --no-shuffle
 
 # --- threads do not change the output
 "$FSDPC" data synth --task chat --n 3000 --out "$dir/s.jsonl" >/dev/null

@@ -125,12 +125,14 @@ static void model_dir_of(const char *tok, char *out, size_t cap) {
     snprintf(out, cap, ".");
 }
 
-/* Prints one example with its context runs in {{ }}: text by byte offsets;
- * added tokens without text (BOS/EOS) by name. */
+/* Prints one example with the tokens that are not trained on in {{ }}:
+ * text by byte offsets; added tokens without text (BOS/EOS) by name. An
+ * example's first token is never trained on (nothing before it predicts
+ * it), the rule `data info` and `data batch` mark by. */
 static void show_example(FILE *f, const fsdpc_prep_ctx *c, const char *file, int64_t line,
                          const fsdpc_prep_example *ex) {
   int64_t targets = 0;
-  for (int64_t i = 0; i < ex->n; i++)
+  for (int64_t i = 1; i < ex->n; i++)
     targets += ex->mask[i];
   fprintf(f, "--- %s:%lld: %lld tokens, %lld targets%s\n", file, (long long)line, (long long)ex->n,
           (long long)targets,
@@ -139,11 +141,12 @@ static void show_example(FILE *f, const fsdpc_prep_ctx *c, const char *file, int
   int ctx = 0;
   size_t at = 0;
   for (int64_t i = 0; i < ex->n; i++) {
-    if (!ex->mask[i] && !ctx)
+    int target = i > 0 && ex->mask[i];
+    if (!target && !ctx)
       fputs("{{", f);
-    if (ex->mask[i] && ctx)
+    if (target && ctx)
       fputs("}}", f);
-    ctx = !ex->mask[i];
+    ctx = !target;
     size_t a = ex->offsets[i][0], b = ex->offsets[i][1];
     if (a == b) {
       const char *s = fsdpc__tokenizer_token_str(c->tok, ex->ids[i]);
@@ -254,8 +257,8 @@ fsdpc_status fsdpc__prepare(const fsdpc_prepare_opts *o, fsdpc_prepare_stats *st
           st->weight_zero++;
           continue;
         }
-        int64_t t = 0;
-        for (int64_t k = 0; k < ex->n; k++)
+        int64_t t = 0; /* trained on: the first token is predicted by nothing */
+        for (int64_t k = 1; k < ex->n; k++)
           t += ex->mask[k];
         for (int64_t k = 0; k < ex->copies && s == FSDPC_OK; k++) {
           if (w)

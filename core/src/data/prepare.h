@@ -67,7 +67,7 @@ typedef struct fsdpc_prepare_stats {
   int64_t examples;    /* examples written (with weight copies) */
   int64_t skipped;     /* bad examples skipped (skip_bad) */
   int64_t weight_zero; /* examples with weight 0, left out */
-  int64_t tokens, target_tokens;
+  int64_t tokens, target_tokens; /* targets: mask bits after each example's first token */
   uint64_t bytes_in; /* uncompressed input bytes */
   double seconds;
   char first_skip[512]; /* the first skipped example's message */

@@ -78,6 +78,29 @@ static fsdpc_status wait_for(const fsdpc_config *c, const char *jsonl, const cha
                      jsonl, path, (long long)c->collectives.timeout_s, why);
 }
 
+/* The cache file of o's inputs (o's inputs[0] = jsonl) and its key. */
+static fsdpc_status cache_file(const fsdpc_config *c, const fsdpc_prepare_opts *o,
+                               fsdpc_cache_key *key, char *out, size_t cap, fsdpc_err *err) {
+  char dir[4096];
+  fsdpc__dataset_cache_dir(c, dir, sizeof dir);
+  FSDPC_TRY(fsdpc__prepare_cache_key(o, key, err));
+  return fsdpc__prepare_cache_path(o, dir, key, out, cap, err);
+}
+
+fsdpc_status fsdpc__dataset_cache_file(const fsdpc_config *c, const fsdpc_prepare_opts *o,
+                                       const char *jsonl, char *out, size_t cap, fsdpc_err *err) {
+  fsdpc_prepare_opts po;
+  if (o)
+    po = *o;
+  else
+    fsdpc__prepare_opts_from_config(c, &po);
+  const char *in[1] = {jsonl};
+  po.inputs = in;
+  po.n_inputs = 1;
+  fsdpc_cache_key key;
+  return cache_file(c, &po, &key, out, cap, err);
+}
+
 fsdpc_status fsdpc__dataset_prepare_opts(const fsdpc_config *c, const fsdpc_prepare_opts *o,
                                          int rank, int local_rank, char *tok_path, size_t cap,
                                          fsdpc_err *err) {
@@ -85,8 +108,7 @@ fsdpc_status fsdpc__dataset_prepare_opts(const fsdpc_config *c, const fsdpc_prep
   char dir[4096];
   fsdpc__dataset_cache_dir(c, dir, sizeof dir);
   fsdpc_cache_key key;
-  FSDPC_TRY(fsdpc__prepare_cache_key(o, &key, err));
-  FSDPC_TRY(fsdpc__prepare_cache_path(o, dir, &key, tok_path, cap, err));
+  FSDPC_TRY(cache_file(c, o, &key, tok_path, cap, err));
   char why[160];
   if (fsdpc__prepare_cache_trusted(tok_path, &key, why, sizeof why)) {
     if (rank == 0)

@@ -26,7 +26,11 @@ void fsdpc__dataset_cache_dir(const fsdpc_config *c, char *out, size_t cap);
 fsdpc_status fsdpc__dataset_prepare_opts(const fsdpc_config *c, const fsdpc_prepare_opts *o,
                                          int rank, int local_rank, char *tok_path, size_t cap,
                                          fsdpc_err *err);
-/* The same for one JSONL file with the config's data.* keys. */
+/* The cache file that o (NULL: the config's data.* keys) makes of jsonl,
+ * whether or not it exists yet (`fsdpc data cache`). */
+fsdpc_status fsdpc__dataset_cache_file(const fsdpc_config *c, const fsdpc_prepare_opts *o,
+                                       const char *jsonl, char *out, size_t cap, fsdpc_err *err);
+/* fsdpc__dataset_prepare_opts for one JSONL file with the config's data.* keys. */
 fsdpc_status fsdpc__dataset_prepare(const fsdpc_config *c, const char *jsonl, int rank,
                                     int local_rank, char *tok_path, size_t cap, fsdpc_err *err);
 /* The token file to train on: data.train (prepared when it is JSONL), or
@@ -51,6 +55,9 @@ void fsdpc__dataset_specs_free(fsdpc_dataset_spec *s, int n);
  * folder; rank 0 prints each dataset's count in the mix. */
 fsdpc_status fsdpc__dataset_mix(const fsdpc_config *c, int rank, int local_rank, char *out,
                                 size_t cap, fsdpc_err *err);
+/* The mix's cache file, when every JSONL dataset is prepared (trusted)
+ * already; prepares and writes nothing. */
+fsdpc_status fsdpc__dataset_mix_path(const fsdpc_config *c, char *out, size_t cap, fsdpc_err *err);
 
 /* Sets lo->packing (data.packing; auto = examples for prepared files) and
  * lo->overlong_drop. */

@@ -198,8 +198,36 @@ static void print_mix(const fsdpc_dataset_spec *s, fsdpc_tokfile *const *tf, con
   }
 }
 
-fsdpc_status fsdpc__dataset_mix(const fsdpc_config *c, int rank, int local_rank, char *out,
-                                size_t cap, fsdpc_err *err) {
+/* Opens each dataset's token file (tf, n): JSONL datasets prepared into
+ * the cache first (prepare set) or, without, only when they are there and
+ * trusted. */
+static fsdpc_status open_sources(const fsdpc_config *c, const fsdpc_dataset_spec *s, int n,
+                                 int prepare, int rank, int local_rank, fsdpc_tokfile **tf,
+                                 fsdpc_err *err) {
+  char path[4096], why[160];
+  for (int i = 0; i < n; i++) {
+    if (!fsdpc__is_jsonl_path(s[i].path)) {
+      snprintf(path, sizeof path, "%s", s[i].path);
+    } else if (prepare) {
+      FSDPC_TRY(
+          fsdpc__dataset_prepare_opts(c, &s[i].prep, rank, local_rank, path, sizeof path, err));
+    } else {
+      fsdpc_cache_key key;
+      FSDPC_TRY(fsdpc__prepare_cache_key(&s[i].prep, &key, err));
+      char dir[4096];
+      fsdpc__dataset_cache_dir(c, dir, sizeof dir);
+      FSDPC_TRY(fsdpc__prepare_cache_path(&s[i].prep, dir, &key, path, sizeof path, err));
+      if (!fsdpc__prepare_cache_trusted(path, &key, why, sizeof why))
+        return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: not prepared (%s)", s[i].path, why);
+    }
+    FSDPC_TRY(fsdpc__tokfile_open(path, &tf[i], err));
+  }
+  return FSDPC_OK;
+}
+
+/* Both entry points: prepare and write (write set) or only name the mix. */
+static fsdpc_status mix(const fsdpc_config *c, int write, int rank, int local_rank, char *out,
+                        size_t cap, fsdpc_err *err) {
   fsdpc_dataset_spec *s = NULL;
   int n = 0;
   FSDPC_TRY(fsdpc__dataset_specs(c, &s, &n, err));
@@ -210,19 +238,10 @@ fsdpc_status fsdpc__dataset_mix(const fsdpc_config *c, int rank, int local_rank,
   fsdpc_tokfile *tf[64] = {0};
   int64_t k[64], docs[64];
   double w[64];
-  fsdpc_status st = FSDPC_OK;
-  char path[4096];
+  fsdpc_status st = open_sources(c, s, n, write, rank, local_rank, tf, err);
   for (int i = 0; i < n && st == FSDPC_OK; i++) {
-    if (fsdpc__is_jsonl_path(s[i].path))
-      st = fsdpc__dataset_prepare_opts(c, &s[i].prep, rank, local_rank, path, sizeof path, err);
-    else
-      snprintf(path, sizeof path, "%s", s[i].path);
-    if (st == FSDPC_OK)
-      st = fsdpc__tokfile_open(path, &tf[i], err);
-    if (st == FSDPC_OK) {
-      docs[i] = fsdpc__tokfile_n_docs(tf[i]);
-      w[i] = s[i].weight;
-    }
+    docs[i] = fsdpc__tokfile_n_docs(tf[i]);
+    w[i] = s[i].weight;
   }
   fsdpc_cache_key key;
   char dir[4096];
@@ -231,16 +250,25 @@ fsdpc_status fsdpc__dataset_mix(const fsdpc_config *c, int rank, int local_rank,
     st = mix_key(tf, s, n, (uint64_t)c->data.seed, &key, err);
   if (st == FSDPC_OK && (size_t)snprintf(out, cap, "%s/mix.%s.tok", dir, key.hex) >= cap)
     st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "data.cache_dir: path too long");
-  if (st == FSDPC_OK && local_rank == 0)
+  if (st == FSDPC_OK && write && local_rank == 0)
     st = fsdpc__mkdir_p(dir, err);
-  if (st == FSDPC_OK) {
+  if (st == FSDPC_OK && write) {
     fsdpc__mix_counts(docs, w, n, k);
     st = make_mix(c, tf, s, k, n, local_rank, out, &key, err);
   }
-  if (st == FSDPC_OK && rank == 0)
+  if (st == FSDPC_OK && write && rank == 0)
     print_mix(s, tf, k, n, out);
   for (int i = 0; i < n; i++)
     fsdpc__tokfile_close(tf[i]);
   fsdpc__dataset_specs_free(s, n);
   return st;
+}
+
+fsdpc_status fsdpc__dataset_mix(const fsdpc_config *c, int rank, int local_rank, char *out,
+                                size_t cap, fsdpc_err *err) {
+  return mix(c, 1, rank, local_rank, out, cap, err);
+}
+
+fsdpc_status fsdpc__dataset_mix_path(const fsdpc_config *c, char *out, size_t cap, fsdpc_err *err) {
+  return mix(c, 0, -1, -1, out, cap, err);
 }

@@ -3,9 +3,16 @@
  * used, or a hard link), a FIFO there is refused instead of hanging, the
  * trimming moves what it does not understand aside instead of deleting it,
  * and strings read back from the file are escaped. Every test failed before
- * the fix (the FIFO one by hanging: alarm() turns that into a failure). */
+ * the fix (the FIFO one by hanging: alarm() turns that into a failure).
+ * The second case checks util/fs.h's writers for log, output, cache and
+ * checkpoint folders directly: a new file appears whole through a private
+ * temporary file, a link at the name is replaced and never followed, a
+ * FIFO, device or folder at the name is refused before anything blocks,
+ * and appending refuses links, FIFOs and hard-linked files. */
 #define _GNU_SOURCE
 #include <check.h>
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +21,10 @@
 #include <unistd.h>
 
 #include "obs/metrics.h"
+#include "util/fs.h"
 
 static char dir[] = "/tmp/fsdpc-logdir.XXXXXX";
-static char metrics[300], victim[300];
+static char metrics[300], victim[300], target[300];
 static const char victim_text[] = "the victim's own contents\n";
 
 static void put(const char *path, const char *text) {
@@ -37,6 +45,20 @@ static char *get(const char *path) {
   return buf;
 }
 
+/* Entries of dir other than the given names. */
+static int others(const char *a, const char *b) {
+  DIR *d = opendir(dir);
+  ck_assert_ptr_nonnull(d);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, a) &&
+        strcmp(e->d_name, b))
+      n++;
+  closedir(d);
+  return n;
+}
+
 static fsdpc_status open_run(int64_t resumed_from, fsdpc_err *err) {
   fsdpc_run_record rr = {.config = "c.yaml", .resumed_from = resumed_from, .world = 1};
   char id[64];
@@ -52,6 +74,7 @@ static void setup(void) {
   ck_assert_ptr_nonnull(mkdtemp(dir));
   snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", dir);
   snprintf(victim, sizeof victim, "%s/victim.txt", dir);
+  snprintf(target, sizeof target, "%s/out.json", dir);
   put(victim, victim_text);
   alarm(20); /* a blocking open of a FIFO must fail the test, not hang it */
 }
@@ -145,6 +168,96 @@ START_TEST(run_id_from_the_file_is_escaped) {
 }
 END_TEST
 
+START_TEST(new_file_appears_whole_and_leaves_nothing) {
+  ck_assert_int_eq(fsdpc__write_file_safe(target, "abc\n", 4), 0);
+  ck_assert_str_eq(get(target), "abc\n");
+  ck_assert_int_eq(others("out.json", "victim.txt"), 0);
+  struct stat sb;
+  ck_assert_int_eq(stat(target, &sb), 0);
+  mode_t um = umask(0);
+  umask(um);
+  ck_assert_int_eq(sb.st_mode & 0777, 0644 & ~um); /* as open(0644) would make it */
+}
+END_TEST
+
+START_TEST(link_at_the_name_is_replaced_not_followed) {
+  ck_assert_int_eq(symlink(victim, target), 0);
+  ck_assert_int_eq(fsdpc__write_file_safe(target, "new\n", 4), 0);
+  ck_assert_str_eq(get(victim), victim_text);
+  struct stat sb;
+  ck_assert_int_eq(lstat(target, &sb), 0);
+  ck_assert(S_ISREG(sb.st_mode));
+  ck_assert_str_eq(get(target), "new\n");
+}
+END_TEST
+
+START_TEST(fifo_and_folder_at_the_name_are_refused) {
+  ck_assert_int_eq(mkfifo(target, 0644), 0);
+  ck_assert_int_eq(fsdpc__write_file_safe(target, "x", 1), -1);
+  ck_assert_int_eq(errno, ENOTSUP);
+  fsdpc_out_file f;
+  fsdpc_err err = {0};
+  ck_assert_int_ne(fsdpc__out_create(target, &f, &err), FSDPC_OK);
+  ck_assert_ptr_nonnull(strstr(err.msg, "a FIFO"));
+  unlink(target);
+  ck_assert_int_eq(mkdir(target, 0755), 0);
+  ck_assert_int_ne(fsdpc__out_create(target, &f, &err), FSDPC_OK);
+  ck_assert_ptr_nonnull(strstr(err.msg, "a folder"));
+  ck_assert_int_eq(others("out.json", "victim.txt"), 0);
+}
+END_TEST
+
+START_TEST(abort_leaves_nothing) {
+  fsdpc_out_file f;
+  fsdpc_err err = {0};
+  ck_assert_int_eq(fsdpc__out_create(target, &f, &err), FSDPC_OK);
+  ck_assert_int_eq(write(f.fd, "partial", 7), 7);
+  fsdpc__out_abort(&f);
+  ck_assert_int_eq(access(target, F_OK), -1);
+  ck_assert_int_eq(others("victim.txt", "victim.txt"), 0);
+  fsdpc__out_abort(&f); /* twice: a no-op */
+}
+END_TEST
+
+START_TEST(append_refuses_links_fifos_and_hard_links) {
+  int fd = -1;
+  fsdpc_err err = {0};
+  ck_assert_int_eq(symlink(victim, target), 0);
+  ck_assert_int_ne(fsdpc__open_append(target, &fd, &err), FSDPC_OK);
+  ck_assert_ptr_nonnull(strstr(err.msg, "symbolic link"));
+  unlink(target);
+  ck_assert_int_eq(link(victim, target), 0);
+  ck_assert_int_ne(fsdpc__open_append(target, &fd, &err), FSDPC_OK);
+  ck_assert_ptr_nonnull(strstr(err.msg, "hard links"));
+  unlink(target);
+  ck_assert_int_eq(mkfifo(target, 0644), 0);
+  ck_assert_int_ne(fsdpc__open_append(target, &fd, &err), FSDPC_OK);
+  ck_assert_ptr_nonnull(strstr(err.msg, "FIFO"));
+  unlink(target);
+  ck_assert_int_eq(fsdpc__open_append(target, &fd, &err), FSDPC_OK);
+  ck_assert_int_eq(write(fd, "a\n", 2), 2);
+  close(fd);
+  ck_assert_int_eq(fsdpc__open_append(target, &fd, &err), FSDPC_OK);
+  ck_assert_int_eq(write(fd, "b\n", 2), 2);
+  close(fd);
+  ck_assert_str_eq(get(target), "a\nb\n");
+  ck_assert_str_eq(get(victim), victim_text);
+}
+END_TEST
+
+START_TEST(read_back_refuses_links_and_fifos) {
+  ck_assert_int_eq(symlink(victim, target), 0);
+  ck_assert_int_eq(fsdpc__open_regular_nofollow(target, 0), -1);
+  ck_assert_int_eq(errno, ELOOP);
+  int fd = fsdpc__open_regular(target, 0); /* reading a user's link is fine */
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  unlink(target);
+  ck_assert_int_eq(mkfifo(target, 0644), 0);
+  ck_assert_int_eq(fsdpc__open_regular_nofollow(target, 0), -2);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("logdir");
   TCase *tc = tcase_create("metrics");
@@ -157,6 +270,15 @@ int main(void) {
   tcase_add_test(tc, trimming_moves_what_it_does_not_understand_aside);
   tcase_add_test(tc, run_id_from_the_file_is_escaped);
   suite_add_tcase(s, tc);
+  TCase *fs = tcase_create("fs");
+  tcase_add_checked_fixture(fs, setup, teardown);
+  tcase_add_test(fs, new_file_appears_whole_and_leaves_nothing);
+  tcase_add_test(fs, link_at_the_name_is_replaced_not_followed);
+  tcase_add_test(fs, fifo_and_folder_at_the_name_are_refused);
+  tcase_add_test(fs, abort_leaves_nothing);
+  tcase_add_test(fs, append_refuses_links_fifos_and_hard_links);
+  tcase_add_test(fs, read_back_refuses_links_and_fifos);
+  suite_add_tcase(s, fs);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);

@@ -220,16 +220,9 @@ static size_t object_end(const char *b, size_t from, size_t to) {
   size_t depth = 0;
   for (size_t i = from; i < to; i++) {
     char c = b[i];
-    if (in_str) {
-      if (esc)
-        esc = 0;
-      else if (c == '\\')
-        esc = 1;
-      else if (c == '"')
-        in_str = 0;
-    } else if (c == '"') {
-      in_str = 1;
-    } else if (c == '{' || c == '[') {
+    if (fsdpc__json_string_byte(c, &in_str, &esc))
+      continue;
+    if (c == '{' || c == '[') {
       depth++;
     } else if ((c == '}' || c == ']') && --depth == 0) {
       return i;

@@ -57,6 +57,23 @@ int fsdpc__jsonl_is_array(const fsdpc_jsonl *r);
 uint64_t fsdpc__jsonl_bytes(const fsdpc_jsonl *r);
 void fsdpc__jsonl_close(fsdpc_jsonl *r); /* NULL is a no-op */
 
+/* One byte of a JSON text through the string scanner both readers share:
+ * returns 1 when c belongs to a string (its quotes included), keeping the
+ * state in *in_str and *esc. */
+static inline int fsdpc__json_string_byte(char c, int *in_str, int *esc) {
+  if (*in_str) {
+    if (*esc)
+      *esc = 0;
+    else if (c == '\\')
+      *esc = 1;
+    else if (c == '"')
+      *in_str = 0;
+    return 1;
+  }
+  *in_str = c == '"';
+  return *in_str;
+}
+
 /* Parses one value as Python's json.loads would (see the file comment):
  * *out is the value (the caller cJSON_Deletes it) with duplicate keys
  * resolved to their last occurrence. On failure, one line in err:

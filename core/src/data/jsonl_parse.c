@@ -82,24 +82,16 @@ static size_t prescan(const char *text, size_t len, const char **why) {
       *why = "invalid UTF-8 (the file must be UTF-8, as Python reads it)";
       return i;
     }
-    if (in_str) {
-      if (c < 0x20) {
-        *why = "a raw control character inside a string (write it as an escape such as \\n "
-               "or \\u0001)";
-        return i;
-      }
-      if (esc)
-        esc = 0;
-      else if (c == '\\')
-        esc = 1;
-      else if (c == '"')
-        in_str = 0;
-    } else if (c == '"') {
-      in_str = 1;
-    } else if (c < 0x20 && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+    if (in_str && c < 0x20) {
+      *why = "a raw control character inside a string (write it as an escape such as \\n "
+             "or \\u0001)";
+      return i;
+    }
+    int string = fsdpc__json_string_byte((char)c, &in_str, &esc);
+    if (!string && c < 0x20 && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
       *why = "a control character outside a string";
       return i;
-    } else if (c == '-' || c == '+' || c == '.' || (c >= '0' && c <= '9')) {
+    } else if (!string && (c == '-' || c == '+' || c == '.' || (c >= '0' && c <= '9'))) {
       size_t n = number_len(text + i, len - i);
       if (!n) {
         *why = "an invalid number (JSON numbers have no leading zeros, '+' or bare '.')";

@@ -2,7 +2,8 @@
 # Issue 43 item 5 through the CLI: a run never writes rank0.json or
 # metrics.jsonl through a planted link, metrics.jsonl as a FIFO fails the run
 # at once instead of hanging it, `generate --file FIFO` fails instead of
-# hanging, and `fsdpc metrics` escapes the strings it reads from the file.
+# hanging, `fsdpc plot` replaces a link at its output instead of writing
+# through it, and `fsdpc metrics` escapes the strings it reads from the file.
 # Before the fix the victim files were overwritten, the two FIFO cases hung
 # (the timeouts below turn that into a failure) and run_id was printed raw.
 . "$(dirname "$0")/../common/cli_expect.sh" obs-logdir # dir, fail, expect
@@ -50,6 +51,20 @@ mkfifo prompts.jsonl
 expect 1 "prompts.jsonl: cannot open: not a regular file" timeout -k 5 60 "$FSDPC" generate G/ck/final \
   --file prompts.jsonl
 [ "$rc" = 124 ] && fail "generate hung on a FIFO --file"
+
+# fsdpc plot: a link planted at the figure is replaced, never written through
+mkdir -p P
+ln -s "$dir/victim.txt" P/loss.svg
+ln -s "$dir/victim.txt" P/loss.png
+ln -s "$dir/victim.txt" P/loss.svg.tmp # the temporary name plot used before
+"$FSDPC" plot G -o P/loss.svg >p.log 2>&1 || fail "plot svg over a link: $(tail -1 p.log)"
+"$FSDPC" plot G -o P/loss.png >p.log 2>&1 || fail "plot png over a link: $(tail -1 p.log)"
+cmp -s victim.txt victim.orig || fail "fsdpc plot wrote through a link"
+[ ! -L P/loss.svg ] && [ ! -L P/loss.png ] && head -c 4 P/loss.png | grep -q PNG ||
+  fail "plot: P/loss.svg or P/loss.png is not a figure of its own"
+mkfifo P/fifo.svg
+expect 1 "P/fifo.svg exists and is a FIFO" timeout -k 5 60 "$FSDPC" plot G -o P/fifo.svg
+ls -A P | grep -q '^\..*\.tmp$' && fail "plot left a temporary file: $(ls -A P)"
 
 # fsdpc metrics: strings from the file are escaped
 mkdir -p E

@@ -196,6 +196,49 @@ fsdpc_status fsdpc__out_commit(fsdpc_out_file *f, fsdpc_err *err) {
   return st;
 }
 
+fsdpc_status fsdpc__out_fopen(const char *path, fsdpc_out_file *f, FILE **s, fsdpc_err *err) {
+  *s = NULL;
+  FSDPC_TRY(fsdpc__out_create(path, f, err));
+  if (!(*s = fdopen(f->fd, "w"))) {
+    fsdpc_status st =
+        fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot write: %s", path, strerror(errno));
+    fsdpc__out_abort(f);
+    return st;
+  }
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__out_fclose(FILE *s, fsdpc_out_file *f, fsdpc_err *err) {
+  int bad = fflush(s) != 0 || ferror(s) || fsync(f->fd) != 0;
+  int e = errno;
+  bad |= fclose(s) != 0;
+  f->fd = -1; /* closed with the stream */
+  if (bad) {
+    fsdpc_status st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", f->path,
+                                  strerror(e ? e : EIO));
+    fsdpc__out_abort(f);
+    return st;
+  }
+  return fsdpc__out_commit(f, err);
+}
+
+int fsdpc__write_all(int fd, const void *data, size_t len) {
+  const char *p = data;
+  while (len > 0) {
+    ssize_t w = write(fd, p, len);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0) {
+      if (w == 0)
+        errno = EIO;
+      return -1;
+    }
+    p += w;
+    len -= (size_t)w;
+  }
+  return 0;
+}
+
 int fsdpc__write_file_safe(const char *path, const void *data, size_t len) {
   fsdpc_out_file f;
   fsdpc_err err = {0};
@@ -208,19 +251,11 @@ int fsdpc__write_file_safe(const char *path, const void *data, size_t len) {
     errno = e;
     return -1;
   }
-  const char *p = data;
-  while (len > 0) {
-    ssize_t w = write(f.fd, p, len);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0) {
-      int e = w < 0 ? errno : EIO;
-      fsdpc__out_abort(&f);
-      errno = e;
-      return -1;
-    }
-    p += w;
-    len -= (size_t)w;
+  if (fsdpc__write_all(f.fd, data, len) != 0) {
+    int e = errno;
+    fsdpc__out_abort(&f);
+    errno = e;
+    return -1;
   }
   errno = 0;
   if (fsdpc__out_commit(&f, &err) != FSDPC_OK) {

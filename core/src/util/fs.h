@@ -3,6 +3,7 @@
 #define FSDPC_UTIL_FS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "util/err.h"
 
@@ -50,6 +51,15 @@ fsdpc_status fsdpc__out_commit(fsdpc_out_file *f, fsdpc_err *err);
 /* Closes (unless f->fd is -1) and removes the temporary file, frees f's
  * names; a committed f is a no-op. */
 void fsdpc__out_abort(fsdpc_out_file *f);
+/* The same through stdio: fsdpc__out_create, then *s a stream on its
+ * descriptor (on failure nothing is left behind). */
+fsdpc_status fsdpc__out_fopen(const char *path, fsdpc_out_file *f, FILE **s, fsdpc_err *err);
+/* Flushes, fsyncs and closes the stream, then commits; on any write error
+ * the temporary file is removed and the target is left as it was. */
+fsdpc_status fsdpc__out_fclose(FILE *s, fsdpc_out_file *f, fsdpc_err *err);
+/* write(2) until all len bytes are written (EINTR retried): 0, or -1 with
+ * errno set (EIO for a write of 0 bytes). */
+int fsdpc__write_all(int fd, const void *data, size_t len);
 /* A whole small file written the safe way (create, write, commit): 0, or -1
  * with errno set (ENOTSUP: the target is not a regular file or a link). For
  * call sites of fsdpc__write_small_file that write into output folders. */

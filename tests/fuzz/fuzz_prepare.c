@@ -65,6 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   line[size] = '\0';
   fsdpc_prepare_opts o;
   fsdpc__prepare_opts_default(&o);
+  fsdpc_jsonl_line jl = {line, size, 7, 1};
   for (int format = FSDPC_FORMAT_TEXT; format <= FSDPC_FORMAT_CHAT; format++) {
     fsdpc_prep_ctx c = {.o = &o,
                         .format = format,
@@ -74,7 +75,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         .bos = FSDPC_BYTE_BOS,
                         .eos = FSDPC_BYTE_EOS};
     fsdpc_prep_example ex;
-    fsdpc_jsonl_line jl = {line, size, 7, 1};
     fsdpc__prep_example(&c, "fuzz.jsonl", &jl, format == FSDPC_FORMAT_TEXT, &ex);
     if (ex.st != FSDPC_OK) {
       CHECK(ex.err.status == ex.st);
@@ -104,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         .bos = FSDPC_BYTE_BOS,
                         .eos = FSDPC_BYTE_EOS};
     fsdpc_prep_example ex;
-    fsdpc__prep_example(&c, "fuzz.jsonl", 7, line, size, reasoning, &ex);
+    fsdpc__prep_example(&c, "fuzz.jsonl", &jl, reasoning, &ex);
     check_chat(&ex);
     fsdpc__prep_example_free(&ex);
   }

@@ -3,13 +3,15 @@
  * and Python does not (invalid UTF-8, raw control characters, numbers such
  * as 01, +1, .5 or 1.), and the checks after it refuse text after the value
  * and resolve duplicate keys as a dict does (the last value, at the first
- * key's place). Every pass is linear in the text (duplicates: n log n per
- * object). */
+ * key's place). Numbers keep their literal text for the templates
+ * (template/jinja.h). Every pass is linear in the text (duplicates: n log n
+ * per object). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/jsonl.h"
+#include "template/jinja.h"
 #include "util/escape.h"
 
 /* Length of the valid UTF-8 sequence at p (n bytes left) as Python's strict
@@ -204,6 +206,14 @@ fsdpc_status fsdpc__jsonl_parse(const char *file, const fsdpc_jsonl_line *l, cJS
                    "extra data after the JSON value (one value per line, as Python's json.loads "
                    "reads it)",
                    1, err);
+  }
+  /* numbers keep their JSON text (big ints exact, 20.0 a float) and a NUL in
+   * a string is refused with its path; walked before dedup, while the tree
+   * still lists every member in the text's order */
+  char jwhy[400];
+  if (fsdpc__jinja_json_text(v, l->text, off, jwhy, sizeof jwhy)) {
+    cJSON_Delete(v);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s:%lld: %s", file, (long long)l->line_no, jwhy);
   }
   if (!dedup(v)) {
     cJSON_Delete(v);

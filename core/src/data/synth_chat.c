@@ -54,32 +54,10 @@ static void exchange(FILE *f, fsdpc_rng *rng, int first) {
 }
 
 /* Opens a private temporary file beside path (util/fs.h; the folder made as
- * the token-file writer does), renamed into place by close_tmp. */
+ * the token-file writer does), renamed into place by fsdpc__out_fclose. */
 static fsdpc_status open_tmp(const char *path, FILE **f, fsdpc_out_file *out, fsdpc_err *err) {
   FSDPC_TRY(fsdpc__mkdir_parent(path, err));
-  FSDPC_TRY(fsdpc__out_create(path, out, err));
-  if (!(*f = fdopen(out->fd, "w"))) {
-    fsdpc_status st =
-        fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", path, strerror(errno));
-    fsdpc__out_abort(out);
-    return st;
-  }
-  return FSDPC_OK;
-}
-
-/* Flushes, fsyncs and closes the temporary file and renames it to its path. */
-static fsdpc_status close_tmp(FILE *f, fsdpc_out_file *out, fsdpc_err *err) {
-  int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
-  int e = errno;
-  bad |= fclose(f) != 0;
-  out->fd = -1; /* closed with the stream */
-  if (bad) {
-    fsdpc_status st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", out->path,
-                                  strerror(e ? e : errno));
-    fsdpc__out_abort(out);
-    return st;
-  }
-  return fsdpc__out_commit(out, err);
+  return fsdpc__out_fopen(path, out, f, err);
 }
 
 fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err) {
@@ -102,7 +80,7 @@ fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path,
       exchange(f, &rng, t == 0 && !sys);
     fputs("]}\n", f);
   }
-  return close_tmp(f, &tmp, err);
+  return fsdpc__out_fclose(f, &tmp, err);
 }
 
 /* ---- tools ------------------------------------------------------------- */
@@ -184,5 +162,5 @@ fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path
       add(f, &rng);
     fputs("]}\n", f);
   }
-  return close_tmp(f, &tmp, err);
+  return fsdpc__out_fclose(f, &tmp, err);
 }

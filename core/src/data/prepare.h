@@ -51,14 +51,14 @@ typedef struct fsdpc_prepare_opts {
    * own "chat_template_kwargs" object wins over both. */
   const fsdpc_opts *template_kwargs;
   const char *template_kwargs_json;
-  int skip_bad;                  /* 1: skip and count bad examples instead of failing */
-  int threads;                   /* 0 = all cores */
-  int dry_run;                   /* 1: write nothing */
-  uint64_t max_line_bytes;       /* longest line / array element; 0 = jsonl.h's default */
-  uint64_t max_input_bytes;      /* per file, after decompression; 0 = jsonl.h's default */
-  const uint8_t *tag; /* 12 bytes recorded in the output's header (a cache key), or NULL */
-  int64_t show;                  /* print the first `show` examples with their masks */
-  FILE *show_to;                 /* where (stdout when NULL) */
+  int skip_bad;             /* 1: skip and count bad examples instead of failing */
+  int threads;              /* 0 = all cores */
+  int dry_run;              /* 1: write nothing */
+  uint64_t max_line_bytes;  /* longest line / array element; 0 = jsonl.h's default */
+  uint64_t max_input_bytes; /* per file, after decompression; 0 = jsonl.h's default */
+  const uint8_t *tag;       /* 12 bytes recorded in the output's header (a cache key), or NULL */
+  int64_t show;             /* print the first `show` examples with their masks */
+  FILE *show_to;            /* where (stdout when NULL) */
 } fsdpc_prepare_opts;
 
 typedef struct fsdpc_prepare_stats {

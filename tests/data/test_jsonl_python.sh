@@ -49,6 +49,9 @@ printf '%s' "$err" | grep -q "malformed JSON" || fail "CRLF: $err"
 # --- duplicate keys: the last one wins, at every depth (Python's dict)
 printf '{"text":"first","text":"last"}\n' >"$dir/dup.jsonl"
 expect 0 "{{l}}ast<eos>" prep --in "$dir/dup.jsonl" --dry-run --show 1
+# with numbers, whose literal texts are read before the duplicates are resolved
+printf '{"text":"first","n":1,"text":"last","n":20.0}\n' >"$dir/dupn.jsonl"
+expect 0 "{{l}}ast<eos>" prep --in "$dir/dupn.jsonl" --dry-run --show 1
 printf '{"messages":[{"role":"user","content":"x","content":"Q"},{"role":"assistant","content":"A"}],"messages":[{"role":"user","content":"q","content":"Q2"},{"role":"assistant","content":"y","content":"A2"}]}\n' >"$dir/dupc.jsonl"
 expect 0 "Q2<|im_end|>" "$FSDPC" data prepare --tokenizer byte --chat-template \
   "$FSDPC_SOURCE_DIR/configs/templates/chatml.jinja" --in "$dir/dupc.jsonl" --dry-run --show 1

@@ -54,20 +54,20 @@ static void exchange(FILE *f, fsdpc_rng *rng, int first) {
 }
 
 /* Opens a private temporary file beside path (util/fs.h; the folder made as
- * the token-file writer does), renamed into place by fsdpc__out_fclose. */
-static fsdpc_status open_tmp(const char *path, FILE **f, fsdpc_out_file *out, fsdpc_err *err) {
+ * the token-file writer does), renamed into place by fsdpc__out_fclose;
+ * refuses a count n below 1 first. */
+static fsdpc_status open_tmp(int64_t n, const char *path, FILE **f, fsdpc_out_file *out,
+                             fsdpc_err *err) {
+  if (n < 1)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
   FSDPC_TRY(fsdpc__mkdir_parent(path, err));
   return fsdpc__out_fopen(path, out, f, err);
 }
 
 fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err) {
-  if (n < 1)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
   FILE *f;
   fsdpc_out_file tmp;
-  fsdpc_status st = open_tmp(path, &f, &tmp, err);
-  if (st != FSDPC_OK)
-    return st;
+  FSDPC_TRY(open_tmp(n, path, &f, &tmp, err));
   fsdpc_rng rng;
   fsdpc__rng_seed(&rng, seed);
   for (int64_t i = 0; i < n; i++) {
@@ -145,13 +145,9 @@ static void add(FILE *f, fsdpc_rng *rng) {
  * phrasing c % STYLES, a sum a + b never in phrasing (a + b) % STYLES:
  * held-out prompts for the demo test. */
 fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err) {
-  if (n < 1)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
   FILE *f;
   fsdpc_out_file tmp;
-  fsdpc_status st = open_tmp(path, &f, &tmp, err);
-  if (st != FSDPC_OK)
-    return st;
+  FSDPC_TRY(open_tmp(n, path, &f, &tmp, err));
   fsdpc_rng rng;
   fsdpc__rng_seed(&rng, seed);
   for (int64_t i = 0; i < n; i++) {

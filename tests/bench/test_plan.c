@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "engine_plan.h"
 #include "plan/plan.h"
 #include "util/mem.h"
 
@@ -35,59 +36,27 @@ static fsdpc_config *load(int tied, const char *const *ovr, int n) {
   return c;
 }
 
-/* Shard bytes of rank `rank`'s engine (params, grads, optimizer): builds
- * the engine that rank would build (no communicator is needed to allocate
- * shards). */
-static void engine_bytes(fsdpc_config *cfg, fsdpc_plan_ctx *pc, int strategy, int world, int S,
-                         int rank, fsdpc_engine_bytes *eb) {
+/* The run plan of the config with the strategy set, at `world` ranks (no
+ * engine yet: test_engine_rank builds each rank's, which needs no
+ * communicator to allocate shards). */
+static void open_plan(const char *yaml, const char *const *ovr, int n, int strategy, int world,
+                      test_engine *t) {
   fsdpc_err err = {0};
-  fsdpc_registry *reg = NULL;
-  ck_assert(fsdpc__registry_create(NULL, 0, &reg, &err) == FSDPC_OK);
-  const fsdpc_component *optim = NULL;
-  ck_assert_msg(fsdpc__registry_select(reg, FSDPC_KIND_OPTIM, cfg->optim.name, NULL, &optim,
-                                       &err) == FSDPC_OK,
-                "%s", err.msg);
-  int n_params;
-  const uint32_t *uop;
-  uint32_t n_units;
-  const fsdpc_param_info *params = fsdpc__plan_params(pc, &n_params, &uop, &n_units);
-  fsdpc_dist d;
-  fsdpc__dist_single(&d);
-  d.world_size = world;
-  d.shard_size = S;
-  d.shard_rank = rank;
-  d.replica_size = world / S;
-  fsdpc_optim_init oi = {.struct_size = sizeof oi,
-                         .opts = cfg->optim.options,
-                         .beta1 = cfg->optim.betas[0],
-                         .beta2 = cfg->optim.betas[1],
-                         .eps = cfg->optim.eps,
-                         .momentum = cfg->optim.momentum,
-                         .nesterov = cfg->optim.nesterov,
-                         .device = FSDPC_DEVICE_CPU};
-  fsdpc_engine_opts eo = {.shape = fsdpc__plan_shape(pc),
-                          .strategy = strategy,
-                          .align = (int)cfg->fsdp.align,
-                          .params = params,
-                          .n_params = n_params,
-                          .unit_of_param = uop,
-                          .n_units = n_units,
-                          .dist = &d,
-                          .optim = optim,
-                          .optim_init = &oi,
-                          .threads = 1};
-  fsdpc_engine *e = NULL;
-  ck_assert_msg(fsdpc__engine_create(&eo, &e, &err) == FSDPC_OK, "%s", err.msg);
-  fsdpc__engine_bytes(e, eb);
-  fsdpc__engine_destroy(e);
-  fsdpc__registry_destroy(reg);
+  char st[64];
+  snprintf(st, sizeof st, "fsdp.sharding_strategy=%s", fsdpc__strategy_name(strategy));
+  const char *ov[8];
+  ck_assert(n < 7);
+  for (int i = 0; i < n; i++)
+    ov[i] = ovr[i];
+  ov[n] = st;
+  ck_assert_msg(test_engine_open(yaml, ov, n + 1, world, 0, NULL, 1, t, &err) == FSDPC_OK, "%s",
+                err.msg);
 }
 
 /* The plan's shard bytes against the engines of rank's shard group. */
-static void check_shards(fsdpc_config *cfg, int strategy, int world, int rank) {
+static void check_shards(fsdpc_config *cfg, fsdpc_plan_ctx *pc, const char *yaml,
+                         const char *const *ovr, int n, int strategy, int world, int rank) {
   fsdpc_err err = {0};
-  fsdpc_plan_ctx *pc = NULL;
-  ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
   fsdpc_plan_variant v = {strategy, -1, -1, -1};
   fsdpc_plan_mem m;
   ck_assert_msg(fsdpc__plan_config(pc, &v, world, world, &m, &err) == FSDPC_OK, "%s", err.msg);
@@ -96,13 +65,17 @@ static void check_shards(fsdpc_config *cfg, int strategy, int world, int rank) {
    * ranks; fp32 slots do not) */
   fsdpc_engine_bytes eb = {0};
   uint64_t worst = 0;
+  test_engine t;
+  open_plan(yaml, ovr, n, strategy, world, &t);
   for (int r = 0; r < m.S; r++) {
     fsdpc_engine_bytes rb;
-    engine_bytes(cfg, pc, strategy, world, m.S, r, &rb);
+    ck_assert_msg(test_engine_rank(&t, r, NULL, &err) == FSDPC_OK, "%s", err.msg);
+    fsdpc__engine_bytes(t.eng, &rb);
     worst = rb.optim > worst ? rb.optim : worst;
     if (r == rank % m.S)
       eb = rb;
   }
+  test_engine_close(&t);
   ck_assert_uint_eq(m.params, eb.params);
   ck_assert_uint_eq(m.grads, eb.grads);
   ck_assert_uint_eq(m.optim, worst);
@@ -110,7 +83,6 @@ static void check_shards(fsdpc_config *cfg, int strategy, int world, int rank) {
     ck_assert_uint_lt(m.optim, m.params);
   ck_assert_int_eq(m.peak[FSDPC_MEM_PARAMS], (int64_t)eb.params);
   ck_assert_int_eq(m.peak[FSDPC_MEM_OPTIM], (int64_t)worst);
-  fsdpc__plan_ctx_destroy(pc);
 }
 
 START_TEST(shards_equal_engine) {
@@ -125,9 +97,15 @@ START_TEST(shards_equal_engine) {
   for (int tied = 0; tied < 2; tied++)
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
       fsdpc_config *cfg = load(tied, variants[i], 2);
+      char text[2048];
+      snprintf(text, sizeof text, tiny_yaml, tied ? "true" : "false");
+      fsdpc_err err = {0};
+      fsdpc_plan_ctx *pc = NULL;
+      ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
       for (int s = 0; s < 4; s++)
         for (int world = 1; world <= 4; world *= 2)
-          check_shards(cfg, s, world, world - 1);
+          check_shards(cfg, pc, text, variants[i], 2, s, world, world - 1);
+      fsdpc__plan_ctx_destroy(pc);
       fsdpc__config_destroy(cfg);
     }
 }

@@ -518,7 +518,7 @@ static fsdpc_status lora_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
     int32_t dtype =
         strcmp(p->desc->name, "full") == 0 ? c->checkpoint.final_dtype : FSDPC_DTYPE_F32;
     r->host = merged;
-    st = save(s, FSDPC_CKPT_MERGED_NAME, p, dtype, c->train.max_steps, err);
+    st = save(s, FSDPC_CKPT_MERGED_NAME, p, dtype, s->plan->modes.batch.max_steps, err);
     r->host = saved;
   }
   fsdpc__ckpt_host_destroy(merged);

@@ -7,8 +7,12 @@
 
 #include "fsdp/engine.h"
 #include "fsdp/program.h"
+#include "runplan/runplan.h"
 
 struct fsdpc_engine {
+  /* The run plan's resolved execution, copied at creation; the mode fields
+   * below are its values, never decided here. */
+  fsdpc_run_exec x;
   fsdpc_model_shape shape;
   const fsdpc_ops *ops;        /* the device: memory, casts, fp32 adds and norms */
   size_t psize;                /* bytes per element of a gathered (compute) parameter */
@@ -122,10 +126,9 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
                                   fsdpc_err *err);
 
 /* offload.c */
-/* Decides the offload modes and sets up the worker, events and buffers
- * (engine creation, after the units' shards exist). */
-fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int optim_asked,
-                                  uint64_t buffer_bytes, fsdpc_err *err);
+/* Sets up the offload modes the plan resolved (e->x): the worker, events
+ * and buffers (engine creation, after the layout). */
+fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, fsdpc_err *err);
 void fsdpc__offload_teardown(fsdpc_engine *e);
 /* The optimizer state shard: pinned host memory under offload_optim on a
  * device, else where the other shards are. */

@@ -475,15 +475,14 @@ static uint64_t unit_state_bytes(const fsdpc_engine *e, int u) {
   return fsdpc__qstate_bytes(e->n_slots, un->shard_numel, nf, nq, nb, 1);
 }
 
-fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int optim_asked,
-                                  uint64_t buffer_bytes, fsdpc_err *err) {
+fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, fsdpc_err *err) {
   int on_cpu = e->ops->device == FSDPC_DEVICE_CPU;
-  /* cpu_offload includes the optimizer state: it is on the host already. */
-  e->offload_optim = optim_asked && !cpu_offload_asked && e->n_slots > 0;
-  /* The worker needs per-unit events on a device. */
-  e->host_async =
-      cpu_offload_asked &&
-      (on_cpu || (e->offload && e->ops->event_sync && e->n_units <= FSDPC_OPS_UNIT_EVENTS));
+  uint64_t buffer_bytes = e->x.offload_buffer_bytes;
+  e->offload_optim = e->x.offload_optim;
+  e->host_async = e->x.host_async;
+  if (e->host_async && !on_cpu && !e->ops->event_sync)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                       "fsdp: cpu_offload's host worker needs host event waits on this device");
   if (e->offload && !e->host_async && e->dist->rank == 0)
     FSDPC_LOGI("fsdp: cpu_offload: %d units (more than %d) or no host event wait on this device: "
                "the optimizer step does not overlap the device",

@@ -15,6 +15,8 @@
  * global grad norm -> per unit: clip, update, zero. */
 #include "fsdp/program.h"
 
+#include "runplan/runplan.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -305,6 +307,17 @@ void fsdpc__program_opts_for(const fsdpc_layout *lay, int S, int R, int compute_
                               .offload = offload,
                               .replicas = R,
                               .frozen_resident = S == 1 && !offload};
+}
+
+void fsdpc__program_opts_exec(const fsdpc_layout *lay, const fsdpc_run_exec *x,
+                              const fsdpc_state_pieces *pieces, fsdpc_program_opts *out) {
+  fsdpc__program_opts_for(lay, x->S, x->R, x->act_size == 4, x->offload, x->reshard, x->no_sync,
+                          x->overlap, x->forward_prefetch, x->backward_prefetch, out);
+  out->host_async = x->host_async;
+  out->offload_optim = x->offload_optim;
+  out->piece = fsdpc__state_piece_elems(x->offload_buffer_bytes, x->n_slots);
+  out->pieces = x->offload_optim ? pieces : NULL;
+  out->keep = x->keep;
 }
 
 fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kind kind,

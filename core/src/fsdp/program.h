@@ -122,6 +122,14 @@ void fsdpc__program_opts_for(const fsdpc_layout *lay, int S, int R, int compute_
                              int reshard, int no_sync, int overlap, int forward_prefetch,
                              int backward_prefetch, fsdpc_program_opts *out);
 
+struct fsdpc_run_exec;
+/* The same from a run's resolved execution (runplan/runplan.h), for the
+ * engine and the planner alike: the prefetch settings count only with a
+ * comm stream; pieces: offload_optim's, when cut otherwise than by the
+ * fp32 rule (quantized state), else NULL. */
+void fsdpc__program_opts_exec(const fsdpc_layout *lay, const struct fsdpc_run_exec *x,
+                              const fsdpc_state_pieces *pieces, fsdpc_program_opts *out);
+
 typedef enum fsdpc_program_kind {
   FSDPC_PROGRAM_MICRO = 0,     /* one training micro-batch, grads reduced */
   FSDPC_PROGRAM_MICRO_NO_SYNC, /* one training micro-batch, grads kept (no_sync, not last) */

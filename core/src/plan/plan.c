@@ -225,9 +225,11 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   int S = m->S;
   int B = (int)m->batch.micro, T = (int)m->batch.seq_len;
   const fsdpc_model_shape *shape = &p->shape;
+  fsdpc_run_exec x; /* the modes as the engine runs them */
+  fsdpc__run_exec_resolve(p, m, 0, &x);
   fsdpc_layout lay;
   FSDPC_TRY(fsdpc__layout_build(shape, p->params, p->n_params, p->unit_of_param, p->n_units, S,
-                                fsdpc__optim_align(m->align, &p->qf), 0, &lay, err));
+                                x.align, 0, &lay, err));
   out->S = S;
   out->R = m->R;
   uint64_t frozen = 0; /* LoRA's base: compute dtype, no grads, no optimizer state */
@@ -262,24 +264,20 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   /* Resident from engine creation on: shards (on the host when offloaded),
    * the reduce-scatter landing buffer (S > 1) and the model context. */
   int cuda = dev->device == FSDPC_DEVICE_CUDA;
-  cost_state r = {.lay = &lay,
-                  .dev = dev,
-                  .S = S,
-                  .R = m->R,
-                  .offload = m->cpu_offload,
-                  .bf16 = m->reduce_dtype == FSDPC_DTYPE_BF16 && cuda};
-  int accum = m->batch.accum > 0 ? (int)m->batch.accum : 1;
+  cost_state r = {
+      .lay = &lay, .dev = dev, .S = S, .R = m->R, .offload = x.offload, .bf16 = x.reduce_bf16};
+  int accum = x.accum;
   int64_t shards = (int64_t)(out->params + out->grads + out->optim);
   /* offload.optimizer (fsdp/offload.c): the state shards in host memory
    * (pinned on a GPU), two device buffers of the largest unit's state */
-  int offload_optim = m->offload_optim && p->n_slots > 0 && !r.offload;
-  uint64_t piece = fsdpc__state_piece_elems(m->offload_buffer_bytes, p->n_slots);
+  int offload_optim = x.offload_optim;
+  uint64_t piece = fsdpc__state_piece_elems(x.offload_buffer_bytes, x.n_slots);
   int64_t max_state =
       (int64_t)(lay.max_shard < piece ? lay.max_shard : piece) * 4 * (int64_t)p->n_slots;
   fsdpc_state_pieces qps = {0};
   if (offload_optim && p->qf.block) {
     uint64_t qb = 0;
-    fsdpc_status qst = qpieces(p, &lay, S, m->offload_buffer_bytes, &qps, &qb, err);
+    fsdpc_status qst = qpieces(p, &lay, S, x.offload_buffer_bytes, &qps, &qb, err);
     if (qst != FSDPC_OK) {
       fsdpc__layout_free(&lay);
       return qst;
@@ -301,15 +299,15 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
       out->host_bytes = (int64_t)out->optim;
     if (offload_optim)
       track(&r.t, FSDPC_MEM_OPTIM, 2 * max_state);
-    if (m->param_copy) { /* units.c: the bf16 copies of master shards, in unit order */
+    if (x.param_copy) { /* units.c: the bf16 copies of master shards, in unit order */
       uint64_t lp = 0;
       for (int u = 0; u < lay.n_units; u++)
         if (!lay.units[u].frozen && /* a frozen shard already is bf16 */
-            fsdpc__param_copy_fits((uint64_t)m->param_copy_max_bytes, lp, lay.units[u].shard_numel))
+            fsdpc__param_copy_fits(x.param_copy_max_bytes, lp, lay.units[u].shard_numel))
           lp += lay.units[u].shard_numel * 2;
       track(&r.t, FSDPC_MEM_PARAMS, (int64_t)lp);
     }
-    if (cuda) /* the device accumulator of the grad norm */
+    if (x.dev_norm) /* the device accumulator of the grad norm */
       track(&r.t, FSDPC_MEM_OTHER, (int64_t)sizeof(double));
   }
   if (S > 1)
@@ -322,16 +320,7 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
    * collectives (CUDA) overlap on a comm stream when units are sharded, and
    * cpu_offload's host copies do at any S (fsdp/units.c). */
   fsdpc_program_opts po;
-  fsdpc__program_opts_for(&lay, S, m->R, dev->full_param_bytes == 4 && !cuda, r.offload,
-                          m->reshard_after_forward, m->no_sync, cuda && (S > 1 || r.offload),
-                          m->forward_prefetch, m->backward_prefetch, &po);
-  /* as fsdp/offload.c decides them */
-  po.host_async =
-      m->cpu_offload_asked && (!cuda || (r.offload && lay.n_units <= FSDPC_OPS_UNIT_EVENTS));
-  po.offload_optim = offload_optim;
-  po.piece = piece;
-  po.pieces = offload_optim && p->qf.block ? &qps : NULL;
-  po.keep = m->keep_params;
+  fsdpc__program_opts_exec(&lay, &x, p->qf.block ? &qps : NULL, &po);
   fsdpc_program prog[FSDPC_PROGRAM_NKINDS] = {0};
   fsdpc_status st = FSDPC_OK;
   r.full_grad = calloc((size_t)lay.n_units + 1, 1);

@@ -165,8 +165,14 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
   /* The device first: "no GPU here" says more than a plugin refusing it. */
   STEP(setup_device(s, err));
   PHASE(device);
+  char resume_dir[4096];
+  int resuming = 0;
+  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
   fsdpc_run_world rw = {.world_size = world, .nproc_per_node = env->local_world_size};
-  STEP(fsdpc__run_plan_create(cfg, &rw, 0, &s->plan, err));
+  /* evaluation of weights (an HF folder): no grads or optimizer state; a
+   * sharded checkpoint's resume reads its optimizer state, so keeps them */
+  STEP(fsdpc__run_plan_create(cfg, &rw, eval_only && !resuming ? FSDPC_RUN_PLAN_EVAL : 0, &s->plan,
+                              err));
   fsdpc__registry_set_threads(s->plan->reg, s->cpu_threads); /* host device_info */
   const fsdpc_run_plan *p = s->plan;
   const fsdpc_run_modes *md = &p->modes;
@@ -185,39 +191,13 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
   }
   PHASE(comm);
 
-  char resume_dir[4096];
-  int resuming = 0;
-  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
-  fsdpc_optim_init oi = p->optim_init;
-  oi.device = s->ops->device;
-  fsdpc_engine_opts eo = {.shape = &p->shape,
-                          .strategy = md->strategy,
-                          .no_sync = md->no_sync,
-                          .align = md->align,
-                          .params = p->params,
-                          .n_params = p->n_params,
-                          .unit_of_param = p->unit_of_param,
-                          .n_units = p->n_units,
-                          .dist = &s->dist,
-                          .optim = p->optim,
-                          .optim_init = &oi,
-                          .decay_norm_and_bias = cfg->optim.decay_norm_and_bias,
-                          .threads = s->cpu_threads > 0 ? s->cpu_threads : omp_get_max_threads(),
-                          .ops = s->ops,
-                          .forward_prefetch = md->forward_prefetch,
-                          .backward_prefetch = md->backward_prefetch,
-                          .reduce_dtype = md->reduce_dtype,
-                          .cpu_offload = md->cpu_offload_asked,
-                          .offload_optimizer = md->offload_optim,
-                          .offload_buffer_bytes = md->offload_buffer_bytes,
-                          .param_copy = md->param_copy,
-                          .param_copy_max_bytes = (uint64_t)md->param_copy_max_bytes,
-                          .keep_params = md->keep_params,
-                          /* evaluation of weights (an HF folder): no grads or
-                           * optimizer state; a sharded checkpoint's resume
-                           * reads its optimizer state, so keeps them */
-                          .inference = eval_only && !resuming};
-  STEP(fsdpc__engine_create(&eo, &s->eng, err));
+  /* The engine is the plan's; what the plan cannot hold (it is the same on
+   * every rank and in `fsdpc plan`) comes beside it: this rank's
+   * communicators, the device and the host threads. */
+  fsdpc_engine_env ee = {.dist = &s->dist,
+                         .ops = s->ops,
+                         .threads = s->cpu_threads > 0 ? s->cpu_threads : omp_get_max_threads()};
+  STEP(fsdpc__engine_create(p, &ee, &s->eng, err));
   PHASE(alloc);
   if (resuming && !p->has_lora) {
     /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup);

@@ -67,8 +67,11 @@ static void check_shards(fsdpc_config *cfg, fsdpc_plan_ctx *pc, const char *yaml
   uint64_t worst = 0;
   test_engine t;
   open_plan(yaml, ovr, n, strategy, world, &t);
+  int quantized = strcmp(cfg->optim.name, "adamw8bit") == 0;
   for (int r = 0; r < m.S; r++) {
     fsdpc_engine_bytes rb;
+    if (!quantized && r != 0 && r != rank % m.S)
+      continue; /* fp32 slots: every rank's shards are the same size */
     ck_assert_msg(test_engine_rank(&t, r, NULL, &err) == FSDPC_OK, "%s", err.msg);
     fsdpc__engine_bytes(t.eng, &rb);
     worst = rb.optim > worst ? rb.optim : worst;

@@ -210,6 +210,13 @@ fsdpc_status fsdpc__engine_step_begin(fsdpc_engine *e, int64_t step, double lr,
 fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
                                       double max_grad_norm, double *grad_norm, fsdpc_err *err);
 
+/* The block of the engine's arena planned for the model context of its
+ * run (fsdpc_model_ctx_opts.arena, fsdpc__run_model_opts); *bytes = 0 and
+ * NULL when the plan has none. */
+void *fsdpc__engine_act_block(fsdpc_engine *e, size_t *bytes);
+/* The engine's memory plan (fsdp/memplan.h): the arena's bytes and parts. */
+const struct fsdpc_memplan *fsdpc__engine_memplan(const fsdpc_engine *e);
+
 /* Whether the shards live in host memory while the model computes on a
  * device (fsdp.cpu_offload on CUDA). */
 int fsdpc__engine_offloaded(const fsdpc_engine *e);

@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include "fsdp/engine.h"
+#include "fsdp/memplan.h"
 #include "fsdp/program.h"
 #include "runplan/runplan.h"
 
@@ -64,7 +65,11 @@ struct fsdpc_engine {
   uint64_t host_pinned;        /* bytes of pinned host memory held (offload) */
   uint64_t max_shard, max_flat;
   uint64_t max_grad_shard;     /* largest trainable shard: the reduce-scatter landing buffers */
-  fsdpc_program prog[FSDPC_PROGRAM_NKINDS]; /* the step as data (program.h) */
+  /* Where every buffer lives (memplan.h), the programs of each slot among
+   * them, and the arena they live in: one reservation on the device. */
+  fsdpc_memplan mp;
+  char *arena;
+  int micro_i;                 /* micro-batches of the step begun so far (0: between steps) */
   int keep;                    /* fsdp.keep_params (FSDPC_KEEP_*) */
   int kept;                    /* the last micro-batch left its kept units gathered */
   /* Offload modes (offload.c). */
@@ -131,8 +136,8 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
 fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, fsdpc_err *err);
 void fsdpc__offload_teardown(fsdpc_engine *e);
 /* The optimizer state shard: pinned host memory under offload_optim on a
- * device, else where the other shards are. */
-float *fsdpc__offload_state_alloc(fsdpc_engine *e, size_t bytes);
+ * device, else where the other shards are (off: its planned place). */
+float *fsdpc__offload_state_alloc(fsdpc_engine *e, uint64_t off, size_t bytes);
 void fsdpc__offload_state_free(fsdpc_engine *e, float *p, size_t bytes);
 /* Every host task done and, with offload_optim, every state copy: the
  * host may read or write the shards. */
@@ -193,10 +198,28 @@ static inline size_t fsdpc__master_size(const fsdpc_engine *e, const fsdpc_unit 
   return un->frozen ? e->psize : sizeof(float);
 }
 
-/* Shard memory (master, grad, optimizer state): the device's, or pinned
- * host memory when offloaded. */
-static inline void *fsdpc__salloc(fsdpc_engine *e, fsdpc_mem_cat cat, size_t bytes) {
-  if (!e->offload) return e->ops->alloc(e->ops->ctx, cat, bytes);
+/* A planned buffer of the arena (memplan.h): its pointer; NULL for
+ * FSDPC_MP_NONE. */
+static inline void *fsdpc__arena_at(const fsdpc_engine *e, uint64_t off) {
+  return off == FSDPC_MP_NONE ? NULL : e->arena + off;
+}
+
+/* A planned buffer begins (bytes > 0) or ends (< 0): the device's
+ * accounting by category, which the planner predicts (memplan.h). */
+static inline void fsdpc__acct(const fsdpc_engine *e, fsdpc_mem_cat cat, int64_t bytes) {
+  if (e->ops->account)
+    e->ops->account(e->ops->ctx, cat, bytes);
+}
+
+/* Shard memory (master, grad, optimizer state): its planned place in the
+ * arena, or pinned host memory when offloaded. */
+static inline void *fsdpc__salloc(fsdpc_engine *e, fsdpc_mem_cat cat, uint64_t off, size_t bytes) {
+  if (!e->offload) {
+    void *p = fsdpc__arena_at(e, off);
+    if (p)
+      fsdpc__acct(e, cat, (int64_t)bytes);
+    return p;
+  }
   void *p = e->ops->alloc_host(e->ops->ctx, bytes);
   if (p) e->host_pinned += bytes;
   return p;
@@ -204,18 +227,28 @@ static inline void *fsdpc__salloc(fsdpc_engine *e, fsdpc_mem_cat cat, size_t byt
 static inline void fsdpc__sfree(fsdpc_engine *e, fsdpc_mem_cat cat, void *p, size_t bytes) {
   if (!p) return;
   if (!e->offload) {
-    e->ops->free(e->ops->ctx, cat, p, bytes);
+    fsdpc__acct(e, cat, -(int64_t)bytes);
     return;
   }
   e->ops->free_host(e->ops->ctx, p);
   e->host_pinned -= bytes;
 }
 
-static inline void *fsdpc__ealloc(fsdpc_engine *e, fsdpc_mem_cat cat, size_t bytes) {
-  return e->ops->alloc(e->ops->ctx, cat, bytes);
+/* st, or else the error a free on the device kept (fsdpc__ops_freed): a
+ * device fault is reported, never dropped. Takes that error either way. */
+static inline fsdpc_status fsdpc__after_free(fsdpc_engine *e, fsdpc_status st, fsdpc_err *err) {
+  fsdpc_err fe;
+  fsdpc_status f = fsdpc__ops_freed(e->ops, &fe);
+  if (st != FSDPC_OK || f == FSDPC_OK)
+    return st;
+  if (err)
+    *err = fe;
+  return f;
 }
-static inline void fsdpc__efree(fsdpc_engine *e, fsdpc_mem_cat cat, void *p, size_t bytes) {
-  if (p) e->ops->free(e->ops->ctx, cat, p, bytes);
-}
+
+/* step.c: frees the units a micro-batch kept when what comes next is not a
+ * micro-batch of the same step; the decision of grad_overwrite (there). */
+fsdpc_status fsdpc__drop_kept(fsdpc_engine *e, fsdpc_err *err);
+int fsdpc__grad_ow(fsdpc_engine *e);
 
 #endif

@@ -43,6 +43,12 @@ typedef enum fsdpc_act_op {
   FSDPC_ACT_UPDATE_PIECE,   /* piece, offload_optim: clip, update, zero its grads */
   FSDPC_ACT_HOST_LAND,      /* unit, host_async offloaded, not the last micro-batch: the worker
                              * adds its landed grads once the copy is done (no ABSORB) */
+  /* With a comm stream, the orderings that let buffers share bytes
+   * (fsdp/memplan.h): */
+  FSDPC_ACT_FENCE_FREE, /* after a block's releases: the comm stream waits for compute, so
+                         * the gathers after it may reuse the released bytes */
+  FSDPC_ACT_REDUCED,    /* unit: compute waits for its reduction (two blocks back), so the
+                         * grads after it may reuse its full gradient's bytes */
   FSDPC_ACT_NOPS
 } fsdpc_act_op;
 

@@ -7,6 +7,7 @@
 
 #include "fsdp/hostwork.h"
 #include "fsdp/internal.h"
+#include "fsdp/memplan.h"
 #include "fsdp/qstate.h"
 #include "io/dtype.h"
 #include "io/hf_ckpt.h"
@@ -35,9 +36,37 @@ static fsdpc_status check_env(const fsdpc_run_plan *p, const fsdpc_engine_env *e
   if (x->offload && (!ops->alloc_host || !ops->copy_on))
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                        "fsdp.cpu_offload: this device has no pinned host memory; set it to false");
-  if ((x->overlap && !ops->comm_stream) || (x->d2h && !ops->d2h_stream))
+  if ((x->overlap && !ops->comm_stream) || (x->d2h && !ops->d2h_stream) ||
+      (x->dev_norm && !ops->sumsq_f32_dev))
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
-                       "fsdp: the run plan overlaps on streams this device does not have");
+                       "fsdp: the run plan needs streams or a device norm this device lacks");
+  return FSDPC_OK;
+}
+
+/* The memory plan of this rank (fsdp/memplan.h) and the arena it lives in:
+ * one reservation, made here, before any shard exists. */
+static fsdpc_status plan_memory(fsdpc_engine *e, const fsdpc_run_plan *p, const fsdpc_layout *lay,
+                                fsdpc_err *err) {
+  uint64_t tracked = 0;
+  uint64_t act = fsdpc__memplan_act_bytes(p, &p->modes, &e->x, &tracked);
+  fsdpc_memplan_in in = {.x = &e->x,
+                         .lay = lay,
+                         .params = e->params,
+                         .qf = &e->qf,
+                         .pieces = e->offload_optim ? &e->pieces : NULL,
+                         .sbuf_bytes = e->sbuf_bytes,
+                         .act_bytes = act,
+                         .act_tracked = tracked};
+  FSDPC_TRY(fsdpc__memplan_build(&in, &e->mp, err));
+  if (!e->ops->arena_alloc)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: this device has no arena");
+  if (!(e->arena = e->ops->arena_alloc(e->ops->ctx, e->mp.arena_bytes)))
+    return fsdpc__ops_oom(
+        e->ops, err,
+        "for the planned arena (%.2f GiB: shards %.2f, activations %.2f, "
+        "transients %.2f); run `fsdpc plan` for the options that fit",
+        (double)e->mp.arena_bytes / 1073741824.0, (double)e->mp.persist_bytes / 1073741824.0,
+        (double)e->mp.act_bytes / 1073741824.0, (double)e->mp.trans_bytes / 1073741824.0);
   return FSDPC_OK;
 }
 
@@ -120,18 +149,16 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
   if (!e->otensors) goto oom;
   if ((st = fsdpc__offload_setup(e, err)) != FSDPC_OK)
     goto fail;
-  fsdpc_program_opts po;
-  fsdpc__program_opts_exec(&lay, x, &e->pieces, &po);
-  for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
-    if ((st = fsdpc__program_build(&po, (fsdpc_program_kind)k, &e->prog[k], err)) != FSDPC_OK)
-      goto fail;
+  if ((st = plan_memory(e, p, &lay, err)) != FSDPC_OK)
+    goto fail;
 
   for (int u = 0; u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
+    const fsdpc_mp_unit *m = &e->mp.unit[u];
     size_t sb = un->shard_numel * sizeof(float);
     if (un->frozen) { /* compute dtype, no grad, no optimizer state */
       size_t fb = un->shard_numel * e->psize;
-      if (!(un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, fb)))
+      if (!(un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, m->master, fb)))
         goto oom;
       if ((st = e->sops->memset0(e->sops->ctx, un->master, fb, err)) != FSDPC_OK)
         goto fail;
@@ -140,8 +167,8 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
         un->full = un->master;
       continue;
     }
-    un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, sb);
-    un->grad = e->inference ? NULL : fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
+    un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, m->master, sb);
+    un->grad = e->inference ? NULL : fsdpc__salloc(e, FSDPC_MEM_GRADS, m->grad, sb);
     if (!un->master || (!e->inference && !un->grad))
       goto oom;
     /* offload_optim: pinned host state, streamed (fsdp/offload.c) */
@@ -157,25 +184,25 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
       un->stage_stale = 1;
     }
     if (e->full_is_master) un->full = un->master; /* nothing to gather or cast */
-    if (e->param_copy &&
-        fsdpc__param_copy_fits(x->param_copy_max_bytes, e->lp_bytes, un->shard_numel)) {
-      if (!(un->lp = fsdpc__ealloc(e, FSDPC_MEM_PARAMS, un->shard_numel * 2))) goto oom;
-      e->lp_bytes += un->shard_numel * 2;
-      e->lp_units++;
+    if ((un->lp = fsdpc__arena_at(e, m->lp))) {   /* param_copy (the plan picks the units) */
+      fsdpc__acct(e, FSDPC_MEM_PARAMS, (int64_t)un->shard_numel * 2);
       un->lp_stale = 1;
     }
     /* grads accumulate in the shard (offloaded: in a device buffer, then D2H) */
     if (e->S == 1 && !e->offload) un->full_grad = un->grad;
   }
-  if (e->S > 1 && !(e->rs_scratch = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_grad_shard * 4)))
-    goto oom;
-  if (e->S > 1 && e->reduce_bf16 &&
-      !(e->rs16 = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_grad_shard * 2)))
-    goto oom;
+  e->lp_bytes = e->mp.lp_bytes;
+  e->lp_units = e->mp.lp_units;
+  if ((e->rs_scratch = fsdpc__arena_at(e, e->mp.rs)))
+    fsdpc__acct(e, FSDPC_MEM_COMM, (int64_t)e->max_grad_shard * 4);
+  if ((e->rs16 = fsdpc__arena_at(e, e->mp.rs16)))
+    fsdpc__acct(e, FSDPC_MEM_COMM, (int64_t)e->max_grad_shard * 2);
   /* the global grad norm sums on the device and downloads once */
-  if (x->dev_norm && e->ops->sumsq_f32_dev &&
-      !(e->dnorm = fsdpc__ealloc(e, FSDPC_MEM_OTHER, sizeof(double))))
-    goto oom;
+  if ((e->dnorm = fsdpc__arena_at(e, e->mp.dnorm)))
+    fsdpc__acct(e, FSDPC_MEM_OTHER, (int64_t)sizeof(double));
+  for (int k = 0; k < 2; k++) /* offload_optim's state buffers */
+    if ((e->sbuf[k] = fsdpc__arena_at(e, e->mp.sbuf[k])))
+      fsdpc__acct(e, FSDPC_MEM_OPTIM, (int64_t)e->sbuf_bytes);
   if (e->dist->rank == 0) {
     char names[1024];
     int n = 0;
@@ -203,6 +230,16 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
     if (e->reduce_bf16)
       FSDPC_LOGI("fsdp: gradients reduced in bf16 (reduce-scatter%s), accumulated in fp32",
                  e->dist->replica_size > 1 ? " and replica all-reduce" : "");
+    const fsdpc_memplan *mp = &e->mp;
+    FSDPC_LOGI("fsdp: memory plan: one arena of %.2f MiB on the %s = shards and fixed buffers "
+               "%.2f + activations %.2f + transients %.2f (step %.2f, evaluation %.2f, "
+               "inference %.2f, checkpoint gathers %.2f)",
+               (double)mp->arena_bytes / 1048576.0,
+               e->ops->device == FSDPC_DEVICE_CPU ? "host" : "device",
+               (double)mp->persist_bytes / 1048576.0, (double)mp->act_bytes / 1048576.0,
+               (double)mp->trans_bytes / 1048576.0, (double)mp->trans_step / 1048576.0,
+               (double)mp->trans_forward / 1048576.0, (double)mp->trans_blocks / 1048576.0,
+               (double)mp->trans_ckpt / 1048576.0);
   }
   *out = e;
   return FSDPC_OK;
@@ -225,17 +262,19 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   for (int u = 0; e->units && u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float), fb = un->flat_numel * sizeof(float);
+    size_t pb = un->flat_numel * e->psize;
+    /* transients still planned in (a step that failed half way) */
+    if (un->full && un->full != un->master && !fsdpc__full_is_lp(un))
+      fsdpc__acct(e, FSDPC_MEM_COMM, -(int64_t)pb);
+    if (un->full_grad && un->full_grad != un->grad)
+      fsdpc__acct(e, FSDPC_MEM_GRADS, -(int64_t)fb);
     if (un->frozen) {
-      if (!fsdpc__unit_resident(e, un))
-        fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
       fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, un->shard_numel * e->psize);
       free(un->params);
       continue;
     }
-    if (!e->full_is_master && !fsdpc__full_is_lp(un))
-      fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
-    fsdpc__efree(e, FSDPC_MEM_PARAMS, un->lp, un->shard_numel * 2);
-    if (un->full_grad != un->grad) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
+    if (un->lp)
+      fsdpc__acct(e, FSDPC_MEM_PARAMS, -(int64_t)un->shard_numel * 2);
     fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, sb);
     fsdpc__sfree(e, FSDPC_MEM_GRADS, un->grad, sb);
     fsdpc__state_free(e, un);
@@ -247,12 +286,16 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   fsdpc__engine_host_shards_done(e, 0, &ignore);
   fsdpc__offload_teardown(e);
   if (e->opt) e->ov->destroy(e->opt);
-  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs_scratch, e->max_grad_shard * 4);
-  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs16, e->max_grad_shard * 2);
-  fsdpc__efree(e, FSDPC_MEM_OTHER, e->dnorm, sizeof(double));
+  if (e->rs_scratch)
+    fsdpc__acct(e, FSDPC_MEM_COMM, -(int64_t)e->max_grad_shard * 4);
+  if (e->rs16)
+    fsdpc__acct(e, FSDPC_MEM_COMM, -(int64_t)e->max_grad_shard * 2);
+  if (e->dnorm)
+    fsdpc__acct(e, FSDPC_MEM_OTHER, -(int64_t)sizeof(double));
+  if (e->arena)
+    e->ops->arena_free(e->ops->ctx, e->arena, e->mp.arena_bytes);
+  fsdpc__memplan_free(&e->mp);
   free(e->otensors);
-  for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
-    fsdpc__program_free(&e->prog[k]);
   free(e->units);
   free(e->blocks);
   free(e->param_unit);
@@ -263,6 +306,13 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
 }
 
 int fsdpc__engine_n_units(const fsdpc_engine *e) { return e->n_units; }
+void *fsdpc__engine_act_block(fsdpc_engine *e, size_t *bytes) {
+  *bytes = e->mp.act_bytes;
+  return e->mp.act_bytes ? e->arena + e->mp.act_offset : NULL;
+}
+const fsdpc_memplan *fsdpc__engine_memplan(const fsdpc_engine *e) {
+  return &e->mp;
+}
 int fsdpc__engine_offloaded(const fsdpc_engine *e) { return e->offload; }
 const fsdpc_unit *fsdpc__engine_unit(const fsdpc_engine *e, int u) { return &e->units[u]; }
 int fsdpc__engine_n_params(const fsdpc_engine *e) { return e->n_params; }

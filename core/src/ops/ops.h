@@ -28,6 +28,15 @@ typedef struct fsdpc_ops {
    * out of memory; contents are unspecified. */
   void *(*alloc)(void *ctx, fsdpc_mem_cat cat, size_t bytes);
   void (*free)(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes);
+  /* The device's arena (fsdp/memplan.h): one reservation, made once, that
+   * the engine and the model context place their buffers in at planned
+   * offsets; zero-filled on the CPU, not on a device. NULL when out of
+   * memory (take_error says why on a device). account adds bytes (or, < 0,
+   * takes them) to a category as a planned buffer begins or ends: the
+   * arena is reserved, the categories say what lives in it. */
+  void *(*arena_alloc)(void *ctx, size_t bytes);
+  void (*arena_free)(void *ctx, void *p, size_t bytes);
+  void (*account)(void *ctx, fsdpc_mem_cat cat, int64_t bytes);
   /* The stream device work is ordered on (cudaStream_t), NULL on the CPU. */
   void *(*stream)(void *ctx);
   /* (optional: NULL on the CPU) A second stream for collectives, events to
@@ -180,8 +189,20 @@ typedef struct fsdpc_ops {
   void *(*d2h_stream)(void *ctx);
 } fsdpc_ops;
 
-/* Event slots: 0..63 for the engine's streams, then one per unit. */
-enum { FSDPC_OPS_UNIT_EVENT0 = 64, FSDPC_OPS_UNIT_EVENTS = 256 };
+/* Event slots: 0..95 for the engine's streams, then one per unit. */
+enum { FSDPC_OPS_UNIT_EVENT0 = 96, FSDPC_OPS_UNIT_EVENTS = 256 };
+
+/* Alignment of every buffer in an arena (fsdp/memplan.h): a cache line on
+ * the CPU, what cudaMalloc gives on a device. */
+static inline size_t fsdpc__ops_arena_align(int32_t device) {
+  return device == FSDPC_DEVICE_CPU ? 64 : 256;
+}
+
+/* Bytes of the fused lm-head + cross-entropy's scratch on a device: the
+ * CPU's fp32 logits of one chunk; CUDA's fp32 logits (unless they are bf16),
+ * their bf16 gradient and the per-row losses (ops.c; the tables'
+ * xent_scratch_bytes answer with it). */
+size_t fsdpc__xent_scratch_bytes(int32_t device, int N, int V, int chunk_rows, int logits_bf16);
 
 /* After alloc or alloc_on gave NULL: the device's own reason when it kept
  * one (a device fault must not read as "out of memory"), as "<what>:

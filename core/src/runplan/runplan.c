@@ -182,6 +182,18 @@ void fsdpc__run_exec_resolve(const fsdpc_run_plan *p, const fsdpc_run_modes *m, 
   out->dev_norm = !cpu && !out->offload;
 }
 
+void fsdpc__run_model_opts(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
+                           fsdpc_model_ctx_opts *out) {
+  *out = (fsdpc_model_ctx_opts){.shape = &p->shape,
+                                .B = (int)m->batch.micro,
+                                .T = (int)m->batch.seq_len,
+                                .activation_checkpointing = m->activation_checkpointing,
+                                .logits_bf16 = m->logits_dtype == FSDPC_DTYPE_BF16,
+                                .attention = p->attn,
+                                .attention_opts = p->cfg ? p->cfg->attention.options : NULL,
+                                .lora = p->has_lora ? &p->lora : NULL};
+}
+
 void fsdpc__run_situation(const fsdpc_run_plan *p, fsdpc_situation *sit) {
   *sit = (fsdpc_situation){.struct_size = sizeof *sit,
                            .device = p->modes.device,

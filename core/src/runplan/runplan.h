@@ -175,6 +175,12 @@ typedef struct fsdpc_run_plan {
 void fsdpc__run_exec_resolve(const fsdpc_run_plan *p, const fsdpc_run_modes *m, int inference,
                              fsdpc_run_exec *out);
 
+/* The model context a run of plan p under modes m computes with: shape,
+ * micro-batch, checkpointing, logits dtype, attention, LoRA (the caller adds
+ * the device, threads and memory). */
+void fsdpc__run_model_opts(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
+                           fsdpc_model_ctx_opts *out);
+
 /* Builds the plan of cfg at world w (flags: FSDPC_RUN_PLAN_*). */
 fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_world *w,
                                     unsigned flags, fsdpc_run_plan **out, fsdpc_err *err);

@@ -220,16 +220,12 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
   }
   PHASE(weights);
 
-  fsdpc_model_ctx_opts mo = {.shape = &p->shape,
-                             .B = (int)md->batch.micro,
-                             .T = (int)md->batch.seq_len,
-                             .activation_checkpointing = md->activation_checkpointing,
-                             .logits_bf16 = md->logits_dtype == FSDPC_DTYPE_BF16,
-                             .attention = p->attn,
-                             .attention_opts = cfg->attention.options,
-                             .ops = s->ops,
-                             .threads = s->cpu_threads,
-                             .lora = p->has_lora ? &p->lora : NULL};
+  /* the plan's model context, in the block the engine's arena holds for it */
+  fsdpc_model_ctx_opts mo;
+  fsdpc__run_model_opts(p, md, &mo);
+  mo.ops = s->ops;
+  mo.threads = s->cpu_threads;
+  mo.arena = fsdpc__engine_act_block(s->eng, &mo.arena_bytes);
   STEP(fsdpc__model_ctx_create(&mo, &s->mctx, err));
   PHASE(model);
   STEP(open_data(s, err));

@@ -153,7 +153,8 @@ int fsdpc__cmd_plan(int argc, char **argv) {
            (long long)cfg->data.seq_len, (double)fsdpc__plan_numel(pc) / 1e6);
     printf("per-rank MiB: shards (params), peak per category over a step (grads, comm include "
            "the\ntransient full buffers), total = peak of the sum%s\n",
-           cuda ? "; reserved = allocator estimate" : "");
+           cuda ? ";\nreserved = the planned arena + the CUDA runtime outside it (docs/fsdp.md)"
+                : "");
     if (host_gib > 0)
       printf("host MiB per rank: pinned + pageable + runtime; host memory %.1f GiB per machine "
              "(--host-mem), %d rank(s) per machine\n",
@@ -174,7 +175,8 @@ int fsdpc__cmd_plan(int argc, char **argv) {
   for (int s = 0; s < FSDPC_STRATEGY_COUNT; s++)
     for (int ck = 0; ck < 2; ck++)
       for (int off = 0; off < (cuda ? 3 : 1); off++) {
-        fsdpc_plan_variant v = {s, ck, off == 1, off == 2};
+        /* on the CPU the offload keys stay the config's (one row) */
+        fsdpc_plan_variant v = {s, ck, cuda ? off == 1 : -1, cuda ? off == 2 : -1};
         fsdpc_plan_mem m;
         if (fsdpc__plan_config(pc, &v, world, nproc, &m, &err) != FSDPC_OK) {
           fprintf(stderr, "fsdpc plan: %s: %s\n", fsdpc__strategy_name((fsdpc_strategy)s), err.msg);
@@ -235,6 +237,8 @@ int fsdpc__cmd_plan(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "host_runtime_bytes", (double)m.host_runtime);
         cJSON_AddNumberToObject(o, "host_total_bytes", (double)m.host_total);
         cJSON_AddNumberToObject(o, "reserved_bytes", (double)m.reserved);
+        cJSON_AddNumberToObject(o, "arena_bytes", (double)m.arena);
+        cJSON_AddNumberToObject(o, "late_bytes", (double)m.late);
         if (limit)
           cJSON_AddBoolToObject(o, "fits", dev_ok && host_ok);
         cJSON_AddBoolToObject(o, "fits_device", dev_ok);

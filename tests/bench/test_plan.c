@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "engine_plan.h"
 #include "plan/plan.h"
+#include "runplan/runplan.h"
 #include "util/mem.h"
 
 static const char *tiny_yaml = "model:\n"
@@ -256,9 +257,10 @@ START_TEST(param_copy_planned) {
 }
 END_TEST
 
-/* CUDA reserved memory: 1.01 x peak + runtime with shard groups of one
- * (nothing gathered), 1.10 x peak + runtime with gathers. */
-START_TEST(reserved_by_shard_group) {
+/* CUDA reserved memory: the arena the engine plans (at least the peak of
+ * the accounting, which lays out into it) plus what lies outside it: the
+ * runtime, the late buffers and, with collectives, NCCL's. */
+START_TEST(reserved_is_the_arena) {
   const char *ovr[] = {"train.device=cuda"};
   fsdpc_config *cfg = load(0, ovr, 1);
   fsdpc_err err = {0};
@@ -268,20 +270,60 @@ START_TEST(reserved_by_shard_group) {
   fsdpc__plan_device_default(FSDPC_DEVICE_CUDA, &dev);
   struct {
     int strategy, world;
-    double factor;
-  } cases[] = {{FSDPC_FULL_SHARD, 1, 1.01}, {FSDPC_NO_SHARD, 4, 1.01},
-               {FSDPC_FULL_SHARD, 4, 1.10}, {FSDPC_SHARD_GRAD_OP, 2, 1.10}};
+  } cases[] = {
+      {FSDPC_FULL_SHARD, 1}, {FSDPC_NO_SHARD, 4}, {FSDPC_FULL_SHARD, 4}, {FSDPC_SHARD_GRAD_OP, 2}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     fsdpc_plan_mem m;
     fsdpc_plan_variant v = {cases[i].strategy, 0, 0, -1};
     ck_assert_msg(fsdpc__plan_config(pc, &v, cases[i].world, cases[i].world, &m, &err) ==
                       FSDPC_OK,
                   "%s", err.msg);
-    ck_assert_int_eq(m.S == 1, cases[i].factor < 1.05);
-    int64_t want = (int64_t)((double)m.total_peak * cases[i].factor) + (int64_t)dev.runtime_bytes;
-    ck_assert_int_eq(m.reserved, want);
+    ck_assert_int_ge(m.arena, m.total_peak);
+    ck_assert_int_eq(m.arena, m.arena_shards + m.arena_activations + m.arena_transients);
+    int64_t late =
+        (int64_t)dev.late_bytes + (cases[i].world > 1 ? (int64_t)dev.late_comm_bytes : 0);
+    ck_assert_int_eq(m.late, late);
+    ck_assert_int_eq(m.reserved, m.arena + (int64_t)dev.runtime_bytes + late);
   }
   fsdpc__plan_ctx_destroy(pc);
+  fsdpc__config_destroy(cfg);
+}
+END_TEST
+
+/* The plan as a promise: a CUDA run whose arena (and what it takes after
+ * start-up) exceeds the free memory is refused in one line that gives the
+ * planner's figures and the variants that would fit; with enough it runs. */
+START_TEST(fit_check_refuses) {
+  const char *ovr[] = {"train.device=cuda", "train.micro_batch_size=8", "data.seq_len=64",
+                       "model.max_position_embeddings=64"};
+  fsdpc_config *cfg = load(0, ovr, 4);
+  fsdpc_err err = {0};
+  fsdpc_run_world w = {1, 1};
+  fsdpc_run_plan *p = NULL;
+  ck_assert_msg(fsdpc__run_plan_create(cfg, &w, FSDPC_RUN_PLAN_OFFLINE, &p, &err) == FSDPC_OK, "%s",
+                err.msg);
+  fsdpc_plan_mem m, ck;
+  ck_assert(fsdpc__plan_modes(p, &p->modes, &m, &err) == FSDPC_OK);
+  uint64_t want = (uint64_t)(m.arena + m.late);
+  ck_assert_int_eq(fsdpc__plan_fit_check(p, want, 0, &err), FSDPC_OK);
+  /* between the checkpointed variant's need and the run's own */
+  fsdpc_run_variant v = {-1, 1, -1, -1};
+  fsdpc_run_modes cm;
+  ck_assert(fsdpc__run_modes_resolve(cfg, &v, &w, &cm, &err) == FSDPC_OK);
+  ck_assert(fsdpc__plan_modes(p, &cm, &ck, &err) == FSDPC_OK);
+  ck_assert_int_lt(ck.arena, m.arena);
+  uint64_t some = (uint64_t)(ck.arena + ck.late);
+  ck_assert_int_eq(fsdpc__plan_fit_check(p, some, 3, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "does not fit GPU 3"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "would fit: fsdp.activation_checkpointing=true"));
+  ck_assert_ptr_null(strchr(err.msg, '\n'));
+  char planned[64];
+  snprintf(planned, sizeof planned, "it plans %.2f GiB", (double)want / 1073741824.0);
+  ck_assert_msg(strstr(err.msg, planned) != NULL, "%s", err.msg);
+  /* nothing fits in almost nothing */
+  ck_assert_int_eq(fsdpc__plan_fit_check(p, 4096, 0, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "use more GPUs"));
+  fsdpc__run_plan_destroy(p);
   fsdpc__config_destroy(cfg);
 }
 END_TEST
@@ -305,7 +347,8 @@ int main(void) {
   tcase_add_test(tc, transients_follow_the_schedule);
   tcase_add_test(tc, flops_formula);
   tcase_add_test(tc, param_copy_planned);
-  tcase_add_test(tc, reserved_by_shard_group);
+  tcase_add_test(tc, reserved_is_the_arena);
+  tcase_add_test(tc, fit_check_refuses);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -640,10 +640,15 @@ void fsdpc__memplan_free(fsdpc_memplan *mp) {
   memset(mp, 0, sizeof *mp);
 }
 
-uint64_t fsdpc__memplan_act_bytes(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
-                                  const fsdpc_run_exec *x, uint64_t *tracked) {
+fsdpc_status fsdpc__memplan_act_bytes(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
+                                      const fsdpc_run_exec *x, uint64_t *bytes, uint64_t *tracked,
+                                      fsdpc_err *err) {
   fsdpc_model_ctx_opts mo;
   fsdpc__run_model_opts(p, m, &mo);
-  return fsdpc__model_ctx_arena_bytes(&mo, &p->attn_sizes, x->device, (size_t)x->act_size,
-                                      fsdpc__ops_arena_align(x->device), tracked);
+  fsdpc_attn_sizes as = p->attn_sizes;
+  if (m->batch.micro != p->modes.batch.micro || m->batch.seq_len != p->modes.batch.seq_len)
+    FSDPC_TRY(fsdpc__run_attn_sizes(p, mo.B, mo.T, &as, err));
+  *bytes = fsdpc__model_ctx_arena_bytes(&mo, &as, x->device, (size_t)x->act_size,
+                                        fsdpc__ops_arena_align(x->device), tracked);
+  return FSDPC_OK;
 }

@@ -119,9 +119,11 @@ void fsdpc__memplan_free(fsdpc_memplan *mp);
 
 /* The model context's block for a run of plan p under modes m with
  * execution x: its bytes in the arena, and (*tracked) the bytes it
- * accounts as activations. */
-uint64_t fsdpc__memplan_act_bytes(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
-                                  const fsdpc_run_exec *x, uint64_t *tracked);
+ * accounts as activations (the attention plugin asked again when m's
+ * micro-batch is not the plan's). */
+fsdpc_status fsdpc__memplan_act_bytes(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
+                                      const fsdpc_run_exec *x, uint64_t *bytes, uint64_t *tracked,
+                                      fsdpc_err *err);
 
 /* cpu_offload at S == 1 with a d2h stream: the unit whose flat buffer ends
  * with the final norm and the (untied) head and that blocks before the

@@ -47,8 +47,8 @@ static fsdpc_status check_env(const fsdpc_run_plan *p, const fsdpc_engine_env *e
  * one reservation, made here, before any shard exists. */
 static fsdpc_status plan_memory(fsdpc_engine *e, const fsdpc_run_plan *p, const fsdpc_layout *lay,
                                 fsdpc_err *err) {
-  uint64_t tracked = 0;
-  uint64_t act = fsdpc__memplan_act_bytes(p, &p->modes, &e->x, &tracked);
+  uint64_t act = 0, tracked = 0;
+  FSDPC_TRY(fsdpc__memplan_act_bytes(p, &p->modes, &e->x, &act, &tracked, err));
   fsdpc_memplan_in in = {.x = &e->x,
                          .lay = lay,
                          .params = e->params,

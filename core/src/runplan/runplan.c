@@ -249,7 +249,8 @@ static fsdpc_status optim_slots(fsdpc_run_plan *p, fsdpc_err *err) {
   return st;
 }
 
-static fsdpc_status attn_sizes(fsdpc_run_plan *p, fsdpc_err *err) {
+fsdpc_status fsdpc__run_attn_sizes(const fsdpc_run_plan *p, int B, int T, fsdpc_attn_sizes *out,
+                                   fsdpc_err *err) {
   const fsdpc_config *c = p->cfg;
   const fsdpc_attention_v1 *av = p->attn->vtable;
   fsdpc_attn_ctx *actx = NULL;
@@ -257,8 +258,8 @@ static fsdpc_status attn_sizes(fsdpc_run_plan *p, fsdpc_err *err) {
   if (r != FSDPC_OK)
     return fsdpc__plugin_fail(p->attn, r, err);
   fsdpc_attn_shape sh = {.struct_size = sizeof sh,
-                         .B = (int)p->modes.batch.micro,
-                         .T = (int)p->modes.batch.seq_len,
+                         .B = B,
+                         .T = T,
                          .NH = p->shape.NH,
                          .KVH = p->shape.KVH,
                          .HD = p->shape.HD,
@@ -267,8 +268,9 @@ static fsdpc_status attn_sizes(fsdpc_run_plan *p, fsdpc_err *err) {
                          .dtype = p->modes.compute_dtype,
                          .device = p->modes.device,
                          .host = p->attn->host};
-  p->attn_sizes.struct_size = sizeof p->attn_sizes;
-  r = av->sizes(actx, &sh, &p->attn_sizes);
+  memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  r = av->sizes(actx, &sh, out);
   if (actx && av->destroy)
     av->destroy(actx);
   return r == FSDPC_OK ? FSDPC_OK : fsdpc__plugin_fail(p->attn, r, err);
@@ -312,7 +314,8 @@ static fsdpc_status select_all(fsdpc_run_plan *p, fsdpc_err *err) {
                                      .nesterov = c->optim.nesterov,
                                      .device = p->modes.device};
   FSDPC_TRY(optim_slots(p, err));
-  return attn_sizes(p, err);
+  return fsdpc__run_attn_sizes(p, (int)p->modes.batch.micro, (int)p->modes.batch.seq_len,
+                               &p->attn_sizes, err);
 }
 
 fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_world *w,

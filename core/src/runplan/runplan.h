@@ -181,6 +181,11 @@ void fsdpc__run_exec_resolve(const fsdpc_run_plan *p, const fsdpc_run_modes *m, 
 void fsdpc__run_model_opts(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
                            fsdpc_model_ctx_opts *out);
 
+/* The attention plugin's sizes() for micro-batches of B x T (the plan's own
+ * are p->attn_sizes). */
+fsdpc_status fsdpc__run_attn_sizes(const fsdpc_run_plan *p, int B, int T, fsdpc_attn_sizes *out,
+                                   fsdpc_err *err);
+
 /* Builds the plan of cfg at world w (flags: FSDPC_RUN_PLAN_*). */
 fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_world *w,
                                     unsigned flags, fsdpc_run_plan **out, fsdpc_err *err);

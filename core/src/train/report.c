@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fsdp/memplan.h"
 #include "train/session.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -217,6 +218,8 @@ fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err) {
   cJSON_AddNumberToObject(sh, "max_unit_full", (double)eb.max_unit_full);
   cJSON_AddItemToObject(o, "shard_bytes", sh);
   cJSON_AddNumberToObject(o, "activation_ctx_bytes", (double)fsdpc__model_ctx_bytes(s->mctx));
+  /* the one reservation the engine planned (fsdp/memplan.h) */
+  cJSON_AddNumberToObject(o, "arena_bytes", (double)fsdpc__engine_memplan(s->eng)->arena_bytes);
   /* CPU: device memory is host memory and malloc keeps no cache; the GPU
    * path reports its allocator's reserved bytes here. */
   fsdpc_mem_stats now;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "ckpt/train_hooks.h"
+#include "plan/plan.h"
 #include "train/dataset.h"
 #include "train/session.h"
 #ifdef FSDPC_WITH_CUDA
@@ -177,6 +178,13 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
   const fsdpc_run_plan *p = s->plan;
   const fsdpc_run_modes *md = &p->modes;
   PHASE(plugins);
+#ifdef FSDPC_WITH_CUDA
+  if (s->cuda) { /* the plan is a promise: a run that does not fit stops here, before any work */
+    uint64_t free_b = 0, total_b = 0;
+    STEP(fsdpc__cuda_mem_info(s->cuda, &free_b, &total_b, err));
+    STEP(fsdpc__plan_fit_check(p, free_b, env->local_rank, err));
+  }
+#endif
 
   /* Communicators: the shard group and the replica group of the plan. */
   if (world > 1) {

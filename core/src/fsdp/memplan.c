@@ -133,6 +133,12 @@ typedef struct inst {
   int64_t first[NS][NS]; /* first[Y]: stream Y's clock at its first access */
 } inst;
 
+/* An event: stream clocks when it was recorded, and its number. */
+typedef struct snap {
+  int64_t vc[NS];
+  int64_t id;
+} snap;
+
 typedef struct walker {
   const fsdpc_memplan_in *in;
   const fsdpc_program_opts *po;
@@ -142,7 +148,10 @@ typedef struct walker {
   int hu;   /* cpu_offload's head-suffix unit, or -1 */
   int64_t pos;
   int64_t vc[NS][NS];
-  int64_t (*ev_gather)[NS], (*ev_reduced)[NS]; /* (n_units) event snapshots */
+  snap *ev_gather, *ev_reduced; /* (n_units) the last record of each */
+  int64_t n_events;
+  fsdpc_mp_op *ops; /* in->trace: the operations, in order */
+  int n_ops, cap_ops;
   int *full, *grad;                            /* (n_units) live instance, or -1 */
   inst *in_;
   int n_in, cap_in;
@@ -157,9 +166,27 @@ static void tick(walker *w) {
   w->pos++;
 }
 
+static void trace(walker *w, int kind, int stream, int64_t event, int which) {
+  if (!w->in->trace || w->failed)
+    return;
+  if (w->n_ops == w->cap_ops) {
+    int cap = w->cap_ops ? 2 * w->cap_ops : 1024;
+    fsdpc_mp_op *a = realloc(w->ops, (size_t)cap * sizeof *a);
+    if (!a) {
+      w->failed = 1;
+      return;
+    }
+    w->ops = a;
+    w->cap_ops = cap;
+  }
+  w->ops[w->n_ops++] =
+      (fsdpc_mp_op){.kind = kind, .stream = stream, .pos = w->pos, .event = event, .inst = which};
+}
+
 static void touch(walker *w, int i, int s) {
   if (i < 0)
     return;
+  trace(w, FSDPC_MP_ACCESS, s, 0, i);
   inst *p = &w->in_[i];
   w->vc[s][s] = w->pos;
   if (!p->has[s]) {
@@ -169,26 +196,31 @@ static void touch(walker *w, int i, int s) {
   p->last[s] = w->pos;
 }
 
-/* An event recorded on stream `from` (its snapshot in snap) ... */
-static void record(walker *w, int from, int64_t snap[NS]) {
+/* An event recorded on stream `from` ... */
+static void record(walker *w, int from, snap *ev) {
   tick(w);
   w->vc[from][from] = w->pos;
-  memcpy(snap, w->vc[from], sizeof w->vc[from]);
+  memcpy(ev->vc, w->vc[from], sizeof ev->vc);
+  ev->id = ++w->n_events;
+  trace(w, FSDPC_MP_RECORD, from, ev->id, -1);
 }
 
-/* ... and waited by stream `to`. */
-static void wait_on(walker *w, int to, const int64_t snap[NS]) {
+/* ... and waited by stream `to` (an event never recorded orders nothing). */
+static void wait_on(walker *w, int to, const snap *ev) {
+  if (ev->id == 0)
+    return;
   for (int x = 0; x < NS; x++)
-    if (snap[x] > w->vc[to][x])
-      w->vc[to][x] = snap[x];
+    if (ev->vc[x] > w->vc[to][x])
+      w->vc[to][x] = ev->vc[x];
+  trace(w, FSDPC_MP_WAIT, to, ev->id, -1);
 }
 
 static void fence(walker *w, int from, int to) {
   if (from == to)
     return;
-  int64_t snap[NS];
-  record(w, from, snap);
-  wait_on(w, to, snap);
+  snap ev;
+  record(w, from, &ev);
+  wait_on(w, to, &ev);
 }
 
 /* The host waited for every stream. */
@@ -197,6 +229,7 @@ static void join(walker *w) {
   for (int y = 0; y < NS; y++)
     for (int x = 0; x < NS; x++)
       w->vc[y][x] = w->pos;
+  trace(w, FSDPC_MP_JOIN, 0, 0, -1);
 }
 
 static int make(walker *w, int slot, int action, int k, uint64_t bytes, int cat) {
@@ -282,7 +315,7 @@ static void reduce(walker *w, int slot, int i, int u) {
     end(w, g);
   }
   w->grad[u] = -1;
-  record(w, gs, w->ev_reduced[u]);
+  record(w, gs, &w->ev_reduced[u]);
 }
 
 static void act(walker *w, int slot, const fsdpc_program *p, int i) {
@@ -305,10 +338,10 @@ static void act(walker *w, int slot, const fsdpc_program *p, int i) {
         make(w, slot, i, 0, lay->units[u].flat_numel * (uint64_t)x->act_size, FSDPC_MEM_COMM);
     tick(w);
     touch(w, w->full[u], w->M);
-    record(w, w->M, w->ev_gather[u]);
+    record(w, w->M, &w->ev_gather[u]);
     break;
   case FSDPC_ACT_WAIT:
-    wait_on(w, SC, w->ev_gather[u]);
+    wait_on(w, SC, &w->ev_gather[u]);
     break;
   case FSDPC_ACT_GRAD_ALLOC:
     if (w->grad[u] >= 0)
@@ -338,7 +371,7 @@ static void act(walker *w, int slot, const fsdpc_program *p, int i) {
     reduce(w, slot, i, u);
     break;
   case FSDPC_ACT_REDUCED:
-    wait_on(w, SC, w->ev_reduced[u]);
+    wait_on(w, SC, &w->ev_reduced[u]);
     break;
   case FSDPC_ACT_RELEASE:
     end(w, w->full[u]);
@@ -440,6 +473,15 @@ static fsdpc_status timeline(fsdpc_memplan *mp, const fsdpc_memplan_in *in,
       mp->off[s][i] =
           w.head[w.base[s] + i] >= 0 ? mp->trans_offset + offset[w.base[s] + i] : FSDPC_MP_NONE;
   }
+  for (int k = 0; st == FSDPC_OK && in->trace && k < w.n_ops; k++) {
+    fsdpc_mp_op op = w.ops[k];
+    op.timeline = seq[0] == FSDPC_MP_FORWARD;
+    if (op.kind == FSDPC_MP_ACCESS) {
+      op.offset = mp->trans_offset + offset[w.in_[op.inst].id];
+      op.bytes = w.in_[op.inst].bytes;
+    }
+    in->trace(in->trace_ctx, &op);
+  }
 done:
   free(w.head);
   free(w.id_bytes);
@@ -448,6 +490,7 @@ done:
   free(w.ev_gather);
   free(w.ev_reduced);
   free(w.in_);
+  free(w.ops);
   free(offset);
   return st;
 }

@@ -74,6 +74,21 @@ typedef struct fsdpc_mp_unit {
   uint64_t state_bytes;           /* optimizer state, every plane (host or device) */
 } fsdpc_mp_unit;
 
+/* The replay's device operations, for tests (fsdpc_memplan_in.trace): an
+ * access of a transient on a stream (accesses of one position are one
+ * operation: a kernel reading one buffer and writing another), an event
+ * recorded or waited, every stream joined by the host. */
+enum { FSDPC_MP_ACCESS, FSDPC_MP_RECORD, FSDPC_MP_WAIT, FSDPC_MP_JOIN };
+typedef struct fsdpc_mp_op {
+  int kind;
+  int stream;             /* 0 compute, 1 comm, 2 d2h */
+  int64_t pos;            /* the replay's position */
+  int64_t event;          /* RECORD, WAIT: the event's number */
+  int inst;               /* ACCESS: the buffer instance (numbered per timeline) */
+  uint64_t offset, bytes; /* ACCESS: its planned bytes in the arena */
+  int timeline;           /* 0 a step, 1 evaluation's forward */
+} fsdpc_mp_op;
+
 typedef struct fsdpc_memplan_in {
   const fsdpc_run_exec *x;
   const fsdpc_layout *lay;          /* this rank's (shard offsets set) */
@@ -84,6 +99,9 @@ typedef struct fsdpc_memplan_in {
   uint64_t sbuf_bytes;              /* offload_optim: each of the two streaming buffers */
   uint64_t act_bytes;               /* the model context's block (0: none in the arena) */
   uint64_t act_tracked;             /* the bytes it accounts (its buffers' sizes, unrounded) */
+  /* (optional, tests) every operation of the replays, in order, once laid out */
+  void (*trace)(void *ctx, const fsdpc_mp_op *op);
+  void *trace_ctx;
 } fsdpc_memplan_in;
 
 typedef struct fsdpc_memplan {

@@ -238,6 +238,9 @@ int fsdpc__cmd_plan(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "host_total_bytes", (double)m.host_total);
         cJSON_AddNumberToObject(o, "reserved_bytes", (double)m.reserved);
         cJSON_AddNumberToObject(o, "arena_bytes", (double)m.arena);
+        cJSON_AddNumberToObject(o, "arena_shards_bytes", (double)m.arena_shards);
+        cJSON_AddNumberToObject(o, "arena_activations_bytes", (double)m.arena_activations);
+        cJSON_AddNumberToObject(o, "arena_transients_bytes", (double)m.arena_transients);
         cJSON_AddNumberToObject(o, "late_bytes", (double)m.late);
         if (limit)
           cJSON_AddBoolToObject(o, "fits", dev_ok && host_ok);

@@ -21,33 +21,44 @@ static fsdpc_status gather_full(fsdpc_engine *e, fsdpc_unit *un, const float *sr
                                 float *full, fsdpc_err *err);
 
 /* A frozen unit in bf16 (LoRA's base on a device): the bf16 shards are
- * gathered on the device and widened to fp32 on root's host. */
+ * gathered on the device and widened to fp32 on root's host. At S == 1 the
+ * shard is the whole unit: it is read where it lives. */
 static fsdpc_status gather_frozen16(fsdpc_engine *e, fsdpc_unit *un, int root, float *full,
                                     fsdpc_err *err) {
-  size_t hb = un->flat_numel * 2, sb = un->shard_numel * 2;
+  size_t hb = un->flat_numel * 2;
   int is_root = e->dist->shard_rank == root && full;
+  if (e->S == 1) {
+    if (!is_root)
+      return FSDPC_OK;
+    if (e->offload) { /* the shard is pinned host memory */
+      fsdpc__bf16_to_f32_n((const uint16_t *)un->master, full, un->flat_numel);
+      return FSDPC_OK;
+    }
+  }
   uint16_t *h16 = is_root ? malloc(hb ? hb : 1) : NULL;
-  void *d16 = ckpt_buf(e, 0, un);
+  void *d16 = e->S > 1 ? ckpt_buf(e, 0, un) : NULL;
   fsdpc_status st = FSDPC_OK;
-  fsdpc__acct(e, FSDPC_MEM_COMM, (int64_t)hb);
+  if (d16)
+    fsdpc__acct(e, FSDPC_MEM_COMM, (int64_t)hb);
   if (is_root && !h16) {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory gathering unit %s", un->name);
     goto done;
   }
-  void *own = (char *)d16 + un->shard_offset * 2;
-  if (e->offload)
-    st = e->ops->upload(e->ops->ctx, own, un->master, sb, err);
-  else if (e->S == 1)
-    st = e->ops->copy_on(e->ops->ctx, own, un->master, sb, NULL, err);
-  if (st == FSDPC_OK && e->S > 1)
-    st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, e->offload ? own : un->master, d16,
-                                un->shard_numel, e->ops->act_dtype, un->name, err);
+  if (d16) {
+    void *own = (char *)d16 + un->shard_offset * 2;
+    if (e->offload)
+      st = e->ops->upload(e->ops->ctx, own, un->master, un->shard_numel * 2, err);
+    if (st == FSDPC_OK)
+      st = fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, e->offload ? own : un->master, d16,
+                                  un->shard_numel, e->ops->act_dtype, un->name, err);
+  }
   if (st == FSDPC_OK && is_root)
-    st = e->ops->download(e->ops->ctx, h16, d16, hb, err);
+    st = e->ops->download(e->ops->ctx, h16, d16 ? d16 : un->master, hb, err);
   if (st == FSDPC_OK && is_root)
     fsdpc__bf16_to_f32_n(h16, full, un->flat_numel);
 done:
-  fsdpc__acct(e, FSDPC_MEM_COMM, -(int64_t)hb);
+  if (d16)
+    fsdpc__acct(e, FSDPC_MEM_COMM, -(int64_t)hb);
   free(h16);
   return st;
 }

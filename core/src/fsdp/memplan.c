@@ -541,12 +541,12 @@ static uint64_t ckpt_bytes(const fsdpc_memplan_in *in, uint64_t align) {
   const fsdpc_run_exec *x = in->x;
   int host_src = x->device != FSDPC_DEVICE_CPU && (x->offload || x->offload_optim);
   uint64_t need = 0;
-  for (int u = 0; u < in->lay->n_units; u++) {
+  for (int u = 0; u < in->lay->n_units && x->S > 1; u++) { /* S == 1: read where they are */
     const fsdpc_unit *un = &in->lay->units[u];
-    uint64_t b = 0;
+    uint64_t b;
     if (un->frozen && x->act_size != 4)
-      b = fsdpc__mp_round(un->flat_numel * 2 + 2, align);
-    else if (x->S > 1)
+      b = fsdpc__mp_round(un->flat_numel * 2, align);
+    else
       b = fsdpc__mp_round(un->flat_numel * 4, align) +
           (host_src ? fsdpc__mp_round(un->shard_numel * 4, align) : 0);
     need = b > need ? b : need;

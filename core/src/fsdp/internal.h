@@ -178,6 +178,23 @@ static inline int fsdpc__overlap(uint64_t p0, uint64_t p1, uint64_t s0, uint64_t
   return *a < *b;
 }
 
+/* The next parameter of unit un (from *i on) whose elements overlap
+ * [s0, s1) of its flat buffer: *p, and the overlap [*a, *b) in flat
+ * elements; 0 when there is none left. Walks:
+ *   for (int i = 0, p; fsdpc__next_segment(e, un, s0, s1, &i, &p, &a, &b);) */
+static inline int fsdpc__next_segment(const fsdpc_engine *e, const fsdpc_unit *un, uint64_t s0,
+                                      uint64_t s1, int *i, int *p, uint64_t *a, uint64_t *b) {
+  for (; *i < un->n_params; (*i)++) {
+    *p = un->params[*i];
+    uint64_t p0 = e->param_offset[*p];
+    if (fsdpc__overlap(p0, p0 + e->params[*p].numel, s0, s1, a, b)) {
+      (*i)++;
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* Parameter p inside its unit's gathered full buffer (compute dtype). */
 static inline void *fsdpc__param_full(fsdpc_engine *e, int p) {
   return (char *)e->units[e->param_unit[p]].full + e->param_offset[p] * e->psize;

@@ -138,13 +138,8 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
     for (uint32_t k = 0; lpw && k < n; k++)
       e->otensors[k].param_bf16 = un->lp + (e->otensors[k].param - un->master);
   } else {
-    uint64_t s0 = un->shard_offset + lo, s1 = un->shard_offset + hi;
-    for (int i = 0; i < un->n_params; i++) {
-      int p = un->params[i];
-      uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
-      uint64_t a, b;
-      if (!fsdpc__overlap(p0, p1, s0, s1, &a, &b))
-        continue;
+    uint64_t s0 = un->shard_offset + lo, s1 = un->shard_offset + hi, a, b;
+    for (int i = 0, p; fsdpc__next_segment(e, un, s0, s1, &i, &p, &a, &b);)
       e->otensors[n++] = (fsdpc_optim_tensor){.struct_size = sizeof(fsdpc_optim_tensor),
                                               .param = un->master + lo + (a - s0),
                                               .grad = un->grad + lo + (a - s0),
@@ -153,7 +148,6 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
                                               .stride = stride,
                                               .decay = e->params[p].decay || e->decay_norm_and_bias,
                                               .param_bf16 = lpw ? un->lp + lo + (a - s0) : NULL};
-    }
   }
   fsdpc_optim_step_info si = {.struct_size = sizeof si,
                               .step = step,

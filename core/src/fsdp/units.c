@@ -367,15 +367,9 @@ typedef fsdpc_status (*segment_fn)(fsdpc_engine *e, int p, uint64_t lo, uint64_t
 static fsdpc_status for_each_segment(fsdpc_engine *e, int u, float *shard, segment_fn fn,
                                      void *arg, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
-  uint64_t s0 = un->shard_offset, s1 = un->shard_offset + un->shard_numel;
-  for (int i = 0; i < un->n_params; i++) {
-    int p = un->params[i];
-    uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
-    uint64_t a, b;
-    if (!fsdpc__overlap(p0, p1, s0, s1, &a, &b))
-      continue;
-    FSDPC_TRY(fn(e, p, a - p0, b - p0, shard + (a - s0), arg, err));
-  }
+  uint64_t s0 = un->shard_offset, s1 = un->shard_offset + un->shard_numel, a, b;
+  for (int i = 0, p; fsdpc__next_segment(e, un, s0, s1, &i, &p, &a, &b);)
+    FSDPC_TRY(fn(e, p, a - e->param_offset[p], b - e->param_offset[p], shard + (a - s0), arg, err));
   return FSDPC_OK;
 }
 

@@ -251,18 +251,6 @@ static inline void fsdpc__sfree(fsdpc_engine *e, fsdpc_mem_cat cat, void *p, siz
   e->host_pinned -= bytes;
 }
 
-/* st, or else the error a free on the device kept (fsdpc__ops_freed): a
- * device fault is reported, never dropped. Takes that error either way. */
-static inline fsdpc_status fsdpc__after_free(fsdpc_engine *e, fsdpc_status st, fsdpc_err *err) {
-  fsdpc_err fe;
-  fsdpc_status f = fsdpc__ops_freed(e->ops, &fe);
-  if (st != FSDPC_OK || f == FSDPC_OK)
-    return st;
-  if (err)
-    *err = fe;
-  return f;
-}
-
 /* step.c: frees the units a micro-batch kept when what comes next is not a
  * micro-batch of the same step; the decision of grad_overwrite (there). */
 fsdpc_status fsdpc__drop_kept(fsdpc_engine *e, fsdpc_err *err);

@@ -12,26 +12,20 @@
  * (take_error, through fsdpc__ops_oom / fsdpc__ops_freed), so that a sticky
  * device fault is not read as "out of memory". A failed free is logged too:
  * a free in a destroy path has nobody to tell. */
-static void *c_alloc_on(void *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream) {
+static void *c_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
   void *p = NULL;
   fsdpc_err err;
-  if (fsdpc__cuda_alloc(ctx, cat, bytes, stream, &p, &err) == FSDPC_OK)
+  if (fsdpc__cuda_alloc(ctx, cat, bytes, NULL, &p, &err) == FSDPC_OK)
     return p;
   fsdpc__cuda_keep_mem_error(ctx, &err);
   return NULL;
 }
-static void c_free_on(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes, void *stream) {
+static void c_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
   fsdpc_err err;
-  if (fsdpc__cuda_free(ctx, cat, p, bytes, stream, &err) == FSDPC_OK)
+  if (fsdpc__cuda_free(ctx, cat, p, bytes, NULL, &err) == FSDPC_OK)
     return;
   FSDPC_LOGE("%s", err.msg);
   fsdpc__cuda_keep_mem_error(ctx, &err);
-}
-static void *c_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
-  return c_alloc_on(ctx, cat, bytes, NULL);
-}
-static void c_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
-  c_free_on(ctx, cat, p, bytes, NULL);
 }
 /* The engine's arena: one cudaMalloc (see cuda_ctx.h). */
 static void *c_arena_alloc(void *ctx, size_t bytes) {
@@ -253,8 +247,6 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
                    .d2h_stream = c_d2h_stream,
                    .event_record = c_event_record,
                    .stream_wait = c_stream_wait,
-                   .alloc_on = c_alloc_on,
-                   .free_on = c_free_on,
                    .cast_params_on = c_cast_params_on,
                    .add_f32_on = c_add_f32_on,
                    .upload = c_upload,

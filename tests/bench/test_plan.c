@@ -341,7 +341,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("plan");
   TCase *tc = tcase_create("plan");
-  tcase_set_timeout(tc, 60);
+  tcase_set_timeout(tc, 120);
   tcase_add_test(tc, shards_equal_engine);
   tcase_add_test(tc, ctx_bytes_match_allocation);
   tcase_add_test(tc, transients_follow_the_schedule);

@@ -152,7 +152,7 @@ typedef struct walker {
   int64_t n_events;
   fsdpc_mp_op *ops; /* in->trace: the operations, in order */
   int n_ops, cap_ops;
-  int *full, *grad;                            /* (n_units) live instance, or -1 */
+  int *full, *grad; /* (n_units) live instance, or -1 */
   inst *in_;
   int n_in, cap_in;
   int base[FSDPC_MP_NSLOTS]; /* id = base[slot] + 2 * action + k */

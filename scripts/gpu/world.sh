@@ -27,6 +27,7 @@
 # HOLD_FREE_GIB (issue 32 / 41: a helper process on each card holds all but that
 # many GiB with a torch tensor (lib/hold_free.py) during every fsdpc and PyTorch
 # row, e.g. 80 for the memory of an H100; ignored with DEVICE=cpu).
+# On GPUs $OUT ends with summary.md, rows.txt and world-logs.tar.xz (the rest).
 # Besides summary.md it prints one ROW line per run (lib/world_rows.py --rows):
 # peak and reserved, the planner's, reserved against the plan (PASS within 2%),
 # and for fsdpc the PyTorch row of the same shape, checkpointing and micro-batch.
@@ -267,4 +268,10 @@ bad=$(cut -d'|' -f3 "$OUT/fsdpc-rows.txt" 2>/dev/null | grep -cv '^0$')
 bad=$((bad + $(grep -c '^ROW fsdpc .* FAIL' "$OUT/rows.txt")))
 grep -q "reference\|has no\|Error\|No such file" "$OUT/agree.txt" 2>/dev/null && bad=$((bad + 1))
 echo "world.sh: $bad failed row(s) or check(s)"
+# the device tool brings back a few files: on GPUs everything but the two
+# tables goes into one archive
+if [ "$DEVICE" = cuda ]; then
+  (cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.md ! -name rows.txt ! -name world-logs.tar.xz \
+    -printf '%P\n' | tar cJf world-logs.tar.xz --remove-files -T -)
+fi
 [ "$bad" = 0 ]

@@ -52,7 +52,12 @@ static void comm_bytes(const fsdpc_memplan *mp, const fsdpc_run_exec *x, const f
     int slot = mi == x->accum ? FSDPC_MP_OPTIM : fsdpc__mp_micro_slot(mi, x->accum);
     const fsdpc_program *p = &mp->prog[slot];
     for (int i = 0; mp->has[slot] && i < p->n; i++) {
-      uint64_t n = lay->units[p->a[i].arg < 0 ? 0 : p->a[i].arg].shard_numel;
+      int op = p->a[i].op, arg = p->a[i].arg;
+      /* only these three take a unit: the others' args are blocks or none */
+      if ((op != FSDPC_ACT_GATHER && op != FSDPC_ACT_REDUCE && op != FSDPC_ACT_REPLICA_REDUCE) ||
+          arg < 0 || arg >= lay->n_units)
+        continue;
+      uint64_t n = lay->units[arg].shard_numel;
       if (p->a[i].op == FSDPC_ACT_GATHER)
         out->all_gather += n * gs * (uint64_t)(x->S - 1);
       else if (p->a[i].op == FSDPC_ACT_REDUCE && x->S > 1)

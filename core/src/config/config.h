@@ -191,6 +191,8 @@ typedef struct fsdpc_config_checkpoint {
   fsdpc_opts *options;
   bool allow_nonfinite; /* load weights/optimizer state holding NaN/Inf */
   double write_mib_s;   /* a save's write rate per rank for the grace warning; 0 = measure */
+  double divergence_factor; /* rotation keeps the last checkpoint whose loss was not above
+                               this x the run's best (ckpt/train.c); 0 = off */
 } fsdpc_config_checkpoint;
 
 typedef struct fsdpc_config_log {
@@ -208,6 +210,7 @@ typedef struct fsdpc_config_plugins {
 /* The job as a whole (launcher, signals). */
 typedef struct fsdpc_config_dist {
   double term_grace_s; /* SIGTERM -> SIGKILL delay of the launcher */
+  double heartbeat_timeout_s; /* a rank or the store silent this long fails the job */
 } fsdpc_config_dist;
 
 /* peft: parameter-efficient fine-tuning (docs/lora.md), Hugging Face PEFT's

@@ -364,6 +364,10 @@ static const fsdpc_cfg_key keys[] = {
            "seconds the launcher gives ranks between SIGTERM and SIGKILL (a save under way gets "
            "more); SLURM's KillWait and Kubernetes give 30",
            RANGE_(0.1, 3600)),
+    FLOAT_("dist.heartbeat_timeout_s", dist.heartbeat_timeout_s, "10",
+           "seconds a rank's heartbeat (or, seen from another node, the store) may stand still "
+           "before the job fails naming it: a stopped, frozen or cut-off process or node",
+           RANGE_(0.5, 3600)),
 
     /* ---- attention ---- */
     STR_("attention.impl", attention.impl, "auto",
@@ -458,6 +462,11 @@ static const fsdpc_cfg_key keys[] = {
            "MiB/s a save writes per rank, for the start-up warning that a save may not fit "
            "dist.term_grace_s; 0 = measure it (a probe write in checkpoint.dir, when the save "
            "exceeds 10 MiB/s x the grace)",
+           RANGE_(0, 1e6)),
+    FLOAT_("checkpoint.divergence_factor", checkpoint.divergence_factor, "2",
+           "a checkpoint whose mean loss over the last 10 steps is above this x the run's best "
+           "such mean is diverging: rotation (checkpoint.keep) never deletes the newest one "
+           "that is not; 0 = off",
            RANGE_(0, 1e6)),
 
     /* ---- log ---- */

@@ -16,6 +16,7 @@
 #include "ops/cuda/cuda_ctx.h"
 #endif
 #include "util/clock.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
@@ -163,6 +164,8 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
     if ((st = (x)) != FSDPC_OK) goto fail;                                                     \
   } while (0)
 
+  /* FSDPC_FAULT (util/fault.h): inert unless set */
+  STEP(fsdpc__fault_arm(rank, err));
   /* The device first: "no GPU here" says more than a plugin refusing it. */
   STEP(setup_device(s, err));
   PHASE(device);
@@ -188,8 +191,12 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
 
   /* Communicators: the shard group and the replica group of the plan. */
   if (world > 1) {
-    STEP(fsdpc__dist_job_start(env, cfg->collectives.timeout_s * 1000, &s->job, err));
+    fsdpc_dist_job_opts jo = {.timeout_ms = cfg->collectives.timeout_s * 1000,
+                              .heartbeat_timeout_ms =
+                                  (int64_t)(cfg->dist.heartbeat_timeout_s * 1000.0)};
+    STEP(fsdpc__dist_job_start(env, &jo, &s->job, err));
     fsdpc__store_as_v1(s->job->store, &s->store_v1);
+    fsdpc__dist_set_watch(&s->dist, s->job->watch);
     fsdpc__dist_set_device(&s->dist, s->ops,
                            s->ops->device == FSDPC_DEVICE_CPU ? -1 : env->local_rank);
     STEP(fsdpc__dist_init(&s->dist, p->coll, cfg->collectives.options, &s->store_v1, "fsdpc/", rank,
@@ -273,6 +280,7 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
   *out = s;
   return FSDPC_OK;
 fail:
+  fsdpc__dist_job_fail(s->job, st, err); /* the other ranks learn of it at once */
   fsdpc__session_destroy(s);
   return st;
 }
@@ -294,6 +302,7 @@ void fsdpc__session_destroy(fsdpc_session *s) {
   fsdpc__dist_destroy(&s->dist);
   fsdpc__dist_job_stop(s->job);
   fsdpc__run_plan_destroy(s->plan);
+  fsdpc__fault_disarm();
 #ifdef FSDPC_WITH_CUDA
   fsdpc__cuda_ctx_destroy(s->cuda); /* after everything that holds device memory */
 #endif

@@ -10,6 +10,7 @@
 
 #include "ops/cpu/ops_cpu.h"
 #include "ops/ops.h"
+#include "util/fault.h"
 
 static void team_restore(const int *prev) {
   fsdpc__cpu_team_set(*prev);
@@ -22,6 +23,7 @@ static void team_restore(const int *prev) {
   (void)team_prev_
 
 static void *cpu_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
+  FSDPC_FAULT_ALLOC_HOOK(NULL); /* FSDPC_FAULT=alloc=N (util/fault.h) */
   return fsdpc__mem_alloc(cat, bytes);
 }
 static void cpu_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {

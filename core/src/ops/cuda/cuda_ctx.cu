@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops/cuda/cuda_internal.cuh"
+#include "util/fault.h"
 
 #define LT_WORKSPACE_DEFAULT (32u << 20) /* what cuBLASLt asks for on Hopper */
 
@@ -241,6 +242,7 @@ static fsdpc_status device_alloc(fsdpc_cuda_ctx *ctx, size_t bytes, int arena, v
 
 fsdpc_status fsdpc__cuda_alloc(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream,
                                void **out, fsdpc_err *err) {
+  FSDPC_FAULT_ALLOC_HOOK(fsdpc__fault_alloc_fail(err, "cuda", bytes)); /* util/fault.h */
   if (out == NULL || !cat_ok(cat))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: alloc got a NULL out or category %d",
                        (int)cat);

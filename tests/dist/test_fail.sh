@@ -54,8 +54,8 @@ launch() {
   eval "L_$name=\$!"
   PIDS+=($!)
 }
-# ranks_of PID N: waits until launcher PID has N ranks and prints them (the
-# caller adds them to PIDS).
+# ranks_of PID N VAR: waits until launcher PID has N ranks; VAR gets their
+# pids (and PIDS too).
 ranks_of() {
   local kids=""
   for _ in $(seq 200); do
@@ -64,7 +64,8 @@ ranks_of() {
     sleep 0.05
   done
   [ "$(echo $kids | wc -w)" -ge "$2" ] || fail "launcher $1 did not start $2 ranks"
-  echo $kids
+  PIDS+=($kids)
+  eval "$3=(\$kids)"
 }
 wait_steps() { # NAME N
   for _ in $(seq 600); do
@@ -124,8 +125,7 @@ case $CASE in
 alloc1 | allocall)
   [ "$CASE" = alloc1 ] && spec=rank=2,alloc=3 || spec=alloc=3
   FSDPC_FAULT=$spec launch a --nproc-per-node 4
-  ranks=$(ranks_of "$L_a" 4)
-  PIDS+=($ranks)
+  ranks_of "$L_a" 4 ranks
   wait_line "$TMP/a.log" "fault injection: device allocation 3 on rank . fails"
   t0=$(now_ms)
   ends_within "$L_a" "$t0" 10
@@ -138,13 +138,12 @@ alloc1 | allocall)
   launcher_line "$TMP/a.log" "first failure: $first"
   codes "$TMP/a.log" 1 "$culprit"
   codes "$TMP/a.log" 3 $(echo 0 1 2 3 | tr ' ' '\n' | grep -vx "$culprit")
-  no_pids_left "$L_a" $ranks
+  no_pids_left "$L_a" "${ranks[@]}"
   echo "PASS ($CASE): $first ... every process ended in $DT s, launcher exit $RC"
   ;;
 hang)
   FSDPC_FAULT=rank=1,hang=40 launch a --nproc-per-node 4 collectives.timeout_s=3
-  ranks=$(ranks_of "$L_a" 4)
-  PIDS+=($ranks)
+  ranks_of "$L_a" 4 ranks
   wait_line "$TMP/a.log" "fault injection: rank 1 stalls before collective seq 40"
   t0=$(now_ms)
   ends_within "$L_a" "$t0" 8
@@ -154,15 +153,14 @@ hang)
   launcher_line "$TMP/a.log" "$pat"
   codes "$TMP/a.log" 1 1
   codes "$TMP/a.log" 3 0 2 3
-  no_pids_left "$L_a" $ranks
+  no_pids_left "$L_a" "${ranks[@]}"
   echo "PASS ($CASE): every process ended $DT s after rank 1 stalled, naming it"
   ;;
 sigstop | kill9)
   extra=()
   [ "$CASE" = sigstop ] && extra=(collectives.timeout_s=3)
   launch a --nproc-per-node 4 "${extra[@]}"
-  ranks=($(ranks_of "$L_a" 4))
-  PIDS+=("${ranks[@]}")
+  ranks_of "$L_a" 4 ranks
   wait_steps a 3
   if [ "$CASE" = sigstop ]; then
     victim=1 sig=STOP bound=8 want=3 pat="rank 1 stopped answering"
@@ -190,16 +188,15 @@ node0 | node1 | silent0 | silent1)
     FSDPC_JOB_TOKEN=fail-test-$$ launch n$n --nnodes 2 --node-rank $n --nproc-per-node 2 \
       --master-addr 127.0.0.1 --master-port "$port" "${extra[@]}"
   done
-  r0=$(ranks_of "$L_n0" 2)
-  r1=$(ranks_of "$L_n1" 2)
-  PIDS+=($r0 $r1)
+  ranks_of "$L_n0" 2 r0
+  ranks_of "$L_n1" 2 r1
   wait_steps n0 3
-  eval "vl=\$L_n$victim ol=\$L_n$other vr=\$r$victim or=\$r$other"
+  eval "vl=\$L_n$victim ol=\$L_n$other vr=(\${r$victim[@]}) or=(\${r$other[@]})"
   t0=$(now_ms)
   if [ "${CASE:0:4}" = node ]; then
     kill -KILL "$vl"
   else
-    kill -STOP "$vl" $vr # frozen: its sockets stay open, nothing is sent
+    kill -STOP "$vl" "${vr[@]}" # frozen: its sockets stay open, nothing is sent
   fi
   ends_within "$ol" "$t0" 30
   [ $RC = 3 ] || fail "node $other's launcher exited $RC, want 3"
@@ -210,8 +207,8 @@ node0 | node1 | silent0 | silent1)
   last_lines "$TMP/n$other.log" "$pat" $ors $((ors + 1))
   launcher_line "$TMP/n$other.log" "$pat"
   codes "$TMP/n$other.log" 3 $ors $((ors + 1))
-  no_pids_left "$ol" $or
-  [ "${CASE:0:4}" = node ] && no_pids_left $vr # the killed launcher's ranks die with it
+  no_pids_left "$ol" "${or[@]}"
+  [ "${CASE:0:4}" = node ] && no_pids_left "${vr[@]}" # the killed launcher's ranks die with it
   echo "PASS ($CASE): node $other's job ended $DT s after node $victim was lost, naming it"
   ;;
 *)

@@ -448,6 +448,7 @@ void fsdpc__ckpt_host_destroy(fsdpc_ckpt_host *h) {
   free(h->state);
   free(h->loaded_state);
   free(h->config_yaml);
+  free(h->loss_marker);
   free(h->dir);
   fsdpc__export_src_free(&h->export_src);
   free(h);

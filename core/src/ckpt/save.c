@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
+#include "ckpt/diverge.h"
 #include "ckpt/verify.h"
 #include "config/opts.h"
 #include "io/fileio.h"
@@ -84,9 +85,25 @@ fsdpc_status fsdpc__ckpt_save_part(fsdpc_ckpt_host *h, const fsdpc_component *pl
       return r;
     }
   }
+  if (h->sd.rank == 0 && h->loss_marker) { /* the divergence rule's marker (ckpt/diverge.h) */
+    char *p = fsdpc__path_join(tmp, FSDPC_CKPT_LOSS_FILE);
+    if (!p)
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    r = h->sd.write_file(h, p, h->loss_marker, strlen(h->loss_marker));
+    free(p);
+    if (r != FSDPC_OK) {
+      *err = h->err;
+      return r;
+    }
+  }
   if (h->n_written > 0)
     FSDPC_TRY(fsdpc__ckpt_manifest_write(tmp, h->sd.rank, h->written, h->n_written, err));
   return FSDPC_OK;
+}
+
+void fsdpc__ckpt_host_set_loss_marker(fsdpc_ckpt_host *h, char *json) {
+  free(h->loss_marker);
+  h->loss_marker = json;
 }
 
 fsdpc_status fsdpc__ckpt_stage_commit(const char *root, const char *name, int64_t keep,

@@ -78,7 +78,7 @@ int fsdpc__heartbeat_blame(fsdpc_store *s, int world, int self, int64_t seq, int
   if (!a || !b || !late || !silent || read_all(s, world, a))
     goto out;
   /* Two heartbeat periods and a bit: a live rank beats at least once. */
-  for (int i = 0; i < 22; i++) {
+  for (int i = 0; i < (2 * FSDPC_HB_PERIOD_MS + 200) / 100; i++) {
     if (stop && stop(arg)) {
       rc = 1;
       goto out;

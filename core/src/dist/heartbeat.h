@@ -1,13 +1,13 @@
 /* Per-rank heartbeat records in the store, and what a failure reads from
  * them: which ranks stopped answering, which never reached a collective.
  *
- * Each rank's watchdog (dist/watchdog.h) sets "fsdpc/hb/<rank>" about every
+ * Each rank's watchdog (dist/watchdog.h) sets "fsdpc/hb/<rank>" twice a
  * second to "<beat> <entered> <left>": a counter that moves while the
  * process is alive, the sequence number + 1 of the last collective it
  * handed to its plugin (0: none yet), and 1 once it left the job normally.
  * Rank 0's watchdog names a rank whose beat stands still longer than
  * dist.heartbeat_timeout_s; after a failed collective, any rank can name
- * the ranks that stood still for two seconds or never entered it. */
+ * the ranks that stood still for two periods or never entered it. */
 #ifndef FSDPC_DIST_HEARTBEAT_H
 #define FSDPC_DIST_HEARTBEAT_H
 
@@ -16,7 +16,7 @@
 
 #include "dist/store.h"
 
-#define FSDPC_HB_PERIOD_MS 1000
+#define FSDPC_HB_PERIOD_MS 500
 
 typedef struct fsdpc_hb_record {
   int64_t beat;
@@ -36,7 +36,7 @@ fsdpc_status fsdpc__heartbeat_get(fsdpc_store *s, int rank, fsdpc_hb_record *r, 
 void fsdpc__ranks_text(const int *ranks, int n, int local_world, int nnodes, char *out, size_t cap);
 
 /* After collective `seq` (-1: none) failed on rank self: reads every
- * record, waits about two seconds (returning early, with 1, when stop(arg)
+ * record, waits two heartbeat periods and a bit (1.2 s) (returning early, with 1, when stop(arg)
  * says so), reads them again, and writes "ranks 2, 3 (node 1 of 2) stopped
  * answering (heartbeat standing still: stopped, hung or gone); rank 3 never
  * reached collective seq 57 (last heard of at seq 56)" into out ("" when

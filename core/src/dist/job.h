@@ -51,7 +51,7 @@ void fsdpc__dist_job_stop(fsdpc_dist_job *job);
  * from what the watchdog knows (no store request). */
 fsdpc_status fsdpc__dist_job_check(fsdpc_dist_job *job, fsdpc_err *err);
 /* This rank's call failed with (st, err): the failure protocol. A failed
- * collective (a timeout, a lost peer) first waits up to about two seconds
+ * collective (a timeout, a lost peer) first waits up to 1.2 s
  * for the real cause to be published, and otherwise names the ranks that
  * never reached it or stopped answering; a local error is published at
  * once. err becomes the job's first failure (with this rank's own error

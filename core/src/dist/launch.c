@@ -344,6 +344,22 @@ static int blame_rank(int ws) {
   return WEXITSTATUS(ws) == FSDPC_EXIT_PEER ? 1 : 2;
 }
 
+/* How long a failed exit waits for a better culprit before it is acted on:
+ * a rank's own error 300 ms (a peer killed by a signal may not be reaped
+ * yet); a rank that says another failed first (exit 3) 1 s, or, when the
+ * job's first failure is known to blame a local rank that is still running
+ * (not stopped), 3 s for it to exit with its own code. */
+static int64_t decide_wait_ms(const child *cs, int n, int ws, const fsdpc_launcher_inbox *in) {
+  if (blame_rank(ws) != 1)
+    return 300;
+  if (!in->first[0])
+    return 1000;
+  for (int i = 0; i < n; i++)
+    if (cs[i].rank == in->first_rank && cs[i].alive && !cs[i].stopped)
+      return 3000;
+  return 300;
+}
+
 /* The launcher's line for the failure of local rank c (status ws), with the
  * job's first failure when a rank reported one (or another node posted
  * one: root) that says more than this rank's exit. */
@@ -453,7 +469,7 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
    * culprit (a rank that says another failed first, exit 3, longer); a
    * signal death is acted on at once. */
   int cause = -1, cause_status = 0;
-  int64_t decide_at = 0, first_bad = 0;
+  int64_t first_bad = 0;
   fsdpc_launcher_inbox inbox;
   memset(&inbox, 0, sizeof inbox);
   while (alive > 0 || (cause >= 0 && !stopping)) {
@@ -490,10 +506,8 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
       if (bad && stop_sig && !fail_code)
         fail_code = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
       if (bad && !stopping && (cause < 0 || bad > blame_rank(cause_status))) {
-        int64_t now = fsdpc__now_ms();
         if (cause < 0)
-          first_bad = now;
-        decide_at = first_bad + (bad == 1 && !inbox.first[0] ? 1000 : 300);
+          first_bad = fsdpc__now_ms();
         cause = i;
         cause_status = ws;
       }
@@ -501,7 +515,8 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
     if (save_ch[0] >= 0)
       fsdpc__save_channel_read(save_ch[0], &inbox, o->node_rank * n, n, saving);
     if (cause >= 0 && !stopping &&
-        (WIFSIGNALED(cause_status) || alive == 0 || fsdpc__now_ms() >= decide_at)) {
+        (WIFSIGNALED(cause_status) || alive == 0 ||
+         fsdpc__now_ms() >= first_bad + decide_wait_ms(cs, n, cause_status, &inbox))) {
       fail_code = describe_failure(cs, n, &cs[cause], cause_status, &inbox, why, sizeof why);
       stopping = 1;
       kill_at = fsdpc__now_ms() + fail_grace;

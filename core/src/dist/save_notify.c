@@ -37,8 +37,8 @@ void fsdpc__save_notify(int rank, int begin) {
   send_record(rank, begin ? 1 : 0, NULL);
 }
 
-void fsdpc__fail_notify(int rank, const char *first) {
-  send_record(rank, 2, first);
+void fsdpc__fail_notify(int culprit, const char *first) {
+  send_record(culprit, 2, first);
 }
 
 int fsdpc__save_channel_open(int fds[2]) {

@@ -7,9 +7,9 @@
  * The launcher makes a pipe and passes its write end to every rank
  * (FSDPC_LAUNCHER_FD). A record is {int32 rank, int32 kind, int32 len} and
  * len bytes, written at once (writes under PIPE_BUF are atomic): kind 0/1 =
- * a save ends/begins, kind 2 = the first failure (len <= 1000 bytes of
- * text). Without the variable (another launcher) the rank side does
- * nothing. */
+ * a save ends/begins (rank: the saving rank), kind 2 = the first failure
+ * (rank: the rank it blames or -1; len <= 1000 bytes of text). Without the variable (another
+ * launcher) the rank side does nothing. */
 #ifndef FSDPC_DIST_SAVE_NOTIFY_H
 #define FSDPC_DIST_SAVE_NOTIFY_H
 
@@ -20,15 +20,16 @@
 
 /* Rank side: begin = 1 before a save, 0 after it (best effort). */
 void fsdpc__save_notify(int rank, int begin);
-/* Rank side: the job's first failure, one line (best effort). */
-void fsdpc__fail_notify(int rank, const char *first);
+/* Rank side: the job's first failure, one line, and the rank it blames
+ * (-1: none known; best effort). */
+void fsdpc__fail_notify(int culprit, const char *first);
 
 /* Launcher side: what the ranks said so far. */
 typedef struct fsdpc_launcher_inbox {
   uint8_t buf[4096]; /* bytes of a record not read whole yet */
   size_t len;
   char first[1024]; /* the first failure a rank reported, "" none yet */
-  int first_rank;   /* the rank that reported it */
+  int first_rank;   /* the rank it blames, or -1 */
 } fsdpc_launcher_inbox;
 
 /* Opens the pipe (read end non-blocking and close-on-exec, write end

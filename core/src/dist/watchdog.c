@@ -82,7 +82,7 @@ static void set_failed(fsdpc_watchdog *w, int culprit, int own, const char *msg)
   }
   pthread_mutex_unlock(&w->mu);
   if (first) /* our launcher names it even when the store is gone */
-    fsdpc__fail_notify(w->o.rank, msg);
+    fsdpc__fail_notify(culprit, msg);
 }
 
 void fsdpc__watchdog_fail(fsdpc_watchdog *w, int culprit, const char *msg) {

@@ -4,7 +4,7 @@
  *
  * On its own store connection (deadline dist.heartbeat_timeout_s, so that
  * a frozen store cannot hold it) it, every 200 ms:
- * - writes this rank's heartbeat record (dist/heartbeat.h) every second;
+ * - writes this rank's heartbeat record (dist/heartbeat.h) twice a second;
  * - reads the job's first failure (the dead key, dist/job.h) twice a
  *   second;
  * - checks the collective this rank is inside (fsdp/dist.c tells it): past

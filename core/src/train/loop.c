@@ -244,7 +244,10 @@ fsdpc_status fsdpc__session_step(fsdpc_session *s, fsdpc_session_step *out, int 
   fsdpc__session_mem_reset_peak(s);
   fsdpc__dist_reset_counters(&s->dist);
   double t0 = fsdpc__now(), loss = 0, lr = 0, gnorm = 0;
+  int64_t skipped = s->skipped_steps;
   FSDPC_TRY(train_step(s, step, &loss, &lr, &gnorm, err));
+  if (s->skipped_steps == skipped)
+    fsdpc__ckpt_note_loss(&s->ckpt, loss); /* rotation's divergence rule */
   double dt = fsdpc__now() - t0;
   fsdpc__engine_comm_bytes(s->eng, &s->last_comm);
   double eval_loss = NAN;

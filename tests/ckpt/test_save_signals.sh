@@ -21,16 +21,8 @@ fail() {
   for f in "$TMP"/*.log; do [ -e "$f" ] && { echo "--- $f"; tail -12 "$f" | cut -c1-300; }; done
   exit 1
 }
-"$FSDPC" data synth --task qa --n 500 --seed 3 --out "$TMP/qa.tok" >/dev/null || fail "data synth"
-cat >"$TMP/tiny.yaml" <<YAML
-model: {vocab_size: 259, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2,
-        num_attention_heads: 2, num_key_value_heads: 1, max_position_embeddings: 32}
-data: {train: $TMP/qa.tok, seq_len: 32}
-attention: {impl: naive}
-train: {max_steps: 1000000, micro_batch_size: 2, log_every: 1, eval_every: 0, threads: 1}
-checkpoint: {dir: $TMP/ck, keep: 1}
-log: {progress: off}
-YAML
+. "$(dirname "$0")/../common/tiny_job.sh"
+tiny_job "$TMP" "checkpoint: {dir: $TMP/ck, keep: 1}" || fail "data synth"
 
 case $CASE in
 sigterm_in_save)

@@ -206,6 +206,18 @@ START_TEST(mpi) {
 }
 END_TEST
 
+/* e's layout is the one given. */
+static void expect_layout(const fsdpc_dist_env *e, const char *source, int rank, int world,
+                          int local, int local_world, int node, int nnodes) {
+  ck_assert_str_eq(e->source, source);
+  ck_assert_int_eq(e->rank, rank);
+  ck_assert_int_eq(e->world_size, world);
+  ck_assert_int_eq(e->local_rank, local);
+  ck_assert_int_eq(e->local_world_size, local_world);
+  ck_assert_int_eq(e->node_rank, node);
+  ck_assert_int_eq(e->nnodes, nnodes);
+}
+
 /* Issue 42 item 7: Kubeflow's PyTorchJob sets RANK, WORLD_SIZE, MASTER_ADDR
  * and MASTER_PORT in each pod (one process per pod), and no LOCAL_RANK. */
 START_TEST(kubeflow) {
@@ -221,13 +233,7 @@ START_TEST(kubeflow) {
   ck_assert_ptr_nonnull(strstr(err.msg, "LOCAL_RANK is not"));
   setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
   ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
-  ck_assert_str_eq(e.source, "kubeflow");
-  ck_assert_int_eq(e.rank, 3);
-  ck_assert_int_eq(e.world_size, 4);
-  ck_assert_int_eq(e.local_rank, 0);
-  ck_assert_int_eq(e.local_world_size, 1);
-  ck_assert_int_eq(e.node_rank, 3);
-  ck_assert_int_eq(e.nnodes, 4);
+  expect_layout(&e, "kubeflow", 3, 4, 0, 1, 3, 4); /* local rank 0 of 1, node = rank */
   ck_assert_str_eq(e.master_addr, "job-master-0");
   ck_assert_int_eq(e.master_port, 23456);
   /* torchrun inside a pod sets LOCAL_RANK: still torchrun */

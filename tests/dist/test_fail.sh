@@ -35,16 +35,8 @@ fail() {
 }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-"$FSDPC" data synth --task qa --n 500 --seed 3 --out "$TMP/qa.tok" >/dev/null || fail "data synth"
-cat >"$TMP/tiny.yaml" <<YAML
-model: {vocab_size: 259, hidden_size: 32, intermediate_size: 64, num_hidden_layers: 2,
-        num_attention_heads: 2, num_key_value_heads: 1, max_position_embeddings: 32}
-data: {train: $TMP/qa.tok, seq_len: 32}
-attention: {impl: naive}
-optim: {name: adamw, lr: 1.0e-3}
-train: {max_steps: 1000000, micro_batch_size: 2, log_every: 1, eval_every: 0, threads: 1}
-log: {progress: off}
-YAML
+. "$(dirname "$0")/../common/tiny_job.sh"
+tiny_job "$TMP" "optim: {name: adamw, lr: 1.0e-3}" || fail "data synth"
 
 # launch NAME ARGS...: a launcher in the background; L_<NAME> = its pid.
 launch() {
@@ -68,8 +60,10 @@ ranks_of() {
   eval "$3=(\$kids)"
 }
 wait_steps() { # NAME N
+  local n
   for _ in $(seq 600); do
-    [ "$(grep -c '"step"' "$TMP/$1/metrics.jsonl" 2>/dev/null)" -ge "$2" ] && return 0
+    n=$(grep -c '"step"' "$TMP/$1/metrics.jsonl" 2>/dev/null)
+    [ "${n:-0}" -ge "$2" ] && return 0
     sleep 0.1
   done
   fail "$1 did not reach $2 steps"

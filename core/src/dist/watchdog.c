@@ -282,19 +282,25 @@ static void tick(fsdpc_watchdog *w) {
   }
 }
 
+/* Waits on w->cv (w->mu held) for at most ms milliseconds. */
+static void wait_ms(fsdpc_watchdog *w, long ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+}
+
 static void *run(void *arg) {
   fsdpc_watchdog *w = arg;
   pthread_setname_np(pthread_self(), "fsdpc-watchdog");
   pthread_mutex_lock(&w->mu);
   while (!w->stop) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += TICK_MS * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+    wait_ms(w, TICK_MS);
     if (w->stop)
       break;
     pthread_mutex_unlock(&w->mu);
@@ -306,6 +312,16 @@ static void *run(void *arg) {
 }
 
 /* ---- life cycle ---- */
+
+/* Frees w (its thread is not running). */
+static void destroy(fsdpc_watchdog *w) {
+  fsdpc__store_close(w->store);
+  pthread_cond_destroy(&w->cv);
+  pthread_mutex_destroy(&w->mu);
+  free(w->seen_beat);
+  free(w->changed_ms);
+  free(w);
+}
 
 fsdpc_status fsdpc__watchdog_start(const fsdpc_watchdog_opts *o, fsdpc_watchdog **out,
                                    fsdpc_err *err) {
@@ -344,12 +360,7 @@ fsdpc_status fsdpc__watchdog_start(const fsdpc_watchdog_opts *o, fsdpc_watchdog 
                        strerror(rc));
   }
   if (st != FSDPC_OK) {
-    fsdpc__store_close(w->store);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
-    free(w->seen_beat);
-    free(w->changed_ms);
-    free(w);
+    destroy(w);
     return st;
   }
   *out = w;
@@ -372,26 +383,13 @@ void fsdpc__watchdog_stop(fsdpc_watchdog *w) {
   /* An abort still under way uses w: give it the grace, then leave it. */
   int64_t until = fsdpc__now_ms() + w->o.exit_grace_ms;
   pthread_mutex_lock(&w->mu);
-  while (w->aborting && fsdpc__now_ms() < until) {
-    struct timespec ts = {0, 0};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += 50 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-  }
+  while (w->aborting && fsdpc__now_ms() < until)
+    wait_ms(w, 50);
   int busy = w->aborting;
   pthread_mutex_unlock(&w->mu);
   if (busy)
     return; /* the process is ending; the aborter may still touch w */
-  fsdpc__store_close(w->store);
-  pthread_cond_destroy(&w->cv);
-  pthread_mutex_destroy(&w->mu);
-  free(w->seen_beat);
-  free(w->changed_ms);
-  free(w);
+  destroy(w);
 }
 
 /* ---- collectives ---- */

@@ -420,8 +420,10 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
     save_ch[0] = save_ch[1] = -1;
   int saving[MAX_LOCAL] = {0}, said_waiting = 0, exit_after_save = 0;
   /* After a rank died the others cannot save (a save is collective): they
-   * get a short grace whatever dist.term_grace_s says. */
-  int fail_grace = grace < 3000 ? grace : 3000;
+   * get a short grace whatever dist.term_grace_s says, a little longer than
+   * their watchdogs give themselves to end after a failure (5 s), so that
+   * each writes its own last line. */
+  int fail_grace = grace < 6000 ? grace : 6000;
   int64_t hard_kill_at = 0;
   child *cs = calloc((size_t)n, sizeof *cs);
   if (!cs)

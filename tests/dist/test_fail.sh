@@ -88,7 +88,8 @@ ends_within() {
 no_pids_left() {
   sleep 0.3
   for p in "$@"; do
-    kill -0 "$p" 2>/dev/null && fail "process $p is left ($(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-120))"
+    # a zombie (dead, its parent gone, not yet reaped by init) is no process
+    ps -o stat= -p "$p" 2>/dev/null | grep -qv Z && fail "process $p is left ($(tr '\0' ' ' <"/proc/$p/cmdline" | cut -c1-120))"
   done
   return 0
 }

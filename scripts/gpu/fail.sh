@@ -1,8 +1,10 @@
 #!/bin/bash
-# Issue 33 on a GPU host in one device call: a GPU job that fails ends,
-# names the cause and frees the GPU.
-#   bash .carry/train/run_fail_check.sh      (carry: scripts/gpu/pack_train_carry.sh, CUDA build)
-# One GPU:
+# Issue 33 on one GPU in one device call: a GPU job that fails ends, names
+# the cause and frees the GPU. (Four GPUs, two nodes: nodes.sh 2 fail.)
+#   bash scripts/gpu/carry.sh /work/main/.carry/NAME       (here, CUDA build)
+#   OUT=$OUT bash .carry/NAME/fail.sh                     (GPU host, carry .carry/NAME)
+# One GPU (two ranks cannot share it: NCCL refuses a communicator with two
+# ranks on one device, so the NCCL cases need two GPUs):
 #   oom      the Llama 2 70B shape at world 1 (does not fit one GPU): out of
 #            memory; the rank's error line, and exit 1 within 10 s of the
 #            first "out of memory" line. If a planner refuses the config
@@ -17,7 +19,8 @@
 #   nccl_hang  FSDPC_FAULT=rank=1,hang=60: rank 1 never reaches collective 60
 #              (collectives.timeout_s=5: end within 10 s of the stall)
 # After each case nvidia-smi must list no fsdpc process. Prints PASS/FAIL
-# lines and "run_fail_check: N failed check(s)"; exits 1 when any failed.
+# lines and "fail.sh: N failed check(s)"; exits 1 when any failed. Under a
+# minute on one H200.
 . "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
 export FSDPC_PLUGIN_PATH=$B/plugins
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -143,5 +146,5 @@ else
 fi
 
 rm -rf "$W"
-echo "run_fail_check: $FAILS failed check(s)" | tee -a "$OUT/checks.txt"
+echo "fail.sh: $FAILS failed check(s)" | tee -a "$OUT/checks.txt"
 [ $FAILS = 0 ]

@@ -28,14 +28,8 @@ NGPU=$(nvidia-smi -L | wc -l)
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 W=$(mktemp -d)
 $F data synth --task copy --n 20000 --out "$W/copy.tok" >/dev/null || { echo "FAIL data synth"; exit 1; }
-cat >"$W/small.yaml" <<YAML
-model: {vocab_size: 259, hidden_size: 128, intermediate_size: 384, num_hidden_layers: 4,
-        num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 128}
-data: {train: $W/copy.tok, seq_len: 64}
-optim: {name: adamw, lr: 3.0e-3}
-train: {device: cuda, max_steps: 100000, micro_batch_size: 16, log_every: 1}
-log: {progress: off}
-YAML
+. "$C/lib/fail_yaml.sh"
+fail_yaml "$W"
 FAILS=0
 pass() { echo "PASS $*" | tee -a "$OUT/checks.txt"; }
 fail() { echo "FAIL $*" | tee -a "$OUT/checks.txt"; FAILS=$((FAILS + 1)); }
@@ -94,16 +88,8 @@ ended() {
 }
 
 # ---- one GPU -----------------------------------------------------------------
-# The Llama 2 70B shape (configs/bench/llama2-70b-seed.yaml): about 1.1 TB of
-# fp32 shards and optimizer state at world 1.
-cat >"$W/70b.yaml" <<YAML
-model: {vocab_size: 32000, hidden_size: 8192, intermediate_size: 28672, num_hidden_layers: 80,
-        num_attention_heads: 64, num_key_value_heads: 8, max_position_embeddings: 4096}
-data: {train: $W/copy.tok, seq_len: 128}
-fsdp: {activation_checkpointing: true}
-train: {device: cuda, micro_batch_size: 1, max_steps: 5}
-log: {progress: off}
-YAML
+# The Llama 2 70B shape (lib/fail_yaml.sh): about 1.1 TB of fp32 shards
+# and optimizer state at world 1.
 t=$(now_ms)
 start oom CUDA_VISIBLE_DEVICES=0 -- "$W/70b.yaml"
 for _ in $(seq 1200); do grep -qE "out of memory|error" "$OUT/oom.log" && break; kill -0 $P 2>/dev/null || break; sleep 0.1; done
@@ -114,28 +100,28 @@ else
   echo "   oom: the 70B config was refused before training ($(grep -m1 error "$OUT/oom.log" | cut -c1-160)); the allocation fault stands in"
   kill -KILL $P 2>/dev/null
   wait $P 2>/dev/null
-  start oom_fault CUDA_VISIBLE_DEVICES=0 FSDPC_FAULT=alloc=3 -- "$W/small.yaml"
+  start oom_fault CUDA_VISIBLE_DEVICES=0 FSDPC_FAULT=alloc=3 -- "$W/fail.yaml"
   ended oom_fault "out of memory" 10 1
 fi
 
-start kernel CUDA_VISIBLE_DEVICES=0 FSDPC_FAULT=kernel=3 -- "$W/small.yaml"
+start kernel CUDA_VISIBLE_DEVICES=0 FSDPC_FAULT=kernel=3 -- "$W/fail.yaml"
 ended kernel "fault injection: a trapping kernel at step 3" 10 1
 
 # ---- two GPUs: NCCL ---------------------------------------------------------------
 if [ "$NGPU" -ge 2 ]; then
-  start nccl_oom CUDA_VISIBLE_DEVICES=0,1 FSDPC_FAULT=rank=1,alloc=3 -- "$W/small.yaml" --nproc-per-node 2
+  start nccl_oom CUDA_VISIBLE_DEVICES=0,1 FSDPC_FAULT=rank=1,alloc=3 -- "$W/fail.yaml" --nproc-per-node 2
   ended nccl_oom "fault injection: device allocation 3 on rank 1 fails" 10 1
   grep -q "first failure: rank 1: .*out of memory" "$OUT/nccl_oom.log" &&
     pass "nccl_oom: the launcher names rank 1's out of memory" || fail "nccl_oom: the launcher does not name rank 1's out of memory"
 
-  start nccl_kill CUDA_VISIBLE_DEVICES=0,1 -- "$W/small.yaml" --nproc-per-node 2
+  start nccl_kill CUDA_VISIBLE_DEVICES=0,1 -- "$W/fail.yaml" --nproc-per-node 2
   for _ in $(seq 600); do grep -q "step 5/" "$OUT/nccl_kill.log" && break; sleep 0.1; done
   victim=$(pgrep -P $P | sed -n 2p)
   echo "   nccl_kill: kill -9 of rank 1 (pid $victim)"
   kill -9 "$victim"
   ended nccl_kill "" 10 137
 
-  start nccl_hang CUDA_VISIBLE_DEVICES=0,1 FSDPC_FAULT=rank=1,hang=60 -- "$W/small.yaml" \
+  start nccl_hang CUDA_VISIBLE_DEVICES=0,1 FSDPC_FAULT=rank=1,hang=60 -- "$W/fail.yaml" \
     --nproc-per-node 2 collectives.timeout_s=5
   ended nccl_hang "rank 1 stalls before collective seq 60" 10 1
   grep -q "rank 1 never reached collective seq" "$OUT/nccl_hang.log" &&

@@ -412,24 +412,9 @@ if has fail; then
   [ "$DEVICE" = cuda ] && cvd_all=(CUDA_VISIBLE_DEVICES="$(seq -s, 0 $((NP - 1)))")
   if [ "$DEVICE" = cuda ]; then
     # a small model (starts in seconds), and the Llama 2 70B shape, which
-    # does not fit 4 H200s (about 280 GB of fp32 shards, gradients and AdamW
-    # state per rank at world 4): a real out of memory on every rank
-    cat >"$W/fail.yaml" <<YAML
-model: {vocab_size: 259, hidden_size: 256, intermediate_size: 768, num_hidden_layers: 4,
-        num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 128}
-data: {train: $W/copy.tok, seq_len: 64}
-optim: {name: adamw, lr: 1.0e-3}
-train: {device: cuda, micro_batch_size: 2, log_every: 1, eval_every: 0}
-log: {progress: off}
-YAML
-    cat >"$W/70b.yaml" <<YAML
-model: {vocab_size: 32000, hidden_size: 8192, intermediate_size: 28672, num_hidden_layers: 80,
-        num_attention_heads: 64, num_key_value_heads: 8, max_position_embeddings: 4096}
-data: {train: $W/copy.tok, seq_len: 128}
-fsdp: {activation_checkpointing: true}
-train: {device: cuda, micro_batch_size: 1, max_steps: 5, eval_every: 0}
-log: {progress: off}
-YAML
+    # does not fit 4 H200s: a real out of memory on every rank
+    . "$C/lib/fail_yaml.sh"
+    fail_yaml "$W"
     FMODEL=("$W/fail.yaml" train.max_steps=100000000)
     OOM_ALL=("$W/70b.yaml")
     STOP_TIMEOUT=10

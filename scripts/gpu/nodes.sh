@@ -432,6 +432,15 @@ if has fail; then
     --master-port "$(free_port)" >"$OUT/fail-oomall.log" 2>&1 &
   FL=$!
   FR=$(kids_of $FL $NP)
+  if [ "$DEVICE" = cuda ] && wait_log "$OUT/fail-oomall.log" "out of (device |host )?memory|does not fit GPU" &&
+    grep -q "does not fit GPU" "$OUT/fail-oomall.log"; then
+    # the memory plan (issue 32) refuses the 70B before any work: every rank
+    # must still end at once; then the injected allocation failure on every
+    # rank of the small model is the out of memory on all ranks
+    judged refused70b $FL "$OUT/fail-oomall.log" "$(now_ms)" 10 1 "does not fit GPU" $FL $FR
+    mv "$OUT/fail-oomall.log" "$OUT/fail-refused70b.log"
+    one_job fail-oomall FSDPC_FAULT=alloc=3 --
+  fi
   if wait_log "$OUT/fail-oomall.log" "out of (device |host )?memory"; then
     judged oomall $FL "$OUT/fail-oomall.log" "$(now_ms)" 10 1 "first failure: rank [0-9]+: .*out of (device |host )?memory" $FL $FR
   else

@@ -22,6 +22,7 @@
 
 #include "fsdp/internal.h"
 #include "fsdp/program.h"
+#include "util/fault.h"
 
 /* Events: a unit's gather done (comm -> compute), a unit's grads ready
  * (compute -> comm), the two fences around a pass, a unit's reduction done
@@ -321,6 +322,16 @@ static int reduces(const fsdpc_program *p, int u) {
   return 0;
 }
 
+/* The arena bytes an action makes live at off: before the arena (issue 32)
+ * a device allocation, and still one for FSDPC_FAULT=alloc=N, so that the
+ * fault injection fails a rank mid-step as an out of memory did. */
+static fsdpc_status take(const fsdpc_engine *e, uint64_t off, void **p, fsdpc_err *err) {
+  if (fsdpc__fault_alloc())
+    return fsdpc__fault_alloc_fail(err, e->ops->device == FSDPC_DEVICE_CUDA ? "cuda" : "cpu", 0);
+  *p = fsdpc__arena_at(e, off);
+  return FSDPC_OK;
+}
+
 /* Executes the program of slot (fsdp/memplan.h) action by action; the
  * buffers action i makes live at the plan's off[2i], off[2i + 1]. */
 static fsdpc_status run(fsdpc_engine *e, int slot, const pass *x, fsdpc_err *err) {
@@ -331,19 +342,22 @@ static fsdpc_status run(fsdpc_engine *e, int slot, const pass *x, fsdpc_err *err
                        e->inference ? "an engine for evaluation only" : "a step of other size");
   for (int i = 0; i < p->n; i++) {
     int arg = p->a[i].arg;
+    void *buf;
     switch ((fsdpc_act_op)p->a[i].op) {
     case FSDPC_ACT_FENCE_IN:
     case FSDPC_ACT_FENCE_FREE:
       FSDPC_TRY(fence_in(e, err));
       break;
     case FSDPC_ACT_GATHER:
-      FSDPC_TRY(gather(e, arg, fsdpc__arena_at(e, off[2 * i]), err));
+      FSDPC_TRY(take(e, off[2 * i], &buf, err));
+      FSDPC_TRY(gather(e, arg, buf, err));
       break;
     case FSDPC_ACT_WAIT:
       FSDPC_TRY(use(e, arg, err));
       break;
     case FSDPC_ACT_GRAD_ALLOC:
-      FSDPC_TRY(ensure_grad(e, arg, fsdpc__arena_at(e, off[2 * i]), err));
+      FSDPC_TRY(take(e, off[2 * i], &buf, err));
+      FSDPC_TRY(ensure_grad(e, arg, buf, err));
       break;
     case FSDPC_ACT_FORWARD:
       FSDPC_TRY(block_forward(e, x->m, arg, err));

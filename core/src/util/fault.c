@@ -110,6 +110,11 @@ int fsdpc__fault_alloc(void) {
 }
 
 fsdpc_status fsdpc__fault_alloc_fail(fsdpc_err *err, const char *device, uint64_t bytes) {
+  if (bytes == 0) /* a buffer placed in the arena (fsdp/step.c) */
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                       "%s for a step's buffer (injected by %s: allocation %lld)",
+                       strcmp(device, "cpu") == 0 ? "out of host memory" : "cuda: out of memory",
+                       FSDPC_FAULT_ENV, (long long)g_fault.alloc);
   return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
                      "%s: out of memory allocating %.1f MiB (injected by %s: allocation %lld)",
                      device, (double)bytes / 1048576.0, FSDPC_FAULT_ENV, (long long)g_fault.alloc);

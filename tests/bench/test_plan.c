@@ -150,7 +150,8 @@ START_TEST(ctx_bytes_match_allocation) {
                          .HD = 16,
                          .max_pos = 128,
                          .eps = 1e-5f,
-                         .rope_theta = 10000.0};
+                         .rope.theta = 10000.0};
+  fsdpc__model_shape_llama(&s);
   int shapes[][3] = {{1, 8, 0}, {2, 32, 0}, {2, 32, 1}, {2, 32, 2}, {4, 128, 0}, {3, 17, 1},
                      {3, 17, 2}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -308,6 +309,7 @@ END_TEST
 START_TEST(flops_formula) {
   /* Llama-3.2-1B shape (untied): 1.498 B params; 6 x (N - V x C) + 12 x L x C x T. */
   fsdpc_model_shape s = {.V = 128256, .C = 2048, .F = 8192, .L = 16, .NH = 32, .KVH = 8, .HD = 64};
+  fsdpc__model_shape_llama(&s);
   double n = (double)fsdpc__model_numel(&s);
   ck_assert_double_eq_tol(n, 1498482688.0, 0.5);
   double want = 6.0 * (n - 128256.0 * 2048.0) + 12.0 * 16 * 2048 * 2048;

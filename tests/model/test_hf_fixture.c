@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "fsdp/engine.h"
 #include "io/safetensors.h"
+#include "runplan/runplan.h"
 #ifdef FSDPC_FIXTURE_CUDA
 #include "ops/cuda/cuda_ctx.h"
 #endif
@@ -74,19 +75,7 @@ static void setup(fixture *f, const char *name, double lr, double wd) {
            "attention: {impl: naive}\n",
            f->dir, lr, wd);
   die_if(fsdpc__config_from_string(yaml, "fixture.yaml", NULL, 0, &f->cfg, &err), &err);
-  const fsdpc_config_model *cm = &f->cfg->model;
-  f->shape = (fsdpc_model_shape){
-      .V = (int)cm->vocab_size, .C = (int)cm->hidden_size, .F = (int)cm->intermediate_size,
-      .L = (int)cm->num_hidden_layers, .NH = (int)cm->num_attention_heads,
-      .KVH = (int)cm->num_key_value_heads, .HD = (int)cm->head_dim,
-      .max_pos = (int)cm->max_position_embeddings, .eps = (float)cm->rms_norm_eps,
-      .rope_theta = cm->rope_theta,
-      .rope_llama3 = cm->rope_scaling.type == FSDPC_ROPE_SCALING_LLAMA3,
-      .rope_factor = cm->rope_scaling.factor,
-      .rope_low_freq_factor = cm->rope_scaling.low_freq_factor,
-      .rope_high_freq_factor = cm->rope_scaling.high_freq_factor,
-      .rope_original_max_pos = (int)cm->rope_scaling.original_max_position_embeddings,
-      .tied = cm->tie_word_embeddings};
+  fsdpc__run_shape_from_config(f->cfg, &f->shape);
   die_if(fsdpc__model_params(&f->shape, &f->params, &f->n_params, &err), &err);
   die_if(fsdpc__registry_create(NULL, 0, &f->reg, &err), &err);
   die_if(fsdpc__registry_select(f->reg, FSDPC_KIND_ATTENTION, "naive", NULL, &f->attn, &err),

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "config/meta.h"
+#include "model/family.h"
 
 static const fsdpc_key_src *src_of(const fsdpc_config *c, const char *path) {
   int ki;
@@ -136,6 +137,7 @@ static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
   if (c->optim.nesterov && c->optim.momentum == 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: optim.nesterov: needs optim.momentum > 0",
                        where_of(c, "optim.nesterov"));
+  FSDPC_TRY(fsdpc__family_check_config(c, where_of, err));
   return check_peft(c, err);
 }
 

@@ -193,6 +193,7 @@ static const fsdpc_attention_v1 flash_vtable = {
     /* .forward     = */ flash_forward,
     /* .backward    = */ flash_backward,
     /* .create_call = */ NULL,
+    /* .features = */ 0, /* no sliding window yet */
 };
 
 static const fsdpc_component_desc flash_component = {

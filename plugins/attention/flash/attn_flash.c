@@ -124,7 +124,8 @@ static int aligned16(const void *p) {
 
 static flash_params params_of(const fsdpc_attn_shape *s) {
   const int32_t *doc = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, doc_ids) ? s->doc_ids : NULL;
-  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal != 0, s->scale, doc};
+  const int window = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, window) && s->window > 0 ? s->window : 0;
+  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal != 0, s->scale, doc, window};
   return p;
 }
 #endif
@@ -193,7 +194,7 @@ static const fsdpc_attention_v1 flash_vtable = {
     /* .forward     = */ flash_forward,
     /* .backward    = */ flash_backward,
     /* .create_call = */ NULL,
-    /* .features = */ 0, /* no sliding window yet */
+    /* .features    = */ FSDPC_ATTN_FEATURE_WINDOW,
 };
 
 static const fsdpc_component_desc flash_component = {

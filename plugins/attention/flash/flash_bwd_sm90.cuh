@@ -309,14 +309,15 @@ struct bwd90_keys {
   int key0, key_lo;
 };
 
-/* P^T = exp2(scale S^T - lse) in place in acc.sacc; masked (causal, same
- * document, queries past T) when MASKED: element (i, e) is kept iff its
- * query offset from this thread's first query q0 is in [qlo, qhi] of its
- * key row, then, with documents, if its query's document is its key's. */
+/* P^T = exp2(scale S^T - lse) in place in acc.sacc; masked (causal, sliding
+ * window, same document, queries past T) when MASKED: element (i, e) is kept
+ * iff its query offset from this thread's first query q0 is in [qlo, qhi] of
+ * its key row, then, with documents, if its query's document is its key's. */
 template <class C, bool MASKED>
 static __device__ __forceinline__ void
 bwd90_probs(const bwd90_acc<C> &acc, const float *cL, const bwd90_keys &k, const int32_t *doc,
-            const int (&doc_k)[2], int q0, int qhi, const int (&qlo)[2], int T, float sl2) {
+            const int (&doc_k)[2], int q0, const int (&qhi)[2], const int (&qlo)[2], int T,
+            float sl2) {
   const int lane = k.lane;
 #pragma unroll
   for (int i = 0; i < C::BM / 8; i++) {
@@ -329,7 +330,7 @@ bwd90_probs(const bwd90_acc<C> &acc, const float *cL, const bwd90_keys &k, const
       float pv = C::prob_exp2(x, i);
       if (MASKED) {
         const int j = i * 8 + (e & 1);
-        pv = j >= qlo[e >> 1] && j <= qhi ? pv : 0.0f;
+        pv = j >= qlo[e >> 1] && j <= qhi[e >> 1] ? pv : 0.0f;
       }
       acc.sacc[4 * i + e] = pv;
     }
@@ -459,7 +460,8 @@ bwd90_step(const bwd90_smem<C> &sm, const bwd90_ctx &x, const bwd90_tile<C> &tl,
   product_kmaj(acc.dpacc, sm.sV, cdO);
 
   /* P^T (masked: causal, same document, queries past T). */
-  const bool need_mask = (p.causal && m0 < k.key0 + 63) || doc != nullptr || m0 + BM > T;
+  const bool need_mask = (p.causal && m0 < k.key0 + 63) || doc != nullptr || m0 + BM > T ||
+                         (p.window > 0 && m0 + BM - 1 - k.key0 >= p.window);
   wgmma_wait<1>();
   reg_fence(acc.sacc);
   if (C::DQWARP && it > 0) {
@@ -482,11 +484,13 @@ bwd90_step(const bwd90_smem<C> &sm, const bwd90_ctx &x, const bwd90_tile<C> &tl,
   /* The probabilities' loop exists twice, masked and not, and a step runs
    * one (a test of need_mask at every element stays a branch per element in
    * ptxas). The mask is a range of query offsets per key row. */
-  const int q0 = m0 + (lane % 4) * 2, qhi = T - 1 - q0;
-  int qlo[2];
+  const int q0 = m0 + (lane % 4) * 2;
+  int qlo[2], qhi[2]; /* a window ends a key's queries at key + window - 1 */
 #pragma unroll
-  for (int r = 0; r < 2; r++)
+  for (int r = 0; r < 2; r++) {
     qlo[r] = p.causal ? k.key_lo + 8 * r - q0 : INT32_MIN;
+    qhi[r] = p.window > 0 ? min(T - 1, k.key_lo + 8 * r + p.window - 1) - q0 : T - 1 - q0;
+  }
   if (need_mask)
     bwd90_probs<C, true>(acc, cL, k, doc, doc_k, q0, qhi, qlo, T, sl2);
   else

@@ -158,15 +158,16 @@ static __device__ int fwd90_sched[FWD90_SLOTS][2];
 template <class C>
 static __device__ __forceinline__ void
 softmax_block(float (&s)[C::BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
-              bool need_mask, int n0, int row_lo, int T, bool causal, const int32_t *doc,
-              const int (&doc_r)[2], int lane, float sl2) {
+              bool need_mask, int n0, int row_lo, int T, bool causal, int window,
+              const int32_t *doc, const int (&doc_r)[2], int lane, float sl2) {
   constexpr int BN = C::BN;
   if (need_mask) {
     /* Element (i, e) is kept iff its column offset in the block, i * 8 +
      * (e & 1) from this thread's first column c0, is at most lim of its row
      * (the end of the sequence, and the row itself when causal): one
-     * compare with an immediate an element; then, with documents, a second
-     * pass drops the other documents' columns. */
+     * compare with an immediate an element; then, with a sliding window,
+     * a pass drops the columns before the row's window, and with documents,
+     * one drops the other documents' columns. */
     const int c0 = n0 + (lane % 4) * 2;
     int lim[2];
 #pragma unroll
@@ -177,6 +178,17 @@ softmax_block(float (&s)[C::BN / 2], float (&m)[2], float (&l)[2], float (&alpha
 #pragma unroll
       for (int e = 0; e < 4; e++)
         s[i * 4 + e] = i * 8 + (e & 1) <= lim[e >> 1] ? s[i * 4 + e] : -INFINITY;
+    if (window > 0) {
+      int lo[2]; /* the first column offset inside row r's window */
+#pragma unroll
+      for (int r = 0; r < 2; r++)
+        lo[r] = row_lo + 8 * r - window + 1 - c0;
+#pragma unroll
+      for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          s[i * 4 + e] = i * 8 + (e & 1) >= lo[e >> 1] ? s[i * 4 + e] : -INFINITY;
+    }
     if (doc) {
 #pragma unroll
       for (int i = 0; i < BN / 8; i++)
@@ -367,10 +379,11 @@ fwd90_attend(const fwd90_smem<C> &sm, const fwd90_turns<C> &turn, const flash_pa
   };
   auto softmax = [&](int j) {
     const int n0 = j * BN;
-    const bool need_mask =
-        n0 + BN > T || w.doc != nullptr || (p.causal && n0 + BN - 1 > w.wg_first);
-    softmax_block<C>(acc.s, acc.m, acc.l, acc.alpha, need_mask, n0, w.row_lo, T, p.causal, w.doc,
-                     doc_r, lane, sl2);
+    const bool need_mask = n0 + BN > T || w.doc != nullptr ||
+                           (p.causal && n0 + BN - 1 > w.wg_first) ||
+                           (p.window > 0 && w.wg_first + 63 - n0 >= p.window);
+    softmax_block<C>(acc.s, acc.m, acc.l, acc.alpha, need_mask, n0, w.row_lo, T, p.causal, p.window,
+                     w.doc, doc_r, lane, sl2);
   };
   auto full_k = [&](int j) { return &sm.fullK[(kv0 + j) % ST]; };
   auto full_v = [&](int j) { return &sm.fullV[(kv0 + j) % ST]; };

@@ -6,11 +6,12 @@ MLP) biases, tied and untied heads, q/k norms per head and per projection,
 post-norms, fused qkv_proj/gate_up_proj, partial rotary, each RoPE type,
 sliding windows shorter than the sequence, GQA and MQA, Granite's
 multipliers). Runs where torch and transformers are installed (the GPU host;
-CPU only, a minute):
+CPU only, seconds; scripts/gpu/agree.sh families runs it):
 
-    python3 scripts/gpu/make_hf_families.py OUT
+    python3 tests/gpu/make_hf_families.py OUT
 
-and writes everything into OUT (copy it to tests/fixtures/hf_families):
+and writes everything into OUT (commit it as tests/fixtures/hf_families; the
+ctests test_hf_families and test_cuda_hf_families read it):
   OUT/<name>/config.json, model.safetensors, generation_config.json
                                   the folder as save_pretrained writes it (fp32)
   OUT/<name>/reference.safetensors
@@ -38,80 +39,75 @@ from safetensors.torch import save_file
 B, T, STEPS = 2, 12, 20
 ADAMW = dict(lr=2e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
-# name: (class, config kwargs, rope dict or None). Every config keeps
+
+def tiny(**kw):
+    """A config small enough that the nine fixtures stay a few hundred KB in
+    all (CI keeps them): 2 layers, hidden 16, 4 heads of 4, kv heads 2 unless
+    kw says otherwise."""
+    base = dict(vocab_size=32, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                rms_norm_eps=1e-6, tie_word_embeddings=False)
+    base.update(kw)
+    return base
+
+
+# name: (class, config kwargs, rope dict). Every config keeps
 # max_position_embeddings a multiple of what yarn/longrope divide it by, so
 # transformers versions that derive the factor from it agree with those that
-# read it.
-LONG_SHORT = [1.0, 1.3, 2.0, 3.0]
-LONG_LONG = [1.5, 2.5, 4.5, 9.0]
+# read it. Phi-3's fixtures turn 4 of their head's 8 dims (partial rotary
+# 0.5): longrope has 2 factors.
+LONG_SHORT = [1.0, 1.7]
+LONG_LONG = [1.5, 6.0]
+PHI3 = dict(hidden_size=32, partial_rotary_factor=0.5, rms_norm_eps=1e-5, resid_pdrop=0.0,
+            embd_pdrop=0.0, attention_dropout=0.0)
 FIXTURES = {
     # Llama: q/k/v/o and MLP biases, llama3 RoPE, GQA 2, untied
-    "llama_biases_llama3": ("LlamaForCausalLM", dict(
-        vocab_size=67, hidden_size=48, intermediate_size=80, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-        rms_norm_eps=1e-6, attention_bias=True, mlp_bias=True, tie_word_embeddings=False),
+    "llama_biases_llama3": ("LlamaForCausalLM", tiny(
+        vocab_size=35, attention_bias=True, mlp_bias=True),
         dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
              high_freq_factor=4.0, original_max_position_embeddings=16)),
-    # Mistral: sliding window 4 < T on every layer, head_dim 12 != 48/4, MQA
-    "mistral_window": ("MistralForCausalLM", dict(
-        vocab_size=71, hidden_size=48, intermediate_size=72, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=1, head_dim=12, max_position_embeddings=64,
-        rms_norm_eps=1e-5, sliding_window=4, tie_word_embeddings=False),
+    # Mistral: sliding window 4 < T on every layer, head_dim 6 != 16/4, MQA
+    "mistral_window": ("MistralForCausalLM", tiny(
+        vocab_size=37, num_key_value_heads=1, head_dim=6, rms_norm_eps=1e-5, sliding_window=4),
         dict(rope_type="default", rope_theta=10000.0)),
     # Qwen2: q/k/v biases, tied, sliding window 5 on layer 1 only
-    "qwen2_tied_window": ("Qwen2ForCausalLM", dict(
-        vocab_size=73, hidden_size=48, intermediate_size=72, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-        rms_norm_eps=1e-6, use_sliding_window=True, sliding_window=5, max_window_layers=1,
+    "qwen2_tied_window": ("Qwen2ForCausalLM", tiny(
+        vocab_size=33, use_sliding_window=True, sliding_window=5, max_window_layers=1,
         tie_word_embeddings=True),
         dict(rope_type="default", rope_theta=1000000.0)),
-    # Qwen2 as released (no window, untied), dynamic RoPE
-    "qwen2_dynamic": ("Qwen2ForCausalLM", dict(
-        vocab_size=61, hidden_size=48, intermediate_size=72, num_hidden_layers=2,
-        num_attention_heads=6, num_key_value_heads=2, max_position_embeddings=32,
-        rms_norm_eps=1e-6, use_sliding_window=False, sliding_window=4096, max_window_layers=28,
-        tie_word_embeddings=False),
+    # Qwen2 as released (no window, untied), dynamic RoPE (within
+    # max_position_embeddings: the default frequencies; fsdpc refuses longer)
+    "qwen2_dynamic": ("Qwen2ForCausalLM", tiny(
+        vocab_size=31, max_position_embeddings=32, use_sliding_window=False,
+        sliding_window=4096, max_window_layers=28),
         dict(rope_type="dynamic", rope_theta=10000.0, factor=2.0)),
-    # Qwen3: per-head q/k norms, head_dim 16 != 48/4, o bias, yarn, MQA
-    "qwen3_qknorm_yarn": ("Qwen3ForCausalLM", dict(
-        vocab_size=69, hidden_size=48, intermediate_size=76, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=1, head_dim=16, max_position_embeddings=32,
-        rms_norm_eps=1e-6, attention_bias=True, use_sliding_window=False,
-        tie_word_embeddings=False),
+    # Qwen3: per-head q/k norms, head_dim 8 != 16/4, o bias, yarn, MQA
+    "qwen3_qknorm_yarn": ("Qwen3ForCausalLM", tiny(
+        vocab_size=34, num_key_value_heads=1, head_dim=8, max_position_embeddings=32,
+        attention_bias=True, use_sliding_window=False),
         dict(rope_type="yarn", rope_theta=10000.0, factor=4.0,
              original_max_position_embeddings=8)),
     # Phi-3: fused qkv_proj/gate_up_proj, partial rotary 0.5, longrope with
     # T > original (long factors), sliding window 5 < T
-    "phi3_longrope_long": ("Phi3ForCausalLM", dict(
-        vocab_size=65, hidden_size=64, intermediate_size=80, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
-        original_max_position_embeddings=8, partial_rotary_factor=0.5, rms_norm_eps=1e-5,
-        sliding_window=5, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0,
-        tie_word_embeddings=False),
+    "phi3_longrope_long": ("Phi3ForCausalLM", tiny(
+        vocab_size=36, max_position_embeddings=32, original_max_position_embeddings=8,
+        sliding_window=5, **PHI3),
         dict(rope_type="longrope", rope_theta=10000.0, short_factor=LONG_SHORT,
              long_factor=LONG_LONG, original_max_position_embeddings=8)),
-    # Phi-3: longrope with T <= original (short factors), no window, tied
-    "phi3_longrope_short": ("Phi3ForCausalLM", dict(
-        vocab_size=65, hidden_size=64, intermediate_size=80, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
-        original_max_position_embeddings=16, partial_rotary_factor=0.5, rms_norm_eps=1e-5,
-        sliding_window=None, resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0,
-        tie_word_embeddings=True),
+    # Phi-3: longrope with T <= original (short factors), no window, tied, MHA
+    "phi3_longrope_short": ("Phi3ForCausalLM", tiny(
+        vocab_size=36, num_key_value_heads=4, original_max_position_embeddings=16,
+        sliding_window=None, tie_word_embeddings=True, **PHI3),
         dict(rope_type="longrope", rope_theta=10000.0, short_factor=LONG_SHORT,
              long_factor=LONG_LONG, original_max_position_embeddings=16)),
     # OLMo 2: q/k norms over the projections, post-norms, linear RoPE
-    "olmo2_postnorm_linear": ("Olmo2ForCausalLM", dict(
-        vocab_size=75, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-        rms_norm_eps=1e-6, attention_bias=False, tie_word_embeddings=False),
+    "olmo2_postnorm_linear": ("Olmo2ForCausalLM", tiny(vocab_size=38, attention_bias=False),
         dict(rope_type="linear", rope_theta=10000.0, factor=2.0)),
-    # Granite: the four multipliers, attention and MLP biases, tied
-    "granite_multipliers": ("GraniteForCausalLM", dict(
-        vocab_size=63, hidden_size=48, intermediate_size=72, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
-        rms_norm_eps=1e-6, embedding_multiplier=3.0, residual_multiplier=0.5,
-        attention_multiplier=0.2, logits_scaling=4.0, attention_bias=True, mlp_bias=True,
-        tie_word_embeddings=True),
+    # Granite: the four multipliers, attention and MLP biases, tied, MHA
+    "granite_multipliers": ("GraniteForCausalLM", tiny(
+        vocab_size=30, num_key_value_heads=4, embedding_multiplier=3.0,
+        residual_multiplier=0.5, attention_multiplier=0.2, logits_scaling=4.0,
+        attention_bias=True, mlp_bias=True, tie_word_embeddings=True),
         dict(rope_type="default", rope_theta=10000.0)),
 }
 

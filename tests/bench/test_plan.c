@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "plan/plan.h"
+#include "runplan/runplan.h"
 #include "util/mem.h"
 
 static const char *tiny_yaml = "model:\n"
@@ -317,6 +318,31 @@ START_TEST(flops_formula) {
 }
 END_TEST
 
+/* The bench configs of the Qwen shapes resolve to the released models'
+ * parameter counts (Qwen2.5-7B: q/k/v biases; Qwen3-8B: per-head q/k norms). */
+START_TEST(family_bench_shapes) {
+  static const struct {
+    const char *file;
+    uint64_t numel;
+  } want[] = {{"configs/bench/qwen2.5-7b-base.yaml", 7615616512ull},
+              {"configs/bench/qwen3-8b-base.yaml", 8190735360ull}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", FSDPC_SOURCE_DIR, want[i].file);
+    fsdpc_config *c = NULL;
+    fsdpc_err err = {0};
+    const char *ovr[] = {"fsdp.activation_checkpointing=true"};
+    ck_assert_msg(fsdpc__config_load(path, ovr, 1, &c, &err) == FSDPC_OK, "%s", err.msg);
+    fsdpc_model_shape s;
+    fsdpc__run_shape_from_config(c, &s);
+    ck_assert_msg(fsdpc__model_numel(&s) == want[i].numel, "%s: %llu parameters, want %llu",
+                  want[i].file, (unsigned long long)fsdpc__model_numel(&s),
+                  (unsigned long long)want[i].numel);
+    fsdpc__config_destroy(c);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("plan");
   TCase *tc = tcase_create("plan");
@@ -327,6 +353,7 @@ int main(void) {
   tcase_add_test(tc, flops_formula);
   tcase_add_test(tc, param_copy_planned);
   tcase_add_test(tc, reserved_by_shard_group);
+  tcase_add_test(tc, family_bench_shapes);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -9,8 +9,8 @@ names the families). For each family, on the CPU in fp32:
 - export: `fsdpc train` fine-tunes the folder fully for 3 steps; transformers
   loads the final folder with no warning about missing, unexpected or newly
   initialised weights, with the source's tensor names (fused qkv_proj and
-  gate_up_proj stay fused) and shapes and the source's config.json (but for
-  the dtype), and gives fsdpc's logits (fsdpc_dump_logits) within 1e-5 of
+  gate_up_proj stay fused) and shapes, the source's config.json (but for
+  the dtype) and its generation_config.json, and gives fsdpc's logits (fsdpc_dump_logits) within 1e-5 of
   the largest;
 - peft: `fsdpc train` with LoRA on every projection under the family's own
   names (Phi-3: qkv_proj, o_proj, gate_up_proj, down_proj) for 3 steps;
@@ -119,14 +119,17 @@ def check_export(a, name, src, work):
         for k in ("torch_dtype", "dtype"):
             c.pop(k, None)
     diff = sorted(k for k in set(out) | set(cfg) if out.get(k) != cfg.get(k))
+    keep = {"generation_config.json", "tokenizer.json", "tokenizer_config.json"}
+    lost = sorted((set(os.listdir(src)) & keep) - set(os.listdir(final)))
     ids, ours = fsdpc_logits(a, final, work)
     with torch.no_grad():
         got = model.eval()(input_ids=ids).logits.to(torch.float64)
     e = rel(got, ours)
-    ok = not bad and ts == tf and not diff and e <= TOL
+    ok = not bad and ts == tf and not diff and not lost and e <= TOL
     say(ok, "export", name, f"{type(model).__name__} loads it (warnings: {bad or 'none'}); "
         f"tensors {'as the source' if ts == tf else f'differ: {sorted(set(ts) ^ set(tf))}'}; "
-        f"config.json {'kept' if not diff else f'differs in {diff}'}; logits vs fsdpc {e:.2e}")
+        f"config.json {'kept' if not diff else f'differs in {diff}'}; "
+        f"{'generation config kept' if not lost else f'lost {lost}'}; logits vs fsdpc {e:.2e}")
 
 
 def check_peft(a, name, src, work, fused):

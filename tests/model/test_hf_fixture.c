@@ -345,8 +345,8 @@ static int run_families(int argc, char **argv) {
   snprintf(dir, sizeof dir, "%s/tests/fixtures/hf_families", src ? src : FSDPC_SOURCE_DIR);
   struct stat st;
   if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    printf("skipped: no family fixtures: %s does not exist (make them on the GPU host: "
-           "bash scripts/gpu/agree.sh families, then commit its hf_families.tar.gz there)\n",
+    printf("skipped: no family fixtures: %s does not exist (scripts/gpu/agree.sh families "
+           "makes them on the GPU host: unpack its hf_families.tar.gz into tests/fixtures)\n",
            dir);
     return 77;
   }

@@ -8,7 +8,9 @@
  * bf16; lse (B, NH, T) fp32 natural-log sum of exp of the scaled scores; doc
  * (B, T) int32 document ids or NULL. A sliding window is one more mask on
  * the blocks it cuts (blocks wholly outside it are computed and masked, not
- * skipped: the no-window path is unchanged but for one uniform test). */
+ * skipped); the sm_90a kernels have it compiled in only in the windowed
+ * twins that a shape with a window runs, so that those without one are
+ * unchanged. */
 #ifndef FSDPC_FLASH_H
 #define FSDPC_FLASH_H
 

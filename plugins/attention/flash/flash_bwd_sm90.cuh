@@ -65,6 +65,9 @@ enum {
 /* Seams: what a sandbox variant (bench/flash/) may replace by hiding these
  * members in a type derived from a tile-table entry. Production runs these. */
 struct bwd90_seams {
+  /* Whether the kernel masks a sliding window (bwd90_run launches the
+   * bwd90_windowed twin of an entry for a shape with one). */
+  static constexpr bool WINDOW = false;
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   /* The probability of score element (query group i of 8, any element): 2^x. */
   static __device__ __forceinline__ float prob_exp2(float x, int i) {
@@ -119,6 +122,10 @@ template <> struct bwd90_tiles<128> : bwd90_seams {
   static constexpr int HD = 128, BN = 128, BM = 64, ST = 3, OVL = 2;
   static constexpr bool DQWARP = true, LDCP = false;
   static constexpr int L2_DQ_MIB = 32, CHUNK_MAX = 16;
+};
+/* The same entry with the sliding-window mask compiled in. */
+template <class C> struct bwd90_windowed : C {
+  static constexpr bool WINDOW = true;
 };
 
 /* What follows from a tile-table entry C. dS^T has two buffers, so that a
@@ -461,7 +468,7 @@ bwd90_step(const bwd90_smem<C> &sm, const bwd90_ctx &x, const bwd90_tile<C> &tl,
 
   /* P^T (masked: causal, same document, queries past T). */
   const bool need_mask = (p.causal && m0 < k.key0 + 63) || doc != nullptr || m0 + BM > T ||
-                         (p.window > 0 && m0 + BM - 1 - k.key0 >= p.window);
+                         (C::WINDOW && p.window > 0 && m0 + BM - 1 - k.key0 >= p.window);
   wgmma_wait<1>();
   reg_fence(acc.sacc);
   if (C::DQWARP && it > 0) {
@@ -489,7 +496,8 @@ bwd90_step(const bwd90_smem<C> &sm, const bwd90_ctx &x, const bwd90_tile<C> &tl,
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     qlo[r] = p.causal ? k.key_lo + 8 * r - q0 : INT32_MIN;
-    qhi[r] = p.window > 0 ? min(T - 1, k.key_lo + 8 * r + p.window - 1) - q0 : T - 1 - q0;
+    qhi[r] = C::WINDOW && p.window > 0 ? min(T - 1, k.key_lo + 8 * r + p.window - 1) - q0
+                                       : T - 1 - q0;
   }
   if (need_mask)
     bwd90_probs<C, true>(acc, cL, k, doc, doc_k, q0, qhi, qlo, T, sl2);
@@ -749,18 +757,29 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
   return (int)cudaGetLastError();
 }
 
-/* flash_bwd_sm90 of the tile-table entries C64 (head dim 64) and C128 (80,
- * 96, 128: the columns past the head dim are zero-filled). */
 template <class C64, class C128>
-static int bwd90_run(const flash_params *p, const void *q, const void *k, const void *v,
-                     const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
-                     void *dv, void *stream) {
-  cudaStream_t st = (cudaStream_t)stream;
+static int bwd90_by_hd(const flash_params *p, const void *q, const void *k, const void *v,
+                       const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
+                       void *dv, cudaStream_t st) {
   if (p->HD == 64)
     return launch_bwd90<C64>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   if (p->HD == 80 || p->HD == 96 || p->HD == 128)
     return launch_bwd90<C128>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   return (int)cudaErrorInvalidValue;
+}
+
+/* flash_bwd_sm90 of the tile-table entries C64 (head dim 64) and C128 (80,
+ * 96, 128: the columns past the head dim are zero-filled), or of their
+ * windowed twins for a sliding window. */
+template <class C64, class C128>
+static int bwd90_run(const flash_params *p, const void *q, const void *k, const void *v,
+                     const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
+                     void *dv, void *stream) {
+  cudaStream_t st = (cudaStream_t)stream;
+  if (p->window > 0)
+    return bwd90_by_hd<bwd90_windowed<C64>, bwd90_windowed<C128>>(p, q, k, v, dout, lse, D,
+                                                                  dq_acc, dk, dv, st);
+  return bwd90_by_hd<C64, C128>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
 }
 
 #endif

@@ -278,7 +278,7 @@ int main(int argc, char **argv) {
                           /* sliding windows (Mistral, Qwen2's use_sliding_window) */
                           {2, 300, 8, 2, 64, 1, 0, 37},
                           {1, 1000, 8, 8, 128, 1, 0, 256},
-                          {1, 2048, 8, 1, 128, 1, 1, 300},
+                          {1, 777, 8, 1, 128, 1, 1, 300},
                           {2, 777, 8, 2, 96, 1, 0, 129},
                           {1, 1000, 4, 4, 64, 1, 0, 1}};
   for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {

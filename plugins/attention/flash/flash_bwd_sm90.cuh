@@ -319,12 +319,13 @@ struct bwd90_keys {
 /* P^T = exp2(scale S^T - lse) in place in acc.sacc; masked (causal, sliding
  * window, same document, queries past T) when MASKED: element (i, e) is kept
  * iff its query offset from this thread's first query q0 is in [qlo, qhi] of
- * its key row, then, with documents, if its query's document is its key's. */
+ * its key row (and, with C::WINDOW, at most qwin of its key row), then, with
+ * documents, if its query's document is its key's. */
 template <class C, bool MASKED>
 static __device__ __forceinline__ void
 bwd90_probs(const bwd90_acc<C> &acc, const float *cL, const bwd90_keys &k, const int32_t *doc,
-            const int (&doc_k)[2], int q0, const int (&qhi)[2], const int (&qlo)[2], int T,
-            float sl2) {
+            const int (&doc_k)[2], int q0, int qhi, const int (&qlo)[2], const int (&qwin)[2],
+            int T, float sl2) {
   const int lane = k.lane;
 #pragma unroll
   for (int i = 0; i < C::BM / 8; i++) {
@@ -337,7 +338,7 @@ bwd90_probs(const bwd90_acc<C> &acc, const float *cL, const bwd90_keys &k, const
       float pv = C::prob_exp2(x, i);
       if (MASKED) {
         const int j = i * 8 + (e & 1);
-        pv = j >= qlo[e >> 1] && j <= qhi[e >> 1] ? pv : 0.0f;
+        pv = j >= qlo[e >> 1] && j <= qhi && (!C::WINDOW || j <= qwin[e >> 1]) ? pv : 0.0f;
       }
       acc.sacc[4 * i + e] = pv;
     }
@@ -468,7 +469,7 @@ bwd90_step(const bwd90_smem<C> &sm, const bwd90_ctx &x, const bwd90_tile<C> &tl,
 
   /* P^T (masked: causal, same document, queries past T). */
   const bool need_mask = (p.causal && m0 < k.key0 + 63) || doc != nullptr || m0 + BM > T ||
-                         (C::WINDOW && p.window > 0 && m0 + BM - 1 - k.key0 >= p.window);
+                         (C::WINDOW && m0 + BM - 1 - k.key0 >= p.window);
   wgmma_wait<1>();
   reg_fence(acc.sacc);
   if (C::DQWARP && it > 0) {
@@ -491,18 +492,17 @@ bwd90_step(const bwd90_smem<C> &sm, const bwd90_ctx &x, const bwd90_tile<C> &tl,
   /* The probabilities' loop exists twice, masked and not, and a step runs
    * one (a test of need_mask at every element stays a branch per element in
    * ptxas). The mask is a range of query offsets per key row. */
-  const int q0 = m0 + (lane % 4) * 2;
-  int qlo[2], qhi[2]; /* a window ends a key's queries at key + window - 1 */
+  const int q0 = m0 + (lane % 4) * 2, qhi = T - 1 - q0;
+  int qlo[2], qwin[2]; /* a window (C::WINDOW: p.window > 0) ends at key + window - 1 */
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     qlo[r] = p.causal ? k.key_lo + 8 * r - q0 : INT32_MIN;
-    qhi[r] = C::WINDOW && p.window > 0 ? min(T - 1, k.key_lo + 8 * r + p.window - 1) - q0
-                                       : T - 1 - q0;
+    qwin[r] = C::WINDOW ? k.key_lo + 8 * r + p.window - 1 - q0 : 0;
   }
   if (need_mask)
-    bwd90_probs<C, true>(acc, cL, k, doc, doc_k, q0, qhi, qlo, T, sl2);
+    bwd90_probs<C, true>(acc, cL, k, doc, doc_k, q0, qhi, qlo, qwin, T, sl2);
   else
-    bwd90_probs<C, false>(acc, cL, k, doc, doc_k, q0, qhi, qlo, T, sl2);
+    bwd90_probs<C, false>(acc, cL, k, doc, doc_k, q0, qhi, qlo, qwin, T, sl2);
   /* dS^T = P^T (dP^T - D), to shared memory for dQ. */
   wgmma_wait<0>();
   reg_fence(acc.dpacc);

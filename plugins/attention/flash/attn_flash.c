@@ -101,7 +101,7 @@ static int32_t flash_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc
   if (out == NULL)
     return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
                          "attention flash: sizes() out is NULL");
-  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal, s->scale, NULL};
+  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal, s->scale, NULL, 0};
   /* Everything is linear in T: the LSE, and dq in fp32 plus one float per
    * row during backward. */
   if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, saved_bytes))

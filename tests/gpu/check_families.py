@@ -5,7 +5,9 @@ torch, transformers and peft are installed (the GPU host, CPU fp32 only):
   check_families.py FIXTURES --fsdpc BIN --dump BIN --work DIR [NAME...]
 
 FIXTURES is the folder of tests/gpu/make_hf_families.py (its manifest.json
-names the families). For each family, on the CPU in fp32:
+names the families). For each family, on the CPU in fp32, from a folder of
+the fixture's config with a 259-token vocabulary (fsdpc's byte tokenizer
+must fit it; made here by transformers, random weights as the fixture's):
 - export: `fsdpc train` fine-tunes the folder fully for 3 steps; transformers
   loads the final folder with no warning about missing, unexpected or newly
   initialised weights, with the source's tensor names (fused qkv_proj and
@@ -35,9 +37,10 @@ from safetensors.torch import load_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check_lora_peft as clp  # noqa: E402
+import make_hf_families as mhf  # noqa: E402
 from check_export import Grab  # noqa: E402
 
-T, G, STEPS, TOL = 12, 2, 3, 1e-5
+T, G, STEPS, TOL, V = 12, 2, 3, 1e-5, 259
 BAD = ("missing", "unexpected", "newly initialized", "not initialized", "were not used")
 FAILS = []
 
@@ -156,6 +159,17 @@ def check_peft(a, name, src, work, fused):
         f"target_modules {got_targets}; logits vs fsdpc's merged folder {e:.2e}")
 
 
+def byte_vocab_folder(fixture, out):
+    """The fixture's model with vocab_size V (fsdpc's byte tokenizer), saved
+    in out by transformers."""
+    cfg = transformers.AutoConfig.from_pretrained(fixture)
+    cfg.vocab_size = V
+    model = transformers.AutoModelForCausalLM.from_config(cfg).float()
+    mhf.fill(model, 4321)
+    model.save_pretrained(out, safe_serialization=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("fixtures")
@@ -167,12 +181,15 @@ def main():
     torch.set_num_threads(4)
     names = a.names or json.load(open(os.path.join(a.fixtures, "manifest.json")))["fixtures"]
     for name in names:
-        src = os.path.join(a.fixtures, name)
         work = os.path.join(a.work, name)
         os.makedirs(work, exist_ok=True)
+        try:
+            src = byte_vocab_folder(os.path.join(a.fixtures, name), os.path.join(work, "src"))
+        except Exception as e:
+            say(False, "folder", name, f"{type(e).__name__}: {e}")
+            continue
         cfg = json.load(open(os.path.join(src, "config.json")))
-        clp.make_data(types.SimpleNamespace(file=os.path.join(work, "data.tok"),
-                                            V=cfg["vocab_size"], T=T, G=G))
+        clp.make_data(types.SimpleNamespace(file=os.path.join(work, "data.tok"), V=V, T=T, G=G))
         for what, fn in (("export", lambda: check_export(a, name, src, work)),
                          ("peft", lambda: check_peft(a, name, src, work,
                                                      cfg["model_type"] == "phi3"))):

@@ -328,8 +328,8 @@ int fsdpc__cmd_bench(int argc, char **argv) {
     fprintf(stderr, "fsdpc bench: %s\n", err.msg);
     goto done;
   }
-  printf("\nwrote %s, %s, %s%s%s\n", p1, p2, p3, png ? ", " : " (no PNG: built without cairo)",
-         png ? p4 : "");
+  printf("\nwrote %s, %s%s%s%s%s\n", p1, p2, png ? ", " : " (no chart: built without cairo)",
+         png ? p3 : "", png ? ", " : "", png ? p4 : "");
   code = 0;
   /* A bench with a failed variant is a failed bench (exit 1), after its
    * table and chart are written. */

@@ -246,7 +246,7 @@ void fsdpc__data_print_tokens(FILE *f, const fsdpc_tokenizer *tok, const int32_t
 /* ---- dispatch ---------------------------------------------------------- */
 
 static const char data_help[] =
-    "usage: fsdpc data <prepare|synth|tokenize|info|batch|encode|decode> [args]\n"
+    "usage: fsdpc data <prepare|synth|tokenize|info|batch|encode|decode|cache> [args]\n"
     "  prepare   JSONL datasets (text, instruction, prompt/completion, chat) to a token file\n"
     "  synth     write a synthetic learnable dataset (arith, qa, copy, reverse, chat)\n"
     "  tokenize  tokenize text files into a token file (byte or tokenizer.json)\n"
@@ -254,6 +254,7 @@ static const char data_help[] =
     "  batch     print one global batch as the loader serves it\n"
     "  encode    print the ids of a text (check a tokenizer)\n"
     "  decode    print the text of ids\n"
+    "  cache     list or clean the prepared-data cache (data.cache_dir)\n"
     "`fsdpc data <command> --help` for details. Format: docs/data.md.\n";
 
 int fsdpc__cmd_data(int argc, char **argv) {
@@ -279,9 +280,11 @@ int fsdpc__cmd_data(int argc, char **argv) {
     return fsdpc__data_encode(argc - 1, argv + 1);
   if (strcmp(argv[1], "decode") == 0)
     return fsdpc__data_decode(argc - 1, argv + 1);
+  if (strcmp(argv[1], "cache") == 0)
+    return fsdpc__data_cache(argc - 1, argv + 1);
   fprintf(stderr,
-          "fsdpc data: unknown command '%s' (prepare, synth, tokenize, info, batch, encode or "
-          "decode)\n",
+          "fsdpc data: unknown command '%s' (prepare, synth, tokenize, info, batch, encode, "
+          "decode or cache)\n",
           argv[1]);
   return 2;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/peft.h"
 #include "cli_launch.h"
 #include "commands.h"
 #include "config/config.h"
@@ -61,7 +62,7 @@ static fsdpc_status make_config(const char *model, const char *const *ov, int n_
   struct stat sb;
   snprintf(path, sizeof path, "%s/%s", model, FSDPC_CKPT_CONFIG_FILE);
   if (stat(path, &sb) == 0)
-    return fsdpc__config_load(path, ov, n_ov, cfg, err);
+    return fsdpc__config_load_checkpoint(path, ov, n_ov, cfg, err);
   return fsdpc__config_from_string("train: {}\n", model, ov, n_ov, cfg, err);
 }
 
@@ -99,7 +100,7 @@ static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
   }
   fsdpc_dist_env env;
   fsdpc_session *s = NULL;
-  double r[4];
+  double r[5];
   fsdpc_status st = fsdpc__dist_env_detect(&env, &err);
   if (st == FSDPC_OK) {
     fsdpc__log_setup(FSDPC_LOG_WARN, env.world_size > 1 ? env.rank : -1);
@@ -115,6 +116,7 @@ static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
     cJSON_AddNumberToObject(o, "token_accuracy", r[2]);
     cJSON_AddNumberToObject(o, "tokens", r[1]);
     cJSON_AddNumberToObject(o, "batches", r[3]);
+    cJSON_AddNumberToObject(o, "sequences", r[4]);
     cJSON_AddNumberToObject(o, "world_size", env.world_size);
     fsdpc_mem_stats ms; /* this rank's device (host for the CPU), setup included */
     fsdpc__session_mem(s, &ms, NULL);
@@ -173,7 +175,7 @@ int fsdpc__cmd_eval(int argc, char **argv) {
         goto out;
       }
       if (strcmp(a, "--batches") == 0 && strcmp(v, "all") == 0)
-        v = "2147483647"; /* eval caps it at the file's batches */
+        v = "0"; /* train.eval_batches 0: every example */
       snprintf(buf[nb], sizeof buf[nb], "%s=%s", key, v);
       ov[n_ov++] = buf[nb++];
       i++;
@@ -204,10 +206,16 @@ int fsdpc__cmd_eval(int argc, char **argv) {
    * checkpoint is resumed (its optimizer state is read and unused). */
   snprintf(cfgfile, sizeof cfgfile, "%s/%s", model, FSDPC_CKPT_CONFIG_FILE);
   int hf = fsdpc__hf_is_folder(model), own = stat(cfgfile, &sb) == 0;
-  snprintf(buf[nb], sizeof buf[nb], hf ? "model.init.from=%s" : "checkpoint.resume=%s", model);
+  /* A PEFT adapter folder is merged into its base (model.adapter). */
+  snprintf(buf[nb], sizeof buf[nb],
+           fsdpc__peft_is_folder(model) ? "model.adapter=%s"
+           : hf                         ? "model.init.from=%s"
+                                        : "checkpoint.resume=%s",
+           model);
   ov[n_ov++] = buf[nb++];
   snprintf(buf[nb], sizeof buf[nb], "data.train=%s", data);
   ov[n_ov++] = buf[nb++];
+  ov[n_ov++] = "data.eval_fraction=0"; /* --data is the eval data, whatever the run held out */
   ov[n_ov++] = "checkpoint.dir=''";
   ov[n_ov++] = "log.progress=off";
   if (hf && !own) {

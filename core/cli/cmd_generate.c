@@ -6,13 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "data/chat.h"
 #include "infer/infer.h"
-#include "util/mem.h"
 #include "train/session.h"
+#include "util/fs.h"
 #include "util/log.h"
+#include "util/mem.h"
 
 static void usage(FILE *f) {
   fprintf(
@@ -28,8 +30,9 @@ static void usage(FILE *f) {
          "                         run in padded batches, one forward per token for all\n"
          "  --batch-size N         prompts per batch with --file (default 16)\n"
          "  --max-new-tokens N     default 128\n"
-         "  --temperature T        0 = greedy (default); > 0 samples\n"
-         "  --top-k K, --top-p P   sampling filters (default off)\n"
+         "  --temperature T        0 = greedy; > 0 samples (default: the model's\n"
+         "                         generation_config.json, else greedy)\n"
+         "  --top-k K, --top-p P   sampling filters (default: generation_config.json)\n"
          "  --seed S               sampling seed (default 0)\n"
          "  --stop STR             stop string (repeatable); the text is cut before it\n"
          "  --no-bos               do not start prompts with the BOS token\n"
@@ -144,9 +147,16 @@ static fsdpc_status make_prompt(const prompter *pr, const char *text, const cJSO
  * {"ids": [..]} per line. */
 static fsdpc_status read_file(const char *path, const prompter *pr, prompt **out, int *n,
                               fsdpc_err *err) {
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open", path);
+  /* a FIFO or device is refused before anything blocks on it */
+  int fd = fsdpc__open_regular(path, 0);
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+  if (!f) {
+    char why[128];
+    fsdpc__open_regular_why(fd, 0, why, sizeof why);
+    if (fd >= 0)
+      close(fd);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open: %s", path, why);
+  }
   char *line = NULL;
   size_t cap = 0;
   int lineno = 0, have = 0, room = 0;
@@ -372,44 +382,17 @@ static int parse_args(int argc, char **argv, gen_args *a) {
   return -1;
 }
 
-/* Where the tokenizer (and its chat template) live: the model folder when it
- * ships tokenizer files (an HF folder, fsdpc's final/), else data.tokenizer. */
-static int has_file(const char *dir, const char *name) {
-  char path[4200];
-  struct stat sb;
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  return stat(path, &sb) == 0;
-}
-
+/* The model's tokenizer, and with --chat its chat template (infer/prompt.c). */
 static fsdpc_status open_prompter(const fsdpc_infer_model *m, const gen_args *a, prompter *pr,
                                   fsdpc_err *err) {
-  const char *src = m->cfg->data.tokenizer;
-  if (has_file(m->dir, "tokenizer.json") || has_file(m->dir, "tokenizer.model"))
-    src = m->dir;
-  FSDPC_TRY(fsdpc__tokenizer_load(src, &pr->tok, err));
+  FSDPC_TRY(fsdpc__infer_tokenizer(m, &pr->tok, err));
   pr->bos = -1;
   if (!a->no_bos) /* packed byte-tokenizer data has EOS before every document */
     pr->bos = strcmp(fsdpc__tokenizer_name(pr->tok), "byte") == 0 ? fsdpc__tokenizer_eos(pr->tok)
               : fsdpc__tokenizer_adds_bos(pr->tok)                ? fsdpc__tokenizer_bos(pr->tok)
                                                                   : -1;
   pr->system = a->system;
-  if (!a->chat)
-    return FSDPC_OK;
-  if (strcmp(src, "byte") == 0)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "--chat: the model has no tokenizer folder with a chat template (set "
-                       "data.tokenizer to one)");
-  char dir[4200];
-  struct stat sb;
-  snprintf(dir, sizeof dir, "%s", src);
-  if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* a tokenizer file: its folder */
-    char *slash = strrchr(dir, '/');
-    if (slash)
-      *slash = '\0';
-    else
-      snprintf(dir, sizeof dir, ".");
-  }
-  return fsdpc__chat_template_load(dir, NULL, NULL, &pr->chat, err);
+  return a->chat ? fsdpc__infer_chat_template(m, &pr->chat, err) : FSDPC_OK;
 }
 
 static int run(gen_args *a, fsdpc_err *err) {
@@ -425,8 +408,10 @@ static int run(gen_args *a, fsdpc_err *err) {
                               .n_overrides = a->n_ov};
   fsdpc_status st = fsdpc__infer_model_load(&lo, &m, err);
   prompter pr = {0};
-  if (st == FSDPC_OK)
+  if (st == FSDPC_OK) {
+    fsdpc__infer_sampling_defaults(m, &a->samp); /* what the flags left unset */
     st = open_prompter(m, a, &pr, err);
+  }
   fsdpc_tokenizer *tok = pr.tok;
   if (st == FSDPC_OK && a->prompt) {
     if (!(ps = calloc(1, sizeof *ps)))
@@ -446,7 +431,7 @@ static int run(gen_args *a, fsdpc_err *err) {
     st = read_file(a->file, &pr, &ps, &np, err);
   }
   if (st == FSDPC_OK && !a->ignore_eos)
-    st = fsdpc__infer_eos_ids(m->dir, &m->shape, &eos, &n_eos, err);
+    st = fsdpc__infer_eos_ids(m->weights_dir, &m->shape, &eos, &n_eos, err);
   fsdpc_decoder_opts dopt = {0};
   if (st == FSDPC_OK)
     dopt = (fsdpc_decoder_opts){.shape = &m->shape,
@@ -508,7 +493,8 @@ static int run(gen_args *a, fsdpc_err *err) {
 }
 
 int fsdpc__cmd_generate(int argc, char **argv) {
-  gen_args a = {.max_new = 128, .batch = 16, .samp = {.top_p = 1.0}};
+  /* -1: not given, the model's generation_config.json decides */
+  gen_args a = {.max_new = 128, .batch = 16, .samp = {.temperature = -1, .top_k = -1, .top_p = -1}};
   a.stop = calloc((size_t)argc + 1, sizeof *a.stop);
   a.ov = calloc((size_t)argc + 1, sizeof *a.ov);
   if (!a.stop || !a.ov)

@@ -31,8 +31,8 @@ static void usage(FILE *f) {
              "  --world N            total ranks (default 1)\n"
              "  --nproc-per-node N   ranks per machine (HYBRID_SHARD's default group; default N)\n"
              "  --gpu-mem GiB        device memory per rank: adds a 'fits' column\n"
-             "  --host-mem GiB       host memory per machine (default: this machine's\n"
-             "                       MemTotal); a variant whose host memory per rank x ranks\n"
+             "  --host-mem GiB       host memory per machine (default: not judged; the plan\n"
+             "                       says so); a variant whose host memory per rank x ranks\n"
              "                       per node exceeds it does not fit\n"
              "  --json               print JSON instead of the table\n");
 }
@@ -141,7 +141,9 @@ int fsdpc__cmd_plan(int argc, char **argv) {
   }
   int cuda = cfg->train.device == FSDPC_DEVICE_CUDA;
   int64_t limit = (int64_t)(gpu_gib * 1073741824.0);
-  int64_t host_limit = host_gib > 0 ? (int64_t)(host_gib * 1073741824.0) : mem_total();
+  /* Host memory is judged only against what the user states: the machine
+   * that plans is often not the one that trains (issue 42). */
+  int64_t host_limit = host_gib > 0 ? (int64_t)(host_gib * 1073741824.0) : 0;
   int own_fits = 1;
   double own_host = 0.0;
   cJSON *rows = cJSON_CreateArray();
@@ -151,10 +153,17 @@ int fsdpc__cmd_plan(int argc, char **argv) {
            (long long)cfg->data.seq_len, (double)fsdpc__plan_numel(pc) / 1e6);
     printf("per-rank MiB: shards (params), peak per category over a step (grads, comm include "
            "the\ntransient full buffers), total = peak of the sum%s\n",
-           cuda ? "; reserved = allocator estimate" : "");
-    printf("host MiB per rank: pinned + pageable + runtime; host memory %.1f GiB per machine "
-           "(%s), %d rank(s) per machine\n",
-           (double)host_limit / 1073741824.0, host_gib > 0 ? "--host-mem" : "MemTotal", nproc);
+           cuda ? ";\nreserved = the planned arena + the CUDA runtime outside it (docs/fsdp.md)"
+                : "");
+    if (host_gib > 0)
+      printf("host MiB per rank: pinned + pageable + runtime; host memory %.1f GiB per machine "
+             "(--host-mem), %d rank(s) per machine\n",
+             (double)host_limit / 1073741824.0, nproc);
+    else
+      printf("host MiB per rank: pinned + pageable + runtime, %d rank(s) per machine; host memory "
+             "per machine not given, so the host column is not judged (this machine has %.1f "
+             "GiB; --host-mem GiB states the training machines')\n",
+             nproc, (double)mem_total() / 1073741824.0);
     printf("  %-14s %-4s %-7s %-6s %9s %9s %9s %9s %9s %10s%s %10s %10s  fits\n", "strategy",
            "ckpt", "offload", "S x R", "params", "grads", "optim", "activ.", "comm", "total",
            cuda ? "   reserved" : "", "pinned", "host");
@@ -166,7 +175,8 @@ int fsdpc__cmd_plan(int argc, char **argv) {
   for (int s = 0; s < FSDPC_STRATEGY_COUNT; s++)
     for (int ck = 0; ck < 2; ck++)
       for (int off = 0; off < (cuda ? 3 : 1); off++) {
-        fsdpc_plan_variant v = {s, ck, off == 1, off == 2};
+        /* on the CPU the offload keys stay the config's (one row) */
+        fsdpc_plan_variant v = {s, ck, cuda ? off == 1 : -1, cuda ? off == 2 : -1};
         fsdpc_plan_mem m;
         if (fsdpc__plan_config(pc, &v, world, nproc, &m, &err) != FSDPC_OK) {
           fprintf(stderr, "fsdpc plan: %s: %s\n", fsdpc__strategy_name((fsdpc_strategy)s), err.msg);
@@ -227,10 +237,18 @@ int fsdpc__cmd_plan(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "host_runtime_bytes", (double)m.host_runtime);
         cJSON_AddNumberToObject(o, "host_total_bytes", (double)m.host_total);
         cJSON_AddNumberToObject(o, "reserved_bytes", (double)m.reserved);
+        cJSON_AddNumberToObject(o, "arena_bytes", (double)m.arena);
+        cJSON_AddNumberToObject(o, "arena_shards_bytes", (double)m.arena_shards);
+        cJSON_AddNumberToObject(o, "arena_activations_bytes", (double)m.arena_activations);
+        cJSON_AddNumberToObject(o, "arena_transients_bytes", (double)m.arena_transients);
+        cJSON_AddNumberToObject(o, "late_bytes", (double)m.late);
         if (limit)
           cJSON_AddBoolToObject(o, "fits", dev_ok && host_ok);
         cJSON_AddBoolToObject(o, "fits_device", dev_ok);
         cJSON_AddBoolToObject(o, "fits_host", host_ok);
+        /* 0 and "none": no --host-mem, the host figure was not judged */
+        cJSON_AddNumberToObject(o, "host_limit_bytes", (double)host_limit);
+        cJSON_AddStringToObject(o, "host_limit_source", host_gib > 0 ? "--host-mem" : "none");
         cJSON_AddItemToArray(rows, o);
       }
   if (json) {
@@ -245,14 +263,17 @@ int fsdpc__cmd_plan(int argc, char **argv) {
     printf("(offload optim: optimizer state in pinned host memory, streamed per unit; full: "
            "every shard on the host, optimizer on the CPU; --json gives every figure)\n");
   }
-  if (!own_fits)
+  if (!own_fits && host_limit)
     fprintf(stderr,
             "fsdpc plan: the config's own variant (*) does not fit: %s; host memory needed "
-            "%.1f GiB per machine of %.1f GiB%s\n",
-            host_limit && own_host > (double)host_limit ? "not enough host memory"
-                                                        : "not enough device memory",
-            own_host / 1073741824.0, (double)host_limit / 1073741824.0,
-            host_gib > 0 ? " (--host-mem)" : " (MemTotal)");
+            "%.1f GiB per machine of %.1f GiB (--host-mem)\n",
+            own_host > (double)host_limit ? "not enough host memory" : "not enough device memory",
+            own_host / 1073741824.0, (double)host_limit / 1073741824.0);
+  else if (!own_fits)
+    fprintf(stderr,
+            "fsdpc plan: the config's own variant (*) does not fit: not enough device memory "
+            "(--gpu-mem); host memory needed %.1f GiB per machine (not judged: no --host-mem)\n",
+            own_host / 1073741824.0);
   cJSON_Delete(rows);
   code = 0;
 done:

@@ -98,17 +98,15 @@ int fsdpc__cmd_train(int argc, char **argv) {
   fsdpc_session *s = fsdpc__trainer_session(t);
   if (st == FSDPC_OK && fsdpc_trainer_step(t) == s->plan->modes.batch.max_steps) {
     st = fsdpc__session_generate_prompts(s, &err);
-    if (st != FSDPC_OK && s->job && st == FSDPC_TIMEOUT)
-      fsdpc__dist_blame_silent(s->job, &err);
-    if (st != FSDPC_OK && s->job)
-      fsdpc__dist_post_abort(s->job->store, err.msg, NULL);
+    if (st != FSDPC_OK)
+      st = fsdpc__session_failed(s, st, &err);
   }
   if (st != FSDPC_OK)
     FSDPC_LOGE("%s", err.msg);
   /* A run stopped by a signal succeeded only if it left a checkpoint to
    * resume from; otherwise a scheduler must see the signal (128 + N). */
   int32_t saved = 0, sig = fsdpc_trainer_stop_signal(t, &saved);
-  int code = st != FSDPC_OK ? 1 : sig && !saved ? 128 + sig : 0;
+  int code = st != FSDPC_OK ? fsdpc__session_exit_code(s, &err) : sig && !saved ? 128 + sig : 0;
   fsdpc_trainer_destroy(t);
   fsdpc__config_destroy(cfg);
   return code;

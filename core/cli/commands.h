@@ -15,5 +15,6 @@ int fsdpc__cmd_metrics(int argc, char **argv);
 int fsdpc__cmd_plot(int argc, char **argv);
 int fsdpc__cmd_generate(int argc, char **argv);
 int fsdpc__cmd_eval(int argc, char **argv);
+int fsdpc__cmd_recipes(int argc, char **argv);
 
 #endif

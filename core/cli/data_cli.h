@@ -22,6 +22,7 @@ int fsdpc__data_info(int argc, char **argv);
 int fsdpc__data_batch(int argc, char **argv);
 int fsdpc__data_encode(int argc, char **argv);
 int fsdpc__data_decode(int argc, char **argv);
+int fsdpc__data_cache(int argc, char **argv); /* data_cache.c */
 
 /* ---- shared helpers (cmd_data.c) --------------------------------------- */
 

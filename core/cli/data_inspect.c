@@ -17,11 +17,23 @@ static const char info_help[] =
     "Validates a token file (header, sizes, offsets, checksum) and prints its header,\n"
     "counts and the first K documents (default 3): decoded with --tokenizer T (byte, or a\n"
     "tokenizer.json or its folder), else as bytes for a byte-tokenizer file, else as ids.\n"
-    "Context tokens that are not training targets (loss mask 0) are shown in {{ }}.\n";
+    "Tokens that are not training targets are shown in {{ }}: mask bit 0, or nothing\n"
+    "predicts them (an example's first token), as `data batch` marks them.\n";
+
+/* Whether token i of document d is a training target under the file's
+ * default packing, as `data batch` marks it: its mask bit is 1 and a token
+ * before it predicts it (in a file of whole examples, nothing predicts an
+ * example's first token; in a token stream, only the file's first). */
+static int token_is_target(const fsdpc_tokfile *tf, int64_t d, int64_t i) {
+  int examples = (tf->hdr.flags & FSDPC_TOKFILE_EXAMPLES) != 0;
+  if (i == 0 && (examples || d == 0))
+    return 0;
+  return fsdpc__tokfile_mask(tf, (int64_t)tf->offsets[d] + i);
+}
 
 /* Prints document d: decoded by tok when given, else as bytes when the file
  * was made by the byte tokenizer (EOS and other ids above 255 as <id>), else
- * as raw ids. Context tokens (mask 0) are in {{ }}. */
+ * as raw ids. Tokens that are not targets (token_is_target) are in {{ }}. */
 static void print_doc(const fsdpc_tokfile *tf, int64_t d, const fsdpc_tokenizer *tok) {
   int64_t start = (int64_t)tf->offsets[d], n = (int64_t)tf->offsets[d + 1] - start;
   int64_t shown = n < 200 ? n : 200;
@@ -37,7 +49,7 @@ static void print_doc(const fsdpc_tokfile *tf, int64_t d, const fsdpc_tokenizer 
     return;
   }
   for (int64_t i = 0; i < shown; i++)
-    target[i] = (uint8_t)fsdpc__tokfile_mask(tf, start + i);
+    target[i] = (uint8_t)token_is_target(tf, d, i);
   fsdpc_tokenizer *bytes = NULL;
   fsdpc_err err;
   if (!tok && fsdpc__tokenizer_byte_create(&bytes, &err) == FSDPC_OK)
@@ -98,8 +110,9 @@ int fsdpc__data_info(int argc, char **argv) {
     lo = len < lo ? len : lo;
     hi = len > hi ? len : hi;
   }
-  for (int64_t i = 0; tf->mask && i < N; i++)
-    targets += fsdpc__tokfile_mask(tf, i);
+  for (int64_t d = 0; d < D; d++)
+    for (int64_t i = 0; i < (int64_t)(tf->offsets[d + 1] - tf->offsets[d]); i++)
+      targets += token_is_target(tf, d, i);
   printf("file         %s (%zu bytes)\n", path, tf->map_bytes);
   printf("format       FSDPCTOK version %" PRIu32 ", u%" PRIu32 " tokens\n", h->version,
          8 * h->token_bytes);
@@ -128,11 +141,10 @@ int fsdpc__data_info(int argc, char **argv) {
   if (D > 0)
     printf("doc length   min %" PRId64 ", mean %.1f, max %" PRId64 "\n", lo, (double)N / (double)D,
            hi);
-  if (tf->mask)
-    printf("loss mask    yes: %" PRId64 " of %" PRId64 " tokens are targets (%.1f%%)\n", targets, N,
-           N ? 100.0 * (double)targets / (double)N : 0.0);
-  else
-    printf("loss mask    no (every token is a target)\n");
+  printf("loss mask    %s: %" PRId64 " of %" PRId64 " tokens are targets (%.1f%%; %s)\n",
+         tf->mask ? "yes" : "no", targets, N, N ? 100.0 * (double)targets / (double)N : 0.0,
+         (h->flags & FSDPC_TOKFILE_EXAMPLES) ? "an example's first token is never one"
+                                             : "the file's first token is never one");
   printf("checksums    header 0x%08" PRIx32 ", payload 0x%08" PRIx32 " (verified)\n", h->header_crc,
          h->payload_crc);
   if (k > D)
@@ -162,8 +174,8 @@ static const char batch_help[] =
     "                      from `fsdpc data prepare`) or none: see data.packing\n"
     "  --overlong O        truncate (default) or drop examples longer than --seq-len\n"
     "  --tokenizer T       decode with T (byte, tokenizer.json or a model folder)\n"
-    "Inputs whose next token is not a target are shown in {{ }}; ' || ' separates the\n"
-    "examples of a packed row.\n";
+    "Tokens that are not training targets (not predicted with loss) are shown in {{ }},\n"
+    "as `data info` marks them; ' || ' separates the examples of a packed row.\n";
 
 int fsdpc__data_batch(int argc, char **argv) {
   const char *cmd = "batch", *path = NULL, *v, *tok_spec = NULL;
@@ -305,10 +317,12 @@ int fsdpc__data_batch(int argc, char **argv) {
         fsdpc__loader_window(l, idx, buf, buf + T, buf + 2 * T, &err))
       goto out;
     int64_t targets = 0;
-    for (int64_t j = 0; j < T; j++) {
+    for (int64_t j = 0; j < T; j++)
       targets += buf[T + j] != FSDPC_IGNORE_INDEX;
-      target[j] = buf[T + j] != FSDPC_IGNORE_INDEX; /* input j predicts a target */
-    }
+    /* token j is marked when it is trained on (predicted with loss), as
+     * `data info` marks it; not when it predicts a target */
+    if (fsdpc__loader_window_targets(l, idx, target, &err))
+      goto out;
     printf("  [%" PRId64 "] window %" PRId64 ", %" PRId64 " targets: \"", pos, idx, targets);
     fsdpc__data_print_tokens(stdout, tok, buf, T, target,
                              o.packing != FSDPC_PACK_WINDOW ? buf + 2 * T : NULL);

@@ -15,14 +15,17 @@ static const struct {
     {"train", fsdpc__cmd_train, "train a model from a YAML config (one or many ranks)"},
     {"config", fsdpc__cmd_config, "check a config and print it resolved; the schema"},
     {"plugins", fsdpc__cmd_plugins, "list plugins and show what each offers"},
-    {"data", fsdpc__cmd_data, "prepare datasets (JSONL, chat templates) and make and inspect token files"},
+    {"data", fsdpc__cmd_data,
+     "prepare datasets (JSONL, chat templates) and make and inspect token files"},
     {"plan", fsdpc__cmd_plan, "predict per-rank memory for each sharding strategy"},
     {"bench", fsdpc__cmd_bench, "A/B benchmark a matrix of config variants"},
-    {"convert", fsdpc__cmd_convert, "convert checkpoints: sharded <-> Hugging Face, any world size"},
+    {"convert", fsdpc__cmd_convert,
+     "convert checkpoints: sharded <-> Hugging Face, any world size"},
     {"metrics", fsdpc__cmd_metrics, "summarise runs' metrics.jsonl (resumes folded in)"},
     {"plot", fsdpc__cmd_plot, "plot loss, eval loss, LR and grad norm of runs (PNG/SVG)"},
     {"generate", fsdpc__cmd_generate, "generate text from a model (KV cache; greedy or sampled)"},
     {"eval", fsdpc__cmd_eval, "loss, perplexity and token accuracy of a model on a dataset"},
+    {"recipes", fsdpc__cmd_recipes, "list the shipped configs and templates, copy one to edit"},
 };
 
 static void usage(FILE *f) {

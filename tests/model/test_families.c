@@ -26,7 +26,6 @@
 #include "fsdp/engine.h"
 #include "model/family.h"
 #include "ref_decoder.h"
-#include "plan_engine.h"
 #include "runplan/runplan.h"
 
 enum { B = 2, T = 9 };
@@ -176,8 +175,8 @@ static void run_open(run *r, const char *dir, int ckpt) {
   ok(fsdpc__run_plan_create(r->cfg, &w, 0, &r->plan, &err), &err);
   fsdpc__dist_single(&r->dist);
   const fsdpc_run_plan *p = r->plan;
-  fsdpc_engine_opts eo = plan_engine_opts(p, &r->dist);
-  ok(fsdpc__engine_create(&eo, &r->eng, &err), &err);
+  fsdpc_engine_env env = {.dist = &r->dist, .threads = 1};
+  ok(fsdpc__engine_create(p, &env, &r->eng, &err), &err);
   ok(fsdpc__engine_init_random(r->eng, 5, 0.15, &err), &err);
   /* norms away from 1, so that a norm weight read from the wrong tensor
    * shows */

@@ -19,7 +19,6 @@
 #include "config/config.h"
 #include "fsdp/engine.h"
 #include "model/lora.h"
-#include "plan_engine.h"
 #include "runplan/runplan.h"
 
 typedef struct fx {
@@ -60,8 +59,8 @@ static void setup_with(fx *f, double dropout, int ckpt, int lora) {
   ck_assert_int_eq(f->plan->modes.activation_checkpointing, ckpt);
   fsdpc__dist_single(&f->dist);
   const fsdpc_run_plan *p = f->plan;
-  fsdpc_engine_opts eo = plan_engine_opts(p, &f->dist);
-  ok(fsdpc__engine_create(&eo, &f->eng, &err), &err);
+  fsdpc_engine_env env = {.dist = &f->dist, .threads = 1};
+  ok(fsdpc__engine_create(p, &env, &f->eng, &err), &err);
   ok(fsdpc__engine_init_random(f->eng, 5, 0.2, &err), &err);
   fsdpc_model_ctx_opts mo = {.shape = &p->shape,
                              .B = 2,

@@ -82,6 +82,9 @@ const char *fsdpc__ckpt_host_loaded_state(const fsdpc_ckpt_host *h);
 /* The resolved config written as config.yaml into each checkpoint (copied;
  * NULL = none). */
 fsdpc_status fsdpc__ckpt_host_set_config_yaml(fsdpc_ckpt_host *h, const char *yaml, fsdpc_err *err);
+/* The divergence marker (ckpt/diverge.h) rank 0 writes into the next saves;
+ * takes json (malloc'd; NULL: none). save.c */
+void fsdpc__ckpt_host_set_loss_marker(fsdpc_ckpt_host *h, char *json);
 /* A full (HF) save also writes generation_config.json and the tokenizer
  * files, and merges config.json into the source's, from the sources c
  * names (ckpt/export.h). Without this call config.json is fsdpc's own. */
@@ -141,13 +144,25 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
  * to root) += s * B @ A of every adapted projection in it. */
 fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const char *base,
                                     const char *root, const char *name, fsdpc_err *err);
-/* The identity of a LoRA run's base (model.init.from): its path and the
- * CRC-32 of its config.json and weight index, one line; "random init" for
- * "". A LoRA checkpoint records it and a resume refuses another base. */
-fsdpc_status fsdpc__lora_base_identity(const char *base, char *out, size_t cap, fsdpc_err *err);
-/* Adds "lora_base" (the identity above) to a trainer-state JSON (*json is
- * replaced). */
-fsdpc_status fsdpc__lora_state_add_base(const char *base, char **json, fsdpc_err *err);
+/* The identity of a LoRA run's base by content (base_id.c): CRC-32 over
+ * every tensor's name, dtype, shape and bytes in name order, whatever
+ * files hold them; zeros for a random init (dir ""). Threads (OpenMP) read
+ * the tensors. */
+typedef struct fsdpc_base_id {
+  uint32_t crc, tensors;
+  uint64_t bytes;
+} fsdpc_base_id;
+fsdpc_status fsdpc__base_id(const char *dir, fsdpc_base_id *out, fsdpc_err *err);
+/* Adds "lora_base" {path (informative), tensors_crc32, tensors, bytes} to a
+ * trainer-state JSON (*json is replaced). */
+fsdpc_status fsdpc__lora_state_add_base(const char *path, const fsdpc_base_id *id, char **json,
+                                        fsdpc_err *err);
+/* A resume's check: the state's lora_base against id (the base at path
+ * now); another content is refused naming both. A state of an older fsdpc
+ * (lora_base as a string) is accepted with a warning (rank 0). */
+fsdpc_status fsdpc__lora_check_base(const char *state_json, const char *path,
+                                    const fsdpc_base_id *id, const char *dir, int rank,
+                                    fsdpc_err *err);
 fsdpc_status fsdpc__lora_merge_unit(fsdpc_engine *e, const fsdpc_model_shape *s,
                                     const fsdpc_lora *lo, int u, int root, float *full,
                                     fsdpc_err *err);
@@ -161,7 +176,8 @@ fsdpc_status fsdpc__ckpt_latest(const char *root, char *out, size_t cap, int *fo
 /* The k-th newest complete intermediate checkpoint (k = 0: the newest). */
 fsdpc_status fsdpc__ckpt_nth_latest(const char *root, int k, char *out, size_t cap, int *found,
                                     fsdpc_err *err);
-/* Deletes step-* folders under root beyond the newest `keep`. */
+/* Deletes step-* folders under root beyond the newest `keep`, except the
+ * newest one not marked diverging (ckpt/diverge.h). */
 fsdpc_status fsdpc__ckpt_rotate(const char *root, int64_t keep, fsdpc_err *err);
 /* rm -rf; OK when path does not exist. */
 fsdpc_status fsdpc__ckpt_rm_rf(const char *path, fsdpc_err *err);

@@ -14,6 +14,8 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/peft.h"
+#include "ckpt/diverge.h"
 #include "ckpt/state.h"
 #include "ckpt/test_hooks.h"
 #include "ckpt/train_hooks.h"
@@ -52,6 +54,9 @@ struct fsdpc_ckpt_run {
   int64_t kill_step;  /* test hook: die during the save of this step ... */
   int kill_files;     /* ... after writing this many files */
   int warned_grace;   /* a save took longer than dist.term_grace_s */
+  int have_base_id;   /* LoRA: base_id was computed (once per run) */
+  fsdpc_base_id base_id;
+  fsdpc_diverge div;  /* the divergence rule of rotation (ckpt/diverge.h) */
 };
 
 static const char *intermediate_name(const fsdpc_config *c, fsdpc_err *err, fsdpc_status *st) {
@@ -95,25 +100,41 @@ static char *dump_config(const fsdpc_config *c) {
 }
 
 /* LoRA: the checkpoint holds the adapters only; the state names the base
- * they were trained on ("lora_base"), and a resume checks it. */
+ * they were trained on by content ("lora_base"), and a resume checks it.
+ * Rank 0 reads the base once per run and the ranks share the result. */
+static fsdpc_status base_identity(fsdpc_ckpt_train *s, fsdpc_err *err) {
+  fsdpc_ckpt_run *r = s->run;
+  if (r->have_base_id)
+    return FSDPC_OK;
+  const char *base = s->cfg->model.init.from;
+  double v[4] = {0, 0, 0, 0}; /* crc, tensors, bytes, failed */
+  fsdpc_status st = FSDPC_OK;
+  if (s->rank == 0 && base[0]) {
+    double t0 = fsdpc__now();
+    st = fsdpc__base_id(base, &r->base_id, err);
+    v[0] = r->base_id.crc, v[1] = r->base_id.tensors, v[2] = (double)r->base_id.bytes;
+    v[3] = st != FSDPC_OK;
+    if (st == FSDPC_OK)
+      FSDPC_LOGI("LoRA base %s: %u tensors, %.1f MiB, tensors crc32 %08x (%.2f s)", base,
+                 r->base_id.tensors, v[2] / 1048576.0, r->base_id.crc, fsdpc__now() - t0);
+  }
+  fsdpc_err e2;
+  if (fsdpc__dist_all_reduce_f64(s->dist, FSDPC_GROUP_WORLD, v, 4, "lora base", &e2) != FSDPC_OK)
+    return st != FSDPC_OK ? st : fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s", e2.msg);
+  if (st != FSDPC_OK)
+    return st;
+  if (v[3] != 0)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "rank 0 could not read the LoRA base %s", base);
+  r->base_id =
+      (fsdpc_base_id){.crc = (uint32_t)v[0], .tensors = (uint32_t)v[1], .bytes = (uint64_t)v[2]};
+  r->have_base_id = 1;
+  return FSDPC_OK;
+}
+
 static fsdpc_status check_lora_base(fsdpc_ckpt_train *s, const char *json, const char *dir,
                                     fsdpc_err *err) {
-  cJSON *o = cJSON_Parse(json);
-  const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "lora_base");
-  char id[4600];
-  fsdpc_status st = fsdpc__lora_base_identity(s->cfg->model.init.from, id, sizeof id, err);
-  if (st == FSDPC_OK && !cJSON_IsString(b))
-    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                     "%s holds no LoRA adapters (no lora_base in its state): resume a LoRA run "
-                     "from a checkpoint of a LoRA run, or set peft.method: none",
-                     dir);
-  else if (st == FSDPC_OK && strcmp(b->valuestring, id) != 0)
-    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                     "%s: its adapters were trained on %s, but model.init.from is %s; point "
-                     "model.init.from at the same base",
-                     dir, b->valuestring, id);
-  cJSON_Delete(o);
-  return st;
+  FSDPC_TRY(base_identity(s, err));
+  return fsdpc__lora_check_base(json, s->cfg->model.init.from, &s->run->base_id, dir, s->rank, err);
 }
 
 static fsdpc_status build_state(fsdpc_ckpt_train *s, int64_t step, int has_optimizer, char **out,
@@ -146,8 +167,11 @@ static fsdpc_status build_state(fsdpc_ckpt_train *s, int64_t step, int has_optim
            fsdpc__strategy_name(s->plan->modes.strategy));
   if (!(*out = fsdpc__ckpt_state_build(&st)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  return s->plan->has_lora ? fsdpc__lora_state_add_base(s->cfg->model.init.from, out, err)
-                           : FSDPC_OK;
+  if (s->plan->has_lora && base_identity(s, err) != FSDPC_OK)
+    return FSDPC_SYSTEM_ERROR;
+  return s->plan->has_lora
+             ? fsdpc__lora_state_add_base(s->cfg->model.init.from, &s->run->base_id, out, err)
+             : FSDPC_OK;
 }
 
 static fsdpc_status save(fsdpc_ckpt_train *s, const char *name, const fsdpc_component *plugin,
@@ -170,6 +194,17 @@ static fsdpc_status save(fsdpc_ckpt_train *s, const char *name, const fsdpc_comp
                  (long long)step, name);
     return FSDPC_OK;
   }
+  /* an intermediate checkpoint says whether its loss was diverging, so
+   * that rotation keeps the last good one (ckpt/diverge.h) */
+  int intermediate = strncmp(name, FSDPC_CKPT_STEP_PREFIX, strlen(FSDPC_CKPT_STEP_PREFIX)) == 0;
+  fsdpc__ckpt_host_set_loss_marker(r->host,
+                                   intermediate ? fsdpc__diverge_marker(&r->div, step) : NULL);
+  if (intermediate && fsdpc__diverge_now(&r->div) && s->rank == 0)
+    FSDPC_LOGW("step %lld: the mean loss of the last %d steps (%.4g) is above %.3g x the best "
+               "so far (%.4g): %s is marked diverging, and rotation keeps the newest checkpoint "
+               "that is not (checkpoint.divergence_factor)",
+               (long long)step, r->div.n, fsdpc__diverge_mean(&r->div), r->div.factor, r->div.best,
+               name);
   char *state = NULL;
   FSDPC_TRY(build_state(s, step, with_opt, &state, err));
   fsdpc_status st = fsdpc__ckpt_host_set_state(r->host, state, err);
@@ -217,13 +252,15 @@ static fsdpc_status apply_state(fsdpc_ckpt_train *s, const char *dir, fsdpc_err 
   FSDPC_TRY(fsdpc__ckpt_state_parse(json, dir, &st, &model, err));
   fsdpc_status rc = fsdpc__ckpt_check_model(&s->plan->shape, model, dir, err);
   free(model);
-  if (rc == FSDPC_OK && st.global_batch && (st.global_batch != s->plan->modes.batch.global || st.seq_len != s->plan->modes.batch.seq_len))
+  if (rc == FSDPC_OK && !s->weights_only && st.global_batch &&
+      (st.global_batch != s->plan->modes.batch.global ||
+       st.seq_len != s->plan->modes.batch.seq_len))
     rc = fsdpc__fail(err, FSDPC_INVALID_USAGE,
                      "%s was saved with a global batch of %lld x %lld tokens, this run has %lld "
                      "x %lld: set train.global_batch_size=%lld and data.seq_len=%lld to resume",
                      dir, (long long)st.global_batch, (long long)st.seq_len, (long long)s->plan->modes.batch.global,
                      (long long)s->plan->modes.batch.seq_len, (long long)st.global_batch, (long long)st.seq_len);
-  if (rc == FSDPC_OK && st.loader_step >= 0) {
+  if (rc == FSDPC_OK && !s->weights_only && st.loader_step >= 0) {
     fsdpc_loader_state ls = {.epoch = st.loader_epoch, .step = st.loader_step};
     rc = fsdpc__loader_restore(s->train_ld, &ls, err);
     if (rc != FSDPC_OK)
@@ -239,6 +276,7 @@ static fsdpc_status apply_state(fsdpc_ckpt_train *s, const char *dir, fsdpc_err 
   if (rc == FSDPC_OK) {
     s->start_step = st.step;
     r->last_saved = st.step;
+    fsdpc__diverge_resume(&r->div, dir); /* the run's best loss goes on */
     if (s->rank == 0)
       FSDPC_LOGI("resumed from %s at step %lld (saved at world %d %s, now world %d %s)%s", dir,
                  (long long)st.step, st.world_size, st.strategy, s->plan->modes.world.world_size,
@@ -369,6 +407,7 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_ckpt_train *s, fsdpc_err *err) {
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   s->run = r;
   r->last_saved = -1;
+  fsdpc__diverge_init(&r->div, c->checkpoint.divergence_factor);
   fsdpc_test_hooks hooks;
   fsdpc__test_hooks_get(&hooks); /* none outside the test build (test_hooks.h) */
   r->signal_at = hooks.signal_at_step;
@@ -427,6 +466,15 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_ckpt_train *s, int64_t done, int *stop
     char name[64];
     fsdpc__ckpt_step_name(done, name, sizeof name);
     FSDPC_TRY(save(s, name, r->fmt.intermediate, FSDPC_DTYPE_F32, done, err));
+    if (!stopping) {
+      /* A signal that came during this save (seconds, for a large model)
+       * finds its checkpoint written: stop now, not after another step and
+       * another save that the grace period may not hold. */
+      flag = g_stop_signal ? 1.0 : 0.0;
+      FSDPC_TRY(
+          fsdpc__dist_all_reduce_f64(s->dist, FSDPC_GROUP_WORLD, &flag, 1, "stop signal", err));
+      stopping = flag > 0.0;
+    }
   }
   if (stopping) {
     /* A peer's signal reaches this rank through the all-reduce only. */
@@ -449,6 +497,11 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_ckpt_train *s, int64_t done, int *stop
     *stop = 1;
   }
   return FSDPC_OK;
+}
+
+void fsdpc__ckpt_note_loss(fsdpc_ckpt_train *s, double loss) {
+  if (s->run)
+    fsdpc__diverge_note(&s->run->div, loss);
 }
 
 fsdpc_status fsdpc__ckpt_save_now(fsdpc_ckpt_train *s, int64_t done, fsdpc_err *err) {
@@ -494,7 +547,7 @@ static fsdpc_status lora_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
     int32_t dtype =
         strcmp(p->desc->name, "full") == 0 ? c->checkpoint.final_dtype : FSDPC_DTYPE_F32;
     r->host = merged;
-    st = save(s, FSDPC_CKPT_MERGED_NAME, p, dtype, c->train.max_steps, err);
+    st = save(s, FSDPC_CKPT_MERGED_NAME, p, dtype, s->plan->modes.batch.max_steps, err);
     r->host = saved;
   }
   fsdpc__ckpt_host_destroy(merged);
@@ -539,6 +592,10 @@ fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_engine *eng, const fsdpc_run_plan
   /* what fsdpc can model, for the longest sequence this run uses */
   FSDPC_TRY(fsdpc__hf_rules_folder(dir, &plan->shape, plan->modes.batch.seq_len, err));
   FSDPC_TRY(fsdpc__engine_load_hf(eng, dir, err));
+  const char *adapter = plan->cfg->model.adapter;
+  int merged = 0;
+  if (adapter[0])
+    FSDPC_TRY(fsdpc__peft_merge_engine(eng, &plan->shape, adapter, &merged, err));
   fsdpc__mem_rss(&rss1, &hwm1);
   int64_t base = rss0 < hwm0 ? rss0 : hwm0;
   /* The load's footprint: this rank's master shards (allocated, and
@@ -553,5 +610,7 @@ fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_engine *eng, const fsdpc_run_plan
              dir, fsdpc__now() - t0, used / 1048576.0, eb.params / 1048576.0, extra / 1048576.0,
              base / 1048576.0, hwm1 / 1048576.0, bound / 1048576.0,
              ok ? "within bound" : "BOUND EXCEEDED");
+  if (adapter[0])
+    FSDPC_LOGI("merged the LoRA adapter %s into %d weights of %s", adapter, merged, dir);
   return FSDPC_OK;
 }

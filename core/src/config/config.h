@@ -72,6 +72,13 @@ typedef struct fsdpc_strlist {
   int n;
 } fsdpc_strlist;
 
+/* A list of option maps, each kept as text with its source location and
+ * validated by its consumer against its own keys (data.datasets). */
+typedef struct fsdpc_opts_list {
+  fsdpc_opts **items;
+  int n;
+} fsdpc_opts_list;
+
 typedef struct fsdpc_config_model {
   char *config; /* HF config.json or its folder; "" = none */
   int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
@@ -101,6 +108,8 @@ typedef struct fsdpc_config_model {
     char *from; /* checkpoint to start from; "" = random init */
     double std;
   } init;
+  char *from;    /* HF folder: shape, weights and tokenizer; "" = none (config/folder.c) */
+  char *adapter; /* PEFT LoRA folder merged into the loaded weights; "" = none */
 } fsdpc_config_model;
 
 typedef struct fsdpc_config_data {
@@ -122,6 +131,9 @@ typedef struct fsdpc_config_data {
   bool skip_bad_examples;
   int packing;  /* FSDPC_DATA_PACKING_* */
   int overlong; /* FSDPC_DATA_OVERLONG_* */
+  char *cache_dir;                         /* prepared JSONL data; "" = log.dir/data-cache */
+  int64_t max_line_bytes, max_input_bytes; /* JSONL limits (data/jsonl.h) */
+  fsdpc_opts_list datasets;                /* [{path, weight, format, ...}], mixed by weight */
 } fsdpc_config_data;
 enum { FSDPC_DATA_PACKING_AUTO = -1 }; /* else FSDPC_PACK_* of data/loader.h */
 enum { FSDPC_DATA_OVERLONG_TRUNCATE = 0, FSDPC_DATA_OVERLONG_DROP = 1 };
@@ -199,6 +211,8 @@ typedef struct fsdpc_config_checkpoint {
   fsdpc_opts *options;
   bool allow_nonfinite; /* load weights/optimizer state holding NaN/Inf */
   double write_mib_s;   /* a save's write rate per rank for the grace warning; 0 = measure */
+  double divergence_factor; /* rotation keeps the last checkpoint whose loss was not above
+                               this x the run's best (ckpt/train.c); 0 = off */
 } fsdpc_config_checkpoint;
 
 typedef struct fsdpc_config_log {
@@ -216,6 +230,7 @@ typedef struct fsdpc_config_plugins {
 /* The job as a whole (launcher, signals). */
 typedef struct fsdpc_config_dist {
   double term_grace_s; /* SIGTERM -> SIGKILL delay of the launcher */
+  double heartbeat_timeout_s; /* a rank or the store silent this long fails the job */
 } fsdpc_config_dist;
 
 /* peft: parameter-efficient fine-tuning (docs/lora.md), Hugging Face PEFT's
@@ -255,6 +270,14 @@ typedef struct fsdpc_config {
  * and the key path. */
 fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, int n_overrides,
                                 fsdpc_config **out, fsdpc_err *err);
+/* A checkpoint's config.yaml (the resolved config of the run that wrote
+ * it): as fsdpc__config_load, but its model folders need not be there
+ * (model.from cleared and a model.config that is gone not read: every
+ * shape key is in the file; model.adapter cleared: the checkpoint's
+ * weights hold it), so that its checkpoints load where the base has moved
+ * or is gone. */
+fsdpc_status fsdpc__config_load_checkpoint(const char *path, const char *const *overrides,
+                                           int n_overrides, fsdpc_config **out, fsdpc_err *err);
 /* Same from YAML text; name stands for the file name in messages. */
 fsdpc_status fsdpc__config_from_string(const char *yaml_text, const char *name,
                                        const char *const *overrides, int n_overrides,
@@ -273,6 +296,13 @@ bool fsdpc__config_equal(const fsdpc_config *a, const fsdpc_config *b, const cha
  * "cfg.yaml:12:9", "override 'optim.lr=1e-3'", "llama/config.json field
  * 'hidden_size'", or the file name when the key has its default. */
 void fsdpc__config_where(const fsdpc_config *c, const char *path, char *buf, size_t cap);
+
+/* One line for the start of a run when model.config gives only the shape
+ * (the weights start random); "" otherwise. */
+void fsdpc__config_model_note(const fsdpc_config *c, char *buf, size_t cap);
+/* Whether two paths name the same model folder (a config.json names its
+ * folder; compared after resolving links and relative spellings). */
+bool fsdpc__cfg_same_folder(const char *a, const char *b);
 
 /* The reference page (docs/config.md) generated from the schema table. */
 void fsdpc__config_schema_markdown(FILE *f);

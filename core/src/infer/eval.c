@@ -58,15 +58,16 @@ static fsdpc_status count_correct(fsdpc_session *s, double *correct, fsdpc_err *
   return st != FSDPC_OK ? st : st2;
 }
 
-fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[4], fsdpc_err *err) {
+fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[5], fsdpc_err *err) {
   if (!s->eval_ld)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "eval: no data.eval");
   double sums[3]; /* loss sum, counted tokens, correct */
-  int64_t nb = 0;
-  FSDPC_TRY(fsdpc__session_eval_sums(s, count_correct, sums, &nb, err));
+  int64_t nb = 0, nw = 0;
+  FSDPC_TRY(fsdpc__session_eval_sums(s, count_correct, sums, &nb, &nw, err));
   out[0] = sums[1] > 0 ? sums[0] / sums[1] : NAN; /* loss */
   out[1] = sums[1];                               /* target tokens */
   out[2] = sums[1] > 0 ? sums[2] / sums[1] : NAN; /* token accuracy */
   out[3] = (double)nb;                            /* batches */
+  out[4] = (double)nw;                            /* sequences */
   return FSDPC_OK;
 }

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "data/chat.h"
 #include "data/tokenizer.h"
 #include "model/llama.h"
 
@@ -131,7 +132,8 @@ typedef struct fsdpc_infer_model {
   fsdpc_registry *reg;
   const fsdpc_component *attn;
   fsdpc_infer_weights weights; /* over w */
-  char *dir;                   /* the checkpoint */
+  char *dir;                   /* the checkpoint (or PEFT adapter folder) given */
+  char *weights_dir;           /* where the weights load from: dir, or an adapter's base */
 } fsdpc_infer_model;
 
 typedef struct fsdpc_infer_load_opts {
@@ -154,10 +156,26 @@ int64_t fsdpc__infer_model_peak_bytes(const fsdpc_infer_model *m);
 fsdpc_status fsdpc__infer_eos_ids(const char *dir, const fsdpc_model_shape *s, int32_t **ids,
                                   int *n, fsdpc_err *err);
 
+/* ---- prompt.c: what a model folder says about prompting it ---- */
+/* The tokenizer: the model folder's own (tokenizer.json / tokenizer.model),
+ * an adapter's base's, else the config's data.tokenizer. */
+fsdpc_status fsdpc__infer_tokenizer(const fsdpc_infer_model *m, fsdpc_tokenizer **out,
+                                    fsdpc_err *err);
+/* The chat template for --chat: the model folder's (chat_template.jinja or
+ * tokenizer_config.json, as final/ carries the one it was trained with),
+ * else the config's data.chat_template, else the base's or the tokenizer
+ * folder's; an error naming the way to give one otherwise. */
+fsdpc_status fsdpc__infer_chat_template(const fsdpc_infer_model *m, fsdpc_chat_template **out,
+                                        fsdpc_err *err);
+/* Fills the fields of s that are < 0 (not given) from the model's
+ * generation_config.json as transformers reads it: greedy (temperature 0)
+ * unless do_sample, then its temperature (1), top_k (50), top_p (1). */
+void fsdpc__infer_sampling_defaults(const fsdpc_infer_model *m, fsdpc_sampling *s);
+
 /* ---- eval.c ---- over a training session built for evaluation: out = {
- * loss, target tokens, token accuracy, batches} over every rank; collective.
- * The loss is computed exactly as train's evaluation. */
+ * loss, target tokens, token accuracy, batches, sequences} over every rank;
+ * collective. The loss is computed exactly as train's evaluation. */
 struct fsdpc_session;
-fsdpc_status fsdpc__eval_run(struct fsdpc_session *s, double out[4], fsdpc_err *err);
+fsdpc_status fsdpc__eval_run(struct fsdpc_session *s, double out[5], fsdpc_err *err);
 
 #endif

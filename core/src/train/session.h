@@ -53,6 +53,7 @@ typedef struct fsdpc_session {
   int use_doc_ids; /* document masking: data.document_masking or packed examples */
   int examples;    /* whole examples (packing examples/none): no EOS before a prompt */
   int eval_doc_ids; /* use_doc_ids for the eval data (its own packing: a prepared JSONL) */
+  int eval_reported; /* the first evaluation's counts were logged */
 
   fsdpc_ckpt_train ckpt; /* checkpointing; ckpt.start_step: first step to run */
 
@@ -101,6 +102,16 @@ fsdpc_status fsdpc__session_finish(fsdpc_session *s, fsdpc_err *err);
 /* The config's generation prompts, answers on stdout (rank 0). */
 fsdpc_status fsdpc__session_generate_prompts(fsdpc_session *s, fsdpc_err *err);
 
+/* A call on this session failed with (st, err): the job's failure protocol
+ * (dist/job.h): published to the job, the communicators aborted, err
+ * rewritten to name the job's first failure. Returns st. */
+fsdpc_status fsdpc__session_failed(fsdpc_session *s, fsdpc_status st, fsdpc_err *err);
+/* The exit code of a rank whose run failed with err (s may be NULL: it
+ * failed to build): 1 when its own failure is the job's first (or it is a
+ * one-rank job), 3 when another rank's, a node's or the store's came first
+ * (docs/dist.md). */
+int fsdpc__session_exit_code(const fsdpc_session *s, const fsdpc_err *err);
+
 /* Trains the run plan's max_steps steps, evaluating and logging as configured,
  * then runs the generation prompts. */
 fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err);
@@ -108,13 +119,15 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err);
 /* Mean loss over the evaluation batches; collective. */
 fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err);
 /* The evaluation itself, for fsdpc__session_eval and fsdpc eval: the
- * forward of train.eval_batches batches of data.eval (no LoRA dropout),
- * summed over the world into sums[0] (loss sum) and sums[1] (counted
- * target tokens). per_micro (may be NULL) runs after each micro-batch's
- * forward and adds its own figure to sums[2]. *batches: how many ran. */
+ * forward of every window of the eval data (train.eval_batches 0) or of the
+ * first train.eval_batches global batches, the last batch smaller when the
+ * windows do not fill it (no LoRA dropout), summed over the world into
+ * sums[0] (loss sum) and sums[1] (counted target tokens). per_micro (may be
+ * NULL) runs after each micro-batch's forward and adds its own figure to
+ * sums[2]. *batches: how many ran; *windows: the sequences evaluated. */
 typedef fsdpc_status (*fsdpc__eval_hook)(fsdpc_session *s, double *sum, fsdpc_err *err);
-fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_micro,
-                                      double sums[3], int64_t *batches, fsdpc_err *err);
+fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_micro, double sums[3],
+                                      int64_t *batches, int64_t *windows, fsdpc_err *err);
 
 /* Greedy completion of prompt (max new tokens n); collective; out gets the
  * decoded completion. */

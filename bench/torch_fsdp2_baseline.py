@@ -15,6 +15,14 @@ MODELS = {
                num_attention_heads=32, num_key_value_heads=8, vocab_size=128256),
     "tiny": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4,
                  num_attention_heads=8, num_key_value_heads=4, vocab_size=32000),
+    # Qwen2.5-7B (q/k/v biases) and Qwen3-8B (per-head q/k norms), as
+    # configs/bench/qwen2.5-7b-base.yaml and qwen3-8b-base.yaml
+    "qwen2.5-7b": dict(family="qwen2", hidden_size=3584, intermediate_size=18944,
+                       num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4,
+                       vocab_size=152064, rms_norm_eps=1e-6, rope_theta=1000000.0),
+    "qwen3-8b": dict(family="qwen3", hidden_size=4096, intermediate_size=12288,
+                     num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
+                     head_dim=128, vocab_size=151936, rms_norm_eps=1e-6, rope_theta=1000000.0),
 }
 
 
@@ -40,15 +48,23 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     local = int(os.environ.get("LOCAL_RANK", 0))
     torch.cuda.set_device(local)
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
     from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy
     from torch.distributed.device_mesh import init_device_mesh
 
-    cfg = LlamaConfig(**MODELS[a.model], max_position_embeddings=max(a.seq, 2048),
-                      tie_word_embeddings=False, rope_theta=500000.0)
+    spec = dict(MODELS[a.model])
+    fam = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3"}[spec.pop("family", "llama")]
+    spec.setdefault("rope_theta", 500000.0)
+    cfg_cls = getattr(transformers, fam + "Config")
+    try:  # transformers >= 5: the RoPE base goes into rope_parameters
+        cfg = cfg_cls(**{k: v for k, v in spec.items() if k != "rope_theta"},
+                      rope_parameters=dict(rope_type="default", rope_theta=spec["rope_theta"]),
+                      max_position_embeddings=max(a.seq, 2048), tie_word_embeddings=False)
+    except (TypeError, ValueError):
+        cfg = cfg_cls(**spec, max_position_embeddings=max(a.seq, 2048), tie_word_embeddings=False)
     cfg._attn_implementation = "sdpa"
     with torch.device("meta"):
-        model = LlamaForCausalLM(cfg)
+        model = getattr(transformers, fam + "ForCausalLM")(cfg)
         if a.pure_bf16:
             model.to(torch.bfloat16)
     if a.ac:

@@ -57,10 +57,10 @@ static void op_swi_bwd(void) {
   CU(fsdpc__cuda_swiglu_bwd(X, O1, O2, D, A, B, N, F, &E));
 }
 static void op_rope_q(void) {
-  CU(fsdpc__cuda_rope_fwd(X, O1, COS, SIN, POS, N, NH, HD, MAXT, &E));
+  CU(fsdpc__cuda_rope_fwd(X, O1, COS, SIN, POS, N, NH, HD, HD, MAXT, &E));
 }
 static void op_rope_k(void) {
-  CU(fsdpc__cuda_rope_bwd(X, O1, COS, SIN, POS, N, KVH, HD, MAXT, &E));
+  CU(fsdpc__cuda_rope_bwd(X, O1, COS, SIN, POS, N, KVH, HD, HD, MAXT, &E));
 }
 static void op_add(void) {
   CU(fsdpc__cuda_add(X, O1, A, B, (size_t)N * C, &E));
@@ -155,7 +155,15 @@ int main(int argc, char **argv) {
   CU(fsdpc__cuda_memset(X, DW, 0, sizeof(float) * C, &E));
   CU(fsdpc__cuda_rmsnorm_fwd(X, O1, RSTD, A, B, N, C, 1e-5f, &E));
   COS = dalloc(sizeof(float) * MAXT * HD / 2), SIN = dalloc(sizeof(float) * MAXT * HD / 2);
-  CU(fsdpc__cuda_rope_tables(X, COS, SIN, MAXT, HD, 500000.0, 1, 32.0, 1.0, 4.0, 8192, &E));
+  const fsdpc_rope rope = {.type = FSDPC_ROPE_LLAMA3,
+                           .dim = HD,
+                           .max_pos = MAXT,
+                           .theta = 500000.0,
+                           .factor = 32.0,
+                           .low_freq_factor = 1.0,
+                           .high_freq_factor = 4.0,
+                           .original_max_pos = 8192};
+  CU(fsdpc__cuda_rope_tables(X, COS, SIN, &rope, MAXT, 0, &E));
   int32_t *h = malloc(sizeof(int32_t) * N);
   for (int i = 0; i < N; i++)
     h[i] = i % 2048; /* 4 sequences of 2048 */

@@ -111,7 +111,7 @@ static void op_swi_b(void *a) {
                             SF, &E));
 }
 static void op_rope(void *a) {
-  CU(fsdpc__cuda_rope_fwd(X, B1, COS, SIN, POS, QN, QH, QD, 8192, &E));
+  CU(fsdpc__cuda_rope_fwd(X, B1, COS, SIN, POS, QN, QH, QD, QD, 8192, &E));
 }
 static void op_sumsq(void *a) {
   CU(fsdpc__cuda_sumsq(X, OUT2, F32, NBIG, 0, &E));
@@ -159,7 +159,15 @@ int main(void) {
   CU(fsdpc__cuda_memset(X, DW, 0, sizeof(float) * RC, &E));
   CU(fsdpc__cuda_rmsnorm_fwd(X, B1, RSTD, (void *)P, (void *)P, RN, RC, 1e-5f, &E));
   COS = dalloc(sizeof(float) * 8192 * QD / 2), SIN = dalloc(sizeof(float) * 8192 * QD / 2);
-  CU(fsdpc__cuda_rope_tables(X, COS, SIN, 8192, QD, 500000.0, 1, 32.0, 1.0, 4.0, 8192, &E));
+  const fsdpc_rope rope = {.type = FSDPC_ROPE_LLAMA3,
+                           .dim = QD,
+                           .max_pos = 8192,
+                           .theta = 500000.0,
+                           .factor = 32.0,
+                           .low_freq_factor = 1.0,
+                           .high_freq_factor = 4.0,
+                           .original_max_pos = 8192};
+  CU(fsdpc__cuda_rope_tables(X, COS, SIN, &rope, 8192, 0, &E));
   int32_t *h = malloc(sizeof(int32_t) * QN);
   for (int i = 0; i < QN; i++)
     h[i] = (i * 7919) % 8192;

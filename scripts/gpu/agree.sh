@@ -74,16 +74,33 @@
 #        transformers loads the merged folder (final-merged/): same logits.
 #     4. The CUDA path: the same LoRA run on the GPU (bf16) vs the CPU run (bf16
 #        tolerance), and with dropout + activation checkpointing.
+#   bash .carry/X/agree.sh families    the decoder families (issue 35), in one
+#     call of at most 4 minutes (about 2 typically):
+#     1. tests/gpu/make_hf_families.py makes the nine family fixtures from
+#        transformers (float64 references); they come back as
+#        $OUT/hf_families.tar.gz (commit its contents as tests/fixtures/hf_families);
+#     2. test_hf_fixture --families: fsdpc's CPU fp32 logits within 1e-5 of
+#        transformers' float64, gradients within 1e-4, 20 AdamW steps (losses and
+#        final weights) within 1e-4 of torch.optim.AdamW;
+#     3. test_cuda_hf_fixture --families: the CUDA path (bf16) against the same
+#        references within bf16 tolerance (logits 3e-2, losses 1e-2);
+#     4. test_flash_gpu --window: flash's sliding-window cases against the naive
+#        plugin;
+#     5. check_families.py: a fine-tune's export loads in transformers with the
+#        source's tensor names and config and fsdpc's logits (1e-5), and PEFT
+#        loads fsdpc's LoRA adapters (family module names) with the same logits.
+#     Prints PASS/FAIL per family and check, then "families: N passed, M failed";
+#     the logs are $OUT/families-logs.tar.gz.
 # shellcheck disable=SC2317 # the mode functions run through "$MODE"
 usage() {
   echo "usage: agree.sh train single|multi|ckpt|multi4 | offload | adamw8bit | offload8 |" \
-    "q8-natural TOKENS | lora" >&2
+    "q8-natural TOKENS | lora | families" >&2
   exit 2
 }
 MODE=${1:-}
 shift
 case $MODE in
-train | offload | adamw8bit | offload8 | lora) ;;
+train | offload | adamw8bit | offload8 | lora | families) ;;
 q8-natural) [ $# -ge 1 ] || usage ;;
 *) usage ;;
 esac
@@ -554,6 +571,43 @@ YAML
   "$B/bin/fsdpc_dump_logits" "$W/gpu/ck/final-merged" "$W/gpu_logits.safetensors" 32 >/dev/null 2>&1
   $P logits "$W/base" "$W/gpu/ck/final" "$W/gpu_logits.safetensors" --tol 3e-2 2>&1 | tail -1
   echo "done"
+}
+
+families() {
+  export FSDPC_PLUGIN_PATH=$B/plugins
+  W=$(mktemp -d)
+  L=$W/logs
+  mkdir -p "$L" "$W/src/tests/fixtures"
+  python3 -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers",
+    transformers.__version__, "peft", peft.__version__)' | tee "$L/versions.txt"
+  # each step's timeout keeps the whole within 240 s (typical: about 2 minutes)
+  timeout 50 python3 "$C/make_hf_families.py" "$W/hf_families" >"$L/make.log" 2>&1
+  echo "make_hf_families: exit $?"
+  grep RESULT "$L/make.log"
+  tar czf "$OUT/hf_families.tar.gz" -C "$W" hf_families
+  echo "fixtures: $(du -sk "$W/hf_families" | cut -f1) KB, $OUT/hf_families.tar.gz"
+  ln -s "$W/hf_families" "$W/src/tests/fixtures/hf_families"
+  FSDPC_SOURCE_DIR=$W/src timeout 25 "$B/bin/test_hf_fixture" --families >"$L/cpu.log" 2>&1
+  FSDPC_SOURCE_DIR=$W/src timeout 45 "$B/bin/test_cuda_hf_fixture" --families >"$L/cuda.log" 2>&1
+  timeout 30 "$B/bin/test_flash_gpu" --window >"$L/flash.log" 2>&1
+  echo "test_flash_gpu --window: exit $?" >>"$L/flash.log"
+  timeout 90 python3 "$C/check_families.py" "$W/hf_families" --fsdpc "$F" \
+    --dump "$B/bin/fsdpc_dump_logits" --work "$W/hf" >"$L/hf.log" 2>&1
+  # the binaries' PASS/FAIL lines and totals; a binary that died shows its last line
+  for f in cpu cuda hf; do
+    grep -hE "^(PASS|FAIL)|families passed" "$L/$f.log" || echo "FAIL $f: $(tail -1 "$L/$f.log")"
+  done
+  sed 's/^ok  /PASS flash /; s/^FAIL /FAIL flash /' "$L/flash.log" | grep -E "^(PASS|FAIL)|exit|passed"
+  local pass fail
+  pass=$(cat "$L"/cpu.log "$L"/cuda.log "$L"/hf.log | grep -c "^PASS [a-z]")
+  fail=$(cat "$L"/cpu.log "$L"/cuda.log "$L"/hf.log | grep -c "^FAIL [a-z]")
+  pass=$((pass + $(grep -c "^ok  " "$L/flash.log")))
+  fail=$((fail + $(grep -c "^FAIL" "$L/flash.log")))
+  grep -q "families passed" "$L/cpu.log" || fail=$((fail + 1))
+  grep -q "families passed" "$L/cuda.log" || fail=$((fail + 1))
+  tar czf "$OUT/families-logs.tar.gz" -C "$W" logs
+  echo "families: $pass passed, $fail failed"
+  [ "$fail" = 0 ]
 }
 
 case $MODE in

@@ -2,7 +2,8 @@
 # Packs a build for the GPU host into DEST, a folder the device tool carries
 # (e.g. /work/main/.carry/NAME; passed to it as .carry/NAME):
 #   build.tar.xz     fsdpc, libfsdpc (+ the CUPTI tracer), every plugin, the
-#                    CUDA test and bench binaries, fsdpc_dump_logits and
+#                    CUDA test and bench binaries, test_hf_fixture (its
+#                    CPU families mode), fsdpc_dump_logits and
 #                    fsdpc_nccl_probe of BUILD, at their absolute paths
 #                    (unpacked at / there: the binaries find their plugins
 #                    and fixtures through the paths compiled into them)
@@ -33,7 +34,7 @@ binaries() { # build folder -> its files to carry, relative to /
   local b=${1#/}
   # shellcheck disable=SC2012,SC2015 # build outputs: plain names; no match is no file
   (cd / && ls -d "$b"/bin/fsdpc "$b"/lib/libfsdpc.so* "$b"/lib/libfsdpc_cupti_trace.so "$b"/plugins/*.so \
-    "$b"/bin/test_cuda_* "$b"/bin/test_flash_gpu "$b"/bin/fsdpc_dump_logits "$b"/bin/fsdpc_bench_* \
+    "$b"/bin/test_cuda_* "$b"/bin/test_flash_gpu "$b"/bin/test_hf_fixture "$b"/bin/fsdpc_dump_logits "$b"/bin/fsdpc_bench_* \
     "$b"/bin/fsdpc_nccl_probe 2>/dev/null || true)
 }
 files=$(binaries "$B")

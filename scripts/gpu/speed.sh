@@ -31,6 +31,9 @@
 #              fsdp.activation_checkpointing_policy=save_mlp); GPU clocks sampled;
 #              T_END (default 540): seconds after the start by which it stops
 #              starting runs
+#     sideqwen the Qwen2.5-7B and Qwen3-8B shapes (configs/bench/qwen*-base.yaml),
+#              checkpointing, micro-batch 1, seq 2048: fsdpc new, PyTorch FSDP2 +
+#              transformers eager and --compile (issue 35); T_END as side
 #     RESULT / TRACK / CLOCKS / ROUNDS lines in $OUT/results.txt; logs, traces and
 #     clock samples in $OUT/logs.tar.xz.
 #   bash .carry/X/speed.sh gpus [N]   N GPUs (default 4): PyTorch FSDP2
@@ -190,6 +193,21 @@ PY
       env LD_LIBRARY_PATH=/tmp/rt:$B/lib timeout 200 python3 bench/flash/bench_flash.py bench "$B/plugins" 2>&1 |
         tee "$OUT/flash_bench.log"
       echo "== flash done ($SECONDS s)"
+      ;;
+    sideqwen) # the Qwen shapes beside PyTorch FSDP2 + transformers, eager and compiled
+      for q in qwen2.5-7b qwen3-8b; do
+        run_fsdpc "side-$q" new 10 "configs/bench/$q-base.yaml" data.train="$W/copy.tok" \
+          train.micro_batch_size=1 train.log_every=1 fsdp.activation_checkpointing=true \
+          fsdp.param_copy=true fsdp.param_copy_max_mib=9216
+        torch_run "eager-$q" 110 --model "$q" --strategy full --ac 1 --bs 1 --seq 2048 --steps 8 --warmup 3
+        left=$((T_END - SECONDS))
+        if [ $left -gt 45 ]; then
+          torch_run "compile-$q" $((left < 150 ? left : 150)) --model "$q" --strategy full --ac 1 --bs 1 \
+            --seq 2048 --steps 8 --warmup 3 --compile
+        else
+          echo "compile-$q skipped: ${left} s left" | tee -a "$OUT/results.txt"
+        fi
+      done
       ;;
     fusion-track) # 20 steps, 1B: base vs new without fsdp.param_copy, then new with it
       run_fsdpc fbase1b base 20 $CFG1F

@@ -132,7 +132,8 @@ START_TEST(ctx_bytes_match_allocation) {
                          .HD = 16,
                          .max_pos = 128,
                          .eps = 1e-5f,
-                         .rope_theta = 10000.0};
+                         .rope.theta = 10000.0};
+  fsdpc__model_shape_llama(&s);
   int shapes[][3] = {{1, 8, 0}, {2, 32, 0}, {2, 32, 1}, {2, 32, 2}, {4, 128, 0}, {3, 17, 1},
                      {3, 17, 2}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -331,10 +332,36 @@ END_TEST
 START_TEST(flops_formula) {
   /* Llama-3.2-1B shape (untied): 1.498 B params; 6 x (N - V x C) + 12 x L x C x T. */
   fsdpc_model_shape s = {.V = 128256, .C = 2048, .F = 8192, .L = 16, .NH = 32, .KVH = 8, .HD = 64};
+  fsdpc__model_shape_llama(&s);
   double n = (double)fsdpc__model_numel(&s);
   ck_assert_double_eq_tol(n, 1498482688.0, 0.5);
   double want = 6.0 * (n - 128256.0 * 2048.0) + 12.0 * 16 * 2048 * 2048;
   ck_assert_double_eq_tol(fsdpc__plan_flops_per_token(&s, 2048), want, 1.0);
+}
+END_TEST
+
+/* The bench configs of the Qwen shapes resolve to the released models'
+ * parameter counts (Qwen2.5-7B: q/k/v biases; Qwen3-8B: per-head q/k norms). */
+START_TEST(family_bench_shapes) {
+  static const struct {
+    const char *file;
+    uint64_t numel;
+  } want[] = {{"configs/bench/qwen2.5-7b-base.yaml", 7615616512ull},
+              {"configs/bench/qwen3-8b-base.yaml", 8190735360ull}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", FSDPC_SOURCE_DIR, want[i].file);
+    fsdpc_config *c = NULL;
+    fsdpc_err err = {0};
+    const char *ovr[] = {"fsdp.activation_checkpointing=true"};
+    ck_assert_msg(fsdpc__config_load(path, ovr, 1, &c, &err) == FSDPC_OK, "%s", err.msg);
+    fsdpc_model_shape s;
+    fsdpc__run_shape_from_config(c, &s);
+    ck_assert_msg(fsdpc__model_numel(&s) == want[i].numel, "%s: %llu parameters, want %llu",
+                  want[i].file, (unsigned long long)fsdpc__model_numel(&s),
+                  (unsigned long long)want[i].numel);
+    fsdpc__config_destroy(c);
+  }
 }
 END_TEST
 
@@ -349,6 +376,7 @@ int main(void) {
   tcase_add_test(tc, param_copy_planned);
   tcase_add_test(tc, reserved_is_the_arena);
   tcase_add_test(tc, fit_check_refuses);
+  tcase_add_test(tc, family_bench_shapes);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -130,14 +130,25 @@ END_TEST
 
 /* ---- rope ---- */
 
-static void rope_case(int N, int H, int HD, int maxT, int llama3, int off) {
-  const int half = HD / 2;
+/* type: FSDPC_ROPE_*; RD < HD: partial rotary (the rest must pass through). */
+static void rope_case(int N, int H, int HD, int RD, int maxT, int type, int off) {
+  const int half = RD / 2;
   const size_t n = (size_t)N * H * HD, nt = (size_t)maxT * half;
+  fsdpc_rope r = {.type = type,
+                  .dim = RD,
+                  .max_pos = maxT,
+                  .theta = 500000.0,
+                  .factor = 32.0,
+                  .low_freq_factor = 1.0,
+                  .high_freq_factor = 4.0,
+                  .original_max_pos = 64,
+                  .truncate = 1};
+  if (type == FSDPC_ROPE_YARN)
+    r.factor = 4.0;
   float *cs = malloc(sizeof(float) * nt), *sn = malloc(sizeof(float) * nt);
-  fsdpc__rope_tables(cs, sn, maxT, HD, 500000.0, llama3, 32.0, 1.0, 4.0, 64);
+  fsdpc__rope_tables(cs, sn, &r, maxT, 0);
   float *d_cs = dev_alloc(sizeof(float) * nt), *d_sn = dev_alloc(sizeof(float) * nt);
-  CK(fsdpc__cuda_rope_tables(g_ctx, d_cs, d_sn, maxT, HD, 500000.0, llama3, 32.0, 1.0, 4.0, 64,
-                             &g_err));
+  CK(fsdpc__cuda_rope_tables(g_ctx, d_cs, d_sn, &r, maxT, 0, &g_err));
   float *gcs = down_f32(d_cs, nt), *gsn = down_f32(d_sn, nt);
   ck_assert_int_eq(memcmp(gcs, cs, sizeof(float) * nt), 0); /* same host code, uploaded */
   ck_assert_int_eq(memcmp(gsn, sn, sizeof(float) * nt), 0);
@@ -147,14 +158,14 @@ static void rope_case(int N, int H, int HD, int maxT, int llama3, int off) {
   int32_t *d_pos = up_raw(pos, sizeof(int32_t) * N);
   float *x = rand_bf16_values(n, -1, 1), *g = rand_bf16_values(n, -1, 1);
   uint16_t *d_x = up_bf16_at(x, n, off), *d_g = up_bf16_at(g, n, off);
-  CK(fsdpc__cuda_rope_fwd(g_ctx, d_x, d_cs, d_sn, d_pos, N, H, HD, maxT, &g_err));
-  CK(fsdpc__cuda_rope_bwd(g_ctx, d_g, d_cs, d_sn, d_pos, N, H, HD, maxT, &g_err));
-  fsdpc__cpu_rope_fwd(x, cs, sn, pos, N, H, HD);
-  fsdpc__cpu_rope_bwd(g, cs, sn, pos, N, H, HD);
+  CK(fsdpc__cuda_rope_fwd(g_ctx, d_x, d_cs, d_sn, d_pos, N, H, HD, RD, maxT, &g_err));
+  CK(fsdpc__cuda_rope_bwd(g_ctx, d_g, d_cs, d_sn, d_pos, N, H, HD, RD, maxT, &g_err));
+  fsdpc__cpu_rope_fwd(x, cs, sn, pos, N, H, HD, RD);
+  fsdpc__cpu_rope_bwd(g, cs, sn, pos, N, H, HD, RD);
   float *gx = down_bf16(d_x, n), *gg = down_bf16(d_g, n);
-  char name[80];
-  snprintf(name, sizeof name, "rope_fwd N=%d H=%d HD=%d off=%d%s", N, H, HD, off,
-           llama3 ? " llama3" : "");
+  char name[96];
+  snprintf(name, sizeof name, "rope_fwd N=%d H=%d HD=%d RD=%d off=%d type %d", N, H, HD, RD, off,
+           type);
   CHECK_REL(name, gx, x, n, TOL_BF16);
   CHECK_REL("rope_bwd", gg, g, n, TOL_BF16);
   free(cs), free(sn), free(gcs), free(gsn), free(pos), free(x), free(g), free(gx), free(gg);
@@ -163,12 +174,54 @@ static void rope_case(int N, int H, int HD, int maxT, int llama3, int off) {
 }
 
 START_TEST(rope) {
-  rope_case(19, 3, 64, 100, 0, 0);
-  rope_case(53, 5, 128, 4096, 1, 0);
-  rope_case(1, 1, 16, 8, 0, 0);      /* one 8-pair group per half */
-  rope_case(13, 7, 12, 50, 0, 0);    /* HD/2 = 6: scalar path */
-  rope_case(31, 8, 64, 64, 1, 1);    /* misaligned x: scalar path */
-  rope_case(257, 32, 64, 512, 1, 0); /* 1B's q shape (fewer rows) */
+  rope_case(19, 3, 64, 64, 100, FSDPC_ROPE_DEFAULT, 0);
+  rope_case(53, 5, 128, 128, 4096, FSDPC_ROPE_LLAMA3, 0);
+  rope_case(1, 1, 16, 16, 8, FSDPC_ROPE_DEFAULT, 0);     /* one 8-pair group per half */
+  rope_case(13, 7, 12, 12, 50, FSDPC_ROPE_DEFAULT, 0);   /* HD/2 = 6: scalar path */
+  rope_case(31, 8, 64, 64, 64, FSDPC_ROPE_LLAMA3, 1);    /* misaligned x: scalar path */
+  rope_case(257, 32, 64, 64, 512, FSDPC_ROPE_LLAMA3, 0); /* 1B's q shape (fewer rows) */
+  rope_case(29, 4, 96, 32, 200, FSDPC_ROPE_DEFAULT, 0);  /* Phi-3 partial rotary: vector path */
+  rope_case(23, 3, 40, 12, 90, FSDPC_ROPE_YARN, 0);      /* partial, scalar path, yarn */
+}
+END_TEST
+
+/* ---- the decoder families' ops: bias add and its gradient, axpy ---- */
+
+static void family_case(int N, int OC, int off) {
+  const size_t n = (size_t)N * OC;
+  float *y = rand_bf16_values(n, -2, 2), *b = rand_bf16_values(OC, -1, 1);
+  float *x = rand_bf16_values(n, -1, 1), *db = rand_f32(OC, -1, 1);
+  uint16_t *d_y = up_bf16_at(y, n, off), *d_b = up_bf16_at(b, OC, off);
+  uint16_t *d_x = up_bf16_at(x, n, off), *d_o = dev_alloc_at(2, n, off);
+  float *d_db = up_raw_at(db, sizeof(float), OC, off);
+  CK(fsdpc__cuda_bias_bwd(g_ctx, d_db, d_y, N, OC, &g_err)); /* dy = y, before the add */
+  fsdpc__cpu_bias_bwd(db, y, N, OC);
+  CK(fsdpc__cuda_axpy(g_ctx, d_o, d_x, d_y, 0.37f, n, &g_err));
+  float *o = malloc(sizeof(float) * n);
+  fsdpc__cpu_axpy(o, x, y, 0.37f, n);
+  float *go = down_bf16(d_o, n);
+  CHECK_REL("axpy", go, o, n, TOL_BF16);
+  CK(fsdpc__cuda_axpy(g_ctx, d_o, NULL, d_y, -1.5f, n, &g_err)); /* a * y alone */
+  fsdpc__cpu_axpy(o, NULL, y, -1.5f, n);
+  free(go), go = down_bf16(d_o, n);
+  CHECK_REL("axpy without x", go, o, n, TOL_BF16);
+  CK(fsdpc__cuda_bias_add(g_ctx, d_y, d_b, N, OC, &g_err));
+  fsdpc__cpu_bias_add(y, b, N, OC);
+  float *gy = down_bf16(d_y, n), *gdb = down_f32(d_db, OC);
+  char name[80];
+  snprintf(name, sizeof name, "bias_add N=%d OC=%d off=%d", N, OC, off);
+  CHECK_REL(name, gy, y, n, TOL_BF16);
+  CHECK_REL("bias_bwd (fp32 +=)", gdb, db, OC, TOL_F32);
+  free(y), free(b), free(x), free(db), free(o), free(go), free(gy), free(gdb);
+  dev_free_at(d_y, 2, n, off), dev_free_at(d_b, 2, OC, off), dev_free_at(d_x, 2, n, off);
+  dev_free_at(d_o, 2, n, off), dev_free_at(d_db, sizeof(float), OC, off);
+}
+
+START_TEST(family_ops) {
+  family_case(37, 96, 0);  /* vector paths */
+  family_case(41, 77, 0);  /* OC % 8 != 0: scalar bias add, tail */
+  family_case(300, 40, 1); /* misaligned: scalar paths */
+  family_case(1000, 1, 0); /* one column, many rows */
 }
 END_TEST
 
@@ -523,9 +576,9 @@ START_TEST(bad_shapes_are_one_line_errors) {
   fsdpc_err e;
   uint16_t *d = dev_alloc(64);
   ck_assert_int_eq(
-      fsdpc__cuda_rope_fwd(g_ctx, d, (float *)d, (float *)d, (int32_t *)d, 1, 1, 7, 4, &e),
+      fsdpc__cuda_rope_fwd(g_ctx, d, (float *)d, (float *)d, (int32_t *)d, 1, 1, 8, 7, 4, &e),
       FSDPC_INVALID_USAGE);
-  ck_assert_ptr_nonnull(strstr(e.msg, "HD must be even"));
+  ck_assert_ptr_nonnull(strstr(e.msg, "rotary dims must be even"));
   ck_assert_ptr_null(strchr(e.msg, '\n'));
   ck_assert_int_eq(fsdpc__cuda_lmhead_xent(g_ctx, (double *)d, NULL, NULL, d, d, (int32_t *)d, 4, 8,
                                            100, 1.0f, 2, 0, d, 16, &e),
@@ -549,6 +602,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, rmsnorm);
   tcase_add_test(tc, rmsnorm_deterministic);
   tcase_add_test(tc, rope);
+  tcase_add_test(tc, family_ops);
   tcase_add_test(tc, swiglu);
   tcase_add_test(tc, lora_dropout_scale);
   tcase_add_test(tc, elementwise);

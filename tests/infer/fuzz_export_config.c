@@ -23,10 +23,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                          .HD = 16,
                          .max_pos = 64,
                          .eps = 1e-5f,
-                         .rope_theta = 10000.0,
+                         .rope.theta = 10000.0,
                          .tied = 0,
                          .bos_id = 1,
                          .eos_id = 2};
+  fsdpc__model_shape_llama(&s);
   char *out = NULL;
   fsdpc_err err = {0};
   if (fsdpc__export_config_json(&s, FSDPC_DTYPE_BF16, text, &out, &err) == FSDPC_OK) {

@@ -28,16 +28,26 @@ refused() {
     n=$((n + 1))
   done
 }
-refused qwen "model_type 'qwen2'" model_type='"qwen2"'
+refused gemma "model_type 'gemma'" model_type='"gemma"'
+refused qwen_moe "model_type 'qwen2_moe'" model_type='"qwen2_moe"'
 refused gelu "hidden_act 'gelu'" hidden_act='"gelu"'
-refused abias "'attention_bias' is set" attention_bias=true
-refused mbias "'mlp_bias' is set" mlp_bias=true
+# a family switch whose tensors the folder lacks
+refused abias "tensor 'model.layers.0.self_attn.q_proj.bias' is missing" attention_bias=true
+refused mbias "tensor 'model.layers.0.mlp.gate_proj.bias' is missing" mlp_bias=true
+refused qwen2 "tensor 'model.layers.0.self_attn.q_proj.bias' is missing" model_type='"qwen2"'
+refused qwen3 "tensor 'model.layers.0.self_attn.q_norm.weight' is missing" model_type='"qwen3"'
+refused phi3 "tensor 'model.layers.0.self_attn.qkv_proj.weight' is missing" model_type='"phi3"'
 refused sliding "'sliding_window' is set" sliding_window=8
-refused mistral_sw "sliding_window 8 lies inside" model_type='"mistral"' sliding_window=8
-refused rope_lin "type 'linear' is not supported" 'rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}'
-refused rope_yarn "type 'yarn' is not supported" 'rope_scaling={"type": "yarn", "factor": 2.0}'
+refused partial "'partial_rotary_factor' is 0.5" partial_rotary_factor=0.5
+refused rope_mrope "type 'mrope' is not supported" 'rope_scaling={"type": "mrope", "factor": 2.0}'
+refused rope_layers "RoPE per layer type" \
+  'rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 10000.0}, "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}'
+refused layer_types "layer_types has 'chunked_attention'" \
+  'layer_types=["chunked_attention", "full_attention"]'
+refused moe "'num_experts' is set" num_experts=8
+refused vision "'vision_config' is set" 'vision_config={"hidden_size": 8}'
 refused quant "'quantization_config' is set" 'quantization_config={"quant_method": "bitsandbytes"}'
-refused dropout "attention_dropout must be 0" attention_dropout=0.1
+refused dropout "'attention_dropout' is set" attention_dropout=0.1
 refused extra "unexpected tensor 'model.layers.0.self_attn.q_proj.bias'" \
   +tensor:model.layers.0.self_attn.q_proj.bias:64
 refused extra_mlp "unexpected tensor 'model.layers.1.mlp.down_proj.bias'" \
@@ -45,8 +55,17 @@ refused extra_mlp "unexpected tensor 'model.layers.1.mlp.down_proj.bias'" \
 refused missing "tensor 'model.layers.1.mlp.up_proj.weight' is missing" \
   -tensor:model.layers.1.mlp.up_proj.weight
 refused no_head "tensor 'lm_head.weight' is missing" -tensor:lm_head.weight
-# The same folder unedited, and mistral with a window beyond the sequence,
-# are accepted.
-$VARIANT "$FIX/hf_tiny_untied" ok model_type='"mistral"' sliding_window=64 || fail "variant ok"
+# The same folder unedited, mistral with a window inside the sequence, and
+# the folder made a Qwen2 one (its q/k/v biases added) are accepted.
+$VARIANT "$FIX/hf_tiny_untied" ok model_type='"mistral"' sliding_window=4 || fail "variant ok"
 "$FSDPC" convert ok ok.out --to hf >c.log 2>&1 || fail "ok: $(cat c.log)"
+biases=""
+for l in 0 1; do
+  for p in q:64 k:32 v:32; do
+    biases="$biases +tensor:model.layers.$l.self_attn.${p%%:*}_proj.bias:${p##*:}"
+  done
+done
+# shellcheck disable=SC2086
+$VARIANT "$FIX/hf_tiny_untied" q2 model_type='"qwen2"' $biases || fail "variant q2"
+"$FSDPC" convert q2 q2.out --to hf >c.log 2>&1 || fail "q2: $(cat c.log)"
 echo "PASS ($n refusals)"

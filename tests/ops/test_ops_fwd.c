@@ -115,17 +115,38 @@ END_TEST
 
 /* ---- rope ---- */
 
+/* A RoPE spec of the old table arguments (dim = HD; llama3 when set). */
+static fsdpc_rope rope_spec(int HD, double theta, int llama3, double factor, double low,
+                            double high, int orig) {
+  fsdpc_rope r = {.type = llama3 ? FSDPC_ROPE_LLAMA3 : FSDPC_ROPE_DEFAULT,
+                  .dim = HD,
+                  .max_pos = 1 << 20,
+                  .theta = theta,
+                  .factor = factor,
+                  .low_freq_factor = low,
+                  .high_freq_factor = high,
+                  .original_max_pos = orig,
+                  .truncate = 1};
+  return r;
+}
+
+static void tables(float *c, float *s, int maxT, int HD, double theta, int llama3, double factor,
+                   double low, double high, int orig) {
+  fsdpc_rope r = rope_spec(HD, theta, llama3, factor, low, high, orig);
+  fsdpc__rope_tables(c, s, &r, maxT, 0);
+}
+
 START_TEST(rope_fwd_is_rotate_half_and_bwd_inverts) {
   enum { N = 6, H = 2, HD = 16, MAXT = 40 };
   test_rng rng = {5};
   float ctab[MAXT * HD / 2], stab[MAXT * HD / 2];
   const double theta = 10000.0;
-  fsdpc__rope_tables(ctab, stab, MAXT, HD, theta, 0, 0, 0, 0, 0);
+  tables(ctab, stab, MAXT, HD, theta, 0, 0, 0, 0, 0);
   int32_t pos[N] = {0, 1, 39, 17, 5, 17};
   float x[N * H * HD], y[N * H * HD];
   rng_fill(&rng, x, N * H * HD, 1.0f);
   memcpy(y, x, sizeof x);
-  fsdpc__cpu_rope_fwd(y, ctab, stab, pos, N, H, HD);
+  fsdpc__cpu_rope_fwd(y, ctab, stab, pos, N, H, HD, HD);
   /* HF: q * cos + rotate_half(q) * sin, with cos/sin repeated over both
    * halves and rotate_half(q) = cat(-q[HD/2:], q[:HD/2]). */
   for (int n = 0; n < N; n++)
@@ -139,7 +160,7 @@ START_TEST(rope_fwd_is_rotate_half_and_bwd_inverts) {
         ck_assert_double_eq_tol(yv[d], xv[d] * cos(ang) + rot * sin(ang), 1e-5);
       }
     }
-  fsdpc__cpu_rope_bwd(y, ctab, stab, pos, N, H, HD);
+  fsdpc__cpu_rope_bwd(y, ctab, stab, pos, N, H, HD, HD);
   for (int i = 0; i < N * H * HD; i++)
     ck_assert_float_eq_tol(y[i], x[i], 1e-6);
 }
@@ -153,7 +174,7 @@ START_TEST(rope_tables_llama3) {
   enum { HD = 128, MAXT = 8192 };
   float *ctab = malloc(sizeof(float) * MAXT * HD / 2),
         *stab = malloc(sizeof(float) * MAXT * HD / 2);
-  fsdpc__rope_tables(ctab, stab, MAXT, HD, 500000.0, 1, 8.0, 1.0, 4.0, 8192);
+  tables(ctab, stab, MAXT, HD, 500000.0, 1, 8.0, 1.0, 4.0, 8192);
   static const struct {
     int t, i;
     float c, s;
@@ -178,14 +199,14 @@ START_TEST(rope_tables_llama3) {
   }
   /* The tiny llama3 fixture's settings (HD 12, original 16): even i = 0 lies
    * in the smoothed band (smooth = 0.5155); i = 1 and 5 are low frequencies. */
-  fsdpc__rope_tables(ctab, stab, 17, 12, 500000.0, 1, 8.0, 1.0, 4.0, 16);
+  tables(ctab, stab, 17, 12, 500000.0, 1, 8.0, 1.0, 4.0, 16);
   ck_assert_float_eq_tol(ctab[16 * 6 + 0], -9.784715714e-01f, 1e-6);
   ck_assert_float_eq_tol(stab[16 * 6 + 0], 2.063816466e-01f, 1e-6);
   ck_assert_float_eq_tol(ctab[16 * 6 + 1], 9.749072281e-01f, 1e-6);
   ck_assert_float_eq_tol(stab[16 * 6 + 1], 2.226115373e-01f, 1e-6);
   ck_assert_float_eq_tol(stab[16 * 6 + 5], 3.563594872e-05f, 1e-11);
   /* Without scaling, i = 50 keeps its frequency: angle = t * theta^(-100/128). */
-  fsdpc__rope_tables(ctab, stab, 2, HD, 500000.0, 0, 0, 0, 0, 0);
+  tables(ctab, stab, 2, HD, 500000.0, 0, 0, 0, 0, 0);
   ck_assert_float_eq_tol(stab[HD / 2 + 50], sin(pow(500000.0, -100.0 / 128)), 1e-10);
   ck_assert(ctab[0] == 1.0f && stab[0] == 0.0f);
   free(ctab);

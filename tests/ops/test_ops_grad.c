@@ -115,7 +115,7 @@ END_TEST
 enum { ROPE_MAXT = 16 };
 
 typedef struct {
-  int N, H, HD;
+  int N, H, HD, RD;
   float *x, *y;
   const float *cos, *sin, *r;
   const int32_t *pos;
@@ -125,23 +125,36 @@ static double rope_loss(void *p) {
   rope_ctx *c = p;
   size_t n = (size_t)c->N * c->H * c->HD;
   memcpy(c->y, c->x, n * sizeof(float));
-  fsdpc__cpu_rope_fwd(c->y, c->cos, c->sin, c->pos, c->N, c->H, c->HD);
+  fsdpc__cpu_rope_fwd(c->y, c->cos, c->sin, c->pos, c->N, c->H, c->HD, c->RD);
   return dot_d(c->r, c->y, n);
 }
 
+/* Full rotary (RD = HD) and partial rotary (RD < HD: the last dims pass
+ * through), under a yarn table (attention factor != 1: not a rotation). */
 START_TEST(rope_grad) {
-  enum { N = 5, H = 3, HD = 8 };
-  test_rng rng = {41};
-  float ctab[ROPE_MAXT * HD / 2], stab[ROPE_MAXT * HD / 2];
-  fsdpc__rope_tables(ctab, stab, ROPE_MAXT, HD, 10000.0, 0, 0, 0, 0, 0);
-  int32_t pos[N] = {0, 3, 15, 7, 3};
-  float x[N * H * HD], y[N * H * HD], r[N * H * HD], dx[N * H * HD];
-  rng_fill(&rng, x, N * H * HD, 1.0f);
-  rng_fill(&rng, r, N * H * HD, 1.0f);
-  memcpy(dx, r, sizeof r);
-  fsdpc__cpu_rope_bwd(dx, ctab, stab, pos, N, H, HD);
-  rope_ctx c = {N, H, HD, x, y, ctab, stab, r, pos};
-  ck_assert_int_eq(fd_check("rope dx", x, dx, N * H * HD, rope_loss, &c, EPS, RTOL), 0);
+  enum { N = 5, H = 3, HD = 12 };
+  static const int rds[] = {HD, 8};
+  for (int k = 0; k < 2; k++) {
+    int RD = rds[k];
+    test_rng rng = {41};
+    float ctab[ROPE_MAXT * HD / 2], stab[ROPE_MAXT * HD / 2];
+    fsdpc_rope rp = {.type = k ? FSDPC_ROPE_YARN : FSDPC_ROPE_DEFAULT,
+                     .dim = RD,
+                     .max_pos = 64,
+                     .theta = 10000.0,
+                     .factor = 4.0,
+                     .original_max_pos = 16,
+                     .truncate = 1};
+    fsdpc__rope_tables(ctab, stab, &rp, ROPE_MAXT, 0);
+    int32_t pos[N] = {0, 3, 15, 7, 3};
+    float x[N * H * HD], y[N * H * HD], r[N * H * HD], dx[N * H * HD];
+    rng_fill(&rng, x, N * H * HD, 1.0f);
+    rng_fill(&rng, r, N * H * HD, 1.0f);
+    memcpy(dx, r, sizeof r);
+    fsdpc__cpu_rope_bwd(dx, ctab, stab, pos, N, H, HD, RD);
+    rope_ctx c = {N, H, HD, RD, x, y, ctab, stab, r, pos};
+    ck_assert_int_eq(fd_check("rope dx", x, dx, N * H * HD, rope_loss, &c, EPS, RTOL), 0);
+  }
 }
 END_TEST
 

@@ -148,7 +148,14 @@ config)
     [ "$(printf '%s\n' "$out" | grep -c .)" -le 2 ] || fail "more than one line for $*: $out"
     printf '%s' "$out" | grep -q -- "$want" || fail "for $* expected '$want', got: $out"
   }
-  bad peft.method=lora "peft.target_modules=[q_proj, qkv]" "unknown module 'qkv'"
+  bad peft.method=lora "peft.target_modules=[q_proj, qkv]" "model_type llama has no module 'qkv'"
+  # Phi-3's fused projections take its own names, and only them
+  bad peft.method=lora model.model_type=phi3 "peft.target_modules=[q_proj]" \
+    "model_type phi3 has no module 'q_proj'; use qkv_proj, o_proj, gate_up_proj, down_proj"
+  bad peft.method=lora "peft.target_modules=[gate_up_proj]" "model_type llama has no module 'gate_up_proj'"
+  "$FSDPC" config check "$CFG" peft.method=lora model.model_type=phi3 \
+    "peft.target_modules=[qkv_proj, o_proj, gate_up_proj, down_proj]" >/dev/null 2>&1 ||
+    fail "Phi-3's module names were refused"
   bad peft.method=lora "peft.target_modules=[]" "peft.target_modules is empty"
   bad peft.method=lora "peft.target_modules=[q_proj, q_proj]" "listed twice"
   bad peft.method=lora peft.r=0 "peft.r"

@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 #define FSDPC_PLUGIN_ABI_MAJOR 1
-#define FSDPC_PLUGIN_ABI_MINOR 1 /* 1.1: host context in every call */
+#define FSDPC_PLUGIN_ABI_MINOR 2 /* 1.1: host context in every call; 1.2: attention windows */
 
 #if defined(__GNUC__)
 #define FSDPC_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -322,7 +322,16 @@ typedef struct fsdpc_attn_shape {
   /* Appended in 1.1: CPU threads to use (train.threads); 0 = the plugin's
    * choice (e.g. omp_get_max_threads()). */
   int32_t num_threads;
+  /* Appended in 1.2: sliding window; when > 0 query i attends only to keys
+   * j with i - j < window (with causal: the last window keys, itself
+   * included). The host sets it only for a component whose vtable has
+   * FSDPC_ATTN_FEATURE_WINDOW in features, and may change it between calls
+   * (one window per decoder layer); sizes() does not depend on it. */
+  int32_t window;
 } fsdpc_attn_shape;
+
+/* fsdpc_attention_v1.features */
+#define FSDPC_ATTN_FEATURE_WINDOW 1u /* honours fsdpc_attn_shape.window */
 
 typedef struct fsdpc_attn_sizes {
   uint32_t struct_size;
@@ -354,6 +363,10 @@ typedef struct fsdpc_attention_v1 {
    * options); a 1.1 host calls it instead of create when set. */
   int32_t (*create_call)(const fsdpc_call *call, int32_t device, int32_t device_index,
                          fsdpc_attn_ctx **out);
+  /* Appended in 1.2: FSDPC_ATTN_FEATURE_* bits; a component without the
+   * member is treated as having none (a 1.1 plugin ignores shape fields it
+   * does not know, so a window it cannot see is never handed to it). */
+  uint32_t features;
 } fsdpc_attention_v1;
 
 /* ====================================================================== */

@@ -238,7 +238,8 @@ static int worth_adding(const cJSON *mine, const cJSON *src_root, const fsdpc_mo
     const cJSON *rp = cJSON_GetObjectItemCaseSensitive(src_root, "rope_parameters");
     if (rp)
       return 0; /* transformers >= 5 keeps both in rope_parameters */
-    return strcmp(k, "rope_theta") == 0 ? s->rope_theta != 10000.0 : s->rope_llama3;
+    return strcmp(k, "rope_theta") == 0 ? s->rope.theta != 10000.0
+                                        : s->rope.type != FSDPC_ROPE_DEFAULT;
   }
   static const char *const shape_keys[] = {"vocab_size",          "hidden_size",
                                            "intermediate_size",   "num_hidden_layers",

@@ -95,12 +95,15 @@ static double decimal(float v) {
   return strtod(b, NULL);
 }
 
-static char *adapter_config(const fsdpc_lora *lo, const char *base, fsdpc_err *err) {
+/* targets: PEFT's module name of each adapted projection (the family's:
+ * qkv_proj, gate_up_proj in Phi-3), "" for the others. */
+static char *adapter_config(const fsdpc_lora *lo, char (*targets)[32], const char *base,
+                            fsdpc_err *err) {
   cJSON *o = cJSON_CreateObject();
   cJSON *t = cJSON_AddArrayToObject(o, "target_modules");
   for (int j = 0; j < FSDPC_LORA_NPROJ; j++)
-    if ((lo->targets >> j) & 1)
-      cJSON_AddItemToArray(t, cJSON_CreateString(fsdpc__lora_proj_name(j)));
+    if (((lo->targets >> j) & 1) && targets[j][0])
+      cJSON_AddItemToArray(t, cJSON_CreateString(targets[j]));
   cJSON_AddStringToObject(o, "peft_type", "LORA");
   cJSON_AddStringToObject(o, "task_type", "CAUSAL_LM");
   cJSON_AddStringToObject(o, "base_model_name_or_path", base);
@@ -127,14 +130,14 @@ static char *adapter_config(const fsdpc_lora *lo, const char *base, fsdpc_err *e
  * module's commit (an earlier folder of that name, of any format, is
  * replaced only once the new one is whole). */
 static fsdpc_status write_folder(const char *root, const char *name, const fsdpc_lora *lo,
-                                 const char *base, const fsdpc_st_entry *ents, uint32_t n,
-                                 fsdpc_err *err) {
+                                 char (*targets)[32], const char *base, const fsdpc_st_entry *ents,
+                                 uint32_t n, fsdpc_err *err) {
   char tmp[4096], path[4200];
   snprintf(tmp, sizeof tmp, "%s/.tmp-%s", root, name);
   FSDPC_TRY(fsdpc__ckpt_stage_begin(root, name, err));
   snprintf(path, sizeof path, "%s/adapter_model.safetensors", tmp);
   fsdpc_status st = fsdpc__st_write(path, ents, n, FSDPC_DTYPE_F32, NULL, err);
-  char *cfg = st == FSDPC_OK ? adapter_config(lo, base, err) : NULL;
+  char *cfg = st == FSDPC_OK ? adapter_config(lo, targets, base, err) : NULL;
   if (st == FSDPC_OK && !cfg) st = FSDPC_SYSTEM_ERROR;
   snprintf(path, sizeof path, "%s/adapter_config.json", tmp);
   if (st == FSDPC_OK && fsdpc__write_file_safe(path, cfg, strlen(cfg)) != 0)
@@ -146,6 +149,17 @@ static fsdpc_status write_folder(const char *root, const char *name, const fsdpc
     fsdpc__ckpt_rm_rf(tmp, &e2);
   }
   return st;
+}
+
+/* The projection's module name in an adapter's parameter name
+ * ("model.layers.0.self_attn.qkv_proj.lora_A.weight" -> "qkv_proj"). */
+static void target_name(const fsdpc_param_info *pi, char *out) {
+  const char *end = strstr(pi->name, ".lora_");
+  const char *start = end;
+  while (start && start > pi->name && start[-1] != '.')
+    start--;
+  if (start && end - start < 32)
+    snprintf(out, 32, "%.*s", (int)(end - start), start);
 }
 
 fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const char *base,
@@ -174,12 +188,14 @@ fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const
   if (st != FSDPC_OK || !is_root)
     goto done;
   uint32_t n = 0;
+  char targets[FSDPC_LORA_NPROJ][32] = {{0}};
   for (int p = 0; p < np; p++) {
     uint64_t off;
     int u;
     const fsdpc_param_info *pi = fsdpc__engine_param(e, p, &off, &u);
     if (!fsdpc__lora_kind(pi->kind))
       continue;
+    target_name(pi, targets[fsdpc__lora_kind_proj(pi->kind)]);
     snprintf(names[n], sizeof names[n], "base_model.model.%s", pi->name);
     ents[n] = (fsdpc_st_entry){.struct_size = sizeof ents[n],
                                .name = names[n],
@@ -188,7 +204,7 @@ fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const
                                .data = full[u] + off};
     n++;
   }
-  st = write_folder(root, name, lo, base, ents, n, err);
+  st = write_folder(root, name, lo, targets, base, ents, n, err);
 done:
   for (int u = 0; full && u < nu; u++)
     free(full[u]);

@@ -85,9 +85,10 @@ static fsdpc_status read_config(fsdpc_peft *p, fsdpc_err *err) {
   return st;
 }
 
-/* The projection j and layer l of an adapter tensor name, and whether it
- * is B; 0 when the name is not one of the seven projections' factors. */
-static int parse_name(const char *name, int *l, int *j, int *is_b) {
+/* The projection j and layer l of an adapter tensor name (the family's
+ * module names of s: Phi-3's qkv_proj, gate_up_proj), and whether it is B;
+ * 0 when the name is not one of the projections' factors. */
+static int parse_name(const fsdpc_model_shape *s, const char *name, int *l, int *j, int *is_b) {
   static const char head[] = PREFIX "model.layers.";
   char part1[32], part2[32], which[4];
   int end = 0;
@@ -99,7 +100,7 @@ static int parse_name(const char *name, int *l, int *j, int *is_b) {
   char full[72];
   snprintf(full, sizeof full, "%s.%s", part1, part2);
   for (*j = 0; *j < FSDPC_LORA_NPROJ; (*j)++)
-    if (strcmp(full, fsdpc__lora_proj_module(*j)) == 0)
+    if (strcmp(full, fsdpc__lora_proj_module(s, *j)) == 0)
       break;
   *is_b = which[0] == 'B';
   return *j < FSDPC_LORA_NPROJ;
@@ -110,7 +111,7 @@ static fsdpc_status check_tensors(fsdpc_peft *p, const fsdpc_model_shape *s, fsd
   for (uint32_t i = 0; i < fsdpc__st_count(p->st); i++) {
     const fsdpc_st_info *t = fsdpc__st_at(p->st, i);
     int l, j, is_b, in, out;
-    if (!parse_name(t->name, &l, &j, &is_b) || l < 0 || l >= s->L)
+    if (!parse_name(s, t->name, &l, &j, &is_b) || l < 0 || l >= s->L)
       return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                          "%s: tensor %s is not a LoRA factor of one of this model's %d layers' "
                          "projections; fsdpc cannot merge it",

@@ -16,17 +16,89 @@
 #include "ckpt/state.h"
 #include "config/meta.h"
 #include "config/schema.h"
+#include "model/family.h"
 #include "util/escape.h"
 
 static cJSON *num(double v) {
   return cJSON_CreateNumber(v);
 }
 
+/* rope_scaling as transformers reads it back (null for plain RoPE). */
+static void add_rope(cJSON *o, const fsdpc_model_shape *s) {
+  static const char *const names[] = {"default", "llama3", "linear", "dynamic", "yarn", "longrope"};
+  const fsdpc_rope *r = &s->rope;
+  if (r->type == FSDPC_ROPE_DEFAULT || r->type < 0 || r->type > FSDPC_ROPE_LONGROPE) {
+    cJSON_AddNullToObject(o, "rope_scaling");
+    return;
+  }
+  cJSON *j = cJSON_AddObjectToObject(o, "rope_scaling");
+  cJSON_AddStringToObject(j, "rope_type", names[r->type]);
+  if (r->factor > 0.0)
+    cJSON_AddItemToObject(j, "factor", num(r->factor));
+  if (r->type == FSDPC_ROPE_LLAMA3) {
+    cJSON_AddItemToObject(j, "low_freq_factor", num(r->low_freq_factor));
+    cJSON_AddItemToObject(j, "high_freq_factor", num(r->high_freq_factor));
+  }
+  if (r->original_max_pos > 0)
+    cJSON_AddItemToObject(j, "original_max_position_embeddings", num(r->original_max_pos));
+  if (r->attention_factor > 0.0)
+    cJSON_AddItemToObject(j, "attention_factor", num(r->attention_factor));
+  if (r->type == FSDPC_ROPE_YARN) {
+    const char *k[] = {"beta_fast", "beta_slow", "mscale", "mscale_all_dim"};
+    double v[] = {r->beta_fast, r->beta_slow, r->mscale, r->mscale_all_dim};
+    for (int i = 0; i < 4; i++)
+      if (v[i] > 0.0)
+        cJSON_AddItemToObject(j, k[i], num(v[i]));
+    if (!r->truncate)
+      cJSON_AddFalseToObject(j, "truncate");
+  }
+  if (r->type == FSDPC_ROPE_LONGROPE) {
+    cJSON_AddItemToObject(j, "short_factor",
+                          cJSON_CreateDoubleArray(r->short_factor, r->n_factors));
+    cJSON_AddItemToObject(j, "long_factor", cJSON_CreateDoubleArray(r->long_factor, r->n_factors));
+  }
+}
+
+/* The family's own keys, as its config class spells what fsdpc computes. */
+static void add_family(cJSON *o, const fsdpc_model_shape *s, const fsdpc_family_info *fi) {
+  if (fi->reads & FSDPC_READS_ATTENTION_BIAS)
+    cJSON_AddBoolToObject(o, "attention_bias", s->bias_o);
+  if (fi->reads & FSDPC_READS_MLP_BIAS)
+    cJSON_AddBoolToObject(o, "mlp_bias", s->bias_mlp);
+  if (fi->reads & FSDPC_READS_WINDOW) {
+    if (s->window > 0)
+      cJSON_AddItemToObject(o, "sliding_window", num(s->window));
+    else
+      cJSON_AddNullToObject(o, "sliding_window");
+  }
+  if (fi->reads & FSDPC_READS_WINDOW_LAYERS) {
+    cJSON_AddBoolToObject(o, "use_sliding_window", s->window > 0);
+    if (s->window > 0) {
+      cJSON_AddItemToObject(o, "sliding_window", num(s->window));
+      cJSON *t = cJSON_AddArrayToObject(o, "layer_types");
+      for (int l = 0; l < s->L; l++)
+        cJSON_AddItemToArray(t, cJSON_CreateString(fsdpc__layer_window(s, l) ? "sliding_attention"
+                                                                             : "full_attention"));
+    }
+  }
+  if (fi->reads & FSDPC_READS_PARTIAL_ROTARY)
+    cJSON_AddItemToObject(o, "partial_rotary_factor", num((double)s->rope.dim / s->HD));
+  if (fi->reads & FSDPC_READS_MULTIPLIERS) {
+    cJSON_AddItemToObject(o, "embedding_multiplier", num(s->embed_mult));
+    cJSON_AddItemToObject(o, "residual_multiplier", num(s->resid_mult));
+    cJSON_AddItemToObject(o, "attention_multiplier", num(fsdpc__model_attn_scale(s)));
+    cJSON_AddItemToObject(o, "logits_scaling", num(s->logits_div));
+  }
+}
+
 static cJSON *hf_config_obj(const fsdpc_model_shape *s, int32_t dtype) {
+  const fsdpc_family_info *fi = fsdpc__family(s->family);
+  if (!fi)
+    fi = fsdpc__family(FSDPC_FAMILY_LLAMA);
   cJSON *o = cJSON_CreateObject();
   cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
-  cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
-  cJSON_AddStringToObject(o, "model_type", "llama");
+  cJSON_AddItemToArray(arch, cJSON_CreateString(fi->architecture));
+  cJSON_AddStringToObject(o, "model_type", fi->model_type);
   cJSON_AddItemToObject(o, "vocab_size", num(s->V));
   cJSON_AddItemToObject(o, "hidden_size", num(s->C));
   cJSON_AddItemToObject(o, "intermediate_size", num(s->F));
@@ -39,17 +111,8 @@ static cJSON *hf_config_obj(const fsdpc_model_shape *s, int32_t dtype) {
   char eps[32];
   snprintf(eps, sizeof eps, "%.9g", (double)s->eps);
   cJSON_AddItemToObject(o, "rms_norm_eps", num(strtod(eps, NULL)));
-  cJSON_AddItemToObject(o, "rope_theta", num(s->rope_theta));
-  if (s->rope_llama3) {
-    cJSON *r = cJSON_AddObjectToObject(o, "rope_scaling");
-    cJSON_AddStringToObject(r, "rope_type", "llama3");
-    cJSON_AddItemToObject(r, "factor", num(s->rope_factor));
-    cJSON_AddItemToObject(r, "low_freq_factor", num(s->rope_low_freq_factor));
-    cJSON_AddItemToObject(r, "high_freq_factor", num(s->rope_high_freq_factor));
-    cJSON_AddItemToObject(r, "original_max_position_embeddings", num(s->rope_original_max_pos));
-  } else {
-    cJSON_AddNullToObject(o, "rope_scaling");
-  }
+  cJSON_AddItemToObject(o, "rope_theta", num(s->rope.theta));
+  add_rope(o, s);
   cJSON_AddBoolToObject(o, "tie_word_embeddings", s->tied);
   if (s->bos_id >= 0)
     cJSON_AddItemToObject(o, "bos_token_id", num(s->bos_id));
@@ -60,11 +123,11 @@ static cJSON *hf_config_obj(const fsdpc_model_shape *s, int32_t dtype) {
   else
     cJSON_AddNullToObject(o, "eos_token_id");
   cJSON_AddStringToObject(o, "hidden_act", "silu");
-  cJSON_AddBoolToObject(o, "attention_bias", 0);
-  cJSON_AddBoolToObject(o, "mlp_bias", 0);
+  add_family(o, s, fi);
   cJSON_AddItemToObject(o, "attention_dropout", num(0.0));
   cJSON_AddItemToObject(o, "initializer_range", num(0.02));
-  cJSON_AddItemToObject(o, "pretraining_tp", num(1));
+  if (s->family == FSDPC_FAMILY_LLAMA)
+    cJSON_AddItemToObject(o, "pretraining_tp", num(1));
   cJSON_AddBoolToObject(o, "use_cache", 1);
   cJSON_AddStringToObject(o, "torch_dtype", dtype == FSDPC_DTYPE_BF16 ? "bfloat16" : "float32");
   return o;

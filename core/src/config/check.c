@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "config/meta.h"
+#include "model/family.h"
 
 static const fsdpc_key_src *src_of(const fsdpc_config *c, const char *path) {
   int ki;
@@ -78,28 +79,37 @@ static fsdpc_status derive(fsdpc_config *c, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
-/* peft.target_modules: PEFT's module names of the Llama projections. */
+/* peft.target_modules: PEFT's module names of the family's projections
+ * (Phi-3's fused ones are qkv_proj and gate_up_proj). */
 static fsdpc_status check_peft(const fsdpc_config *c, fsdpc_err *err) {
-  static const char *const known[] = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
+  static const char *const split[] = {"q_proj",    "k_proj",  "v_proj",    "o_proj",
                                       "gate_proj", "up_proj", "down_proj", "all-linear"};
+  static const char *const fused[] = {"qkv_proj", "o_proj", "gate_up_proj", "down_proj",
+                                      "all-linear"};
+  const fsdpc_family_info *fi = fsdpc__family(c->model.model_type);
+  const int is_fused = fi && fi->fused;
+  const char *const *known = is_fused ? fused : split;
+  const size_t n_known = is_fused ? sizeof fused / sizeof fused[0] : sizeof split / sizeof split[0];
+  const char *names = is_fused ? "qkv_proj, o_proj, gate_up_proj, down_proj or all-linear"
+                               : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj "
+                                 "or all-linear";
   const fsdpc_strlist *t = &c->peft.target_modules;
   if (c->peft.method == FSDPC_PEFT_NONE)
     return FSDPC_OK;
   if (t->n == 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: peft.target_modules is empty; name the projections that get "
-                       "adapters (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj "
-                       "or all-linear)",
-                       where_of(c, "peft.target_modules"));
+                       "adapters (%s)",
+                       where_of(c, "peft.target_modules"), names);
   for (int i = 0; i < t->n; i++) {
     size_t k = 0;
-    while (k < sizeof known / sizeof known[0] && strcmp(known[k], t->items[i]) != 0)
+    while (k < n_known && strcmp(known[k], t->items[i]) != 0)
       k++;
-    if (k == sizeof known / sizeof known[0])
+    if (k == n_known)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "%s: peft.target_modules: unknown module '%s'; use q_proj, k_proj, "
-                         "v_proj, o_proj, gate_proj, up_proj, down_proj or all-linear",
-                         where_of(c, "peft.target_modules"), t->items[i]);
+                         "%s: peft.target_modules: model_type %s has no module '%s'; use %s",
+                         where_of(c, "peft.target_modules"), fi ? fi->model_type : "?", t->items[i],
+                         names);
     for (int j = 0; j < i; j++)
       if (strcmp(t->items[j], t->items[i]) == 0)
         return fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -151,6 +161,7 @@ static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
                        "frozen in their compute dtype; train new adapters on a merged folder "
                        "(peft.merge_on_save) instead",
                        where_of(c, "model.adapter"));
+  FSDPC_TRY(fsdpc__family_check_config(c, where_of, err));
   return check_peft(c, err);
 }
 

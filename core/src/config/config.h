@@ -54,7 +54,15 @@ enum { FSDPC_STATE_DICT_FULL = 0, FSDPC_STATE_DICT_SHARDED = 1 };    /* fsdp.sta
 /* fsdp.activation_checkpointing_policy; also the run plan's and the model's
  * activation_checkpointing level (0 = off). */
 enum { FSDPC_AC_FULL = 1, FSDPC_AC_SAVE_MLP = 2 };
-enum { FSDPC_ROPE_SCALING_NONE = 0, FSDPC_ROPE_SCALING_LLAMA3 = 1 }; /* model.rope_scaling.type */
+/* model.rope_scaling.type: the numbers are ops.h's FSDPC_ROPE_* */
+enum {
+  FSDPC_ROPE_SCALING_NONE = 0,
+  FSDPC_ROPE_SCALING_LLAMA3 = 1,
+  FSDPC_ROPE_SCALING_LINEAR = 2,
+  FSDPC_ROPE_SCALING_DYNAMIC = 3,
+  FSDPC_ROPE_SCALING_YARN = 4,
+  FSDPC_ROPE_SCALING_LONGROPE = 5
+};
 enum { FSDPC_SCHED_CONSTANT = 0, FSDPC_SCHED_LINEAR = 1, FSDPC_SCHED_COSINE = 2 };
 enum { FSDPC_PROGRESS_AUTO = 0, FSDPC_PROGRESS_ON = 1, FSDPC_PROGRESS_OFF = 2 };
 
@@ -81,8 +89,20 @@ typedef struct fsdpc_config_model {
     int type; /* FSDPC_ROPE_SCALING_* */
     double factor, low_freq_factor, high_freq_factor;
     int64_t original_max_position_embeddings;
+    double attention_factor, beta_fast, beta_slow, mscale, mscale_all_dim; /* yarn; 0 = unset */
+    bool truncate;                                                         /* yarn */
+    fsdpc_strlist short_factor, long_factor;                               /* longrope */
   } rope_scaling;
   bool tie_word_embeddings;
+  /* The family and its switches (model/family.h): keys named as config.json's. */
+  int model_type; /* FSDPC_FAMILY_* */
+  bool attention_bias, mlp_bias;
+  int64_t sliding_window;    /* tokens; 0 = none; -1 = the family's default */
+  bool use_sliding_window;   /* Qwen2, Qwen3 */
+  int64_t max_window_layers; /* Qwen2, Qwen3: layers before it attend fully; -1 = default */
+  fsdpc_strlist layer_types; /* full_attention / sliding_attention per layer; [] = derived */
+  double partial_rotary_factor;
+  double embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling;
   int64_t bos_token_id, eos_token_id; /* -1 = none */
   struct {
     char *from; /* checkpoint to start from; "" = random init */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config/meta.h"
+#include "model/family.h"
 #include "model/hf_rules.h"
 #include "util/fs.h"
 
@@ -110,6 +111,65 @@ static bool json_text(const cJSON *v, char *buf, size_t cap, bool *bad) {
   return true;
 }
 
+/* The config.json field of schema key hf, *name set to where it was found:
+ * older configs say rope_scaling.type where newer ones say rope_type;
+ * transformers >= 5 writes rope_theta, partial_rotary_factor and the
+ * scaling fields into one rope_parameters object; Phi-3 keeps
+ * original_max_position_embeddings at the top level. */
+static const cJSON *hf_field(const cJSON *root, const char *hf, char *alt, size_t cap,
+                             const char **name) {
+  const cJSON *v = field(root, hf);
+  *name = hf;
+  if (v)
+    return v;
+  if (strcmp(hf, "rope_scaling.rope_type") == 0 && (v = field(root, "rope_scaling.type"))) {
+    *name = "rope_scaling.type";
+    return v;
+  }
+  int scaling = strncmp(hf, "rope_scaling.", 13) == 0;
+  if (scaling || strcmp(hf, "rope_theta") == 0 || strcmp(hf, "partial_rotary_factor") == 0) {
+    snprintf(alt, cap, "rope_parameters.%s", scaling ? hf + 13 : hf);
+    if ((v = field(root, alt))) {
+      *name = alt;
+      return v;
+    }
+  }
+  if (strcmp(hf, "rope_scaling.original_max_position_embeddings") == 0 &&
+      (v = field(root, "original_max_position_embeddings")))
+    *name = "original_max_position_embeddings";
+  return v;
+}
+
+/* Sets key i from JSON value v: a list key takes the whole array (JSON is
+ * YAML's flow syntax), a scalar key a scalar (the first item of an array:
+ * eos_token_id may list several ids). sliding_window null means no window
+ * (not the family's default); other nulls leave the default. */
+static fsdpc_status set_from_json(fsdpc_cfg_ctx *ctx, int i, const fsdpc_cfg_key *k,
+                                  const cJSON *v) {
+  if (k->type == FSDPC_CFG_STRINGS && cJSON_IsArray(v)) {
+    char *text = cJSON_PrintUnformatted(v);
+    if (!text)
+      return fsdpc__fail(ctx->err, FSDPC_SYSTEM_ERROR, "out of memory");
+    fsdpc_status st = fsdpc__cfg_set_text(ctx, i, text);
+    cJSON_free(text);
+    return st;
+  }
+  char value[512];
+  bool bad;
+  if (cJSON_IsNull(v) && strcmp(k->hf, "sliding_window") == 0)
+    return fsdpc__cfg_set_text(ctx, i, "0");
+  if (!json_text(v, value, sizeof value, &bad)) {
+    if (bad)
+      return fsdpc__fail(ctx->err, FSDPC_INVALID_USAGE,
+                         "%s: %s: expected a single value, got a JSON object", ctx->fixed, k->path);
+    return FSDPC_OK;
+  }
+  /* HF calls plain RoPE "default". */
+  if (k->type == FSDPC_CFG_ENUM && strcmp(value, "default") == 0)
+    snprintf(value, sizeof value, "none");
+  return fsdpc__cfg_set_text(ctx, i, value);
+}
+
 fsdpc_status fsdpc__cfg_read_hf(fsdpc_config *c, fsdpc_err *err) {
   char where_cfg[600], path[4096];
   fsdpc__config_where(c, "model.config", where_cfg, sizeof where_cfg);
@@ -147,39 +207,19 @@ fsdpc_status fsdpc__cfg_read_hf(fsdpc_config *c, fsdpc_err *err) {
   const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
   for (int i = 0; i < n && status == FSDPC_OK; i++) {
     const fsdpc_cfg_key *k = &keys[i];
-    if (!k->hf || c->meta->keys[i].set)
+    /* model_type comes first: the family decides which keys it reads (a
+     * key of another family is ignored, as transformers ignores it). */
+    if (!k->hf || c->meta->keys[i].set || !fsdpc__family_reads_hf(c->model.model_type, k->hf))
       continue;
     const char *name = k->hf;
-    const cJSON *v = field(root, name);
-    /* Older configs say rope_scaling.type where newer ones say rope_type. */
-    if (!v && strcmp(name, "rope_scaling.rope_type") == 0) {
-      name = "rope_scaling.type";
-      v = field(root, name);
-    }
-    /* transformers >= 5 writes rope_theta and the scaling fields into one
-     * rope_parameters object. */
     char alt[128];
-    if (!v && (strncmp(k->hf, "rope_scaling.", 13) == 0 || strcmp(k->hf, "rope_theta") == 0)) {
-      snprintf(alt, sizeof alt, "rope_parameters.%s",
-               strncmp(k->hf, "rope_scaling.", 13) == 0 ? k->hf + 13 : k->hf);
-      if ((v = field(root, alt))) name = alt;
-    }
+    const cJSON *v = hf_field(root, k->hf, alt, sizeof alt, &name);
     if (!v)
       continue;
-    char value[512], where[4500];
-    bool bad;
+    char where[4500];
     snprintf(where, sizeof where, "%s field '%s'", path, name);
-    if (!json_text(v, value, sizeof value, &bad)) {
-      if (bad)
-        status = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                             "%s: %s: expected a single value, got a JSON object", where, k->path);
-      continue;
-    }
-    /* HF calls plain RoPE "default". */
-    if (k->type == FSDPC_CFG_ENUM && strcmp(value, "default") == 0)
-      snprintf(value, sizeof value, "none");
     fsdpc_cfg_ctx ctx = {c, path, where, err};
-    status = fsdpc__cfg_set_text(&ctx, i, value);
+    status = set_from_json(&ctx, i, k, v);
   }
 out:
   cJSON_Delete(root);

@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+#include "model/llama.h"
+
 /* Offset of field f, checked at compile time to have C type T, so a row can
  * never point at a field of the wrong type. */
 #define FIELD_(f, T) _Generic(((fsdpc_config *)0)->f, T : offsetof(fsdpc_config, f))
@@ -74,8 +76,19 @@ static const fsdpc_cfg_enum_item ac_policy_values[] = {
 /* fsdp.keep_params: -1 = auto, else FSDPC_KEEP_* of fsdp/program.h */
 static const fsdpc_cfg_enum_item keep_values[] = {
     {"auto", -1}, {"none", 0}, {"first", 1}, {"all", 2}, {NULL, 0}};
-static const fsdpc_cfg_enum_item rope_values[] = {
-    {"none", FSDPC_ROPE_SCALING_NONE}, {"llama3", FSDPC_ROPE_SCALING_LLAMA3}, {NULL, 0}};
+static const fsdpc_cfg_enum_item rope_values[] = {{"none", FSDPC_ROPE_SCALING_NONE},
+                                                  {"llama3", FSDPC_ROPE_SCALING_LLAMA3},
+                                                  {"linear", FSDPC_ROPE_SCALING_LINEAR},
+                                                  {"dynamic", FSDPC_ROPE_SCALING_DYNAMIC},
+                                                  {"yarn", FSDPC_ROPE_SCALING_YARN},
+                                                  {"longrope", FSDPC_ROPE_SCALING_LONGROPE},
+                                                  {NULL, 0}};
+/* model.model_type: the families of model/family.c */
+static const fsdpc_cfg_enum_item family_values[] = {
+    {"llama", FSDPC_FAMILY_LLAMA},     {"mistral", FSDPC_FAMILY_MISTRAL},
+    {"qwen2", FSDPC_FAMILY_QWEN2},     {"qwen3", FSDPC_FAMILY_QWEN3},
+    {"phi3", FSDPC_FAMILY_PHI3},       {"olmo2", FSDPC_FAMILY_OLMO2},
+    {"granite", FSDPC_FAMILY_GRANITE}, {NULL, 0}};
 static const fsdpc_cfg_enum_item sched_values[] = {{"constant", FSDPC_SCHED_CONSTANT},
                                                    {"linear", FSDPC_SCHED_LINEAR},
                                                    {"cosine", FSDPC_SCHED_COSINE},
@@ -122,6 +135,9 @@ static const fsdpc_cfg_key keys[] = {
           "here: the shape only, the weights start random (said at start; model.from takes the "
           "weights too); \"\" = none",
           NONE_),
+    ENUM_("model.model_type", model.model_type, "llama", family_values,
+          "decoder family (docs/model.md): its tensor names and the switches it fixes",
+          HF_("model_type")),
     INT_("model.vocab_size", model.vocab_size, NULL, "vocabulary size", .min = 1, .max = 1 << 24,
          .flags = REQ_ | FSDPC_CFG_HAS_MAX, HF_("vocab_size")),
     INT_("model.hidden_size", model.hidden_size, NULL, "width of the residual stream", .min = 1,
@@ -158,10 +174,66 @@ static const fsdpc_cfg_key keys[] = {
            "llama3 high-frequency factor", GT_(0), HF_("rope_scaling.high_freq_factor")),
     INT_("model.rope_scaling.original_max_position_embeddings",
          model.rope_scaling.original_max_position_embeddings, "8192",
-         "context length the model was pre-trained with (llama3 scaling)", MIN_(1),
-         HF_("rope_scaling.original_max_position_embeddings")),
+         "context length the model was pre-trained with (llama3; yarn and longrope: "
+         "max_position_embeddings when unset)",
+         MIN_(1), HF_("rope_scaling.original_max_position_embeddings")),
+    FLOAT_("model.rope_scaling.attention_factor", model.rope_scaling.attention_factor, "0",
+           "yarn/longrope scale of cos and sin; 0 = derived from the factor", MIN_(0),
+           HF_("rope_scaling.attention_factor")),
+    FLOAT_("model.rope_scaling.beta_fast", model.rope_scaling.beta_fast, "0",
+           "yarn: rotations where extrapolation starts; 0 = 32", MIN_(0),
+           HF_("rope_scaling.beta_fast")),
+    FLOAT_("model.rope_scaling.beta_slow", model.rope_scaling.beta_slow, "0",
+           "yarn: rotations where interpolation ends; 0 = 1", MIN_(0),
+           HF_("rope_scaling.beta_slow")),
+    FLOAT_("model.rope_scaling.mscale", model.rope_scaling.mscale, "0",
+           "yarn: attention factor numerator scale; 0 = unset", MIN_(0),
+           HF_("rope_scaling.mscale")),
+    FLOAT_("model.rope_scaling.mscale_all_dim", model.rope_scaling.mscale_all_dim, "0",
+           "yarn: attention factor denominator scale; 0 = unset", MIN_(0),
+           HF_("rope_scaling.mscale_all_dim")),
+    BOOL_("model.rope_scaling.truncate", model.rope_scaling.truncate, "true",
+          "yarn: round the correction range to whole dims", HF_("rope_scaling.truncate")),
+    STRS_("model.rope_scaling.short_factor", model.rope_scaling.short_factor, "[]",
+          "longrope: per-frequency factors (rotary dims / 2 numbers) for short sequences",
+          HF_("rope_scaling.short_factor")),
+    STRS_("model.rope_scaling.long_factor", model.rope_scaling.long_factor, "[]",
+          "longrope: per-frequency factors for sequences past original_max_position_embeddings",
+          HF_("rope_scaling.long_factor")),
     BOOL_("model.tie_word_embeddings", model.tie_word_embeddings, "false",
           "lm_head shares the embedding matrix", HF_("tie_word_embeddings")),
+    BOOL_("model.attention_bias", model.attention_bias, "false",
+          "q/k/v/o projection biases (llama, qwen3, olmo2, granite; qwen2 always has q/k/v "
+          "biases)",
+          HF_("attention_bias")),
+    BOOL_("model.mlp_bias", model.mlp_bias, "false",
+          "gate/up/down projection biases (llama, granite)", HF_("mlp_bias")),
+    INT_("model.sliding_window", model.sliding_window, "-1",
+         "sliding attention window in tokens (mistral, phi3; qwen2/qwen3 with "
+         "use_sliding_window); 0 = none; -1 = the family's default",
+         MIN_(-1), HF_("sliding_window")),
+    BOOL_("model.use_sliding_window", model.use_sliding_window, "false",
+          "qwen2/qwen3: the layers from max_window_layers on use sliding_window",
+          HF_("use_sliding_window")),
+    INT_("model.max_window_layers", model.max_window_layers, "-1",
+         "qwen2/qwen3: layers below it attend fully; -1 = the family's default (28)", MIN_(-1),
+         HF_("max_window_layers")),
+    STRS_("model.layer_types", model.layer_types, "[]",
+          "full_attention or sliding_attention per layer (qwen2/qwen3); [] = derived",
+          HF_("layer_types")),
+    FLOAT_("model.partial_rotary_factor", model.partial_rotary_factor, "1",
+           "phi3: fraction of each head's dims that RoPE turns", RANGE_(0, 1),
+           HF_("partial_rotary_factor")),
+    FLOAT_("model.embedding_multiplier", model.embedding_multiplier, "1",
+           "granite: embeddings are scaled by it", GT_(0), HF_("embedding_multiplier")),
+    FLOAT_("model.residual_multiplier", model.residual_multiplier, "1",
+           "granite: attention and MLP outputs are scaled by it before the residual add", GT_(0),
+           HF_("residual_multiplier")),
+    FLOAT_("model.attention_multiplier", model.attention_multiplier, "1",
+           "granite: the attention softmax scale (instead of 1/sqrt(head_dim))", GT_(0),
+           HF_("attention_multiplier")),
+    FLOAT_("model.logits_scaling", model.logits_scaling, "1", "granite: logits are divided by it",
+           GT_(0), HF_("logits_scaling")),
     INT_("model.bos_token_id", model.bos_token_id, "-1", "beginning-of-sequence token; -1 = none",
          MIN_(-1), HF_("bos_token_id")),
     INT_("model.eos_token_id", model.eos_token_id, "-1",

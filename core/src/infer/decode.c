@@ -1,21 +1,23 @@
 /* The KV-cache decoder (see infer.h): prefill through the training model's
  * forward, then one token per row per step through the ops table.
  *
- *   step, per layer l (rows b = 0..B-1, each at its own position pos[b]):
- *     ln  = rmsnorm(x) * w_ln1
- *     q, k, v = ln @ Wq^T, ln @ Wk^T, ln @ Wv^T; RoPE at pos
+ *   step, per layer l (rows b = 0..B-1, each at its own position pos[b]),
+ *   the training layer's op sequence (model/layer_fwd.c) around:
+ *     q, k, v of x (norms, biases, q/k norms, RoPE at pos)
  *     kc[l][b, pos[b]], vc[l][b, pos[b]] = k[b], v[b]
- *     att = attention of q[b] over kc[l][b, 0..pos[b]]
- *     x  += att @ Wo^T
- *     x  += (silu(ln2 @ Wgate^T) * (ln2 @ Wup^T)) @ Wdown^T,  ln2 = rmsnorm(x)
- *   logits = rmsnorm(x) * w_norm @ Whead^T */
+ *     att = attention of q[b] over kc[l][b, 0..pos[b]] (its last window
+ *           positions in a sliding-window layer)
+ *     h = x + ...(att), x = h + MLP(h)
+ *   logits = rmsnorm(x) * w_norm @ Whead^T (/ logits_div) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "infer/infer.h"
 #include "model/ctx.h"
+#include "model/family.h"
 #include "model/lora.h"
+#include "ops/cpu/ops_cpu.h"
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/graph.h"
 #endif
@@ -32,10 +34,12 @@ struct fsdpc_decoder {
   int *len;                                         /* (B) host: tokens in each row's cache */
   int32_t *h_pos;                                   /* (B) host staging */
   void **kc, **vc;                                  /* (L) of (B, maxT, KD) */
-  float *rope_cos, *rope_sin;                       /* (max_pos, HD/2) */
+  float *rope_cos, *rope_sin;                       /* (max_pos, rope.dim/2) */
+  int rope_long;                                    /* longrope's long factors in the tables */
   int32_t *pos, *tokens;                            /* (B) device */
-  void *x, *ln, *q, *k, *v, *att, *gate, *up, *act; /* (B, C|QD|KD|F) */
-  float *rstd;                                      /* (B) */
+  void *x, *h, *ln, *q, *k, *v, *att, *gate, *up, *act; /* (B, C|QD|KD|F) */
+  void *qr, *kr, *o, *dn;                               /* the switches' (B, QD|KD|C) */
+  float *rstd;                                          /* (B * NH) */
   float *logits;                                    /* (B, V) device */
   fsdpc_lora lora;                                  /* LoRA (model/lora.h), r = 0 when none */
   void *lora_u;                                     /* (B, r) */
@@ -52,18 +56,28 @@ typedef struct dbuf {
   size_t bytes;
 } dbuf;
 
+static size_t one_at_least(size_t n) {
+  return n ? n : 1;
+}
+
 static int list_bufs(fsdpc_decoder *d, dbuf *b) {
   const fsdpc_model_shape *s = &d->s;
   size_t a = d->ops->act_size, B = (size_t)d->B, C = (size_t)s->C, F = (size_t)s->F;
   size_t QD = (size_t)s->NH * s->HD, KD = (size_t)s->KVH * s->HD;
-  size_t rope = (size_t)s->max_pos * (size_t)(s->HD / 2) * sizeof(float);
+  size_t rope = (size_t)s->max_pos * (size_t)(s->rope.dim / 2) * sizeof(float);
+  size_t qk = s->qk_norm ? 1 : 0, tmp = s->norm_post || s->resid_mult != 1.0f ? 1 : 0;
   int n = 0;
-#define B_(f, sz) b[n++] = (dbuf){(void **)&d->f, (sz)}
+#define B_(f, sz) b[n++] = (dbuf){(void **)&d->f, one_at_least(sz)}
   B_(rope_cos, rope);
   B_(rope_sin, rope);
   B_(pos, B * sizeof(int32_t));
   B_(tokens, B * sizeof(int32_t));
   B_(x, B * C * a);
+  B_(h, B * C * a);
+  B_(qr, qk * B * QD * a);
+  B_(kr, qk * B * KD * a);
+  B_(o, tmp * B * C * a);
+  B_(dn, tmp * B * C * a);
   B_(ln, B * C * a);
   B_(q, B * QD * a);
   B_(k, B * KD * a);
@@ -72,7 +86,7 @@ static int list_bufs(fsdpc_decoder *d, dbuf *b) {
   B_(gate, B * F * a);
   B_(up, B * F * a);
   B_(act, B * F * a);
-  B_(rstd, B * sizeof(float));
+  B_(rstd, B * (size_t)s->NH * sizeof(float));
   B_(logits, B * (size_t)s->V * sizeof(float));
   if (d->lora.r)
     B_(lora_u, B * (size_t)d->lora.r * a);
@@ -88,7 +102,7 @@ static size_t cache_bytes(const fsdpc_decoder *d) {
 void fsdpc__decoder_destroy(fsdpc_decoder *d) {
   if (!d)
     return;
-  dbuf b[24];
+  dbuf b[32];
   int n = list_bufs(d, b);
   for (int i = 0; i < n; i++)
     if (*b[i].slot)
@@ -141,7 +155,7 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
   fsdpc_status st = FSDPC_OK;
   if (!d->len || !d->h_pos || !d->kc || !d->vc)
     goto oom;
-  dbuf b[24];
+  dbuf b[32];
   int n = list_bufs(d, b);
   for (int i = 0; i < n; i++)
     if (!(*b[i].slot = ops->alloc(d->dev, FSDPC_MEM_ACTIVATIONS, b[i].bytes)))
@@ -150,9 +164,7 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
     if (!(d->kc[l] = ops->alloc(d->dev, FSDPC_MEM_ACTIVATIONS, cache_bytes(d))) ||
         !(d->vc[l] = ops->alloc(d->dev, FSDPC_MEM_ACTIVATIONS, cache_bytes(d))))
       goto oom;
-  st = ops->rope_tables(d->dev, d->rope_cos, d->rope_sin, s->max_pos, s->HD, s->rope_theta,
-                        s->rope_llama3, s->rope_factor, s->rope_low_freq_factor,
-                        s->rope_high_freq_factor, s->rope_original_max_pos, err);
+  st = ops->rope_tables(d->dev, d->rope_cos, d->rope_sin, &s->rope, s->max_pos, 0, err);
   if (st != FSDPC_OK) {
     fsdpc__decoder_destroy(d);
     return st;
@@ -183,6 +195,8 @@ static fsdpc_status wdone(const fsdpc_infer_weights *w, int b, fsdpc_err *err) {
 
 /* logits (device (B, V)) from d->ln rows, downloaded to out (unless NULL). */
 static fsdpc_status head_logits(fsdpc_decoder *d, const void *head_w, float *out, fsdpc_err *err) {
+  if (d->s.logits_div != 1.0f)
+    OP(scale, d->ln, (size_t)d->B * d->s.C, 1.0f / d->s.logits_div, err);
   OP(logits, d->logits, d->ln, head_w, d->B, d->s.C, d->s.V, err);
   if (out)
     OP(download, out, d->logits, (size_t)d->B * d->s.V * sizeof(float), err);
@@ -276,37 +290,57 @@ fsdpc_status fsdpc__decoder_prefill(fsdpc_decoder *d, const fsdpc_infer_weights 
   return st;
 }
 
-/* LoRA on projection j of a one-token step (a no-op without adapters). */
-#define LORA(j, y, x)                                                                              \
-  if (d->lora.r)                                                                                   \
-  FSDPC_TRY(fsdpc__lora_apply(d->ops, &d->lora, j, s, w, y, x, B, d->lora_u, err))
+typedef struct lora_arg {
+  fsdpc_decoder *d;
+  const fsdpc_layer_w *w;
+} lora_arg;
 
-static fsdpc_status step_layer(fsdpc_decoder *d, int l, const fsdpc_layer_w *w, fsdpc_err *err) {
+/* LoRA on projection j of a one-token step. */
+static fsdpc_status lora_hook(void *ctx, int j, void *const *ys, const void *x, fsdpc_err *err) {
+  lora_arg *a = ctx;
+  fsdpc_decoder *d = a->d;
+  return fsdpc__lora_apply(d->ops, &d->lora, j, &d->s, a->w, ys, x, d->B, d->lora_u, err);
+}
+
+static fsdpc_status step_layer(fsdpc_decoder *d, int l, const fsdpc_layer_w *w0, fsdpc_err *err) {
   const fsdpc_model_shape *s = &d->s;
-  int B = d->B, C = s->C, F = s->F, QD = s->NH * s->HD, KD = s->KVH * s->HD, P = s->max_pos;
-  OP(rmsnorm_fwd, d->ln, d->rstd, d->x, w->ln1, B, C, s->eps, err);
-  OP(matmul_fwd, d->q, d->ln, w->wq, NULL, B, C, QD, err);
-  OP(matmul_fwd, d->k, d->ln, w->wk, NULL, B, C, KD, err);
-  OP(matmul_fwd, d->v, d->ln, w->wv, NULL, B, C, KD, err);
-  LORA(0, d->q, d->ln);
-  LORA(1, d->k, d->ln);
-  LORA(2, d->v, d->ln);
-  OP(rope_fwd, d->q, d->rope_cos, d->rope_sin, d->pos, B, s->NH, s->HD, P, err);
-  OP(rope_fwd, d->k, d->rope_cos, d->rope_sin, d->pos, B, s->KVH, s->HD, P, err);
+  int B = d->B, KD = s->KVH * s->HD;
+  fsdpc_layer_w w;
+  fsdpc__layer_split(s, d->ops->act_size, w0, &w);
+  lora_arg la = {d, &w};
+  fsdpc_layer_io io = {.N = B,
+                       .x = d->x,
+                       .out = d->x,
+                       .a = {.ln1 = d->ln,
+                             .rstd1 = d->rstd,
+                             .q = d->q,
+                             .k = d->k,
+                             .v = d->v,
+                             .attn = d->att,
+                             .h = d->h,
+                             .ln2 = d->ln,
+                             .rstd2 = d->rstd,
+                             .gate = d->gate,
+                             .up = d->up,
+                             .act = d->act,
+                             .qr = d->qr,
+                             .kr = d->kr,
+                             .rstdq = d->rstd,
+                             .rstdk = d->rstd,
+                             .o = d->o,
+                             .rstdo = d->rstd,
+                             .dn = d->dn,
+                             .rstdd = d->rstd},
+                       .pos = d->pos,
+                       .cos = d->rope_cos,
+                       .sin = d->rope_sin,
+                       .lora = d->lora.r ? lora_hook : NULL,
+                       .lora_ctx = &la};
+  FSDPC_TRY(fsdpc__layer_qkv(d->ops, s, &w, &io, err));
   OP(kv_store, d->kc[l], d->vc[l], d->k, d->v, d->pos, B, 1, d->maxT, KD, err);
   OP(attn_cached, d->att, d->q, d->kc[l], d->vc[l], d->pos, B, 1, s->NH, s->KVH, s->HD, d->maxT,
-     (float)(1.0 / sqrt((double)s->HD)), err);
-  OP(matmul_fwd, d->x, d->att, w->wo, d->x, B, QD, C, err); /* x += att @ Wo^T */
-  LORA(3, d->x, d->att);
-  OP(rmsnorm_fwd, d->ln, d->rstd, d->x, w->ln2, B, C, s->eps, err);
-  OP(matmul_fwd, d->gate, d->ln, w->wgate, NULL, B, C, F, err);
-  OP(matmul_fwd, d->up, d->ln, w->wup, NULL, B, C, F, err);
-  LORA(4, d->gate, d->ln);
-  LORA(5, d->up, d->ln);
-  OP(swiglu_fwd, d->act, d->gate, d->up, B, F, err);
-  OP(matmul_fwd, d->x, d->act, w->wdown, d->x, B, F, C, err); /* x += act @ Wdown^T */
-  LORA(6, d->x, d->act);
-  return FSDPC_OK;
+     fsdpc__model_attn_scale(s), fsdpc__layer_window(s, l), err);
+  return fsdpc__layer_out(d->ops, s, &w, &io, err);
 }
 
 /* The step after the uploads: embedding, layers, head logits (device). */
@@ -315,6 +349,8 @@ static fsdpc_status step_body(fsdpc_decoder *d, const fsdpc_infer_weights *w, fs
   void *base[FSDPC_P_NKIND];
   FSDPC_TRY(wblock(w, 0, base, err));
   OP(embedding_fwd, d->x, d->tokens, base[FSDPC_P_EMBED], d->B, s->C, s->V, err);
+  if (s->embed_mult != 1.0f)
+    OP(scale, d->x, (size_t)d->B * s->C, s->embed_mult, err);
   FSDPC_TRY(wdone(w, 0, err));
   for (int l = 0; l < s->L; l++) {
     fsdpc_layer_w lw;
@@ -356,6 +392,21 @@ static fsdpc_status run_step(fsdpc_decoder *d, const fsdpc_infer_weights *w, fsd
   return step_body(d, w, err);
 }
 
+/* longrope: transformers picks the long factors for a forward whose
+ * largest position + 1 passes original_max_position_embeddings (the cache
+ * keeps the keys rotated before); the tables are made again, outside any
+ * recorded graph, when that changes. */
+static fsdpc_status rope_for_step(fsdpc_decoder *d, fsdpc_err *err) {
+  int last = 0;
+  for (int b = 0; b < d->B; b++)
+    last = d->h_pos[b] > last ? d->h_pos[b] : last;
+  int want = fsdpc__rope_uses_long(&d->s.rope, last + 1);
+  if (want == d->rope_long)
+    return FSDPC_OK;
+  d->rope_long = want;
+  return d->ops->rope_tables(d->dev, d->rope_cos, d->rope_sin, &d->s.rope, d->s.max_pos, want, err);
+}
+
 fsdpc_status fsdpc__decoder_step(fsdpc_decoder *d, const fsdpc_infer_weights *w,
                                  const int32_t *tokens, float *logits, fsdpc_err *err) {
   const fsdpc_model_shape *s = &d->s;
@@ -368,6 +419,7 @@ fsdpc_status fsdpc__decoder_step(fsdpc_decoder *d, const fsdpc_infer_weights *w,
                          tokens[b], s->V);
     d->h_pos[b] = d->len[b];
   }
+  FSDPC_TRY(rope_for_step(d, err));
   OP(upload, d->pos, d->h_pos, (size_t)d->B * sizeof(int32_t), err);
   OP(upload, d->tokens, tokens, (size_t)d->B * sizeof(int32_t), err);
   FSDPC_TRY(run_step(d, w, err));

@@ -1,5 +1,8 @@
 /* The embedding block and the head block (final RMSNorm, lm_head, fused
  * cross-entropy), forward and backward side by side, through the ops table.
+ * Granite's multipliers: embeddings times embed_mult; logits divided by
+ * logits_div, done on the normed input of the lm_head (x W^T / d = (x / d)
+ * W^T), so the fused cross-entropy needs no parameter for it.
  * Parameter gradients +=, activation gradients =. */
 #include "model/ctx.h"
 
@@ -13,12 +16,16 @@ fsdpc_status fsdpc__model_embed_fwd(fsdpc_model_ctx *m, const void *wte, fsdpc_e
                          "(model.vocab_size %d)",
                          m->h_tokens[i], i, m->s.V);
   OP(embedding_fwd, m->resid[0], m->tokens, wte, m->N, m->s.C, m->s.V, err);
+  if (m->s.embed_mult != 1.0f)
+    OP(scale, m->resid[0], (size_t)m->N * m->s.C, m->s.embed_mult, err);
   return FSDPC_OK;
 }
 
 fsdpc_status fsdpc__model_embed_bwd(fsdpc_model_ctx *m, float *dwte, fsdpc_err *err) {
   if (!dwte)
     return FSDPC_OK; /* frozen */
+  if (m->s.embed_mult != 1.0f) /* d(resid[0]) is read here last */
+    OP(scale, m->dres, (size_t)m->N * m->s.C, m->s.embed_mult, err);
   OP(embedding_bwd, dwte, m->dres, m->tokens, m->N, m->s.C, m->s.V, err);
   return FSDPC_OK;
 }
@@ -31,6 +38,8 @@ static fsdpc_status head_work(fsdpc_model_ctx *m, const void *norm_w, const void
   const void *x = m->resid[s->L];
   int bwd = grad_scale != 0.0f;
   OP(rmsnorm_fwd, m->xn, m->rstdf, x, norm_w, N, C, s->eps, err);
+  if (s->logits_div != 1.0f)
+    OP(scale, m->xn, (size_t)N * C, 1.0f / s->logits_div, err);
   OP(lmhead_xent, m->loss2, bwd ? m->dtmp : NULL, bwd ? dhead_w : NULL, m->xn, head_w, m->labels, N,
      C, s->V, grad_scale, m->chunk_rows, m->logits_bf16, m->xent_scratch, m->xent_scratch_bytes,
      err);
@@ -38,6 +47,8 @@ static fsdpc_status head_work(fsdpc_model_ctx *m, const void *norm_w, const void
     OP(memset0, m->dnorm_sink, (size_t)C * sizeof(float), err);
     dnorm_w = m->dnorm_sink;
   }
+  if (bwd && s->logits_div != 1.0f)
+    OP(scale, m->dtmp, (size_t)N * C, 1.0f / s->logits_div, err);
   if (bwd) OP(rmsnorm_bwd, m->dres, dnorm_w, m->dtmp, x, norm_w, m->rstdf, N, C, err);
   return FSDPC_OK;
 }
@@ -119,6 +130,8 @@ fsdpc_status fsdpc__model_logits_at(fsdpc_model_ctx *m, int pos, const void *nor
   for (int b = 0; b < m->B; b++) {
     const char *x = (const char *)m->resid[s->L] + ((size_t)b * m->T + pos) * C * act;
     OP(rmsnorm_fwd, m->xn, m->rstdf, x, norm_w, 1, (int)C, s->eps, err);
+    if (s->logits_div != 1.0f)
+      OP(scale, m->xn, C, 1.0f / s->logits_div, err);
     OP(logits, row, m->xn, head_w, 1, (int)C, s->V, err);
     OP(download, out + (size_t)b * s->V, row, vb, err);
   }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model/ctx.h"
+#include "ops/cpu/ops_cpu.h"
 #include "plugin/call.h"
 
 fsdpc_layer_acts *fsdpc__model_acts(fsdpc_model_ctx *m, int l) {
@@ -19,7 +20,7 @@ typedef struct buf {
   size_t bytes;
 } buf;
 
-enum { MAX_BUFS = 32 };
+enum { MAX_BUFS = 36 };
 
 typedef struct buf_list {
   buf b[MAX_BUFS];
@@ -35,8 +36,28 @@ static void add_buf(buf_list *l, void **slot, size_t bytes) {
 /* The per-layer activation slots (fsdpc_layer_acts), as indices of the
  * acts[] arrays below. */
 enum {
-  ACT_LN1, ACT_RSTD1, ACT_Q, ACT_K, ACT_V, ACT_ATTN_SAVED, ACT_ATTN, ACT_H, ACT_LN2, ACT_RSTD2,
-  ACT_GATE, ACT_UP, ACT_ACT, ACT_COUNT
+  ACT_LN1,
+  ACT_RSTD1,
+  ACT_Q,
+  ACT_K,
+  ACT_V,
+  ACT_ATTN_SAVED,
+  ACT_ATTN,
+  ACT_H,
+  ACT_LN2,
+  ACT_RSTD2,
+  ACT_GATE,
+  ACT_UP,
+  ACT_ACT,
+  ACT_QR,
+  ACT_KR,
+  ACT_RSTDQ,
+  ACT_RSTDK,
+  ACT_O,
+  ACT_RSTDO,
+  ACT_DN,
+  ACT_RSTDD,
+  ACT_COUNT
 };
 _Static_assert((int)ACT_COUNT == (int)FSDPC_LAYER_NACTS, "one index per activation slot");
 
@@ -46,7 +67,13 @@ static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t 
                          size_t acts[FSDPC_LAYER_NACTS]) {
   size_t C = (size_t)s->C, F = (size_t)s->F;
   size_t QD = (size_t)s->NH * s->HD, KD = (size_t)s->KVH * s->HD;
-  size_t rope = (size_t)s->max_pos * (size_t)(s->HD / 2) * sizeof(float);
+  size_t rope = (size_t)s->max_pos * (size_t)(s->rope.dim / 2) * sizeof(float);
+  /* the switches' slots (1 byte when off): q/k before their norms, the
+   * sublayer outputs before a post norm or multiplier */
+  size_t qk = s->qk_norm ? 1 : 0, tmp = s->norm_post || s->resid_mult != 1.0f ? 1 : 0;
+  size_t post = s->norm_post ? 1 : 0, pre = s->norm_pre ? 1 : 0;
+  size_t rq = s->qk_norm == FSDPC_QK_NORM_HEAD ? (size_t)s->NH : 1;
+  size_t rk = s->qk_norm == FSDPC_QK_NORM_HEAD ? (size_t)s->KVH : 1;
   int fwd_only = m && m->fwd_only; /* inference: no backward buffers */
   size_t ws = (size_t)(fwd_only || as->fwd_workspace > as->bwd_workspace ? as->fwd_workspace
                                                                          : as->bwd_workspace);
@@ -71,17 +98,32 @@ static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t 
   add_buf(l, SLOT(dq), N * QD * act);
   add_buf(l, SLOT(dk), N * KD * act);
   add_buf(l, SLOT(dv), N * KD * act);
+  add_buf(l, SLOT(dqr), qk * N * QD * act);
+  add_buf(l, SLOT(dkr), qk * N * KD * act);
 no_backward:
   if (ws) add_buf(l, SLOT(attn_ws), ws);
 #undef SLOT
-  size_t a[FSDPC_LAYER_NACTS] = {
-      [ACT_LN1] = N * C * act,          [ACT_RSTD1] = N * sizeof(float),
-      [ACT_Q] = N * QD * act,           [ACT_K] = N * KD * act,
-      [ACT_V] = N * KD * act,           [ACT_ATTN_SAVED] = (size_t)as->saved_bytes,
-      [ACT_ATTN] = N * QD * act,        [ACT_H] = N * C * act,
-      [ACT_LN2] = N * C * act,          [ACT_RSTD2] = N * sizeof(float),
-      [ACT_GATE] = N * F * act,         [ACT_UP] = N * F * act,
-      [ACT_ACT] = N * F * act};
+  size_t a[FSDPC_LAYER_NACTS] = {[ACT_LN1] = pre * N * C * act,
+                                 [ACT_RSTD1] = pre * N * sizeof(float),
+                                 [ACT_Q] = N * QD * act,
+                                 [ACT_K] = N * KD * act,
+                                 [ACT_V] = N * KD * act,
+                                 [ACT_ATTN_SAVED] = (size_t)as->saved_bytes,
+                                 [ACT_ATTN] = N * QD * act,
+                                 [ACT_H] = N * C * act,
+                                 [ACT_LN2] = pre * N * C * act,
+                                 [ACT_RSTD2] = pre * N * sizeof(float),
+                                 [ACT_GATE] = N * F * act,
+                                 [ACT_UP] = N * F * act,
+                                 [ACT_ACT] = N * F * act,
+                                 [ACT_QR] = qk * N * QD * act,
+                                 [ACT_KR] = qk * N * KD * act,
+                                 [ACT_RSTDQ] = qk * N * rq * sizeof(float),
+                                 [ACT_RSTDK] = qk * N * rk * sizeof(float),
+                                 [ACT_O] = tmp * N * C * act,
+                                 [ACT_RSTDO] = post * N * sizeof(float),
+                                 [ACT_DN] = tmp * N * C * act,
+                                 [ACT_RSTDD] = post * N * sizeof(float)};
   for (int i = 0; i < FSDPC_LAYER_NACTS; i++) acts[i] = a[i] ? a[i] : 1;
 }
 
@@ -90,7 +132,9 @@ static void acts_fields(fsdpc_layer_acts *a, void **f[FSDPC_LAYER_NACTS]) {
   f[ACT_LN1] = &a->ln1, f[ACT_RSTD1] = (void **)&a->rstd1, f[ACT_Q] = &a->q, f[ACT_K] = &a->k;
   f[ACT_V] = &a->v, f[ACT_ATTN_SAVED] = &a->attn_saved, f[ACT_ATTN] = &a->attn, f[ACT_H] = &a->h;
   f[ACT_LN2] = &a->ln2, f[ACT_RSTD2] = (void **)&a->rstd2, f[ACT_GATE] = &a->gate;
-  f[ACT_UP] = &a->up, f[ACT_ACT] = &a->act;
+  f[ACT_UP] = &a->up, f[ACT_ACT] = &a->act, f[ACT_QR] = &a->qr, f[ACT_KR] = &a->kr;
+  f[ACT_RSTDQ] = (void **)&a->rstdq, f[ACT_RSTDK] = (void **)&a->rstdk, f[ACT_O] = &a->o;
+  f[ACT_RSTDO] = (void **)&a->rstdo, f[ACT_DN] = &a->dn, f[ACT_RSTDD] = (void **)&a->rstdd;
 }
 
 /* Bytes of one saved gate or up projection under FSDPC_AC_SAVE_MLP, else 0;
@@ -132,6 +176,23 @@ uint64_t fsdpc__model_ctx_bytes_for(const fsdpc_model_shape *s, int B, int T,
                      ops->xent_scratch_bytes(N, s->V, chunk, 0), as);
 }
 
+float fsdpc__model_attn_scale(const fsdpc_model_shape *s) {
+  return s->attn_scale > 0.0f ? s->attn_scale : (float)(1.0 / sqrt((double)s->HD));
+}
+
+fsdpc_status fsdpc__model_attn_window_check(const fsdpc_component *attn, const fsdpc_model_shape *s,
+                                            fsdpc_err *err) {
+  const fsdpc_attention_v1 *av = attn->vtable;
+  if (s->window <= 0 || (FSDPC_HAS_FIELD(av, fsdpc_attention_v1, features) &&
+                         (av->features & FSDPC_ATTN_FEATURE_WINDOW)))
+    return FSDPC_OK;
+  return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                     "attention plugin '%s' does not compute a sliding window, and this model "
+                     "attends through one of %d tokens (model.sliding_window); use attention.impl "
+                     "naive or flash",
+                     attn->desc->name, s->window);
+}
+
 static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_opts *o,
                                     fsdpc_err *err) {
   const fsdpc_model_shape *s = o->shape;
@@ -141,13 +202,22 @@ static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_op
   if (r != FSDPC_OK)
     return fsdpc__plugin_fail(m->attn, r, err);
   m->ashape = (fsdpc_attn_shape){.struct_size = sizeof(fsdpc_attn_shape),
-                                 .B = o->B, .T = o->T, .NH = s->NH, .KVH = s->KVH,
-                                 .HD = s->HD, .causal = 1,
-                                 .scale = (float)(1.0 / sqrt((double)s->HD)),
-                                 .dtype = m->ops->act_dtype, .device = m->ops->device,
-                                 .host = m->attn->host, .num_threads = o->threads};
+                                 .B = o->B,
+                                 .T = o->T,
+                                 .NH = s->NH,
+                                 .KVH = s->KVH,
+                                 .HD = s->HD,
+                                 .causal = 1,
+                                 .scale = fsdpc__model_attn_scale(s),
+                                 .dtype = m->ops->act_dtype,
+                                 .device = m->ops->device,
+                                 .host = m->attn->host,
+                                 .num_threads = o->threads,
+                                 .window = s->window};
+  FSDPC_TRY(fsdpc__model_attn_window_check(m->attn, s, err));
   if (m->av->supports && m->av->supports(&m->ashape) != FSDPC_OK)
     return fsdpc__plugin_fail(m->attn, FSDPC_UNSUPPORTED, err);
+  m->ashape.window = 0; /* set per layer (fsdpc__layer_window) */
   m->asizes.struct_size = sizeof m->asizes;
   r = m->av->sizes(m->actx, &m->ashape, &m->asizes);
   return r == FSDPC_OK ? FSDPC_OK : fsdpc__plugin_fail(m->attn, r, err);
@@ -236,9 +306,9 @@ static fsdpc_status init_tables(fsdpc_model_ctx *m, fsdpc_err *err) {
   fsdpc_status st = m->ops->upload(m->dev, m->pos, pos, N * sizeof(int32_t), err);
   free(pos);
   FSDPC_TRY(st);
-  return m->ops->rope_tables(m->dev, m->rope_cos, m->rope_sin, s->max_pos, s->HD, s->rope_theta,
-                             s->rope_llama3, s->rope_factor, s->rope_low_freq_factor,
-                             s->rope_high_freq_factor, s->rope_original_max_pos, err);
+  m->rope_long = fsdpc__rope_uses_long(&s->rope, m->T);
+  return m->ops->rope_tables(m->dev, m->rope_cos, m->rope_sin, &s->rope, s->max_pos, m->rope_long,
+                             err);
 }
 
 fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_ctx **out,
@@ -357,22 +427,36 @@ uint64_t fsdpc__model_ctx_arena_bytes(const fsdpc_model_ctx_opts *o, const fsdpc
   return st == FSDPC_OK ? m.blk_used : 0;
 }
 
+/* longrope switches to its long factors when the batch's largest position
+ * + 1 passes original_max_position_embeddings, as transformers does for
+ * each forward: the tables are made again when that changes. */
+static fsdpc_status rope_for(fsdpc_model_ctx *m, int seq_len, fsdpc_err *err) {
+  int want = fsdpc__rope_uses_long(&m->s.rope, seq_len);
+  if (want == m->rope_long)
+    return FSDPC_OK;
+  m->rope_long = want;
+  return m->ops->rope_tables(m->dev, m->rope_cos, m->rope_sin, &m->s.rope, m->s.max_pos, want, err);
+}
+
 /* Positions: 0..T-1 per row, or, with document ids (packed examples), 0 at
  * the first token of each document so that every example sees the
  * positions it would have alone. Uploaded only when they change. */
 static fsdpc_status set_positions(fsdpc_model_ctx *m, const int32_t *doc_ids, fsdpc_err *err) {
-  if (!doc_ids && !m->pos_per_doc) return FSDPC_OK;
-  size_t N = (size_t)m->N, T = (size_t)m->T;
+  if (!doc_ids && !m->pos_per_doc)
+    return rope_for(m, m->T, err);
+  size_t N = (size_t)m->N, T = (size_t)m->T, longest = 0;
   int32_t *pos = malloc(N * sizeof(int32_t));
   if (!pos) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   for (size_t i = 0, p = 0; i < N; i++, p++) {
     if (i % T == 0 || (doc_ids && doc_ids[i] != doc_ids[i - 1])) p = 0;
     pos[i] = (int32_t)p;
+    if (p + 1 > longest)
+      longest = p + 1;
   }
   fsdpc_status st = m->ops->upload(m->dev, m->pos, pos, N * sizeof(int32_t), err);
   free(pos);
   m->pos_per_doc = doc_ids != NULL;
-  return st;
+  return st == FSDPC_OK ? rope_for(m, (int)longest, err) : st;
 }
 
 fsdpc_status fsdpc__model_set_batch(fsdpc_model_ctx *m, const int32_t *tokens,

@@ -10,24 +10,67 @@
 #include "model/lora.h"
 #include "ops/ops.h"
 
-/* Saved activations of one decoder layer. */
+/* Saved activations of one decoder layer. The last eight are the switches'
+ * (1 byte when the model has no such switch). */
 typedef struct fsdpc_layer_acts {
-  void *ln1;        /* (N, C) */
+  void *ln1;        /* (N, C) norm_pre */
   float *rstd1;     /* (N) */
-  void *q;          /* (N, NH*HD) after RoPE */
-  void *k;          /* (N, KVH*HD) after RoPE */
+  void *q;          /* (N, NH*HD) after q norm and RoPE */
+  void *k;          /* (N, KVH*HD) after k norm and RoPE */
   void *v;          /* (N, KVH*HD) */
   void *attn_saved; /* plugin-defined bytes (naive: probabilities; flash: LSE) */
   void *attn;       /* (N, NH*HD) attention output */
   void *h;          /* (N, C) residual after attention */
-  void *ln2;        /* (N, C) */
+  void *ln2;        /* (N, C) norm_pre */
   float *rstd2;     /* (N) */
   void *gate;       /* (N, F) */
   void *up;         /* (N, F) */
   void *act;        /* (N, F) silu(gate) * up */
+  void *qr, *kr;    /* (N, NH*HD), (N, KVH*HD): q, k before their norms (qk_norm) */
+  float *rstdq;     /* (N*NH) per head, or (N) per projection */
+  float *rstdk;     /* (N*KVH) or (N) */
+  void *o;          /* (N, C) attention projection before the post norm / multiplier */
+  float *rstdo;     /* (N) norm_post */
+  void *dn;         /* (N, C) MLP down projection before the post norm / multiplier */
+  float *rstdd;     /* (N) norm_post */
 } fsdpc_layer_acts;
 
-enum { FSDPC_LAYER_NACTS = 13 };
+enum { FSDPC_LAYER_NACTS = 21 };
+
+/* One layer's forward over N rows (layer_fwd.c), shared by training and the
+ * KV-cache decoder: the buffers it reads and writes, each as in
+ * fsdpc_layer_acts (x is the input, out the output; h and out must differ
+ * from x and h). The attention between fsdpc__layer_qkv and
+ * fsdpc__layer_out is the caller's. */
+typedef struct fsdpc_layer_io {
+  int N;
+  const void *x;
+  void *out;
+  fsdpc_layer_acts a;     /* the activation slots used */
+  const int32_t *pos;     /* (N) */
+  const float *cos, *sin; /* RoPE tables (max_pos, rope.dim / 2) */
+  int keep_gate_up;       /* gate and up hold this layer's saved projections: skip them */
+  int skip_down;          /* stop before the down projection (a recompute) */
+  /* LoRA on projection j (0..6), outputs ys (3 parts for a fused qkv_proj,
+   * 2 for gate_up_proj, else 1) from input x; NULL = no adapters. */
+  fsdpc_status (*lora)(void *ctx, int j, void *const *ys, const void *x, fsdpc_err *err);
+  void *lora_ctx;
+} fsdpc_layer_io;
+
+/* The layer's weights with a fused tensor's parts found inside it (wk, wv in
+ * wq; wup in wgate; the same for biases and gradients). act = bytes per
+ * weight element. */
+void fsdpc__layer_split(const fsdpc_model_shape *s, size_t act, const fsdpc_layer_w *in,
+                        fsdpc_layer_w *out);
+void fsdpc__layer_split_grads(const fsdpc_model_shape *s, const fsdpc_layer_g *in,
+                              fsdpc_layer_g *out);
+/* Norm, projections (+ biases, LoRA), q/k norms and RoPE: a.q, a.k, a.v. */
+fsdpc_status fsdpc__layer_qkv(const fsdpc_ops *ops, const fsdpc_model_shape *s,
+                              const fsdpc_layer_w *w, const fsdpc_layer_io *io, fsdpc_err *err);
+/* From a.attn: the output projection, post norm and residual (a.h), then the
+ * MLP and its residual (out). */
+fsdpc_status fsdpc__layer_out(const fsdpc_ops *ops, const fsdpc_model_shape *s,
+                              const fsdpc_layer_w *w, const fsdpc_layer_io *io, fsdpc_err *err);
 
 struct fsdpc_model_ctx {
   fsdpc_model_shape s;
@@ -50,7 +93,8 @@ struct fsdpc_model_ctx {
   const int32_t *h_tokens, *h_labels;        /* host views, for checks */
   int32_t *pos;                  /* (N) position of each row, device */
   int pos_per_doc;               /* pos restarts at each document (doc ids given) */
-  float *rope_cos, *rope_sin;    /* (max_pos, HD/2), device */
+  float *rope_cos, *rope_sin;    /* (max_pos, rope.dim/2), device */
+  int rope_long;                 /* the tables hold longrope's long factors */
 
   void **resid;                  /* L+1 of (N, C): resid[0] = embedding out */
   fsdpc_layer_acts *acts;        /* L (no ckpt) or 1 (ckpt: recompute) */
@@ -80,6 +124,7 @@ struct fsdpc_model_ctx {
   void *dact, *dgate, *dup;      /* (N, F) */
   void *dattn, *dq;              /* (N, NH*HD) */
   void *dk, *dv;                 /* (N, KVH*HD) */
+  void *dqr, *dkr;               /* (N, NH*HD), (N, KVH*HD): qk_norm's input gradients */
   void *attn_ws;                 /* max(fwd, bwd) workspace */
   size_t attn_ws_bytes;
 

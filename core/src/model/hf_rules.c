@@ -11,94 +11,161 @@
 
 #include "io/fileio.h"
 #include "io/hf_ckpt.h"
+#include "model/family.h"
 
 static const cJSON *item(const cJSON *o, const char *k) {
   return cJSON_IsObject(o) ? cJSON_GetObjectItemCaseSensitive(o, k) : NULL;
 }
 
-/* A key that must be absent, null or false. */
-static fsdpc_status want_false(const cJSON *root, const char *label, const char *key,
-                               const char *why, fsdpc_err *err) {
-  const cJSON *v = item(root, key);
+static unsigned bit(int family) {
+  return 1u << family;
+}
+#define ALL 0xffffffffu
+
+/* A key that must be absent or null (NONNULL), absent/null/false
+ * (TRUE_SET), or absent/null/false/0 (NONZERO) in the families of the mask:
+ * a model that uses it would be computed otherwise than by transformers. */
+enum { NONNULL, TRUE_SET, NONZERO };
+static const struct refusal {
+  const char *key;
+  unsigned families;
+  int kind;
+  const char *why;
+} refusals[] = {
+    {"quantization_config", ALL, NONNULL,
+     "fsdpc reads unquantized F32/BF16/F16 weights only (dequantize the model first)"},
+    {"attention_dropout", ALL, NONZERO, "fsdpc has no dropout; set it to 0"},
+    {"resid_pdrop", 1u << FSDPC_FAMILY_PHI3, NONZERO, "fsdpc has no dropout; set it to 0"},
+    {"embd_pdrop", 1u << FSDPC_FAMILY_PHI3, NONZERO, "fsdpc has no dropout; set it to 0"},
+    {"sliding_window",
+     (1u << FSDPC_FAMILY_LLAMA) | (1u << FSDPC_FAMILY_OLMO2) | (1u << FSDPC_FAMILY_GRANITE),
+     NONNULL, "this family's attention is full causal attention"},
+    {"num_experts", ALL, NONZERO, "mixture-of-experts layers are not computed"},
+    {"num_local_experts", ALL, NONZERO, "mixture-of-experts layers are not computed"},
+    {"n_routed_experts", ALL, NONZERO, "mixture-of-experts layers are not computed"},
+    {"vision_config", ALL, NONNULL, "vision towers are not computed"},
+    {"audio_config", ALL, NONNULL, "audio towers are not computed"},
+    {"text_config", ALL, NONNULL, "fsdpc computes text decoders given at the top level"},
+    {"cross_attention_layers", ALL, NONNULL, "cross-attention layers are not computed"},
+    {"use_mrope", ALL, TRUE_SET, "multimodal RoPE is not computed"},
+};
+
+static int is_set(const cJSON *v, int kind) {
   if (!v || cJSON_IsNull(v) || cJSON_IsFalse(v))
-    return FSDPC_OK;
-  return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                     "%s: '%s' is set; fsdpc supports only %s false (%s): this model would be "
-                     "computed wrongly, so it is refused",
-                     label, key, key, why);
+    return 0;
+  if (kind == NONZERO && cJSON_IsNumber(v))
+    return v->valuedouble != 0.0;
+  if (kind == NONZERO && cJSON_IsArray(v))
+    return cJSON_GetArraySize(v) > 0;
+  return 1;
 }
 
-fsdpc_status fsdpc__hf_rules_config(const cJSON *root, const char *label, int64_t max_len,
-                                    fsdpc_err *err) {
-  if (!cJSON_IsObject(root))
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: expected a JSON object", label);
-  const cJSON *mt = item(root, "model_type");
-  int mistral = 0;
-  if (mt) {
-    if (!cJSON_IsString(mt) ||
-        (strcmp(mt->valuestring, "llama") != 0 && strcmp(mt->valuestring, "mistral") != 0))
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "%s: model_type '%s' is not supported; fsdpc computes model_type "
-                         "llama (and mistral without a sliding window inside the sequence)",
-                         label, cJSON_IsString(mt) ? mt->valuestring : "(not a string)");
-    mistral = strcmp(mt->valuestring, "mistral") == 0;
+static fsdpc_status check_refusals(const cJSON *root, const char *label, int family,
+                                   fsdpc_err *err) {
+  for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++) {
+    const struct refusal *r = &refusals[i];
+    if (!(r->families & bit(family)) || !is_set(item(root, r->key), r->kind))
+      continue;
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: '%s' is set (model_type %s): %s, so this model is refused", label,
+                       r->key, fsdpc__family(family)->model_type, r->why);
   }
-  const cJSON *act = item(root, "hidden_act");
-  if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
+  return FSDPC_OK;
+}
+
+static fsdpc_status check_family(const cJSON *root, const char *label, int *family,
+                                 fsdpc_err *err) {
+  const cJSON *mt = item(root, "model_type");
+  *family = FSDPC_FAMILY_LLAMA;
+  if (!mt)
+    return FSDPC_OK;
+  *family = cJSON_IsString(mt) ? fsdpc__family_by_name(mt->valuestring) : -1;
+  if (*family < 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: hidden_act '%s' is not supported; fsdpc's MLP is SwiGLU with silu",
-                       label, cJSON_IsString(act) ? act->valuestring : "(not a string)");
-  FSDPC_TRY(
-      want_false(root, label, "attention_bias", "fsdpc's q/k/v/o projections have no bias", err));
-  FSDPC_TRY(want_false(root, label, "mlp_bias", "fsdpc's MLP projections have no bias", err));
-  const cJSON *q = item(root, "quantization_config");
-  if (q && !cJSON_IsNull(q))
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: 'quantization_config' is set; fsdpc reads unquantized F32/BF16/F16 "
-                       "weights only (dequantize the model first)",
-                       label);
-  const cJSON *drop = item(root, "attention_dropout");
-  if (drop && !(cJSON_IsNumber(drop) && drop->valuedouble == 0.0))
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: attention_dropout must be 0; fsdpc has no dropout", label);
-  /* rope_scaling (transformers < 5) or rope_parameters (>= 5). */
+                       "%s: model_type '%s' is not supported; fsdpc computes model_type %s "
+                       "(docs/model.md)",
+                       label, cJSON_IsString(mt) ? mt->valuestring : "(not a string)",
+                       fsdpc__family_names());
+  return FSDPC_OK;
+}
+
+/* rope_scaling (transformers < 5) or rope_parameters (>= 5): a known
+ * rope_type, one set for every layer. */
+static fsdpc_status check_rope(const cJSON *root, const char *label, int family, fsdpc_err *err) {
+  static const char *const known[] = {"default", "llama3", "linear", "dynamic", "yarn", "longrope"};
   const char *rk[] = {"rope_scaling", "rope_parameters"};
   for (int i = 0; i < 2; i++) {
     const cJSON *r = item(root, rk[i]);
     if (!r || cJSON_IsNull(r))
       continue;
+    if (cJSON_IsObject(r) && (item(r, "full_attention") || item(r, "sliding_attention")))
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "%s: %s sets RoPE per layer type; fsdpc computes one RoPE for every "
+                         "layer",
+                         label, rk[i]);
     const cJSON *t = item(r, "rope_type");
     if (!t)
       t = item(r, "type");
     const char *tn = cJSON_IsString(t) ? t->valuestring : NULL;
-    if (!cJSON_IsObject(r) ||
-        (t && (!tn || (strcmp(tn, "default") != 0 && strcmp(tn, "llama3") != 0))) || (!t && i == 0))
+    int ok = cJSON_IsObject(r) && (t ? tn != NULL : i == 1);
+    for (size_t k = 0; ok && tn && k < sizeof known / sizeof *known; k++)
+      if (strcmp(tn, known[k]) == 0)
+        tn = NULL; /* known */
+    if (!ok || tn)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "%s: %s type '%s' is not supported; fsdpc supports default and llama3 "
-                         "RoPE",
+                         "%s: %s type '%s' is not supported; fsdpc supports RoPE types default, "
+                         "llama3, linear, dynamic, yarn and longrope",
                          label, rk[i], tn ? tn : "(missing)");
-  }
-  const cJSON *sw = item(root, "sliding_window");
-  const cJSON *use_sw = item(root, "use_sliding_window");
-  if (sw && !cJSON_IsNull(sw) && !cJSON_IsFalse(use_sw)) {
-    if (!mistral)
+    if (item(r, "mrope_section"))
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "%s: 'sliding_window' is set; fsdpc's attention is full causal "
-                         "attention (model_type llama)",
-                         label);
-    const cJSON *mp = item(root, "max_position_embeddings");
-    /* The longest sequence: the caller's, at most max_position_embeddings. */
-    int64_t len = cJSON_IsNumber(mp) ? (int64_t)mp->valuedouble : 0;
-    if (max_len > 0 && (len <= 0 || max_len < len))
-      len = max_len;
-    if (!cJSON_IsNumber(sw) || len <= 0 || sw->valuedouble < (double)len)
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "%s: sliding_window %g lies inside the sequence length %lld; fsdpc's "
-                         "attention is full causal attention, so it would compute another model "
-                         "(use sequences of at most sliding_window tokens)",
-                         label, cJSON_IsNumber(sw) ? sw->valuedouble : -1.0, (long long)len);
+                         "%s: '%s.mrope_section' is set: multimodal RoPE is not computed", label,
+                         rk[i]);
   }
+  /* Only Phi-3's attention turns part of each head; transformers would fail
+   * (or compute otherwise) with another family. */
+  const cJSON *rp = item(root, "rope_parameters");
+  const cJSON *prf = item(root, "partial_rotary_factor");
+  if (!prf)
+    prf = item(rp, "partial_rotary_factor");
+  if (prf && cJSON_IsNumber(prf) && prf->valuedouble != 1.0 && family != FSDPC_FAMILY_PHI3)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: 'partial_rotary_factor' is %g (model_type %s): only phi3's attention "
+                       "turns part of each head",
+                       label, prf->valuedouble, fsdpc__family(family)->model_type);
   return FSDPC_OK;
+}
+
+static fsdpc_status check_layer_types(const cJSON *root, const char *label, fsdpc_err *err) {
+  const cJSON *lt = item(root, "layer_types");
+  if (!lt || cJSON_IsNull(lt))
+    return FSDPC_OK;
+  for (const cJSON *e = cJSON_IsArray(lt) ? lt->child : NULL; e; e = e->next)
+    if (!cJSON_IsString(e) || (strcmp(e->valuestring, "full_attention") != 0 &&
+                               strcmp(e->valuestring, "sliding_attention") != 0))
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "%s: layer_types has '%s'; fsdpc computes full_attention and "
+                         "sliding_attention layers",
+                         label, cJSON_IsString(e) ? e->valuestring : "(not a string)");
+  if (!cJSON_IsArray(lt))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: layer_types must be a list", label);
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__hf_rules_config(const cJSON *root, const char *label, int64_t max_len,
+                                    fsdpc_err *err) {
+  (void)max_len; /* a sliding window is computed at any length */
+  if (!cJSON_IsObject(root))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: expected a JSON object", label);
+  int family;
+  FSDPC_TRY(check_family(root, label, &family, err));
+  const cJSON *act = item(root, "hidden_act");
+  if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: hidden_act '%s' is not supported; fsdpc's MLP is SwiGLU with silu",
+                       label, cJSON_IsString(act) ? act->valuestring : "(not a string)");
+  FSDPC_TRY(check_refusals(root, label, family, err));
+  FSDPC_TRY(check_rope(root, label, family, err));
+  return check_layer_types(root, label, err);
 }
 
 fsdpc_status fsdpc__hf_rules_config_file(const char *path, int64_t max_len, fsdpc_err *err) {
@@ -155,8 +222,8 @@ fsdpc_status fsdpc__hf_rules_tensors(const char *dir, const fsdpc_model_shape *s
     if (!fsdpc__hf_ckpt_has(ck, p[i].name)) {
       st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: tensor '%s' is missing; fsdpc needs exactly the tensors of "
-                       "LlamaForCausalLM for this config%s",
-                       dir, p[i].name,
+                       "%s for this config%s",
+                       dir, p[i].name, fsdpc__family(s->family)->architecture,
                        p[i].kind == FSDPC_P_HEAD ? " (tie_word_embeddings false needs lm_head)"
                                                  : "");
       break;
@@ -182,9 +249,10 @@ fsdpc_status fsdpc__hf_rules_tensors(const char *dir, const fsdpc_model_shape *s
       known = strcmp(p[j].name, name) == 0;
     if (!known)
       st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: unexpected tensor '%s'; fsdpc computes only LlamaForCausalLM's "
-                       "tensors (no biases%s), so this model would be computed wrongly",
-                       dir, name, s->tied ? "; tie_word_embeddings true has no lm_head" : "");
+                       "%s: unexpected tensor '%s'; fsdpc computes only %s's tensors for this "
+                       "config%s, so this model would be computed wrongly",
+                       dir, name, fsdpc__family(s->family)->architecture,
+                       s->tied ? " (tie_word_embeddings true has no lm_head)" : "");
   }
   fsdpc__hf_ckpt_close(ck);
   free(p);

@@ -5,13 +5,15 @@
  * model fsdpc would compute differently is refused with one line naming the
  * key or tensor, never trained or served silently wrong.
  *
- * Accepted: model_type llama (or absent), or mistral when its sliding window
- * does not fall inside the longest sequence the run uses; hidden_act silu;
- * attention_bias and mlp_bias false; rope_scaling null, "default" or
- * "llama3"; no quantization_config; attention_dropout 0; tensors exactly
- * those of LlamaForCausalLM for the shape, in F32, BF16 or F16 (the
+ * Accepted: a model_type of model/family.c (absent = llama); hidden_act
+ * silu; a RoPE type transformers ships (default, llama3, linear, dynamic,
+ * yarn, longrope), one for all layers; layer types full or sliding
+ * attention; and none of the keys of the refusal table (hf_rules.c:
+ * quantization, dropout, MoE, vision/audio towers, cross-attention,
+ * multimodal RoPE, a window in a family without one); tensors exactly
+ * those of the family's causal LM for the config, in F32, BF16 or F16 (the
  * non-persistent rotary_emb.inv_freq buffers of old exports are ignored).
- * docs/generate.md lists the rules and why. */
+ * docs/model.md lists the families, their switches and the refusals. */
 #ifndef FSDPC_MODEL_HF_RULES_H
 #define FSDPC_MODEL_HF_RULES_H
 

@@ -1,4 +1,5 @@
-/* The Llama decoder (Hugging Face LlamaForCausalLM semantics), fp32 on CPU.
+/* The decoder (Hugging Face LlamaForCausalLM semantics and the families
+ * model/family.h describes as switches of it), fp32 on CPU.
  *
  * The model does not own its weights: the FSDP engine owns flat unit buffers
  * and hands the model pointers (views) for the blocks it runs. A "block" is
@@ -20,19 +21,54 @@
 #include "plugin/registry.h"
 #include "util/err.h"
 
+/* Decoder families (model/family.c): the names and layouts of their
+ * tensors, and which config.json keys they read. */
+typedef enum fsdpc_family {
+  FSDPC_FAMILY_LLAMA,
+  FSDPC_FAMILY_MISTRAL,
+  FSDPC_FAMILY_QWEN2,
+  FSDPC_FAMILY_QWEN3,
+  FSDPC_FAMILY_PHI3,
+  FSDPC_FAMILY_OLMO2,
+  FSDPC_FAMILY_GRANITE,
+  FSDPC_FAMILY_COUNT
+} fsdpc_family;
+
+/* q/k RMSNorm before RoPE: none, over each head's HD dims with one (HD)
+ * weight (Qwen3), or over the whole projection (OLMo 2). */
+enum { FSDPC_QK_NORM_NONE = 0, FSDPC_QK_NORM_HEAD = 1, FSDPC_QK_NORM_PROJ = 2 };
+enum { FSDPC_WINDOW_MAX_LAYERS = 256 }; /* layers a sliding-window pattern may name */
+
+/* The model description: shape and switches. One decoder computes every
+ * family; each switch is a branch of the layer's op sequence (layer.c) or a
+ * parameter of an op. */
 typedef struct fsdpc_model_shape {
   int V, C, F, L, NH, KVH, HD;
   int max_pos;
   float eps;
-  double rope_theta;
-  int rope_llama3;          /* 1 = llama3 rope_scaling */
-  double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
-  int rope_original_max_pos;
+  fsdpc_rope rope;          /* RoPE variant; rope.dim = rotary dims of a head (ops.h) */
   int tied;                 /* lm_head shares embed_tokens */
   int bos_id, eos_id;
+  int family;           /* FSDPC_FAMILY_*: tensor names, fused layouts */
+  int bias_qkv, bias_o; /* q/k/v and o projection biases */
+  int bias_mlp;         /* gate/up/down projection biases */
+  int qk_norm;          /* FSDPC_QK_NORM_* */
+  int norm_pre;         /* RMSNorm on each sublayer's input (Llama) */
+  int norm_post;        /* RMSNorm on each sublayer's output before the residual (OLMo 2) */
+  int fused_qkv;        /* one qkv_proj tensor: q, k, v rows stacked (Phi-3) */
+  int fused_gate_up;    /* one gate_up_proj tensor: gate then up rows (Phi-3) */
+  float embed_mult;     /* embeddings times this (Granite embedding_multiplier; 1) */
+  float resid_mult;     /* sublayer outputs times this (Granite residual_multiplier; 1) */
+  float logits_div;     /* logits divided by this (Granite logits_scaling; 1) */
+  float attn_scale;     /* softmax scale; 0 = 1/sqrt(HD) (Granite attention_multiplier) */
+  int window;           /* sliding window in tokens, 0 = none ... */
+  uint64_t window_layers[FSDPC_WINDOW_MAX_LAYERS / 64]; /* ... on the layers whose bit is set */
 } fsdpc_model_shape;
 
-/* Parameter kinds, in Hugging Face named_parameters() order per module. */
+/* Parameter kinds. A layer's kinds run from FSDPC_P_Q to FSDPC_P_LN2; a
+ * fused tensor is listed under its first kind (qkv_proj as FSDPC_P_Q,
+ * gate_up_proj as FSDPC_P_GATE) and the layer finds the others inside it.
+ * The list's order is the family's named_parameters() order (params.c). */
 typedef enum fsdpc_param_kind {
   FSDPC_P_EMBED,
   FSDPC_P_Q,
@@ -42,8 +78,19 @@ typedef enum fsdpc_param_kind {
   FSDPC_P_GATE,
   FSDPC_P_UP,
   FSDPC_P_DOWN,
-  FSDPC_P_LN1,
-  FSDPC_P_LN2,
+  FSDPC_P_BQ, /* biases of Q K V O GATE UP DOWN, in that order */
+  FSDPC_P_BK,
+  FSDPC_P_BV,
+  FSDPC_P_BO,
+  FSDPC_P_BGATE,
+  FSDPC_P_BUP,
+  FSDPC_P_BDOWN,
+  FSDPC_P_QNORM,     /* q_norm: (HD) per head, or (NH*HD) per projection */
+  FSDPC_P_KNORM,     /* k_norm */
+  FSDPC_P_POST_ATTN, /* RMSNorm on the attention output (norm_post) */
+  FSDPC_P_POST_MLP,  /* RMSNorm on the MLP output (norm_post) */
+  FSDPC_P_LN1,       /* RMSNorm on the attention input (norm_pre) */
+  FSDPC_P_LN2,       /* RMSNorm on the MLP input (norm_pre) */
   FSDPC_P_NORM,
   FSDPC_P_HEAD,
   /* LoRA adapters (model/lora.h): projection j = kind - FSDPC_P_Q (0..6) has
@@ -52,7 +99,7 @@ typedef enum fsdpc_param_kind {
   FSDPC_P_NKIND = FSDPC_P_LORA0 + 14
 } fsdpc_param_kind;
 
-enum { FSDPC_LAYER_NPARAM = 9 }; /* Q K V O GATE UP DOWN LN1 LN2 */
+enum { FSDPC_LAYER_NPARAM = FSDPC_P_LN2 - FSDPC_P_Q + 1 }; /* at most, per layer */
 
 typedef struct fsdpc_param_info {
   char name[96];          /* HF name */
@@ -74,19 +121,31 @@ fsdpc_status fsdpc__model_params(const fsdpc_model_shape *s, fsdpc_param_info **
                                  fsdpc_err *err);
 uint64_t fsdpc__model_numel(const fsdpc_model_shape *s);
 fsdpc_status fsdpc__model_shape_check(const fsdpc_model_shape *s, fsdpc_err *err);
+/* The switches of a plain Llama on a shape whose sizes are set (rope.dim =
+ * HD, norms before each sublayer, multipliers 1; rope.theta 10000 unless
+ * set): for shapes made without a config (tests, tools). */
+void fsdpc__model_shape_llama(fsdpc_model_shape *s);
+/* The module under "model.layers.N." of a layer's parameter kind in s's
+ * family ("self_attn.qkv_proj", "post_feedforward_layernorm", ...); *is_bias
+ * = 1 for a projection's bias. */
+const char *fsdpc__layer_module(const fsdpc_model_shape *s, int kind, int *is_bias);
 
 /* Weights of one decoder layer: views into a gathered unit buffer, of the
  * ops table's act_dtype (fp32 on the CPU, bf16 on CUDA). */
 typedef struct fsdpc_layer_w {
   const void *wq;    /* (NH*HD, C) */
-  const void *wk;    /* (KVH*HD, C) */
-  const void *wv;    /* (KVH*HD, C) */
+  const void *wk;    /* (KVH*HD, C); NULL when fused into wq */
+  const void *wv;    /* (KVH*HD, C); NULL when fused into wq */
   const void *wo;    /* (C, NH*HD) */
   const void *wgate; /* (F, C) */
-  const void *wup;   /* (F, C) */
+  const void *wup;   /* (F, C); NULL when fused into wgate */
   const void *wdown; /* (C, F) */
-  const void *ln1;   /* (C) */
-  const void *ln2;   /* (C) */
+  const void *ln1;   /* (C), or NULL without norm_pre */
+  const void *ln2;   /* (C), or NULL without norm_pre */
+  /* The switches' weights, NULL when the model has none: biases of
+   * Q K V O GATE UP DOWN (out features), q/k norms, post norms (C). */
+  const void *bias[7];
+  const void *qnorm, *knorm, *post_attn, *post_mlp;
   /* LoRA adapters of projection j (Q K V O GATE UP DOWN), NULL when it has
    * none: A (r, in), B (out, r). */
   const void *lora_a[7], *lora_b[7];
@@ -95,6 +154,7 @@ typedef struct fsdpc_layer_w {
 /* Gradients; NULL for a frozen weight (no weight gradient is computed). */
 typedef struct fsdpc_layer_g {
   float *wq, *wk, *wv, *wo, *wgate, *wup, *wdown, *ln1, *ln2; /* +=, same shapes */
+  float *bias[7], *qnorm, *knorm, *post_attn, *post_mlp;
   float *lora_a[7], *lora_b[7];
 } fsdpc_layer_g;
 
@@ -146,6 +206,13 @@ uint64_t fsdpc__model_ctx_arena_bytes(const fsdpc_model_ctx_opts *o, const fsdpc
 uint64_t fsdpc__model_ctx_bytes_for(const fsdpc_model_shape *s, int B, int T,
                                     int activation_checkpointing, const fsdpc_attn_sizes *as,
                                     int xent_chunk_rows);
+
+/* The attention softmax scale of s (attn_scale, else 1/sqrt(HD)). */
+float fsdpc__model_attn_scale(const fsdpc_model_shape *s);
+/* UNSUPPORTED with a one-line reason when s attends through a sliding
+ * window and the attention component does not say it computes one. */
+fsdpc_status fsdpc__model_attn_window_check(const fsdpc_component *attn, const fsdpc_model_shape *s,
+                                            fsdpc_err *err);
 
 /* Sets the micro-batch about to run: tokens, labels (-100 ignored) and doc
  * ids (may be NULL), each (B, T) in host memory; positions are 0..T-1 per

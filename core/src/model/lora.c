@@ -9,27 +9,45 @@
 #include <string.h>
 
 #include "model/ctx.h"
+#include "model/family.h"
 
 #define OP(name, ...) FSDPC_TRY(m->ops->name(m->dev, __VA_ARGS__))
 
 static const char *const proj_names[FSDPC_LORA_NPROJ] = {
     "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-static const char *const proj_modules[FSDPC_LORA_NPROJ] = {
-    "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-    "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
 
-const char *fsdpc__lora_proj_name(int j) {
+const char *fsdpc__lora_proj_name(const fsdpc_model_shape *s, int j) {
+  if (j == 0 && s->fused_qkv)
+    return "qkv_proj";
+  if (j == 4 && s->fused_gate_up)
+    return "gate_up_proj";
   return proj_names[j];
 }
-const char *fsdpc__lora_proj_module(int j) {
-  return proj_modules[j];
+const char *fsdpc__lora_proj_module(const fsdpc_model_shape *s, int j) {
+  int bias;
+  return fsdpc__layer_module(s, FSDPC_P_Q + j, &bias);
+}
+
+int fsdpc__lora_parts(const fsdpc_model_shape *s, int j, int rows[3]) {
+  int QD = s->NH * s->HD, KD = s->KVH * s->HD;
+  if (j == 0 && s->fused_qkv) {
+    rows[0] = QD, rows[1] = KD, rows[2] = KD;
+    return 3;
+  }
+  if (j == 4 && s->fused_gate_up) {
+    rows[0] = rows[1] = s->F;
+    return 2;
+  }
+  int in;
+  fsdpc__lora_dims(s, j, &in, &rows[0]);
+  return 1;
 }
 
 void fsdpc__lora_dims(const fsdpc_model_shape *s, int j, int *in, int *out) {
   int C = s->C, QD = s->NH * s->HD, KD = s->KVH * s->HD, F = s->F;
   switch (j) {
   case 0:
-    *in = C, *out = QD;
+    *in = C, *out = s->fused_qkv ? QD + 2 * KD : QD;
     break;
   case 1:
   case 2:
@@ -40,12 +58,26 @@ void fsdpc__lora_dims(const fsdpc_model_shape *s, int j, int *in, int *out) {
     break;
   case 4:
   case 5:
-    *in = C, *out = F;
+    *in = C, *out = j == 4 && s->fused_gate_up ? 2 * F : F;
     break;
   default:
     *in = F, *out = C;
     break;
   }
+}
+
+/* The projection a PEFT target_modules name means in model_type f (-1:
+ * none): Phi-3's fused projections are qkv_proj and gate_up_proj, which the
+ * other families do not have, and it has no q/k/v/gate/up of its own. */
+static int target_proj(int fused, const char *name) {
+  if (fused && strcmp(name, "qkv_proj") == 0)
+    return 0;
+  if (fused && strcmp(name, "gate_up_proj") == 0)
+    return 4;
+  for (int j = 0; j < FSDPC_LORA_NPROJ; j++)
+    if (strcmp(proj_names[j], name) == 0)
+      return fused && j != 3 && j != 6 ? -1 : j;
+  return -1;
 }
 
 fsdpc_status fsdpc__lora_from_config(const fsdpc_config *c, fsdpc_lora *out, int *on,
@@ -54,20 +86,23 @@ fsdpc_status fsdpc__lora_from_config(const fsdpc_config *c, fsdpc_lora *out, int
   *on = c->peft.method == FSDPC_PEFT_LORA;
   if (!*on)
     return FSDPC_OK;
+  const fsdpc_family_info *fi = fsdpc__family(c->model.model_type);
+  int fused = fi && fi->fused;
   const fsdpc_strlist *t = &c->peft.target_modules;
   for (int i = 0; i < t->n; i++) {
     if (strcmp(t->items[i], "all-linear") == 0) {
-      out->targets = (1u << FSDPC_LORA_NPROJ) - 1;
+      out->targets =
+          fused ? (1u << 0) | (1u << 3) | (1u << 4) | (1u << 6) : (1u << FSDPC_LORA_NPROJ) - 1;
       continue;
     }
-    int j = 0;
-    while (j < FSDPC_LORA_NPROJ && strcmp(proj_names[j], t->items[i]) != 0)
-      j++;
-    if (j == FSDPC_LORA_NPROJ)
+    int j = target_proj(fused, t->items[i]);
+    if (j < 0)
       return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "peft.target_modules: unknown module '%s'; use q_proj, k_proj, v_proj, "
-                         "o_proj, gate_proj, up_proj, down_proj or all-linear",
-                         t->items[i]);
+                         "peft.target_modules: model_type %s has no module '%s'; use %s or "
+                         "all-linear",
+                         fi ? fi->model_type : "?", t->items[i],
+                         fused ? "qkv_proj, o_proj, gate_up_proj, down_proj"
+                               : "q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj");
     out->targets |= 1u << j;
   }
   if (!out->targets)
@@ -88,8 +123,8 @@ static void add(fsdpc_param_info *q, const fsdpc_model_shape *s, int l, int j, i
   fsdpc__lora_dims(s, j, &in, &out);
   memset(q, 0, sizeof *q);
   snprintf(q->module, sizeof q->module, "model.layers.%d.lora", l);
-  snprintf(q->name, sizeof q->name, "model.layers.%d.%s.lora_%c.weight", l, proj_modules[j],
-           b ? 'B' : 'A');
+  snprintf(q->name, sizeof q->name, "model.layers.%d.%s.lora_%c.weight", l,
+           fsdpc__lora_proj_module(s, j), b ? 'B' : 'A');
   q->module_type = "lora";
   q->kind = FSDPC_P_LORA0 + 2 * j + b;
   q->layer = l;
@@ -174,12 +209,19 @@ static size_t max_in(const fsdpc_model_shape *s, const fsdpc_lora *lo) {
   return mx;
 }
 
+/* The frozen norms' gradient sink: the widest norm (C, or a q norm over
+ * the whole projection). */
+static size_t sink_floats(const fsdpc_model_shape *s) {
+  size_t q = (size_t)s->NH * s->HD;
+  return s->qk_norm == FSDPC_QK_NORM_PROJ && q > (size_t)s->C ? q : (size_t)s->C;
+}
+
 uint64_t fsdpc__lora_ctx_bytes(const fsdpc_model_shape *s, const fsdpc_lora *lo, int N, int ckpt,
                                size_t act) {
   uint64_t slots = ckpt ? 1 : (uint64_t)s->L, nr = (uint64_t)N * (uint64_t)lo->r;
   uint64_t t = slots * (uint64_t)n_targets(lo) * nr * act;            /* saved u */
   t += (uint64_t)N * max_in(s, lo) * act * (lo->dropout > 0 ? 2 : 1); /* dx (, xd) */
-  t += nr * act + (uint64_t)s->C * sizeof(float);                     /* du, norm sink */
+  t += nr * act + sink_floats(s) * sizeof(float);                     /* du, norm sink */
   return t;
 }
 
@@ -201,7 +243,7 @@ fsdpc_status fsdpc__lora_ctx_alloc(fsdpc_model_ctx *m, const fsdpc_lora *lo, fsd
   if (!(m->lora_dx = fsdpc__model_mem(m, xb)) ||
       (lo->dropout > 0 && !(m->lora_xd = fsdpc__model_mem(m, xb))) ||
       !(m->lora_du = fsdpc__model_mem(m, nr * act)) ||
-      !(m->dnorm_sink = fsdpc__model_mem(m, (size_t)s->C * 4)))
+      !(m->dnorm_sink = fsdpc__model_mem(m, sink_floats(s) * 4)))
     goto oom;
   m->lora_bytes = fsdpc__lora_ctx_bytes(s, lo, m->N, m->ckpt, act);
   m->bytes += m->lora_bytes;
@@ -230,7 +272,7 @@ void fsdpc__lora_ctx_free(fsdpc_model_ctx *m) {
   if (m->lora_du)
     fsdpc__model_mem_free(m, m->lora_du, nr * act);
   if (m->dnorm_sink)
-    fsdpc__model_mem_free(m, m->dnorm_sink, (size_t)s->C * 4);
+    fsdpc__model_mem_free(m, m->dnorm_sink, sink_floats(s) * 4);
   free(m->lora_u);
   m->lora_u = NULL;
 }
@@ -251,20 +293,29 @@ static int dropping(const fsdpc_model_ctx *m) {
   return m->lora.dropout > 0 && m->lora_train;
 }
 
+/* Row block p of B (out_p rows of r) inside the adapter of a fused
+ * projection, and of its gradient. */
+static const void *b_part(const void *b, int off, int r, size_t act) {
+  return (const char *)b + (size_t)off * r * act;
+}
+
 fsdpc_status fsdpc__lora_apply(const fsdpc_ops *ops, const fsdpc_lora *lo, int j,
-                               const fsdpc_model_shape *s, const fsdpc_layer_w *w, void *y,
+                               const fsdpc_model_shape *s, const fsdpc_layer_w *w, void *const *ys,
                                const void *x, int N, void *u, fsdpc_err *err) {
   if (!w->lora_a[j])
     return FSDPC_OK;
-  int in, out;
+  int in, out, rows[3], np = fsdpc__lora_parts(s, j, rows);
   fsdpc__lora_dims(s, j, &in, &out);
   FSDPC_TRY(ops->matmul_fwd(ops->ctx, u, x, w->lora_a[j], NULL, N, in, lo->r, err));
   FSDPC_TRY(ops->scale(ops->ctx, u, (size_t)N * lo->r, lo->scale, err));
-  return ops->matmul_fwd(ops->ctx, y, u, w->lora_b[j], y, N, lo->r, out, err); /* y += u B^T */
+  for (int p = 0, off = 0; p < np; off += rows[p], p++) /* y_p += u B_p^T */
+    FSDPC_TRY(ops->matmul_fwd(ops->ctx, ys[p], u, b_part(w->lora_b[j], off, lo->r, ops->act_size),
+                              ys[p], N, lo->r, rows[p], err));
+  return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__lora_fwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w, void *y,
-                             const void *x, fsdpc_err *err) {
+fsdpc_status fsdpc__lora_fwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w,
+                             void *const *ys, const void *x, fsdpc_err *err) {
   if (!m->has_lora || !w->lora_a[j])
     return FSDPC_OK;
   int in, out, N = m->N;
@@ -276,20 +327,28 @@ fsdpc_status fsdpc__lora_fwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer
   }
   int slot = m->n_acts == 1 ? 0 : l;
   void *u = m->lora_u[slot * FSDPC_LORA_NPROJ + j]; /* (N, r), saved for the backward */
-  return fsdpc__lora_apply(m->ops, &m->lora, j, &m->s, w, y, xd, N, u, err);
+  return fsdpc__lora_apply(m->ops, &m->lora, j, &m->s, w, ys, xd, N, u, err);
 }
 
 fsdpc_status fsdpc__lora_bwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w,
-                             const fsdpc_layer_g *g, const void *dy, const void *x, void *dx,
-                             fsdpc_err *err) {
+                             const fsdpc_layer_g *g, const void *const *dys, const void *x,
+                             void *dx, fsdpc_err *err) {
   if (!m->has_lora || !w->lora_a[j])
     return FSDPC_OK;
-  int in, out, N = m->N, r = m->lora.r;
+  int in, out, N = m->N, r = m->lora.r, rows[3], np = fsdpc__lora_parts(&m->s, j, rows);
+  size_t act = m->ops->act_size;
   fsdpc__lora_dims(&m->s, j, &in, &out);
   int slot = m->n_acts == 1 ? 0 : l;
   const void *u = m->lora_u[slot * FSDPC_LORA_NPROJ + j];
-  /* du = dy @ B, dB += dy^T @ u; then du *= s */
-  OP(matmul_bwd, m->lora_du, g->lora_b[j], dy, u, w->lora_b[j], N, r, out, err);
+  /* du = sum_p dy_p @ B_p, dB_p += dy_p^T @ u (a part's du through lora_dx,
+   * free until dx); then du *= s */
+  for (int p = 0, off = 0; p < np; off += rows[p], p++) {
+    void *dst = p == 0 ? m->lora_du : m->lora_dx;
+    float *db = g->lora_b[j] ? g->lora_b[j] + (size_t)off * r : NULL;
+    OP(matmul_bwd, dst, db, dys[p], u, b_part(w->lora_b[j], off, r, act), N, r, rows[p], err);
+    if (p > 0)
+      OP(add_inplace, m->lora_du, m->lora_dx, (size_t)N * r, err);
+  }
   OP(scale, m->lora_du, (size_t)N * r, m->lora.scale, err);
   const void *xd = x;
   uint64_t key = mask_key(m, l, j);

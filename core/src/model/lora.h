@@ -40,11 +40,16 @@ typedef struct fsdpc_lora {
 /* The adapters a config asks for (peft.method lora); *on = 0 when none. */
 fsdpc_status fsdpc__lora_from_config(const fsdpc_config *c, fsdpc_lora *out, int *on,
                                      fsdpc_err *err);
-/* "q_proj", ... and the module path under a layer ("self_attn.q_proj"). */
-const char *fsdpc__lora_proj_name(int j);
-const char *fsdpc__lora_proj_module(int j);
-/* Input and output features of projection j. */
+/* "q_proj", ... ("qkv_proj", "gate_up_proj" in a fused family) and the
+ * module path under a layer ("self_attn.q_proj"). */
+const char *fsdpc__lora_proj_name(const fsdpc_model_shape *s, int j);
+const char *fsdpc__lora_proj_module(const fsdpc_model_shape *s, int j);
+/* Input and output features of projection j (a fused one: all its rows). */
 void fsdpc__lora_dims(const fsdpc_model_shape *s, int j, int *in, int *out);
+/* The outputs projection j writes: 3 (q, k, v) for a fused qkv_proj, 2
+ * (gate, up) for gate_up_proj, else 1; rows[p] = features of output p. The
+ * adapter's B stacks them, as the fused weight does. */
+int fsdpc__lora_parts(const fsdpc_model_shape *s, int j, int rows[3]);
 /* Whether a parameter kind is an adapter, its projection and A (0) / B (1). */
 static inline int fsdpc__lora_kind(int kind) {
   return kind >= FSDPC_P_LORA0;
@@ -79,19 +84,19 @@ void fsdpc__lora_ctx_free(fsdpc_model_ctx *m);
  * whether the passes train (dropout on) or evaluate (off). */
 void fsdpc__model_set_lora_round(fsdpc_model_ctx *m, uint64_t round, int training);
 
-/* y (N, out) += s * B(A(drop(x))) for projection j of layer l; a no-op when
- * it has no adapter. */
-fsdpc_status fsdpc__lora_fwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w, void *y,
-                             const void *x, fsdpc_err *err);
-/* The same without dropout on any N rows, u (N, r) a scratch: y += s *
- * (x @ A^T) @ B^T (the decoder's one-token steps). */
+/* ys[p] (N, rows[p]) += s * B_p(A(drop(x))) for projection j of layer l
+ * (fsdpc__lora_parts); a no-op when it has no adapter. */
+fsdpc_status fsdpc__lora_fwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w,
+                             void *const *ys, const void *x, fsdpc_err *err);
+/* The same without dropout on any N rows, u (N, r) a scratch: ys[p] += s *
+ * (x @ A^T) @ B_p^T (the decoder's one-token steps). */
 fsdpc_status fsdpc__lora_apply(const fsdpc_ops *ops, const fsdpc_lora *lo, int j,
-                               const fsdpc_model_shape *s, const fsdpc_layer_w *w, void *y,
+                               const fsdpc_model_shape *s, const fsdpc_layer_w *w, void *const *ys,
                                const void *x, int N, void *u, fsdpc_err *err);
-/* Adapter grads of projection j from dy, and dx (N, in) += its input
- * gradient; a no-op without an adapter. */
+/* Adapter grads of projection j from its outputs' gradients dys, and dx
+ * (N, in) += its input gradient; a no-op without an adapter. */
 fsdpc_status fsdpc__lora_bwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w,
-                             const fsdpc_layer_g *g, const void *dy, const void *x, void *dx,
-                             fsdpc_err *err);
+                             const fsdpc_layer_g *g, const void *const *dys, const void *x,
+                             void *dx, fsdpc_err *err);
 
 #endif

@@ -18,6 +18,35 @@
 #include "util/err.h"
 #include "util/mem.h"
 
+/* RoPE variants, as transformers' modeling_rope_utils.py computes them
+ * (rope_type; the numbers are those of model.rope_scaling.type). */
+enum {
+  FSDPC_ROPE_DEFAULT = 0,
+  FSDPC_ROPE_LLAMA3 = 1,
+  FSDPC_ROPE_LINEAR = 2,
+  FSDPC_ROPE_DYNAMIC = 3,
+  FSDPC_ROPE_YARN = 4,
+  FSDPC_ROPE_LONGROPE = 5
+};
+enum { FSDPC_ROPE_MAX_FACTORS = 256 }; /* longrope factors: dim / 2 <= this */
+
+/* What the cos/sin tables are made from (ops/cpu/rope_table.c). */
+typedef struct fsdpc_rope {
+  int type;      /* FSDPC_ROPE_* */
+  int dim;       /* dims of a head that turn (head_dim * partial_rotary_factor), even */
+  int max_pos;   /* max_position_embeddings */
+  double theta;  /* rope_theta */
+  double factor; /* linear, dynamic, llama3, yarn, longrope; 0 = derived (yarn, longrope) */
+  double low_freq_factor, high_freq_factor; /* llama3 */
+  int original_max_pos;                     /* llama3, yarn, longrope; 0 = max_pos */
+  double attention_factor;                  /* yarn, longrope; 0 = derived */
+  double beta_fast, beta_slow;              /* yarn; 0 = 32 and 1 */
+  double mscale, mscale_all_dim;            /* yarn; 0 = unset */
+  int truncate;                             /* yarn: round the correction range (default 1) */
+  int n_factors;                            /* longrope: dim / 2 */
+  double short_factor[FSDPC_ROPE_MAX_FACTORS], long_factor[FSDPC_ROPE_MAX_FACTORS];
+} fsdpc_rope;
+
 typedef struct fsdpc_ops {
   int32_t device;    /* FSDPC_DEVICE_* */
   int32_t act_dtype; /* FSDPC_DTYPE_F32 or FSDPC_DTYPE_BF16 */
@@ -89,9 +118,10 @@ typedef struct fsdpc_ops {
   fsdpc_status (*cast_params)(void *ctx, void *dst, const float *src, size_t n, fsdpc_err *err);
   /* Waits for all device work (reading results, timing). */
   fsdpc_status (*sync)(void *ctx, fsdpc_err *err);
-  fsdpc_status (*rope_tables)(void *ctx, float *cos, float *sin, int maxT, int HD, double theta,
-                              int llama3, double factor, double low, double high, int orig_max,
-                              fsdpc_err *err);
+  /* cos/sin (maxT, r->dim / 2) of fsdpc__rope_tables; use_long: longrope's
+   * long factors (a sequence longer than original_max_pos). */
+  fsdpc_status (*rope_tables)(void *ctx, float *cos, float *sin, const fsdpc_rope *r, int maxT,
+                              int use_long, fsdpc_err *err);
 
   fsdpc_status (*embedding_fwd)(void *ctx, void *out, const int32_t *tokens, const void *wte,
                                 int N, int C, int V, fsdpc_err *err);
@@ -109,10 +139,14 @@ typedef struct fsdpc_ops {
   fsdpc_status (*matmul_bwd)(void *ctx, void *dinp, float *dweight, const void *dout,
                              const void *inp, const void *weight, int N, int C, int OC,
                              fsdpc_err *err);
+  /* In place on the first RD of each head's HD dims (partial rotary: the
+   * rest pass through); cos/sin (maxT, RD/2). */
   fsdpc_status (*rope_fwd)(void *ctx, void *x, const float *cos, const float *sin,
-                           const int32_t *pos, int N, int H, int HD, int maxT, fsdpc_err *err);
+                           const int32_t *pos, int N, int H, int HD, int RD, int maxT,
+                           fsdpc_err *err);
   fsdpc_status (*rope_bwd)(void *ctx, void *dx, const float *cos, const float *sin,
-                           const int32_t *pos, int N, int H, int HD, int maxT, fsdpc_err *err);
+                           const int32_t *pos, int N, int H, int HD, int RD, int maxT,
+                           fsdpc_err *err);
   fsdpc_status (*swiglu_fwd)(void *ctx, void *out, const void *gate, const void *up, int N,
                              int F, fsdpc_err *err);
   fsdpc_status (*swiglu_bwd)(void *ctx, void *dgate, void *dup, const void *dout,
@@ -136,13 +170,14 @@ typedef struct fsdpc_ops {
   /* Inference over a KV cache (core/src/infer); rows r = b * n + i, pos (B*n)
    * in device memory, kc/vc (B, maxT, KVH*HD) of act_dtype.
    * kv_store: kc[b, pos[r]] = k[r], vc[b, pos[r]] = v[r].
-   * attn_cached: out[r] (NH*HD) = softmax(scale * q[r] . kc[b, 0..pos[r]])
-   * @ vc[b, 0..pos[r]], query head h on kv head h / (NH / KVH). */
+   * attn_cached: out[r] (NH*HD) = softmax(scale * q[r] . kc[b, lo..pos[r]])
+   * @ vc[b, lo..pos[r]], query head h on kv head h / (NH / KVH); lo = 0, or
+   * pos[r] - window + 1 with a sliding window (window > 0). */
   fsdpc_status (*kv_store)(void *ctx, void *kc, void *vc, const void *k, const void *v,
                            const int32_t *pos, int B, int n, int maxT, int KD, fsdpc_err *err);
-  fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc,
-                              const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
-                              int HD, int maxT, float scale, fsdpc_err *err);
+  fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc, const void *vc,
+                              const int32_t *pos, int B, int n, int NH, int KVH, int HD, int maxT,
+                              float scale, int window, fsdpc_err *err);
   /* LoRA (model/lora.h), act_dtype, n elements. scale: x *= s. dropout:
    * out[i] = inp[i] * keep(key, i) / (1 - p), keep(key, i) = the top 24 bits
    * of splitmix64(key + i) >= p * 2^24 (the same mask on every device); out
@@ -186,6 +221,14 @@ typedef struct fsdpc_ops {
    * (cpu_offload's gradients), so that they do not queue behind the comm
    * stream's uploads; ordered with the others through events. */
   void *(*d2h_stream)(void *ctx);
+  /* The decoder families' ops (model/family.c). bias_add: y[n] += bias
+   * (N rows of OC, act_dtype). bias_bwd: dbias (fp32, OC) += the column sums
+   * of dy (written under grad_overwrite). axpy: out = x + a * y, or a * y
+   * when x is NULL; out may alias x or y. */
+  fsdpc_status (*bias_add)(void *ctx, void *y, const void *bias, int N, int OC, fsdpc_err *err);
+  fsdpc_status (*bias_bwd)(void *ctx, float *dbias, const void *dy, int N, int OC, fsdpc_err *err);
+  fsdpc_status (*axpy)(void *ctx, void *out, const void *x, const void *y, float a, size_t n,
+                       fsdpc_err *err);
 } fsdpc_ops;
 
 /* Event slots: 0..95 for the engine's streams, then one per unit. */

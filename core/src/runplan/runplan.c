@@ -11,6 +11,7 @@
 #include "fsdp/engine.h"
 #include "fsdp/program.h"
 #include "fsdp/qstate.h"
+#include "model/family.h"
 #include "ops/ops.h"
 #include "plugin/call.h"
 #include "plugin/plugin_lib.h"
@@ -28,15 +29,10 @@ void fsdpc__run_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) 
   sh->HD = (int)m->head_dim;
   sh->max_pos = (int)m->max_position_embeddings;
   sh->eps = (float)m->rms_norm_eps;
-  sh->rope_theta = m->rope_theta;
-  sh->rope_llama3 = m->rope_scaling.type == FSDPC_ROPE_SCALING_LLAMA3;
-  sh->rope_factor = m->rope_scaling.factor;
-  sh->rope_low_freq_factor = m->rope_scaling.low_freq_factor;
-  sh->rope_high_freq_factor = m->rope_scaling.high_freq_factor;
-  sh->rope_original_max_pos = (int)m->rope_scaling.original_max_position_embeddings;
   sh->tied = m->tie_word_embeddings;
   sh->bos_id = (int)m->bos_token_id;
   sh->eos_id = (int)m->eos_token_id;
+  fsdpc__family_resolve(c, sh); /* the family's switches and RoPE (model/family.c) */
 }
 
 fsdpc_status fsdpc__run_shard_size(fsdpc_strategy strategy, const fsdpc_run_world *w,

@@ -101,7 +101,7 @@ static int32_t flash_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc
   if (out == NULL)
     return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
                          "attention flash: sizes() out is NULL");
-  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal, s->scale, NULL};
+  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal, s->scale, NULL, 0};
   /* Everything is linear in T: the LSE, and dq in fp32 plus one float per
    * row during backward. */
   if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, saved_bytes))
@@ -124,7 +124,8 @@ static int aligned16(const void *p) {
 
 static flash_params params_of(const fsdpc_attn_shape *s) {
   const int32_t *doc = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, doc_ids) ? s->doc_ids : NULL;
-  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal != 0, s->scale, doc};
+  const int window = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, window) && s->window > 0 ? s->window : 0;
+  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal != 0, s->scale, doc, window};
   return p;
 }
 #endif
@@ -193,6 +194,7 @@ static const fsdpc_attention_v1 flash_vtable = {
     /* .forward     = */ flash_forward,
     /* .backward    = */ flash_backward,
     /* .create_call = */ NULL,
+    /* .features    = */ FSDPC_ATTN_FEATURE_WINDOW,
 };
 
 static const fsdpc_component_desc flash_component = {

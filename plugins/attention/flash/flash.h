@@ -6,7 +6,11 @@
  *
  * Layouts: q, out, dout, dq (B, T, NH, HD) bf16; k, v, dk, dv (B, T, KVH, HD)
  * bf16; lse (B, NH, T) fp32 natural-log sum of exp of the scaled scores; doc
- * (B, T) int32 document ids or NULL. */
+ * (B, T) int32 document ids or NULL. A sliding window is one more mask on
+ * the blocks it cuts (blocks wholly outside it are computed and masked, not
+ * skipped); the sm_90a kernels have it compiled in only in the windowed
+ * twins that a shape with a window runs, so that those without one are
+ * unchanged. */
 #ifndef FSDPC_FLASH_H
 #define FSDPC_FLASH_H
 
@@ -21,6 +25,7 @@ typedef struct flash_params {
   int causal;
   float scale;
   const int32_t *doc; /* (B, T) or NULL */
+  int window;         /* sliding window: key j visible to query i iff i - j < window; 0 = none */
 } flash_params;
 
 /* Bytes of the backward workspace: dq in fp32 (B, T, NH, HD), then the row

@@ -259,7 +259,8 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
        * which would otherwise get a nonzero probability; query rows past T
        * have zero-filled lse and D, so they are masked too. */
       const bool need_mask = doc != nullptr || n0 + BN > T || m0 + BM > T ||
-                             (p.causal && n0 + wkey + 16 * MT - 1 > m0);
+                             (p.causal && n0 + wkey + 16 * MT - 1 > m0) ||
+                             (p.window > 0 && m0 + BM - 1 - (n0 + wkey) >= p.window);
 #pragma unroll
       for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -270,7 +271,8 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
             float pv = exp2f(fmaf(st[mt][nt][c], sl2, -sL[qi] * FLASH_LOG2E));
             if (need_mask) {
               const int key = kr_lo + mt * 16 + (c >> 1) * 8;
-              bool ok = key < T && m0 + qi < T && (!p.causal || key <= m0 + qi);
+              bool ok = key < T && m0 + qi < T && (!p.causal || key <= m0 + qi) &&
+                        (p.window == 0 || m0 + qi - key < p.window);
               if (doc)
                 ok = ok && sDoc[qi] == doc_k[mt][c >> 1];
               pv = ok ? pv : 0.0f;

@@ -65,6 +65,9 @@ enum {
 /* Seams: what a sandbox variant (bench/flash/) may replace by hiding these
  * members in a type derived from a tile-table entry. Production runs these. */
 struct bwd90_seams {
+  /* Whether the kernel masks a sliding window (bwd90_run launches the
+   * bwd90_windowed twin of an entry for a shape with one). */
+  static constexpr bool WINDOW = false;
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   /* The probability of score element (query group i of 8, any element): 2^x. */
   static __device__ __forceinline__ float prob_exp2(float x, int i) {
@@ -119,6 +122,10 @@ template <> struct bwd90_tiles<128> : bwd90_seams {
   static constexpr int HD = 128, BN = 128, BM = 64, ST = 3, OVL = 2;
   static constexpr bool DQWARP = true, LDCP = false;
   static constexpr int L2_DQ_MIB = 32, CHUNK_MAX = 16;
+};
+/* The same entry with the sliding-window mask compiled in. */
+template <class C> struct bwd90_windowed : C {
+  static constexpr bool WINDOW = true;
 };
 
 /* What follows from a tile-table entry C. dS^T has two buffers, so that a
@@ -309,14 +316,16 @@ struct bwd90_keys {
   int key0, key_lo;
 };
 
-/* P^T = exp2(scale S^T - lse) in place in acc.sacc; masked (causal, same
- * document, queries past T) when MASKED: element (i, e) is kept iff its
- * query offset from this thread's first query q0 is in [qlo, qhi] of its
- * key row, then, with documents, if its query's document is its key's. */
+/* P^T = exp2(scale S^T - lse) in place in acc.sacc; masked (causal, sliding
+ * window, same document, queries past T) when MASKED: element (i, e) is kept
+ * iff its query offset from this thread's first query q0 is in [qlo, qhi] of
+ * its key row (and, with C::WINDOW, at most qwin of its key row), then, with
+ * documents, if its query's document is its key's. */
 template <class C, bool MASKED>
 static __device__ __forceinline__ void
 bwd90_probs(const bwd90_acc<C> &acc, const float *cL, const bwd90_keys &k, const int32_t *doc,
-            const int (&doc_k)[2], int q0, int qhi, const int (&qlo)[2], int T, float sl2) {
+            const int (&doc_k)[2], int q0, int qhi, const int (&qlo)[2], const int (&qwin)[2],
+            int T, float sl2) {
   const int lane = k.lane;
 #pragma unroll
   for (int i = 0; i < C::BM / 8; i++) {
@@ -329,7 +338,7 @@ bwd90_probs(const bwd90_acc<C> &acc, const float *cL, const bwd90_keys &k, const
       float pv = C::prob_exp2(x, i);
       if (MASKED) {
         const int j = i * 8 + (e & 1);
-        pv = j >= qlo[e >> 1] && j <= qhi ? pv : 0.0f;
+        pv = j >= qlo[e >> 1] && j <= qhi && (!C::WINDOW || j <= qwin[e >> 1]) ? pv : 0.0f;
       }
       acc.sacc[4 * i + e] = pv;
     }
@@ -459,7 +468,8 @@ bwd90_step(const bwd90_smem<C> &sm, const bwd90_ctx &x, const bwd90_tile<C> &tl,
   product_kmaj(acc.dpacc, sm.sV, cdO);
 
   /* P^T (masked: causal, same document, queries past T). */
-  const bool need_mask = (p.causal && m0 < k.key0 + 63) || doc != nullptr || m0 + BM > T;
+  const bool need_mask = (p.causal && m0 < k.key0 + 63) || doc != nullptr || m0 + BM > T ||
+                         (C::WINDOW && m0 + BM - 1 - k.key0 >= p.window);
   wgmma_wait<1>();
   reg_fence(acc.sacc);
   if (C::DQWARP && it > 0) {
@@ -483,14 +493,16 @@ bwd90_step(const bwd90_smem<C> &sm, const bwd90_ctx &x, const bwd90_tile<C> &tl,
    * one (a test of need_mask at every element stays a branch per element in
    * ptxas). The mask is a range of query offsets per key row. */
   const int q0 = m0 + (lane % 4) * 2, qhi = T - 1 - q0;
-  int qlo[2];
+  int qlo[2], qwin[2]; /* a window (C::WINDOW: p.window > 0) ends at key + window - 1 */
 #pragma unroll
-  for (int r = 0; r < 2; r++)
+  for (int r = 0; r < 2; r++) {
     qlo[r] = p.causal ? k.key_lo + 8 * r - q0 : INT32_MIN;
+    qwin[r] = C::WINDOW ? k.key_lo + 8 * r + p.window - 1 - q0 : 0;
+  }
   if (need_mask)
-    bwd90_probs<C, true>(acc, cL, k, doc, doc_k, q0, qhi, qlo, T, sl2);
+    bwd90_probs<C, true>(acc, cL, k, doc, doc_k, q0, qhi, qlo, qwin, T, sl2);
   else
-    bwd90_probs<C, false>(acc, cL, k, doc, doc_k, q0, qhi, qlo, T, sl2);
+    bwd90_probs<C, false>(acc, cL, k, doc, doc_k, q0, qhi, qlo, qwin, T, sl2);
   /* dS^T = P^T (dP^T - D), to shared memory for dQ. */
   wgmma_wait<0>();
   reg_fence(acc.dpacc);
@@ -745,18 +757,29 @@ static int launch_bwd90(const flash_params *p, const void *q, const void *k, con
   return (int)cudaGetLastError();
 }
 
-/* flash_bwd_sm90 of the tile-table entries C64 (head dim 64) and C128 (80,
- * 96, 128: the columns past the head dim are zero-filled). */
 template <class C64, class C128>
-static int bwd90_run(const flash_params *p, const void *q, const void *k, const void *v,
-                     const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
-                     void *dv, void *stream) {
-  cudaStream_t st = (cudaStream_t)stream;
+static int bwd90_by_hd(const flash_params *p, const void *q, const void *k, const void *v,
+                       const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
+                       void *dv, cudaStream_t st) {
   if (p->HD == 64)
     return launch_bwd90<C64>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   if (p->HD == 80 || p->HD == 96 || p->HD == 128)
     return launch_bwd90<C128>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   return (int)cudaErrorInvalidValue;
+}
+
+/* flash_bwd_sm90 of the tile-table entries C64 (head dim 64) and C128 (80,
+ * 96, 128: the columns past the head dim are zero-filled), or of their
+ * windowed twins for a sliding window. */
+template <class C64, class C128>
+static int bwd90_run(const flash_params *p, const void *q, const void *k, const void *v,
+                     const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
+                     void *dv, void *stream) {
+  cudaStream_t st = (cudaStream_t)stream;
+  if (p->window > 0)
+    return bwd90_by_hd<bwd90_windowed<C64>, bwd90_windowed<C128>>(p, q, k, v, dout, lse, D,
+                                                                  dq_acc, dk, dv, st);
+  return bwd90_by_hd<C64, C128>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
 }
 
 #endif

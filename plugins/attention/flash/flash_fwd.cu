@@ -135,8 +135,9 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
         }
       }
 
-      const bool need_mask =
-          n0 + BN > T || doc != nullptr || (p.causal && n0 + BN - 1 > m0 + wrow);
+      const bool need_mask = n0 + BN > T || doc != nullptr ||
+                             (p.causal && n0 + BN - 1 > m0 + wrow) ||
+                             (p.window > 0 && warp_last - n0 >= p.window);
 #pragma unroll
       for (int mt = 0; mt < MT; mt++) {
         if (need_mask) {
@@ -146,7 +147,8 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
             for (int c = 0; c < 4; c++) {
               const int row = m0 + wrow + mt * 16 + lane / 4 + (c >> 1) * 8;
               const int col = n0 + nt * 8 + (lane % 4) * 2 + (c & 1);
-              bool ok = col < T && (!p.causal || col <= row);
+              bool ok =
+                  col < T && (!p.causal || col <= row) && (p.window == 0 || row - col < p.window);
               if (ok && doc)
                 ok = __ldg(doc + col) == doc_r[mt][c >> 1];
               s[mt][nt][c] = ok ? s[mt][nt][c] : -INFINITY;

@@ -55,6 +55,10 @@
 /* Seams: what a sandbox variant (bench/flash/) may replace by hiding these
  * members in a type derived from a tile-table entry. Production runs these. */
 struct fwd90_seams {
+  /* Whether the kernel masks a sliding window: fwd90_run launches the
+   * fwd90_windowed twin of an entry for a shape with one, so that the kernel
+   * without a window is compiled as if windows did not exist. */
+  static constexpr bool WINDOW = false;
   /* The probability of score element (column pair i, element e of 2): 2^x. */
   static __device__ __forceinline__ float prob_exp2(float x, int i, int e) {
     return exp2f(x);
@@ -90,6 +94,11 @@ template <> struct fwd90_tiles<128> : fwd90_seams {
   static constexpr int HD = 128, NC = 2, ST = 3, BN = 128, OSTORE = 8;
   static constexpr bool PP = true, SMEM_GENERIC = false;
   static constexpr int REG_PRODUCER = 32, REG_CONSUMER = 224;
+};
+
+/* The same entry with the sliding-window mask compiled in. */
+template <class C> struct fwd90_windowed : C {
+  static constexpr bool WINDOW = true;
 };
 
 /* What follows from a tile-table entry C. */
@@ -158,15 +167,16 @@ static __device__ int fwd90_sched[FWD90_SLOTS][2];
 template <class C>
 static __device__ __forceinline__ void
 softmax_block(float (&s)[C::BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
-              bool need_mask, int n0, int row_lo, int T, bool causal, const int32_t *doc,
-              const int (&doc_r)[2], int lane, float sl2) {
+              bool need_mask, int n0, int row_lo, int T, bool causal, int window,
+              const int32_t *doc, const int (&doc_r)[2], int lane, float sl2) {
   constexpr int BN = C::BN;
   if (need_mask) {
     /* Element (i, e) is kept iff its column offset in the block, i * 8 +
      * (e & 1) from this thread's first column c0, is at most lim of its row
      * (the end of the sequence, and the row itself when causal): one
-     * compare with an immediate an element; then, with documents, a second
-     * pass drops the other documents' columns. */
+     * compare with an immediate an element; then, with a sliding window,
+     * a pass drops the columns before the row's window, and with documents,
+     * one drops the other documents' columns. */
     const int c0 = n0 + (lane % 4) * 2;
     int lim[2];
 #pragma unroll
@@ -177,6 +187,17 @@ softmax_block(float (&s)[C::BN / 2], float (&m)[2], float (&l)[2], float (&alpha
 #pragma unroll
       for (int e = 0; e < 4; e++)
         s[i * 4 + e] = i * 8 + (e & 1) <= lim[e >> 1] ? s[i * 4 + e] : -INFINITY;
+    if (C::WINDOW && window > 0) {
+      int lo[2]; /* the first column offset inside row r's window */
+#pragma unroll
+      for (int r = 0; r < 2; r++)
+        lo[r] = row_lo + 8 * r - window + 1 - c0;
+#pragma unroll
+      for (int i = 0; i < BN / 8; i++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+          s[i * 4 + e] = i * 8 + (e & 1) >= lo[e >> 1] ? s[i * 4 + e] : -INFINITY;
+    }
     if (doc) {
 #pragma unroll
       for (int i = 0; i < BN / 8; i++)
@@ -367,10 +388,11 @@ fwd90_attend(const fwd90_smem<C> &sm, const fwd90_turns<C> &turn, const flash_pa
   };
   auto softmax = [&](int j) {
     const int n0 = j * BN;
-    const bool need_mask =
-        n0 + BN > T || w.doc != nullptr || (p.causal && n0 + BN - 1 > w.wg_first);
-    softmax_block<C>(acc.s, acc.m, acc.l, acc.alpha, need_mask, n0, w.row_lo, T, p.causal, w.doc,
-                     doc_r, lane, sl2);
+    const bool need_mask = n0 + BN > T || w.doc != nullptr ||
+                           (p.causal && n0 + BN - 1 > w.wg_first) ||
+                           (C::WINDOW && p.window > 0 && w.wg_first + 63 - n0 >= p.window);
+    softmax_block<C>(acc.s, acc.m, acc.l, acc.alpha, need_mask, n0, w.row_lo, T, p.causal, p.window,
+                     w.doc, doc_r, lane, sl2);
   };
   auto full_k = [&](int j) { return &sm.fullK[(kv0 + j) % ST]; };
   auto full_v = [&](int j) { return &sm.fullV[(kv0 + j) % ST]; };
@@ -634,17 +656,25 @@ static int launch_fwd90(const flash_params *p, const void *q, const void *k, con
   return (int)cudaGetLastError();
 }
 
-/* flash_fwd_sm90 of the tile-table entries C64 (head dim 64) and C128 (80,
- * 96, 128). */
 template <class C64, class C128>
-static int fwd90_run(const flash_params *p, const void *q, const void *k, const void *v, void *out,
-                     float *lse, void *stream) {
-  cudaStream_t st = (cudaStream_t)stream;
+static int fwd90_by_hd(const flash_params *p, const void *q, const void *k, const void *v,
+                       void *out, float *lse, cudaStream_t st) {
   if (p->HD == 64)
     return launch_fwd90<C64>(p, q, k, v, out, lse, st);
   if (p->HD == 80 || p->HD == 96 || p->HD == 128)
     return launch_fwd90<C128>(p, q, k, v, out, lse, st);
   return (int)cudaErrorInvalidValue;
+}
+
+/* flash_fwd_sm90 of the tile-table entries C64 (head dim 64) and C128 (80,
+ * 96, 128), or of their windowed twins for a sliding window. */
+template <class C64, class C128>
+static int fwd90_run(const flash_params *p, const void *q, const void *k, const void *v, void *out,
+                     float *lse, void *stream) {
+  cudaStream_t st = (cudaStream_t)stream;
+  if (p->window > 0)
+    return fwd90_by_hd<fwd90_windowed<C64>, fwd90_windowed<C128>>(p, q, k, v, out, lse, st);
+  return fwd90_by_hd<C64, C128>(p, q, k, v, out, lse, st);
 }
 
 #endif

@@ -8,8 +8,9 @@
  * B = batch, T = sequence, NH = query heads, KVH = kv heads (GQA: query head
  * h reads kv head h / (NH / KVH)), HD = head dim.
  * Layouts (row-major): q, out, dq, dout (B, T, NH, HD); k, v, dk, dv
- * (B, T, KVH, HD); P (B, NH, T, T). Masks: causal (key j <= query i) and,
- * when doc_ids is given, same document (doc_ids[b][j] == doc_ids[b][i]).
+ * (B, T, KVH, HD); P (B, NH, T, T). Masks: causal (key j <= query i), a
+ * sliding window when shape->window > 0 (i - j < window) and, when doc_ids
+ * is given, same document (doc_ids[b][j] == doc_ids[b][i]).
  * A query always sees itself, so no row of P is empty.
  * Gradients dq, dk, dv are written (=).
  *
@@ -94,9 +95,15 @@ static const int32_t *doc_ids_of(const fsdpc_attn_shape *s) {
   return FSDPC_HAS_FIELD(s, fsdpc_attn_shape, doc_ids) ? s->doc_ids : NULL;
 }
 
-/* Whether query i may attend to key j. doc is doc_ids + b*T, or NULL. */
-static inline int allowed(int causal, const int32_t *doc, int i, int j) {
-  return (!causal || j <= i) && (doc == NULL || doc[i] == doc[j]);
+static int window_of(const fsdpc_attn_shape *s) {
+  return FSDPC_HAS_FIELD(s, fsdpc_attn_shape, window) && s->window > 0 ? s->window : 0;
+}
+
+/* Whether query i may attend to key j. doc is doc_ids + b*T, or NULL;
+ * window 0 = none. */
+static inline int allowed(int causal, int window, const int32_t *doc, int i, int j) {
+  return (!causal || j <= i) && (window == 0 || i - j < window) &&
+         (doc == NULL || doc[i] == doc[j]);
 }
 
 static float dot(const float *a, const float *b, int n) {
@@ -158,6 +165,7 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
   const int rep = NH / KVH;
   const float scale = s->scale;
   const int32_t *doc_ids = doc_ids_of(s); // (B, T) or NULL
+  const int window = window_of(s);
 
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(team_of(s))
   for (int b = 0; b < B; b++) {
@@ -170,7 +178,7 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
         float *prow = P + (size_t)i * T;
         float mx = -INFINITY;
         for (int j = 0; j < T; j++) {
-          if (!allowed(causal, doc, i, j))
+          if (!allowed(causal, window, doc, i, j))
             continue;
           const float *kj = k + (((size_t)b * T + j) * KVH + g) * HD;
           prow[j] = scale * dot(qi, kj, HD);
@@ -178,7 +186,7 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
         }
         double sum = 0.0;
         for (int j = 0; j < T; j++) {
-          if (!allowed(causal, doc, i, j)) {
+          if (!allowed(causal, window, doc, i, j)) {
             prow[j] = 0.0f;
             continue;
           }
@@ -239,6 +247,7 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
   const int rep = NH / KVH;
   const float scale = s->scale;
   const int32_t *doc_ids = doc_ids_of(s);
+  const int window = window_of(s);
 
   /* One task per (b, kv head): it owns dk, dv of that head and dq of the
    * query heads that read it, so no two threads write the same element. */
@@ -261,7 +270,7 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
           const float *prow = P + (size_t)i * T;
           double D = 0.0;
           for (int j = 0; j < T; j++) {
-            if (!allowed(causal, doc, i, j))
+            if (!allowed(causal, window, doc, i, j))
               continue;
             const float *vj = v + (((size_t)b * T + j) * KVH + g) * HD;
             dp[j] = dot(doi, vj, HD);
@@ -270,7 +279,7 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
           for (int d = 0; d < HD; d++)
             dqi[d] = 0.0f;
           for (int j = 0; j < T; j++) {
-            if (!allowed(causal, doc, i, j))
+            if (!allowed(causal, window, doc, i, j))
               continue;
             size_t ko = (((size_t)b * T + j) * KVH + g) * HD;
             const float *kj = k + ko;
@@ -301,6 +310,7 @@ static const fsdpc_attention_v1 naive_vtable = {
     /* .forward     = */ naive_forward,
     /* .backward    = */ naive_backward,
     /* .create_call = */ NULL,
+    /* .features    = */ FSDPC_ATTN_FEATURE_WINDOW,
 };
 
 static const fsdpc_component_desc naive_component = {
@@ -312,7 +322,7 @@ static const fsdpc_component_desc naive_component = {
     /* .default_score  = */ 10,
     /* .description    = */ "reference attention that materialises the T x T probabilities",
     /* .capabilities   = */
-    "cpu fp32; causal; GQA; doc masking; any head dim"
+    "cpu fp32; causal; GQA; doc masking; sliding window; any head dim"
 #ifdef FSDPC_WITH_CUDA
     "; cuda bf16 (fp32 softmax, head dim <= 512)"
 #endif

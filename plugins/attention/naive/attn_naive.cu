@@ -25,13 +25,14 @@ typedef __nv_bfloat16 bf16;
 #define THREADS 128
 
 struct dims {
-  int B, T, NH, KVH, HD, rep, causal;
+  int B, T, NH, KVH, HD, rep, causal, window; /* window 0 = none */
   float scale;
   const int32_t *doc; // (B, T) or NULL
 };
 
 static __device__ __forceinline__ bool allowed(const dims &d, const int32_t *doc, int i, int j) {
-  return (!d.causal || j <= i) && (doc == NULL || doc[i] == doc[j]);
+  return (!d.causal || j <= i) && (d.window == 0 || i - j < d.window) &&
+         (doc == NULL || doc[i] == doc[j]);
 }
 
 static __device__ __forceinline__ float warp_sum(float v) {
@@ -179,6 +180,7 @@ static dims make_dims(const fsdpc_attn_shape *s) {
   d.B = s->B, d.T = s->T, d.NH = s->NH, d.KVH = s->KVH, d.HD = s->HD;
   d.rep = s->NH / s->KVH, d.causal = s->causal != 0, d.scale = s->scale;
   d.doc = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, doc_ids) ? s->doc_ids : NULL;
+  d.window = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, window) && s->window > 0 ? s->window : 0;
   return d;
 }
 

@@ -1,7 +1,8 @@
 /* Attention over a KV cache (inference): store new keys/values at their
  * positions, and attend one query row to its sequence's cached keys
- * 0..pos. fp32, the reference of ops/cuda/attn_cache.cu. Online softmax
- * (one pass over the keys, no score buffer), so any cache length works. */
+ * 0..pos (the last window of them with a sliding window). fp32, the reference of
+ * ops/cuda/attn_cache.cu. Online softmax (one pass over the keys, no score buffer), so any cache
+ * length works. */
 #include <math.h>
 #include <string.h>
 
@@ -19,7 +20,7 @@ void fsdpc__cpu_kv_store(float *kc, float *vc, const float *k, const float *v, c
 
 void fsdpc__cpu_attn_cached(float *out, const float *q, const float *kc, const float *vc,
                             const int32_t *pos, int B, int n, int NH, int KVH, int HD, int maxT,
-                            float scale) {
+                            float scale, int window) {
   int KD = KVH * HD, group = NH / KVH;
 #pragma omp parallel for num_threads(fsdpc__cpu_nt()) collapse(2) schedule(static)
   for (int r = 0; r < B * n; r++)
@@ -31,7 +32,8 @@ void fsdpc__cpu_attn_cached(float *out, const float *q, const float *kc, const f
       double m = -INFINITY, l = 0.0;
       for (int d = 0; d < HD; d++)
         o[d] = 0.0f;
-      for (int t = 0; t <= pos[r]; t++) {
+      int lo = window > 0 && pos[r] - window + 1 > 0 ? pos[r] - window + 1 : 0;
+      for (int t = lo; t <= pos[r]; t++) {
         const float *kt = kb + (size_t)t * KD, *vt = vb + (size_t)t * KD;
         float s = 0.0f;
         for (int d = 0; d < HD; d++)

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops/ops.h"
+
 /* ---- team.c ---- */
 /* The team size of every OpenMP region of these ops, per call and never
  * through OpenMP's own state (omp_set_num_threads would change the caller's
@@ -76,33 +78,37 @@ void fsdpc__cpu_matmul_bwd(float *dinp,         // (N, C) =, or NULL
                            const float *weight, // (OC, C)
                            int N, int C, int OC);
 
-/* ---- rope.c ---- Hugging Face rotate_half convention (halves, not pairs):
- * for i < HD/2, with c = cos[pos][i], s = sin[pos][i]:
- *   y[i]        = x[i] * c - x[i + HD/2] * s
- *   y[i + HD/2] = x[i + HD/2] * c + x[i] * s
+/* ---- rope.c ---- Hugging Face rotate_half convention (halves, not pairs)
+ * over the first RD (rotary) dims of each head of HD dims; the others pass
+ * through (partial rotary). For i < RD/2, c = cos[pos][i], s = sin[pos][i]:
+ *   y[i]        = x[i] * c - x[i + RD/2] * s
+ *   y[i + RD/2] = x[i + RD/2] * c + x[i] * s
  * cos/sin tables come from fsdpc__rope_tables (rope_table.c, below). */
 void fsdpc__cpu_rope_fwd(float *x,           // (N, H, HD) in place
-                         const float *cos,   // (maxT, HD/2)
-                         const float *sin,   // (maxT, HD/2)
+                         const float *cos,   // (maxT, RD/2)
+                         const float *sin,   // (maxT, RD/2)
                          const int32_t *pos, // (N) position of each row
-                         int N, int H, int HD);
+                         int N, int H, int HD, int RD);
 /* The transpose (inverse rotation) applied to the gradient, in place. */
 void fsdpc__cpu_rope_bwd(float *dx, // (N, H, HD) in place
                          const float *cos, const float *sin, const int32_t *pos, int N, int H,
-                         int HD);
+                         int HD, int RD);
 
 /* ---- rope_table.c ----
- * cos/sin tables for positions 0..maxT-1: angle[t][i] = t * inv_freq[i] with
- * inv_freq[i] = theta^(-2i/HD), i < HD/2 (HD must be even). When
- * scaling_llama3 is non-zero, inv_freq is rescaled exactly as Hugging Face's
- * _compute_llama3_parameters (rope_type "llama3"): wavelengths longer than
- * original_max_pos/low_freq_factor are divided by factor, shorter than
- * original_max_pos/high_freq_factor are kept, and the band between is
- * interpolated. Angles are computed in double, stored as float. */
-void fsdpc__rope_tables(float *cos, // (maxT, HD/2)
-                        float *sin, // (maxT, HD/2)
-                        int maxT, int HD, double theta, int scaling_llama3, double factor,
-                        double low_freq_factor, double high_freq_factor, int original_max_pos);
+ * cos/sin tables for positions 0..maxT-1 of RoPE r (ops.h): angle[t][i] =
+ * t * inv_freq[i], i < r->dim/2, inv_freq as transformers' rope_type computes
+ * it (default, linear, dynamic, llama3, yarn, longrope with its short or,
+ * when use_long, long factors), both tables times the attention factor
+ * (yarn, longrope; else 1). Angles in double, stored as float. */
+void fsdpc__rope_tables(float *cos, // (maxT, dim/2)
+                        float *sin, // (maxT, dim/2)
+                        const fsdpc_rope *r, int maxT, int use_long);
+/* inv (dim/2) = the inverse frequencies of r, and the attention factor. */
+void fsdpc__rope_inv_freq(const fsdpc_rope *r, int use_long, double *inv);
+double fsdpc__rope_attention_factor(const fsdpc_rope *r);
+/* Whether a sequence of seq_len positions uses longrope's long factors
+ * (transformers: the largest position + 1 > original_max_position_embeddings). */
+int fsdpc__rope_uses_long(const fsdpc_rope *r, int seq_len);
 
 /* ---- swiglu.c ---- out = silu(gate) * up */
 void fsdpc__cpu_swiglu_fwd(float *out,        // (N, F)
@@ -150,6 +156,12 @@ void fsdpc__cpu_logits(float *out,          // (N, V)
 double fsdpc__cpu_sumsq(const float *x, size_t n);
 /* x *= s */
 void fsdpc__cpu_scale(float *x, float s, size_t n);
+/* out = x + a * y, or a * y when x is NULL (out may alias x or y) */
+void fsdpc__cpu_axpy(float *out, const float *x, const float *y, float a, size_t n);
+/* y[n] += bias for each of N rows of OC */
+void fsdpc__cpu_bias_add(float *y, const float *bias, int N, int OC);
+/* dbias += the sum over the N rows of dy (OC columns), in double */
+void fsdpc__cpu_bias_bwd(float *dbias, const float *dy, int N, int OC);
 
 /* ---- attn_cache.c ---- inference over a KV cache; rows r = b * n + i.
  * kv_store: kc[b, pos[r]] = k[r], vc[b, pos[r]] = v[r]. */
@@ -159,14 +171,16 @@ void fsdpc__cpu_kv_store(float *kc,           // (B, maxT, KD)
                          const float *v,      // (B*n, KD)
                          const int32_t *pos,  // (B*n)
                          int B, int n, int maxT, int KD);
-/* out[r] = softmax(scale * q[r] . kc[b, 0..pos[r]]) @ vc[b, 0..pos[r]] per
- * head; query head h reads kv head h / (NH / KVH). */
-void fsdpc__cpu_attn_cached(float *out,          // (B*n, NH*HD)
-                            const float *q,      // (B*n, NH*HD)
-                            const float *kc,     // (B, maxT, KVH*HD)
-                            const float *vc,     // (B, maxT, KVH*HD)
-                            const int32_t *pos,  // (B*n)
-                            int B, int n, int NH, int KVH, int HD, int maxT, float scale);
+/* out[r] = softmax(scale * q[r] . kc[b, lo..pos[r]]) @ vc[b, lo..pos[r]] per
+ * head; query head h reads kv head h / (NH / KVH); lo = 0, or with a
+ * sliding window (window > 0) max(0, pos[r] - window + 1). */
+void fsdpc__cpu_attn_cached(float *out,         // (B*n, NH*HD)
+                            const float *q,     // (B*n, NH*HD)
+                            const float *kc,    // (B, maxT, KVH*HD)
+                            const float *vc,    // (B, maxT, KVH*HD)
+                            const int32_t *pos, // (B*n)
+                            int B, int n, int NH, int KVH, int HD, int maxT, float scale,
+                            int window);
 
 /* ---- dropout.c ---- LoRA: inverted dropout with a counter-hash mask (ops.h) */
 void fsdpc__cpu_dropout(float *out, const float *inp, size_t n, float p, uint64_t key);

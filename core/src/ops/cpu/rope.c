@@ -1,6 +1,8 @@
 /* Rotary position embedding, Hugging Face rotate_half convention: element i
- * is paired with element i + HD/2 (halves), not with i + 1 (pairs).
- * N = rows (tokens), H = heads in the tensor, HD = head dim (even).
+ * is paired with element i + RD/2 (halves), not with i + 1 (pairs).
+ * N = rows (tokens), H = heads in the tensor, HD = head dim, RD = the
+ * rotary dims (even, <= HD): partial rotary turns the first RD dims of each
+ * head and passes the rest through, as transformers' Phi-3 does.
  * Both directions work in place on activations; there are no parameters. */
 #include "ops/cpu/ops_cpu.h"
 
@@ -8,11 +10,11 @@
  * The backward of a rotation is its transpose, which is the rotation by the
  * opposite angle, so one routine serves both directions. */
 static void rope_rotate(float *x,           // (N, H, HD) in place
-                        const float *cos,   // (maxT, HD/2)
-                        const float *sin,   // (maxT, HD/2)
+                        const float *cos,   // (maxT, RD/2)
+                        const float *sin,   // (maxT, RD/2)
                         const int32_t *pos, // (N)
-                        int N, int H, int HD, float sign) {
-  int half = HD / 2;
+                        int N, int H, int HD, int RD, float sign) {
+  int half = RD / 2;
 #pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (int n = 0; n < N; n++) {
     const float *c = cos + (size_t)pos[n] * half;
@@ -29,16 +31,16 @@ static void rope_rotate(float *x,           // (N, H, HD) in place
 }
 
 void fsdpc__cpu_rope_fwd(float *x,           // (N, H, HD) in place
-                         const float *cos,   // (maxT, HD/2)
-                         const float *sin,   // (maxT, HD/2)
+                         const float *cos,   // (maxT, RD/2)
+                         const float *sin,   // (maxT, RD/2)
                          const int32_t *pos, // (N)
-                         int N, int H, int HD) {
-  rope_rotate(x, cos, sin, pos, N, H, HD, 1.0f);
+                         int N, int H, int HD, int RD) {
+  rope_rotate(x, cos, sin, pos, N, H, HD, RD, 1.0f);
 }
 
-/* dx[i] = dy[i] c + dy[i + HD/2] s;  dx[i + HD/2] = dy[i + HD/2] c - dy[i] s */
+/* dx[i] = dy[i] c + dy[i + RD/2] s;  dx[i + RD/2] = dy[i + RD/2] c - dy[i] s */
 void fsdpc__cpu_rope_bwd(float *dx, // (N, H, HD) in place
                          const float *cos, const float *sin, const int32_t *pos, int N, int H,
-                         int HD) {
-  rope_rotate(dx, cos, sin, pos, N, H, HD, -1.0f);
+                         int HD, int RD) {
+  rope_rotate(dx, cos, sin, pos, N, H, HD, RD, -1.0f);
 }

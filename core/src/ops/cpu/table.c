@@ -77,11 +77,10 @@ static fsdpc_status cpu_cast_params(void *ctx, void *dst, const float *src, size
   return FSDPC_OK;
 }
 static fsdpc_status cpu_sync(void *ctx, fsdpc_err *err) { return FSDPC_OK; }
-static fsdpc_status cpu_rope_tables(void *ctx, float *cos, float *sin, int maxT, int HD,
-                                    double theta, int llama3, double factor, double low,
-                                    double high, int orig_max, fsdpc_err *err) {
+static fsdpc_status cpu_rope_tables(void *ctx, float *cos, float *sin, const fsdpc_rope *r,
+                                    int maxT, int use_long, fsdpc_err *err) {
   CPU_TEAM(ctx);
-  fsdpc__rope_tables(cos, sin, maxT, HD, theta, llama3, factor, low, high, orig_max);
+  fsdpc__rope_tables(cos, sin, r, maxT, use_long);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_embedding_fwd(void *ctx, void *out, const int32_t *tokens,
@@ -130,17 +129,17 @@ static fsdpc_status cpu_matmul_bwd(void *ctx, void *dinp, float *dweight, const 
   return FSDPC_OK;
 }
 static fsdpc_status cpu_rope_fwd(void *ctx, void *x, const float *cos, const float *sin,
-                                 const int32_t *pos, int N, int H, int HD, int maxT,
+                                 const int32_t *pos, int N, int H, int HD, int RD, int maxT,
                                  fsdpc_err *err) {
   CPU_TEAM(ctx);
-  fsdpc__cpu_rope_fwd(x, cos, sin, pos, N, H, HD);
+  fsdpc__cpu_rope_fwd(x, cos, sin, pos, N, H, HD, RD);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_rope_bwd(void *ctx, void *dx, const float *cos, const float *sin,
-                                 const int32_t *pos, int N, int H, int HD, int maxT,
+                                 const int32_t *pos, int N, int H, int HD, int RD, int maxT,
                                  fsdpc_err *err) {
   CPU_TEAM(ctx);
-  fsdpc__cpu_rope_bwd(dx, cos, sin, pos, N, H, HD);
+  fsdpc__cpu_rope_bwd(dx, cos, sin, pos, N, H, HD, RD);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_swiglu_fwd(void *ctx, void *out, const void *gate, const void *up,
@@ -214,9 +213,10 @@ static fsdpc_status cpu_argmax_rows(void *ctx, int32_t *out, const float *x, int
 
 static fsdpc_status cpu_attn_cached(void *ctx, void *out, const void *q, const void *kc,
                                     const void *vc, const int32_t *pos, int B, int n, int NH,
-                                    int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
+                                    int KVH, int HD, int maxT, float scale, int window,
+                                    fsdpc_err *err) {
   CPU_TEAM(ctx);
-  fsdpc__cpu_attn_cached(out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale);
+  fsdpc__cpu_attn_cached(out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, window);
   return FSDPC_OK;
 }
 
@@ -229,6 +229,25 @@ static fsdpc_status cpu_dropout(void *ctx, void *out, const void *inp, size_t n,
                                 uint64_t key, fsdpc_err *err) {
   (void)ctx, (void)err;
   fsdpc__cpu_dropout(out, inp, n, p, key);
+  return FSDPC_OK;
+}
+
+static fsdpc_status cpu_bias_add(void *ctx, void *y, const void *bias, int N, int OC,
+                                 fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  fsdpc__cpu_bias_add(y, bias, N, OC);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_bias_bwd(void *ctx, float *dbias, const void *dy, int N, int OC,
+                                 fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  fsdpc__cpu_bias_bwd(dbias, dy, N, OC);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_axpy(void *ctx, void *out, const void *x, const void *y, float a, size_t n,
+                             fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  fsdpc__cpu_axpy(out, x, y, a, n);
   return FSDPC_OK;
 }
 
@@ -288,6 +307,9 @@ static const fsdpc_ops cpu_ops = {
     /* .event_sync = */ NULL,
     /* .grad_overwrite = */ NULL, /* zeroed gradients, exact sums */
     /* .d2h_stream = */ NULL,
+    /* .bias_add = */ cpu_bias_add,
+    /* .bias_bwd = */ cpu_bias_bwd,
+    /* .axpy = */ cpu_axpy,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

@@ -1,7 +1,7 @@
 /* Attention over a KV cache on bf16 (twin of ops/cpu/attn_cache.c), for
  * decoding: each (row, query head) is one block of 4 warps; the warps split
- * the cached keys 0..pos, each keeps an online softmax (max, sum, fp32
- * accumulator with HD/32 elements per lane), and the block merges the four
+ * the cached keys 0..pos (the last `window` of them with a sliding window), each keeps an online
+ * softmax (max, sum, fp32 accumulator with HD/32 elements per lane), and the block merges the four
  * at the end. Memory-bound on reading the cache once per query head group;
  * fp32 accumulation throughout. */
 #include "ops/cuda/cuda_internal.cuh"
@@ -22,7 +22,7 @@ static __global__ void kv_store_kernel(bf16 *kc, bf16 *vc, const bf16 *k, const 
 
 static __global__ void __launch_bounds__(AC_WARPS * 32)
     attn_cached_kernel(bf16 *out, const bf16 *q, const bf16 *kc, const bf16 *vc, const int32_t *pos,
-                       int n, int NH, int KVH, int HD, int maxT, float scale) {
+                       int n, int NH, int KVH, int HD, int maxT, float scale, int window) {
   const int h = blockIdx.x, r = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int KD = KVH * HD, kvh = h / (NH / KVH), per = (HD + 31) / 32;
   const bf16 *qr = q + ((size_t)r * NH + h) * HD;
@@ -37,7 +37,8 @@ static __global__ void __launch_bounds__(AC_WARPS * 32)
   }
   float m = -INFINITY, l = 0.0f;
   const int last = pos[r];
-  for (int t = w; t <= last; t += AC_WARPS) {
+  const int first = window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
+  for (int t = first + w; t <= last; t += AC_WARPS) {
     const bf16 *kt = kb + (size_t)t * KD, *vt = vb + (size_t)t * KD;
     float s = 0.0f;
 #pragma unroll
@@ -102,16 +103,16 @@ extern "C" fsdpc_status fsdpc__cuda_attn_cached(fsdpc_cuda_ctx *ctx, fsdpc_bf16 
                                                 const fsdpc_bf16 *q, const fsdpc_bf16 *kc,
                                                 const fsdpc_bf16 *vc, const int32_t *pos, int B,
                                                 int n, int NH, int KVH, int HD, int maxT,
-                                                float scale, fsdpc_err *err) {
+                                                float scale, int window, fsdpc_err *err) {
   if (HD > 32 * AC_MAX_PER_LANE || KVH < 1 || NH % KVH != 0 || B * n > 65535)
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                        "cuda attn_cached: head_dim %d (at most %d), %d heads over %d kv heads, "
                        "%d rows (at most 65535)",
                        HD, 32 * AC_MAX_PER_LANE, NH, KVH, B * n);
   dim3 grid((unsigned)NH, (unsigned)(B * n));
-  attn_cached_kernel<<<grid, AC_WARPS * 32, 0, ctx->compute>>>((bf16 *)out, (const bf16 *)q,
-                                                               (const bf16 *)kc, (const bf16 *)vc,
-                                                               pos, n, NH, KVH, HD, maxT, scale);
+  attn_cached_kernel<<<grid, AC_WARPS * 32, 0, ctx->compute>>>(
+      (bf16 *)out, (const bf16 *)q, (const bf16 *)kc, (const bf16 *)vc, pos, n, NH, KVH, HD, maxT,
+      scale, window);
   FSDPC_CUDA_LAUNCHED(err, "attn_cached");
   return FSDPC_OK;
 }

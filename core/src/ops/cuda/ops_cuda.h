@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "ops/cuda/cuda_ctx.h"
+#include "ops/ops.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -77,25 +78,37 @@ fsdpc_status fsdpc__cuda_rmsnorm_bwd_add(fsdpc_cuda_ctx *ctx,
                                          const float *rstd,        // (N)
                                          int N, int C, fsdpc_err *err);
 
-/* ---- rope.cu ---- Hugging Face rotate_half convention (see ops_cpu.h);
- * cos/sin are the fp32 tables of fsdpc__rope_tables, in device memory. */
+/* ---- rope.cu ---- Hugging Face rotate_half convention (see ops_cpu.h) on
+ * the first RD of each head's HD dims (partial rotary: the rest pass
+ * through); cos/sin are the fp32 tables of fsdpc__rope_tables, in device
+ * memory. */
 fsdpc_status fsdpc__cuda_rope_fwd(fsdpc_cuda_ctx *ctx,
                                   fsdpc_bf16 *x,      // (N, H, HD) in place
-                                  const float *cos,   // (maxT, HD/2)
-                                  const float *sin,   // (maxT, HD/2)
+                                  const float *cos,   // (maxT, RD/2)
+                                  const float *sin,   // (maxT, RD/2)
                                   const int32_t *pos, // (N), each in [0, maxT)
-                                  int N, int H, int HD, int maxT, fsdpc_err *err);
+                                  int N, int H, int HD, int RD, int maxT, fsdpc_err *err);
 fsdpc_status fsdpc__cuda_rope_bwd(fsdpc_cuda_ctx *ctx,
                                   fsdpc_bf16 *dx, // (N, H, HD) in place
                                   const float *cos, const float *sin, const int32_t *pos, int N,
-                                  int H, int HD, int maxT, fsdpc_err *err);
-/* Setup-time: computes the tables on the host with fsdpc__rope_tables (same
- * arguments) and uploads them into cos/sin (device, (maxT, HD/2) each).
- * Synchronises. */
-fsdpc_status fsdpc__cuda_rope_tables(fsdpc_cuda_ctx *ctx, float *cos, float *sin, int maxT, int HD,
-                                     double theta, int scaling_llama3, double factor,
-                                     double low_freq_factor, double high_freq_factor,
-                                     int original_max_pos, fsdpc_err *err);
+                                  int H, int HD, int RD, int maxT, fsdpc_err *err);
+/* Computes the tables of r on the host with fsdpc__rope_tables and uploads
+ * them into cos/sin (device, (maxT, r->dim/2) each). Synchronises. */
+fsdpc_status fsdpc__cuda_rope_tables(fsdpc_cuda_ctx *ctx, float *cos, float *sin,
+                                     const fsdpc_rope *r, int maxT, int use_long, fsdpc_err *err);
+
+/* ---- family.cu ---- the decoder families' ops (see ops.h) */
+fsdpc_status fsdpc__cuda_bias_add(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *y, // (N, OC) +=
+                                  const fsdpc_bf16 *bias,             // (OC)
+                                  int N, int OC, fsdpc_err *err);
+/* dbias (fp32, OC) += the column sums of dy (N, OC); written (=) while
+ * grad_overwrite is on. Deterministic (fixed summation order). */
+fsdpc_status fsdpc__cuda_bias_bwd(fsdpc_cuda_ctx *ctx, float *dbias, const fsdpc_bf16 *dy, int N,
+                                  int OC, fsdpc_err *err);
+/* out = x + a * y, or a * y when x is NULL (bf16, fp32 arithmetic; out may
+ * alias x or y). */
+fsdpc_status fsdpc__cuda_axpy(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *x,
+                              const fsdpc_bf16 *y, float a, size_t n, fsdpc_err *err);
 
 /* ---- swiglu.cu ---- out = silu(gate) * up */
 fsdpc_status fsdpc__cuda_swiglu_fwd(fsdpc_cuda_ctx *ctx,
@@ -218,9 +231,9 @@ fsdpc_status fsdpc__cuda_kv_store(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *kc, fsdpc_bf1
 fsdpc_status fsdpc__cuda_argmax_rows(fsdpc_cuda_ctx *ctx, int32_t *out, const float *x, int N,
                                      int V, fsdpc_err *err);
 fsdpc_status fsdpc__cuda_attn_cached(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *q,
-                                     const fsdpc_bf16 *kc, const fsdpc_bf16 *vc,
-                                     const int32_t *pos, int B, int n, int NH, int KVH, int HD,
-                                     int maxT, float scale, fsdpc_err *err);
+                                     const fsdpc_bf16 *kc, const fsdpc_bf16 *vc, const int32_t *pos,
+                                     int B, int n, int NH, int KVH, int HD, int maxT, float scale,
+                                     int window, fsdpc_err *err);
 
 /* ---- dropout.cu ---- LoRA: x *= s; inverted dropout, mask as ops.h says */
 fsdpc_status fsdpc__cuda_scale_bf16(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *x, size_t n, float s,

@@ -123,11 +123,9 @@ static fsdpc_status c_cast_params(void *ctx, void *dst, const float *src, size_t
   return fsdpc__cuda_cast_f32_bf16(ctx, dst, src, n, NULL, err);
 }
 static fsdpc_status c_sync(void *ctx, fsdpc_err *err) { return fsdpc__cuda_sync(ctx, err); }
-static fsdpc_status c_rope_tables(void *ctx, float *cos, float *sin, int maxT, int HD,
-                                  double theta, int llama3, double factor, double low, double high,
-                                  int orig_max, fsdpc_err *err) {
-  return fsdpc__cuda_rope_tables(ctx, cos, sin, maxT, HD, theta, llama3, factor, low, high,
-                                 orig_max, err);
+static fsdpc_status c_rope_tables(void *ctx, float *cos, float *sin, const fsdpc_rope *r, int maxT,
+                                  int use_long, fsdpc_err *err) {
+  return fsdpc__cuda_rope_tables(ctx, cos, sin, r, maxT, use_long, err);
 }
 static fsdpc_status c_embedding_fwd(void *ctx, void *out, const int32_t *tokens, const void *wte,
                                     int N, int C, int V, fsdpc_err *err) {
@@ -156,14 +154,14 @@ static fsdpc_status c_matmul_bwd(void *ctx, void *dinp, float *dweight, const vo
   return fsdpc__cuda_matmul_bwd(ctx, dinp, dweight, dout, inp, weight, N, C, OC, err);
 }
 static fsdpc_status c_rope_fwd(void *ctx, void *x, const float *cos, const float *sin,
-                               const int32_t *pos, int N, int H, int HD, int maxT,
+                               const int32_t *pos, int N, int H, int HD, int RD, int maxT,
                                fsdpc_err *err) {
-  return fsdpc__cuda_rope_fwd(ctx, x, cos, sin, pos, N, H, HD, maxT, err);
+  return fsdpc__cuda_rope_fwd(ctx, x, cos, sin, pos, N, H, HD, RD, maxT, err);
 }
 static fsdpc_status c_rope_bwd(void *ctx, void *dx, const float *cos, const float *sin,
-                               const int32_t *pos, int N, int H, int HD, int maxT,
+                               const int32_t *pos, int N, int H, int HD, int RD, int maxT,
                                fsdpc_err *err) {
-  return fsdpc__cuda_rope_bwd(ctx, dx, cos, sin, pos, N, H, HD, maxT, err);
+  return fsdpc__cuda_rope_bwd(ctx, dx, cos, sin, pos, N, H, HD, RD, maxT, err);
 }
 static fsdpc_status c_swiglu_fwd(void *ctx, void *out, const void *gate, const void *up, int N,
                                  int F, fsdpc_err *err) {
@@ -205,9 +203,10 @@ static fsdpc_status c_argmax_rows(void *ctx, int32_t *out, const float *x, int N
   return fsdpc__cuda_argmax_rows(ctx, out, x, N, V, err);
 }
 static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const void *kc,
-                                  const void *vc, const int32_t *pos, int B, int n, int NH,
-                                  int KVH, int HD, int maxT, float scale, fsdpc_err *err) {
-  return fsdpc__cuda_attn_cached(ctx, out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, err);
+                                  const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
+                                  int HD, int maxT, float scale, int window, fsdpc_err *err) {
+  return fsdpc__cuda_attn_cached(ctx, out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, window,
+                                 err);
 }
 
 static fsdpc_status c_scale(void *ctx, void *x, size_t n, float s, fsdpc_err *err) {
@@ -230,6 +229,18 @@ static fsdpc_status c_rmsnorm_bwd_add(void *ctx, void *dinp, float *dweight, con
                                       const float *rstd, int N, int C, fsdpc_err *err) {
   return fsdpc__cuda_rmsnorm_bwd_add(ctx, dinp, dweight, dout, dresid, inp, weight, rstd, N, C,
                                      err);
+}
+static fsdpc_status c_bias_add(void *ctx, void *y, const void *bias, int N, int OC,
+                               fsdpc_err *err) {
+  return fsdpc__cuda_bias_add(ctx, y, bias, N, OC, err);
+}
+static fsdpc_status c_bias_bwd(void *ctx, float *dbias, const void *dy, int N, int OC,
+                               fsdpc_err *err) {
+  return fsdpc__cuda_bias_bwd(ctx, dbias, dy, N, OC, err);
+}
+static fsdpc_status c_axpy(void *ctx, void *out, const void *x, const void *y, float a, size_t n,
+                           fsdpc_err *err) {
+  return fsdpc__cuda_axpy(ctx, out, x, y, a, n, err);
 }
 
 void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
@@ -289,4 +300,7 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
                    .grad_overwrite = c_grad_overwrite};
   t->scale = c_scale;
   t->dropout = c_dropout;
+  t->bias_add = c_bias_add;
+  t->bias_bwd = c_bias_bwd;
+  t->axpy = c_axpy;
 }

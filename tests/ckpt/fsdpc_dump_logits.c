@@ -40,7 +40,7 @@ int main(int argc, char **argv) {
   if (fsdpc__config_from_string("train: {}\n", "fsdpc_dump_logits", ov, 3, &cfg, &err) != FSDPC_OK)
     return die("config", &err);
   fsdpc_model_shape shape;
-  fsdpc__session_shape_from_config(cfg, &shape);
+  fsdpc__run_shape_from_config(cfg, &shape);
   if (T < 1 || T > shape.max_pos) T = shape.max_pos < 16 ? shape.max_pos : 16;
   fsdpc_param_info *params = NULL;
   int np = 0;

@@ -34,8 +34,11 @@ refused abias "'attention_bias' is set" attention_bias=true
 refused mbias "'mlp_bias' is set" mlp_bias=true
 refused sliding "'sliding_window' is set" sliding_window=8
 refused mistral_sw "sliding_window 8 lies inside" model_type='"mistral"' sliding_window=8
-refused rope_lin "type 'linear' is not supported" 'rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}'
-refused rope_yarn "type 'yarn' is not supported" 'rope_scaling={"type": "yarn", "factor": 2.0}'
+# A rope type the config schema does not know is refused by the config
+# loader (naming the value and the accepted ones) before the run plan's HF
+# rules would say "type 'linear' is not supported".
+refused rope_lin "'linear'" 'rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}'
+refused rope_yarn "'yarn'" 'rope_scaling={"type": "yarn", "factor": 2.0}'
 refused quant "'quantization_config' is set" 'quantization_config={"quant_method": "bitsandbytes"}'
 refused dropout "attention_dropout must be 0" attention_dropout=0.1
 refused extra "unexpected tensor 'model.layers.0.self_attn.q_proj.bias'" \

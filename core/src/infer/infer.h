@@ -154,10 +154,4 @@ int64_t fsdpc__infer_model_peak_bytes(const fsdpc_infer_model *m);
 fsdpc_status fsdpc__infer_eos_ids(const char *dir, const fsdpc_model_shape *s, int32_t **ids,
                                   int *n, fsdpc_err *err);
 
-/* ---- eval.c ---- over a training session built for evaluation: out = {
- * loss, target tokens, token accuracy, batches} over every rank; collective.
- * The loss is computed exactly as train's evaluation. */
-struct fsdpc_session;
-fsdpc_status fsdpc__eval_run(struct fsdpc_session *s, double out[4], fsdpc_err *err);
-
 #endif

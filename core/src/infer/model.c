@@ -13,7 +13,7 @@
 #include "io/dtype.h"
 #include "io/fileio.h"
 #include "model/hf_rules.h"
-#include "train/session.h"
+#include "runplan/runplan.h"
 #include "util/mem.h"
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/cuda_ctx.h"
@@ -241,10 +241,13 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
   float **shard = NULL;
   fsdpc_status st = load_config(o, &m->cfg, err);
   if (st == FSDPC_OK) {
-    fsdpc__session_shape_from_config(m->cfg, &m->shape);
+    fsdpc__run_shape_from_config(m->cfg, &m->shape);
     st = fsdpc__model_params(&m->shape, &m->params, &m->n_params, err);
   }
-  /* what fsdpc can model: config.json was checked with the config */
+  /* what fsdpc can model: the HF config.json (as every run plan checks
+   * it), then the tensors */
+  if (st == FSDPC_OK)
+    st = fsdpc__run_check_hf_config(m->cfg, err);
   if (st == FSDPC_OK && fsdpc__hf_is_folder(o->dir))
     st = fsdpc__hf_rules_tensors(o->dir, &m->shape, err);
   if (st == FSDPC_OK)

@@ -24,7 +24,6 @@
 
 #include <stdint.h>
 
-#include "config/config.h"
 #include "model/llama.h"
 
 enum { FSDPC_LORA_NPROJ = 7 }; /* Q K V O GATE UP DOWN: j = kind - FSDPC_P_Q */
@@ -37,9 +36,6 @@ typedef struct fsdpc_lora {
   uint64_t seed;    /* dropout masks */
 } fsdpc_lora;
 
-/* The adapters a config asks for (peft.method lora); *on = 0 when none. */
-fsdpc_status fsdpc__lora_from_config(const fsdpc_config *c, fsdpc_lora *out, int *on,
-                                     fsdpc_err *err);
 /* "q_proj", ... and the module path under a layer ("self_attn.q_proj"). */
 const char *fsdpc__lora_proj_name(int j);
 const char *fsdpc__lora_proj_module(int j);

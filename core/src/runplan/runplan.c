@@ -267,6 +267,8 @@ fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_wor
   p->flags = flags;
   fsdpc_status st;
   fsdpc_run_world one = {1, 1};
+  if ((st = fsdpc__run_check_hf_config(cfg, err)) != FSDPC_OK)
+    goto fail;
   if (!(flags & FSDPC_RUN_PLAN_MODEL_ONLY) &&
       (st = fsdpc__run_modes_resolve(cfg, NULL, w ? w : &one, &p->modes, err)) != FSDPC_OK)
     goto fail;

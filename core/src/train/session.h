@@ -115,16 +115,15 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
 typedef fsdpc_status (*fsdpc__eval_hook)(fsdpc_session *s, double *sum, fsdpc_err *err);
 fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_micro,
                                       double sums[3], int64_t *batches, fsdpc_err *err);
+/* eval.c, for fsdpc eval (a session made by fsdpc__session_create_eval):
+ * out = {loss, target tokens, token accuracy, batches} over every rank;
+ * collective. The loss is computed exactly as train's evaluation. */
+fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[4], fsdpc_err *err);
 
 /* Greedy completion of prompt (max new tokens n); collective; out gets the
  * decoded completion. */
 fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n, char *out,
                                      size_t cap, fsdpc_err *err);
-
-/* The model shape a config describes (the run plan's). */
-static inline void fsdpc__session_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
-  fsdpc__run_shape_from_config(c, sh);
-}
 
 /* metrics.c (rank 0): opens metrics.jsonl (run record; a resume drops the
  * steps after its checkpoint) and the TensorBoard event file; writes one

@@ -5,7 +5,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "infer/infer.h"
 #include "model/ctx.h"
 #include "train/session.h"
 

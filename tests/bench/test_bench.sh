@@ -104,7 +104,7 @@ YAML
 rc=$?
 # A bench with a failed variant exits 1 (not a crash), after writing its outputs.
 [ "$rc" -eq 1 ] || fail "bench with failed variants exited $rc, want 1: $(tail -3 "$dir/fail.txt")"
-grep -q "fsdpc bench: variant .* failed: " "$dir/fail.txt" || fail "no line naming the failed variant"
+grep -q "bench: variant .* failed: " "$dir/fail.txt" || fail "no line naming the failed variant"
 grep -q "FAILED sharding_strategy=" "$dir/fail/bench.svg" || fail "the chart does not list the failed variants"
 python3 - "$dir/fail/bench.json" <<'PY' || fails=$((fails + 1))
 import json, sys

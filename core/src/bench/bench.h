@@ -120,4 +120,9 @@ fsdpc_status fsdpc__bench_chart(const char *svg_path, const char *png_path, cons
                                 const fsdpc_bench_row *rows, int n, int *png_written,
                                 fsdpc_err *err);
 
+/* The whole bench of fsdpc_bench (driver.c): the file and a's settings,
+ * the planned memory of each variant, the runs, the table and files.
+ * *failed: variants that failed. */
+fsdpc_status fsdpc__bench_drive(const fsdpc_bench_args *a, int32_t *failed, fsdpc_err *err);
+
 #endif

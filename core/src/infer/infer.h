@@ -154,4 +154,21 @@ int64_t fsdpc__infer_model_peak_bytes(const fsdpc_infer_model *m);
 fsdpc_status fsdpc__infer_eos_ids(const char *dir, const fsdpc_model_shape *s, int32_t **ids,
                                   int *n, fsdpc_err *err);
 
+/* ---- prompt.c: text to prompt ids ---- */
+struct fsdpc_chat_template;
+typedef struct fsdpc_prompter {
+  fsdpc_tokenizer *tok;             /* the model folder's tokenizer, else data.tokenizer */
+  char source[4096];                /* where it came from ("byte", a folder or a file) */
+  struct fsdpc_chat_template *chat; /* its folder's chat template, loaded on first use */
+} fsdpc_prompter;
+fsdpc_status fsdpc__prompter_open(const fsdpc_infer_model *m, fsdpc_prompter *pr, fsdpc_err *err);
+void fsdpc__prompter_close(fsdpc_prompter *pr);
+/* The ids of text (plain: BOS first as the tokenizer says, unless a->no_bos;
+ * with a->chat the user's turn after a->system) or of messages_json (a JSON
+ * array rendered with the chat template and the generation prompt); *ids
+ * malloc'd. */
+fsdpc_status fsdpc__prompter_ids(fsdpc_prompter *pr, const fsdpc_prompt_args *a, const char *text,
+                                 const char *messages_json, int32_t **ids, int32_t *n,
+                                 fsdpc_err *err);
+
 #endif

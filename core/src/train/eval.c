@@ -3,9 +3,15 @@
  * as train's evaluation, so the loss equals train's eval_loss at the same
  * step), plus the accuracy of the argmax on every target token. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
+#include "ckpt/ckpt.h"
+#include "io/fileio.h"
 #include "model/ctx.h"
+#include "model/hf_rules.h"
 #include "train/session.h"
 
 /* Adds to *correct the target tokens of the micro-batch in s->mctx whose
@@ -68,4 +74,70 @@ fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[4], fsdpc_err *err) {
   out[2] = sums[1] > 0 ? sums[2] / sums[1] : NAN; /* token accuracy */
   out[3] = (double)nb;                            /* batches */
   return FSDPC_OK;
+}
+
+static int has_file(const char *dir, const char *name) {
+  char p[4200];
+  struct stat sb;
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* The overrides fsdpc eval makes for model and data (written into buf, k
+ * of them at ov): the weights (an HF folder as the initial model, an fsdpc
+ * checkpoint resumed: its optimizer state is read and unused), the data,
+ * no checkpoints, the logs, and the folder's tokenizer when it ships one
+ * and the caller's overrides name none. */
+static int eval_overrides(const char *model, const char *data, const char *log_dir,
+                          const char *const *user, int n_user, char buf[6][4200], const char **ov) {
+  int k = 0, nb = 0, hf = fsdpc__hf_is_folder(model);
+  snprintf(buf[nb], 4200, hf ? "model.init.from=%s" : "checkpoint.resume=%s", model);
+  ov[k++] = buf[nb++];
+  snprintf(buf[nb], 4200, "data.train=%s", data);
+  ov[k++] = buf[nb++];
+  snprintf(buf[nb], 4200, "data.eval=%s", data);
+  ov[k++] = buf[nb++];
+  ov[k++] = "checkpoint.dir=''";
+  ov[k++] = "log.progress=off";
+  snprintf(buf[nb], 4200, "log.dir=%s", log_dir);
+  ov[k++] = buf[nb++];
+  if (hf && !has_file(model, FSDPC_CKPT_CONFIG_FILE)) {
+    snprintf(buf[nb], 4200, "model.config=%s", model);
+    ov[k++] = buf[nb++];
+  }
+  /* A JSONL dataset is prepared with the model's own tokenizer and chat
+   * template when the folder ships them (an HF folder, fsdpc's final/), as
+   * fsdpc generate does, unless data.tokenizer is given. */
+  int user_tok = 0;
+  for (int i = 0; i < n_user; i++)
+    user_tok |= strncmp(user[i], "data.tokenizer=", 15) == 0;
+  if (!user_tok && (has_file(model, "tokenizer.json") || has_file(model, "tokenizer.model"))) {
+    snprintf(buf[nb], 4200, "data.tokenizer=%s", model);
+    ov[k++] = buf[nb++];
+  }
+  for (int i = 0; i < n_user; i++)
+    ov[k++] = user[i];
+  return k;
+}
+
+fsdpc_status fsdpc__eval_config(const char *model, const char *data, const char *log_dir,
+                                const char *const *overrides, int n_overrides, fsdpc_config **out,
+                                fsdpc_err *err) {
+  struct stat sb;
+  if (stat(model, &sb) != 0 || !S_ISDIR(sb.st_mode))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: no such model folder", model);
+  char buf[6][4200];
+  const char **ov = calloc((size_t)n_overrides + 8, sizeof *ov);
+  if (!ov)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  int k = eval_overrides(model, data, log_dir, overrides, n_overrides, buf, ov);
+  /* The config: MODEL/config.yaml, else defaults + MODEL's config.json. */
+  char *own = fsdpc__path_join(model, FSDPC_CKPT_CONFIG_FILE);
+  fsdpc_status st = !own ? fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory")
+                    : stat(own, &sb) == 0
+                        ? fsdpc__config_load(own, ov, k, out, err)
+                        : fsdpc__config_from_string("train: {}\n", model, ov, k, out, err);
+  free(own);
+  free(ov);
+  return st;
 }

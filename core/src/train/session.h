@@ -119,6 +119,13 @@ fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_mic
  * out = {loss, target tokens, token accuracy, batches} over every rank;
  * collective. The loss is computed exactly as train's evaluation. */
 fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[4], fsdpc_err *err);
+/* The config of fsdpc eval on model (an HF folder or an fsdpc checkpoint)
+ * and data: the folder's own config (config.yaml, else defaults and its
+ * config.json), its weights, data as data.eval, no checkpoints, logs in
+ * log_dir, the folder's tokenizer; then overrides (eval.c). */
+fsdpc_status fsdpc__eval_config(const char *model, const char *data, const char *log_dir,
+                                const char *const *overrides, int n_overrides, fsdpc_config **out,
+                                fsdpc_err *err);
 
 /* Greedy completion of prompt (max new tokens n); collective; out gets the
  * decoded completion. */

@@ -102,6 +102,15 @@ strip() { sed 's/"peak[^,}]*[,}]//g'; }
 [ "$(echo "$a" | strip)" = "$(echo "$b" | strip)" ] && echo "$a" | grep -q '"loss"' ||
   fail "eval: --opt=v differs: '$a' vs '$b'"
 
+# An empty override: the hint for it, pasted into a shell as printed, works
+# (the old hint checkpoint.dir='' reached fsdpc as checkpoint.dir= again).
+expect 1 "missing value after '='" "$FSDPC" config check "$dir/c.yaml" checkpoint.dir=
+hint=$(printf '%s\n' "$err" | sed -n "s/.*write \(checkpoint.dir=[^ ]*\) in a shell.*/\1/p")
+[ -n "$hint" ] || fail "no hint in: $err"
+(cd "$dir" && eval "\"\$FSDPC\" config check c.yaml $hint") >"$dir/hint.yaml" 2>&1 ||
+  fail "the hint '$hint' does not work in a shell: $(cat "$dir/hint.yaml")"
+grep -q '^  dir: ""' "$dir/hint.yaml" || fail "checkpoint.dir is not empty: $(grep -A2 '^checkpoint' "$dir/hint.yaml")"
+
 # The completions and the man page name every command.
 for f in bash zsh; do
   "$FSDPC" completion $f >"$dir/c.$f" || fail "completion $f"

@@ -18,7 +18,13 @@
  * plugins, tokenizers, token files and datasets.
  * Library messages go to stderr unless fsdpc_set_log_sink gives a sink.
  * libfsdpc.so exports these functions and nothing else. Memory the library
- * hands out (char ** and array results) is released with fsdpc_free. */
+ * hands out (char ** and array results) is released with fsdpc_free.
+ *
+ * Structs that cross start with struct_size, set by the caller to sizeof
+ * the struct (or by its _init function): a result struct is filled as far
+ * as it reaches, so an older, shorter one keeps working; an argument struct
+ * must reach at least as far as this header's first version of it, and
+ * members appended later are read only when it reaches them. */
 #ifndef FSDPC_FSDPC_H
 #define FSDPC_FSDPC_H
 

@@ -154,7 +154,7 @@ int64_t fsdpc__infer_model_peak_bytes(const fsdpc_infer_model *m);
 fsdpc_status fsdpc__infer_eos_ids(const char *dir, const fsdpc_model_shape *s, int32_t **ids,
                                   int *n, fsdpc_err *err);
 
-/* ---- prompt.c: text to prompt ids ---- */
+/* ---- prompt_ids.c: text to prompt ids ---- */
 struct fsdpc_chat_template;
 typedef struct fsdpc_prompter {
   fsdpc_tokenizer *tok;             /* the model folder's tokenizer, else data.tokenizer */

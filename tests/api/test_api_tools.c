@@ -121,6 +121,7 @@ START_TEST(tokenizer_and_token_files) {
   fsdpc_free(text);
   int32_t bad = 999;
   ck_assert_int_eq(fsdpc_tokenizer_decode(t, &bad, 1, &text, &len, &err), FSDPC_INVALID_USAGE);
+  ck_assert_str_eq(fsdpc_tokenizer_token(t, ti.eos), "<eos>");
   ck_assert_msg(strstr(err.msg, "999"), "%s", err.msg);
   /* a token file: two documents, the second with a mask */
   char path[400];
@@ -253,7 +254,23 @@ START_TEST(plugins) {
 }
 END_TEST
 
+static void keep_line(void *user, int32_t level, const char *line) {
+  (void)level;
+  snprintf(user, 256, "%s", line);
+}
+
 START_TEST(launcher_and_services) {
+  /* a line through the logger: the rank prefix and the level's tag */
+  char last[256] = "";
+  fsdpc_set_log_sink(keep_line, last);
+  fsdpc_set_log_rank(3);
+  fsdpc_log(FSDPC_LOG_ERROR, "it broke");
+  ck_assert_str_eq(last, "[rank 3] error: it broke");
+  fsdpc_set_log_rank(-1);
+  fsdpc_log(FSDPC_LOG_DEBUG, "dropped"); /* above the level (warn) */
+  ck_assert_str_eq(last, "[rank 3] error: it broke");
+  fsdpc_set_log_sink(NULL, NULL);
+
   fsdpc_job_place pl = {.struct_size = sizeof pl};
   fsdpc_err err = {0};
   ck_assert_int_eq(fsdpc_job_place_detect(&pl, &err), FSDPC_OK);

@@ -12,6 +12,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       zlib1g-dev            # .jsonl.gz datasets (fsdpc data prepare)
       libcairo2-dev  # optional: PNG charts from `fsdpc bench` (SVG without it)
       python3-jinja2  # test-only: chat templates are checked against Python's jinja2
+      clang-format    # scripts/check-format.sh, run first by scripts/test.sh
       clang)          # libFuzzer + ASan/UBSan for the bounded fuzz runs (scripts/fuzz.sh)
 # TensorBoard event files (log.tensorboard): the Event protobuf, compiled by
 # protoc-c at build time and encoded by libprotobuf-c.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The test command: check the formatting (scripts/check-format.sh: every C,
-# C++ and CUDA file as .clang-format says) and the include layers
+# The test command: check the formatting (scripts/check-format.sh: the C,
+# C++ and CUDA files of scripts/format-paths.txt as .clang-format says) and the include layers
 # (scripts/include_graph.py --check), configure, build (CUDA parts too when nvcc is present),
 # run every test with ctest, then rebuild the parsers' tests with
 # AddressSanitizer + UBSan and run those (label "asan"), then run each

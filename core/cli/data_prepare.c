@@ -57,8 +57,7 @@ static const size_t fields[] = {
     offsetof(fsdpc_prepare_args, prompt_field),      offsetof(fsdpc_prepare_args, completion_field),
     offsetof(fsdpc_prepare_args, instruction_field), offsetof(fsdpc_prepare_args, input_field),
     offsetof(fsdpc_prepare_args, output_field),      offsetof(fsdpc_prepare_args, system_field),
-    offsetof(fsdpc_prepare_args, messages_field),
-    offsetof(fsdpc_prepare_args, template_kwargs),
+    offsetof(fsdpc_prepare_args, messages_field),    offsetof(fsdpc_prepare_args, template_kwargs),
 };
 #define N_FIELDS ((int)(sizeof fields / sizeof fields[0]))
 static const cli_opt prepare_opts[] = {

@@ -635,11 +635,11 @@ typedef struct fsdpc_prepare_args {
   const char *tokenizer, *chat_template, *template_name;
   const char *text_field, *prompt_field, *completion_field, *instruction_field;
   const char *input_field, *output_field, *system_field, *messages_field;
-  const char *train_on; /* "assistant", "all", "last_assistant" */
-  int32_t skip_bad;     /* 1: skip and count bad examples */
-  int32_t threads;      /* 0 = all cores */
-  int32_t dry_run;      /* 1: check, write nothing */
-  int64_t show;         /* print the first examples with their masks (-1: 3 on a dry run) */
+  const char *train_on;        /* "assistant", "all", "last_assistant" */
+  int32_t skip_bad;            /* 1: skip and count bad examples */
+  int32_t threads;             /* 0 = all cores */
+  int32_t dry_run;             /* 1: check, write nothing */
+  int64_t show;                /* print the first examples with their masks (-1: 3 on a dry run) */
   const char *template_kwargs; /* chat: extra template variables, a JSON object */
   int32_t train_on_reasoning;  /* chat: 0 leaves assistant reasoning out of the loss */
 } fsdpc_prepare_args;

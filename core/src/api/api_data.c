@@ -350,8 +350,8 @@ FSDPC_API fsdpc_status fsdpc_data_synth(const fsdpc_synth_args *a, fsdpc_synth_r
   fsdpc_synth_result r = {
       .struct_size = sizeof r, .examples = a->n, .vocab_size = FSDPC_BYTE_VOCAB};
   if (strcmp(a->task, "chat") == 0 || strcmp(a->task, "tools") == 0) {
-    FSDPC_TRY((a->task[0] == 'c' ? fsdpc__synth_chat_write : fsdpc__synth_tools_write)(
-        a->n, a->seed, a->out, err));
+    FSDPC_TRY((a->task[0] == 'c' ? fsdpc__synth_chat_write
+                                 : fsdpc__synth_tools_write)(a->n, a->seed, a->out, err));
     r.masked = 1; /* chat is trained on the assistant's turns */
   } else {
     fsdpc_synth_opts o;

@@ -188,10 +188,11 @@ static int unknown_option(cli *c, const char *arg) {
     prefix_of += strncmp(o[i].name, word, wl) == 0;
   if (prefix_of > 1)
     cli_usage_error(c->cmd, "option '--%s' is ambiguous (%d options start so)", word, prefix_of);
-  else if (near)
-    cli_usage_error(c->cmd, "unknown option '%s' (did you mean '--%s'?)", unmark(arg), near);
+  else if (near) /* the option as written, without its "=value" */
+    cli_usage_error(c->cmd, "unknown option '%.*s' (did you mean '--%s'?)",
+                    (int)strcspn(unmark(arg), "="), unmark(arg), near);
   else
-    cli_usage_error(c->cmd, "unknown option '%s'", unmark(arg));
+    cli_usage_error(c->cmd, "unknown option '%.*s'", (int)strcspn(unmark(arg), "="), unmark(arg));
   free(names);
   return 2;
 }

@@ -129,6 +129,8 @@ int fsdpc__cmd_help(int argc, char **argv) {
   const char **words = a.w;
   if (rc >= 0)
     return rc;
+  if (a.man && words[0])
+    return cli_usage_error(cmd, "--man prints the whole manual page: leave out '%s'", words[0]);
   if (a.man)
     return man_page();
   if (!words[0]) {
@@ -137,7 +139,7 @@ int fsdpc__cmd_help(int argc, char **argv) {
   }
   const cli_command *k = find(words[0]);
   if (!k)
-    return cli_usage_error(cmd, "no command '%s' (`fsdpc --help` lists them)", words[0]);
+    return fsdpc__unknown_command("fsdpc help", words[0]);
   /* the command itself prints its help, subcommand or not */
   char help_arg[] = "--help";
   char *args[3] = {(char *)words[0], help_arg, NULL};

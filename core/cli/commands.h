@@ -39,6 +39,9 @@ typedef struct cli_command {
   const int *n_subs;
 } cli_command;
 int fsdpc__commands(const cli_command **out);
+/* An unknown command (or top-level option) word: one line naming the
+ * closest, prefixed "who: " ("fsdpc", "fsdpc help"); returns 2 (main.c). */
+int fsdpc__unknown_command(const char *who, const char *word);
 /* The top-level usage (main.c). */
 void fsdpc__usage(FILE *f);
 

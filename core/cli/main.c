@@ -51,6 +51,24 @@ void fsdpc__usage(FILE *f) {
              "stderr), 2 usage error.\n");
 }
 
+int fsdpc__unknown_command(const char *who, const char *word) {
+  enum { N = sizeof commands / sizeof commands[0] };
+  static const char *const top_opts[] = {"--help", "--version"};
+  const char *names[N];
+  for (int i = 0; i < N; i++)
+    names[i] = commands[i].name;
+  /* "--verison": the top level's own options are the candidates */
+  const char *near =
+      word[0] == '-' ? fsdpc_suggest(word, top_opts, 2) : fsdpc_suggest(word, names, N);
+  const char *what = word[0] == '-' ? "option" : "command";
+  if (near)
+    fprintf(stderr, "%s: unknown %s '%s' (did you mean '%s'?; `fsdpc --help` lists them)\n", who,
+            what, word, near);
+  else
+    fprintf(stderr, "%s: unknown %s '%s' (`fsdpc --help` lists them)\n", who, what, word);
+  return 2;
+}
+
 /* OpenMP threads that spin while OpenBLAS's own threads run a GEMM starve
  * them: on a 2-core machine training ran 2.7x slower (bench/results/
  * 2026-11-21-cpu-omp-wait.md). libgomp reads OMP_WAIT_POLICY before main,
@@ -76,15 +94,8 @@ int main(int argc, char **argv) {
     fsdpc__usage(stderr);
     return 2;
   }
-  int n = (int)(sizeof commands / sizeof commands[0]);
-  const char *names[sizeof commands / sizeof commands[0]];
-  for (int i = 0; i < n; i++) {
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     if (strcmp(argv[1], commands[i].name) == 0)
       return commands[i].run(argc - 1, argv + 1);
-    names[i] = commands[i].name;
-  }
-  const char *near = fsdpc_suggest(argv[1], names, n);
-  fprintf(stderr, "fsdpc: unknown command '%s'%s%s%s (`fsdpc --help` lists them)\n", argv[1],
-          near ? " (did you mean '" : "", near ? near : "", near ? "'?)" : "");
-  return 2;
+  return fsdpc__unknown_command("fsdpc", argv[1]);
 }

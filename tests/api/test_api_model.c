@@ -11,6 +11,8 @@
 
 #include <fsdpc/fsdpc.h>
 
+#include "api_test.h"
+
 static char tmpdir[256], data[512], ckdir[600], logdir[600], cfgpath[600];
 
 static const char *yaml = "model: {vocab_size: 259, hidden_size: 32, intermediate_size: 64,\n"
@@ -192,14 +194,5 @@ int main(void) {
   tcase_add_test(tc, eval_and_generate);
   tcase_add_test(tc, convert_metrics_plot);
   suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_set_fork_status(sr, CK_NOFORK); /* one model, trained by the first test */
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0)
-    failed++;
-  return failed ? 1 : 0;
+  return api_test_run(su, tmpdir, 1); /* no fork: one model, trained by the first test */
 }

@@ -66,6 +66,10 @@ done
 # Commands and subcommands: the closest name, exit 2.
 expect 2 "did you mean 'train'?" "$FSDPC" trian x.yaml
 expect 2 "did you mean 'generate'?" "$FSDPC" genrate
+expect 2 "unknown command 'trian' (did you mean 'train'?" "$FSDPC" help trian
+expect 2 "unknown option '--verison' (did you mean '--version'?" "$FSDPC" --verison
+expect 2 "unknown option '--tempreature' (did you mean" "$FSDPC" generate m --tempreature=0.5
+expect 2 "leave out 'generate'" "$FSDPC" help --man generate
 expect 2 "did you mean 'check'?" "$FSDPC" config chek x.yaml
 expect 2 "did you mean 'list'?" "$FSDPC" plugins lst
 expect 2 "did you mean 'prepare'?" "$FSDPC" data prepar

@@ -1,6 +1,6 @@
 # PyTorch + Hugging Face PEFT LoRA reference run on one GPU: the baseline of
 # issue 14's speed/memory point, beside `fsdpc train configs/llama3-8b-lora.yaml`
-# (scripts/gpu/run_lora_side_by_side.sh runs both).
+# (scripts/gpu/speed.sh lora runs both).
 #
 #   python3 bench/torch_peft_lora_baseline.py --mode plain|fsdp2 [--compile]
 #       [--ac hf|wrap|off] [--micro-batch 2] [--seq 2048] [--steps 12]

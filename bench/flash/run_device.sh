@@ -15,7 +15,7 @@
 #   acceptance table) on BENCHV (default "new"), then, unless SKIP_TRAIN=1,
 #   20 training steps of the Llama-3.2-1B shape with the flash plugin of
 #   each build in TRAINV (default "old new"), losses compared with the
-#   first (needs the train carry: scripts/gpu/pack_train_carry.sh CARRY/train).
+#   first (needs the train carry: scripts/gpu/carry.sh CARRY/train).
 # Time limits: TEST_S CHECK_S VBENCH_S BENCH_S TRAIN_S; TEST_OMP threads per
 # test. The logs come back as $OUT/logs.tgz (the device tool returns a few
 # files only). Usage, in the repository root on the GPU machine:

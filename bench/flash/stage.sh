@@ -14,7 +14,7 @@
 # then pass the carry folder (relative to the repository root, e.g.
 # .carry/flash) to the device tool and run a script of it there (README.md).
 # For training runs also pack the train carry:
-#   bash scripts/gpu/pack_train_carry.sh DEST/train
+#   bash scripts/gpu/carry.sh DEST/train
 set -euo pipefail
 carry=${CARRY:-.carry/flash}
 dest=${DEST:-/work/main/$carry}

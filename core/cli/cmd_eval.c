@@ -20,7 +20,8 @@ static const char help[] =
     "usage: fsdpc eval MODEL --data FILE [options] [section.key=value ...]\n"
     "\n"
     "Loss, perplexity and token accuracy (argmax = label) of MODEL (a Hugging Face\n"
-    "folder or any fsdpc checkpoint) on the target tokens of FILE, computed as\n"
+    "folder, a PEFT adapter folder over its base, or any fsdpc checkpoint) on the\n"
+    "target tokens of FILE, computed as\n"
     "train's evaluation: the model's config (an fsdpc checkpoint's config.yaml:\n"
     "its seq_len, batch and eval_batches), data.eval = FILE.\n"
     "  --data FILE           a token file (fsdpc data tokenize / synth / prepare) or\n"
@@ -32,7 +33,8 @@ static const char help[] =
     "  --batches N|all       train.eval_batches (default the config's; all = every\n"
     "                        batch of FILE)\n"
     "  --device cpu|cuda     train.device (default the config's)\n"
-    "Prints one JSON object: loss, perplexity, token_accuracy, tokens, batches.\n"
+    "Prints one JSON object: loss, perplexity, token_accuracy, tokens, batches,\n"
+    "sequences.\n"
     "\n" FSDPC_CLI_LAUNCH_HELP;
 
 enum { O_DATA = 256, O_SEQ_LEN, O_BATCHES, O_DEVICE };
@@ -69,8 +71,8 @@ static int eval_arg(void *ctx, int id, const char *v) {
     return (e->data = v) != NULL;
   case O_SEQ_LEN:
     return cli_int(cmd, "seq-len", v, 1, 1 << 24, &x) && as_override(e, "data.seq_len", v);
-  case O_BATCHES: /* all: eval caps it at the file's batches */
-    return strcmp(v, "all") == 0 ? as_override(e, "train.eval_batches", "2147483647")
+  case O_BATCHES: /* all: train.eval_batches 0, every example */
+    return strcmp(v, "all") == 0 ? as_override(e, "train.eval_batches", "0")
                                  : cli_int(cmd, "batches", v, 1, INT32_MAX, &x) &&
                                        as_override(e, "train.eval_batches", v);
   case O_DEVICE:
@@ -103,6 +105,7 @@ static void print_result(const char *model, const fsdpc_eval_result *r) {
   cJSON_AddNumberToObject(o, "token_accuracy", r->token_accuracy);
   cJSON_AddNumberToObject(o, "tokens", (double)r->tokens);
   cJSON_AddNumberToObject(o, "batches", (double)r->batches);
+  cJSON_AddNumberToObject(o, "sequences", (double)r->sequences);
   cJSON_AddNumberToObject(o, "world_size", r->world_size);
   cJSON_AddNumberToObject(o, "peak_device_bytes", (double)r->peak_device_bytes);
   cJSON_AddNumberToObject(o, "peak_host_rss_bytes", (double)r->peak_host_rss_bytes);

@@ -24,8 +24,9 @@ static const char help[] =
     "                         run in padded batches, one forward per token for all\n"
     "  --batch-size N         prompts per batch with --file (default 16)\n"
     "  --max-new-tokens N     default 128\n"
-    "  --temperature T        0 = greedy (default); > 0 samples\n"
-    "  --top-k K, --top-p P   sampling filters (default off)\n"
+    "  --temperature T        0 = greedy; > 0 samples (default: the model's\n"
+    "                         generation_config.json, else greedy)\n"
+    "  --top-k K, --top-p P   sampling filters (default: generation_config.json)\n"
     "  --seed S               sampling seed (default 0)\n"
     "  --stop STR             stop string (repeatable); the text is cut before it\n"
     "  --no-bos               do not start prompts with the BOS token\n"
@@ -431,7 +432,12 @@ static int run(gen_cli *a) {
 int fsdpc__cmd_generate(int argc, char **argv) {
   gen_cli a = {.batch = 16};
   a.pa = (fsdpc_prompt_args){.struct_size = sizeof a.pa};
-  a.ga = (fsdpc_generate_args){.struct_size = sizeof a.ga, .max_new_tokens = 128, .top_p = 1.0};
+  /* sampling -1: not given, the model's generation_config.json decides */
+  a.ga = (fsdpc_generate_args){.struct_size = sizeof a.ga,
+                               .max_new_tokens = 128,
+                               .temperature = -1,
+                               .top_k = -1,
+                               .top_p = -1};
   a.stop = calloc((size_t)argc + 1, sizeof *a.stop);
   a.ov = calloc((size_t)argc + 1, sizeof *a.ov);
   int rc = a.stop && a.ov ? parse(argc, argv, &a) : 1;

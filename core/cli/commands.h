@@ -18,6 +18,7 @@ int fsdpc__cmd_metrics(int argc, char **argv);
 int fsdpc__cmd_plot(int argc, char **argv);
 int fsdpc__cmd_generate(int argc, char **argv);
 int fsdpc__cmd_eval(int argc, char **argv);
+int fsdpc__cmd_recipes(int argc, char **argv);
 /* cmd_help.c: fsdpc help [CMD [SUB]] | --man, fsdpc completion bash|zsh */
 int fsdpc__cmd_help(int argc, char **argv);
 int fsdpc__cmd_completion(int argc, char **argv);
@@ -26,8 +27,10 @@ extern const cli_cmd fsdpc__train_cmd, fsdpc__plan_cmd, fsdpc__bench_cmd, fsdpc_
     fsdpc__metrics_cmd, fsdpc__plot_cmd, fsdpc__generate_cmd, fsdpc__eval_cmd, fsdpc__help_cmd,
     fsdpc__completion_cmd;
 /* Commands with subcommands: their tables. */
-extern const cli_sub fsdpc__config_subs[], fsdpc__plugins_subs[], fsdpc__data_subs[];
-extern const int fsdpc__config_n_subs, fsdpc__plugins_n_subs, fsdpc__data_n_subs;
+extern const cli_sub fsdpc__config_subs[], fsdpc__plugins_subs[], fsdpc__data_subs[],
+    fsdpc__recipes_subs[];
+extern const int fsdpc__config_n_subs, fsdpc__plugins_n_subs, fsdpc__data_n_subs,
+    fsdpc__recipes_n_subs;
 
 /* Every command (main.c), in the order `fsdpc --help` lists them. */
 typedef struct cli_command {

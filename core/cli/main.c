@@ -31,6 +31,8 @@ static const cli_command commands[] = {
      &fsdpc__generate_cmd, NULL, NULL},
     {"eval", fsdpc__cmd_eval, "loss, perplexity and token accuracy of a model on a dataset",
      &fsdpc__eval_cmd, NULL, NULL},
+    {"recipes", fsdpc__cmd_recipes, "list the shipped configs and templates, copy one to edit",
+     NULL, fsdpc__recipes_subs, &fsdpc__recipes_n_subs},
     {"help", fsdpc__cmd_help, "a command's help; --man: the manual page", &fsdpc__help_cmd, NULL,
      NULL},
     {"completion", fsdpc__cmd_completion, "shell completion for bash or zsh",

@@ -66,6 +66,7 @@ START_TEST(eval_and_generate) {
   fsdpc_eval_result r = {.struct_size = sizeof r};
   ck_assert_msg(fsdpc_evaluate(c, &r, &err) == FSDPC_OK, "%s", err.msg);
   ck_assert(isfinite(r.loss) && r.tokens > 0 && r.batches > 0 && r.world_size == 1);
+  ck_assert_int_eq(r.sequences, 3 * 2); /* three whole batches of micro_batch_size 2 */
   ck_assert(r.token_accuracy >= 0 && r.token_accuracy <= 1);
   ck_assert(fabs(r.perplexity - exp(r.loss)) < 1e-9 * r.perplexity);
   ck_assert_int_gt(r.peak_device_bytes, 0);

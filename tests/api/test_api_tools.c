@@ -246,13 +246,12 @@ START_TEST(plugins) {
   ck_assert_int_gt(fsdpc_plugins_searched_count(p), 0);
   ck_assert_ptr_nonnull(fsdpc_plugins_searched(p, 0));
   fsdpc_plugins_destroy(p);
+  /* a path the caller names that is not there is a typo: refused */
   const char *paths[] = {"/nonexistent-plugins"};
-  ck_assert_int_eq(fsdpc_plugins_open(paths, 1, &p, &err), FSDPC_OK);
-  ck_assert_int_eq(fsdpc_plugins_refused_count(p), 1);
-  const char *path, *reason;
-  fsdpc_plugins_refused(p, 0, &path, &reason);
-  ck_assert_msg(strstr(reason, "no such file"), "%s", reason);
-  fsdpc_plugins_destroy(p);
+  p = NULL;
+  ck_assert_int_eq(fsdpc_plugins_open(paths, 1, &p, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_null(p);
+  ck_assert_msg(strstr(err.msg, "/nonexistent-plugins': no such file"), "%s", err.msg);
 }
 END_TEST
 
@@ -298,6 +297,41 @@ START_TEST(launcher_and_services) {
 }
 END_TEST
 
+static void count_recipe(void *user, const char *name, const char *file, const char *about) {
+  int *seen = user;
+  (void)about;
+  seen[0]++;
+  if (strcmp(name, "tiny-cpu") == 0 && strstr(file, "tiny-cpu.yaml"))
+    seen[1] = 1;
+}
+
+START_TEST(recipes) {
+  char dir[4096], written[8192], dest[600];
+  fsdpc_err err = {0};
+  /* from the build tree: the source tree's configs/ */
+  ck_assert_msg(fsdpc_recipes_dir(dir, sizeof dir, &err) == FSDPC_OK, "%s", err.msg);
+  int seen[2] = {0, 0};
+  ck_assert_msg(fsdpc_recipes_list(dir, count_recipe, seen, &err) == FSDPC_OK, "%s", err.msg);
+  ck_assert_int_gt(seen[0], 3);
+  ck_assert_int_eq(seen[1], 1);
+  snprintf(dest, sizeof dest, "%s/mine.yaml", tmpdir);
+  ck_assert_msg(fsdpc_recipes_copy(dir, "tiny-cpu", dest, written, sizeof written, &err) ==
+                    FSDPC_OK,
+                "%s", err.msg);
+  ck_assert_str_eq(written, dest);
+  fsdpc_config *c = NULL; /* the copy is a config */
+  ck_assert_msg(fsdpc_config_load(dest, NULL, 0, &c, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc_config_destroy(c);
+  /* never overwrites; an unknown name is refused */
+  ck_assert_int_ne(fsdpc_recipes_copy(dir, "tiny-cpu", dest, written, sizeof written, &err),
+                   FSDPC_OK);
+  ck_assert_int_ne(fsdpc_recipes_copy(dir, "no-such", dest, written, sizeof written, &err),
+                   FSDPC_OK);
+  ck_assert_msg(strstr(err.msg, "no recipe 'no-such'"), "%s", err.msg);
+  ck_assert_int_eq(fsdpc_recipes_list(dir, NULL, NULL, &err), FSDPC_INVALID_USAGE);
+}
+END_TEST
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "%s/api-tools-XXXXXX", FSDPC_BINARY_DIR);
   if (!mkdtemp(tmpdir))
@@ -312,6 +346,7 @@ int main(void) {
   tcase_add_test(tc, synth_batch_prepare);
   tcase_add_test(tc, plugins);
   tcase_add_test(tc, launcher_and_services);
+  tcase_add_test(tc, recipes);
   suite_add_tcase(su, tc);
   return api_test_run(su, tmpdir, 0);
 }

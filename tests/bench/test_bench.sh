@@ -29,7 +29,7 @@ cat "$dir/table.txt"
 [ "$rc" -eq 0 ] || { fail "bench exited $rc: $(tail -3 "$dir/progress.txt")"; exit 1; }
 echo "bench took ${took}s"
 [ "$took" -lt 180 ] || fail "bench took ${took}s (limit 180)"
-for f in bench.csv bench.json bench.svg; do
+for f in bench.csv bench.json bench.svg bench.png; do
   [ -s "$dir/out/$f" ] || fail "missing $dir/out/$f"
 done
 grep -q "FULL_SHARD" "$dir/table.txt" || fail "table lacks FULL_SHARD"
@@ -76,17 +76,21 @@ assert by["HYBRID_SHARD/2"]["comm_bytes_per_step"]["all_reduce"] > 0
 with open(out + "/bench.csv") as f:
     cr = list(csv.DictReader(f))
 assert len(cr) == 5 and cr[0]["name"] == "FULL_SHARD" and float(cr[0]["tok_s"]) > 0, cr[0]
-svg = xml.dom.minidom.parse(out + "/bench.svg")
-texts = [t.firstChild.data for t in svg.getElementsByTagName("text") if t.firstChild]
-assert "HYBRID_SHARD/2" in texts and any("torch full" in t for t in texts), texts[:10]
-assert len(svg.getElementsByTagName("rect")) > 10
-# min-max whiskers (stroke 1.2): three segments per variant whose step times varied
-whisk = [l for l in svg.getElementsByTagName("line") if l.getAttribute("stroke-width") == "1.2"]
-assert len(whisk) >= 3 and len(whisk) % 3 == 0, len(whisk)
+# The chart, drawn by cairo (text as glyph outlines): an SVG of the PNG's
+# size with bars, grid and glyphs as paths.
+svg = xml.dom.minidom.parse(out + "/bench.svg").documentElement
+assert svg.tagName == "svg" and svg.getAttribute("width").startswith("980"), svg.getAttribute("width")
+assert len(svg.getElementsByTagName("path")) > 50, len(svg.getElementsByTagName("path"))
 if bad:
     print("FAIL: " + "; ".join(bad))
     sys.exit(1)
 PY
+# The PNG holds the variants' bars (4e79a7), the baseline's (f28e2b) and no
+# failure text (c00000).
+python3 "$src/tests/bench/png_colors.py" "$dir/out/bench.png" 4e79a7 f28e2b c00000 >"$dir/colors.txt" &&
+  awk '$1 == "4e79a7" && $2 > 1000 {a = 1} $1 == "f28e2b" && $2 > 100 {b = 1}
+       $1 == "c00000" && $2 == 0 {c = 1} END {exit !(a && b && c)}' "$dir/colors.txt" ||
+  fail "bench.png lacks its bars or shows failures: $(tr '\n' ' ' <"$dir/colors.txt")"
 
 # A failing variant is a row that says why; the bench still finishes.
 cat > "$dir/fail.yaml" <<YAML
@@ -105,7 +109,9 @@ rc=$?
 # A bench with a failed variant exits 1 (not a crash), after writing its outputs.
 [ "$rc" -eq 1 ] || fail "bench with failed variants exited $rc, want 1: $(tail -3 "$dir/fail.txt")"
 grep -q "bench: variant .* failed: " "$dir/fail.txt" || fail "no line naming the failed variant"
-grep -q "FAILED sharding_strategy=" "$dir/fail/bench.svg" || fail "the chart does not list the failed variants"
+python3 "$src/tests/bench/png_colors.py" "$dir/fail/bench.png" c00000 >"$dir/colors.txt" &&
+  awk '$1 == "c00000" && $2 > 200 {ok = 1} END {exit !ok}' "$dir/colors.txt" ||
+  fail "the chart does not list the failed variants (red text): $(tr '\n' ' ' <"$dir/colors.txt")"
 python3 - "$dir/fail/bench.json" <<'PY' || fails=$((fails + 1))
 import json, sys
 rows = {r["name"]: r for r in json.load(open(sys.argv[1]))["rows"]}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 20's script in its CPU mode (tiny shapes, Gloo, 2 ranks): the
 # FULL_SHARD row with the planner's peak beside the measured one, and the
-# world-2 vs world-1 agreement of every strategy (scripts/gpu/run_world4.sh).
+# world-2 vs world-1 agreement of every strategy (scripts/gpu/world.sh).
 set -u
 : "${FSDPC:?FSDPC must point at the fsdpc executable}"
 : "${FSDPC_SOURCE_DIR:?FSDPC_SOURCE_DIR must point at the source tree}"
@@ -9,8 +9,8 @@ OUT=$(mktemp -d /tmp/fsdpc-world-script.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*"; cat "$OUT/log.txt"; exit 1; }
 cd "$FSDPC_SOURCE_DIR" || exit 1
-DEVICE=cpu OUT=$OUT STRATS=full STEPS=5 bash scripts/gpu/run_world4.sh 2 1b,agree >"$OUT/log.txt" 2>&1 ||
-  fail "run_world4.sh exited $?"
+DEVICE=cpu OUT=$OUT STRATS=full STEPS=5 bash scripts/gpu/world.sh 2 1b,agree >"$OUT/log.txt" 2>&1 ||
+  fail "world.sh exited $?"
 cat "$OUT/log.txt"
 grep -qE '^\| 1b-full \| 0 \| [0-9.]+ \| [0-9,]+ ' "$OUT/summary.md" || fail "no measured 1b-full row"
 grep -qE '^\| 1b-full .*\| [+-][0-9.]+% \|' "$OUT/summary.md" || fail "no planner error in the 1b-full row"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Issue 21's flow at a tiny shape on the CPU (2 ranks, Gloo): a random HF
-# folder written by scripts/gpu/make_hf_random.py in 4 files with an index,
+# folder written by scripts/gpu/lib/make_hf_random.py in 4 files with an index,
 # planned, trained from at world 2 with the final export, the export's index
 # checked against the input's, SIGTERM to the launcher mid-training saves and
-# the run resumes (scripts/gpu/run_70b.sh in its CPU mode, then its reduced-
+# the run resumes (scripts/gpu/hf70b.sh in its CPU mode, then its reduced-
 # depth preemption path). Needs python3 with numpy (python3-numpy).
 set -u
 : "${FSDPC:?FSDPC must point at the fsdpc executable}"
@@ -14,8 +14,8 @@ OUT=$(mktemp -d /tmp/fsdpc-hf-random.XXXXXX)
 trap 'rm -rf "$OUT"' EXIT
 fail() { echo "FAIL: $*"; tail -20 "$OUT"/*.log "$OUT"/log.txt 2>/dev/null; exit 1; }
 for reduced in 0 1; do
-  DEVICE=cpu PY=$PY OUT=$OUT CKPT_REDUCED=$reduced bash "$FSDPC_SOURCE_DIR/scripts/gpu/run_70b.sh" 2 \
-    >"$OUT/log.txt" 2>&1 || fail "run_70b.sh exited $? (CKPT_REDUCED=$reduced)"
+  DEVICE=cpu PY=$PY OUT=$OUT CKPT_REDUCED=$reduced bash "$FSDPC_SOURCE_DIR/scripts/gpu/hf70b.sh" 2 \
+    >"$OUT/log.txt" 2>&1 || fail "hf70b.sh exited $? (CKPT_REDUCED=$reduced)"
   cat "$OUT/log.txt"
   grep -q "4 files, 39 tensors" "$OUT/log.txt" || fail "the export is not 4 files of 39 tensors"
   grep -q "tensors and shapes match the input" "$OUT/log.txt" || fail "export differs from the input"

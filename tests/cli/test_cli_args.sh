@@ -73,6 +73,8 @@ expect 2 "leave out 'generate'" "$FSDPC" help --man generate
 expect 2 "did you mean 'check'?" "$FSDPC" config chek x.yaml
 expect 2 "did you mean 'list'?" "$FSDPC" plugins lst
 expect 2 "did you mean 'prepare'?" "$FSDPC" data prepar
+expect 2 "did you mean 'list'?" "$FSDPC" recipes lst
+expect 2 "give NAME and DEST" "$FSDPC" recipes copy tiny-cpu
 expect 2 "did you mean 'qa'?" "$FSDPC" data synth --task=qaa --out x
 expect 2 "option '--s' is ambiguous" "$FSDPC" data batch x --s 1
 expect 2 "--world expects an integer" "$FSDPC" plan "$tiny" --world=x
@@ -124,7 +126,7 @@ if command -v zsh >/dev/null; then
   zsh -n "$dir/c.zsh" || fail "the zsh completion does not parse"
 fi
 "$FSDPC" help --man >"$dir/fsdpc.1" || fail "help --man"
-for c in train config plugins data plan bench convert metrics plot generate eval; do
+for c in train config plugins data plan bench convert metrics plot generate eval recipes; do
   grep -q "\b$c\b" "$dir/c.bash" && grep -q "\b$c\b" "$dir/c.zsh" || fail "completion lacks $c"
   grep -q "^\.SS \"fsdpc $c" "$dir/fsdpc.1" || fail "man page lacks fsdpc $c"
 done

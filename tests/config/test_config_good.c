@@ -74,7 +74,7 @@ START_TEST(defaults) {
   ck_assert_int_eq(c->train.max_steps, 100);
   ck_assert(c->train.max_grad_norm == 1.0);
   ck_assert_int_eq(c->train.seed, 42);
-  ck_assert_int_eq(c->train.eval_batches, 4);
+  ck_assert_int_eq(c->train.eval_batches, 0); /* every example */
   ck_assert_int_eq(c->train.device, FSDPC_DEVICE_CPU);
   ck_assert_int_eq(c->train.generate_prompts.n, 0);
   ck_assert_int_eq(c->train.generate_tokens, 32);

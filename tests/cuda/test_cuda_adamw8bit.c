@@ -8,7 +8,7 @@
  * the count of differing values is printed.
  * With FSDPC_Q8_MAPS=FILE it also writes the plugin's two quantization maps
  * (signed then unsigned, 256 values each, one "%a" per line) for the check
- * against torch (scripts/gpu/check_q8_maps.py). */
+ * against torch (tests/gpu/check_q8_maps.py). */
 #include <stdio.h>
 
 #include "cuda_testutil.h"

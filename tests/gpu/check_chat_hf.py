@@ -43,8 +43,7 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "scripts", "gpu"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # check_prepare_targets.py beside it
 from check_prepare_targets import read_tokfile  # noqa: E402  (token files, docs/data.md)
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -97,8 +97,14 @@ def event(body):
                 assert tag and sv is not None, "a Summary.Value without tag or simple_value"
                 vals[tag] = sv
             ev["summary"] = vals
-        elif f == 6 and wt == 2:
+        elif f == 7 and wt == 2:
+            # upstream event.proto: session_log = 7 (6 is the deprecated
+            # log_message, which TensorBoard does not read as a SessionLog)
             ev["session_log"] = {f2: v2 for f2, _, v2 in fields(v)}
+        else:
+            raise AssertionError("Event field %d (wire type %d) is not one fsdpc writes "
+                                 "(upstream: 1 wall_time, 2 step, 3 file_version, 5 summary, "
+                                 "7 session_log)" % (f, wt))
     return ev
 
 
@@ -120,6 +126,8 @@ def scalars_from_events(logdir):
     for p in files:
         evs = [event(b) for b in records(p)]
         assert evs and evs[0].get("file_version") == "brain.Event:2", p + ": first record"
+        assert len(evs) > 1 and evs[1].get("session_log", {}).get(1) == 1, \
+            p + ": second record is not a SessionLog START (field 7, status 1)"
         for ev in evs[1:]:
             if "session_log" in ev:
                 status = ev["session_log"].get(1, 0)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Watching a run (issue 18): metrics.jsonl across a SIGTERM and a resume,
-# TensorBoard event files read back independently, `fsdpc metrics`,
+# TensorBoard event files read back independently (upstream field numbers), `fsdpc metrics`,
 # `fsdpc plot`, and the exit codes of a run stopped by a signal.
 set -u
 : "${FSDPC:?run through ctest}"

@@ -3,6 +3,7 @@
  * plugins live in FSDPC_TEST_PLUGIN_DIR (built by tests/plugin). */
 #include <check.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,8 +19,9 @@ static fsdpc_registry *open_only(const char *const *paths, int n) {
   fsdpc_registry *reg = NULL;
   fsdpc_err err;
   fsdpc__err_clear(&err);
-  ck_assert_msg(fsdpc__registry_create_ex(paths, n, FSDPC_REGISTRY_ONLY_GIVEN, &reg, &err) ==
-                    FSDPC_OK,
+  ck_assert_msg(fsdpc__registry_create_ex(
+                    paths, n, FSDPC_REGISTRY_ONLY_GIVEN | FSDPC_REGISTRY_MISSING_REFUSED, &reg,
+                    &err) == FSDPC_OK,
                 "%s", err.msg);
   return reg;
 }
@@ -267,6 +269,15 @@ START_TEST(search_paths_files_and_order) {
   ck_assert_str_eq(fsdpc__registry_search_at(reg, 0), sub);
   fsdpc__registry_destroy(reg);
 
+  /* Without MISSING_REFUSED (train, plan, generate, plugins list) a missing
+   * named path fails the registry with one line. */
+  fsdpc_err err;
+  reg = NULL;
+  ck_assert_int_eq(fsdpc__registry_create(paths + 4, 1, &reg, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_null(reg);
+  assert_has(err.msg, "plugins.paths (or --path): '/nonexistent/fsdpc-plugins': no such file or "
+                      "folder; fix the path or remove it");
+
   /* A path to a file is used as given. */
   const char *file_only[] = {FSDPC_TEST_PLUGIN_DIR "/libfsdpc-optim-test-abi2.so"};
   reg = open_only(file_only, 1);
@@ -294,6 +305,34 @@ START_TEST(env_path_is_searched) {
 }
 END_TEST
 
+/* Forks seen by this process (a probe child is one). */
+static int n_forks;
+static void count_fork(void) {
+  n_forks++;
+}
+
+/* A process that makes many registries (fsdpc plan over every strategy and
+ * world size; test_plan made 752 probe children under ASan) probes a file
+ * once: it stays mapped after its first registry, so later ones have
+ * nothing to probe. */
+START_TEST(probed_once_per_process) {
+  const char *dirs[] = {FSDPC_PLUGIN_DIR_FOR_TEST};
+  static int registered;
+  if (!registered++)
+    ck_assert_int_eq(pthread_atfork(NULL, count_fork, NULL), 0);
+  int before = n_forks;
+  for (int i = 0; i < 5; i++) {
+    fsdpc_registry *reg = open_only(dirs, 1);
+    const fsdpc_component *c = NULL;
+    fsdpc_err err;
+    ck_assert_msg(fsdpc__registry_select(reg, FSDPC_KIND_OPTIM, "sgd", NULL, &c, &err) == FSDPC_OK,
+                  "%s", err.msg);
+    fsdpc__registry_destroy(reg);
+  }
+  ck_assert_int_le(n_forks - before, 1);
+}
+END_TEST
+
 START_TEST(kind_names) {
   for (int32_t k = 0; k < FSDPC_KIND_COUNT_; k++)
     ck_assert_int_eq(fsdpc__kind_from_name(fsdpc__kind_name(k)), k);
@@ -315,6 +354,7 @@ int main(void) {
   tcase_add_test(tc, search_paths_files_and_order);
   tcase_add_test(tc, env_path_is_searched);
   tcase_add_test(tc, kind_names);
+  tcase_add_test(tc, probed_once_per_process);
   tcase_add_test(tc, component_pointers_survive_later_loads);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

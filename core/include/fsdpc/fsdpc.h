@@ -279,6 +279,7 @@ typedef struct fsdpc_eval_result {
   int64_t peak_device_bytes; /* this rank's device (host for the CPU), setup included */
   int64_t peak_host_rss_bytes;
   int64_t peak_device_by_category[FSDPC_MEM_CATEGORY_COUNT];
+  int64_t sequences; /* the windows evaluated (the last batch may be smaller) */
 } fsdpc_eval_result;
 /* Evaluates cfg as train's evaluation does (same loader, batches and
  * forward): this process as a single run or one rank of a job (the
@@ -322,9 +323,11 @@ FSDPC_API fsdpc_status fsdpc_model_prompt(fsdpc_model *m, const fsdpc_prompt_arg
 typedef struct fsdpc_generate_args {
   uint32_t struct_size;   /* set by the caller */
   int32_t max_new_tokens; /* <= 0: 128 */
-  double temperature;     /* 0 = greedy (argmax, lowest id on ties) */
-  int32_t top_k;          /* 0 = off */
-  double top_p;           /* 0 or 1 = off */
+  /* Sampling; a value < 0 is the model's generation_config.json (as
+   * transformers reads it: greedy unless do_sample), else off / greedy. */
+  double temperature; /* 0 = greedy (argmax, lowest id on ties) */
+  int32_t top_k;      /* 0 = off */
+  double top_p;       /* 0 or 1 = off */
   uint64_t seed;
   const char *const *stop; /* stop strings: the text is cut before them */
   int32_t n_stop;
@@ -454,11 +457,34 @@ FSDPC_API fsdpc_status fsdpc_metrics_summary(const char *dir, fsdpc_run_summary 
 FSDPC_API fsdpc_status fsdpc_plot(const char *const *dirs, int32_t n, const char *title,
                                   const char *out, fsdpc_err *err);
 
+/* ---- Recipes (fsdpc recipes) -------------------------------------------- */
+
+/* The ready-made configs and chat templates this fsdpc ships: the source
+ * tree's configs/ for a program run from its build tree, else the
+ * installation's <datadir>/fsdpc/configs (found from the executable). dir
+ * (cap bytes) gets the folder. */
+FSDPC_API fsdpc_status fsdpc_recipes_dir(char *dir, size_t cap, fsdpc_err *err);
+/* Calls each(user, name, file, about) for every recipe under dir, sorted by
+ * name: name is its path there without ".yaml" ("tiny-cpu",
+ * "bench/llama3-1b-base"; a template keeps its extension), about the first
+ * line of its leading comment ("" when none). Strings live for the call. */
+FSDPC_API fsdpc_status fsdpc_recipes_list(const char *dir,
+                                          void (*each)(void *user, const char *name,
+                                                       const char *file, const char *about),
+                                          void *user, fsdpc_err *err);
+/* Copies recipe name of dir to dest (a file, or a folder to put it in),
+ * never overwriting; a config's chat template reference into the recipes
+ * becomes the shipped template's absolute path, so the copy runs from any
+ * folder. written (cap bytes) gets the path written. */
+FSDPC_API fsdpc_status fsdpc_recipes_copy(const char *dir, const char *name, const char *dest,
+                                          char *written, size_t cap, fsdpc_err *err);
+
 /* ---- Plugins (fsdpc plugins) -------------------------------------------- */
 
 /* What the search path holds: paths first, then FSDPC_PLUGIN_PATH, the
  * install folder and (from inside a build tree) the build's plugins. Every
- * file is loaded; one that fails is refused with a reason. */
+ * file is loaded; one that fails is refused with a reason. An entry of
+ * paths that does not exist is an error (FSDPC_INVALID_USAGE). */
 typedef struct fsdpc_plugins fsdpc_plugins;
 FSDPC_API fsdpc_status fsdpc_plugins_open(const char *const *paths, int32_t n_paths,
                                           fsdpc_plugins **out, fsdpc_err *err);

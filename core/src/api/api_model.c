@@ -32,7 +32,7 @@ FSDPC_API fsdpc_status fsdpc_model_load(const fsdpc_model_args *a, fsdpc_model *
   if (st == FSDPC_OK)
     st = fsdpc__prompter_open(md->m, &md->pr, err);
   if (st == FSDPC_OK)
-    st = fsdpc__infer_eos_ids(md->m->dir, &md->m->shape, &md->eos, &md->n_eos, err);
+    st = fsdpc__infer_eos_ids(md->m->weights_dir, &md->m->shape, &md->eos, &md->n_eos, err);
   if (st != FSDPC_OK) {
     fsdpc_model_destroy(md);
     return st;
@@ -113,11 +113,13 @@ FSDPC_API fsdpc_status fsdpc_generate(fsdpc_model *m, const int32_t *const *prom
                              .attention_opts = im->cfg->attention.options,
                              .no_graph = a->no_cuda_graph};
   stream ctx = {a};
+  fsdpc_sampling samp = {.temperature = a->temperature,
+                         .top_k = a->top_k,
+                         .top_p = a->top_p == 0 ? 1.0 : a->top_p,
+                         .seed = a->seed};
+  fsdpc__infer_sampling_defaults(im, &samp); /* what the caller left < 0 */
   fsdpc_gen_opts g = {.max_new_tokens = a->max_new_tokens > 0 ? a->max_new_tokens : 128,
-                      .sampling = {.temperature = a->temperature,
-                                   .top_k = a->top_k,
-                                   .top_p = a->top_p > 0 ? a->top_p : 1.0,
-                                   .seed = a->seed},
+                      .sampling = samp,
                       .eos = a->ignore_eos ? NULL : m->eos,
                       .n_eos = a->ignore_eos ? 0 : m->n_eos,
                       .stop = a->stop,

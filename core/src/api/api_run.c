@@ -84,12 +84,13 @@ FSDPC_API fsdpc_status fsdpc_eval_config(const fsdpc_eval_args *a, fsdpc_config 
   return fsdpc__eval_config(a->model, a->data, a->log_dir, a->overrides, a->n_overrides, out, err);
 }
 
-static void eval_result(fsdpc_session *s, const double r[4], fsdpc_eval_result *out) {
+static void eval_result(fsdpc_session *s, const double r[5], fsdpc_eval_result *out) {
   fsdpc_eval_result full = {.loss = r[0],
                             .perplexity = exp(r[0]),
                             .token_accuracy = r[2],
                             .tokens = (int64_t)r[1],
                             .batches = (int64_t)r[3],
+                            .sequences = (int64_t)r[4],
                             .world_size = s->env.world_size};
   fsdpc_mem_stats ms; /* this rank's device (host for the CPU), setup included */
   fsdpc__session_mem(s, &ms, NULL);
@@ -111,7 +112,7 @@ FSDPC_API fsdpc_status fsdpc_evaluate(const fsdpc_config *cfg, fsdpc_eval_result
   if (env.world_size > 1)
     fsdpc_set_log_rank(env.rank);
   fsdpc_session *s = NULL;
-  double r[4];
+  double r[5];
   /* The session only reads the config. */
   fsdpc_status st = fsdpc__session_create_eval((fsdpc_config *)cfg, &env, &s, err);
   if (st == FSDPC_OK && (st = fsdpc__eval_run(s, r, err)) == FSDPC_OK)

@@ -1,7 +1,7 @@
 /* The public API's small services and the config's views (fsdpc config,
- * fsdpc plugins): memory release, did-you-mean, escaping, one config value,
- * the resolved YAML, the schema, the run plan's file checks, the plugin
- * registry. */
+ * fsdpc plugins, fsdpc recipes): memory release, did-you-mean, escaping, one
+ * config value, the resolved YAML, the schema, the run plan's file checks,
+ * the shipped recipes, the plugin registry. */
 #define _GNU_SOURCE /* open_memstream */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 #include "api/api_fill.h"
 #include "config/config.h"
 #include "config/meta.h"
+#include "config/recipes.h"
 #include "config/suggest.h"
 #include "plugin/registry.h"
 #include "runplan/runplan.h"
@@ -256,4 +257,33 @@ FSDPC_API const char *fsdpc_plugins_searched(const fsdpc_plugins *p, int32_t i) 
   return p && i >= 0 && i < fsdpc__registry_search_count(p->reg)
              ? fsdpc__registry_search_at(p->reg, i)
              : NULL;
+}
+
+FSDPC_API fsdpc_status fsdpc_recipes_dir(char *dir, size_t cap, fsdpc_err *err) {
+  if (!dir || cap == 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "fsdpc_recipes_dir: NULL or empty buffer");
+  return fsdpc__recipes_dir(dir, cap, err);
+}
+
+FSDPC_API fsdpc_status fsdpc_recipes_list(const char *dir,
+                                          void (*each)(void *user, const char *name,
+                                                       const char *file, const char *about),
+                                          void *user, fsdpc_err *err) {
+  if (!dir || !each)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "fsdpc_recipes_list: NULL dir or callback");
+  fsdpc_recipe *r = NULL;
+  int n = 0;
+  FSDPC_TRY(fsdpc__recipes_list(dir, &r, &n, err));
+  for (int i = 0; i < n; i++)
+    each(user, r[i].name, r[i].file, r[i].about);
+  free(r);
+  return FSDPC_OK;
+}
+
+FSDPC_API fsdpc_status fsdpc_recipes_copy(const char *dir, const char *name, const char *dest,
+                                          char *written, size_t cap, fsdpc_err *err) {
+  if (!dir || !name || !dest || !written || cap == 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "fsdpc_recipes_copy: dir, name, dest and a written buffer are needed");
+  return fsdpc__recipes_copy(dir, name, dest, written, cap, err);
 }

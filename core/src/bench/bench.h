@@ -113,12 +113,11 @@ fsdpc_status fsdpc__bench_write_csv(const char *path, const fsdpc_bench_row *row
 fsdpc_status fsdpc__bench_write_json(const char *path, const fsdpc_bench_spec *s,
                                      const fsdpc_bench_row *rows, int n, fsdpc_err *err);
 
-/* Writes the chart (throughput and peak memory per variant) as SVG, and as
- * PNG when png_path is non-NULL and this build has cairo. *png_written says
- * whether it did. */
+/* Writes the chart (throughput and peak memory per variant) through cairo as
+ * SVG, and as PNG when png_path is non-NULL. A build without cairo writes
+ * neither and succeeds; *written says whether the chart was written. */
 fsdpc_status fsdpc__bench_chart(const char *svg_path, const char *png_path, const char *title,
-                                const fsdpc_bench_row *rows, int n, int *png_written,
-                                fsdpc_err *err);
+                                const fsdpc_bench_row *rows, int n, int *written, fsdpc_err *err);
 
 /* The whole bench of fsdpc_bench (driver.c): the file and a's settings,
  * the planned memory of each variant, the runs, the table and files.

@@ -249,8 +249,9 @@ static fsdpc_status write_results(drive *d, int32_t *failed, fsdpc_err *err) {
   if (st == FSDPC_OK)
     st = fsdpc__bench_chart(p3, p4, s->title[0] ? s->title : s->path, rows, n_rows, &png, err);
   if (st == FSDPC_OK)
-    fprintf(d->report, "\nwrote %s, %s, %s%s%s\n", p1, p2, p3,
-            png ? ", " : " (no PNG: built without cairo)", png ? p4 : "");
+    fprintf(d->report, "\nwrote %s, %s%s%s%s%s\n", p1, p2,
+            png ? ", " : " (no chart: built without cairo)", png ? p3 : "", png ? ", " : "",
+            png ? p4 : "");
   /* A bench with a failed variant is a failed bench, after its table and
    * chart are written. */
   for (int v = 0; st == FSDPC_OK && v < s->n_variants; v++)

@@ -141,13 +141,25 @@ fsdpc_status fsdpc__ckpt_load(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
  * to root) += s * B @ A of every adapted projection in it. */
 fsdpc_status fsdpc__lora_write_peft(fsdpc_engine *e, const fsdpc_lora *lo, const char *base,
                                     const char *root, const char *name, fsdpc_err *err);
-/* The identity of a LoRA run's base (model.init.from): its path and the
- * CRC-32 of its config.json and weight index, one line; "random init" for
- * "". A LoRA checkpoint records it and a resume refuses another base. */
-fsdpc_status fsdpc__lora_base_identity(const char *base, char *out, size_t cap, fsdpc_err *err);
-/* Adds "lora_base" (the identity above) to a trainer-state JSON (*json is
- * replaced). */
-fsdpc_status fsdpc__lora_state_add_base(const char *base, char **json, fsdpc_err *err);
+/* The identity of a LoRA run's base by content (base_id.c): CRC-32 over
+ * every tensor's name, dtype, shape and bytes in name order, whatever
+ * files hold them; zeros for a random init (dir ""). Threads (OpenMP) read
+ * the tensors. */
+typedef struct fsdpc_base_id {
+  uint32_t crc, tensors;
+  uint64_t bytes;
+} fsdpc_base_id;
+fsdpc_status fsdpc__base_id(const char *dir, fsdpc_base_id *out, fsdpc_err *err);
+/* Adds "lora_base" {path (informative), tensors_crc32, tensors, bytes} to a
+ * trainer-state JSON (*json is replaced). */
+fsdpc_status fsdpc__lora_state_add_base(const char *path, const fsdpc_base_id *id, char **json,
+                                        fsdpc_err *err);
+/* A resume's check: the state's lora_base against id (the base at path
+ * now); another content is refused naming both. A state of an older fsdpc
+ * (lora_base as a string) is accepted with a warning (rank 0). */
+fsdpc_status fsdpc__lora_check_base(const char *state_json, const char *path,
+                                    const fsdpc_base_id *id, const char *dir, int rank,
+                                    fsdpc_err *err);
 fsdpc_status fsdpc__lora_merge_unit(fsdpc_engine *e, const fsdpc_model_shape *s,
                                     const fsdpc_lora *lo, int u, int root, float *full,
                                     fsdpc_err *err);

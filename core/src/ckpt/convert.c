@@ -63,7 +63,7 @@ static fsdpc_status load_config(const fsdpc_convert_opts *o, fsdpc_config **cfg,
   int have = p && stat(p, &sb) == 0;
   fsdpc_status st;
   if (have) {
-    st = fsdpc__config_load(p, o->overrides, o->n_overrides, cfg, err);
+    st = fsdpc__config_load_checkpoint(p, o->overrides, o->n_overrides, cfg, err);
   } else {
     /* An HF folder: its config.json gives the model; the rest defaults. */
     int n = o->n_overrides + 1;
@@ -182,8 +182,16 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
     cs.config_hash = fsdpc__ckpt_hash(cs.config_text);
   state = fsdpc__ckpt_state_build(&cs);
   free(cs.config_text);
-  if (state && rp->has_lora)
-    STEP(fsdpc__lora_state_add_base(cfg->model.init.from, &state, err));
+  if (state && rp->has_lora) { /* the base, by content (docs/lora.md) */
+    fsdpc_base_id id = {0};
+    if (cfg->model.init.from[0] &&
+        (st = fsdpc__base_id(cfg->model.init.from, &id, err)) != FSDPC_OK) {
+      fsdpc__err_prefix(err, "convert: the LoRA checkpoint's base (model.init.from; give it with "
+                             "model.init.from=PATH)");
+      goto out;
+    }
+    STEP(fsdpc__lora_state_add_base(cfg->model.init.from, &id, &state, err));
+  }
   size_t ylen = 0;
   FILE *yf = open_memstream(&yaml, &ylen);
   if (yf) {

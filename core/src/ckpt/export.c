@@ -53,6 +53,7 @@ void fsdpc__export_src_free(fsdpc_export_src *s) {
   free(s->config_json);
   free(s->tok_dir);
   free(s->tok_file);
+  free(s->chat_template);
   memset(s, 0, sizeof *s);
 }
 
@@ -91,8 +92,10 @@ fsdpc_status fsdpc__export_src_from_config(const fsdpc_config *c, fsdpc_export_s
     }
   }
   free(src_dir);
+  const char *ct = c->data.chat_template;
+  if (ct[0] && is_file(ct) && !(out->chat_template = strdup(ct)))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   return FSDPC_OK;
-  (void)err;
 }
 
 /* ---- config.json ------------------------------------------------------ */
@@ -351,6 +354,67 @@ static fsdpc_status copy_file(const char *from, const char *to, fsdpc_err *err) 
   return FSDPC_OK;
 }
 
+/* The run's chat template into dir: chat_template.jinja, and the
+ * chat_template key of tokenizer_config.json (the source's from tok_dir,
+ * else a new one), as transformers reads them. */
+static fsdpc_status write_template(const char *dir, const char *tok_dir, const char *file,
+                                   fsdpc_status (*record)(void *ctx, const char *path), void *ctx,
+                                   fsdpc_err *err) {
+  char *text = NULL, *cfg_text = NULL, *path = NULL, *out = NULL;
+  size_t len = 0, cfg_len = 0;
+  cJSON *tc = NULL;
+  fsdpc_status st = FSDPC_OK;
+  if (fsdpc__read_small_file(file, MAX_SRC, &text, &len) != 0) {
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "data.chat_template %s: cannot read: %s", file,
+                     strerror(errno));
+    goto out;
+  }
+  if (!(path = fsdpc__path_join(dir, "chat_template.jinja"))) {
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    goto out;
+  }
+  if (fsdpc__write_small_file(path, text, len) != 0) {
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot write: %s", path, strerror(errno));
+    goto out;
+  }
+  if ((st = record(ctx, path)) != FSDPC_OK)
+    goto out;
+  free(path);
+  path = tok_dir ? fsdpc__path_join(tok_dir, "tokenizer_config.json") : NULL;
+  if (is_file(path) && fsdpc__read_small_file(path, MAX_SRC, &cfg_text, &cfg_len) == 0)
+    tc = cJSON_ParseWithLength(cfg_text, cfg_len);
+  free(path);
+  if (!(path = fsdpc__path_join(dir, "tokenizer_config.json"))) {
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    goto out;
+  }
+  if (!cJSON_IsObject(tc)) {
+    cJSON_Delete(tc);
+    tc = cJSON_CreateObject();
+  }
+  cJSON *tmpl = cJSON_CreateString(text);
+  if (!tc || !tmpl ||
+      (cJSON_GetObjectItemCaseSensitive(tc, "chat_template")
+           ? !cJSON_ReplaceItemInObjectCaseSensitive(tc, "chat_template", tmpl)
+           : !cJSON_AddItemToObject(tc, "chat_template", tmpl)) ||
+      !(out = cJSON_Print(tc))) {
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+    goto out;
+  }
+  if (fsdpc__write_small_file(path, out, strlen(out)) != 0) {
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot write: %s", path, strerror(errno));
+    goto out;
+  }
+  st = record(ctx, path);
+out:
+  cJSON_Delete(tc);
+  cJSON_free(out);
+  free(text);
+  free(cfg_text);
+  free(path);
+  return st;
+}
+
 /* generation_config.json from the exported config: its bos/eos/pad ids. */
 static fsdpc_status make_generation_config(const char *config_text, const char *path,
                                            fsdpc_err *err) {
@@ -436,11 +500,16 @@ fsdpc_status fsdpc__export_write(const char *dir, const fsdpc_model_shape *shape
     }
     OOM(from);
     OOM(path = fsdpc__path_join(dir, tok_files[i]));
-    if (!is_file(from))
+    /* the run's own template replaces the source's (write_template) */
+    if (!is_file(from) ||
+        (src->chat_template && (strcmp(tok_files[i], "chat_template.jinja") == 0 ||
+                                strcmp(tok_files[i], "tokenizer_config.json") == 0)))
       continue;
     STEP(copy_file(from, path, err));
     STEP(record(ctx, path));
   }
+  if (src && src->chat_template)
+    STEP(write_template(dir, src->tok_dir, src->chat_template, record, ctx, err));
 out:
   free(src_text);
   free(text);

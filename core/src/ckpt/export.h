@@ -11,7 +11,11 @@
  *   bos/eos/pad ids (eos lists kept).
  * - the tokenizer files of the source folder, else of data.tokenizer:
  *   tokenizer.json, tokenizer_config.json, special_tokens_map.json,
- *   chat_template.jinja, tokenizer.model (those present). */
+ *   chat_template.jinja, tokenizer.model (those present).
+ * - with data.chat_template (the template the run rendered its data with):
+ *   that template as chat_template.jinja, and as the chat_template of
+ *   tokenizer_config.json (the source's, or one holding only it), so that
+ *   transformers' apply_chat_template and `fsdpc generate --chat` use it. */
 #ifndef FSDPC_CKPT_EXPORT_H
 #define FSDPC_CKPT_EXPORT_H
 
@@ -25,6 +29,7 @@ typedef struct fsdpc_export_src {
   char *config_json; /* the source config.json, or NULL */
   char *tok_dir;     /* folder holding the tokenizer files, or NULL */
   char *tok_file;    /* a tokenizer.json under another name, or NULL */
+  char *chat_template; /* data.chat_template: the template trained with, or NULL */
 } fsdpc_export_src;
 
 /* The sources a run's config names (model.config / model.init.from,

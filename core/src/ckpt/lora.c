@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
-#include "data/crc32.h"
 #include "io/fileio.h"
 #include "io/safetensors.h"
 #include "ops/cpu/ops_cpu.h"
@@ -207,68 +206,4 @@ done:
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "rank 0 could not write the adapter folder %s/%s",
                        root, name);
   return st;
-}
-
-/* ---- the base's identity in a LoRA checkpoint ---- */
-
-/* CRC-32 of the base folder's config.json and of its weight index: the
- * model.safetensors.index.json, or, for one file, model.safetensors's
- * header (names, dtypes, shapes, offsets). 0 when the file is absent. */
-static uint32_t crc_of(const char *dir, const char *name) {
-  char p[4200];
-  snprintf(p, sizeof p, "%s/%s", dir, name);
-  uint32_t crc = 0;
-  uint64_t size;
-  fsdpc_err err;
-  return fsdpc__ckpt_file_crc(p, &crc, &size, &err) == FSDPC_OK ? crc : 0;
-}
-
-static uint32_t header_crc(const char *dir) {
-  char p[4200];
-  snprintf(p, sizeof p, "%s/model.safetensors", dir);
-  FILE *f = fopen(p, "rb");
-  if (!f)
-    return 0;
-  unsigned char len8[8];
-  uint32_t crc = 0;
-  if (fread(len8, 1, 8, f) == 8) {
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; i--)
-      n = (n << 8) | len8[i];
-    char *h = n < (100u << 20) ? malloc(n + 1) : NULL;
-    if (h && fread(h, 1, n, f) == n)
-      crc = fsdpc__crc32(fsdpc__crc32(0, len8, 8), h, n);
-    free(h);
-  }
-  fclose(f);
-  return crc;
-}
-
-fsdpc_status fsdpc__lora_base_identity(const char *base, char *out, size_t cap, fsdpc_err *err) {
-  if (!base[0]) {
-    snprintf(out, cap, "random init");
-    return FSDPC_OK;
-  }
-  uint32_t idx = crc_of(base, "model.safetensors.index.json");
-  if (!idx)
-    idx = header_crc(base);
-  snprintf(out, cap, "%s (config.json crc32 %08x, weight index crc32 %08x)", base,
-           crc_of(base, "config.json"), idx);
-  (void)err;
-  return FSDPC_OK;
-}
-
-fsdpc_status fsdpc__lora_state_add_base(const char *base, char **json, fsdpc_err *err) {
-  char id[4600];
-  FSDPC_TRY(fsdpc__lora_base_identity(base, id, sizeof id, err));
-  cJSON *o = cJSON_Parse(*json);
-  char *txt = NULL;
-  if (o && cJSON_AddStringToObject(o, "lora_base", id))
-    txt = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  if (!txt)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the trainer state");
-  free(*json);
-  *json = txt;
-  return FSDPC_OK;
 }

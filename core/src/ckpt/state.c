@@ -117,6 +117,8 @@ static const char *const resume_free[] = {"train.max_steps",
                                           "fsdp.state_dict_type",
                                           "model.init.",
                                           "model.config",
+                                          "model.from",
+                                          "model.adapter",
                                           "data.train",
                                           "data.eval",
                                           NULL};

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/peft.h"
 #include "ckpt/state.h"
 #include "ckpt/test_hooks.h"
 #include "ckpt/train_hooks.h"
@@ -52,6 +53,8 @@ struct fsdpc_ckpt_run {
   int64_t kill_step;  /* test hook: die during the save of this step ... */
   int kill_files;     /* ... after writing this many files */
   int warned_grace;   /* a save took longer than dist.term_grace_s */
+  int have_base_id;   /* LoRA: base_id was computed (once per run) */
+  fsdpc_base_id base_id;
 };
 
 static const char *intermediate_name(const fsdpc_config *c, fsdpc_err *err, fsdpc_status *st) {
@@ -95,25 +98,41 @@ static char *dump_config(const fsdpc_config *c) {
 }
 
 /* LoRA: the checkpoint holds the adapters only; the state names the base
- * they were trained on ("lora_base"), and a resume checks it. */
+ * they were trained on by content ("lora_base"), and a resume checks it.
+ * Rank 0 reads the base once per run and the ranks share the result. */
+static fsdpc_status base_identity(fsdpc_ckpt_train *s, fsdpc_err *err) {
+  fsdpc_ckpt_run *r = s->run;
+  if (r->have_base_id)
+    return FSDPC_OK;
+  const char *base = s->cfg->model.init.from;
+  double v[4] = {0, 0, 0, 0}; /* crc, tensors, bytes, failed */
+  fsdpc_status st = FSDPC_OK;
+  if (s->rank == 0 && base[0]) {
+    double t0 = fsdpc__now();
+    st = fsdpc__base_id(base, &r->base_id, err);
+    v[0] = r->base_id.crc, v[1] = r->base_id.tensors, v[2] = (double)r->base_id.bytes;
+    v[3] = st != FSDPC_OK;
+    if (st == FSDPC_OK)
+      FSDPC_LOGI("LoRA base %s: %u tensors, %.1f MiB, tensors crc32 %08x (%.2f s)", base,
+                 r->base_id.tensors, v[2] / 1048576.0, r->base_id.crc, fsdpc__now() - t0);
+  }
+  fsdpc_err e2;
+  if (fsdpc__dist_all_reduce_f64(s->dist, FSDPC_GROUP_WORLD, v, 4, "lora base", &e2) != FSDPC_OK)
+    return st != FSDPC_OK ? st : fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s", e2.msg);
+  if (st != FSDPC_OK)
+    return st;
+  if (v[3] != 0)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "rank 0 could not read the LoRA base %s", base);
+  r->base_id =
+      (fsdpc_base_id){.crc = (uint32_t)v[0], .tensors = (uint32_t)v[1], .bytes = (uint64_t)v[2]};
+  r->have_base_id = 1;
+  return FSDPC_OK;
+}
+
 static fsdpc_status check_lora_base(fsdpc_ckpt_train *s, const char *json, const char *dir,
                                     fsdpc_err *err) {
-  cJSON *o = cJSON_Parse(json);
-  const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "lora_base");
-  char id[4600];
-  fsdpc_status st = fsdpc__lora_base_identity(s->cfg->model.init.from, id, sizeof id, err);
-  if (st == FSDPC_OK && !cJSON_IsString(b))
-    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                     "%s holds no LoRA adapters (no lora_base in its state): resume a LoRA run "
-                     "from a checkpoint of a LoRA run, or set peft.method: none",
-                     dir);
-  else if (st == FSDPC_OK && strcmp(b->valuestring, id) != 0)
-    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                     "%s: its adapters were trained on %s, but model.init.from is %s; point "
-                     "model.init.from at the same base",
-                     dir, b->valuestring, id);
-  cJSON_Delete(o);
-  return st;
+  FSDPC_TRY(base_identity(s, err));
+  return fsdpc__lora_check_base(json, s->cfg->model.init.from, &s->run->base_id, dir, s->rank, err);
 }
 
 static fsdpc_status build_state(fsdpc_ckpt_train *s, int64_t step, int has_optimizer, char **out,
@@ -146,8 +165,11 @@ static fsdpc_status build_state(fsdpc_ckpt_train *s, int64_t step, int has_optim
            fsdpc__strategy_name(s->plan->modes.strategy));
   if (!(*out = fsdpc__ckpt_state_build(&st)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  return s->plan->has_lora ? fsdpc__lora_state_add_base(s->cfg->model.init.from, out, err)
-                           : FSDPC_OK;
+  if (s->plan->has_lora && base_identity(s, err) != FSDPC_OK)
+    return FSDPC_SYSTEM_ERROR;
+  return s->plan->has_lora
+             ? fsdpc__lora_state_add_base(s->cfg->model.init.from, &s->run->base_id, out, err)
+             : FSDPC_OK;
 }
 
 static fsdpc_status save(fsdpc_ckpt_train *s, const char *name, const fsdpc_component *plugin,
@@ -217,13 +239,15 @@ static fsdpc_status apply_state(fsdpc_ckpt_train *s, const char *dir, fsdpc_err 
   FSDPC_TRY(fsdpc__ckpt_state_parse(json, dir, &st, &model, err));
   fsdpc_status rc = fsdpc__ckpt_check_model(&s->plan->shape, model, dir, err);
   free(model);
-  if (rc == FSDPC_OK && st.global_batch && (st.global_batch != s->plan->modes.batch.global || st.seq_len != s->plan->modes.batch.seq_len))
+  if (rc == FSDPC_OK && !s->weights_only && st.global_batch &&
+      (st.global_batch != s->plan->modes.batch.global ||
+       st.seq_len != s->plan->modes.batch.seq_len))
     rc = fsdpc__fail(err, FSDPC_INVALID_USAGE,
                      "%s was saved with a global batch of %lld x %lld tokens, this run has %lld "
                      "x %lld: set train.global_batch_size=%lld and data.seq_len=%lld to resume",
                      dir, (long long)st.global_batch, (long long)st.seq_len, (long long)s->plan->modes.batch.global,
                      (long long)s->plan->modes.batch.seq_len, (long long)st.global_batch, (long long)st.seq_len);
-  if (rc == FSDPC_OK && st.loader_step >= 0) {
+  if (rc == FSDPC_OK && !s->weights_only && st.loader_step >= 0) {
     fsdpc_loader_state ls = {.epoch = st.loader_epoch, .step = st.loader_step};
     rc = fsdpc__loader_restore(s->train_ld, &ls, err);
     if (rc != FSDPC_OK)
@@ -539,6 +563,10 @@ fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_engine *eng, const fsdpc_run_plan
   /* what fsdpc can model, for the longest sequence this run uses */
   FSDPC_TRY(fsdpc__hf_rules_folder(dir, &plan->shape, plan->modes.batch.seq_len, err));
   FSDPC_TRY(fsdpc__engine_load_hf(eng, dir, err));
+  const char *adapter = plan->cfg->model.adapter;
+  int merged = 0;
+  if (adapter[0])
+    FSDPC_TRY(fsdpc__peft_merge_engine(eng, &plan->shape, adapter, &merged, err));
   fsdpc__mem_rss(&rss1, &hwm1);
   int64_t base = rss0 < hwm0 ? rss0 : hwm0;
   /* The load's footprint: this rank's master shards (allocated, and
@@ -553,5 +581,7 @@ fsdpc_status fsdpc__ckpt_load_hf_checked(fsdpc_engine *eng, const fsdpc_run_plan
              dir, fsdpc__now() - t0, used / 1048576.0, eb.params / 1048576.0, extra / 1048576.0,
              base / 1048576.0, hwm1 / 1048576.0, bound / 1048576.0,
              ok ? "within bound" : "BOUND EXCEEDED");
+  if (adapter[0])
+    FSDPC_LOGI("merged the LoRA adapter %s into %d weights of %s", adapter, merged, dir);
   return FSDPC_OK;
 }

@@ -21,6 +21,8 @@ typedef struct fsdpc_ckpt_train {
   fsdpc_engine *eng;
   fsdpc_dist *dist;
   fsdpc_loader *train_ld;
+  int weights_only; /* an evaluation: a resume reads the weights; the data position and
+                     * batch geometry it saved do not apply */
   struct { /* the learning-rate schedule, as the checkpoint records it */
     const char *name;
     double base_lr, min_lr_rate;

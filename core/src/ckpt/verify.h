@@ -7,7 +7,8 @@
 #include "ckpt/ckpt.h"
 
 /* Scans this rank's shards (weights, and the optimizer slots when
- * with_optimizer) held by h's backend. FSDPC_OK when all are finite; else
+ * with_optimizer) held by h's backend. FSDPC_OK when all are finite (and
+ * second moments and block scales, exp_avg_sq and *.absmax, non-negative); else
  * one line naming dir (may be NULL), the tensor, the slot and the element:
  * "checkpoint ckpt/step-000010: tensor model.layers.0.mlp.up_proj.weight
  *  (weights) holds NaN at element 17 ...". Not collective. */

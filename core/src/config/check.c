@@ -2,6 +2,7 @@
  * cross-key checks and the not-implemented rule. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config/meta.h"
 
@@ -136,7 +137,34 @@ static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
   if (c->optim.nesterov && c->optim.momentum == 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: optim.nesterov: needs optim.momentum > 0",
                        where_of(c, "optim.nesterov"));
+  const char *ids[] = {"model.bos_token_id", "model.eos_token_id"};
+  const int64_t vals[] = {m->bos_token_id, m->eos_token_id};
+  for (int i = 0; i < 2; i++)
+    if (vals[i] >= m->vocab_size)
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "%s: %s (%lld) is not a token of the vocabulary (model.vocab_size %lld); "
+                         "use an id below it, or -1 for none",
+                         where_of(c, ids[i]), ids[i], (long long)vals[i], (long long)m->vocab_size);
+  if (c->model.adapter[0] && c->peft.method != FSDPC_PEFT_NONE)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "%s: model.adapter merges an adapter into the weights, which LoRA keeps "
+                       "frozen in their compute dtype; train new adapters on a merged folder "
+                       "(peft.merge_on_save) instead",
+                       where_of(c, "model.adapter"));
   return check_peft(c, err);
+}
+
+/* A checkpoint.dir that is a file would otherwise fail at the first save,
+ * hours in. */
+static fsdpc_status check_paths(const fsdpc_config *c, fsdpc_err *err) {
+  struct stat sb;
+  const char *d = c->checkpoint.dir;
+  if (d[0] && stat(d, &sb) == 0 && !S_ISDIR(sb.st_mode))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: checkpoint.dir '%s' exists and is not a folder; name a folder "
+                       "(created if missing)",
+                       where_of(c, "checkpoint.dir"), d);
+  return FSDPC_OK;
 }
 
 /* True when `value` is one of the '|'-separated words in list. */
@@ -186,11 +214,16 @@ static fsdpc_status check_implemented(const fsdpc_config *c, fsdpc_err *err) {
 }
 
 fsdpc_status fsdpc__cfg_finish(fsdpc_config *c, fsdpc_err *err) {
-  if (c->model.config[0])
+  FSDPC_TRY(fsdpc__cfg_resolve_model_folder(c, err));
+  struct stat sb;
+  if (c->model.config[0] && !(c->meta->from_checkpoint && stat(c->model.config, &sb) != 0))
     FSDPC_TRY(fsdpc__cfg_read_hf(c, err));
   FSDPC_TRY(check_required(c, err));
   FSDPC_TRY(derive(c, err));
+  if (c->model.init.from[0])
+    FSDPC_TRY(fsdpc__cfg_check_weights_shape(c, err));
   FSDPC_TRY(cross_checks(c, err));
+  FSDPC_TRY(check_paths(c, err));
   FSDPC_TRY(check_implemented(c, err));
   return FSDPC_OK;
 }

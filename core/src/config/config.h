@@ -81,6 +81,8 @@ typedef struct fsdpc_config_model {
     char *from; /* checkpoint to start from; "" = random init */
     double std;
   } init;
+  char *from;    /* HF folder: shape, weights and tokenizer; "" = none (config/folder.c) */
+  char *adapter; /* PEFT LoRA folder merged into the loaded weights; "" = none */
 } fsdpc_config_model;
 
 typedef struct fsdpc_config_data {
@@ -235,6 +237,14 @@ typedef struct fsdpc_config {
  * and the key path. */
 fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, int n_overrides,
                                 fsdpc_config **out, fsdpc_err *err);
+/* A checkpoint's config.yaml (the resolved config of the run that wrote
+ * it): as fsdpc__config_load, but its model folders need not be there
+ * (model.from cleared and a model.config that is gone not read: every
+ * shape key is in the file; model.adapter cleared: the checkpoint's
+ * weights hold it), so that its checkpoints load where the base has moved
+ * or is gone. */
+fsdpc_status fsdpc__config_load_checkpoint(const char *path, const char *const *overrides,
+                                           int n_overrides, fsdpc_config **out, fsdpc_err *err);
 /* Same from YAML text; name stands for the file name in messages. */
 fsdpc_status fsdpc__config_from_string(const char *yaml_text, const char *name,
                                        const char *const *overrides, int n_overrides,
@@ -253,6 +263,13 @@ bool fsdpc__config_equal(const fsdpc_config *a, const fsdpc_config *b, const cha
  * "cfg.yaml:12:9", "override 'optim.lr=1e-3'", "llama/config.json field
  * 'hidden_size'", or the file name when the key has its default. */
 void fsdpc__config_where(const fsdpc_config *c, const char *path, char *buf, size_t cap);
+
+/* One line for the start of a run when model.config gives only the shape
+ * (the weights start random); "" otherwise. */
+void fsdpc__config_model_note(const fsdpc_config *c, char *buf, size_t cap);
+/* Whether two paths name the same model folder (a config.json names its
+ * folder; compared after resolving links and relative spellings). */
+bool fsdpc__cfg_same_folder(const char *a, const char *b);
 
 /* The reference page (docs/config.md) generated from the schema table. */
 void fsdpc__config_schema_markdown(FILE *f);

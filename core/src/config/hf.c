@@ -5,6 +5,7 @@
  * types and ranges); errors name the JSON file and field. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -178,6 +179,71 @@ fsdpc_status fsdpc__cfg_read_hf(fsdpc_config *c, fsdpc_err *err) {
     status = fsdpc__cfg_set_text(&ctx, i, value);
   }
 out:
+  cJSON_Delete(root);
+  return status;
+}
+
+/* The keys that decide the tensors' shapes: a value that differs from the
+ * weights' config.json would describe another model than the one loaded. */
+static const char *const shape_keys[] = {
+    "vocab_size",          "hidden_size",         "intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "head_dim",          "tie_word_embeddings"};
+
+/* config.json's value of a shape key as text ("4096", "true"), with
+ * transformers' defaults for the ones it derives; "" when unknown. */
+static void json_shape_value(const cJSON *root, const char *name, char *buf, size_t cap) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+  buf[0] = '\0';
+  if (cJSON_IsNumber(v))
+    snprintf(buf, cap, "%.17g", v->valuedouble);
+  else if (cJSON_IsBool(v))
+    snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : "false");
+  else if (strcmp(name, "tie_word_embeddings") == 0)
+    snprintf(buf, cap, "false"); /* LlamaConfig's default */
+  else if (strcmp(name, "num_key_value_heads") == 0)
+    json_shape_value(root, "num_attention_heads", buf, cap);
+  else if (strcmp(name, "head_dim") == 0) {
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "hidden_size");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(root, "num_attention_heads");
+    if (cJSON_IsNumber(h) && cJSON_IsNumber(n) && n->valuedouble > 0)
+      snprintf(buf, cap, "%.17g", floor(h->valuedouble / n->valuedouble));
+  }
+}
+
+fsdpc_status fsdpc__cfg_check_weights_shape(const fsdpc_config *c, fsdpc_err *err) {
+  char path[4096];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/config.json", c->model.init.from);
+  if (stat(path, &st) != 0)
+    return FSDPC_OK; /* a missing folder or file is named by the load */
+  size_t len = 0;
+  char *text = read_file(path, &len);
+  cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
+  free(text);
+  if (!cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    return FSDPC_OK; /* model.config's reading (or the load) names the syntax error */
+  }
+  fsdpc_status status = FSDPC_OK;
+  for (size_t i = 0; i < sizeof shape_keys / sizeof shape_keys[0] && status == FSDPC_OK; i++) {
+    char key[64], want[64], have[64];
+    snprintf(key, sizeof key, "model.%s", shape_keys[i]);
+    int ki;
+    const fsdpc_cfg_key *k = fsdpc__cfg_find(key, &ki);
+    json_shape_value(root, shape_keys[i], want, sizeof want);
+    if (!k || !want[0])
+      continue;
+    fsdpc__cfg_value_text(c, k, have, sizeof have);
+    if (strcmp(have, want) == 0)
+      continue;
+    char where[600];
+    fsdpc__config_where(c, key, where, sizeof where);
+    status = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "%s: %s=%s contradicts the model folder %s (config.json %s %s), whose "
+                         "weights are loaded; remove the key (the folder supplies it) or point "
+                         "model.from at a folder of that shape",
+                         where, key, have, c->model.init.from, shape_keys[i], want);
+  }
   cJSON_Delete(root);
   return status;
 }

@@ -334,11 +334,12 @@ static fsdpc_status apply_override(fsdpc_config *c, const char *text, fsdpc_err 
 /* ---- entry points ---- */
 
 static fsdpc_status load_text(const char *text, size_t len, const char *name,
-                              const char *const *overrides, int n_overrides, fsdpc_config **out,
-                              fsdpc_err *err) {
+                              const char *const *overrides, int n_overrides, int checkpoint,
+                              fsdpc_config **out, fsdpc_err *err) {
   *out = NULL;
   fsdpc_config *c;
   FSDPC_TRY(fsdpc__cfg_new_defaults(name, &c, err));
+  c->meta->from_checkpoint = checkpoint;
   fsdpc_status st = apply_yaml(c, text, len, name, err);
   for (int i = 0; i < n_overrides && st == FSDPC_OK; i++)
     st = apply_override(c, overrides[i], err);
@@ -358,11 +359,11 @@ fsdpc_status fsdpc__config_from_string(const char *yaml_text, const char *name,
                                        const char *const *overrides, int n_overrides,
                                        fsdpc_config **out, fsdpc_err *err) {
   return load_text(yaml_text, strlen(yaml_text), name ? name : "<string>", overrides, n_overrides,
-                   out, err);
+                   0, out, err);
 }
 
-fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, int n_overrides,
-                                fsdpc_config **out, fsdpc_err *err) {
+static fsdpc_status load_file(const char *path, const char *const *overrides, int n_overrides,
+                              int checkpoint, fsdpc_config **out, fsdpc_err *err) {
   *out = NULL;
   /* A config is small text: a FIFO, /dev/zero or a huge file is refused
    * before it is read. */
@@ -399,8 +400,29 @@ fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, 
     free(text);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: read error", path);
   }
-  fsdpc_status st = load_text(text, len, path, overrides, n_overrides, out, err);
+  fsdpc_status st = load_text(text, len, path, overrides, n_overrides, checkpoint, out, err);
   free(text);
+  return st;
+}
+
+fsdpc_status fsdpc__config_load(const char *path, const char *const *overrides, int n_overrides,
+                                fsdpc_config **out, fsdpc_err *err) {
+  return load_file(path, overrides, n_overrides, 0, out, err);
+}
+
+fsdpc_status fsdpc__config_load_checkpoint(const char *path, const char *const *overrides,
+                                           int n_overrides, fsdpc_config **out, fsdpc_err *err) {
+  static const char *const clear[] = {"model.from=''", "model.adapter=''"};
+  enum { N_CLEAR = sizeof clear / sizeof clear[0] };
+  const char **ov = calloc((size_t)n_overrides + N_CLEAR, sizeof *ov);
+  if (!ov)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  for (int i = 0; i < N_CLEAR; i++)
+    ov[i] = clear[i];
+  for (int i = 0; i < n_overrides; i++) /* after: the caller's overrides win */
+    ov[N_CLEAR + i] = overrides[i];
+  fsdpc_status st = load_file(path, ov, n_overrides + N_CLEAR, 1, out, err);
+  free(ov);
   return st;
 }
 

@@ -19,6 +19,9 @@ typedef struct fsdpc_section_src {
 } fsdpc_section_src;
 
 struct fsdpc_config_meta {
+  /* a checkpoint's config.yaml (fsdpc__config_load_checkpoint): every shape
+   * key is in it, so a model.config folder that is gone is not read */
+  bool from_checkpoint;
   fsdpc_key_src *keys; /* one per schema row */
   int n_keys;
   fsdpc_section_src *sections;
@@ -64,6 +67,12 @@ fsdpc_status fsdpc__cfg_add_section(fsdpc_config *c, const char *path, const cha
 
 /* Reads model.config into rows that are still unset (hf.c). */
 fsdpc_status fsdpc__cfg_read_hf(fsdpc_config *c, fsdpc_err *err);
+/* The shape keys against the weights' config.json (model.init.from): a
+ * key that contradicts it is refused, naming where it was given (hf.c). */
+fsdpc_status fsdpc__cfg_check_weights_shape(const fsdpc_config *c, fsdpc_err *err);
+/* model.from, or model.init.from alone: fills model.config,
+ * model.init.from and data.tokenizer from the folder (folder.c). */
+fsdpc_status fsdpc__cfg_resolve_model_folder(fsdpc_config *c, fsdpc_err *err);
 /* After file and overrides: model.config, derived defaults, required keys,
  * cross-checks and the not-implemented rule (check.c). */
 fsdpc_status fsdpc__cfg_finish(fsdpc_config *c, fsdpc_err *err);

@@ -110,9 +110,15 @@ static const fsdpc_cfg_enum_item peft_values[] = {
 
 static const fsdpc_cfg_key keys[] = {
     /* ---- model ---- */
+    PATH_("model.from", model.from, "",
+          "Hugging Face model folder that supplies the shape (config.json), the weights and, "
+          "when it ships one, the tokenizer: model.config, model.init.from and data.tokenizer in "
+          "one key; shape keys given here must match the folder; \"\" = none",
+          NONE_),
     PATH_("model.config", model.config, "",
-          "Hugging Face config.json (or its folder) that supplies the shape keys below unless "
-          "they are also given here; \"\" = none",
+          "Hugging Face config.json (or its folder) for the shape keys below that are not given "
+          "here: the shape only, the weights start random (said at start; model.from takes the "
+          "weights too); \"\" = none",
           NONE_),
     INT_("model.vocab_size", model.vocab_size, NULL, "vocabulary size", .min = 1, .max = 1 << 24,
          .flags = REQ_ | FSDPC_CFG_HAS_MAX, HF_("vocab_size")),
@@ -161,10 +167,16 @@ static const fsdpc_cfg_key keys[] = {
          MIN_(-1), HF_("eos_token_id")),
     PATH_("model.init.from", model.init.from, "",
           "Hugging Face folder (config.json + safetensors) to start from; each rank reads only "
-          "its own shards; \"\" = random init",
+          "its own shards; alone (no model.config) it also supplies the shape and the tokenizer, "
+          "as model.from; \"\" = random init",
           NONE_),
     FLOAT_("model.init.std", model.init.std, "0.02", "standard deviation of the random init",
            MIN_(0)),
+    PATH_("model.adapter", model.adapter, "",
+          "PEFT LoRA adapter folder (adapter_config.json + adapter_model.safetensors) merged into "
+          "the weights as they load (W += s B A); alone, its base_model_name_or_path is the model "
+          "folder (as model.from); \"\" = none",
+          NONE_),
 
     /* ---- data ---- */
     PATH_("data.train", data.train, "",
@@ -384,7 +396,11 @@ static const fsdpc_cfg_key keys[] = {
     INT_("train.seed", train.seed, "42", "seed for weight init (and data order unless data.seed)",
          RANGE_(0, 4294967295.0)),
     INT_("train.eval_every", train.eval_every, "0", "evaluate every N steps; 0 = never", MIN_(0)),
-    INT_("train.eval_batches", train.eval_batches, "4", "batches per evaluation", MIN_(1)),
+    INT_("train.eval_batches", train.eval_batches, "0",
+         "global batches per evaluation, the last one smaller when the data ends inside it; 0 = "
+         "every example of the eval data (then eval_loss does not depend on the batch size or "
+         "the world size)",
+         MIN_(0)),
     INT_("train.log_every", train.log_every, "1", "log every N steps", MIN_(1)),
     ENUM_("train.device", train.device, "cpu", device_values,
           "where compute runs (cuda: one GPU per local rank)", NONE_),
@@ -396,8 +412,8 @@ static const fsdpc_cfg_key keys[] = {
          MIN_(0)),
     STRS_("train.generate_prompts", train.generate_prompts, "[]",
           "prompts to sample from after training (greedy)", NONE_),
-    INT_("train.generate_tokens", train.generate_tokens, "32", "tokens to generate per prompt; 0 = no samples",
-         MIN_(0)),
+    INT_("train.generate_tokens", train.generate_tokens, "32",
+         "tokens to generate per prompt; 0 = no samples", MIN_(0)),
 
     /* ---- checkpoint ---- */
     PATH_("checkpoint.dir", checkpoint.dir, "", "folder for checkpoints; \"\" = none are written",

@@ -384,7 +384,7 @@ static fsdpc_status field_mask(mctx *m, const size_t *idx, size_t ntr, fsdpc_cha
   size_t prev_end = 0;
   for (size_t k = 0; k < ntr && st == FSDPC_OK; k++) {
     size_t i = idx[k];
-    chat_field *fi = f + first_f[k];
+    chat_field *fi = f ? f + first_f[k] : NULL; /* no fields at all: f is NULL */
     size_t nfi = first_f[k + 1] - first_f[k], anchor = (size_t)-1, first = (size_t)-1;
     for (size_t j = 0; j < nfi; j++) {
       if (fi[j].located != 1)

@@ -9,7 +9,9 @@
  * the fp32 bytes) and a kernel widens them into the fp32 master shard; any
  * other dtype is widened on the host and goes up as fp32. Host shards (CPU
  * device, offload) are read into in place by the same threads. */
+#include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +42,7 @@ static int is_adapter(const fsdpc_engine *e, const fsdpc_unit *un) {
 typedef struct loader {
   fsdpc_engine *e;
   fsdpc_hf_ckpt *ck;
+  const char *dir;
   seg *segs;
   int n_segs;
   piece *pieces;
@@ -67,6 +70,17 @@ static fsdpc_status unit_segments(loader *L, int u, int *all_bf16, fsdpc_err *er
     L->segs[L->n_segs++] = (seg){e->params[p].name, a - p0, b - p0, a - s0};
   }
   return FSDPC_OK;
+}
+
+/* The first non-finite value of n raw BF16 (esize 2) or fp32 values, or n.
+ * A NaN or Inf in initial weights would surface as a NaN loss at step 1
+ * that looks like a learning-rate problem; it is refused where it is read. */
+static uint64_t first_nonfinite(const void *v, uint64_t n, size_t esize) {
+  for (uint64_t i = 0; i < n; i++)
+    if (esize == 2 ? (((const uint16_t *)v)[i] & 0x7f80u) == 0x7f80u
+                   : !isfinite(((const float *)v)[i]))
+      return i;
+  return n;
 }
 
 /* Reads shard elements [c0, c1) of the current unit into dst (element 0 =
@@ -117,6 +131,13 @@ static fsdpc_status read_chunk(loader *L, uint64_t c0, uint64_t c1, void *dst, s
     void *at = d + q->at * esize;
     fsdpc_status s = esize == 2 ? fsdpc__hf_ckpt_read_raw(L->ck, q->name, q->lo, q->n, at, &le)
                                 : fsdpc__hf_ckpt_read_f32(L->ck, q->name, q->lo, q->n, at, &le);
+    uint64_t bad = s == FSDPC_OK ? first_nonfinite(at, q->n, esize) : q->n;
+    if (bad < q->n)
+      s = fsdpc__fail(&le, FSDPC_INVALID_USAGE,
+                      "%s: tensor %s holds a NaN or Inf at element %llu: these weights cannot be "
+                      "trained or evaluated (the folder is corrupt, or was saved from a diverged "
+                      "run); use another copy",
+                      L->dir, q->name, (unsigned long long)(q->lo + bad));
     if (s != FSDPC_OK) {
 #pragma omp critical
       if (!failed) {
@@ -239,7 +260,7 @@ fsdpc_status fsdpc__engine_load_hf_chunked(fsdpc_engine *e, const char *dir, siz
     if (!fsdpc__lora_kind(e->params[p].kind)) /* adapters are not in a base checkpoint */
       st = fsdpc__hf_ckpt_expect(ck, e->params[p].name, e->params[p].ndim, e->params[p].shape,
                                  err);
-  loader L = {.e = e, .ck = ck};
+  loader L = {.e = e, .ck = ck, .dir = dir};
   int most = 0;
   for (int u = 0; u < e->n_units; u++)
     if (e->units[u].n_params > most)

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "data/chat.h"
 #include "data/tokenizer.h"
 #include "model/llama.h"
 
@@ -43,10 +44,10 @@ typedef struct fsdpc_decoder_opts {
   const fsdpc_ops *ops;             /* NULL = the CPU reference */
   const fsdpc_component *attention; /* attention plugin for prefill */
   const fsdpc_opts *attention_opts;
-  int B;       /* rows */
-  int max_len; /* cache length: prompt + new tokens, <= max_position_embeddings */
+  int B;                         /* rows */
+  int max_len;                   /* cache length: prompt + new tokens, <= max_position_embeddings */
   const struct fsdpc_lora *lora; /* LoRA adapters in the weights (model/lora.h); NULL = none */
-  int no_graph; /* 1: never record the step as a CUDA graph (measurement) */
+  int no_graph;                  /* 1: never record the step as a CUDA graph (measurement) */
 } fsdpc_decoder_opts;
 
 fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **out,
@@ -93,7 +94,7 @@ typedef struct fsdpc_gen_opts {
   /* (optional) streaming: new text of row b as it is generated */
   void (*on_text)(void *ctx, int row, const char *text, size_t len);
   void *cb_ctx;
-  int first_row; /* index of row 0 among all prompts: seeds each row's stream */
+  int first_row;  /* index of row 0 among all prompts: seeds each row's stream */
   int top_logits; /* > 0: keep the top_logits (id, logit) pairs of each step
                    * (the logits then come to the host every step) */
 } fsdpc_gen_opts;
@@ -131,7 +132,8 @@ typedef struct fsdpc_infer_model {
   fsdpc_registry *reg;
   const fsdpc_component *attn;
   fsdpc_infer_weights weights; /* over w */
-  char *dir;                   /* the checkpoint */
+  char *dir;                   /* the checkpoint (or PEFT adapter folder) given */
+  char *weights_dir;           /* where the weights load from: dir, or an adapter's base */
 } fsdpc_infer_model;
 
 typedef struct fsdpc_infer_load_opts {
@@ -154,12 +156,27 @@ int64_t fsdpc__infer_model_peak_bytes(const fsdpc_infer_model *m);
 fsdpc_status fsdpc__infer_eos_ids(const char *dir, const fsdpc_model_shape *s, int32_t **ids,
                                   int *n, fsdpc_err *err);
 
+/* ---- prompt.c: what a model folder says about prompting it ---- */
+/* The tokenizer: the model folder's own (tokenizer.json / tokenizer.model),
+ * an adapter's base's, else the config's data.tokenizer. */
+fsdpc_status fsdpc__infer_tokenizer(const fsdpc_infer_model *m, fsdpc_tokenizer **out,
+                                    fsdpc_err *err);
+/* The chat template for --chat: the model folder's (chat_template.jinja or
+ * tokenizer_config.json, as final/ carries the one it was trained with),
+ * else the config's data.chat_template, else the base's or the tokenizer
+ * folder's; an error naming the way to give one otherwise. */
+fsdpc_status fsdpc__infer_chat_template(const fsdpc_infer_model *m, fsdpc_chat_template **out,
+                                        fsdpc_err *err);
+/* Fills the fields of s that are < 0 (not given) from the model's
+ * generation_config.json as transformers reads it: greedy (temperature 0)
+ * unless do_sample, then its temperature (1), top_k (50), top_p (1). */
+void fsdpc__infer_sampling_defaults(const fsdpc_infer_model *m, fsdpc_sampling *s);
+
 /* ---- prompt_ids.c: text to prompt ids ---- */
-struct fsdpc_chat_template;
 typedef struct fsdpc_prompter {
-  fsdpc_tokenizer *tok;             /* the model folder's tokenizer, else data.tokenizer */
-  char source[4096];                /* where it came from ("byte", a folder or a file) */
-  struct fsdpc_chat_template *chat; /* its folder's chat template, loaded on first use */
+  const fsdpc_infer_model *m;
+  fsdpc_tokenizer *tok;      /* fsdpc__infer_tokenizer's */
+  fsdpc_chat_template *chat; /* fsdpc__infer_chat_template's, loaded on first use */
 } fsdpc_prompter;
 fsdpc_status fsdpc__prompter_open(const fsdpc_infer_model *m, fsdpc_prompter *pr, fsdpc_err *err);
 void fsdpc__prompter_close(fsdpc_prompter *pr);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/peft.h"
 #include "infer/infer.h"
 #include "io/dtype.h"
 #include "io/fileio.h"
@@ -62,7 +63,9 @@ static int is_file(const char *dir, const char *name) {
   return yes;
 }
 
-/* config.yaml of an fsdpc checkpoint, else a config made for an HF folder. */
+/* config.yaml of an fsdpc checkpoint, else a config made for an HF folder
+ * (model.config) or a PEFT adapter folder (model.adapter, merged into the
+ * base its adapter_config.json names, or model.from given). */
 static fsdpc_status load_config(const fsdpc_infer_load_opts *o, fsdpc_config **cfg,
                                 fsdpc_err *err) {
   int n = o->n_overrides + 3, k = 0;
@@ -86,12 +89,15 @@ static fsdpc_status load_config(const fsdpc_infer_load_opts *o, fsdpc_config **c
     ov[k++] = o->overrides[i];
   if (is_file(o->dir, FSDPC_CKPT_CONFIG_FILE)) {
     char *p = fsdpc__path_join(o->dir, FSDPC_CKPT_CONFIG_FILE);
-    st = p ? fsdpc__config_load(p, ov, k, cfg, err)
+    st = p ? fsdpc__config_load_checkpoint(p, ov, k, cfg, err)
            : fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     free(p);
   } else {
-    sprintf(mc, "model.config=%s", o->dir);
-    ov[k++] = mc;
+    sprintf(mc, "%s=%s", fsdpc__peft_is_folder(o->dir) ? "model.adapter" : "model.config", o->dir);
+    /* first, so that a model.from the user gives is the base */
+    memmove(ov + 1, ov, (size_t)k * sizeof *ov);
+    ov[0] = mc;
+    k++;
     st = fsdpc__config_from_string("train: {}\n", o->dir, ov, k, cfg, err);
   }
 out:
@@ -145,7 +151,7 @@ static fsdpc_status load_weights(fsdpc_infer_model *m, fsdpc_layout *lay, float 
     unit_of[p] =
         p > 0 && strcmp(m->params[p].module, m->params[p - 1].module) == 0 ? unit_of[p - 1] : nu++;
   const fsdpc_component *src = NULL;
-  st = fsdpc__ckpt_probe(m->reg, NULL, m->dir, &src, err);
+  st = fsdpc__ckpt_probe(m->reg, NULL, m->weights_dir, &src, err);
   if (st == FSDPC_OK)
     st = fsdpc__ckpt_formats_select(m->reg, src->desc->name, src->desc->name,
                                     m->cfg->checkpoint.options, &fmt, err);
@@ -162,7 +168,7 @@ static fsdpc_status load_weights(fsdpc_infer_model *m, fsdpc_layout *lay, float 
   }
   for (int u = 0; u < lay->n_units; u++)
     if (!((*shard)[u] = calloc(lay->units[u].shard_numel, sizeof(float)))) {
-      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory loading %s", m->dir);
+      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory loading %s", m->weights_dir);
       goto out;
     }
   vbackend vb = {lay, *shard};
@@ -184,10 +190,26 @@ static fsdpc_status load_weights(fsdpc_infer_model *m, fsdpc_layout *lay, float 
       .backend = {.ctx = &vb, .shard = vb_shard, .gather = vb_gather, .agree = vb_agree}};
   st = fsdpc__ckpt_host_create(&ho, &h, err);
   if (st == FSDPC_OK)
-    st = fsdpc__ckpt_load(h, src, fmt.opts, m->dir, 0, err);
+    st = fsdpc__ckpt_load(h, src, fmt.opts, m->weights_dir, 0, err);
 out:
   fsdpc__ckpt_host_destroy(h);
   fsdpc__ckpt_formats_free(&fmt);
+  return st;
+}
+
+/* model.adapter: W += s B A on the fp32 host copy, before the upload. */
+static fsdpc_status merge_adapter(fsdpc_infer_model *m, const fsdpc_layout *lay, float **shard,
+                                  fsdpc_err *err) {
+  fsdpc_peft *pf = NULL;
+  FSDPC_TRY(fsdpc__peft_open(m->cfg->model.adapter, &m->shape, &pf, err));
+  fsdpc_status st = FSDPC_OK;
+  for (int p = 0; p < m->n_params && st == FSDPC_OK; p++) {
+    const fsdpc_param_info *pi = &m->params[p];
+    if (pi->ndim == 2)
+      st = fsdpc__peft_merge_range(pf, pi->name, pi->shape[1], 0, pi->numel,
+                                   shard[lay->param_unit[p]] + lay->param_offset[p], err);
+  }
+  fsdpc__peft_close(pf);
   return st;
 }
 
@@ -244,12 +266,17 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
     fsdpc__run_shape_from_config(m->cfg, &m->shape);
     st = fsdpc__model_params(&m->shape, &m->params, &m->n_params, err);
   }
+  /* an adapter folder's weights are its base's (model.init.from, resolved
+   * by the config from adapter_config.json or given) */
+  if (st == FSDPC_OK &&
+      !(m->weights_dir = strdup(m->cfg->model.adapter[0] ? m->cfg->model.init.from : o->dir)))
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   /* what fsdpc can model: the HF config.json (as every run plan checks
    * it), then the tensors */
   if (st == FSDPC_OK)
     st = fsdpc__run_check_hf_config(m->cfg, err);
-  if (st == FSDPC_OK && fsdpc__hf_is_folder(o->dir))
-    st = fsdpc__hf_rules_tensors(o->dir, &m->shape, err);
+  if (st == FSDPC_OK && fsdpc__hf_is_folder(m->weights_dir))
+    st = fsdpc__hf_rules_tensors(m->weights_dir, &m->shape, err);
   if (st == FSDPC_OK)
     st = fsdpc__registry_create((const char *const *)m->cfg->plugins.paths.items,
                                 m->cfg->plugins.paths.n, &m->reg, err);
@@ -259,6 +286,8 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
    * a component pointer taken before a later load may move. */
   if (st == FSDPC_OK)
     st = load_weights(m, &lay, &shard, err);
+  if (st == FSDPC_OK && m->cfg->model.adapter[0])
+    st = merge_adapter(m, &lay, shard, err);
   if (st == FSDPC_OK) {
     fsdpc_situation sit = {.struct_size = sizeof sit,
                            .device = m->ops->device,
@@ -313,6 +342,7 @@ void fsdpc__infer_model_free(fsdpc_infer_model *m) {
   free(m->params);
   fsdpc__config_destroy(m->cfg);
   free(m->dir);
+  free(m->weights_dir);
   free(m);
 }
 

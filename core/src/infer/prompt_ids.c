@@ -1,6 +1,6 @@
 /* How text becomes prompt ids for generation (fsdpc generate, the public
- * fsdpc_model_prompt): the model folder's tokenizer (else data.tokenizer),
- * the BOS rule, and with chat the folder's chat template. */
+ * fsdpc_model_prompt): the model's tokenizer and chat template (prompt.c),
+ * the BOS rule. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,20 +10,10 @@
 #include "data/chat.h"
 #include "infer/infer.h"
 
-static int has_file(const char *dir, const char *name) {
-  char path[4200];
-  struct stat sb;
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  return stat(path, &sb) == 0;
-}
-
 fsdpc_status fsdpc__prompter_open(const fsdpc_infer_model *m, fsdpc_prompter *pr, fsdpc_err *err) {
   memset(pr, 0, sizeof *pr);
-  const char *src = m->cfg->data.tokenizer;
-  if (has_file(m->dir, "tokenizer.json") || has_file(m->dir, "tokenizer.model"))
-    src = m->dir;
-  snprintf(pr->source, sizeof pr->source, "%s", src);
-  return fsdpc__tokenizer_load(src, &pr->tok, err);
+  pr->m = m;
+  return fsdpc__infer_tokenizer(m, &pr->tok, err);
 }
 
 void fsdpc__prompter_close(fsdpc_prompter *pr) {
@@ -32,25 +22,9 @@ void fsdpc__prompter_close(fsdpc_prompter *pr) {
   memset(pr, 0, sizeof *pr);
 }
 
-/* The chat template of the tokenizer's folder, loaded on first use. */
+/* The model's chat template (prompt.c), loaded on first use. */
 static fsdpc_status chat_template(fsdpc_prompter *pr, fsdpc_err *err) {
-  if (pr->chat)
-    return FSDPC_OK;
-  if (strcmp(pr->source, "byte") == 0)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "chat: the model has no tokenizer folder with a chat template (set "
-                       "data.tokenizer to one)");
-  char dir[4200];
-  struct stat sb;
-  snprintf(dir, sizeof dir, "%s", pr->source);
-  if (stat(dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) { /* a tokenizer file: its folder */
-    char *slash = strrchr(dir, '/');
-    if (slash)
-      *slash = '\0';
-    else
-      snprintf(dir, sizeof dir, ".");
-  }
-  return fsdpc__chat_template_load(dir, NULL, NULL, &pr->chat, err);
+  return pr->chat ? FSDPC_OK : fsdpc__infer_chat_template(pr->m, &pr->chat, err);
 }
 
 static fsdpc_status tokenize(const fsdpc_tokenizer *tok, const char *text, int bos, int32_t **ids,

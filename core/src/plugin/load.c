@@ -3,8 +3,11 @@
  * one line that starts with the file's base name, e.g.
  * "libfsdpc-optim-lion.so: ABI 2.0, this fsdpc speaks 1.x". */
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "plugin/plugin_lib.h"
 #include "plugin/registry.h"
@@ -23,12 +26,75 @@ static int probe_other_major(void *handle) {
   return 0;
 }
 
+/* The start of an ELF header: the identification bytes and e_machine (at
+ * the same offset in 32- and 64-bit files). 0 when path is not ELF. */
+static int elf_head(const char *path, unsigned char ident[EI_NIDENT], unsigned *machine) {
+  unsigned char b[20];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return 0;
+  ssize_t n = pread(fd, b, sizeof b, 0);
+  close(fd);
+  if (n != (ssize_t)sizeof b || memcmp(b, ELFMAG, SELFMAG) != 0)
+    return 0;
+  memcpy(ident, b, EI_NIDENT);
+  /* e_machine is stored in the file's own byte order */
+  *machine =
+      b[EI_DATA] == ELFDATA2MSB ? (unsigned)b[18] << 8 | b[19] : (unsigned)b[19] << 8 | b[18];
+  return 1;
+}
+
+static const char *machine_name(unsigned m) {
+  switch (m) {
+  case EM_X86_64:
+    return "x86-64";
+  case EM_386:
+    return "i386";
+  case EM_AARCH64:
+    return "aarch64";
+  case EM_ARM:
+    return "arm";
+  case EM_PPC64:
+    return "ppc64";
+  case EM_RISCV:
+    return "riscv";
+  case EM_S390:
+    return "s390";
+  default:
+    return "another machine";
+  }
+}
+
+/* glibc's dlopen skips a file built for another machine and then reports
+ * "No such file or directory"; say what is wrong instead. 1 when it was
+ * that (the reason is written). */
+static int wrong_machine(const char *path, const char *base, char *reason, size_t cap) {
+  unsigned char mine[EI_NIDENT], theirs[EI_NIDENT];
+  unsigned my_m, their_m;
+  if (!elf_head("/proc/self/exe", mine, &my_m) || !elf_head(path, theirs, &their_m))
+    return 0;
+  if (theirs[EI_CLASS] == mine[EI_CLASS] && theirs[EI_DATA] == mine[EI_DATA] && their_m == my_m)
+    return 0;
+  snprintf(reason, cap,
+           "%s: built for %s (ELF machine %u, %d-bit%s), this fsdpc runs on %s (%d-bit); "
+           "rebuild the plugin for this machine",
+           base, machine_name(their_m), their_m, theirs[EI_CLASS] == ELFCLASS64 ? 64 : 32,
+           theirs[EI_DATA] != mine[EI_DATA] ? ", other byte order" : "", machine_name(my_m),
+           mine[EI_CLASS] == ELFCLASS64 ? 64 : 32);
+  return 1;
+}
+
 fsdpc_status fsdpc__plugin_lib_load(fsdpc_plugin_lib *lib, char *reason, size_t cap) {
   const char *base = lib->basename;
   dlerror();
-  lib->handle = dlopen(lib->path, RTLD_NOW | RTLD_LOCAL);
+  /* NODELETE: a plugin stays mapped for the life of the process, even after
+   * its registry is gone, so no object or thread of it can outlive its code,
+   * and the next registry needs no probe child (probe.c). */
+  lib->handle = dlopen(lib->path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!lib->handle) {
     const char *e = dlerror();
+    if (wrong_machine(lib->path, base, reason, cap))
+      return FSDPC_UNSUPPORTED;
     snprintf(reason, cap, "%s: cannot load: %s", base, e ? e : "unknown dlopen error");
     return FSDPC_SYSTEM_ERROR;
   }

@@ -41,6 +41,18 @@ static void child_main(const char *path, int wfd) {
 }
 
 fsdpc_status fsdpc__plugin_probe(const char *path, char *reason, size_t cap) {
+  /* Already mapped in this process: an earlier registry loaded it (plugins
+   * stay mapped, RTLD_NODELETE in load.c), so its constructors have run
+   * here and its entry point returned; a child would learn nothing more.
+   * This keeps a process that makes many registries (fsdpc plan over
+   * strategies and world sizes, the planner's tests) at one child per file
+   * instead of one per registry. dlopen matches the file itself (device and
+   * inode), so a file replaced since is probed again. */
+  void *loaded = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (loaded) {
+    dlclose(loaded);
+    return FSDPC_OK;
+  }
   const char *slash = strrchr(path, '/');
   char base[300];
   fsdpc__escape_str(base, sizeof base, slash ? slash + 1 : path);

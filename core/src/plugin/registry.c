@@ -283,16 +283,23 @@ static fsdpc_status scan_dir(fsdpc_registry *reg, const char *dir, fsdpc_err *er
 }
 
 /* One search-path entry: a folder is scanned; a file is loaded as given.
- * Entries the user named explicitly (plugins.paths, --path) and that do not
- * exist are reported as refused so that a typo is visible. */
+ * An entry the user named explicitly (plugins.paths, --path) that does not
+ * exist is an error: left as a refusal, the run went on with whatever
+ * plugin of that name the other folders held. With
+ * FSDPC_REGISTRY_MISSING_REFUSED it is listed as refused instead. */
 static fsdpc_status search_entry(fsdpc_registry *reg, const char *entry, int explicit_entry,
-                                 fsdpc_err *err) {
+                                 unsigned flags, fsdpc_err *err) {
   if (!entry || !*entry)
     return FSDPC_OK;
   struct stat sb;
   if (stat(entry, &sb) != 0) {
     if (!explicit_entry)
       return FSDPC_OK;
+    if (!(flags & FSDPC_REGISTRY_MISSING_REFUSED))
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "plugins.paths (or --path): '%s': no such file or folder; fix the path "
+                         "or remove it",
+                         entry);
     char reason[PATH_MAX + 64];
     snprintf(reason, sizeof reason, "%s: no such file or folder (named in plugins.paths or --path)",
              entry);
@@ -362,7 +369,7 @@ fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_ext
   reg->dev = (fsdpc_host_device){.device = FSDPC_DEVICE_CPU, .device_index = -1};
   fsdpc_status st = FSDPC_OK;
   for (int i = 0; i < n_extra && st == FSDPC_OK; i++)
-    st = search_entry(reg, extra_paths[i], 1, err);
+    st = search_entry(reg, extra_paths[i], 1, flags, err);
   if (!(flags & FSDPC_REGISTRY_ONLY_GIVEN)) {
     const char *env = getenv("FSDPC_PLUGIN_PATH");
     if (env && st == FSDPC_OK) {
@@ -371,20 +378,20 @@ fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_ext
         st = oom(err);
       for (char *tok = copy ? strtok_r(copy, ":", &save) : NULL; tok && st == FSDPC_OK;
            tok = strtok_r(NULL, ":", &save))
-        st = search_entry(reg, tok, 0, err);
+        st = search_entry(reg, tok, 0, flags, err);
       free(copy);
     }
     /* Installed plugins first; the build folder only for a program that
      * runs from that build tree, so that a file planted in a build folder
      * compiled into an installed fsdpc is never loaded. */
     if (st == FSDPC_OK)
-      st = search_entry(reg, FSDPC_PLUGIN_INSTALL_DIR, 0, err);
+      st = search_entry(reg, FSDPC_PLUGIN_INSTALL_DIR, 0, flags, err);
     char moved[PATH_MAX];
     relocated_install_dir(moved, sizeof moved);
     if (st == FSDPC_OK && moved[0] && strcmp(moved, FSDPC_PLUGIN_INSTALL_DIR) != 0)
-      st = search_entry(reg, moved, 0, err);
+      st = search_entry(reg, moved, 0, flags, err);
     if (st == FSDPC_OK && fsdpc__running_from_build_tree(FSDPC_PLUGIN_BUILD_DIR))
-      st = search_entry(reg, FSDPC_PLUGIN_BUILD_DIR, 0, err);
+      st = search_entry(reg, FSDPC_PLUGIN_BUILD_DIR, 0, flags, err);
   }
   if (st != FSDPC_OK) {
     fsdpc__registry_destroy(reg);

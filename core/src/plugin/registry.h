@@ -43,7 +43,10 @@ void fsdpc__registry_destroy(fsdpc_registry *reg);
 enum {
   /* Search only extra_paths: no FSDPC_PLUGIN_PATH, build or install folder
    * (tests that need an exact set of plugins). */
-  FSDPC_REGISTRY_ONLY_GIVEN = 1u
+  FSDPC_REGISTRY_ONLY_GIVEN = 1u,
+  /* A missing extra path is listed as refused instead of failing the
+   * creation (tests of the refusal list). */
+  FSDPC_REGISTRY_MISSING_REFUSED = 2u
 };
 fsdpc_status fsdpc__registry_create_ex(const char *const *extra_paths, int n_extra, unsigned flags,
                                        fsdpc_registry **out, fsdpc_err *err);

@@ -2,8 +2,9 @@
  * config so that it reports what `fsdpc train` would refuse before any
  * weight is read: the engine's refusal of a bf16 reduction on the CPU, and
  * the files the config names (token files, tokenizer, the HF folder to
- * start from, a checkpoint to resume), read only as far as their headers.
- * And the HF rules of model.config, which every run plan checks. */
+ * start from, a checkpoint to resume), read only as far as their headers; a
+ * JSONL dataset is checked as train prepares it (every example, nothing
+ * written). And the HF rules of model.config, which every run plan checks. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,6 +24,21 @@ static fsdpc_status check_tokfile(const fsdpc_run_plan *p, const char *path, fsd
   return st;
 }
 
+/* A token file, or a JSONL dataset checked as train prepares it: every
+ * example read, rendered (chat template) and tokenized, nothing written. */
+static fsdpc_status check_data(const fsdpc_run_plan *p, const char *path, fsdpc_err *err) {
+  if (!fsdpc__is_jsonl_path(path))
+    return check_tokfile(p, path, err);
+  fsdpc_prepare_opts o;
+  fsdpc__prepare_opts_from_config(p->cfg, &o);
+  const char *in[1] = {path};
+  o.inputs = in;
+  o.n_inputs = 1;
+  o.dry_run = 1;
+  fsdpc_prepare_stats st;
+  return fsdpc__prepare(&o, &st, err);
+}
+
 fsdpc_status fsdpc__run_plan_check_files(const fsdpc_run_plan *p, fsdpc_err *err) {
   const fsdpc_config *c = p->cfg;
   /* The engine's refusal (fsdp/units.c); the planner still plans such a
@@ -36,9 +52,9 @@ fsdpc_status fsdpc__run_plan_check_files(const fsdpc_run_plan *p, fsdpc_err *err
    * when it is the default byte tokenizer, are then left to the run. */
   int data = c->data.train[0] != '\0';
   if (data)
-    FSDPC_TRY(check_tokfile(p, c->data.train, err));
+    FSDPC_TRY(check_data(p, c->data.train, err));
   if (c->data.eval[0])
-    FSDPC_TRY(check_tokfile(p, c->data.eval, err));
+    FSDPC_TRY(check_data(p, c->data.eval, err));
   if (data && !c->data.eval[0] && !(c->data.eval_fraction > 0.0) && c->train.eval_every > 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: train.eval_every is %lld but there is no evaluation data; set "

@@ -245,6 +245,10 @@ static fsdpc_status select_all(fsdpc_run_plan *p, fsdpc_err *err) {
   if (p->modes.world.world_size > 1)
     FSDPC_TRY(select_plugin(p, FSDPC_KIND_COLLECTIVES, c->collectives.impl, c->collectives.options,
                             "collectives.impl", &sit, &p->coll, err));
+  else if (strcmp(c->collectives.impl, "auto") != 0 &&
+           fsdpc__registry_select(p->reg, FSDPC_KIND_COLLECTIVES, c->collectives.impl, NULL,
+                                  &(const fsdpc_component *){NULL}, err) != FSDPC_OK)
+    return fsdpc__err_prefix(err, "collectives.impl"); /* unused at world 1, but must exist */
   p->optim_init = (fsdpc_optim_init){.struct_size = sizeof p->optim_init,
                                      .opts = c->optim.options,
                                      .weight_decay = c->optim.weight_decay,

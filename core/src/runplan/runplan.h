@@ -22,6 +22,7 @@
 #define FSDPC_RUNPLAN_RUNPLAN_H
 
 #include "config/config.h"
+#include "data/prepare.h"
 #include "model/llama.h"
 #include "model/lora.h"
 #include "plugin/registry.h"
@@ -157,6 +158,13 @@ fsdpc_status fsdpc__run_check_hf_config(const fsdpc_config *c, fsdpc_err *err);
  * (lora.c). */
 fsdpc_status fsdpc__lora_from_config(const fsdpc_config *c, fsdpc_lora *out, int *on,
                                      fsdpc_err *err);
+
+/* The data.* keys of a config as preparation options (inputs, out unset):
+ * what train prepares JSONL data with and config check checks it with
+ * (data.c). */
+void fsdpc__prepare_opts_from_config(const fsdpc_config *c, fsdpc_prepare_opts *o);
+/* 1 for .jsonl, .jsonl.gz, .json, .json.gz paths (data.c). */
+int fsdpc__is_jsonl_path(const char *path);
 
 /* FLOPs per token of one training step, torchtitan's convention:
  *   6 x (params - embedding) + 12 x L x C x T. */

@@ -11,10 +11,7 @@
 #include "data/prepare.h"
 #include "runplan/runplan.h"
 
-/* The data.* keys of a config as preparation options (inputs, out unset). */
-void fsdpc__prepare_opts_from_config(const fsdpc_config *c, fsdpc_prepare_opts *o);
-/* 1 for .jsonl, .jsonl.gz, .json, .json.gz paths. */
-int fsdpc__is_jsonl_path(const char *path);
+/* fsdpc__prepare_opts_from_config, fsdpc__is_jsonl_path: runplan/runplan.h. */
 /* Prepares jsonl with the config's data keys into its cache file (see
  * fsdpc__prepare_cache_path) unless that exists; rank 0 writes it, other
  * ranks wait for it. tok_path (cap) gets the token file's path. */

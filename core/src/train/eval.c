@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
+#include "ckpt/peft.h"
 #include "io/fileio.h"
 #include "model/ctx.h"
 #include "model/hf_rules.h"
@@ -63,16 +64,17 @@ static fsdpc_status count_correct(fsdpc_session *s, double *correct, fsdpc_err *
   return st != FSDPC_OK ? st : st2;
 }
 
-fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[4], fsdpc_err *err) {
+fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[5], fsdpc_err *err) {
   if (!s->eval_ld)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "eval: no data.eval");
   double sums[3]; /* loss sum, counted tokens, correct */
-  int64_t nb = 0;
-  FSDPC_TRY(fsdpc__session_eval_sums(s, count_correct, sums, &nb, err));
+  int64_t nb = 0, nw = 0;
+  FSDPC_TRY(fsdpc__session_eval_sums(s, count_correct, sums, &nb, &nw, err));
   out[0] = sums[1] > 0 ? sums[0] / sums[1] : NAN; /* loss */
   out[1] = sums[1];                               /* target tokens */
   out[2] = sums[1] > 0 ? sums[2] / sums[1] : NAN; /* token accuracy */
   out[3] = (double)nb;                            /* batches */
+  out[4] = (double)nw;                            /* sequences */
   return FSDPC_OK;
 }
 
@@ -91,12 +93,18 @@ static int has_file(const char *dir, const char *name) {
 static int eval_overrides(const char *model, const char *data, const char *log_dir,
                           const char *const *user, int n_user, char buf[6][4200], const char **ov) {
   int k = 0, nb = 0, hf = fsdpc__hf_is_folder(model);
-  snprintf(buf[nb], 4200, hf ? "model.init.from=%s" : "checkpoint.resume=%s", model);
+  /* A PEFT adapter folder is merged into its base (model.adapter). */
+  snprintf(buf[nb], 4200,
+           fsdpc__peft_is_folder(model) ? "model.adapter=%s"
+           : hf                         ? "model.init.from=%s"
+                                        : "checkpoint.resume=%s",
+           model);
   ov[k++] = buf[nb++];
   snprintf(buf[nb], 4200, "data.train=%s", data);
   ov[k++] = buf[nb++];
   snprintf(buf[nb], 4200, "data.eval=%s", data);
   ov[k++] = buf[nb++];
+  ov[k++] = "data.eval_fraction=0"; /* data is the eval data, whatever the run held out */
   ov[k++] = "checkpoint.dir=''";
   ov[k++] = "log.progress=off";
   snprintf(buf[nb], 4200, "log.dir=%s", log_dir);
@@ -127,7 +135,7 @@ fsdpc_status fsdpc__eval_config(const char *model, const char *data, const char 
   if (stat(model, &sb) != 0 || !S_ISDIR(sb.st_mode))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: no such model folder", model);
   char buf[6][4200];
-  const char **ov = calloc((size_t)n_overrides + 8, sizeof *ov);
+  const char **ov = calloc((size_t)n_overrides + 10, sizeof *ov); /* 9 of eval_overrides */
   if (!ov)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   int k = eval_overrides(model, data, log_dir, overrides, n_overrides, buf, ov);
@@ -135,7 +143,7 @@ fsdpc_status fsdpc__eval_config(const char *model, const char *data, const char 
   char *own = fsdpc__path_join(model, FSDPC_CKPT_CONFIG_FILE);
   fsdpc_status st = !own ? fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory")
                     : stat(own, &sb) == 0
-                        ? fsdpc__config_load(own, ov, k, out, err)
+                        ? fsdpc__config_load_checkpoint(own, ov, k, out, err)
                         : fsdpc__config_from_string("train: {}\n", model, ov, k, out, err);
   free(own);
   free(ov);

@@ -73,19 +73,47 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_micro,
-                                      double sums[3], int64_t *batches, fsdpc_err *err) {
-  int rank = s->env.rank, world = s->env.world_size;
-  int64_t nb = s->cfg->train.eval_batches;
-  int64_t have = fsdpc__loader_steps_per_epoch(s->eval_ld);
-  if (nb > have) nb = have;
+/* This rank's rows of micro-batch m of evaluation batch b: the windows at
+ * positions b*G + (m*P + rank)*mb + i (the order train's loader_batch uses),
+ * those at or past `limit` padded (labels -100), so the last, smaller batch
+ * counts every window once. */
+static fsdpc_status eval_rows(fsdpc_session *s, int64_t b, int64_t m, int64_t limit,
+                              fsdpc_err *err) {
+  int64_t G = s->plan->modes.batch.global, mb = s->plan->modes.batch.micro;
+  int64_t T = s->plan->modes.batch.seq_len, P = s->env.world_size;
+  for (int64_t i = 0; i < mb; i++) {
+    int64_t pos = b * G + (m * P + s->env.rank) * mb + i;
+    int32_t *tok = s->tokens + i * T, *lab = s->labels + i * T, *doc = s->doc_ids + i * T;
+    if (pos < limit) {
+      FSDPC_TRY(fsdpc__loader_window(s->eval_ld, pos, tok, lab, doc, err));
+      continue;
+    }
+    for (int64_t j = 0; j < T; j++)
+      tok[j] = 0, lab[j] = FSDPC_IGNORE_INDEX, doc[j] = 0;
+  }
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_micro, double sums[3],
+                                      int64_t *batches, int64_t *windows, fsdpc_err *err) {
+  int64_t G = s->plan->modes.batch.global,
+          per_micro_rows = s->plan->modes.batch.micro * (int64_t)s->env.world_size;
+  /* every window of the eval data (train.eval_batches 0), or the first
+   * eval_batches global batches of it */
+  int64_t limit = fsdpc__loader_num_windows(s->eval_ld), nb_cfg = s->cfg->train.eval_batches;
+  if (nb_cfg > 0 && nb_cfg < (limit + G - 1) / G)
+    limit = nb_cfg * G;
+  int64_t nb = (limit + G - 1) / G;
   sums[0] = sums[1] = sums[2] = 0.0; /* loss sum, counted tokens, per_micro's */
   fsdpc__model_set_lora_round(s->mctx, 0, 0); /* no dropout while evaluating */
-  for (int64_t b = 0; b < nb; b++)
-    for (int64_t m = 0; m < s->plan->modes.batch.accum; m++) {
-      FSDPC_TRY(fsdpc__loader_batch(s->eval_ld, b, (int32_t)m, rank, world,
-                                    (int32_t)s->plan->modes.batch.micro, s->tokens, s->labels,
-                                    s->doc_ids, err));
+  for (int64_t b = 0; b < nb; b++) {
+    /* the last batch runs only the micro-batches that hold a window (the
+     * same number on every rank) */
+    int64_t left = limit - b * G, accum = s->plan->modes.batch.accum;
+    if (left < G)
+      accum = (left + per_micro_rows - 1) / per_micro_rows;
+    for (int64_t m = 0; m < accum; m++) {
+      FSDPC_TRY(eval_rows(s, b, m, limit, err));
       FSDPC_TRY(fsdpc__model_set_batch(s->mctx, s->tokens, s->labels,
                                        s->eval_doc_ids ? s->doc_ids : NULL, err));
       double ls = 0.0;
@@ -96,17 +124,27 @@ fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_mic
       sums[0] += ls;
       sums[1] += (double)cnt;
     }
+  }
   /* Without per_micro only the two sums travel, as they always have. */
   FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, sums, per_micro ? 3 : 2,
                                        per_micro ? "eval" : "eval_loss", err));
   *batches = nb;
+  *windows = limit;
   return FSDPC_OK;
 }
 
 fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err) {
   double sums[3];
-  int64_t nb;
-  FSDPC_TRY(fsdpc__session_eval_sums(s, NULL, sums, &nb, err));
+  int64_t nb, nw;
+  FSDPC_TRY(fsdpc__session_eval_sums(s, NULL, sums, &nb, &nw, err));
+  if (!s->eval_reported && s->env.rank == 0)
+    FSDPC_LOGI("eval: %lld sequences of %lld tokens (%s), %.0f target tokens, in %lld batches "
+               "(the last one smaller when they do not fill it)",
+               (long long)nw, (long long)s->plan->modes.batch.seq_len,
+               nw == fsdpc__loader_num_windows(s->eval_ld) ? "every example"
+                                                           : "train.eval_batches of them",
+               sums[1], (long long)nb);
+  s->eval_reported = 1;
   *loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
   return FSDPC_OK;
 }

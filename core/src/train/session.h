@@ -53,6 +53,7 @@ typedef struct fsdpc_session {
   int use_doc_ids; /* document masking: data.document_masking or packed examples */
   int examples;    /* whole examples (packing examples/none): no EOS before a prompt */
   int eval_doc_ids; /* use_doc_ids for the eval data (its own packing: a prepared JSONL) */
+  int eval_reported; /* the first evaluation's counts were logged */
 
   fsdpc_ckpt_train ckpt; /* checkpointing; ckpt.start_step: first step to run */
 
@@ -108,21 +109,25 @@ fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err);
 /* Mean loss over the evaluation batches; collective. */
 fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err);
 /* The evaluation itself, for fsdpc__session_eval and fsdpc eval: the
- * forward of train.eval_batches batches of data.eval (no LoRA dropout),
- * summed over the world into sums[0] (loss sum) and sums[1] (counted
- * target tokens). per_micro (may be NULL) runs after each micro-batch's
- * forward and adds its own figure to sums[2]. *batches: how many ran. */
+ * forward of every window of the eval data (train.eval_batches 0) or of the
+ * first train.eval_batches global batches, the last batch smaller when the
+ * windows do not fill it (no LoRA dropout), summed over the world into
+ * sums[0] (loss sum) and sums[1] (counted target tokens). per_micro (may be
+ * NULL) runs after each micro-batch's forward and adds its own figure to
+ * sums[2]. *batches: how many ran; *windows: the sequences evaluated. */
 typedef fsdpc_status (*fsdpc__eval_hook)(fsdpc_session *s, double *sum, fsdpc_err *err);
-fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_micro,
-                                      double sums[3], int64_t *batches, fsdpc_err *err);
+fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_micro, double sums[3],
+                                      int64_t *batches, int64_t *windows, fsdpc_err *err);
 /* eval.c, for fsdpc eval (a session made by fsdpc__session_create_eval):
- * out = {loss, target tokens, token accuracy, batches} over every rank;
- * collective. The loss is computed exactly as train's evaluation. */
-fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[4], fsdpc_err *err);
-/* The config of fsdpc eval on model (an HF folder or an fsdpc checkpoint)
- * and data: the folder's own config (config.yaml, else defaults and its
- * config.json), its weights, data as data.eval, no checkpoints, logs in
- * log_dir, the folder's tokenizer; then overrides (eval.c). */
+ * out = {loss, target tokens, token accuracy, batches, sequences} over
+ * every rank; collective. The loss is computed exactly as train's
+ * evaluation. */
+fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[5], fsdpc_err *err);
+/* The config of fsdpc eval on model (an HF folder, a PEFT adapter folder
+ * over its base, or an fsdpc checkpoint) and data: the folder's own config
+ * (config.yaml, else defaults and its config.json), its weights, data as
+ * data.eval (whatever the run held out), no checkpoints, logs in log_dir,
+ * the folder's tokenizer; then overrides (eval.c). */
 fsdpc_status fsdpc__eval_config(const char *model, const char *data, const char *log_dir,
                                 const char *const *overrides, int n_overrides, fsdpc_config **out,
                                 fsdpc_err *err);

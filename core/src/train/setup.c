@@ -61,6 +61,10 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
     }
     lo.split = held_out ? FSDPC_SPLIT_EVAL : FSDPC_SPLIT_ALL;
     lo.shuffle = 0;
+    /* evaluation reads windows by index, in batches of its own with a
+     * smaller last one (train/loop.c): fewer windows than a global batch
+     * are fine */
+    lo.global_batch = 1;
     /* the eval file's own packing: a prepared JSONL is whole examples even
      * when the training data is a plain token stream */
     fsdpc__dataset_loader_opts(c, etf, &lo);
@@ -231,6 +235,10 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
       STEP(fsdpc__engine_init_adapters(s->eng, (uint64_t)cfg->train.seed, err));
     s->startup.weights_how = "HF load";
   } else {
+    char note[4200]; /* model.config alone: the shape only, said once */
+    fsdpc__config_model_note(cfg, note, sizeof note);
+    if (note[0] && s->env.rank == 0)
+      FSDPC_LOGI("%s", note);
     STEP(fsdpc__engine_init_random(s->eng, (uint64_t)cfg->train.seed, cfg->model.init.std, err));
     s->startup.weights_how = s->ops->init_f32 && !md->cpu_offload_asked
                                  ? "random init on the device"
@@ -265,6 +273,7 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
                                .eng = s->eng,
                                .dist = &s->dist,
                                .train_ld = s->train_ld,
+                               .weights_only = eval_only,
                                .lr = {.name = fsdpc__schedule_name(&s->sched),
                                       .base_lr = s->sched.base_lr,
                                       .min_lr_rate = s->sched.min_lr_rate,

@@ -25,6 +25,7 @@
  * ranges; a block is updated by one thread, so the result does not depend on
  * the thread count.
  */
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -306,27 +307,62 @@ static int32_t q8_export(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint
   return FSDPC_OK;
 }
 
+/* What a saved state must be, element by element: finite; a block scale
+ * (the absmax the codes were quantized with) non-negative and at least its
+ * own value; the second moment non-negative; and below the size at which
+ * the next step's bias correction (dividing by 1 - beta^t, at least
+ * 1 - beta) would overflow fp32. Checksums that were recomputed after an
+ * edit do not make such a state loadable. */
+static int32_t check_element(const fsdpc_optimizer *opt, uint32_t slot, float v, float s,
+                             uint64_t j) {
+  const double limit = FLT_MAX * (1.0 - (slot == 0 ? opt->beta1 : opt->beta2)) / 2.0;
+  const char *why = !isfinite(v) || !isfinite(s)                ? "is not finite"
+                    : s < 0.0f                                  ? "has a negative block scale"
+                    : s > 0.0f && fabsf(v) > s * (1.0f + 1e-6f) ? "exceeds its block scale"
+                    : slot == 1 && v < 0.0f                     ? "is negative (a mean of squares)"
+                    : fabs(v) > limit || (double)s > limit      ? "is too large for the next step"
+                                                                : NULL;
+  if (!why)
+    return FSDPC_OK;
+  return fsdpc_pl_fail(opt->host, FSDPC_INVALID_USAGE,
+                       "adamw8bit: saved %s value %g (block scale %g) at element %llu %s: not a "
+                       "valid state; the checkpoint is corrupt or from another optimizer",
+                       q8_slot_name(opt, slot), v, s, (unsigned long long)j, why);
+}
+
 static int32_t q8_import(fsdpc_optimizer *opt, const fsdpc_optim_tensor *t, uint32_t slot,
                          const float *values, const float *scales) {
   int32_t st = check_convert(opt, t, slot, values, scales);
   if (st != FSDPC_OK)
     return st;
-  const fsdpc_host_api *h = opt->host;
-  for (uint64_t j = 0; j < t->numel; j++)
-    if (!isfinite(values[j]) || !isfinite(scales[j]) || (slot == 1 && values[j] < 0.0f))
-      return fsdpc_pl_fail(h, FSDPC_INVALID_USAGE,
-                           "adamw8bit: saved %s value %g (scale %g) at element %llu is not a valid "
-                           "state; the checkpoint is corrupt or from another optimizer",
-                           q8_slot_name(opt, slot), values[j], scales[j], (unsigned long long)j);
+  for (uint64_t j = 0; j < t->numel && st == FSDPC_OK; j++)
+    st = check_element(opt, slot, values[j], scales[j], j);
+  if (st != FSDPC_OK)
+    return st;
   uint8_t *c = t->qstate + (uint64_t)slot * t->stride;
   float *a = t->qscale + (uint64_t)slot * t->scale_stride;
   const uint64_t nb = q8_n_blocks(t->numel, t->block_phase);
   for (uint64_t b = 0; b < nb; b++) {
     const uint64_t j0 = q8_block_lo(b, t->block_phase),
                    j1 = q8_block_hi(b, t->block_phase, t->numel);
-    float s = 0.0f;
-    for (uint64_t j = j0; j < j1; j++)
+    float s = 0.0f, vmax = 0.0f;
+    int one_scale = 1;
+    for (uint64_t j = j0; j < j1; j++) {
       s = fmaxf(s, fmaxf(fabsf(scales[j]), fabsf(values[j])));
+      vmax = fmaxf(vmax, fabsf(values[j]));
+      one_scale &= scales[j] == scales[j0];
+    }
+    /* A whole block saved whole (the same scale on all of its elements;
+     * the blocks of a Llama shape do not move with the world size) was
+     * quantized with its largest value as the scale, which the codes' ends
+     * (+-1) give back; a scale far above every value zeroes the block. A
+     * scale of 0 carries no information (the values give it). */
+    if (one_scale && j1 - j0 == Q8_BLOCK && s > 0.0f && vmax < 0.5f * s)
+      return fsdpc_pl_fail(opt->host, FSDPC_INVALID_USAGE,
+                           "adamw8bit: saved %s block scale %g at element %llu is above every "
+                           "value of its block (largest %g): not a valid state; the checkpoint "
+                           "is corrupt or from another optimizer",
+                           q8_slot_name(opt, slot), s, (unsigned long long)j0, vmax);
     a[b] = s;
     for (uint64_t j = j0; j < j1; j++)
       c[j] = slot == 0 ? q8_quant_signed(opt->tab.maps[0], values[j], s)

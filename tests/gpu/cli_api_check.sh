@@ -1,10 +1,11 @@
 #!/bin/bash
-# The CLI on the public API on a GPU host (session 12, issue 40.3/40.4): the
-# fsdpc executable now links libfsdpc.so, and every plugin's entry point is
-# FSDPC_PLUGIN_DEFINE. Run from a carry made by scripts/gpu/pack_train_carry.sh
-# (copy this file next to carry_env.sh in the carry), one call:
-#   bash DEST/cli_api_check.sh
-# Prints one "===== NAME: PASS|FAIL" line per check; exit 0 when all pass.
+# The CLI on the public API on a GPU host (issue 40.3/40.4): the fsdpc
+# executable links libfsdpc.so, and every plugin's entry point is
+# FSDPC_PLUGIN_DEFINE. Run from a carry made by scripts/gpu/carry.sh (which
+# copies this file next to carry_env.sh), one call:
+#   bash .carry/NAME/cli_api_check.sh
+# Prints one "===== NAME: PASS|FAIL" line per check and exits 0 when all
+# pass; the logs go to $OUT/cli_api_logs.tar.xz (one file).
 #   plugins    every CUDA plugin (attention/flash, collectives/nccl, optim
 #              adamw/adamw8bit/sgd) loads through the entry macro: listed,
 #              nothing refused
@@ -75,4 +76,6 @@ part plugins plugins
 part generate generate
 part eval eval_cuda
 part train2 train2
+(cd "$OUT" && tar cJf cli_api_logs.tar.xz plugins.log generate.log eval.log train2.log &&
+  rm -f plugins.log generate.log eval.log train2.log)
 exit $rc

@@ -28,8 +28,8 @@ LAYERS = [
     ["dist", "data", "obs"],
     ["ops"],
     ["model"],
-    ["fsdp"],
     ["runplan"],
+    ["fsdp"],
     ["ckpt", "plan"],
     ["infer"],
     ["train"],
@@ -37,6 +37,14 @@ LAYERS = [
     ["api"],
     ["cli"],
 ]
+# Known upward includes, reported but not failed on, each with what removes
+# it. runplan -> fsdp: the engine is built from the run plan (fsdp includes
+# runplan/runplan.h since main's fe5708d), while runplan.c still calls
+# fsdp's wrap plan (fsdp/layout.c), the optimizer's state format
+# (fsdp/qstate.c) and uses FSDPC_KEEP_* (fsdp/program.h); moving those into
+# runplan/ puts runplan below fsdp and removes the entry.
+ALLOWED_UP = {("runplan", "fsdp")}
+
 # train/ is the session: only these may include it.
 TRAIN_USERS = {"train", "api", "cli"}
 
@@ -124,7 +132,7 @@ def main(argv):
     files, edges = collect(root)
     rank = {f: i for i, layer in enumerate(LAYERS) for f in layer}
 
-    upward = []
+    upward, allowed = [], []
     for src in sorted(edges):
         fs = folder_of(src)
         for dst in sorted(edges[src]):
@@ -133,16 +141,21 @@ def main(argv):
                 continue
             bad = rank.get(fd, -1) > rank.get(fs, -1) or (fd == "train" and fs not in TRAIN_USERS)
             if bad:
-                upward.append(f"{src} -> {dst}")
+                (allowed if (fs, fd) in ALLOWED_UP else upward).append(f"{src} -> {dst}")
     print(f"upward includes: {len(upward)}")
     for u in upward:
         print("  " + u)
+    if allowed:
+        print(f"known upward includes (ALLOWED_UP): {len(allowed)}")
+        for u in allowed:
+            print("  " + u)
 
     fedges = defaultdict(set)
     for src, dsts in edges.items():
         for dst in dsts:
-            if folder_of(src) != folder_of(dst):
-                fedges[folder_of(src)].add(folder_of(dst))
+            fs, fd = folder_of(src), folder_of(dst)
+            if fs != fd and (fs, fd) not in ALLOWED_UP:
+                fedges[fs].add(fd)
     folders = {folder_of(f) for f in files}
     fcirc = sccs(folders, fedges)
     print(f"folder circles: {len(fcirc)}")

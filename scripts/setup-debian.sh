@@ -11,6 +11,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libsentencepiece-dev  # tokenizer.model files (SentencePiece)
       libunistring-dev      # NFC normalization of tokenizer.json files (Qwen2)
       zlib1g-dev            # .jsonl.gz datasets (fsdpc data prepare)
+      libssl-dev            # SHA-256 cache keys, HMAC-SHA256 job tokens (libcrypto)
       libcairo2-dev  # optional: `fsdpc plot` and the `fsdpc bench` chart (SVG and PNG)
       python3-jinja2  # test-only: chat templates are checked against Python's jinja2
       clang-format    # scripts/check-format.sh, run first by scripts/test.sh

@@ -161,7 +161,7 @@ void fsdpc__data_print_tokens(FILE *f, const fsdpc_tokenizer *tok, const int32_t
 /* ---- dispatch ---------------------------------------------------------- */
 
 static const char data_help[] =
-    "usage: fsdpc data <prepare|synth|tokenize|info|batch|encode|decode> [args]\n"
+    "usage: fsdpc data <prepare|synth|tokenize|info|batch|encode|decode|cache> [args]\n"
     "  prepare   JSONL datasets (text, instruction, prompt/completion, chat) to a token file\n"
     "  synth     write a synthetic learnable dataset (arith, qa, copy, reverse, chat)\n"
     "  tokenize  tokenize text files into a token file (byte or tokenizer.json)\n"
@@ -169,6 +169,7 @@ static const char data_help[] =
     "  batch     print one global batch as the loader serves it\n"
     "  encode    print the ids of a text (check a tokenizer)\n"
     "  decode    print the text of ids\n"
+    "  cache     list or clean the prepared-data cache (data.cache_dir)\n"
     "`fsdpc data <command> --help` for details. Format: docs/data.md.\n";
 
 const cli_sub fsdpc__data_subs[] = {
@@ -183,6 +184,7 @@ const cli_sub fsdpc__data_subs[] = {
      &fsdpc__data_batch_cmd},
     {"encode", "print the ids of a text", fsdpc__data_encode, &fsdpc__data_encode_cmd},
     {"decode", "print the text of ids", fsdpc__data_decode, &fsdpc__data_decode_cmd},
+    {"cache", "list or clean the prepared-data cache", fsdpc__data_cache, &fsdpc__data_cache_cmd},
 };
 const int fsdpc__data_n_subs = sizeof fsdpc__data_subs / sizeof fsdpc__data_subs[0];
 

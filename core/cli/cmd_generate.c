@@ -224,9 +224,9 @@ static fsdpc_status file_prompt(fsdpc_model *m, const gen_cli *a, const char *li
 /* The prompts of --file, each as ids; one line on failure names the line. */
 static fsdpc_status read_file(fsdpc_model *m, const gen_cli *a, prompt **out, int *n,
                               fsdpc_err *err) {
-  FILE *f = fopen(a->file, "r");
+  FILE *f = fsdpc_open_input(a->file, err); /* a FIFO is refused, not waited on */
   if (!f)
-    return cli_error(err, FSDPC_INVALID_USAGE, "%s: cannot open", a->file);
+    return err->status;
   char *line = NULL;
   size_t cap = 0;
   int lineno = 0, have = 0, room = 0;

@@ -28,8 +28,8 @@ static const char help[] =
     "  --world N            total ranks (default 1)\n"
     "  --nproc-per-node N   ranks per machine (HYBRID_SHARD's default group; default N)\n"
     "  --gpu-mem GiB        device memory per rank: adds a 'fits' column\n"
-    "  --host-mem GiB       host memory per machine (default: this machine's\n"
-    "                       MemTotal); a variant whose host memory per rank x ranks\n"
+    "  --host-mem GiB       host memory per machine (default: not judged; the plan\n"
+    "                       says so); a variant whose host memory per rank x ranks\n"
     "                       per node exceeds it does not fit\n"
     "  --json               print JSON instead of the table\n";
 
@@ -101,7 +101,8 @@ static int parse(int argc, char **argv, plan_args *a) {
   return rc;
 }
 
-static cJSON *row_json(const fsdpc_memplan_row *m, int fits_given, int dev_ok, int host_ok) {
+static cJSON *row_json(const fsdpc_memplan_row *m, int fits_given, int dev_ok, int host_ok,
+                       int64_t host_limit) {
   cJSON *o = cJSON_CreateObject();
   int ck = strcmp(m->checkpointing, "off") != 0;
   cJSON_AddStringToObject(o, "strategy", m->strategy_name);
@@ -128,10 +129,18 @@ static cJSON *row_json(const fsdpc_memplan_row *m, int fits_given, int dev_ok, i
   cJSON_AddNumberToObject(o, "host_runtime_bytes", (double)m->host_runtime);
   cJSON_AddNumberToObject(o, "host_total_bytes", (double)m->host_total);
   cJSON_AddNumberToObject(o, "reserved_bytes", (double)m->reserved);
+  cJSON_AddNumberToObject(o, "arena_bytes", (double)m->arena);
+  cJSON_AddNumberToObject(o, "arena_shards_bytes", (double)m->arena_shards);
+  cJSON_AddNumberToObject(o, "arena_activations_bytes", (double)m->arena_activations);
+  cJSON_AddNumberToObject(o, "arena_transients_bytes", (double)m->arena_transients);
+  cJSON_AddNumberToObject(o, "late_bytes", (double)m->late);
   if (fits_given)
     cJSON_AddBoolToObject(o, "fits", dev_ok && host_ok);
   cJSON_AddBoolToObject(o, "fits_device", dev_ok);
   cJSON_AddBoolToObject(o, "fits_host", host_ok);
+  /* 0 and "none": no --host-mem, the host figure was not judged */
+  cJSON_AddNumberToObject(o, "host_limit_bytes", (double)host_limit);
+  cJSON_AddStringToObject(o, "host_limit_source", host_limit ? "--host-mem" : "none");
   return o;
 }
 
@@ -142,10 +151,17 @@ static void print_head(const plan_args *a, const fsdpc_memplan_info *in, int64_t
          (long long)in->seq_len, (double)in->n_params / 1e6);
   printf("per-rank MiB: shards (params), peak per category over a step (grads, comm include "
          "the\ntransient full buffers), total = peak of the sum%s\n",
-         cuda ? "; reserved = allocator estimate" : "");
-  printf("host MiB per rank: pinned + pageable + runtime; host memory %.1f GiB per machine "
-         "(%s), %d rank(s) per machine\n",
-         (double)host_limit / 1073741824.0, a->host_gib > 0 ? "--host-mem" : "MemTotal", a->nproc);
+         cuda ? ";\nreserved = the planned arena + the CUDA runtime outside it (docs/fsdp.md)"
+              : "");
+  if (host_limit)
+    printf("host MiB per rank: pinned + pageable + runtime; host memory %.1f GiB per machine "
+           "(--host-mem), %d rank(s) per machine\n",
+           (double)host_limit / 1073741824.0, a->nproc);
+  else
+    printf("host MiB per rank: pinned + pageable + runtime, %d rank(s) per machine; host memory "
+           "per machine not given, so the host column is not judged (this machine has %.1f "
+           "GiB; --host-mem GiB states the training machines')\n",
+           a->nproc, (double)mem_total() / 1073741824.0);
   printf("  %-14s %-4s %-7s %-6s %9s %9s %9s %9s %9s %10s%s %10s %10s  fits\n", "strategy", "ckpt",
          "offload", "S x R", "params", "grads", "optim", "activ.", "comm", "total",
          cuda ? "   reserved" : "", "pinned", "host");
@@ -173,7 +189,9 @@ static int report(const plan_args *a, const fsdpc_memplan *mp) {
   fsdpc_memplan_describe(mp, &in);
   int cuda = in.device == FSDPC_DEVICE_CUDA, own_fits = 1;
   int64_t limit = (int64_t)(a->gpu_gib * 1073741824.0);
-  int64_t host_limit = a->host_gib > 0 ? (int64_t)(a->host_gib * 1073741824.0) : mem_total();
+  /* Host memory is judged only against what the user states: the machine
+   * that plans is often not the one that trains (issue 42). */
+  int64_t host_limit = a->host_gib > 0 ? (int64_t)(a->host_gib * 1073741824.0) : 0;
   double own_host = 0.0;
   cJSON *rows = cJSON_CreateArray();
   if (!a->json)
@@ -194,7 +212,7 @@ static int report(const plan_args *a, const fsdpc_memplan *mp) {
                 : !dev_ok && !host_ok ? "  no (device, host)"
                 : !dev_ok             ? "  no (device)"
                                       : "  no (host)");
-    cJSON_AddItemToArray(rows, row_json(&m, limit != 0, dev_ok, host_ok));
+    cJSON_AddItemToArray(rows, row_json(&m, limit != 0, dev_ok, host_ok, host_limit));
   }
   if (a->json) {
     char *t = cJSON_Print(rows);
@@ -209,14 +227,17 @@ static int report(const plan_args *a, const fsdpc_memplan *mp) {
            "every shard on the host, optimizer on the CPU; --json gives every figure)\n");
   }
   cJSON_Delete(rows);
-  if (!own_fits)
+  if (!own_fits && host_limit)
     fprintf(stderr,
             "fsdpc plan: the config's own variant (*) does not fit: %s; host memory needed "
-            "%.1f GiB per machine of %.1f GiB%s\n",
-            host_limit && own_host > (double)host_limit ? "not enough host memory"
-                                                        : "not enough device memory",
-            own_host / 1073741824.0, (double)host_limit / 1073741824.0,
-            a->host_gib > 0 ? " (--host-mem)" : " (MemTotal)");
+            "%.1f GiB per machine of %.1f GiB (--host-mem)\n",
+            own_host > (double)host_limit ? "not enough host memory" : "not enough device memory",
+            own_host / 1073741824.0, (double)host_limit / 1073741824.0);
+  else if (!own_fits)
+    fprintf(stderr,
+            "fsdpc plan: the config's own variant (*) does not fit: not enough device memory "
+            "(--gpu-mem); host memory needed %.1f GiB per machine (not judged: no --host-mem)\n",
+            own_host / 1073741824.0);
   return 0;
 }
 

@@ -59,7 +59,7 @@ static int train(const fsdpc_config *cfg) {
   /* A run stopped by a signal succeeded only if it left a checkpoint to
    * resume from; otherwise a scheduler must see the signal (128 + N). */
   int32_t saved = 0, sig = fsdpc_trainer_stop_signal(t, &saved);
-  int code = st != FSDPC_OK ? 1 : sig && !saved ? 128 + sig : 0;
+  int code = st != FSDPC_OK ? fsdpc_trainer_exit_code(t, &err) : sig && !saved ? 128 + sig : 0;
   fsdpc_trainer_destroy(t);
   return code;
 }

@@ -22,8 +22,10 @@ int fsdpc__data_info(int argc, char **argv);
 int fsdpc__data_batch(int argc, char **argv);
 int fsdpc__data_encode(int argc, char **argv);
 int fsdpc__data_decode(int argc, char **argv);
+int fsdpc__data_cache(int argc, char **argv); /* data_cache.c */
 extern const cli_cmd fsdpc__data_synth_cmd, fsdpc__data_prepare_cmd, fsdpc__data_tokenize_cmd,
-    fsdpc__data_info_cmd, fsdpc__data_batch_cmd, fsdpc__data_encode_cmd, fsdpc__data_decode_cmd;
+    fsdpc__data_info_cmd, fsdpc__data_batch_cmd, fsdpc__data_encode_cmd, fsdpc__data_decode_cmd,
+    fsdpc__data_cache_cmd;
 
 /* ---- shared helpers (cmd_data.c) --------------------------------------- */
 

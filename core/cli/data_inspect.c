@@ -14,7 +14,8 @@ static const char info_help[] =
     "Validates a token file (header, sizes, offsets, checksum) and prints its header,\n"
     "counts and the first K documents (default 3): decoded with --tokenizer T (byte, or a\n"
     "tokenizer.json or its folder), else as bytes for a byte-tokenizer file, else as ids.\n"
-    "Context tokens that are not training targets (loss mask 0) are shown in {{ }}.\n";
+    "Tokens that are not training targets are shown in {{ }}: mask bit 0, or nothing\n"
+    "predicts them (an example's first token), as `data batch` marks them.\n";
 
 enum { O_DOCS = 256, O_TOKENIZER };
 static const cli_opt info_opts[] = {{"docs", O_DOCS, "K"}, {"tokenizer", O_TOKENIZER, "T"}, {0}};
@@ -24,7 +25,8 @@ const cli_cmd fsdpc__data_info_cmd = {"data info", info_help, info_opts};
 
 /* Prints document d: decoded by tok when given, else as bytes when the file
  * was made by the byte tokenizer (EOS and other ids above 255 as <id>), else
- * as raw ids. Context tokens (mask 0) are in {{ }}. */
+ * as raw ids. Tokens that are not targets (fsdpc_tokfile_doc_targets) are in
+ * {{ }}. */
 static void print_doc(const fsdpc_tokfile *tf, const fsdpc_tokfile_info *in, int64_t d,
                       const fsdpc_tokenizer *tok) {
   int64_t start, n;
@@ -33,7 +35,8 @@ static void print_doc(const fsdpc_tokfile *tf, const fsdpc_tokfile_info *in, int
   fsdpc_tokfile_doc(tf, d, &start, &n, NULL);
   int64_t shown = n < 200 ? n : 200;
   printf("  [%" PRId64 "] %" PRId64 " tokens: ", d, n);
-  fsdpc_tokfile_read(tf, start, shown, ids, target, NULL);
+  fsdpc_tokfile_read(tf, start, shown, ids, NULL, NULL);
+  fsdpc_tokfile_doc_targets(tf, d, shown, target, NULL);
   if (in->vocab_size > BYTE_VOCAB && !tok) {
     for (int64_t i = 0; i < shown; i++)
       printf("%s%" PRId32, i ? " " : "", ids[i]);
@@ -84,11 +87,11 @@ static void print_info(const char *path, const fsdpc_tokfile *tf, const fsdpc_to
   if (D > 0)
     printf("doc length   min %" PRId64 ", mean %.1f, max %" PRId64 "\n", in->min_doc,
            (double)N / (double)D, in->max_doc);
-  if (in->has_mask)
-    printf("loss mask    yes: %" PRId64 " of %" PRId64 " tokens are targets (%.1f%%)\n",
-           in->target_tokens, N, N ? 100.0 * (double)in->target_tokens / (double)N : 0.0);
-  else
-    printf("loss mask    no (every token is a target)\n");
+  printf("loss mask    %s: %" PRId64 " of %" PRId64 " tokens are targets (%.1f%%; %s)\n",
+         in->has_mask ? "yes" : "no", in->target_tokens, N,
+         N ? 100.0 * (double)in->target_tokens / (double)N : 0.0,
+         in->examples ? "an example's first token is never one"
+                      : "the file's first token is never one");
   printf("checksums    header 0x%08" PRIx32 ", payload 0x%08" PRIx32 " (verified)\n",
          in->header_crc, in->payload_crc);
   if (k > D)
@@ -166,8 +169,8 @@ static const char batch_help[] =
     "                      from `fsdpc data prepare`) or none: see data.packing\n"
     "  --overlong O        truncate (default) or drop examples longer than --seq-len\n"
     "  --tokenizer T       decode with T (byte, tokenizer.json or a model folder)\n"
-    "Inputs whose next token is not a target are shown in {{ }}; ' || ' separates the\n"
-    "examples of a packed row.\n";
+    "Tokens that are not training targets (not predicted with loss) are shown in {{ }},\n"
+    "as `data info` marks them; ' || ' separates the examples of a packed row.\n";
 
 enum {
   B_SEQ_LEN = 256,
@@ -265,10 +268,12 @@ static fsdpc_status print_batch(fsdpc_batch *b, const fsdpc_batch_args *a,
     const int32_t *ids, *labels, *docs;
     if ((st = fsdpc_batch_row(b, pos, &idx, &ids, &labels, &docs, err)) != FSDPC_OK)
       break;
-    for (int64_t j = 0; j < T; j++) {
-      target[j] = labels[j] != -100; /* input j predicts a target */
-      targets += target[j];
-    }
+    for (int64_t j = 0; j < T; j++)
+      targets += labels[j] != -100;
+    /* token j is marked when it is trained on (predicted with loss), as
+     * `data info` marks it; not when it predicts a target */
+    if ((st = fsdpc_batch_row_targets(b, pos, target, err)) != FSDPC_OK)
+      break;
     printf("  [%" PRId64 "] window %" PRId64 ", %" PRId64 " targets: \"", pos, idx, targets);
     fsdpc__data_print_tokens(stdout, tok, ids, T, target, docs);
     printf("\"\n");

@@ -10,8 +10,9 @@
 
 static const char prepare_help[] =
     "usage: fsdpc data prepare --in FILE.jsonl [--in ...] --tokenizer T --out FILE.tok [options]\n"
-    "Renders and tokenizes JSONL examples (one JSON object per line; .jsonl.gz too) into a\n"
-    "token file of whole examples with a loss mask (docs/data.md):\n"
+    "Renders and tokenizes JSONL examples (one JSON object per line, read as Python reads\n"
+    "it; or a JSON array of objects; .gz too) into a token file of whole examples with a\n"
+    "loss mask (docs/data.md):\n"
     "  text               {\"text\": ...}: every token is trained\n"
     "  instruction        {\"instruction\", \"input\"?, \"output\", \"system\"?}: loss on output\n"
     "  prompt_completion  {\"prompt\", \"completion\"}: loss on the completion\n"
@@ -35,7 +36,8 @@ static const char prepare_help[] =
     "                      options given here win\n"
     "  --dry-run           check everything, write nothing\n"
     "  --show K            print the first K examples with their masks (default 0, 3 with\n"
-    "                      --dry-run); context (mask 0) is shown in {{ }}\n";
+    "                      --dry-run); tokens that are not trained on are shown in {{ }}\n"
+    "  (limits: data.max_line_bytes, data.max_input_bytes through --config)\n";
 
 enum {
   P_IN = 256,

@@ -23,7 +23,16 @@
 # TORCH_COMPILE (eager = default, compiled = each layer under torch.compile, both),
 # V8B (the 8B rows as "ckpt,mb" pairs; default "0,1 0,2 1,2"), TL_SHAPES (the
 # timeline's shapes; default "1b", "1b 8b" adds the 8B with checkpointing at
-# micro-batch 2), FSDPC (the executable in DEVICE=cpu mode; default build/bin/fsdpc).
+# micro-batch 2), FSDPC (the executable in DEVICE=cpu mode; default build/bin/fsdpc),
+# HOLD_FREE_GIB (issue 32 / 41: a helper process on each card holds all but that
+# many GiB with a torch tensor (lib/hold_free.py) during every fsdpc and PyTorch
+# row, e.g. 80 for the memory of an H100; ignored with DEVICE=cpu).
+# On GPUs $OUT ends with summary.md, rows.txt and world-logs.tar.xz (the rest).
+# Besides summary.md it prints one ROW line per run (lib/world_rows.py --rows):
+# peak and reserved, the planner's, reserved against the plan (PASS within 2%),
+# and for fsdpc the PyTorch row of the same shape, checkpointing and micro-batch.
+# E.g. issue 41 item 2 on an nvidia-h200-x4, one call:
+#   HOLD_FREE_GIB=80 STEPS=8 OUT=$OUT bash .carry/X/world.sh 4 8b
 # Two calls when one would pass the 10-minute limit: PARTS=1b,timeline,agree then 8b.
 # shellcheck disable=SC2086,SC2046 # $F is a command, the option strings word lists
 set -u
@@ -37,9 +46,11 @@ STRATS=${STRATS:-full grad_op no_shard hybrid}
 TORCH_COMPILE=${TORCH_COMPILE:-eager}
 V8B=${V8B:-0,1 0,2 1,2}
 TL_SHAPES=${TL_SHAPES:-1b}
+HOLD_FREE_GIB=${HOLD_FREE_GIB:-}
 mkdir -p "$OUT"
 W=$(mktemp -d)
-trap 'rm -rf "$W"' EXIT
+HOLDS=""
+trap 'hold_off; rm -rf "$W"' EXIT
 if [ "$DEVICE" = cuda ]; then
   . "$C/carry_env.sh" # B, F; LD_LIBRARY_PATH
   export FSDPC_PLUGIN_PATH=$B/plugins
@@ -58,6 +69,27 @@ TL=$C/timeline_summary.py
 [ -f "$TL" ] || TL=bench/timeline_summary.py
 CMP=$C/compare_runs.py
 [ -f "$CMP" ] || CMP=tests/train/compare_runs.py
+# hold_on / hold_off: every card of the run held down to HOLD_FREE_GIB free
+hold_on() {
+  [ -n "$HOLD_FREE_GIB" ] && [ "$DEVICE" = cuda ] || return 0
+  local d
+  rm -f "$W"/hold-*.out
+  for d in $(seq 0 $((N - 1))); do
+    python3 -u "$C/lib/hold_free.py" $((HOLD_FREE_GIB << 30)) "$d" >"$W/hold-$d.out" 2>&1 &
+    HOLDS="$HOLDS $!"
+  done
+  for _ in $(seq 1 120); do # until each has held its card (or given up)
+    [ "$(cat "$W"/hold-*.out 2>/dev/null | grep -c '^HOLD device')" -ge "$N" ] && break
+    sleep 1
+  done
+  grep -h '^HOLD' "$W"/hold-*.out | sed 's/^/   /' | tee -a "$OUT/holds.txt"
+}
+hold_off() {
+  local p
+  for p in $HOLDS; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+  [ -z "$HOLDS" ] || sleep 2 # the cards' memory back before the next run
+  HOLDS=""
+}
 has() { case ",$PARTS," in *",$1,"*) return 0 ;; esac; return 1; }
 echo "world.sh: world $N, parts $PARTS, device $DEVICE, $(date -u +%FT%TZ)" | tee "$OUT/run.txt"
 
@@ -96,11 +128,13 @@ fsdpc_row() {
   local name=$1 cfg=$2
   shift 2
   echo "-- fsdpc $name: $*"
+  hold_on
   timeout 300 $F train "$cfg" data.train="$W/copy.tok" train.max_steps=$STEPS train.log_every=1 \
     log.dir="$W/$name" "$@" --nproc-per-node "$N" >"$OUT/fsdpc-$name.log" 2>&1
   local rc=$?
+  hold_off
   echo "   exit $rc"
-  [ $rc = 0 ] || grep -m2 -E "error|out of memory" "$OUT/fsdpc-$name.log" | sed 's/^/   /'
+  [ $rc = 0 ] || grep -m2 -E "error|out of memory|does not fit" "$OUT/fsdpc-$name.log" | sed 's/^/   /'
   cp "$W/$name/metrics.jsonl" "$OUT/fsdpc-$name.metrics.jsonl" 2>/dev/null
   cp "$W/$name/rank0.json" "$OUT/fsdpc-$name.rank0.json" 2>/dev/null
   $F plan "$cfg" "$@" --world "$N" --nproc-per-node "$N" --json >"$OUT/fsdpc-$name.plan.json" \
@@ -117,11 +151,13 @@ torch_row() {
     local flag="" tag=""
     [ "$m" = compiled ] && flag=--compile tag=-compiled
     echo "-- torch $1 $2 ac $3 bs $4 $m"
+    hold_on
     # shellcheck disable=SC2086
     PYTHONUNBUFFERED=1 timeout 400 torchrun --standalone --nproc_per_node="$N" bench/torch_fsdp2_baseline.py \
       --model "$1" --strategy "$2" --ac "$3" --bs "$4" --seq 2048 --steps "$STEPS" --warmup 4 $flag \
       --out "$OUT/torch.jsonl" >"$OUT/torch-$1-$2-ac$3-bs$4$tag.log" 2>&1
     local rc=$?
+    hold_off
     echo "   exit $rc"
     [ $rc = 0 ] || grep -m1 -E "OutOfMemory|Error" "$OUT/torch-$1-$2-ac$3-bs$4$tag.log" | sed 's/^/   /'
   done
@@ -226,8 +262,16 @@ YAML
 fi
 
 python3 "$PY" "$OUT" "$N" | tee "$OUT/summary.md"
+python3 "$PY" "$OUT" "$N" --rows | tee "$OUT/rows.txt"
 # non-zero when a fsdpc row failed or a world-N run disagreed with world 1
 bad=$(cut -d'|' -f3 "$OUT/fsdpc-rows.txt" 2>/dev/null | grep -cv '^0$')
+bad=$((bad + $(grep -c '^ROW fsdpc .* FAIL' "$OUT/rows.txt")))
 grep -q "reference\|has no\|Error\|No such file" "$OUT/agree.txt" 2>/dev/null && bad=$((bad + 1))
 echo "world.sh: $bad failed row(s) or check(s)"
+# the device tool brings back a few files: on GPUs everything but the two
+# tables goes into one archive
+if [ "$DEVICE" = cuda ]; then
+  (cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.md ! -name rows.txt ! -name world-logs.tar.xz \
+    -printf '%P\n' | tar cJf world-logs.tar.xz --remove-files -T -)
+fi
 [ "$bad" = 0 ]

@@ -104,8 +104,18 @@ nproc_per_node: 2
 warmup_steps: 1
 steps: 1
 YAML
+# Issue 43 item 5: links planted at the outputs are replaced, never written
+# through (before, the victim file was overwritten).
+mkdir -p "$dir/fail"
+echo "the victim's own contents" >"$dir/victim.txt"
+cp "$dir/victim.txt" "$dir/victim.orig"
+for f in bench.csv bench.json bench.svg bench.png; do ln -s "$dir/victim.txt" "$dir/fail/$f"; done
 "$FSDPC" bench "$dir/fail.yaml" --out "$dir/fail" >"$dir/fail.txt" 2>&1
 rc=$?
+cmp -s "$dir/victim.txt" "$dir/victim.orig" || fail "bench wrote through a link planted in --out"
+for f in bench.csv bench.json bench.svg; do
+  [ -f "$dir/fail/$f" ] && [ ! -L "$dir/fail/$f" ] || fail "$f is not a file of its own"
+done
 # A bench with a failed variant exits 1 (not a crash), after writing its outputs.
 [ "$rc" -eq 1 ] || fail "bench with failed variants exited $rc, want 1: $(tail -3 "$dir/fail.txt")"
 grep -q "bench: variant .* failed: " "$dir/fail.txt" || fail "no line naming the failed variant"

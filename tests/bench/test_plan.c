@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "engine_plan.h"
 #include "plan/plan.h"
+#include "runplan/runplan.h"
 #include "util/mem.h"
 
 static const char *tiny_yaml = "model:\n"
@@ -35,59 +37,27 @@ static fsdpc_config *load(int tied, const char *const *ovr, int n) {
   return c;
 }
 
-/* Shard bytes of rank `rank`'s engine (params, grads, optimizer): builds
- * the engine that rank would build (no communicator is needed to allocate
- * shards). */
-static void engine_bytes(fsdpc_config *cfg, fsdpc_plan_ctx *pc, int strategy, int world, int S,
-                         int rank, fsdpc_engine_bytes *eb) {
+/* The run plan of the config with the strategy set, at `world` ranks (no
+ * engine yet: test_engine_rank builds each rank's, which needs no
+ * communicator to allocate shards). */
+static void open_plan(const char *yaml, const char *const *ovr, int n, int strategy, int world,
+                      test_engine *t) {
   fsdpc_err err = {0};
-  fsdpc_registry *reg = NULL;
-  ck_assert(fsdpc__registry_create(NULL, 0, &reg, &err) == FSDPC_OK);
-  const fsdpc_component *optim = NULL;
-  ck_assert_msg(fsdpc__registry_select(reg, FSDPC_KIND_OPTIM, cfg->optim.name, NULL, &optim,
-                                       &err) == FSDPC_OK,
-                "%s", err.msg);
-  int n_params;
-  const uint32_t *uop;
-  uint32_t n_units;
-  const fsdpc_param_info *params = fsdpc__plan_params(pc, &n_params, &uop, &n_units);
-  fsdpc_dist d;
-  fsdpc__dist_single(&d);
-  d.world_size = world;
-  d.shard_size = S;
-  d.shard_rank = rank;
-  d.replica_size = world / S;
-  fsdpc_optim_init oi = {.struct_size = sizeof oi,
-                         .opts = cfg->optim.options,
-                         .beta1 = cfg->optim.betas[0],
-                         .beta2 = cfg->optim.betas[1],
-                         .eps = cfg->optim.eps,
-                         .momentum = cfg->optim.momentum,
-                         .nesterov = cfg->optim.nesterov,
-                         .device = FSDPC_DEVICE_CPU};
-  fsdpc_engine_opts eo = {.shape = fsdpc__plan_shape(pc),
-                          .strategy = strategy,
-                          .align = (int)cfg->fsdp.align,
-                          .params = params,
-                          .n_params = n_params,
-                          .unit_of_param = uop,
-                          .n_units = n_units,
-                          .dist = &d,
-                          .optim = optim,
-                          .optim_init = &oi,
-                          .threads = 1};
-  fsdpc_engine *e = NULL;
-  ck_assert_msg(fsdpc__engine_create(&eo, &e, &err) == FSDPC_OK, "%s", err.msg);
-  fsdpc__engine_bytes(e, eb);
-  fsdpc__engine_destroy(e);
-  fsdpc__registry_destroy(reg);
+  char st[64];
+  snprintf(st, sizeof st, "fsdp.sharding_strategy=%s", fsdpc__strategy_name(strategy));
+  const char *ov[8];
+  ck_assert(n < 7);
+  for (int i = 0; i < n; i++)
+    ov[i] = ovr[i];
+  ov[n] = st;
+  ck_assert_msg(test_engine_open(yaml, ov, n + 1, world, 0, NULL, 1, t, &err) == FSDPC_OK, "%s",
+                err.msg);
 }
 
 /* The plan's shard bytes against the engines of rank's shard group. */
-static void check_shards(fsdpc_config *cfg, int strategy, int world, int rank) {
+static void check_shards(fsdpc_config *cfg, fsdpc_plan_ctx *pc, const char *yaml,
+                         const char *const *ovr, int n, int strategy, int world, int rank) {
   fsdpc_err err = {0};
-  fsdpc_plan_ctx *pc = NULL;
-  ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
   fsdpc_plan_variant v = {strategy, -1, -1, -1};
   fsdpc_plan_mem m;
   ck_assert_msg(fsdpc__plan_config(pc, &v, world, world, &m, &err) == FSDPC_OK, "%s", err.msg);
@@ -96,13 +66,20 @@ static void check_shards(fsdpc_config *cfg, int strategy, int world, int rank) {
    * ranks; fp32 slots do not) */
   fsdpc_engine_bytes eb = {0};
   uint64_t worst = 0;
+  test_engine t;
+  open_plan(yaml, ovr, n, strategy, world, &t);
+  int quantized = strcmp(cfg->optim.name, "adamw8bit") == 0;
   for (int r = 0; r < m.S; r++) {
     fsdpc_engine_bytes rb;
-    engine_bytes(cfg, pc, strategy, world, m.S, r, &rb);
+    if (!quantized && r != 0 && r != rank % m.S)
+      continue; /* fp32 slots: every rank's shards are the same size */
+    ck_assert_msg(test_engine_rank(&t, r, NULL, &err) == FSDPC_OK, "%s", err.msg);
+    fsdpc__engine_bytes(t.eng, &rb);
     worst = rb.optim > worst ? rb.optim : worst;
     if (r == rank % m.S)
       eb = rb;
   }
+  test_engine_close(&t);
   ck_assert_uint_eq(m.params, eb.params);
   ck_assert_uint_eq(m.grads, eb.grads);
   ck_assert_uint_eq(m.optim, worst);
@@ -110,7 +87,6 @@ static void check_shards(fsdpc_config *cfg, int strategy, int world, int rank) {
     ck_assert_uint_lt(m.optim, m.params);
   ck_assert_int_eq(m.peak[FSDPC_MEM_PARAMS], (int64_t)eb.params);
   ck_assert_int_eq(m.peak[FSDPC_MEM_OPTIM], (int64_t)worst);
-  fsdpc__plan_ctx_destroy(pc);
 }
 
 START_TEST(shards_equal_engine) {
@@ -125,9 +101,15 @@ START_TEST(shards_equal_engine) {
   for (int tied = 0; tied < 2; tied++)
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
       fsdpc_config *cfg = load(tied, variants[i], 2);
+      char text[2048];
+      snprintf(text, sizeof text, tiny_yaml, tied ? "true" : "false");
+      fsdpc_err err = {0};
+      fsdpc_plan_ctx *pc = NULL;
+      ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
       for (int s = 0; s < 4; s++)
         for (int world = 1; world <= 4; world *= 2)
-          check_shards(cfg, s, world, world - 1);
+          check_shards(cfg, pc, text, variants[i], 2, s, world, world - 1);
+      fsdpc__plan_ctx_destroy(pc);
       fsdpc__config_destroy(cfg);
     }
 }
@@ -275,9 +257,10 @@ START_TEST(param_copy_planned) {
 }
 END_TEST
 
-/* CUDA reserved memory: 1.01 x peak + runtime with shard groups of one
- * (nothing gathered), 1.10 x peak + runtime with gathers. */
-START_TEST(reserved_by_shard_group) {
+/* CUDA reserved memory: the arena the engine plans (at least the peak of
+ * the accounting, which lays out into it) plus what lies outside it: the
+ * runtime, the late buffers and, with collectives, NCCL's. */
+START_TEST(reserved_is_the_arena) {
   const char *ovr[] = {"train.device=cuda"};
   fsdpc_config *cfg = load(0, ovr, 1);
   fsdpc_err err = {0};
@@ -287,20 +270,60 @@ START_TEST(reserved_by_shard_group) {
   fsdpc__plan_device_default(FSDPC_DEVICE_CUDA, &dev);
   struct {
     int strategy, world;
-    double factor;
-  } cases[] = {{FSDPC_FULL_SHARD, 1, 1.01}, {FSDPC_NO_SHARD, 4, 1.01},
-               {FSDPC_FULL_SHARD, 4, 1.10}, {FSDPC_SHARD_GRAD_OP, 2, 1.10}};
+  } cases[] = {
+      {FSDPC_FULL_SHARD, 1}, {FSDPC_NO_SHARD, 4}, {FSDPC_FULL_SHARD, 4}, {FSDPC_SHARD_GRAD_OP, 2}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     fsdpc_plan_mem m;
     fsdpc_plan_variant v = {cases[i].strategy, 0, 0, -1};
     ck_assert_msg(fsdpc__plan_config(pc, &v, cases[i].world, cases[i].world, &m, &err) ==
                       FSDPC_OK,
                   "%s", err.msg);
-    ck_assert_int_eq(m.S == 1, cases[i].factor < 1.05);
-    int64_t want = (int64_t)((double)m.total_peak * cases[i].factor) + (int64_t)dev.runtime_bytes;
-    ck_assert_int_eq(m.reserved, want);
+    ck_assert_int_ge(m.arena, m.total_peak);
+    ck_assert_int_eq(m.arena, m.arena_shards + m.arena_activations + m.arena_transients);
+    int64_t late =
+        (int64_t)dev.late_bytes + (cases[i].world > 1 ? (int64_t)dev.late_comm_bytes : 0);
+    ck_assert_int_eq(m.late, late);
+    ck_assert_int_eq(m.reserved, m.arena + (int64_t)dev.runtime_bytes + late);
   }
   fsdpc__plan_ctx_destroy(pc);
+  fsdpc__config_destroy(cfg);
+}
+END_TEST
+
+/* The plan as a promise: a CUDA run whose arena (and what it takes after
+ * start-up) exceeds the free memory is refused in one line that gives the
+ * planner's figures and the variants that would fit; with enough it runs. */
+START_TEST(fit_check_refuses) {
+  const char *ovr[] = {"train.device=cuda", "train.micro_batch_size=8", "data.seq_len=64",
+                       "model.max_position_embeddings=64"};
+  fsdpc_config *cfg = load(0, ovr, 4);
+  fsdpc_err err = {0};
+  fsdpc_run_world w = {1, 1};
+  fsdpc_run_plan *p = NULL;
+  ck_assert_msg(fsdpc__run_plan_create(cfg, &w, FSDPC_RUN_PLAN_OFFLINE, &p, &err) == FSDPC_OK, "%s",
+                err.msg);
+  fsdpc_plan_mem m, ck;
+  ck_assert(fsdpc__plan_modes(p, &p->modes, &m, &err) == FSDPC_OK);
+  uint64_t want = (uint64_t)(m.arena + m.late);
+  ck_assert_int_eq(fsdpc__plan_fit_check(p, want, 0, &err), FSDPC_OK);
+  /* between the checkpointed variant's need and the run's own */
+  fsdpc_run_variant v = {-1, 1, -1, -1};
+  fsdpc_run_modes cm;
+  ck_assert(fsdpc__run_modes_resolve(cfg, &v, &w, &cm, &err) == FSDPC_OK);
+  ck_assert(fsdpc__plan_modes(p, &cm, &ck, &err) == FSDPC_OK);
+  ck_assert_int_lt(ck.arena, m.arena);
+  uint64_t some = (uint64_t)(ck.arena + ck.late);
+  ck_assert_int_eq(fsdpc__plan_fit_check(p, some, 3, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "does not fit GPU 3"));
+  ck_assert_ptr_nonnull(strstr(err.msg, "would fit: fsdp.activation_checkpointing=true"));
+  ck_assert_ptr_null(strchr(err.msg, '\n'));
+  char planned[64];
+  snprintf(planned, sizeof planned, "it plans %.2f GiB", (double)want / 1073741824.0);
+  ck_assert_msg(strstr(err.msg, planned) != NULL, "%s", err.msg);
+  /* nothing fits in almost nothing */
+  ck_assert_int_eq(fsdpc__plan_fit_check(p, 4096, 0, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "use more GPUs"));
+  fsdpc__run_plan_destroy(p);
   fsdpc__config_destroy(cfg);
 }
 END_TEST
@@ -318,13 +341,14 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("plan");
   TCase *tc = tcase_create("plan");
-  tcase_set_timeout(tc, 60);
+  tcase_set_timeout(tc, 120);
   tcase_add_test(tc, shards_equal_engine);
   tcase_add_test(tc, ctx_bytes_match_allocation);
   tcase_add_test(tc, transients_follow_the_schedule);
   tcase_add_test(tc, flops_formula);
   tcase_add_test(tc, param_copy_planned);
-  tcase_add_test(tc, reserved_by_shard_group);
+  tcase_add_test(tc, reserved_is_the_arena);
+  tcase_add_test(tc, fit_check_refuses);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

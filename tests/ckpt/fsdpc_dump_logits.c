@@ -11,12 +11,10 @@
 #include <string.h>
 
 #include "config/config.h"
-#include "config/opts.h"
 #include "fsdp/engine.h"
 #include "io/safetensors.h"
 #include "model/llama.h"
-#include "plugin/registry.h"
-#include "train/session.h"
+#include "runplan/runplan.h"
 
 static int die(const char *what, const fsdpc_err *err) {
   fprintf(stderr, "fsdpc_dump_logits: %s: %s\n", what, err->msg);
@@ -35,40 +33,30 @@ int main(int argc, char **argv) {
   char mc[4200], mi[4200];
   snprintf(mc, sizeof mc, "model.config=%s", dir);
   snprintf(mi, sizeof mi, "model.init.from=%s", dir);
-  const char *ov[] = {mc, mi, "optim.name=sgd"};
+  const char *ov[] = {mc,
+                      mi,
+                      "optim.name=sgd",
+                      "attention.impl=naive",
+                      "fsdp.sharding_strategy=NO_SHARD",
+                      "train.device=cpu"};
   fsdpc_config *cfg = NULL;
-  if (fsdpc__config_from_string("train: {}\n", "fsdpc_dump_logits", ov, 3, &cfg, &err) != FSDPC_OK)
+  if (fsdpc__config_from_string("train: {}\n", "fsdpc_dump_logits", ov, 6, &cfg, &err) != FSDPC_OK)
     return die("config", &err);
-  fsdpc_model_shape shape;
-  fsdpc__run_shape_from_config(cfg, &shape);
-  if (T < 1 || T > shape.max_pos) T = shape.max_pos < 16 ? shape.max_pos : 16;
-  fsdpc_param_info *params = NULL;
-  int np = 0;
-  if (fsdpc__model_params(&shape, &params, &np, &err) != FSDPC_OK) return die("model", &err);
-  fsdpc_registry *reg = NULL;
-  const fsdpc_component *attn, *optim;
-  if (fsdpc__registry_create(NULL, 0, &reg, &err) != FSDPC_OK ||
-      fsdpc__registry_select(reg, FSDPC_KIND_ATTENTION, "naive", NULL, &attn, &err) != FSDPC_OK ||
-      fsdpc__registry_select(reg, FSDPC_KIND_OPTIM, "sgd", NULL, &optim, &err) != FSDPC_OK ||
-      fsdpc__opts_validate(cfg->optim.options, optim->desc->options, optim->desc->n_options,
-                           "sgd", &err) != FSDPC_OK ||
-      fsdpc__opts_validate(cfg->attention.options, attn->desc->options, attn->desc->n_options,
-                           "naive", &err) != FSDPC_OK)
-    return die("plugins", &err);
-  /* One unit per module; world 1 holds everything anyway. */
-  uint32_t *unit_of = calloc((size_t)np, sizeof *unit_of), nu = 0;
-  for (int p = 0; p < np; p++)
-    unit_of[p] = p > 0 && strcmp(params[p].module, params[p - 1].module) == 0 ? unit_of[p - 1] : nu++;
+  /* the engine from the run plan of that config, at world 1 */
+  fsdpc_run_world w = {1, 1};
+  fsdpc_run_plan *plan = NULL;
+  if (fsdpc__run_plan_create(cfg, &w, 0, &plan, &err) != FSDPC_OK)
+    return die("run plan", &err);
+  const fsdpc_model_shape shape = plan->shape;
+  const fsdpc_component *attn = plan->attn;
+  if (T < 1 || T > shape.max_pos)
+    T = shape.max_pos < 16 ? shape.max_pos : 16;
   fsdpc_dist dist;
   fsdpc__dist_single(&dist);
-  fsdpc_optim_init oi = {.struct_size = sizeof oi, .opts = cfg->optim.options,
-                         .device = FSDPC_DEVICE_CPU};
-  fsdpc_engine_opts eo = {.shape = &shape, .strategy = FSDPC_NO_SHARD, .align = 16,
-                          .params = params, .n_params = np, .unit_of_param = unit_of,
-                          .n_units = nu, .dist = &dist, .optim = optim, .optim_init = &oi,
-                          .threads = 1};
+  fsdpc_engine_env env = {.dist = &dist, .threads = 1};
   fsdpc_engine *eng = NULL;
-  if (fsdpc__engine_create(&eo, &eng, &err) != FSDPC_OK) return die("engine", &err);
+  if (fsdpc__engine_create(plan, &env, &eng, &err) != FSDPC_OK)
+    return die("engine", &err);
   if (fsdpc__engine_load_hf(eng, dir, &err) != FSDPC_OK) return die("load", &err);
   fsdpc_model_ctx *m = NULL;
   fsdpc_model_ctx_opts mo = {.shape = &shape, .B = 1, .T = T, .attention = attn,
@@ -101,9 +89,7 @@ int main(int argc, char **argv) {
   free(logits);
   fsdpc__model_ctx_destroy(m);
   fsdpc__engine_destroy(eng);
-  free(unit_of);
-  free(params);
-  fsdpc__registry_destroy(reg);
+  fsdpc__run_plan_destroy(plan);
   fsdpc__config_destroy(cfg);
   return 0;
 }

@@ -337,7 +337,8 @@ static int run_rank(const char *mode, const char *variant) {
   o.device_index = env.local_rank;
   CU(fsdpc__cuda_ctx_create(&o, &X, &E));
   fsdpc_dist_job *job = NULL;
-  if (fsdpc__dist_job_start(&env, 30000, &job, &E))
+  fsdpc_dist_job_opts jo = {.timeout_ms = 30000};
+  if (fsdpc__dist_job_start(&env, &jo, &job, &E))
     FAIL("job start: %s", E.msg);
   static fsdpc_store_v1 store; /* outlives the comms */
   fsdpc__store_as_v1(job->store, &store);

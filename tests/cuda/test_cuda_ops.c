@@ -474,8 +474,7 @@ START_TEST(ctx_memory_and_events) {
   ck_assert_int_eq(s1.allocated[FSDPC_MEM_ACTIVATIONS] - s0.allocated[FSDPC_MEM_ACTIVATIONS],
                    10 << 20);
   ck_assert_int_eq(s1.allocated[FSDPC_MEM_PARAMS] - s0.allocated[FSDPC_MEM_PARAMS], 3 << 20);
-  ck_assert_int_ge(s1.reserved[FSDPC_MEM_ACTIVATIONS], 10 << 20);
-  ck_assert_int_ge(s1.reserved[FSDPC_MEM_PARAMS], 3 << 20);
+  ck_assert_int_ge(s1.pool_reserved, 13 << 20); /* one pool for every category */
   ck_assert_int_ge(s1.total_allocated_peak, s0.total_allocated + (13 << 20));
   /* Events order the comm stream after the compute stream. */
   CK(fsdpc__cuda_memset(g_ctx, a, 0x5A, 10 << 20, &g_err));
@@ -494,17 +493,28 @@ START_TEST(ctx_memory_and_events) {
   ck_assert_int_ge(s2.allocated_peak[FSDPC_MEM_ACTIVATIONS], 10 << 20);
   /* The release threshold keeps freed memory reserved: re-allocating the
    * same size after a sync does not grow the reservation. */
-  ck_assert_int_ge(s2.reserved[FSDPC_MEM_ACTIVATIONS], 10 << 20);
+  ck_assert_int_ge(s2.pool_reserved, 13 << 20);
   CK(fsdpc__cuda_alloc(g_ctx, FSDPC_MEM_ACTIVATIONS, 10 << 20, NULL, &a, &g_err));
   CK(fsdpc__cuda_mem_stats(g_ctx, &s3, &g_err));
-  ck_assert_int_eq(s3.reserved[FSDPC_MEM_ACTIVATIONS], s2.reserved[FSDPC_MEM_ACTIVATIONS]);
+  ck_assert_int_eq(s3.pool_reserved, s2.pool_reserved);
   CK(fsdpc__cuda_free(g_ctx, FSDPC_MEM_ACTIVATIONS, a, 10 << 20, NULL, &g_err));
   CK(fsdpc__cuda_mem_reset_peak(g_ctx, &g_err));
   CK(fsdpc__cuda_mem_stats(g_ctx, &s3, &g_err));
   ck_assert_int_eq(s3.allocated_peak[FSDPC_MEM_ACTIVATIONS], s3.allocated[FSDPC_MEM_ACTIVATIONS]);
+  /* An arena: reserved once, outside the pool; buffers in it are accounted. */
+  void *ar = NULL;
+  CK(fsdpc__cuda_arena_alloc(g_ctx, 6 << 20, &ar, &g_err));
+  fsdpc__cuda_account(g_ctx, FSDPC_MEM_COMM, 4 << 20);
+  fsdpc_cuda_mem_stats s4;
+  CK(fsdpc__cuda_mem_stats(g_ctx, &s4, &g_err));
+  ck_assert_int_eq(s4.arena - s3.arena, 6 << 20);
+  ck_assert_int_eq(s4.total_reserved, s4.arena + s4.pool_reserved);
+  ck_assert_int_eq(s4.allocated[FSDPC_MEM_COMM] - s3.allocated[FSDPC_MEM_COMM], 4 << 20);
+  fsdpc__cuda_account(g_ctx, FSDPC_MEM_COMM, -(4 << 20));
+  fsdpc__cuda_arena_free(g_ctx, ar, 6 << 20);
   CK(fsdpc__cuda_mem_trim(g_ctx, &g_err));
-  printf("  memory: activations reserved %lld MiB after free, peak allocated %lld MiB\n",
-         (long long)(s2.reserved[FSDPC_MEM_ACTIVATIONS] >> 20),
+  printf("  memory: pool reserved %lld MiB after free, peak allocated %lld MiB\n",
+         (long long)(s2.pool_reserved >> 20),
          (long long)(s2.allocated_peak[FSDPC_MEM_ACTIVATIONS] >> 20));
 }
 END_TEST

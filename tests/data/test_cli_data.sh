@@ -33,7 +33,8 @@ expect 2 "--out needs a value" "$FSDPC" data synth --task arith --out
 printf 'first para\nline two\n\n   \nsecond para\n\n\nthird\n' >"$dir/t1.txt"
 printf 'other file\nno trailing newline' >"$dir/t2.txt"
 expect 0 "4 documents from 2 file(s)" "$FSDPC" data tokenize --in "$dir/t1.txt" --in "$dir/t2.txt" --out "$dir/p.tok"
-expect 0 '[0] 20 tokens: "first para\nline two\n"' "$FSDPC" data info "$dir/p.tok" --docs 4
+# (the file's first token is never trained on: nothing predicts it)
+expect 0 '[0] 20 tokens: "{{f}}irst para\nline two\n"' "$FSDPC" data info "$dir/p.tok" --docs 4
 expect 0 '[3] 30 tokens: "other file\nno trailing newline"' "$FSDPC" data info "$dir/p.tok" --docs 4
 expect 0 "6 documents" "$FSDPC" data tokenize --in "$dir/t1.txt" --in "$dir/t2.txt" --doc-per line --out "$dir/l.tok"
 expect 0 "2 documents" "$FSDPC" data tokenize --in "$dir/t1.txt" --in "$dir/t2.txt" --doc-per file --out "$dir/f.tok"

@@ -13,7 +13,7 @@ expect 0 "usage: fsdpc data prepare" "$FSDPC" data prepare --help
 
 # --- formats (byte tokenizer: one token per byte, EOS 257 appended to plain layouts)
 printf '{"text":"hello"}\n\n{"text":"ab"}\n' >"$dir/t.jsonl"
-expect 0 "prepared 2 examples (text): 9 tokens, 9 targets" prep --in "$dir/t.jsonl" --out "$dir/t.tok"
+expect 0 "prepared 2 examples (text): 9 tokens, 7 targets" prep --in "$dir/t.jsonl" --out "$dir/t.tok"
 expect 0 "documents    2" "$FSDPC" data info "$dir/t.tok"
 printf '{"prompt":"2+2=","completion":"4"}\n' >"$dir/pc.jsonl"
 expect 0 "(prompt_completion): 6 tokens, 2 targets" prep --in "$dir/pc.jsonl" --out "$dir/pc.tok"
@@ -49,7 +49,8 @@ bad() { # bad PATTERN FILE-CONTENT [ARGS]
   printf '%s\n' "$content" >"$dir/bad.jsonl"
   rm -f "$dir/bad.tok"
   expect 1 "$pat" prepc --in "$dir/bad.jsonl" --out "$dir/bad.tok" "$@"
-  [ ! -e "$dir/bad.tok" ] && [ ! -e "$dir/bad.tok.tmp" ] || fail "output left behind for '$pat'"
+  [ ! -e "$dir/bad.tok" ] && [ -z "$(ls -A "$dir" | grep '^\.bad\.tok\..*\.tmp$')" ] ||
+    fail "output left behind for '$pat'"
 }
 ok='{"messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}'
 bad "bad.jsonl:2: column 13: malformed JSON" "$ok
@@ -61,7 +62,9 @@ bad "bad.jsonl:1: missing field 'output'" '{"instruction":"a","out":"b"}' --form
 bad "bad.jsonl:1: weight: expected a whole number" '{"text":"a","weight":0.5}'
 bad "empty dataset" ''
 bad "cannot tell the dataset format" '{"foo":1}'
-bad "bad.jsonl:1: expected a JSON object per line, got an array" '[1]' --format text
+bad "bad.jsonl:2: expected a JSON object per line, got an array" '{"text":"a"}
+[1]' --format text
+bad "bad.jsonl:1: column 2: element 0 of the JSON array: expected a JSON object" '[1]' --format text
 printf 'not a tokenizer' >"$dir/tokenizer.json"
 rm -f "$dir/x.tok"
 expect 1 "tokenizer.json" "$FSDPC" data prepare --in "$dir/t.jsonl" --tokenizer "$dir/tokenizer.json" --out "$dir/x.tok"
@@ -70,7 +73,8 @@ expect 1 "cannot open dataset" prep --in "$dir/nope.jsonl" --out "$dir/x.tok"
 # a failure after good lines leaves no partial file either
 { for i in $(seq 1 5000); do echo "$ok"; done; echo '{"messages":5}'; } >"$dir/late.jsonl"
 expect 1 "late.jsonl:5001: messages: expected a non-empty array" prepc --in "$dir/late.jsonl" --out "$dir/late.tok"
-[ ! -e "$dir/late.tok" ] && [ ! -e "$dir/late.tok.tmp" ] || fail "partial output after a late error"
+[ ! -e "$dir/late.tok" ] && [ -z "$(ls -A "$dir" | grep '^\.late\.tok\..*\.tmp$')" ] ||
+  fail "partial output after a late error"
 # --skip-bad skips and counts
 printf '%s\n%s\n%s\n' "$ok" '{"messages":[{"role":5,"content":"a"}]}' '{bad' >"$dir/sk.jsonl"
 expect 0 "skipped 2 bad example(s) of 3 lines; first: " prepc --in "$dir/sk.jsonl" --format chat --skip-bad --out "$dir/sk.tok"
@@ -82,8 +86,8 @@ expect 1 "empty dataset" prepc --in "$dir/allbad.jsonl" --format chat --skip-bad
 expect 0 "packing examples: 2 examples in 1 rows" "$FSDPC" data batch "$dir/c.tok" --seq-len 128 --global-batch 1
 expect 0 "1 truncated, 0 dropped" "$FSDPC" data batch "$dir/c.tok" --seq-len 64 --global-batch 1
 expect 0 "0 truncated, 1 dropped" "$FSDPC" data batch "$dir/c.tok" --seq-len 64 --global-batch 1 --overlong drop
-# (an input is shown as trained when the token it predicts is: the shift by one)
-expect 0 '}}\nYo<|im_end|{{>\n}} || {{<|im_start|>' "$FSDPC" data batch "$dir/c.tok" --seq-len 128 --global-batch 1 --no-shuffle
+# (a token is shown as trained when it is predicted with loss, as `data info` shows it)
+expect 0 '}}Yo<|im_end|>{{\n}} || {{<|im_start|>' "$FSDPC" data batch "$dir/c.tok" --seq-len 128 --global-batch 1 --no-shuffle
 
 # --- threads do not change the output
 "$FSDPC" data synth --task chat --n 3000 --out "$dir/s.jsonl" >/dev/null

@@ -251,7 +251,8 @@ static int run_rank(int argc, char **argv, int64_t timeout_ms) {
   if (!(C = probe_load_gloo()))
     return 2;
   fsdpc_dist_job *job = NULL;
-  if (fsdpc__dist_job_start(&env, 20000, &job, &err)) {
+  fsdpc_dist_job_opts jo = {.timeout_ms = 20000};
+  if (fsdpc__dist_job_start(&env, &jo, &job, &err)) {
     fprintf(stderr, "[rank %d] error: %s\n", R, err.msg);
     return 1;
   }

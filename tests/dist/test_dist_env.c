@@ -1,8 +1,12 @@
-/* Environment detection for each launcher flavour, SLURM node lists, and
- * the launcher's argument parsing. Each test sets variables in-process. */
+/* Environment detection for each launcher flavour, SLURM node lists, job
+ * tokens, and the launcher's argument parsing. Each test sets variables
+ * in-process. */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dist/env.h"
 #include "dist/launch.h"
@@ -27,7 +31,15 @@ static const char *all_vars[] = {"RANK",
                                  "OMPI_COMM_WORLD_RANK",
                                  "OMPI_COMM_WORLD_SIZE",
                                  "OMPI_COMM_WORLD_LOCAL_RANK",
-                                 "OMPI_COMM_WORLD_LOCAL_SIZE"};
+                                 "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                 "KUBERNETES_SERVICE_HOST",
+                                 "SLURM_JOB_ID",
+                                 "SLURM_STEP_ID",
+                                 "TORCHELASTIC_RUN_ID",
+                                 "FSDPC_JOB_TOKEN",
+                                 "FSDPC_JOB_TOKEN_FILE"};
+
+static char g_dir[] = "/tmp/fsdpc-test-env.XXXXXX"; /* the user's secret lives here */
 
 static void clear_env(void) {
   for (size_t i = 0; i < sizeof all_vars / sizeof all_vars[0]; i++)
@@ -194,6 +206,118 @@ START_TEST(mpi) {
 }
 END_TEST
 
+/* e's layout is the one given. */
+static void expect_layout(const fsdpc_dist_env *e, const char *source, int rank, int world,
+                          int local, int local_world, int node, int nnodes) {
+  ck_assert_str_eq(e->source, source);
+  ck_assert_int_eq(e->rank, rank);
+  ck_assert_int_eq(e->world_size, world);
+  ck_assert_int_eq(e->local_rank, local);
+  ck_assert_int_eq(e->local_world_size, local_world);
+  ck_assert_int_eq(e->node_rank, node);
+  ck_assert_int_eq(e->nnodes, nnodes);
+}
+
+/* Issue 42 item 7: Kubeflow's PyTorchJob sets RANK, WORLD_SIZE, MASTER_ADDR
+ * and MASTER_PORT in each pod (one process per pod), and no LOCAL_RANK. */
+START_TEST(kubeflow) {
+  clear_env();
+  setenv("RANK", "3", 1);
+  setenv("WORLD_SIZE", "4", 1);
+  setenv("MASTER_ADDR", "job-master-0", 1);
+  setenv("MASTER_PORT", "23456", 1);
+  fsdpc_dist_env e;
+  fsdpc_err err;
+  /* outside a pod a missing LOCAL_RANK stays an error */
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "LOCAL_RANK is not"));
+  setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  expect_layout(&e, "kubeflow", 3, 4, 0, 1, 3, 4); /* local rank 0 of 1, node = rank */
+  ck_assert_str_eq(e.master_addr, "job-master-0");
+  ck_assert_int_eq(e.master_port, 23456);
+  /* torchrun inside a pod sets LOCAL_RANK: still torchrun */
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_eq(e.source, "torchrun");
+  ck_assert_int_eq(e.local_rank, 1);
+}
+END_TEST
+
+static void write_file(const char *path, const char *text, mode_t mode) {
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+  ck_assert_int_eq(chmod(path, mode), 0);
+}
+
+/* Issue 43 item 9: a job id is public (squeue), so a token is never made of
+ * it alone: under SLURM it is keyed by the user's private secret. */
+START_TEST(tokens_no_one_else_can_derive) {
+  clear_env();
+  char s1[256], s2[256], tf[256];
+  snprintf(s1, sizeof s1, "%s/secret1", g_dir);
+  snprintf(s2, sizeof s2, "%s/secret2", g_dir);
+  snprintf(tf, sizeof tf, "%s/token", g_dir);
+  setenv("FSDPC_SECRET_FILE", s1, 1);
+  setenv("SLURM_PROCID", "1", 1);
+  setenv("SLURM_NTASKS", "2", 1);
+  setenv("SLURM_LOCALID", "1", 1);
+  setenv("SLURM_JOB_ID", "77", 1);
+  setenv("SLURM_STEP_ID", "0", 1);
+  fsdpc_dist_env e;
+  fsdpc_err err;
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_ne(e.job_token, "slurm-77.0");
+  ck_assert_uint_eq(strlen(e.job_token), 32);
+  ck_assert_uint_eq(strspn(e.job_token, "0123456789abcdef"), 32);
+  struct stat sb; /* the secret was made, private */
+  ck_assert_int_eq(stat(s1, &sb), 0);
+  ck_assert_int_eq(sb.st_mode & 077, 0);
+  char first[FSDPC_JOB_TOKEN_CAP];
+  snprintf(first, sizeof first, "%s", e.job_token);
+  /* every rank of the job derives the same token ... */
+  setenv("SLURM_PROCID", "0", 1);
+  setenv("SLURM_LOCALID", "0", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_eq(e.job_token, first);
+  /* ... another job another one, and another user's secret another one */
+  setenv("SLURM_JOB_ID", "78", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_ne(e.job_token, first);
+  setenv("SLURM_JOB_ID", "77", 1);
+  setenv("FSDPC_SECRET_FILE", s2, 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_ne(e.job_token, first);
+  /* a secret others can read is refused */
+  ck_assert_int_eq(chmod(s2, 0644), 0);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "chmod 600"));
+  /* FSDPC_JOB_TOKEN_FILE: private, or refused */
+  write_file(tf, "tok-from-file\n", 0644);
+  setenv("FSDPC_JOB_TOKEN_FILE", tf, 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "readable by others"));
+  ck_assert_int_eq(chmod(tf, 0600), 0);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_eq(e.job_token, "tok-from-file");
+  /* FSDPC_JOB_TOKEN wins */
+  setenv("FSDPC_JOB_TOKEN", "given", 1);
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_str_eq(e.job_token, "given");
+  /* one process needs no secret: random */
+  clear_env();
+  setenv("SLURM_JOB_ID", "77", 1);
+  unsetenv("FSDPC_SECRET_FILE");
+  unsetenv("HOME");
+  ck_assert_int_eq(fsdpc__dist_env_detect(&e, &err), FSDPC_OK);
+  ck_assert_uint_eq(strlen(e.job_token), 32);
+  setenv("FSDPC_SECRET_FILE", s1, 1);
+}
+END_TEST
+
 START_TEST(launch_args) {
   char *argv[] = {"fsdpc",
                   "train",
@@ -275,6 +399,12 @@ START_TEST(launch_refuses_bad_layout_and_missing_program) {
 END_TEST
 
 int main(void) {
+  /* the user's secret of every test lives in a private temporary folder */
+  if (!mkdtemp(g_dir))
+    return 1;
+  char secret[256];
+  snprintf(secret, sizeof secret, "%s/secret1", g_dir);
+  setenv("FSDPC_SECRET_FILE", secret, 1);
   Suite *s = suite_create("dist_env");
   TCase *tc = tcase_create("env");
   tcase_set_timeout(tc, 30);
@@ -284,6 +414,8 @@ int main(void) {
   tcase_add_test(tc, slurm);
   tcase_add_test(tc, slurm_nodelists);
   tcase_add_test(tc, mpi);
+  tcase_add_test(tc, kubeflow);
+  tcase_add_test(tc, tokens_no_one_else_can_derive);
   tcase_add_test(tc, launch_args);
   tcase_add_test(tc, launch_refuses_bad_layout_and_missing_program);
   suite_add_tcase(s, tc);
@@ -291,5 +423,12 @@ int main(void) {
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
+  const char *files[] = {"secret1", "secret2", "token"};
+  for (int i = 0; i < 3; i++) {
+    char p[300];
+    snprintf(p, sizeof p, "%s/%s", g_dir, files[i]);
+    unlink(p);
+  }
+  rmdir(g_dir);
   return failed ? 1 : 0;
 }

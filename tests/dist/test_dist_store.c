@@ -1,9 +1,13 @@
 /* The rendezvous store: set/get/add/check, blocking get, timeouts, a dead
  * server, many threads on one client, the barrier and the plugin ABI view. */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "dist/job.h"
@@ -307,6 +311,78 @@ START_TEST(process_input_keeps_partial_frames) {
 }
 END_TEST
 
+/* The head of a SET frame that claims a 1 MiB value, with `token`. */
+static size_t frame_head(uint8_t *buf, const char *token) {
+  size_t tl = strlen(token);
+  fsdpc__put_u32(buf, (uint32_t)(6 + tl + 1 + (1u << 20)));
+  buf[4] = FSDPC_STORE_OP_SET;
+  buf[5] = (uint8_t)tl;
+  memcpy(buf + 6, token, tl);
+  return 6 + tl;
+}
+
+/* Issue 43 item 9: the token is checked before the frame's body is
+ * buffered. A client that sends only the head of a 1 MiB frame with a wrong
+ * token is refused at once (the server used to wait for, and buffer, the
+ * whole frame first: 1,500 such clients took 1.2 GB). */
+START_TEST(token_checked_before_the_body) {
+  fsdpc_err err;
+  up();
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+  uint8_t head[80];
+  size_t n = frame_head(head, "not-the-token");
+  ck_assert_int_eq(send(fd, head, n, 0), (ssize_t)n);
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  ck_assert_int_eq(poll(&p, 1, 3000), 1); /* an answer without the body */
+  uint8_t rep[600];
+  ssize_t r = recv(fd, rep, sizeof rep, 0);
+  ck_assert_int_gt(r, 5);
+  ck_assert_uint_eq(rep[4], FSDPC_STORE_REPLY_ERROR);
+  rep[r < (ssize_t)sizeof rep ? r : (ssize_t)sizeof rep - 1] = 0;
+  ck_assert_ptr_nonnull(strstr((char *)rep + 5, "job token is not this job's"));
+  close(fd);
+  ck_assert_int_eq(fsdpc__store_ping(cli, &err), FSDPC_OK); /* the job is fine */
+  down();
+}
+END_TEST
+
+/* The same on the table alone: what an unauthenticated connection may
+ * buffer, and that the right token makes it a trusted one. */
+START_TEST(unauthenticated_room_is_the_head) {
+  fsdpc__store_table t;
+  ck_assert_int_eq(fsdpc__store_table_init(&t, TOKEN, NULL), 0);
+  fsdpc__store_conn c;
+  memset(&c, 0, sizeof c);
+  c.fd = -1;
+  ck_assert_uint_eq(fsdpc__store_conn_room(&c), FSDPC_STORE_HEAD_MAX);
+  c.in_cap = 256;
+  c.in = malloc(c.in_cap);
+  c.in_len = frame_head(c.in, "wrong");
+  ck_assert_uint_le(c.in_len, FSDPC_STORE_HEAD_MAX);
+  ck_assert_int_eq(fsdpc__store_process_input(&t, &c, 0), 0);
+  ck_assert_int_eq(c.closing, 1); /* refused before any of the body */
+  ck_assert_uint_gt(c.out_len, 5);
+  ck_assert_uint_eq(t.refused, 1);
+  fsdpc__store_conn_free(&c);
+
+  memset(&c, 0, sizeof c);
+  c.fd = -1;
+  c.in_cap = 256;
+  c.in = malloc(c.in_cap);
+  c.in_len = frame_head(c.in, TOKEN);
+  ck_assert_int_eq(fsdpc__store_process_input(&t, &c, 0), 0);
+  ck_assert_int_eq(c.closing, 0);
+  ck_assert_int_eq(c.authed, 1); /* now the body may come */
+  ck_assert_uint_eq(fsdpc__store_conn_room(&c), (size_t)-1);
+  ck_assert_uint_eq(c.out_len, 0);
+  fsdpc__store_conn_free(&c);
+  fsdpc__store_table_free(&t);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("dist_store");
   TCase *tc = tcase_create("store");
@@ -321,6 +397,8 @@ int main(void) {
   tcase_add_test(tc, abi_view_and_abort_flag);
   tcase_add_test(tc, bad_bind_is_one_line);
   tcase_add_test(tc, process_input_keeps_partial_frames);
+  tcase_add_test(tc, token_checked_before_the_body);
+  tcase_add_test(tc, unauthenticated_room_is_the_head);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -109,7 +109,7 @@ escapes)
   $CLIENT "$port" set-dead "known-token-$$" $'\e[31mEVIL\e]0;title\a\nsecond line' >/dev/null
   for _ in $(seq 100); do alive "$pid_a" || break; sleep 0.1; done
   alive "$pid_a" && fail "the job ignored a dead key that carried its token"
-  grep -q 'job aborted: \\x1b\[31mEVIL\\x1b\]0;title\\x07\\nsecond line' "$TMP/a.log" ||
+  grep -q 'job failed: \\x1b\[31mEVIL\\x1b\]0;title\\x07\\nsecond line' "$TMP/a.log" ||
     fail "the dead key's text is not printed escaped"
   grep -q $'\e' "$TMP/a.log" && fail "a raw ESC byte reached the output"
   ;;

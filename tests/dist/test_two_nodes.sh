@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 22 on the CPU: scripts/gpu/nodes.sh (the script that runs the
 # same checks on GPUs) with Gloo, 2 "nodes" x 2 ranks on this machine.
-#   test_two_nodes.sh PARTS   (hybrid,slurm,torchrun | kill | sameport)
+#   test_two_nodes.sh PARTS   (hybrid,slurm,torchrun | kill | sameport | fail)
 # FSDPC and FSDPC_SOURCE_DIR come from ctest. The script prints PASS/FAIL
 # lines and exits non-zero when a check fails.
 set -u

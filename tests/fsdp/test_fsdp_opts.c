@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "config/config.h"
+#include "engine_plan.h"
 #include "plan/plan.h"
 
 static const char *tiny_yaml = "model:\n"
@@ -52,76 +53,49 @@ START_TEST(config_accepts) {
 }
 END_TEST
 
-/* Creates this rank's engine for cfg on the CPU (world 1 or a pretend
- * shard group: no communicator is needed to allocate shards). */
-static fsdpc_status make_engine(fsdpc_config *cfg, int world, fsdpc_engine **e,
+/* This rank's engine on the CPU from the tiny config with overrides, at a
+ * pretend world (no communicator is needed to allocate shards). */
+static fsdpc_status make_engine(const char *const *ov, int n, int world, test_engine *t,
                                 fsdpc_engine_bytes *eb, fsdpc_err *err) {
-  fsdpc_plan_ctx *pc = NULL;
-  ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, err) == FSDPC_OK, "%s", err->msg);
-  fsdpc_registry *reg = NULL;
-  ck_assert(fsdpc__registry_create(NULL, 0, &reg, err) == FSDPC_OK);
-  const fsdpc_component *optim = NULL;
-  ck_assert_msg(fsdpc__registry_select(reg, FSDPC_KIND_OPTIM, cfg->optim.name, NULL, &optim,
-                                       err) == FSDPC_OK,
-                "%s", err->msg);
-  int n_params;
-  const uint32_t *uop;
-  uint32_t n_units;
-  const fsdpc_param_info *params = fsdpc__plan_params(pc, &n_params, &uop, &n_units);
-  fsdpc_dist d;
-  fsdpc__dist_single(&d);
-  d.world_size = d.shard_size = world;
-  fsdpc_optim_init oi = {.struct_size = sizeof oi, .opts = cfg->optim.options,
-                         .beta1 = cfg->optim.betas[0], .beta2 = cfg->optim.betas[1],
-                         .eps = cfg->optim.eps, .device = FSDPC_DEVICE_CPU};
-  fsdpc_engine_opts eo = {.shape = fsdpc__plan_shape(pc), .strategy = FSDPC_FULL_SHARD,
-                          .align = (int)cfg->fsdp.align, .params = params, .n_params = n_params,
-                          .unit_of_param = uop, .n_units = n_units, .dist = &d, .optim = optim,
-                          .optim_init = &oi, .threads = 1,
-                          .reduce_dtype = cfg->fsdp.mixed_precision.reduce_dtype,
-                          .cpu_offload = cfg->fsdp.cpu_offload};
-  fsdpc_status st = fsdpc__engine_create(&eo, e, err);
-  if (st == FSDPC_OK) fsdpc__engine_bytes(*e, eb);
-  fsdpc__registry_destroy(reg);
-  fsdpc__plan_ctx_destroy(pc);
+  char text[2048];
+  snprintf(text, sizeof text, tiny_yaml, "cpu");
+  fsdpc_status st = test_engine_open(text, ov, n, world, 0, NULL, 0, t, err);
+  if (st == FSDPC_OK)
+    fsdpc__engine_bytes(t->eng, eb);
   return st;
 }
 
+/* The run's own plan refuses it: the CPU path reduces in fp32. */
 START_TEST(cpu_refuses_bf16_reduce) {
   const char *ov[] = {"fsdp.mixed_precision.reduce_dtype=bf16"};
-  fsdpc_config *c = load("cpu", ov, 1);
   fsdpc_err err = {0};
-  fsdpc_engine *e = NULL;
+  test_engine t;
   fsdpc_engine_bytes eb;
   for (int world = 1; world <= 2; world++) {
-    ck_assert_int_eq(make_engine(c, world, &e, &eb, &err), FSDPC_UNSUPPORTED);
+    ck_assert_int_eq(make_engine(ov, 1, world, &t, &eb, &err), FSDPC_UNSUPPORTED);
     ck_assert_str_eq(err.msg, "fsdp.mixed_precision.reduce_dtype=bf16 needs train.device: cuda; "
                               "the CPU path reduces gradients in fp32 (set it to fp32)");
   }
-  fsdpc__config_destroy(c);
 }
 END_TEST
 
 START_TEST(cpu_offload_is_noop_on_cpu) {
   const char *ov[] = {"fsdp.cpu_offload=true"};
-  fsdpc_config *off = load("cpu", ov, 1), *on = load("cpu", NULL, 0);
   fsdpc_err err = {0};
   for (int world = 1; world <= 2; world++) {
-    fsdpc_engine *a = NULL, *b = NULL;
+    test_engine a, b;
     fsdpc_engine_bytes ea, eb;
-    ck_assert_msg(make_engine(off, world, &a, &ea, &err) == FSDPC_OK, "%s", err.msg);
-    ck_assert_msg(make_engine(on, world, &b, &eb, &err) == FSDPC_OK, "%s", err.msg);
-    ck_assert(!fsdpc__engine_offloaded(a));
+    ck_assert_msg(make_engine(ov, 1, world, &a, &ea, &err) == FSDPC_OK, "%s", err.msg);
+    ck_assert_msg(make_engine(NULL, 0, world, &b, &eb, &err) == FSDPC_OK, "%s", err.msg);
+    ck_assert(!fsdpc__engine_offloaded(a.eng));
     ck_assert_uint_eq(ea.params, eb.params);
     ck_assert_uint_eq(ea.optim, eb.optim);
     /* the host view of a shard is the shard itself, as without the key */
-    ck_assert_ptr_eq(fsdpc__engine_host_shard(a, 0, FSDPC_SD_SLOT_PARAM, &err),
-                     fsdpc__engine_unit(a, 0)->master);
-    fsdpc__engine_destroy(a);
-    fsdpc__engine_destroy(b);
+    ck_assert_ptr_eq(fsdpc__engine_host_shard(a.eng, 0, FSDPC_SD_SLOT_PARAM, &err),
+                     fsdpc__engine_unit(a.eng, 0)->master);
+    test_engine_close(&a);
+    test_engine_close(&b);
   }
-  fsdpc__config_destroy(off);
-  fsdpc__config_destroy(on);
 }
 END_TEST
 
@@ -210,7 +184,7 @@ START_TEST(plan_offload_optimizer) {
     fsdpc__plan_ctx_destroy(pc);
     ck_assert_int_eq(b.host_bytes, 0);
     ck_assert_int_eq(b.total_peak - a.total_peak, bufs);
-    ck_assert_int_eq(b.host_pageable, b.total_peak);
+    ck_assert_int_eq(b.host_pageable, b.arena); /* the CPU device's arena is host memory */
   }
   fsdpc__config_destroy(c);
   fsdpc__config_destroy(h);

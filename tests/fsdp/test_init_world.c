@@ -17,11 +17,10 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "engine_plan.h"
 #include "fsdp/engine.h"
 #include "io/dtype.h"
 #include "io/safetensors.h"
-#include "plan/plan.h"
-#include "plugin/registry.h"
 #ifdef FSDPC_INIT_CUDA
 #include "ops/cuda/cuda_ctx.h"
 #endif
@@ -45,63 +44,38 @@ static fsdpc_ops g_cuda_ops;
 #endif
 
 typedef struct fixture {
-  fsdpc_config *cfg;
-  fsdpc_plan_ctx *pc;
-  fsdpc_registry *reg;
-  const fsdpc_component *optim;
+  test_engine base; /* the config and its run plan at world 1: the parameters */
   const fsdpc_param_info *params;
   int n_params;
-  const uint32_t *uop;
-  uint32_t n_units;
 } fixture;
+
+/* The run's device: the CPU, or CUDA in the CUDA variant. */
+static const char *device_override(void) {
+  return g_ops->device == FSDPC_DEVICE_CPU ? "train.device=cpu" : "train.device=cuda";
+}
 
 static void fixture_open(fixture *f) {
   fsdpc_err err = {0};
   memset(f, 0, sizeof *f);
-  ck_assert_msg(fsdpc__config_from_string(tiny_yaml, "tiny.yaml", NULL, 0, &f->cfg, &err) ==
-                    FSDPC_OK,
+  const char *ov[] = {device_override()};
+  ck_assert_msg(test_engine_open(tiny_yaml, ov, 1, 1, 0, g_ops, 1, &f->base, &err) == FSDPC_OK,
                 "%s", err.msg);
-  ck_assert_msg(fsdpc__plan_ctx_create(f->cfg, &f->pc, &err) == FSDPC_OK, "%s", err.msg);
-  ck_assert(fsdpc__registry_create(NULL, 0, &f->reg, &err) == FSDPC_OK);
-  ck_assert_msg(fsdpc__registry_select(f->reg, FSDPC_KIND_OPTIM, f->cfg->optim.name, NULL,
-                                       &f->optim, &err) == FSDPC_OK,
-                "%s", err.msg);
-  f->params = fsdpc__plan_params(f->pc, &f->n_params, &f->uop, &f->n_units);
+  f->params = f->base.plan->params;
+  f->n_params = f->base.plan->n_params;
 }
 
 static void fixture_close(fixture *f) {
-  fsdpc__registry_destroy(f->reg);
-  fsdpc__plan_ctx_destroy(f->pc);
-  fsdpc__config_destroy(f->cfg);
+  test_engine_close(&f->base);
 }
 
-/* Rank r of a shard group of `world` ranks. d must outlive the engine. */
-static fsdpc_engine *make_engine(fixture *f, fsdpc_dist *d, int world, int r) {
+/* Rank r of a FULL_SHARD group of `world` ranks, from the same YAML. */
+static test_engine make_engine(int world, int r) {
   fsdpc_err err = {0};
-  fsdpc__dist_single(d);
-  d->world_size = d->shard_size = world;
-  d->rank = d->shard_rank = r;
-  fsdpc_optim_init oi = {.struct_size = sizeof oi,
-                         .opts = f->cfg->optim.options,
-                         .beta1 = f->cfg->optim.betas[0],
-                         .beta2 = f->cfg->optim.betas[1],
-                         .eps = f->cfg->optim.eps,
-                         .device = g_ops->device};
-  fsdpc_engine_opts eo = {.shape = fsdpc__plan_shape(f->pc),
-                          .strategy = FSDPC_FULL_SHARD,
-                          .align = (int)f->cfg->fsdp.align,
-                          .params = f->params,
-                          .n_params = f->n_params,
-                          .unit_of_param = f->uop,
-                          .n_units = f->n_units,
-                          .dist = d,
-                          .optim = f->optim,
-                          .optim_init = &oi,
-                          .threads = 2,
-                          .ops = g_ops};
-  fsdpc_engine *e = NULL;
-  ck_assert_msg(fsdpc__engine_create(&eo, &e, &err) == FSDPC_OK, "%s", err.msg);
-  return e;
+  const char *ov[] = {device_override(), "train.threads=2"};
+  test_engine t;
+  ck_assert_msg(test_engine_open(tiny_yaml, ov, 2, world, r, g_ops, 0, &t, &err) == FSDPC_OK, "%s",
+                err.msg);
+  return t;
 }
 
 /* Copies this rank's master shards into the full per-parameter arrays
@@ -178,12 +152,11 @@ START_TEST(random_init_same_at_every_world) {
   for (int w = 0; w < 3; w++) {
     float **got = alloc_full(&f);
     for (int r = 0; r < worlds[w]; r++) {
-      fsdpc_dist d;
       fsdpc_err err = {0};
-      fsdpc_engine *e = make_engine(&f, &d, worlds[w], r);
-      ck_assert_msg(fsdpc__engine_init_random(e, 1234, 0.02, &err) == FSDPC_OK, "%s", err.msg);
-      gather_masters(e, got);
-      fsdpc__engine_destroy(e);
+      test_engine t = make_engine(worlds[w], r);
+      ck_assert_msg(fsdpc__engine_init_random(t.eng, 1234, 0.02, &err) == FSDPC_OK, "%s", err.msg);
+      gather_masters(t.eng, got);
+      test_engine_close(&t);
     }
     expect_equal(&f, got, want, "random init", worlds[w]);
     free_full(&f, got);
@@ -230,13 +203,12 @@ static void load_at_every_world(int32_t dtype) {
   for (int w = 0; w < 3; w++) {
     float **got = alloc_full(&f);
     for (int r = 0; r < worlds[w]; r++) {
-      fsdpc_dist d;
       fsdpc_err err = {0};
-      fsdpc_engine *e = make_engine(&f, &d, worlds[w], r);
-      ck_assert_msg(fsdpc__engine_load_hf_chunked(e, dir, chunks[w], &err) == FSDPC_OK, "%s",
+      test_engine t = make_engine(worlds[w], r);
+      ck_assert_msg(fsdpc__engine_load_hf_chunked(t.eng, dir, chunks[w], &err) == FSDPC_OK, "%s",
                     err.msg);
-      gather_masters(e, got);
-      fsdpc__engine_destroy(e);
+      gather_masters(t.eng, got);
+      test_engine_close(&t);
     }
     expect_equal(&f, got, want, dtype == FSDPC_DTYPE_BF16 ? "BF16 load" : "F32 load", worlds[w]);
     free_full(&f, got);

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "fsdp/engine.h"
 #include "io/safetensors.h"
+#include "runplan/runplan.h"
 #ifdef FSDPC_FIXTURE_CUDA
 #include "ops/cuda/cuda_ctx.h"
 #endif
@@ -33,12 +34,9 @@ static const fsdpc_ops *g_ops; /* the device under test */
 typedef struct fixture {
   char dir[1024];
   fsdpc_config *cfg;
-  fsdpc_registry *reg;
-  const fsdpc_component *attn, *optim, *wrap;
+  fsdpc_run_plan *plan;
+  const fsdpc_component *attn;
   fsdpc_model_shape shape;
-  fsdpc_param_info *params;
-  int n_params;
-  uint32_t *unit_of_param, n_units;
   fsdpc_dist dist;
   fsdpc_engine *eng;
   fsdpc_model_ctx *m;
@@ -67,55 +65,24 @@ static void setup(fixture *f, const char *name, double lr, double wd) {
   fsdpc_err err;
   const char *src = getenv("FSDPC_SOURCE_DIR"); /* elsewhere than the build machine */
   snprintf(f->dir, sizeof f->dir, "%s/tests/fixtures/%s", src ? src : FSDPC_SOURCE_DIR, name);
+  /* the engine from a run plan made from YAML, as the trainer builds it */
   char yaml[2048];
   snprintf(yaml, sizeof yaml,
            "model: {config: %s}\n"
-           "optim: {name: adamw, lr: %g, weight_decay: %g, decay_norm_and_bias: true}\n"
-           "attention: {impl: naive}\n",
-           f->dir, lr, wd);
+           "optim: {name: adamw, lr: %g, weight_decay: %g, decay_norm_and_bias: true,\n"
+           "        betas: [0.9, 0.999], eps: 1.0e-8}\n"
+           "attention: {impl: naive}\n"
+           "fsdp: {sharding_strategy: FULL_SHARD, align: 16, wrap: {policy: transformer}}\n"
+           "train: {device: %s}\n",
+           f->dir, lr, wd, ON_DEVICE ? "cuda" : "cpu");
   die_if(fsdpc__config_from_string(yaml, "fixture.yaml", NULL, 0, &f->cfg, &err), &err);
-  const fsdpc_config_model *cm = &f->cfg->model;
-  f->shape = (fsdpc_model_shape){
-      .V = (int)cm->vocab_size, .C = (int)cm->hidden_size, .F = (int)cm->intermediate_size,
-      .L = (int)cm->num_hidden_layers, .NH = (int)cm->num_attention_heads,
-      .KVH = (int)cm->num_key_value_heads, .HD = (int)cm->head_dim,
-      .max_pos = (int)cm->max_position_embeddings, .eps = (float)cm->rms_norm_eps,
-      .rope_theta = cm->rope_theta,
-      .rope_llama3 = cm->rope_scaling.type == FSDPC_ROPE_SCALING_LLAMA3,
-      .rope_factor = cm->rope_scaling.factor,
-      .rope_low_freq_factor = cm->rope_scaling.low_freq_factor,
-      .rope_high_freq_factor = cm->rope_scaling.high_freq_factor,
-      .rope_original_max_pos = (int)cm->rope_scaling.original_max_position_embeddings,
-      .tied = cm->tie_word_embeddings};
-  die_if(fsdpc__model_params(&f->shape, &f->params, &f->n_params, &err), &err);
-  die_if(fsdpc__registry_create(NULL, 0, &f->reg, &err), &err);
-  die_if(fsdpc__registry_select(f->reg, FSDPC_KIND_ATTENTION, "naive", NULL, &f->attn, &err),
-         &err);
-  die_if(fsdpc__registry_select(f->reg, FSDPC_KIND_OPTIM, "adamw", NULL, &f->optim, &err), &err);
-  die_if(fsdpc__registry_select(f->reg, FSDPC_KIND_WRAP, "transformer", NULL, &f->wrap, &err),
-         &err);
-  die_if(fsdpc__opts_validate(f->cfg->attention.options, f->attn->desc->options,
-                              f->attn->desc->n_options, "attention", &err),
-         &err);
-  die_if(fsdpc__opts_validate(f->cfg->optim.options, f->optim->desc->options,
-                              f->optim->desc->n_options, "optim", &err),
-         &err);
-  die_if(fsdpc__opts_validate(f->cfg->fsdp.wrap.options, f->wrap->desc->options,
-                              f->wrap->desc->n_options, "wrap", &err),
-         &err);
-  die_if(fsdpc__wrap_plan(f->wrap, f->cfg->fsdp.wrap.options, f->params, f->n_params,
-                         &f->unit_of_param, &f->n_units, &err),
-         &err);
+  fsdpc_run_world w = {1, 1};
+  die_if(fsdpc__run_plan_create(f->cfg, &w, 0, &f->plan, &err), &err);
+  f->shape = f->plan->shape;
+  f->attn = f->plan->attn;
   fsdpc__dist_single(&f->dist);
-  fsdpc_optim_init oi = {.struct_size = sizeof oi, .opts = f->cfg->optim.options,
-                         .weight_decay = wd, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
-                         .device = g_ops->device};
-  fsdpc_engine_opts eo = {.ops = g_ops, .shape = &f->shape, .strategy = FSDPC_FULL_SHARD, .align = 16,
-                          .params = f->params, .n_params = f->n_params,
-                          .unit_of_param = f->unit_of_param, .n_units = f->n_units,
-                          .dist = &f->dist, .optim = f->optim, .optim_init = &oi,
-                          .decay_norm_and_bias = 1, .threads = 1};
-  die_if(fsdpc__engine_create(&eo, &f->eng, &err), &err);
+  fsdpc_engine_env env = {.dist = &f->dist, .ops = g_ops, .threads = 1};
+  die_if(fsdpc__engine_create(f->plan, &env, &f->eng, &err), &err);
   die_if(fsdpc__engine_load_hf(f->eng, f->dir, &err), &err);
 
   char path[1200];
@@ -154,11 +121,9 @@ static void teardown(fixture *f) {
   fsdpc__model_ctx_destroy(f->m);
   fsdpc__engine_destroy(f->eng);
   fsdpc__st_close(f->ref);
-  fsdpc__registry_destroy(f->reg);
+  fsdpc__run_plan_destroy(f->plan);
   fsdpc__config_destroy(f->cfg);
   cJSON_Delete(f->meta);
-  free(f->params);
-  free(f->unit_of_param);
   free(f->ids);
   free(f->labels);
 }

@@ -59,18 +59,8 @@ static void setup_with(fx *f, double dropout, int ckpt, int lora) {
   ck_assert_int_eq(f->plan->modes.activation_checkpointing, ckpt);
   fsdpc__dist_single(&f->dist);
   const fsdpc_run_plan *p = f->plan;
-  fsdpc_engine_opts eo = {.shape = &p->shape,
-                          .strategy = FSDPC_FULL_SHARD,
-                          .align = 16,
-                          .params = p->params,
-                          .n_params = p->n_params,
-                          .unit_of_param = p->unit_of_param,
-                          .n_units = p->n_units,
-                          .dist = &f->dist,
-                          .optim = p->optim,
-                          .optim_init = &p->optim_init,
-                          .threads = 1};
-  ok(fsdpc__engine_create(&eo, &f->eng, &err), &err);
+  fsdpc_engine_env env = {.dist = &f->dist, .threads = 1};
+  ok(fsdpc__engine_create(p, &env, &f->eng, &err), &err);
   ok(fsdpc__engine_init_random(f->eng, 5, 0.2, &err), &err);
   fsdpc_model_ctx_opts mo = {.shape = &p->shape,
                              .B = 2,

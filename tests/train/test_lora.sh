@@ -96,6 +96,17 @@ PY
     checkpoint.dir="$TMP/rep/ck" >"$TMP/rep2.log" 2>&1 || fail "LoRA run over a full final/"
   [ -f "$TMP/rep/ck/final/adapter_config.json" ] && [ ! -e "$TMP/rep/ck/final/model.safetensors" ] &&
     [ -z "$(ls -A "$TMP/rep/ck" | grep -v '^final$')" ] || fail "final/ not replaced whole: $(ls -A "$TMP/rep/ck" "$TMP/rep/ck/final")"
+  # under train.epochs the merged checkpoint records the steps run, as the
+  # final one does (it used to record train.max_steps)
+  "$FSDPC" data synth --task qa --n 40 --seed 4 --out "$TMP/small.tok" >/dev/null || fail "synth"
+  run ep "${LORA[@]}" data.train="$TMP/small.tok" data.eval_fraction=0 train.eval_every=0 train.epochs=2 train.max_steps=1000 peft.merge_on_save=true \
+    checkpoint.final_format=sharded || fail "LoRA run with train.epochs"
+  python3 - "$TMP/ep/metrics.jsonl" "$TMP/ep/ck/final-merged/meta.json" <<'PY' || fail "merged checkpoint step"
+import json, sys
+steps = [json.loads(l).get("step", 0) for l in open(sys.argv[1])]
+merged = json.load(open(sys.argv[2]))["trainer_state"]["step"]
+assert merged == max(steps) < 1000, (merged, max(steps))
+PY
   last() { grep '"step": *20' "$1/metrics.jsonl" | head -1 | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(repr(r["loss"]), repr(r["grad_norm"]))'; }
   [ "$(last "$TMP/full")" = "$(last "$TMP/res1")" ] || fail "world-1 resume not bit-exact: $(last "$TMP/full") vs $(last "$TMP/res1")"
   ;;

@@ -22,15 +22,15 @@ run() { # run NAME PACKING GLOBAL_BATCH
   "$FSDPC" train "$FSDPC_SOURCE_DIR/configs/tiny-cpu.yaml" data.train="$TMP/d.jsonl" \
     data.eval_fraction=0 train.eval_every=0 train.max_steps=1 train.log_every=1 schedule.warmup_steps=0 \
     data.seq_len=62 data.packing="$2" train.micro_batch_size="$3" train.generate_prompts=[] \
-    log.dir="$TMP/$1" >"$TMP/$1.log" 2>&1 || fail "training ($1) failed"
+    data.cache_dir="$TMP/cache" log.dir="$TMP/$1" >"$TMP/$1.log" 2>&1 || fail "training ($1) failed"
 }
 run packed examples 4
 run single none 8
 grep -q "4 windows of 62 (examples packing)" "$TMP/packed.log" || fail "expected 4 packed rows"
 grep -q "8 windows of 62 (none packing)" "$TMP/single.log" || fail "expected 8 rows"
-# the second run reuses the token file the first one prepared next to the data
-grep -q "prepared before: $TMP/d.jsonl\..*\.tok" "$TMP/single.log" || fail "the cache was not reused"
-[ "$(ls "$TMP"/d.jsonl.*.tok | wc -l)" -eq 1 ] || fail "expected one cached token file"
+# the second run reuses the token file the first one prepared into data.cache_dir
+grep -q "prepared before: $TMP/cache/d.jsonl\..*\.tok" "$TMP/single.log" || fail "the cache was not reused"
+[ "$(ls "$TMP"/cache/d.jsonl.*.tok | wc -l)" -eq 1 ] || fail "expected one cached token file"
 python3 - "$TMP/packed/metrics.jsonl" "$TMP/single/metrics.jsonl" <<'PY' || fail "losses differ"
 import json, sys
 a = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r][0]["loss"]
@@ -51,5 +51,5 @@ printf '{"text":"ok"}\n{"text":5}\n' >"$TMP/bad.jsonl"
 if "$FSDPC" train "$FSDPC_SOURCE_DIR/configs/tiny-cpu.yaml" data.train="$TMP/bad.jsonl" \
   log.dir="$TMP/bad" >"$TMP/bad.log" 2>&1; then fail "training on bad data succeeded"; fi
 grep -q "bad.jsonl:2: text: expected a string, got a number" "$TMP/bad.log" || fail "no file:line error"
-ls "$TMP"/bad.jsonl.*.tok* >/dev/null 2>&1 && fail "a cache file was left behind"
+[ -z "$(ls -A "$TMP"/bad/data-cache 2>/dev/null)" ] || fail "a cache file was left behind"
 echo "PASS: packed examples are independent; train.epochs; bad data"

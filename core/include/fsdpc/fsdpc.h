@@ -70,6 +70,10 @@ FSDPC_API const char *fsdpc_suggest(const char *word, const char *const *candida
  * buf (cap bytes, always terminated; cut short: "..."): for printing
  * strings that came from outside (plugin descriptions, file contents). */
 FSDPC_API char *fsdpc_escape(char *buf, size_t cap, const char *s);
+/* Opens path for reading as a regular file, never blocking on it: a FIFO, a
+ * device or a folder is refused before anything is read ("PATH: cannot
+ * open: not a regular file ..."). For input files a program names. */
+FSDPC_API FILE *fsdpc_open_input(const char *path, fsdpc_err *err);
 
 /* ---- Logging ------------------------------------------------------------ */
 
@@ -197,6 +201,11 @@ FSDPC_API int64_t fsdpc_trainer_step(const fsdpc_trainer *t);
  * a checkpoint to resume from was written at that stop. A process that
  * stopped without a checkpoint should exit with 128 + the signal. */
 FSDPC_API int32_t fsdpc_trainer_stop_signal(const fsdpc_trainer *t, int32_t *saved);
+/* The exit code of a process whose trainer (t, or NULL when it failed to be
+ * created) failed with err: 1 when its own failure is the job's first (or
+ * it is a single run), 3 when another rank's, a node's or the store's came
+ * first (docs/dist.md). */
+FSDPC_API int32_t fsdpc_trainer_exit_code(const fsdpc_trainer *t, const fsdpc_err *err);
 /* Mean loss over the evaluation batches (data.eval or data.eval_fraction). */
 FSDPC_API fsdpc_status fsdpc_trainer_eval(fsdpc_trainer *t, double *loss, fsdpc_err *err);
 /* Writes a checkpoint of the current step into checkpoint.dir (in
@@ -388,8 +397,11 @@ typedef struct fsdpc_memplan_row {
   int32_t shard_size, replica_size;
   int64_t params, grads, optim, activations; /* shard and context bytes */
   int64_t peak[FSDPC_MEM_CATEGORY_COUNT];    /* per-category peaks over a step */
-  int64_t total_peak, reserved;              /* reserved: the allocator's estimate (CUDA) */
+  int64_t total_peak, reserved; /* reserved: the planned arena + the CUDA runtime outside it */
   int64_t host_pinned, host_pageable, host_runtime, host_total; /* per rank */
+  /* The one device reservation the engine makes (>= total_peak) and its
+   * parts; late: device memory the run takes after its fit check. */
+  int64_t arena, arena_shards, arena_activations, arena_transients, late;
 } fsdpc_memplan_row;
 FSDPC_API fsdpc_status fsdpc_memplan_row_get(const fsdpc_memplan *p, int32_t i,
                                              fsdpc_memplan_row *out, fsdpc_err *err);
@@ -456,6 +468,24 @@ FSDPC_API fsdpc_status fsdpc_metrics_summary(const char *dir, fsdpc_run_summary 
  * extension; its folder is made). title NULL: one made of the first run. */
 FSDPC_API fsdpc_status fsdpc_plot(const char *const *dirs, int32_t n, const char *title,
                                   const char *out, fsdpc_err *err);
+
+/* ---- The prepared-data cache (fsdpc data cache) ------------------------- */
+
+/* Where cfg's JSONL data is prepared to: data.cache_dir, else
+ * log.dir/data-cache; into dir (cap bytes). */
+FSDPC_API fsdpc_status fsdpc_data_cache_dir(const fsdpc_config *cfg, char *dir, size_t cap,
+                                            fsdpc_err *err);
+/* Calls each(user, path) for every cache file cfg's data maps to now (its
+ * JSONL inputs, whether written yet or not, and the mix of data.datasets
+ * once its datasets are prepared); a file whose key cannot be made (a
+ * missing input) is left out. Fails only on a bad data.datasets. */
+FSDPC_API fsdpc_status fsdpc_data_cache_current(const fsdpc_config *cfg,
+                                                void (*each)(void *user, const char *path),
+                                                void *user, fsdpc_err *err);
+/* 1 when a file name in a cache folder is one the cache writes (a prepared
+ * file "X.<key>.tok" or the temporary file of one, which starts with '.'),
+ * 0 for anything else, which a cleanup must leave alone. */
+FSDPC_API int32_t fsdpc_data_cache_name(const char *name);
 
 /* ---- Recipes (fsdpc recipes) -------------------------------------------- */
 
@@ -562,17 +592,25 @@ typedef struct fsdpc_tokfile_info {
   uint32_t version, token_bytes, vocab_size, eos_id, header_crc, payload_crc;
   int32_t has_mask; /* a loss mask: some tokens are not targets */
   int32_t examples; /* whole examples with their own BOS/end tokens (data prepare) */
-  int64_t file_bytes, n_tokens, n_docs, target_tokens;
+  int64_t file_bytes, n_tokens, n_docs;
+  int64_t target_tokens;    /* trained on under the default packing (fsdpc_tokfile_doc_targets) */
   int64_t min_doc, max_doc; /* document lengths (0 without documents) */
 } fsdpc_tokfile_info;
 FSDPC_API void fsdpc_tokfile_describe(const fsdpc_tokfile *tf, fsdpc_tokfile_info *out);
 /* Document d's first token and length. */
 FSDPC_API fsdpc_status fsdpc_tokfile_doc(const fsdpc_tokfile *tf, int64_t d, int64_t *start,
                                          int64_t *len, fsdpc_err *err);
-/* Tokens [start, start + n) into ids and (NULL: not wanted) their targets
- * (1 = a training target, 0 = context). */
+/* Tokens [start, start + n) into ids and (NULL: not wanted) their loss
+ * mask bits (1 = may be a training target, 0 = context). */
 FSDPC_API fsdpc_status fsdpc_tokfile_read(const fsdpc_tokfile *tf, int64_t start, int64_t n,
                                           int32_t *ids, uint8_t *targets, fsdpc_err *err);
+/* The first n tokens of document d marked as training on the file under
+ * its default packing does (1/0 into targets): the mask bit, and a token
+ * before predicts it (in a file of whole examples nothing predicts an
+ * example's first token; in a token stream, only the file's first). As
+ * `data batch` marks them; target_tokens of fsdpc_tokfile_info counts them. */
+FSDPC_API fsdpc_status fsdpc_tokfile_doc_targets(const fsdpc_tokfile *tf, int64_t d, int64_t n,
+                                                 uint8_t *targets, fsdpc_err *err);
 
 typedef struct fsdpc_tokfile_writer fsdpc_tokfile_writer;
 enum { FSDPC_TOKFILE_WRITE_MASK = 1 }; /* store a loss mask (targets per token) */
@@ -623,6 +661,12 @@ FSDPC_API void fsdpc_batch_describe(const fsdpc_batch *b, fsdpc_batch_info *out)
 FSDPC_API fsdpc_status fsdpc_batch_row(fsdpc_batch *b, int64_t i, int64_t *window,
                                        const int32_t **ids, const int32_t **labels,
                                        const int32_t **doc_ids, fsdpc_err *err);
+/* Which of row i's T input tokens are trained on (predicted with loss, by a
+ * label of the row or, for a stream window's first token, by the window
+ * before): targets (T) gets 1/0. The rule `fsdpc data batch` and
+ * fsdpc_tokfile_doc_targets (`data info`) mark by (docs/data.md). */
+FSDPC_API fsdpc_status fsdpc_batch_row_targets(fsdpc_batch *b, int64_t i, uint8_t *targets,
+                                               fsdpc_err *err);
 
 /* ---- Datasets: synthetic tasks, JSONL preparation ----------------------- */
 

@@ -285,7 +285,12 @@ typedef struct fsdpc_collectives_v1 {
   /* (optional) Batch several device collectives into one launch. */
   int32_t (*group_start)(fsdpc_comm *comm);
   int32_t (*group_end)(fsdpc_comm *comm);
-  /* (optional) Abort in-flight work (watchdog); the comm is then unusable. */
+  /* (optional) Abort in-flight work; the comm is then unusable and every
+   * later call on it fails at once (destroy stays valid and must not wait
+   * on a peer). The host's watchdog calls it from its own thread when the
+   * job has failed, while a call on this comm may be in progress on
+   * another: it must be safe to call so and must not wait on a peer.
+   * Without it the host ends the process instead (docs/dist.md). */
   int32_t (*abort)(fsdpc_comm *comm, const char *reason);
   /* (optional) Non-blocking health check of device collectives: OK, or an
    * error with set_error naming what failed. */

@@ -121,16 +121,14 @@ FSDPC_API int32_t fsdpc_trainer_stop_signal(const fsdpc_trainer *t, int32_t *sav
   return t ? t->s->ckpt.stopped_by : 0;
 }
 
-/* The other ranks learn of a failure through the store at once. */
+FSDPC_API int32_t fsdpc_trainer_exit_code(const fsdpc_trainer *t, const fsdpc_err *err) {
+  return fsdpc__session_exit_code(t ? t->s : NULL, err);
+}
+
+/* The other ranks learn of a failure through the store at once; err names
+ * the job's first failure (dist/job.h). */
 static fsdpc_status failed(fsdpc_trainer *t, fsdpc_status st, fsdpc_err *err) {
-  if (!t->s->job)
-    return st;
-  /* a collective that timed out or lost a peer: name the ranks (and, across
-   * nodes, the node) whose heartbeat stands still */
-  if ((st == FSDPC_TIMEOUT || st == FSDPC_SYSTEM_ERROR) && err)
-    fsdpc__dist_blame_silent(t->s->job, err);
-  fsdpc__dist_post_abort(t->s->job->store, err ? err->msg : "", NULL);
-  return st;
+  return fsdpc__session_failed(t->s, st, err);
 }
 
 FSDPC_API fsdpc_status fsdpc_trainer_run(fsdpc_trainer *t, int64_t n_steps, fsdpc_step_fn fn,

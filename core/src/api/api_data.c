@@ -114,6 +114,17 @@ FSDPC_API void fsdpc_tokfile_close(fsdpc_tokfile *tf) {
   fsdpc__tokfile_close(tf);
 }
 
+/* Token i of document d is trained on under the file's default packing:
+ * its mask bit, and a token before predicts it (nothing predicts an
+ * example's first token in a file of examples; in a stream only the
+ * file's first token is unpredicted). */
+static int token_is_target(const fsdpc_tokfile *tf, int64_t d, int64_t i) {
+  int examples = (tf->hdr.flags & FSDPC_TOKFILE_EXAMPLES) != 0;
+  if (i == 0 && (examples || d == 0))
+    return 0;
+  return fsdpc__tokfile_mask(tf, (int64_t)tf->offsets[d] + i);
+}
+
 FSDPC_API void fsdpc_tokfile_describe(const fsdpc_tokfile *tf, fsdpc_tokfile_info *out) {
   if (!tf || !FSDPC_API_SIZED(out))
     return;
@@ -125,8 +136,9 @@ FSDPC_API void fsdpc_tokfile_describe(const fsdpc_tokfile *tf, fsdpc_tokfile_inf
     lo = len < lo ? len : lo;
     hi = len > hi ? len : hi;
   }
-  for (int64_t i = 0; i < N; i++)
-    targets += fsdpc__tokfile_mask(tf, i);
+  for (int64_t d = 0; d < D; d++)
+    for (int64_t i = (int64_t)tf->offsets[d]; i < (int64_t)tf->offsets[d + 1]; i++)
+      targets += token_is_target(tf, d, i - (int64_t)tf->offsets[d]);
   fsdpc_tokfile_info full = {.version = h->version,
                              .token_bytes = h->token_bytes,
                              .vocab_size = h->vocab_size,
@@ -164,6 +176,18 @@ FSDPC_API fsdpc_status fsdpc_tokfile_read(const fsdpc_tokfile *tf, int64_t start
   fsdpc__tokfile_read(tf, start, n, ids);
   for (int64_t i = 0; targets && i < n; i++)
     targets[i] = (uint8_t)fsdpc__tokfile_mask(tf, start + i);
+  return FSDPC_OK;
+}
+
+FSDPC_API fsdpc_status fsdpc_tokfile_doc_targets(const fsdpc_tokfile *tf, int64_t d, int64_t n,
+                                                 uint8_t *targets, fsdpc_err *err) {
+  if (!tf || !targets || d < 0 || d >= fsdpc__tokfile_n_docs(tf) || n < 0 ||
+      n > (int64_t)(tf->offsets[d + 1] - tf->offsets[d]))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "fsdpc_tokfile_doc_targets: no document %lld of %lld tokens or more",
+                       (long long)d, (long long)n);
+  for (int64_t i = 0; i < n; i++)
+    targets[i] = (uint8_t)token_is_target(tf, d, i);
   return FSDPC_OK;
 }
 
@@ -325,6 +349,16 @@ FSDPC_API fsdpc_status fsdpc_batch_row(fsdpc_batch *b, int64_t i, int64_t *windo
   return FSDPC_OK;
 }
 
+FSDPC_API fsdpc_status fsdpc_batch_row_targets(fsdpc_batch *b, int64_t i, uint8_t *targets,
+                                               fsdpc_err *err) {
+  if (!b || !targets || i < 0 || i >= b->G)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "fsdpc_batch_row_targets: no row %lld",
+                       (long long)i);
+  int64_t idx;
+  FSDPC_TRY(fsdpc__loader_batch_window(b->ld, b->step, i, &idx, err));
+  return fsdpc__loader_window_targets(b->ld, idx, targets, err);
+}
+
 /* ---- datasets ----------------------------------------------------------- */
 
 FSDPC_API void fsdpc_synth_args_init(fsdpc_synth_args *a) {
@@ -452,4 +486,44 @@ FSDPC_API fsdpc_status fsdpc_data_prepare(const fsdpc_prepare_args *a, fsdpc_pre
   snprintf(r.first_skip, sizeof r.first_skip, "%s", st.first_skip);
   FSDPC_API_FILL(out, r);
   return FSDPC_OK;
+}
+
+FSDPC_API fsdpc_status fsdpc_data_cache_dir(const fsdpc_config *cfg, char *dir, size_t cap,
+                                            fsdpc_err *err) {
+  if (!cfg || !dir || cap == 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "fsdpc_data_cache_dir: NULL config or buffer");
+  fsdpc__dataset_cache_dir(cfg, dir, cap);
+  return FSDPC_OK;
+}
+
+FSDPC_API fsdpc_status fsdpc_data_cache_current(const fsdpc_config *cfg,
+                                                void (*each)(void *user, const char *path),
+                                                void *user, fsdpc_err *err) {
+  if (!cfg || !each)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "fsdpc_data_cache_current: NULL config or each");
+  char p[4096];
+  fsdpc_err skip = {0}; /* a file whose key cannot be made now is not in use */
+  const char *single[2] = {cfg->data.train, cfg->data.eval};
+  for (int i = 0; i < 2; i++)
+    if (single[i][0] && fsdpc__is_jsonl_path(single[i]) &&
+        fsdpc__dataset_cache_file(cfg, NULL, single[i], p, sizeof p, &skip) == FSDPC_OK)
+      each(user, p);
+  if (cfg->data.datasets.n == 0)
+    return FSDPC_OK;
+  fsdpc_dataset_spec *s = NULL;
+  int k = 0;
+  FSDPC_TRY(fsdpc__dataset_specs(cfg, &s, &k, err));
+  for (int i = 0; i < k; i++)
+    if (fsdpc__is_jsonl_path(s[i].path) &&
+        fsdpc__dataset_cache_file(cfg, &s[i].prep, s[i].path, p, sizeof p, &skip) == FSDPC_OK)
+      each(user, p);
+  fsdpc__dataset_specs_free(s, k);
+  /* the mix has a name once every dataset of it is prepared */
+  if (fsdpc__dataset_mix_path(cfg, p, sizeof p, &skip) == FSDPC_OK)
+    each(user, p);
+  return FSDPC_OK;
+}
+
+FSDPC_API int32_t fsdpc_data_cache_name(const char *name) {
+  return name ? fsdpc__prepare_cache_name(name) : 0;
 }

@@ -34,7 +34,8 @@ static fsdpc_status fill_rows(fsdpc_memplan *mp, const fsdpc_config *cfg, fsdpc_
     for (int ck = 0; ck < 2; ck++)
       for (int off = 0; off < n_off; off++) {
         memrow *r = &mp->rows[mp->n_rows];
-        fsdpc_plan_variant v = {s, ck, off == 1, off == 2};
+        /* on the CPU the offload keys stay the config's (one row) */
+        fsdpc_plan_variant v = {s, ck, cuda ? off == 1 : -1, cuda ? off == 2 : -1};
         fsdpc_status st = fsdpc__plan_config(pc, &v, mp->world, mp->nproc, &r->m, err);
         if (st != FSDPC_OK) {
           fsdpc__err_prefix(err, "%s", fsdpc__strategy_name((fsdpc_strategy)s));
@@ -129,7 +130,12 @@ FSDPC_API fsdpc_status fsdpc_memplan_row_get(const fsdpc_memplan *p, int32_t i,
                             .host_pinned = m->host_bytes,
                             .host_pageable = m->host_pageable,
                             .host_runtime = m->host_runtime,
-                            .host_total = m->host_total};
+                            .host_total = m->host_total,
+                            .arena = m->arena,
+                            .arena_shards = m->arena_shards,
+                            .arena_activations = m->arena_activations,
+                            .arena_transients = m->arena_transients,
+                            .late = m->late};
   for (int c = 0; c < FSDPC_MEM_CATEGORY_COUNT; c++)
     full.peak[c] = m->peak[c];
   FSDPC_API_FILL(out, full);

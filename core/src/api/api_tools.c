@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/api_fill.h"
 #include "config/config.h"
@@ -15,6 +16,7 @@
 #include "plugin/registry.h"
 #include "runplan/runplan.h"
 #include "util/escape.h"
+#include "util/fs.h"
 #include "util/mem.h"
 
 FSDPC_API void fsdpc_free(void *p) {
@@ -27,6 +29,23 @@ FSDPC_API const char *fsdpc_suggest(const char *word, const char *const *candida
 
 FSDPC_API char *fsdpc_escape(char *buf, size_t cap, const char *s) {
   return fsdpc__escape_str(buf, cap, s);
+}
+
+FSDPC_API FILE *fsdpc_open_input(const char *path, fsdpc_err *err) {
+  if (!path) {
+    fsdpc__fail(err, FSDPC_INVALID_USAGE, "fsdpc_open_input: NULL path");
+    return NULL;
+  }
+  int fd = fsdpc__open_regular(path, 0);
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+  if (!f) {
+    char why[128];
+    fsdpc__open_regular_why(fd, 0, why, sizeof why);
+    if (fd >= 0)
+      close(fd);
+    fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open: %s", path, why);
+  }
+  return f;
 }
 
 FSDPC_API const char *fsdpc_mem_category_name(int32_t category) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "util/fs.h"
 
 #ifdef FSDPC_HAVE_CAIRO
 #include <cairo-svg.h>
@@ -206,30 +207,44 @@ static cairo_status_t draw_on(cairo_surface_t *sf, const char *title, const fsdp
   return cs;
 }
 
+/* cairo's stream writer over a descriptor (a util/fs.h temporary file). */
+static cairo_status_t write_fd(void *closure, const unsigned char *data, unsigned int len) {
+  return fsdpc__write_all(*(const int *)closure, data, len) == 0 ? CAIRO_STATUS_SUCCESS
+                                                                 : CAIRO_STATUS_WRITE_ERROR;
+}
+
+/* One figure into path through a private temporary name renamed into place
+ * (util/fs.h): never written through a link planted in the output folder.
+ * png: an image surface written as PNG; else an SVG surface. */
+static fsdpc_status write_figure(const char *path, int png, int H, const char *title,
+                                 const fsdpc_bench_row *rows, int n, fsdpc_err *err) {
+  fsdpc_out_file o;
+  FSDPC_TRY(fsdpc__out_create(path, &o, err));
+  cairo_surface_t *sf = png ? cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H)
+                            : cairo_svg_surface_create_for_stream(write_fd, &o.fd, W, H);
+  cairo_status_t cs = draw_on(sf, title, rows, n);
+  if (cs == CAIRO_STATUS_SUCCESS && png)
+    cs = cairo_surface_write_to_png_stream(sf, write_fd, &o.fd);
+  cairo_surface_finish(sf); /* an SVG surface writes here */
+  if (cs == CAIRO_STATUS_SUCCESS)
+    cs = cairo_surface_status(sf);
+  cairo_surface_destroy(sf);
+  if (cs != CAIRO_STATUS_SUCCESS) {
+    int e = errno;
+    fsdpc__out_abort(&o);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", path,
+                       cs == CAIRO_STATUS_WRITE_ERROR ? strerror(e) : cairo_status_to_string(cs));
+  }
+  return fsdpc__out_commit(&o, err);
+}
+
 fsdpc_status fsdpc__bench_chart(const char *svg_path, const char *png_path, const char *title,
                                 const fsdpc_bench_row *rows, int n, int *written, fsdpc_err *err) {
   *written = 0;
   int H = chart_height(rows, n);
-  cairo_surface_t *sf = cairo_svg_surface_create(svg_path, W, H);
-  cairo_status_t cs = draw_on(sf, title, rows, n);
-  cairo_surface_finish(sf); /* writes the file */
-  if (cs == CAIRO_STATUS_SUCCESS)
-    cs = cairo_surface_status(sf);
-  cairo_surface_destroy(sf);
-  if (cs != CAIRO_STATUS_SUCCESS)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", svg_path,
-                       cs == CAIRO_STATUS_WRITE_ERROR ? strerror(errno)
-                                                      : cairo_status_to_string(cs));
-  if (png_path) {
-    sf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H);
-    cs = draw_on(sf, title, rows, n);
-    if (cs == CAIRO_STATUS_SUCCESS)
-      cs = cairo_surface_write_to_png(sf, png_path);
-    cairo_surface_destroy(sf);
-    if (cs != CAIRO_STATUS_SUCCESS)
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", png_path,
-                         cairo_status_to_string(cs));
-  }
+  FSDPC_TRY(write_figure(svg_path, 0, H, title, rows, n, err));
+  if (png_path)
+    FSDPC_TRY(write_figure(png_path, 1, H, title, rows, n, err));
   *written = 1;
   return FSDPC_OK;
 }

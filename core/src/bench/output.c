@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "util/fs.h"
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -297,9 +298,11 @@ static void csv_text(FILE *f, const char *s) {
 
 fsdpc_status fsdpc__bench_write_csv(const char *path, const fsdpc_bench_row *rows, int n,
                                     fsdpc_err *err) {
-  FILE *f = fopen(path, "w");
-  if (!f)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", path, strerror(errno));
+  /* a private temporary file renamed into place (util/fs.h): never
+   * written through a link planted in the output folder */
+  fsdpc_out_file o;
+  FILE *f;
+  FSDPC_TRY(fsdpc__out_fopen(path, &o, &f, err));
   fprintf(f, "name,source,ok,reason,world,repeats,steps_measured,step_s_median,step_s_min,"
              "step_s_max,tok_s,tok_s_per_rank,flops_per_token,tflops_per_rank,mfu");
   for (int c = 0; c < FSDPC_MEM_NCAT; c++)
@@ -342,9 +345,7 @@ fsdpc_status fsdpc__bench_write_csv(const char *path, const fsdpc_bench_row *row
     csv_text(f, r->axes);
     fputc('\n', f);
   }
-  if (fclose(f) != 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s", path);
-  return FSDPC_OK;
+  return fsdpc__out_fclose(f, &o, err);
 }
 
 /* ---- JSON ---- */
@@ -438,12 +439,15 @@ fsdpc_status fsdpc__bench_write_json(const char *path, const fsdpc_bench_spec *s
     cJSON_AddItemToArray(arr, row_json(&rows[i]));
   char *text = cJSON_Print(doc);
   cJSON_Delete(doc);
-  FILE *f = text ? fopen(path, "w") : NULL;
-  fsdpc_status st = FSDPC_OK;
-  if (!f || fprintf(f, "%s\n", text) < 0)
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s", path);
-  if (f && fclose(f) != 0 && st == FSDPC_OK)
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s", path);
+  fsdpc_out_file o;
+  FILE *f = NULL;
+  fsdpc_status st =
+      text ? fsdpc__out_fopen(path, &o, &f, err)
+           : fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: out of memory", path);
+  if (st == FSDPC_OK) {
+    fprintf(f, "%s\n", text);
+    st = fsdpc__out_fclose(f, &o, err);
+  }
   cJSON_free(text);
   return st;
 }

@@ -93,15 +93,22 @@ static fsdpc_status spawn(const fsdpc_bench_run_opts *o, pid_t *pid, fsdpc_err *
   char out_path[4096], err_path[4096];
   snprintf(out_path, sizeof out_path, "%s/stdout.log", o->log_dir);
   snprintf(err_path, sizeof err_path, "%s/stderr.log", o->log_dir);
-  int fo = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  int fe = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fo < 0 || fe < 0) {
+  /* util/fs.h's appends: never through a link planted in the output folder,
+   * never a FIFO or device, never a file hard-linked elsewhere; emptied
+   * first, as each run's logs start fresh */
+  int fo = -1, fe = -1;
+  fsdpc_status st = fsdpc__open_append(out_path, &fo, err);
+  if (st == FSDPC_OK)
+    st = fsdpc__open_append(err_path, &fe, err);
+  if (st == FSDPC_OK && (ftruncate(fo, 0) != 0 || ftruncate(fe, 0) != 0))
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot empty %s: %s", out_path, strerror(errno));
+  if (st != FSDPC_OK) {
     if (fo >= 0)
       close(fo);
     if (fe >= 0)
       close(fe);
     free(argv);
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", out_path, strerror(errno));
+    return st;
   }
   fflush(NULL);
   *pid = fork();

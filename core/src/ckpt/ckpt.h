@@ -82,6 +82,9 @@ const char *fsdpc__ckpt_host_loaded_state(const fsdpc_ckpt_host *h);
 /* The resolved config written as config.yaml into each checkpoint (copied;
  * NULL = none). */
 fsdpc_status fsdpc__ckpt_host_set_config_yaml(fsdpc_ckpt_host *h, const char *yaml, fsdpc_err *err);
+/* The divergence marker (ckpt/diverge.h) rank 0 writes into the next saves;
+ * takes json (malloc'd; NULL: none). save.c */
+void fsdpc__ckpt_host_set_loss_marker(fsdpc_ckpt_host *h, char *json);
 /* A full (HF) save also writes generation_config.json and the tokenizer
  * files, and merges config.json into the source's, from the sources c
  * names (ckpt/export.h). Without this call config.json is fsdpc's own. */
@@ -173,7 +176,8 @@ fsdpc_status fsdpc__ckpt_latest(const char *root, char *out, size_t cap, int *fo
 /* The k-th newest complete intermediate checkpoint (k = 0: the newest). */
 fsdpc_status fsdpc__ckpt_nth_latest(const char *root, int k, char *out, size_t cap, int *found,
                                     fsdpc_err *err);
-/* Deletes step-* folders under root beyond the newest `keep`. */
+/* Deletes step-* folders under root beyond the newest `keep`, except the
+ * newest one not marked diverging (ckpt/diverge.h). */
 fsdpc_status fsdpc__ckpt_rotate(const char *root, int64_t keep, fsdpc_err *err);
 /* rm -rf; OK when path does not exist. */
 fsdpc_status fsdpc__ckpt_rm_rf(const char *path, fsdpc_err *err);

@@ -34,6 +34,7 @@ struct fsdpc_ckpt_host {
   uint32_t n_slots;
   char strategy[32];
   char *state, *loaded_state, *config_yaml;
+  char *loss_marker;  /* ckpt/diverge.h: written with the next save (rank 0) */
   int32_t save_dtype; /* torch_dtype of config.json */
 
   /* The last callback error (reported instead of the plugin's message). */

@@ -13,6 +13,7 @@
 
 #include "ckpt/ckpt_internal.h"
 #include "io/fileio.h"
+#include "util/fs.h"
 
 static const char *const tok_files[] = {"tokenizer.json", "tokenizer_config.json",
                                         "special_tokens_map.json", "chat_template.jinja",
@@ -347,7 +348,7 @@ static fsdpc_status copy_file(const char *from, const char *to, fsdpc_err *err) 
   size_t len = 0;
   if (fsdpc__read_small_file(from, 1u << 30, &data, &len) != 0)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot read: %s", from, strerror(errno));
-  int r = fsdpc__write_small_file(to, data, len);
+  int r = fsdpc__write_file_safe(to, data, len);
   free(data);
   if (r != 0)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot write: %s", to, strerror(errno));
@@ -441,7 +442,7 @@ static fsdpc_status make_generation_config(const char *config_text, const char *
   if (tn) {
     memcpy(tn, t, n);
     tn[n] = '\n';
-    if (fsdpc__write_small_file(path, tn, n + 1) != 0)
+    if (fsdpc__write_file_safe(path, tn, n + 1) != 0)
       st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot write: %s", path, strerror(errno));
   } else {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
@@ -477,7 +478,7 @@ fsdpc_status fsdpc__export_write(const char *dir, const fsdpc_model_shape *shape
   } while (0)
   STEP(fsdpc__export_config_json(shape, dtype, src_text, &text, err));
   OOM(path = fsdpc__path_join(dir, "config.json"));
-  if (fsdpc__write_small_file(path, text, strlen(text)) != 0)
+  if (fsdpc__write_file_safe(path, text, strlen(text)) != 0)
     STEP(fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot write: %s", path, strerror(errno)));
   STEP(record(ctx, path));
   free(path);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
+#include "ckpt/diverge.h"
 #include "data/crc32.h"
 #include "io/fileio.h"
 #include "util/fs.h"
@@ -131,7 +132,18 @@ fsdpc_status fsdpc__ckpt_rotate(const char *root, int64_t keep, fsdpc_err *err) 
   int n;
   FSDPC_TRY(list_steps(root, &v, &n, err));
   fsdpc_status st = FSDPC_OK;
+  /* The newest checkpoint whose loss was not diverging stays, wherever it
+   * is: after a divergence it is the one to resume from. */
+  int good = -1;
+  for (int i = n - 1; i >= 0 && good < 0; i--) {
+    char *p = fsdpc__path_join(root, v[i].name);
+    if (p && !fsdpc__diverge_marked(p))
+      good = i;
+    free(p);
+  }
   for (int i = 0; i + keep < n && st == FSDPC_OK; i++) {
+    if (i == good)
+      continue;
     char *p = fsdpc__path_join(root, v[i].name);
     st = p ? fsdpc__ckpt_rm_rf(p, err) : fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     free(p);
@@ -216,7 +228,7 @@ fsdpc_status fsdpc__ckpt_manifest_write(const char *dir, int rank, const fsdpc_c
   fsdpc_status st = FSDPC_OK;
   if (!(path = fsdpc__path_join(dir, name)))
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  else if (fsdpc__write_small_file(path, text, len) != 0)
+  else if (fsdpc__write_file_safe(path, text, len) != 0)
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", path, strerror(errno));
   free(path);
   free(text);

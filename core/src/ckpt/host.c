@@ -10,6 +10,7 @@
 
 #include "ckpt/ckpt_internal.h"
 #include "io/fileio.h"
+#include "util/fs.h"
 #include "util/log.h"
 
 static fsdpc_ckpt_host *H(void *ctx) {
@@ -231,7 +232,7 @@ static void cb_st_abort(void *ctx, void *handle) {
 static int32_t cb_write_file(void *ctx, const char *path, const void *data, uint64_t len) {
   fsdpc_ckpt_host *h = H(ctx);
   fsdpc_status st = FSDPC_OK;
-  if (fsdpc__write_small_file(path, data, (size_t)len) != 0)
+  if (fsdpc__write_file_safe(path, data, (size_t)len) != 0)
     st = fsdpc__fail(&h->err, FSDPC_SYSTEM_ERROR, "cannot write %s", path);
   if (st == FSDPC_OK)
     st = record_file(h, path);
@@ -447,6 +448,7 @@ void fsdpc__ckpt_host_destroy(fsdpc_ckpt_host *h) {
   free(h->state);
   free(h->loaded_state);
   free(h->config_yaml);
+  free(h->loss_marker);
   free(h->dir);
   fsdpc__export_src_free(&h->export_src);
   free(h);

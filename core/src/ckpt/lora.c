@@ -137,7 +137,7 @@ static fsdpc_status write_folder(const char *root, const char *name, const fsdpc
   char *cfg = st == FSDPC_OK ? adapter_config(lo, base, err) : NULL;
   if (st == FSDPC_OK && !cfg) st = FSDPC_SYSTEM_ERROR;
   snprintf(path, sizeof path, "%s/adapter_config.json", tmp);
-  if (st == FSDPC_OK && fsdpc__write_small_file(path, cfg, strlen(cfg)) != 0)
+  if (st == FSDPC_OK && fsdpc__write_file_safe(path, cfg, strlen(cfg)) != 0)
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot write (disk full or read-only?)", path);
   free(cfg);
   if (st == FSDPC_OK) st = fsdpc__ckpt_stage_commit(root, name, 0, err);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "ckpt/ckpt_internal.h"
+#include "ckpt/diverge.h"
 #include "ckpt/verify.h"
 #include "config/opts.h"
 #include "io/fileio.h"
@@ -58,6 +59,21 @@ fsdpc_status fsdpc__ckpt_stage_begin(const char *root, const char *name, fsdpc_e
   return FSDPC_OK;
 }
 
+/* dir/name = text through the host's checksummed writer; text NULL: none. */
+static fsdpc_status write_text(fsdpc_ckpt_host *h, const char *dir, const char *name,
+                               const char *text, fsdpc_err *err) {
+  if (!text)
+    return FSDPC_OK;
+  char *p = fsdpc__path_join(dir, name);
+  if (!p)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  int32_t r = h->sd.write_file(h, p, text, strlen(text));
+  free(p);
+  if (r != FSDPC_OK)
+    *err = h->err;
+  return r;
+}
+
 fsdpc_status fsdpc__ckpt_save_part(fsdpc_ckpt_host *h, const fsdpc_component *plugin,
                                    const fsdpc_opts *opts, const char *tmp,
                                    const fsdpc_sd_save_opts *so, fsdpc_err *err) {
@@ -73,20 +89,18 @@ fsdpc_status fsdpc__ckpt_save_part(fsdpc_ckpt_host *h, const fsdpc_component *pl
   if (h->be.done) h->be.done(h->be.ctx, 0, &e2); /* staged shards are not needed any more */
   if (r != FSDPC_OK)
     return plugin_error(h, plugin, r, err);
-  if (h->sd.rank == 0 && h->config_yaml) {
-    char *p = fsdpc__path_join(tmp, FSDPC_CKPT_CONFIG_FILE);
-    if (!p)
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-    r = h->sd.write_file(h, p, h->config_yaml, strlen(h->config_yaml));
-    free(p);
-    if (r != FSDPC_OK) {
-      *err = h->err;
-      return r;
-    }
+  if (h->sd.rank == 0) { /* the config, and the divergence rule's marker (ckpt/diverge.h) */
+    FSDPC_TRY(write_text(h, tmp, FSDPC_CKPT_CONFIG_FILE, h->config_yaml, err));
+    FSDPC_TRY(write_text(h, tmp, FSDPC_CKPT_LOSS_FILE, h->loss_marker, err));
   }
   if (h->n_written > 0)
     FSDPC_TRY(fsdpc__ckpt_manifest_write(tmp, h->sd.rank, h->written, h->n_written, err));
   return FSDPC_OK;
+}
+
+void fsdpc__ckpt_host_set_loss_marker(fsdpc_ckpt_host *h, char *json) {
+  free(h->loss_marker);
+  h->loss_marker = json;
 }
 
 fsdpc_status fsdpc__ckpt_stage_commit(const char *root, const char *name, int64_t keep,

@@ -15,6 +15,7 @@
 
 #include "ckpt/ckpt.h"
 #include "ckpt/peft.h"
+#include "ckpt/diverge.h"
 #include "ckpt/state.h"
 #include "ckpt/test_hooks.h"
 #include "ckpt/train_hooks.h"
@@ -55,6 +56,7 @@ struct fsdpc_ckpt_run {
   int warned_grace;   /* a save took longer than dist.term_grace_s */
   int have_base_id;   /* LoRA: base_id was computed (once per run) */
   fsdpc_base_id base_id;
+  fsdpc_diverge div;  /* the divergence rule of rotation (ckpt/diverge.h) */
 };
 
 static const char *intermediate_name(const fsdpc_config *c, fsdpc_err *err, fsdpc_status *st) {
@@ -192,6 +194,17 @@ static fsdpc_status save(fsdpc_ckpt_train *s, const char *name, const fsdpc_comp
                  (long long)step, name);
     return FSDPC_OK;
   }
+  /* an intermediate checkpoint says whether its loss was diverging, so
+   * that rotation keeps the last good one (ckpt/diverge.h) */
+  int intermediate = strncmp(name, FSDPC_CKPT_STEP_PREFIX, strlen(FSDPC_CKPT_STEP_PREFIX)) == 0;
+  fsdpc__ckpt_host_set_loss_marker(r->host,
+                                   intermediate ? fsdpc__diverge_marker(&r->div, step) : NULL);
+  if (intermediate && fsdpc__diverge_now(&r->div) && s->rank == 0)
+    FSDPC_LOGW("step %lld: the mean loss of the last %d steps (%.4g) is above %.3g x the best "
+               "so far (%.4g): %s is marked diverging, and rotation keeps the newest checkpoint "
+               "that is not (checkpoint.divergence_factor)",
+               (long long)step, r->div.n, fsdpc__diverge_mean(&r->div), r->div.factor, r->div.best,
+               name);
   char *state = NULL;
   FSDPC_TRY(build_state(s, step, with_opt, &state, err));
   fsdpc_status st = fsdpc__ckpt_host_set_state(r->host, state, err);
@@ -263,6 +276,7 @@ static fsdpc_status apply_state(fsdpc_ckpt_train *s, const char *dir, fsdpc_err 
   if (rc == FSDPC_OK) {
     s->start_step = st.step;
     r->last_saved = st.step;
+    fsdpc__diverge_resume(&r->div, dir); /* the run's best loss goes on */
     if (s->rank == 0)
       FSDPC_LOGI("resumed from %s at step %lld (saved at world %d %s, now world %d %s)%s", dir,
                  (long long)st.step, st.world_size, st.strategy, s->plan->modes.world.world_size,
@@ -393,6 +407,7 @@ fsdpc_status fsdpc__ckpt_session_setup(fsdpc_ckpt_train *s, fsdpc_err *err) {
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   s->run = r;
   r->last_saved = -1;
+  fsdpc__diverge_init(&r->div, c->checkpoint.divergence_factor);
   fsdpc_test_hooks hooks;
   fsdpc__test_hooks_get(&hooks); /* none outside the test build (test_hooks.h) */
   r->signal_at = hooks.signal_at_step;
@@ -451,6 +466,15 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_ckpt_train *s, int64_t done, int *stop
     char name[64];
     fsdpc__ckpt_step_name(done, name, sizeof name);
     FSDPC_TRY(save(s, name, r->fmt.intermediate, FSDPC_DTYPE_F32, done, err));
+    if (!stopping) {
+      /* A signal that came during this save (seconds, for a large model)
+       * finds its checkpoint written: stop now, not after another step and
+       * another save that the grace period may not hold. */
+      flag = g_stop_signal ? 1.0 : 0.0;
+      FSDPC_TRY(
+          fsdpc__dist_all_reduce_f64(s->dist, FSDPC_GROUP_WORLD, &flag, 1, "stop signal", err));
+      stopping = flag > 0.0;
+    }
   }
   if (stopping) {
     /* A peer's signal reaches this rank through the all-reduce only. */
@@ -473,6 +497,11 @@ fsdpc_status fsdpc__ckpt_after_step(fsdpc_ckpt_train *s, int64_t done, int *stop
     *stop = 1;
   }
   return FSDPC_OK;
+}
+
+void fsdpc__ckpt_note_loss(fsdpc_ckpt_train *s, double loss) {
+  if (s->run)
+    fsdpc__diverge_note(&s->run->div, loss);
 }
 
 fsdpc_status fsdpc__ckpt_save_now(fsdpc_ckpt_train *s, int64_t done, fsdpc_err *err) {
@@ -518,7 +547,7 @@ static fsdpc_status lora_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
     int32_t dtype =
         strcmp(p->desc->name, "full") == 0 ? c->checkpoint.final_dtype : FSDPC_DTYPE_F32;
     r->host = merged;
-    st = save(s, FSDPC_CKPT_MERGED_NAME, p, dtype, c->train.max_steps, err);
+    st = save(s, FSDPC_CKPT_MERGED_NAME, p, dtype, s->plan->modes.batch.max_steps, err);
     r->host = saved;
   }
   fsdpc__ckpt_host_destroy(merged);

@@ -39,8 +39,13 @@ typedef struct fsdpc_ckpt_train {
  * s->start_step. */
 fsdpc_status fsdpc__ckpt_session_setup(fsdpc_ckpt_train *s, fsdpc_err *err);
 /* After `done` steps: the periodic save, and the agreed stop on a signal
- * (a save, then *stop = 1: the caller returns OK at once). */
+ * (a save, then *stop = 1: the caller returns OK at once). A signal that
+ * arrives during the periodic save stops the run after it: that save is
+ * the stop checkpoint. */
 fsdpc_status fsdpc__ckpt_after_step(fsdpc_ckpt_train *s, int64_t done, int *stop, fsdpc_err *err);
+/* The loss of a step that trained (not a skipped one), for the divergence
+ * rule of rotation (ckpt/diverge.h). */
+void fsdpc__ckpt_note_loss(fsdpc_ckpt_train *s, double loss);
 /* A checkpoint of `done` steps now (checkpoint.intermediate_format into
  * checkpoint.dir), unless that step is saved already. */
 fsdpc_status fsdpc__ckpt_save_now(fsdpc_ckpt_train *s, int64_t done, fsdpc_err *err);

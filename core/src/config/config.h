@@ -64,6 +64,13 @@ typedef struct fsdpc_strlist {
   int n;
 } fsdpc_strlist;
 
+/* A list of option maps, each kept as text with its source location and
+ * validated by its consumer against its own keys (data.datasets). */
+typedef struct fsdpc_opts_list {
+  fsdpc_opts **items;
+  int n;
+} fsdpc_opts_list;
+
 typedef struct fsdpc_config_model {
   char *config; /* HF config.json or its folder; "" = none */
   int64_t vocab_size, hidden_size, intermediate_size, num_hidden_layers;
@@ -104,6 +111,9 @@ typedef struct fsdpc_config_data {
   bool skip_bad_examples;
   int packing;  /* FSDPC_DATA_PACKING_* */
   int overlong; /* FSDPC_DATA_OVERLONG_* */
+  char *cache_dir;                         /* prepared JSONL data; "" = log.dir/data-cache */
+  int64_t max_line_bytes, max_input_bytes; /* JSONL limits (data/jsonl.h) */
+  fsdpc_opts_list datasets;                /* [{path, weight, format, ...}], mixed by weight */
 } fsdpc_config_data;
 enum { FSDPC_DATA_PACKING_AUTO = -1 }; /* else FSDPC_PACK_* of data/loader.h */
 enum { FSDPC_DATA_OVERLONG_TRUNCATE = 0, FSDPC_DATA_OVERLONG_DROP = 1 };
@@ -181,6 +191,8 @@ typedef struct fsdpc_config_checkpoint {
   fsdpc_opts *options;
   bool allow_nonfinite; /* load weights/optimizer state holding NaN/Inf */
   double write_mib_s;   /* a save's write rate per rank for the grace warning; 0 = measure */
+  double divergence_factor; /* rotation keeps the last checkpoint whose loss was not above
+                               this x the run's best (ckpt/train.c); 0 = off */
 } fsdpc_config_checkpoint;
 
 typedef struct fsdpc_config_log {
@@ -198,6 +210,7 @@ typedef struct fsdpc_config_plugins {
 /* The job as a whole (launcher, signals). */
 typedef struct fsdpc_config_dist {
   double term_grace_s; /* SIGTERM -> SIGKILL delay of the launcher */
+  double heartbeat_timeout_s; /* a rank or the store silent this long fails the job */
 } fsdpc_config_dist;
 
 /* peft: parameter-efficient fine-tuning (docs/lora.md), Hugging Face PEFT's

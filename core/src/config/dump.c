@@ -83,6 +83,26 @@ static void value(emit *e, const fsdpc_config *c, const fsdpc_cfg_key *k) {
     seq_end(e);
     return;
   }
+  case FSDPC_CFG_OPTS_LIST: {
+    const fsdpc_opts_list *l = field;
+    seq_start(e);
+    for (int j = 0; j < l->n; j++) {
+      int n = fsdpc__opts_count(l->items[j]);
+      mapping_start(e, YAML_FLOW_MAPPING_STYLE);
+      for (int i = 0; i < n; i++) {
+        const char *key, *val;
+        int user;
+        fsdpc__opts_entry(l->items[j], i, &key, &val, &user);
+        if (!user)
+          continue;
+        scalar(e, key, YAML_ANY_SCALAR_STYLE);
+        scalar(e, val, val[0] ? YAML_ANY_SCALAR_STYLE : YAML_DOUBLE_QUOTED_SCALAR_STYLE);
+      }
+      mapping_end(e);
+    }
+    seq_end(e);
+    return;
+  }
   case FSDPC_CFG_OPTS: {
     const fsdpc_opts *o = *(fsdpc_opts *const *)field;
     int n = fsdpc__opts_count(o);

@@ -26,6 +26,8 @@
 #define STRS_(p, f, d, h, ...)                                                                     \
   ROW_(p, FSDPC_CFG_STRINGS, FIELD_(f, fsdpc_strlist), d, h, __VA_ARGS__)
 #define OPTS_(p, f, h) ROW_(p, FSDPC_CFG_OPTS, FIELD_(f, fsdpc_opts *), "{}", h, .flags = 0)
+#define OPTS_LIST_(p, f, h)                                                                        \
+  ROW_(p, FSDPC_CFG_OPTS_LIST, FIELD_(f, fsdpc_opts_list), "[]", h, .flags = 0)
 
 /* Modifiers for the trailing arguments. Each range modifier sets .flags, so
  * a row takes at most one; rows that need more flags (required, derived)
@@ -195,7 +197,7 @@ static const fsdpc_cfg_key keys[] = {
     FLOAT_("data.eval_fraction", data.eval_fraction, "0.0",
            "fraction of data.train held out for eval when data.eval is \"\"", RANGE_(0, 0.5)),
     ENUM_("data.format", data.format, "auto", format_values,
-          "format of a JSONL data.train (prepared on the fly and cached next to it): "
+          "format of a JSONL data.train (prepared on the fly and cached in data.cache_dir): "
           "text, instruction, prompt_completion, chat; auto = detected from the first example",
           NONE_),
     STR_("data.text_field", data.text_field, "text", "text format: the field holding the document",
@@ -243,6 +245,22 @@ static const fsdpc_cfg_key keys[] = {
           NONE_),
     ENUM_("data.overlong", data.overlong, "truncate", overlong_values,
           "packing examples/none: an example longer than seq_len is truncated or dropped", NONE_),
+    PATH_("data.cache_dir", data.cache_dir, "",
+          "folder of prepared JSONL data, reused while its inputs are unchanged (keyed by "
+          "content); each node writes its own; \"\" = log.dir/data-cache",
+          NONE_),
+    INT_("data.max_line_bytes", data.max_line_bytes, "33554432",
+         "longest JSONL line (or JSON-array element) in bytes; a line costs about 30 times its "
+         "size in memory while it is converted",
+         RANGE_(1024, 4294967296.0)),
+    INT_("data.max_input_bytes", data.max_input_bytes, "1099511627776",
+         "largest JSONL file after decompression, in bytes (a .gz that expands without end)",
+         RANGE_(1, 1125899906842624.0)),
+    OPTS_LIST_("data.datasets", data.datasets,
+               "datasets mixed by weight instead of data.train: [{path, weight, format, "
+               "train_on, chat_template, *_field, skip_bad_examples}], keys not given follow "
+               "data.*; weights 3 and 1 train on 3 examples of the first per example of the "
+               "second"),
 
     /* ---- fsdp ---- */
     ENUM_("fsdp.sharding_strategy", fsdp.sharding_strategy, "FULL_SHARD", sharding_values,
@@ -346,6 +364,10 @@ static const fsdpc_cfg_key keys[] = {
            "seconds the launcher gives ranks between SIGTERM and SIGKILL (a save under way gets "
            "more); SLURM's KillWait and Kubernetes give 30",
            RANGE_(0.1, 3600)),
+    FLOAT_("dist.heartbeat_timeout_s", dist.heartbeat_timeout_s, "10",
+           "seconds a rank's heartbeat (or, seen from another node, the store) may stand still "
+           "before the job fails naming it: a stopped, frozen or cut-off process or node",
+           RANGE_(0.5, 3600)),
 
     /* ---- attention ---- */
     STR_("attention.impl", attention.impl, "auto",
@@ -440,6 +462,11 @@ static const fsdpc_cfg_key keys[] = {
            "MiB/s a save writes per rank, for the start-up warning that a save may not fit "
            "dist.term_grace_s; 0 = measure it (a probe write in checkpoint.dir, when the save "
            "exceeds 10 MiB/s x the grace)",
+           RANGE_(0, 1e6)),
+    FLOAT_("checkpoint.divergence_factor", checkpoint.divergence_factor, "2",
+           "a checkpoint whose mean loss over the last 10 steps is above this x the run's best "
+           "such mean is diverging: rotation (checkpoint.keep) never deletes the newest one "
+           "that is not; 0 = off",
            RANGE_(0, 1e6)),
 
     /* ---- log ---- */
@@ -557,6 +584,8 @@ const char *fsdpc__cfg_type_name(fsdpc_cfg_type t) {
     return "list of string";
   case FSDPC_CFG_OPTS:
     return "map";
+  case FSDPC_CFG_OPTS_LIST:
+    return "list of map";
   }
   return "?";
 }

@@ -15,14 +15,15 @@
 
 typedef enum fsdpc_cfg_type {
   FSDPC_CFG_BOOL,
-  FSDPC_CFG_INT,     /* int64_t */
-  FSDPC_CFG_FLOAT,   /* double */
-  FSDPC_CFG_STRING,  /* char *, owned */
-  FSDPC_CFG_PATH,    /* char *, owned; a file or folder name */
-  FSDPC_CFG_ENUM,    /* int, one of the row's enum values */
-  FSDPC_CFG_FLOATS,  /* double[list_len], exactly list_len items */
-  FSDPC_CFG_STRINGS, /* fsdpc_strlist */
-  FSDPC_CFG_OPTS     /* fsdpc_opts *: a plugin's free-form options map */
+  FSDPC_CFG_INT,      /* int64_t */
+  FSDPC_CFG_FLOAT,    /* double */
+  FSDPC_CFG_STRING,   /* char *, owned */
+  FSDPC_CFG_PATH,     /* char *, owned; a file or folder name */
+  FSDPC_CFG_ENUM,     /* int, one of the row's enum values */
+  FSDPC_CFG_FLOATS,   /* double[list_len], exactly list_len items */
+  FSDPC_CFG_STRINGS,  /* fsdpc_strlist */
+  FSDPC_CFG_OPTS,     /* fsdpc_opts *: a plugin's free-form options map */
+  FSDPC_CFG_OPTS_LIST /* fsdpc_opts_list: a list of such maps (data.datasets) */
 } fsdpc_cfg_type;
 
 typedef struct fsdpc_cfg_enum_item {

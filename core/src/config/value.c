@@ -64,6 +64,9 @@ static void expected(const fsdpc_cfg_key *k, char *buf, size_t cap) {
   case FSDPC_CFG_OPTS:
     snprintf(buf, cap, "a mapping of option: value");
     return;
+  case FSDPC_CFG_OPTS_LIST:
+    snprintf(buf, cap, "a list of mappings ([{key: value, ...}, ...])");
+    return;
   case FSDPC_CFG_ENUM: {
     size_t used = (size_t)snprintf(buf, cap, "one of");
     for (const fsdpc_cfg_enum_item *e = k->enums; e->name && used < cap; e++)
@@ -280,6 +283,52 @@ static fsdpc_status set_opts(fsdpc_cfg_ctx *ctx, const fsdpc_cfg_key *k, fsdpc_o
   return FSDPC_OK;
 }
 
+static void opts_list_free(fsdpc_opts_list *l) {
+  for (int i = 0; i < l->n; i++)
+    fsdpc__opts_destroy(l->items[i]);
+  free(l->items);
+  l->items = NULL;
+  l->n = 0;
+}
+
+/* A list of option maps: each item keeps its own "KEY[i]" name for its
+ * messages and the location of each value. */
+static fsdpc_status set_opts_list(fsdpc_cfg_ctx *ctx, const fsdpc_cfg_key *k,
+                                  fsdpc_opts_list *field, yaml_document_t *doc, yaml_node_t *node) {
+  fsdpc_opts_list l = {NULL, 0};
+  fsdpc_status st = FSDPC_OK;
+  if (!fsdpc__cfg_is_null(node)) {
+    if (node->type != YAML_SEQUENCE_NODE)
+      return wrong_kind(ctx, k, k->path, node);
+    int n = (int)(node->data.sequence.items.top - node->data.sequence.items.start);
+    if (!(l.items = calloc(n > 0 ? (size_t)n : 1, sizeof *l.items)))
+      return oom(ctx);
+    for (int i = 0; i < n && st == FSDPC_OK; i++) {
+      yaml_node_t *item = yaml_document_get_node(doc, node->data.sequence.items.start[i]);
+      char path[256];
+      snprintf(path, sizeof path, "%s[%d]", k->path, i);
+      if (item->type != YAML_MAPPING_NODE) {
+        st = fail_at(ctx, item, path, "expected a mapping ({path: ..., weight: ...}), got %s",
+                     node_kind(item));
+        break;
+      }
+      if ((st = fsdpc__opts_create(path, &l.items[i], ctx->err)) != FSDPC_OK)
+        break;
+      l.n = i + 1;
+      fsdpc_cfg_key item_key = *k;
+      item_key.path = path;
+      st = set_opts(ctx, &item_key, l.items[i], doc, item);
+    }
+  }
+  if (st != FSDPC_OK) {
+    opts_list_free(&l);
+    return st;
+  }
+  opts_list_free(field);
+  *field = l;
+  return FSDPC_OK;
+}
+
 fsdpc_status fsdpc__cfg_set_node(fsdpc_cfg_ctx *ctx, int ki, yaml_document_t *doc,
                                  yaml_node_t *node) {
   int n;
@@ -295,6 +344,9 @@ fsdpc_status fsdpc__cfg_set_node(fsdpc_cfg_ctx *ctx, int ki, yaml_document_t *do
     break;
   case FSDPC_CFG_OPTS:
     st = set_opts(ctx, k, *(fsdpc_opts **)field, doc, node);
+    break;
+  case FSDPC_CFG_OPTS_LIST:
+    st = set_opts_list(ctx, k, (fsdpc_opts_list *)field, doc, node);
     break;
   default:
     if (node->type != YAML_SCALAR_NODE)
@@ -371,6 +423,9 @@ void fsdpc__cfg_free_field(fsdpc_config *c, const fsdpc_cfg_key *k) {
     fsdpc__opts_destroy(*(fsdpc_opts **)field);
     *(fsdpc_opts **)field = NULL;
     break;
+  case FSDPC_CFG_OPTS_LIST:
+    opts_list_free((fsdpc_opts_list *)field);
+    break;
   default:
     break;
   }
@@ -428,6 +483,23 @@ void fsdpc__cfg_value_text(const fsdpc_config *c, const fsdpc_cfg_key *k, char *
       snprintf(buf + used, cap - used, "}");
     return;
   }
+  case FSDPC_CFG_OPTS_LIST: {
+    const fsdpc_opts_list *l = field;
+    used = (size_t)snprintf(buf, cap, "[");
+    for (int j = 0; j < l->n && used < cap; j++) {
+      used += (size_t)snprintf(buf + used, cap - used, "%s{", j ? ", " : "");
+      for (int i = 0; i < fsdpc__opts_count(l->items[j]) && used < cap; i++) {
+        const char *key, *val;
+        fsdpc__opts_entry(l->items[j], i, &key, &val, NULL);
+        used += (size_t)snprintf(buf + used, cap - used, "%s%s: %s", i ? ", " : "", key, val);
+      }
+      if (used < cap)
+        used += (size_t)snprintf(buf + used, cap - used, "}");
+    }
+    if (used < cap)
+      snprintf(buf + used, cap - used, "]");
+    return;
+  }
   }
 }
 
@@ -478,6 +550,16 @@ bool fsdpc__cfg_row_equal(const fsdpc_config *a, const fsdpc_config *b, const fs
   case FSDPC_CFG_OPTS: {
     const fsdpc_opts *oa = *(fsdpc_opts *const *)fa, *ob = *(fsdpc_opts *const *)fb;
     return fsdpc__opts_count(oa) == fsdpc__opts_count(ob) && opts_subset(oa, ob);
+  }
+  case FSDPC_CFG_OPTS_LIST: {
+    const fsdpc_opts_list *la = fa, *lb = fb;
+    if (la->n != lb->n)
+      return false;
+    for (int i = 0; i < la->n; i++)
+      if (fsdpc__opts_count(la->items[i]) != fsdpc__opts_count(lb->items[i]) ||
+          !opts_subset(la->items[i], lb->items[i]))
+        return false;
+    return true;
   }
   }
   return false;

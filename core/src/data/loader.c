@@ -389,6 +389,22 @@ fsdpc_status fsdpc__loader_window(fsdpc_loader *l, int64_t idx, int32_t *tokens,
   return FSDPC_OK;
 }
 
+fsdpc_status fsdpc__loader_window_targets(fsdpc_loader *l, int64_t idx, uint8_t *target,
+                                          fsdpc_err *err) {
+  if (idx < 0 || idx >= l->n)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: window %" PRId64 " is outside the split's %" PRId64 " windows",
+                       l->tf->path, idx, l->n);
+  int64_t k = l->windows[idx], T = l->opts.seq_len;
+  read_window(l, k);
+  int packed = l->opts.packing != FSDPC_PACK_WINDOW;
+  for (int64_t j = 0; j < T; j++)
+    target[j] =
+        (uint8_t)(l->scratch_mask[j] &&
+                  (packed ? j > 0 && l->scratch_doc[j - 1] == l->scratch_doc[j] : k * T + j > 0));
+  return FSDPC_OK;
+}
+
 /* Makes l->perm hold epoch e's visiting order. */
 static void ensure_epoch(fsdpc_loader *l, int64_t e) {
   if (l->perm_epoch == e)

@@ -118,6 +118,13 @@ int32_t fsdpc__loader_packing(const fsdpc_loader *loader); /* FSDPC_PACK_* */
  * be NULL. */
 fsdpc_status fsdpc__loader_window(fsdpc_loader *loader, int64_t idx, int32_t *tokens,
                                   int32_t *labels, int32_t *doc_ids, fsdpc_err *err);
+/* Which of window idx's T input tokens are training targets: predicted with
+ * loss, by a label of this window or (the first token of a stream window)
+ * by the last label of the window before it. target (T) gets 0/1. This is
+ * the rule `fsdpc data batch` marks by, and `fsdpc data info` marks a
+ * file's documents by under its default packing (docs/data.md). */
+fsdpc_status fsdpc__loader_window_targets(fsdpc_loader *loader, int64_t idx, uint8_t *target,
+                                          fsdpc_err *err);
 /* Split-order index of the window at position pos of the given step's
  * global batch (pos in [0, G)); exposed so tests and tools can check the
  * addressing without copying tokens. */

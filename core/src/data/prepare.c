@@ -14,6 +14,7 @@
 #include "data/jsonl.h"
 #include "data/prepare_internal.h"
 #include "data/tokfile.h"
+#include "util/escape.h"
 #include "util/log.h"
 
 #define BATCH_LINES 4096
@@ -59,40 +60,54 @@ int fsdpc__prepare_train_on_parse(const char *s) {
   return -1;
 }
 
+static void jsonl_opts(const fsdpc_prepare_opts *o, fsdpc_jsonl_opts *jo) {
+  jo->max_line_bytes = o->max_line_bytes;
+  jo->max_input_bytes = o->max_input_bytes;
+}
+
 /* The format of the first example of the first file. */
 static fsdpc_status detect(const fsdpc_prepare_opts *o, int *format, fsdpc_err *err) {
   fsdpc_jsonl *r;
-  FSDPC_TRY(fsdpc__jsonl_open(o->inputs[0], &r, err));
+  fsdpc_jsonl_opts jo;
+  jsonl_opts(o, &jo);
+  FSDPC_TRY(fsdpc__jsonl_open(o->inputs[0], &jo, &r, err));
   fsdpc_jsonl_line line;
   int n = 0;
+  cJSON *obj = NULL;
   fsdpc_status st = fsdpc__jsonl_next(r, &line, 1, &n, err);
   if (st == FSDPC_OK && n == 0)
-    st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: empty dataset (no JSON lines)", o->inputs[0]);
-  if (st == FSDPC_OK) {
-    const char *end = NULL;
-    cJSON *obj = cJSON_ParseWithLengthOpts(line.text, line.len, &end, 0);
-    *format = fsdpc__prep_detect(o, obj);
-    if (!obj)
-      st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s:%lld: column %ld: malformed JSON (set data.format to skip detection "
-                       "and data.skip_bad_examples to skip such lines)",
-                       o->inputs[0], (long long)line.line_no,
-                       end ? (long)(end - line.text) + 1 : 1L);
-    else if (*format == FSDPC_FORMAT_AUTO) {
-      char keys[256] = "";
-      size_t k = 0;
-      for (const cJSON *c = cJSON_IsObject(obj) ? obj->child : NULL; c && k < 200; c = c->next)
-        k += (size_t)snprintf(keys + k, sizeof keys - k, "%s'%.40s'", k ? ", " : "",
-                              strpbrk(c->string, "\n\r") ? "?" : c->string);
-      st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s:%lld: cannot tell the dataset format from the keys (%s): expected "
-                       "'messages'/'conversations' (chat), 'prompt'+'completion', "
-                       "'instruction'+'output' or '%s' (text); set data.format and the "
-                       "data.*_field names",
-                       o->inputs[0], (long long)line.line_no, k ? keys : "none", o->text_field);
-    }
-    cJSON_Delete(obj);
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: empty dataset (no JSON values)", o->inputs[0]);
+  if (st == FSDPC_OK && (st = fsdpc__jsonl_parse(o->inputs[0], &line, &obj, err)) != FSDPC_OK &&
+      err) {
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    fsdpc__fail(err, st,
+                "%.900s (set data.format to skip detection and data.skip_bad_examples "
+                "to skip such lines)",
+                msg);
   }
+  if (st == FSDPC_OK && (*format = fsdpc__prep_detect(o, obj)) == FSDPC_FORMAT_AUTO) {
+    char keys[256] = "";
+    size_t k = 0;
+    for (const cJSON *c = cJSON_IsObject(obj) ? obj->child : NULL; c && k < 200; c = c->next) {
+      char esc[64]; /* key names come from the file: escaped before printing */
+      fsdpc__escape_str(esc, 44, c->string);
+      k += (size_t)snprintf(keys + k, sizeof keys - k, "%s'%s'", k ? ", " : "", esc);
+    }
+    char field[80];
+    fsdpc__escape_str(field, sizeof field, o->text_field);
+    st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                     "%s:%lld: cannot tell the dataset format from the keys (%s): expected "
+                     "'messages'/'conversations' (chat), 'prompt'+'completion', "
+                     "'instruction'+'output' or '%s' (text); set data.format and the "
+                     "data.*_field names",
+                     o->inputs[0], (long long)line.line_no,
+                     !cJSON_IsObject(obj) ? "not a JSON object"
+                     : k                  ? keys
+                                          : "none",
+                     field);
+  }
+  cJSON_Delete(obj);
   fsdpc__jsonl_close(r);
   return st;
 }
@@ -110,12 +125,14 @@ static void model_dir_of(const char *tok, char *out, size_t cap) {
     snprintf(out, cap, ".");
 }
 
-/* Prints one example with its context runs in {{ }}: text by byte offsets;
- * added tokens without text (BOS/EOS) by name. */
+/* Prints one example with the tokens that are not trained on in {{ }}:
+ * text by byte offsets; added tokens without text (BOS/EOS) by name. An
+ * example's first token is never trained on (nothing before it predicts
+ * it), the rule `data info` and `data batch` mark by. */
 static void show_example(FILE *f, const fsdpc_prep_ctx *c, const char *file, int64_t line,
                          const fsdpc_prep_example *ex) {
   int64_t targets = 0;
-  for (int64_t i = 0; i < ex->n; i++)
+  for (int64_t i = 1; i < ex->n; i++)
     targets += ex->mask[i];
   fprintf(f, "--- %s:%lld: %lld tokens, %lld targets%s\n", file, (long long)line, (long long)ex->n,
           (long long)targets,
@@ -124,11 +141,12 @@ static void show_example(FILE *f, const fsdpc_prep_ctx *c, const char *file, int
   int ctx = 0;
   size_t at = 0;
   for (int64_t i = 0; i < ex->n; i++) {
-    if (!ex->mask[i] && !ctx)
+    int target = i > 0 && ex->mask[i];
+    if (!target && !ctx)
       fputs("{{", f);
-    if (ex->mask[i] && ctx)
+    if (target && ctx)
       fputs("}}", f);
-    ctx = !ex->mask[i];
+    ctx = !target;
     size_t a = ex->offsets[i][0], b = ex->offsets[i][1];
     if (a == b) {
       const char *s = fsdpc__tokenizer_token_str(c->tok, ex->ids[i]);
@@ -201,11 +219,15 @@ fsdpc_status fsdpc__prepare(const fsdpc_prepare_opts *o, fsdpc_prepare_stats *st
                           o->out, (uint32_t)fsdpc__tokenizer_vocab_size(tok), (uint32_t)c.eos,
                           FSDPC_TOKFILE_HAS_MASK | FSDPC_TOKFILE_EXAMPLES, &w, err)) != FSDPC_OK)
     goto done;
+  if (w && o->tag)
+    fsdpc__tokfile_writer_set_tag(w, o->tag);
   int threads = o->threads > 0 ? o->threads : omp_get_max_threads();
   int64_t shown = 0;
   for (int fi = 0; fi < o->n_inputs && s == FSDPC_OK; fi++) {
     const char *file = o->inputs[fi];
-    if ((s = fsdpc__jsonl_open(file, &r, err)) != FSDPC_OK)
+    fsdpc_jsonl_opts jo;
+    jsonl_opts(o, &jo);
+    if ((s = fsdpc__jsonl_open(file, &jo, &r, err)) != FSDPC_OK)
       break;
     for (;;) {
       int n = 0;
@@ -214,8 +236,7 @@ fsdpc_status fsdpc__prepare(const fsdpc_prepare_opts *o, fsdpc_prepare_stats *st
       int64_t base = st->lines;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 8)
       for (int i = 0; i < n; i++)
-        fsdpc__prep_example(&c, file, lines[i].line_no, lines[i].text, lines[i].len,
-                            base + i < o->show, &exs[i]);
+        fsdpc__prep_example(&c, file, &lines[i], base + i < o->show, &exs[i]);
       for (int i = 0; i < n && s == FSDPC_OK; i++) {
         fsdpc_prep_example *ex = &exs[i];
         st->lines++;
@@ -236,8 +257,8 @@ fsdpc_status fsdpc__prepare(const fsdpc_prepare_opts *o, fsdpc_prepare_stats *st
           st->weight_zero++;
           continue;
         }
-        int64_t t = 0;
-        for (int64_t k = 0; k < ex->n; k++)
+        int64_t t = 0; /* trained on: the first token is predicted by nothing */
+        for (int64_t k = 1; k < ex->n; k++)
           t += ex->mask[k];
         for (int64_t k = 0; k < ex->copies && s == FSDPC_OK; k++) {
           if (w)

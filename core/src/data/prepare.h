@@ -27,7 +27,7 @@ enum {
 };
 
 typedef struct fsdpc_prepare_opts {
-  const char *const *inputs; /* (n_inputs) .jsonl or .jsonl.gz files */
+  const char *const *inputs; /* (n_inputs) JSONL or JSON-array files, plain or .gz */
   int n_inputs;
   const char *out;           /* token file to write; unused with dry_run */
   int format;                /* FSDPC_FORMAT_*; AUTO detects from the first example */
@@ -51,11 +51,14 @@ typedef struct fsdpc_prepare_opts {
    * own "chat_template_kwargs" object wins over both. */
   const fsdpc_opts *template_kwargs;
   const char *template_kwargs_json;
-  int skip_bad;  /* 1: skip and count bad examples instead of failing */
-  int threads;   /* 0 = all cores */
-  int dry_run;   /* 1: write nothing */
-  int64_t show;  /* print the first `show` examples with their masks */
-  FILE *show_to; /* where (stdout when NULL) */
+  int skip_bad;             /* 1: skip and count bad examples instead of failing */
+  int threads;              /* 0 = all cores */
+  int dry_run;              /* 1: write nothing */
+  uint64_t max_line_bytes;  /* longest line / array element; 0 = jsonl.h's default */
+  uint64_t max_input_bytes; /* per file, after decompression; 0 = jsonl.h's default */
+  const uint8_t *tag;       /* 12 bytes recorded in the output's header (a cache key), or NULL */
+  int64_t show;             /* print the first `show` examples with their masks */
+  FILE *show_to;            /* where (stdout when NULL) */
 } fsdpc_prepare_opts;
 
 typedef struct fsdpc_prepare_stats {
@@ -64,7 +67,7 @@ typedef struct fsdpc_prepare_stats {
   int64_t examples;    /* examples written (with weight copies) */
   int64_t skipped;     /* bad examples skipped (skip_bad) */
   int64_t weight_zero; /* examples with weight 0, left out */
-  int64_t tokens, target_tokens;
+  int64_t tokens, target_tokens; /* targets: mask bits after each example's first token */
   uint64_t bytes_in; /* uncompressed input bytes */
   double seconds;
   char first_skip[512]; /* the first skipped example's message */
@@ -82,9 +85,35 @@ int fsdpc__prepare_train_on_parse(const char *s);
  * skip_bad; fails when no example is left. Never leaves a partial out. */
 fsdpc_status fsdpc__prepare(const fsdpc_prepare_opts *o, fsdpc_prepare_stats *st, fsdpc_err *err);
 
-/* The cached token file for o (options, inputs' sizes and times, tokenizer
- * and template contents hashed): "<first input>.<16 hex>.tok". */
-fsdpc_status fsdpc__prepare_cache_path(const fsdpc_prepare_opts *o, char *out, size_t cap,
+/* ---- the prepared-data cache (prepare_cache.c) ----------------------------
+ * A JSONL dataset given to `fsdpc train` is prepared once into a cache file
+ * and reused while nothing that shapes it changed. The key is a SHA-256 of
+ * the content of everything that does: each input file's bytes, the
+ * tokenizer files (tokenizer.json, tokenizer_config.json, tokenizer.model,
+ * chat_template.jinja, also beside a tokenizer.json given as a file), the
+ * template file, the format, field and train_on options and fsdpc's
+ * version. A cache file is trusted only when it is a regular file (not a
+ * link) owned by this user and not writable by others, and its header
+ * records the key (12 bytes); anything else is prepared anew over it. */
+enum { FSDPC_CACHE_TAG_BYTES = 12 };
+
+typedef struct fsdpc_cache_key {
+  uint8_t sha[32];
+  char hex[17]; /* the first 8 bytes, for the file name */
+} fsdpc_cache_key;
+
+fsdpc_status fsdpc__prepare_cache_key(const fsdpc_prepare_opts *o, fsdpc_cache_key *key,
+                                      fsdpc_err *err);
+/* "DIR/<first input's file name>.<key hex>.tok" into out (cap). */
+fsdpc_status fsdpc__prepare_cache_path(const fsdpc_prepare_opts *o, const char *dir,
+                                       const fsdpc_cache_key *key, char *out, size_t cap,
                                        fsdpc_err *err);
+/* 1 when path is a cache file to trust for key (see above); 0 with the
+ * reason in why (cap) otherwise, "absent" when there is no file. */
+int fsdpc__prepare_cache_trusted(const char *path, const fsdpc_cache_key *key, char *why,
+                                 size_t cap);
+/* 1 when name looks like a cache file ("X.<16 hex>.tok") or one of its
+ * leftover temporary files (".X.<16 hex>.tok.<16 hex>.tmp"). */
+int fsdpc__prepare_cache_name(const char *name);
 
 #endif

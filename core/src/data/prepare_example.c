@@ -61,21 +61,6 @@ static void bad(fsdpc_prep_example *ex, const char *file, int64_t line, const ch
   ex->st = fsdpc__fail(&ex->err, FSDPC_INVALID_USAGE, "%s:%lld: %s", file, (long long)line, what);
 }
 
-/* Copies at most max bytes of src into dst (cap) with control characters
- * escaped, so that quoting data keeps an error message on one line. */
-static const char *snip(char *dst, size_t cap, const char *src, size_t max) {
-  size_t o = 0;
-  for (size_t i = 0; src[i] && i < max && o + 5 < cap; i++) {
-    unsigned char c = (unsigned char)src[i];
-    if (c < 0x20 || c == 0x7f)
-      o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", c);
-    else
-      dst[o++] = (char)c;
-  }
-  dst[o] = '\0';
-  return dst;
-}
-
 const char *fsdpc__prep_type_name(const cJSON *v) {
   if (!v)
     return "nothing";
@@ -233,12 +218,13 @@ static void spans_to_mask(size_t (*off)[2], int64_t n, const fsdpc_chat_span *sp
   }
 }
 
-void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line_no,
-                         const char *line, size_t len, int keep_text, fsdpc_prep_example *ex) {
+void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_jsonl_line *line,
+                         int keep_text, fsdpc_prep_example *ex) {
   memset(ex, 0, sizeof *ex);
   ex->copies = 1;
-  const char *end = NULL;
-  cJSON *obj = cJSON_ParseWithLengthOpts(line, len, &end, 0);
+  int64_t line_no = line->line_no;
+  cJSON *obj = NULL; /* parsed as Python does (data/jsonl.h) */
+  ex->st = fsdpc__jsonl_parse(file, line, &obj, &ex->err);
   textbuf tb = {0};
   cJSON *msgs = NULL, *owned = NULL, *ctx_owned = NULL;
   char *rtext = NULL;
@@ -248,23 +234,10 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line
   int32_t *ids = NULL;
   size_t(*off)[2] = NULL;
   int64_t n = 0;
-  if (!obj) {
-    long col = end ? (long)(end - line) + 1 : 1;
-    char sn[128];
-    bad(ex, file, line_no, "column %ld: malformed JSON near '%s'", col,
-        end && end < line + len ? snip(sn, sizeof sn, end, 20) : "end of line");
+  if (!obj)
     goto done;
-  }
   if (!cJSON_IsObject(obj)) {
     bad(ex, file, line_no, "expected a JSON object per line, got %s", fsdpc__prep_type_name(obj));
-    goto done;
-  }
-  /* numbers keep their JSON text (big ints exact, 20.0 a float); a NUL in a
-   * string is refused with its field rather than cut */
-  char jwhy[400];
-  if (fsdpc__jinja_json_text(obj, line, end && end >= line ? (size_t)(end - line) : len, jwhy,
-                             sizeof jwhy)) {
-    bad(ex, file, line_no, "%s", jwhy);
     goto done;
   }
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(obj, "weight");

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "data/chat.h"
+#include "data/jsonl.h"
 #include "data/prepare.h"
 #include "data/tokenizer.h"
 
@@ -52,9 +53,10 @@ int fsdpc__prep_chat_ctx(const fsdpc_prep_ctx *c, const cJSON *obj, fsdpc_chat_c
 
 /* Detects the format of one parsed example; FSDPC_FORMAT_AUTO if unknown. */
 int fsdpc__prep_detect(const fsdpc_prepare_opts *o, const cJSON *obj);
-/* Converts one line. Always fills ex (ex->st tells success). */
-void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, int64_t line_no,
-                         const char *line, size_t len, int keep_text, fsdpc_prep_example *ex);
+/* Converts one line (or JSON-array element). Always fills ex (ex->st tells
+ * success). */
+void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_jsonl_line *line,
+                         int keep_text, fsdpc_prep_example *ex);
 void fsdpc__prep_example_free(fsdpc_prep_example *ex);
 /* "a string", "a number", ..., "nothing" (NULL): for error messages. */
 const char *fsdpc__prep_type_name(const cJSON *v);

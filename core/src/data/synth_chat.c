@@ -53,42 +53,21 @@ static void exchange(FILE *f, fsdpc_rng *rng, int first) {
   fputc('}', f);
 }
 
-/* Opens path's temporary file (path.tmp; the folder made as the token-file
- * writer does). */
-static fsdpc_status open_tmp(const char *path, FILE **f, char **tmp, fsdpc_err *err) {
-  fsdpc_status st = fsdpc__mkdir_parent(path, err);
-  if (st != FSDPC_OK)
-    return st;
-  if (asprintf(tmp, "%s.tmp", path) < 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  if (!(*f = fopen(*tmp, "w"))) {
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", path, strerror(errno));
-    free(*tmp);
-  }
-  return st;
-}
-
-/* Closes the temporary file and renames it to path. */
-static fsdpc_status close_tmp(FILE *f, char *tmp, const char *path, fsdpc_err *err) {
-  int bad = ferror(f);
-  bad |= fclose(f) != 0;
-  fsdpc_status st = FSDPC_OK;
-  if (bad || rename(tmp, path) != 0) {
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", path, strerror(errno));
-    unlink(tmp);
-  }
-  free(tmp);
-  return st;
+/* Opens a private temporary file beside path (util/fs.h; the folder made as
+ * the token-file writer does), renamed into place by fsdpc__out_fclose;
+ * refuses a count n below 1 first. */
+static fsdpc_status open_tmp(int64_t n, const char *path, FILE **f, fsdpc_out_file *out,
+                             fsdpc_err *err) {
+  if (n < 1)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
+  FSDPC_TRY(fsdpc__mkdir_parent(path, err));
+  return fsdpc__out_fopen(path, out, f, err);
 }
 
 fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err) {
-  if (n < 1)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
   FILE *f;
-  char *tmp;
-  fsdpc_status st = open_tmp(path, &f, &tmp, err);
-  if (st != FSDPC_OK)
-    return st;
+  fsdpc_out_file tmp;
+  FSDPC_TRY(open_tmp(n, path, &f, &tmp, err));
   fsdpc_rng rng;
   fsdpc__rng_seed(&rng, seed);
   for (int64_t i = 0; i < n; i++) {
@@ -101,7 +80,7 @@ fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path,
       exchange(f, &rng, t == 0 && !sys);
     fputs("]}\n", f);
   }
-  return close_tmp(f, tmp, path, err);
+  return fsdpc__out_fclose(f, &tmp, err);
 }
 
 /* ---- tools ------------------------------------------------------------- */
@@ -166,13 +145,9 @@ static void add(FILE *f, fsdpc_rng *rng) {
  * phrasing c % STYLES, a sum a + b never in phrasing (a + b) % STYLES:
  * held-out prompts for the demo test. */
 fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err) {
-  if (n < 1)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %lld", (long long)n);
   FILE *f;
-  char *tmp;
-  fsdpc_status st = open_tmp(path, &f, &tmp, err);
-  if (st != FSDPC_OK)
-    return st;
+  fsdpc_out_file tmp;
+  FSDPC_TRY(open_tmp(n, path, &f, &tmp, err));
   fsdpc_rng rng;
   fsdpc__rng_seed(&rng, seed);
   for (int64_t i = 0; i < n; i++) {
@@ -183,5 +158,5 @@ fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path
       add(f, &rng);
     fputs("]}\n", f);
   }
-  return close_tmp(f, tmp, path, err);
+  return fsdpc__out_fclose(f, &tmp, err);
 }

@@ -50,7 +50,7 @@ typedef struct fsdpc_tokfile_header {
   uint64_t n_tokens;    /* N */
   uint64_t n_docs;      /* D */
   uint32_t payload_crc; /* CRC-32 of bytes [64, file end) */
-  uint32_t reserved[3]; /* zero */
+  uint32_t reserved[3]; /* zero; a prepared-data cache file keeps its key's first 12 bytes here */
 } fsdpc_tokfile_header;
 
 /* ---- reader ------------------------------------------------------------ */
@@ -103,6 +103,9 @@ typedef struct fsdpc_tokfile_writer fsdpc_tokfile_writer;
 fsdpc_status fsdpc__tokfile_writer_create(const char *path, uint32_t vocab_size, uint32_t eos_id,
                                           int32_t with_mask, fsdpc_tokfile_writer **out,
                                           fsdpc_err *err);
+/* Records tag (12 bytes, the prepared-data cache key) in the header's
+ * reserved words; readers ignore it, the cache checks it. */
+void fsdpc__tokfile_writer_set_tag(fsdpc_tokfile_writer *w, const uint8_t tag[12]);
 /* Appends tokens (n) to the current document. mask (n) is 0/1 per token, or
  * NULL for "all targets". Ids must be < vocab_size. */
 fsdpc_status fsdpc__tokfile_writer_append(fsdpc_tokfile_writer *w, const int32_t *tokens,

@@ -1,6 +1,8 @@
-/* Token file writer: streams tokens to PATH.tmp, keeps the document offsets
- * and mask bits in memory (8 bytes per document, 1 bit per token), and on
- * finish writes them plus the header, then renames the file into place. */
+/* Token file writer: streams tokens to a private temporary file beside PATH
+ * (util/fs.h: created O_EXCL | O_NOFOLLOW, so never through a planted link),
+ * keeps the document offsets and mask bits in memory (8 bytes per document,
+ * 1 bit per token), and on finish writes them plus the header, then renames
+ * the file into place. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
@@ -14,8 +16,9 @@
 #include "util/fs.h"
 
 struct fsdpc_tokfile_writer {
-  char *path, *tmp_path;
-  FILE *f;
+  char *path;
+  fsdpc_out_file out; /* the temporary file and its target */
+  FILE *f;            /* over out.fd */
   fsdpc_tokfile_header hdr;
   uint32_t crc; /* running CRC-32 of the payload written so far */
   uint64_t n_tokens;
@@ -43,12 +46,9 @@ fsdpc_status fsdpc__tokfile_writer_create(const char *path, uint32_t vocab_size,
                        vocab_size);
   fsdpc_status st;
   fsdpc_tokfile_writer *w = calloc(1, sizeof *w);
-  char *tmp = NULL;
-  if (w && asprintf(&tmp, "%s.tmp", path) < 0)
-    tmp = NULL;
   if (w)
-    w->tmp_path = tmp;
-  if (!w || !tmp || !(w->path = strdup(path)) || !(w->offsets = calloc(1024, sizeof *w->offsets))) {
+    w->out.fd = -1;
+  if (!w || !(w->path = strdup(path)) || !(w->offsets = calloc(1024, sizeof *w->offsets))) {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory", path);
     goto fail;
   }
@@ -59,7 +59,9 @@ fsdpc_status fsdpc__tokfile_writer_create(const char *path, uint32_t vocab_size,
     fsdpc__err_prefix(err, "%s", path);
     goto fail;
   }
-  w->f = fopen(w->tmp_path, "wb");
+  if ((st = fsdpc__out_create(path, &w->out, err)) != FSDPC_OK)
+    goto fail;
+  w->f = fdopen(w->out.fd, "wb");
   if (!w->f) {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot create: %s", path, strerror(errno));
     goto fail;
@@ -81,6 +83,12 @@ fsdpc_status fsdpc__tokfile_writer_create(const char *path, uint32_t vocab_size,
 fail:
   fsdpc__tokfile_writer_destroy(w);
   return st;
+}
+
+void fsdpc__tokfile_writer_set_tag(fsdpc_tokfile_writer *w, const uint8_t tag[12]) {
+  for (int i = 0; i < 3; i++)
+    w->hdr.reserved[i] = (uint32_t)tag[4 * i] | (uint32_t)tag[4 * i + 1] << 8 |
+                         (uint32_t)tag[4 * i + 2] << 16 | (uint32_t)tag[4 * i + 3] << 24;
 }
 
 fsdpc_status fsdpc__tokfile_writer_append(fsdpc_tokfile_writer *w, const int32_t *tokens,
@@ -179,11 +187,10 @@ fsdpc_status fsdpc__tokfile_writer_finish(fsdpc_tokfile_writer *w, fsdpc_err *er
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: write failed: %s", w->path, strerror(errno));
   int rc = fclose(w->f);
   w->f = NULL;
+  w->out.fd = -1; /* closed with the stream */
   if (rc != 0)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: close failed: %s", w->path, strerror(errno));
-  if (rename(w->tmp_path, w->path) != 0)
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: cannot rename %s into place: %s", w->path,
-                       w->tmp_path, strerror(errno));
+  FSDPC_TRY(fsdpc__out_commit(&w->out, err));
   w->finished = 1;
   return FSDPC_OK;
 }
@@ -191,12 +198,12 @@ fsdpc_status fsdpc__tokfile_writer_finish(fsdpc_tokfile_writer *w, fsdpc_err *er
 void fsdpc__tokfile_writer_destroy(fsdpc_tokfile_writer *w) {
   if (!w)
     return;
-  if (w->f)
+  if (w->f) {
     fclose(w->f);
-  if (!w->finished && w->tmp_path)
-    unlink(w->tmp_path);
+    w->out.fd = -1;
+  }
+  fsdpc__out_abort(&w->out); /* removes the temporary file unless committed */
   free(w->path);
-  free(w->tmp_path);
   free(w->offsets);
   free(w->mask);
   free(w);

@@ -107,6 +107,13 @@ static fsdpc_status read_store_port(fsdpc_dist_env *e, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
+/* A pod of a Kubernetes job that set RANK but no LOCAL_RANK: Kubeflow's
+ * PyTorchJob (torchrun, inside a pod, sets LOCAL_RANK). */
+static int kubeflow_pod(void) {
+  const char *k = getenv("KUBERNETES_SERVICE_HOST"), *l = getenv("LOCAL_RANK");
+  return k && *k && !(l && *l);
+}
+
 #define READ(name, dst, required)                                                                  \
   do {                                                                                             \
     int r_ = env_int(name, dst, err);                                                              \
@@ -156,12 +163,20 @@ static fsdpc_status detect_layout(fsdpc_dist_env *e, fsdpc_err *err) {
   if (getenv("RANK") && *getenv("RANK")) {
     trigger = "RANK";
     const char *l = getenv("FSDPC_LAUNCHER");
-    e->source = (l && strcmp(l, "1") == 0) ? "fsdpc" : "torchrun";
+    e->source = (l && strcmp(l, "1") == 0) ? "fsdpc" : kubeflow_pod() ? "kubeflow" : "torchrun";
     READ("RANK", &e->rank, 1);
     READ("WORLD_SIZE", &e->world_size, 1);
-    READ("LOCAL_RANK", &e->local_rank, 1);
-    e->local_world_size = e->world_size;
-    READ("LOCAL_WORLD_SIZE", &e->local_world_size, 0);
+    if (strcmp(e->source, "kubeflow") == 0) {
+      /* Kubeflow's PyTorchJob (and a JobSet that sets RANK and WORLD_SIZE
+       * from the pod's index) runs one process per pod: RANK is the pod's
+       * index, and no LOCAL_RANK is set. */
+      e->local_rank = 0;
+      e->local_world_size = 1;
+    } else {
+      READ("LOCAL_RANK", &e->local_rank, 1);
+      e->local_world_size = e->world_size;
+      READ("LOCAL_WORLD_SIZE", &e->local_world_size, 0);
+    }
     derive_nodes(e);
     READ("GROUP_RANK", &e->node_rank, 0);
     READ("FSDPC_NODE_RANK", &e->node_rank, 0);

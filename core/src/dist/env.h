@@ -4,6 +4,10 @@
  *   "fsdpc"    our own launcher (RANK, ... plus FSDPC_LAUNCHER=1)
  *   "torchrun" RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
  *              MASTER_PORT (GROUP_RANK = node rank when present)
+ *   "kubeflow" RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT without LOCAL_RANK
+ *              in a Kubernetes pod (KUBERNETES_SERVICE_HOST): Kubeflow's
+ *              PyTorchJob, one process per pod (local rank 0 of 1, node =
+ *              rank); a JobSet that sets RANK and WORLD_SIZE the same way
  *   "slurm"    SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
  *              SLURM_NTASKS_PER_NODE, SLURM_NODEID, SLURM_NNODES; the store
  *              host is MASTER_ADDR or else the first host of
@@ -29,7 +33,7 @@ typedef struct fsdpc_dist_env {
   int node_rank, nnodes;
   char master_addr[256];
   int master_port;
-  const char *source; /* static string: "fsdpc", "torchrun", "slurm", "mpi", "single" */
+  const char *source; /* static string: "fsdpc", "torchrun", "kubeflow", "slurm", "mpi", "single" */
   char job_token[FSDPC_JOB_TOKEN_CAP]; /* dist/job_token.h */
 } fsdpc_dist_env;
 

@@ -1,114 +1,139 @@
-/* Per-rank heartbeats in the store (see heartbeat.h). */
+/* Heartbeat records in the store (see heartbeat.h). */
 #include "dist/heartbeat.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdint.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define PERIOD_MS 1000
-
-struct fsdpc_heartbeat {
-  pthread_t thread;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int stop;
-  fsdpc_store *store;
-  char key[64];
-};
-
-static void *beat(void *arg) {
-  fsdpc_heartbeat *hb = arg;
-  pthread_mutex_lock(&hb->mu);
-  while (!hb->stop) {
-    pthread_mutex_unlock(&hb->mu);
-    fsdpc_err e;
-    int64_t v;
-    fsdpc__store_add(hb->store, hb->key, 1, &v, &e); /* best effort */
-    pthread_mutex_lock(&hb->mu);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += PERIOD_MS / 1000;
-    while (!hb->stop && pthread_cond_timedwait(&hb->cv, &hb->mu, &ts) != ETIMEDOUT) {
-    }
-  }
-  pthread_mutex_unlock(&hb->mu);
-  return NULL;
+static void key_of(int rank, char *k, size_t cap) {
+  snprintf(k, cap, "fsdpc/hb/%d", rank);
 }
 
-fsdpc_heartbeat *fsdpc__heartbeat_start(fsdpc_store *store, int rank) {
-  fsdpc_heartbeat *hb = calloc(1, sizeof *hb);
-  if (!hb)
-    return NULL;
-  hb->store = store;
-  snprintf(hb->key, sizeof hb->key, "fsdpc/hb/%d", rank);
-  pthread_mutex_init(&hb->mu, NULL);
-  pthread_cond_init(&hb->cv, NULL);
-  if (pthread_create(&hb->thread, NULL, beat, hb) != 0) {
-    pthread_mutex_destroy(&hb->mu);
-    pthread_cond_destroy(&hb->cv);
-    free(hb);
-    return NULL;
-  }
-  return hb;
+fsdpc_status fsdpc__heartbeat_put(fsdpc_store *s, int rank, const fsdpc_hb_record *r,
+                                  fsdpc_err *err) {
+  char k[64], v[96];
+  key_of(rank, k, sizeof k);
+  int n = snprintf(v, sizeof v, "%" PRId64 " %" PRId64 " %d", r->beat, r->entered, r->left);
+  return fsdpc__store_set(s, k, v, (size_t)n, err);
 }
 
-void fsdpc__heartbeat_stop(fsdpc_heartbeat *hb) {
-  if (!hb)
+fsdpc_status fsdpc__heartbeat_get(fsdpc_store *s, int rank, fsdpc_hb_record *r, fsdpc_err *err) {
+  char k[64], v[96];
+  size_t n = 0;
+  key_of(rank, k, sizeof k);
+  memset(r, 0, sizeof *r);
+  fsdpc_status st = fsdpc__store_get(s, k, v, sizeof v - 1, &n, 1, err);
+  if (st == FSDPC_TIMEOUT)
+    return FSDPC_OK; /* no record yet */
+  FSDPC_TRY(st);
+  v[n < sizeof v ? n : sizeof v - 1] = '\0';
+  r->present = sscanf(v, "%" SCNd64 " %" SCNd64 " %d", &r->beat, &r->entered, &r->left) == 3;
+  return FSDPC_OK;
+}
+
+void fsdpc__ranks_text(const int *ranks, int n, int local_world, int nnodes, char *out,
+                       size_t cap) {
+  size_t u = (size_t)snprintf(out, cap, "rank%s ", n > 1 ? "s" : "");
+  for (int i = 0; i < n && i < 16 && u < cap; i++)
+    u += (size_t)snprintf(out + u, cap - u, "%s%d", i ? ", " : "", ranks[i]);
+  if (n > 16 && u < cap)
+    u += (size_t)snprintf(out + u, cap - u, " and %d more", n - 16);
+  if (nnodes <= 1 || local_world <= 0 || u >= cap)
     return;
-  pthread_mutex_lock(&hb->mu);
-  hb->stop = 1;
-  pthread_cond_signal(&hb->cv);
-  pthread_mutex_unlock(&hb->mu);
-  pthread_join(hb->thread, NULL);
-  pthread_mutex_destroy(&hb->mu);
-  pthread_cond_destroy(&hb->cv);
-  free(hb);
+  /* ranks come in order, so their nodes do too */
+  int last = -1, k = 0;
+  char nodes[160] = "";
+  size_t v = 0;
+  for (int i = 0; i < n && v < sizeof nodes; i++) {
+    int node = ranks[i] / local_world;
+    if (node != last && node < nnodes)
+      v += (size_t)snprintf(nodes + v, sizeof nodes - v, "%s%d", k++ ? ", " : "", node);
+    last = node;
+  }
+  if (k)
+    snprintf(out + u, cap - u, " (node%s %s of %d)", k > 1 ? "s" : "", nodes, nnodes);
 }
 
-int fsdpc__heartbeat_silent(fsdpc_store *store, int world, int self, char *out, size_t cap) {
+static int read_all(fsdpc_store *s, int world, fsdpc_hb_record *r) {
+  fsdpc_err e;
+  for (int q = 0; q < world; q++)
+    if (fsdpc__heartbeat_get(s, q, &r[q], &e) != FSDPC_OK)
+      return -1;
+  return 0;
+}
+
+int fsdpc__heartbeat_blame(fsdpc_store *s, int world, int self, int64_t seq, int local_world,
+                           int nnodes, int (*stop)(void *), void *arg, char *out, size_t cap,
+                           int *culprit) {
   out[0] = '\0';
+  *culprit = -1;
   if (world < 2 || world > 1 << 20)
     return 0;
-  int64_t *a = calloc((size_t)world, sizeof *a);
-  if (!a)
-    return 0;
+  fsdpc_hb_record *a = calloc((size_t)world, sizeof *a), *b = calloc((size_t)world, sizeof *b);
+  int *late = calloc((size_t)world, sizeof *late), *silent = calloc((size_t)world, sizeof *silent);
   int rc = -1;
-  fsdpc_err e;
-  for (int r = 0; r < world; r++) {
-    char k[64];
-    snprintf(k, sizeof k, "fsdpc/hb/%d", r);
-    if (r != self && fsdpc__store_add(store, k, 0, &a[r], &e) != FSDPC_OK)
+  if (!a || !b || !late || !silent || read_all(s, world, a))
+    goto out;
+  /* Two heartbeat periods and a bit: a live rank beats at least once. */
+  for (int i = 0; i < (2 * FSDPC_HB_PERIOD_MS + 200) / 100; i++) {
+    if (stop && stop(arg)) {
+      rc = 1;
       goto out;
+    }
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
   }
-  struct timespec ts = {2 * PERIOD_MS / 1000, 200 * 1000 * 1000};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-  size_t used = 0;
-  int n = 0;
-  for (int r = 0; r < world && used < cap; r++) {
-    char k[64];
-    int64_t b = 0;
-    snprintf(k, sizeof k, "fsdpc/hb/%d", r);
-    if (r == self)
+  if (read_all(s, world, b))
+    goto out;
+  int nl = 0, ns = 0;
+  int64_t min_entered = INT64_MAX;
+  for (int q = 0; q < world; q++) {
+    if (q == self || !b[q].present || b[q].left)
       continue;
-    if (fsdpc__store_add(store, k, 0, &b, &e) != FSDPC_OK) {
-      out[0] = '\0';
-      goto out;
+    if (seq >= 0 && b[q].entered <= seq) {
+      late[nl++] = q;
+      if (b[q].entered < min_entered)
+        min_entered = b[q].entered;
     }
-    if (b == a[r]) {
-      if (n < 16)
-        used += (size_t)snprintf(out + used, cap - used, "%s%d", n ? ", " : "", r);
-      n++;
-    }
+    if (a[q].present && b[q].beat == a[q].beat)
+      silent[ns++] = q;
   }
-  if (n > 16 && used < cap)
-    snprintf(out + used, cap - used, " and %d more", n - 16);
+  size_t u = 0;
+  char who[400];
+  if (ns && u < cap) {
+    fsdpc__ranks_text(silent, ns, local_world, nnodes, who, sizeof who);
+    u += (size_t)snprintf(out + u, cap - u,
+                          "%s stopped answering (heartbeat standing still: stopped, hung or gone)",
+                          who);
+    *culprit = silent[0];
+  }
+  if (nl && u < cap) {
+    fsdpc__ranks_text(late, nl, local_world, nnodes, who, sizeof who);
+    u += (size_t)snprintf(out + u, cap - u, "%s%s never reached collective seq %" PRId64,
+                          u ? "; " : "", who, seq);
+    if (min_entered > 0 && u < cap)
+      snprintf(out + u, cap - u, " (last heard of at seq %" PRId64 ")", min_entered - 1);
+    if (*culprit < 0)
+      *culprit = late[0];
+  }
   rc = 0;
 out:
   free(a);
+  free(b);
+  free(late);
+  free(silent);
   return rc;
+}
+
+void fsdpc__store_lost_text(const char *addr, int port, int nnodes, const char *why, char *out,
+                            size_t cap) {
+  char node[48] = "";
+  if (nnodes > 1)
+    snprintf(node, sizeof node, ", node 0 of %d", nnodes);
+  snprintf(out, cap, "the store at %s:%d (rank 0%s) does not answer (%.300s): rank 0 died%s", addr,
+           port, node, why, nnodes > 1 ? ", or node 0 is lost, frozen or cut off" : " or hangs");
 }

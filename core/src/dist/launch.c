@@ -21,6 +21,7 @@
 #include "dist/save_notify.h"
 #include "dist/store.h"
 #include "dist/store_wire.h"
+#include "dist/watchdog.h"
 #include "util/log.h"
 
 extern char **environ;
@@ -308,8 +309,8 @@ static void signal_all(child *cs, int n, int sig) {
 }
 
 /* Tells ranks on other nodes through the store; best effort, bounded. */
-static void post_death(const fsdpc_launch_opts *o, int port, const char *token, const char *msg,
-                       char *root, size_t cap) {
+static void post_death(const fsdpc_launch_opts *o, int port, const char *token, int rank,
+                       const char *msg, char *root, size_t cap) {
   fsdpc_store *s = NULL;
   fsdpc_err e;
   root[0] = '\0';
@@ -322,11 +323,68 @@ static void post_death(const fsdpc_launch_opts *o, int port, const char *token, 
                o->master_addr, port, o->nnodes);
     return;
   }
-  if (fsdpc__dist_check_abort(s, &e) && strncmp(e.msg, "job aborted: ", 13) == 0)
-    snprintf(root, cap, "%.500s", e.msg + 13); /* another node saw a death first */
+  int found = 0, culprit = -1;
+  char first[1024];
+  if (fsdpc__dist_read_failure(s, first, sizeof first, &culprit, &found, 0, &e) == FSDPC_OK &&
+      found)
+    snprintf(root, cap, "%.500s", first); /* a rank or another node was first */
   else
-    fsdpc__dist_post_abort(s, msg, &e);
+    fsdpc__dist_post_failure(s, rank, msg, NULL, &e);
   fsdpc__store_close(s);
+}
+
+/* How strongly an exit status names the job's culprit: killed by a signal,
+ * then an exit code of its own failure, then FSDPC_EXIT_PEER (3: the rank
+ * stopped because another failed first). 0: not a failure. */
+static int blame_rank(int ws) {
+  if (WIFSIGNALED(ws))
+    return 3;
+  if (!WIFEXITED(ws) || WEXITSTATUS(ws) == 0)
+    return 0;
+  return WEXITSTATUS(ws) == FSDPC_EXIT_PEER ? 1 : 2;
+}
+
+/* How long a failed exit waits for a better culprit before it is acted on:
+ * a rank's own error 300 ms (a peer killed by a signal may not be reaped
+ * yet); a rank that says another failed first (exit 3) 1 s, or, when the
+ * job's first failure is known to blame a local rank that is still running
+ * (not stopped), 3 s for it to exit with its own code. */
+static int64_t decide_wait_ms(const child *cs, int n, int ws, const fsdpc_launcher_inbox *in) {
+  if (blame_rank(ws) != 1)
+    return 300;
+  if (!in->first[0])
+    return 1000;
+  for (int i = 0; i < n; i++)
+    if (cs[i].rank == in->first_rank && cs[i].alive && !cs[i].stopped)
+      return 3000;
+  return 300;
+}
+
+/* The launcher's line for the failure of local rank c (status ws), with the
+ * job's first failure when a rank reported one (or another node posted
+ * one: root) that says more than this rank's exit. */
+static int describe_failure(const child *cs, int n, const child *c, int ws,
+                            const fsdpc_launcher_inbox *in, char *why, size_t cap) {
+  char stopped[256] = "";
+  for (int i = 0; i < n; i++)
+    if (cs[i].alive && cs[i].stopped && &cs[i] != c)
+      snprintf(stopped, sizeof stopped, "rank %d (pid %d) is stopped (SIG%s) and never answered; ",
+               cs[i].rank, (int)cs[i].pid, sig_name(cs[i].stopped));
+  int code;
+  if (WIFSIGNALED(ws)) {
+    code = 128 + WTERMSIG(ws);
+    snprintf(why, cap, "%srank %d (pid %d) died: killed by signal %d (SIG%s)", stopped, c->rank,
+             (int)c->pid, WTERMSIG(ws), sig_name(WTERMSIG(ws)));
+  } else {
+    code = WEXITSTATUS(ws);
+    snprintf(why, cap, "%srank %d (pid %d) died: exited with code %d", stopped, c->rank,
+             (int)c->pid, code);
+  }
+  if (in->first[0]) {
+    size_t l = strlen(why);
+    snprintf(why + l, cap - l, "; first failure: %.700s", in->first);
+  }
+  return code;
 }
 
 fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err *err) {
@@ -360,10 +418,12 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
   int save_ch[2] = {-1, -1};
   if (fsdpc__save_channel_open(save_ch) != 0)
     save_ch[0] = save_ch[1] = -1;
-  int saving[MAX_LOCAL] = {0}, said_waiting = 0;
+  int saving[MAX_LOCAL] = {0}, said_waiting = 0, exit_after_save = 0;
   /* After a rank died the others cannot save (a save is collective): they
-   * get a short grace whatever dist.term_grace_s says. */
-  int fail_grace = grace < 3000 ? grace : 3000;
+   * get a short grace whatever dist.term_grace_s says, a little longer than
+   * their watchdogs give themselves to end after a failure (5 s), so that
+   * each writes its own last line. */
+  int fail_grace = grace < 6000 ? grace : 6000;
   int64_t hard_kill_at = 0;
   child *cs = calloc((size_t)n, sizeof *cs);
   if (!cs)
@@ -408,9 +468,12 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
   /* The first failure and when to act on it. A rank that exits with an
    * error may only be reacting to a peer killed by a signal whose exit we
    * have not reaped yet, so a plain exit code waits a moment for a better
-   * culprit; a signal death is acted on at once. */
+   * culprit (a rank that says another failed first, exit 3, longer); a
+   * signal death is acted on at once. */
   int cause = -1, cause_status = 0;
-  int64_t decide_at = 0;
+  int64_t first_bad = 0;
+  fsdpc_launcher_inbox inbox;
+  memset(&inbox, 0, sizeof inbox);
   while (alive > 0 || (cause >= 0 && !stopping)) {
     struct timespec ts = {0, 100 * 1000 * 1000};
     siginfo_t si;
@@ -435,47 +498,43 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
         continue; /* stopped or continued, not gone */
       cs[i].alive = 0;
       alive--;
-      int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+      int bad = blame_rank(ws);
+      if (bad && WIFSIGNALED(ws))
+        FSDPC_LOGI("launcher: rank %d (pid %d) was killed by signal %d (SIG%s)", cs[i].rank,
+                   (int)cs[i].pid, WTERMSIG(ws), sig_name(WTERMSIG(ws)));
+      else if (bad)
+        FSDPC_LOGI("launcher: rank %d (pid %d) exited with code %d", cs[i].rank, (int)cs[i].pid,
+                   WEXITSTATUS(ws));
       if (bad && stop_sig && !fail_code)
         fail_code = WIFSIGNALED(ws) ? 128 + WTERMSIG(ws) : WEXITSTATUS(ws);
-      if (bad && !stopping && (cause < 0 || (WIFSIGNALED(ws) && !WIFSIGNALED(cause_status)))) {
+      if (bad && !stopping && (cause < 0 || bad > blame_rank(cause_status))) {
         if (cause < 0)
-          decide_at = fsdpc__now_ms() + 300;
+          first_bad = fsdpc__now_ms();
         cause = i;
         cause_status = ws;
       }
     }
+    if (save_ch[0] >= 0)
+      fsdpc__save_channel_read(save_ch[0], &inbox, o->node_rank * n, n, saving);
     if (cause >= 0 && !stopping &&
-        (WIFSIGNALED(cause_status) || alive == 0 || fsdpc__now_ms() >= decide_at)) {
-      char stopped_note[256] = "";
-      for (int i = 0; i < n; i++)
-        if (cs[i].alive && cs[i].stopped && i != cause)
-          snprintf(stopped_note, sizeof stopped_note,
-                   "rank %d (pid %d) is stopped (SIG%s) and never answered; ", cs[i].rank,
-                   (int)cs[i].pid, sig_name(cs[i].stopped));
-      if (WIFSIGNALED(cause_status)) {
-        int s = WTERMSIG(cause_status);
-        snprintf(why, sizeof why, "%srank %d (pid %d) died: killed by signal %d (SIG%s)",
-                 stopped_note, cs[cause].rank, (int)cs[cause].pid, s, sig_name(s));
-        fail_code = 128 + s;
-      } else {
-        fail_code = WEXITSTATUS(cause_status);
-        snprintf(why, sizeof why, "%srank %d (pid %d) died: exited with code %d", stopped_note,
-                 cs[cause].rank, (int)cs[cause].pid, fail_code);
-      }
+        (WIFSIGNALED(cause_status) || alive == 0 ||
+         fsdpc__now_ms() >= first_bad + decide_wait_ms(cs, n, cause_status, &inbox))) {
+      fail_code = describe_failure(cs, n, &cs[cause], cause_status, &inbox, why, sizeof why);
       stopping = 1;
       kill_at = fsdpc__now_ms() + fail_grace;
       FSDPC_LOGE("launcher: %s; stopping the other ranks", why);
       char root[512];
-      post_death(o, port, token, why, root, sizeof root);
-      if (root[0] && strcmp(root, why) != 0) {
+      post_death(o, port, token, cs[cause].rank, why, root, sizeof root);
+      if (root[0] && !inbox.first[0] && strcmp(root, why) != 0) {
         size_t l = strlen(why);
-        snprintf(why + l, sizeof why - l, " (after %s)", root);
+        snprintf(why + l, sizeof why - l, "; first failure: %s", root);
       }
       signal_all(cs, n, SIGTERM);
+      /* a stopped rank cannot act on SIGTERM, and can save nothing */
+      for (int i = 0; i < n; i++)
+        if (cs[i].alive && cs[i].stopped)
+          kill(-cs[i].pid, SIGKILL);
     }
-    if (save_ch[0] >= 0)
-      fsdpc__save_channel_read(save_ch[0], o->node_rank * n, n, saving);
     if (stopping && alive > 0 && fsdpc__now_ms() >= kill_at) {
       /* A save under way gets up to another ten graces, not a SIGKILL. */
       int busy = -1;
@@ -490,6 +549,9 @@ fsdpc_status fsdpc__launch(const fsdpc_launch_opts *o, int *exit_code, fsdpc_err
                      "grace (dist.term_grace_s)",
                      cs[busy].rank, grace / 1000.0);
         kill_at = fsdpc__now_ms() + 100;
+      } else if (said_waiting > 0 && !exit_after_save++) {
+        /* the save we waited for is done: the ranks now stop and exit */
+        kill_at = fsdpc__now_ms() + 3000;
       } else {
         signal_all(cs, n, SIGKILL);
         kill_at = fsdpc__now_ms() + 1000000;

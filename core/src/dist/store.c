@@ -20,7 +20,9 @@
 #include "util/log.h"
 
 /* Extra time a client waits beyond a GET's server-side timeout before it
- * calls the server unresponsive. */
+ * calls the server unresponsive; at most the client's own timeout, so that
+ * a client with a short one (the watchdog's, the launcher's) notices a
+ * frozen server in about that time. */
 #define IO_SLACK_MS 5000
 
 struct fsdpc_store {
@@ -137,6 +139,16 @@ static fsdpc_status wait_fd(fsdpc_store *s, short events, int64_t deadline, fsdp
   }
 }
 
+static int64_t io_slack(const fsdpc_store *s) {
+  return s->timeout_ms < IO_SLACK_MS ? s->timeout_ms : IO_SLACK_MS;
+}
+
+/* The server-side wait of a request that does not wait (SET, ADD, CHECK,
+ * PING): its deadline is then the client's timeout. */
+static int64_t no_wait(const fsdpc_store *s) {
+  return s->timeout_ms - io_slack(s);
+}
+
 static fsdpc_status gone(fsdpc_store *s, const char *what, int e, fsdpc_err *err) {
   return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
                      "store %s: connection lost while %s (%s): the store server (rank 0) exited "
@@ -208,7 +220,7 @@ static fsdpc_status request(fsdpc_store *s, uint8_t op, const char *key, const v
                      "store %s: connection unusable after an earlier error", s->addr);
     goto out;
   }
-  int64_t deadline = fsdpc__now_ms() + wait_ms + IO_SLACK_MS;
+  int64_t deadline = fsdpc__now_ms() + wait_ms + io_slack(s);
   uint8_t rh[5];
   if ((st = write_all(s, hdr, hlen, deadline, err)) ||
       (st = write_all(s, (const uint8_t *)key, klen, deadline, err)) ||
@@ -254,7 +266,7 @@ out:
 fsdpc_status fsdpc__store_set(fsdpc_store *s, const char *key, const void *value, size_t len,
                               fsdpc_err *err) {
   uint8_t rep;
-  return request(s, FSDPC_STORE_OP_SET, key, value, len, s->timeout_ms, &rep, NULL, 0, NULL, err);
+  return request(s, FSDPC_STORE_OP_SET, key, value, len, no_wait(s), &rep, NULL, 0, NULL, err);
 }
 
 fsdpc_status fsdpc__store_get(fsdpc_store *s, const char *key, void *buf, size_t cap, size_t *len,
@@ -275,7 +287,7 @@ fsdpc_status fsdpc__store_add(fsdpc_store *s, const char *key, int64_t delta, in
   uint8_t pay[8], r[8], rep;
   size_t n = 0;
   fsdpc__put_i64(pay, delta);
-  FSDPC_TRY(request(s, FSDPC_STORE_OP_ADD, key, pay, 8, s->timeout_ms, &rep, r, 8, &n, err));
+  FSDPC_TRY(request(s, FSDPC_STORE_OP_ADD, key, pay, 8, no_wait(s), &rep, r, 8, &n, err));
   if (rep != FSDPC_STORE_REPLY_OK || n != 8)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "store %s: malformed ADD reply", s->addr);
   if (result)
@@ -285,14 +297,13 @@ fsdpc_status fsdpc__store_add(fsdpc_store *s, const char *key, int64_t delta, in
 
 fsdpc_status fsdpc__store_check(fsdpc_store *s, const char *key, fsdpc_err *err) {
   uint8_t rep;
-  FSDPC_TRY(
-      request(s, FSDPC_STORE_OP_CHECK, key, NULL, 0, s->timeout_ms, &rep, NULL, 0, NULL, err));
+  FSDPC_TRY(request(s, FSDPC_STORE_OP_CHECK, key, NULL, 0, no_wait(s), &rep, NULL, 0, NULL, err));
   return rep == FSDPC_STORE_REPLY_OK ? FSDPC_OK : FSDPC_TIMEOUT;
 }
 
 fsdpc_status fsdpc__store_ping(fsdpc_store *s, fsdpc_err *err) {
   uint8_t rep;
-  return request(s, FSDPC_STORE_OP_PING, "", NULL, 0, s->timeout_ms, &rep, NULL, 0, NULL, err);
+  return request(s, FSDPC_STORE_OP_PING, "", NULL, 0, no_wait(s), &rep, NULL, 0, NULL, err);
 }
 
 fsdpc_status fsdpc__store_barrier(fsdpc_store *s, const char *name, int world, int64_t timeout_ms,

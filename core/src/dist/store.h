@@ -34,6 +34,8 @@ fsdpc_status fsdpc__store_server_start(const char *bind_addr, int port, const ch
 /* Stops the thread and closes every connection (clients then see the server
  * as gone). NULL is a no-op. */
 void fsdpc__store_server_stop(fsdpc_store_server *srv);
+/* Open client connections (as of the server's last poll round). */
+int fsdpc__store_server_clients(fsdpc_store_server *srv);
 
 /* Connects to host:port, retrying until timeout_ms passes, because rank 0's
  * server may start after the other ranks. timeout_ms is also the default

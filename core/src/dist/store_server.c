@@ -33,7 +33,12 @@ struct fsdpc_store_server {
   int wake[2];
   fsdpc__store_table t;
   int64_t accept_paused_until; /* after EMFILE: do not poll the listener */
+  int n_clients;               /* atomic copy of t.n_conns, for other threads */
 };
+
+int fsdpc__store_server_clients(fsdpc_store_server *s) {
+  return s ? __atomic_load_n(&s->n_clients, __ATOMIC_RELAXED) : 0;
+}
 
 static void drop(fsdpc_store_server *s, int i) {
   fsdpc__store_conn *c = &s->t.conns[i];
@@ -102,14 +107,19 @@ static int grow(uint8_t **buf, size_t *cap, size_t need) {
 
 /* Reads what is available, at most one frame ahead of what is parsed (a
  * parked GET stops parsing, so a client that sends more than that is
- * dropped); -1 when the peer closed or failed. */
+ * dropped), and from a connection that has not shown the job token only
+ * the head of its first frame; -1 when the peer closed or failed. */
 static int read_conn(fsdpc__store_conn *c) {
   for (;;) {
     if (c->in_len >= 4 + (size_t)FSDPC_STORE_MAX_FRAME)
       return -1;
-    if (grow(&c->in, &c->in_cap, c->in_len + 65536))
+    size_t room = fsdpc__store_conn_room(c);
+    if (room == 0)
+      return 0; /* the token is checked before more is read */
+    if (grow(&c->in, &c->in_cap, c->in_len + (room < 65536 ? room : 65536)))
       return -1;
-    ssize_t r = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    size_t want = c->in_cap - c->in_len;
+    ssize_t r = recv(c->fd, c->in + c->in_len, want < room ? want : room, 0);
     if (r > 0) {
       c->in_len += (size_t)r;
       continue;
@@ -212,6 +222,7 @@ static void *serve(void *arg) {
     }
     if (pfds[1].fd >= 0 && (pfds[1].revents & POLLIN))
       accept_all(s);
+    __atomic_store_n(&s->n_clients, s->t.n_conns, __ATOMIC_RELAXED);
   }
   free(pfds);
   return NULL;

@@ -161,6 +161,11 @@ static void serve_waiters(fsdpc__store_table *t, const fsdpc__store_entry *e) {
   }
 }
 
+#define TOKEN_REFUSED                                                                              \
+  "request refused: its job token is not this job's (another job, or a client that is not part "   \
+  "of this job, is using this address and port; the nodes of one job need the same "               \
+  "FSDPC_JOB_TOKEN)"
+
 /* Constant-time comparison: the reply time says nothing about the token. */
 static int token_ok(const fsdpc__store_table *t, const uint8_t *tok, size_t n) {
   if (n != t->token_len)
@@ -182,9 +187,7 @@ static int handle(fsdpc__store_table *t, fsdpc__store_conn *c, const uint8_t *bo
     return refuse(t, c, "malformed request (too short)");
   if (!token_ok(t, body + 2, tlen)) {
     t->refused++;
-    return refuse(t, c,
-                  "request refused: its job token is not this job's (another job, or a client "
-                  "that is not part of this job, is using this address and port)");
+    return refuse(t, c, TOKEN_REFUSED);
   }
   c->authed = 1;
   const uint8_t *p = body + 2 + tlen;
@@ -275,9 +278,53 @@ static int handle(fsdpc__store_table *t, fsdpc__store_conn *c, const uint8_t *bo
   }
 }
 
+size_t fsdpc__store_conn_room(const fsdpc__store_conn *c) {
+  if (c->authed)
+    return (size_t)-1;
+  return c->in_len < FSDPC_STORE_HEAD_MAX ? FSDPC_STORE_HEAD_MAX - c->in_len : 0;
+}
+
+/* A connection that has not shown the job token yet: its first frame's
+ * length, operation and token are checked as soon as they are in, before
+ * anything of the frame's body is buffered (fsdpc__store_conn_room), so an
+ * unauthenticated client costs at most FSDPC_STORE_HEAD_MAX bytes. Returns
+ * 0 when done for now (token right, more bytes needed, or refused with the
+ * reply queued), -1 when the connection must be dropped at once. */
+static int check_head(fsdpc__store_table *t, fsdpc__store_conn *c) {
+  if (c->in_len < 4)
+    return 0;
+  if (fsdpc__get_u32(c->in) > FSDPC_STORE_MAX_FRAME)
+    return refuse(t, c, "request refused: frame over the size limit");
+  if (c->in_len < 6)
+    return 0;
+  size_t tlen = c->in[5];
+  if (tlen > FSDPC_STORE_MAX_TOKEN) {
+    t->refused++;
+    return refuse(t, c, TOKEN_REFUSED);
+  }
+  if (2 + tlen + 4 > fsdpc__get_u32(c->in))
+    return refuse(t, c, "malformed request (too short)");
+  if (c->in_len < 6 + tlen)
+    return 0;
+  if (!token_ok(t, c->in + 6, tlen)) {
+    t->refused++;
+    return refuse(t, c, TOKEN_REFUSED);
+  }
+  c->authed = 1;
+  return 0;
+}
+
 int fsdpc__store_process_input(fsdpc__store_table *t, fsdpc__store_conn *c, int64_t now) {
   size_t off = 0;
   int rc = 0;
+  if (!c->authed && !c->closing) {
+    if (check_head(t, c))
+      return -1;
+    if (c->closing) {
+      c->in_len = 0; /* refused: nothing of it is acted on */
+      return 0;
+    }
+  }
   while (!c->wait_key && !c->closing && c->in_len - off >= 4) {
     uint32_t n = fsdpc__get_u32(c->in + off);
     if (n > FSDPC_STORE_MAX_FRAME) {

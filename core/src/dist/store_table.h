@@ -66,8 +66,19 @@ int fsdpc__store_table_init(fsdpc__store_table *t, const char *token,
 /* Frees every entry and connection buffer (closes no descriptor). */
 void fsdpc__store_table_free(fsdpc__store_table *t);
 
-/* Parses whole frames from c->in while no GET is parked; replies go to
- * c->out. Returns -1 when the connection must be dropped now. */
+/* The most a connection that has not shown the job token may buffer: its
+ * first frame's length, operation, token length and token. */
+#define FSDPC_STORE_HEAD_MAX (6u + FSDPC_STORE_MAX_TOKEN)
+
+/* How many more bytes c may buffer now: FSDPC_STORE_HEAD_MAX in all until
+ * its token was checked (no frame body is buffered before that), then no
+ * limit here (the frame limit still applies). */
+size_t fsdpc__store_conn_room(const fsdpc__store_conn *c);
+
+/* Checks the token of an unauthenticated connection's first frame as soon
+ * as it is in (refusing it before its body arrives), then parses whole
+ * frames from c->in while no GET is parked; replies go to c->out. Returns
+ * -1 when the connection must be dropped now. */
 int fsdpc__store_process_input(fsdpc__store_table *t, fsdpc__store_conn *c, int64_t now_ms);
 /* Frees one connection's buffers. */
 void fsdpc__store_conn_free(fsdpc__store_conn *c);

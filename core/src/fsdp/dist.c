@@ -2,10 +2,14 @@
  * that a timeout or failure says where the job stood. */
 #include "fsdp/dist.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "dist/watchdog.h"
 #include "plugin/call.h"
+#include "util/fault.h"
 
 void fsdpc__dist_single(fsdpc_dist *d) {
   memset(d, 0, sizeof *d);
@@ -16,6 +20,10 @@ void fsdpc__dist_single(fsdpc_dist *d) {
 void fsdpc__dist_set_device(fsdpc_dist *d, const fsdpc_ops *ops, int device_index) {
   d->ops = ops;
   d->device_index = device_index;
+}
+
+void fsdpc__dist_set_watch(fsdpc_dist *d, struct fsdpc_watchdog *w) {
+  d->watch = w;
 }
 
 void fsdpc__dist_reset_counters(fsdpc_dist *d) {
@@ -50,8 +58,37 @@ static fsdpc_op_info op_info(fsdpc_dist *d, const char *op, const char *unit) {
                          .seq = d->seq++, .timeout_ms = 0};
 }
 
+/* FSDPC_FAULT=hang=N: this rank never reaches the plugin for collective N,
+ * as a rank stuck elsewhere would; it waits there until the job fails. */
+static fsdpc_status stall(fsdpc_dist *d, const fsdpc_op_info *oi, fsdpc_err *err) {
+  while (d->watch && !fsdpc__watchdog_failed(d->watch, NULL, 0, NULL))
+    usleep(20000);
+  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                     "rank %d: %s (unit %s, seq %llu) was stalled by fault injection (%s)", d->rank,
+                     oi->op, oi->unit ? oi->unit : "-", (unsigned long long)oi->seq,
+                     FSDPC_FAULT_ENV);
+}
+
+/* Before every collective call: the watchdog learns which collective this
+ * rank is in (it ends one that outlives collectives.timeout_s, naming who
+ * never reached it), and a job that failed already is not entered. The
+ * watchdog's deadline is a second later than the plugin's own timeout, so
+ * that a plugin that has one reports first. */
+static fsdpc_status enter(fsdpc_dist *d, const fsdpc_op_info *oi, fsdpc_err *err) {
+  if (fsdpc__fault_hang(oi->seq))
+    return stall(d, oi, err);
+  if (!d->watch)
+    return FSDPC_OK;
+  char what[256];
+  snprintf(what, sizeof what, "%s (unit %s, seq %llu)", oi->op, oi->unit ? oi->unit : "-",
+           (unsigned long long)oi->seq);
+  return fsdpc__watchdog_op_begin(d->watch, what, oi->seq,
+                                  (d->timeout_ms > 0 ? d->timeout_ms : 300000) + 1000, err);
+}
+
 static fsdpc_status check(fsdpc_dist *d, int32_t st, const char *op, const char *unit,
                           uint64_t seq, fsdpc_err *err) {
+  fsdpc__watchdog_op_end(d->watch, st);
   if (st == FSDPC_OK) return FSDPC_OK;
   fsdpc__plugin_fail(d->coll, st, err);
   return fsdpc__err_prefix(err, "rank %d: %s (unit %s, seq %llu)", d->rank, op,
@@ -64,9 +101,11 @@ fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const 
                               fsdpc_err *err) {
   const fsdpc_ops *ops = d->ops;
   int device_index = d->device_index;
+  struct fsdpc_watchdog *watch = d->watch;
   fsdpc__dist_single(d);
   d->ops = ops;
   d->device_index = device_index;
+  d->watch = watch;
   d->rank = rank;
   d->world_size = world_size;
   d->timeout_ms = timeout_ms;
@@ -101,6 +140,7 @@ fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const 
     fsdpc__plugin_fail(coll, st, err);
     return fsdpc__err_prefix(err, "rank %d: creating the world communicator", rank);
   }
+  fsdpc__watchdog_add_comm(d->watch, d->cv, d->world);
   if (shard_size == world_size) {
     d->shard = d->world;
   } else if (shard_size > 1) {
@@ -114,11 +154,17 @@ fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const 
     st = d->cv->split(d->world, rank % shard_size, rank, &d->replica);
     if (st != FSDPC_OK) return check(d, st, "split (replica group)", NULL, 0, err);
   }
+  if (d->replica != d->world)
+    fsdpc__watchdog_add_comm(d->watch, d->cv, d->replica);
+  if (d->shard != d->world)
+    fsdpc__watchdog_add_comm(d->watch, d->cv, d->shard);
   return FSDPC_OK;
 }
 
 void fsdpc__dist_destroy(fsdpc_dist *d) {
   if (!d || !d->cv) return;
+  /* after a failure the watchdog aborts them first (where the plugin can) */
+  fsdpc__watchdog_remove_comms(d->watch);
   if (d->replica && d->replica != d->world) d->cv->destroy(d->replica);
   if (d->shard && d->shard != d->world) d->cv->destroy(d->shard);
   if (d->world) d->cv->destroy(d->world);
@@ -147,6 +193,7 @@ fsdpc_status fsdpc__dist_all_gather_on(fsdpc_dist *d, fsdpc_group g, const void 
     return FSDPC_OK;
   }
   fsdpc_op_info oi = op_info(d, "all_gather", unit);
+  FSDPC_TRY(enter(d, &oi, err));
   d->bytes_all_gather += count * es * (uint64_t)(size - 1);
   double t0 = now_s();
   int32_t r = d->cv->all_gather(c, send, recv, count, dtype, stream ? stream : d->stream, &oi);
@@ -171,6 +218,7 @@ fsdpc_status fsdpc__dist_reduce_scatter_on(fsdpc_dist *d, fsdpc_group g, const v
     return FSDPC_OK;
   }
   fsdpc_op_info oi = op_info(d, "reduce_scatter", unit);
+  FSDPC_TRY(enter(d, &oi, err));
   d->bytes_reduce_scatter += count * es * (uint64_t)(size - 1);
   double t0 = now_s();
   int32_t r = d->cv->reduce_scatter(c, send, recv, count, dtype, FSDPC_REDUCE_SUM,
@@ -192,6 +240,7 @@ fsdpc_status fsdpc__dist_all_reduce_dt(fsdpc_dist *d, fsdpc_group g, void *buf, 
   fsdpc_comm *c = group_comm(d, g, &size);
   if (size == 1 || !c) return FSDPC_OK;
   fsdpc_op_info oi = op_info(d, "all_reduce", what);
+  FSDPC_TRY(enter(d, &oi, err));
   d->bytes_all_reduce += count * es * 2 * (uint64_t)(size - 1) / (uint64_t)size;
   double t0 = now_s();
   int32_t r = d->cv->all_reduce(c, buf, buf, count, dtype, FSDPC_REDUCE_SUM, d->stream, &oi);
@@ -210,26 +259,36 @@ fsdpc_status fsdpc__dist_all_reduce_f64(fsdpc_dist *d, fsdpc_group g, double *v,
   fsdpc_comm *c = group_comm(d, g, &size);
   if (size == 1 || !c) return FSDPC_OK;
   fsdpc_op_info oi = op_info(d, "all_reduce", what);
+  FSDPC_TRY(enter(d, &oi, err));
   double t0 = now_s();
-  int32_t r;
+  int32_t r = FSDPC_OK;
+  fsdpc_status st = FSDPC_OK;
   if (d->dscratch) { /* device collectives: stage the scalars */
+    /* the download waits for the collective: the watchdog still sees it */
     if (n > FSDPC_DIST_SCALARS)
-      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "too many scalars to all-reduce (%d)", n);
-    FSDPC_TRY(d->ops->upload(d->ops->ctx, d->dscratch, v, (size_t)n * sizeof(double), err));
-    r = d->cv->all_reduce(c, d->dscratch, d->dscratch, (uint64_t)n, FSDPC_DTYPE_F64,
-                          FSDPC_REDUCE_SUM, d->stream, &oi);
-    if (r == FSDPC_OK)
-      FSDPC_TRY(d->ops->download(d->ops->ctx, v, d->dscratch, (size_t)n * sizeof(double), err));
+      st = fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "too many scalars to all-reduce (%d)", n);
+    else
+      st = d->ops->upload(d->ops->ctx, d->dscratch, v, (size_t)n * sizeof(double), err);
+    if (st == FSDPC_OK)
+      r = d->cv->all_reduce(c, d->dscratch, d->dscratch, (uint64_t)n, FSDPC_DTYPE_F64,
+                            FSDPC_REDUCE_SUM, d->stream, &oi);
+    if (st == FSDPC_OK && r == FSDPC_OK)
+      st = d->ops->download(d->ops->ctx, v, d->dscratch, (size_t)n * sizeof(double), err);
   } else {
     r = d->cv->all_reduce(c, v, v, (uint64_t)n, FSDPC_DTYPE_F64, FSDPC_REDUCE_SUM, NULL, &oi);
   }
   d->comm_s += now_s() - t0;
+  if (st != FSDPC_OK) {
+    fsdpc__watchdog_op_end(d->watch, st);
+    return st;
+  }
   return check(d, r, "all_reduce", what, oi.seq, err);
 }
 
 fsdpc_status fsdpc__dist_barrier(fsdpc_dist *d, const char *what, fsdpc_err *err) {
   if (d->world_size == 1 || !d->world) return FSDPC_OK;
   fsdpc_op_info oi = op_info(d, "barrier", what);
+  FSDPC_TRY(enter(d, &oi, err));
   double t0 = now_s();
   int32_t r = d->cv->barrier(d->world, &oi);
   d->comm_s += now_s() - t0;
@@ -242,6 +301,7 @@ fsdpc_status fsdpc__dist_broadcast(fsdpc_dist *d, fsdpc_group g, float *buf, uin
   fsdpc_comm *c = group_comm(d, g, &size);
   if (size == 1 || !c) return FSDPC_OK;
   fsdpc_op_info oi = op_info(d, "broadcast", what);
+  FSDPC_TRY(enter(d, &oi, err));
   double t0 = now_s();
   int32_t r = d->cv->broadcast(c, buf, count, FSDPC_DTYPE_F32, root, d->stream, &oi);
   d->comm_s += now_s() - t0;

@@ -30,6 +30,10 @@ typedef struct fsdpc_dist {
   const fsdpc_ops *ops;
   double *dscratch;
   int device_index;           /* CUDA ordinal handed to the plugin, or -1 */
+  /* The job's watchdog (dist/watchdog.h), NULL at world 1: told which
+   * collective this rank is in, and given the communicators to abort when
+   * the job fails. */
+  struct fsdpc_watchdog *watch;
 } fsdpc_dist;
 
 /* Single-process dist (world 1). */
@@ -46,6 +50,10 @@ fsdpc_status fsdpc__dist_init(fsdpc_dist *d, const fsdpc_component *coll, const 
  * (its stream orders the collectives; host scalars are staged through it)
  * and the CUDA ordinal. Call before fsdpc__dist_init. */
 void fsdpc__dist_set_device(fsdpc_dist *d, const fsdpc_ops *ops, int device_index);
+/* The job's watchdog; call before fsdpc__dist_init. */
+void fsdpc__dist_set_watch(fsdpc_dist *d, struct fsdpc_watchdog *w);
+/* Destroys the communicators; after a failure of the job they are aborted
+ * first (no destroy that waits on a peer). */
 void fsdpc__dist_destroy(fsdpc_dist *d);
 /* Zeroes the byte counters and comm_s (the trainer does it at each step). */
 void fsdpc__dist_reset_counters(fsdpc_dist *d);

@@ -105,50 +105,14 @@ fsdpc_status fsdpc__wrap_plan(const fsdpc_component *wrap, const fsdpc_opts *opt
                               const fsdpc_param_info *params, int n_params,
                               uint32_t **unit_of_param, uint32_t *n_units, fsdpc_err *err);
 
-typedef struct fsdpc_engine_opts {
-  const fsdpc_model_shape *shape;
-  fsdpc_strategy strategy;
-  int no_sync;              /* keep full grads until the last micro-batch */
-  int align;                /* elements */
-  const fsdpc_param_info *params; /* module order; copied */
-  int n_params;
-  const uint32_t *unit_of_param;  /* from the wrap plugin */
-  uint32_t n_units;
-  fsdpc_dist *dist;         /* borrowed; communicators of this rank */
-  const fsdpc_component *optim;
-  const fsdpc_optim_init *optim_init;
-  int decay_norm_and_bias;  /* 1 = weight decay on 1-D params too */
-  int threads;
-  const fsdpc_ops *ops;     /* the device; NULL = the CPU reference (fp32) */
-  int forward_prefetch, backward_prefetch; /* with device collectives on a comm stream */
-  /* fsdp.mixed_precision.reduce_dtype: FSDPC_DTYPE_F32 (0 = default) or
-   * FSDPC_DTYPE_BF16 (device only: the CPU device refuses it). */
-  int reduce_dtype;
-  /* fsdp.cpu_offload: on a device, master, grad and optimizer shards live in
-   * pinned host memory and the optimizer steps on the CPU; on the CPU device
-   * a no-op (the shards already are host memory). */
-  int cpu_offload;
-  /* fsdp.offload.optimizer: the optimizer state in (pinned) host memory,
-   * streamed per unit through two device buffers for the update; ignored
-   * with cpu_offload (which keeps the state on the host anyway). */
-  int offload_optimizer;
-  uint64_t offload_buffer_bytes; /* fsdp.offload.buffer_mib: each of the two state buffers */
-  /* fsdp.param_copy: on a device (not offloaded) with bf16 compute, keep a
-   * bf16 copy of each master shard that the optimizer step writes in its
-   * own pass (when the plugin can, else one cast after it), so a gather
-   * does not cast, and at S == 1 does nothing at all. 2 bytes per shard
-   * element. Ignored elsewhere. */
-  int param_copy;
-  /* with param_copy: units get a copy in order while the copies' bytes stay
-   * at most this; the others cast at each gather. 0 = every unit. */
-  uint64_t param_copy_max_bytes;
-  /* 1: evaluation only (fsdpc eval): no gradient or optimizer state shards;
-   * backward, optimizer steps and optimizer checkpoints are not available. */
-  int inference;
-  /* fsdp.keep_params, resolved (FSDPC_KEEP_* of fsdp/program.h): gathered
-   * units a micro-batch leaves for the next one of the same step */
-  int keep_params;
-} fsdpc_engine_opts;
+/* What an engine needs beside its run plan: this process's handles, which
+ * the plan (pure, the same on every rank and in `fsdpc plan`) cannot hold.
+ * The plan says what runs; these say where. */
+typedef struct fsdpc_engine_env {
+  fsdpc_dist *dist;     /* borrowed: this rank's communicators (its shard rank picks the shards) */
+  const fsdpc_ops *ops; /* the device; NULL = the CPU reference (fp32) */
+  int threads;          /* host threads of the optimizer and the offload worker */
+} fsdpc_engine_env;
 
 /* fsdp.param_copy_max_mib: whether a unit of shard_numel elements gets its
  * bf16 copy when `used` bytes of copies exist (units are offered in order;
@@ -173,9 +137,14 @@ typedef struct fsdpc_comm_bytes {
 } fsdpc_comm_bytes;
 
 typedef struct fsdpc_engine fsdpc_engine;
+struct fsdpc_run_plan;
 
-fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out,
-                                  fsdpc_err *err);
+/* Builds this rank's engine for run plan p (runplan/runplan.h): its layout,
+ * strategy, offload and every other mode come from p->exec, resolved once;
+ * the engine copies what it needs and never reads p again (p may change or
+ * go after this returns). env's device and shard group must be the plan's. */
+fsdpc_status fsdpc__engine_create(const struct fsdpc_run_plan *p, const fsdpc_engine_env *env,
+                                  fsdpc_engine **out, fsdpc_err *err);
 void fsdpc__engine_destroy(fsdpc_engine *e);
 
 int fsdpc__engine_n_units(const fsdpc_engine *e);
@@ -240,6 +209,13 @@ fsdpc_status fsdpc__engine_step_begin(fsdpc_engine *e, int64_t step, double lr,
  * zeroes grads. step is 1-based. */
 fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
                                       double max_grad_norm, double *grad_norm, fsdpc_err *err);
+
+/* The block of the engine's arena planned for the model context of its
+ * run (fsdpc_model_ctx_opts.arena, fsdpc__run_model_opts); *bytes = 0 and
+ * NULL when the plan has none. */
+void *fsdpc__engine_act_block(fsdpc_engine *e, size_t *bytes);
+/* The engine's memory plan (fsdp/memplan.h): the arena's bytes and parts. */
+const struct fsdpc_memplan *fsdpc__engine_memplan(const fsdpc_engine *e);
 
 /* Whether the shards live in host memory while the model computes on a
  * device (fsdp.cpu_offload on CUDA). */

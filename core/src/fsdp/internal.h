@@ -6,9 +6,14 @@
 #include <stddef.h>
 
 #include "fsdp/engine.h"
+#include "fsdp/memplan.h"
 #include "fsdp/program.h"
+#include "runplan/runplan.h"
 
 struct fsdpc_engine {
+  /* The run plan's resolved execution, copied at creation; the mode fields
+   * below are its values, never decided here. */
+  fsdpc_run_exec x;
   fsdpc_model_shape shape;
   const fsdpc_ops *ops;        /* the device: memory, casts, fp32 adds and norms */
   size_t psize;                /* bytes per element of a gathered (compute) parameter */
@@ -60,7 +65,11 @@ struct fsdpc_engine {
   uint64_t host_pinned;        /* bytes of pinned host memory held (offload) */
   uint64_t max_shard, max_flat;
   uint64_t max_grad_shard;     /* largest trainable shard: the reduce-scatter landing buffers */
-  fsdpc_program prog[FSDPC_PROGRAM_NKINDS]; /* the step as data (program.h) */
+  /* Where every buffer lives (memplan.h), the programs of each slot among
+   * them, and the arena they live in: one reservation on the device. */
+  fsdpc_memplan mp;
+  char *arena;
+  int micro_i;                 /* micro-batches of the step begun so far (0: between steps) */
   int keep;                    /* fsdp.keep_params (FSDPC_KEEP_*) */
   int kept;                    /* the last micro-batch left its kept units gathered */
   /* Offload modes (offload.c). */
@@ -122,14 +131,13 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
                                   fsdpc_err *err);
 
 /* offload.c */
-/* Decides the offload modes and sets up the worker, events and buffers
- * (engine creation, after the units' shards exist). */
-fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int optim_asked,
-                                  uint64_t buffer_bytes, fsdpc_err *err);
+/* Sets up the offload modes the plan resolved (e->x): the worker, events
+ * and buffers (engine creation, after the layout). */
+fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, fsdpc_err *err);
 void fsdpc__offload_teardown(fsdpc_engine *e);
 /* The optimizer state shard: pinned host memory under offload_optim on a
- * device, else where the other shards are. */
-float *fsdpc__offload_state_alloc(fsdpc_engine *e, size_t bytes);
+ * device, else where the other shards are (off: its planned place). */
+float *fsdpc__offload_state_alloc(fsdpc_engine *e, uint64_t off, size_t bytes);
 void fsdpc__offload_state_free(fsdpc_engine *e, float *p, size_t bytes);
 /* Every host task done and, with offload_optim, every state copy: the
  * host may read or write the shards. */
@@ -170,6 +178,23 @@ static inline int fsdpc__overlap(uint64_t p0, uint64_t p1, uint64_t s0, uint64_t
   return *a < *b;
 }
 
+/* The next parameter of unit un (from *i on) whose elements overlap
+ * [s0, s1) of its flat buffer: *p, and the overlap [*a, *b) in flat
+ * elements; 0 when there is none left. Walks:
+ *   for (int i = 0, p; fsdpc__next_segment(e, un, s0, s1, &i, &p, &a, &b);) */
+static inline int fsdpc__next_segment(const fsdpc_engine *e, const fsdpc_unit *un, uint64_t s0,
+                                      uint64_t s1, int *i, int *p, uint64_t *a, uint64_t *b) {
+  for (; *i < un->n_params; (*i)++) {
+    *p = un->params[*i];
+    uint64_t p0 = e->param_offset[*p];
+    if (fsdpc__overlap(p0, p0 + e->params[*p].numel, s0, s1, a, b)) {
+      (*i)++;
+      return 1;
+    }
+  }
+  return 0;
+}
+
 /* Parameter p inside its unit's gathered full buffer (compute dtype). */
 static inline void *fsdpc__param_full(fsdpc_engine *e, int p) {
   return (char *)e->units[e->param_unit[p]].full + e->param_offset[p] * e->psize;
@@ -190,10 +215,28 @@ static inline size_t fsdpc__master_size(const fsdpc_engine *e, const fsdpc_unit 
   return un->frozen ? e->psize : sizeof(float);
 }
 
-/* Shard memory (master, grad, optimizer state): the device's, or pinned
- * host memory when offloaded. */
-static inline void *fsdpc__salloc(fsdpc_engine *e, fsdpc_mem_cat cat, size_t bytes) {
-  if (!e->offload) return e->ops->alloc(e->ops->ctx, cat, bytes);
+/* A planned buffer of the arena (memplan.h): its pointer; NULL for
+ * FSDPC_MP_NONE. */
+static inline void *fsdpc__arena_at(const fsdpc_engine *e, uint64_t off) {
+  return off == FSDPC_MP_NONE ? NULL : e->arena + off;
+}
+
+/* A planned buffer begins (bytes > 0) or ends (< 0): the device's
+ * accounting by category, which the planner predicts (memplan.h). */
+static inline void fsdpc__acct(const fsdpc_engine *e, fsdpc_mem_cat cat, int64_t bytes) {
+  if (e->ops->account)
+    e->ops->account(e->ops->ctx, cat, bytes);
+}
+
+/* Shard memory (master, grad, optimizer state): its planned place in the
+ * arena, or pinned host memory when offloaded. */
+static inline void *fsdpc__salloc(fsdpc_engine *e, fsdpc_mem_cat cat, uint64_t off, size_t bytes) {
+  if (!e->offload) {
+    void *p = fsdpc__arena_at(e, off);
+    if (p)
+      fsdpc__acct(e, cat, (int64_t)bytes);
+    return p;
+  }
   void *p = e->ops->alloc_host(e->ops->ctx, bytes);
   if (p) e->host_pinned += bytes;
   return p;
@@ -201,18 +244,16 @@ static inline void *fsdpc__salloc(fsdpc_engine *e, fsdpc_mem_cat cat, size_t byt
 static inline void fsdpc__sfree(fsdpc_engine *e, fsdpc_mem_cat cat, void *p, size_t bytes) {
   if (!p) return;
   if (!e->offload) {
-    e->ops->free(e->ops->ctx, cat, p, bytes);
+    fsdpc__acct(e, cat, -(int64_t)bytes);
     return;
   }
   e->ops->free_host(e->ops->ctx, p);
   e->host_pinned -= bytes;
 }
 
-static inline void *fsdpc__ealloc(fsdpc_engine *e, fsdpc_mem_cat cat, size_t bytes) {
-  return e->ops->alloc(e->ops->ctx, cat, bytes);
-}
-static inline void fsdpc__efree(fsdpc_engine *e, fsdpc_mem_cat cat, void *p, size_t bytes) {
-  if (p) e->ops->free(e->ops->ctx, cat, p, bytes);
-}
+/* step.c: frees the units a micro-batch kept when what comes next is not a
+ * micro-batch of the same step; the decision of grad_overwrite (there). */
+fsdpc_status fsdpc__drop_kept(fsdpc_engine *e, fsdpc_err *err);
+int fsdpc__grad_ow(fsdpc_engine *e);
 
 #endif

@@ -54,15 +54,11 @@ typedef struct loader {
 static fsdpc_status unit_segments(loader *L, int u, int *all_bf16, fsdpc_err *err) {
   fsdpc_engine *e = L->e;
   fsdpc_unit *un = &e->units[u];
-  uint64_t s0 = un->shard_offset, s1 = un->shard_offset + un->shard_numel;
+  uint64_t s0 = un->shard_offset, s1 = un->shard_offset + un->shard_numel, a, b;
   L->n_segs = 0;
   *all_bf16 = 1;
-  for (int i = 0; i < un->n_params; i++) {
-    int p = un->params[i];
-    uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
-    uint64_t a, b;
-    if (!fsdpc__overlap(p0, p1, s0, s1, &a, &b))
-      continue;
+  for (int i = 0, p; fsdpc__next_segment(e, un, s0, s1, &i, &p, &a, &b);) {
+    uint64_t p0 = e->param_offset[p];
     const fsdpc_st_info *t;
     FSDPC_TRY(fsdpc__hf_ckpt_find(L->ck, e->params[p].name, &t, err));
     if (t->dtype != FSDPC_DTYPE_BF16)

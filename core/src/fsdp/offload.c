@@ -157,30 +157,16 @@ fsdpc_status fsdpc__offload_head_grads(fsdpc_engine *e, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
-/* head_unit and head_at (internal.h): at world 1 offloaded with a d2h
- * stream, an untied model whose final norm and head end a unit that the
- * blocks before the head use too (the root unit: embedding, norm, head). */
+/* head_unit and head_at (internal.h): the memory plan's rule, which the
+ * plan's replay models (fsdp/memplan.h). */
 static void find_head_suffix(fsdpc_engine *e) {
-  e->head_unit = -1;
-  int pn = e->param_of_kind[FSDPC_P_NORM], ph = e->param_of_kind[FSDPC_P_HEAD];
-  if (!e->offload || e->S != 1 || !e->d2h || e->d2h == e->comm || e->shape.tied || pn < 0 ||
-      ph < 0 || e->param_unit[pn] != e->param_unit[ph])
-    return;
-  int u = e->param_unit[ph];
-  fsdpc_unit *un = &e->units[u];
-  int head_blk = e->n_blocks - 1;
-  if (un->frozen || un->first_block == head_blk)
-    return; /* its own unit: its REDUCE comes right after the head anyway */
-  uint64_t at = e->param_offset[pn];
-  if (e->param_offset[ph] < at)
-    at = e->param_offset[ph];
-  for (int i = 0; i < un->n_params; i++) {
-    int p = un->params[i];
-    if (p != pn && p != ph && e->param_offset[p] + e->params[p].numel > at)
-      return; /* another parameter after them */
-  }
-  e->head_unit = u;
-  e->head_at = at;
+  fsdpc_layout lay = {.units = e->units,
+                      .n_units = e->n_units,
+                      .n_blocks = e->n_blocks,
+                      .param_unit = e->param_unit,
+                      .param_offset = e->param_offset};
+  memcpy(lay.param_of_kind, e->param_of_kind, sizeof lay.param_of_kind);
+  e->head_unit = fsdpc__mp_head_unit(&lay, e->params, &e->x, &e->head_at);
 }
 
 fsdpc_status fsdpc__offload_absorb(fsdpc_engine *e, fsdpc_err *err) {
@@ -443,9 +429,9 @@ fsdpc_status fsdpc__offload_state_out(fsdpc_engine *e, int p, fsdpc_err *err) {
 
 /* ---- memory and set-up ---- */
 
-float *fsdpc__offload_state_alloc(fsdpc_engine *e, size_t bytes) {
+float *fsdpc__offload_state_alloc(fsdpc_engine *e, uint64_t off, size_t bytes) {
   if (!e->offload_optim || !e->ops->alloc_host)
-    return fsdpc__salloc(e, FSDPC_MEM_OPTIM, bytes);
+    return fsdpc__salloc(e, FSDPC_MEM_OPTIM, off, bytes);
   float *p = e->ops->alloc_host(e->ops->ctx, bytes);
   if (p)
     e->host_pinned += bytes;
@@ -475,15 +461,14 @@ static uint64_t unit_state_bytes(const fsdpc_engine *e, int u) {
   return fsdpc__qstate_bytes(e->n_slots, un->shard_numel, nf, nq, nb, 1);
 }
 
-fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int optim_asked,
-                                  uint64_t buffer_bytes, fsdpc_err *err) {
+fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, fsdpc_err *err) {
   int on_cpu = e->ops->device == FSDPC_DEVICE_CPU;
-  /* cpu_offload includes the optimizer state: it is on the host already. */
-  e->offload_optim = optim_asked && !cpu_offload_asked && e->n_slots > 0;
-  /* The worker needs per-unit events on a device. */
-  e->host_async =
-      cpu_offload_asked &&
-      (on_cpu || (e->offload && e->ops->event_sync && e->n_units <= FSDPC_OPS_UNIT_EVENTS));
+  uint64_t buffer_bytes = e->x.offload_buffer_bytes;
+  e->offload_optim = e->x.offload_optim;
+  e->host_async = e->x.host_async;
+  if (e->host_async && !on_cpu && !e->ops->event_sync)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                       "fsdp: cpu_offload's host worker needs host event waits on this device");
   if (e->offload && !e->host_async && e->dist->rank == 0)
     FSDPC_LOGI("fsdp: cpu_offload: %d units (more than %d) or no host event wait on this device: "
                "the optimizer step does not overlap the device",
@@ -514,12 +499,7 @@ fsdpc_status fsdpc__offload_setup(fsdpc_engine *e, int cpu_offload_asked, int op
                                           &e->pieces, err));
       e->sbuf_bytes = fsdpc__stream_bytes(e, e->pieces.max_len);
     }
-    for (int b = 0; b < 2; b++)
-      if (!(e->sbuf[b] = fsdpc__ealloc(e, FSDPC_MEM_OPTIM, e->sbuf_bytes)))
-        return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                           "out of device memory for the optimizer state buffers (2 x %llu "
-                           "bytes); use more ranks or fsdp.cpu_offload",
-                           (unsigned long long)e->sbuf_bytes);
+    /* the two buffers are the memory plan's (fsdp/units.c places them) */
     e->copy_stream = e->ops->comm_stream ? e->ops->comm_stream(e->ops->ctx) : NULL;
   }
   find_head_suffix(e);
@@ -544,7 +524,8 @@ void fsdpc__offload_teardown(fsdpc_engine *e) {
   fsdpc__hostwork_destroy(e->hw);
   e->hw = NULL;
   for (int b = 0; b < 2; b++)
-    fsdpc__efree(e, FSDPC_MEM_OPTIM, e->sbuf[b], e->sbuf_bytes);
+    if (e->sbuf[b])
+      fsdpc__acct(e, FSDPC_MEM_OPTIM, -(int64_t)e->sbuf_bytes);
   free(e->upd_seq);
   free((void *)e->upd_prog);
   free(e->upd_follow);

@@ -15,6 +15,8 @@
  * global grad norm -> per unit: clip, update, zero. */
 #include "fsdp/program.h"
 
+#include "runplan/runplan.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +25,8 @@ typedef struct builder {
   fsdpc_program *p;
   unsigned char *resident, *pending; /* (n_units) */
   unsigned char *waited;             /* (n_units) host_async: HOST_WAIT emitted in this pass */
+  int *reduced_at;                   /* (n_units) the backward block that reduced it, or -1 */
+  int released;                      /* a RELEASE since the last fence of the comm stream */
   int failed;
 } builder;
 
@@ -84,6 +88,29 @@ static void release(builder *b, int u) {
   wait(b, u); /* a free never overtakes the gather in flight */
   emit(b, FSDPC_ACT_RELEASE, u);
   b->resident[u] = 0;
+  b->released = 1;
+}
+
+/* After a block's releases: the comm stream's later gathers may reuse the
+ * released bytes once it has waited for the compute that read them
+ * (memplan.h). Without a comm stream everything is in order already. */
+static void fence_free(builder *b) {
+  if (b->o->overlap && b->released)
+    emit(b, FSDPC_ACT_FENCE_FREE, -1);
+  b->released = 0;
+}
+
+/* Before backward block blk: compute waits for the reductions of the units
+ * reduced at block blk + 2, whose full gradients the grads of this block
+ * may then reuse (blk + 1's still reduce while blk computes). */
+static void reduced_wait(builder *b, int blk) {
+  if (!b->o->overlap)
+    return;
+  for (int u = 0; u < b->o->lay->n_units; u++)
+    if (b->reduced_at[u] == blk + 2) {
+      emit(b, FSDPC_ACT_REDUCED, u);
+      b->reduced_at[u] = -1;
+    }
 }
 
 static void gather_block(builder *b, int blk, int with_grads) {
@@ -137,6 +164,7 @@ static void forward_layers(builder *b, int reshard, int prefetch) {
       if (lay->units[u].last_block == blk && lay->units[u].last_block != head)
         release(b, u);
     }
+    fence_free(b);
   }
 }
 
@@ -170,7 +198,10 @@ static void micro(builder *b, int reduce, int last, int in) {
   if (o->backward_prefetch)
     prefetch_block(b, head - 1);
   emit(b, FSDPC_ACT_HEAD, head);
+  for (int u = 0; u < lay->n_units; u++)
+    b->reduced_at[u] = -1;
   for (int blk = head; blk >= 0; blk--) {
+    reduced_wait(b, blk);
     if (blk < head && learns(b, blk)) {
       gather_block(b, blk, 1);
       if (o->backward_prefetch && blk > 0 && learns(b, blk - 1))
@@ -181,8 +212,10 @@ static void micro(builder *b, int reduce, int last, int in) {
       int u = lay->blocks[blk].units[i];
       if (lay->units[u].first_block != blk)
         continue; /* used again further back */
-      if (reduce && !o->grads_in_shard && !frozen(b, u))
+      if (reduce && !o->grads_in_shard && !frozen(b, u)) {
         emit(b, FSDPC_ACT_REDUCE, u);
+        b->reduced_at[u] = blk;
+      }
       if (last && o->host_async && !frozen(b, u))
         emit(b, FSDPC_ACT_HOST_GRAD, u);
       else if (reduce && o->host_async && o->offload && !frozen(b, u))
@@ -191,6 +224,7 @@ static void micro(builder *b, int reduce, int last, int in) {
         continue; /* the next micro-batch of the step uses it as it is */
       release(b, u);
     }
+    fence_free(b);
   }
   emit(b, FSDPC_ACT_FENCE_OUT, -1);
   /* host_async: landings are the worker's (HOST_GRAD, HOST_LAND) */
@@ -307,6 +341,17 @@ void fsdpc__program_opts_for(const fsdpc_layout *lay, int S, int R, int compute_
                               .frozen_resident = S == 1 && !offload};
 }
 
+void fsdpc__program_opts_exec(const fsdpc_layout *lay, const fsdpc_run_exec *x,
+                              const fsdpc_state_pieces *pieces, fsdpc_program_opts *out) {
+  fsdpc__program_opts_for(lay, x->S, x->R, x->act_size == 4, x->offload, x->reshard, x->no_sync,
+                          x->overlap, x->forward_prefetch, x->backward_prefetch, out);
+  out->host_async = x->host_async;
+  out->offload_optim = x->offload_optim;
+  out->piece = fsdpc__state_piece_elems(x->offload_buffer_bytes, x->n_slots);
+  out->pieces = x->offload_optim ? pieces : NULL;
+  out->keep = x->keep;
+}
+
 fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kind kind,
                                   fsdpc_program *out, fsdpc_err *err) {
   out->n = 0;
@@ -315,7 +360,8 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   b.resident = calloc((size_t)nu + 1, 1);
   b.pending = calloc((size_t)nu + 1, 1);
   b.waited = calloc((size_t)nu + 1, 1);
-  if (b.resident && b.pending && b.waited) {
+  b.reduced_at = calloc((size_t)nu + 1, sizeof *b.reduced_at);
+  if (b.resident && b.pending && b.waited && b.reduced_at) {
     switch (kind) {
     case FSDPC_PROGRAM_MICRO:
     case FSDPC_PROGRAM_MICRO_IN:
@@ -340,6 +386,7 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   free(b.resident);
   free(b.pending);
   free(b.waited);
+  free(b.reduced_at);
   if (b.failed)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory building the step program");
   return FSDPC_OK;
@@ -352,9 +399,9 @@ void fsdpc__program_free(fsdpc_program *p) {
 
 const char *fsdpc__act_name(int op) {
   static const char *names[FSDPC_ACT_NOPS] = {
-      "fence_in",       "gather",       "wait",     "grad_alloc", "forward",   "head",
-      "backward",       "reduce",       "release",  "fence_out",  "absorb",    "sync",
-      "replica_reduce", "norm",         "update",   "host_grad",  "host_wait", "state_in",
-      "state_out",      "update_piece", "host_land"};
+      "fence_in",       "gather",       "wait",      "grad_alloc", "forward",   "head",
+      "backward",       "reduce",       "release",   "fence_out",  "absorb",    "sync",
+      "replica_reduce", "norm",         "update",    "host_grad",  "host_wait", "state_in",
+      "state_out",      "update_piece", "host_land", "fence_free", "reduced"};
   return op >= 0 && op < FSDPC_ACT_NOPS ? names[op] : "?";
 }

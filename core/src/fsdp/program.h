@@ -43,6 +43,12 @@ typedef enum fsdpc_act_op {
   FSDPC_ACT_UPDATE_PIECE,   /* piece, offload_optim: clip, update, zero its grads */
   FSDPC_ACT_HOST_LAND,      /* unit, host_async offloaded, not the last micro-batch: the worker
                              * adds its landed grads once the copy is done (no ABSORB) */
+  /* With a comm stream, the orderings that let buffers share bytes
+   * (fsdp/memplan.h): */
+  FSDPC_ACT_FENCE_FREE, /* after a block's releases: the comm stream waits for compute, so
+                         * the gathers after it may reuse the released bytes */
+  FSDPC_ACT_REDUCED,    /* unit: compute waits for its reduction (two blocks back), so the
+                         * grads after it may reuse its full gradient's bytes */
   FSDPC_ACT_NOPS
 } fsdpc_act_op;
 
@@ -121,6 +127,14 @@ static inline uint64_t fsdpc__state_piece_elems(uint64_t buffer_bytes, uint32_t 
 void fsdpc__program_opts_for(const fsdpc_layout *lay, int S, int R, int compute_f32, int offload,
                              int reshard, int no_sync, int overlap, int forward_prefetch,
                              int backward_prefetch, fsdpc_program_opts *out);
+
+struct fsdpc_run_exec;
+/* The same from a run's resolved execution (runplan/runplan.h), for the
+ * engine and the planner alike: the prefetch settings count only with a
+ * comm stream; pieces: offload_optim's, when cut otherwise than by the
+ * fp32 rule (quantized state), else NULL. */
+void fsdpc__program_opts_exec(const fsdpc_layout *lay, const struct fsdpc_run_exec *x,
+                              const fsdpc_state_pieces *pieces, fsdpc_program_opts *out);
 
 typedef enum fsdpc_program_kind {
   FSDPC_PROGRAM_MICRO = 0,     /* one training micro-batch, grads reduced */

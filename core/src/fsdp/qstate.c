@@ -159,6 +159,7 @@ static fsdpc_status state_zero(fsdpc_engine *e, void *p, size_t bytes, fsdpc_err
 
 fsdpc_status fsdpc__state_alloc(fsdpc_engine *e, fsdpc_unit *un, fsdpc_err *err) {
   uint32_t ns = e->n_slots;
+  const fsdpc_mp_unit *m = &e->mp.unit[un - e->units]; /* the planned places */
   if (ns == 0)
     return FSDPC_OK;
   uint64_t n_init = un->shard_numel * ns; /* fp32 floats for the plugin's init_state */
@@ -167,8 +168,8 @@ fsdpc_status fsdpc__state_alloc(fsdpc_engine *e, fsdpc_unit *un, fsdpc_err *err)
                         &un->n_qblocks);
     n_init = un->n_f32 * ns;
     size_t qb = un->n_q * ns, sb = un->n_qblocks * ns * sizeof(float);
-    if ((qb && !(un->qstate = (uint8_t *)fsdpc__offload_state_alloc(e, qb))) ||
-        (sb && !(un->qscale = fsdpc__offload_state_alloc(e, sb))))
+    if ((qb && !(un->qstate = (uint8_t *)fsdpc__offload_state_alloc(e, m->qcodes, qb))) ||
+        (sb && !(un->qscale = fsdpc__offload_state_alloc(e, m->qscale, sb))))
       goto oom;
     if (qb)
       FSDPC_TRY(state_zero(e, un->qstate, qb, err));
@@ -177,7 +178,7 @@ fsdpc_status fsdpc__state_alloc(fsdpc_engine *e, fsdpc_unit *un, fsdpc_err *err)
   }
   if (n_init == 0)
     return FSDPC_OK;
-  if (!(un->state = fsdpc__offload_state_alloc(e, n_init * sizeof(float))))
+  if (!(un->state = fsdpc__offload_state_alloc(e, m->state, n_init * sizeof(float))))
     goto oom;
   int host = state_on_host(e);
   int32_t r =

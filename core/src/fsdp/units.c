@@ -7,93 +7,130 @@
 
 #include "fsdp/hostwork.h"
 #include "fsdp/internal.h"
-#include "io/dtype.h"
+#include "fsdp/memplan.h"
 #include "fsdp/qstate.h"
+#include "io/dtype.h"
 #include "io/hf_ckpt.h"
 #include "model/lora.h"
 #include "plugin/call.h"
+#include "runplan/runplan.h"
 #include "util/log.h"
 #include "util/mem.h"
 
-fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out,
-                                  fsdpc_err *err) {
+/* The engine's handles against its plan: a device and a shard group other
+ * than the plan's would run a different step from the one planned. */
+static fsdpc_status check_env(const fsdpc_run_plan *p, const fsdpc_engine_env *env,
+                              const fsdpc_ops *ops, fsdpc_err *err) {
+  const fsdpc_run_exec *x = &p->exec;
+  if (!env->dist || env->dist->shard_size != x->S || env->dist->replica_size != x->R)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                       "fsdp: the communicators (shard group %d x %d replicas) are not the run "
+                       "plan's (%d x %d)",
+                       env->dist ? env->dist->shard_size : 0,
+                       env->dist ? env->dist->replica_size : 0, x->S, x->R);
+  if (ops->device != x->device || (int)ops->act_size != x->act_size)
+    return fsdpc__fail(
+        err, FSDPC_INTERNAL_ERROR,
+        "fsdp: the device (%d, %zu-byte compute) is not the run plan's (%d, %d-byte)", ops->device,
+        ops->act_size, x->device, x->act_size);
+  if (x->offload && (!ops->alloc_host || !ops->copy_on))
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "fsdp.cpu_offload: this device has no pinned host memory; set it to false");
+  if ((x->overlap && !ops->comm_stream) || (x->d2h && !ops->d2h_stream) ||
+      (x->dev_norm && !ops->sumsq_f32_dev))
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                       "fsdp: the run plan needs streams or a device norm this device lacks");
+  return FSDPC_OK;
+}
+
+/* The memory plan of this rank (fsdp/memplan.h) and the arena it lives in:
+ * one reservation, made here, before any shard exists. */
+static fsdpc_status plan_memory(fsdpc_engine *e, const fsdpc_run_plan *p, const fsdpc_layout *lay,
+                                fsdpc_err *err) {
+  uint64_t act = 0, tracked = 0;
+  FSDPC_TRY(fsdpc__memplan_act_bytes(p, &p->modes, &e->x, &act, &tracked, err));
+  fsdpc_memplan_in in = {.x = &e->x,
+                         .lay = lay,
+                         .params = e->params,
+                         .qf = &e->qf,
+                         .pieces = e->offload_optim ? &e->pieces : NULL,
+                         .sbuf_bytes = e->sbuf_bytes,
+                         .act_bytes = act,
+                         .act_tracked = tracked};
+  FSDPC_TRY(fsdpc__memplan_build(&in, &e->mp, err));
+  if (!e->ops->arena_alloc)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: this device has no arena");
+  if (!(e->arena = e->ops->arena_alloc(e->ops->ctx, e->mp.arena_bytes)))
+    return fsdpc__ops_oom(
+        e->ops, err,
+        "for the planned arena (%.2f GiB: shards %.2f, activations %.2f, "
+        "transients %.2f); run `fsdpc plan` for the options that fit",
+        (double)e->mp.arena_bytes / 1073741824.0, (double)e->mp.persist_bytes / 1073741824.0,
+        (double)e->mp.act_bytes / 1073741824.0, (double)e->mp.trans_bytes / 1073741824.0);
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_env *env,
+                                  fsdpc_engine **out, fsdpc_err *err) {
+  const fsdpc_run_exec *x = &p->exec;
+  const fsdpc_ops *ops = env->ops ? env->ops : fsdpc__ops_cpu();
+  FSDPC_TRY(check_env(p, env, ops, err));
   fsdpc_engine *e = calloc(1, sizeof *e);
   if (!e) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the FSDP engine");
   fsdpc_status st;
-  e->shape = *o->shape;
-  e->ops = o->ops ? o->ops : fsdpc__ops_cpu();
-  e->psize = e->ops->act_size;
-  e->strategy = o->strategy;
-  e->reshard_after_forward = fsdpc__strategy_reshards(o->strategy);
-  e->no_sync = o->no_sync;
-  e->threads = o->threads;
-  e->dist = o->dist;
-  e->S = o->dist->shard_size;
-  e->full_is_master = e->S == 1 && e->ops->act_dtype == FSDPC_DTYPE_F32;
-  int on_cpu = e->ops->device == FSDPC_DEVICE_CPU;
-  if (o->reduce_dtype == FSDPC_DTYPE_BF16) {
-    /* The CPU path is the fp32 reference and Gloo's shim reduces fp32 only. */
-    if (on_cpu) {
-      st = fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "fsdp.mixed_precision.reduce_dtype=bf16 needs train.device: cuda; the CPU "
-                       "path reduces gradients in fp32 (set it to fp32)");
-      goto fail;
-    }
-    e->reduce_bf16 = 1;
-  }
-  e->offload = o->cpu_offload && !on_cpu;
-  if (e->offload && (!e->ops->alloc_host || !e->ops->copy_on)) {
-    st = fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                     "fsdp.cpu_offload: this device has no pinned host memory; set it to false");
-    goto fail;
-  }
+  /* The plan's resolved modes, copied: the engine decides none of them. */
+  e->x = *x;
+  e->shape = p->shape;
+  e->ops = ops;
+  e->psize = (size_t)x->act_size;
+  e->strategy = p->modes.strategy;
+  e->reshard_after_forward = x->reshard;
+  e->no_sync = x->no_sync;
+  e->threads = env->threads;
+  e->dist = env->dist;
+  e->S = x->S;
+  e->full_is_master = x->full_is_master;
+  e->reduce_bf16 = x->reduce_bf16;
+  e->offload = x->offload;
   e->sops = e->offload ? fsdpc__ops_cpu() : e->ops;
-  e->param_copy = o->param_copy && !on_cpu && !e->offload && e->ops->act_dtype == FSDPC_DTYPE_BF16;
-  /* Overlap: device collectives on a second stream (sharded units only).
-   * cpu_offload with a shard group of one has no collective, but its H2D
-   * gathers and D2H grads go there too, so that they overlap compute and
-   * the next block's upload is prefetched. */
-  if (e->S > 1 && e->ops->comm_stream && o->dist->stream) e->comm = e->ops->comm_stream(e->ops->ctx);
-  if (e->S == 1 && e->offload && e->ops->comm_stream) e->comm = e->ops->comm_stream(e->ops->ctx);
-  /* ... except the grads' copies to the host, which get a stream of their
-   * own where the device has one: queued behind the uploads of the
-   * backward's re-gathers they would leave the other direction of the bus
-   * idle (bench/results/2026-11-24-cpuoffload2.md) */
-  e->d2h = e->comm;
+  e->param_copy = x->param_copy;
+  e->inference = x->inference;
+  e->keep = x->keep;
+  /* Overlap: device collectives (and cpu_offload's host copies) on the comm
+   * stream; at S == 1 the grads' copies to the host on a stream of their own
+   * where the plan says so (docs/fsdp.md, CPU offload). */
+  e->comm = x->overlap ? e->ops->comm_stream(e->ops->ctx) : NULL;
+  e->d2h = x->d2h ? e->ops->d2h_stream(e->ops->ctx) : e->comm;
   e->head_unit = -1; /* fsdpc__offload_setup finds it */
-  if (e->S == 1 && e->offload && e->comm && e->ops->d2h_stream) e->d2h = e->ops->d2h_stream(e->ops->ctx);
-  e->fwd_prefetch = o->forward_prefetch;
-  e->bwd_prefetch = o->backward_prefetch;
-  e->decay_norm_and_bias = o->decay_norm_and_bias;
-  e->n_params = o->n_params;
-  e->params = malloc((size_t)o->n_params * sizeof *e->params);
+  e->fwd_prefetch = x->forward_prefetch;
+  e->bwd_prefetch = x->backward_prefetch;
+  e->decay_norm_and_bias = p->cfg ? p->cfg->optim.decay_norm_and_bias : 0;
+  e->n_params = p->n_params;
+  e->params = malloc((size_t)p->n_params * sizeof *e->params);
   if (!e->params) {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     goto fail;
   }
-  memcpy(e->params, o->params, (size_t)o->n_params * sizeof *e->params);
-  e->optim = o->optim;
-  e->ov = o->optim->vtable;
+  memcpy(e->params, p->params, (size_t)p->n_params * sizeof *e->params);
+  e->optim = p->optim;
+  e->ov = p->optim->vtable;
   /* Offloaded: the optimizer runs on the CPU over the host shards. */
-  fsdpc_optim_init oinit = *o->optim_init;
-  if (e->offload)
-    oinit.device = FSDPC_DEVICE_CPU;
-  int32_t r = fsdpc__call_optim_create(o->optim, &oinit, &e->opt);
+  fsdpc_optim_init oinit = p->optim_init;
+  oinit.device = e->offload ? FSDPC_DEVICE_CPU : e->ops->device;
+  int32_t r = fsdpc__call_optim_create(p->optim, &oinit, &e->opt);
   if (r != FSDPC_OK) {
-    st = fsdpc__plugin_fail(o->optim, r, err);
+    st = fsdpc__plugin_fail(p->optim, r, err);
     goto fail;
   }
-  e->inference = o->inference;
-  e->n_slots = e->inference ? 0 : e->ov->n_slots(e->opt);
+  e->n_slots = x->n_slots;
   /* Quantized state: shards padded to whole blocks (qstate.h). */
-  if (!e->inference && (st = fsdpc__qformat_get(o->optim, e->opt, &e->qf, err)) != FSDPC_OK)
+  if (!e->inference && (st = fsdpc__qformat_get(p->optim, e->opt, &e->qf, err)) != FSDPC_OK)
     goto fail;
   for (uint32_t i = 0; e->qf.block && i < e->n_slots; i++)
     snprintf(e->qslot_names[i], sizeof e->qslot_names[i], "%s.absmax", e->ov->slot_name(e->opt, i));
   fsdpc_layout lay;
-  if ((st = fsdpc__layout_build(o->shape, o->params, o->n_params, o->unit_of_param, o->n_units,
-                                e->S, fsdpc__optim_align(o->align, &e->qf), o->dist->shard_rank,
-                                &lay, err)) != FSDPC_OK)
+  if ((st = fsdpc__layout_build(&p->shape, p->params, p->n_params, p->unit_of_param, p->n_units,
+                                e->S, x->align, env->dist->shard_rank, &lay, err)) != FSDPC_OK)
     goto fail;
   /* The engine takes the layout's arrays over. */
   e->units = lay.units;
@@ -110,28 +147,18 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
 
   e->otensors = calloc((size_t)e->n_params + 1, sizeof *e->otensors);
   if (!e->otensors) goto oom;
-  if ((st = fsdpc__offload_setup(e, o->cpu_offload, o->offload_optimizer,
-                                 o->offload_buffer_bytes, err)) != FSDPC_OK)
+  if ((st = fsdpc__offload_setup(e, err)) != FSDPC_OK)
     goto fail;
-  fsdpc_program_opts po;
-  fsdpc__program_opts_for(&lay, e->S, o->dist->replica_size, e->ops->act_dtype == FSDPC_DTYPE_F32,
-                          e->offload, e->reshard_after_forward, e->no_sync, e->comm != NULL,
-                          e->fwd_prefetch, e->bwd_prefetch, &po);
-  po.host_async = e->host_async;
-  po.offload_optim = e->offload_optim;
-  po.piece = fsdpc__state_piece_elems(o->offload_buffer_bytes, e->n_slots);
-  po.pieces = e->offload_optim ? &e->pieces : NULL;
-  po.keep = e->keep = o->keep_params;
-  for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
-    if ((st = fsdpc__program_build(&po, (fsdpc_program_kind)k, &e->prog[k], err)) != FSDPC_OK)
-      goto fail;
+  if ((st = plan_memory(e, p, &lay, err)) != FSDPC_OK)
+    goto fail;
 
   for (int u = 0; u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
+    const fsdpc_mp_unit *m = &e->mp.unit[u];
     size_t sb = un->shard_numel * sizeof(float);
     if (un->frozen) { /* compute dtype, no grad, no optimizer state */
       size_t fb = un->shard_numel * e->psize;
-      if (!(un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, fb)))
+      if (!(un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, m->master, fb)))
         goto oom;
       if ((st = e->sops->memset0(e->sops->ctx, un->master, fb, err)) != FSDPC_OK)
         goto fail;
@@ -140,8 +167,8 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
         un->full = un->master;
       continue;
     }
-    un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, sb);
-    un->grad = e->inference ? NULL : fsdpc__salloc(e, FSDPC_MEM_GRADS, sb);
+    un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, m->master, sb);
+    un->grad = e->inference ? NULL : fsdpc__salloc(e, FSDPC_MEM_GRADS, m->grad, sb);
     if (!un->master || (!e->inference && !un->grad))
       goto oom;
     /* offload_optim: pinned host state, streamed (fsdp/offload.c) */
@@ -157,25 +184,25 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
       un->stage_stale = 1;
     }
     if (e->full_is_master) un->full = un->master; /* nothing to gather or cast */
-    if (e->param_copy && fsdpc__param_copy_fits(o->param_copy_max_bytes, e->lp_bytes,
-                                                 un->shard_numel)) {
-      if (!(un->lp = fsdpc__ealloc(e, FSDPC_MEM_PARAMS, un->shard_numel * 2))) goto oom;
-      e->lp_bytes += un->shard_numel * 2;
-      e->lp_units++;
+    if ((un->lp = fsdpc__arena_at(e, m->lp))) {   /* param_copy (the plan picks the units) */
+      fsdpc__acct(e, FSDPC_MEM_PARAMS, (int64_t)un->shard_numel * 2);
       un->lp_stale = 1;
     }
     /* grads accumulate in the shard (offloaded: in a device buffer, then D2H) */
     if (e->S == 1 && !e->offload) un->full_grad = un->grad;
   }
-  if (e->S > 1 && !(e->rs_scratch = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_grad_shard * 4)))
-    goto oom;
-  if (e->S > 1 && e->reduce_bf16 &&
-      !(e->rs16 = fsdpc__ealloc(e, FSDPC_MEM_COMM, e->max_grad_shard * 2)))
-    goto oom;
+  e->lp_bytes = e->mp.lp_bytes;
+  e->lp_units = e->mp.lp_units;
+  if ((e->rs_scratch = fsdpc__arena_at(e, e->mp.rs)))
+    fsdpc__acct(e, FSDPC_MEM_COMM, (int64_t)e->max_grad_shard * 4);
+  if ((e->rs16 = fsdpc__arena_at(e, e->mp.rs16)))
+    fsdpc__acct(e, FSDPC_MEM_COMM, (int64_t)e->max_grad_shard * 2);
   /* the global grad norm sums on the device and downloads once */
-  if (!e->offload && e->ops->sumsq_f32_dev &&
-      !(e->dnorm = fsdpc__ealloc(e, FSDPC_MEM_OTHER, sizeof(double))))
-    goto oom;
+  if ((e->dnorm = fsdpc__arena_at(e, e->mp.dnorm)))
+    fsdpc__acct(e, FSDPC_MEM_OTHER, (int64_t)sizeof(double));
+  for (int k = 0; k < 2; k++) /* offload_optim's state buffers */
+    if ((e->sbuf[k] = fsdpc__arena_at(e, e->mp.sbuf[k])))
+      fsdpc__acct(e, FSDPC_MEM_OPTIM, (int64_t)e->sbuf_bytes);
   if (e->dist->rank == 0) {
     char names[1024];
     int n = 0;
@@ -203,6 +230,16 @@ fsdpc_status fsdpc__engine_create(const fsdpc_engine_opts *o, fsdpc_engine **out
     if (e->reduce_bf16)
       FSDPC_LOGI("fsdp: gradients reduced in bf16 (reduce-scatter%s), accumulated in fp32",
                  e->dist->replica_size > 1 ? " and replica all-reduce" : "");
+    const fsdpc_memplan *mp = &e->mp;
+    FSDPC_LOGI("fsdp: memory plan: one arena of %.2f MiB on the %s = shards and fixed buffers "
+               "%.2f + activations %.2f + transients %.2f (step %.2f, evaluation %.2f, "
+               "inference %.2f, checkpoint gathers %.2f)",
+               (double)mp->arena_bytes / 1048576.0,
+               e->ops->device == FSDPC_DEVICE_CPU ? "host" : "device",
+               (double)mp->persist_bytes / 1048576.0, (double)mp->act_bytes / 1048576.0,
+               (double)mp->trans_bytes / 1048576.0, (double)mp->trans_step / 1048576.0,
+               (double)mp->trans_forward / 1048576.0, (double)mp->trans_blocks / 1048576.0,
+               (double)mp->trans_ckpt / 1048576.0);
   }
   *out = e;
   return FSDPC_OK;
@@ -225,17 +262,19 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   for (int u = 0; e->units && u < e->n_units; u++) {
     fsdpc_unit *un = &e->units[u];
     size_t sb = un->shard_numel * sizeof(float), fb = un->flat_numel * sizeof(float);
+    size_t pb = un->flat_numel * e->psize;
+    /* transients still planned in (a step that failed half way) */
+    if (un->full && un->full != un->master && !fsdpc__full_is_lp(un))
+      fsdpc__acct(e, FSDPC_MEM_COMM, -(int64_t)pb);
+    if (un->full_grad && un->full_grad != un->grad)
+      fsdpc__acct(e, FSDPC_MEM_GRADS, -(int64_t)fb);
     if (un->frozen) {
-      if (!fsdpc__unit_resident(e, un))
-        fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
       fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, un->shard_numel * e->psize);
       free(un->params);
       continue;
     }
-    if (!e->full_is_master && !fsdpc__full_is_lp(un))
-      fsdpc__efree(e, FSDPC_MEM_COMM, un->full, un->flat_numel * e->psize);
-    fsdpc__efree(e, FSDPC_MEM_PARAMS, un->lp, un->shard_numel * 2);
-    if (un->full_grad != un->grad) fsdpc__efree(e, FSDPC_MEM_GRADS, un->full_grad, fb);
+    if (un->lp)
+      fsdpc__acct(e, FSDPC_MEM_PARAMS, -(int64_t)un->shard_numel * 2);
     fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, sb);
     fsdpc__sfree(e, FSDPC_MEM_GRADS, un->grad, sb);
     fsdpc__state_free(e, un);
@@ -247,12 +286,16 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
   fsdpc__engine_host_shards_done(e, 0, &ignore);
   fsdpc__offload_teardown(e);
   if (e->opt) e->ov->destroy(e->opt);
-  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs_scratch, e->max_grad_shard * 4);
-  fsdpc__efree(e, FSDPC_MEM_COMM, e->rs16, e->max_grad_shard * 2);
-  fsdpc__efree(e, FSDPC_MEM_OTHER, e->dnorm, sizeof(double));
+  if (e->rs_scratch)
+    fsdpc__acct(e, FSDPC_MEM_COMM, -(int64_t)e->max_grad_shard * 4);
+  if (e->rs16)
+    fsdpc__acct(e, FSDPC_MEM_COMM, -(int64_t)e->max_grad_shard * 2);
+  if (e->dnorm)
+    fsdpc__acct(e, FSDPC_MEM_OTHER, -(int64_t)sizeof(double));
+  if (e->arena)
+    e->ops->arena_free(e->ops->ctx, e->arena, e->mp.arena_bytes);
+  fsdpc__memplan_free(&e->mp);
   free(e->otensors);
-  for (int k = 0; k < FSDPC_PROGRAM_NKINDS; k++)
-    fsdpc__program_free(&e->prog[k]);
   free(e->units);
   free(e->blocks);
   free(e->param_unit);
@@ -263,6 +306,13 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
 }
 
 int fsdpc__engine_n_units(const fsdpc_engine *e) { return e->n_units; }
+void *fsdpc__engine_act_block(fsdpc_engine *e, size_t *bytes) {
+  *bytes = e->mp.act_bytes;
+  return e->mp.act_bytes ? e->arena + e->mp.act_offset : NULL;
+}
+const fsdpc_memplan *fsdpc__engine_memplan(const fsdpc_engine *e) {
+  return &e->mp;
+}
 int fsdpc__engine_offloaded(const fsdpc_engine *e) { return e->offload; }
 const fsdpc_unit *fsdpc__engine_unit(const fsdpc_engine *e, int u) { return &e->units[u]; }
 int fsdpc__engine_n_params(const fsdpc_engine *e) { return e->n_params; }
@@ -317,15 +367,9 @@ typedef fsdpc_status (*segment_fn)(fsdpc_engine *e, int p, uint64_t lo, uint64_t
 static fsdpc_status for_each_segment(fsdpc_engine *e, int u, float *shard, segment_fn fn,
                                      void *arg, fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
-  uint64_t s0 = un->shard_offset, s1 = un->shard_offset + un->shard_numel;
-  for (int i = 0; i < un->n_params; i++) {
-    int p = un->params[i];
-    uint64_t p0 = e->param_offset[p], p1 = p0 + e->params[p].numel;
-    uint64_t a, b;
-    if (!fsdpc__overlap(p0, p1, s0, s1, &a, &b))
-      continue;
-    FSDPC_TRY(fn(e, p, a - p0, b - p0, shard + (a - s0), arg, err));
-  }
+  uint64_t s0 = un->shard_offset, s1 = un->shard_offset + un->shard_numel, a, b;
+  for (int i = 0, p; fsdpc__next_segment(e, un, s0, s1, &i, &p, &a, &b);)
+    FSDPC_TRY(fn(e, p, a - e->param_offset[p], b - e->param_offset[p], shard + (a - s0), arg, err));
   return FSDPC_OK;
 }
 

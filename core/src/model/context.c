@@ -154,6 +154,31 @@ static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_op
   return r == FSDPC_OK ? FSDPC_OK : fsdpc__plugin_fail(m->attn, r, err);
 }
 
+void *fsdpc__model_mem(fsdpc_model_ctx *m, size_t bytes) {
+  if (!m->blk && !m->counting)
+    return m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, bytes);
+  size_t a = m->blk_align, r = (bytes + a - 1) / a * a;
+  if (!m->counting && r > m->blk_size - m->blk_used)
+    return NULL; /* the block is smaller than planned: reported as out of memory */
+  void *p = m->counting ? (void *)m : m->blk + m->blk_used;
+  m->blk_used += r;
+  m->counted += bytes;
+  if (!m->counting && m->ops->account)
+    m->ops->account(m->dev, FSDPC_MEM_ACTIVATIONS, (int64_t)bytes);
+  return p;
+}
+
+void fsdpc__model_mem_free(fsdpc_model_ctx *m, void *p, size_t bytes) {
+  if (m->counting || !p)
+    return;
+  if (!m->blk) {
+    m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, p, bytes);
+    return;
+  }
+  if (m->ops->account) /* the bytes stay the arena's */
+    m->ops->account(m->dev, FSDPC_MEM_ACTIVATIONS, -(int64_t)bytes);
+}
+
 static fsdpc_status alloc_buffers(fsdpc_model_ctx *m, fsdpc_err *err) {
   const fsdpc_model_shape *s = &m->s;
   size_t act = m->ops->act_size, N = (size_t)m->N, C = (size_t)s->C;
@@ -170,25 +195,27 @@ static fsdpc_status alloc_buffers(fsdpc_model_ctx *m, fsdpc_err *err) {
     m->mlp_up = calloc((size_t)s->L, sizeof(void *));
     if (!m->mlp_gate || !m->mlp_up) goto oom;
     for (int i = 0; i < s->L; i++)
-      if (!(m->mlp_gate[i] = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, mlp)) ||
-          !(m->mlp_up[i] = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, mlp)))
+      if (!(m->mlp_gate[i] = fsdpc__model_mem(m, mlp)) ||
+          !(m->mlp_up[i] = fsdpc__model_mem(m, mlp)))
         goto oom;
   }
   for (int i = 0; i < l.n; i++)
-    if (!(*l.b[i].slot = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, l.b[i].bytes))) goto oom;
+    if (!(*l.b[i].slot = fsdpc__model_mem(m, l.b[i].bytes)))
+      goto oom;
   for (int i = 0; i <= s->L; i++)
-    if (!(m->resid[i] = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, N * C * act))) goto oom;
+    if (!(m->resid[i] = fsdpc__model_mem(m, N * C * act)))
+      goto oom;
   for (int a = 0; a < m->n_acts; a++) {
     void **f[FSDPC_LAYER_NACTS];
     acts_fields(&m->acts[a], f);
     for (int i = 0; i < FSDPC_LAYER_NACTS; i++)
-      if (acts[i] && !(*f[i] = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, acts[i]))) goto oom;
+      if (acts[i] && !(*f[i] = fsdpc__model_mem(m, acts[i])))
+        goto oom;
   }
   if (m->ops->device != FSDPC_DEVICE_CPU) { /* the micro-batch goes up each step */
     size_t ib = N * sizeof(int32_t);
-    if (!(m->d_tokens = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, ib)) ||
-        !(m->d_labels = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, ib)) ||
-        !(m->d_doc_ids = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, ib)))
+    if (!(m->d_tokens = fsdpc__model_mem(m, ib)) || !(m->d_labels = fsdpc__model_mem(m, ib)) ||
+        !(m->d_doc_ids = fsdpc__model_mem(m, ib)))
       goto oom;
   }
   m->bytes = total_bytes(s, m->B, m->T, m->ckpt, act, m->xent_scratch_bytes, &m->asizes);
@@ -240,6 +267,11 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
   m->chunk_rows = fsdpc__model_xent_chunk_rows(o->xent_chunk_rows, m->N, s->V);
   m->logits_bf16 = o->logits_bf16;
   m->xent_scratch_bytes = m->ops->xent_scratch_bytes(m->N, s->V, m->chunk_rows, m->logits_bf16);
+  if (o->arena) { /* carved from the engine's arena (fsdp/memplan.h) */
+    m->blk = o->arena;
+    m->blk_size = o->arena_bytes;
+    m->blk_align = fsdpc__ops_arena_align(m->ops->device);
+  }
   fsdpc_status st = setup_attention(m, o, err);
   if (st == FSDPC_OK) st = alloc_buffers(m, err);
   if (st == FSDPC_OK) st = init_tables(m, err);
@@ -264,24 +296,32 @@ void fsdpc__model_ctx_destroy(fsdpc_model_ctx *m) {
   list_buffers(m, s, act, N, m->xent_scratch_bytes, &m->asizes, &l, acts);
   size_t mlp = saved_mlp_bytes(m->ckpt, acts);
   for (int i = 0; i < l.n; i++)
-    if (*l.b[i].slot) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, *l.b[i].slot, l.b[i].bytes);
+    if (*l.b[i].slot)
+      fsdpc__model_mem_free(m, *l.b[i].slot, l.b[i].bytes);
   for (int i = 0; i < s->L; i++) {
-    if (m->mlp_gate && m->mlp_gate[i]) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->mlp_gate[i], mlp);
-    if (m->mlp_up && m->mlp_up[i]) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->mlp_up[i], mlp);
+    if (m->mlp_gate && m->mlp_gate[i])
+      fsdpc__model_mem_free(m, m->mlp_gate[i], mlp);
+    if (m->mlp_up && m->mlp_up[i])
+      fsdpc__model_mem_free(m, m->mlp_up[i], mlp);
   }
   free(m->mlp_gate);
   free(m->mlp_up);
   for (int i = 0; m->resid && i <= s->L; i++)
-    if (m->resid[i]) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->resid[i], N * C * act);
+    if (m->resid[i])
+      fsdpc__model_mem_free(m, m->resid[i], N * C * act);
   for (int a = 0; m->acts && a < m->n_acts; a++) {
     void **f[FSDPC_LAYER_NACTS];
     acts_fields(&m->acts[a], f);
     for (int i = 0; i < FSDPC_LAYER_NACTS; i++)
-      if (*f[i]) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, *f[i], acts[i]);
+      if (*f[i])
+        fsdpc__model_mem_free(m, *f[i], acts[i]);
   }
-  if (m->d_tokens) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_tokens, ib);
-  if (m->d_labels) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_labels, ib);
-  if (m->d_doc_ids) m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->d_doc_ids, ib);
+  if (m->d_tokens)
+    fsdpc__model_mem_free(m, m->d_tokens, ib);
+  if (m->d_labels)
+    fsdpc__model_mem_free(m, m->d_labels, ib);
+  if (m->d_doc_ids)
+    fsdpc__model_mem_free(m, m->d_doc_ids, ib);
   if (m->loss_host) m->ops->free_host(m->dev, m->loss_host);
   free(m->resid);
   free(m->acts);
@@ -289,6 +329,34 @@ void fsdpc__model_ctx_destroy(fsdpc_model_ctx *m) {
 }
 
 uint64_t fsdpc__model_ctx_bytes(const fsdpc_model_ctx *m) { return m->bytes; }
+
+uint64_t fsdpc__model_ctx_arena_bytes(const fsdpc_model_ctx_opts *o, const fsdpc_attn_sizes *as,
+                                      int32_t device, size_t act_size, size_t align,
+                                      uint64_t *tracked) {
+  /* the context's own allocation code, counting instead of allocating */
+  fsdpc_ops ops = {.device = device, .act_size = act_size};
+  fsdpc_model_ctx m = {.s = *o->shape, .ops = &ops, .B = o->B, .T = o->T, .N = o->B * o->T};
+  m.ckpt = o->activation_checkpointing;
+  m.fwd_only = o->forward_only;
+  m.chunk_rows = fsdpc__model_xent_chunk_rows(o->xent_chunk_rows, m.N, o->shape->V);
+  m.logits_bf16 = o->logits_bf16;
+  m.xent_scratch_bytes =
+      fsdpc__xent_scratch_bytes(device, m.N, o->shape->V, m.chunk_rows, m.logits_bf16);
+  m.asizes = *as;
+  m.counting = 1;
+  m.blk_align = align;
+  fsdpc_err err;
+  fsdpc_status st = alloc_buffers(&m, &err);
+  if (st == FSDPC_OK && o->lora)
+    st = fsdpc__lora_ctx_alloc(&m, o->lora, &err);
+  free(m.resid);
+  free(m.acts);
+  free(m.mlp_gate);
+  free(m.mlp_up);
+  free(m.lora_u);
+  *tracked = st == FSDPC_OK ? m.counted : 0;
+  return st == FSDPC_OK ? m.blk_used : 0;
+}
 
 /* Positions: 0..T-1 per row, or, with document ids (packed examples), 0 at
  * the first token of each document so that every example sees the

@@ -67,6 +67,12 @@ struct fsdpc_model_ctx {
   double *loss_host;             /* (2 * loss_cap) pinned host memory, or NULL */
   int loss_cap, loss_n, defer_loss;
   int grad_overwrite;            /* fsdpc__model_grad_overwrite */
+  /* Memory (fsdpc__model_mem): carved from the block blk in order, or
+   * counted only (counting: fsdpc__model_ctx_arena_bytes), or from ops. */
+  char *blk;
+  size_t blk_size, blk_used, blk_align;
+  int counting;
+  uint64_t counted; /* counting: the buffers' own bytes */
 
   /* backward scratch */
   void *dres;                    /* (N, C) d(residual stream) */
@@ -93,5 +99,10 @@ struct fsdpc_model_ctx {
 
 /* The layer's activation slot: its own, or the shared one when recomputing. */
 fsdpc_layer_acts *fsdpc__model_acts(fsdpc_model_ctx *m, int l);
+
+/* A buffer of the context's (activations category): the next bytes of its
+ * block, a count, or ops->alloc (context.c); NULL when out of memory. */
+void *fsdpc__model_mem(fsdpc_model_ctx *m, size_t bytes);
+void fsdpc__model_mem_free(fsdpc_model_ctx *m, void *p, size_t bytes);
 
 #endif

@@ -114,6 +114,11 @@ typedef struct fsdpc_model_ctx_opts {
   const struct fsdpc_lora *lora;    /* LoRA adapters (model/lora.h); NULL = none */
   int threads;                      /* CPU threads for the attention plugin (0: its choice) */
   int forward_only;                 /* inference: no backward buffers (no backward calls) */
+  /* A block of device memory the buffers are carved from, in order (the
+   * engine's arena, fsdp/memplan.h), of fsdpc__model_ctx_arena_bytes;
+   * NULL: each buffer from ops->alloc. */
+  void *arena;
+  size_t arena_bytes;
 } fsdpc_model_ctx_opts;
 
 fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_ctx **out,
@@ -130,6 +135,14 @@ uint64_t fsdpc__model_ctx_bytes(const fsdpc_model_ctx *m);
  * accumulation reads and writes the whole (V, C) matrix once per chunk).
  * At most N. */
 int fsdpc__model_xent_chunk_rows(int opt, int N, int V);
+/* The block the context of o takes on a device (o->ops is not read): each
+ * buffer rounded up to align, in the order the context carves them; as is
+ * the attention plugin's sizes() answer for o's shape. *tracked: the bytes
+ * it accounts as activations (the buffers' own sizes). Counted by the very
+ * code that carves them, so the two cannot differ. */
+uint64_t fsdpc__model_ctx_arena_bytes(const fsdpc_model_ctx_opts *o, const fsdpc_attn_sizes *as,
+                                      int32_t device, size_t act_size, size_t align,
+                                      uint64_t *tracked);
 uint64_t fsdpc__model_ctx_bytes_for(const fsdpc_model_shape *s, int B, int T,
                                     int activation_checkpointing, const fsdpc_attn_sizes *as,
                                     int xent_chunk_rows);

@@ -159,14 +159,14 @@ fsdpc_status fsdpc__lora_ctx_alloc(fsdpc_model_ctx *m, const fsdpc_lora *lo, fsd
     goto oom;
   for (int a = 0; a < m->n_acts; a++)
     for (int j = 0; j < FSDPC_LORA_NPROJ; j++)
-      if (((lo->targets >> j) & 1) && !(m->lora_u[a * FSDPC_LORA_NPROJ + j] =
-                                            m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, nr * act)))
+      if (((lo->targets >> j) & 1) &&
+          !(m->lora_u[a * FSDPC_LORA_NPROJ + j] = fsdpc__model_mem(m, nr * act)))
         goto oom;
   size_t xb = N * max_in(s, lo) * act;
-  if (!(m->lora_dx = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, xb)) ||
-      (lo->dropout > 0 && !(m->lora_xd = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, xb))) ||
-      !(m->lora_du = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, nr * act)) ||
-      !(m->dnorm_sink = m->ops->alloc(m->dev, FSDPC_MEM_ACTIVATIONS, (size_t)s->C * 4)))
+  if (!(m->lora_dx = fsdpc__model_mem(m, xb)) ||
+      (lo->dropout > 0 && !(m->lora_xd = fsdpc__model_mem(m, xb))) ||
+      !(m->lora_du = fsdpc__model_mem(m, nr * act)) ||
+      !(m->dnorm_sink = fsdpc__model_mem(m, (size_t)s->C * 4)))
     goto oom;
   m->lora_bytes = fsdpc__lora_ctx_bytes(s, lo, m->N, m->ckpt, act);
   m->bytes += m->lora_bytes;
@@ -187,15 +187,15 @@ void fsdpc__lora_ctx_free(fsdpc_model_ctx *m) {
   size_t xb = N * max_in(s, lo) * act;
   for (int i = 0; m->lora_u && i < m->n_acts * FSDPC_LORA_NPROJ; i++)
     if (m->lora_u[i])
-      m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->lora_u[i], nr * act);
+      fsdpc__model_mem_free(m, m->lora_u[i], nr * act);
   if (m->lora_dx)
-    m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->lora_dx, xb);
+    fsdpc__model_mem_free(m, m->lora_dx, xb);
   if (m->lora_xd)
-    m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->lora_xd, xb);
+    fsdpc__model_mem_free(m, m->lora_xd, xb);
   if (m->lora_du)
-    m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->lora_du, nr * act);
+    fsdpc__model_mem_free(m, m->lora_du, nr * act);
   if (m->dnorm_sink)
-    m->ops->free(m->dev, FSDPC_MEM_ACTIVATIONS, m->dnorm_sink, (size_t)s->C * 4);
+    fsdpc__model_mem_free(m, m->dnorm_sink, (size_t)s->C * 4);
   free(m->lora_u);
   m->lora_u = NULL;
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/escape.h"
 #include "util/fs.h"
 #include "util/log.h"
 
@@ -27,18 +28,31 @@ static void lines_free(lines *l) {
   free(l->v);
 }
 
-/* Reads every line of path; a missing file is no lines, and so is one that
- * is not a regular file (a FIFO or /dev/full would never end). */
-static fsdpc_status read_lines(const char *path, lines *out, fsdpc_err *err) {
+/* Reads every line of path; a missing file is no lines. With own set the
+ * file is one fsdpc writes (log.dir/metrics.jsonl): a link there, or
+ * anything but a regular file, is refused before it is read. Otherwise a
+ * FIFO or device is refused too (it would never end). */
+static fsdpc_status read_lines(const char *path, int own, lines *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
-  struct stat sb;
-  if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+  int fd = own ? fsdpc__open_regular_nofollow(path, 0) : fsdpc__open_regular(path, 0);
+  if (fd == -1 && errno == ENOENT)
     return FSDPC_OK;
-  FILE *f = fopen(path, "r");
+  if (fd == -1 && errno == ELOOP)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s is a symbolic link; fsdpc does not write through links it did not "
+                       "make (remove it, or choose another log.dir)",
+                       path);
+  if (fd == -2)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s exists and is not a regular file (a FIFO, device or folder); remove "
+                       "it, or choose another log.dir",
+                       path);
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
   if (!f) {
-    if (errno == ENOENT)
-      return FSDPC_OK;
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot read %s: %s", path, strerror(errno));
+    int e = errno;
+    if (fd >= 0)
+      close(fd);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot read %s: %s", path, strerror(e));
   }
   char *buf = NULL;
   size_t bcap = 0;
@@ -107,42 +121,92 @@ static size_t last_fresh_start(const lines *l) {
   return at;
 }
 
-/* Drops the current run's step records after step k, and any line that is
- * not JSON (a line cut by a kill); rewrites the file only if one went. */
-static fsdpc_status trim(const char *path, int64_t k, fsdpc_err *err) {
+/* Writes the kept lines to path through a private temporary file. */
+static fsdpc_status rewrite(const char *path, const lines *l, const char *keep, fsdpc_err *err) {
+  fsdpc_out_file out;
+  FSDPC_TRY(fsdpc__out_create(path, &out, err));
+  int fd = dup(out.fd);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  int ok = f != NULL;
+  for (size_t i = 0; ok && i < l->n; i++)
+    if (keep[i])
+      ok = fprintf(f, "%s\n", l->v[i]) >= 0;
+  if (f && fclose(f) != 0)
+    ok = 0;
+  else if (!f && fd >= 0)
+    close(fd);
+  if (!ok) {
+    int e = errno;
+    fsdpc__out_abort(&out);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot rewrite %s: %s (check log.dir)", path,
+                       strerror(e));
+  }
+  return fsdpc__out_commit(&out, err);
+}
+
+/* Appends the lines trimming does not understand to aside (never through
+ * a link, util/fs.h), each after a note of where it came from. */
+static fsdpc_status move_aside(const char *path, const char *aside, const lines *l, const char *bad,
+                               fsdpc_err *err) {
+  int fd;
+  FSDPC_TRY(fsdpc__open_append(aside, &fd, err));
+  FILE *f = fdopen(fd, "a");
+  int ok = f != NULL;
+  time_t now = time(NULL);
+  for (size_t i = 0; ok && i < l->n; i++)
+    if (bad[i])
+      ok = fprintf(f, "# %s line %zu, moved here at %lld (not a JSON record)\n%s\n", path, i + 1,
+                   (long long)now, l->v[i]) >= 0;
+  if (f ? fclose(f) != 0 : close(fd) != 0)
+    ok = 0;
+  if (!ok)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s (check log.dir)", aside,
+                       strerror(errno));
+  return FSDPC_OK;
+}
+
+/* Drops the current run's step records after step k (a resume replaces
+ * them). Lines it does not understand (not JSON: a line cut by a kill, or
+ * someone's note) are moved to metrics.unparsed.txt beside the file, with a
+ * warning, so nothing is lost and metrics.jsonl stays one record a line.
+ * Rewrites the file only when a line goes or the last one lacks its
+ * newline. */
+static fsdpc_status trim(const char *dir, const char *path, int64_t k, fsdpc_err *err) {
   lines l;
-  FSDPC_TRY(read_lines(path, &l, err));
+  FSDPC_TRY(read_lines(path, 1, &l, err));
   size_t from = last_fresh_start(&l);
-  char *keep = calloc(l.n ? l.n : 1, 1);
-  if (!keep) {
+  char *keep = calloc(l.n ? l.n : 1, 1), *bad = calloc(l.n ? l.n : 1, 1);
+  if (!keep || !bad) {
+    free(keep);
+    free(bad);
     lines_free(&l);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   }
-  int dropped = l.partial;
+  int change = l.partial;
+  size_t unknown = 0, first_unknown = 0;
   for (size_t i = 0; i < l.n; i++) {
     int64_t s = 0, r = 0;
     int kind = classify(l.v[i], &s, &r);
-    keep[i] = !(kind == REC_BAD || (i >= from && kind == REC_STEP && s > k));
-    dropped |= !keep[i];
+    bad[i] = kind == REC_BAD;
+    keep[i] = !bad[i] && !(i >= from && kind == REC_STEP && s > k);
+    change |= !keep[i];
+    if (bad[i] && !unknown++)
+      first_unknown = i + 1;
   }
   fsdpc_status st = FSDPC_OK;
-  if (dropped) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    int ok = f != NULL;
-    for (size_t i = 0; ok && i < l.n; i++)
-      if (keep[i])
-        ok = fprintf(f, "%s\n", l.v[i]) >= 0;
-    if (f && fclose(f) != 0)
-      ok = 0;
-    if (!ok || rename(tmp, path) != 0) {
-      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot rewrite %s: %s (check log.dir)", path,
-                       strerror(errno));
-      unlink(tmp);
-    }
+  if (unknown) {
+    char aside[4200];
+    snprintf(aside, sizeof aside, "%s/metrics.unparsed.txt", dir);
+    st = move_aside(path, aside, &l, bad, err);
+    if (st == FSDPC_OK)
+      FSDPC_LOGW("%s: moved %zu line(s) that are not JSON records (the first was line %zu) to "
+                 "%s",
+                 path, unknown, first_unknown, aside);
   }
+  if (st == FSDPC_OK && change)
+    st = rewrite(path, &l, keep, err);
   free(keep);
+  free(bad);
   lines_free(&l);
   return st;
 }
@@ -153,11 +217,16 @@ fsdpc_status fsdpc__metrics_open(const char *dir, const fsdpc_run_record *rr, ch
   FSDPC_TRY(fsdpc__mkdir_p(dir, err));
   char path[4096];
   snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-  FSDPC_TRY(trim(path, rr->resumed_from > 0 ? rr->resumed_from : INT64_MAX, err));
-  FILE *f = fopen(path, "a");
-  if (!f)
+  FSDPC_TRY(trim(dir, path, rr->resumed_from > 0 ? rr->resumed_from : INT64_MAX, err));
+  int fd;
+  FSDPC_TRY(fsdpc__open_append(path, &fd, err));
+  FILE *f = fdopen(fd, "a");
+  if (!f) {
+    int e = errno;
+    close(fd);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s (check log.dir)", path,
-                       strerror(errno));
+                       strerror(e));
+  }
   time_t now = time(NULL);
   struct tm tm;
   gmtime_r(&now, &tm);
@@ -211,7 +280,7 @@ fsdpc_status fsdpc__metrics_read(const char *dir, fsdpc_metrics_run *out, fsdpc_
   if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: not a regular file", path);
   lines l;
-  FSDPC_TRY(read_lines(path, &l, err));
+  FSDPC_TRY(read_lines(path, 0, &l, err));
   size_t from = last_fresh_start(&l);
   out->pts = calloc(l.n ? l.n : 1, sizeof *out->pts);
   if (!out->pts) {
@@ -236,8 +305,8 @@ fsdpc_status fsdpc__metrics_read(const char *dir, fsdpc_metrics_run *out, fsdpc_
         out->n--; /* a resume replaces the steps after its checkpoint */
       if (out->n_starts++ == 0) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "run_id");
-        if (cJSON_IsString(id))
-          snprintf(out->run_id, sizeof out->run_id, "%s", id->valuestring);
+        if (cJSON_IsString(id)) /* from a file: escaped before anyone prints it */
+          fsdpc__escape_str(out->run_id, sizeof out->run_id, id->valuestring);
       }
       out->last_resumed_from = k;
       double w = num(o, "world");

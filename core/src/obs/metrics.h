@@ -6,7 +6,10 @@
  * and then one object per logged step ({"step":N,"loss":...}). A resume
  * from a checkpoint at step K first drops the step records of the current
  * run (since its last fresh start) that come after K, so that every step
- * appears once; a fresh start (K = 0) keeps older runs above it.
+ * appears once; a fresh start (K = 0) keeps older runs above it. Lines that
+ * are not JSON records (one cut by a kill) are moved, with a warning, to
+ * metrics.unparsed.txt beside it. The file is never opened through a link
+ * or as a FIFO or device (util/fs.h): such a metrics.jsonl is refused.
  *
  * Reading: the last run (from its last fresh start) as one series per
  * metric, ordered by step, each step once. */

@@ -13,6 +13,8 @@
 #include <cairo-svg.h>
 #include <cairo.h>
 
+#include "util/fs.h"
+
 enum {
   FIG_W = 1200,
   FIG_H = 860,
@@ -275,6 +277,12 @@ static void draw(cairo_t *cr, const fsdpc_metrics_run *runs, const char *const *
   }
 }
 
+/* cairo's stream writer over a descriptor. */
+static cairo_status_t write_fd(void *closure, const unsigned char *data, unsigned int len) {
+  return fsdpc__write_all(*(const int *)closure, data, len) == 0 ? CAIRO_STATUS_SUCCESS
+                                                                 : CAIRO_STATUS_WRITE_ERROR;
+}
+
 static int ends_with(const char *s, const char *suf) {
   size_t a = strlen(s), b = strlen(suf);
   return a >= b && strcasecmp(s + a - b, suf) == 0;
@@ -286,30 +294,27 @@ fsdpc_status fsdpc__plot_runs(const fsdpc_metrics_run *runs, const char *const *
   if (!svg && !ends_with(out_path, ".png"))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: the output must end in .png or .svg (that picks the format)", out_path);
-  char tmp[4200];
-  snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-  cairo_surface_t *sf = svg ? cairo_svg_surface_create(tmp, FIG_W, FIG_H)
+  /* a private temporary file renamed into place (util/fs.h): cairo writes
+   * through our descriptor, never through a link planted at a name */
+  fsdpc_out_file out;
+  FSDPC_TRY(fsdpc__out_create(out_path, &out, err));
+  cairo_surface_t *sf = svg ? cairo_svg_surface_create_for_stream(write_fd, &out.fd, FIG_W, FIG_H)
                             : cairo_image_surface_create(CAIRO_FORMAT_RGB24, FIG_W, FIG_H);
   cairo_t *cr = cairo_create(sf);
   draw(cr, runs, labels, n, title);
   cairo_destroy(cr);
-  cairo_status_t cs = svg ? CAIRO_STATUS_SUCCESS : cairo_surface_write_to_png(sf, tmp);
+  cairo_status_t cs =
+      svg ? CAIRO_STATUS_SUCCESS : cairo_surface_write_to_png_stream(sf, write_fd, &out.fd);
   cairo_surface_finish(sf);
   if (cs == CAIRO_STATUS_SUCCESS)
     cs = cairo_surface_status(sf);
   cairo_surface_destroy(sf);
   if (cs != CAIRO_STATUS_SUCCESS) {
-    unlink(tmp);
+    fsdpc__out_abort(&out);
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", out_path,
                        cairo_status_to_string(cs));
   }
-  if (rename(tmp, out_path) != 0) {
-    fsdpc_status st =
-        fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s", out_path, strerror(errno));
-    unlink(tmp);
-    return st;
-  }
-  return FSDPC_OK;
+  return fsdpc__out_commit(&out, err);
 }
 
 #else

@@ -4,6 +4,7 @@
 #include "obs/tensorboard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,9 +69,13 @@ fsdpc_status fsdpc__tb_open(const char *dir, int64_t start_step, fsdpc_tb **out,
   long long sec = (long long)now, usec = (long long)((now - (double)sec) * 1e6);
   snprintf(tb->path, sizeof tb->path, "%s/events.out.tfevents.%lld.%06lld.%s.%d", dir, sec, usec,
            host, (int)getpid());
-  if (!(tb->f = fopen(tb->path, "wb"))) {
+  /* a new name of our own: O_EXCL | O_NOFOLLOW never opens a planted file */
+  int fd = open(tb->path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0 || !(tb->f = fdopen(fd, "wb"))) {
     fsdpc_status st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot create %s: %s (check log.dir)",
                                   tb->path, strerror(errno));
+    if (fd >= 0)
+      close(fd);
     free(tb);
     return st;
   }

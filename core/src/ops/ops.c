@@ -19,3 +19,15 @@ fsdpc_status fsdpc__ops_oom(const fsdpc_ops *ops, fsdpc_err *err, const char *fm
 fsdpc_status fsdpc__ops_freed(const fsdpc_ops *ops, fsdpc_err *err) {
   return ops && ops->take_error ? ops->take_error(ops->ctx, err) : FSDPC_OK;
 }
+
+size_t fsdpc__xent_scratch_bytes(int32_t device, int N, int V, int chunk_rows, int logits_bf16) {
+  size_t R = (size_t)(chunk_rows < 1 ? 1 : chunk_rows), v = (size_t)V;
+  if (device == FSDPC_DEVICE_CPU) /* fp32 logits, rounded to bf16 values in place */
+    return R * v * sizeof(float);
+  if (N > 0 && R > (size_t)N)
+    R = (size_t)N;
+#define A256(x) (((x) + 255) & ~(size_t)255)
+  return (logits_bf16 ? 0 : A256(R * v * sizeof(float))) + A256(R * v * 2) +
+         A256((size_t)(N > 0 ? N : 1) * sizeof(float));
+#undef A256
+}

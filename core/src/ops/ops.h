@@ -28,15 +28,23 @@ typedef struct fsdpc_ops {
    * out of memory; contents are unspecified. */
   void *(*alloc)(void *ctx, fsdpc_mem_cat cat, size_t bytes);
   void (*free)(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes);
+  /* The device's arena (fsdp/memplan.h): one reservation, made once, that
+   * the engine and the model context place their buffers in at planned
+   * offsets; zero-filled on the CPU, not on a device. NULL when out of
+   * memory (take_error says why on a device). account adds bytes (or, < 0,
+   * takes them) to a category as a planned buffer begins or ends: the
+   * arena is reserved, the categories say what lives in it. */
+  void *(*arena_alloc)(void *ctx, size_t bytes);
+  void (*arena_free)(void *ctx, void *p, size_t bytes);
+  void (*account)(void *ctx, fsdpc_mem_cat cat, int64_t bytes);
   /* The stream device work is ordered on (cudaStream_t), NULL on the CPU. */
   void *(*stream)(void *ctx);
-  /* (optional: NULL on the CPU) A second stream for collectives, events to
-   * order the two (slot < 64), and memory ordered on a given stream. */
+  /* (optional: NULL on the CPU) A second stream for collectives and events
+   * to order the two (slot < FSDPC_OPS_UNIT_EVENT0 + FSDPC_OPS_UNIT_EVENTS);
+   * the engine's memory is the arena's, ordered by these events. */
   void *(*comm_stream)(void *ctx);
   fsdpc_status (*event_record)(void *ctx, int slot, void *stream, fsdpc_err *err);
   fsdpc_status (*stream_wait)(void *ctx, void *stream, int slot, fsdpc_err *err);
-  void *(*alloc_on)(void *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream);
-  void (*free_on)(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes, void *stream);
   /* cast_params and add_f32 on a given stream (NULL = the compute stream) */
   fsdpc_status (*cast_params_on)(void *ctx, void *dst, const float *src, size_t n, void *stream,
                                  fsdpc_err *err);
@@ -143,8 +151,8 @@ typedef struct fsdpc_ops {
   fsdpc_status (*dropout)(void *ctx, void *out, const void *inp, size_t n, float p, uint64_t key,
                           fsdpc_err *err);
   /* (optional: NULL on the CPU, whose alloc and free fail only for want of
-   * memory) The error behind the last failed alloc / alloc_on or free /
-   * free_on, which report by NULL or not at all; taken: OK when none is
+   * memory) The error behind the last failed alloc, arena_alloc or free,
+   * which report by NULL or not at all; taken: OK when none is
    * kept. Read it through fsdpc__ops_oom and fsdpc__ops_freed. */
   fsdpc_status (*take_error)(void *ctx, fsdpc_err *err);
   /* (optional: NULL on the CPU, where the layer keeps the unfused sequence
@@ -180,16 +188,28 @@ typedef struct fsdpc_ops {
   void *(*d2h_stream)(void *ctx);
 } fsdpc_ops;
 
-/* Event slots: 0..63 for the engine's streams, then one per unit. */
-enum { FSDPC_OPS_UNIT_EVENT0 = 64, FSDPC_OPS_UNIT_EVENTS = 256 };
+/* Event slots: 0..95 for the engine's streams, then one per unit. */
+enum { FSDPC_OPS_UNIT_EVENT0 = 96, FSDPC_OPS_UNIT_EVENTS = 256 };
 
-/* After alloc or alloc_on gave NULL: the device's own reason when it kept
+/* Alignment of every buffer in an arena (fsdp/memplan.h): a cache line on
+ * the CPU, what cudaMalloc gives on a device. */
+static inline size_t fsdpc__ops_arena_align(int32_t device) {
+  return device == FSDPC_DEVICE_CPU ? 64 : 256;
+}
+
+/* Bytes of the fused lm-head + cross-entropy's scratch on a device: the
+ * CPU's fp32 logits of one chunk; CUDA's fp32 logits (unless they are bf16),
+ * their bf16 gradient and the per-row losses (ops.c; the tables'
+ * xent_scratch_bytes answer with it). */
+size_t fsdpc__xent_scratch_bytes(int32_t device, int N, int V, int chunk_rows, int logits_bf16);
+
+/* After alloc or arena_alloc gave NULL: the device's own reason when it kept
  * one (a device fault must not read as "out of memory"), as "<what>:
  * <reason>"; else "out of memory <what>". what is a printf format, e.g.
  * "gathering unit %s (%zu bytes)". (ops.c) */
 fsdpc_status fsdpc__ops_oom(const fsdpc_ops *ops, fsdpc_err *err, const char *fmt, ...)
     FSDPC_PRINTF(3, 4);
-/* After free or free_on: the error the free kept, if any (else OK). */
+/* After free: the error the free kept, if any (else OK). */
 fsdpc_status fsdpc__ops_freed(const fsdpc_ops *ops, fsdpc_err *err);
 
 /* The CPU reference table (ops/cpu/table.c). */

@@ -1,19 +1,17 @@
 /* The memory planner: per-rank memory by category for a config under each
  * sharding strategy, without allocating the model.
  *
- * Shards (params, grads, optimizer) come from fsdpc__layout_build with the
- * same wrap plan and the optimizer plugin's n_slots, so they equal
- * fsdpc__engine_bytes exactly. Activations come from
- * fsdpc__model_ctx_bytes_for (what the model context allocates). Transient
- * buffers (gathered units: COMM; full gradient buffers: GRADS) come from
- * replaying the engine's schedule (core/src/fsdp/step.c) allocation by
- * allocation, so the per-category peaks and the peak of the total are what
- * util/mem.h records over a step.
+ * It builds the very memory plan the engine builds at creation
+ * (fsdp/memplan.h) for the variant's resolved execution (runplan/): the
+ * shards of the same unit layout, the model context's block counted by the
+ * context's own allocation code, and each program action's transients laid
+ * out in one arena. So the arena it reports is the arena the run reserves,
+ * byte for byte, and the per-category peaks are what the engine's
+ * accounting records over a step.
  *
- * The GPU path slots in through fsdpc_plan_device: element sizes of the
- * gathered params and full grads (bf16 on GPU), an activation scale until
- * the CUDA model context has its own byte function, and the allocator's
- * reserved overhead. */
+ * Outside the plan (fsdpc_plan_device): the CUDA context and libraries, the
+ * cuBLASLt workspace, the kernels' code, NCCL's own buffers and the few
+ * small buffers no arena holds, estimated (docs/fsdp.md). */
 #ifndef FSDPC_PLAN_PLAN_H
 #define FSDPC_PLAN_PLAN_H
 
@@ -22,16 +20,13 @@
 #include "util/mem.h"
 
 typedef struct fsdpc_plan_device {
-  int32_t device;         /* FSDPC_DEVICE_* */
-  int full_param_bytes;   /* element size of gathered params: 4 (CPU fp32), 2 (bf16) */
-  int full_grad_bytes;    /* element size of full gradient buffers */
-  double act_scale;       /* activations relative to the fp32 CPU context */
-  int xent_logit_bytes;   /* cross-entropy scratch per logit of a chunk (CPU 4:
-                           * fp32; CUDA 6: fp32 logits + bf16 gradient; plan.c
-                           * takes 2 for CUDA's bf16 logits) */
-  double reserved_factor; /* reserved = factor x tracked peak + runtime_bytes, shard groups > 1 */
-  double reserved_factor_s1; /* the same with shard groups of 1 (nothing gathered) */
-  uint64_t runtime_bytes; /* CUDA context, communicator buffers (not tracked) */
+  int32_t device; /* FSDPC_DEVICE_* */
+  /* Device memory outside the arena (0 on the CPU): what the process holds
+   * before the engine is made (CUDA context, libraries, cuBLASLt workspace),
+   * and what comes after (kernel modules loaded on first launch, small pool
+   * buffers, NCCL's buffers at world > 1): late_bytes at world 1, plus
+   * late_comm_bytes with collectives. */
+  uint64_t runtime_bytes, late_bytes, late_comm_bytes;
   /* Host memory of the process that the engine does not allocate: code,
    * libraries, the CUDA runtime's own host allocations (the planner adds it
    * to the host total that --host-mem is checked against). */
@@ -42,8 +37,8 @@ typedef struct fsdpc_plan_device {
   uint64_t host_fill_runtime_bytes;
 } fsdpc_plan_device;
 
-/* Defaults for a device: CPU = fp32 everywhere, nothing reserved beyond
- * what is tracked; CUDA = bf16 compute, estimated allocator overhead. */
+/* Defaults for a device: CPU = nothing beyond the arena; CUDA = the
+ * estimates of what lies outside it. */
 void fsdpc__plan_device_default(int32_t device, fsdpc_plan_device *out);
 
 typedef struct fsdpc_plan_mem {
@@ -52,6 +47,11 @@ typedef struct fsdpc_plan_mem {
   uint64_t activations;          /* model context bytes */
   int64_t peak[FSDPC_MEM_NCAT];  /* per-category peaks, as fsdpc_mem_stats.peak */
   int64_t total_peak;            /* peak of the sum (device memory) */
+  int64_t arena;                 /* the one reservation the engine makes: every byte above,
+                                  * laid out (fsdp/memplan.h); >= total_peak */
+  int64_t arena_shards, arena_activations, arena_transients; /* its three parts */
+  int64_t late;                  /* device memory the run takes after its fit check (the
+                                  * device's late_bytes, late_comm_bytes) */
   int64_t host_bytes;            /* pinned host memory: cpu_offload's shards, the bf16
                                   * staging copies of the master shards and, with more than
                                   * one micro-batch, the grad landing buffers; or
@@ -63,7 +63,7 @@ typedef struct fsdpc_plan_mem {
   int64_t host_runtime;          /* the device's host_runtime_bytes */
   int64_t host_total;            /* host_bytes + max(host_pageable + the device's
                                   * host_fill_runtime_bytes, host_runtime), per rank */
-  int64_t reserved;              /* predicted reserved device memory */
+  int64_t reserved;              /* device memory the run takes: arena + runtime + late */
   fsdpc_comm_bytes comm;         /* collective bytes sent per step (comm_s unused) */
 } fsdpc_plan_mem;
 
@@ -76,6 +76,16 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
 /* The same with the device defaults of m->device and m's world. */
 fsdpc_status fsdpc__plan_modes(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
                                fsdpc_plan_mem *out, fsdpc_err *err);
+
+/* Before any work, whether the run of plan p fits free_bytes of free device
+ * memory (device_index: for the message): its arena and what the run takes
+ * after this point (fsdpc_plan_mem.late). When not, refuses in one line
+ * with the planner's figures and the variants of the run that would fit
+ * (activation checkpointing, a smaller micro-batch with the same global
+ * batch, fsdp.offload.optimizer, fsdp.cpu_offload). The same numbers as
+ * `fsdpc plan --gpu-mem` (plan_fit.c). */
+fsdpc_status fsdpc__plan_fit_check(const fsdpc_run_plan *p, uint64_t free_bytes, int device_index,
+                                   fsdpc_err *err);
 
 /* A planner over one config (a run plan made for planning: see
  * FSDPC_RUN_PLAN_OFFLINE), for any strategy / checkpointing / offload

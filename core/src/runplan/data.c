@@ -25,6 +25,8 @@ void fsdpc__prepare_opts_from_config(const fsdpc_config *c, fsdpc_prepare_opts *
   o->template_kwargs = d->template_kwargs;
   o->skip_bad = d->skip_bad_examples;
   o->threads = (int)c->train.threads;
+  o->max_line_bytes = (uint64_t)d->max_line_bytes;
+  o->max_input_bytes = (uint64_t)d->max_input_bytes;
 }
 
 int fsdpc__is_jsonl_path(const char *p) {

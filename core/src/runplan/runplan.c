@@ -11,6 +11,7 @@
 #include "fsdp/engine.h"
 #include "fsdp/program.h"
 #include "fsdp/qstate.h"
+#include "ops/ops.h"
 #include "plugin/call.h"
 #include "plugin/plugin_lib.h"
 #include "util/log.h"
@@ -141,6 +142,58 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
   return FSDPC_OK;
 }
 
+void fsdpc__run_exec_resolve(const fsdpc_run_plan *p, const fsdpc_run_modes *m, int inference,
+                             fsdpc_run_exec *out) {
+  int cpu = m->device == FSDPC_DEVICE_CPU, S = m->S;
+  memset(out, 0, sizeof *out);
+  out->device = m->device;
+  out->S = S;
+  out->R = m->R;
+  out->align = fsdpc__optim_align(m->align, &p->qf);
+  out->act_size = m->compute_dtype == FSDPC_DTYPE_F32 ? 4 : 2;
+  out->full_is_master = S == 1 && out->act_size == 4;
+  out->reshard = m->reshard_after_forward;
+  out->no_sync = m->no_sync;
+  out->accum = m->batch.accum > 0 ? (int)m->batch.accum : 1;
+  out->keep = m->keep_params;
+  /* the CPU path reduces in fp32 (the trainer's plan refuses bf16 there) */
+  out->reduce_bf16 = m->reduce_dtype == FSDPC_DTYPE_BF16 && !cpu;
+  out->offload = m->cpu_offload;
+  /* Collectives on device memory order on a stream of their own; a plan
+   * made at another world (fsdpc plan) has no collectives plugin and takes
+   * the device's (NCCL on CUDA). Host collectives (Gloo) block. */
+  int dev_coll =
+      !p->coll || (((const fsdpc_collectives_v1 *)p->coll->vtable)->memory & FSDPC_COMM_MEM_DEVICE);
+  out->overlap = !cpu && ((S > 1 && dev_coll) || (S == 1 && out->offload));
+  out->d2h = S == 1 && out->offload && out->overlap;
+  out->forward_prefetch = m->forward_prefetch;
+  out->backward_prefetch = m->backward_prefetch;
+  out->inference = inference;
+  out->n_slots = inference ? 0 : p->n_slots;
+  /* The host worker waits for a unit's grads through a per-unit event on
+   * a device (FSDPC_OPS_UNIT_EVENTS of them); on the CPU it runs the same
+   * schedule over the host shards. */
+  out->host_async =
+      m->cpu_offload_asked && (cpu || (out->offload && p->n_units <= FSDPC_OPS_UNIT_EVENTS));
+  out->offload_optim = m->offload_optim && out->n_slots > 0;
+  out->offload_buffer_bytes = m->offload_buffer_bytes;
+  out->param_copy = m->param_copy && out->act_size == 2;
+  out->param_copy_max_bytes = m->param_copy_max_bytes > 0 ? (uint64_t)m->param_copy_max_bytes : 0;
+  out->dev_norm = !cpu && !out->offload;
+}
+
+void fsdpc__run_model_opts(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
+                           fsdpc_model_ctx_opts *out) {
+  *out = (fsdpc_model_ctx_opts){.shape = &p->shape,
+                                .B = (int)m->batch.micro,
+                                .T = (int)m->batch.seq_len,
+                                .activation_checkpointing = m->activation_checkpointing,
+                                .logits_bf16 = m->logits_dtype == FSDPC_DTYPE_BF16,
+                                .attention = p->attn,
+                                .attention_opts = p->cfg ? p->cfg->attention.options : NULL,
+                                .lora = p->has_lora ? &p->lora : NULL};
+}
+
 void fsdpc__run_situation(const fsdpc_run_plan *p, fsdpc_situation *sit) {
   *sit = (fsdpc_situation){.struct_size = sizeof *sit,
                            .device = p->modes.device,
@@ -196,7 +249,8 @@ static fsdpc_status optim_slots(fsdpc_run_plan *p, fsdpc_err *err) {
   return st;
 }
 
-static fsdpc_status attn_sizes(fsdpc_run_plan *p, fsdpc_err *err) {
+fsdpc_status fsdpc__run_attn_sizes(const fsdpc_run_plan *p, int B, int T, fsdpc_attn_sizes *out,
+                                   fsdpc_err *err) {
   const fsdpc_config *c = p->cfg;
   const fsdpc_attention_v1 *av = p->attn->vtable;
   fsdpc_attn_ctx *actx = NULL;
@@ -204,8 +258,8 @@ static fsdpc_status attn_sizes(fsdpc_run_plan *p, fsdpc_err *err) {
   if (r != FSDPC_OK)
     return fsdpc__plugin_fail(p->attn, r, err);
   fsdpc_attn_shape sh = {.struct_size = sizeof sh,
-                         .B = (int)p->modes.batch.micro,
-                         .T = (int)p->modes.batch.seq_len,
+                         .B = B,
+                         .T = T,
                          .NH = p->shape.NH,
                          .KVH = p->shape.KVH,
                          .HD = p->shape.HD,
@@ -214,8 +268,9 @@ static fsdpc_status attn_sizes(fsdpc_run_plan *p, fsdpc_err *err) {
                          .dtype = p->modes.compute_dtype,
                          .device = p->modes.device,
                          .host = p->attn->host};
-  p->attn_sizes.struct_size = sizeof p->attn_sizes;
-  r = av->sizes(actx, &sh, &p->attn_sizes);
+  memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  r = av->sizes(actx, &sh, out);
   if (actx && av->destroy)
     av->destroy(actx);
   return r == FSDPC_OK ? FSDPC_OK : fsdpc__plugin_fail(p->attn, r, err);
@@ -259,7 +314,8 @@ static fsdpc_status select_all(fsdpc_run_plan *p, fsdpc_err *err) {
                                      .nesterov = c->optim.nesterov,
                                      .device = p->modes.device};
   FSDPC_TRY(optim_slots(p, err));
-  return attn_sizes(p, err);
+  return fsdpc__run_attn_sizes(p, (int)p->modes.batch.micro, (int)p->modes.batch.seq_len,
+                               &p->attn_sizes, err);
 }
 
 fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_world *w,
@@ -271,11 +327,18 @@ fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_wor
   p->flags = flags;
   fsdpc_status st;
   fsdpc_run_world one = {1, 1};
-  if ((st = fsdpc__run_check_hf_config(cfg, err)) != FSDPC_OK)
-    goto fail;
   if (!(flags & FSDPC_RUN_PLAN_MODEL_ONLY) &&
       (st = fsdpc__run_modes_resolve(cfg, NULL, w ? w : &one, &p->modes, err)) != FSDPC_OK)
     goto fail;
+  /* A plan for planning answers what bf16 reduction would cost on a GPU;
+   * a run on the CPU (the fp32 reference; Gloo reduces fp32) refuses it. */
+  if (!(flags & (FSDPC_RUN_PLAN_MODEL_ONLY | FSDPC_RUN_PLAN_OFFLINE)) &&
+      p->modes.device == FSDPC_DEVICE_CPU && p->modes.reduce_dtype == FSDPC_DTYPE_BF16) {
+    st = fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                     "fsdp.mixed_precision.reduce_dtype=bf16 needs train.device: cuda; the CPU "
+                     "path reduces gradients in fp32 (set it to fp32)");
+    goto fail;
+  }
   fsdpc__run_shape_from_config(cfg, &p->shape);
   p->numel = fsdpc__model_numel(&p->shape);
   if ((st = fsdpc__model_params(&p->shape, &p->params, &p->n_params, err)) != FSDPC_OK)
@@ -290,6 +353,8 @@ fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_wor
     goto fail;
   if (!(flags & FSDPC_RUN_PLAN_MODEL_ONLY) && (st = select_all(p, err)) != FSDPC_OK)
     goto fail;
+  if (!(flags & FSDPC_RUN_PLAN_MODEL_ONLY))
+    fsdpc__run_exec_resolve(p, &p->modes, (flags & FSDPC_RUN_PLAN_EVAL) != 0, &p->exec);
   *out = p;
   return FSDPC_OK;
 fail:

@@ -93,6 +93,40 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *cfg, const fsdpc_run_v
 /* The model shape a config describes. */
 void fsdpc__run_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh);
 
+/* How the engine executes a run: every mode resolved once, from the
+ * modes and the plan's plugins (fsdpc__run_exec_resolve). The engine is
+ * built from it (fsdp/units.c) and the planner costs it (plan/plan.c):
+ * neither decides a mode again. */
+typedef struct fsdpc_run_exec {
+  int32_t device;     /* FSDPC_DEVICE_* */
+  int S, R;           /* shard group size, replica group size */
+  int align;          /* elements a unit's flat buffer is padded to (times S): fsdp.align,
+                       * widened to the quantized optimizer state's block */
+  int act_size;       /* bytes of a gathered element: 4 (fp32, the CPU) or 2 (bf16) */
+  int full_is_master; /* S == 1 and fp32 compute: nothing is gathered or cast */
+  int reshard;        /* free a unit after its last forward use */
+  int no_sync;        /* keep full grads until the step's last micro-batch */
+  int accum;          /* micro-batches per optimizer step */
+  int keep;           /* fsdp.keep_params (FSDPC_KEEP_* of fsdp/program.h) */
+  int reduce_bf16;    /* reduce-scatter and replica all-reduce in bf16 (a device only) */
+  /* A comm stream: device collectives when units are sharded, and
+   * cpu_offload's host copies at any S. Prefetching means something only
+   * with it. */
+  int overlap;
+  int d2h; /* cpu_offload at S == 1: the grads' copies to the host on a third
+            * stream, beside the comm stream's uploads */
+  int forward_prefetch, backward_prefetch;
+  int offload;                   /* fsdp.cpu_offload in effect: shards in pinned host memory */
+  int host_async;                /* cpu_offload: the optimizer step on a host worker thread */
+  int offload_optim;             /* fsdp.offload.optimizer in effect (an optimizer with state) */
+  uint64_t offload_buffer_bytes; /* each of offload_optim's two device buffers, at most */
+  int param_copy;                /* a bf16 copy of each master shard the optimizer writes */
+  uint64_t param_copy_max_bytes; /* those copies' bytes at most; 0 = no cap */
+  int dev_norm;     /* the grad norm is summed in device memory (a device, not offloaded) */
+  int inference;    /* evaluation of weights: no gradient or optimizer state */
+  uint32_t n_slots; /* the optimizer's state planes (0 under inference) */
+} fsdpc_run_exec;
+
 enum {
   /* Plan for a device this machine may not have (fsdpc plan, bench, config
    * check): a plugin pinned by name is looked up by name when its
@@ -102,12 +136,16 @@ enum {
   /* The model and the plugin registry only: no plugin selection, no modes
    * (fsdpc convert, whose target layout comes from its own flags). */
   FSDPC_RUN_PLAN_MODEL_ONLY = 2,
+  /* An evaluation of weights (fsdpc eval without a checkpoint to resume):
+   * the engine holds no gradient or optimizer state. */
+  FSDPC_RUN_PLAN_EVAL = 4,
 };
 
 typedef struct fsdpc_run_plan {
   const fsdpc_config *cfg; /* borrowed; outlives the plan */
   unsigned flags;
   fsdpc_run_modes modes;
+  fsdpc_run_exec exec; /* how the engine runs the modes (not with FSDPC_RUN_PLAN_MODEL_ONLY) */
   /* the model */
   fsdpc_model_shape shape;
   fsdpc_param_info *params; /* (n_params) module order */
@@ -131,6 +169,23 @@ typedef struct fsdpc_run_plan {
   fsdpc_lora lora;
   int n_base_params;
 } fsdpc_run_plan;
+
+/* Resolves the execution of plan p under modes m (the plan's own, or a
+ * variant's): what the engine is built with and the planner costs. Pure;
+ * inference: an evaluation run (FSDPC_RUN_PLAN_EVAL). */
+void fsdpc__run_exec_resolve(const fsdpc_run_plan *p, const fsdpc_run_modes *m, int inference,
+                             fsdpc_run_exec *out);
+
+/* The model context a run of plan p under modes m computes with: shape,
+ * micro-batch, checkpointing, logits dtype, attention, LoRA (the caller adds
+ * the device, threads and memory). */
+void fsdpc__run_model_opts(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
+                           fsdpc_model_ctx_opts *out);
+
+/* The attention plugin's sizes() for micro-batches of B x T (the plan's own
+ * are p->attn_sizes). */
+fsdpc_status fsdpc__run_attn_sizes(const fsdpc_run_plan *p, int B, int T, fsdpc_attn_sizes *out,
+                                   fsdpc_err *err);
 
 /* Builds the plan of cfg at world w (flags: FSDPC_RUN_PLAN_*). */
 fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_world *w,

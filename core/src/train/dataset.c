@@ -1,5 +1,5 @@
 /* The data side of a run, kept in one place: JSONL training data prepared on
- * the fly (cached next to the data), the loader options that follow from
+ * the fly (cached in data.cache_dir), the loader options that follow from
  * data.packing, train.epochs, and the data/batch summary printed before the
  * first step. */
 #define _GNU_SOURCE
@@ -14,112 +14,85 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config/opts.h"
 #include "fsdpc/fsdpc.h"
+#include "util/fs.h"
 #include "util/log.h"
 
-/* ---- cache key ------------------------------------------------------------ */
-
-static void fnv(uint64_t *h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++)
-    *h = (*h ^ b[i]) * 0x100000001b3ull;
-}
-static void fnv_str(uint64_t *h, const char *s) {
-  fnv(h, s ? s : "", strlen(s ? s : "") + 1);
+void fsdpc__dataset_cache_dir(const fsdpc_config *c, char *out, size_t cap) {
+  if (c->data.cache_dir[0])
+    snprintf(out, cap, "%s", c->data.cache_dir);
+  else
+    snprintf(out, cap, "%s/data-cache", c->log.dir);
 }
 
-/* Hashes a file's contents (missing: a marker), so an edited tokenizer or
- * template makes a new cache entry. */
-static void fnv_file(uint64_t *h, const char *path) {
-  FILE *f = fopen(path, "rb");
-  fnv_str(h, path);
-  if (!f) {
-    fnv_str(h, "<absent>");
-    return;
+/* Waits (a local rank that is not its node's leader) until the leader's
+ * file is there and trusted, at most collectives.timeout_s. */
+static fsdpc_status wait_for(const fsdpc_config *c, const char *jsonl, const char *path,
+                             const fsdpc_cache_key *key, fsdpc_err *err) {
+  char why[160];
+  for (int64_t waited = 0; waited < 10 * c->collectives.timeout_s; waited++) {
+    if (fsdpc__prepare_cache_trusted(path, key, why, sizeof why))
+      return FSDPC_OK;
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
   }
-  char buf[1 << 16];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-    fnv(h, buf, n);
-  fclose(f);
+  return fsdpc__fail(err, FSDPC_TIMEOUT,
+                     "%s: local rank 0 of this node did not prepare %s within "
+                     "collectives.timeout_s (%lld s; the last check: %s); prepare it beforehand "
+                     "with `fsdpc data prepare --config`, or raise the timeout",
+                     jsonl, path, (long long)c->collectives.timeout_s, why);
 }
 
-fsdpc_status fsdpc__prepare_cache_path(const fsdpc_prepare_opts *o, char *out, size_t cap,
-                                       fsdpc_err *err) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  fnv_str(&h, fsdpc_version());
-  int ints[] = {o->format, o->train_on, o->skip_bad, o->train_on_reasoning};
-  fnv(&h, ints, sizeof ints);
-  for (int i = 0; i < fsdpc__opts_count(o->template_kwargs); i++) {
-    const char *k, *v;
-    int user;
-    fsdpc__opts_entry(o->template_kwargs, i, &k, &v, &user);
-    fnv_str(&h, k);
-    fnv_str(&h, v);
-  }
-  fnv_str(&h, o->template_kwargs_json);
-  const char *strs[] = {o->tokenizer,        o->template_name,     o->text_field,  o->prompt_field,
-                        o->completion_field, o->instruction_field, o->input_field, o->output_field,
-                        o->system_field,     o->messages_field};
-  for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
-    fnv_str(&h, strs[i]);
-  for (int i = 0; i < o->n_inputs; i++) {
-    struct stat sb;
-    if (stat(o->inputs[i], &sb) != 0)
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot read dataset: %s", o->inputs[i],
-                         strerror(errno));
-    int64_t meta[] = {(int64_t)sb.st_size, (int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec};
-    fnv_str(&h, o->inputs[i]);
-    fnv(&h, meta, sizeof meta);
-  }
-  if (o->chat_template && o->chat_template[0])
-    fnv_file(&h, o->chat_template);
-  struct stat sb;
-  if (strcmp(o->tokenizer, "byte") != 0) {
-    int dir = stat(o->tokenizer, &sb) == 0 && S_ISDIR(sb.st_mode);
-    static const char *const files[] = {"tokenizer.json", "tokenizer_config.json",
-                                        "tokenizer.model", "chat_template.jinja"};
-    char p[4096];
-    if (!dir)
-      fnv_file(&h, o->tokenizer);
-    for (size_t i = 0; dir && i < sizeof files / sizeof files[0]; i++) {
-      snprintf(p, sizeof p, "%s/%s", o->tokenizer, files[i]);
-      fnv_file(&h, p);
-    }
-  }
-  if ((size_t)snprintf(out, cap, "%s.%016" PRIx64 ".tok", o->inputs[0], h) >= cap)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: path too long", o->inputs[0]);
-  return FSDPC_OK;
+/* The cache file of o's inputs (o's inputs[0] = jsonl) and its key. */
+static fsdpc_status cache_file(const fsdpc_config *c, const fsdpc_prepare_opts *o,
+                               fsdpc_cache_key *key, char *out, size_t cap, fsdpc_err *err) {
+  char dir[4096];
+  fsdpc__dataset_cache_dir(c, dir, sizeof dir);
+  FSDPC_TRY(fsdpc__prepare_cache_key(o, key, err));
+  return fsdpc__prepare_cache_path(o, dir, key, out, cap, err);
 }
 
-fsdpc_status fsdpc__dataset_prepare(const fsdpc_config *c, const char *jsonl, int rank,
-                                    char *tok_path, size_t cap, fsdpc_err *err) {
-  fsdpc_prepare_opts o;
-  fsdpc__prepare_opts_from_config(c, &o);
+fsdpc_status fsdpc__dataset_cache_file(const fsdpc_config *c, const fsdpc_prepare_opts *o,
+                                       const char *jsonl, char *out, size_t cap, fsdpc_err *err) {
+  fsdpc_prepare_opts po;
+  if (o)
+    po = *o;
+  else
+    fsdpc__prepare_opts_from_config(c, &po);
   const char *in[1] = {jsonl};
-  o.inputs = in;
-  o.n_inputs = 1;
-  FSDPC_TRY(fsdpc__prepare_cache_path(&o, tok_path, cap, err));
-  if (access(tok_path, R_OK) == 0) {
+  po.inputs = in;
+  po.n_inputs = 1;
+  fsdpc_cache_key key;
+  return cache_file(c, &po, &key, out, cap, err);
+}
+
+fsdpc_status fsdpc__dataset_prepare_opts(const fsdpc_config *c, const fsdpc_prepare_opts *o,
+                                         int rank, int local_rank, char *tok_path, size_t cap,
+                                         fsdpc_err *err) {
+  const char *jsonl = o->inputs[0];
+  char dir[4096];
+  fsdpc__dataset_cache_dir(c, dir, sizeof dir);
+  fsdpc_cache_key key;
+  FSDPC_TRY(cache_file(c, o, &key, tok_path, cap, err));
+  char why[160];
+  if (fsdpc__prepare_cache_trusted(tok_path, &key, why, sizeof why)) {
     if (rank == 0)
       FSDPC_LOGI("data: %s prepared before: %s", jsonl, tok_path);
     return FSDPC_OK;
   }
-  if (rank != 0) { /* rank 0 prepares; the rename makes the file appear whole */
-    for (int waited = 0; waited < 10 * (int)c->collectives.timeout_s; waited++) {
-      struct timespec ts = {0, 100 * 1000 * 1000};
-      nanosleep(&ts, NULL);
-      if (access(tok_path, R_OK) == 0)
-        return FSDPC_OK;
-    }
-    return fsdpc__fail(err, FSDPC_TIMEOUT,
-                       "%s: rank 0 did not prepare %s within collectives.timeout_s", jsonl,
-                       tok_path);
-  }
-  o.out = tok_path;
+  /* Every node's local rank 0 prepares its own copy, so no node waits on
+   * another's file system; on a shared one the copies are identical and
+   * each appears by an atomic rename. */
+  if (local_rank != 0)
+    return wait_for(c, jsonl, tok_path, &key, err);
+  if (strcmp(why, "absent") != 0)
+    FSDPC_LOGW("data: not reusing %s: %s; preparing it again", tok_path, why);
+  FSDPC_TRY(fsdpc__mkdir_p(dir, err));
+  fsdpc_prepare_opts po = *o;
+  po.out = tok_path;
+  po.tag = key.sha;
   fsdpc_prepare_stats st;
-  FSDPC_TRY(fsdpc__prepare(&o, &st, err));
+  FSDPC_TRY(fsdpc__prepare(&po, &st, err));
   FSDPC_LOGI("data: prepared %s (%s): %lld examples, %lld tokens, %lld targets in %.1f s -> %s",
              jsonl, fsdpc__prepare_format_name(st.format), (long long)st.examples,
              (long long)st.tokens, (long long)st.target_tokens, st.seconds, tok_path);
@@ -128,6 +101,39 @@ fsdpc_status fsdpc__dataset_prepare(const fsdpc_config *c, const char *jsonl, in
                st.first_skip);
   if (st.weight_zero)
     FSDPC_LOGI("data: left out %lld example(s) of weight 0", (long long)st.weight_zero);
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__dataset_prepare(const fsdpc_config *c, const char *jsonl, int rank,
+                                    int local_rank, char *tok_path, size_t cap, fsdpc_err *err) {
+  fsdpc_prepare_opts o;
+  fsdpc__prepare_opts_from_config(c, &o);
+  const char *in[1] = {jsonl};
+  o.inputs = in;
+  o.n_inputs = 1;
+  return fsdpc__dataset_prepare_opts(c, &o, rank, local_rank, tok_path, cap, err);
+}
+
+fsdpc_status fsdpc__dataset_train_path(const fsdpc_config *c, int rank, int local_rank, char *out,
+                                       size_t cap, fsdpc_err *err) {
+  if (c->data.datasets.n > 0) {
+    if (c->data.train[0])
+      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                         "%s: data.train and data.datasets are both set; give the training data "
+                         "once (data.datasets: [{path: %s, weight: 1}, ...])",
+                         c->source, c->data.train);
+    return fsdpc__dataset_mix(c, rank, local_rank, out, cap, err);
+  }
+  if (!c->data.train[0])
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: data.train is empty; point it at a token file (make one with "
+                       "`fsdpc data synth`, `tokenize` or `prepare`), a .jsonl dataset, or list "
+                       "datasets in data.datasets",
+                       c->source);
+  if (fsdpc__is_jsonl_path(c->data.train))
+    return fsdpc__dataset_prepare(c, c->data.train, rank, local_rank, out, cap, err);
+  if ((size_t)snprintf(out, cap, "%s", c->data.train) >= cap)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "data.train: path too long");
   return FSDPC_OK;
 }
 

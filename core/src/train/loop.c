@@ -10,6 +10,7 @@
 #include "infer/infer.h"
 #include "model/lora.h"
 #include "train/session.h"
+#include "util/fault.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -210,6 +211,24 @@ static void escape(const char *in, char *out, size_t cap) {
   out[o] = '\0';
 }
 
+/* FSDPC_FAULT (util/fault.h): an error, or a trapping kernel, at this step. */
+static fsdpc_status fault_step(fsdpc_session *s, int64_t step, fsdpc_err *err) {
+#ifdef FSDPC_WITH_CUDA
+  if (fsdpc__fault_kernel(step) && s->ops->device == FSDPC_DEVICE_CUDA)
+    fsdpc__fault_cuda_trap(s->ops->stream(s->ops->ctx));
+#endif
+  fsdpc_status st = fsdpc__fault_step(step, err);
+  return st == FSDPC_OK ? st : fsdpc__err_prefix(err, "rank %d", s->env.rank);
+}
+
+fsdpc_status fsdpc__session_failed(fsdpc_session *s, fsdpc_status st, fsdpc_err *err) {
+  return s ? fsdpc__dist_job_fail(s->job, st, err) : st;
+}
+
+int fsdpc__session_exit_code(const fsdpc_session *s, const fsdpc_err *err) {
+  return fsdpc__dist_job_exit_code(s ? s->job : NULL, err);
+}
+
 fsdpc_status fsdpc__session_step(fsdpc_session *s, fsdpc_session_step *out, int *stop,
                                  fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
@@ -219,12 +238,16 @@ fsdpc_status fsdpc__session_step(fsdpc_session *s, fsdpc_session_step *out, int 
     fsdpc__report_memory(s, "start");
     s->started = 1;
   }
-  if (s->job)
-    FSDPC_TRY(fsdpc__dist_check_abort(s->job->store, err));
+  /* the job's first failure, as the watchdog knows it (no store request) */
+  FSDPC_TRY(fsdpc__dist_job_check(s->job, err));
+  FSDPC_TRY(fault_step(s, step + 1, err));
   fsdpc__session_mem_reset_peak(s);
   fsdpc__dist_reset_counters(&s->dist);
   double t0 = fsdpc__now(), loss = 0, lr = 0, gnorm = 0;
+  int64_t skipped = s->skipped_steps;
   FSDPC_TRY(train_step(s, step, &loss, &lr, &gnorm, err));
+  if (s->skipped_steps == skipped)
+    fsdpc__ckpt_note_loss(&s->ckpt, loss); /* rotation's divergence rule */
   double dt = fsdpc__now() - t0;
   fsdpc__engine_comm_bytes(s->eng, &s->last_comm);
   double eval_loss = NAN;

@@ -6,10 +6,12 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "fsdp/memplan.h"
 #include "train/session.h"
 #include "util/fs.h"
 #include "util/log.h"
@@ -216,6 +218,8 @@ fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err) {
   cJSON_AddNumberToObject(sh, "max_unit_full", (double)eb.max_unit_full);
   cJSON_AddItemToObject(o, "shard_bytes", sh);
   cJSON_AddNumberToObject(o, "activation_ctx_bytes", (double)fsdpc__model_ctx_bytes(s->mctx));
+  /* the one reservation the engine planned (fsdp/memplan.h) */
+  cJSON_AddNumberToObject(o, "arena_bytes", (double)fsdpc__engine_memplan(s->eng)->arena_bytes);
   /* CPU: device memory is host memory and malloc keeps no cache; the GPU
    * path reports its allocator's reserved bytes here. */
   fsdpc_mem_stats now;
@@ -235,11 +239,20 @@ fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err) {
   char path[4096];
   snprintf(path, sizeof path, "%s/rank%d.json", s->cfg->log.dir, s->env.rank);
   fsdpc_status st = fsdpc__mkdir_p(s->cfg->log.dir, err);
-  FILE *f = st == FSDPC_OK ? fopen(path, "w") : NULL;
-  if (st == FSDPC_OK && (!f || fprintf(f, "%s\n", text) < 0))
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: check log.dir", path);
-  if (f && fclose(f) != 0 && st == FSDPC_OK)
-    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: check log.dir", path);
+  size_t n = strlen(text);
+  char *line = malloc(n + 2);
+  if (st == FSDPC_OK && !line)
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
+  /* a private temporary file renamed into place: never written through a
+   * link someone planted at rankN.json */
+  if (st == FSDPC_OK) {
+    memcpy(line, text, n);
+    line[n] = '\n';
+    if (fsdpc__write_file_safe(path, line, n + 1) != 0)
+      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "cannot write %s: %s (check log.dir)", path,
+                       strerror(errno));
+  }
+  free(line);
   cJSON_free(text);
   return st;
 }

@@ -102,6 +102,16 @@ fsdpc_status fsdpc__session_finish(fsdpc_session *s, fsdpc_err *err);
 /* The config's generation prompts, answers on stdout (rank 0). */
 fsdpc_status fsdpc__session_generate_prompts(fsdpc_session *s, fsdpc_err *err);
 
+/* A call on this session failed with (st, err): the job's failure protocol
+ * (dist/job.h): published to the job, the communicators aborted, err
+ * rewritten to name the job's first failure. Returns st. */
+fsdpc_status fsdpc__session_failed(fsdpc_session *s, fsdpc_status st, fsdpc_err *err);
+/* The exit code of a rank whose run failed with err (s may be NULL: it
+ * failed to build): 1 when its own failure is the job's first (or it is a
+ * one-rank job), 3 when another rank's, a node's or the store's came first
+ * (docs/dist.md). */
+int fsdpc__session_exit_code(const fsdpc_session *s, const fsdpc_err *err);
+
 /* Trains the run plan's max_steps steps, evaluating and logging as configured,
  * then runs the generation prompts. */
 fsdpc_status fsdpc__session_train(fsdpc_session *s, fsdpc_err *err);

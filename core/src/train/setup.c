@@ -9,34 +9,30 @@
 #include <unistd.h>
 
 #include "ckpt/train_hooks.h"
+#include "plan/plan.h"
 #include "train/dataset.h"
 #include "train/session.h"
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/cuda_ctx.h"
 #endif
 #include "util/clock.h"
+#include "util/fault.h"
 #include "util/fs.h"
 #include "util/log.h"
 #include "util/mem.h"
 
 static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
-  if (!c->data.train[0])
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: data.train is empty; point it at a token file (make one with "
-                       "`fsdpc data synth`, `tokenize` or `prepare`) or a .jsonl dataset",
-                       c->source);
   char train_path[4096], eval_path[4096];
-  snprintf(train_path, sizeof train_path, "%s", c->data.train);
   snprintf(eval_path, sizeof eval_path, "%s", c->data.eval);
-  if (fsdpc__is_jsonl_path(c->data.train))
-    FSDPC_TRY(fsdpc__dataset_prepare(c, c->data.train, s->env.rank, train_path,
-                                     sizeof train_path, err));
+  /* data.train or the mix of data.datasets, JSONL prepared into the cache */
+  FSDPC_TRY(fsdpc__dataset_train_path(c, s->env.rank, s->env.local_rank, train_path,
+                                      sizeof train_path, err));
   if (c->data.eval[0] && fsdpc__is_jsonl_path(c->data.eval))
-    FSDPC_TRY(fsdpc__dataset_prepare(c, c->data.eval, s->env.rank, eval_path, sizeof eval_path,
-                                     err));
+    FSDPC_TRY(fsdpc__dataset_prepare(c, c->data.eval, s->env.rank, s->env.local_rank, eval_path,
+                                     sizeof eval_path, err));
   FSDPC_TRY(fsdpc__tokfile_open(train_path, &s->train_tf, err));
-  FSDPC_TRY(fsdpc__run_check_vocab(s->plan, "the token file's vocabulary", c->data.train,
+  FSDPC_TRY(fsdpc__run_check_vocab(s->plan, "the token file's vocabulary", train_path,
                                    s->train_tf->hdr.vocab_size, err));
   fsdpc_loader_opts lo;
   fsdpc__loader_opts_default(&lo);
@@ -168,20 +164,39 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
     if ((st = (x)) != FSDPC_OK) goto fail;                                                     \
   } while (0)
 
+  /* FSDPC_FAULT (util/fault.h): inert unless set */
+  STEP(fsdpc__fault_arm(rank, err));
   /* The device first: "no GPU here" says more than a plugin refusing it. */
   STEP(setup_device(s, err));
   PHASE(device);
+  char resume_dir[4096];
+  int resuming = 0;
+  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
   fsdpc_run_world rw = {.world_size = world, .nproc_per_node = env->local_world_size};
-  STEP(fsdpc__run_plan_create(cfg, &rw, 0, &s->plan, err));
+  /* evaluation of weights (an HF folder): no grads or optimizer state; a
+   * sharded checkpoint's resume reads its optimizer state, so keeps them */
+  STEP(fsdpc__run_plan_create(cfg, &rw, eval_only && !resuming ? FSDPC_RUN_PLAN_EVAL : 0, &s->plan,
+                              err));
   fsdpc__registry_set_threads(s->plan->reg, s->cpu_threads); /* host device_info */
   const fsdpc_run_plan *p = s->plan;
   const fsdpc_run_modes *md = &p->modes;
   PHASE(plugins);
+#ifdef FSDPC_WITH_CUDA
+  if (s->cuda) { /* the plan is a promise: a run that does not fit stops here, before any work */
+    uint64_t free_b = 0, total_b = 0;
+    STEP(fsdpc__cuda_mem_info(s->cuda, &free_b, &total_b, err));
+    STEP(fsdpc__plan_fit_check(p, free_b, env->local_rank, err));
+  }
+#endif
 
   /* Communicators: the shard group and the replica group of the plan. */
   if (world > 1) {
-    STEP(fsdpc__dist_job_start(env, cfg->collectives.timeout_s * 1000, &s->job, err));
+    fsdpc_dist_job_opts jo = {.timeout_ms = cfg->collectives.timeout_s * 1000,
+                              .heartbeat_timeout_ms =
+                                  (int64_t)(cfg->dist.heartbeat_timeout_s * 1000.0)};
+    STEP(fsdpc__dist_job_start(env, &jo, &s->job, err));
     fsdpc__store_as_v1(s->job->store, &s->store_v1);
+    fsdpc__dist_set_watch(&s->dist, s->job->watch);
     fsdpc__dist_set_device(&s->dist, s->ops,
                            s->ops->device == FSDPC_DEVICE_CPU ? -1 : env->local_rank);
     STEP(fsdpc__dist_init(&s->dist, p->coll, cfg->collectives.options, &s->store_v1, "fsdpc/", rank,
@@ -191,39 +206,13 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
   }
   PHASE(comm);
 
-  char resume_dir[4096];
-  int resuming = 0;
-  STEP(fsdpc__ckpt_resume_dir(cfg, resume_dir, sizeof resume_dir, &resuming, err));
-  fsdpc_optim_init oi = p->optim_init;
-  oi.device = s->ops->device;
-  fsdpc_engine_opts eo = {.shape = &p->shape,
-                          .strategy = md->strategy,
-                          .no_sync = md->no_sync,
-                          .align = md->align,
-                          .params = p->params,
-                          .n_params = p->n_params,
-                          .unit_of_param = p->unit_of_param,
-                          .n_units = p->n_units,
-                          .dist = &s->dist,
-                          .optim = p->optim,
-                          .optim_init = &oi,
-                          .decay_norm_and_bias = cfg->optim.decay_norm_and_bias,
-                          .threads = s->cpu_threads > 0 ? s->cpu_threads : omp_get_max_threads(),
-                          .ops = s->ops,
-                          .forward_prefetch = md->forward_prefetch,
-                          .backward_prefetch = md->backward_prefetch,
-                          .reduce_dtype = md->reduce_dtype,
-                          .cpu_offload = md->cpu_offload_asked,
-                          .offload_optimizer = md->offload_optim,
-                          .offload_buffer_bytes = md->offload_buffer_bytes,
-                          .param_copy = md->param_copy,
-                          .param_copy_max_bytes = (uint64_t)md->param_copy_max_bytes,
-                          .keep_params = md->keep_params,
-                          /* evaluation of weights (an HF folder): no grads or
-                           * optimizer state; a sharded checkpoint's resume
-                           * reads its optimizer state, so keeps them */
-                          .inference = eval_only && !resuming};
-  STEP(fsdpc__engine_create(&eo, &s->eng, err));
+  /* The engine is the plan's; what the plan cannot hold (it is the same on
+   * every rank and in `fsdpc plan`) comes beside it: this rank's
+   * communicators, the device and the host threads. */
+  fsdpc_engine_env ee = {.dist = &s->dist,
+                         .ops = s->ops,
+                         .threads = s->cpu_threads > 0 ? s->cpu_threads : omp_get_max_threads()};
+  STEP(fsdpc__engine_create(p, &ee, &s->eng, err));
   PHASE(alloc);
   if (resuming && !p->has_lora) {
     /* the checkpoint's weights replace any init (fsdpc__ckpt_session_setup);
@@ -246,16 +235,12 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
   }
   PHASE(weights);
 
-  fsdpc_model_ctx_opts mo = {.shape = &p->shape,
-                             .B = (int)md->batch.micro,
-                             .T = (int)md->batch.seq_len,
-                             .activation_checkpointing = md->activation_checkpointing,
-                             .logits_bf16 = md->logits_dtype == FSDPC_DTYPE_BF16,
-                             .attention = p->attn,
-                             .attention_opts = cfg->attention.options,
-                             .ops = s->ops,
-                             .threads = s->cpu_threads,
-                             .lora = p->has_lora ? &p->lora : NULL};
+  /* the plan's model context, in the block the engine's arena holds for it */
+  fsdpc_model_ctx_opts mo;
+  fsdpc__run_model_opts(p, md, &mo);
+  mo.ops = s->ops;
+  mo.threads = s->cpu_threads;
+  mo.arena = fsdpc__engine_act_block(s->eng, &mo.arena_bytes);
   STEP(fsdpc__model_ctx_create(&mo, &s->mctx, err));
   PHASE(model);
   STEP(open_data(s, err));
@@ -295,6 +280,7 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
   *out = s;
   return FSDPC_OK;
 fail:
+  fsdpc__dist_job_fail(s->job, st, err); /* the other ranks learn of it at once */
   fsdpc__session_destroy(s);
   return st;
 }
@@ -316,6 +302,7 @@ void fsdpc__session_destroy(fsdpc_session *s) {
   fsdpc__dist_destroy(&s->dist);
   fsdpc__dist_job_stop(s->job);
   fsdpc__run_plan_destroy(s->plan);
+  fsdpc__fault_disarm();
 #ifdef FSDPC_WITH_CUDA
   fsdpc__cuda_ctx_destroy(s->cuda); /* after everything that holds device memory */
 #endif

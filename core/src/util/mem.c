@@ -34,6 +34,11 @@ void fsdpc__mem_free(fsdpc_mem_cat cat, void *ptr, size_t bytes) {
   atomic_fetch_sub(&g_total_cur, (int64_t)bytes);
 }
 
+void fsdpc__mem_account(fsdpc_mem_cat cat, int64_t bytes) {
+  raise_peak(&g_peak[cat], atomic_fetch_add(&g_cur[cat], bytes) + bytes);
+  raise_peak(&g_total_peak, atomic_fetch_add(&g_total_cur, bytes) + bytes);
+}
+
 void fsdpc__mem_stats(fsdpc_mem_stats *out) {
   for (int i = 0; i < FSDPC_MEM_NCAT; i++) {
     out->current[i] = atomic_load(&g_cur[i]);

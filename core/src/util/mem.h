@@ -35,6 +35,9 @@ typedef struct fsdpc_mem_stats {
 void *fsdpc__mem_alloc(fsdpc_mem_cat cat, size_t bytes);
 /* bytes must be the size passed to fsdpc__mem_alloc. free(NULL) is a no-op. */
 void fsdpc__mem_free(fsdpc_mem_cat cat, void *ptr, size_t bytes);
+/* Counts bytes (< 0: takes them) in a category without allocating: a
+ * buffer placed in memory reserved otherwise (the engine's arena). */
+void fsdpc__mem_account(fsdpc_mem_cat cat, int64_t bytes);
 void fsdpc__mem_stats(fsdpc_mem_stats *out);
 /* Starts a new peak window: peaks become the current values. */
 void fsdpc__mem_reset_peak(void);

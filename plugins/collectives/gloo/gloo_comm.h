@@ -2,8 +2,10 @@
 // guard that turns every C++ exception into an fsdpc status + one line.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -21,7 +23,14 @@ struct fsdpc_comm {
   int64_t timeout_ms = 0;                // default per-op timeout
   uint32_t tag = 0;                      // per-op tag: a stray late message never matches
   uint64_t n_splits = 0;                 // makes each split's store keys unique
-  std::string broken;                    // why the comm is unusable, or empty
+  // Why the comm is unusable, or empty. abort() sets it from the watchdog's
+  // thread while an op may run, hence the lock.
+  std::mutex mu;
+  std::string broken;
+  // An op is running (abort then leaves the connections to it). Set before
+  // broken is read, and abort sets broken before reading it, so that one of
+  // the two always sees the other (both sequentially consistent).
+  std::atomic<int> in_op{0};
 };
 
 namespace fsdpc_gloo {
@@ -45,6 +54,10 @@ inline const fsdpc_host_api *host_of(const fsdpc_comm *c) {
   return c ? c->host : nullptr;
 }
 
+// Why c is unusable ("" while it is usable); set_broken keeps the first reason.
+std::string broken_of(fsdpc_comm *c);
+void set_broken(fsdpc_comm *c, const std::string &why);
+
 // "all_gather (unit layers.3, seq 57)"
 std::string describe(const char *op, const fsdpc_op_info *info);
 int64_t op_timeout_ms(const fsdpc_comm *c, const fsdpc_op_info *info);
@@ -62,10 +75,20 @@ template <class F>
 int32_t guarded(fsdpc_comm *c, const char *op, const fsdpc_op_info *info, F &&fn) {
   if (!c)
     return fail(nullptr, FSDPC_INVALID_USAGE, "gloo: %s on a NULL communicator", op);
-  if (!c->broken.empty())
+  struct InOp { // in_op for the duration of the call, whatever it throws
+    std::atomic<int> &f;
+    explicit InOp(std::atomic<int> &x) : f(x) {
+      f.store(1);
+    }
+    ~InOp() {
+      f.store(0);
+    }
+  } in_op(c->in_op);
+  std::string why = broken_of(c);
+  if (!why.empty())
     return fail(c->host, FSDPC_SYSTEM_ERROR,
                 "gloo: %s: communicator unusable after an earlier failure (%s)",
-                describe(op, info).c_str(), c->broken.c_str());
+                describe(op, info).c_str(), why.c_str());
   int64_t t = op_timeout_ms(c, info), t0 = now_ms();
   try {
     fn(t);

@@ -56,6 +56,17 @@ std::string describe(const char *op, const fsdpc_op_info *info) {
   return s;
 }
 
+std::string broken_of(fsdpc_comm *c) {
+  std::lock_guard<std::mutex> g(c->mu);
+  return c->broken;
+}
+
+void set_broken(fsdpc_comm *c, const std::string &why) {
+  std::lock_guard<std::mutex> g(c->mu);
+  if (c->broken.empty())
+    c->broken = why;
+}
+
 int64_t op_timeout_ms(const fsdpc_comm *c, const fsdpc_op_info *info) {
   if (info && FSDPC_HAS_FIELD(info, fsdpc_op_info, timeout_ms) && info->timeout_ms > 0)
     return info->timeout_ms;
@@ -86,7 +97,7 @@ int32_t guard_exception(fsdpc_comm *c, const char *op, const fsdpc_op_info *info
     return fail(host_of(c), e.status, "gloo: %s: %s", what.c_str(), e.what());
   } catch (const StoreError &e) {
     if (c)
-      c->broken = e.what();
+      set_broken(c, e.what());
     return fail(host_of(c), e.status, "gloo: %s: %s", what.c_str(), e.what());
   } catch (const gloo::IoException &e) {
     std::string m = first_line(e.what());
@@ -94,13 +105,13 @@ int32_t guard_exception(fsdpc_comm *c, const char *op, const fsdpc_op_info *info
                      m.find("timeout") != std::string::npos || elapsed_ms >= timeout_ms * 9 / 10;
     if (timed_out) {
       if (c)
-        c->broken = what + " timed out";
+        set_broken(c, what + " timed out");
       return fail(host_of(c), FSDPC_TIMEOUT,
                   "gloo: %s timed out after %s: a rank never reached it or died", what.c_str(),
                   seconds(timeout_ms).c_str());
     }
     if (c)
-      c->broken = what + " lost a peer";
+      set_broken(c, what + " lost a peer");
     return fail(host_of(c), FSDPC_SYSTEM_ERROR,
                 "gloo: %s failed: a peer rank died or closed its connection (%s)", what.c_str(),
                 m.c_str());
@@ -286,7 +297,6 @@ static int32_t comm_init(const fsdpc_comm_init *in, fsdpc_comm **out) {
     delete c;
     return st;
   }
-  c->broken.clear();
   *out = c;
   return FSDPC_OK;
 }
@@ -338,6 +348,27 @@ static void comm_destroy(fsdpc_comm *c) {
   }
 }
 
+// The watchdog's abort, from its own thread while an op may be running:
+// every later call fails at once. When no op is running the connections
+// are closed now, so that peers waiting on this rank fail at once. An op
+// that is running keeps them: Gloo's Pair::close() takes a socket out of
+// its event loop, and the op would then miss the end of stream that a
+// failed peer's exit sends and wait for its timeout instead. This rank's
+// own exit closes them soon after.
+static int32_t comm_abort(fsdpc_comm *c, const char *reason) {
+  if (!c)
+    return fail(nullptr, FSDPC_INVALID_USAGE, "gloo: abort of a NULL communicator");
+  set_broken(c, std::string("aborted: ") + (reason ? reason : "(no reason given)"));
+  if (c->in_op.load() || !c->ctx)
+    return FSDPC_OK;
+  try {
+    c->ctx->closeConnections();
+  } catch (...) {
+    // a pair that is already broken may throw; it is closed either way
+  }
+  return FSDPC_OK;
+}
+
 static int32_t comm_rank(const fsdpc_comm *c) { return c && c->ctx ? c->ctx->rank : -1; }
 static int32_t comm_size(const fsdpc_comm *c) { return c && c->ctx ? c->ctx->size : -1; }
 
@@ -368,7 +399,7 @@ static const fsdpc_collectives_v1 g_vtable = {
     /* .barrier        = */ barrier,
     /* .group_start    = */ nullptr,
     /* .group_end      = */ nullptr,
-    /* .abort          = */ nullptr,
+    /* .abort          = */ comm_abort,
     /* .poll_error     = */ nullptr,
 };
 
@@ -382,7 +413,7 @@ static const fsdpc_component_desc g_component = {
     /* .description    = */ "CPU collectives over Gloo's TCP transport",
     /* .capabilities   = */
     "host memory; fp32, bf16 (gather/broadcast raw, reductions via fp32 "
-    "staging), f64 all-reduce; sub-groups; timeouts",
+    "staging), f64 all-reduce; sub-groups; timeouts; abort",
     /* .options        = */ g_options,
     /* .n_options      = */ sizeof g_options / sizeof g_options[0],
     /* .vtable         = */ &g_vtable,

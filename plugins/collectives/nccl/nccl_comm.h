@@ -42,11 +42,6 @@ struct fsdpc_comm {
   char broken[512];
   int32_t broken_status;
   int aborted; /* ncclCommAbort was called: never ncclCommDestroy */
-  /* A host call into NCCL in progress (the first collective of a comm
-   * connects to its peers inside the call and blocks until they join). */
-  int inflight_on;
-  int64_t inflight_deadline_ms, inflight_timeout_ms;
-  char inflight_what[160];
 
   /* Between group_start and group_end: streams to record on at the end and
    * a name for the group. */
@@ -76,10 +71,17 @@ int32_t nccl_result_fail(fsdpc_comm *c, ncclResult_t r, const char *what);
 /* After an op was enqueued on stream: tracks it for the watchdog. Inside a
  * group, remembers the stream until group_end. */
 int32_t nccl_track(fsdpc_comm *c, cudaStream_t stream, const char *what, int64_t timeout_ms);
-/* Bracket a host call into NCCL so that the watchdog also aborts a call that
- * blocks on the host past the op's timeout. */
-void nccl_enter(fsdpc_comm *c, const char *what, int64_t timeout_ms);
-void nccl_leave(fsdpc_comm *c);
+/* Every host call into NCCL runs between these, under c->mu, so that an
+ * abort (another thread) never runs beside it: lock returns 0, unlocked,
+ * when the comm was aborted (nccl_check_usable says why). The comm is
+ * non-blocking, so no call holds the lock for long. */
+int nccl_lock_usable(fsdpc_comm *c);
+void nccl_unlock(fsdpc_comm *c);
+/* A non-blocking call returned r: ncclInProgress waits for nc's state
+ * (ncclCommGetAsyncError) to settle, up to timeout_ms (then the comm is
+ * aborted); an error becomes a status naming what. */
+int32_t nccl_settle(fsdpc_comm *c, ncclComm_t nc, ncclResult_t r, const char *what,
+                    int64_t timeout_ms);
 /* One watchdog pass: reaps completed ops, aborts on a timeout or an async
  * NCCL error. Returns the comm's state like nccl_check_usable. */
 int32_t nccl_watch_once(fsdpc_comm *c);

@@ -94,11 +94,12 @@ int32_t nccl_all_gather(fsdpc_comm *c, const void *send, void *recv, uint64_t co
     st = check_dtype(c, dtype, 0, &t, what);
   if (st != FSDPC_OK || count == 0)
     return st;
-  nccl_enter(c, what, nccl_op_timeout(c, info));
+  if (!nccl_lock_usable(c))
+    return nccl_check_usable(c, what);
   ncclResult_t r = ncclAllGather(send, recv, (size_t)count, t, c->nc, (cudaStream_t)stream);
-  nccl_leave(c);
-  if (r != ncclSuccess)
-    return nccl_result_fail(c, r, what);
+  nccl_unlock(c);
+  if ((st = nccl_settle(c, c->nc, r, what, nccl_op_timeout(c, info))) != FSDPC_OK)
+    return st;
   return nccl_track(c, (cudaStream_t)stream, what, nccl_op_timeout(c, info));
 }
 
@@ -114,11 +115,12 @@ int32_t nccl_reduce_scatter(fsdpc_comm *c, const void *send, void *recv, uint64_
     st = check_op(c, op, &o, what);
   if (st != FSDPC_OK || count == 0)
     return st;
-  nccl_enter(c, what, nccl_op_timeout(c, info));
+  if (!nccl_lock_usable(c))
+    return nccl_check_usable(c, what);
   ncclResult_t r = ncclReduceScatter(send, recv, (size_t)count, t, o, c->nc, (cudaStream_t)stream);
-  nccl_leave(c);
-  if (r != ncclSuccess)
-    return nccl_result_fail(c, r, what);
+  nccl_unlock(c);
+  if ((st = nccl_settle(c, c->nc, r, what, nccl_op_timeout(c, info))) != FSDPC_OK)
+    return st;
   return nccl_track(c, (cudaStream_t)stream, what, nccl_op_timeout(c, info));
 }
 
@@ -134,11 +136,12 @@ int32_t nccl_all_reduce(fsdpc_comm *c, const void *send, void *recv, uint64_t co
     st = check_op(c, op, &o, what);
   if (st != FSDPC_OK || count == 0)
     return st;
-  nccl_enter(c, what, nccl_op_timeout(c, info));
+  if (!nccl_lock_usable(c))
+    return nccl_check_usable(c, what);
   ncclResult_t r = ncclAllReduce(send, recv, (size_t)count, t, o, c->nc, (cudaStream_t)stream);
-  nccl_leave(c);
-  if (r != ncclSuccess)
-    return nccl_result_fail(c, r, what);
+  nccl_unlock(c);
+  if ((st = nccl_settle(c, c->nc, r, what, nccl_op_timeout(c, info))) != FSDPC_OK)
+    return st;
   return nccl_track(c, (cudaStream_t)stream, what, nccl_op_timeout(c, info));
 }
 
@@ -156,11 +159,12 @@ int32_t nccl_broadcast(fsdpc_comm *c, void *buf, uint64_t count, int32_t dtype, 
                      what, (int)root, c->size);
   if (count == 0)
     return FSDPC_OK;
-  nccl_enter(c, what, nccl_op_timeout(c, info));
+  if (!nccl_lock_usable(c))
+    return nccl_check_usable(c, what);
   ncclResult_t r = ncclBroadcast(buf, buf, (size_t)count, t, root, c->nc, (cudaStream_t)stream);
-  nccl_leave(c);
-  if (r != ncclSuccess)
-    return nccl_result_fail(c, r, what);
+  nccl_unlock(c);
+  if ((st = nccl_settle(c, c->nc, r, what, nccl_op_timeout(c, info))) != FSDPC_OK)
+    return st;
   return nccl_track(c, (cudaStream_t)stream, what, nccl_op_timeout(c, info));
 }
 
@@ -175,12 +179,13 @@ int32_t nccl_barrier(fsdpc_comm *c, const fsdpc_op_info *info) {
   if (c->group_depth > 0)
     return nccl_fail(nccl_host(c), FSDPC_INVALID_USAGE, "nccl: %s inside group_start/group_end",
                      what);
-  nccl_enter(c, what, nccl_op_timeout(c, info));
+  if (!nccl_lock_usable(c))
+    return nccl_check_usable(c, what);
   ncclResult_t r =
       ncclAllReduce(c->scratch, c->scratch, 1, ncclFloat32, ncclSum, c->nc, c->internal);
-  nccl_leave(c);
-  if (r != ncclSuccess)
-    return nccl_result_fail(c, r, what);
+  nccl_unlock(c);
+  if ((st = nccl_settle(c, c->nc, r, what, nccl_op_timeout(c, info))) != FSDPC_OK)
+    return st;
   const int64_t deadline = nccl_now_ms() + nccl_op_timeout(c, info);
   st = nccl_track(c, c->internal, what, nccl_op_timeout(c, info));
   if (st != FSDPC_OK)
@@ -232,19 +237,19 @@ int32_t nccl_group_end(fsdpc_comm *c) {
   snprintf(what, sizeof what, "group of %d ops (first: %s)", c->group_n, c->group_what);
   const int64_t timeout = c->group_timeout_ms > 0 ? c->group_timeout_ms : c->timeout_ms;
   pthread_mutex_unlock(&c->mu);
-  nccl_enter(c, what, timeout);
+  if (!nccl_lock_usable(c))
+    return nccl_check_usable(c, what);
   ncclResult_t r = ncclGroupEnd();
-  nccl_leave(c);
-  pthread_mutex_lock(&c->mu);
   const int outer = --c->group_depth == 0;
-  pthread_mutex_unlock(&c->mu);
-  if (r != ncclSuccess)
-    return nccl_result_fail(c, r, what);
+  nccl_unlock(c);
+  int32_t st = nccl_settle(c, c->nc, r, what, timeout);
+  if (st != FSDPC_OK)
+    return st;
   if (!outer)
     return FSDPC_OK;
   /* Now the kernels are enqueued: track each stream the group used. */
   for (int i = 0; i < c->group_n_streams; i++) {
-    int32_t st = nccl_track(c, c->group_streams[i], what, c->group_timeout_ms);
+    st = nccl_track(c, c->group_streams[i], what, c->group_timeout_ms);
     if (st != FSDPC_OK)
       return st;
   }

@@ -1,6 +1,15 @@
 /* The nccl collectives plugin: descriptor, errors, the communicator life
  * cycle (unique id through the fsdpc store, ncclCommSplit for sub-groups)
- * and the watchdog. Collectives live in nccl_ops.c.
+ * and the watchdog.
+ *
+ * Communicators are non-blocking (ncclConfig_t.blocking = 0): no host call
+ * into NCCL waits for a peer. A call that returns ncclInProgress (init,
+ * split, the first collective that connects, group end, finalize) is
+ * waited for by polling ncclCommGetAsyncError under the op's deadline
+ * (nccl_settle), so a peer that never comes costs a timeout, not a hang,
+ * and ncclCommAbort from another thread (the host's watchdog through
+ * abort(), or ours) is safe: every host call into NCCL holds c->mu, and so
+ * does the abort.
  *
  * Watchdog: every enqueued collective gets a CUDA event recorded after it on
  * its stream and a deadline (the op's timeout). A thread per communicator
@@ -10,7 +19,8 @@
  * thread blocked on the stream) and marks the communicator broken with one
  * line naming the op, its unit and sequence number. poll_error runs the same
  * pass synchronously and reports that line; every later call fails with it.
- * The communicator is blocking (NCCL's default config). */
+ * Destroy after a clean run finalizes (bounded); after an abort it frees
+ * only what is local. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdarg.h>
@@ -24,6 +34,7 @@
 
 #define WATCH_PERIOD_MS 50
 #define DEFAULT_TIMEOUT_MS 300000
+#define FINALIZE_MAX_MS 60000
 
 int32_t nccl_fail(const fsdpc_host_api *h, int32_t st, const char *fmt, ...) {
   char msg[1024];
@@ -90,7 +101,8 @@ int32_t nccl_result_fail(fsdpc_comm *c, ncclResult_t r, const char *what) {
 /* ---- watchdog ---------------------------------------------------------- */
 
 /* Marks the comm broken (first reason wins) and aborts it. Called without
- * the lock held; ncclCommAbort may take a while. */
+ * the lock held; it takes it for the abort, so that no host call into NCCL
+ * runs beside ncclCommAbort (which may take a while). */
 static void break_and_abort(fsdpc_comm *c, int32_t status, const char *why) {
   pthread_mutex_lock(&c->mu);
   const int first = c->broken[0] == 0;
@@ -98,29 +110,61 @@ static void break_and_abort(fsdpc_comm *c, int32_t status, const char *why) {
     snprintf(c->broken, sizeof c->broken, "%s", why);
     c->broken_status = status;
   }
-  const int do_abort = !c->aborted;
+  if (!c->aborted && c->nc)
+    (void)ncclCommAbort(c->nc);
   c->aborted = 1;
   pthread_mutex_unlock(&c->mu);
   if (first)
     if (FSDPC_HAS_FIELD(c->host, fsdpc_host_api, log) && c->host->log)
       c->host->log(c->host->host_ctx, FSDPC_LOG_ERROR, why);
-  if (do_abort)
-    (void)ncclCommAbort(c->nc);
 }
 
-void nccl_enter(fsdpc_comm *c, const char *what, int64_t timeout_ms) {
+int nccl_lock_usable(fsdpc_comm *c) {
   pthread_mutex_lock(&c->mu);
-  snprintf(c->inflight_what, sizeof c->inflight_what, "%s", what);
-  c->inflight_timeout_ms = timeout_ms;
-  c->inflight_deadline_ms = nccl_now_ms() + timeout_ms;
-  c->inflight_on = 1;
+  if (!c->aborted)
+    return 1;
+  pthread_mutex_unlock(&c->mu);
+  return 0;
+}
+
+void nccl_unlock(fsdpc_comm *c) {
   pthread_mutex_unlock(&c->mu);
 }
 
-void nccl_leave(fsdpc_comm *c) {
-  pthread_mutex_lock(&c->mu);
-  c->inflight_on = 0;
-  pthread_mutex_unlock(&c->mu);
+int32_t nccl_settle(fsdpc_comm *c, ncclComm_t nc, ncclResult_t r, const char *what,
+                    int64_t timeout_ms) {
+  if (r != ncclSuccess && r != ncclInProgress)
+    return nccl_result_fail(c, r, what);
+  const int64_t deadline = nccl_now_ms() + timeout_ms;
+  while (r == ncclInProgress) {
+    if (!nccl_lock_usable(c))
+      return nccl_check_usable(c, what);
+    ncclResult_t q = ncclCommGetAsyncError(nc, &r);
+    nccl_unlock(c);
+    if (q != ncclSuccess)
+      r = q;
+    if (r != ncclSuccess && r != ncclInProgress) {
+      char why[512];
+      snprintf(why, sizeof why, "nccl: %s failed on rank %d: %s; the communicator was aborted",
+               what, c->rank, ncclGetErrorString(r));
+      break_and_abort(c, FSDPC_SYSTEM_ERROR, why);
+      return nccl_check_usable(c, what);
+    }
+    if (r == ncclInProgress && nccl_now_ms() > deadline) {
+      char why[512];
+      snprintf(why, sizeof why,
+               "nccl: %s on rank %d did not complete within %.1f s (a peer never joined it or "
+               "died); the communicator was aborted",
+               what, c->rank, (double)timeout_ms / 1000.0);
+      break_and_abort(c, FSDPC_TIMEOUT, why);
+      return nccl_check_usable(c, what);
+    }
+    if (r == ncclInProgress) {
+      struct timespec ts = {0, 200 * 1000};
+      nanosleep(&ts, NULL);
+    }
+  }
+  return FSDPC_OK;
 }
 
 int32_t nccl_watch_once(fsdpc_comm *c) {
@@ -150,13 +194,6 @@ int32_t nccl_watch_once(fsdpc_comm *c) {
         status = FSDPC_TIMEOUT;
         break;
       }
-    }
-    if (status == FSDPC_OK && c->inflight_on && now > c->inflight_deadline_ms) {
-      snprintf(why, sizeof why,
-               "nccl: %s on rank %d blocked on the host for more than %.1f s (connecting to its "
-               "peers): a rank never reached it or died; the communicator was aborted",
-               c->inflight_what, c->rank, (double)c->inflight_timeout_ms / 1000.0);
-      status = FSDPC_TIMEOUT;
     }
     while (c->count > 0 && !c->ring[c->head].active) {
       c->head = (c->head + 1) % NCCL_RING;
@@ -263,8 +300,11 @@ static void comm_free(fsdpc_comm *c) {
   }
   (void)cudaSetDevice(c->device);
   if (c->nc && !c->aborted) {
-    (void)cudaStreamSynchronize(c->internal);
-    (void)ncclCommDestroy(c->nc);
+    /* A clean run: every rank finalizes together. A peer that is gone makes
+     * the finalize time out, and the comm is aborted instead. */
+    int64_t t = c->timeout_ms < FINALIZE_MAX_MS ? c->timeout_ms : FINALIZE_MAX_MS;
+    if (nccl_settle(c, c->nc, ncclCommFinalize(c->nc), "finalize", t) == FSDPC_OK)
+      (void)ncclCommDestroy(c->nc);
   }
   for (int i = 0; i < NCCL_RING; i++)
     if (c->ring[i].ev)
@@ -384,12 +424,13 @@ static int32_t comm_init(const fsdpc_comm_init *in, fsdpc_comm **out) {
       goto fail;
     }
   }
-  ncclResult_t r = ncclCommInitRank(&c->nc, c->size, id, c->rank);
-  if (r != ncclSuccess) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0; /* see the top of this file */
+  ncclResult_t r = ncclCommInitRankConfig(&c->nc, c->size, id, c->rank, &cfg);
+  if (r != ncclSuccess && r != ncclInProgress)
     c->nc = NULL;
-    st = nccl_result_fail(c, r, "init (ncclCommInitRank)");
+  if ((st = nccl_settle(c, c->nc, r, "init (ncclCommInitRankConfig)", c->timeout_ms)) != FSDPC_OK)
     goto fail;
-  }
   if ((st = start_watchdog(c)) != FSDPC_OK)
     goto fail;
   *out = c;
@@ -413,11 +454,24 @@ static int32_t comm_split(fsdpc_comm *parent, int32_t color, int32_t key, fsdpc_
   if ((st = comm_alloc(h, parent->device, parent->timeout_ms, &c)) != FSDPC_OK)
     return st;
   ncclComm_t child = NULL;
-  ncclResult_t r =
-      ncclCommSplit(parent->nc, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, NULL);
-  if (r != ncclSuccess) {
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  if (!nccl_lock_usable(parent)) {
     comm_free(c);
-    return nccl_result_fail(parent, r, "split (ncclCommSplit)");
+    return nccl_check_usable(parent, "split");
+  }
+  ncclResult_t r =
+      ncclCommSplit(parent->nc, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &cfg);
+  nccl_unlock(parent);
+  /* The split runs in the background: on the parent (no color) or the child. */
+  st = nccl_settle(parent, parent->nc, r, "split (ncclCommSplit)", parent->timeout_ms);
+  if (st == FSDPC_OK && child)
+    st = nccl_settle(parent, child, ncclInProgress, "split (ncclCommSplit)", parent->timeout_ms);
+  if (st != FSDPC_OK) {
+    if (child)
+      (void)ncclCommAbort(child);
+    comm_free(c);
+    return st;
   }
   if (child == NULL) { /* no color: this rank joins no sub-communicator */
     comm_free(c);

@@ -3,7 +3,19 @@
 PyTorch run (bench/torch_fsdp2_baseline.py), with the planner's peak beside
 the measured one for fsdpc.
 
-    python3 scripts/gpu/lib/world_rows.py OUT N
+    python3 scripts/gpu/lib/world_rows.py OUT N [--rows]
+
+With --rows, one line per run instead of the tables:
+    ROW fsdpc NAME exit E peak_gib P reserved_gib R plan_peak_gib PP plan_reserved_gib PR
+        reserved_vs_plan +x% PASS|FAIL torch_peak_gib TP torch_reserved_gib TR
+    ROW torch MODEL-STRATEGY-acA-mbB peak_gib P reserved_gib R tok_s_gpu T
+reserved: what the run's allocator reserved (rank0.json reserved_bytes; on
+the CPU the arena); plan_alloc: the planner's arena + late bytes, what it
+says the allocator reserves; plan_device: that + the CUDA runtime (context,
+NCCL), the device memory the run needs. PASS: reserved within 2% of
+plan_alloc and exit 0 (issue 32); the
+torch figures are the PyTorch run of the same shape, checkpointing and
+micro-batch when there is one ("-" otherwise).
 
 OUT holds fsdpc-rows.txt ("name|cfg|exit|overrides" lines), per row
 fsdpc-NAME.metrics.jsonl / .rank0.json / .plan.json / .plan.txt, and
@@ -63,11 +75,13 @@ def fsdpc_rows(out, n):
             med = statistics.median(steady)
             tokens = steps[-1].get("tokens", 0)
             row.update(step_s=med, tok_s_gpu=tokens / med / n, peak=r0["peak_bytes"]["total"] / GIB,
-                       reserved=(r0.get("reserved_bytes") or 0) / GIB, loss=steps[-1]["loss"])
+                       reserved=(r0.get("reserved_bytes") or r0.get("arena_bytes") or 0) / GIB, loss=steps[-1]["loss"])
         try:
             plan = [p for p in json.load(open(base + ".plan.json")) if p.get("config")]
             if plan:
                 row["plan"] = plan[0]["peak_bytes"]["total"] / GIB
+                row["plan_reserved"] = (plan[0].get("reserved_bytes") or 0) / GIB
+                row["plan_alloc"] = ((plan[0].get("arena_bytes") or 0) + (plan[0].get("late_bytes") or 0)) / GIB
         except (OSError, ValueError, KeyError):
             pass
         try:
@@ -104,8 +118,43 @@ def gib(v):
     return f"{v:.2f}" if v >= 1 or v == 0 else f"{v * 1024:.3f} MiB"
 
 
+def same_run(fsdpc_row, torch_row):
+    """The PyTorch row of a fsdpc row: same shape (1b/8b in the name), same
+    checkpointing and micro-batch (its overrides)."""
+    name, ov = fsdpc_row["name"], fsdpc_row["overrides"]
+    ac = 1 if override(ov, "fsdp.activation_checkpointing", "false") == "true" else 0
+    mb = int(override(ov, "train.micro_batch_size", "0"))
+    return (name.startswith(str(torch_row.get("model")) + "-") and int(torch_row.get("ac", -1)) == ac
+            and int(torch_row.get("bs", -1)) == mb and not torch_row.get("compile"))
+
+
+def rows_lines(out, n):
+    t = torch_rows(out)
+    for r in fsdpc_rows(out, n):
+        ok = "FAIL"
+        dev = "-"
+        if r.get("reserved") and r.get("plan_alloc"):
+            d = r["reserved"] / r["plan_alloc"] - 1
+            dev = f"{d * 100:+.2f}%"
+            ok = "PASS" if r["rc"] == 0 and abs(d) <= 0.02 else "FAIL"
+        tr = next((x for x in t if same_run(r, x)), {})
+        print(f"ROW fsdpc {r['name']} exit {r['rc']} peak_gib {gib(r.get('peak'))} "
+              f"reserved_gib {gib(r.get('reserved'))} plan_peak_gib {gib(r.get('plan'))} "
+              f"plan_alloc_gib {gib(r.get('plan_alloc'))} plan_device_gib {gib(r.get('plan_reserved'))} "
+              f"reserved_vs_plan {dev} {ok} "
+              f"torch_peak_gib {gib(tr.get('peak_alloc_gib'))} torch_reserved_gib {gib(tr.get('peak_reserved_gib'))}")
+    for x in t:
+        comp = "-compiled" if x.get("compile") else ""
+        print(f"ROW torch {x['model']}-{x['strategy']}-ac{x['ac']}-mb{x['bs']}{comp} "
+              f"peak_gib {x['peak_alloc_gib']:.2f} reserved_gib {x['peak_reserved_gib']:.2f} "
+              f"tok_s_gpu {x['tok_s_gpu']:.0f}")
+
+
 def main():
     out, n = sys.argv[1], int(sys.argv[2])
+    if "--rows" in sys.argv[3:]:
+        rows_lines(out, n)
+        return
     print(f"## world {n}: fsdpc rows (planner = `fsdpc plan` with the same overrides, config's row)\n")
     print("| row | exit | step s | tokens/s per GPU | TFLOP/s per GPU | MFU | peak GiB | planner GiB "
           "| planner error | reserved GiB | loss |")

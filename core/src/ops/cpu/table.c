@@ -4,10 +4,13 @@
  * of its ops: each adapter that computes sets it for its call only
  * (CPU_TEAM), so the caller's OpenMP settings are never changed. */
 #include <cblas.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops/cpu/ops_cpu.h"
 #include "ops/ops.h"
+#include "util/fault.h"
 
 static void team_restore(const int *prev) {
   fsdpc__cpu_team_set(*prev);
@@ -20,10 +23,33 @@ static void team_restore(const int *prev) {
   (void)team_prev_
 
 static void *cpu_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
+  FSDPC_FAULT_ALLOC_HOOK(NULL); /* FSDPC_FAULT=alloc=N (util/fault.h) */
   return fsdpc__mem_alloc(cat, bytes);
 }
 static void cpu_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
   fsdpc__mem_free(cat, p, bytes);
+}
+/* The arena: one zero-filled block outside the categories, whose bytes the
+ * buffers placed in it account for (fsdpc__mem_account). calloc, so that a
+ * large one is fresh zero pages touched only as they are used; aligned to
+ * 64 by hand, the block calloc gave kept just below the arena. */
+static void *cpu_arena_alloc(void *ctx, size_t bytes) {
+  char *p = calloc(1, bytes + 64);
+  if (!p)
+    return NULL;
+  char *a = (char *)(((uintptr_t)p + 64) & ~(uintptr_t)63); /* at least 16 bytes above p */
+  memcpy(a - sizeof p, &p, sizeof p);
+  return a;
+}
+static void cpu_arena_free(void *ctx, void *a, size_t bytes) {
+  char *p;
+  if (!a)
+    return;
+  memcpy(&p, (char *)a - sizeof p, sizeof p);
+  free(p);
+}
+static void cpu_account(void *ctx, fsdpc_mem_cat cat, int64_t bytes) {
+  fsdpc__mem_account(cat, bytes);
 }
 static void *cpu_stream(void *ctx) { return NULL; }
 static fsdpc_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes, fsdpc_err *err) {
@@ -142,8 +168,7 @@ static fsdpc_status cpu_add_inplace(void *ctx, void *y, const void *x, size_t n,
   return FSDPC_OK;
 }
 static size_t cpu_xent_scratch_bytes(int N, int V, int chunk_rows, int logits_bf16) {
-  (void)N, (void)logits_bf16; /* fp32 logits, rounded to bf16 values in place */
-  return (size_t)chunk_rows * (size_t)V * sizeof(float);
+  return fsdpc__xent_scratch_bytes(FSDPC_DEVICE_CPU, N, V, chunk_rows, logits_bf16);
 }
 static fsdpc_status cpu_lmhead_xent(void *ctx, double *out2, void *dx, float *dweight,
                                     const void *x, const void *weight, const int32_t *labels, int N,
@@ -214,12 +239,13 @@ static const fsdpc_ops cpu_ops = {
     /* .ctx = */ NULL,
     /* .alloc = */ cpu_alloc,
     /* .free = */ cpu_free,
+    /* .arena_alloc = */ cpu_arena_alloc,
+    /* .arena_free = */ cpu_arena_free,
+    /* .account = */ cpu_account,
     /* .stream = */ cpu_stream,
     /* .comm_stream = */ NULL, /* host collectives block: nothing to overlap */
     /* .event_record = */ NULL,
     /* .stream_wait = */ NULL,
-    /* .alloc_on = */ NULL,
-    /* .free_on = */ NULL,
     /* .cast_params_on = */ NULL,
     /* .add_f32_on = */ NULL,
     /* .upload = */ cpu_copy,
@@ -228,7 +254,7 @@ static const fsdpc_ops cpu_ops = {
     /* .add_f32 = */ cpu_add_f32,
     /* .sumsq_f32 = */ cpu_sumsq_f32,
     /* .sumsq_f32_dev = */ NULL, /* the host sum is already sync-free */
-    /* .init_f32 = */ NULL, /* the engine inits host shards with model/params.c */
+    /* .init_f32 = */ NULL,      /* the engine inits host shards with model/params.c */
     /* .alloc_host = */ NULL,
     /* .free_host = */ NULL,
     /* .copy_on = */ NULL,
@@ -255,7 +281,7 @@ static const fsdpc_ops cpu_ops = {
     /* .attn_cached = */ cpu_attn_cached,
     /* .scale = */ cpu_scale,
     /* .dropout = */ cpu_dropout,
-    /* .take_error = */ NULL, /* alloc and free fail only for want of memory */
+    /* .take_error = */ NULL,     /* alloc and free fail only for want of memory */
     /* .matmul_bwd_acc = */ NULL, /* the layer keeps the unfused sequence */
     /* .rmsnorm_bwd_add = */ NULL,
     /* .argmax_rows = */ cpu_argmax_rows,

@@ -23,13 +23,12 @@ static size_t align256(size_t b) {
   return (b + 255) / 256 * 256;
 }
 
+/* ops/ops.c: the one formula, which the planner uses without CUDA */
+extern "C" size_t fsdpc__xent_scratch_bytes(int32_t device, int N, int V, int chunk_rows,
+                                            int logits_bf16);
 extern "C" size_t fsdpc__cuda_lmhead_xent_scratch_bytes(int N, int V, int chunk_rows,
                                                         int logits_bf16) {
-  size_t R = (size_t)(chunk_rows < 1 ? 1 : chunk_rows);
-  if (N > 0 && R > (size_t)N)
-    R = (size_t)N;
-  return (logits_bf16 ? 0 : align256(R * V * sizeof(float))) + align256(R * V * sizeof(bf16)) +
-         align256((size_t)(N > 0 ? N : 1) * sizeof(float));
+  return fsdpc__xent_scratch_bytes(FSDPC_DEVICE_CUDA, N, V, chunk_rows, logits_bf16);
 }
 
 /* Online max / sum-of-exp pair, combined associatively. */

@@ -1,10 +1,12 @@
 /* The CUDA device context (see cuda_ctx.h): streams, events, cuBLASLt,
- * per-category stream-ordered memory pools and their accounting. */
+ * the engines' arenas, one stream-ordered pool for the rest, and the
+ * accounting of both by category. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/cuda/cuda_internal.cuh"
+#include "util/fault.h"
 
 #define LT_WORKSPACE_DEFAULT (32u << 20) /* what cuBLASLt asks for on Hopper */
 
@@ -41,26 +43,23 @@ int fsdpc__cuda_sm_count(const fsdpc_cuda_ctx *ctx) {
 }
 
 /* Pieces of create, each undone by destroy (which tolerates zeroed fields). */
-static fsdpc_status create_pools(fsdpc_cuda_ctx *c, uint64_t threshold, fsdpc_err *err) {
-  for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
-    cudaMemPoolProps props;
-    memset(&props, 0, sizeof props);
-    props.allocType = cudaMemAllocationTypePinned;
-    props.handleTypes = cudaMemHandleTypeNone;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = c->device;
-    FSDPC_CUDA_TRY(err, cudaMemPoolCreate(&c->pools[k], &props));
-    uint64_t t = threshold;
-    FSDPC_CUDA_TRY(err, cudaMemPoolSetAttribute(c->pools[k], cudaMemPoolAttrReleaseThreshold, &t));
-    /* Memory freed on the comm stream (a unit's full gradient after its
-     * reduce-scatter) must not be handed to the compute stream by making
-     * compute wait for that stream: the allocator may do so by default,
-     * which turns the overlap back into a serial schedule. Reuse across
-     * streams then happens only once the free has completed. */
-    int no = 0;
-    FSDPC_CUDA_TRY(err, cudaMemPoolSetAttribute(c->pools[k],
-                                                cudaMemPoolReuseAllowInternalDependencies, &no));
-  }
+static fsdpc_status create_pool(fsdpc_cuda_ctx *c, uint64_t threshold, fsdpc_err *err) {
+  cudaMemPoolProps props;
+  memset(&props, 0, sizeof props);
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = c->device;
+  FSDPC_CUDA_TRY(err, cudaMemPoolCreate(&c->pool, &props));
+  uint64_t t = threshold;
+  FSDPC_CUDA_TRY(err, cudaMemPoolSetAttribute(c->pool, cudaMemPoolAttrReleaseThreshold, &t));
+  /* Memory freed on one stream must not be handed to another by making it
+   * wait for the first: the allocator may do so by default, which turns an
+   * overlap back into a serial schedule. Reuse across streams then happens
+   * only once the free has completed. */
+  int no = 0;
+  FSDPC_CUDA_TRY(err,
+                 cudaMemPoolSetAttribute(c->pool, cudaMemPoolReuseAllowInternalDependencies, &no));
   return FSDPC_OK;
 }
 
@@ -115,7 +114,7 @@ fsdpc_status fsdpc__cuda_ctx_create(const fsdpc_cuda_ctx_opts *opts, fsdpc_cuda_
   STEP(cudaStreamCreateWithPriority(&c->d2h, cudaStreamNonBlocking, prio_high));
   for (int i = 0; i < FSDPC_CUDA_N_EVENTS; i++)
     STEP(cudaEventCreateWithFlags(&c->events[i], cudaEventDisableTiming));
-  if ((st = create_pools(c, o.release_threshold, err)) != FSDPC_OK)
+  if ((st = create_pool(c, o.release_threshold, err)) != FSDPC_OK)
     goto fail;
   /* The context's own buffers are plain cudaMalloc: they live as long as it. */
   c->lt_ws_bytes = (size_t)o.lt_workspace_bytes;
@@ -151,9 +150,8 @@ void fsdpc__cuda_ctx_destroy(fsdpc_cuda_ctx *c) {
     (void)cublasLtDestroy(c->lt);
   (void)cudaFree(c->lt_ws);
   (void)cudaFree(c->partials);
-  for (int k = 0; k < FSDPC_MEM_NCAT; k++)
-    if (c->pools[k])
-      (void)cudaMemPoolDestroy(c->pools[k]);
+  if (c->pool)
+    (void)cudaMemPoolDestroy(c->pool);
   for (int i = 0; i < FSDPC_CUDA_N_EVENTS; i++)
     if (c->events[i])
       (void)cudaEventDestroy(c->events[i]);
@@ -208,36 +206,51 @@ static void bump_peak(int64_t *peak, int64_t cur) {
   }
 }
 
+static void count(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, int64_t bytes) {
+  int64_t c = __atomic_add_fetch(&ctx->alloc_cur[cat], bytes, __ATOMIC_RELAXED);
+  bump_peak(&ctx->alloc_peak[cat], c);
+  int64_t t = __atomic_add_fetch(&ctx->alloc_total_cur, bytes, __ATOMIC_RELAXED);
+  bump_peak(&ctx->alloc_total_peak, t);
+}
+
+/* Every device allocation of the context goes through here: an arena
+ * (cudaMalloc, once per engine) or the pool (stream-ordered). */
+static fsdpc_status device_alloc(fsdpc_cuda_ctx *ctx, size_t bytes, int arena, void *stream,
+                                 const char *what, void **out, fsdpc_err *err) {
+  cudaError_t e =
+      arena ? cudaMalloc(out, bytes)
+            : cudaMallocFromPoolAsync(out, bytes, ctx->pool, fsdpc__cuda_stream_or(ctx, stream));
+  if (e == cudaSuccess)
+    return FSDPC_OK;
+  (void)cudaGetLastError();
+  *out = NULL;
+  if (e != cudaErrorMemoryAllocation) /* a sticky fault of an earlier kernel or copy */
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                       "cuda: device %d cannot allocate %.1f MiB for %s: %s (an earlier device "
+                       "fault; the device is unusable until the process restarts)",
+                       ctx->device, (double)bytes / 1048576.0, what, cudaGetErrorString(e));
+  size_t free_b = 0, total_b = 0;
+  (void)cudaMemGetInfo(&free_b, &total_b);
+  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                     "cuda: device %d out of memory allocating %.1f MiB for %s (%s); %.1f MiB "
+                     "allocated in total, %.1f MiB free: lower the micro-batch, shard more or "
+                     "enable activation checkpointing",
+                     ctx->device, (double)bytes / 1048576.0, what, cudaGetErrorString(e),
+                     (double)(ctx->alloc_total_cur + ctx->arena_cur) / 1048576.0,
+                     (double)free_b / 1048576.0);
+}
+
 fsdpc_status fsdpc__cuda_alloc(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream,
                                void **out, fsdpc_err *err) {
+  FSDPC_FAULT_ALLOC_HOOK(fsdpc__fault_alloc_fail(err, "cuda", bytes)); /* util/fault.h */
   if (out == NULL || !cat_ok(cat))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: alloc got a NULL out or category %d",
                        (int)cat);
   *out = NULL;
   if (bytes == 0)
     return FSDPC_OK;
-  cudaError_t e =
-      cudaMallocFromPoolAsync(out, bytes, ctx->pools[cat], fsdpc__cuda_stream_or(ctx, stream));
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    *out = NULL;
-    if (e != cudaErrorMemoryAllocation) /* a sticky fault of an earlier kernel or copy */
-      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                         "cuda: device %d cannot allocate %.1f MiB for %s: %s (an earlier device "
-                         "fault; the device is unusable until the process restarts)",
-                         ctx->device, (double)bytes / 1048576.0, fsdpc__mem_cat_name(cat),
-                         cudaGetErrorString(e));
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
-                       "cuda: device %d out of memory allocating %.1f MiB for %s (%s); %.1f MiB "
-                       "allocated in total: lower the micro-batch, shard more or enable "
-                       "activation checkpointing",
-                       ctx->device, (double)bytes / 1048576.0, fsdpc__mem_cat_name(cat),
-                       cudaGetErrorString(e), (double)ctx->alloc_total_cur / 1048576.0);
-  }
-  int64_t c = __atomic_add_fetch(&ctx->alloc_cur[cat], (int64_t)bytes, __ATOMIC_RELAXED);
-  bump_peak(&ctx->alloc_peak[cat], c);
-  int64_t t = __atomic_add_fetch(&ctx->alloc_total_cur, (int64_t)bytes, __ATOMIC_RELAXED);
-  bump_peak(&ctx->alloc_total_peak, t);
+  FSDPC_TRY(device_alloc(ctx, bytes, 0, stream, fsdpc__mem_cat_name(cat), out, err));
+  count(ctx, cat, (int64_t)bytes);
   return FSDPC_OK;
 }
 
@@ -248,8 +261,39 @@ fsdpc_status fsdpc__cuda_free(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, void *ptr,
   if (!cat_ok(cat))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda: free got category %d", (int)cat);
   FSDPC_CUDA_TRY(err, cudaFreeAsync(ptr, fsdpc__cuda_stream_or(ctx, stream)));
-  __atomic_sub_fetch(&ctx->alloc_cur[cat], (int64_t)bytes, __ATOMIC_RELAXED);
-  __atomic_sub_fetch(&ctx->alloc_total_cur, (int64_t)bytes, __ATOMIC_RELAXED);
+  count(ctx, cat, -(int64_t)bytes);
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__cuda_arena_alloc(fsdpc_cuda_ctx *ctx, size_t bytes, void **out,
+                                     fsdpc_err *err) {
+  *out = NULL;
+  FSDPC_TRY(device_alloc(ctx, bytes ? bytes : 256, 1, NULL, "the planned arena", out, err));
+  int64_t c = __atomic_add_fetch(&ctx->arena_cur, (int64_t)bytes, __ATOMIC_RELAXED);
+  bump_peak(&ctx->arena_peak, c);
+  return FSDPC_OK;
+}
+
+void fsdpc__cuda_arena_free(fsdpc_cuda_ctx *ctx, void *p, size_t bytes) {
+  if (!p)
+    return;
+  /* cudaFree waits for the device's work on it: nothing is in flight */
+  (void)cudaFree(p);
+  __atomic_sub_fetch(&ctx->arena_cur, (int64_t)bytes, __ATOMIC_RELAXED);
+}
+
+void fsdpc__cuda_account(fsdpc_cuda_ctx *ctx, fsdpc_mem_cat cat, int64_t bytes) {
+  if (cat_ok(cat))
+    count(ctx, cat, bytes);
+}
+
+fsdpc_status fsdpc__cuda_mem_info(fsdpc_cuda_ctx *ctx, uint64_t *free_bytes, uint64_t *total_bytes,
+                                  fsdpc_err *err) {
+  size_t f = 0, t = 0;
+  FSDPC_CUDA_TRY(err, cudaSetDevice(ctx->device));
+  FSDPC_CUDA_TRY(err, cudaMemGetInfo(&f, &t));
+  *free_bytes = f;
+  *total_bytes = t;
   return FSDPC_OK;
 }
 
@@ -267,43 +311,42 @@ fsdpc_status fsdpc__cuda_take_mem_error(fsdpc_cuda_ctx *ctx, fsdpc_err *err) {
 
 fsdpc_status fsdpc__cuda_mem_stats(fsdpc_cuda_ctx *ctx, fsdpc_cuda_mem_stats *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
+  uint64_t cur = 0, high = 0;
+  FSDPC_CUDA_TRY(err, cudaMemPoolGetAttribute(ctx->pool, cudaMemPoolAttrReservedMemCurrent, &cur));
+  FSDPC_CUDA_TRY(err, cudaMemPoolGetAttribute(ctx->pool, cudaMemPoolAttrReservedMemHigh, &high));
   for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
-    uint64_t cur = 0, high = 0;
-    FSDPC_CUDA_TRY(err,
-                   cudaMemPoolGetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemCurrent, &cur));
-    FSDPC_CUDA_TRY(err,
-                   cudaMemPoolGetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemHigh, &high));
     out->allocated[k] = __atomic_load_n(&ctx->alloc_cur[k], __ATOMIC_RELAXED);
     out->allocated_peak[k] = __atomic_load_n(&ctx->alloc_peak[k], __ATOMIC_RELAXED);
-    out->reserved[k] = (int64_t)cur;
-    out->reserved_peak[k] = (int64_t)high;
-    out->total_reserved += (int64_t)cur;
-    out->total_reserved_peak += (int64_t)high;
   }
   out->total_allocated = __atomic_load_n(&ctx->alloc_total_cur, __ATOMIC_RELAXED);
   out->total_allocated_peak = __atomic_load_n(&ctx->alloc_total_peak, __ATOMIC_RELAXED);
+  out->arena = __atomic_load_n(&ctx->arena_cur, __ATOMIC_RELAXED);
+  out->arena_peak = __atomic_load_n(&ctx->arena_peak, __ATOMIC_RELAXED);
+  out->pool_reserved = (int64_t)cur;
+  out->pool_reserved_peak = (int64_t)high;
+  out->total_reserved = out->arena + out->pool_reserved;
+  out->total_reserved_peak = out->arena_peak + out->pool_reserved_peak;
   out->fixed_bytes =
       (int64_t)ctx->lt_ws_bytes + (int64_t)sizeof(double) * 2 * FSDPC_CUDA_REDUCE_BLOCKS;
   return FSDPC_OK;
 }
 
 fsdpc_status fsdpc__cuda_mem_reset_peak(fsdpc_cuda_ctx *ctx, fsdpc_err *err) {
-  for (int k = 0; k < FSDPC_MEM_NCAT; k++) {
-    uint64_t zero = 0; /* the only value allowed: resets the high mark to current */
-    FSDPC_CUDA_TRY(err,
-                   cudaMemPoolSetAttribute(ctx->pools[k], cudaMemPoolAttrReservedMemHigh, &zero));
+  uint64_t zero = 0; /* the only value allowed: resets the high mark to current */
+  FSDPC_CUDA_TRY(err, cudaMemPoolSetAttribute(ctx->pool, cudaMemPoolAttrReservedMemHigh, &zero));
+  for (int k = 0; k < FSDPC_MEM_NCAT; k++)
     __atomic_store_n(&ctx->alloc_peak[k], __atomic_load_n(&ctx->alloc_cur[k], __ATOMIC_RELAXED),
                      __ATOMIC_RELAXED);
-  }
   __atomic_store_n(&ctx->alloc_total_peak, __atomic_load_n(&ctx->alloc_total_cur, __ATOMIC_RELAXED),
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&ctx->arena_peak, __atomic_load_n(&ctx->arena_cur, __ATOMIC_RELAXED),
                    __ATOMIC_RELAXED);
   return FSDPC_OK;
 }
 
 fsdpc_status fsdpc__cuda_mem_trim(fsdpc_cuda_ctx *ctx, fsdpc_err *err) {
   FSDPC_TRY(fsdpc__cuda_sync(ctx, err));
-  for (int k = 0; k < FSDPC_MEM_NCAT; k++)
-    FSDPC_CUDA_TRY(err, cudaMemPoolTrimTo(ctx->pools[k], 0));
+  FSDPC_CUDA_TRY(err, cudaMemPoolTrimTo(ctx->pool, 0));
   return FSDPC_OK;
 }
 

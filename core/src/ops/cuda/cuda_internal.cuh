@@ -26,7 +26,13 @@ struct fsdpc_cuda_ctx {
   void *lt_ws; /* cuBLASLt workspace */
   size_t lt_ws_bytes;
   fsdpc_lt_plan *lt_plans; /* LT_PLANS entries, built on first use (matmul.cu) */
-  cudaMemPool_t pools[FSDPC_MEM_NCAT];
+  /* What no engine's arena holds (the arena is one cudaMalloc per engine,
+   * fsdp/memplan.h): one stream-ordered pool for the rest, so that no
+   * category keeps a high-water mark of its own. */
+  cudaMemPool_t pool;
+  int64_t arena_cur, arena_peak; /* bytes the arenas reserve */
+  /* Accounting by category: the pool's allocations and the buffers placed
+   * in arenas (fsdpc__cuda_account). */
   int64_t alloc_cur[FSDPC_MEM_NCAT], alloc_peak[FSDPC_MEM_NCAT];
   int64_t alloc_total_cur, alloc_total_peak;
   double *partials; /* (FSDPC_CUDA_REDUCE_BLOCKS, 2) reduction partials */

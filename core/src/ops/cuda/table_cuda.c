@@ -12,26 +12,35 @@
  * (take_error, through fsdpc__ops_oom / fsdpc__ops_freed), so that a sticky
  * device fault is not read as "out of memory". A failed free is logged too:
  * a free in a destroy path has nobody to tell. */
-static void *c_alloc_on(void *ctx, fsdpc_mem_cat cat, size_t bytes, void *stream) {
+static void *c_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
   void *p = NULL;
   fsdpc_err err;
-  if (fsdpc__cuda_alloc(ctx, cat, bytes, stream, &p, &err) == FSDPC_OK)
+  if (fsdpc__cuda_alloc(ctx, cat, bytes, NULL, &p, &err) == FSDPC_OK)
     return p;
   fsdpc__cuda_keep_mem_error(ctx, &err);
   return NULL;
 }
-static void c_free_on(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes, void *stream) {
+static void c_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
   fsdpc_err err;
-  if (fsdpc__cuda_free(ctx, cat, p, bytes, stream, &err) == FSDPC_OK)
+  if (fsdpc__cuda_free(ctx, cat, p, bytes, NULL, &err) == FSDPC_OK)
     return;
   FSDPC_LOGE("%s", err.msg);
   fsdpc__cuda_keep_mem_error(ctx, &err);
 }
-static void *c_alloc(void *ctx, fsdpc_mem_cat cat, size_t bytes) {
-  return c_alloc_on(ctx, cat, bytes, NULL);
+/* The engine's arena: one cudaMalloc (see cuda_ctx.h). */
+static void *c_arena_alloc(void *ctx, size_t bytes) {
+  void *p = NULL;
+  fsdpc_err err;
+  if (fsdpc__cuda_arena_alloc(ctx, bytes, &p, &err) == FSDPC_OK)
+    return p;
+  fsdpc__cuda_keep_mem_error(ctx, &err);
+  return NULL;
 }
-static void c_free(void *ctx, fsdpc_mem_cat cat, void *p, size_t bytes) {
-  c_free_on(ctx, cat, p, bytes, NULL);
+static void c_arena_free(void *ctx, void *p, size_t bytes) {
+  fsdpc__cuda_arena_free(ctx, p, bytes);
+}
+static void c_account(void *ctx, fsdpc_mem_cat cat, int64_t bytes) {
+  fsdpc__cuda_account(ctx, cat, bytes);
 }
 static fsdpc_status c_take_error(void *ctx, fsdpc_err *err) {
   return fsdpc__cuda_take_mem_error(ctx, err);
@@ -224,28 +233,60 @@ static fsdpc_status c_rmsnorm_bwd_add(void *ctx, void *dinp, float *dweight, con
 }
 
 void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
-  *t = (fsdpc_ops){
-      .device = FSDPC_DEVICE_CUDA, .act_dtype = FSDPC_DTYPE_BF16, .act_size = 2,
-      .ctx = cuda_ctx, .alloc = c_alloc, .free = c_free, .stream = c_stream,
-      .comm_stream = c_comm_stream, .d2h_stream = c_d2h_stream, .event_record = c_event_record, .stream_wait = c_stream_wait,
-      .alloc_on = c_alloc_on, .free_on = c_free_on, .cast_params_on = c_cast_params_on,
-      .add_f32_on = c_add_f32_on,
-      .upload = c_upload, .download = c_download, .memset0 = c_memset0, .add_f32 = c_add_f32,
-      .sumsq_f32 = c_sumsq_f32, .sumsq_f32_dev = c_sumsq_f32_dev, .init_f32 = c_init_f32,
-      .alloc_host = c_alloc_host, .free_host = c_free_host, .copy_on = c_copy_on,
-      .cast_to_f32_on = c_cast_to_f32_on, .cast_params = c_cast_params, .sync = c_sync,
-      .rope_tables = c_rope_tables, .embedding_fwd = c_embedding_fwd,
-      .embedding_bwd = c_embedding_bwd, .rmsnorm_fwd = c_rmsnorm_fwd,
-      .rmsnorm_bwd = c_rmsnorm_bwd, .matmul_fwd = c_matmul_fwd, .matmul_bwd = c_matmul_bwd,
-      .rope_fwd = c_rope_fwd, .rope_bwd = c_rope_bwd, .swiglu_fwd = c_swiglu_fwd,
-      .swiglu_bwd = c_swiglu_bwd, .add = c_add, .add_inplace = c_add_inplace,
-      .xent_scratch_bytes = c_xent_scratch_bytes, .lmhead_xent = c_lmhead_xent,
-      .logits = c_logits, .kv_store = c_kv_store, .attn_cached = c_attn_cached,
-      .take_error = c_take_error,
-      .matmul_bwd_acc = c_matmul_bwd_acc, .rmsnorm_bwd_add = c_rmsnorm_bwd_add,
+  *t = (fsdpc_ops){.device = FSDPC_DEVICE_CUDA,
+                   .act_dtype = FSDPC_DTYPE_BF16,
+                   .act_size = 2,
+                   .ctx = cuda_ctx,
+                   .alloc = c_alloc,
+                   .free = c_free,
+                   .arena_alloc = c_arena_alloc,
+                   .arena_free = c_arena_free,
+                   .account = c_account,
+                   .stream = c_stream,
+                   .comm_stream = c_comm_stream,
+                   .d2h_stream = c_d2h_stream,
+                   .event_record = c_event_record,
+                   .stream_wait = c_stream_wait,
+                   .cast_params_on = c_cast_params_on,
+                   .add_f32_on = c_add_f32_on,
+                   .upload = c_upload,
+                   .download = c_download,
+                   .memset0 = c_memset0,
+                   .add_f32 = c_add_f32,
+                   .sumsq_f32 = c_sumsq_f32,
+                   .sumsq_f32_dev = c_sumsq_f32_dev,
+                   .init_f32 = c_init_f32,
+                   .alloc_host = c_alloc_host,
+                   .free_host = c_free_host,
+                   .copy_on = c_copy_on,
+                   .cast_to_f32_on = c_cast_to_f32_on,
+                   .cast_params = c_cast_params,
+                   .sync = c_sync,
+                   .rope_tables = c_rope_tables,
+                   .embedding_fwd = c_embedding_fwd,
+                   .embedding_bwd = c_embedding_bwd,
+                   .rmsnorm_fwd = c_rmsnorm_fwd,
+                   .rmsnorm_bwd = c_rmsnorm_bwd,
+                   .matmul_fwd = c_matmul_fwd,
+                   .matmul_bwd = c_matmul_bwd,
+                   .rope_fwd = c_rope_fwd,
+                   .rope_bwd = c_rope_bwd,
+                   .swiglu_fwd = c_swiglu_fwd,
+                   .swiglu_bwd = c_swiglu_bwd,
+                   .add = c_add,
+                   .add_inplace = c_add_inplace,
+                   .xent_scratch_bytes = c_xent_scratch_bytes,
+                   .lmhead_xent = c_lmhead_xent,
+                   .logits = c_logits,
+                   .kv_store = c_kv_store,
+                   .attn_cached = c_attn_cached,
+                   .take_error = c_take_error,
+                   .matmul_bwd_acc = c_matmul_bwd_acc,
+                   .rmsnorm_bwd_add = c_rmsnorm_bwd_add,
 
-      .argmax_rows = c_argmax_rows, .event_sync = c_event_sync,
-      .grad_overwrite = c_grad_overwrite};
+                   .argmax_rows = c_argmax_rows,
+                   .event_sync = c_event_sync,
+                   .grad_overwrite = c_grad_overwrite};
   t->scale = c_scale;
   t->dropout = c_dropout;
 }

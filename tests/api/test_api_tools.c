@@ -141,7 +141,13 @@ START_TEST(tokenizer_and_token_files) {
   ck_assert_msg(fsdpc_tokfile_open(path, &tf, &err) == FSDPC_OK, "%s", err.msg);
   fsdpc_tokfile_info in = {.struct_size = sizeof in};
   fsdpc_tokfile_describe(tf, &in);
-  ck_assert(in.n_docs == 2 && in.n_tokens == 6 && in.has_mask && in.target_tokens == 5);
+  /* trained on: the mask bits less the stream's first token (nothing predicts it) */
+  ck_assert(in.n_docs == 2 && in.n_tokens == 6 && in.has_mask && in.target_tokens == 4);
+  uint8_t t0[3], t1[3];
+  ck_assert_int_eq(fsdpc_tokfile_doc_targets(tf, 0, 3, t0, &err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc_tokfile_doc_targets(tf, 1, 3, t1, &err), FSDPC_OK);
+  ck_assert(t0[0] == 0 && t0[1] == 1 && t0[2] == 1 && t1[0] == 0 && t1[1] == 1 && t1[2] == 1);
+  ck_assert_int_eq(fsdpc_tokfile_doc_targets(tf, 2, 1, t0, &err), FSDPC_INVALID_USAGE);
   ck_assert(in.vocab_size == 259 && in.min_doc == 3 && in.max_doc == 3);
   int64_t start, dl;
   int32_t got[3];

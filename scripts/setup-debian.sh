@@ -14,6 +14,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libssl-dev            # SHA-256 cache keys, HMAC-SHA256 job tokens (libcrypto)
       libcairo2-dev  # optional: `fsdpc plot` and the `fsdpc bench` chart (SVG and PNG)
       python3-jinja2  # test-only: chat templates are checked against Python's jinja2
+      clang-format    # scripts/check-format.sh, run first by scripts/test.sh
       clang)          # libFuzzer + ASan/UBSan for the bounded fuzz runs (scripts/fuzz.sh)
 # TensorBoard event files (log.tensorboard): the Event protobuf, compiled by
 # protoc-c at build time and encoded by libprotobuf-c.

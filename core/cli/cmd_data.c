@@ -15,75 +15,9 @@
 #include <string.h>
 
 #include "commands.h"
-#include "data/tokenizer.h"
 #include "data_cli.h"
 
-/* ---- argument helpers -------------------------------------------------- */
-
-/* If argv[*i] is --name or --name=VALUE, sets *val (the next argument in the
- * first form) and returns 1; returns -1 if the value is missing. */
-int fsdpc__data_opt_value(int argc, char **argv, int *i, const char *name, const char **val) {
-  const char *a = argv[*i];
-  size_t n = strlen(name);
-  if (strncmp(a, "--", 2) != 0 || strncmp(a + 2, name, n) != 0)
-    return 0;
-  if (a[2 + n] == '=') {
-    *val = a + 3 + n;
-    return 1;
-  }
-  if (a[2 + n] != '\0')
-    return 0;
-  if (*i + 1 >= argc)
-    return -1;
-  *val = argv[++*i];
-  return 1;
-}
-
-int fsdpc__data_is_help(const char *a) {
-  return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0;
-}
-
-int fsdpc__data_parse_i64(const char *cmd, const char *name, const char *s, int64_t lo, int64_t hi,
-                          int64_t *out) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) {
-    fprintf(stderr,
-            "fsdpc data %s: --%s expects an integer in [%" PRId64 ", %" PRId64 "], got '%s'\n", cmd,
-            name, lo, hi, s);
-    return 0;
-  }
-  *out = v;
-  return 1;
-}
-
-int fsdpc__data_parse_u64(const char *cmd, const char *name, const char *s, uint64_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 0);
-  if (errno || end == s || *end || s[0] == '-') {
-    fprintf(stderr, "fsdpc data %s: --%s expects a non-negative integer, got '%s'\n", cmd, name, s);
-    return 0;
-  }
-  *out = v;
-  return 1;
-}
-
-int fsdpc__data_bad_arg(const char *cmd, const char *arg, int missing) {
-  if (missing)
-    fprintf(stderr, "fsdpc data %s: %s needs a value (see `fsdpc data %s --help`)\n", cmd, arg,
-            cmd);
-  else
-    fprintf(stderr, "fsdpc data %s: unknown argument '%s' (see `fsdpc data %s --help`)\n", cmd, arg,
-            cmd);
-  return 2;
-}
-
-int fsdpc__data_fail(const char *cmd, const fsdpc_err *err) {
-  fprintf(stderr, "fsdpc data %s: %s\n", cmd, err->msg);
-  return 1;
-}
+/* ---- helpers ------------------------------------------------------------ */
 
 /* Prints bytes C-escaped inside quotes; stops after max bytes. */
 void fsdpc__data_print_escaped(FILE *f, const unsigned char *s, size_t n, size_t max) {
@@ -109,7 +43,7 @@ void fsdpc__data_print_escaped(FILE *f, const unsigned char *s, size_t n, size_t
 fsdpc_status fsdpc__data_read_whole(const char *path, char **data, size_t *len, fsdpc_err *err) {
   FILE *f = fopen(path, "rb");
   if (!f)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: cannot open: %s", path, strerror(errno));
+    return cli_error(err, FSDPC_INVALID_USAGE, "%s: cannot open: %s", path, strerror(errno));
   size_t cap = 1 << 16, n = 0;
   char *buf = malloc(cap);
   while (buf) {
@@ -126,25 +60,11 @@ fsdpc_status fsdpc__data_read_whole(const char *path, char **data, size_t *len, 
   fclose(f);
   if (bad) {
     free(buf);
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: read failed", path);
+    return cli_error(err, FSDPC_SYSTEM_ERROR, "%s: read failed", path);
   }
   *data = buf;
   *len = n;
   return FSDPC_OK;
-}
-
-/* Opens "byte", a model folder, a tokenizer.json or a tokenizer.model
- * (fsdpc__tokenizer_load); parse_special 0 applies to tokenizer.json only. */
-fsdpc_status fsdpc__data_open_tokenizer(const char *spec, int parse_special, fsdpc_tokenizer **tok,
-                                        fsdpc_err *err) {
-  if (parse_special)
-    return fsdpc__tokenizer_load(spec, tok, err);
-  if (strcmp(spec, "byte") == 0)
-    return fsdpc__tokenizer_byte_create(tok, err);
-  fsdpc_bpe_opts o;
-  fsdpc__bpe_opts_default(&o);
-  o.parse_special = parse_special;
-  return fsdpc__tokenizer_bpe_create(spec, &o, tok, err);
 }
 
 /* Length of the printable UTF-8 character at s (n bytes left), 0 if none. */
@@ -176,29 +96,24 @@ static void print_text(FILE *f, const unsigned char *s, size_t n) {
   }
 }
 
-/* Decoded text of ids (n), or 0 bytes when the tokenizer writes nothing for
- * them (BOS/EOS/PAD) or cannot decode them. */
-static size_t decode_run(const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n, char **buf,
-                         size_t *cap) {
-  size_t need = (size_t)n * 64 + 16, len = 0;
-  if (need > *cap) {
-    char *b = realloc(*buf, need);
-    if (!b)
-      return 0;
-    *buf = b, *cap = need;
-  }
-  fsdpc_err err;
-  if (fsdpc__tokenizer_decode(tok, ids, n, *buf, *cap, &len, &err) != FSDPC_OK)
-    return 0;
-  return len;
+/* Decoded text of ids (n) into *buf (malloc'd, replaced), or 0 bytes when
+ * the tokenizer writes nothing for them (BOS/EOS/PAD) or cannot decode
+ * them. */
+static size_t decode_run(const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n, char **buf) {
+  size_t len = 0;
+  fsdpc_free(*buf);
+  *buf = NULL;
+  return fsdpc_tokenizer_decode(tok, ids, n, buf, &len, NULL) == FSDPC_OK ? len : 0;
 }
 
 void fsdpc__data_print_tokens(FILE *f, const fsdpc_tokenizer *tok, const int32_t *ids, int64_t n,
                               const uint8_t *target, const int32_t *doc_ids) {
   int ctx = 0;
   char *buf = NULL;
-  size_t cap = 0;
-  int32_t V = tok ? fsdpc__tokenizer_vocab_size(tok) : 0;
+  fsdpc_tokenizer_info ti = {.struct_size = sizeof ti};
+  if (tok)
+    fsdpc_tokenizer_describe(tok, &ti);
+  int32_t V = tok ? ti.vocab_size : 0;
   for (int64_t i = 0; i < n;) {
     if (doc_ids && i > 0 && doc_ids[i] != doc_ids[i - 1]) {
       if (ctx)
@@ -219,8 +134,8 @@ void fsdpc__data_print_tokens(FILE *f, const fsdpc_tokenizer *tok, const int32_t
       i++;
       continue;
     }
-    if (!known || decode_run(tok, ids + i, 1, &buf, &cap) == 0) {
-      const char *name = known ? fsdpc__tokenizer_token_str(tok, ids[i]) : NULL;
+    if (!known || decode_run(tok, ids + i, 1, &buf) == 0) {
+      const char *name = known ? fsdpc_tokenizer_token(tok, ids[i]) : NULL;
       if (name)
         print_text(f, (const unsigned char *)name, strlen(name));
       else
@@ -232,15 +147,15 @@ void fsdpc__data_print_tokens(FILE *f, const fsdpc_tokenizer *tok, const int32_t
      * together so that characters split across tokens print whole */
     int64_t j = i + 1;
     while (j < n && (target ? target[j] : 1) == t && !(doc_ids && doc_ids[j] != doc_ids[j - 1]) &&
-           ids[j] >= 0 && ids[j] < V && decode_run(tok, ids + j, 1, &buf, &cap) > 0)
+           ids[j] >= 0 && ids[j] < V && decode_run(tok, ids + j, 1, &buf) > 0)
       j++;
-    size_t len = decode_run(tok, ids + i, j - i, &buf, &cap);
+    size_t len = decode_run(tok, ids + i, j - i, &buf);
     print_text(f, (const unsigned char *)buf, len);
     i = j;
   }
   if (ctx)
     fputs("}}", f);
-  free(buf);
+  fsdpc_free(buf);
 }
 
 /* ---- dispatch ---------------------------------------------------------- */
@@ -257,34 +172,22 @@ static const char data_help[] =
     "  cache     list or clean the prepared-data cache (data.cache_dir)\n"
     "`fsdpc data <command> --help` for details. Format: docs/data.md.\n";
 
+const cli_sub fsdpc__data_subs[] = {
+    {"prepare", "JSONL datasets to a token file of whole examples with a loss mask",
+     fsdpc__data_prepare, &fsdpc__data_prepare_cmd},
+    {"synth", "write a synthetic learnable dataset", fsdpc__data_synth, &fsdpc__data_synth_cmd},
+    {"tokenize", "tokenize text files into a token file", fsdpc__data_tokenize,
+     &fsdpc__data_tokenize_cmd},
+    {"info", "validate a token file and print its header and a preview", fsdpc__data_info,
+     &fsdpc__data_info_cmd},
+    {"batch", "print one global batch as the loader serves it", fsdpc__data_batch,
+     &fsdpc__data_batch_cmd},
+    {"encode", "print the ids of a text", fsdpc__data_encode, &fsdpc__data_encode_cmd},
+    {"decode", "print the text of ids", fsdpc__data_decode, &fsdpc__data_decode_cmd},
+    {"cache", "list or clean the prepared-data cache", fsdpc__data_cache, &fsdpc__data_cache_cmd},
+};
+const int fsdpc__data_n_subs = sizeof fsdpc__data_subs / sizeof fsdpc__data_subs[0];
+
 int fsdpc__cmd_data(int argc, char **argv) {
-  if (argc < 2) {
-    fputs(data_help, stderr);
-    return 2;
-  }
-  if (fsdpc__data_is_help(argv[1])) {
-    fputs(data_help, stdout);
-    return 0;
-  }
-  if (strcmp(argv[1], "prepare") == 0)
-    return fsdpc__data_prepare(argc - 1, argv + 1);
-  if (strcmp(argv[1], "synth") == 0)
-    return fsdpc__data_synth(argc - 1, argv + 1);
-  if (strcmp(argv[1], "tokenize") == 0)
-    return fsdpc__data_tokenize(argc - 1, argv + 1);
-  if (strcmp(argv[1], "info") == 0)
-    return fsdpc__data_info(argc - 1, argv + 1);
-  if (strcmp(argv[1], "batch") == 0)
-    return fsdpc__data_batch(argc - 1, argv + 1);
-  if (strcmp(argv[1], "encode") == 0)
-    return fsdpc__data_encode(argc - 1, argv + 1);
-  if (strcmp(argv[1], "decode") == 0)
-    return fsdpc__data_decode(argc - 1, argv + 1);
-  if (strcmp(argv[1], "cache") == 0)
-    return fsdpc__data_cache(argc - 1, argv + 1);
-  fprintf(stderr,
-          "fsdpc data: unknown command '%s' (prepare, synth, tokenize, info, batch, encode, "
-          "decode or cache)\n",
-          argv[1]);
-  return 2;
+  return cli_dispatch("data", data_help, fsdpc__data_subs, fsdpc__data_n_subs, argc, argv);
 }

@@ -3,261 +3,189 @@
  * Loss, perplexity and token accuracy of MODEL (an HF folder or any fsdpc
  * checkpoint) on target tokens of a token file or a JSONL dataset (prepared
  * as train prepares one: the model's tokenizer and chat template), over N
- * ranks like training, as one JSON object on stdout. The run is a training
- * session with no steps: the model's config (config.yaml of an fsdpc
- * checkpoint, else defaults and the HF config.json), data.eval = FILE. */
+ * ranks like training, as one JSON object on stdout (fsdpc_eval_config,
+ * fsdpc_evaluate). */
+#define _GNU_SOURCE /* nftw's FTW_DEPTH | FTW_PHYS */
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <math.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "ckpt/ckpt.h"
-#include "ckpt/peft.h"
 #include "cli_launch.h"
 #include "commands.h"
-#include "config/config.h"
-#include "dist/env.h"
-#include "dist/launch.h"
-#include "infer/infer.h"
-#include "model/hf_rules.h"
-#include "train/session.h"
-#include "util/log.h"
-#include "util/mem.h"
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: fsdpc eval MODEL --data FILE [options] [section.key=value ...]\n"
-             "\n"
-             "Loss, perplexity and token accuracy (argmax = label) of MODEL (a Hugging Face\n"
-             "folder or any fsdpc checkpoint) on the target tokens of FILE, computed as\n"
-             "train's evaluation: the model's config (an fsdpc checkpoint's config.yaml:\n"
-             "its seq_len, batch and eval_batches), data.eval = FILE.\n"
-             "  --data FILE           a token file (fsdpc data tokenize / synth / prepare) or\n"
-             "                        a JSONL dataset (.jsonl[.gz], .json[.gz]: text,\n"
-             "                        instruction, prompt/completion or chat), prepared as\n"
-             "                        fsdpc train does with the model folder's tokenizer and\n"
-             "                        chat template when it ships them (else data.tokenizer)\n"
-             "  --seq-len N           data.seq_len (HF folders; default the config's)\n"
-             "  --batches N|all       train.eval_batches (default the config's; all = every\n"
-             "                        batch of FILE)\n"
-             "  --device cpu|cuda     train.device (default the config's)\n"
-             "  --nproc-per-node N    ranks on this machine (as fsdpc train)\n"
-             "Prints one JSON object: loss, perplexity, token_accuracy, tokens, batches.\n");
+static const char help[] =
+    "usage: fsdpc eval MODEL --data FILE [options] [section.key=value ...]\n"
+    "\n"
+    "Loss, perplexity and token accuracy (argmax = label) of MODEL (a Hugging Face\n"
+    "folder, a PEFT adapter folder over its base, or any fsdpc checkpoint) on the\n"
+    "target tokens of FILE, computed as\n"
+    "train's evaluation: the model's config (an fsdpc checkpoint's config.yaml:\n"
+    "its seq_len, batch and eval_batches), data.eval = FILE.\n"
+    "  --data FILE           a token file (fsdpc data tokenize / synth / prepare) or\n"
+    "                        a JSONL dataset (.jsonl[.gz], .json[.gz]: text,\n"
+    "                        instruction, prompt/completion or chat), prepared as\n"
+    "                        fsdpc train does with the model folder's tokenizer and\n"
+    "                        chat template when it ships them (else data.tokenizer)\n"
+    "  --seq-len N           data.seq_len (HF folders; default the config's)\n"
+    "  --batches N|all       train.eval_batches (default the config's; all = every\n"
+    "                        batch of FILE)\n"
+    "  --device cpu|cuda     train.device (default the config's)\n"
+    "Prints one JSON object: loss, perplexity, token_accuracy, tokens, batches,\n"
+    "sequences.\n"
+    "\n" FSDPC_CLI_LAUNCH_HELP;
+
+enum { O_DATA = 256, O_SEQ_LEN, O_BATCHES, O_DEVICE };
+static const cli_opt opts[] = {{"data", O_DATA, "FILE"},        {"seq-len", O_SEQ_LEN, "N"},
+                               {"batches", O_BATCHES, "N|all"}, {"device", O_DEVICE, "cpu|cuda"},
+                               FSDPC_CLI_LAUNCH_OPTS,           {0}};
+const cli_cmd fsdpc__eval_cmd = {"eval", help, opts};
+
+typedef struct eval_cli {
+  const char *model, *data;
+  const char **ov; /* the user's overrides, then those of the options */
+  int n_ov;
+  char made[8][64 + 4096];
+  int n_made;
+  fsdpc_launcher_args la;
+} eval_cli;
+
+/* An option as the override it stands for. */
+static int as_override(eval_cli *e, const char *key, const char *v) {
+  if (e->n_made == 8)
+    return cli_usage_error(&fsdpc__eval_cmd, "too many options; give each once") == 0;
+  snprintf(e->made[e->n_made], sizeof e->made[0], "%s=%s", key, v);
+  e->ov[e->n_ov++] = e->made[e->n_made++];
+  return 1;
 }
 
-static int has_file(const char *dir, const char *name) {
-  char p[4200];
-  struct stat sb;
-  snprintf(p, sizeof p, "%s/%s", dir, name);
-  return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+static int eval_arg(void *ctx, int id, const char *v) {
+  static const char *const devices[] = {"cpu", "cuda"};
+  const cli_cmd *cmd = &fsdpc__eval_cmd;
+  eval_cli *e = ctx;
+  int64_t x;
+  switch (id) {
+  case O_DATA:
+    return (e->data = v) != NULL;
+  case O_SEQ_LEN:
+    return cli_int(cmd, "seq-len", v, 1, 1 << 24, &x) && as_override(e, "data.seq_len", v);
+  case O_BATCHES: /* all: train.eval_batches 0, every example */
+    return strcmp(v, "all") == 0 ? as_override(e, "train.eval_batches", "0")
+                                 : cli_int(cmd, "batches", v, 1, INT32_MAX, &x) &&
+                                       as_override(e, "train.eval_batches", v);
+  case O_DEVICE:
+    return cli_choice(cmd, "device", v, devices, 2) >= 0 && as_override(e, "train.device", v);
+  case CLI_POS:
+    if (strchr(v, '='))
+      e->ov[e->n_ov++] = v;
+    else if (!e->model)
+      e->model = v;
+    else
+      return cli_usage_error(cmd, "unexpected argument '%s'", v) == 0;
+    return 1;
+  default:
+    return fsdpc__cli_launch_opt(cmd, id, v, &e->la) != 0;
+  }
 }
 
-/* The config: MODEL/config.yaml, else defaults + MODEL's config.json. */
-static fsdpc_status make_config(const char *model, const char *const *ov, int n_ov,
-                                fsdpc_config **cfg, fsdpc_err *err) {
-  char path[4200];
-  struct stat sb;
-  snprintf(path, sizeof path, "%s/%s", model, FSDPC_CKPT_CONFIG_FILE);
-  if (stat(path, &sb) == 0)
-    return fsdpc__config_load_checkpoint(path, ov, n_ov, cfg, err);
-  return fsdpc__config_from_string("train: {}\n", model, ov, n_ov, cfg, err);
+static int parse(int argc, char **argv, eval_cli *e) {
+  int rc = cli_parse(&fsdpc__eval_cmd, argc, argv, eval_arg, e);
+  if (rc < 0 && (!e->model || !e->data))
+    rc = cli_usage_error(&fsdpc__eval_cmd, "MODEL and --data FILE are needed");
+  return rc;
+}
+
+static void print_result(const char *model, const fsdpc_eval_result *r) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "model", model);
+  cJSON_AddNumberToObject(o, "loss", r->loss);
+  cJSON_AddNumberToObject(o, "perplexity", r->perplexity);
+  cJSON_AddNumberToObject(o, "token_accuracy", r->token_accuracy);
+  cJSON_AddNumberToObject(o, "tokens", (double)r->tokens);
+  cJSON_AddNumberToObject(o, "batches", (double)r->batches);
+  cJSON_AddNumberToObject(o, "sequences", (double)r->sequences);
+  cJSON_AddNumberToObject(o, "world_size", r->world_size);
+  cJSON_AddNumberToObject(o, "peak_device_bytes", (double)r->peak_device_bytes);
+  cJSON_AddNumberToObject(o, "peak_host_rss_bytes", (double)r->peak_host_rss_bytes);
+  cJSON *cats = cJSON_AddObjectToObject(o, "peak_device_bytes_by_category");
+  for (int c = 0; cats && c < FSDPC_MEM_CATEGORY_COUNT; c++)
+    cJSON_AddNumberToObject(cats, fsdpc_mem_category_name(c),
+                            (double)r->peak_device_by_category[c]);
+  char *t = cJSON_PrintUnformatted(o);
+  if (t)
+    printf("%s\n", t);
+  fflush(stdout);
+  cJSON_free(t);
+  cJSON_Delete(o);
 }
 
 /* One process of the evaluation: the launcher (ranks > 1) or a rank. */
-static int run(int argc, char **argv, const char *model, fsdpc_launch_opts *lo,
-               const char *const *ov, int n_ov) {
+static int run(int argc, char **argv, eval_cli *e, const char *log_dir) {
+  const cli_cmd *cmd = &fsdpc__eval_cmd;
   fsdpc_err err = {0};
   fsdpc_config *cfg = NULL;
-  if (make_config(model, ov, n_ov, &cfg, &err) != FSDPC_OK) {
-    fprintf(stderr, "fsdpc eval: %s\n", err.msg);
-    return 1;
-  }
-  int launcher = (lo->nproc_per_node > 1 || lo->nnodes > 1) && !getenv("FSDPC_LAUNCHER");
-  if (launcher) {
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    char **child = calloc((size_t)argc + 2, sizeof(char *));
-    int code = 1;
-    fsdpc_status st = FSDPC_SYSTEM_ERROR;
-    if (n > 0 && child) {
-      exe[n] = '\0';
-      child[0] = exe;
-      child[1] = "eval";
-      for (int i = 1; i < argc; i++)
-        child[i + 1] = argv[i];
-      lo->argv = child;
-      fsdpc__log_setup(FSDPC_LOG_WARN, -1);
-      st = fsdpc__launch(lo, &code, &err);
-      if (st != FSDPC_OK)
-        fprintf(stderr, "fsdpc eval: %s\n", err.msg);
+  fsdpc_eval_args ea = {.struct_size = sizeof ea,
+                        .model = e->model,
+                        .data = e->data,
+                        .log_dir = log_dir,
+                        .overrides = e->ov,
+                        .n_overrides = e->n_ov};
+  fsdpc_set_log_level(FSDPC_LOG_WARN);
+  if (fsdpc_eval_config(&ea, &cfg, &err) != FSDPC_OK)
+    return cli_fail(cmd, err.msg);
+  int rc;
+  if (fsdpc__cli_launching(&e->la)) {
+    rc = fsdpc__cli_launch(cmd, "eval", &e->la, argc, argv);
+  } else {
+    fsdpc_eval_result res = {.struct_size = sizeof res};
+    fsdpc_job_place place = {.struct_size = sizeof place};
+    if (fsdpc_job_place_detect(&place, &err) != FSDPC_OK ||
+        fsdpc_evaluate(cfg, &res, &err) != FSDPC_OK) {
+      rc = cli_fail(cmd, err.msg);
+    } else {
+      if (place.rank == 0)
+        print_result(e->model, &res);
+      rc = 0;
     }
-    free(child);
-    fsdpc__config_destroy(cfg);
-    return st == FSDPC_OK ? 0 : (code ? code : 1);
   }
-  fsdpc_dist_env env;
-  fsdpc_session *s = NULL;
-  double r[5];
-  fsdpc_status st = fsdpc__dist_env_detect(&env, &err);
-  if (st == FSDPC_OK) {
-    fsdpc__log_setup(FSDPC_LOG_WARN, env.world_size > 1 ? env.rank : -1);
-    st = fsdpc__session_create_eval(cfg, &env, &s, &err);
-  }
-  if (st == FSDPC_OK)
-    st = fsdpc__eval_run(s, r, &err);
-  if (st == FSDPC_OK && env.rank == 0) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "model", model);
-    cJSON_AddNumberToObject(o, "loss", r[0]);
-    cJSON_AddNumberToObject(o, "perplexity", exp(r[0]));
-    cJSON_AddNumberToObject(o, "token_accuracy", r[2]);
-    cJSON_AddNumberToObject(o, "tokens", r[1]);
-    cJSON_AddNumberToObject(o, "batches", r[3]);
-    cJSON_AddNumberToObject(o, "sequences", r[4]);
-    cJSON_AddNumberToObject(o, "world_size", env.world_size);
-    fsdpc_mem_stats ms; /* this rank's device (host for the CPU), setup included */
-    fsdpc__session_mem(s, &ms, NULL);
-    cJSON_AddNumberToObject(o, "peak_device_bytes", (double)ms.total_peak);
-    int64_t rss, hwm;
-    fsdpc__mem_rss(&rss, &hwm);
-    cJSON_AddNumberToObject(o, "peak_host_rss_bytes", (double)hwm);
-    cJSON *cats = cJSON_AddObjectToObject(o, "peak_device_bytes_by_category");
-    for (int c = 0; cats && c < FSDPC_MEM_NCAT; c++)
-      cJSON_AddNumberToObject(cats, fsdpc__mem_cat_name((fsdpc_mem_cat)c), (double)ms.peak[c]);
-    char *t = cJSON_PrintUnformatted(o);
-    if (t)
-      printf("%s\n", t);
-    fflush(stdout);
-    cJSON_free(t);
-    cJSON_Delete(o);
-  }
-  if (st != FSDPC_OK) {
-    if (s && s->job)
-      fsdpc__dist_post_abort(s->job->store, err.msg, NULL);
-    fprintf(stderr, "fsdpc eval: %s\n", err.msg);
-  }
-  fsdpc__session_destroy(s);
-  fsdpc__config_destroy(cfg);
-  return st == FSDPC_OK ? 0 : 1;
+  fsdpc_config_destroy(cfg);
+  return rc;
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(path);
 }
 
 int fsdpc__cmd_eval(int argc, char **argv) {
-  fsdpc_launch_opts lo;
-  int early = fsdpc__cli_launch_args("eval", usage, &argc, argv, &lo);
-  if (early >= 0)
-    return early;
-  const char *model = NULL, *data = NULL;
-  /* room for the user's overrides and the ones made here */
-  char **ov = calloc((size_t)argc + 16, sizeof *ov);
-  char buf[10][4200];
-  int n_ov = 0, nb = 0, rc = 2;
-  if (!ov)
+  eval_cli e = {0};
+  fsdpc__cli_launch_init(&e.la);
+  if (!(e.ov = calloc((size_t)argc + 4, sizeof *e.ov)))
     return 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    const char *key = strcmp(a, "--seq-len") == 0   ? "data.seq_len"
-                      : strcmp(a, "--batches") == 0 ? "train.eval_batches"
-                      : strcmp(a, "--device") == 0  ? "train.device"
-                      : strcmp(a, "--data") == 0    ? "data.eval"
-                                                    : NULL;
-    if (key) {
-      if (!v) {
-        fprintf(stderr, "fsdpc eval: %s needs a value\n", a);
-        goto out;
-      }
-      if (strcmp(a, "--data") == 0)
-        data = v;
-      if (nb >= 6) { /* buf keeps 4 for the overrides made below */
-        fprintf(stderr, "fsdpc eval: too many options; give each once\n");
-        goto out;
-      }
-      if (strcmp(a, "--batches") == 0 && strcmp(v, "all") == 0)
-        v = "0"; /* train.eval_batches 0: every example */
-      snprintf(buf[nb], sizeof buf[nb], "%s=%s", key, v);
-      ov[n_ov++] = buf[nb++];
-      i++;
-    } else if (a[0] == '-') {
-      fprintf(stderr, "fsdpc eval: unknown option '%s' (`fsdpc eval --help`)\n", a);
-      goto out;
-    } else if (strchr(a, '=')) {
-      ov[n_ov++] = (char *)a;
-    } else if (!model) {
-      model = a;
-    } else {
-      fprintf(stderr, "fsdpc eval: unexpected argument '%s'\n", a);
-      goto out;
-    }
-  }
-  if (!model || !data) {
-    usage(stderr);
-    goto out;
-  }
-  struct stat sb;
-  char cfgfile[4200];
-  if (stat(model, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-    fprintf(stderr, "fsdpc eval: %s: no such model folder\n", model);
-    rc = 1;
-    goto out;
-  }
-  /* The weights: an HF-format folder is an initial model; a sharded
-   * checkpoint is resumed (its optimizer state is read and unused). */
-  snprintf(cfgfile, sizeof cfgfile, "%s/%s", model, FSDPC_CKPT_CONFIG_FILE);
-  int hf = fsdpc__hf_is_folder(model), own = stat(cfgfile, &sb) == 0;
-  /* A PEFT adapter folder is merged into its base (model.adapter). */
-  snprintf(buf[nb], sizeof buf[nb],
-           fsdpc__peft_is_folder(model) ? "model.adapter=%s"
-           : hf                         ? "model.init.from=%s"
-                                        : "checkpoint.resume=%s",
-           model);
-  ov[n_ov++] = buf[nb++];
-  snprintf(buf[nb], sizeof buf[nb], "data.train=%s", data);
-  ov[n_ov++] = buf[nb++];
-  ov[n_ov++] = "data.eval_fraction=0"; /* --data is the eval data, whatever the run held out */
-  ov[n_ov++] = "checkpoint.dir=''";
-  ov[n_ov++] = "log.progress=off";
-  if (hf && !own) {
-    snprintf(buf[nb], sizeof buf[nb], "model.config=%s", model);
-    ov[n_ov++] = buf[nb++];
-  }
-  /* A JSONL dataset is prepared with the model's own tokenizer and chat
-   * template when the folder ships them (an HF folder, fsdpc's final/), as
-   * fsdpc generate does, unless data.tokenizer is given. */
-  int user_tok = 0;
-  for (int i = 0; i < n_ov; i++)
-    user_tok |= strncmp(ov[i], "data.tokenizer=", 15) == 0;
-  if (!user_tok && (has_file(model, "tokenizer.json") || has_file(model, "tokenizer.model"))) {
-    snprintf(buf[nb], sizeof buf[nb], "data.tokenizer=%s", model);
-    ov[n_ov++] = buf[nb++];
-  }
+  int rc = parse(argc, argv, &e);
   /* Logs (metrics.jsonl, rank summaries) go to a folder of our own, made
    * by the first process and handed to the ranks it starts. */
   char tmp[4096] = "";
   const char *log_dir = getenv("FSDPC_EVAL_LOG_DIR");
-  if (!log_dir) {
+  if (rc < 0 && !log_dir) {
     const char *tmpdir = getenv("TMPDIR");
-    if (!tmpdir || !*tmpdir)
-      tmpdir = "/tmp";
-    snprintf(tmp, sizeof tmp, "%s/fsdpc-eval.XXXXXX", tmpdir);
+    snprintf(tmp, sizeof tmp, "%s/fsdpc-eval.XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
     if (!mkdtemp(tmp)) {
-      fprintf(stderr, "fsdpc eval: cannot make a folder under %s for the logs: %s\n", tmpdir,
+      fprintf(stderr, "fsdpc eval: cannot make a folder for the logs (%s): %s\n", tmp,
               strerror(errno));
       rc = 1;
-      goto out;
+      tmp[0] = '\0';
+    } else {
+      log_dir = tmp;
+      setenv("FSDPC_EVAL_LOG_DIR", tmp, 1);
     }
-    log_dir = tmp;
-    setenv("FSDPC_EVAL_LOG_DIR", tmp, 1);
   }
-  snprintf(buf[nb], sizeof buf[nb], "log.dir=%s", log_dir);
-  ov[n_ov++] = buf[nb++];
-  rc = run(argc, argv, model, &lo, (const char *const *)ov, n_ov);
-  if (tmp[0]) {
-    fsdpc_err e2;
-    fsdpc__ckpt_rm_rf(tmp, &e2);
-  }
-out:
-  free(ov);
+  if (rc < 0)
+    rc = run(argc, argv, &e, log_dir);
+  if (tmp[0])
+    nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  free(e.ov);
   return rc;
 }

@@ -1,17 +1,16 @@
-/* `fsdpc plugins list` and `fsdpc plugins info NAME`: what the registry
- * found on the search path, what each component offers, and one line for
- * every file that was refused. */
+/* `fsdpc plugins list` and `fsdpc plugins info NAME`: what the search path
+ * holds, what each component offers, and one line for every file that was
+ * refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "commands.h"
-#include "plugin/registry.h"
-#include "util/escape.h"
 
 #define MAX_PATHS 64
 
-static const char *list_help =
+static const char list_help[] =
     "usage: fsdpc plugins list [--path DIR]...\n"
     "\n"
     "Lists every plugin component found on the search path (--path folders, then\n"
@@ -22,7 +21,7 @@ static const char *list_help =
     "  --path DIR   also search DIR (a folder, or a plugin file used as given);\n"
     "               may be repeated; searched first\n";
 
-static const char *info_help =
+static const char info_help[] =
     "usage: fsdpc plugins info NAME|KIND/NAME [--path DIR]...\n"
     "\n"
     "Shows one component: description, capabilities, and the options it accepts\n"
@@ -32,7 +31,7 @@ static const char *info_help =
     "\n"
     "  --path DIR   also search DIR; may be repeated\n";
 
-static const char *top_help =
+static const char top_help[] =
     "usage: fsdpc plugins <list|info> [args]\n"
     "\n"
     "  list          list loaded plugin components and refused files\n"
@@ -40,107 +39,103 @@ static const char *top_help =
     "\n"
     "`fsdpc plugins list --help` and `fsdpc plugins info --help` say more.\n";
 
-/* Parses [--path DIR]... and at most one positional argument. Returns 0 on
- * success, 2 on a usage error, -1 when --help was shown. */
-static int parse_args(int argc, char **argv, const char *help, const char **paths, int *n_paths,
-                      const char **positional) {
-  *n_paths = 0;
-  if (positional)
-    *positional = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      fputs(help, stdout);
-      return -1;
-    }
-    if (strcmp(argv[i], "--path") == 0 || strncmp(argv[i], "--path=", 7) == 0) {
-      const char *v = argv[i][6] == '=' ? argv[i] + 7 : (i + 1 < argc ? argv[++i] : NULL);
-      if (!v || !*v) {
-        fprintf(stderr, "fsdpc plugins: --path needs a folder\n");
-        return 2;
-      }
-      if (*n_paths == MAX_PATHS) {
-        fprintf(stderr, "fsdpc plugins: at most %d --path options\n", MAX_PATHS);
-        return 2;
-      }
-      paths[(*n_paths)++] = v;
-      continue;
-    }
-    if (argv[i][0] == '-' || !positional || *positional) {
-      fprintf(stderr, "fsdpc plugins %s: unexpected argument '%s'\n%s", argv[0], argv[i], help);
-      return 2;
-    }
-    *positional = argv[i];
-  }
-  return 0;
+enum { O_PATH = 256 };
+static const cli_opt path_opts[] = {{"path", O_PATH, "DIR"}, {0}};
+const cli_cmd fsdpc__plugins_list_cmd = {"plugins list", list_help, path_opts};
+const cli_cmd fsdpc__plugins_info_cmd = {"plugins info", info_help, path_opts};
+
+typedef struct plugin_args {
+  const cli_cmd *cmd;
+  const char *paths[MAX_PATHS];
+  int n_paths, want_pos;
+  const char *pos;
+} plugin_args;
+
+/* [--path DIR]... and at most one positional argument (want_pos). */
+static int plugin_arg(void *ctx, int id, const char *v) {
+  plugin_args *a = ctx;
+  if (id == O_PATH && !*v)
+    return cli_usage_error(a->cmd, "--path needs a folder") == 0;
+  if (id == O_PATH && a->n_paths == MAX_PATHS)
+    return cli_usage_error(a->cmd, "at most %d --path options", MAX_PATHS) == 0;
+  if (id == O_PATH)
+    a->paths[a->n_paths++] = v;
+  else if (a->want_pos && !a->pos)
+    a->pos = v;
+  else
+    return cli_usage_error(a->cmd, "unexpected argument '%s'", v) == 0;
+  return 1;
 }
 
 /* Plugin strings are untrusted: escaped for the terminal. Eight rotating
  * buffers, so that one printf may hold several. */
-static const char *or_dash(const char *s) {
+static const char *esc(const char *s) {
   static char bufs[8][512];
   static int next;
   if (!s || !*s)
     return "-";
   char *b = bufs[next++ % 8];
-  return fsdpc__escape_str(b, sizeof bufs[0], s);
+  return fsdpc_escape(b, sizeof bufs[0], s);
 }
 
-static int max_int(int a, int b) { return a > b ? a : b; }
+static int max_int(int a, int b) {
+  return a > b ? a : b;
+}
 
-static int cmd_list(int argc, char **argv) {
-  const char *paths[MAX_PATHS];
-  int n_paths;
-  int rc = parse_args(argc, argv, list_help, paths, &n_paths, NULL);
-  if (rc)
-    return rc < 0 ? 0 : rc;
-  fsdpc_registry *reg;
-  fsdpc_err err;
-  if (fsdpc__registry_create(paths, n_paths, &reg, &err) != FSDPC_OK) {
-    fprintf(stderr, "fsdpc plugins list: %s\n", err.msg);
-    return 1;
-  }
-  int n = fsdpc__registry_count(reg);
-  int wk = 4, wn = 4, wv = 7, wp = 4;
+static void print_list(const fsdpc_plugins *p) {
+  int n = fsdpc_plugins_count(p), wk = 4, wn = 4, wv = 7, wp = 4;
+  fsdpc_plugin_info in = {.struct_size = sizeof in};
   for (int i = 0; i < n; i++) {
-    const fsdpc_component *c = fsdpc__registry_at(reg, i);
-    wk = max_int(wk, (int)strlen(fsdpc__kind_name(c->desc->kind)));
-    wn = max_int(wn, (int)strlen(c->desc->name));
-    wv = max_int(wv, (int)strlen(or_dash(c->desc->version)));
-    wp = max_int(wp, (int)strlen(c->path));
+    fsdpc_plugins_get(p, i, &in, NULL);
+    wk = max_int(wk, (int)strlen(in.kind_name));
+    wn = max_int(wn, (int)strlen(esc(in.name)));
+    wv = max_int(wv, (int)strlen(esc(in.version)));
+    wp = max_int(wp, (int)strlen(in.path));
   }
   if (n == 0) {
     printf("no plugins found\n");
-  } else {
-    printf("%-*s  %-*s  %-*s  %-5s  %5s  %-*s  %s\n", wk, "KIND", wn, "NAME", wv, "VERSION", "ABI",
-           "SCORE", wp, "PATH", "CAPABILITIES");
-    /* Grouped by kind, in search order within a kind. */
-    for (int32_t k = 0; k < FSDPC_KIND_COUNT_; k++) {
-      for (int i = 0; i < n; i++) {
-        const fsdpc_component *c = fsdpc__registry_at(reg, i);
-        if (c->desc->kind != k)
-          continue;
-        char abi[24];
-        snprintf(abi, sizeof abi, "%u.%u", c->abi_major, c->abi_minor);
-        printf("%-*s  %-*s  %-*s  %-5s  %5d  %-*s  %s\n", wk, fsdpc__kind_name(k), wn,
-               or_dash(c->desc->name), wv, or_dash(c->desc->version), abi, (int)c->desc->default_score, wp,
-               c->path, or_dash(c->desc->capabilities));
-      }
-    }
+    return;
   }
-  int nr = fsdpc__registry_refused_count(reg);
+  printf("%-*s  %-*s  %-*s  %-5s  %5s  %-*s  %s\n", wk, "KIND", wn, "NAME", wv, "VERSION", "ABI",
+         "SCORE", wp, "PATH", "CAPABILITIES");
+  /* Grouped by kind, in search order within a kind. */
+  for (int32_t k = 0; fsdpc_plugin_kind_name(k); k++)
+    for (int i = 0; i < n; i++) {
+      fsdpc_plugins_get(p, i, &in, NULL);
+      if (in.kind != k)
+        continue;
+      char abi[24];
+      snprintf(abi, sizeof abi, "%u.%u", in.abi_major, in.abi_minor);
+      printf("%-*s  %-*s  %-*s  %-5s  %5d  %-*s  %s\n", wk, in.kind_name, wn, esc(in.name), wv,
+             esc(in.version), abi, (int)in.score, wp, in.path, esc(in.capabilities));
+    }
+}
+
+static int cmd_list(int argc, char **argv) {
+  plugin_args a = {.cmd = &fsdpc__plugins_list_cmd};
+  int rc = cli_parse(a.cmd, argc, argv, plugin_arg, &a);
+  if (rc >= 0)
+    return rc;
+  fsdpc_plugins *p;
+  fsdpc_err err = {0};
+  if (fsdpc_plugins_open(a.paths, a.n_paths, &p, &err) != FSDPC_OK)
+    return cli_fail(&fsdpc__plugins_list_cmd, err.msg);
+  print_list(p);
+  int nr = fsdpc_plugins_refused_count(p);
   if (nr > 0) {
     printf("\nrefused:\n");
     for (int i = 0; i < nr; i++) {
-      const fsdpc_refused_plugin *r = fsdpc__registry_refused_at(reg, i);
-      printf("  %s  [%s]\n", or_dash(r->reason), or_dash(r->path));
+      const char *path, *reason;
+      fsdpc_plugins_refused(p, i, &path, &reason);
+      printf("  %s  [%s]\n", esc(reason), esc(path));
     }
   }
   printf("\nsearched:");
-  int ns = fsdpc__registry_search_count(reg);
+  int ns = fsdpc_plugins_searched_count(p);
   for (int i = 0; i < ns; i++)
-    printf(" %s", fsdpc__registry_search_at(reg, i));
+    printf(" %s", fsdpc_plugins_searched(p, i));
   printf("%s\n", ns ? "" : " (no plugin folder exists)");
-  fsdpc__registry_destroy(reg);
+  fsdpc_plugins_destroy(p);
   return 0;
 }
 
@@ -155,117 +150,56 @@ static void print_option(const fsdpc_option_desc *o) {
     snprintf(range, sizeof range, o->type == FSDPC_OPT_INT ? "[%.0f, %.0f]" : "[%g, %g]", o->min,
              o->max);
   printf("    %-22s %-6s %-20s %-24s %s\n", o->key, type_name(o->type),
-         o->default_value ? o->default_value : "(required)", range[0] ? range : "-",
-         or_dash(o->help));
+         o->default_value ? o->default_value : "(required)", range[0] ? range : "-", esc(o->help));
 }
 
-static void print_info(const fsdpc_component *c) {
-  const fsdpc_component_desc *d = c->desc;
-  printf("%s/%s %s\n", fsdpc__kind_name(d->kind), or_dash(d->name), or_dash(d->version));
-  printf("  description:  %s\n", or_dash(d->description));
-  printf("  capabilities: %s\n", or_dash(d->capabilities));
-  printf("  ABI:          %u.%u (interface v%u)\n", c->abi_major, c->abi_minor, d->iface_version);
-  printf("  score:        %d (for `auto` selection)\n", (int)d->default_score);
-  printf("  path:         %s\n", c->path);
-  if (d->n_options == 0) {
+static void print_info(const fsdpc_plugin_info *in) {
+  printf("%s/%s %s\n", in->kind_name, esc(in->name), esc(in->version));
+  printf("  description:  %s\n", esc(in->description));
+  printf("  capabilities: %s\n", esc(in->capabilities));
+  printf("  ABI:          %u.%u (interface v%u)\n", in->abi_major, in->abi_minor,
+         in->iface_version);
+  printf("  score:        %d (for `auto` selection)\n", (int)in->score);
+  printf("  path:         %s\n", in->path);
+  if (in->n_options == 0) {
     printf("  options:      none\n");
     return;
   }
-  printf("  options (under %s.options):\n", fsdpc__kind_name(d->kind));
+  printf("  options (under %s.options):\n", in->kind_name);
   printf("    %-22s %-6s %-20s %-24s %s\n", "KEY", "TYPE", "DEFAULT", "RANGE", "HELP");
-  for (uint32_t i = 0; i < d->n_options; i++)
-    print_option(d->options[i]);
+  for (uint32_t i = 0; i < in->n_options; i++)
+    print_option(in->options[i]);
 }
 
 static int cmd_info(int argc, char **argv) {
-  const char *paths[MAX_PATHS], *arg;
-  int n_paths;
-  int rc = parse_args(argc, argv, info_help, paths, &n_paths, &arg);
-  if (rc)
-    return rc < 0 ? 0 : rc;
-  if (!arg) {
-    fprintf(stderr, "fsdpc plugins info: which plugin? give NAME or KIND/NAME\n%s", info_help);
-    return 2;
-  }
-  int32_t kind = -1;
-  const char *name = arg;
-  const char *slash = strchr(arg, '/');
-  char kind_buf[32];
-  if (slash) {
-    snprintf(kind_buf, sizeof kind_buf, "%.*s", (int)(slash - arg), arg);
-    kind = fsdpc__kind_from_name(kind_buf);
-    name = slash + 1;
-    if (kind < 0) {
-      fprintf(stderr,
-              "fsdpc plugins info: unknown kind '%s' (kinds: collectives, attention, optim, "
-              "wrap, statedict)\n",
-              kind_buf);
-      return 2;
-    }
-  }
-  fsdpc_registry *reg;
-  fsdpc_err err;
-  if (fsdpc__registry_create(paths, n_paths, &reg, &err) != FSDPC_OK) {
-    fprintf(stderr, "fsdpc plugins info: %s\n", err.msg);
-    return 1;
-  }
-  const fsdpc_component *match[FSDPC_KIND_COUNT_];
-  int n_match = 0;
-  for (int32_t k = 0; k < FSDPC_KIND_COUNT_; k++) {
-    if (kind >= 0 && k != kind)
-      continue;
-    const fsdpc_component *c = fsdpc__registry_find(reg, k, name);
-    if (c)
-      match[n_match++] = c;
-  }
-  rc = 0;
-  if (n_match == 1) {
-    print_info(match[0]);
-  } else if (n_match > 1) {
-    fprintf(stderr, "fsdpc plugins info: '%s' is ambiguous:", name);
-    for (int i = 0; i < n_match; i++)
-      fprintf(stderr, " %s/%s", fsdpc__kind_name(match[i]->desc->kind), name);
-    fprintf(stderr, "; give KIND/NAME\n");
-    rc = 2;
-  } else {
-    /* Not loaded: a pinned selection gives the precise reason (refused
-     * file or not found), so reuse it. */
-    rc = 1;
-    int found_reason = 0;
-    for (int32_t k = 0; k < FSDPC_KIND_COUNT_ && !found_reason; k++) {
-      if (kind >= 0 && k != kind)
-        continue;
-      const fsdpc_component *c;
-      if (fsdpc__registry_select(reg, k, name, NULL, &c, &err) == FSDPC_UNSUPPORTED) {
-        fprintf(stderr, "fsdpc plugins info: %s\n", err.msg);
-        found_reason = 1;
-      }
-    }
-    if (!found_reason) {
-      if (kind >= 0) {
-        fsdpc__registry_select(reg, kind, name, NULL, &(const fsdpc_component *){NULL}, &err);
-        fprintf(stderr, "fsdpc plugins info: %s\n", err.msg);
-      } else {
-        fprintf(stderr,
-                "fsdpc plugins info: no plugin named '%s' (run `fsdpc plugins list` to see "
-                "what loaded and what was refused)\n",
-                name);
-      }
-    }
-  }
-  fsdpc__registry_destroy(reg);
-  return rc;
+  const cli_cmd *cmd = &fsdpc__plugins_info_cmd;
+  plugin_args a = {.cmd = cmd, .want_pos = 1};
+  int rc = cli_parse(cmd, argc, argv, plugin_arg, &a);
+  if (rc >= 0)
+    return rc;
+  const char *spec = a.pos;
+  if (!spec)
+    return cli_usage_error(cmd, "which plugin? give NAME or KIND/NAME");
+  fsdpc_plugins *p;
+  fsdpc_err err = {0};
+  if (fsdpc_plugins_open(a.paths, a.n_paths, &p, &err) != FSDPC_OK)
+    return cli_fail(cmd, err.msg);
+  fsdpc_plugin_info in = {.struct_size = sizeof in};
+  fsdpc_status st = fsdpc_plugins_find(p, spec, &in, &err);
+  if (st == FSDPC_OK)
+    print_info(&in);
+  fsdpc_plugins_destroy(p);
+  if (st == FSDPC_INVALID_USAGE) /* an unknown kind, an ambiguous name */
+    return cli_usage_error(cmd, "%s", err.msg);
+  return st == FSDPC_OK ? 0 : cli_fail(cmd, err.msg);
 }
 
+const cli_sub fsdpc__plugins_subs[] = {
+    {"list", "list loaded plugin components and refused files", cmd_list, &fsdpc__plugins_list_cmd},
+    {"info", "show one component's description and options", cmd_info, &fsdpc__plugins_info_cmd},
+};
+const int fsdpc__plugins_n_subs = 2;
+
 int fsdpc__cmd_plugins(int argc, char **argv) {
-  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-    fputs(top_help, argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
-  }
-  if (strcmp(argv[1], "list") == 0)
-    return cmd_list(argc - 1, argv + 1);
-  if (strcmp(argv[1], "info") == 0)
-    return cmd_info(argc - 1, argv + 1);
-  fprintf(stderr, "fsdpc plugins: unknown subcommand '%s'\n%s", argv[1], top_help);
-  return 2;
+  return cli_dispatch("plugins", top_help, fsdpc__plugins_subs, fsdpc__plugins_n_subs, argc, argv);
 }

@@ -3,111 +3,106 @@
  *
  * With --nproc-per-node > 1 (or --nnodes > 1) this process becomes the
  * launcher: it re-runs `fsdpc train` once per local rank with the rank in the
- * environment and supervises them. A rank (or a plain single process, or a
- * process started by torchrun / srun / mpirun) reads its place from the
- * environment and trains. */
+ * environment and supervises them (fsdpc_launch). A rank (or a plain single
+ * process, or a process started by torchrun / srun / mpirun) reads its place
+ * from the environment and trains through the public API: the CLI is its
+ * first user. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "api/api_internal.h"
 #include "cli_launch.h"
 #include "commands.h"
-#include "config/config.h"
-#include "dist/env.h"
-#include "dist/launch.h"
-#include "train/session.h"
-#include "util/log.h"
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: fsdpc train CFG.yaml [section.key=value ...] [launch options]\n"
-          "\n"
-          "Trains the model that CFG describes. Overrides use the config's key paths,\n"
-          "e.g. optim.lr=1e-3 fsdp.sharding_strategy=NO_SHARD.\n"
-          "\n"
-          "launch options:\n"
-          "  --nproc-per-node N   start N ranks on this machine and supervise them\n"
-          "  --nnodes N           number of machines (each runs this command)\n"
-          "  --node-rank R        this machine's index, 0..N-1\n"
-          "  --master-addr A      address of node 0 (hosts the rendezvous store)\n"
-          "  --master-port P      its port (default 29500)\n"
-          "Under torchrun, srun or mpirun, run one `fsdpc train` per rank without these.\n");
+static const char help[] =
+    "usage: fsdpc train CFG.yaml [section.key=value ...] [launch options]\n"
+    "\n"
+    "Trains the model that CFG describes. Overrides use the config's key paths,\n"
+    "e.g. optim.lr=1e-3 fsdp.sharding_strategy=NO_SHARD.\n"
+    "\n" FSDPC_CLI_LAUNCH_HELP;
+
+static const cli_opt opts[] = {FSDPC_CLI_LAUNCH_OPTS, {0}};
+const cli_cmd fsdpc__train_cmd = {"train", help, opts};
+
+/* log.level's value as a level (FSDPC_LOG_*). */
+static int32_t log_level(const fsdpc_config *cfg) {
+  static const char *const names[] = {"error", "warn", "info", "debug"};
+  char *v = NULL;
+  int32_t level = FSDPC_LOG_INFO;
+  if (fsdpc_config_get(cfg, "log.level", &v, NULL) == FSDPC_OK)
+    for (int32_t i = 0; i < 4; i++)
+      if (strcmp(v, names[i]) == 0)
+        level = i;
+  fsdpc_free(v);
+  return level;
 }
 
-int fsdpc__cmd_train(int argc, char **argv) {
-  fsdpc_err err = {0};
-  fsdpc_launch_opts lo;
-  int early = fsdpc__cli_launch_args("train", usage, &argc, argv, &lo);
-  if (early >= 0)
-    return early;
-  if (argc < 2) {
-    usage(stderr);
-    return 2;
-  }
-  const char *cfg_path = argv[1];
-  fsdpc_config *cfg = NULL;
-  if (fsdpc__config_load(cfg_path, (const char *const *)argv + 2, argc - 2, &cfg, &err) !=
-      FSDPC_OK) {
-    fprintf(stderr, "fsdpc train: %s\n", err.msg);
-    return 1;
-  }
-  int launcher = (lo.nproc_per_node > 1 || lo.nnodes > 1) && !getenv("FSDPC_LAUNCHER");
-  if (launcher) {
-    /* Re-run this same command line (minus the launch options) per rank. */
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-      fprintf(stderr, "fsdpc train: cannot find the fsdpc executable (/proc/self/exe)\n");
-      fsdpc__config_destroy(cfg);
-      return 1;
-    }
-    exe[n] = '\0';
-    char **child = calloc((size_t)argc + 2, sizeof(char *));
-    child[0] = exe;
-    child[1] = "train";
-    for (int i = 1; i < argc; i++) child[i + 1] = argv[i];
-    lo.argv = child;
-    lo.grace_ms = (int)(cfg->dist.term_grace_s * 1000.0);
-    int code = 1;
-    fsdpc__log_setup(cfg->log.level, -1);
-    fsdpc_status st = fsdpc__launch(&lo, &code, &err);
-    if (st != FSDPC_OK) fprintf(stderr, "fsdpc train: %s\n", err.msg);
-    free(child);
-    fsdpc__config_destroy(cfg);
-    return st == FSDPC_OK ? 0 : (code ? code : 1);
-  }
+/* dist.term_grace_s in milliseconds. */
+static int32_t grace_ms(const fsdpc_config *cfg) {
+  char *v = NULL;
+  double s = 25.0;
+  if (fsdpc_config_get(cfg, "dist.term_grace_s", &v, NULL) == FSDPC_OK)
+    s = strtod(v, NULL);
+  fsdpc_free(v);
+  return (int32_t)(s * 1000.0);
+}
 
-  fsdpc_dist_env env;
-  if (fsdpc__dist_env_detect(&env, &err) != FSDPC_OK) {
-    fprintf(stderr, "fsdpc train: %s\n", err.msg);
-    fsdpc__config_destroy(cfg);
-    return 1;
-  }
-  fsdpc__log_setup(cfg->log.level, env.world_size > 1 ? env.rank : -1);
-  if (env.rank == 0)
-    FSDPC_LOGI("fsdpc %s: %s, world %d (%s), %s", fsdpc_version(), cfg_path, env.world_size,
-               env.source, fsdpc__strategy_name((fsdpc_strategy)cfg->fsdp.sharding_strategy));
-  /* The public API: this command is its first user. */
+/* One rank (or the only process): the trainer, the whole run. */
+static int train(const fsdpc_config *cfg) {
+  fsdpc_err err = {0};
   fsdpc_trainer *t = NULL;
   fsdpc_status st = fsdpc_trainer_create(cfg, &t, &err);
   if (st == FSDPC_OK)
     st = fsdpc_trainer_run(t, 0, NULL, NULL, &err);
-  /* generation only after the last step (not after a stop on a signal) */
-  fsdpc_session *s = fsdpc__trainer_session(t);
-  if (st == FSDPC_OK && fsdpc_trainer_step(t) == s->plan->modes.batch.max_steps) {
-    st = fsdpc__session_generate_prompts(s, &err);
-    if (st != FSDPC_OK)
-      st = fsdpc__session_failed(s, st, &err);
-  }
   if (st != FSDPC_OK)
-    FSDPC_LOGE("%s", err.msg);
+    fsdpc_log(FSDPC_LOG_ERROR, err.msg); /* "[rank R] error: ..." */
   /* A run stopped by a signal succeeded only if it left a checkpoint to
    * resume from; otherwise a scheduler must see the signal (128 + N). */
   int32_t saved = 0, sig = fsdpc_trainer_stop_signal(t, &saved);
-  int code = st != FSDPC_OK ? fsdpc__session_exit_code(s, &err) : sig && !saved ? 128 + sig : 0;
+  int code = st != FSDPC_OK ? fsdpc_trainer_exit_code(t, &err) : sig && !saved ? 128 + sig : 0;
   fsdpc_trainer_destroy(t);
-  fsdpc__config_destroy(cfg);
   return code;
+}
+
+typedef struct train_cli {
+  fsdpc_launcher_args la;
+  const char *path, **ovr;
+  int n;
+} train_cli;
+
+static int train_arg(void *ctx, int id, const char *v) {
+  train_cli *a = ctx;
+  if (id != CLI_POS)
+    return fsdpc__cli_launch_opt(&fsdpc__train_cmd, id, v, &a->la) != 0;
+  if (!a->path)
+    a->path = v;
+  else
+    a->ovr[a->n++] = v;
+  return 1;
+}
+
+int fsdpc__cmd_train(int argc, char **argv) {
+  const cli_cmd *cmd = &fsdpc__train_cmd;
+  train_cli a = {.ovr = calloc((size_t)argc + 1, sizeof(char *))};
+  fsdpc__cli_launch_init(&a.la);
+  int rc = a.ovr ? cli_parse(cmd, argc, argv, train_arg, &a) : 1;
+  if (rc < 0 && !a.path)
+    rc = cli_usage_error(cmd, "missing the config file");
+  fsdpc_config *cfg = NULL;
+  fsdpc_err err = {0};
+  fsdpc_launcher_args la = a.la;
+  if (rc < 0 && fsdpc_config_load(a.path, a.ovr, a.n, &cfg, &err) != FSDPC_OK)
+    rc = cli_fail(cmd, err.msg);
+  if (rc < 0) {
+    fsdpc_set_log_level(log_level(cfg));
+    if (fsdpc__cli_launching(&la)) {
+      la.grace_ms = grace_ms(cfg);
+      rc = fsdpc__cli_launch(cmd, "train", &la, argc, argv);
+    } else {
+      rc = train(cfg);
+    }
+  }
+  fsdpc_config_destroy(cfg);
+  free(a.ovr);
+  return rc;
 }

@@ -1,7 +1,8 @@
 /* `fsdpc data cache list|clean`: the prepared-data cache folder (data.cache_dir,
- * docs/data.md "The prepared-data cache"). Only names the cache writes are
- * touched ("X.<16 hex>.tok" and their leftover temporary files); links are
- * removed as links, never followed. */
+ * docs/data.md "The prepared-data cache"), through the public API
+ * (fsdpc_data_cache_*). Only names the cache writes are touched
+ * ("X.<key>.tok" and their leftover temporary files); links are removed as
+ * links, never followed. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -12,10 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config/config.h"
 #include "data_cli.h"
-#include "train/dataset.h"
-#include "util/escape.h"
 
 static const char cache_help[] =
     "usage: fsdpc data cache list|clean (DIR | --config CFG [key=value ...]) [--keep-current]\n"
@@ -29,44 +27,90 @@ static const char cache_help[] =
     "  --keep-current  clean: keep the files the config uses now (needs --config)\n"
     "  --dry-run       clean: print what would go, remove nothing\n";
 
-/* The cache files the config's data maps to now (JSONL inputs, and the mix
- * when its sources are there); *paths (n) is malloc'd. */
-static void current_files(const fsdpc_config *c, char ***paths, int *n) {
-  *paths = calloc(66, sizeof **paths);
-  *n = 0;
-  if (!*paths)
-    return;
-  char p[4096];
-  fsdpc_err err = {0};
-  const char *single[2] = {c->data.train, c->data.eval};
-  for (int i = 0; i < 2; i++)
-    if (single[i][0] && fsdpc__is_jsonl_path(single[i]) &&
-        fsdpc__dataset_cache_file(c, NULL, single[i], p, sizeof p, &err) == FSDPC_OK)
-      (*paths)[(*n)++] = strdup(p);
-  fsdpc_dataset_spec *s = NULL;
-  int k = 0;
-  if (c->data.datasets.n > 0 && fsdpc__dataset_specs(c, &s, &k, &err) == FSDPC_OK) {
-    for (int i = 0; i < k && *n < 64; i++)
-      if (fsdpc__is_jsonl_path(s[i].path) &&
-          fsdpc__dataset_cache_file(c, &s[i].prep, s[i].path, p, sizeof p, &err) == FSDPC_OK)
-        (*paths)[(*n)++] = strdup(p);
-    fsdpc__dataset_specs_free(s, k);
-    if (fsdpc__dataset_mix_path(c, p, sizeof p, &err) == FSDPC_OK)
-      (*paths)[(*n)++] = strdup(p);
+enum { O_CONFIG = 256, O_KEEP, O_DRY };
+static const cli_opt cache_opts[] = {
+    {"config", O_CONFIG, "CFG"}, {"keep-current", O_KEEP, NULL}, {"dry-run", O_DRY, NULL}, {0}};
+const cli_cmd fsdpc__data_cache_cmd = {"data cache", cache_help, cache_opts};
+
+typedef struct cache_cli {
+  const char *dir, *cfg_path, **ovr;
+  int clean, keep, dry, n_ovr;
+  char **cur; /* the files the config uses now (n_cur) */
+  int n_cur, cap_cur;
+} cache_cli;
+
+static int cache_arg(void *ctx, int id, const char *v) {
+  cache_cli *a = ctx;
+  switch (id) {
+  case O_CONFIG:
+    return (a->cfg_path = v) != NULL;
+  case O_KEEP:
+    return (a->keep = 1);
+  case O_DRY:
+    return (a->dry = 1);
   }
+  if (a->clean < 0 && (!strcmp(v, "list") || !strcmp(v, "clean")))
+    a->clean = strcmp(v, "clean") == 0;
+  else if (strchr(v, '=')) /* an override of --config's file */
+    a->ovr[a->n_ovr++] = v;
+  else if (!a->dir)
+    a->dir = v;
+  else
+    return cli_usage_error(&fsdpc__data_cache_cmd, "unexpected argument '%s'", v) == 0;
+  return 1;
 }
 
-static int is_current(char *const *paths, int n, const char *dir, const char *name) {
+static void add_current(void *user, const char *path) {
+  cache_cli *a = user;
+  if (a->n_cur == a->cap_cur) {
+    int cap = a->cap_cur ? 2 * a->cap_cur : 8;
+    char **c = realloc(a->cur, (size_t)cap * sizeof *c);
+    if (!c)
+      return; /* out of memory: the file is not marked in use */
+    a->cur = c;
+    a->cap_cur = cap;
+  }
+  if ((a->cur[a->n_cur] = strdup(path)))
+    a->n_cur++;
+}
+
+static int is_current(const cache_cli *a, const char *dir, const char *name) {
   char p[4400];
   snprintf(p, sizeof p, "%s/%s", dir, name);
-  for (int i = 0; i < n; i++)
-    if (paths[i] && strcmp(paths[i], p) == 0)
+  for (int i = 0; i < a->n_cur; i++)
+    if (strcmp(a->cur[i], p) == 0)
       return 1;
   return 0;
 }
 
-static int walk(const char *dir, int clean, int keep, int dry, char *const *cur, int n_cur,
-                int with_cfg) {
+/* One file of the folder: listed, or removed (or not) when cleaning. */
+static int one_file(const cache_cli *a, const char *dir, const char *name, const struct stat *sb,
+                    long long *freed) {
+  char p[4400], esc[600];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  fsdpc_escape(esc, sizeof esc, name);
+  int tmp = name[0] == '.', current = !tmp && is_current(a, dir, name);
+  const char *what = tmp       ? " (temporary: of a killed run, or of one preparing now)"
+                     : current ? " (in use by the config)"
+                               : "";
+  if (!a->clean) {
+    printf("%12lld  %5.1f days  %s%s%s\n", (long long)sb->st_size,
+           difftime(time(NULL), sb->st_mtime) / 86400.0, esc, what,
+           S_ISLNK(sb->st_mode) ? " (a link: not trusted)" : "");
+    return 0;
+  }
+  if (current && a->keep)
+    return 0;
+  if (!a->dry && unlink(p) != 0) {
+    fprintf(stderr, "fsdpc data cache: cannot remove %s: %s\n", p, strerror(errno));
+    return 1;
+  }
+  *freed += sb->st_size;
+  printf("%s %s%s\n", a->dry ? "would remove" : "removed", esc, what);
+  return 0;
+}
+
+static int walk(const cache_cli *a, const char *dir) {
   DIR *d = opendir(dir);
   if (!d) {
     if (errno == ENOENT) {
@@ -79,110 +123,49 @@ static int walk(const char *dir, int clean, int keep, int dry, char *const *cur,
   int rc = 0, files = 0;
   long long bytes = 0, freed = 0;
   struct dirent *e;
-  time_t now = time(NULL);
   while ((e = readdir(d))) {
-    if (!fsdpc__prepare_cache_name(e->d_name))
-      continue;
-    char p[4400], esc[600];
-    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-    fsdpc__escape_str(esc, sizeof esc, e->d_name);
+    char p[4400];
     struct stat sb;
-    if (lstat(p, &sb) != 0 || !(S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode)))
+    snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+    if (!fsdpc_data_cache_name(e->d_name) || lstat(p, &sb) != 0 ||
+        !(S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode)))
       continue;
-    int tmp = e->d_name[0] == '.', current = !tmp && is_current(cur, n_cur, dir, e->d_name);
-    const char *what = tmp       ? " (temporary: of a killed run, or of one preparing now)"
-                       : current ? " (in use by the config)"
-                                 : "";
     files++;
     bytes += sb.st_size;
-    if (!clean) {
-      printf("%12lld  %5.1f days  %s%s%s\n", (long long)sb.st_size,
-             difftime(now, sb.st_mtime) / 86400.0, esc, what,
-             S_ISLNK(sb.st_mode) ? " (a link: not trusted)" : "");
-      continue;
-    }
-    if (current && keep)
-      continue;
-    if (!dry && unlink(p) != 0) {
-      fprintf(stderr, "fsdpc data cache: cannot remove %s: %s\n", p, strerror(errno));
-      rc = 1;
-      continue;
-    }
-    freed += sb.st_size;
-    printf("%s %s%s\n", dry ? "would remove" : "removed", esc, what);
+    rc |= one_file(a, dir, e->d_name, &sb, &freed);
   }
   closedir(d);
-  if (!clean)
+  if (!a->clean)
     printf("%d file(s), %.1f MB in %s%s\n", files, (double)bytes / 1e6, dir,
-           with_cfg ? "" : " (--config CFG marks the ones a config uses)");
+           a->cfg_path ? "" : " (--config CFG marks the ones a config uses)");
   else
-    printf("%s %.1f MB in %s\n", dry ? "would free" : "freed", (double)freed / 1e6, dir);
+    printf("%s %.1f MB in %s\n", a->dry ? "would free" : "freed", (double)freed / 1e6, dir);
   return rc;
 }
 
 int fsdpc__data_cache(int argc, char **argv) {
-  const char *cmd = "cache", *dir = NULL, *cfg_path = NULL, *v;
-  int clean = -1, keep = 0, dry = 0, n_ovr = 0;
-  const char **ovr = calloc((size_t)argc + 1, sizeof *ovr);
-  if (!ovr)
-    return 1;
-  int rc = 2;
-  for (int i = 1; i < argc; i++) {
-    int r;
-    if (fsdpc__data_is_help(argv[i])) {
-      fputs(cache_help, stdout);
-      rc = 0;
-      goto out;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "config", &v))) {
-      if (r < 0) {
-        rc = fsdpc__data_bad_arg(cmd, argv[i], 1);
-        goto out;
-      }
-      cfg_path = v;
-    } else if (strcmp(argv[i], "--keep-current") == 0) {
-      keep = 1;
-    } else if (strcmp(argv[i], "--dry-run") == 0) {
-      dry = 1;
-    } else if (clean < 0 && (!strcmp(argv[i], "list") || !strcmp(argv[i], "clean"))) {
-      clean = strcmp(argv[i], "clean") == 0;
-    } else if (argv[i][0] == '-') {
-      rc = fsdpc__data_bad_arg(cmd, argv[i], 0);
-      goto out;
-    } else if (cfg_path && strchr(argv[i], '=')) {
-      ovr[n_ovr++] = argv[i];
-    } else if (!dir && !cfg_path) {
-      dir = argv[i];
-    } else {
-      rc = fsdpc__data_bad_arg(cmd, argv[i], 0);
-      goto out;
-    }
-  }
-  if (clean < 0 || (!dir == !cfg_path) || (keep && !cfg_path)) {
-    fprintf(stderr,
-            "fsdpc data cache: give list or clean, and DIR or --config CFG%s (see "
-            "--help)\n",
-            keep && !cfg_path ? " (--keep-current needs --config)" : "");
-    goto out;
-  }
+  const cli_cmd *cmd = &fsdpc__data_cache_cmd;
+  cache_cli a = {.clean = -1, .ovr = calloc((size_t)argc + 1, sizeof(char *))};
+  int rc = a.ovr ? cli_parse(cmd, argc, argv, cache_arg, &a) : 1;
+  if (rc < 0 && (a.n_ovr && !a.cfg_path))
+    rc = cli_usage_error(cmd, "key=value overrides go with --config");
+  if (rc < 0 && (a.clean < 0 || !a.dir == !a.cfg_path || (a.keep && !a.cfg_path)))
+    rc = cli_usage_error(cmd, "give list or clean, and DIR or --config CFG%s",
+                         a.keep && !a.cfg_path ? " (--keep-current needs --config)" : "");
   fsdpc_config *c = NULL;
   fsdpc_err err = {0};
-  char cdir[4096], **cur = NULL;
-  int n_cur = 0;
-  if (cfg_path) {
-    if (fsdpc__config_load(cfg_path, ovr, n_ovr, &c, &err) != FSDPC_OK) {
-      rc = fsdpc__data_fail(cmd, &err);
-      goto out;
-    }
-    fsdpc__dataset_cache_dir(c, cdir, sizeof cdir);
-    dir = cdir;
-    current_files(c, &cur, &n_cur);
-  }
-  rc = walk(dir, clean, keep, dry, cur, n_cur, cfg_path != NULL);
-  for (int i = 0; i < n_cur; i++)
-    free(cur[i]);
-  free(cur);
-  fsdpc__config_destroy(c);
-out:
-  free(ovr);
+  char cdir[4096];
+  if (rc < 0 && a.cfg_path &&
+      (fsdpc_config_load(a.cfg_path, a.ovr, a.n_ovr, &c, &err) != FSDPC_OK ||
+       fsdpc_data_cache_dir(c, cdir, sizeof cdir, &err) != FSDPC_OK ||
+       fsdpc_data_cache_current(c, add_current, &a, &err) != FSDPC_OK))
+    rc = cli_fail(cmd, err.msg);
+  if (rc < 0)
+    rc = walk(&a, a.cfg_path ? cdir : a.dir);
+  for (int i = 0; i < a.n_cur; i++)
+    free(a.cur[i]);
+  free(a.cur);
+  fsdpc_config_destroy(c);
+  free(a.ovr);
   return rc;
 }

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "data/tokenizer.h"
 #include "data_cli.h"
 
 /* ---- encode / decode --------------------------------------------------- */
@@ -67,182 +66,196 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int add_special; /* --add-special, for print_ids */
+typedef struct enc_args {
+  const char *spec, *text, *in, *lines;
+  uint32_t flags;
+  int stats, offsets, add_special;
+} enc_args;
 
-static fsdpc_status print_ids(const fsdpc_tokenizer *tok, const char *s, size_t n, int stats,
-                              int offsets, fsdpc_err *err) {
+static fsdpc_status print_ids(const fsdpc_tokenizer *tok, const char *s, size_t n,
+                              const enc_args *a, fsdpc_err *err) {
   int32_t *ids;
-  int64_t n_ids;
-  size_t(*offs)[2] = NULL;
+  int64_t n_ids, *offs = NULL;
   double t0 = now_s();
-  if (offsets) {
-    FSDPC_TRY(fsdpc__tokenizer_encode_offsets(tok, s, n, &ids, &offs, &n_ids, err));
-    for (int64_t i = 0; i < n_ids; i++)
-      printf("%s%" PRId32 ":%zu-%zu", i ? " " : "", ids[i], offs[i][0], offs[i][1]);
-    putchar('\n');
-    free(ids);
-    free(offs);
-    return FSDPC_OK;
-  }
-  FSDPC_TRY(fsdpc__tokenizer_encode_alloc(tok, s, n, &ids, &n_ids, err));
+  fsdpc_status st = fsdpc_tokenizer_encode(tok, s, n, &ids, &n_ids, a->offsets ? &offs : NULL, err);
+  if (st != FSDPC_OK)
+    return st;
   double dt = now_s() - t0;
-  if (stats) {
+  fsdpc_tokenizer_info ti = {.struct_size = sizeof ti};
+  fsdpc_tokenizer_describe(tok, &ti);
+  int bos = a->add_special && ti.adds_bos && ti.bos >= 0;
+  int eos = a->add_special && ti.adds_eos && ti.eos >= 0;
+  if (a->offsets) {
+    for (int64_t i = 0; i < n_ids; i++)
+      printf("%s%" PRId32 ":%" PRId64 "-%" PRId64, i ? " " : "", ids[i], offs[2 * i],
+             offs[2 * i + 1]);
+    putchar('\n');
+  } else if (a->stats) {
     printf("%zu bytes -> %" PRId64 " ids (%.2f bytes/id) in %.3f s: %.2f MB/s, %.0f ids/s\n", n,
            n_ids, n_ids ? (double)n / (double)n_ids : 0.0, dt, (double)n / dt / 1e6,
            (double)n_ids / dt);
-    free(ids);
-    return FSDPC_OK;
+  } else {
+    if (bos)
+      printf("%" PRId32 "%s", ti.bos, n_ids ? " " : "");
+    for (int64_t i = 0; i < n_ids; i++)
+      printf("%s%" PRId32, i ? " " : "", ids[i]);
+    if (eos)
+      printf("%s%" PRId32, n_ids || bos ? " " : "", ti.eos);
+    putchar('\n');
   }
-  int bos = add_special && fsdpc__tokenizer_adds_bos(tok) && fsdpc__tokenizer_bos(tok) >= 0;
-  int eos = add_special && fsdpc__tokenizer_adds_eos(tok) && fsdpc__tokenizer_eos(tok) >= 0;
-  if (bos)
-    printf("%" PRId32 "%s", fsdpc__tokenizer_bos(tok), n_ids ? " " : "");
-  for (int64_t i = 0; i < n_ids; i++)
-    printf("%s%" PRId32, i ? " " : "", ids[i]);
-  if (eos)
-    printf("%s%" PRId32, n_ids || bos ? " " : "", fsdpc__tokenizer_eos(tok));
-  putchar('\n');
-  free(ids);
+  fsdpc_free(ids);
+  fsdpc_free(offs);
   return FSDPC_OK;
 }
 
+enum { E_TOKENIZER = 256, E_TEXT, E_IN, E_LINES, E_NO_SPECIAL, E_STATS, E_OFFSETS, E_ADD_SPECIAL };
+static const cli_opt encode_opts[] = {{"tokenizer", E_TOKENIZER, "T"},
+                                      {"text", E_TEXT, "S"},
+                                      {"in", E_IN, "FILE"},
+                                      {"escaped-lines", E_LINES, "FILE"},
+                                      {"no-special", E_NO_SPECIAL, NULL},
+                                      {"stats", E_STATS, NULL},
+                                      {"offsets", E_OFFSETS, NULL},
+                                      {"add-special", E_ADD_SPECIAL, NULL},
+                                      {0}};
+const cli_cmd fsdpc__data_encode_cmd = {"data encode", encode_help, encode_opts};
+
+static int encode_arg(void *ctx, int r, const char *v) {
+  enc_args *a = ctx;
+  switch (r) {
+  case E_TOKENIZER:
+    return (a->spec = v) != NULL;
+  case E_TEXT:
+    return (a->text = v) != NULL;
+  case E_IN:
+    return (a->in = v) != NULL;
+  case E_LINES:
+    return (a->lines = v) != NULL;
+  case E_NO_SPECIAL:
+    return (a->flags = FSDPC_TOKENIZER_NO_SPECIAL) != 0;
+  case E_STATS:
+    return (a->stats = 1);
+  case E_OFFSETS:
+    return (a->offsets = 1);
+  case E_ADD_SPECIAL:
+    return (a->add_special = 1);
+  default:
+    return cli_usage_error(&fsdpc__data_encode_cmd, "unexpected argument '%s'", v) == 0;
+  }
+}
+
+/* -1 to go on, else the exit code. */
+static int encode_parse(int argc, char **argv, enc_args *a) {
+  const cli_cmd *cmd = &fsdpc__data_encode_cmd;
+  int rc = cli_parse(cmd, argc, argv, encode_arg, a);
+  if (rc < 0 && (!a->spec || (!!a->text + !!a->in + !!a->lines) != 1))
+    rc = cli_usage_error(cmd, "--tokenizer and one of --text, --in, --escaped-lines are required");
+  return rc;
+}
+
+/* Each line of data (NUL-terminated) encoded on its own. */
+static fsdpc_status encode_lines(const fsdpc_tokenizer *tok, char *data, const enc_args *a,
+                                 fsdpc_err *err) {
+  fsdpc_status st = FSDPC_OK;
+  int line_no = 0;
+  for (char *save = NULL, *line = strtok_r(data, "\n", &save); line && st == FSDPC_OK;
+       line = strtok_r(NULL, "\n", &save)) {
+    line_no++;
+    if (line[0] == '#')
+      continue;
+    long n = unescape(line);
+    if (n < 0)
+      st = cli_error(err, FSDPC_INVALID_USAGE, "%s: line %d: bad escape", a->lines, line_no);
+    else
+      st = print_ids(tok, line, (size_t)n, a, err);
+  }
+  return st;
+}
+
 int fsdpc__data_encode(int argc, char **argv) {
-  const char *cmd = "encode", *spec = NULL, *text = NULL, *in = NULL, *lines = NULL, *v;
-  int parse_special = 1, stats = 0, offsets = 0;
-  for (int i = 1; i < argc; i++) {
-    int r;
-    if (fsdpc__data_is_help(argv[i])) {
-      fputs(encode_help, stdout);
-      return 0;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "tokenizer", &v))) {
-      if (r < 0)
-        return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      spec = v;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "text", &v))) {
-      if (r < 0)
-        return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      text = v;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "in", &v))) {
-      if (r < 0)
-        return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      in = v;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "escaped-lines", &v))) {
-      if (r < 0)
-        return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      lines = v;
-    } else if (strcmp(argv[i], "--no-special") == 0) {
-      parse_special = 0;
-    } else if (strcmp(argv[i], "--stats") == 0) {
-      stats = 1;
-    } else if (strcmp(argv[i], "--offsets") == 0) {
-      offsets = 1;
-    } else if (strcmp(argv[i], "--add-special") == 0) {
-      add_special = 1;
-    } else {
-      return fsdpc__data_bad_arg(cmd, argv[i], 0);
-    }
-  }
-  if (!spec || (!!text + !!in + !!lines) != 1) {
-    fprintf(stderr, "fsdpc data encode: --tokenizer and one of --text, --in, --escaped-lines "
-                    "are required (see --help)\n");
-    return 2;
-  }
+  enc_args a = {0};
+  int rc = encode_parse(argc, argv, &a);
+  if (rc >= 0)
+    return rc;
   fsdpc_err err = {0};
   fsdpc_tokenizer *tok = NULL;
   char *data = NULL;
   size_t len = 0;
-  fsdpc_status st = fsdpc__data_open_tokenizer(spec, parse_special, &tok, &err);
-  if (!st && text)
-    st = print_ids(tok, text, strlen(text), stats, offsets, &err);
-  if (!st && (in || lines))
-    st = fsdpc__data_read_whole(in ? in : lines, &data, &len, &err);
-  if (!st && lines) { /* strtok_r needs a terminated string */
+  fsdpc_status st = fsdpc_tokenizer_open(a.spec, a.flags, &tok, &err);
+  if (st == FSDPC_OK && a.text)
+    st = print_ids(tok, a.text, strlen(a.text), &a, &err);
+  if (st == FSDPC_OK && (a.in || a.lines))
+    st = fsdpc__data_read_whole(a.in ? a.in : a.lines, &data, &len, &err);
+  if (st == FSDPC_OK && a.lines) { /* strtok_r needs a terminated string */
     char *d = realloc(data, len + 1);
     if (d)
       d[len] = '\0', data = d;
-    else
-      st = fsdpc__fail(&err, FSDPC_SYSTEM_ERROR, "out of memory");
+    st = d ? encode_lines(tok, data, &a, &err)
+           : cli_error(&err, FSDPC_SYSTEM_ERROR, "out of memory");
   }
-  if (!st && in)
-    st = print_ids(tok, data, len, stats, offsets, &err);
-  if (!st && lines) {
-    int line_no = 0;
-    for (char *save = NULL, *line = strtok_r(data, "\n", &save); line && !st;
-         line = strtok_r(NULL, "\n", &save)) {
-      line_no++;
-      if (line[0] == '#')
-        continue;
-      long n = unescape(line);
-      if (n < 0)
-        st = fsdpc__fail(&err, FSDPC_INVALID_USAGE, "%s: line %d: bad escape", lines, line_no);
-      else
-        st = print_ids(tok, line, (size_t)n, stats, offsets, &err);
-    }
-  }
+  if (st == FSDPC_OK && a.in)
+    st = print_ids(tok, data, len, &a, &err);
   free(data);
-  fsdpc__tokenizer_destroy(tok);
-  return st ? fsdpc__data_fail(cmd, &err) : 0;
+  fsdpc_tokenizer_destroy(tok);
+  return st == FSDPC_OK ? 0 : cli_fail(&fsdpc__data_encode_cmd, err.msg);
+}
+
+enum { D_TOKENIZER = 256, D_ESCAPED };
+static const cli_opt decode_opts[] = {
+    {"tokenizer", D_TOKENIZER, "T"}, {"escaped", D_ESCAPED, NULL}, {0}};
+const cli_cmd fsdpc__data_decode_cmd = {"data decode", decode_help, decode_opts};
+
+typedef struct dec_args {
+  const char *spec;
+  int escaped;
+  int32_t *ids;
+  int64_t n;
+} dec_args;
+
+static int decode_arg(void *ctx, int r, const char *v) {
+  dec_args *a = ctx;
+  int64_t x;
+  if (r == D_TOKENIZER)
+    a->spec = v;
+  else if (r == D_ESCAPED)
+    a->escaped = 1;
+  else if (cli_int(&fsdpc__data_decode_cmd, "id", v, INT32_MIN, INT32_MAX, &x))
+    a->ids[a->n++] = (int32_t)x;
+  else
+    return 0;
+  return 1;
 }
 
 int fsdpc__data_decode(int argc, char **argv) {
-  const char *cmd = "decode", *spec = NULL, *v;
-  int escaped = 0;
-  int32_t *ids = calloc((size_t)argc, sizeof *ids);
-  int64_t n = 0, x;
-  int rc = 2;
-  if (!ids)
-    return 1;
-  for (int i = 1; i < argc; i++) {
-    int r;
-    if (fsdpc__data_is_help(argv[i])) {
-      fputs(decode_help, stdout);
-      rc = 0;
-      goto done;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "tokenizer", &v))) {
-      if (r < 0) {
-        rc = fsdpc__data_bad_arg(cmd, argv[i], 1);
-        goto done;
-      }
-      spec = v;
-    } else if (strcmp(argv[i], "--escaped") == 0) {
-      escaped = 1;
-    } else if (argv[i][0] == '-' && !isdigit((unsigned char)argv[i][1])) {
-      rc = fsdpc__data_bad_arg(cmd, argv[i], 0);
-      goto done;
-    } else {
-      if (!fsdpc__data_parse_i64(cmd, "id", argv[i], INT32_MIN, INT32_MAX, &x))
-        goto done;
-      ids[n++] = (int32_t)x;
-    }
-  }
-  if (!spec) {
-    fprintf(stderr, "fsdpc data decode: --tokenizer is required (see --help)\n");
-    goto done;
+  const cli_cmd *cmd = &fsdpc__data_decode_cmd;
+  dec_args a = {.ids = calloc((size_t)argc + 1, sizeof(int32_t))};
+  int rc = a.ids ? cli_parse(cmd, argc, argv, decode_arg, &a) : 1;
+  const char *spec = a.spec;
+  int32_t *ids = a.ids;
+  int64_t n = a.n;
+  int escaped = a.escaped;
+  if (rc < 0 && !spec)
+    rc = cli_usage_error(cmd, "--tokenizer is required");
+  if (rc >= 0) {
+    free(ids);
+    return rc;
   }
   fsdpc_err err = {0};
   fsdpc_tokenizer *tok = NULL;
   char *out = NULL;
   size_t len = 0;
-  fsdpc_status st = fsdpc__data_open_tokenizer(spec, 1, &tok, &err);
-  if (!st) {
-    fsdpc__tokenizer_decode(tok, ids, n, NULL, 0, &len, &err); /* sizes; fails on bad ids too */
-    out = malloc(len + 1);
-    st = out ? fsdpc__tokenizer_decode(tok, ids, n, out, len, &len, &err)
-             : fsdpc__fail(&err, FSDPC_SYSTEM_ERROR, "out of memory");
+  fsdpc_status st = fsdpc_tokenizer_open(spec, 0, &tok, &err);
+  if (st == FSDPC_OK)
+    st = fsdpc_tokenizer_decode(tok, ids, n, &out, &len, &err);
+  if (st == FSDPC_OK && escaped) {
+    putchar('"');
+    fsdpc__data_print_escaped(stdout, (const unsigned char *)out, len, len);
+    puts("\"");
+  } else if (st == FSDPC_OK) {
+    fwrite(out, 1, len, stdout);
   }
-  if (!st) {
-    if (escaped) {
-      putchar('"');
-      fsdpc__data_print_escaped(stdout, (const unsigned char *)out, len, len);
-      puts("\"");
-    } else {
-      fwrite(out, 1, len, stdout);
-    }
-  }
-  free(out);
-  fsdpc__tokenizer_destroy(tok);
-  rc = st ? fsdpc__data_fail(cmd, &err) : 0;
-done:
+  fsdpc_free(out);
+  fsdpc_tokenizer_destroy(tok);
   free(ids);
-  return rc;
+  return st == FSDPC_OK ? 0 : cli_fail(cmd, err.msg);
 }

@@ -5,9 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/synth.h"
-#include "data/tokenizer.h"
-#include "data/tokfile.h"
 #include "data_cli.h"
 
 /* ---- synth ------------------------------------------------------------- */
@@ -32,83 +29,68 @@ static const char synth_help[] =
     "  --mask-prompt     train only on answers (default for qa)\n"
     "  --no-mask-prompt  train on every token (default for the others)\n";
 
+enum { S_TASK = 256, S_OUT, S_N, S_SEED, S_MAX, S_MAX_LEN, S_MASK, S_NO_MASK };
+static const cli_opt synth_opts[] = {{"task", S_TASK, "arith|qa|copy|reverse|chat|tools"},
+                                     {"out", S_OUT, "FILE"},
+                                     {"n", S_N, "N"},
+                                     {"seed", S_SEED, "S"},
+                                     {"max", S_MAX, "M"},
+                                     {"max-len", S_MAX_LEN, "L"},
+                                     {"mask-prompt", S_MASK, NULL},
+                                     {"no-mask-prompt", S_NO_MASK, NULL},
+                                     {0}};
+const cli_cmd fsdpc__data_synth_cmd = {"data synth", synth_help, synth_opts};
+
+/* One argument of synth: 1, or 0 after a usage error. */
+static int synth_arg(void *ctx, int r, const char *v) {
+  const cli_cmd *cmd = &fsdpc__data_synth_cmd;
+  fsdpc_synth_args *a = ctx;
+  static const char *const tasks[] = {"arith", "qa", "copy", "reverse", "chat", "tools"};
+  int i;
+  switch (r) {
+  case S_TASK:
+    return (i = cli_choice(cmd, "task", v, tasks, 6)) >= 0 && (a->task = tasks[i]);
+  case S_OUT:
+    return (a->out = v) != NULL;
+  case S_N:
+    return cli_int(cmd, "n", v, 1, INT64_C(1) << 40, &a->n);
+  case S_SEED:
+    return cli_u64(cmd, "seed", v, &a->seed);
+  case S_MAX:
+    return cli_i32(cmd, "max", v, 0, 1000000000, &a->max_operand);
+  case S_MAX_LEN:
+    return cli_i32(cmd, "max-len", v, 1, 50, &a->max_len);
+  case S_MASK:
+  case S_NO_MASK:
+    a->mask_prompt = r == S_MASK;
+    return 1;
+  default:
+    return cli_usage_error(cmd, "unexpected argument '%s'", v) == 0;
+  }
+}
+
 int fsdpc__data_synth(int argc, char **argv) {
-  const char *cmd = "synth", *out = NULL, *v;
-  int have_task = 0, chat = 0; /* 1 chat, 2 tools */
-  fsdpc_synth_opts o;
-  fsdpc__synth_opts_default(&o);
+  const cli_cmd *cmd = &fsdpc__data_synth_cmd;
+  fsdpc_synth_args a;
+  fsdpc_synth_args_init(&a);
+  int rc = cli_parse(cmd, argc, argv, synth_arg, &a);
+  if (rc < 0 && (!a.task || !a.out))
+    rc = cli_usage_error(cmd, "--task and --out are required");
+  if (rc >= 0)
+    return rc;
   fsdpc_err err = {0};
-  for (int i = 1; i < argc; i++) {
-    int r;
-    int64_t x;
-    if (fsdpc__data_is_help(argv[i])) {
-      fputs(synth_help, stdout);
-      return 0;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "task", &v))) {
-      if (r < 0)
-        return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      if (strcmp(v, "chat") == 0 || strcmp(v, "tools") == 0) {
-        chat = v[0] == 'c' ? 1 : 2;
-      } else if (fsdpc__synth_task_parse(v, &o.task, &err) != FSDPC_OK) {
-        fprintf(stderr, "fsdpc data synth: %s\n", err.msg);
-        return 2;
-      }
-      have_task = 1;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "out", &v))) {
-      if (r < 0)
-        return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      out = v;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "n", &v))) {
-      if (r < 0)
-        return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      if (!fsdpc__data_parse_i64(cmd, "n", v, 1, INT64_C(1) << 40, &o.n_docs))
-        return 2;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "seed", &v))) {
-      if (r < 0)
-        return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      if (!fsdpc__data_parse_u64(cmd, "seed", v, &o.seed))
-        return 2;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "max", &v))) {
-      if (r < 0)
-        return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      if (!fsdpc__data_parse_i64(cmd, "max", v, 0, 1000000000, &x))
-        return 2;
-      o.max_operand = (int32_t)x;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "max-len", &v))) {
-      if (r < 0)
-        return fsdpc__data_bad_arg(cmd, argv[i], 1);
-      if (!fsdpc__data_parse_i64(cmd, "max-len", v, 1, 50, &x))
-        return 2;
-      o.max_len = (int32_t)x;
-    } else if (strcmp(argv[i], "--mask-prompt") == 0) {
-      o.mask_prompt = 1;
-    } else if (strcmp(argv[i], "--no-mask-prompt") == 0) {
-      o.mask_prompt = 0;
-    } else {
-      return fsdpc__data_bad_arg(cmd, argv[i], 0);
-    }
-  }
-  if (!have_task || !out) {
-    fprintf(stderr, "fsdpc data synth: --task and --out are required (see --help)\n");
-    return 2;
-  }
-  if (chat) {
-    if ((chat == 1 ? fsdpc__synth_chat_write : fsdpc__synth_tools_write)(o.n_docs, o.seed, out,
-                                                                         &err) != FSDPC_OK)
-      return fsdpc__data_fail(cmd, &err);
+  fsdpc_synth_result res = {.struct_size = sizeof res};
+  if (fsdpc_data_synth(&a, &res, &err) != FSDPC_OK)
+    return cli_fail(cmd, err.msg);
+  if (res.tokens == 0) /* chat or tools: JSONL */
     printf("wrote %s: %s, %" PRId64 " conversations (JSONL; prepare it with `fsdpc data "
            "prepare` or train on it directly)\n",
-           out, chat == 1 ? "chat" : "tools", o.n_docs);
-    return 0;
-  }
-  int64_t n_tokens = 0;
-  if (fsdpc__synth_write(&o, out, &n_tokens, &err) != FSDPC_OK)
-    return fsdpc__data_fail(cmd, &err);
-  int masked = o.mask_prompt < 0 ? o.task == FSDPC_SYNTH_QA : o.mask_prompt;
-  printf("wrote %s: %s, %" PRId64 " documents, %" PRId64
-         " tokens, loss on %s (byte tokenizer, vocab %d)\n",
-         out, fsdpc__synth_task_name(o.task), o.n_docs, n_tokens,
-         masked ? "answers only" : "every token", FSDPC_BYTE_VOCAB);
+           a.out, a.task, res.examples);
+  else
+    printf("wrote %s: %s, %" PRId64 " documents, %" PRId64
+           " tokens, loss on %s (byte tokenizer, vocab %d)\n",
+           a.out, a.task, res.examples, res.tokens, res.masked ? "answers only" : "every token",
+           (int)res.vocab_size);
   return 0;
 }
 
@@ -143,9 +125,11 @@ static fsdpc_status add_text_doc(fsdpc_tokfile_writer *w, const fsdpc_tokenizer 
     return FSDPC_OK;
   int32_t *ids;
   int64_t n_ids;
-  FSDPC_TRY(fsdpc__tokenizer_encode_alloc(tok, s, n, &ids, &n_ids, err));
-  fsdpc_status st = fsdpc__tokfile_writer_add_doc(w, ids, NULL, n_ids, err);
-  free(ids);
+  fsdpc_status st = fsdpc_tokenizer_encode(tok, s, n, &ids, &n_ids, NULL, err);
+  if (st != FSDPC_OK)
+    return st;
+  st = fsdpc_tokfile_writer_add(w, ids, NULL, n_ids, err);
+  fsdpc_free(ids);
   if (st == FSDPC_OK)
     ++*n_docs;
   return st;
@@ -155,8 +139,9 @@ static fsdpc_status tokenize_file(fsdpc_tokfile_writer *w, const fsdpc_tokenizer
                                   const char *path, int mode, int64_t *n_docs, fsdpc_err *err) {
   char *data = NULL;
   size_t len = 0;
-  FSDPC_TRY(fsdpc__data_read_whole(path, &data, &len, err));
-  fsdpc_status st = FSDPC_OK;
+  fsdpc_status st = fsdpc__data_read_whole(path, &data, &len, err);
+  if (st != FSDPC_OK)
+    return st;
   if (mode == DOC_PER_FILE) {
     st = add_text_doc(w, tok, data, len, n_docs, err);
   } else {
@@ -185,93 +170,86 @@ static fsdpc_status tokenize_file(fsdpc_tokfile_writer *w, const fsdpc_tokenizer
   return st;
 }
 
+enum { T_IN = 256, T_OUT, T_TOKENIZER, T_NO_SPECIAL, T_DOC_PER };
+static const cli_opt tokenize_opts[] = {{"in", T_IN, "TEXT"},
+                                        {"out", T_OUT, "FILE"},
+                                        {"tokenizer", T_TOKENIZER, "T"},
+                                        {"no-special", T_NO_SPECIAL, NULL},
+                                        {"doc-per", T_DOC_PER, "paragraph|line|file"},
+                                        {0}};
+const cli_cmd fsdpc__data_tokenize_cmd = {"data tokenize", tokenize_help, tokenize_opts};
+
+typedef struct tok_args {
+  const char **ins;
+  int n_in, mode;
+  uint32_t flags;
+  const char *out, *tok_spec;
+} tok_args;
+
+static int tokenize_arg(void *ctx, int r, const char *v) {
+  static const char *const units[] = {"paragraph", "line", "file"}; /* DOC_PER_* */
+  const cli_cmd *cmd = &fsdpc__data_tokenize_cmd;
+  tok_args *a = ctx;
+  if (r == T_IN)
+    a->ins[a->n_in++] = v;
+  else if (r == T_OUT)
+    a->out = v;
+  else if (r == T_TOKENIZER)
+    a->tok_spec = v;
+  else if (r == T_NO_SPECIAL)
+    a->flags = FSDPC_TOKENIZER_NO_SPECIAL;
+  else if (r == T_DOC_PER)
+    return (a->mode = cli_choice(cmd, "doc-per", v, units, 3)) >= 0;
+  else
+    return cli_usage_error(cmd, "unexpected argument '%s'", v) == 0;
+  return 1;
+}
+
+/* -1 to go on, else the exit code. */
+static int tokenize_parse(int argc, char **argv, tok_args *a) {
+  const cli_cmd *cmd = &fsdpc__data_tokenize_cmd;
+  int rc = cli_parse(cmd, argc, argv, tokenize_arg, a);
+  if (rc < 0 && (!a->n_in || !a->out))
+    rc = cli_usage_error(cmd, "--in and --out are required");
+  return rc;
+}
+
 int fsdpc__data_tokenize(int argc, char **argv) {
-  const char *cmd = "tokenize", *out = NULL, *v, *tok_spec = "byte";
-  int parse_special = 1;
-  const char **ins = calloc((size_t)argc, sizeof *ins);
-  int n_in = 0, mode = DOC_PER_PARAGRAPH, rc = 2;
-  if (!ins)
+  const cli_cmd *cmd = &fsdpc__data_tokenize_cmd;
+  tok_args a = {.mode = DOC_PER_PARAGRAPH, .tok_spec = "byte"};
+  if (!(a.ins = calloc((size_t)argc + 1, sizeof *a.ins)))
     return 1;
-  for (int i = 1; i < argc; i++) {
-    int r;
-    if (fsdpc__data_is_help(argv[i])) {
-      fputs(tokenize_help, stdout);
-      rc = 0;
-      goto done;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "in", &v))) {
-      if (r < 0) {
-        rc = fsdpc__data_bad_arg(cmd, argv[i], 1);
-        goto done;
-      }
-      ins[n_in++] = v;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "out", &v))) {
-      if (r < 0) {
-        rc = fsdpc__data_bad_arg(cmd, argv[i], 1);
-        goto done;
-      }
-      out = v;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "tokenizer", &v))) {
-      if (r < 0) {
-        rc = fsdpc__data_bad_arg(cmd, argv[i], 1);
-        goto done;
-      }
-      tok_spec = v;
-    } else if (strcmp(argv[i], "--no-special") == 0) {
-      parse_special = 0;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "doc-per", &v))) {
-      if (r < 0) {
-        rc = fsdpc__data_bad_arg(cmd, argv[i], 1);
-        goto done;
-      }
-      if (strcmp(v, "paragraph") == 0)
-        mode = DOC_PER_PARAGRAPH;
-      else if (strcmp(v, "line") == 0)
-        mode = DOC_PER_LINE;
-      else if (strcmp(v, "file") == 0)
-        mode = DOC_PER_FILE;
-      else {
-        fprintf(stderr,
-                "fsdpc data tokenize: --doc-per must be paragraph, line or file, got '%s'\n", v);
-        goto done;
-      }
-    } else {
-      rc = fsdpc__data_bad_arg(cmd, argv[i], 0);
-      goto done;
-    }
-  }
-  if (!n_in || !out) {
-    fprintf(stderr, "fsdpc data tokenize: --in and --out are required (see --help)\n");
-    goto done;
+  int rc = tokenize_parse(argc, argv, &a);
+  if (rc >= 0) {
+    free(a.ins);
+    return rc;
   }
   fsdpc_err err = {0};
   fsdpc_tokenizer *tok = NULL;
   fsdpc_tokfile_writer *w = NULL;
+  fsdpc_tokenizer_info ti = {.struct_size = sizeof ti};
   int64_t n_docs = 0;
-  fsdpc_status st = fsdpc__data_open_tokenizer(tok_spec, parse_special, &tok, &err);
-  int32_t vocab = st ? 0 : fsdpc__tokenizer_vocab_size(tok);
-  int32_t eos = st ? 0 : fsdpc__tokenizer_eos(tok);
-  if (!st && eos < 0)
-    st = fsdpc__fail(&err, FSDPC_INVALID_USAGE,
-                     "%s: the tokenizer has no EOS token (documents need one between them); "
-                     "name it as eos_token in tokenizer_config.json",
-                     tok_spec);
-  if (!st)
-    st = fsdpc__tokfile_writer_create(out, (uint32_t)vocab, (uint32_t)eos, 0, &w, &err);
-  for (int k = 0; k < n_in && !st; k++)
-    st = tokenize_file(w, tok, ins[k], mode, &n_docs, &err);
-  if (!st)
-    st = fsdpc__tokfile_writer_finish(w, &err);
-  fsdpc__tokfile_writer_destroy(w);
-  fsdpc__tokenizer_destroy(tok);
-  if (st) {
-    rc = fsdpc__data_fail(cmd, &err);
-    goto done;
-  }
-  printf("wrote %s: %" PRId64 " documents from %d file(s) (%s tokenizer, vocab %" PRId32
-         ", eos %" PRId32 ")\n",
-         out, n_docs, n_in, strcmp(tok_spec, "byte") == 0 ? "byte" : "bpe", vocab, eos);
-  rc = 0;
-done:
-  free(ins);
-  return rc;
+  fsdpc_status st = fsdpc_tokenizer_open(a.tok_spec, a.flags, &tok, &err);
+  if (st == FSDPC_OK)
+    fsdpc_tokenizer_describe(tok, &ti);
+  if (st == FSDPC_OK && ti.eos < 0)
+    st = cli_error(&err, FSDPC_INVALID_USAGE,
+                   "%s: the tokenizer has no EOS token (documents need one between them); "
+                   "name it as eos_token in tokenizer_config.json",
+                   a.tok_spec);
+  if (st == FSDPC_OK)
+    st = fsdpc_tokfile_writer_open(a.out, (uint32_t)ti.vocab_size, (uint32_t)ti.eos, 0, &w, &err);
+  for (int k = 0; k < a.n_in && st == FSDPC_OK; k++)
+    st = tokenize_file(w, tok, a.ins[k], a.mode, &n_docs, &err);
+  if (st == FSDPC_OK)
+    st = fsdpc_tokfile_writer_finish(w, &err);
+  fsdpc_tokfile_writer_destroy(w);
+  fsdpc_tokenizer_destroy(tok);
+  if (st == FSDPC_OK)
+    printf("wrote %s: %" PRId64 " documents from %d file(s) (%s tokenizer, vocab %" PRId32
+           ", eos %" PRId32 ")\n",
+           a.out, n_docs, a.n_in, strcmp(a.tok_spec, "byte") == 0 ? "byte" : "bpe", ti.vocab_size,
+           ti.eos);
+  free(a.ins);
+  return st == FSDPC_OK ? 0 : cli_fail(cmd, err.msg);
 }

@@ -1,14 +1,12 @@
 /* `fsdpc data prepare`: JSONL datasets (text, instruction, prompt/completion,
  * chat) -> a token file of whole examples with a loss mask. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "data/prepare.h"
 #include "data_cli.h"
-#include "train/dataset.h"
 
 static const char prepare_help[] =
     "usage: fsdpc data prepare --in FILE.jsonl [--in ...] --tokenizer T --out FILE.tok [options]\n"
@@ -41,179 +39,140 @@ static const char prepare_help[] =
     "                      --dry-run); tokens that are not trained on are shown in {{ }}\n"
     "  (limits: data.max_line_bytes, data.max_input_bytes through --config)\n";
 
-int fsdpc__data_prepare(int argc, char **argv) {
-  const char *cmd = "prepare", *v, *cfg_path = NULL;
-  fsdpc_prepare_opts o, cli;
-  fsdpc__prepare_opts_default(&cli);
-  cli.tokenizer = NULL; /* NULL below = not given on the command line */
-  cli.chat_template = cli.template_name = NULL;
-  cli.text_field = cli.prompt_field = cli.completion_field = cli.instruction_field = NULL;
-  cli.input_field = cli.output_field = cli.system_field = cli.messages_field = NULL;
-  cli.template_kwargs_json = NULL;
-  cli.train_on_reasoning = -1;
-  cli.train_on = -1;
-  cli.show = -1;
-  const char **inputs = calloc((size_t)argc, sizeof *inputs);
-  int n_in = 0, rc = 2;
-  if (!inputs)
+enum {
+  P_IN = 256,
+  P_OUT,
+  P_CONFIG,
+  P_FORMAT,
+  P_TRAIN_ON,
+  P_THREADS,
+  P_SHOW,
+  P_DRY,
+  P_SKIP_BAD,
+  P_NO_REASONING,
+  P_FIELD0, /* the string options below, in the order of their table */
+};
+/* The string options (P_FIELD0 + i), each one field of fsdpc_prepare_args. */
+static const size_t fields[] = {
+    offsetof(fsdpc_prepare_args, tokenizer),         offsetof(fsdpc_prepare_args, chat_template),
+    offsetof(fsdpc_prepare_args, template_name),     offsetof(fsdpc_prepare_args, text_field),
+    offsetof(fsdpc_prepare_args, prompt_field),      offsetof(fsdpc_prepare_args, completion_field),
+    offsetof(fsdpc_prepare_args, instruction_field), offsetof(fsdpc_prepare_args, input_field),
+    offsetof(fsdpc_prepare_args, output_field),      offsetof(fsdpc_prepare_args, system_field),
+    offsetof(fsdpc_prepare_args, messages_field),    offsetof(fsdpc_prepare_args, template_kwargs),
+};
+#define N_FIELDS ((int)(sizeof fields / sizeof fields[0]))
+static const cli_opt prepare_opts[] = {
+    {"in", P_IN, "FILE"},
+    {"out", P_OUT, "FILE"},
+    {"config", P_CONFIG, "CFG"},
+    {"format", P_FORMAT, "text|instruction|prompt_completion|chat|auto"},
+    {"train-on", P_TRAIN_ON, "assistant|all|last_assistant"},
+    {"threads", P_THREADS, "N"},
+    {"show", P_SHOW, "K"},
+    {"dry-run", P_DRY, NULL},
+    {"skip-bad", P_SKIP_BAD, NULL},
+    {"no-train-on-reasoning", P_NO_REASONING, NULL},
+    {"tokenizer", P_FIELD0 + 0, "T"},
+    {"chat-template", P_FIELD0 + 1, "F"},
+    {"template-name", P_FIELD0 + 2, "N"},
+    {"text-field", P_FIELD0 + 3, "K"},
+    {"prompt-field", P_FIELD0 + 4, "K"},
+    {"completion-field", P_FIELD0 + 5, "K"},
+    {"instruction-field", P_FIELD0 + 6, "K"},
+    {"input-field", P_FIELD0 + 7, "K"},
+    {"output-field", P_FIELD0 + 8, "K"},
+    {"system-field", P_FIELD0 + 9, "K"},
+    {"messages-field", P_FIELD0 + 10, "K"},
+    {"template-kwargs", P_FIELD0 + 11, "J"},
+    {0}};
+const cli_cmd fsdpc__data_prepare_cmd = {"data prepare", prepare_help, prepare_opts};
+
+typedef struct prep_cli {
+  fsdpc_prepare_args a;
+  const char **inputs, *cfg_path;
+} prep_cli;
+
+/* One argument of prepare: 1, or 0 after a usage error. */
+static int prepare_arg(void *ctx, int r, const char *v) {
+  const cli_cmd *cmd = &fsdpc__data_prepare_cmd;
+  prep_cli *p = ctx;
+  fsdpc_prepare_args *a = &p->a;
+  static const char *const formats[] = {"text", "instruction", "prompt_completion", "chat", "auto"};
+  static const char *const train_on[] = {"assistant", "all", "last_assistant"};
+  int i;
+  if (r >= P_FIELD0 && r < P_FIELD0 + N_FIELDS) {
+    *(const char **)((char *)a + fields[r - P_FIELD0]) = v;
     return 1;
-  static const struct {
-    const char *name;
-    size_t off;
-  } fields[] = {
-      {"tokenizer", offsetof(fsdpc_prepare_opts, tokenizer)},
-      {"chat-template", offsetof(fsdpc_prepare_opts, chat_template)},
-      {"template-name", offsetof(fsdpc_prepare_opts, template_name)},
-      {"text-field", offsetof(fsdpc_prepare_opts, text_field)},
-      {"prompt-field", offsetof(fsdpc_prepare_opts, prompt_field)},
-      {"completion-field", offsetof(fsdpc_prepare_opts, completion_field)},
-      {"instruction-field", offsetof(fsdpc_prepare_opts, instruction_field)},
-      {"input-field", offsetof(fsdpc_prepare_opts, input_field)},
-      {"output-field", offsetof(fsdpc_prepare_opts, output_field)},
-      {"system-field", offsetof(fsdpc_prepare_opts, system_field)},
-      {"messages-field", offsetof(fsdpc_prepare_opts, messages_field)},
-      {"template-kwargs", offsetof(fsdpc_prepare_opts, template_kwargs_json)},
-  };
-  int skip_bad = -1, format = -1;
-  for (int i = 1; i < argc; i++) {
-    int r = 0;
-    if (fsdpc__data_is_help(argv[i])) {
-      fputs(prepare_help, stdout);
-      free(inputs);
-      return 0;
-    }
-    int matched = 0;
-    for (size_t f = 0; f < sizeof fields / sizeof fields[0] && !matched; f++)
-      if ((r = fsdpc__data_opt_value(argc, argv, &i, fields[f].name, &v))) {
-        if (r < 0)
-          goto bad_missing;
-        *(const char **)((char *)&cli + fields[f].off) = v;
-        matched = 1;
-      }
-    if (matched)
-      continue;
-    if ((r = fsdpc__data_opt_value(argc, argv, &i, "in", &v))) {
-      if (r < 0)
-        goto bad_missing;
-      inputs[n_in++] = v;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "out", &v))) {
-      if (r < 0)
-        goto bad_missing;
-      cli.out = v;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "config", &v))) {
-      if (r < 0)
-        goto bad_missing;
-      cfg_path = v;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "format", &v))) {
-      if (r < 0)
-        goto bad_missing;
-      if ((format = fsdpc__prepare_format_parse(v)) < 0) {
-        fprintf(stderr,
-                "fsdpc data prepare: --format '%s': expected text, instruction, "
-                "prompt_completion, chat or auto\n",
-                v);
-        goto out;
-      }
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "train-on", &v))) {
-      if (r < 0)
-        goto bad_missing;
-      if ((cli.train_on = fsdpc__prepare_train_on_parse(v)) < 0) {
-        fprintf(stderr,
-                "fsdpc data prepare: --train-on '%s': expected assistant, all or "
-                "last_assistant\n",
-                v);
-        goto out;
-      }
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "threads", &v))) {
-      int64_t x;
-      if (r < 0)
-        goto bad_missing;
-      if (!fsdpc__data_parse_i64(cmd, "threads", v, 0, 1024, &x))
-        goto out;
-      cli.threads = (int)x;
-    } else if ((r = fsdpc__data_opt_value(argc, argv, &i, "show", &v))) {
-      if (r < 0)
-        goto bad_missing;
-      if (!fsdpc__data_parse_i64(cmd, "show", v, 0, 1000000, &cli.show))
-        goto out;
-    } else if (strcmp(argv[i], "--dry-run") == 0) {
-      cli.dry_run = 1;
-    } else if (strcmp(argv[i], "--skip-bad") == 0) {
-      skip_bad = 1;
-    } else if (strcmp(argv[i], "--no-train-on-reasoning") == 0) {
-      cli.train_on_reasoning = 0;
-    } else {
-      rc = fsdpc__data_bad_arg(cmd, argv[i], 0);
-      goto out;
-    }
-    continue;
-  bad_missing:
-    rc = fsdpc__data_bad_arg(cmd, argv[i], 1);
-    goto out;
   }
-  fsdpc_config *cfg = NULL;
-  fsdpc_err err = {0};
-  fsdpc__prepare_opts_default(&o);
-  if (cfg_path) {
-    if (fsdpc__config_load(cfg_path, NULL, 0, &cfg, &err) != FSDPC_OK) {
-      rc = fsdpc__data_fail(cmd, &err);
-      goto out;
-    }
-    fsdpc__prepare_opts_from_config(cfg, &o);
+  switch (r) {
+  case P_IN:
+    p->inputs[a->n_inputs++] = v;
+    return 1;
+  case P_OUT:
+    return (a->out = v) != NULL;
+  case P_CONFIG:
+    return (p->cfg_path = v) != NULL;
+  case P_FORMAT:
+    return (i = cli_choice(cmd, "format", v, formats, 5)) >= 0 && (a->format = formats[i]);
+  case P_TRAIN_ON:
+    return (i = cli_choice(cmd, "train-on", v, train_on, 3)) >= 0 && (a->train_on = train_on[i]);
+  case P_THREADS:
+    return cli_i32(cmd, "threads", v, 0, 1024, &a->threads);
+  case P_SHOW:
+    return cli_int(cmd, "show", v, 0, 1000000, &a->show);
+  case P_DRY:
+    return (a->dry_run = 1);
+  case P_SKIP_BAD:
+    return (a->skip_bad = 1);
+  case P_NO_REASONING:
+    a->train_on_reasoning = 0;
+    return 1;
+  default:
+    return cli_usage_error(cmd, "unexpected argument '%s'", v) == 0;
   }
-  for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
-    const char *x = *(const char **)((char *)&cli + fields[f].off);
-    if (x)
-      *(const char **)((char *)&o + fields[f].off) = x;
-  }
-  if (format >= 0)
-    o.format = format;
-  if (cli.train_on >= 0)
-    o.train_on = cli.train_on;
-  if (cli.train_on_reasoning >= 0)
-    o.train_on_reasoning = cli.train_on_reasoning;
-  if (skip_bad >= 0)
-    o.skip_bad = skip_bad;
-  o.threads = cli.threads;
-  o.dry_run = cli.dry_run;
-  o.out = cli.out;
-  o.show = cli.show >= 0 ? cli.show : (cli.dry_run ? 3 : 0);
-  if (n_in > 0) {
-    o.inputs = inputs;
-    o.n_inputs = n_in;
-  } else if (cfg && cfg->data.train[0]) {
-    inputs[0] = cfg->data.train;
-    o.inputs = inputs;
-    o.n_inputs = 1;
-  }
-  if (o.n_inputs == 0 || (!o.out && !o.dry_run)) {
-    fprintf(stderr, "fsdpc data prepare: --in FILE and --out FILE are required (see --help)\n");
-    fsdpc__config_destroy(cfg);
-    goto out;
-  }
-  fsdpc_prepare_stats st;
-  if (fsdpc__prepare(&o, &st, &err) != FSDPC_OK) {
-    rc = fsdpc__data_fail(cmd, &err);
-    fsdpc__config_destroy(cfg);
-    goto out;
-  }
-  double mb = (double)st.bytes_in / 1e6;
+}
+
+static void print_result(const fsdpc_prepare_args *a, const fsdpc_prepare_result *st) {
+  double mb = (double)st->bytes_in / 1e6;
   printf("%s %lld examples (%s): %lld tokens, %lld targets (%.1f%%), from %.1f MB in %.2f s "
          "(%.1f MB/s, %.0f examples/s)%s%s\n",
-         o.dry_run ? "checked" : "prepared", (long long)st.examples,
-         fsdpc__prepare_format_name(st.format), (long long)st.tokens, (long long)st.target_tokens,
-         st.tokens ? 100.0 * (double)st.target_tokens / (double)st.tokens : 0.0, mb, st.seconds,
-         st.seconds > 0 ? mb / st.seconds : 0.0,
-         st.seconds > 0 ? (double)st.examples / st.seconds : 0.0, o.dry_run ? "" : " -> ",
-         o.dry_run ? "" : o.out);
-  if (st.skipped)
-    printf("skipped %lld bad example(s) of %lld lines; first: %s\n", (long long)st.skipped,
-           (long long)st.lines, st.first_skip);
-  if (st.weight_zero)
-    printf("left out %lld example(s) of weight 0\n", (long long)st.weight_zero);
-  fsdpc__config_destroy(cfg);
-  rc = 0;
-out:
+         a->dry_run ? "checked" : "prepared", (long long)st->examples, st->format,
+         (long long)st->tokens, (long long)st->target_tokens,
+         st->tokens ? 100.0 * (double)st->target_tokens / (double)st->tokens : 0.0, mb, st->seconds,
+         st->seconds > 0 ? mb / st->seconds : 0.0,
+         st->seconds > 0 ? (double)st->examples / st->seconds : 0.0, a->dry_run ? "" : " -> ",
+         a->dry_run ? "" : a->out);
+  if (st->skipped)
+    printf("skipped %lld bad example(s) of %lld lines; first: %s\n", (long long)st->skipped,
+           (long long)st->lines, st->first_skip);
+  if (st->weight_zero)
+    printf("left out %lld example(s) of weight 0\n", (long long)st->weight_zero);
+}
+
+int fsdpc__data_prepare(int argc, char **argv) {
+  const cli_cmd *cmd = &fsdpc__data_prepare_cmd;
+  prep_cli p = {.inputs = calloc((size_t)argc + 1, sizeof(char *))};
+  fsdpc_prepare_args_init(&p.a);
+  p.a.inputs = p.inputs;
+  int rc = p.inputs ? cli_parse(cmd, argc, argv, prepare_arg, &p) : 1;
+  fsdpc_prepare_args a = p.a;
+  const char **inputs = p.inputs, *cfg_path = p.cfg_path;
+  fsdpc_config *cfg = NULL;
+  fsdpc_err err = {0};
+  if (rc < 0 && cfg_path && fsdpc_config_load(cfg_path, NULL, 0, &cfg, &err) != FSDPC_OK)
+    rc = cli_fail(cmd, err.msg);
+  a.config = cfg;
+  if (rc < 0 && ((a.n_inputs == 0 && !cfg) || (!a.out && !a.dry_run)))
+    rc = cli_usage_error(cmd, "--in FILE and --out FILE are required");
+  fsdpc_prepare_result res = {.struct_size = sizeof res};
+  if (rc < 0 && fsdpc_data_prepare(&a, &res, &err) != FSDPC_OK)
+    rc = cli_fail(cmd, err.msg);
+  if (rc < 0) {
+    print_result(&a, &res);
+    rc = 0;
+  }
+  fsdpc_config_destroy(cfg);
   free(inputs);
   return rc;
 }

@@ -158,15 +158,7 @@ static const fsdpc_plugin_desc plugin = {
     .n_components = 1,
 };
 
-FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
-                                                  const fsdpc_plugin_desc **out) {
-  /* Refuse a host too old to hand its table to each call (ABI 1.1). The
-   * table is used here only: it is not kept. */
-  if (!host || !FSDPC_HAS_FIELD(host, fsdpc_host_api, opt_get) || !out)
-    return FSDPC_UNSUPPORTED;
-  if (host->abi_major != 1 || host->abi_minor < 1)
-    return fail(host, FSDPC_UNSUPPORTED,
-                "lion needs fsdpc plugin ABI 1.1 or later (this fsdpc speaks 1.0): update fsdpc");
-  *out = &plugin;
-  return FSDPC_OK;
-}
+/* The exported entry point, through the header's one host check: a host
+ * of ABI 1.1 or later (one that hands its table to each call) is needed;
+ * an older one is refused with a line saying so. The table is not kept. */
+FSDPC_PLUGIN_DEFINE(plugin, 1)

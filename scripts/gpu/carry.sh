@@ -54,7 +54,7 @@ fi
 G=$ROOT/scripts/gpu
 cp "$G"/*.sh "$DEST/"
 mkdir -p "$DEST/lib" && cp "$G"/lib/* "$DEST/lib/"
-cp "$ROOT"/tests/gpu/*.py "$DEST/"
+cp "$ROOT"/tests/gpu/*.py "$ROOT"/tests/gpu/cli_api_check.sh "$DEST/"
 cp "$ROOT"/bench/{profile_summary,timeline_summary,gap_summary,loss_gap,offload_gaps}.py \
   "$ROOT/bench/torch_peft_lora_baseline.py" \
   "$ROOT/bench/startup/make_hf_folder.py" "$ROOT/tests/train/compare_runs.py" \

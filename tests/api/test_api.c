@@ -11,6 +11,8 @@
 
 #include <fsdpc/fsdpc.h>
 
+#include "api_test.h"
+
 static char tmpdir[256], data[512];
 
 static const char *tiny = "model: {vocab_size: 259, hidden_size: 32, intermediate_size: 64,\n"
@@ -206,12 +208,5 @@ int main(void) {
   tcase_add_test(tc, trainer_in_pieces);
   tcase_add_test(tc, epochs_resolve_in_the_plan);
   suite_add_tcase(su, tc);
-  SRunner *sr = srunner_create(su);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0)
-    failed++;
-  return failed ? 1 : 0;
+  return api_test_run(su, tmpdir, 0);
 }

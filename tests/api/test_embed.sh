@@ -19,9 +19,19 @@ syms=$(nm -D --defined-only "$lib" | awk '{print $3}')
 bad=$(grep -v '^fsdpc_[a-z]' <<<"$syms" || true)
 [ -z "$bad" ] || fail "libfsdpc.so exports more than the API: $(head -5 <<<"$bad" | xargs)"
 for f in fsdpc_config_load fsdpc_plan_create fsdpc_trainer_create fsdpc_trainer_run \
-  fsdpc_set_log_sink; do
+  fsdpc_set_log_sink fsdpc_generate fsdpc_evaluate fsdpc_memplan_create fsdpc_launch; do
   grep -qx "$f" <<<"$syms" || fail "libfsdpc.so does not export $f"
 done
+
+# The installed command line runs on the installed libfsdpc.so (it links it),
+# with its man page and shell completions beside it.
+"$tmp/prefix/bin/fsdpc" --version >/dev/null || fail "the installed fsdpc does not run"
+ldd "$tmp/prefix/bin/fsdpc" | grep -q "$tmp/prefix/.*libfsdpc.so" ||
+  fail "the installed fsdpc does not use the installed libfsdpc.so: $(ldd "$tmp/prefix/bin/fsdpc" | grep fsdpc)"
+for f in share/man/man1/fsdpc.1 share/bash-completion/completions/fsdpc share/zsh/site-functions/_fsdpc; do
+  [ -s "$tmp/prefix/$f" ] || fail "cmake --install did not install $f"
+done
+grep -q "^\.SS \"fsdpc train\"" "$tmp/prefix/share/man/man1/fsdpc.1" || fail "the man page lacks fsdpc train"
 
 cp -r "$FSDPC_SOURCE_DIR/examples/embed" "$tmp/embed"
 make -C "$tmp/embed" >"$tmp/make.log" 2>&1 || { cat "$tmp/make.log"; fail "make"; }

@@ -118,7 +118,7 @@ for f in bench.csv bench.json bench.svg; do
 done
 # A bench with a failed variant exits 1 (not a crash), after writing its outputs.
 [ "$rc" -eq 1 ] || fail "bench with failed variants exited $rc, want 1: $(tail -3 "$dir/fail.txt")"
-grep -q "fsdpc bench: variant .* failed: " "$dir/fail.txt" || fail "no line naming the failed variant"
+grep -q "bench: variant .* failed: " "$dir/fail.txt" || fail "no line naming the failed variant"
 python3 "$src/tests/bench/png_colors.py" "$dir/fail/bench.png" c00000 >"$dir/colors.txt" &&
   awk '$1 == "c00000" && $2 > 200 {ok = 1} END {exit !ok}' "$dir/colors.txt" ||
   fail "the chart does not list the failed variants (red text): $(tr '\n' ' ' <"$dir/colors.txt")"

@@ -25,8 +25,8 @@ grep -q "does not fit: not enough host memory; host memory needed .* GiB per mac
 out=$("$FSDPC" plan "$tiny" --world 4 --nproc-per-node 1 --host-mem 0.1)
 echo "$out" | grep -E '^\* FULL_SHARD +off +off .* yes$' >/dev/null || fail "one rank per machine fits: $out"
 expect 0 "host memory 64.0 GiB per machine (--host-mem)" "$FSDPC" plan "$tiny" --host-mem 64
-expect 2 "--host-mem needs a positive number of GiB, got 'lots'" "$FSDPC" plan "$tiny" --host-mem lots
-expect 2 "--host-mem needs a positive number of GiB, got '-1'" "$FSDPC" plan "$tiny" --host-mem -1
+expect 2 "--host-mem expects a positive number, got 'lots'" "$FSDPC" plan "$tiny" --host-mem lots
+expect 2 "--host-mem expects a positive number, got '-1'" "$FSDPC" plan "$tiny" --host-mem -1
 "$FSDPC" plan "$tiny" --world 2 --json | python3 -c '
 import json, sys
 rows = json.load(sys.stdin)
@@ -61,7 +61,7 @@ PY
 "$FSDPC" plan "$tiny" fsdp.activation_checkpointing=true fsdp.activation_checkpointing_policy=save_mlp |
   grep -E '^\* FULL_SHARD +mlp ' >/dev/null || fail "plan table: no mlp row for the config's variant"
 expect 1 "activation_checkpointing_policy" "$FSDPC" plan "$tiny" fsdp.activation_checkpointing_policy=some
-expect 2 "needs a positive integer" "$FSDPC" plan "$tiny" --world 0
+expect 2 "--world expects an integer in [1, 1048576], got '0'" "$FSDPC" plan "$tiny" --world 0
 expect 2 "unknown option '--frob'" "$FSDPC" plan "$tiny" --frob
 expect 2 "is not a multiple" "$FSDPC" plan "$tiny" --world 4 --nproc-per-node 3
 expect 1 "nope.yaml" "$FSDPC" plan "$dir/nope.yaml"
@@ -70,7 +70,7 @@ expect 1 "must divide" "$FSDPC" plan "$tiny" --world 4 fsdp.hybrid_shard_size=3
 expect 0 "HYBRID_SHARD/2" "$FSDPC" bench "$bench" --dry-run
 expect 0 "planned peak" "$FSDPC" bench "$bench" --dry-run
 expect 2 "unknown option '--frob'" "$FSDPC" bench x.yaml --frob
-expect 2 "--steps needs an integer" "$FSDPC" bench x.yaml --steps 0
+expect 2 "--steps expects an integer in [1, 1000000], got '0'" "$FSDPC" bench x.yaml --steps 0
 expect 1 "cannot open bench file" "$FSDPC" bench "$dir/nope.yaml"
 printf 'base: x.yaml\nmatrix: {fsdp.sharding_strategy: FULL_SHARD}\n' > "$dir/b1.yaml"
 expect 1 "b1.yaml:2:" "$FSDPC" bench "$dir/b1.yaml"

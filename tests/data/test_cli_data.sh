@@ -23,10 +23,10 @@ expect 0 'loss mask    no' "$FSDPC" data info "$dir/r.tok"
 # Same seed, same bytes.
 "$FSDPC" data synth --task arith --n 100 --seed 3 --out "$dir/a2.tok" >/dev/null
 cmp -s "$dir/a.tok" "$dir/a2.tok" || fail "synth is not deterministic"
-expect 2 "unknown synthetic task 'sort'" "$FSDPC" data synth --task sort --out "$dir/x.tok"
+expect 2 "--task 'sort': expected one of arith, qa, copy, reverse, chat" "$FSDPC" data synth --task sort --out "$dir/x.tok"
 expect 2 "--task and --out are required" "$FSDPC" data synth --task arith
 expect 2 "--n expects an integer" "$FSDPC" data synth --task arith --n many --out "$dir/x.tok"
-expect 2 "unknown argument '--bogus'" "$FSDPC" data synth --bogus
+expect 2 "unknown option '--bogus'" "$FSDPC" data synth --bogus
 expect 2 "--out needs a value" "$FSDPC" data synth --task arith --out
 
 # tokenize: paragraphs (a whitespace-only line separates too), lines, files.
@@ -40,7 +40,7 @@ expect 0 "6 documents" "$FSDPC" data tokenize --in "$dir/t1.txt" --in "$dir/t2.t
 expect 0 "2 documents" "$FSDPC" data tokenize --in "$dir/t1.txt" --in "$dir/t2.txt" --doc-per file --out "$dir/f.tok"
 expect 1 "cannot open" "$FSDPC" data tokenize --in "$dir/missing.txt" --out "$dir/m.tok"
 [ ! -e "$dir/m.tok" ] && [ ! -e "$dir/m.tok.tmp" ] || fail "failed tokenize left a file behind"
-expect 2 "--doc-per must be" "$FSDPC" data tokenize --in "$dir/t1.txt" --doc-per word --out "$dir/x.tok"
+expect 2 "--doc-per 'word': expected one of paragraph, line, file" "$FSDPC" data tokenize --in "$dir/t1.txt" --doc-per word --out "$dir/x.tok"
 
 # info on corrupt files: one line naming the file, exit 1.
 echo "hello, not a token file, but longer than sixty-four bytes .............." >"$dir/bad.tok"

@@ -1,4 +1,4 @@
-/* The random init's per-element function (model/init_rng.h):
+/* The random init's per-element function (util/init_rng.h):
  * - its log and cos are within a few double ulps of libm's, so the float
  *   weights are those of the libm formula used before (at most one float
  *   ulp apart, on a handful of elements per million at most);
@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/init_rng.h"
 #include "model/llama.h"
+#include "util/init_rng.h"
 
 /* The definition before init_rng.h: the same uniforms through libm. */
 static float libm_normal(uint64_t key, uint64_t e, double std) {

@@ -671,6 +671,72 @@ typedef int32_t (*fsdpc_plugin_entry_v1_fn)(const fsdpc_host_api *host,
 FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
                                                   const fsdpc_plugin_desc **out);
 
+/* Helpers of fsdpc_plugin_entry_check (no <stdio.h> here): append s, or
+ * the decimal digits of v, at p; return the new end. */
+static inline char *fsdpc_plugin_put_(char *p, const char *s) {
+  while (*s)
+    *p++ = *s++;
+  return p;
+}
+static inline char *fsdpc_plugin_put_u_(char *p, uint32_t v) {
+  char d[10];
+  int n = 0;
+  do
+    d[n++] = (char)('0' + v % 10);
+  while (v /= 10);
+  while (n)
+    *p++ = d[--n];
+  return p;
+}
+
+/* The host check of every entry point, one policy for every plugin kind:
+ * a host table and an out pointer are given, the table is long enough for
+ * the 1.0 services, and the host speaks this header's ABI major and at
+ * least ABI 1.min_minor (1 for a plugin that takes the host from each call,
+ * as the 1.1 rules ask; 0 for one that also works with a 1.0 host).
+ * Otherwise the plugin refuses to load: FSDPC_UNSUPPORTED with one line
+ * through set_error ("plugin ABI 1.1 or later needed, this fsdpc speaks
+ * 1.0: update fsdpc"), or FSDPC_INVALID_USAGE without a table or out.
+ * Then *out = desc. Nothing of host is kept. */
+static inline int32_t fsdpc_plugin_entry_check(const fsdpc_host_api *host, uint32_t min_minor,
+                                               const fsdpc_plugin_desc *desc,
+                                               const fsdpc_plugin_desc **out) {
+  if (!host || !out || !desc || !FSDPC_HAS_FIELD(host, fsdpc_host_api, device_info))
+    return FSDPC_INVALID_USAGE;
+  if (host->abi_major == FSDPC_PLUGIN_ABI_MAJOR && host->abi_minor >= min_minor) {
+    *out = desc;
+    return FSDPC_OK;
+  }
+  char msg[160], *p = msg;
+  p = fsdpc_plugin_put_(p, "plugin ABI ");
+  p = fsdpc_plugin_put_u_(p, FSDPC_PLUGIN_ABI_MAJOR);
+  p = fsdpc_plugin_put_(p, ".");
+  p = fsdpc_plugin_put_u_(p, min_minor);
+  p = fsdpc_plugin_put_(p, " or later needed, this fsdpc speaks ");
+  p = fsdpc_plugin_put_u_(p, host->abi_major);
+  p = fsdpc_plugin_put_(p, ".");
+  p = fsdpc_plugin_put_u_(p, host->abi_minor);
+  p = fsdpc_plugin_put_(p, host->abi_major == FSDPC_PLUGIN_ABI_MAJOR
+                               ? ": update fsdpc"
+                               : ": rebuild the plugin against this fsdpc's <fsdpc/plugin.h>");
+  *p = '\0';
+  if (host->set_error)
+    host->set_error(host->host_ctx, FSDPC_UNSUPPORTED, msg);
+  return FSDPC_UNSUPPORTED;
+}
+
+/* Defines fsdpc_plugin_entry_v1, the plugin's one exported symbol: the
+ * host check above, then the descriptor desc (an fsdpc_plugin_desc that
+ * lives as long as the plugin). Use once per plugin, after desc:
+ *   static const fsdpc_plugin_desc plugin = {...};
+ *   FSDPC_PLUGIN_DEFINE(plugin, 1)
+ * min_minor: the oldest ABI 1.x host the plugin works with. */
+#define FSDPC_PLUGIN_DEFINE(desc, min_minor)                                                       \
+  FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,                    \
+                                                    const fsdpc_plugin_desc **out) {               \
+    return fsdpc_plugin_entry_check(host, (min_minor), &(desc), out);                              \
+  }
+
 #ifdef __cplusplus
 }
 #endif

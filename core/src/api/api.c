@@ -5,11 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api_internal.h"
+#include "api/api_fill.h"
 #include "config/config.h"
 #include "dist/env.h"
 #include "runplan/runplan.h"
 #include "train/session.h"
+#include "util/log.h"
 
 struct fsdpc_trainer {
   fsdpc_session *s;
@@ -48,14 +49,12 @@ FSDPC_API fsdpc_status fsdpc_plan_create(const fsdpc_config *cfg, int32_t world_
 
 FSDPC_API fsdpc_status fsdpc_plan_summarize(const fsdpc_run_plan *p, fsdpc_plan_summary *out,
                                             fsdpc_err *err) {
-  if (!p || !out || out->struct_size < sizeof(uint32_t))
+  if (!p || !FSDPC_API_SIZED(out))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "fsdpc_plan_summarize: NULL plan or out, or out->struct_size unset");
   /* Fill a full copy, hand back as much as the caller's struct holds. */
   const fsdpc_run_modes *m = &p->modes;
-  fsdpc_plan_summary full = {.struct_size = out->struct_size < sizeof full ? out->struct_size
-                                                                           : (uint32_t)sizeof full,
-                             .n_params = p->numel,
+  fsdpc_plan_summary full = {.n_params = p->numel,
                              .strategy = (int32_t)m->strategy,
                              .world_size = m->world.world_size,
                              .shard_size = m->S,
@@ -74,7 +73,7 @@ FSDPC_API fsdpc_status fsdpc_plan_summarize(const fsdpc_run_plan *p, fsdpc_plan_
                              .wrap = p->wrap ? p->wrap->desc->name : "",
                              .steps_per_epoch = m->batch.steps_per_epoch,
                              .max_steps = m->batch.max_steps};
-  memcpy(out, &full, full.struct_size);
+  FSDPC_API_FILL(out, full);
   return FSDPC_OK;
 }
 
@@ -89,6 +88,11 @@ FSDPC_API fsdpc_status fsdpc_trainer_create(const fsdpc_config *cfg, fsdpc_train
   *out = NULL;
   fsdpc_dist_env env;
   FSDPC_TRY(fsdpc__dist_env_detect(&env, err));
+  if (env.world_size > 1)
+    fsdpc_set_log_rank(env.rank);
+  if (env.rank == 0)
+    FSDPC_LOGI("fsdpc %s: %s, world %d (%s), %s", fsdpc_version(), cfg->source, env.world_size,
+               env.source, fsdpc__strategy_name((fsdpc_strategy)cfg->fsdp.sharding_strategy));
   fsdpc_trainer *t = calloc(1, sizeof *t);
   if (!t)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
@@ -115,6 +119,10 @@ FSDPC_API int32_t fsdpc_trainer_stop_signal(const fsdpc_trainer *t, int32_t *sav
   if (saved)
     *saved = t ? t->s->ckpt.stop_saved : 0;
   return t ? t->s->ckpt.stopped_by : 0;
+}
+
+FSDPC_API int32_t fsdpc_trainer_exit_code(const fsdpc_trainer *t, const fsdpc_err *err) {
+  return fsdpc__session_exit_code(t ? t->s : NULL, err);
 }
 
 /* The other ranks learn of a failure through the store at once; err names
@@ -149,10 +157,14 @@ FSDPC_API fsdpc_status fsdpc_trainer_run(fsdpc_trainer *t, int64_t n_steps, fsdp
     if (stop || user_stop)
       return FSDPC_OK;
   }
+  /* The end of the run: the final checkpoint, then the generation
+   * prompts (not after a stop on a signal, which returned above). */
   if (s->next_step == max && !t->finished) {
     if ((st = fsdpc__session_finish(s, err)) != FSDPC_OK)
       return failed(t, st, err);
     t->finished = 1;
+    if ((st = fsdpc__session_generate_prompts(s, err)) != FSDPC_OK)
+      return failed(t, st, err);
   }
   return FSDPC_OK;
 }
@@ -180,8 +192,4 @@ FSDPC_API void fsdpc_trainer_destroy(fsdpc_trainer *t) {
     return;
   fsdpc__session_destroy(t->s);
   free(t);
-}
-
-fsdpc_session *fsdpc__trainer_session(fsdpc_trainer *t) {
-  return t ? t->s : NULL;
 }

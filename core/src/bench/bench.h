@@ -119,4 +119,9 @@ fsdpc_status fsdpc__bench_write_json(const char *path, const fsdpc_bench_spec *s
 fsdpc_status fsdpc__bench_chart(const char *svg_path, const char *png_path, const char *title,
                                 const fsdpc_bench_row *rows, int n, int *written, fsdpc_err *err);
 
+/* The whole bench of fsdpc_bench (driver.c): the file and a's settings,
+ * the planned memory of each variant, the runs, the table and files.
+ * *failed: variants that failed. */
+fsdpc_status fsdpc__bench_drive(const fsdpc_bench_args *a, int32_t *failed, fsdpc_err *err);
+
 #endif

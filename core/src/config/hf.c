@@ -200,9 +200,7 @@ fsdpc_status fsdpc__cfg_read_hf(fsdpc_config *c, fsdpc_err *err) {
                          "%s: expected a JSON object of model settings (model.config)", path);
     goto out;
   }
-  /* A model fsdpc would compute differently is refused here, once. */
-  if ((status = fsdpc__hf_rules_config(root, path, c->data.seq_len, err)) != FSDPC_OK)
-    goto out;
+  /* What fsdpc can model is checked by the run plan (runplan/check.c). */
   int n;
   const fsdpc_cfg_key *keys = fsdpc__cfg_keys(&n);
   for (int i = 0; i < n && status == FSDPC_OK; i++) {

@@ -259,8 +259,10 @@ static fsdpc_status apply_override(fsdpc_config *c, const char *text, fsdpc_err 
   key[klen] = '\0';
   const char *value = eq + 1;
   if (!value[0])
+    /* The hint survives a shell: KEY='' reaches fsdpc as KEY= again. */
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: missing value after '=' (write %s='' for an empty string)", where, key);
+                       "%s: missing value after '=' (an empty string: write %s=\"''\" in a shell)",
+                       where, key);
   fsdpc_cfg_ctx ctx = {c, where, where, err};
   int ki;
   if (fsdpc__cfg_find(key, &ki))

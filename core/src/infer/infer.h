@@ -44,10 +44,10 @@ typedef struct fsdpc_decoder_opts {
   const fsdpc_ops *ops;             /* NULL = the CPU reference */
   const fsdpc_component *attention; /* attention plugin for prefill */
   const fsdpc_opts *attention_opts;
-  int B;       /* rows */
-  int max_len; /* cache length: prompt + new tokens, <= max_position_embeddings */
+  int B;                         /* rows */
+  int max_len;                   /* cache length: prompt + new tokens, <= max_position_embeddings */
   const struct fsdpc_lora *lora; /* LoRA adapters in the weights (model/lora.h); NULL = none */
-  int no_graph; /* 1: never record the step as a CUDA graph (measurement) */
+  int no_graph;                  /* 1: never record the step as a CUDA graph (measurement) */
 } fsdpc_decoder_opts;
 
 fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **out,
@@ -94,7 +94,7 @@ typedef struct fsdpc_gen_opts {
   /* (optional) streaming: new text of row b as it is generated */
   void (*on_text)(void *ctx, int row, const char *text, size_t len);
   void *cb_ctx;
-  int first_row; /* index of row 0 among all prompts: seeds each row's stream */
+  int first_row;  /* index of row 0 among all prompts: seeds each row's stream */
   int top_logits; /* > 0: keep the top_logits (id, logit) pairs of each step
                    * (the logits then come to the host every step) */
 } fsdpc_gen_opts;
@@ -172,10 +172,20 @@ fsdpc_status fsdpc__infer_chat_template(const fsdpc_infer_model *m, fsdpc_chat_t
  * unless do_sample, then its temperature (1), top_k (50), top_p (1). */
 void fsdpc__infer_sampling_defaults(const fsdpc_infer_model *m, fsdpc_sampling *s);
 
-/* ---- eval.c ---- over a training session built for evaluation: out = {
- * loss, target tokens, token accuracy, batches, sequences} over every rank;
- * collective. The loss is computed exactly as train's evaluation. */
-struct fsdpc_session;
-fsdpc_status fsdpc__eval_run(struct fsdpc_session *s, double out[5], fsdpc_err *err);
+/* ---- prompt_ids.c: text to prompt ids ---- */
+typedef struct fsdpc_prompter {
+  const fsdpc_infer_model *m;
+  fsdpc_tokenizer *tok;      /* fsdpc__infer_tokenizer's */
+  fsdpc_chat_template *chat; /* fsdpc__infer_chat_template's, loaded on first use */
+} fsdpc_prompter;
+fsdpc_status fsdpc__prompter_open(const fsdpc_infer_model *m, fsdpc_prompter *pr, fsdpc_err *err);
+void fsdpc__prompter_close(fsdpc_prompter *pr);
+/* The ids of text (plain: BOS first as the tokenizer says, unless a->no_bos;
+ * with a->chat the user's turn after a->system) or of messages_json (a JSON
+ * array rendered with the chat template and the generation prompt); *ids
+ * malloc'd. */
+fsdpc_status fsdpc__prompter_ids(fsdpc_prompter *pr, const fsdpc_prompt_args *a, const char *text,
+                                 const char *messages_json, int32_t **ids, int32_t *n,
+                                 fsdpc_err *err);
 
 #endif

@@ -14,7 +14,7 @@
 #include "io/dtype.h"
 #include "io/fileio.h"
 #include "model/hf_rules.h"
-#include "train/session.h"
+#include "runplan/runplan.h"
 #include "util/mem.h"
 #ifdef FSDPC_WITH_CUDA
 #include "ops/cuda/cuda_ctx.h"
@@ -263,7 +263,7 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
   float **shard = NULL;
   fsdpc_status st = load_config(o, &m->cfg, err);
   if (st == FSDPC_OK) {
-    fsdpc__session_shape_from_config(m->cfg, &m->shape);
+    fsdpc__run_shape_from_config(m->cfg, &m->shape);
     st = fsdpc__model_params(&m->shape, &m->params, &m->n_params, err);
   }
   /* an adapter folder's weights are its base's (model.init.from, resolved
@@ -271,7 +271,10 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
   if (st == FSDPC_OK &&
       !(m->weights_dir = strdup(m->cfg->model.adapter[0] ? m->cfg->model.init.from : o->dir)))
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  /* what fsdpc can model: config.json was checked with the config */
+  /* what fsdpc can model: the HF config.json (as every run plan checks
+   * it), then the tensors */
+  if (st == FSDPC_OK)
+    st = fsdpc__run_check_hf_config(m->cfg, err);
   if (st == FSDPC_OK && fsdpc__hf_is_folder(m->weights_dir))
     st = fsdpc__hf_rules_tensors(m->weights_dir, &m->shape, err);
   if (st == FSDPC_OK)

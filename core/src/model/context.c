@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "model/ctx.h"
 #include "ops/cpu/ops_cpu.h"
 #include "plugin/call.h"

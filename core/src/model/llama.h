@@ -273,7 +273,7 @@ void fsdpc__model_init_range(const fsdpc_param_info *p, uint64_t seed, double st
 /* 1 for the weights the init sets to 1 (RMSNorm scales), 0 for the ones it
  * draws from normal(0, std^2) with stream fsdpc__init_key(seed, name). */
 int fsdpc__model_init_is_ones(const fsdpc_param_info *p);
-/* Its stream: fsdpc__init_key(seed, p->name) (model/init_rng.h). */
+/* Its stream: fsdpc__init_key(seed, p->name) (util/init_rng.h). */
 uint64_t fsdpc__model_init_key(const fsdpc_param_info *p, uint64_t seed);
 
 #endif

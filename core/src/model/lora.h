@@ -24,7 +24,6 @@
 
 #include <stdint.h>
 
-#include "config/config.h"
 #include "model/llama.h"
 
 enum { FSDPC_LORA_NPROJ = 7 }; /* Q K V O GATE UP DOWN: j = kind - FSDPC_P_Q */
@@ -37,9 +36,10 @@ typedef struct fsdpc_lora {
   uint64_t seed;    /* dropout masks */
 } fsdpc_lora;
 
-/* The adapters a config asks for (peft.method lora); *on = 0 when none. */
-fsdpc_status fsdpc__lora_from_config(const fsdpc_config *c, fsdpc_lora *out, int *on,
-                                     fsdpc_err *err);
+/* The projection a PEFT target_modules name means (-1: none); fused: a
+ * family with Phi-3's fused qkv_proj and gate_up_proj, which the other
+ * families do not have, and no q/k/v/gate/up of its own. */
+int fsdpc__lora_target_proj(int fused, const char *name);
 /* "q_proj", ... ("qkv_proj", "gate_up_proj" in a fused family) and the
  * module path under a layer ("self_attn.q_proj"). */
 const char *fsdpc__lora_proj_name(const fsdpc_model_shape *s, int j);

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "model/family.h"
-#include "model/init_rng.h"
 #include "model/llama.h"
 #include "model/lora.h"
+#include "util/init_rng.h"
 
 fsdpc_status fsdpc__model_shape_check(const fsdpc_model_shape *s, fsdpc_err *err) {
   if (s->V <= 0 || s->C <= 0 || s->F <= 0 || s->L <= 0 || s->NH <= 0 || s->KVH <= 0 ||
@@ -255,7 +255,7 @@ void fsdpc__model_init_range(const fsdpc_param_info *p, uint64_t seed, double st
       dst[i] = 1.0f;
     return;
   }
-  /* the per-element function the CUDA init uses too (model/init_rng.h) */
+  /* the per-element function the CUDA init uses too (util/init_rng.h) */
   uint64_t key = fsdpc__model_init_key(p, seed);
 #pragma omp parallel for schedule(static)
   for (uint64_t i = 0; i < n; i++)

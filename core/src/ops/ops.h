@@ -95,7 +95,7 @@ typedef struct fsdpc_ops {
                                 fsdpc_err *err);
   /* (optional: NULL on the CPU) The random init in device memory: dst (n,
    * fp32) = elements [elem_offset, elem_offset + n) of the tensor whose
-   * stream is key (model/init_rng.h, equal to the CPU's bit for bit), or
+   * stream is key (util/init_rng.h, equal to the CPU's bit for bit), or
    * all 1 when ones is set. */
   fsdpc_status (*init_f32)(void *ctx, float *dst, size_t n, uint64_t key, uint64_t elem_offset,
                            double std, int ones, fsdpc_err *err);

@@ -1,8 +1,10 @@
-/* What `fsdpc config check` adds to a loaded config so that it reports what
- * `fsdpc train` would refuse before any weight is read: the engine's
- * refusal of a bf16 reduction on the CPU, and the files the config names (token files, tokenizer,
- * the HF folder to start from, a checkpoint to resume), read only as far as their headers; a JSONL
- * dataset is checked as train prepares it (every example, nothing written). */
+/* The run plan's file checks. What `fsdpc config check` adds to a loaded
+ * config so that it reports what `fsdpc train` would refuse before any
+ * weight is read: the engine's refusal of a bf16 reduction on the CPU, and
+ * the files the config names (token files, tokenizer, the HF folder to
+ * start from, a checkpoint to resume), read only as far as their headers; a
+ * JSONL dataset is checked as train prepares it (every example, nothing
+ * written). And the HF rules of model.config, which every run plan checks. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -10,8 +12,8 @@
 #include "data/tokenizer.h"
 #include "data/tokfile.h"
 #include "io/hf_ckpt.h"
+#include "model/hf_rules.h"
 #include "runplan/runplan.h"
-#include "train/dataset.h"
 
 static fsdpc_status check_tokfile(const fsdpc_run_plan *p, const char *path, fsdpc_err *err) {
   fsdpc_tokfile *tf = NULL;
@@ -83,4 +85,10 @@ fsdpc_status fsdpc__run_plan_check_files(const fsdpc_run_plan *p, fsdpc_err *err
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "checkpoint.resume=auto needs checkpoint.dir (where to look)");
   return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__run_check_hf_config(const fsdpc_config *c, fsdpc_err *err) {
+  if (!c->model.config[0])
+    return FSDPC_OK;
+  return fsdpc__hf_rules_config_file(c->model.config, c->data.seq_len, err);
 }

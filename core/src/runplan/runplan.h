@@ -22,6 +22,7 @@
 #define FSDPC_RUNPLAN_RUNPLAN_H
 
 #include "config/config.h"
+#include "data/prepare.h"
 #include "model/llama.h"
 #include "model/lora.h"
 #include "plugin/registry.h"
@@ -203,6 +204,22 @@ fsdpc_status fsdpc__run_check_vocab(const fsdpc_run_plan *p, const char *what, c
  * checkpoint.resume), opened as far as their headers and checked against
  * the plan: what `fsdpc train` would refuse about them (check.c). */
 fsdpc_status fsdpc__run_plan_check_files(const fsdpc_run_plan *p, fsdpc_err *err);
+/* What fsdpc can model (model/hf_rules.h): model.config's config.json,
+ * when the config names one, against the rules, with data.seq_len as the
+ * longest sequence (check.c). Run plan creation and the resident model of
+ * fsdpc generate call it; a config that names no HF config passes. */
+fsdpc_status fsdpc__run_check_hf_config(const fsdpc_config *c, fsdpc_err *err);
+/* The adapters a config asks for (peft.method lora); *on = 0 when none
+ * (lora.c). */
+fsdpc_status fsdpc__lora_from_config(const fsdpc_config *c, fsdpc_lora *out, int *on,
+                                     fsdpc_err *err);
+
+/* The data.* keys of a config as preparation options (inputs, out unset):
+ * what train prepares JSONL data with and config check checks it with
+ * (data.c). */
+void fsdpc__prepare_opts_from_config(const fsdpc_config *c, fsdpc_prepare_opts *o);
+/* 1 for .jsonl, .jsonl.gz, .json, .json.gz paths (data.c). */
+int fsdpc__is_jsonl_path(const char *path);
 
 /* FLOPs per token of one training step, torchtitan's convention:
  *   6 x (params - embedding) + 12 x L x C x T. */

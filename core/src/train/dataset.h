@@ -12,10 +12,7 @@
 #include "data/prepare.h"
 #include "runplan/runplan.h"
 
-/* The data.* keys of a config as preparation options (inputs, out unset). */
-void fsdpc__prepare_opts_from_config(const fsdpc_config *c, fsdpc_prepare_opts *o);
-/* 1 for .jsonl, .jsonl.gz, .json, .json.gz paths. */
-int fsdpc__is_jsonl_path(const char *path);
+/* fsdpc__prepare_opts_from_config, fsdpc__is_jsonl_path: runplan/runplan.h. */
 /* The folder of prepared data: data.cache_dir, else log.dir/data-cache. */
 void fsdpc__dataset_cache_dir(const fsdpc_config *c, char *out, size_t cap);
 /* Prepares o's inputs into the cache (data/prepare.h: keyed by content,

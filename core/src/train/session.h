@@ -128,16 +128,24 @@ fsdpc_status fsdpc__session_eval(fsdpc_session *s, double *loss, fsdpc_err *err)
 typedef fsdpc_status (*fsdpc__eval_hook)(fsdpc_session *s, double *sum, fsdpc_err *err);
 fsdpc_status fsdpc__session_eval_sums(fsdpc_session *s, fsdpc__eval_hook per_micro, double sums[3],
                                       int64_t *batches, int64_t *windows, fsdpc_err *err);
+/* eval.c, for fsdpc eval (a session made by fsdpc__session_create_eval):
+ * out = {loss, target tokens, token accuracy, batches, sequences} over
+ * every rank; collective. The loss is computed exactly as train's
+ * evaluation. */
+fsdpc_status fsdpc__eval_run(fsdpc_session *s, double out[5], fsdpc_err *err);
+/* The config of fsdpc eval on model (an HF folder, a PEFT adapter folder
+ * over its base, or an fsdpc checkpoint) and data: the folder's own config
+ * (config.yaml, else defaults and its config.json), its weights, data as
+ * data.eval (whatever the run held out), no checkpoints, logs in log_dir,
+ * the folder's tokenizer; then overrides (eval.c). */
+fsdpc_status fsdpc__eval_config(const char *model, const char *data, const char *log_dir,
+                                const char *const *overrides, int n_overrides, fsdpc_config **out,
+                                fsdpc_err *err);
 
 /* Greedy completion of prompt (max new tokens n); collective; out gets the
  * decoded completion. */
 fsdpc_status fsdpc__session_generate(fsdpc_session *s, const char *prompt, int n, char *out,
                                      size_t cap, fsdpc_err *err);
-
-/* The model shape a config describes (the run plan's). */
-static inline void fsdpc__session_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) {
-  fsdpc__run_shape_from_config(c, sh);
-}
 
 /* metrics.c (rank 0): opens metrics.jsonl (run record; a resume drops the
  * steps after its checkpoint) and the TensorBoard event file; writes one

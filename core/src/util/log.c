@@ -19,6 +19,14 @@ void fsdpc_set_log_level(int32_t level) {
   g_level = level;
 }
 
+void fsdpc_set_log_rank(int32_t rank) {
+  g_rank = rank;
+}
+
+void fsdpc_log(int32_t level, const char *line) {
+  fsdpc__log(level, "%s", line ? line : "");
+}
+
 void fsdpc__log_setup(int level, int rank) {
   g_level = level;
   g_rank = rank;

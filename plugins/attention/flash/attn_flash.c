@@ -231,14 +231,4 @@ static const fsdpc_plugin_desc flash_plugin = {
     /* .n_components  = */ 1,
 };
 
-FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
-                                                  const fsdpc_plugin_desc **out) {
-  if (out == NULL)
-    return FSDPC_INVALID_USAGE;
-  if (host != NULL && host->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
-    return fsdpc_pl_fail(host, FSDPC_UNSUPPORTED,
-                         "attention flash: built for plugin ABI %d, host speaks %u",
-                         FSDPC_PLUGIN_ABI_MAJOR, (unsigned)host->abi_major);
-  *out = &flash_plugin;
-  return FSDPC_OK;
-}
+FSDPC_PLUGIN_DEFINE(flash_plugin, 1)

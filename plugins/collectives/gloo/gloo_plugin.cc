@@ -430,10 +430,4 @@ static const fsdpc_plugin_desc g_plugin = {
     /* .n_components = */ 1,
 };
 
-extern "C" FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *h,
-                                                             const fsdpc_plugin_desc **out) {
-  if (!out)
-    return FSDPC_INVALID_USAGE;
-  *out = &g_plugin;
-  return FSDPC_OK;
-}
+FSDPC_PLUGIN_DEFINE(g_plugin, 1)

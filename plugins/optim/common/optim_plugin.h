@@ -173,17 +173,6 @@ static inline int32_t fsdpc_optim_zero_state(const char *name, const fsdpc_host_
   return FSDPC_OK;
 }
 
-/* The entry point's checks: a host of this ABI major and an out pointer. */
-static inline int32_t fsdpc_optim_entry(const fsdpc_host_api *h, const fsdpc_plugin_desc *plugin,
-                                        const fsdpc_plugin_desc **out) {
-  if (h == NULL || out == NULL)
-    return FSDPC_INVALID_USAGE;
-  if (h->abi_major != FSDPC_PLUGIN_ABI_MAJOR)
-    return FSDPC_UNSUPPORTED;
-  *out = plugin;
-  return FSDPC_OK;
-}
-
 /* Defines the plugin descriptor of a plugin named name_str whose one
  * component is `component` (an fsdpc_component_desc), and the entry point,
  * the plugin's only exported symbol. Use once, at the end of the file. */
@@ -197,9 +186,6 @@ static inline int32_t fsdpc_optim_entry(const fsdpc_host_api *h, const fsdpc_plu
       /* .components = */ fsdpc_optim_components,                                                  \
       /* .n_components = */ 1,                                                                     \
   };                                                                                               \
-  FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *h,                       \
-                                                    const fsdpc_plugin_desc **out) {               \
-    return fsdpc_optim_entry(h, &fsdpc_optim_plugin, out);                                         \
-  }
+  FSDPC_PLUGIN_DEFINE(fsdpc_optim_plugin, 1)
 
 #endif

@@ -167,10 +167,4 @@ static const fsdpc_plugin_desc plugin = {
     .n_components = 1,
 };
 
-FSDPC_PLUGIN_EXPORT int32_t fsdpc_plugin_entry_v1(const fsdpc_host_api *host,
-                                                  const fsdpc_plugin_desc **out) {
-  if (!host || !FSDPC_HAS_FIELD(host, fsdpc_host_api, opt_get) || !host->opt_get || !out)
-    return FSDPC_INVALID_USAGE;
-  *out = &plugin;
-  return FSDPC_OK;
-}
+FSDPC_PLUGIN_DEFINE(plugin, 1)

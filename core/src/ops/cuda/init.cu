@@ -1,9 +1,9 @@
 /* The random init on the device (twin of fsdpc__model_init_range in
- * model/params.c): the same per-element function (model/init_rng.h), so
+ * model/params.c): the same per-element function (util/init_rng.h), so
  * the fp32 values equal the CPU's bit for bit and a rank makes only the
  * elements of its own shard, straight into device memory. */
-#include "model/init_rng.h"
 #include "ops/cuda/cuda_internal.cuh"
+#include "util/init_rng.h"
 
 /* Grid-stride over n elements: dst[i] = element elem_offset + i. */
 static __global__ void init_normal_kernel(float *dst, // (n)

@@ -25,11 +25,12 @@
 #include <stdint.h>
 
 #include "ops/cuda/cuda_ctx.h"
-#include "ops/ops.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#include "ops/ops.h" /* C declarations: inside extern "C" for the .cu files */
 
 typedef uint16_t fsdpc_bf16; /* bfloat16 bits in device memory */
 
@@ -154,7 +155,7 @@ fsdpc_status fsdpc__cuda_sumsq(fsdpc_cuda_ctx *ctx, double *out, const float *x,
                                int accumulate, fsdpc_err *err);
 
 /* ---- init.cu ---- the random init on the device: dst[i] =
- * fsdpc__init_normal(key, elem_offset + i, std) (model/init_rng.h, the CPU's
+ * fsdpc__init_normal(key, elem_offset + i, std) (util/init_rng.h, the CPU's
  * function bit for bit), or 1 when ones is set; on the compute stream. */
 fsdpc_status fsdpc__cuda_init_f32(fsdpc_cuda_ctx *ctx, float *dst, size_t n, uint64_t key,
                                   uint64_t elem_offset, double std, int ones, fsdpc_err *err);

@@ -21,8 +21,8 @@
  * double ulps of the true functions, so the float result is the one libm's
  * formula gave (the definition before this header) except for about one
  * element in 10^8, which moves by one float ulp. */
-#ifndef FSDPC_MODEL_INIT_RNG_H
-#define FSDPC_MODEL_INIT_RNG_H
+#ifndef FSDPC_UTIL_INIT_RNG_H
+#define FSDPC_UTIL_INIT_RNG_H
 
 #include <stdint.h>
 

@@ -463,8 +463,14 @@ static int32_t comm_split(fsdpc_comm *parent, int32_t color, int32_t key, fsdpc_
   ncclResult_t r =
       ncclCommSplit(parent->nc, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, &cfg);
   nccl_unlock(parent);
-  /* The split runs in the background: on the parent (no color) or the child. */
-  st = nccl_settle(parent, parent->nc, r, "split (ncclCommSplit)", parent->timeout_ms);
+  /* The split runs in the background: on the parent (no color) or the child.
+   * The parent is polled even when the call returned ncclSuccess: in
+   * non-blocking mode its state stays ncclInProgress until asked, and the
+   * next call on it (HYBRID_SHARD's second split) would be refused with
+   * "Attempt to use communicator before the previous operation returned
+   * ncclSuccess" (seen on 4 x H200, NCCL 2.28). */
+  st = nccl_settle(parent, parent->nc, r == ncclSuccess ? ncclInProgress : r,
+                   "split (ncclCommSplit)", parent->timeout_ms);
   if (st == FSDPC_OK && child)
     st = nccl_settle(parent, child, ncclInProgress, "split (ncclCommSplit)", parent->timeout_ms);
   if (st != FSDPC_OK) {

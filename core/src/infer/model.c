@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "ckpt/ckpt.h"
@@ -272,8 +273,10 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
       !(m->weights_dir = strdup(m->cfg->model.adapter[0] ? m->cfg->model.init.from : o->dir)))
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   /* what fsdpc can model: the HF config.json (as every run plan checks
-   * it), then the tensors */
-  if (st == FSDPC_OK)
+   * it), then the tensors; a checkpoint's config.yaml holds the whole shape
+   * and its base folder may be gone (issue 42.1): checked when it is there */
+  if (st == FSDPC_OK && (!is_file(o->dir, FSDPC_CKPT_CONFIG_FILE) ||
+                         access(m->cfg->model.config, F_OK) == 0))
     st = fsdpc__run_check_hf_config(m->cfg, err);
   if (st == FSDPC_OK && fsdpc__hf_is_folder(m->weights_dir))
     st = fsdpc__hf_rules_tensors(m->weights_dir, &m->shape, err);

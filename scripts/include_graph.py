@@ -43,7 +43,11 @@ LAYERS = [
 # fsdp's wrap plan (fsdp/layout.c), the optimizer's state format
 # (fsdp/qstate.c) and uses FSDPC_KEEP_* (fsdp/program.h); moving those into
 # runplan/ puts runplan below fsdp and removes the entry.
-ALLOWED_UP = {("runplan", "fsdp")}
+# config -> model: the families' table (model/family.h: model_type names,
+# which config.json keys a family reads) and the shape's limits
+# (model/llama.h) are read by the schema and the HF import (issue 35); the
+# table belongs below both and moves there next.
+ALLOWED_UP = {("runplan", "fsdp"), ("config", "model")}
 
 # train/ is the session: only these may include it.
 TRAIN_USERS = {"train", "api", "cli"}

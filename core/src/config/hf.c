@@ -13,7 +13,6 @@
 
 #include "config/meta.h"
 #include "model/family.h"
-#include "model/hf_rules.h"
 #include "util/fs.h"
 
 static char *read_file(const char *path, size_t *len) {

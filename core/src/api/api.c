@@ -8,6 +8,7 @@
 #include "api/api_fill.h"
 #include "config/config.h"
 #include "dist/env.h"
+#include "dist/save_notify.h"
 #include "runplan/runplan.h"
 #include "train/session.h"
 #include "util/log.h"
@@ -100,6 +101,11 @@ FSDPC_API fsdpc_status fsdpc_trainer_create(const fsdpc_config *cfg, fsdpc_train
    * live in the run plan: fsdpc_run_batch.max_steps). */
   fsdpc_status st = fsdpc__session_create((fsdpc_config *)cfg, &env, &t->s, err);
   if (st != FSDPC_OK) {
+    /* a refusal at start-up (the memory plan, a plugin...) comes before the
+     * failure protocol: tell fsdpc's launcher, which names it in its last
+     * line (dist/save_notify.h) */
+    if (env.world_size > 1)
+      fsdpc__error_notify(env.rank, err->msg);
     free(t);
     return st;
   }

@@ -383,6 +383,9 @@ static int describe_failure(const child *cs, int n, const child *c, int ws,
   if (in->first[0]) {
     size_t l = strlen(why);
     snprintf(why + l, cap - l, "; first failure: %.700s", in->first);
+  } else if (in->own[0] && in->own_rank == c->rank) { /* it failed before the protocol ran */
+    size_t l = strlen(why);
+    snprintf(why + l, cap - l, "; its error: %.700s", in->own);
   }
   return code;
 }

@@ -41,6 +41,10 @@ void fsdpc__fail_notify(int culprit, const char *first) {
   send_record(culprit, 2, first);
 }
 
+void fsdpc__error_notify(int rank, const char *msg) {
+  send_record(rank, 3, msg);
+}
+
 int fsdpc__save_channel_open(int fds[2]) {
   if (pipe2(fds, O_CLOEXEC) != 0)
     return -1;
@@ -65,12 +69,13 @@ static void parse(fsdpc_launcher_inbox *in, int first_rank, int n, int *saving) 
     int i = h[0] - first_rank;
     if ((h[1] == 0 || h[1] == 1) && i >= 0 && i < n)
       saving[i] = h[1];
-    if (h[1] == 2 && !in->first[0]) {
-      snprintf(in->first, sizeof in->first, "%.*s", (int)h[2], (const char *)in->buf + off + 12);
-      for (char *p = in->first; *p; p++) /* one line, whatever a rank sent */
+    char *text = h[1] == 2 && !in->first[0] ? in->first : h[1] == 3 && !in->own[0] ? in->own : NULL;
+    if (text) {
+      snprintf(text, sizeof in->first, "%.*s", (int)h[2], (const char *)in->buf + off + 12);
+      for (char *p = text; *p; p++) /* one line, whatever a rank sent */
         if ((unsigned char)*p < ' ')
           *p = ' ';
-      in->first_rank = h[0];
+      *(text == in->first ? &in->first_rank : &in->own_rank) = h[0];
     }
     off += 12 + (size_t)h[2];
   }

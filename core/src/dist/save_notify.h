@@ -8,8 +8,10 @@
  * (FSDPC_LAUNCHER_FD). A record is {int32 rank, int32 kind, int32 len} and
  * len bytes, written at once (writes under PIPE_BUF are atomic): kind 0/1 =
  * a save ends/begins (rank: the saving rank), kind 2 = the first failure
- * (rank: the rank it blames or -1; len <= 1000 bytes of text). Without the variable (another
- * launcher) the rank side does nothing. */
+ * (rank: the rank it blames or -1; len <= 1000 bytes of text), kind 3 = the
+ * error a rank ends with before the failure protocol runs (a refusal at
+ * start-up; rank: its own). Without the variable (another launcher) the rank
+ * side does nothing. */
 #ifndef FSDPC_DIST_SAVE_NOTIFY_H
 #define FSDPC_DIST_SAVE_NOTIFY_H
 
@@ -23,6 +25,8 @@ void fsdpc__save_notify(int rank, int begin);
 /* Rank side: the job's first failure, one line, and the rank it blames
  * (-1: none known; best effort). */
 void fsdpc__fail_notify(int culprit, const char *first);
+/* Rank side: the error this rank ends with (best effort). */
+void fsdpc__error_notify(int rank, const char *msg);
 
 /* Launcher side: what the ranks said so far. */
 typedef struct fsdpc_launcher_inbox {
@@ -30,6 +34,8 @@ typedef struct fsdpc_launcher_inbox {
   size_t len;
   char first[1024]; /* the first failure a rank reported, "" none yet */
   int first_rank;   /* the rank it blames, or -1 */
+  char own[1024];   /* the first error a rank reported of itself (kind 3) */
+  int own_rank;     /* that rank, or -1 */
 } fsdpc_launcher_inbox;
 
 /* Opens the pipe (read end non-blocking and close-on-exec, write end

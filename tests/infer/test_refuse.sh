@@ -28,8 +28,8 @@ refused() {
     n=$((n + 1))
   done
 }
-refused gemma "model_type 'gemma'" model_type='"gemma"'
-refused qwen_moe "model_type 'qwen2_moe'" model_type='"qwen2_moe"'
+refused gemma "model_type': model.model_type: 'gemma' is not one of" model_type='"gemma"'
+refused qwen_moe "model_type': model.model_type: 'qwen2_moe' is not one of" model_type='"qwen2_moe"'
 refused gelu "hidden_act 'gelu'" hidden_act='"gelu"'
 # a family switch whose tensors the folder lacks
 refused abias "tensor 'model.layers.0.self_attn.q_proj.bias' is missing" attention_bias=true
@@ -39,7 +39,7 @@ refused qwen3 "tensor 'model.layers.0.self_attn.q_norm.weight' is missing" model
 refused phi3 "tensor 'model.layers.0.self_attn.qkv_proj.weight' is missing" model_type='"phi3"'
 refused sliding "'sliding_window' is set" sliding_window=8
 refused partial "'partial_rotary_factor' is 0.5" partial_rotary_factor=0.5
-refused rope_mrope "type 'mrope' is not supported" 'rope_scaling={"type": "mrope", "factor": 2.0}'
+refused rope_mrope "'mrope' is not one of" 'rope_scaling={"type": "mrope", "factor": 2.0}'
 refused rope_layers "RoPE per layer type" \
   'rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 10000.0}, "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}}'
 refused layer_types "layer_types has 'chunked_attention'" \

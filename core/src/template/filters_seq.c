@@ -155,6 +155,24 @@ static int sorted(jctx *x, const jnode *at, jv *items, size_t n, const jv *attr,
   return jf_mklist(x, at, its, n, out);
 }
 
+/* The (key, value) tuples of mapping v, in its order, into *pairs (n of
+ * them); -1 on out of memory (reported). */
+static int map_pairs(jctx *x, const jnode *at, const jv *v, jv **pairs, size_t *n) {
+  *n = jv_len(v);
+  *pairs = ja_alloc(&x->arena, (*n + 1) * sizeof **pairs);
+  if (!*pairs)
+    return jx_oom(x, at);
+  for (size_t i = 0; i < *n; i++) {
+    jlist *t = jl_new(&x->arena, 2);
+    if (!t)
+      return jx_oom(x, at);
+    t->type = JL_TUPLE;
+    jv_map_at(v, i, &t->items[0], &t->items[1]);
+    (*pairs)[i] = jv_list(t);
+  }
+  return 0;
+}
+
 static int dictsort(jctx *x, const jnode *at, const jv *v, const jv *const *g, jv *out) {
   if (!jv_is_mapping(v))
     return jx_fail(x, at, "'%s' object has no attribute 'items'", jv_type_name(v));
@@ -165,18 +183,10 @@ static int dictsort(jctx *x, const jnode *at, const jv *v, const jv *const *g, j
     else if (!(g[1]->kind == JV_STR && g[1]->u.s.n == 3 && !memcmp(g[1]->u.s.p, "key", 3)))
       return jx_fail(x, at, "You can only sort by either \"key\" or \"value\"");
   }
-  size_t n = jv_len(v);
-  jv *pairs = ja_alloc(&x->arena, (n + 1) * sizeof *pairs);
-  if (!pairs)
-    return jx_oom(x, at);
-  for (size_t i = 0; i < n; i++) {
-    jlist *t = jl_new(&x->arena, 2);
-    if (!t)
-      return jx_oom(x, at);
-    t->type = JL_TUPLE;
-    jv_map_at(v, i, &t->items[0], &t->items[1]);
-    pairs[i] = jv_list(t);
-  }
+  size_t n;
+  jv *pairs;
+  if (map_pairs(x, at, v, &pairs, &n))
+    return -1;
   jv path = jv_int(by_value);
   return sorted(x, at, pairs, n, &path, g[0] && jv_truthy(g[0]), g[2] && jv_truthy(g[2]), out);
 }
@@ -396,18 +406,10 @@ static int items(jctx *x, const jnode *at, const jv *v, jv *out) {
     return jf_mkiter(x, at, NULL, 0, out);
   if (!jv_is_mapping(v))
     return jx_fail(x, at, "Can only get item pairs from a mapping.");
-  size_t n = jv_len(v);
-  jv *pairs = ja_alloc(&x->arena, (n + 1) * sizeof *pairs);
-  if (!pairs)
-    return jx_oom(x, at);
-  for (size_t i = 0; i < n; i++) {
-    jlist *t = jl_new(&x->arena, 2);
-    if (!t)
-      return jx_oom(x, at);
-    t->type = JL_TUPLE;
-    jv_map_at(v, i, &t->items[0], &t->items[1]);
-    pairs[i] = jv_list(t);
-  }
+  size_t n;
+  jv *pairs;
+  if (map_pairs(x, at, v, &pairs, &n))
+    return -1;
   return jf_mkiter(x, at, pairs, n, out);
 }
 

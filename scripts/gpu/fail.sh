@@ -5,11 +5,13 @@
 #   OUT=$OUT bash .carry/NAME/fail.sh                     (GPU host, carry .carry/NAME)
 # One GPU (two ranks cannot share it: NCCL refuses a communicator with two
 # ranks on one device, so the NCCL cases need two GPUs):
-#   oom      the Llama 2 70B shape at world 1 (does not fit one GPU): out of
-#            memory; the rank's error line, and exit 1 within 10 s of the
-#            first "out of memory" line. If a planner refuses the config
-#            before training, the allocation fault injection
-#            (FSDPC_FAULT=alloc=3, a small model) stands in for it.
+#   refused  the Llama 2 70B shape at world 1 (does not fit one GPU): the
+#            memory plan's one-line refusal, exit 1 within 10 s
+#   oom      the same with fsdp.fit_check=false: a real out of memory
+#            reserving the arena; the rank's error line, exit 1 within 10 s
+#            of the first "out of memory" line
+#   oom_fault FSDPC_FAULT=alloc=3 (a small model): out of memory for a
+#            step's buffer at step 3, exit 1 within 10 s
 #   kernel   FSDPC_FAULT=kernel=3: a kernel that traps at step 3 (a sticky
 #            device fault): an error line, and exit 1 within 10 s of the fault
 # With 2 GPUs or more also world 2 over NCCL (non-blocking communicators, the
@@ -89,20 +91,16 @@ ended() {
 
 # ---- one GPU -----------------------------------------------------------------
 # The Llama 2 70B shape (lib/fail_yaml.sh): about 1.1 TB of fp32 shards
-# and optimizer state at world 1.
-t=$(now_ms)
-start oom CUDA_VISIBLE_DEVICES=0 -- "$W/70b.yaml"
-for _ in $(seq 1200); do grep -qE "out of memory|error" "$OUT/oom.log" && break; kill -0 $P 2>/dev/null || break; sleep 0.1; done
-if grep -q "out of memory" "$OUT/oom.log"; then
-  ended oom "out of memory" 10 1
-  echo "   oom: $((($(now_ms) - t) / 1000)) s from launch to the end"
-else
-  echo "   oom: the 70B config was refused before training ($(grep -m1 error "$OUT/oom.log" | cut -c1-160)); the allocation fault stands in"
-  kill -KILL $P 2>/dev/null
-  wait $P 2>/dev/null
-  start oom_fault CUDA_VISIBLE_DEVICES=0 FSDPC_FAULT=alloc=3 -- "$W/fail.yaml"
-  ended oom_fault "out of memory" 10 1
-fi
+# and optimizer state at world 1. As configured, the memory plan refuses it
+# before any work; with fsdp.fit_check=false it runs past the planner and
+# runs out of device memory for real, reserving its arena.
+start refused CUDA_VISIBLE_DEVICES=0 -- "$W/70b.yaml"
+ended refused "does not fit GPU 0" 10 1
+start oom CUDA_VISIBLE_DEVICES=0 -- "$W/70b.yaml" fsdp.fit_check=false
+ended oom "out of memory for the planned arena" 10 1
+# out of memory in the middle of a step: the allocation fault injection
+start oom_fault CUDA_VISIBLE_DEVICES=0 FSDPC_FAULT=alloc=3 -- "$W/fail.yaml"
+ended oom_fault "out of memory" 10 1
 
 start kernel CUDA_VISIBLE_DEVICES=0 FSDPC_FAULT=kernel=3 -- "$W/fail.yaml"
 ended kernel "fault injection: a trapping kernel at step 3" 10 1

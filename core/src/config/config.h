@@ -162,6 +162,7 @@ typedef struct fsdpc_config_fsdp {
   bool param_copy;     /* bf16 copy of each master shard, written by the optimizer */
   int64_t param_copy_max_mib; /* cap on those copies' device memory; 0 = none */
   int keep_params;            /* -1 auto, else FSDPC_KEEP_* (fsdp/program.h) */
+  bool fit_check; /* CUDA: refuse a run whose memory plan does not fit (plan/plan_fit.c) */
 } fsdpc_config_fsdp;
 
 typedef struct fsdpc_config_collectives {

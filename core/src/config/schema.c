@@ -408,6 +408,12 @@ static const fsdpc_cfg_key keys[] = {
           "used only when that key is not set, an error when both are set and differ",
           NONE_),
     INT_("fsdp.align", fsdp.align, "16", "flat buffer padding, in elements", RANGE_(1, 4096)),
+    BOOL_("fsdp.fit_check", fsdp.fit_check, "true",
+          "CUDA: before any work, compare the memory plan (`fsdpc plan`) with the device's free "
+          "memory and refuse, in one line naming the options that fit, a run that does not "
+          "fit; false skips the check, and a run that does not fit fails when it reserves its "
+          "arena (cuda: out of memory for the planned arena)",
+          NONE_),
     BOOL_("fsdp.offload.optimizer", fsdp.offload.optimizer, "false",
           "keep the optimizer state in pinned host memory and stream it through two device "
           "buffers per unit for the update (masters and grads stay on the device); "

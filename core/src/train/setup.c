@@ -182,7 +182,8 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
   const fsdpc_run_modes *md = &p->modes;
   PHASE(plugins);
 #ifdef FSDPC_WITH_CUDA
-  if (s->cuda) { /* the plan is a promise: a run that does not fit stops here, before any work */
+  /* the plan is a promise: a run that does not fit stops here, before any work */
+  if (s->cuda && cfg->fsdp.fit_check) {
     uint64_t free_b = 0, total_b = 0;
     STEP(fsdpc__cuda_mem_info(s->cuda, &free_b, &total_b, err));
     STEP(fsdpc__plan_fit_check(p, free_b, env->local_rank, err));

@@ -124,8 +124,10 @@ START_TEST(plan_offload_cuda) {
   for (int accum = 1; accum <= 2; accum++) {
     char gb[64];
     snprintf(gb, sizeof gb, "train.grad_accum_steps=%d", accum);
-    const char *ov[] = {gb};
-    fsdpc_config *c = load("cuda", ov, 1);
+    /* cpu_offload's default keep_params (first) for both: the same
+     * schedule, so the same gathers and full grads */
+    const char *ov[] = {gb, "fsdp.keep_params=first"};
+    fsdpc_config *c = load("cuda", ov, 2);
     for (int world = 1; world <= 4; world *= 2)
       for (int s = 0; s < 4; s++) {
         fsdpc_plan_mem a, b;

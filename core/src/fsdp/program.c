@@ -26,6 +26,8 @@ typedef struct builder {
   unsigned char *resident, *pending; /* (n_units) */
   unsigned char *waited;             /* (n_units) host_async: HOST_WAIT emitted in this pass */
   int *reduced_at;                   /* (n_units) the backward block that reduced it, or -1 */
+  unsigned char *keep_end;           /* (n_units) this micro-batch ends with it gathered (keep) */
+  int bwd;                           /* building a backward pass */
   int released;                      /* a RELEASE since the last fence of the comm stream */
   int failed;
 } builder;
@@ -113,13 +115,25 @@ static void reduced_wait(builder *b, int blk) {
     }
 }
 
+/* Whether a pass over block blk reads unit u's parameters. The
+ * embedding's backward (blk 0 in backward, bwd) only scatter-adds the
+ * output gradient into its weight gradient: it reads no parameter, so
+ * backward gathers nothing for it, except a unit the step's next
+ * micro-batch keeps (it must end the pass gathered). */
+static int reads(const builder *b, int u, int blk, int bwd) {
+  return !bwd || blk > 0 || b->keep_end[u];
+}
+
 static void gather_block(builder *b, int blk, int with_grads) {
   const fsdpc_block *bl = &b->o->lay->blocks[blk];
   for (int i = 0; i < bl->n_units; i++) {
-    gather(b, bl->units[i]);
-    wait(b, bl->units[i]);
-    if (with_grads && !b->o->grads_in_shard && !frozen(b, bl->units[i]))
-      emit(b, FSDPC_ACT_GRAD_ALLOC, bl->units[i]);
+    int u = bl->units[i];
+    if (reads(b, u, blk, b->bwd)) {
+      gather(b, u);
+      wait(b, u);
+    }
+    if (with_grads && !b->o->grads_in_shard && !frozen(b, u))
+      emit(b, FSDPC_ACT_GRAD_ALLOC, u);
   }
 }
 
@@ -129,7 +143,21 @@ static void prefetch_block(builder *b, int blk) {
     return;
   const fsdpc_block *bl = &b->o->lay->blocks[blk];
   for (int i = 0; i < bl->n_units; i++)
-    gather(b, bl->units[i]);
+    if (reads(b, bl->units[i], blk, b->bwd))
+      gather(b, bl->units[i]);
+}
+
+/* The backward block after which unit u's parameters are read no more:
+ * the lowest block that reads them, or the head when none below it does
+ * (a unit of the embedding and the head, the default root unit, is freed
+ * after the head instead of held through every layer's backward). */
+static int last_read_bwd(const builder *b, int u) {
+  const fsdpc_layout *lay = b->o->lay;
+  for (int blk = 0; blk < lay->n_blocks; blk++)
+    for (int i = 0; i < lay->blocks[blk].n_units; i++)
+      if (lay->blocks[blk].units[i] == u && reads(b, u, blk, 1))
+        return blk;
+  return lay->n_blocks - 1;
 }
 
 /* fsdp.keep_params: whether unit u stays gathered from one micro-batch of
@@ -187,14 +215,17 @@ static void micro(builder *b, int reduce, int last, int in) {
   const fsdpc_program_opts *o = b->o;
   const fsdpc_layout *lay = o->lay;
   int head = lay->n_blocks - 1;
-  for (int u = 0; in && u < lay->n_units; u++)
-    if (kept(b, u) && !always(b, u))
+  for (int u = 0; u < lay->n_units; u++) {
+    b->keep_end[u] = !last && kept(b, u);
+    if (in && kept(b, u) && !always(b, u))
       b->resident[u] = 1;
+  }
   emit(b, FSDPC_ACT_FENCE_IN, -1);
   /* keep ALL: nothing is freed inside a step of several micro-batches */
   int hold = o->keep == FSDPC_KEEP_ALL && (in || !last);
   forward_layers(b, o->reshard && !hold, o->forward_prefetch);
   gather_block(b, head, 1);
+  b->bwd = 1; /* the head's forward and backward are one action */
   if (o->backward_prefetch)
     prefetch_block(b, head - 1);
   emit(b, FSDPC_ACT_HEAD, head);
@@ -211,7 +242,7 @@ static void micro(builder *b, int reduce, int last, int in) {
     for (int i = 0; i < lay->blocks[blk].n_units; i++) {
       int u = lay->blocks[blk].units[i];
       if (lay->units[u].first_block != blk)
-        continue; /* used again further back */
+        continue; /* its grads grow further back */
       if (reduce && !o->grads_in_shard && !frozen(b, u)) {
         emit(b, FSDPC_ACT_REDUCE, u);
         b->reduced_at[u] = blk;
@@ -220,12 +251,15 @@ static void micro(builder *b, int reduce, int last, int in) {
         emit(b, FSDPC_ACT_HOST_GRAD, u);
       else if (reduce && o->host_async && o->offload && !frozen(b, u))
         emit(b, FSDPC_ACT_HOST_LAND, u);
-      if (!last && kept(b, u))
-        continue; /* the next micro-batch of the step uses it as it is */
-      release(b, u);
     }
+    /* free what no block further back reads (the next micro-batch of the
+     * step uses a kept unit as it is) */
+    for (int u = 0; u < lay->n_units; u++)
+      if (last_read_bwd(b, u) == blk && !b->keep_end[u])
+        release(b, u);
     fence_free(b);
   }
+  b->bwd = 0;
   emit(b, FSDPC_ACT_FENCE_OUT, -1);
   /* host_async: landings are the worker's (HOST_GRAD, HOST_LAND) */
   if (o->offload && !o->host_async)
@@ -361,7 +395,8 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   b.pending = calloc((size_t)nu + 1, 1);
   b.waited = calloc((size_t)nu + 1, 1);
   b.reduced_at = calloc((size_t)nu + 1, sizeof *b.reduced_at);
-  if (b.resident && b.pending && b.waited && b.reduced_at) {
+  b.keep_end = calloc((size_t)nu + 1, 1);
+  if (b.resident && b.pending && b.waited && b.reduced_at && b.keep_end) {
     switch (kind) {
     case FSDPC_PROGRAM_MICRO:
     case FSDPC_PROGRAM_MICRO_IN:
@@ -387,6 +422,7 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   free(b.pending);
   free(b.waited);
   free(b.reduced_at);
+  free(b.keep_end);
   if (b.failed)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory building the step program");
   return FSDPC_OK;

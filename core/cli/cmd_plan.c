@@ -123,6 +123,13 @@ static cJSON *row_json(const fsdpc_memplan_row *m, int fits_given, int dev_ok, i
   for (int c = 0; c < FSDPC_MEM_CATEGORY_COUNT; c++)
     cJSON_AddNumberToObject(pk, fsdpc_mem_category_name(c), (double)m->peak[c]);
   cJSON_AddNumberToObject(pk, "total", (double)m->total_peak);
+  /* where the total peaks: each category then, and the step's action */
+  cJSON *at = cJSON_AddObjectToObject(o, "at_peak");
+  for (int c = 0; c < FSDPC_MEM_CATEGORY_COUNT; c++)
+    cJSON_AddNumberToObject(at, fsdpc_mem_category_name(c), (double)m->at_peak[c]);
+  cJSON_AddStringToObject(at, "pass", m->peak_pass ? m->peak_pass : "");
+  cJSON_AddStringToObject(at, "action", m->peak_action ? m->peak_action : "");
+  cJSON_AddNumberToObject(at, "arg", m->peak_arg);
   cJSON_AddNumberToObject(o, "host_bytes", (double)m->host_pinned);
   cJSON_AddNumberToObject(o, "host_pinned_bytes", (double)m->host_pinned);
   cJSON_AddNumberToObject(o, "host_pageable_bytes", (double)m->host_pageable);

@@ -402,6 +402,13 @@ typedef struct fsdpc_memplan_row {
   /* The one device reservation the engine makes (>= total_peak) and its
    * parts; late: device memory the run takes after its fit check. */
   int64_t arena, arena_shards, arena_activations, arena_transients, late;
+  /* The moment of total_peak: each category's bytes then, the pass
+   * ("first micro-batch", "last micro-batch", "optimizer step", ...), the
+   * step program's action ("head", "backward", "grad_alloc", ...) and its
+   * block or unit (-1: none); strings live as long as the library. */
+  int64_t at_peak[FSDPC_MEM_CATEGORY_COUNT];
+  const char *peak_pass, *peak_action;
+  int32_t peak_arg;
 } fsdpc_memplan_row;
 FSDPC_API fsdpc_status fsdpc_memplan_row_get(const fsdpc_memplan *p, int32_t i,
                                              fsdpc_memplan_row *out, fsdpc_err *err);

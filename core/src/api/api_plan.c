@@ -135,9 +135,14 @@ FSDPC_API fsdpc_status fsdpc_memplan_row_get(const fsdpc_memplan *p, int32_t i,
                             .arena_shards = m->arena_shards,
                             .arena_activations = m->arena_activations,
                             .arena_transients = m->arena_transients,
-                            .late = m->late};
-  for (int c = 0; c < FSDPC_MEM_CATEGORY_COUNT; c++)
+                            .late = m->late,
+                            .peak_pass = m->peak_pass,
+                            .peak_action = m->peak_action,
+                            .peak_arg = m->peak_arg};
+  for (int c = 0; c < FSDPC_MEM_CATEGORY_COUNT; c++) {
     full.peak[c] = m->peak[c];
+    full.at_peak[c] = m->at_peak[c];
+  }
   FSDPC_API_FILL(out, full);
   return FSDPC_OK;
 }

@@ -103,6 +103,10 @@ struct fsdpc_engine {
    * not decided yet; grads_fresh: the decoder layers' gradients hold nothing
    * of this step yet (the next micro-batch may overwrite them). */
   int grad_ow, grads_fresh;
+  /* a micro-batch reduced into the grad shards since the last update (a
+   * reduce-scatter straight into the shards needs them zeroed:
+   * fsdpc__mp_rs_direct) */
+  int shards_dirty;
 };
 
 /* Whether the optimizer plugin writes fsdpc_optim_tensor.param_bf16 (on

@@ -17,6 +17,10 @@
 typedef struct tracker {
   int64_t cur[FSDPC_MEM_NCAT], peak[FSDPC_MEM_NCAT];
   int64_t total, total_peak;
+  /* the moment of the total's peak: what each category held then, and the
+   * action (slot, index; -1: before any) that made it */
+  int64_t at_peak[FSDPC_MEM_NCAT];
+  int slot, act, peak_slot, peak_act;
 } tracker;
 
 static void track(tracker *t, int cat, int64_t bytes) {
@@ -24,8 +28,12 @@ static void track(tracker *t, int cat, int64_t bytes) {
   t->total += bytes;
   if (t->cur[cat] > t->peak[cat])
     t->peak[cat] = t->cur[cat];
-  if (t->total > t->total_peak)
+  if (t->total > t->total_peak) {
     t->total_peak = t->total;
+    memcpy(t->at_peak, t->cur, sizeof t->at_peak);
+    t->peak_slot = t->slot;
+    t->peak_act = t->act;
+  }
 }
 
 /* ---- persistent buffers ---- */
@@ -109,7 +117,7 @@ static void persist(const fsdpc_memplan_in *in, fsdpc_memplan *mp, bumper *b) {
       mp->lp_units++;
     }
   }
-  if (x->S > 1)
+  if (x->S > 1 && !fsdpc__mp_rs_direct(x))
     mp->rs = bump(b, FSDPC_MEM_COMM, lay->max_grad_shard * 4);
   if (x->S > 1 && x->reduce_bf16)
     mp->rs16 = bump(b, FSDPC_MEM_COMM, lay->max_grad_shard * 2);
@@ -460,8 +468,11 @@ static fsdpc_status timeline(fsdpc_memplan *mp, const fsdpc_memplan_in *in,
     for (int x = 0; x < NS; x++)
       w.vc[y][x] = -1;
   for (int k = 0; k < n_seq; k++)
-    for (int i = 0; i < mp->prog[seq[k]].n; i++)
+    for (int i = 0; i < mp->prog[seq[k]].n; i++) {
+      t->slot = seq[k];
+      t->act = i;
       act(&w, seq[k], &mp->prog[seq[k]], i);
+    }
   if (w.failed) {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory planning memory");
     goto done;
@@ -628,7 +639,7 @@ fsdpc_status fsdpc__memplan_build(const fsdpc_memplan_in *in, fsdpc_memplan *out
                                    .qscale = FSDPC_MP_NONE,
                                    .lp = FSDPC_MP_NONE,
                                    .blk = FSDPC_MP_NONE};
-  tracker t = {0}, scratch = {0};
+  tracker t = {.slot = -1, .act = -1, .peak_slot = -1, .peak_act = -1}, scratch = t;
   bumper b = {.align = out->align, .t = &t};
   persist(in, out, &b);
   out->persist_bytes = b.at;
@@ -671,7 +682,16 @@ fsdpc_status fsdpc__memplan_build(const fsdpc_memplan_in *in, fsdpc_memplan *out
   out->arena_bytes = out->trans_offset + tb;
   memcpy(out->peak, t.peak, sizeof out->peak);
   out->total_peak = t.total_peak;
+  memcpy(out->at_peak, t.at_peak, sizeof out->at_peak);
+  out->peak_slot = t.peak_slot;
+  out->peak_action = t.peak_act;
   return FSDPC_OK;
+}
+
+const char *fsdpc__mp_slot_name(int s) {
+  static const char *names[FSDPC_MP_NSLOTS] = {"first micro-batch", "middle micro-batch",
+                                               "last micro-batch", "optimizer step", "forward"};
+  return s >= 0 && s < FSDPC_MP_NSLOTS ? names[s] : "start-up";
 }
 
 void fsdpc__memplan_free(fsdpc_memplan *mp) {

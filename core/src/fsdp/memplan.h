@@ -128,9 +128,17 @@ typedef struct fsdpc_memplan {
    * step, alloc and free as the engine issues them): per-category peaks,
    * the peak of the total, the shard bytes; and the pinned host bytes. */
   int64_t peak[FSDPC_MEM_NCAT], total_peak;
+  /* The moment of total_peak: each category's bytes then, and the action
+   * that reached it (prog[peak_slot].a[peak_action]; -1: the persistent
+   * buffers alone) */
+  int64_t at_peak[FSDPC_MEM_NCAT];
+  int peak_slot, peak_action;
   uint64_t params, grads, optim;
   uint64_t host_pinned;
 } fsdpc_memplan;
+
+/* "first micro-batch", "optimizer step", ... for slot s; "start-up" for -1. */
+const char *fsdpc__mp_slot_name(int s);
 
 fsdpc_status fsdpc__memplan_build(const fsdpc_memplan_in *in, fsdpc_memplan *out, fsdpc_err *err);
 void fsdpc__memplan_free(fsdpc_memplan *mp);
@@ -149,6 +157,15 @@ fsdpc_status fsdpc__memplan_act_bytes(const fsdpc_run_plan *p, const fsdpc_run_m
  * right after the head block (fsdp/offload.c); -1: none. */
 int fsdpc__mp_head_unit(const fsdpc_layout *lay, const fsdpc_param_info *params,
                         const fsdpc_run_exec *x, uint64_t *at);
+
+/* Whether a unit's fp32 reduce-scatter lands straight in its grad shard
+ * instead of a landing buffer added into it: with one micro-batch a step
+ * the shard holds zeros then (the update zeroes it) and 0 + x is x, so the
+ * result is the same and the landing buffer (the largest grad shard) is
+ * not needed. Offloaded, bf16-reduced or accumulated runs keep it. */
+static inline int fsdpc__mp_rs_direct(const fsdpc_run_exec *x) {
+  return x->S > 1 && x->accum == 1 && !x->offload && !x->reduce_bf16;
+}
 
 /* Bytes of a buffer of n bytes in the arena (rounded up to mp's alignment). */
 static inline uint64_t fsdpc__mp_round(uint64_t n, uint64_t align) {

@@ -231,5 +231,6 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
   }
   if (fsdpc__grad_ow(e))
     e->grads_fresh = 1; /* the updates left grad_written units unzeroed */
+  e->shards_dirty = 0;
   return FSDPC_OK;
 }

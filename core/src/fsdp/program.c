@@ -7,10 +7,12 @@
  *   and NO_SHARD keep them for backward);
  *   head: gather, wait, gradient buffers, [prefetch layer L], forward and
  *   backward together (fused cross-entropy);
- *   backward, in reverse: gather (re-gather after a free) -> wait ->
- *   gradient buffers -> [prefetch the block before] -> backward -> after a
- *   unit's last backward use: reduce its grads (not under no_sync before the
- *   last micro-batch) and free it.
+ *   backward, in reverse: gather (re-gather after a free; the embedding's
+ *   backward reads no weight: nothing) -> wait -> gradient buffers ->
+ *   [prefetch the block before] -> backward -> after a unit's last backward
+ *   use: reduce its grads (not under no_sync before the last micro-batch);
+ *   after the last backward block that reads its weights: free it (the
+ *   root unit of embedding and head right after the head).
  * The optimizer step: replica all-reduce of each grad shard (R > 1) ->
  * global grad norm -> per unit: clip, update, zero. */
 #include "fsdp/program.h"

@@ -207,7 +207,12 @@ static fsdpc_status reduce_grads(fsdpc_engine *e, int u, void *g16, fsdpc_err *e
     FSDPC_TRY(e->ops->stream_wait(e->ops->ctx, gs, EV_GRADS + u % 16, err));
   }
   const float *reduced = un->full_grad; /* S == 1: the full grads are the shard */
-  if (e->S > 1) {
+  if (e->S > 1 && !e->rs_scratch) {
+    /* one micro-batch a step (fsdpc__mp_rs_direct): into the zeroed shard */
+    FSDPC_TRY(fsdpc__dist_reduce_scatter_on(e->dist, FSDPC_GROUP_SHARD, un->full_grad, un->grad,
+                                            un->shard_numel, FSDPC_DTYPE_F32, e->comm, un->name,
+                                            err));
+  } else if (e->S > 1) {
     FSDPC_TRY(e->reduce_bf16 ? reduce_scatter_bf16(e, un, e->comm, g16, err)
                              : fsdpc__dist_reduce_scatter_on(
                                    e->dist, FSDPC_GROUP_SHARD, un->full_grad, e->rs_scratch,
@@ -216,6 +221,8 @@ static fsdpc_status reduce_grads(fsdpc_engine *e, int u, void *g16, fsdpc_err *e
   }
   if (e->offload) {
     FSDPC_TRY(fsdpc__offload_grads_to_host(e, un, reduced, err));
+  } else if (e->S > 1 && !e->rs_scratch) {
+    /* landed in the shard already */
   } else if (e->comm) {
     FSDPC_TRY(
         e->ops->add_f32_on(e->ops->ctx, un->grad, e->rs_scratch, un->shard_numel, e->comm, err));
@@ -474,6 +481,11 @@ fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
                        "fsdp: micro-batch %d of a step of %d called %s the last one", mi + 1, accum,
                        last_micro ? "as" : "not as");
+  if (e->S > 1 && !e->rs_scratch && e->shards_dirty)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "fsdp: a second micro-batch before the optimizer step, in a run planned "
+                       "for one a step (its reduce-scatters overwrite the grad shards); set "
+                       "train.grad_accum_steps to the micro-batches of a step");
   int ow = fsdpc__grad_ow(e) && e->grads_fresh;
   if (fsdpc__model_grad_overwrite(m, ow) != ow) {
     /* the model adds into its gradients (LoRA): zero what the updates left
@@ -490,6 +502,7 @@ fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float
   fsdpc_status st = run(e, fsdpc__mp_micro_slot(mi, accum), &x, err);
   e->kept = st == FSDPC_OK && !last_micro && e->keep != FSDPC_KEEP_NONE;
   e->micro_i = last_micro || st != FSDPC_OK ? 0 : mi + 1;
+  e->shards_dirty = 1;
   fsdpc__model_grad_overwrite(m, 0);
   e->grads_fresh = 0; /* later micro-batches of the step add into what it wrote */
   return st;

@@ -168,6 +168,15 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   for (int c = 0; c < FSDPC_MEM_NCAT; c++)
     out->peak[c] = worst.peak[c];
   out->total_peak = worst.total_peak;
+  memcpy(out->at_peak, worst.at_peak, sizeof out->at_peak);
+  out->peak_pass = fsdpc__mp_slot_name(worst.peak_slot);
+  out->peak_action = "none";
+  out->peak_arg = -1;
+  if (worst.peak_slot >= 0 && worst.peak_action >= 0) {
+    const fsdpc_action *a = &worst.prog[worst.peak_slot].a[worst.peak_action];
+    out->peak_action = fsdpc__act_name(a->op);
+    out->peak_arg = a->arg;
+  }
   out->arena = (int64_t)worst.arena_bytes;
   out->arena_shards = (int64_t)worst.persist_bytes;
   out->arena_activations = (int64_t)worst.act_bytes;

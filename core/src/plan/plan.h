@@ -65,6 +65,12 @@ typedef struct fsdpc_plan_mem {
                                   * host_fill_runtime_bytes, host_runtime), per rank */
   int64_t reserved;              /* device memory the run takes: arena + runtime + late */
   fsdpc_comm_bytes comm;         /* collective bytes sent per step (comm_s unused) */
+  /* the moment of total_peak: each category's bytes then; the pass and the
+   * program action (fsdp/program.h) that reached it, static strings, and
+   * its unit or block (-1: none) */
+  int64_t at_peak[FSDPC_MEM_NCAT];
+  const char *peak_pass, *peak_action;
+  int peak_arg;
 } fsdpc_plan_mem;
 
 /* The memory model of run plan p under modes m (the plan's own, or a

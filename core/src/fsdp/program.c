@@ -29,6 +29,7 @@ typedef struct builder {
   unsigned char *waited;             /* (n_units) host_async: HOST_WAIT emitted in this pass */
   int *reduced_at;                   /* (n_units) the backward block that reduced it, or -1 */
   unsigned char *keep_end;           /* (n_units) this micro-batch ends with it gathered (keep) */
+  int *rel_at;                       /* (n_units) the backward block that frees it */
   int bwd;                           /* building a backward pass */
   int released;                      /* a RELEASE since the last fence of the comm stream */
   int failed;
@@ -149,17 +150,37 @@ static void prefetch_block(builder *b, int blk) {
       gather(b, bl->units[i]);
 }
 
-/* The backward block after which unit u's parameters are read no more:
- * the lowest block that reads them, or the head when none below it does
- * (a unit of the embedding and the head, the default root unit, is freed
- * after the head instead of held through every layer's backward). */
-static int last_read_bwd(const builder *b, int u) {
+/* For each unit, the backward block after which its parameters are read
+ * no more (rel_at): the lowest block that reads them, or the head when none
+ * below it does (a unit of the embedding and the head, the default root
+ * unit, is freed after the head instead of held through every layer's
+ * backward). One pass over the blocks' units. */
+static void release_points(builder *b) {
   const fsdpc_layout *lay = b->o->lay;
-  for (int blk = 0; blk < lay->n_blocks; blk++)
-    for (int i = 0; i < lay->blocks[blk].n_units; i++)
-      if (lay->blocks[blk].units[i] == u && reads(b, u, blk, 1))
-        return blk;
-  return lay->n_blocks - 1;
+  for (int u = 0; u < lay->n_units; u++)
+    b->rel_at[u] = lay->n_blocks - 1;
+  for (int blk = lay->n_blocks - 1; blk >= 0; blk--)
+    for (int i = 0; i < lay->blocks[blk].n_units; i++) {
+      int u = lay->blocks[blk].units[i];
+      if (reads(b, u, blk, 1))
+        b->rel_at[u] = blk;
+    }
+}
+
+/* After backward block blk: free the units it read last (at the head also
+ * those of the embedding's block that no backward block reads); a kept
+ * unit stays for the next micro-batch of the step. */
+static void release_read(builder *b, int blk) {
+  const fsdpc_layout *lay = b->o->lay;
+  int head = lay->n_blocks - 1;
+  for (int pass = 0; pass < (blk == head ? 2 : 1); pass++) {
+    const fsdpc_block *bl = &lay->blocks[pass ? 0 : blk];
+    for (int i = 0; i < bl->n_units; i++) {
+      int u = bl->units[i];
+      if (b->rel_at[u] == blk && !b->keep_end[u])
+        release(b, u);
+    }
+  }
 }
 
 /* fsdp.keep_params: whether unit u stays gathered from one micro-batch of
@@ -222,6 +243,7 @@ static void micro(builder *b, int reduce, int last, int in) {
     if (in && kept(b, u) && !always(b, u))
       b->resident[u] = 1;
   }
+  release_points(b);
   emit(b, FSDPC_ACT_FENCE_IN, -1);
   /* keep ALL: nothing is freed inside a step of several micro-batches */
   int hold = o->keep == FSDPC_KEEP_ALL && (in || !last);
@@ -254,11 +276,7 @@ static void micro(builder *b, int reduce, int last, int in) {
       else if (reduce && o->host_async && o->offload && !frozen(b, u))
         emit(b, FSDPC_ACT_HOST_LAND, u);
     }
-    /* free what no block further back reads (the next micro-batch of the
-     * step uses a kept unit as it is) */
-    for (int u = 0; u < lay->n_units; u++)
-      if (last_read_bwd(b, u) == blk && !b->keep_end[u])
-        release(b, u);
+    release_read(b, blk);
     fence_free(b);
   }
   b->bwd = 0;
@@ -398,7 +416,8 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   b.waited = calloc((size_t)nu + 1, 1);
   b.reduced_at = calloc((size_t)nu + 1, sizeof *b.reduced_at);
   b.keep_end = calloc((size_t)nu + 1, 1);
-  if (b.resident && b.pending && b.waited && b.reduced_at && b.keep_end) {
+  b.rel_at = calloc((size_t)nu + 1, sizeof *b.rel_at);
+  if (b.resident && b.pending && b.waited && b.reduced_at && b.keep_end && b.rel_at) {
     switch (kind) {
     case FSDPC_PROGRAM_MICRO:
     case FSDPC_PROGRAM_MICRO_IN:
@@ -425,6 +444,7 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   free(b.waited);
   free(b.reduced_at);
   free(b.keep_end);
+  free(b.rel_at);
   if (b.failed)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory building the step program");
   return FSDPC_OK;

@@ -322,10 +322,15 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
                        s->max_pos);
   if (!o->attention || !o->attention->vtable)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "model: no attention component");
+  const fsdpc_ops *ops = o->ops ? o->ops : fsdpc__ops_cpu();
+  if (o->linear_fp8 && (!ops->fp8_matmul_fwd || !ops->fp8_matmul_bwd))
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "fsdp.mixed_precision.linear=fp8: this device's ops have no FP8 GEMM; "
+                       "set it to bf16");
   fsdpc_model_ctx *m = calloc(1, sizeof *m);
   if (!m) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the model context");
   m->s = *s;
-  m->ops = o->ops ? o->ops : fsdpc__ops_cpu();
+  m->ops = ops;
   m->dev = m->ops->ctx;
   m->B = o->B;
   m->T = o->T;
@@ -336,6 +341,7 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
   m->av = o->attention->vtable;
   m->chunk_rows = fsdpc__model_xent_chunk_rows(o->xent_chunk_rows, m->N, s->V);
   m->logits_bf16 = o->logits_bf16;
+  m->fp8 = o->linear_fp8;
   m->xent_scratch_bytes = m->ops->xent_scratch_bytes(m->N, s->V, m->chunk_rows, m->logits_bf16);
   if (o->arena) { /* carved from the engine's arena (fsdp/memplan.h) */
     m->blk = o->arena;

@@ -7,6 +7,7 @@
 # - world 2 matches world 1 under each recipe (1e-5: the scales are per
 #   micro-batch GEMM, so only the gradient reduction's order differs), and
 #   the weights agree after training;
+# - the planner counts the FP8 scratch of a device run (fsdpc plan);
 # - values outside the enums are refused with one line naming the key.
 source "$(dirname "$0")/common.sh"
 CMP="python3 $(dirname "$0")/compare_runs.py"
@@ -30,6 +31,24 @@ PY
   $CMP "$TMP/$r" "$TMP/$r-w2" --weights || fail "fp8 $r: world 2 diverged from world 1"
 done
 $CMP "$TMP/tensorwise" "$TMP/rowwise" --rtol 0 >/dev/null 2>&1 && fail "the two recipes ran the same"
+# The planner counts the FP8 copies' scratch on a device: the tiny model
+# planned for CUDA (micro-batch 2 x 32 = 64 rows; C 64, F 160, q 64, kv 32)
+# holds the largest projection's block (fsdpc__fp8_linear_scratch_bytes:
+# gate/up or down, 4 x 256-byte-rounded pieces) more activation bytes.
+plan() {
+  "$FSDPC" plan "$CFG" train.device=cuda collectives.impl=gloo "$@" --json 2>"$TMP/plan.err" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["activations_bytes"])'
+}
+a=$(plan) || fail "plan bf16: $(cat "$TMP/plan.err")"
+b=$(plan fsdp.mixed_precision.linear=fp8) || fail "plan fp8: $(cat "$TMP/plan.err")"
+want=$(python3 -c '
+u = lambda n: (n + 255) // 256 * 256
+blk = lambda ea, eb, v: u(ea) + u(eb) + 4 * u(4 * v)
+N = 64
+lin = lambda i, o: max(blk(o * i, N * i, max(N, o)), blk(o * i, N * o, max(N, i)),
+                       blk(N * i, N * o, max(i, o)))
+print(max(lin(64, 64), lin(64, 32), lin(64, 160), lin(160, 64)))')
+[ $((b - a)) = "$want" ] || fail "plan: fp8 adds $((b - a)) activation bytes, want $want"
 for kv in linear=fp16 fp8_recipe=blockwise; do
   out=$("$FSDPC" train "$CFG" "fsdp.mixed_precision.$kv" log.dir="$TMP/bad" 2>&1)
   rc=$?

@@ -110,6 +110,8 @@ static void layer_io(fsdpc_model_ctx *m, int l, fsdpc_layer_io *io) {
   io->cos = m->rope_cos;
   io->sin = m->rope_sin;
   io->fp8 = m->fp8;
+  io->fp8_scratch = m->fp8_scratch;
+  io->fp8_scratch_bytes = m->fp8_scratch_bytes;
 }
 
 /* The attention plugin over a->q, a->k, a->v into a->attn, with the
@@ -162,7 +164,8 @@ static fsdpc_status proj_bwd(fsdpc_model_ctx *m, int acc, void *dinp, float *dwe
                              fsdpc_err *err) {
   int N = m->N;
   if (m->fp8) {
-    OP(fp8_matmul_bwd, m->fp8, dinp, acc, dweight, dout, inp, weight, N, C, OC, err);
+    OP(fp8_matmul_bwd, m->fp8, dinp, acc, dweight, dout, inp, weight, N, C, OC, m->fp8_scratch,
+       m->fp8_scratch_bytes, err);
   } else if (!acc) {
     OP(matmul_bwd, dinp, dweight, dout, inp, weight, N, C, OC, err);
   } else if (m->ops->matmul_bwd_acc) {

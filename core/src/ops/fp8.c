@@ -84,6 +84,25 @@ float fsdpc__fp8_scale(float amax, int fmt, int pow2) {
   return s;
 }
 
+static size_t up256(size_t n) {
+  return (n + 255) & ~(size_t)255;
+}
+
+size_t fsdpc__fp8_block_bytes(size_t ea, size_t eb, size_t v) {
+  return up256(ea) + up256(eb) + 4 * up256(v * sizeof(float));
+}
+
+static size_t max2(size_t a, size_t b) {
+  return a > b ? a : b;
+}
+
+size_t fsdpc__fp8_linear_scratch_bytes(size_t N, size_t in, size_t out) {
+  size_t fwd = fsdpc__fp8_block_bytes(out * in, N * in, max2(N, out));
+  size_t dinp = fsdpc__fp8_block_bytes(out * in, N * out, max2(N, in));
+  size_t dw = fsdpc__fp8_block_bytes(N * in, N * out, max2(in, out));
+  return max2(fwd, max2(dinp, dw));
+}
+
 int fsdpc__fp8_act_format(int recipe) {
   (void)recipe;
   return FSDPC_FP8_E4M3;

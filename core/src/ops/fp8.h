@@ -60,4 +60,12 @@ void fsdpc__fp8_scales(const float *x, int rows, int cols, int axis, int fmt, in
 void fsdpc__fp8_cast(const float *x, int rows, int cols, int axis, const float *scale, int fmt,
                      uint8_t *q);
 
+/* A device FP8 GEMM's scratch (ops/cuda/fp8.cu): two operands' FP8 copies
+ * of ea and eb bytes and four vectors of v fp32 values, each rounded up to
+ * 256 bytes; and the most any of the three GEMMs of a linear projection of
+ * N rows from in to out features needs. The model context holds one block
+ * of the largest of its projections (fsdp.mixed_precision.linear: fp8). */
+size_t fsdpc__fp8_block_bytes(size_t ea, size_t eb, size_t v);
+size_t fsdpc__fp8_linear_scratch_bytes(size_t N, size_t in, size_t out);
+
 #endif

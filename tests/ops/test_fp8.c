@@ -208,54 +208,52 @@ static void close_to(const float *got, const double *want, int n, const char *wh
                   got[i], want[i]);
 }
 
+/* want (M, Nc) = base[e] + sum over k of a'[i, k] b'[k, j] in double, a'
+ * and b' the operands as the GEMM reads them (ta: a stored (K, M); tb: b
+ * stored (Nc, K)), each element quantized by dq_val. */
+static void direct_gemm(const dq *a, int ta, const dq *b, int tb, const float *base, double *want) {
+  int M = ta ? a->K : a->R, K = ta ? a->R : a->K, Nc = tb ? b->R : b->K;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < Nc; j++) {
+      double s = 0;
+      for (int k = 0; k < K; k++)
+        s += (ta ? dq_val(a, k, i) : dq_val(a, i, k)) * (tb ? dq_val(b, j, k) : dq_val(b, k, j));
+      want[i * Nc + j] = base[i * Nc + j] + s;
+    }
+}
+
 START_TEST(linear_against_direct) {
   for (int recipe = FSDPC_FP8_TENSORWISE; recipe <= FSDPC_FP8_ROWWISE; recipe++) {
     int row = recipe == FSDPC_FP8_ROWWISE, p2 = row, gf = fsdpc__fp8_grad_format(recipe);
     int ax_r = row ? FSDPC_FP8_AXIS_ROW : 0, ax_c = row ? FSDPC_FP8_AXIS_COL : 0;
     test_rng rng = {11};
     float x[N * C], w[OC * C], dy[N * OC], res[N * OC], out[N * OC], dx[N * C], dw[OC * C];
+    float dx0[N * C], dw0[OC * C];
     fill(&rng, x, N, C, 1);
     fill(&rng, w, OC, C, 0);
     fill(&rng, dy, N, OC, 1);
     fill(&rng, res, N, OC, 0);
+    fill(&rng, dx0, N, C, 0);
+    fill(&rng, dw0, OC, C, 0);
+    memcpy(dx, dx0, sizeof dx);
+    memcpy(dw, dw0, sizeof dw);
     double want[OC * C]; /* the largest of the three outputs */
+    /* out = x W^T + res: x per row, W per row (output column) */
     ck_assert_int_eq(fsdpc__cpu_fp8_linear_fwd(recipe, out, x, w, res, N, C, OC, NULL), FSDPC_OK);
     dq qx = {x, N, C, ax_r, 0, p2}, qw = {w, OC, C, ax_r, 0, p2};
-    for (int i = 0; i < N; i++)
-      for (int o = 0; o < OC; o++) {
-        double s = 0;
-        for (int c = 0; c < C; c++)
-          s += dq_val(&qx, i, c) * dq_val(&qw, o, c);
-        want[i * OC + o] = res[i * OC + o] + s;
-      }
+    direct_gemm(&qx, 0, &qw, 1, res, want);
     close_to(out, want, N * OC, "out");
-    /* dinp = dy W (dy per row, W per column), written, then added */
-    for (int i = 0; i < N * C; i++)
-      dx[i] = 1.0f;
+    /* dinp += dy W: dy per row, W per column */
     ck_assert_int_eq(fsdpc__cpu_fp8_linear_bwd(recipe, dx, 1, NULL, dy, x, w, N, C, OC, NULL),
                      FSDPC_OK);
     dq qg = {dy, N, OC, ax_r, gf, p2}, qwc = {w, OC, C, ax_c, 0, p2};
-    for (int i = 0; i < N; i++)
-      for (int c = 0; c < C; c++) {
-        double s = 0;
-        for (int o = 0; o < OC; o++)
-          s += dq_val(&qg, i, o) * dq_val(&qwc, o, c);
-        want[i * C + c] = 1.0 + s;
-      }
+    direct_gemm(&qg, 0, &qwc, 0, dx0, want);
     close_to(dx, want, N * C, "dinp +=");
-    /* dW += dy^T x (both per column) */
-    for (int i = 0; i < OC * C; i++)
-      dw[i] = 0.5f;
+    /* dW += dy^T x: both per column */
     ck_assert_int_eq(fsdpc__cpu_fp8_linear_bwd(recipe, NULL, 0, dw, dy, x, w, N, C, OC, NULL),
                      FSDPC_OK);
     dq qgc = {dy, N, OC, ax_c, gf, p2}, qxc = {x, N, C, ax_c, 0, p2};
-    for (int o = 0; o < OC; o++)
-      for (int c = 0; c < C; c++) {
-        double s = 0;
-        for (int i = 0; i < N; i++)
-          s += dq_val(&qgc, i, o) * dq_val(&qxc, i, c);
-        want[o * C + c] = 0.5 + s;
-      }
+    direct_gemm(&qgc, 1, &qxc, 0, dw0, want);
     close_to(dw, want, OC * C, "dweight +=");
   }
 }

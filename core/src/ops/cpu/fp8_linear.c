@@ -53,25 +53,43 @@ static float inv_at(const fp8_op *o, int i, int j) {
   return o->inv[o->axis == FSDPC_FP8_AXIS_TENSOR ? 0 : o->axis == FSDPC_FP8_AXIS_ROW ? i : j];
 }
 
-/* y (M, Ncol) = acc (+ res when non-NULL; y += when add), each element
- * times the 1/scale of output row i of the left operand and of output
- * column j of the right one. left_t / right_t: that operand is stored
- * transposed to its role (dy in dW, W in the forward), so output row i is
- * its stored column i (output column j its stored row j). */
-static void unscale(float *y, const float *acc, const float *res, int add, int M, int Ncol,
-                    const fp8_op *l, int left_t, const fp8_op *r, int right_t) {
-  for (int i = 0; i < M; i++)
-    for (int j = 0; j < Ncol; j++) {
-      float f = (left_t ? inv_at(l, 0, i) : inv_at(l, i, 0)) *
-                (right_t ? inv_at(r, j, 0) : inv_at(r, 0, j));
-      size_t e = (size_t)i * Ncol + j;
-      float v = acc[e] * f;
-      y[e] = add ? y[e] + v : res ? res[e] + v : v;
-    }
-}
+/* A GEMM operand: a row-major (rows, cols) matrix, its scale axis and
+ * format, and whether the GEMM reads it transposed. */
+typedef struct operand {
+  const float *x;
+  int rows, cols, axis, fmt, trans;
+} operand;
 
-static fsdpc_status oom(fsdpc_err *err) {
-  return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "fp8 linear (cpu): out of memory (accumulator)");
+/* y (M, Nc) = op(a) . op(b) in FP8: the accumulator times the 1/scale of
+ * output row i in a and of output column j in b (a transposed operand's
+ * output index is its stored column, or row); + res when non-NULL, or
+ * added to y when add. */
+static fsdpc_status qgemm(const operand *a, const operand *b, int pow2, float *y, const float *res,
+                          int add, fsdpc_err *err) {
+  const int M = a->trans ? a->cols : a->rows, K = a->trans ? a->rows : a->cols;
+  const int Nc = b->trans ? b->rows : b->cols;
+  fp8_op qa = {0}, qb = {0};
+  float *acc = NULL;
+  fsdpc_status st = quantize(&qa, a->x, a->rows, a->cols, a->axis, a->fmt, pow2, err);
+  if (st == FSDPC_OK)
+    st = quantize(&qb, b->x, b->rows, b->cols, b->axis, b->fmt, pow2, err);
+  if (st == FSDPC_OK && !(acc = malloc((size_t)M * Nc * sizeof(float))))
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "fp8 linear (cpu): out of memory (accumulator)");
+  if (st == FSDPC_OK) {
+    fsdpc__cpu_sgemm(a->trans, b->trans, M, Nc, K, qa.v, a->cols, qb.v, b->cols, 0.0f, acc, Nc);
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < Nc; j++) {
+        float f = (a->trans ? inv_at(&qa, 0, i) : inv_at(&qa, i, 0)) *
+                  (b->trans ? inv_at(&qb, j, 0) : inv_at(&qb, 0, j));
+        size_t e = (size_t)i * Nc + j;
+        float v = acc[e] * f;
+        y[e] = add ? y[e] + v : res ? res[e] + v : v;
+      }
+  }
+  free(acc);
+  op_free(&qa);
+  op_free(&qb);
+  return st;
 }
 
 fsdpc_status fsdpc__cpu_fp8_linear_fwd(int recipe, float *out, const float *inp,
@@ -80,68 +98,9 @@ fsdpc_status fsdpc__cpu_fp8_linear_fwd(int recipe, float *out, const float *inp,
   if (N <= 0 || OC <= 0)
     return FSDPC_OK;
   int ax = recipe == FSDPC_FP8_ROWWISE ? FSDPC_FP8_AXIS_ROW : FSDPC_FP8_AXIS_TENSOR;
-  int fmt = fsdpc__fp8_act_format(recipe), p2 = fsdpc__fp8_pow2(recipe);
-  fp8_op x = {0}, w = {0};
-  fsdpc_status st = quantize(&x, inp, N, C, ax, fmt, p2, err);
-  if (st == FSDPC_OK)
-    st = quantize(&w, weight, OC, C, ax, fmt, p2, err);
-  float *acc = st == FSDPC_OK ? malloc((size_t)N * OC * sizeof(float)) : NULL;
-  if (st == FSDPC_OK && !acc)
-    st = oom(err);
-  if (st == FSDPC_OK) {
-    fsdpc__cpu_sgemm(0, 1, N, OC, C, x.v, C, w.v, C, 0.0f, acc, OC);
-    /* w's scales are per row of W, i.e. per output column j */
-    unscale(out, acc, residual, 0, N, OC, &x, 0, &w, 1);
-  }
-  free(acc);
-  op_free(&x);
-  op_free(&w);
-  return st;
-}
-
-static fsdpc_status bwd_dinp(int recipe, float *dinp, int acc_dinp, const float *dout,
-                             const float *weight, int N, int C, int OC, fsdpc_err *err) {
-  int row = recipe == FSDPC_FP8_ROWWISE;
-  int p2 = fsdpc__fp8_pow2(recipe);
-  fp8_op g = {0}, w = {0};
-  fsdpc_status st = quantize(&g, dout, N, OC, row ? FSDPC_FP8_AXIS_ROW : FSDPC_FP8_AXIS_TENSOR,
-                             fsdpc__fp8_grad_format(recipe), p2, err);
-  if (st == FSDPC_OK)
-    st = quantize(&w, weight, OC, C, row ? FSDPC_FP8_AXIS_COL : FSDPC_FP8_AXIS_TENSOR,
-                  fsdpc__fp8_act_format(recipe), p2, err);
-  float *acc = st == FSDPC_OK ? malloc((size_t)N * C * sizeof(float)) : NULL;
-  if (st == FSDPC_OK && !acc)
-    st = oom(err);
-  if (st == FSDPC_OK) {
-    fsdpc__cpu_sgemm(0, 0, N, C, OC, g.v, OC, w.v, C, 0.0f, acc, C);
-    unscale(dinp, acc, NULL, acc_dinp, N, C, &g, 0, &w, 0);
-  }
-  free(acc);
-  op_free(&g);
-  op_free(&w);
-  return st;
-}
-
-static fsdpc_status bwd_dweight(int recipe, float *dweight, const float *dout, const float *inp,
-                                int N, int C, int OC, fsdpc_err *err) {
-  int ax = recipe == FSDPC_FP8_ROWWISE ? FSDPC_FP8_AXIS_COL : FSDPC_FP8_AXIS_TENSOR;
-  int p2 = fsdpc__fp8_pow2(recipe);
-  fp8_op g = {0}, x = {0};
-  fsdpc_status st = quantize(&g, dout, N, OC, ax, fsdpc__fp8_grad_format(recipe), p2, err);
-  if (st == FSDPC_OK)
-    st = quantize(&x, inp, N, C, ax, fsdpc__fp8_act_format(recipe), p2, err);
-  float *acc = st == FSDPC_OK ? malloc((size_t)OC * C * sizeof(float)) : NULL;
-  if (st == FSDPC_OK && !acc)
-    st = oom(err);
-  if (st == FSDPC_OK) {
-    fsdpc__cpu_sgemm(1, 0, OC, C, N, g.v, OC, x.v, C, 0.0f, acc, C);
-    /* row o of dW is column o of dy; column c is column c of x */
-    unscale(dweight, acc, NULL, 1, OC, C, &g, 1, &x, 0);
-  }
-  free(acc);
-  op_free(&g);
-  op_free(&x);
-  return st;
+  int fmt = fsdpc__fp8_act_format(recipe);
+  const operand x = {inp, N, C, ax, fmt, 0}, w = {weight, OC, C, ax, fmt, 1};
+  return qgemm(&x, &w, fsdpc__fp8_pow2(recipe), out, residual, 0, err);
 }
 
 fsdpc_status fsdpc__cpu_fp8_linear_bwd(int recipe, float *dinp, int acc_dinp, float *dweight,
@@ -149,9 +108,18 @@ fsdpc_status fsdpc__cpu_fp8_linear_bwd(int recipe, float *dinp, int acc_dinp, fl
                                        int N, int C, int OC, fsdpc_err *err) {
   if (N <= 0 || C <= 0 || OC <= 0)
     return FSDPC_OK;
-  if (dinp)
-    FSDPC_TRY(bwd_dinp(recipe, dinp, acc_dinp, dout, weight, N, C, OC, err));
-  if (dweight)
-    FSDPC_TRY(bwd_dweight(recipe, dweight, dout, inp, N, C, OC, err));
+  const int row = recipe == FSDPC_FP8_ROWWISE, p2 = fsdpc__fp8_pow2(recipe);
+  const int T = FSDPC_FP8_AXIS_TENSOR, xf = fsdpc__fp8_act_format(recipe);
+  const int gf = fsdpc__fp8_grad_format(recipe);
+  if (dinp) {
+    const operand g = {dout, N, OC, row ? FSDPC_FP8_AXIS_ROW : T, gf, 0};
+    const operand w = {weight, OC, C, row ? FSDPC_FP8_AXIS_COL : T, xf, 0};
+    FSDPC_TRY(qgemm(&g, &w, p2, dinp, NULL, acc_dinp, err));
+  }
+  if (dweight) {
+    const operand g = {dout, N, OC, row ? FSDPC_FP8_AXIS_COL : T, gf, 1};
+    const operand x = {inp, N, C, row ? FSDPC_FP8_AXIS_COL : T, xf, 0};
+    FSDPC_TRY(qgemm(&g, &x, p2, dweight, NULL, 1, err));
+  }
   return FSDPC_OK;
 }

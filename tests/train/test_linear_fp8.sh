@@ -7,6 +7,7 @@
 # - world 2 matches world 1 under each recipe (1e-5: the scales are per
 #   micro-batch GEMM, so only the gradient reduction's order differs), and
 #   the weights agree after training;
+# - resuming from a step-5 checkpoint gives the same losses and weights;
 # - the planner counts the FP8 scratch of a device run (fsdpc plan);
 # - values outside the enums are refused with one line naming the key.
 source "$(dirname "$0")/common.sh"
@@ -16,7 +17,8 @@ run auto || fail "default run"
 run bf16 fsdp.mixed_precision.linear=bf16 || fail "bf16 run"
 $CMP "$TMP/auto" "$TMP/bf16" --rtol 0 || fail "linear=bf16 differs from the default"
 for r in tensorwise rowwise; do
-  run "$r" fsdp.mixed_precision.linear=fp8 fsdp.mixed_precision.fp8_recipe=$r || fail "$r run"
+  run "$r" fsdp.mixed_precision.linear=fp8 fsdp.mixed_precision.fp8_recipe=$r \
+    checkpoint.save_steps=5 || fail "$r run"
   run "$r-w2" fsdp.mixed_precision.linear=fp8 fsdp.mixed_precision.fp8_recipe=$r \
     -- --nproc-per-node 2 || fail "$r run at world 2"
   $CMP "$TMP/bf16" "$TMP/$r" --rtol 5e-2 --keys loss,eval_loss || fail "fp8 $r does not track bf16"
@@ -30,6 +32,22 @@ sys.exit(0 if same < len(a) else 1)
 PY
   $CMP "$TMP/$r" "$TMP/$r-w2" --weights || fail "fp8 $r: world 2 diverged from world 1"
 done
+# resume bit-exact: from step 5 of the tensorwise run, the same losses and
+# final weights (the masters are fp32; the scales are recomputed each GEMM)
+run res fsdp.mixed_precision.linear=fp8 checkpoint.resume="$TMP/tensorwise/ck/step-000005" ||
+  fail "resume under fp8"
+grep -q "resumed from" "$TMP/res.log" || fail "the fp8 run did not resume"
+python3 - "$TMP/tensorwise/metrics.jsonl" "$TMP/res/metrics.jsonl" <<'PY' || fail "fp8 resume not bit-exact"
+import json, sys
+load = lambda p: {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "step" in r}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert sorted(b) == list(range(6, 11)), sorted(b)
+bad = [s for s in b if a[s] != b[s]]
+print(f"resumed steps 6-10: {len(b) - len(bad)} of {len(b)} losses equal")
+sys.exit(1 if bad else 0)
+PY
+cmp -s "$TMP/tensorwise/ck/final/model.safetensors" "$TMP/res/ck/final/model.safetensors" ||
+  fail "fp8 resume: final weights differ"
 $CMP "$TMP/tensorwise" "$TMP/rowwise" --rtol 0 >/dev/null 2>&1 && fail "the two recipes ran the same"
 # The planner counts the FP8 copies' scratch on a device: the tiny model
 # planned for CUDA (micro-batch 2 x 32 = 64 rows; C 64, F 160, q 64, kv 32)

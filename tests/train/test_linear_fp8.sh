@@ -4,9 +4,9 @@
 # - linear: bf16 (the default) is the run without the key, bit for bit;
 # - each recipe changes the run (not one loss equal to bf16's at every
 #   step) yet tracks it within 5e-2 over 10 steps;
-# - world 2 matches world 1 under each recipe (1e-5: the scales are per
-#   micro-batch GEMM, so only the gradient reduction's order differs), and
-#   the weights agree after training;
+# - world 2 matches world 1 under each recipe, and world 4 under tensorwise
+#   (1e-5: the scales are per micro-batch GEMM, so only the gradient
+#   reduction's order differs), and the weights agree after training;
 # - resuming from a step-5 checkpoint gives the same losses and weights;
 # - the planner counts the FP8 scratch of a device run (fsdpc plan);
 # - values outside the enums are refused with one line naming the key.
@@ -32,6 +32,8 @@ sys.exit(0 if same < len(a) else 1)
 PY
   $CMP "$TMP/$r" "$TMP/$r-w2" --weights || fail "fp8 $r: world 2 diverged from world 1"
 done
+run tensorwise-w4 fsdp.mixed_precision.linear=fp8 -- --nproc-per-node 4 || fail "run at world 4"
+$CMP "$TMP/tensorwise" "$TMP/tensorwise-w4" --weights || fail "fp8: world 4 diverged from world 1"
 # resume bit-exact: from step 5 of the tensorwise run, the same losses and
 # final weights (the masters are fp32; the scales are recomputed each GEMM)
 run res fsdp.mixed_precision.linear=fp8 checkpoint.resume="$TMP/tensorwise/ck/step-000005" ||

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "ops/fp8.h"
 
 #define M                                                                                          \
   "model: {vocab_size: 10, hidden_size: 8, intermediate_size: 8, num_hidden_layers: 1, "           \
@@ -60,6 +61,8 @@ START_TEST(defaults) {
   ck_assert_int_eq(c->fsdp.mixed_precision.param_dtype, -1); /* auto */
   ck_assert_int_eq(c->fsdp.mixed_precision.reduce_dtype, FSDPC_DTYPE_F32);
   ck_assert_int_eq(c->fsdp.mixed_precision.logits_dtype, -1); /* auto */
+  ck_assert_int_eq(c->fsdp.mixed_precision.linear, 0);        /* bf16 */
+  ck_assert_int_eq(c->fsdp.mixed_precision.fp8_recipe, FSDPC_FP8_TENSORWISE);
   ck_assert(c->fsdp.forward_prefetch && c->fsdp.backward_prefetch && !c->fsdp.cpu_offload);
   ck_assert_int_eq(c->fsdp.max_inflight_allgathers, 2);
   ck_assert_int_eq(c->fsdp.state_dict_type, FSDPC_STATE_DICT_SHARDED);

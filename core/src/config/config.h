@@ -148,6 +148,8 @@ typedef struct fsdpc_config_fsdp {
   struct {
     /* FSDPC_DTYPE_F32 or FSDPC_DTYPE_BF16; param and logits: -1 = auto */
     int param_dtype, reduce_dtype, logits_dtype;
+    int linear;     /* 0 = the compute dtype, 1 = fp8 */
+    int fp8_recipe; /* FSDPC_FP8_TENSORWISE or _ROWWISE (ops/fp8.h) */
   } mixed_precision;
   bool activation_checkpointing, cpu_offload, forward_prefetch, backward_prefetch;
   int activation_checkpointing_policy; /* FSDPC_AC_FULL or FSDPC_AC_SAVE_MLP */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "model/llama.h"
+#include "ops/fp8.h"
 
 /* Offset of field f, checked at compile time to have C type T, so a row can
  * never point at a field of the wrong type. */
@@ -71,6 +72,10 @@ static const fsdpc_cfg_enum_item param_dtype_values[] = {
 static const fsdpc_cfg_enum_item state_dict_values[] = {
     {"FULL", FSDPC_STATE_DICT_FULL}, {"SHARDED", FSDPC_STATE_DICT_SHARDED}, {NULL, 0}};
 /* fsdp.activation_checkpointing_policy: what the recompute does not redo */
+/* fsdp.mixed_precision.linear: 0 = the compute dtype, 1 = fp8 (ops/fp8.h) */
+static const fsdpc_cfg_enum_item linear_values[] = {{"bf16", 0}, {"fp8", 1}, {NULL, 0}};
+static const fsdpc_cfg_enum_item fp8_recipe_values[] = {
+    {"tensorwise", FSDPC_FP8_TENSORWISE}, {"rowwise", FSDPC_FP8_ROWWISE}, {NULL, 0}};
 static const fsdpc_cfg_enum_item ac_policy_values[] = {
     {"full", FSDPC_AC_FULL}, {"save_mlp", FSDPC_AC_SAVE_MLP}, {NULL, 0}};
 /* fsdp.keep_params: -1 = auto, else FSDPC_KEEP_* of fsdp/program.h */
@@ -363,6 +368,19 @@ static const fsdpc_cfg_key keys[] = {
           "lm_head, then .float()): on CUDA bf16 needs a third of the loss's scratch and is "
           "faster, fp32 keeps the GEMM's full precision; bf16 on the CPU rounds its fp32 "
           "logits to bf16 values",
+          NONE_),
+    ENUM_("fsdp.mixed_precision.linear", fsdp.mixed_precision.linear, "bf16", linear_values,
+          "the decoder layers' linear projections (q, k, v, o, gate, up, down; not the lm_head, "
+          "attention or LoRA adapters): bf16 = GEMMs in the compute dtype (fp32 on the CPU); "
+          "fp8 = both operands of each GEMM (forward, input and weight gradients) scaled to FP8 "
+          "with fp32 accumulation (docs/cuda.md): cuBLASLt on CUDA, emulated in fp32 on the CPU",
+          NONE_),
+    ENUM_("fsdp.mixed_precision.fp8_recipe", fsdp.mixed_precision.fp8_recipe, "tensorwise",
+          fp8_recipe_values,
+          "scaling with linear: fp8, as torchao's recipes: tensorwise = one dynamic scale per "
+          "tensor (448 / amax), E4M3 input and weight, E5M2 output gradient; rowwise = a scale "
+          "per row of each GEMM's left operand and per column of its right one, rounded down "
+          "to a power of two, E4M3 throughout",
           NONE_),
     BOOL_("fsdp.activation_checkpointing", fsdp.activation_checkpointing, "false",
           "recompute each decoder layer's activations in backward", NONE_),

@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "model/ctx.h"
 #include "ops/cpu/ops_cpu.h"
+#include "ops/fp8.h"
 #include "plugin/call.h"
 
 fsdpc_layer_acts *fsdpc__model_acts(fsdpc_model_ctx *m, int l) {
@@ -159,6 +160,24 @@ static size_t total_bytes(const fsdpc_model_shape *s, int B, int T, int ckpt, si
   return t;
 }
 
+/* The FP8 projections' scratch on a device: the largest of the seven
+ * projections' (fsdpc__fp8_linear_scratch_bytes); 0 on the CPU, whose
+ * emulation allocates its own, and without FP8. */
+static size_t fp8_scratch_bytes(const fsdpc_model_shape *s, int fp8, int32_t device, size_t N) {
+  if (!fp8 || device == FSDPC_DEVICE_CPU)
+    return 0;
+  size_t C = (size_t)s->C, F = (size_t)s->F;
+  size_t QD = (size_t)s->NH * s->HD, KD = (size_t)s->KVH * s->HD;
+  const size_t io[5][2] = {{C, QD}, {C, KD}, {QD, C}, {C, F}, {F, C}};
+  size_t b = 0;
+  for (int i = 0; i < 5; i++) {
+    size_t x = fsdpc__fp8_linear_scratch_bytes(N, io[i][0], io[i][1]);
+    if (x > b)
+      b = x;
+  }
+  return b;
+}
+
 int fsdpc__model_xent_chunk_rows(int opt, int N, int V) {
   int c = opt;
   if (c < 1) { /* auto: the largest multiple of 64 rows with at most 2^28 logits */
@@ -288,7 +307,10 @@ static fsdpc_status alloc_buffers(fsdpc_model_ctx *m, fsdpc_err *err) {
         !(m->d_doc_ids = fsdpc__model_mem(m, ib)))
       goto oom;
   }
-  m->bytes = total_bytes(s, m->B, m->T, m->ckpt, act, m->xent_scratch_bytes, &m->asizes);
+  if (m->fp8_scratch_bytes && !(m->fp8_scratch = fsdpc__model_mem(m, m->fp8_scratch_bytes)))
+    goto oom;
+  m->bytes = total_bytes(s, m->B, m->T, m->ckpt, act, m->xent_scratch_bytes, &m->asizes) +
+             m->fp8_scratch_bytes;
   return FSDPC_OK;
 oom:
   return fsdpc__ops_oom(m->ops, err,
@@ -322,10 +344,15 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
                        s->max_pos);
   if (!o->attention || !o->attention->vtable)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "model: no attention component");
+  const fsdpc_ops *ops = o->ops ? o->ops : fsdpc__ops_cpu();
+  if (o->linear_fp8 && (!ops->fp8_matmul_fwd || !ops->fp8_matmul_bwd))
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "fsdp.mixed_precision.linear=fp8: this device's ops have no FP8 GEMM; "
+                       "set it to bf16");
   fsdpc_model_ctx *m = calloc(1, sizeof *m);
   if (!m) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the model context");
   m->s = *s;
-  m->ops = o->ops ? o->ops : fsdpc__ops_cpu();
+  m->ops = ops;
   m->dev = m->ops->ctx;
   m->B = o->B;
   m->T = o->T;
@@ -336,6 +363,8 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
   m->av = o->attention->vtable;
   m->chunk_rows = fsdpc__model_xent_chunk_rows(o->xent_chunk_rows, m->N, s->V);
   m->logits_bf16 = o->logits_bf16;
+  m->fp8 = o->linear_fp8;
+  m->fp8_scratch_bytes = fp8_scratch_bytes(s, m->fp8, m->ops->device, (size_t)m->N);
   m->xent_scratch_bytes = m->ops->xent_scratch_bytes(m->N, s->V, m->chunk_rows, m->logits_bf16);
   if (o->arena) { /* carved from the engine's arena (fsdp/memplan.h) */
     m->blk = o->arena;
@@ -410,6 +439,7 @@ uint64_t fsdpc__model_ctx_arena_bytes(const fsdpc_model_ctx_opts *o, const fsdpc
   m.fwd_only = o->forward_only;
   m.chunk_rows = fsdpc__model_xent_chunk_rows(o->xent_chunk_rows, m.N, o->shape->V);
   m.logits_bf16 = o->logits_bf16;
+  m.fp8_scratch_bytes = fp8_scratch_bytes(o->shape, o->linear_fp8, device, (size_t)m.N);
   m.xent_scratch_bytes =
       fsdpc__xent_scratch_bytes(device, m.N, o->shape->V, m.chunk_rows, m.logits_bf16);
   m.asizes = *as;

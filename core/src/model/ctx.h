@@ -51,6 +51,9 @@ typedef struct fsdpc_layer_io {
   const float *cos, *sin; /* RoPE tables (max_pos, rope.dim / 2) */
   int keep_gate_up;       /* gate and up hold this layer's saved projections: skip them */
   int skip_down;          /* stop before the down projection (a recompute) */
+  int fp8;                /* the projections' FP8 recipe (ops->fp8_matmul_fwd), 0 = none */
+  void *fp8_scratch;      /* its device scratch (NULL: the ops' own) */
+  size_t fp8_scratch_bytes;
   /* LoRA on projection j (0..6), outputs ys (3 parts for a fused qkv_proj,
    * 2 for gate_up_proj, else 1) from input x; NULL = no adapters. */
   fsdpc_status (*lora)(void *ctx, int j, void *const *ys, const void *x, fsdpc_err *err);
@@ -86,6 +89,9 @@ struct fsdpc_model_ctx {
   fsdpc_attn_sizes asizes;
   int chunk_rows;
   int logits_bf16; /* the fused CE's logits in bf16 (fsdp.mixed_precision.logits_dtype) */
+  int fp8;         /* the projections' FP8 recipe (ops/fp8.h), 0 = act_dtype GEMMs */
+  void *fp8_scratch; /* a device's FP8 copies of one GEMM (fsdpc__fp8_linear_scratch_bytes) */
+  size_t fp8_scratch_bytes;
 
   /* the micro-batch, in device memory (on the CPU: the caller's arrays) */
   const int32_t *tokens, *labels, *doc_ids;  /* (B, T) */

@@ -109,6 +109,9 @@ static void layer_io(fsdpc_model_ctx *m, int l, fsdpc_layer_io *io) {
   io->pos = m->pos;
   io->cos = m->rope_cos;
   io->sin = m->rope_sin;
+  io->fp8 = m->fp8;
+  io->fp8_scratch = m->fp8_scratch;
+  io->fp8_scratch_bytes = m->fp8_scratch_bytes;
 }
 
 /* The attention plugin over a->q, a->k, a->v into a->attn, with the
@@ -160,7 +163,10 @@ static fsdpc_status proj_bwd(fsdpc_model_ctx *m, int acc, void *dinp, float *dwe
                              const void *dout, const void *inp, const void *weight, int C, int OC,
                              fsdpc_err *err) {
   int N = m->N;
-  if (!acc) {
+  if (m->fp8) {
+    OP(fp8_matmul_bwd, m->fp8, dinp, acc, dweight, dout, inp, weight, N, C, OC, m->fp8_scratch,
+       m->fp8_scratch_bytes, err);
+  } else if (!acc) {
     OP(matmul_bwd, dinp, dweight, dout, inp, weight, N, C, OC, err);
   } else if (m->ops->matmul_bwd_acc) {
     OP(matmul_bwd_acc, dinp, dweight, dout, inp, weight, N, C, OC, err);
@@ -279,7 +285,7 @@ static fsdpc_status mlp_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
   mlp_slots(m, l, &gate, &up);
   const void *ddn;
   FSDPC_TRY(sublayer_bwd(m, m->dres, a->dn, a->rstdd, w->post_mlp, g->post_mlp, &ddn, err));
-  OP(matmul_bwd, m->dact, g->wdown, ddn, a->act, w->wdown, N, F, C, err);
+  FSDPC_TRY(proj_bwd(m, 0, m->dact, g->wdown, ddn, a->act, w->wdown, F, C, err));
   FSDPC_TRY(bias_bwd(m, g->bias[6], ddn, C, err));
   LORA_BWD1(6, ddn, a->act, m->dact);
   OP(swiglu_bwd, m->dgate, m->dup, m->dact, gate, up, N, F, err);
@@ -307,7 +313,7 @@ static fsdpc_status attn_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
   const void *x = m->resid[l];
   const void *d_o;
   FSDPC_TRY(sublayer_bwd(m, m->dh, a->o, a->rstdo, w->post_attn, g->post_attn, &d_o, err));
-  OP(matmul_bwd, m->dattn, g->wo, d_o, a->attn, w->wo, N, QD, C, err);
+  FSDPC_TRY(proj_bwd(m, 0, m->dattn, g->wo, d_o, a->attn, w->wo, QD, C, err));
   FSDPC_TRY(bias_bwd(m, g->bias[3], d_o, C, err));
   LORA_BWD1(3, d_o, a->attn, m->dattn);
   m->ashape.doc_ids = m->doc_ids;

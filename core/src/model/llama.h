@@ -170,6 +170,7 @@ typedef struct fsdpc_model_ctx_opts {
   const fsdpc_opts *attention_opts;
   int xent_chunk_rows;              /* rows per chunk of the fused CE (0 = auto) */
   int logits_bf16;                  /* the fused CE rounds its logits to bf16 */
+  int linear_fp8; /* the layers' projections through ops->fp8_matmul_*: 0, or the recipe */
   const fsdpc_ops *ops;             /* device ops table; NULL = the CPU reference */
   const struct fsdpc_lora *lora;    /* LoRA adapters (model/lora.h); NULL = none */
   int threads;                      /* CPU threads for the attention plugin (0: its choice) */

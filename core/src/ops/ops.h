@@ -229,6 +229,22 @@ typedef struct fsdpc_ops {
   fsdpc_status (*bias_bwd)(void *ctx, float *dbias, const void *dy, int N, int OC, fsdpc_err *err);
   fsdpc_status (*axpy)(void *ctx, void *out, const void *x, const void *y, float a, size_t n,
                        fsdpc_err *err);
+  /* (optional: NULL where the device has no FP8 GEMM) The decoder layers'
+   * linear projections under fsdp.mixed_precision.linear: fp8 (ops/fp8.h):
+   * matmul_fwd and matmul_bwd with both operands of each GEMM quantized by
+   * recipe (FSDPC_FP8_TENSORWISE or _ROWWISE), fp32 accumulation, outputs
+   * in act_dtype (dweight fp32, +=, or = under grad_overwrite); dinp_acc:
+   * dinp is accumulated (+=) as in matmul_bwd_acc. scratch: device memory
+   * for the FP8 copies (fsdpc__fp8_linear_scratch_bytes(N, C, OC) bytes of
+   * ops/fp8.h), or NULL (a device then takes it from its pool; the CPU
+   * emulation, in fp32 (ops/cpu/fp8_linear.c), allocates its own). */
+  fsdpc_status (*fp8_matmul_fwd)(void *ctx, int recipe, void *out, const void *inp,
+                                 const void *weight, const void *residual, int N, int C, int OC,
+                                 void *scratch, size_t scratch_bytes, fsdpc_err *err);
+  fsdpc_status (*fp8_matmul_bwd)(void *ctx, int recipe, void *dinp, int dinp_acc, float *dweight,
+                                 const void *dout, const void *inp, const void *weight, int N,
+                                 int C, int OC, void *scratch, size_t scratch_bytes,
+                                 fsdpc_err *err);
 } fsdpc_ops;
 
 /* Event slots: 0..95 for the engine's streams, then one per unit. */

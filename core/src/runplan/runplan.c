@@ -112,6 +112,7 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
   out->logits_dtype = c->fsdp.mixed_precision.logits_dtype; /* auto: the device's own */
   if (out->logits_dtype < 0)
     out->logits_dtype = out->device == FSDPC_DEVICE_CPU ? FSDPC_DTYPE_F32 : FSDPC_DTYPE_BF16;
+  out->linear_fp8 = c->fsdp.mixed_precision.linear ? c->fsdp.mixed_precision.fp8_recipe : 0;
 
   out->cpu_offload_asked = v && v->cpu_offload >= 0 ? v->cpu_offload : c->fsdp.cpu_offload;
   out->cpu_offload = out->cpu_offload_asked && out->device != FSDPC_DEVICE_CPU;
@@ -185,6 +186,7 @@ void fsdpc__run_model_opts(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
                                 .T = (int)m->batch.seq_len,
                                 .activation_checkpointing = m->activation_checkpointing,
                                 .logits_bf16 = m->logits_dtype == FSDPC_DTYPE_BF16,
+                                .linear_fp8 = m->linear_fp8,
                                 .attention = p->attn,
                                 .attention_opts = p->cfg ? p->cfg->attention.options : NULL,
                                 .lora = p->has_lora ? &p->lora : NULL};

@@ -61,6 +61,7 @@ typedef struct fsdpc_run_modes {
   int32_t reduce_dtype;  /* FSDPC_DTYPE_F32 or (CUDA only) FSDPC_DTYPE_BF16 */
   int32_t logits_dtype;  /* lm_head output before the softmax: FSDPC_DTYPE_F32 or _BF16
                           * (auto resolved: fp32 on the CPU, bf16 on CUDA) */
+  int linear_fp8;        /* the layers' projections in FP8: 0 off, else FSDPC_FP8_* (the recipe) */
   int cpu_offload;       /* in effect: shards in host memory while a device computes */
   int cpu_offload_asked; /* fsdp.cpu_offload as given (a no-op on the CPU device) */
   int activation_checkpointing; /* 0 off, else FSDPC_AC_* (the policy) */

@@ -78,6 +78,18 @@ void fsdpc__cpu_matmul_bwd(float *dinp,         // (N, C) =, or NULL
                            const float *weight, // (OC, C)
                            int N, int C, int OC);
 
+/* ---- fp8_linear.c ---- the FP8 linear emulated (ops/fp8.h), recipe
+ * FSDPC_FP8_TENSORWISE or _ROWWISE; the same shapes and accumulation as
+ * matmul.c (residual added when non-NULL and may alias out; dinp written,
+ * or added when acc_dinp; dweight +=; either skipped when NULL). These
+ * allocate their quantized copies, so they return a status. */
+fsdpc_status fsdpc__cpu_fp8_linear_fwd(int recipe, float *out, const float *inp,
+                                       const float *weight, const float *residual, int N, int C,
+                                       int OC, fsdpc_err *err);
+fsdpc_status fsdpc__cpu_fp8_linear_bwd(int recipe, float *dinp, int acc_dinp, float *dweight,
+                                       const float *dout, const float *inp, const float *weight,
+                                       int N, int C, int OC, fsdpc_err *err);
+
 /* ---- rope.c ---- Hugging Face rotate_half convention (halves, not pairs)
  * over the first RD (rotary) dims of each head of HD dims; the others pass
  * through (partial rotary). For i < RD/2, c = cos[pos][i], s = sin[pos][i]:

@@ -128,6 +128,23 @@ static fsdpc_status cpu_matmul_bwd(void *ctx, void *dinp, float *dweight, const 
   fsdpc__cpu_matmul_bwd(dinp, dweight, dout, inp, weight, N, C, OC);
   return FSDPC_OK;
 }
+static fsdpc_status cpu_fp8_matmul_fwd(void *ctx, int recipe, void *out, const void *inp,
+                                       const void *weight, const void *residual, int N, int C,
+                                       int OC, void *scratch, size_t scratch_bytes,
+                                       fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  (void)scratch, (void)scratch_bytes;
+  return fsdpc__cpu_fp8_linear_fwd(recipe, out, inp, weight, residual, N, C, OC, err);
+}
+static fsdpc_status cpu_fp8_matmul_bwd(void *ctx, int recipe, void *dinp, int dinp_acc,
+                                       float *dweight, const void *dout, const void *inp,
+                                       const void *weight, int N, int C, int OC, void *scratch,
+                                       size_t scratch_bytes, fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  (void)scratch, (void)scratch_bytes;
+  return fsdpc__cpu_fp8_linear_bwd(recipe, dinp, dinp_acc, dweight, dout, inp, weight, N, C, OC,
+                                   err);
+}
 static fsdpc_status cpu_rope_fwd(void *ctx, void *x, const float *cos, const float *sin,
                                  const int32_t *pos, int N, int H, int HD, int RD, int maxT,
                                  fsdpc_err *err) {
@@ -310,6 +327,8 @@ static const fsdpc_ops cpu_ops = {
     /* .bias_add = */ cpu_bias_add,
     /* .bias_bwd = */ cpu_bias_bwd,
     /* .axpy = */ cpu_axpy,
+    /* .fp8_matmul_fwd = */ cpu_fp8_matmul_fwd,
+    /* .fp8_matmul_bwd = */ cpu_fp8_matmul_bwd,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

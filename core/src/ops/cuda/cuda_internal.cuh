@@ -214,5 +214,26 @@ fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, 
                                  const void *A, int lda, const void *B, int ldb, const void *C,
                                  void *D, int ldcd, cudaDataType_t cd, float alpha, float beta,
                                  const char *what, fsdpc_err *err);
+/* The same with any A/B types (CUDA_R_8F_E4M3 / _E5M2 for FP8, fp8.cu) and
+ * fp32 dequantization scales in device memory (scale_a non-NULL): scalars,
+ * or with outer set vectors of m (A) and n (B) values
+ * (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F). */
+typedef struct fsdpc_lt_gemm {
+  int trans_a, trans_b, m, n, k;
+  const void *A;
+  int lda;
+  const void *B;
+  int ldb;
+  const void *C;
+  void *D;
+  int ldcd;
+  cudaDataType_t cd;
+  float alpha, beta;
+  cudaDataType_t at, bt;
+  const float *scale_a, *scale_b;
+  int outer;
+} fsdpc_lt_gemm;
+fsdpc_status fsdpc__cuda_lt_gemm_typed(fsdpc_cuda_ctx *ctx, const fsdpc_lt_gemm *g,
+                                       const char *what, fsdpc_err *err);
 
 #endif

@@ -30,7 +30,7 @@
  * every call otherwise). Open addressing over a fixed table; a full table
  * still works, uncached. */
 #define LT_PLANS 128
-#define LT_KEY 10
+#define LT_KEY 13 /* shape, C/D type, beta, A/B types, scale mode */
 struct fsdpc_lt_plan {
   int used;
   long long key[LT_KEY];
@@ -66,6 +66,8 @@ static fsdpc_status plan_build(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const long
   const int trans_a = (int)key[0], trans_b = (int)key[1], m = (int)key[2], n = (int)key[3],
             k = (int)key[4], lda = (int)key[5], ldb = (int)key[6], ldcd = (int)key[7];
   const cudaDataType_t cd = (cudaDataType_t)key[8];
+  const cudaDataType_t at = (cudaDataType_t)key[10], bt = (cudaDataType_t)key[11];
+  const int scaled = (int)key[12]; /* FP8: 1 scalar scales, 2 outer-vector (rowwise) */
   const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const uint64_t ws = ctx->lt_ws_bytes;
@@ -76,16 +78,24 @@ static fsdpc_status plan_build(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const long
   LT_TRY(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), what);
   LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), what);
   LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), what);
+  if (scaled) {
+    const int32_t mode = scaled == 2 ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
+                                     : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode,
+                                          sizeof mode),
+           what);
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
+                                          sizeof mode),
+           what);
+  }
   if (ctx->gemm_sm_target > 0) {
     const int32_t sms = ctx->gemm_sm_target;
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &sms,
                                           sizeof sms),
            what);
   }
-  LT_TRY(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, trans_a ? k : m, trans_a ? m : k, lda),
-         what);
-  LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, trans_b ? n : k, trans_b ? k : n, ldb),
-         what);
+  LT_TRY(cublasLtMatrixLayoutCreate(&p->la, at, trans_a ? k : m, trans_a ? m : k, lda), what);
+  LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, bt, trans_b ? n : k, trans_b ? k : n, ldb), what);
   LT_TRY(cublasLtMatrixLayoutCreate(&p->lc, cd, m, n, ldcd), what);
   LT_TRY(cublasLtMatmulPreferenceCreate(&pref), what);
   LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
@@ -95,9 +105,15 @@ static fsdpc_status plan_build(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const long
                                         &found),
          what);
   if (found < 1) {
-    st = fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                     "cuda %s: cuBLASLt has no algorithm for m=%d n=%d k=%d (lda %d ldb %d ldc %d)",
-                     what, m, n, k, lda, ldb, ldcd);
+    st = fsdpc__fail(
+        err, FSDPC_UNSUPPORTED,
+        "cuda %s: cuBLASLt has no algorithm for m=%d n=%d k=%d (lda %d ldb %d ldc %d%s)", what, m,
+        n, k, lda, ldb, ldcd,
+        scaled == 2   ? "; FP8 with outer-vector scales: rowwise needs cuBLASLt's "
+                        "CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on this GPU, "
+                        "else use fp8_recipe: tensorwise"
+        : scaled == 1 ? "; FP8: dimensions must be multiples of 16"
+                      : "");
     goto done;
   }
   p->algo = heur.algo;
@@ -139,16 +155,28 @@ static fsdpc_status plan_get(fsdpc_cuda_ctx *ctx, const long long *key, fsdpc_lt
   return FSDPC_OK;
 }
 
-fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
-                                 const void *A, int lda, const void *B, int ldb, const void *C,
-                                 void *D, int ldcd, cudaDataType_t cd, float alpha, float beta,
-                                 const char *what, fsdpc_err *err) {
+fsdpc_status fsdpc__cuda_lt_gemm_typed(fsdpc_cuda_ctx *ctx, const fsdpc_lt_gemm *g,
+                                       const char *what, fsdpc_err *err) {
   fsdpc_status st = FSDPC_OK;
-  const long long key[LT_KEY] = {trans_a, trans_b,       m,           n, k, lda, ldb,
-                                 ldcd,    (long long)cd, beta != 0.0f};
+  const int trans_a = g->trans_a, trans_b = g->trans_b, m = g->m, n = g->n, k = g->k;
+  const int lda = g->lda, ldb = g->ldb, ldcd = g->ldcd;
+  const void *A = g->A, *B = g->B, *C = g->C;
+  void *D = g->D;
+  const float alpha = g->alpha, beta = g->beta;
+  const int scaled = g->scale_a ? (g->outer ? 2 : 1) : 0;
+  const long long key[LT_KEY] = {trans_a, trans_b,      m,     n,     k,     lda, ldb, ldcd,
+                                 g->cd,   beta != 0.0f, g->at, g->bt, scaled};
   fsdpc_lt_plan tmp, *p = NULL;
   memset(&tmp, 0, sizeof tmp);
   FSDPC_TRY(plan_get(ctx, key, &tmp, &p, what, err));
+  if (scaled) { /* device pointers of this call, set on the (cached) descriptor */
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &g->scale_a,
+                                          sizeof g->scale_a),
+           what);
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &g->scale_b,
+                                          sizeof g->scale_b),
+           what);
+  }
   LT_TRY(cublasLtMatmul(ctx->lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C ? C : D, p->lc, D,
                         p->lc, &p->algo, ctx->lt_ws, ctx->lt_ws_bytes, ctx->compute),
          what);
@@ -156,6 +184,16 @@ done:
   if (p == &tmp)
     plan_destroy(&tmp);
   return st;
+}
+
+fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, int m, int n, int k,
+                                 const void *A, int lda, const void *B, int ldb, const void *C,
+                                 void *D, int ldcd, cudaDataType_t cd, float alpha, float beta,
+                                 const char *what, fsdpc_err *err) {
+  const fsdpc_lt_gemm g = {trans_a, trans_b,     m,           n,    k,    A,  lda,
+                           B,       ldb,         C,           D,    ldcd, cd, alpha,
+                           beta,    CUDA_R_16BF, CUDA_R_16BF, NULL, NULL, 0};
+  return fsdpc__cuda_lt_gemm_typed(ctx, &g, what, err);
 }
 
 static fsdpc_status check(const char *op, int N, int C, int OC, fsdpc_err *err) {

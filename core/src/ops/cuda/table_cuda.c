@@ -153,6 +153,19 @@ static fsdpc_status c_matmul_bwd(void *ctx, void *dinp, float *dweight, const vo
                                  fsdpc_err *err) {
   return fsdpc__cuda_matmul_bwd(ctx, dinp, dweight, dout, inp, weight, N, C, OC, err);
 }
+static fsdpc_status c_fp8_matmul_fwd(void *ctx, int recipe, void *out, const void *inp,
+                                     const void *weight, const void *residual, int N, int C, int OC,
+                                     void *scratch, size_t scratch_bytes, fsdpc_err *err) {
+  return fsdpc__cuda_fp8_matmul_fwd(ctx, recipe, out, inp, weight, residual, N, C, OC, scratch,
+                                    scratch_bytes, err);
+}
+static fsdpc_status c_fp8_matmul_bwd(void *ctx, int recipe, void *dinp, int dinp_acc,
+                                     float *dweight, const void *dout, const void *inp,
+                                     const void *weight, int N, int C, int OC, void *scratch,
+                                     size_t scratch_bytes, fsdpc_err *err) {
+  return fsdpc__cuda_fp8_matmul_bwd(ctx, recipe, dinp, dinp_acc, dweight, dout, inp, weight, N, C,
+                                    OC, scratch, scratch_bytes, err);
+}
 static fsdpc_status c_rope_fwd(void *ctx, void *x, const float *cos, const float *sin,
                                const int32_t *pos, int N, int H, int HD, int RD, int maxT,
                                fsdpc_err *err) {
@@ -303,4 +316,6 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
   t->bias_add = c_bias_add;
   t->bias_bwd = c_bias_bwd;
   t->axpy = c_axpy;
+  t->fp8_matmul_fwd = c_fp8_matmul_fwd;
+  t->fp8_matmul_bwd = c_fp8_matmul_bwd;
 }

@@ -4,12 +4,14 @@
  * most half the widest gap of the table times the block's scale; a range of
  * a tensor dequantizes to the same values as the whole; the storage counts
  * are 4.x bits a weight; bad block sizes, bad ranges and non-finite inputs
- * are refused with one line. */
+ * are refused with one line; the 8-bit dynamic map is the adamw8bit
+ * plugin's. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "adamw8bit_math.h" /* the plugin's own copy of the signed dynamic map */
 #include "quant/nf4.h"
 
 typedef struct qbuf {
@@ -127,12 +129,28 @@ START_TEST(sizes_and_refusals) {
 }
 END_TEST
 
+/* The core's dynamic map is the adamw8bit plugin's signed one (a plugin
+ * cannot link the core's internals, so each forms it); the GPU host has
+ * compared the plugin's with torch's (tests/gpu/check_q8_maps.py). */
+START_TEST(dynamic_map_is_the_plugins) {
+  float core[FSDPC_DYN_CODES], plugin[Q8_CODES];
+  fsdpc__dynamic_map(core);
+  q8_dynamic_map(1, plugin);
+  ck_assert_int_eq(memcmp(core, plugin, sizeof core), 0);
+  ck_assert_float_eq(core[127], 0.0f);
+  ck_assert_float_eq(core[255], 1.0f);
+  for (int i = 1; i < FSDPC_DYN_CODES; i++)
+    ck_assert(core[i - 1] < core[i]);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("quant_nf4");
   TCase *tc = tcase_create("nf4");
   tcase_add_test(tc, table_round_trips);
   tcase_add_test(tc, error_bound_and_ranges);
   tcase_add_test(tc, sizes_and_refusals);
+  tcase_add_test(tc, dynamic_map_is_the_plugins);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -66,8 +66,8 @@ uint64_t fsdpc__nf4_bytes(uint64_t n, int block_size, int double_quant) {
   return (n + 1) / 2 + scales;
 }
 
-/* torch.linspace(start, end, n) in fp32: the first half forward from start,
- * the second half back from end, as torch's CPU kernel forms it. */
+/* torch.linspace(start, end, n) in fp32 by its scalar formula: the first
+ * half forward from start, the second half back from end. */
 static float linspace_at(float start, float end, int n, int i) {
   float step = (end - start) / (float)(n - 1);
   if (i < n / 2)

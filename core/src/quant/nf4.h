@@ -61,8 +61,12 @@ uint64_t fsdpc__nf4_blocks2(uint64_t n, int block_size); /* absmax2 entries */
  * included): what the planner counts for a frozen base parameter. */
 uint64_t fsdpc__nf4_bytes(uint64_t n, int block_size, int double_quant);
 
-/* The signed 8-bit dynamic map (bitsandbytes' create_dynamic_map(signed=True),
- * formed in fp32 as torch forms it), ascending. */
+/* The signed 8-bit dynamic map (bitsandbytes' create_dynamic_map(signed=True)),
+ * ascending, with linspace's scalar fp32 formula. torch's vectorised CPU
+ * linspace differs from it by up to 2 ulp in some entries (tests/gpu/
+ * check_q8_maps.py on the GPU host), so bitsandbytes' own map depends on the
+ * machine; it saves the map with the weights (nested_quant_map), and
+ * dequantization takes whichever map the weights were made with. */
 void fsdpc__dynamic_map(float map[FSDPC_DYN_CODES]);
 
 /* Quantizes x[0, q->n) into *q (n, block_size, double_quant and buffers set

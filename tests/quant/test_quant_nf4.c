@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "adamw8bit_math.h" /* the plugin's own copy of the signed dynamic map */
+#include "check_run.h"
 #include "quant/nf4.h"
 
 typedef struct qbuf {
@@ -152,9 +153,5 @@ int main(void) {
   tcase_add_test(tc, sizes_and_refusals);
   tcase_add_test(tc, dynamic_map_is_the_plugins);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return run_suite(s);
 }

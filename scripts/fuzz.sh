@@ -2,7 +2,7 @@
 # Builds the libFuzzer harnesses (clang, ASan + UBSan) in build-fuzz and runs
 # each for SECONDS (default 5) on a copy of its seed corpus.
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
-#   (targets: safetensors config tokfile store jinja prepare tokenizer jsonl; all by default)
+#   (targets: safetensors config tokfile store nf4 jinja prepare tokenizer jsonl; all by default)
 # FUZZ_MAX_LEN sets libFuzzer's -max_len (jinja: 65536 by default, templates
 # up to 64 KB; jsonl: 1048576, whole dataset files with conversations of
 # thousands of turns); FUZZ_RSS_MB its -rss_limit_mb (default 2048).
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-5}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors config tokfile store jinja prepare tokenizer jsonl)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors config tokfile store nf4 jinja prepare tokenizer jsonl)
 command -v clang >/dev/null || { echo "fuzz.sh: clang is needed (apt-get install clang)"; exit 1; }
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFSDPC_FUZZ=ON \
   -DFSDPC_CUDA=OFF >/dev/null

@@ -3,7 +3,8 @@
  *   for every strategy's shard group size, wrap policy and optimizer;
  * - fsdpc__model_ctx_bytes_for equals what a real context allocates;
  * - the replayed step's peaks behave as step.c does (FULL_SHARD frees units
- *   after forward, SHARD_GRAD_OP keeps them, NO_SHARD has none). */
+ *   after forward, SHARD_GRAD_OP keeps them, NO_SHARD has none);
+ * - quantization nf4 counts the frozen projections at 4 bits. */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "config/config.h"
 #include "engine_plan.h"
 #include "plan/plan.h"
+#include "quant/nf4.h"
 #include "runplan/runplan.h"
 #include "util/mem.h"
 
@@ -213,6 +215,55 @@ START_TEST(transients_follow_the_schedule) {
 }
 END_TEST
 
+/* quantization.method nf4 (QLoRA, docs/lora.md): the planner holds each
+ * frozen projection as its NF4 codes and scales (fsdpc__nf4_bytes of the
+ * weight) and the rest of the base as LoRA does, plus one bf16 staging
+ * buffer of the largest layer to dequantize into; gathers move the 4-bit
+ * bytes. The engine refuses the run until it holds a 4-bit base. */
+static void plan_qlora(const char *method, int world, fsdpc_plan_mem *m) {
+  const char *ovr[] = {"train.device=cuda", "fsdp.align=1", "peft.method=lora",
+                       "peft.target_modules=[all-linear]", method};
+  fsdpc_config *cfg = load(0, ovr, 5);
+  fsdpc_err err = {0};
+  fsdpc_plan_ctx *pc = NULL;
+  ck_assert_msg(fsdpc__plan_ctx_create(cfg, &pc, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc_plan_variant v = {FSDPC_FULL_SHARD, 0, 0, -1};
+  ck_assert_msg(fsdpc__plan_config(pc, &v, world, world, m, &err) == FSDPC_OK, "%s", err.msg);
+  fsdpc__plan_ctx_destroy(pc);
+  fsdpc__config_destroy(cfg);
+}
+
+START_TEST(nf4_base_planned) {
+  fsdpc_plan_mem lora, qlora, lora2, qlora2;
+  plan_qlora("quantization.method=none", 1, &lora);
+  plan_qlora("quantization.method=nf4", 1, &qlora);
+  /* tiny_yaml's layer: q, k, v, o (kv heads 2 x 16), gate, up, down */
+  const uint64_t proj[] = {64 * 64, 32 * 64, 32 * 64, 64 * 64, 160 * 64, 160 * 64, 64 * 160};
+  uint64_t saved = 0, layer = 2 * 64; /* the layer's two norms */
+  for (int j = 0; j < 7; j++) {
+    saved += 3 * (proj[j] * 2 - fsdpc__nf4_bytes(proj[j], 64, 1));
+    layer += proj[j];
+  }
+  ck_assert_uint_eq(lora.params - qlora.params, saved);
+  ck_assert_uint_eq(lora.grads, qlora.grads);
+  ck_assert_uint_eq(lora.optim, qlora.optim);
+  ck_assert_int_eq(lora.peak[FSDPC_MEM_PARAMS], (int64_t)lora.params);
+  ck_assert_int_eq(qlora.peak[FSDPC_MEM_PARAMS], (int64_t)(qlora.params + layer * 2));
+  plan_qlora("quantization.method=none", 2, &lora2);
+  plan_qlora("quantization.method=nf4", 2, &qlora2);
+  ck_assert_uint_lt(qlora2.comm.all_gather, lora2.comm.all_gather);
+  ck_assert_uint_eq(qlora2.comm.reduce_scatter, lora2.comm.reduce_scatter);
+
+  char text[2048];
+  snprintf(text, sizeof text, tiny_yaml, "false");
+  const char *ovr[] = {"peft.method=lora", "quantization.method=nf4"};
+  test_engine t;
+  fsdpc_err err = {0};
+  ck_assert_int_eq(test_engine_open(text, ovr, 2, 1, 0, NULL, 0, &t, &err), FSDPC_UNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(err.msg, "quantization.method nf4: the engine does not yet"));
+}
+END_TEST
+
 /* fsdp.param_copy: the planned device params grow by the bf16 copies (2
  * bytes per shard element, i.e. half the fp32 shards), by whole units in
  * order up to fsdp.param_copy_max_mib, and not at all on the CPU device. */
@@ -377,6 +428,7 @@ int main(void) {
   tcase_add_test(tc, reserved_is_the_arena);
   tcase_add_test(tc, fit_check_refuses);
   tcase_add_test(tc, family_bench_shapes);
+  tcase_add_test(tc, nf4_base_planned);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

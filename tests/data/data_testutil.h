@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h" /* run_suite */
 #include "fsdpc/fsdpc.h"
 
 /* Returns "<build>/data-test-tmp-<pid>-<name>" (static buffer, one per call
@@ -47,13 +48,5 @@ static inline void spit(const char *path, const void *data, size_t len) {
       ck_assert_msg(strstr((err).msg, frags_[k_]) != NULL, "error '%s' lacks '%s'", (err).msg,     \
                     frags_[k_]);                                                                   \
   } while (0)
-
-static inline int run_suite(Suite *s) {
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
 
 #endif

@@ -12,13 +12,7 @@
 
 #include "config/config.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond))                                                                                   \
-      __builtin_trap();                                                                            \
-  } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > 1 << 16)

@@ -21,17 +21,11 @@
 #include "data/chat.h"
 #include "template/jinja.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond))                                                                                   \
-      __builtin_trap();                                                                            \
-  } while (0)
+#include "fuzz_check.h"
 
 #define MAX_MEMORY ((size_t)64 << 20)
 #define MAX_STEPS 20000
 #define MAX_OUTPUT ((size_t)1 << 20)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 typedef struct gen {
   uint64_t s;

@@ -20,13 +20,7 @@
 #include "data/jsonl.h"
 #include "data/prepare_internal.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond))                                                                                   \
-      __builtin_trap();                                                                            \
-  } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_check.h"
 
 /* configs/templates/chatml.jinja */
 static const char CHATML[] =

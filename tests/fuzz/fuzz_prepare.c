@@ -13,13 +13,7 @@
 
 #include "data/prepare_internal.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond))                                                                                   \
-      __builtin_trap();                                                                            \
-  } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_check.h"
 
 /* "fuzz.jsonl:N: ..." with N >= 7: the value starts on line 7, and a JSON
  * array's element (data/jsonl.h) may span lines, so an error inside it

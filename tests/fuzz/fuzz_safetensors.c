@@ -11,13 +11,7 @@
 
 #include "io/safetensors.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond))                                                                                   \
-      __builtin_trap();                                                                            \
-  } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_check.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fsdpc_err err = {0};

@@ -12,13 +12,7 @@
 
 #include "dist/store_table.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond))                                                                                   \
-      __builtin_trap();                                                                            \
-  } while (0)
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_check.h"
 
 static void check_replies(const fsdpc__store_conn *c) {
   size_t off = c->out_off;

@@ -14,16 +14,10 @@
 
 #include "data/tokenizer.h"
 
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    if (!(cond))                                                                                   \
-      __builtin_trap();                                                                            \
-  } while (0)
+#include "fuzz_check.h"
 
 static const char default_text[] = "Hello  world! caf\xc3\xa9 \xf0\x9f\x98\x80 \xff\xfe 123456\n"
                                    "<s></s><|eot_id|>\t<|im_start|> \xe2\x96\x81x";
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint8_t *nul = memchr(data, 0, size);

@@ -6,6 +6,7 @@
 
 #include "config/meta.h"
 #include "model/family.h"
+#include "quant/nf4.h"
 
 static const fsdpc_key_src *src_of(const fsdpc_config *c, const char *path) {
   int ki;
@@ -119,6 +120,31 @@ static fsdpc_status check_peft(const fsdpc_config *c, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
+/* quantization: NF4 holds a frozen base, so it needs LoRA; bitsandbytes'
+ * block sizes; the dequantized weights feed the run's own GEMMs. */
+static fsdpc_status check_quant(const fsdpc_config *c, fsdpc_err *err) {
+  const fsdpc_config_quant *q = &c->quantization;
+  if (q->method == FSDPC_QUANT_NONE)
+    return FSDPC_OK;
+  if (c->peft.method != FSDPC_PEFT_LORA)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: quantization.method nf4 freezes a 4-bit base, which only adapters "
+                       "can train on; set peft.method: lora (QLoRA) or quantization.method: none",
+                       where_of(c, "quantization.method"));
+  if (fsdpc__nf4_check_block(q->block_size, err) != FSDPC_OK)
+    return fsdpc__err_prefix(err, "%s", where_of(c, "quantization.block_size"));
+  int pd = c->fsdp.mixed_precision.param_dtype;
+  if (q->compute_dtype >= 0 && pd >= 0 && q->compute_dtype != pd)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: quantization.compute_dtype %s differs from "
+                       "fsdp.mixed_precision.param_dtype %s, the dtype the run computes in; set "
+                       "it to auto",
+                       where_of(c, "quantization.compute_dtype"),
+                       q->compute_dtype == FSDPC_DTYPE_BF16 ? "bf16" : "fp32",
+                       pd == FSDPC_DTYPE_BF16 ? "bf16" : "fp32");
+  return FSDPC_OK;
+}
+
 static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
   const fsdpc_config_model *m = &c->model;
   if (m->num_key_value_heads > m->num_attention_heads ||
@@ -162,6 +188,7 @@ static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
                        "(peft.merge_on_save) instead",
                        where_of(c, "model.adapter"));
   FSDPC_TRY(fsdpc__family_check_config(c, where_of, err));
+  FSDPC_TRY(check_quant(c, err));
   return check_peft(c, err);
 }
 

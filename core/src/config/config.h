@@ -247,6 +247,16 @@ typedef struct fsdpc_config_peft {
   bool rslora, merge_on_save;
 } fsdpc_config_peft;
 
+/* quantization: a frozen 4-bit base under LoRA (QLoRA, docs/lora.md), the
+ * names of transformers' BitsAndBytesConfig where they map. */
+enum { FSDPC_QUANT_NONE = 0, FSDPC_QUANT_NF4 = 1 }; /* quantization.method */
+typedef struct fsdpc_config_quant {
+  int method;         /* FSDPC_QUANT_* (load_in_4bit + bnb_4bit_quant_type) */
+  bool double_quant;  /* bnb_4bit_use_double_quant */
+  int64_t block_size; /* bitsandbytes' blocksize */
+  int compute_dtype;  /* bnb_4bit_compute_dtype: -1 auto (the run's), FSDPC_DTYPE_* */
+} fsdpc_config_quant;
+
 typedef struct fsdpc_config_meta fsdpc_config_meta; /* where each key came from */
 
 typedef struct fsdpc_config {
@@ -264,6 +274,7 @@ typedef struct fsdpc_config {
   fsdpc_config_plugins plugins;
   fsdpc_config_dist dist;
   fsdpc_config_peft peft;
+  fsdpc_config_quant quantization;
   fsdpc_config_meta *meta; /* private */
 } fsdpc_config;
 

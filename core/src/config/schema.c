@@ -126,6 +126,9 @@ static const fsdpc_cfg_enum_item overlong_values[] = {
 static const fsdpc_cfg_enum_item peft_values[] = {
     {"none", FSDPC_PEFT_NONE}, {"lora", FSDPC_PEFT_LORA}, {NULL, 0}};
 
+static const fsdpc_cfg_enum_item quant_values[] = {
+    {"none", FSDPC_QUANT_NONE}, {"nf4", FSDPC_QUANT_NF4}, {NULL, 0}};
+
 #define REQ_ FSDPC_CFG_REQUIRED | FSDPC_CFG_HAS_MIN
 
 static const fsdpc_cfg_key keys[] = {
@@ -597,6 +600,25 @@ static const fsdpc_cfg_key keys[] = {
     BOOL_("peft.merge_on_save", peft.merge_on_save, "false",
           "also write the merged full model (checkpoint.dir/final-merged) beside the adapter "
           "folder",
+          NONE_),
+
+    /* ---- quantization (docs/lora.md, QLoRA) ---- */
+    ENUM_("quantization.method", quantization.method, "none", quant_values,
+          "none: the frozen base stays in the compute dtype; nf4: its linear projections are "
+          "held as bitsandbytes' 4-bit NormalFloat (transformers' load_in_4bit with "
+          "bnb_4bit_quant_type nf4); needs peft.method lora. fsdpc plan models it; the engine "
+          "refuses it until it holds a 4-bit base (docs/lora.md)",
+          NONE_),
+    BOOL_("quantization.double_quant", quantization.double_quant, "true",
+          "quantize the per-block scales too, to 8 bits in blocks of 256 "
+          "(bnb_4bit_use_double_quant, QLoRA's recipe; transformers defaults to false)",
+          NONE_),
+    INT_("quantization.block_size", quantization.block_size, "64",
+         "weights per fp32 scale (bitsandbytes' blocksize): 32, 64, ..., 4096", RANGE_(32, 4096)),
+    ENUM_("quantization.compute_dtype", quantization.compute_dtype, "auto", param_dtype_values,
+          "dtype the 4-bit weights are dequantized to for the GEMM (bnb_4bit_compute_dtype): "
+          "auto = the run's compute dtype (fsdp.mixed_precision.param_dtype), the only one "
+          "it can be",
           NONE_),
 };
 

@@ -10,6 +10,7 @@
 #include "fsdp/arena_layout.h"
 #include "fsdp/qstate.h"
 #include "ops/ops.h"
+#include "quant/nf4.h"
 
 /* ---- accounting: current and peak bytes per category, as util/mem.c and
  * the CUDA context keep them ---- */
@@ -79,6 +80,31 @@ static void unit_state(const fsdpc_memplan_in *in, const fsdpc_unit *un, int on_
     m->state = bump(b, FSDPC_MEM_OPTIM, fb);
 }
 
+/* A frozen unit's shard bytes: the compute dtype; or, with
+ * quantization.method nf4, the unit's projections as NF4 codes and scales
+ * (each weight quantized whole, as bitsandbytes quantizes a Linear's) and
+ * its norms, embedding and head in the compute dtype, the unit's bytes cut
+ * evenly into S shards. *unit_bytes: the whole unit's under nf4 (what a
+ * gather moves) when it holds a projection, else 0. */
+static uint64_t frozen_shard_bytes(const fsdpc_memplan_in *in, const fsdpc_unit *un,
+                                   uint64_t *unit_bytes) {
+  const fsdpc_run_exec *x = in->x;
+  *unit_bytes = 0;
+  if (!x->nf4_block)
+    return un->shard_numel * (uint64_t)x->act_size;
+  uint64_t bytes = 0;
+  int quantized = 0;
+  for (int i = 0; i < un->n_params; i++) {
+    const fsdpc_param_info *pi = &in->params[un->params[i]];
+    int proj = pi->kind >= FSDPC_P_Q && pi->kind <= FSDPC_P_DOWN;
+    quantized |= proj;
+    bytes += proj ? fsdpc__nf4_bytes(pi->numel, x->nf4_block, x->nf4_dq)
+                  : pi->numel * (uint64_t)x->act_size;
+  }
+  *unit_bytes = quantized ? bytes : 0;
+  return (bytes + (uint64_t)x->S - 1) / (uint64_t)x->S;
+}
+
 /* The shards (the device's, or pinned host memory under cpu_offload, with
  * a bf16 staging copy and, when a second micro-batch of a step reduces, a
  * landing buffer), param_copy's bf16 copies in unit order, then the fixed
@@ -89,11 +115,17 @@ static void persist(const fsdpc_memplan_in *in, fsdpc_memplan *mp, bumper *b) {
   int cpu = x->device == FSDPC_DEVICE_CPU;
   int shards_host = x->offload, state_host = x->offload || (x->offload_optim && !cpu);
   int landing = x->offload && x->accum > 1 && !x->no_sync;
+  uint64_t nf4_flat = 0, nf4_unit = 0; /* the largest quantized unit: elements, NF4 bytes */
   for (int u = 0; u < lay->n_units; u++) {
     const fsdpc_unit *un = &lay->units[u];
     fsdpc_mp_unit *m = &mp->unit[u];
-    uint64_t n = un->shard_numel, sb = n * sizeof(float);
-    uint64_t mb = un->frozen ? n * (uint64_t)x->act_size : sb; /* frozen: compute dtype */
+    uint64_t n = un->shard_numel, sb = n * sizeof(float), ub = 0;
+    uint64_t mb = un->frozen ? frozen_shard_bytes(in, un, &ub) : sb;
+    if (ub && un->flat_numel > nf4_flat)
+      nf4_flat = un->flat_numel;
+    if (un->frozen && ub > nf4_unit)
+      nf4_unit = ub;
+    m->nf4_shard = un->frozen && x->nf4_block ? mb : 0;
     mp->params += mb;
     if (shards_host)
       mp->host_pinned += mb;
@@ -117,6 +149,14 @@ static void persist(const fsdpc_memplan_in *in, fsdpc_memplan *mp, bumper *b) {
       mp->lp_units++;
     }
   }
+  /* nf4: a frozen unit is dequantized into a compute-dtype buffer before
+   * its GEMMs; resident (S == 1), into one staging buffer; gathered, its
+   * 4-bit bytes land in one buffer and dequantize into the unit's gather
+   * buffer (the transients below). */
+  if (x->nf4_block && nf4_flat && x->S == 1 && !x->offload)
+    bump(b, FSDPC_MEM_PARAMS, nf4_flat * (uint64_t)x->act_size);
+  else if (x->nf4_block && nf4_flat)
+    bump(b, FSDPC_MEM_COMM, nf4_unit);
   if (x->S > 1 && !fsdpc__mp_rs_direct(x))
     mp->rs = bump(b, FSDPC_MEM_COMM, lay->max_grad_shard * 4);
   if (x->S > 1 && x->reduce_bf16)

@@ -72,6 +72,7 @@ typedef struct fsdpc_mp_unit {
   uint64_t blk;                   /* the block path's full buffer (transient region) */
   uint64_t n_f32, n_q, n_qblocks; /* quantized state: fp32 elements, codes, blocks */
   uint64_t state_bytes;           /* optimizer state, every plane (host or device) */
+  uint64_t nf4_shard;             /* a frozen unit's shard bytes under nf4 (else 0) */
 } fsdpc_mp_unit;
 
 /* The replay's device operations, for tests (fsdpc_memplan_in.trace): an

@@ -22,6 +22,11 @@
 static fsdpc_status check_env(const fsdpc_run_plan *p, const fsdpc_engine_env *env,
                               const fsdpc_ops *ops, fsdpc_err *err) {
   const fsdpc_run_exec *x = &p->exec;
+  if (x->nf4_block)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "quantization.method nf4: the engine does not yet hold a 4-bit base "
+                       "(issue 37: fsdpc plan and config check model it); train with "
+                       "quantization.method: none for now");
   if (!env->dist || env->dist->shard_size != x->S || env->dist->replica_size != x->R)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
                        "fsdp: the communicators (shard group %d x %d replicas) are not the run "

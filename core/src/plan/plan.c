@@ -58,7 +58,9 @@ static void comm_bytes(const fsdpc_memplan *mp, const fsdpc_run_exec *x, const f
           arg < 0 || arg >= lay->n_units)
         continue;
       uint64_t n = lay->units[arg].shard_numel;
-      if (p->a[i].op == FSDPC_ACT_GATHER)
+      if (p->a[i].op == FSDPC_ACT_GATHER && lay->units[arg].frozen && x->nf4_block)
+        out->all_gather += mp->unit[arg].nf4_shard * (uint64_t)(x->S - 1); /* 4-bit */
+      else if (p->a[i].op == FSDPC_ACT_GATHER)
         out->all_gather += n * gs * (uint64_t)(x->S - 1);
       else if (p->a[i].op == FSDPC_ACT_REDUCE && x->S > 1)
         out->reduce_scatter += n * rs * (uint64_t)(x->S - 1);

@@ -177,6 +177,10 @@ void fsdpc__run_exec_resolve(const fsdpc_run_plan *p, const fsdpc_run_modes *m, 
   out->param_copy = m->param_copy && out->act_size == 2;
   out->param_copy_max_bytes = m->param_copy_max_bytes > 0 ? (uint64_t)m->param_copy_max_bytes : 0;
   out->dev_norm = !cpu && !out->offload;
+  if (p->has_lora && p->cfg && p->cfg->quantization.method == FSDPC_QUANT_NF4) {
+    out->nf4_block = (int)p->cfg->quantization.block_size;
+    out->nf4_dq = p->cfg->quantization.double_quant;
+  }
 }
 
 void fsdpc__run_model_opts(const fsdpc_run_plan *p, const fsdpc_run_modes *m,

@@ -126,6 +126,10 @@ typedef struct fsdpc_run_exec {
   int dev_norm;     /* the grad norm is summed in device memory (a device, not offloaded) */
   int inference;    /* evaluation of weights: no gradient or optimizer state */
   uint32_t n_slots; /* the optimizer's state planes (0 under inference) */
+  /* quantization.method nf4 under LoRA: the frozen projections' block size
+   * and double quantization (0: the base in the compute dtype). Only the
+   * planner models it so far; the engine refuses it (docs/lora.md). */
+  int nf4_block, nf4_dq;
 } fsdpc_run_exec;
 
 enum {

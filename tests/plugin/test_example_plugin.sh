@@ -33,7 +33,7 @@ cc $cflags -o "$tmp/lion_check" "$FSDPC_SOURCE_DIR/tests/plugin/lion_check.c" -l
 
 bin=$tmp/prefix/bin/fsdpc
 out=$(FSDPC_PLUGIN_PATH= "$bin" plugins list --path "$tmp/lion" 2>&1) || fail "plugins list: $out"
-grep -qE "^optim +lion +0\.1\.0 +1\.2 +5 +$so " <<<"$out" || { echo "$out"; fail "lion not listed"; }
+grep -qE "^optim +lion +0\.1\.0 +1\.3 +5 +$so " <<<"$out" || { echo "$out"; fail "lion not listed"; }
 # The moved installation searches its own plugin folder.
 grep -q "searched:.* $(realpath "$tmp/prefix")/lib.*/fsdpc/plugins" <<<"$(
   cd / && FSDPC_PLUGIN_PATH= "$bin" plugins list)" || fail "installed plugin folder not searched"

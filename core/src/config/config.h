@@ -190,7 +190,6 @@ typedef struct fsdpc_config_optim {
 typedef struct fsdpc_config_objective {
   char *name;
   double beta, label_smoothing, gamma;
-  bool precompute_ref; /* full fine-tune: reference log-probs from a first pass */
   fsdpc_opts *options;
 } fsdpc_config_objective;
 

@@ -480,9 +480,6 @@ static const fsdpc_cfg_key keys[] = {
            "dpo, simpo: assumed rate of flipped preference labels (conservative DPO)",
            RANGE_(0, 0.49)),
     FLOAT_("objective.gamma", objective.gamma, "0.5", "simpo: target reward margin", MIN_(0)),
-    BOOL_("objective.precompute_ref", objective.precompute_ref, "false",
-          "full fine-tune with a reference objective: reference log-probs from a first pass",
-          NONE_),
     OPTS_("objective.options", objective.options, "options of the objective plugin"),
 
     /* ---- schedule ---- */

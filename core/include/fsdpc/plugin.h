@@ -703,9 +703,11 @@ typedef struct fsdpc_obj_result {
   double loss;
   double token_weight; /* TOKENS, WANT_SEED: d loss / d(-log p) of each target token */
   double *dlogps;      /* SEQ_LOGPS, WANT_SEED: (n_seqs) d loss / d logps[i] */
-  /* (n_metrics) WANT_LOSS: each metric's sum over this call's groups; the
-   * host adds every call and rank and divides by the step's n_groups (so a
-   * metric is a mean over the step's groups). */
+  /* (n_metrics) WANT_LOSS. TOKENS: the step's values (one call per step,
+   * after the all-reduce). SEQ_LOGPS: each metric's sum over this call's
+   * groups; the host adds every call and rank and divides by the step's
+   * n_groups (so a metric is a mean over the step's groups). The host logs
+   * them under metric_name in the log line and metrics.jsonl. */
   double *metrics;
 } fsdpc_obj_result;
 

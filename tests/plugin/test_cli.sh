@@ -15,8 +15,8 @@ has() { grep -qF -- "$2" <<<"$1"; }
 out=$("$FSDPC" plugins list --path "$dir" 2>&1); rc=$?
 check "list exits 0" test $rc -eq 0
 check "list has a header" has "$out" "KIND"
-check "list shows wrap/transformer" grep -qE '^wrap +transformer +1\.0\.0 +1\.2 +100 ' <<<"$out"
-check "list shows wrap/size" grep -qE '^wrap +size +1\.0\.0 +1\.2 +50 ' <<<"$out"
+check "list shows wrap/transformer" grep -qE '^wrap +transformer +1\.0\.0 +1\.3 +100 ' <<<"$out"
+check "list shows wrap/size" grep -qE '^wrap +size +1\.0\.0 +1\.3 +50 ' <<<"$out"
 check "list shows a valid test plugin" grep -qE '^optim +test-picky +0\.1\.0 +1\.0 +90 ' <<<"$out"
 check "list has a refused section" has "$out" "refused:"
 check "refused ABI 2 line" has "$out" "  libfsdpc-optim-test-abi2.so: ABI 2.0, this fsdpc speaks 1.x"

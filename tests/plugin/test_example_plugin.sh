@@ -33,7 +33,7 @@ cc $cflags -o "$tmp/lion_check" "$FSDPC_SOURCE_DIR/tests/plugin/lion_check.c" -l
 
 bin=$tmp/prefix/bin/fsdpc
 out=$(FSDPC_PLUGIN_PATH= "$bin" plugins list --path "$tmp/lion" 2>&1) || fail "plugins list: $out"
-grep -qE "^optim +lion +0\.1\.0 +1\.2 +5 +$so " <<<"$out" || { echo "$out"; fail "lion not listed"; }
+grep -qE "^optim +lion +0\.1\.0 +1\.3 +5 +$so " <<<"$out" || { echo "$out"; fail "lion not listed"; }
 # The moved installation searches its own plugin folder.
 grep -q "searched:.* $(realpath "$tmp/prefix")/lib.*/fsdpc/plugins" <<<"$(
   cd / && FSDPC_PLUGIN_PATH= "$bin" plugins list)" || fail "installed plugin folder not searched"
@@ -63,5 +63,34 @@ import json, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r]
 print(f"lion: loss {rows[0]['loss']:.3f} at step 1 -> {rows[-1]['loss']:.3f} at step {rows[-1]['step']}")
 sys.exit(0 if rows[-1]["loss"] < rows[0]["loss"] - 0.5 else 1)
+PY
+
+# The example objective (tokensum.c beside lion.c), built by the same
+# make: listed, and used by the installed fsdpc.
+so=$tmp/lion/libfsdpc-objective-tokensum.so
+exported=$(nm -D --defined-only "$so" | awk '$2 == "T" {print $3}')
+[ "$exported" = "fsdpc_plugin_entry_v1" ] || fail "tokensum exports '$exported'"
+out=$(FSDPC_PLUGIN_PATH= "$bin" plugins list --path "$tmp/lion" 2>&1) || fail "plugins list: $out"
+grep -qE "^objective +tokensum +0\.1\.0 +1\.3 +5 +$so " <<<"$out" || { echo "$out"; fail "tokensum not listed"; }
+# Step 1's loss is the summed cross-entropy over the divisor: halving the
+# divisor doubles it exactly (the same initial weights); its metric
+# token_ce, in the log line and metrics.jsonl, is the default objective's
+# loss bit for bit.
+for d in 1 2 sft; do
+  obj="objective: {name: tokensum, options: {divisor: $d}}"
+  [ $d = sft ] && obj="objective: {name: sft}"
+  sed -e "s|^optim:.*|$obj|" \
+    -e "s|^log:.*|log: {dir: $tmp/run-d$d}|" -e "s|max_steps: 20|max_steps: 3|" "$tmp/lion.yaml" >"$tmp/d$d.yaml"
+  (cd / && FSDPC_PLUGIN_PATH= "$bin" train "$tmp/d$d.yaml" >"$tmp/d$d.log" 2>&1) ||
+    { cat "$tmp/d$d.log"; fail "training with objective tokensum failed"; }
+done
+grep -qE "^step 1/3 loss [0-9.]+ token_ce [0-9.]+ lr " "$tmp/d1.log" ||
+  { cat "$tmp/d1.log"; fail "no token_ce in the log line"; }
+python3 - "$tmp"/run-d{1,2,sft}/metrics.jsonl <<'PY' || fail "tokensum's loss or metric"
+import json, sys
+r1, r2, rs = ([r for r in map(json.loads, open(p)) if "step" in r] for p in sys.argv[1:])
+l1, l2, ce, sft = r1[0]["loss"], r2[0]["loss"], r1[0]["token_ce"], rs[0]["loss"]
+print(f"tokensum: step-1 loss {l1:.4f} (divisor 1), {l2:.4f} (divisor 2); token_ce {ce!r}, sft {sft!r}")
+sys.exit(0 if l1 == 2 * l2 and l1 > 10 and ce == sft and "token_ce" not in rs[0] else 1)
 PY
 echo "example plugin: ok"

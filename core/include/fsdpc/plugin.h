@@ -1,4 +1,4 @@
-/* fsdpc plugin ABI, version 1.1.
+/* fsdpc plugin ABI, version 1.3.
  *
  * This header is the whole contract between libfsdpc (the host) and a
  * plugin. It is pure C11, includes nothing but <stdint.h> and <stddef.h>, and
@@ -45,7 +45,8 @@ extern "C" {
 #endif
 
 #define FSDPC_PLUGIN_ABI_MAJOR 1
-#define FSDPC_PLUGIN_ABI_MINOR 2 /* 1.1: host context in every call; 1.2: attention windows */
+/* 1.1: host context in every call; 1.2: attention windows; 1.3: the objective kind */
+#define FSDPC_PLUGIN_ABI_MINOR 3
 
 #if defined(__GNUC__)
 #define FSDPC_PLUGIN_EXPORT __attribute__((visibility("default")))
@@ -113,7 +114,8 @@ enum { /* plugin kinds */
   FSDPC_KIND_OPTIM = 2,
   FSDPC_KIND_WRAP = 3,
   FSDPC_KIND_STATEDICT = 4,
-  FSDPC_KIND_COUNT_ = 5
+  FSDPC_KIND_OBJECTIVE = 5, /* 1.3 */
+  FSDPC_KIND_COUNT_ = 6     /* grows with each kind: never an array size in a plugin */
 };
 
 /* ---------------------------------------------------------------------- */
@@ -632,6 +634,95 @@ typedef struct fsdpc_statedict_v1 {
   int32_t (*load_call)(const fsdpc_call *call, const fsdpc_sd_host *host, const char *dir,
                        int32_t with_optimizer);
 } fsdpc_statedict_v1;
+
+/* ====================================================================== */
+/* Kind: objective (1.3). What a training step minimises, from the model's  */
+/* outputs, and its gradient with respect to them (docs/objectives.md).     */
+/* The host runs the model and the lm_head; an objective sees what its      */
+/* input mode asks for and answers with a loss, the gradient the host seeds */
+/* the backward with, and named metrics.                                    */
+/* ====================================================================== */
+
+typedef struct fsdpc_objective fsdpc_objective; /* plugin-defined */
+
+enum { /* fsdpc_objective_v1.input: what the host hands to compute() */
+  /* Token cross-entropy sums over a whole optimizer step (every rank and
+   * micro-batch): the host runs its fused lm_head + cross-entropy and seeds
+   * each target token's gradient with token_weight * (softmax - onehot). */
+  FSDPC_OBJ_INPUT_TOKENS = 0,
+  /* Sequence log-probabilities: per sequence of a micro-batch, the sum over
+   * its completion (unmasked) tokens of log p(label), under the policy and,
+   * with needs_ref, under the reference model. The host seeds each token's
+   * gradient with dlogps[sequence] * (onehot - softmax). */
+  FSDPC_OBJ_INPUT_SEQ_LOGPS = 1
+};
+
+enum { /* fsdpc_obj_batch.want (bit mask) */
+  FSDPC_OBJ_WANT_SEED = 1, /* the gradient seed: token_weight or dlogps */
+  FSDPC_OBJ_WANT_LOSS = 2  /* loss and metrics */
+};
+
+typedef struct fsdpc_objective_init {
+  uint32_t struct_size;
+  const fsdpc_opts *opts;     /* the plugin's own options (objective.options) */
+  const fsdpc_host_api *host; /* the object keeps it for its later calls */
+  /* objective.* keys, TRL's names and meanings; a plugin ignores those it
+   * has no use for. */
+  double beta;            /* temperature of the implicit reward (ORPO: lambda) */
+  double label_smoothing; /* conservative DPO: assumed label-noise rate */
+  double gamma;           /* SimPO: target reward margin (TRL's simpo_gamma) */
+  int32_t device;         /* FSDPC_DEVICE_* the step runs on (compute() is always on host data) */
+} fsdpc_objective_init;
+
+/* One call's input. Sequences come in groups of group_size (a preference
+ * pair is a group of 2: sequence 2i chosen, 2i+1 rejected); a group is
+ * never split across calls, ranks or micro-batches. Arrays are host memory,
+ * valid for the call. */
+typedef struct fsdpc_obj_batch {
+  uint32_t struct_size;
+  int32_t want; /* FSDPC_OBJ_WANT_* bits */
+  /* FSDPC_OBJ_INPUT_TOKENS */
+  double token_loss_sum; /* sum of -log p(label) over the step's target tokens (WANT_LOSS) */
+  /* TOKENS: target tokens of the whole step, every rank (> 0). SEQ_LOGPS:
+   * completion tokens of the groups' first sequences (the chosen) in the
+   * whole step, for an SFT term averaged over tokens. */
+  int64_t n_tokens;
+  /* FSDPC_OBJ_INPUT_SEQ_LOGPS */
+  uint32_t n_seqs, group_size;
+  const double *logps;     /* (n_seqs) policy: sum of log p(label) over completion tokens */
+  const double *ref_logps; /* (n_seqs) the same under the reference model, or NULL */
+  const int64_t *lengths;  /* (n_seqs) completion tokens of each sequence (> 0) */
+  int64_t n_groups;        /* groups in the whole optimizer step, every rank: the mean's divisor */
+} fsdpc_obj_batch;
+
+/* One call's output; the host zero-fills it and sizes the arrays. */
+typedef struct fsdpc_obj_result {
+  uint32_t struct_size;
+  /* TOKENS: the step's loss. SEQ_LOGPS: this call's share of it (the host
+   * adds the calls of every micro-batch and rank). */
+  double loss;
+  double token_weight; /* TOKENS, WANT_SEED: d loss / d(-log p) of each target token */
+  double *dlogps;      /* SEQ_LOGPS, WANT_SEED: (n_seqs) d loss / d logps[i] */
+  /* (n_metrics) WANT_LOSS. TOKENS: the step's values (one call per step,
+   * after the all-reduce). SEQ_LOGPS: each metric's sum over this call's
+   * groups; the host adds every call and rank and divides by the step's
+   * n_groups (so a metric is a mean over the step's groups). The host logs
+   * them under metric_name in the log line and metrics.jsonl. */
+  double *metrics;
+} fsdpc_obj_result;
+
+typedef struct fsdpc_objective_v1 {
+  uint32_t struct_size;
+  int32_t input;     /* FSDPC_OBJ_INPUT_* */
+  int32_t needs_ref; /* SEQ_LOGPS: 1 = ref_logps must be given */
+  int32_t (*create)(const fsdpc_objective_init *init, fsdpc_objective **out);
+  void (*destroy)(fsdpc_objective *obj);
+  /* Metrics, named as they appear in logs and metrics.jsonl, e.g.
+   * "rewards/chosen"; n_metrics may be 0 (metric_name then unused). */
+  uint32_t (*n_metrics)(const fsdpc_objective *obj);
+  const char *(*metric_name)(const fsdpc_objective *obj, uint32_t i);
+  int32_t (*compute)(fsdpc_objective *obj, const fsdpc_obj_batch *in, fsdpc_obj_result *out);
+} fsdpc_objective_v1;
 
 /* ====================================================================== */
 /* Descriptors and the entry point.                                          */

@@ -187,6 +187,14 @@ typedef struct fsdpc_config_optim {
   fsdpc_opts *options;
 } fsdpc_config_optim;
 
+/* objective: what a step minimises (docs/objectives.md), an objective
+ * plugin and the keys it reads (TRL's names and defaults). */
+typedef struct fsdpc_config_objective {
+  char *name;
+  double beta, label_smoothing, gamma;
+  fsdpc_opts *options;
+} fsdpc_config_objective;
+
 typedef struct fsdpc_config_schedule {
   int name; /* FSDPC_SCHED_* */
   int64_t warmup_steps;
@@ -267,6 +275,7 @@ typedef struct fsdpc_config {
   fsdpc_config_collectives collectives;
   fsdpc_config_attention attention;
   fsdpc_config_optim optim;
+  fsdpc_config_objective objective;
   fsdpc_config_schedule schedule;
   fsdpc_config_train train;
   fsdpc_config_checkpoint checkpoint;

@@ -490,6 +490,19 @@ static const fsdpc_cfg_key keys[] = {
           "options of the optimizer plugin (adamw8bit: min_8bit_size, default 4096; sgd: "
           "dampening; see docs/optim.md)"),
 
+    /* ---- objective ---- */
+    STR_("objective.name", objective.name, "sft",
+         "training objective plugin (sft, dpo, ipo, hinge, simpo, orpo, any installed); see "
+         "docs/objectives.md",
+         NONE_),
+    FLOAT_("objective.beta", objective.beta, "0.1",
+           "preference objectives: temperature of the implicit reward (ORPO: lambda)", GT_(0)),
+    FLOAT_("objective.label_smoothing", objective.label_smoothing, "0.0",
+           "dpo, simpo: assumed rate of flipped preference labels (conservative DPO)",
+           RANGE_(0, 0.49)),
+    FLOAT_("objective.gamma", objective.gamma, "0.5", "simpo: target reward margin", MIN_(0)),
+    OPTS_("objective.options", objective.options, "options of the objective plugin"),
+
     /* ---- schedule ---- */
     ENUM_("schedule.name", schedule.name, "cosine", sched_values,
           "learning-rate decay after warmup", NONE_),

@@ -45,6 +45,11 @@ static const required_fn optim_req[] = {
     REQ(fsdpc_optim_v1, slot_name), REQ(fsdpc_optim_v1, init_state), REQ(fsdpc_optim_v1, step),
 };
 static const required_fn wrap_req[] = {REQ_OR(fsdpc_wrap_v1, plan, plan_call)};
+static const required_fn objective_req[] = {
+    REQ(fsdpc_objective_v1, create),    REQ(fsdpc_objective_v1, destroy),
+    REQ(fsdpc_objective_v1, n_metrics), REQ(fsdpc_objective_v1, metric_name),
+    REQ(fsdpc_objective_v1, compute),
+};
 static const required_fn statedict_req[] = {
     REQ_OR(fsdpc_statedict_v1, save, save_call),
     REQ_OR(fsdpc_statedict_v1, load, load_call),
@@ -70,6 +75,8 @@ static const kind_contract contracts[FSDPC_KIND_COUNT_] = {
                          N_(wrap_req)},
     [FSDPC_KIND_STATEDICT] = {"fsdpc_statedict_v1", SIZE_THROUGH(fsdpc_statedict_v1, load),
                               statedict_req, N_(statedict_req)},
+    [FSDPC_KIND_OBJECTIVE] = {"fsdpc_objective_v1", SIZE_THROUGH(fsdpc_objective_v1, compute),
+                              objective_req, N_(objective_req)},
 };
 
 /* Component names become file names and config values: keep them plain. */

@@ -56,6 +56,7 @@ static const char *const kind_names[FSDPC_KIND_COUNT_] = {
     [FSDPC_KIND_OPTIM] = "optim",
     [FSDPC_KIND_WRAP] = "wrap",
     [FSDPC_KIND_STATEDICT] = "statedict",
+    [FSDPC_KIND_OBJECTIVE] = "objective",
 };
 
 const char *fsdpc__kind_name(int32_t kind) {

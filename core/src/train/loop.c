@@ -18,6 +18,7 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
                                double *gnorm, fsdpc_err *err) {
   int rank = s->env.rank, world = s->env.world_size;
   int64_t count = 0;
+  s->objective.have_metrics = 0;
   FSDPC_TRY(fsdpc__loader_count_labels(s->train_ld, step, s->plan->modes.batch.global, &count, err));
   if (count == 0) {
     /* Masked data (long prompts) can leave a whole global batch without a
@@ -32,7 +33,10 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
     *gnorm = 0.0;
     return FSDPC_OK;
   }
-  float grad_scale = (float)(1.0 / (double)count);
+  /* the objective's seed of each target token's gradient (sft: 1 / count) */
+  double token_weight = 0.0;
+  FSDPC_TRY(fsdpc__objective_token_weight(&s->objective, count, &token_weight, err));
+  float grad_scale = (float)token_weight;
   double loss_sum = 0.0;
   /* lets an offloaded optimizer start its updates during the backward */
   FSDPC_TRY(fsdpc__engine_step_begin(s->eng, step + 1, fsdpc__schedule_lr(&s->sched, step),
@@ -70,8 +74,7 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
   int64_t deferred_count = 0;
   fsdpc__model_deferred_losses(s->mctx, &loss_sum, &deferred_count);
   FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, &loss_sum, 1, "loss", err));
-  *loss = loss_sum / (double)count;
-  return FSDPC_OK;
+  return fsdpc__objective_token_loss(&s->objective, loss_sum, count, loss, err);
 }
 
 /* This rank's rows of micro-batch m of evaluation batch b: the windows at

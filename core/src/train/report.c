@@ -158,8 +158,13 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
   const int64_t max_steps = s->plan->modes.batch.max_steps;
   int log_now = step % c->train.log_every == 0 || step == max_steps;
   if (log_now) {
-    char ev[64] = "";
-    if (!isnan(eval_loss)) snprintf(ev, sizeof ev, " eval_loss %.4f", eval_loss);
+    char ev[64 + FSDPC_OBJ_MAX_METRICS * 80] = "";
+    size_t evn = 0;
+    if (!isnan(eval_loss)) evn += (size_t)snprintf(ev, sizeof ev, " eval_loss %.4f", eval_loss);
+    const fsdpc_train_objective *ob = &s->objective;
+    for (uint32_t i = 0; ob->have_metrics && i < ob->n_metrics && evn < sizeof ev; i++)
+      evn += (size_t)snprintf(ev + evn, sizeof ev - evn, " %s %.4f", ob->metric_names[i],
+                              ob->metrics[i]);
     if (s->progress)
       fputc('\n', stderr);
     char eta[32];
@@ -190,6 +195,11 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
       snprintf(key, sizeof key, "peak_%s_bytes", fsdpc__mem_cat_name((fsdpc_mem_cat)k));
       cJSON_AddNumberToObject(o, key, (double)ms.peak[k]);
     }
+    /* the objective's metrics last; a name the record already has (a
+     * plugin's "loss") would make a second key, so it stays in the log line */
+    for (uint32_t i = 0; ob->have_metrics && i < ob->n_metrics; i++)
+      if (!cJSON_HasObjectItem(o, ob->metric_names[i]))
+        cJSON_AddNumberToObject(o, ob->metric_names[i], ob->metrics[i]);
     fsdpc__session_log_record(s, step, o);
     cJSON_Delete(o);
   }

@@ -13,6 +13,7 @@
 #include "dist/job.h"
 #include "fsdp/engine.h"
 #include "runplan/runplan.h"
+#include "train/objective.h"
 #include "train/schedule.h"
 #include "util/clock.h"
 #include "util/mem.h"
@@ -49,6 +50,7 @@ typedef struct fsdpc_session {
   fsdpc_tokfile *train_tf, *eval_tf;
   fsdpc_loader *train_ld, *eval_ld; /* eval_ld NULL = no evaluation */
   fsdpc_schedule sched;
+  fsdpc_train_objective objective; /* objective.name (not for evaluation-only sessions) */
   int32_t *tokens, *labels, *doc_ids; /* (micro, seq_len) */
   int use_doc_ids; /* document masking: data.document_masking or packed examples */
   int examples;    /* whole examples (packing examples/none): no EOS before a prompt */

@@ -178,6 +178,8 @@ static fsdpc_status create(fsdpc_config *cfg, const fsdpc_dist_env *env, int eva
   STEP(fsdpc__run_plan_create(cfg, &rw, eval_only && !resuming ? FSDPC_RUN_PLAN_EVAL : 0, &s->plan,
                               err));
   fsdpc__registry_set_threads(s->plan->reg, s->cpu_threads); /* host device_info */
+  if (!eval_only) /* a bad objective stops the run before any memory is taken */
+    STEP(fsdpc__objective_open(cfg, s->plan->reg, &s->objective, err));
   const fsdpc_run_plan *p = s->plan;
   const fsdpc_run_modes *md = &p->modes;
   PHASE(plugins);
@@ -302,6 +304,7 @@ void fsdpc__session_destroy(fsdpc_session *s) {
   fsdpc__engine_destroy(s->eng);
   fsdpc__dist_destroy(&s->dist);
   fsdpc__dist_job_stop(s->job);
+  fsdpc__objective_close(&s->objective); /* before the registry that holds its plugin */
   fsdpc__run_plan_destroy(s->plan);
   fsdpc__fault_disarm();
 #ifdef FSDPC_WITH_CUDA

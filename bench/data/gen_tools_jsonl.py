@@ -12,11 +12,9 @@ or text, with `tool_call_id` and `name`) and the assistant answers. One
 assistant turn in ten also has `reasoning_content`. The words are those of
 gen_chat_jsonl.py (some non-ASCII). Seeded; standard library only; write it
 outside the repository (e.g. /tmp)."""
-import argparse
 import json
-import random
 
-from gen_chat_jsonl import WORDS, sentence
+from gen_chat_jsonl import WORDS, sentence, write_jsonl
 
 
 def prop(kind, desc, **extra):
@@ -117,22 +115,5 @@ def conversation(r):
     return {"tools": tools, "messages": msgs}
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--mb", type=float, default=200)
-    ap.add_argument("--seed", type=int, default=1)
-    a = ap.parse_args()
-    r = random.Random(a.seed)
-    limit, size, n = int(a.mb * 1e6), 0, 0
-    with open(a.out, "w", encoding="utf-8") as f:
-        while size < limit:
-            line = json.dumps(conversation(r), ensure_ascii=False) + "\n"
-            f.write(line)
-            size += len(line.encode("utf-8"))
-            n += 1
-    print(f"wrote {a.out}: {n} conversations, {size / 1e6:.1f} MB")
-
-
 if __name__ == "__main__":
-    main()
+    write_jsonl(conversation)

@@ -19,7 +19,17 @@ def sentence(r, lo, hi):
     n = r.randint(lo, hi)
     return " ".join(r.choice(WORDS) for _ in range(n)).capitalize() + r.choice(".?!")
 
-def main():
+def conversation(r):
+    msgs = []
+    if r.random() < 0.3:
+        msgs.append({"role": "system", "content": sentence(r, 5, 20)})
+    for _ in range(r.randint(1, 4)):
+        msgs.append({"role": "user", "content": sentence(r, 5, 60)})
+        msgs.append({"role": "assistant", "content": sentence(r, 10, 150)})
+    return {"messages": msgs}
+
+def write_jsonl(make):
+    """Parses --out, --mb, --seed and writes make(rng) lines until --mb."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--mb", type=float, default=200)
@@ -29,17 +39,11 @@ def main():
     limit, size, n = int(a.mb * 1e6), 0, 0
     with open(a.out, "w", encoding="utf-8") as f:
         while size < limit:
-            msgs = []
-            if r.random() < 0.3:
-                msgs.append({"role": "system", "content": sentence(r, 5, 20)})
-            for _ in range(r.randint(1, 4)):
-                msgs.append({"role": "user", "content": sentence(r, 5, 60)})
-                msgs.append({"role": "assistant", "content": sentence(r, 10, 150)})
-            line = json.dumps({"messages": msgs}, ensure_ascii=False) + "\n"
+            line = json.dumps(make(r), ensure_ascii=False) + "\n"
             f.write(line)
             size += len(line.encode("utf-8"))
             n += 1
     print(f"wrote {a.out}: {n} conversations, {size / 1e6:.1f} MB")
 
 if __name__ == "__main__":
-    main()
+    write_jsonl(conversation)

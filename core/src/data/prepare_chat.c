@@ -227,76 +227,82 @@ fail:
   return NULL;
 }
 
-int fsdpc__prep_chat_ctx(const fsdpc_prep_ctx *c, const cJSON *obj, fsdpc_chat_ctx *ctx,
-                         cJSON **owned, char *why, size_t cap) {
-  *owned = NULL;
-  memset(ctx, 0, sizeof *ctx);
-  const cJSON *tools = cJSON_GetObjectItemCaseSensitive(obj, "tools");
-  if (cJSON_IsString(tools)) { /* TRL: json.loads of a string column */
-    const char *t = tools->valuestring;
-    *owned = cJSON_Parse(t);
-    char w2[200];
-    if (!cJSON_IsArray(*owned) && !cJSON_IsNull(*owned)) {
-      snprintf(why, cap, "tools: the string is not a JSON list of tool schemas");
-      return -1;
-    }
-    if (fsdpc__jinja_json_text(*owned, t, strlen(t), w2, sizeof w2)) {
-      snprintf(why, cap, "tools: %s", w2);
-      return -1;
-    }
-    tools = *owned;
-  } else if (tools && !cJSON_IsArray(tools) && !cJSON_IsNull(tools)) {
-    snprintf(why, cap, "tools: expected a list of tool schemas (or a JSON string of one), got %s",
-             fsdpc__prep_type_name(tools));
-    return -1;
-  }
-  ctx->tools = cJSON_IsArray(tools) ? tools : NULL;
-  const cJSON *docs = cJSON_GetObjectItemCaseSensitive(obj, "documents");
-  if (docs && !cJSON_IsArray(docs) && !cJSON_IsNull(docs)) {
-    snprintf(why, cap, "documents: expected a list of {\"title\", \"text\"} objects, got %s",
-             fsdpc__prep_type_name(docs));
-    return -1;
-  }
-  ctx->documents = cJSON_IsArray(docs) ? docs : NULL;
-  const cJSON *kw = cJSON_GetObjectItemCaseSensitive(obj, "chat_template_kwargs");
-  if (kw && !cJSON_IsObject(kw) && !cJSON_IsNull(kw)) {
-    snprintf(why, cap, "chat_template_kwargs: expected an object, got %s",
-             fsdpc__prep_type_name(kw));
-    return -1;
-  }
-  if (!cJSON_IsObject(kw) || !kw->child) {
-    ctx->kwargs = c->kwargs;
+/* obj[key] in *out when it is of the wanted kind; NULL when it is absent or
+ * null; -1 (why: "KEY: expected WANT, got TYPE") when it is anything else. */
+static int column(const cJSON *obj, const char *key, cJSON_bool (*is)(const cJSON *const),
+                  const char *want, const cJSON **out, char *why, size_t cap) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  *out = NULL;
+  if (!v || cJSON_IsNull(v))
     return 0;
+  if (!is(v)) {
+    snprintf(why, cap, "%s: expected %s, got %s", key, want, fsdpc__prep_type_name(v));
+    return -1;
   }
-  if (!c->kwargs) {
-    ctx->kwargs = kw;
-    return 0;
+  *out = v;
+  return 0;
+}
+
+/* The tools column: a list, or (TRL: json.loads of a string column) a JSON
+ * string of one, parsed into *owned. */
+static int tools_column(const cJSON *obj, const cJSON **tools, cJSON **owned, char *why,
+                        size_t cap) {
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(obj, "tools");
+  if (!cJSON_IsString(t))
+    return column(obj, "tools", cJSON_IsArray, "a list of tool schemas (or a JSON string of one)",
+                  tools, why, cap);
+  const char *text = t->valuestring;
+  *owned = cJSON_Parse(text);
+  char w2[200];
+  if (!cJSON_IsArray(*owned) && !cJSON_IsNull(*owned)) {
+    snprintf(why, cap, "tools: the string is not a JSON list of tool schemas");
+    return -1;
   }
-  /* the example's keys over the dataset's */
+  if (fsdpc__jinja_json_text(*owned, text, strlen(text), w2, sizeof w2)) {
+    snprintf(why, cap, "tools: %s", w2);
+    return -1;
+  }
+  *tools = cJSON_IsArray(*owned) ? *owned : NULL;
+  return 0;
+}
+
+/* The dataset's kwargs and the example's (its keys win) in one object that
+ * *owned keeps alive, beside the tools parse if there is one. */
+static int merge_kwargs(const cJSON *dataset, const cJSON *kw, fsdpc_chat_ctx *ctx, cJSON **owned) {
   cJSON *merged = cJSON_CreateObject();
   int ok = merged != NULL;
-  for (const cJSON *k = c->kwargs->child; k && ok; k = k->next)
+  for (const cJSON *k = dataset->child; k && ok; k = k->next)
     if (!cJSON_GetObjectItemCaseSensitive(kw, k->string))
       ok = cJSON_AddItemReferenceToObject(merged, k->string, (cJSON *)k);
   for (const cJSON *k = kw->child; k && ok; k = k->next)
     ok = cJSON_AddItemReferenceToObject(merged, k->string, (cJSON *)k);
-  if (!ok) {
+  cJSON *pair = ok && *owned ? cJSON_CreateArray() : NULL;
+  if (!ok || (*owned && !pair)) {
     cJSON_Delete(merged);
     return -2;
   }
-  /* keep the tools parse and the merged kwargs alive together */
-  if (*owned) {
-    cJSON *pair = cJSON_CreateArray();
-    if (!pair) {
-      cJSON_Delete(merged);
-      return -2;
-    }
+  if (pair) {
     cJSON_AddItemToArray(pair, *owned);
     cJSON_AddItemToArray(pair, merged);
-    *owned = pair;
-  } else {
-    *owned = merged;
   }
+  *owned = pair ? pair : merged;
   ctx->kwargs = merged;
   return 0;
+}
+
+int fsdpc__prep_chat_ctx(const fsdpc_prep_ctx *c, const cJSON *obj, fsdpc_chat_ctx *ctx,
+                         cJSON **owned, char *why, size_t cap) {
+  *owned = NULL;
+  memset(ctx, 0, sizeof *ctx);
+  const cJSON *kw;
+  if (tools_column(obj, &ctx->tools, owned, why, cap) ||
+      column(obj, "documents", cJSON_IsArray, "a list of {\"title\", \"text\"} objects",
+             &ctx->documents, why, cap) ||
+      column(obj, "chat_template_kwargs", cJSON_IsObject, "an object", &kw, why, cap))
+    return -1;
+  if (!kw || !kw->child || !c->kwargs) {
+    ctx->kwargs = kw && kw->child ? kw : c->kwargs;
+    return 0;
+  }
+  return merge_kwargs(c->kwargs, kw, ctx, owned);
 }

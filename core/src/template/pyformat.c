@@ -68,6 +68,20 @@ static int group(jctx *x, const jnode *at, const char *s, size_t n, jbuf *b) {
   return put(x, at, b, s + dig, n - dig);
 }
 
+/* A formatted number body[0, k) (its sign first) grouped with ',' when the
+ * spec asks, then padded. */
+static int pad_number(jctx *x, const jnode *at, const spec *sp, const char *body, size_t k,
+                      jbuf *b) {
+  if (!sp->comma)
+    return pad(x, at, sp, body, k, 1, b);
+  jbuf g = jx_buf(x);
+  size_t s0 = (body[0] == '-' || body[0] == '+' || body[0] == ' ');
+  int rc = put(x, at, &g, body, s0) || group(x, at, body + s0, k - s0, &g) ||
+           pad(x, at, sp, g.p, g.n, 1, b);
+  jb_free(&g);
+  return rc;
+}
+
 static int fmt_float(jctx *x, const jnode *at, const spec *sp, double d, jbuf *b) {
   char type = sp->type ? sp->type : 0;
   char buf[512], body[600];
@@ -105,15 +119,7 @@ static int fmt_float(jctx *x, const jnode *at, const spec *sp, double d, jbuf *b
   else if (sp->sign == '+' || sp->sign == ' ')
     body[k++] = sp->sign;
   k += (size_t)snprintf(body + k, sizeof body - k, "%s", buf);
-  if (sp->comma) {
-    jbuf g = jx_buf(x);
-    size_t s0 = (body[0] == '-' || body[0] == '+' || body[0] == ' ');
-    int rc = put(x, at, &g, body, s0) || group(x, at, body + s0, k - s0, &g) ||
-             pad(x, at, sp, g.p, g.n, 1, b);
-    jb_free(&g);
-    return rc;
-  }
-  return pad(x, at, sp, body, k, 1, b);
+  return pad_number(x, at, sp, body, k, b);
 }
 
 static int fmt_int(jctx *x, const jnode *at, const spec *sp, const jv *v, jbuf *b) {
@@ -191,15 +197,7 @@ static int fmt_int(jctx *x, const jnode *at, const spec *sp, const jv *v, jbuf *
   } else {
     return jx_fail(x, at, "Unknown format code '%c' for object of type 'int'", type);
   }
-  if (sp->comma) {
-    jbuf g = jx_buf(x);
-    size_t s0 = (body[0] == '-' || body[0] == '+' || body[0] == ' ');
-    int rc = put(x, at, &g, body, s0) || group(x, at, body + s0, k - s0, &g) ||
-             pad(x, at, sp, g.p, g.n, 1, b);
-    jb_free(&g);
-    return rc;
-  }
-  return pad(x, at, sp, body, k, 1, b);
+  return pad_number(x, at, sp, body, k, b);
 }
 
 /* format(v, spec) of str, int, bool, float and big int values; anything

@@ -22,7 +22,7 @@ from collections import defaultdict
 # on one line are peers (neither includes the other).
 LAYERS = [
     ["util"],
-    ["template", "io"],
+    ["template", "io", "quant"],
     ["config"],
     ["plugin"],
     ["dist", "data", "obs"],

@@ -54,6 +54,9 @@ enum { FSDPC_STATE_DICT_FULL = 0, FSDPC_STATE_DICT_SHARDED = 1 };    /* fsdp.sta
 /* fsdp.activation_checkpointing_policy; also the run plan's and the model's
  * activation_checkpointing level (0 = off). */
 enum { FSDPC_AC_FULL = 1, FSDPC_AC_SAVE_MLP = 2 };
+/* fsdp.mixed_precision.fp8_recipe (ops/fp8.h); OFF = the linear projections
+ * in the compute dtype (fsdp.mixed_precision.linear: bf16) */
+enum { FSDPC_FP8_OFF = 0, FSDPC_FP8_TENSORWISE = 1, FSDPC_FP8_ROWWISE = 2 };
 /* model.rope_scaling.type: the numbers are ops.h's FSDPC_ROPE_* */
 enum {
   FSDPC_ROPE_SCALING_NONE = 0,

@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "model/llama.h"
-#include "ops/fp8.h"
 
 /* Offset of field f, checked at compile time to have C type T, so a row can
  * never point at a field of the wrong type. */

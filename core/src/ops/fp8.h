@@ -24,10 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/config.h" /* FSDPC_FP8_OFF, _TENSORWISE, _ROWWISE */
+
 enum { FSDPC_FP8_E4M3 = 0, FSDPC_FP8_E5M2 = 1 };
-/* fsdp.mixed_precision.fp8_recipe; OFF = the linear projections in the
- * compute dtype (fsdp.mixed_precision.linear: bf16). */
-enum { FSDPC_FP8_OFF = 0, FSDPC_FP8_TENSORWISE = 1, FSDPC_FP8_ROWWISE = 2 };
 /* What one scale covers: the whole tensor, a row, or a column of a
  * row-major (rows, cols) matrix. */
 enum { FSDPC_FP8_AXIS_TENSOR = 0, FSDPC_FP8_AXIS_ROW = 1, FSDPC_FP8_AXIS_COL = 2 };

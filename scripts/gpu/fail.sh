@@ -97,7 +97,7 @@ ended() {
 start refused CUDA_VISIBLE_DEVICES=0 -- "$W/70b.yaml"
 ended refused "does not fit GPU 0" 10 1
 start oom CUDA_VISIBLE_DEVICES=0 -- "$W/70b.yaml" fsdp.fit_check=false
-ended oom "out of memory for the planned arena" 10 1
+ended oom "out of memory allocating .* for the planned arena" 10 1
 # out of memory in the middle of a step: the allocation fault injection
 start oom_fault CUDA_VISIBLE_DEVICES=0 FSDPC_FAULT=alloc=3 -- "$W/fail.yaml"
 ended oom_fault "out of memory" 10 1

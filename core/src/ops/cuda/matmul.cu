@@ -101,19 +101,31 @@ static fsdpc_status plan_build(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const long
   LT_TRY(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                               sizeof ws),
          what);
-  LT_TRY(cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &heur,
-                                        &found),
-         what);
+  {
+    /* cuBLASLt answers "unsupported value" rather than no algorithm for a
+     * scale mode the GPU lacks (outer-vector scales on sm_90, CUDA 13) */
+    cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(ctx->lt, p->op, p->la, p->lb, p->lc, p->lc,
+                                                       pref, 1, &heur, &found);
+    if (hs != CUBLAS_STATUS_SUCCESS && !(scaled == 2 && (hs == CUBLAS_STATUS_INVALID_VALUE ||
+                                                         hs == CUBLAS_STATUS_NOT_SUPPORTED)))
+      LT_TRY(hs, what);
+    if (hs != CUBLAS_STATUS_SUCCESS)
+      found = 0;
+  }
+  if (found < 1 && scaled == 2) {
+    st = fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                     "cuda %s: fsdp.mixed_precision.fp8_recipe rowwise: this GPU's cuBLASLt has "
+                     "no FP8 GEMM with outer-vector (per-row) scales "
+                     "(CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F); use fp8_recipe: tensorwise",
+                     what);
+    goto done;
+  }
   if (found < 1) {
     st = fsdpc__fail(
         err, FSDPC_UNSUPPORTED,
         "cuda %s: cuBLASLt has no algorithm for m=%d n=%d k=%d (lda %d ldb %d ldc %d%s)", what, m,
         n, k, lda, ldb, ldcd,
-        scaled == 2   ? "; FP8 with outer-vector scales: rowwise needs cuBLASLt's "
-                        "CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F on this GPU, "
-                        "else use fp8_recipe: tensorwise"
-        : scaled == 1 ? "; FP8: dimensions must be multiples of 16"
-                      : "");
+        scaled == 1 ? "; FP8: dimensions must be multiples of 16" : "");
     goto done;
   }
   p->algo = heur.algo;

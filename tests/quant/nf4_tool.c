@@ -39,6 +39,8 @@ int main(int argc, char **argv) {
   float *x = malloc(n ? n * 4 : 4);
   if (!x || fread(x, 4, n, f) != n) {
     fprintf(stderr, "nf4_tool: short read of %s\n", argv[1]);
+    free(x);
+    fclose(f);
     return 2;
   }
   fclose(f);
@@ -52,17 +54,20 @@ int main(int argc, char **argv) {
   float *deq = calloc(n + 1, 4), map[FSDPC_DYN_CODES];
   fsdpc__dynamic_map(map);
   fsdpc_err err = {0};
+  int rc = 0;
   if (fsdpc__nf4_quantize(x, &q, "input", &err) != FSDPC_OK ||
       fsdpc__nf4_dequantize(&q, map, 0, n, deq, &err) != FSDPC_OK) {
-    fprintf(stderr, "%s\n", err.msg);
-    return 1;
+    fprintf(stderr, "%s\n", err.msg); /* the refusal the reference expects */
+    rc = 1;
+  } else {
+    const char *d = argv[2];
+    int bad = put(d, "codes", q.codes, (n + 1) / 2) | put(d, "absmax", q.absmax, nb * 4) |
+              put(d, "deq", deq, n * 4) | put(d, "offset", &q.offset, 4) |
+              put(d, "map", map, sizeof map);
+    if (q.double_quant)
+      bad |= put(d, "qabsmax", q.qabsmax, nb) | put(d, "absmax2", q.absmax2, nb2 * 4);
+    rc = bad ? 2 : 0;
   }
-  const char *d = argv[2];
-  int bad = put(d, "codes", q.codes, (n + 1) / 2) | put(d, "absmax", q.absmax, nb * 4) |
-            put(d, "deq", deq, n * 4) | put(d, "offset", &q.offset, 4) |
-            put(d, "map", map, sizeof map);
-  if (q.double_quant)
-    bad |= put(d, "qabsmax", q.qabsmax, nb) | put(d, "absmax2", q.absmax2, nb2 * 4);
   free(x), free(q.codes), free(q.absmax), free(q.qabsmax), free(q.absmax2), free(deq);
-  return bad ? 2 : 0;
+  return rc;
 }

@@ -13,6 +13,9 @@
 #   timeline  4 steps of the 1B FULL_SHARD run under CUPTI (libfsdpc_cupti_trace.so):
 #             kernel timeline of both streams, exposed communication over the last 2
 #             steps (bench/timeline_summary.py; Chrome trace in timeline.json.xz)
+#   fp8       issue 41 item 5 (GPU only): `fsdpc bench configs/bench/llama3-8b-fp8-4gpu.yaml`
+#             (8B FULL_SHARD, linear bf16 vs fp8 at seq 2048 micro-batch 2 and seq 8192
+#             micro-batch 2 with checkpointing); its table in $OUT/fp8-bench.log and .csv
 #   agree     a small model, 20 steps, world N vs world 1 under every strategy, with
 #             LoRA (peft.method) and adamw8bit when this build has them (otherwise a
 #             "skipped: not on main" line), rtol 2e-2 on the loss
@@ -182,6 +185,16 @@ if has 8b; then
     [ "$1" = 1 ] && ac=true
     fsdpc_row "8b-full-ac$1-mb$2" "$CFG8B" train.micro_batch_size="$2" fsdp.activation_checkpointing=$ac
   done
+fi
+
+if has fp8 && [ "$DEVICE" = cuda ]; then
+  echo "== 8B FULL_SHARD, linear bf16 vs fp8 (configs/bench/llama3-8b-fp8-4gpu.yaml)"
+  timeout 480 $F bench configs/bench/llama3-8b-fp8-4gpu.yaml data.train="$W/copy.tok" \
+    --nproc-per-node "$N" --out "$W/fp8" >"$OUT/fp8-bench.log" 2>&1
+  echo "   bench exit $?"
+  cat "$OUT/fp8-bench.log"
+  cp "$W/fp8/bench.csv" "$OUT/fp8-bench.csv" 2>/dev/null
+  tar -C "$W" -cJf "$OUT/fp8-runs.tar.xz" fp8 2>/dev/null
 fi
 
 if has timeline; then

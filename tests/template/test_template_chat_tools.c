@@ -2,8 +2,8 @@
  * (issue 34), on real templates of the corpus: what reaches the template,
  * which bytes are targets (assistant turns with tool calls are, tool
  * results and tool declarations are not, reasoning by train_on_reasoning),
- * and the masks that were guessed before (the original Llama 3 template,
- * Llama Guard 3) now exact. */
+ * and the masks that were guessed before: the original Llama 3 template's
+ * now exact, Llama Guard 3's (a classifier prompt) refused. */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,16 +168,62 @@ START_TEST(llama3_original_template_exact) {
 }
 END_TEST
 
-/* Issue 34: Llama Guard 3 8B's last target ran through the whole trailing
- * instruction prompt. */
-START_TEST(llama_guard_target_is_the_agent_message) {
-  fsdpc_chat_template *t = load("ollama-llama-guard3-8b", "<|begin_of_text|>", "<|eot_id|>");
+/* Issue 34: Llama Guard 3 is a classifier prompt, not a chat template: the
+ * conversation is quoted inside the user's instructions and the reply is
+ * asked for after them, so no text of the template marks an assistant turn
+ * (before, the 8B template's target was the agent's message alone, with no
+ * end-of-turn; the 11B Vision one's ran into "<END CONVERSATION>"). Both
+ * real templates are refused in one line naming the template and the turn,
+ * by what their renders show, not by name: the same conversation on the
+ * original Llama 3 template (which also writes a generation prompt
+ * whatever add_generation_prompt says) keeps an exact mask. Sources:
+ * tests/fixtures/chat_corpus/manifest.json (Ollama's llama-guard3:8b and
+ * meta-llama/Llama-Guard-3-11B-Vision, via huggingface.js). */
+START_TEST(llama_guard_is_refused) {
   const char *conv = "[{\"role\": \"user\", \"content\": \"How do I bake bread?\"}, {\"role\": "
                      "\"assistant\", \"content\": \"Mix flour and water.\"}]";
+  const char *longer = "[{\"role\": \"user\", \"content\": \"Hi\"}, {\"role\": \"assistant\", "
+                       "\"content\": \"Hello.\"}, {\"role\": \"user\", \"content\": \"How do I "
+                       "bake bread?\"}, {\"role\": \"assistant\", \"content\": \"Mix flour.\"}, "
+                       "{\"role\": \"user\", \"content\": \"Thanks\"}]";
+  const char *parts = "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": "
+                      "\"How do I bake bread?\"}]}, {\"role\": \"assistant\", \"content\": "
+                      "[{\"type\": \"text\", \"text\": \"Mix flour and water.\"}]}]";
+  struct {
+    const char *name, *conv, *turn;
+  } cases[] = {{"ollama-llama-guard3-8b", conv, "messages[1]:"},
+               {"ollama-llama-guard3-8b", longer, "messages[1]:"},
+               {"meta-llama--llama-guard-3-11b-vision", parts, "messages[1]:"}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    fsdpc_chat_template *t = load(cases[k].name, "<|begin_of_text|>", "<|eot_id|>");
+    result r = run(t, cases[k].conv, NULL, NULL, 1);
+    ck_assert_int_eq(r.st, FSDPC_INVALID_USAGE);
+    char where[160];
+    snprintf(where, sizeof where, "%s: %s", cases[k].name, cases[k].turn);
+    ASSERT_ONE_LINE_ERROR(r.err, where, "no text of the template marks it as a turn",
+                          "quotes the conversation", "no assistant mask can be derived");
+    done(&r);
+    /* the text itself still renders (train_on: all, inference) */
+    cJSON *m = parse(cases[k].conv);
+    fsdpc_chat_ctx ctx = {0};
+    fsdpc_chat_opts o = {0, FSDPC_TRAIN_ON_ALL, 1};
+    char *text = NULL;
+    size_t n, ns = 0;
+    fsdpc_chat_span *sp = NULL;
+    fsdpc_err err = {0};
+    ck_assert_msg(fsdpc__chat_render_ctx(t, m, &ctx, &o, &text, &n, &sp, &ns, &err) == FSDPC_OK,
+                  "%s", err.msg);
+    ck_assert_ptr_nonnull(strstr(text, "Provide your safety assessment"));
+    ck_assert_uint_eq(ns, 1);
+    free(text), free(sp);
+    cJSON_Delete(m);
+    fsdpc__chat_template_destroy(t);
+  }
+  /* the same conversation on a chat template that also ignores
+   * add_generation_prompt: an exact mask */
+  fsdpc_chat_template *t = load("ollama-llama3-8b", "<|begin_of_text|>", "<|eot_id|>");
   result r = run(t, conv, NULL, NULL, 1);
-  ck_assert_uint_eq(r.ns, 1);
-  span_is(&r, 0, "Mix flour and water.");
-  ck_assert_ptr_nonnull(strstr(r.text, "Provide your safety assessment"));
+  span_is(&r, 0, "Mix flour and water.<|eot_id|>");
   done(&r);
   fsdpc__chat_template_destroy(t);
 }
@@ -302,7 +348,7 @@ int main(void) {
   tcase_add_test(tc, tool_calls_are_targets_tool_results_are_not);
   tcase_add_test(tc, reasoning_trained_or_not);
   tcase_add_test(tc, llama3_original_template_exact);
-  tcase_add_test(tc, llama_guard_target_is_the_agent_message);
+  tcase_add_test(tc, llama_guard_is_refused);
   tcase_add_test(tc, messages_reach_the_template_as_given);
   tcase_add_test(tc, refusals_name_template_and_turn);
   tcase_add_test(tc, tool_use_template_picked_with_tools);

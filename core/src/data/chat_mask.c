@@ -25,6 +25,13 @@
  *    refuses is refused too; nothing falls back to a guess.
  * 4. Reasoning is cut out when not trained: from the start through the
  *    field after it.
+ * 5. A turn that no text of the template's marks is refused: the template
+ *    ignores add_generation_prompt, the render before the turn is not the
+ *    text before it (step 2 fell back to its first field) and nothing
+ *    follows it as an end-of-turn (step 3 found none). That is a prompt
+ *    which quotes the conversation (Llama Guard's classifier prompt: the
+ *    agent's message inside the user's instructions, the reply asked for
+ *    after them), not a conversation written as turns.
  * Templates with {% generation %} blocks use their blocks (block k is
  * assistant message k). */
 #include <stdio.h>
@@ -58,6 +65,7 @@ typedef struct mctx {
   const fsdpc_chat_opts *o;
   const chat_out *R;
   int agp_ignored; /* -1 unknown, 0 the template honours add_generation_prompt, 1 ignores it */
+  int no_prompt;   /* the turn being placed: the render before it is not the text before it */
   fsdpc_err *err;
 } mctx;
 
@@ -167,6 +175,21 @@ static fsdpc_status tail_after(mctx *m, const chat_field *fi, size_t nfi, size_t
   return st;
 }
 
+/* The probe's content, in the form of message mi's: a list of text parts
+ * when mi's content is a list (a template that reads only parts writes
+ * nothing of a string), else a string. */
+static int add_probe_content(cJSON *p, const cJSON *mi) {
+  if (!cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(mi, "content")))
+    return cJSON_AddStringToObject(p, "content", "fsdpc probe") != NULL;
+  cJSON *parts = cJSON_AddArrayToObject(p, "content"), *part = cJSON_CreateObject();
+  if (!parts || !part || !cJSON_AddItemToArray(parts, part)) {
+    cJSON_Delete(part);
+    return 0;
+  }
+  return cJSON_AddStringToObject(part, "type", "text") &&
+         cJSON_AddStringToObject(part, "text", "fsdpc probe");
+}
+
 /* A message that continues the conversation after message i: a user
  * message, or (second try) a tool result answering its first tool call. */
 static cJSON *probe_message(const cJSON *mi, int kind) {
@@ -175,15 +198,13 @@ static cJSON *probe_message(const cJSON *mi, int kind) {
     return NULL;
   int ok = 1;
   if (kind == 0) {
-    ok = cJSON_AddStringToObject(p, "role", "user") &&
-         cJSON_AddStringToObject(p, "content", "fsdpc probe");
+    ok = cJSON_AddStringToObject(p, "role", "user") && add_probe_content(p, mi);
   } else {
     const cJSON *tc = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(mi, "tool_calls"), 0);
     const cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(tc, "id");
     const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(fn) ? fn : tc, "name");
-    ok = cJSON_AddStringToObject(p, "role", "tool") &&
-         cJSON_AddStringToObject(p, "content", "fsdpc probe") &&
+    ok = cJSON_AddStringToObject(p, "role", "tool") && add_probe_content(p, mi) &&
          (!cJSON_IsString(id) || cJSON_AddStringToObject(p, "tool_call_id", id->valuestring)) &&
          (!cJSON_IsString(nm) || cJSON_AddStringToObject(p, "name", nm->valuestring));
   }
@@ -294,6 +315,21 @@ static fsdpc_status turn_end(mctx *m, size_t i, const chat_field *fi, size_t nfi
     if (eot < ws + ne && r.n >= ws + ne && memcmp(r.s + ws, eos, ne) == 0)
       eot = ws + ne;
   }
+  if (eot == 0 && m->no_prompt) { /* see the file comment, 5 */
+    st = agp_ignored(m, &ignored);
+    if (st == FSDPC_OK && ignored)
+      return fsdpc__fail(m->err, FSDPC_INVALID_USAGE,
+                         "%s: messages[%zu]: no text of the template marks it as a turn (the text "
+                         "before it is not the template's prompt for a reply, nothing ends it, "
+                         "and the same text follows the conversation whatever "
+                         "add_generation_prompt says): the template quotes the conversation in "
+                         "a prompt (a classifier such as Llama Guard), so no assistant mask can "
+                         "be derived; train with the model's chat template, or on "
+                         "prompt/completion data",
+                         m->t->origin, i);
+    if (st != FSDPC_OK)
+      return st;
+  }
   *end = fi[anchor].end + eot;
   return FSDPC_OK;
 }
@@ -318,6 +354,7 @@ static fsdpc_status turn_start(mctx *m, size_t i, size_t first, size_t *start) {
   if (h == nP && nP > first)
     return refuse(m, i, "its generation prompt runs into its content");
   *start = h == nP ? nP : first;
+  m->no_prompt = h < first && h != nP;
   return FSDPC_OK;
 }
 
@@ -430,6 +467,7 @@ static fsdpc_status field_mask(mctx *m, const size_t *idx, size_t ntr, fsdpc_cha
                       "its reasoning cannot be placed in the rendered text, so it cannot "
                       "be left out (data.train_on_reasoning: false)");
     size_t b = 0, e = 0;
+    m->no_prompt = 0;
     if (st == FSDPC_OK)
       st = turn_start(m, i, first, &b);
     if (st == FSDPC_OK)
@@ -476,7 +514,7 @@ fsdpc_status fsdpc__chat_mask(const fsdpc_chat_template *t, const cJSON *msgs, s
         (o->train_on == FSDPC_TRAIN_ON_ASSISTANT || i == last))
       idx[ntr++] = i;
   }
-  mctx m = {t, msgs, nmsg, ctx, o, R, -1, err};
+  mctx m = {t, msgs, nmsg, ctx, o, R, -1, 0, err};
   fsdpc_status st = FSDPC_OK;
   if (o->train_on == FSDPC_TRAIN_ON_ALL) {
     if (R->len)

@@ -32,6 +32,12 @@ reference side wherever transformers is installed (the GPU host):
          and ends with the end-of-turn token(s) the template writes (the
          run ends exactly where the text after the turn's fields stops
          being end-of-turn: eos / <|im_end|> / <|eot_id|> / </s> ...).
+     Templates that quote the conversation in a prompt (REFUSED: Llama
+     Guard 3) must be refused: `make` runs prepare on each conversation
+     fsdpc renders and keeps its one-line refusal; `check` wants every one
+     refused naming the template and the turn, and confirms with
+     transformers' text that no end-of-turn token follows the assistant's
+     content there (the trained turn could not end).
 Exit status 0 when everything agrees; the report lists each pair's
 conversations, tokens, targets and differences. Standard library plus
 transformers (tokenizers) for step 2."""
@@ -82,6 +88,15 @@ TOKENIZER_OF = {
     "ollama-qwq-32b": "qwen2.5-instruct",
     "qwen3-coder": "qwen2.5-instruct",
 }
+
+# Corpus templates fsdpc refuses for training (docs/data.md, "The mask
+# rule", 5): a classifier prompt quotes the conversation, so no text of the
+# template marks an assistant turn. name -> why.
+REFUSED = {
+    "ollama-llama-guard3-8b": "Llama Guard 3 8B: the agent's message inside the user's prompt",
+    "meta-llama--llama-guard-3-11b-vision": "Llama Guard 3 11B Vision: likewise",
+}
+REFUSAL = "no text of the template marks it as a turn"
 
 
 def load_json(path):
@@ -134,6 +149,9 @@ def make(a):
             renders[name] = {(x["conv"], x["agp"]): x for x in json.loads(r.stdout)}
     report = []
     for name, template, tok in pairs():
+        if name in REFUSED:
+            report.append(make_refused(a, name, template, tok, convs, renders[name], toks))
+            continue
         base = name[len("oracle-"):] if name.startswith("oracle-") else None
         # the conversations with a mask: from the corpus template's renders
         # (an oracle: those of its corpus template)
@@ -175,6 +193,65 @@ def make(a):
     with open(os.path.join(a.out, "pairs.json"), "w", encoding="utf-8") as f:
         json.dump({"epoch": epoch, "pairs": report}, f, indent=1)
     return 0
+
+
+def make_refused(a, name, template, tok, convs, renders, toks):
+    """A REFUSED template: prepare each conversation fsdpc renders (a mask
+    or a refusal of one) on its own and keep what it says."""
+    rows = [c for c in convs
+            if "spans" in renders.get((c["name"], False), {}) or
+            REFUSAL in renders.get((c["name"], False), {}).get("error", "")]
+    one = os.path.join(a.out, name + ".jsonl")
+    msgs = []
+    for c in rows:
+        with open(one, "w", encoding="utf-8") as f:
+            f.write(jsonl_line(c) + "\n")
+        rc, msg = prepare(a.fsdpc, one, os.path.join(toks, tok), template, one + ".tok")
+        msgs.append(msg if rc != 0 else "")
+    print(f"{name}: {sum(1 for m in msgs if m)} of {len(rows)} conversations refused ({tok})")
+    return {"pair": name, "template": os.path.relpath(template, ROOT), "tokenizer": tok,
+            "convs": [c["name"] for c in rows], "refused": msgs, "rc": 0, "msg": "",
+            "refused_by_prepare": 0}
+
+
+def check_refused(p, convs, toks, eot_of):
+    """A REFUSED pair: every conversation refused by prepare in one line
+    naming the template and a turn, and transformers' text confirms that no
+    end-of-turn token follows the assistant's content. Returns the number
+    of differences."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(os.path.join(toks, p["tokenizer"]))
+    with open(os.path.join(ROOT, p["template"]), encoding="utf-8") as f:
+        tok.chat_template = f.read()
+    eot = eot_of(tok)
+    base = os.path.basename(p["template"])
+    bad = confirmed = 0
+    for cname, msg in zip(p["convs"], p["refused"]):
+        c = convs[cname]
+        if not msg or "\n" in msg or base not in msg or "messages[" not in msg or REFUSAL not in msg:
+            bad += 1
+            print(f"{p['pair']} / {cname}: want a one-line refusal naming {base} and the turn, "
+                  f"got {msg[:200]!r}")
+            continue
+        text = tok.apply_chat_template(c["messages"], tools=c.get("tools"),
+                                       documents=c.get("documents"), tokenize=False,
+                                       **dict(c.get("kwargs") or {}))
+        ends = []
+        for m in c["messages"]:
+            for t in message_texts(m) if m.get("role") == "assistant" else []:
+                at = text.find(t)
+                if at >= 0:
+                    after = text[at + len(t):].lstrip()
+                    ends.append(any(after.startswith(e) for e in eot))
+        confirmed += bool(ends) and not any(ends)
+    print(f"{p['pair']} ({p['tokenizer']}, {REFUSED[p['pair']]}): {len(p['convs'])} conversations, "
+          f"{len(p['convs']) - bad} refused as expected; transformers' text has no end-of-turn "
+          f"token after the assistant's content in {confirmed}")
+    if not p["convs"]:
+        print(f"{p['pair']}: no conversation to check")
+        return 1
+    return bad + (len(p["convs"]) - bad - confirmed)
 
 
 def pin_clock(epoch):
@@ -250,6 +327,13 @@ def check_masks(tok, text, enc, mask, conv, eot_tokens):
     return None
 
 
+def eot_tokens(tok):
+    """The end-of-turn tokens of the tokenizer's vocabulary."""
+    return [t for t in (tok.eos_token, "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "</s>",
+                        "<|end|>", "<|endoftext|>", "<end_of_turn>", "<|end_of_text|>")
+            if t and t in tok.get_vocab()]
+
+
 def check(a):
     from transformers import AutoTokenizer
 
@@ -260,6 +344,9 @@ def check(a):
     total_bad = 0
     for p in meta["pairs"]:
         name, tok_name = p["pair"], p["tokenizer"]
+        if "refused" in p:
+            total_bad += check_refused(p, convs, toks, eot_tokens)
+            continue
         if p["rc"] != 0:
             print(f"{name}: fsdpc prepare failed: {p['msg']}")
             total_bad += 1
@@ -273,9 +360,7 @@ def check(a):
             print(f"{name}: {len(docs)} prepared examples for {len(p['convs'])} conversations")
             total_bad += 1
             continue
-        eot = [t for t in (tok.eos_token, "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "</s>",
-                           "<|end|>", "<|endoftext|>", "<end_of_turn>", "<|end_of_text|>")
-               if t and t in tok.get_vocab()]
+        eot = eot_tokens(tok)
         bad = n_tok = n_tgt = 0
         for cname, (ids, mask) in zip(p["convs"], docs):
             c = convs[cname]

@@ -198,8 +198,8 @@ def make(a):
 def make_refused(a, name, template, tok, convs, renders, toks):
     """A REFUSED template: prepare each conversation fsdpc renders (a mask
     or a refusal of one) on its own and keep what it says."""
-    rows = [c for c in convs
-            if "spans" in renders.get((c["name"], False), {}) or
+    rows = [c for c in convs  # the conversations with a trained turn: a mask, or refused
+            if renders.get((c["name"], False), {}).get("spans") or
             REFUSAL in renders.get((c["name"], False), {}).get("error", "")]
     one = os.path.join(a.out, name + ".jsonl")
     msgs = []

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "data/synth.h"
 #include "data/tokenizer.h"
 #include "data/tokfile.h"
@@ -182,6 +184,54 @@ START_TEST(bad_options) {
 }
 END_TEST
 
+/* --task tools: every line declares both tools; the question ends with a
+ * city code whose k-th letter is from the k-th set; the keyword picks the
+ * tool; the call's argument is the code; no held-out code occurs, and some
+ * codes are held out (the demo's held-out prompts exist). */
+START_TEST(tools_copy_the_code) {
+  char path[512];
+  tmp_path(path, sizeof path, "tools.jsonl");
+  fsdpc_err err = {0};
+  ck_assert_int_eq(fsdpc__synth_tools_write(500, 1, path, &err), FSDPC_OK);
+  FILE *f = fopen(path, "r");
+  ck_assert_ptr_nonnull(f);
+  char line[4096];
+  int n = 0, traffic = 0;
+  while (fgets(line, sizeof line, f)) {
+    cJSON *j = cJSON_Parse(line);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "tools")), 2);
+    const cJSON *m = cJSON_GetObjectItem(j, "messages");
+    ck_assert_int_eq(cJSON_GetArraySize(m), 4);
+    const char *q = cJSON_GetObjectItem(cJSON_GetArrayItem(m, 0), "content")->valuestring;
+    const cJSON *fn = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(m, 1), "tool_calls"), 0),
+        "function");
+    const char *tool = cJSON_GetObjectItem(fn, "name")->valuestring;
+    const char *code =
+        cJSON_GetObjectItem(cJSON_GetObjectItem(fn, "arguments"), "city")->valuestring;
+    size_t nq = strlen(q);
+    ck_assert_uint_eq(strlen(code), FSDPC_SYNTH_TOOLS_CODE_LEN);
+    ck_assert_msg(nq > 4 && memcmp(q + nq - 4, code, 3) == 0 && q[nq - 1] == '?', "%s / %s", q,
+                  code);
+    ck_assert(!fsdpc__synth_tools_held_out(code));
+    int t = strstr(q, "Traffic") || strstr(q, "roads") || strstr(q, "jams");
+    ck_assert_str_eq(tool, t ? "get_traffic" : "get_weather");
+    ck_assert_str_eq(cJSON_GetObjectItem(cJSON_GetArrayItem(m, 2), "name")->valuestring, tool);
+    traffic += t;
+    n++;
+    cJSON_Delete(j);
+  }
+  fclose(f);
+  unlink(path);
+  ck_assert_int_eq(n, 500);
+  ck_assert(traffic > 150 && traffic < 350);
+  ck_assert(fsdpc__synth_tools_held_out("BKP") && fsdpc__synth_tools_held_out("DLS"));
+  ck_assert(!fsdpc__synth_tools_held_out("CKP") && !fsdpc__synth_tools_held_out("BK"));
+  ck_assert(!fsdpc__synth_tools_held_out("AKP"));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("data_synth");
   TCase *tc = tcase_create("synth");
@@ -190,6 +240,7 @@ int main(void) {
   tcase_add_test(tc, copy_and_reverse);
   tcase_add_test(tc, deterministic_in_seed);
   tcase_add_test(tc, bad_options);
+  tcase_add_test(tc, tools_copy_the_code);
   suite_add_tcase(s, tc);
   return run_suite(s);
 }

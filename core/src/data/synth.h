@@ -59,11 +59,16 @@ fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path,
 const char *fsdpc__synth_chat_style(int k);
 
 /* Tool-calling chat data (synth_chat.c): n conversations as JSONL with a
- * tools column (get_weather(city), add(a, b)), an assistant tool call, the
- * tool's result and the assistant's answer. City c
- * is never asked in weather phrasing c % FSDPC_SYNTH_CHAT_STYLES, a sum a + b
- * never in add phrasing (a + b) % FSDPC_SYNTH_CHAT_STYLES. */
-#define FSDPC_SYNTH_TOOLS_CITIES 8
+ * tools column (get_weather(city), get_traffic(city)), a question about a
+ * city by its code of FSDPC_SYNTH_TOOLS_CODE_LEN letters (the message's
+ * last word, its k-th letter from the k-th of three disjoint sets; a
+ * keyword picks the tool), the assistant's tool call with the code, the
+ * tool's result and the assistant's answer. A code is held out (never in
+ * the data) when fsdpc__synth_tools_held_out says so: the sum of its
+ * letters' places in their sets is a multiple of FSDPC_SYNTH_TOOLS_HOLD. */
+#define FSDPC_SYNTH_TOOLS_CODE_LEN 3
+#define FSDPC_SYNTH_TOOLS_HOLD 6
 fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err);
+int fsdpc__synth_tools_held_out(const char *name);
 
 #endif

@@ -85,65 +85,80 @@ fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path,
 
 /* ---- tools ------------------------------------------------------------- */
 
-/* first letters all different; every phrasing ends with the argument */
-static const char *const cities[FSDPC_SYNTH_TOOLS_CITIES] = {"Paris", "Rome",  "Tokyo", "Lima",
-                                                             "Oslo",  "Cairo", "Delhi", "Seoul"};
-static const char *const weather_styles[FSDPC_SYNTH_CHAT_STYLES] = {
-    "Weather in %s?", "What is the weather like in %s?", "How warm is it in %s?"};
-static const char *const add_styles[FSDPC_SYNTH_CHAT_STYLES] = {
-    "What is %d plus %d?", "Add %d and %d.", "Sum of %d and %d?"};
-static const char *const skies[] = {"sunny", "rain", "snow", "cloudy", "windy"};
+/* Tool-calling conversations a byte-level model of a few layers learns in a
+ * few hundred CPU steps: the question names a city by a three-letter code
+ * (the message's last word), the tool is picked by a keyword of the
+ * message, and the call's argument is a copy of the code. The code's
+ * letters come from three disjoint sets, one per place, none of them in
+ * the rest of the text, so that a small model can copy it by what each
+ * letter is rather than by where it stands; the combinations the held-out
+ * rule picks never occur. */
+static const char *const code_letters[FSDPC_SYNTH_TOOLS_CODE_LEN] = {"BCDFGJ", "KLMNOE", "PQRSUV"};
+static const char *const weather_styles[] = {"Weather in %s?", "Is it raining in %s?",
+                                             "How hot is it in %s?"};
+static const char *const traffic_styles[] = {"Traffic in %s?", "Are the roads busy in %s?",
+                                             "Any jams in %s?"};
+static const char *const skies[] = {"sunny", "rainy", "snowy", "windy"};
+static const char *const roads[] = {"light", "heavy"};
+#define N_STYLES (sizeof weather_styles / sizeof *weather_styles)
 
 /* The tools column every conversation declares (as OpenAI-style requests
  * and TRL's datasets carry it: JSON schemas). */
 static const char tools_json[] =
     "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"The "
     "weather in a city now.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":"
-    "{\"type\":\"string\",\"description\":\"The city name.\"}},\"required\":[\"city\"]}}},"
-    "{\"type\":\"function\",\"function\":{\"name\":\"add\",\"description\":\"The sum of two "
-    "integers.\",\"parameters\":{\"type\":\"object\",\"properties\":{\"a\":{\"type\":"
-    "\"integer\"},\"b\":{\"type\":\"integer\"}},\"required\":[\"a\",\"b\"]}}}]";
+    "{\"type\":\"string\",\"description\":\"The city's three-letter "
+    "code.\"}},\"required\":[\"city\"]}}},"
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_traffic\",\"description\":\"The "
+    "road traffic in a city now.\",\"parameters\":{\"type\":\"object\",\"properties\":{"
+    "\"city\":{\"type\":\"string\",\"description\":\"The city's three-letter "
+    "code.\"}},\"required\":"
+    "[\"city\"]}}}]";
 
-/* One any-phrasing-but-the-held-out-one index for key. */
-static int style_for(fsdpc_rng *rng, int key) {
-  return (key + 1 + (int)fsdpc__rng_below(rng, FSDPC_SYNTH_CHAT_STYLES - 1)) %
-         FSDPC_SYNTH_CHAT_STYLES;
+int fsdpc__synth_tools_held_out(const char *code) {
+  size_t sum = 0;
+  for (int k = 0; k < FSDPC_SYNTH_TOOLS_CODE_LEN; k++) {
+    const char *at = code[k] ? strchr(code_letters[k], code[k]) : NULL;
+    if (!at)
+      return 0;
+    sum += (size_t)(at - code_letters[k]);
+  }
+  return sum % FSDPC_SYNTH_TOOLS_HOLD == 0;
 }
 
-/* A weather conversation: the user asks, the assistant calls get_weather
- * with the city, the tool answers, the assistant reports the answer. */
-static void weather(FILE *f, fsdpc_rng *rng) {
-  int c = (int)fsdpc__rng_below(rng, FSDPC_SYNTH_TOOLS_CITIES);
-  char q[128];
-  snprintf(q, sizeof q, weather_styles[style_for(rng, c)], cities[c]);
-  const char *sky = skies[fsdpc__rng_below(rng, sizeof skies / sizeof *skies)];
-  int deg = (int)fsdpc__rng_below(rng, 41) - 5;
-  fprintf(f,
-          "{\"role\":\"user\",\"content\":\"%s\"},{\"role\":\"assistant\",\"tool_calls\":"
-          "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":"
-          "{\"city\":\"%s\"}}}]},{\"role\":\"tool\",\"name\":\"get_weather\",\"content\":"
-          "\"%s, %d C\"},{\"role\":\"assistant\",\"content\":\"%s: %s, %d C.\"}",
-          q, cities[c], sky, deg, cities[c], sky, deg);
+/* A city code that is not held out. */
+static void city_code(fsdpc_rng *rng, char out[FSDPC_SYNTH_TOOLS_CODE_LEN + 1]) {
+  do {
+    for (int k = 0; k < FSDPC_SYNTH_TOOLS_CODE_LEN; k++)
+      out[k] = code_letters[k][fsdpc__rng_below(rng, strlen(code_letters[k]))];
+    out[FSDPC_SYNTH_TOOLS_CODE_LEN] = 0;
+  } while (fsdpc__synth_tools_held_out(out));
 }
 
-/* An add conversation: the call carries the two operands as JSON numbers. */
-static void add(FILE *f, fsdpc_rng *rng) {
-  int a = (int)fsdpc__rng_below(rng, 10), b = (int)fsdpc__rng_below(rng, 10);
-  char q[128];
-  snprintf(q, sizeof q, add_styles[style_for(rng, a + b)], a, b);
+/* One conversation: the user asks about a city, the assistant calls the
+ * tool the keyword asks for with the city, the tool answers, the assistant
+ * reports the answer. */
+static void tool_conversation(FILE *f, fsdpc_rng *rng) {
+  char city[FSDPC_SYNTH_TOOLS_CODE_LEN + 1], q[128];
+  city_code(rng, city);
+  int traffic = (int)fsdpc__rng_below(rng, 2);
+  const char *const *styles_of = traffic ? traffic_styles : weather_styles;
+  snprintf(q, sizeof q, styles_of[fsdpc__rng_below(rng, N_STYLES)], city);
+  const char *result = traffic ? roads[fsdpc__rng_below(rng, sizeof roads / sizeof *roads)]
+                               : skies[fsdpc__rng_below(rng, sizeof skies / sizeof *skies)];
+  const char *tool = traffic ? "get_traffic" : "get_weather";
   fprintf(f,
           "{\"role\":\"user\",\"content\":\"%s\"},{\"role\":\"assistant\",\"tool_calls\":"
-          "[{\"type\":\"function\",\"function\":{\"name\":\"add\",\"arguments\":"
-          "{\"a\":%d,\"b\":%d}}}]},{\"role\":\"tool\",\"name\":\"add\",\"content\":\"%d\"},"
-          "{\"role\":\"assistant\",\"content\":\"The sum is %d.\"}",
-          q, a, b, a + b, a + b);
+          "[{\"type\":\"function\",\"function\":{\"name\":\"%s\",\"arguments\":"
+          "{\"city\":\"%s\"}}}]},{\"role\":\"tool\",\"name\":\"%s\",\"content\":\"%s\"},"
+          "{\"role\":\"assistant\",\"content\":\"%s: %s.\"}",
+          q, tool, city, tool, result, city, result);
 }
 
 /* Tool-calling conversations: every line declares the two tools
- * (get_weather(city), add(a, b)) and asks the weather in one of 8 cities or
- * the sum of two digits. A weather question about city c is never asked in
- * phrasing c % STYLES, a sum a + b never in phrasing (a + b) % STYLES:
- * held-out prompts for the demo test. */
+ * (get_weather(city), get_traffic(city)) and asks about one city. Codes
+ * that fsdpc__synth_tools_held_out picks never occur: held-out prompts
+ * for the demo test. */
 fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err) {
   FILE *f;
   fsdpc_out_file tmp;
@@ -152,10 +167,7 @@ fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path
   fsdpc__rng_seed(&rng, seed);
   for (int64_t i = 0; i < n; i++) {
     fprintf(f, "{\"tools\":%s,\"messages\":[", tools_json);
-    if (fsdpc__rng_below(&rng, 2))
-      weather(f, &rng);
-    else
-      add(f, &rng);
+    tool_conversation(f, &rng);
     fputs("]}\n", f);
   }
   return fsdpc__out_fclose(f, &tmp, err);

@@ -104,6 +104,8 @@ int fsdpc__prep_detect(const fsdpc_prepare_opts *o, const cJSON *obj) {
   if (!cJSON_IsObject(obj))
     return FSDPC_FORMAT_AUTO;
 #define HAS(k) (cJSON_GetObjectItemCaseSensitive(obj, (k)) != NULL)
+  if (HAS("chosen") && HAS("rejected"))
+    return FSDPC_FORMAT_PREFERENCE;
   if (HAS(o->messages_field) || HAS("messages") || HAS("conversations"))
     return FSDPC_FORMAT_CHAT;
   if (HAS(o->prompt_field) && HAS(o->completion_field))
@@ -222,9 +224,22 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_
                          int keep_text, fsdpc_prep_example *ex) {
   memset(ex, 0, sizeof *ex);
   ex->copies = 1;
-  int64_t line_no = line->line_no;
   cJSON *obj = NULL; /* parsed as Python does (data/jsonl.h) */
   ex->st = fsdpc__jsonl_parse(file, line, &obj, &ex->err);
+  if (!obj)
+    return;
+  if (!cJSON_IsObject(obj))
+    bad(ex, file, line->line_no, "expected a JSON object per line, got %s",
+        fsdpc__prep_type_name(obj));
+  else if (c->format == FSDPC_FORMAT_PREFERENCE)
+    fsdpc__prep_pair(c, file, line->line_no, obj, keep_text, ex);
+  else
+    fsdpc__prep_example_obj(c, file, line->line_no, obj, keep_text, ex);
+  cJSON_Delete(obj);
+}
+
+void fsdpc__prep_example_obj(const fsdpc_prep_ctx *c, const char *file, int64_t line_no,
+                             const cJSON *obj, int keep_text, fsdpc_prep_example *ex) {
   textbuf tb = {0};
   cJSON *msgs = NULL, *owned = NULL, *ctx_owned = NULL;
   char *rtext = NULL;
@@ -234,12 +249,6 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_
   int32_t *ids = NULL;
   size_t(*off)[2] = NULL;
   int64_t n = 0;
-  if (!obj)
-    goto done;
-  if (!cJSON_IsObject(obj)) {
-    bad(ex, file, line_no, "expected a JSON object per line, got %s", fsdpc__prep_type_name(obj));
-    goto done;
-  }
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(obj, "weight");
   if (w) {
     double v = cJSON_IsNumber(w) ? w->valuedouble : -1;
@@ -336,10 +345,13 @@ done:
   cJSON_Delete(msgs);
   cJSON_Delete(owned);
   cJSON_Delete(ctx_owned);
-  cJSON_Delete(obj);
 }
 
 void fsdpc__prep_example_free(fsdpc_prep_example *ex) {
+  if (ex->pair) {
+    fsdpc__prep_example_free(ex->pair);
+    free(ex->pair);
+  }
   free(ex->ids);
   free(ex->mask);
   free(ex->text);

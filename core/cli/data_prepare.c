@@ -102,8 +102,8 @@ static int prepare_arg(void *ctx, int r, const char *v) {
   const cli_cmd *cmd = &fsdpc__data_prepare_cmd;
   prep_cli *p = ctx;
   fsdpc_prepare_args *a = &p->a;
-  static const char *const formats[] = {"text",       "instruction", "prompt_completion",
-                                             "chat",       "preference",  "auto"};
+  static const char *const formats[] = {"text", "instruction", "prompt_completion",
+                                        "chat", "preference",  "auto"};
   static const char *const train_on[] = {"assistant", "all", "last_assistant"};
   int i;
   if (r >= P_FIELD0 && r < P_FIELD0 + N_FIELDS) {

@@ -51,7 +51,7 @@ run dpo model.from="$TMP/sft/ck/final" data.train="$TMP/dpo.tok" data.seq_len=32
 python3 - "$TMP" <<'EOF' || fail "DPO did not move the preference"
 import json, re, sys
 d = sys.argv[1]
-gen = lambda log: re.findall(r'generate: "Q: (\w+)\\nA:" -> "(.*)"', open(log).read())
+gen = lambda log: re.findall(r'generate: "Q: (\w+)\\nA:" -> "(.*)"', open(log, errors="replace").read())
 before = sum(1 for w, t in gen(f"{d}/sft.log") if t.startswith(" yes"))
 print(f"after SFT: greedy ' yes' {before}/20")
 assert before > 0.9 * 20, "SFT's greedy answer is not ' yes'"

@@ -62,7 +62,8 @@ static void setup(fx *f, int lora, int simpo) {
            "        tie_word_embeddings: false, init: {std: 0.2}}\n"
            "data: {seq_len: %d}\nattention: {impl: naive}\ntrain: {micro_batch_size: %d, seed: 5}\n"
            "%s",
-           V, T, B, lora ? "peft: {method: lora, r: 3, alpha: 6, target_modules: [all-linear]}\n" : "");
+           V, T, B,
+           lora ? "peft: {method: lora, r: 3, alpha: 6, target_modules: [all-linear]}\n" : "");
   fsdpc_err err;
   ok(fsdpc__config_from_string(yaml, "pref.yaml", NULL, 0, &f->cfg, &err), &err);
   fsdpc_run_world w = {1, 1};
@@ -220,8 +221,8 @@ static void check_fd(int lora, int simpo) {
       w[i] = keep;
       double fd = (lplus - lminus) / (2.0 * h), an = g[i];
       ck_assert_msg(fabs(fd - an) <= 1e-4 + 2e-2 * fabs(fd),
-                    "%s %s[%llu]: backward %.6g, finite differences %.6g",
-                    simpo ? "simpo" : "dpo", pi->name, (unsigned long long)i, an, fd);
+                    "%s %s[%llu]: backward %.6g, finite differences %.6g", simpo ? "simpo" : "dpo",
+                    pi->name, (unsigned long long)i, an, fd);
       checked++;
     }
   }

@@ -109,13 +109,9 @@ static const fsdpc_cfg_enum_item progress_values[] = {{"auto", FSDPC_PROGRESS_AU
                                                       {"off", FSDPC_PROGRESS_OFF},
                                                       {NULL, 0}};
 
-static const fsdpc_cfg_enum_item format_values[] = {{"auto", 0},
-                                                    {"text", 1},
-                                                    {"instruction", 2},
-                                                    {"prompt_completion", 3},
-                                                    {"chat", 4},
-                                                    {"preference", 5},
-                                                    {NULL, 0}}; /* FSDPC_FORMAT_* */
+static const fsdpc_cfg_enum_item format_values[] = {
+    {"auto", 0}, {"text", 1},       {"instruction", 2}, {"prompt_completion", 3},
+    {"chat", 4}, {"preference", 5}, {NULL, 0}}; /* FSDPC_FORMAT_* */
 static const fsdpc_cfg_enum_item train_on_values[] = {
     {"assistant", 0}, {"all", 1}, {"last_assistant", 2}, {NULL, 0}}; /* FSDPC_TRAIN_ON_* */
 static const fsdpc_cfg_enum_item packing_values[] = {

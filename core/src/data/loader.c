@@ -143,8 +143,8 @@ fsdpc_status fsdpc__loader_create(const fsdpc_tokfile *tf, const fsdpc_loader_op
     l->total_windows = l->pack.n_bins;
     if (l->total_windows < 1) {
       st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: no (chosen, rejected) pair fits in seq_len %" PRId64
-                       " (%" PRId64 " dropped: a row holds both; use a longer data.seq_len)",
+                       "%s: no (chosen, rejected) pair fits in seq_len %" PRId64 " (%" PRId64
+                       " dropped: a row holds both; use a longer data.seq_len)",
                        tf->path, T, l->pack.dropped);
       goto fail;
     }

@@ -204,9 +204,9 @@ static fsdpc_status load_tools(const fsdpc_prepare_opts *o, int format, fsdpc_pr
   char dir[4096];
   model_dir_of(o->tokenizer, dir, sizeof dir);
   fsdpc_err terr = {0};
-  fsdpc_status ts = fsdpc__chat_template_load(
-      dir, o->chat_template[0] ? o->chat_template : NULL,
-      o->template_name[0] ? o->template_name : NULL, tmpl, optional ? &terr : err);
+  fsdpc_status ts = fsdpc__chat_template_load(dir, o->chat_template[0] ? o->chat_template : NULL,
+                                              o->template_name[0] ? o->template_name : NULL, tmpl,
+                                              optional ? &terr : err);
   if (ts != FSDPC_OK && !optional)
     return ts;
   if (ts != FSDPC_OK)

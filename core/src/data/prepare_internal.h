@@ -66,8 +66,8 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_
 void fsdpc__prep_example_obj(const fsdpc_prep_ctx *c, const char *file, int64_t line_no,
                              const cJSON *obj, int keep_text, fsdpc_prep_example *ex);
 /* prepare_pref.c: a preference row: ex the chosen, ex->pair the rejected. */
-void fsdpc__prep_pair(const fsdpc_prep_ctx *c, const char *file, int64_t line_no,
-                      const cJSON *obj, int keep_text, fsdpc_prep_example *ex);
+void fsdpc__prep_pair(const fsdpc_prep_ctx *c, const char *file, int64_t line_no, const cJSON *obj,
+                      int keep_text, fsdpc_prep_example *ex);
 void fsdpc__prep_example_free(fsdpc_prep_example *ex);
 /* "a string", "a number", ..., "nothing" (NULL): for error messages. */
 const char *fsdpc__prep_type_name(const cJSON *v);

@@ -40,8 +40,7 @@ static int row_kind(fsdpc_prep_example *ex, const char *file, int64_t line, cons
   }
   int conv = cJSON_IsArray(ch);
   if (!(conv ? cJSON_IsArray(rj) : cJSON_IsString(ch) && cJSON_IsString(rj))) {
-    bad(ex, file, line,
-        "chosen is %s and rejected is %s: both strings or both lists of messages",
+    bad(ex, file, line, "chosen is %s and rejected is %s: both strings or both lists of messages",
         fsdpc__prep_type_name(ch), fsdpc__prep_type_name(rj));
     return -1;
   }
@@ -82,8 +81,8 @@ static void plain(const fsdpc_prep_ctx *c, const char *file, int64_t line, const
     ok = cJSON_AddStringToObject(o[i], c->o->prompt_field, prompt ? prompt : p) &&
          cJSON_AddStringToObject(o[i], c->o->completion_field, comp[i]);
   if (!ok)
-    ex->st = fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file,
-                         (long long)line);
+    ex->st =
+        fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file, (long long)line);
   else if (!*comp[0] || !*comp[1])
     bad(ex, file, line, "%s is empty after the prompt: nothing to train on",
         *comp[0] ? "rejected" : "chosen");
@@ -167,8 +166,8 @@ static void chat(const fsdpc_prep_ctx *c, const char *file, int64_t line, const 
   cJSON *o[2] = {conversation(po.messages_field, src, n_prompt, chosen, from),
                  conversation(po.messages_field, src, n_prompt, rejected, from)};
   if (!o[0] || !o[1] || !with_weight(o[0], c->row))
-    ex->st = fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file,
-                         (long long)line);
+    ex->st =
+        fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file, (long long)line);
   else {
     fsdpc__prep_example_obj(&pc, file, line, o[0], keep_text, ex);
     if (ex->st == FSDPC_OK)
@@ -190,8 +189,8 @@ void fsdpc__prep_pair(const fsdpc_prep_ctx *c, const char *file, int64_t line, c
   if (pr && cJSON_IsNull(pr))
     pr = NULL;
   if (!(ex->pair = calloc(1, sizeof *ex->pair))) {
-    ex->st = fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file,
-                         (long long)line);
+    ex->st =
+        fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file, (long long)line);
     return;
   }
   fsdpc_prep_ctx rc = *c;

@@ -154,8 +154,8 @@ static fsdpc_status forwards(fsdpc_session *s, int64_t step, double *chosen_toke
     for (int64_t i = 0; i < p->n_seqs; i += 2)
       *chosen_tokens += (double)lens[i];
   }
-  return fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, chosen_tokens, 1,
-                                    "chosen tokens", err);
+  return fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, chosen_tokens, 1, "chosen tokens",
+                                    err);
 }
 
 /* Pass 2: the objective per micro-batch; sums[0] the loss, sums[1..] the
@@ -224,8 +224,8 @@ fsdpc_status fsdpc__pref_train_step(fsdpc_session *s, int64_t step, double *loss
   FSDPC_TRY(fsdpc__engine_step_begin(s->eng, step + 1, *lr, s->cfg->train.max_grad_norm, err));
   for (int64_t m = 0; m < p->accum; m++)
     FSDPC_TRY(backward(s, step, m, err));
-  FSDPC_TRY(fsdpc__engine_optim_step(s->eng, step + 1, *lr, s->cfg->train.max_grad_norm, gnorm,
-                                     err));
+  FSDPC_TRY(
+      fsdpc__engine_optim_step(s->eng, step + 1, *lr, s->cfg->train.max_grad_norm, gnorm, err));
   FSDPC_TRY(s->ops->sync(s->ops->ctx, err));
   FSDPC_TRY(fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, sums, 1 + (int)o->n_metrics,
                                        "objective", err));

@@ -53,7 +53,7 @@ typedef struct fsdpc_session {
   fsdpc_loader *train_ld, *eval_ld; /* eval_ld NULL = no evaluation */
   fsdpc_schedule sched;
   fsdpc_train_objective objective; /* objective.name (not for evaluation-only sessions) */
-  fsdpc_pref_state *pref; /* sequence objectives' step buffers (pref_step.c), or NULL */
+  fsdpc_pref_state *pref;          /* sequence objectives' step buffers (pref_step.c), or NULL */
   int32_t *tokens, *labels, *doc_ids; /* (micro, seq_len) */
   int use_doc_ids; /* document masking: data.document_masking or packed examples */
   int examples;    /* whole examples (packing examples/none): no EOS before a prompt */

@@ -114,8 +114,8 @@ void fsdpc__cpu_lmhead_xent_rows(double *loss_sum, int64_t *count, double *row_l
                                  const float *weight, const int32_t *labels, int N, int C, int V,
                                  int chunk_rows, int logits_bf16, float *scratch) {
   int bwd = row_seed != NULL;
-  lmhead_xent(loss_sum, count, row_loss, row_seed, bwd ? dx : NULL, bwd ? dweight : NULL, x,
-              weight, labels, N, C, V, 0.0f, chunk_rows, logits_bf16, scratch);
+  lmhead_xent(loss_sum, count, row_loss, row_seed, bwd ? dx : NULL, bwd ? dweight : NULL, x, weight,
+              labels, N, C, V, 0.0f, chunk_rows, logits_bf16, scratch);
 }
 
 void fsdpc__cpu_logits(float *out,          // (N, V)

@@ -51,17 +51,10 @@ METRICS = ["rewards/chosen", "rewards/rejected", "rewards/accuracies", "rewards/
 
 
 def make_base(d):
-    from transformers import LlamaConfig, LlamaForCausalLM
-    torch.manual_seed(7)
-    cfg = LlamaConfig(vocab_size=259, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
-                      attention_bias=False, mlp_bias=False, bos_token_id=1, eos_token_id=2)
-    m = LlamaForCausalLM(cfg).float()
-    with torch.no_grad():
-        for n, p in m.named_parameters():
-            p.copy_(1.0 + 0.1 * torch.randn_like(p) if "norm" in n else 0.08 * torch.randn_like(p))
-    m.save_pretrained(d, safe_serialization=True)
+    """The tiny random fp32 Llama of check_lora_peft.py (carried beside this one)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from check_lora_peft import make_base as lora_base
+    lora_base(argparse.Namespace(dir=d))
 
 
 def make_rows(path):

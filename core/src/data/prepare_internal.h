@@ -69,6 +69,9 @@ void fsdpc__prep_example_obj(const fsdpc_prep_ctx *c, const char *file, int64_t 
 void fsdpc__prep_pair(const fsdpc_prep_ctx *c, const char *file, int64_t line_no, const cJSON *obj,
                       int keep_text, fsdpc_prep_example *ex);
 void fsdpc__prep_example_free(fsdpc_prep_example *ex);
+/* ex->st and ex->err: "FILE:LINE: what" (a bad example, one line). */
+void fsdpc__prep_bad(fsdpc_prep_example *ex, const char *file, int64_t line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* "a string", "a number", ..., "nothing" (NULL): for error messages. */
 const char *fsdpc__prep_type_name(const cJSON *v);
 

@@ -11,20 +11,26 @@
  * chosen and rejected (characters, less a trailing space, as TRL's
  * extract_prompt; or whole messages). */
 #define _GNU_SOURCE
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/prepare_internal.h"
 
-static void bad(fsdpc_prep_example *ex, const char *file, int64_t line, const char *fmt, ...) {
-  char what[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(what, sizeof what, fmt, ap);
-  va_end(ap);
-  ex->st = fsdpc__fail(&ex->err, FSDPC_INVALID_USAGE, "%s:%lld: %s", file, (long long)line, what);
+/* The chosen's object into ex, the rejected's into ex->pair (o[i] NULL:
+ * out of memory); frees both objects. */
+static void convert(const fsdpc_prep_ctx *pc, const char *file, int64_t line, cJSON *o[2],
+                    int keep_text, fsdpc_prep_example *ex) {
+  if (!o[0] || !o[1])
+    ex->st =
+        fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file, (long long)line);
+  else {
+    fsdpc__prep_example_obj(pc, file, line, o[0], keep_text, ex);
+    if (ex->st == FSDPC_OK)
+      fsdpc__prep_example_obj(pc, file, line, o[1], keep_text, ex->pair);
+  }
+  cJSON_Delete(o[0]);
+  cJSON_Delete(o[1]);
 }
 
 /* The fields' types: both strings or both message lists; prompt, when
@@ -32,21 +38,22 @@ static void bad(fsdpc_prep_example *ex, const char *file, int64_t line, const ch
 static int row_kind(fsdpc_prep_example *ex, const char *file, int64_t line, const cJSON *pr,
                     const cJSON *ch, const cJSON *rj, const char *pname) {
   if (!ch || !rj || cJSON_IsNull(ch) || cJSON_IsNull(rj)) {
-    bad(ex, file, line,
-        "missing field '%s' (the preference format needs 'chosen' and 'rejected', and "
-        "'%s' unless the prompt is their common start)",
-        !ch || cJSON_IsNull(ch) ? "chosen" : "rejected", pname);
+    fsdpc__prep_bad(ex, file, line,
+                    "missing field '%s' (the preference format needs 'chosen' and 'rejected', and "
+                    "'%s' unless the prompt is their common start)",
+                    !ch || cJSON_IsNull(ch) ? "chosen" : "rejected", pname);
     return -1;
   }
   int conv = cJSON_IsArray(ch);
   if (!(conv ? cJSON_IsArray(rj) : cJSON_IsString(ch) && cJSON_IsString(rj))) {
-    bad(ex, file, line, "chosen is %s and rejected is %s: both strings or both lists of messages",
-        fsdpc__prep_type_name(ch), fsdpc__prep_type_name(rj));
+    fsdpc__prep_bad(ex, file, line,
+                    "chosen is %s and rejected is %s: both strings or both lists of messages",
+                    fsdpc__prep_type_name(ch), fsdpc__prep_type_name(rj));
     return -1;
   }
   if (pr && !cJSON_IsNull(pr) && !(conv ? cJSON_IsArray(pr) : cJSON_IsString(pr))) {
-    bad(ex, file, line, "%s: expected %s like chosen and rejected, got %s", pname,
-        conv ? "a list of messages" : "a string", fsdpc__prep_type_name(pr));
+    fsdpc__prep_bad(ex, file, line, "%s: expected %s like chosen and rejected, got %s", pname,
+                    conv ? "a list of messages" : "a string", fsdpc__prep_type_name(pr));
     return -1;
   }
   return conv;
@@ -80,19 +87,16 @@ static void plain(const fsdpc_prep_ctx *c, const char *file, int64_t line, const
   for (int i = 0; i < 2 && ok; i++)
     ok = cJSON_AddStringToObject(o[i], c->o->prompt_field, prompt ? prompt : p) &&
          cJSON_AddStringToObject(o[i], c->o->completion_field, comp[i]);
-  if (!ok)
-    ex->st =
-        fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file, (long long)line);
-  else if (!*comp[0] || !*comp[1])
-    bad(ex, file, line, "%s is empty after the prompt: nothing to train on",
-        *comp[0] ? "rejected" : "chosen");
-  else {
-    fsdpc__prep_example_obj(&pc, file, line, o[0], keep_text, ex);
-    if (ex->st == FSDPC_OK)
-      fsdpc__prep_example_obj(&pc, file, line, o[1], keep_text, ex->pair);
+  if (ok && (!*comp[0] || !*comp[1])) {
+    fsdpc__prep_bad(ex, file, line, "%s is empty after the prompt: nothing to train on",
+                    *comp[0] ? "rejected" : "chosen");
+    cJSON_Delete(o[0]);
+    cJSON_Delete(o[1]);
+  } else {
+    if (!ok) /* out of memory: convert says so */
+      cJSON_Delete(o[0]), o[0] = NULL;
+    convert(&pc, file, line, o, keep_text, ex);
   }
-  cJSON_Delete(o[0]);
-  cJSON_Delete(o[1]);
   free(p);
 }
 
@@ -105,10 +109,10 @@ static int one_assistant(fsdpc_prep_example *ex, const char *file, int64_t line,
   const cJSON *m = cJSON_GetArrayItem(list, from);
   const cJSON *role = m ? cJSON_GetObjectItemCaseSensitive(m, "role") : NULL;
   if (n != 1 || !cJSON_IsString(role) || strcmp(role->valuestring, "assistant") != 0) {
-    bad(ex, file, line,
-        "%s: the completion must be one assistant message (after the prompt), got %d "
-        "message(s)%s",
-        name, n, n == 1 ? " whose role is not 'assistant'" : "");
+    fsdpc__prep_bad(ex, file, line,
+                    "%s: the completion must be one assistant message (after the prompt), got %d "
+                    "message(s)%s",
+                    name, n, n == 1 ? " whose role is not 'assistant'" : "");
     return 0;
   }
   return 1;
@@ -140,7 +144,8 @@ static void chat(const fsdpc_prep_ctx *c, const char *file, int64_t line, const 
                  const cJSON *chosen, const cJSON *rejected, int keep_text,
                  fsdpc_prep_example *ex) {
   if (!c->tmpl) {
-    bad(ex, file, line,
+    fsdpc__prep_bad(
+        ex, file, line,
         "a conversational row needs a chat template (data.chat_template, or a model folder as "
         "data.tokenizer)%s%s",
         c->tmpl_why[0] ? ": " : "", c->tmpl_why);
@@ -165,16 +170,9 @@ static void chat(const fsdpc_prep_ctx *c, const char *file, int64_t line, const 
   pc.format = FSDPC_FORMAT_CHAT;
   cJSON *o[2] = {conversation(po.messages_field, src, n_prompt, chosen, from),
                  conversation(po.messages_field, src, n_prompt, rejected, from)};
-  if (!o[0] || !o[1] || !with_weight(o[0], c->row))
-    ex->st =
-        fsdpc__fail(&ex->err, FSDPC_SYSTEM_ERROR, "%s:%lld: out of memory", file, (long long)line);
-  else {
-    fsdpc__prep_example_obj(&pc, file, line, o[0], keep_text, ex);
-    if (ex->st == FSDPC_OK)
-      fsdpc__prep_example_obj(&pc, file, line, o[1], keep_text, ex->pair);
-  }
-  cJSON_Delete(o[0]);
-  cJSON_Delete(o[1]);
+  if (o[0] && !with_weight(o[0], c->row))
+    cJSON_Delete(o[0]), o[0] = NULL;
+  convert(&pc, file, line, o, keep_text, ex);
 }
 
 void fsdpc__prep_pair(const fsdpc_prep_ctx *c, const char *file, int64_t line, const cJSON *obj,

@@ -18,8 +18,12 @@ static const char prepare_help[] =
     "  prompt_completion  {\"prompt\", \"completion\"}: loss on the completion\n"
     "  chat               {\"messages\": [{\"role\", \"content\"}]} or ShareGPT\n"
     "                     {\"conversations\": [{\"from\", \"value\"}]}: loss on assistant turns\n"
+    "  preference         {\"prompt\"?, \"chosen\", \"rejected\"} (TRL's): strings or message\n"
+    "                     lists; a (chosen, rejected) pair for dpo, simpo, ...: loss on each\n"
+    "                     completion\n"
     "options:\n"
-    "  --format F          text|instruction|prompt_completion|chat (default: detected)\n"
+    "  --format F          text|instruction|prompt_completion|chat|preference\n"
+    "                      (default: detected)\n"
     "  --tokenizer T       byte, a tokenizer.json, or a model folder (default byte)\n"
     "  --chat-template F   a Jinja template file (default: the model folder's own)\n"
     "  --template-name N   one of several named templates in tokenizer_config.json\n"
@@ -66,7 +70,7 @@ static const cli_opt prepare_opts[] = {
     {"in", P_IN, "FILE"},
     {"out", P_OUT, "FILE"},
     {"config", P_CONFIG, "CFG"},
-    {"format", P_FORMAT, "text|instruction|prompt_completion|chat|auto"},
+    {"format", P_FORMAT, "text|instruction|prompt_completion|chat|preference|auto"},
     {"train-on", P_TRAIN_ON, "assistant|all|last_assistant"},
     {"threads", P_THREADS, "N"},
     {"show", P_SHOW, "K"},
@@ -98,7 +102,8 @@ static int prepare_arg(void *ctx, int r, const char *v) {
   const cli_cmd *cmd = &fsdpc__data_prepare_cmd;
   prep_cli *p = ctx;
   fsdpc_prepare_args *a = &p->a;
-  static const char *const formats[] = {"text", "instruction", "prompt_completion", "chat", "auto"};
+  static const char *const formats[] = {"text", "instruction", "prompt_completion",
+                                        "chat", "preference",  "auto"};
   static const char *const train_on[] = {"assistant", "all", "last_assistant"};
   int i;
   if (r >= P_FIELD0 && r < P_FIELD0 + N_FIELDS) {
@@ -114,7 +119,7 @@ static int prepare_arg(void *ctx, int r, const char *v) {
   case P_CONFIG:
     return (p->cfg_path = v) != NULL;
   case P_FORMAT:
-    return (i = cli_choice(cmd, "format", v, formats, 5)) >= 0 && (a->format = formats[i]);
+    return (i = cli_choice(cmd, "format", v, formats, 6)) >= 0 && (a->format = formats[i]);
   case P_TRAIN_ON:
     return (i = cli_choice(cmd, "train-on", v, train_on, 3)) >= 0 && (a->train_on = train_on[i]);
   case P_THREADS:

@@ -91,16 +91,21 @@
 #        loads fsdpc's LoRA adapters (family module names) with the same logits.
 #     Prints PASS/FAIL per family and check, then "families: N passed, M failed";
 #     the logs are $OUT/families-logs.tar.gz.
+#   bash .carry/X/agree.sh dpo         issue 38: tests/gpu/check_dpo.py, 20 steps of
+#     dpo (LoRA; full with objective.reference precompute) and simpo against
+#     PyTorch + transformers (+ PEFT) from TRL's definitions (CPU fp32, about a
+#     minute): loss, grad_norm, rewards/* and logps/* within 1e-4; a PASS/FAIL
+#     line per run, the work folder in $OUT/dpo-logs.tar.gz.
 # shellcheck disable=SC2317 # the mode functions run through "$MODE"
 usage() {
   echo "usage: agree.sh train single|multi|ckpt|multi4 | offload | adamw8bit | offload8 |" \
-    "q8-natural TOKENS | lora | families" >&2
+    "q8-natural TOKENS | lora | families | dpo" >&2
   exit 2
 }
 MODE=${1:-}
 shift
 case $MODE in
-train | offload | adamw8bit | offload8 | lora | families) ;;
+train | offload | adamw8bit | offload8 | lora | families | dpo) ;;
 q8-natural) [ $# -ge 1 ] || usage ;;
 *) usage ;;
 esac
@@ -608,6 +613,14 @@ families() {
   tar czf "$OUT/families-logs.tar.gz" -C "$W" logs
   echo "families: $pass passed, $fail failed"
   [ "$fail" = 0 ]
+}
+
+dpo() {
+  W=$(mktemp -d)
+  timeout 280 python3 "$C/check_dpo.py" --fsdpc "$F" --plugins "$B/plugins" --keep "$W/dpo"
+  local rc=$?
+  tar czf "$OUT/dpo-logs.tar.gz" -C "$W" dpo
+  return $rc
 }
 
 case $MODE in

@@ -260,7 +260,7 @@ START_TEST(bad_header_fields) {
   expect_corrupt(b, len, "does not fit");
   free(b);
   b = small_bytes(&len);
-  put32(b + 24, 6); /* unknown flag */
+  put32(b + 24, 10); /* bit 3: unknown (bit 2 marks preference pairs) */
   fix_header_crc(b);
   expect_corrupt(b, len, "unknown flags");
   free(b);

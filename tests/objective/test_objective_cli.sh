@@ -2,8 +2,8 @@
 # objective.name through the CLI: the default and a pinned `sft` train to
 # the same bits (the objective is a plugin now, the numbers are not new),
 # and every refusal is one line with a non-zero exit: an unknown name, a
-# preference objective (the step loop does not compute sequence log-probs
-# yet), and out-of-range keys.
+# preference objective with a reference on a full fine-tune without
+# objective.reference: precompute, and out-of-range keys.
 source "$FSDPC_SOURCE_DIR/tests/train/common.sh"
 CMP="python3 $FSDPC_SOURCE_DIR/tests/train/compare_runs.py"
 
@@ -29,8 +29,8 @@ OVER=(objective.name=kto)
 refused kto "objective.name" "objective 'kto' not found" \
   "libfsdpc-objective-kto.so" "available objective plugins:" "sft"
 OVER=(objective.name=dpo)
-refused dpo "objective 'dpo'" "sequence log-probs" \
-  "objective.name: sft"
+refused dpo "objective 'dpo'" "needs a reference model" \
+  "objective.reference: precompute"
 OVER=(objective.beta=0)
 refused beta "objective.beta"
 OVER=(objective.label_smoothing=0.7)

@@ -195,8 +195,12 @@ typedef struct fsdpc_config_optim {
 typedef struct fsdpc_config_objective {
   char *name;
   double beta, label_smoothing, gamma;
+  int32_t reference; /* FSDPC_OBJ_REF_* */
   fsdpc_opts *options;
 } fsdpc_config_objective;
+/* objective.reference: where a preference objective's reference log-probs
+ * come from (train/objective.h) */
+enum { FSDPC_OBJ_REF_AUTO = 0, FSDPC_OBJ_REF_PRECOMPUTE = 1 };
 
 typedef struct fsdpc_config_schedule {
   int name; /* FSDPC_SCHED_* */

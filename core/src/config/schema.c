@@ -109,16 +109,15 @@ static const fsdpc_cfg_enum_item progress_values[] = {{"auto", FSDPC_PROGRESS_AU
                                                       {"off", FSDPC_PROGRESS_OFF},
                                                       {NULL, 0}};
 
-static const fsdpc_cfg_enum_item format_values[] = {{"auto", 0},
-                                                    {"text", 1},
-                                                    {"instruction", 2},
-                                                    {"prompt_completion", 3},
-                                                    {"chat", 4},
-                                                    {NULL, 0}}; /* FSDPC_FORMAT_* */
+static const fsdpc_cfg_enum_item format_values[] = {
+    {"auto", 0}, {"text", 1},       {"instruction", 2}, {"prompt_completion", 3},
+    {"chat", 4}, {"preference", 5}, {NULL, 0}}; /* FSDPC_FORMAT_* */
 static const fsdpc_cfg_enum_item train_on_values[] = {
     {"assistant", 0}, {"all", 1}, {"last_assistant", 2}, {NULL, 0}}; /* FSDPC_TRAIN_ON_* */
 static const fsdpc_cfg_enum_item packing_values[] = {
     {"auto", -1}, {"window", 0}, {"examples", 1}, {"none", 2}, {NULL, 0}}; /* FSDPC_PACK_* */
+static const fsdpc_cfg_enum_item reference_values[] = {
+    {"auto", 0}, {"precompute", 1}, {NULL, 0}}; /* FSDPC_OBJ_REF_* */
 static const fsdpc_cfg_enum_item overlong_values[] = {
     {"truncate", 0}, {"drop", 1}, {NULL, 0}}; /* FSDPC_DATA_OVERLONG_* */
 
@@ -277,7 +276,8 @@ static const fsdpc_cfg_key keys[] = {
            "fraction of data.train held out for eval when data.eval is \"\"", RANGE_(0, 0.5)),
     ENUM_("data.format", data.format, "auto", format_values,
           "format of a JSONL data.train (prepared on the fly and cached in data.cache_dir): "
-          "text, instruction, prompt_completion, chat; auto = detected from the first example",
+          "text, instruction, prompt_completion, chat, preference (pairs for dpo and its "
+          "family); auto = detected from the first example",
           NONE_),
     STR_("data.text_field", data.text_field, "text", "text format: the field holding the document",
          NONE_),
@@ -500,6 +500,11 @@ static const fsdpc_cfg_key keys[] = {
            "dpo, simpo: assumed rate of flipped preference labels (conservative DPO)",
            RANGE_(0, 0.49)),
     FLOAT_("objective.gamma", objective.gamma, "0.5", "simpo: target reward margin", MIN_(0)),
+    ENUM_("objective.reference", objective.reference, "auto", reference_values,
+          "preference objectives with a reference: auto = the base model with the LoRA adapters "
+          "off (a full fine-tune is refused); precompute = every step's reference log-probs "
+          "from the initial weights in a pass before the first step",
+          NONE_),
     OPTS_("objective.options", objective.options, "options of the objective plugin"),
 
     /* ---- schedule ---- */

@@ -54,7 +54,7 @@ static fsdpc_status check_opts(const fsdpc_tokfile *tf, const fsdpc_loader_opts 
   if (o->split != FSDPC_SPLIT_ALL && o->split != FSDPC_SPLIT_TRAIN && o->split != FSDPC_SPLIT_EVAL)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: unknown split %" PRId32, tf->path, o->split);
   if (o->packing != FSDPC_PACK_WINDOW && o->packing != FSDPC_PACK_EXAMPLES &&
-      o->packing != FSDPC_PACK_NONE)
+      o->packing != FSDPC_PACK_NONE && o->packing != FSDPC_PACK_PAIRS)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: unknown packing %" PRId32, tf->path,
                        o->packing);
   if (o->pad_id >= (int32_t)tf->hdr.vocab_size)
@@ -137,7 +137,18 @@ fsdpc_status fsdpc__loader_create(const fsdpc_tokfile *tf, const fsdpc_loader_op
   l->sep = (tf->hdr.flags & FSDPC_TOKFILE_EXAMPLES) ? 0 : 1;
   int64_t L = fsdpc__tokfile_n_tokens(tf) + l->sep * fsdpc__tokfile_n_docs(tf);
   l->total_windows = L > 0 ? (L - 1) / T : 0;
-  if (opts->packing != FSDPC_PACK_WINDOW) {
+  if (opts->packing == FSDPC_PACK_PAIRS) {
+    if ((st = fsdpc__pack_pairs(&l->pack, tf, T, opts->seed, opts->shuffle, err)) != FSDPC_OK)
+      goto fail;
+    l->total_windows = l->pack.n_bins;
+    if (l->total_windows < 1) {
+      st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: no (chosen, rejected) pair fits in seq_len %" PRId64 " (%" PRId64
+                       " dropped: a row holds both; use a longer data.seq_len)",
+                       tf->path, T, l->pack.dropped);
+      goto fail;
+    }
+  } else if (opts->packing != FSDPC_PACK_WINDOW) {
     if ((st = fsdpc__pack_bins(&l->pack, tf, T, (int)l->sep, opts->packing == FSDPC_PACK_NONE,
                                opts->overlong_drop, opts->pack_buffer, opts->seed, opts->shuffle,
                                err)) != FSDPC_OK)

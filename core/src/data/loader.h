@@ -47,6 +47,11 @@
  * pad_id tokens, labels -100, one doc id of their own. Examples longer than
  * T are cut to their first T tokens (overlong_drop 0) or left out (1).
  *
+ * Pairs (FSDPC_PACK_PAIRS, files marked FSDPC_TOKFILE_PAIRS by `fsdpc data
+ * prepare --format preference`): documents 2k, 2k+1 are a (chosen, rejected)
+ * pair and share one row (doc ids 0, 1; positions restart), so a micro-batch
+ * never splits a pair; a pair longer than T is dropped.
+ *
  * Not thread-safe: the loader caches the current epoch's permutation. It
  * borrows the token file, which must outlive it. */
 #ifndef FSDPC_DATA_LOADER_H
@@ -60,7 +65,7 @@
 #define FSDPC_IGNORE_INDEX (-100)
 
 enum { FSDPC_SPLIT_ALL = 0, FSDPC_SPLIT_TRAIN = 1, FSDPC_SPLIT_EVAL = 2 };
-enum { FSDPC_PACK_WINDOW = 0, FSDPC_PACK_EXAMPLES = 1, FSDPC_PACK_NONE = 2 };
+enum { FSDPC_PACK_WINDOW = 0, FSDPC_PACK_EXAMPLES = 1, FSDPC_PACK_NONE = 2, FSDPC_PACK_PAIRS = 3 };
 
 typedef struct fsdpc_loader_opts {
   int32_t seq_len;       /* T, >= 1 */

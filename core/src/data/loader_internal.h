@@ -20,6 +20,9 @@ typedef struct fsdpc_pack {
 fsdpc_status fsdpc__pack_bins(fsdpc_pack *p, const fsdpc_tokfile *tf, int64_t T, int sep, int none,
                               int overlong_drop, int64_t buffer, uint64_t seed, int shuffle,
                               fsdpc_err *err);
+/* Bins of one (chosen, rejected) pair each: documents 2k, 2k+1 (pack.c). */
+fsdpc_status fsdpc__pack_pairs(fsdpc_pack *p, const fsdpc_tokfile *tf, int64_t T, uint64_t seed,
+                               int shuffle, fsdpc_err *err);
 void fsdpc__pack_free(fsdpc_pack *p);
 
 #endif

@@ -136,6 +136,57 @@ oom:
   return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory while packing examples", tf->path);
 }
 
+/* Pairs (preference files): documents 2k and 2k+1 (the chosen, then the
+ * rejected) share bin k, so a row holds one whole pair (doc ids 0 and 1);
+ * pairs are visited in a seeded order, and a pair longer than T is always
+ * dropped (cutting it would lose the rejected's targets). */
+fsdpc_status fsdpc__pack_pairs(fsdpc_pack *p, const fsdpc_tokfile *tf, int64_t T, uint64_t seed,
+                               int shuffle, fsdpc_err *err) {
+  memset(p, 0, sizeof *p);
+  int64_t D = fsdpc__tokfile_n_docs(tf), P = D / 2;
+  const uint64_t *off = tf->offsets;
+  if (D % 2 != 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: a preference file holds (chosen, rejected) pairs, but it has an odd "
+                       "number of documents (%lld); prepare it again",
+                       tf->path, (long long)D);
+  int64_t *order = malloc((size_t)(P > 0 ? P : 1) * sizeof *order);
+  p->bin_start = malloc((size_t)(P + 1) * sizeof *p->bin_start);
+  p->bin_docs = malloc((size_t)(D > 0 ? D : 1) * sizeof *p->bin_docs);
+  if (!order || !p->bin_start || !p->bin_docs) {
+    free(order);
+    fsdpc__pack_free(p);
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "%s: out of memory while packing pairs", tf->path);
+  }
+  for (int64_t k = 0; k < P; k++)
+    order[k] = k;
+  if (shuffle) {
+    fsdpc_rng rng;
+    uint64_t x = seed ^ 0x7061636B696E67ull; /* as fsdpc__pack_bins */
+    fsdpc__rng_seed(&rng, fsdpc__splitmix64(&x));
+    fsdpc__rng_shuffle_i64(&rng, order, P);
+  }
+  int64_t nb = 0;
+  p->bin_start[0] = 0;
+  for (int64_t k = 0; k < P; k++) {
+    int64_t d = 2 * order[k];
+    int64_t lc = (int64_t)(off[d + 1] - off[d]), lr = (int64_t)(off[d + 2] - off[d + 1]);
+    if (lc + lr > T || lc == 0 || lr == 0) {
+      p->dropped++;
+      continue;
+    }
+    p->bin_docs[2 * nb] = d;
+    p->bin_docs[2 * nb + 1] = d + 1;
+    nb++;
+    p->bin_start[nb] = 2 * nb;
+    p->examples += 2;
+    p->tokens += lc + lr;
+  }
+  p->n_bins = nb;
+  free(order);
+  return FSDPC_OK;
+}
+
 void fsdpc__pack_free(fsdpc_pack *p) {
   free(p->bin_start);
   free(p->bin_docs);

@@ -38,17 +38,18 @@ void fsdpc__prepare_opts_default(fsdpc_prepare_opts *o) {
   o->template_kwargs_json = "";
 }
 
-static const char *const format_names[] = {"auto", "text", "instruction", "prompt_completion",
-                                           "chat"};
+static const char *const format_names[] = {"auto", "text",      "instruction", "prompt_completion",
+                                           "chat", "preference"};
+enum { N_FORMATS = sizeof format_names / sizeof format_names[0] };
 
 int fsdpc__prepare_format_parse(const char *s) {
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < N_FORMATS; i++)
     if (strcmp(s, format_names[i]) == 0)
       return i;
   return -1;
 }
 const char *fsdpc__prepare_format_name(int f) {
-  return f >= 0 && f < 5 ? format_names[f] : "?";
+  return f >= 0 && f < N_FORMATS ? format_names[f] : "?";
 }
 int fsdpc__prepare_train_on_parse(const char *s) {
   if (strcmp(s, "assistant") == 0)
@@ -98,7 +99,8 @@ static fsdpc_status detect(const fsdpc_prepare_opts *o, int *format, fsdpc_err *
     fsdpc__escape_str(field, sizeof field, o->text_field);
     st = fsdpc__fail(err, FSDPC_INVALID_USAGE,
                      "%s:%lld: cannot tell the dataset format from the keys (%s): expected "
-                     "'messages'/'conversations' (chat), 'prompt'+'completion', "
+                     "'chosen'+'rejected' (preference), 'messages'/'conversations' (chat), "
+                     "'prompt'+'completion', "
                      "'instruction'+'output' or '%s' (text); set data.format and the "
                      "data.*_field names",
                      o->inputs[0], (long long)line.line_no,
@@ -167,6 +169,17 @@ static void show_example(FILE *f, const fsdpc_prep_ctx *c, const char *file, int
   fputc('\n', f);
 }
 
+static fsdpc_status add_doc(fsdpc_tokfile_writer *w, const fsdpc_prep_example *ex,
+                            fsdpc_prepare_stats *st, fsdpc_err *err) {
+  int64_t t = 0; /* trained on: the first token is predicted by nothing */
+  for (int64_t k = 1; k < ex->n; k++)
+    t += ex->mask[k];
+  st->examples++;
+  st->tokens += ex->n;
+  st->target_tokens += t;
+  return w ? fsdpc__tokfile_writer_add_doc(w, ex->ids, ex->mask, ex->n, err) : FSDPC_OK;
+}
+
 static fsdpc_status load_tools(const fsdpc_prepare_opts *o, int format, fsdpc_prep_ctx *c,
                                fsdpc_tokenizer **tok, fsdpc_chat_template **tmpl, fsdpc_err *err) {
   FSDPC_TRY(fsdpc__tokenizer_load(o->tokenizer, tok, err));
@@ -181,12 +194,23 @@ static fsdpc_status load_tools(const fsdpc_prepare_opts *o, int format, fsdpc_pr
   int want = format == FSDPC_FORMAT_CHAT ||
              (o->chat_template[0] &&
               (format == FSDPC_FORMAT_INSTRUCTION || format == FSDPC_FORMAT_PROMPT_COMPLETION));
+  /* preference: conversational rows need the template, plain ones do not;
+   * when it does not load, a conversational row says why */
+  int optional = format == FSDPC_FORMAT_PREFERENCE && !o->chat_template[0];
+  if (format == FSDPC_FORMAT_PREFERENCE)
+    want = o->chat_template[0] || strcmp(o->tokenizer, "byte") != 0;
   if (!want)
     return FSDPC_OK;
   char dir[4096];
   model_dir_of(o->tokenizer, dir, sizeof dir);
-  FSDPC_TRY(fsdpc__chat_template_load(dir, o->chat_template[0] ? o->chat_template : NULL,
-                                      o->template_name[0] ? o->template_name : NULL, tmpl, err));
+  fsdpc_err terr = {0};
+  fsdpc_status ts = fsdpc__chat_template_load(dir, o->chat_template[0] ? o->chat_template : NULL,
+                                              o->template_name[0] ? o->template_name : NULL, tmpl,
+                                              optional ? &terr : err);
+  if (ts != FSDPC_OK && !optional)
+    return ts;
+  if (ts != FSDPC_OK)
+    snprintf(c->tmpl_why, sizeof c->tmpl_why, "%.500s", terr.msg);
   c->tmpl = *tmpl;
   return fsdpc__prep_kwargs(o, &c->kwargs, err);
 }
@@ -217,7 +241,9 @@ fsdpc_status fsdpc__prepare(const fsdpc_prepare_opts *o, fsdpc_prepare_stats *st
     goto done;
   if (!o->dry_run && (s = fsdpc__tokfile_writer_create(
                           o->out, (uint32_t)fsdpc__tokenizer_vocab_size(tok), (uint32_t)c.eos,
-                          FSDPC_TOKFILE_HAS_MASK | FSDPC_TOKFILE_EXAMPLES, &w, err)) != FSDPC_OK)
+                          FSDPC_TOKFILE_HAS_MASK | FSDPC_TOKFILE_EXAMPLES |
+                              (format == FSDPC_FORMAT_PREFERENCE ? FSDPC_TOKFILE_PAIRS : 0),
+                          &w, err)) != FSDPC_OK)
     goto done;
   if (w && o->tag)
     fsdpc__tokfile_writer_set_tag(w, o->tag);
@@ -251,21 +277,18 @@ fsdpc_status fsdpc__prepare(const fsdpc_prepare_opts *o, fsdpc_prepare_stats *st
         }
         if (ex->text && shown < o->show) {
           show_example(show_to, &c, file, lines[i].line_no, ex);
+          if (ex->pair && ex->pair->text)
+            show_example(show_to, &c, file, lines[i].line_no, ex->pair);
           shown++;
         }
         if (ex->copies == 0) {
           st->weight_zero++;
           continue;
         }
-        int64_t t = 0; /* trained on: the first token is predicted by nothing */
-        for (int64_t k = 1; k < ex->n; k++)
-          t += ex->mask[k];
         for (int64_t k = 0; k < ex->copies && s == FSDPC_OK; k++) {
-          if (w)
-            s = fsdpc__tokfile_writer_add_doc(w, ex->ids, ex->mask, ex->n, err);
-          st->examples++;
-          st->tokens += ex->n;
-          st->target_tokens += t;
+          s = add_doc(w, ex, st, err);
+          if (s == FSDPC_OK && ex->pair) /* a preference pair: the rejected right after */
+            s = add_doc(w, ex->pair, st, err);
         }
       }
       for (int i = 0; i < n; i++)

@@ -23,7 +23,10 @@ enum {
   FSDPC_FORMAT_TEXT = 1,
   FSDPC_FORMAT_INSTRUCTION = 2,
   FSDPC_FORMAT_PROMPT_COMPLETION = 3,
-  FSDPC_FORMAT_CHAT = 4
+  FSDPC_FORMAT_CHAT = 4,
+  /* TRL's preference rows (prompt, chosen, rejected): two examples each,
+   * written as a pair (FSDPC_TOKFILE_PAIRS); prepare_pref.c */
+  FSDPC_FORMAT_PREFERENCE = 5
 };
 
 typedef struct fsdpc_prepare_opts {
@@ -74,7 +77,8 @@ typedef struct fsdpc_prepare_stats {
 } fsdpc_prepare_stats;
 
 void fsdpc__prepare_opts_default(fsdpc_prepare_opts *o);
-/* Parses "text", "instruction", "prompt_completion", "chat" ("auto" = AUTO). */
+/* Parses "text", "instruction", "prompt_completion", "chat", "preference"
+ * ("auto" = AUTO). */
 int fsdpc__prepare_format_parse(const char *s);
 const char *fsdpc__prepare_format_name(int format);
 /* Parses "assistant", "all", "last_assistant"; -1 if none. */

@@ -52,7 +52,7 @@ static int tb_str(textbuf *b, const char *s, int target) {
 
 /* ---- errors ------------------------------------------------------------- */
 
-static void bad(fsdpc_prep_example *ex, const char *file, int64_t line, const char *fmt, ...) {
+void fsdpc__prep_bad(fsdpc_prep_example *ex, const char *file, int64_t line, const char *fmt, ...) {
   char what[768];
   va_list ap;
   va_start(ap, fmt);
@@ -85,14 +85,16 @@ static const char *str_field(fsdpc_prep_example *ex, const char *file, int64_t l
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, name);
   if (!v || cJSON_IsNull(v)) {
     if (required)
-      bad(ex, file, line,
+      fsdpc__prep_bad(
+          ex, file, line,
           "missing field '%s' (the %s format needs it; if your data names it differently set "
           "data.%s_field)",
           name, fmt_name, key);
     return NULL;
   }
   if (!cJSON_IsString(v)) {
-    bad(ex, file, line, "%s: expected a string, got %s", name, fsdpc__prep_type_name(v));
+    fsdpc__prep_bad(ex, file, line, "%s: expected a string, got %s", name,
+                    fsdpc__prep_type_name(v));
     return NULL;
   }
   return v->valuestring;
@@ -104,6 +106,8 @@ int fsdpc__prep_detect(const fsdpc_prepare_opts *o, const cJSON *obj) {
   if (!cJSON_IsObject(obj))
     return FSDPC_FORMAT_AUTO;
 #define HAS(k) (cJSON_GetObjectItemCaseSensitive(obj, (k)) != NULL)
+  if (HAS("chosen") && HAS("rejected"))
+    return FSDPC_FORMAT_PREFERENCE;
   if (HAS(o->messages_field) || HAS("messages") || HAS("conversations"))
     return FSDPC_FORMAT_CHAT;
   if (HAS(o->prompt_field) && HAS(o->completion_field))
@@ -190,7 +194,7 @@ static int render(const fsdpc_prep_ctx *c, fsdpc_prep_example *ex, const char *f
     int oom;
     *msgs = fsdpc__prep_messages(obj, o->messages_field, why, sizeof why, &oom);
     if (!*msgs && !oom)
-      bad(ex, file, line, "%s", why);
+      fsdpc__prep_bad(ex, file, line, "%s", why);
     return *msgs != NULL;
   }
   }
@@ -222,9 +226,22 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_
                          int keep_text, fsdpc_prep_example *ex) {
   memset(ex, 0, sizeof *ex);
   ex->copies = 1;
-  int64_t line_no = line->line_no;
   cJSON *obj = NULL; /* parsed as Python does (data/jsonl.h) */
   ex->st = fsdpc__jsonl_parse(file, line, &obj, &ex->err);
+  if (!obj)
+    return;
+  if (!cJSON_IsObject(obj))
+    fsdpc__prep_bad(ex, file, line->line_no, "expected a JSON object per line, got %s",
+                    fsdpc__prep_type_name(obj));
+  else if (c->format == FSDPC_FORMAT_PREFERENCE)
+    fsdpc__prep_pair(c, file, line->line_no, obj, keep_text, ex);
+  else
+    fsdpc__prep_example_obj(c, file, line->line_no, obj, keep_text, ex);
+  cJSON_Delete(obj);
+}
+
+void fsdpc__prep_example_obj(const fsdpc_prep_ctx *c, const char *file, int64_t line_no,
+                             const cJSON *obj, int keep_text, fsdpc_prep_example *ex) {
   textbuf tb = {0};
   cJSON *msgs = NULL, *owned = NULL, *ctx_owned = NULL;
   char *rtext = NULL;
@@ -234,17 +251,12 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_
   int32_t *ids = NULL;
   size_t(*off)[2] = NULL;
   int64_t n = 0;
-  if (!obj)
-    goto done;
-  if (!cJSON_IsObject(obj)) {
-    bad(ex, file, line_no, "expected a JSON object per line, got %s", fsdpc__prep_type_name(obj));
-    goto done;
-  }
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(obj, "weight");
   if (w) {
     double v = cJSON_IsNumber(w) ? w->valuedouble : -1;
     if (!(v >= 0 && v <= 1000 && floor(v) == v)) {
-      bad(ex, file, line_no,
+      fsdpc__prep_bad(
+          ex, file, line_no,
           "weight: expected a whole number 0..1000 (an example of weight k is trained on k "
           "times per epoch; 0 leaves it out), got %s",
           cJSON_IsNumber(w) ? "a fraction or out-of-range number" : fsdpc__prep_type_name(w));
@@ -260,7 +272,8 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_
   }
   if (msgs) {
     if (!c->tmpl) {
-      bad(ex, file, line_no, "the chat format needs a chat template (data.chat_template)");
+      fsdpc__prep_bad(ex, file, line_no,
+                      "the chat format needs a chat template (data.chat_template)");
       goto done;
     }
     fsdpc_err rerr = {0};
@@ -272,13 +285,13 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_
     if (r == -2)
       goto oom;
     if (r) {
-      bad(ex, file, line_no, "%s", why);
+      fsdpc__prep_bad(ex, file, line_no, "%s", why);
       goto done;
     }
     fsdpc_chat_opts copts = {0, c->o->train_on, c->o->train_on_reasoning};
     if (fsdpc__chat_render_ctx(c->tmpl, msgs, &cctx, &copts, &rtext, &rlen, &spans, &ns, &rerr) !=
         FSDPC_OK) {
-      bad(ex, file, line_no, "chat template: %s", rerr.msg);
+      fsdpc__prep_bad(ex, file, line_no, "chat template: %s", rerr.msg);
       goto done;
     }
   } else {
@@ -291,7 +304,7 @@ void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_
       FSDPC_OK) {
     char m[sizeof ex->err.msg];
     snprintf(m, sizeof m, "%s", ex->err.msg);
-    bad(ex, file, line_no, "%s", m);
+    fsdpc__prep_bad(ex, file, line_no, "%s", m);
     goto done;
   }
   /* Formats rendered without a template get BOS (when the tokenizer adds
@@ -336,10 +349,13 @@ done:
   cJSON_Delete(msgs);
   cJSON_Delete(owned);
   cJSON_Delete(ctx_owned);
-  cJSON_Delete(obj);
 }
 
 void fsdpc__prep_example_free(fsdpc_prep_example *ex) {
+  if (ex->pair) {
+    fsdpc__prep_example_free(ex->pair);
+    free(ex->pair);
+  }
   free(ex->ids);
   free(ex->mask);
   free(ex->text);

@@ -20,9 +20,12 @@ typedef struct fsdpc_prep_ctx {
   int add_bos;                     /* prepend BOS (formats without a template) */
   int32_t bos, eos;
   cJSON *kwargs; /* the dataset's template kwargs (an object), or NULL */
+  char tmpl_why[512]; /* preference: why the optional template did not load */
+  const cJSON *row;   /* preference: the row being converted (prepare_pref.c) */
 } fsdpc_prep_ctx;
 
-typedef struct fsdpc_prep_example {
+typedef struct fsdpc_prep_example fsdpc_prep_example;
+struct fsdpc_prep_example {
   int32_t *ids;  /* (n) */
   uint8_t *mask; /* (n) 0/1 */
   int64_t n;
@@ -34,7 +37,9 @@ typedef struct fsdpc_prep_example {
   size_t (*offsets)[2];
   fsdpc_status st; /* != OK: err says file:line: what */
   fsdpc_err err;
-} fsdpc_prep_example;
+  /* preference: this example is the chosen, pair the rejected (owned) */
+  fsdpc_prep_example *pair;
+};
 
 /* The dataset's template kwargs as a JSON object (NULL when there are
  * none): data.template_kwargs' YAML scalars typed as YAML reads them
@@ -57,7 +62,16 @@ int fsdpc__prep_detect(const fsdpc_prepare_opts *o, const cJSON *obj);
  * success). */
 void fsdpc__prep_example(const fsdpc_prep_ctx *c, const char *file, const fsdpc_jsonl_line *line,
                          int keep_text, fsdpc_prep_example *ex);
+/* The same from a parsed JSON object (c->format other than PREFERENCE). */
+void fsdpc__prep_example_obj(const fsdpc_prep_ctx *c, const char *file, int64_t line_no,
+                             const cJSON *obj, int keep_text, fsdpc_prep_example *ex);
+/* prepare_pref.c: a preference row: ex the chosen, ex->pair the rejected. */
+void fsdpc__prep_pair(const fsdpc_prep_ctx *c, const char *file, int64_t line_no, const cJSON *obj,
+                      int keep_text, fsdpc_prep_example *ex);
 void fsdpc__prep_example_free(fsdpc_prep_example *ex);
+/* ex->st and ex->err: "FILE:LINE: what" (a bad example, one line). */
+void fsdpc__prep_bad(fsdpc_prep_example *ex, const char *file, int64_t line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* "a string", "a number", ..., "nothing" (NULL): for error messages. */
 const char *fsdpc__prep_type_name(const cJSON *v);
 

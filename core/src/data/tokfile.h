@@ -37,7 +37,11 @@
  * document and, with packing "examples" or "none", never splits one.
  * Readers older than this bit refuse the file ("unknown flags"). */
 #define FSDPC_TOKFILE_EXAMPLES 2u
-#define FSDPC_TOKFILE_KNOWN_FLAGS (FSDPC_TOKFILE_HAS_MASK | FSDPC_TOKFILE_EXAMPLES)
+/* flags bit 2: documents 2k, 2k+1 are a preference pair (chosen, rejected),
+ * trained by a preference objective (loader.h, "Pairs"). */
+#define FSDPC_TOKFILE_PAIRS 4u
+#define FSDPC_TOKFILE_KNOWN_FLAGS                                                                  \
+  (FSDPC_TOKFILE_HAS_MASK | FSDPC_TOKFILE_EXAMPLES | FSDPC_TOKFILE_PAIRS)
 
 typedef struct fsdpc_tokfile_header {
   char magic[8];        /* "FSDPCTOK", no NUL */

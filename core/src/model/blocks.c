@@ -40,9 +40,18 @@ static fsdpc_status head_work(fsdpc_model_ctx *m, const void *norm_w, const void
   OP(rmsnorm_fwd, m->xn, m->rstdf, x, norm_w, N, C, s->eps, err);
   if (s->logits_div != 1.0f)
     OP(scale, m->xn, (size_t)N * C, 1.0f / s->logits_div, err);
-  OP(lmhead_xent, m->loss2, bwd ? m->dtmp : NULL, bwd ? dhead_w : NULL, m->xn, head_w, m->labels, N,
-     C, s->V, grad_scale, m->chunk_rows, m->logits_bf16, m->xent_scratch, m->xent_scratch_bytes,
-     err);
+  if (m->row_loss && !m->ops->lmhead_xent_rows)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "this device's ops have no per-token cross-entropy (lmhead_xent_rows), "
+                       "which objectives on sequence log-probs need: train them on the CPU");
+  if (m->row_loss)
+    OP(lmhead_xent_rows, m->loss2, m->row_loss, bwd ? m->row_seed : NULL, bwd ? m->dtmp : NULL,
+       bwd ? dhead_w : NULL, m->xn, head_w, m->labels, N, C, s->V, m->chunk_rows, m->logits_bf16,
+       m->xent_scratch, m->xent_scratch_bytes, err);
+  else
+    OP(lmhead_xent, m->loss2, bwd ? m->dtmp : NULL, bwd ? dhead_w : NULL, m->xn, head_w, m->labels,
+       N, C, s->V, grad_scale, m->chunk_rows, m->logits_bf16, m->xent_scratch,
+       m->xent_scratch_bytes, err);
   if (bwd && !dnorm_w) { /* a frozen norm (LoRA): its weight gradient is discarded */
     OP(memset0, m->dnorm_sink, (size_t)C * sizeof(float), err);
     dnorm_w = m->dnorm_sink;
@@ -92,6 +101,11 @@ fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
   *loss_sum = l2[0];
   *count = (int64_t)l2[1];
   return FSDPC_OK;
+}
+
+void fsdpc__model_set_rows(fsdpc_model_ctx *m, double *row_loss, const float *row_seed) {
+  m->row_loss = row_loss;
+  m->row_seed = row_seed;
 }
 
 void fsdpc__model_defer_loss(fsdpc_model_ctx *m, int on) {

@@ -117,6 +117,9 @@ struct fsdpc_model_ctx {
   double *loss_host;             /* (2 * loss_cap) pinned host memory, or NULL */
   int loss_cap, loss_n, defer_loss;
   int grad_overwrite;            /* fsdpc__model_grad_overwrite */
+  /* fsdpc__model_set_rows: per-token losses and seeds (sequence objectives) */
+  double *row_loss;
+  const float *row_seed;
   /* Memory (fsdpc__model_mem): carved from the block blk in order, or
    * counted only (counting: fsdpc__model_ctx_arena_bytes), or from ops. */
   char *blk;
@@ -143,6 +146,7 @@ struct fsdpc_model_ctx {
   float *dnorm_sink;       /* (C) weight grads of a frozen norm, discarded */
   uint64_t lora_round;     /* dropout round of this micro-batch */
   int lora_train;          /* dropout on */
+  int lora_off;            /* fsdpc__model_set_lora_off: the base model alone */
   uint64_t lora_bytes;
 
   uint64_t bytes;                /* everything above */

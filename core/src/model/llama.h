@@ -241,6 +241,12 @@ fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
  * passed the step (a sync), fsdpc__model_deferred_losses adds the deferred
  * losses to *loss_sum and *count in micro-batch order and forgets them. */
 void fsdpc__model_defer_loss(fsdpc_model_ctx *m, int on);
+/* Sequence objectives: while row_loss is set (host, N), head_fwd_bwd
+ * writes each token's -log p(label) there (0 where ignored) and seeds its
+ * backward with row_seed[i] * (softmax - onehot) (host, N) instead of
+ * grad_scale; NULL, NULL returns to the mean-loss seed. Needs the ops
+ * table's lmhead_xent_rows. */
+void fsdpc__model_set_rows(fsdpc_model_ctx *m, double *row_loss, const float *row_seed);
 void fsdpc__model_deferred_losses(fsdpc_model_ctx *m, double *loss_sum, int64_t *count);
 /* on = 1 (where the ops table has grad_overwrite; else a no-op): until it
  * is turned off, layer_bwd and head_fwd_bwd WRITE the decoder layers', the

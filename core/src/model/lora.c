@@ -241,6 +241,10 @@ void fsdpc__model_set_lora_round(fsdpc_model_ctx *m, uint64_t round, int trainin
   m->lora_train = training;
 }
 
+void fsdpc__model_set_lora_off(fsdpc_model_ctx *m, int off) {
+  m->lora_off = off;
+}
+
 /* ---- forward and backward ---- */
 
 static uint64_t mask_key(const fsdpc_model_ctx *m, int l, int j) {
@@ -275,7 +279,7 @@ fsdpc_status fsdpc__lora_apply(const fsdpc_ops *ops, const fsdpc_lora *lo, int j
 
 fsdpc_status fsdpc__lora_fwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w,
                              void *const *ys, const void *x, fsdpc_err *err) {
-  if (!m->has_lora || !w->lora_a[j])
+  if (!m->has_lora || m->lora_off || !w->lora_a[j])
     return FSDPC_OK;
   int in, out, N = m->N;
   fsdpc__lora_dims(&m->s, j, &in, &out);

@@ -86,6 +86,9 @@ void fsdpc__model_set_lora_round(fsdpc_model_ctx *m, uint64_t round, int trainin
 
 /* ys[p] (N, rows[p]) += s * B_p(A(drop(x))) for projection j of layer l
  * (fsdpc__lora_parts); a no-op when it has no adapter. */
+/* off = 1: forwards run without the adapters (a preference objective's
+ * reference model, as TRL's disable_adapter); forward only. */
+void fsdpc__model_set_lora_off(fsdpc_model_ctx *m, int off);
 fsdpc_status fsdpc__lora_fwd(fsdpc_model_ctx *m, int l, int j, const fsdpc_layer_w *w,
                              void *const *ys, const void *x, fsdpc_err *err);
 /* The same without dropout on any N rows, u (N, r) a scratch: ys[p] += s *

@@ -142,6 +142,8 @@ void fsdpc__dataset_loader_opts(const fsdpc_config *c, const fsdpc_tokfile *tf,
   int packing = c->data.packing;
   if (packing == FSDPC_DATA_PACKING_AUTO)
     packing = (tf->hdr.flags & FSDPC_TOKFILE_EXAMPLES) ? FSDPC_PACK_EXAMPLES : FSDPC_PACK_WINDOW;
+  if (tf->hdr.flags & FSDPC_TOKFILE_PAIRS) /* one pair per row, whatever data.packing */
+    packing = FSDPC_PACK_PAIRS;
   lo->packing = packing;
   lo->overlong_drop = c->data.overlong == FSDPC_DATA_OVERLONG_DROP;
 }
@@ -156,7 +158,7 @@ fsdpc_status fsdpc__dataset_plan(const fsdpc_config *c, const fsdpc_loader *ld, 
     return FSDPC_OK;
   fsdpc_loader_stats ls;
   fsdpc__loader_stats(ld, &ls);
-  static const char *const pk[] = {"window", "examples", "none"};
+  static const char *const pk[] = {"window", "examples", "none", "pairs"};
   FSDPC_LOGI("data: %lld examples, %lld tokens, %lld target tokens; %lld windows of %lld "
              "(%s packing)",
              (long long)ls.examples, (long long)ls.tokens, (long long)ls.target_tokens,

@@ -18,6 +18,8 @@ static fsdpc_status train_step(fsdpc_session *s, int64_t step, double *loss, dou
                                double *gnorm, fsdpc_err *err) {
   int rank = s->env.rank, world = s->env.world_size;
   int64_t count = 0;
+  if (s->objective.seq) /* preference pairs: every row holds targets */
+    return fsdpc__pref_train_step(s, step, loss, lr, gnorm, err);
   s->objective.have_metrics = 0;
   FSDPC_TRY(fsdpc__loader_count_labels(s->train_ld, step, s->plan->modes.batch.global, &count, err));
   if (count == 0) {

@@ -52,6 +52,30 @@ static fsdpc_status metric_names(fsdpc_train_objective *o, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
+/* What the step loop for sequence log-probs supports (docs/objectives.md,
+ * 'Status'): the CPU, and a reference from LoRA's base or precomputed. */
+static fsdpc_status seq_supported(const fsdpc_config *cfg, fsdpc_train_objective *o,
+                                  const char *who, fsdpc_err *err) {
+  const fsdpc_objective_v1 *v = o->comp->vtable;
+  if (cfg->train.device != FSDPC_DEVICE_CPU)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "objective.name: %s trains on sequence log-probs, which this fsdpc "
+                       "computes on the CPU only so far (train.device: cpu; docs/objectives.md, "
+                       "'Status')",
+                       who);
+  o->seq = 1;
+  o->needs_ref = v->needs_ref != 0;
+  o->precompute = o->needs_ref && cfg->objective.reference == FSDPC_OBJ_REF_PRECOMPUTE;
+  if (o->needs_ref && !o->precompute && cfg->peft.method != FSDPC_PEFT_LORA)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "objective.name: %s needs a reference model: with a full fine-tune set "
+                       "objective.reference: precompute (reference log-probs from the initial "
+                       "weights before the first step), or train LoRA adapters (peft.method: "
+                       "lora; the reference is the base with the adapters off)",
+                       who);
+  return FSDPC_OK;
+}
+
 fsdpc_status fsdpc__objective_open(const fsdpc_config *cfg, fsdpc_registry *reg,
                                    fsdpc_train_objective *out, fsdpc_err *err) {
   memset(out, 0, sizeof *out);
@@ -65,12 +89,8 @@ fsdpc_status fsdpc__objective_open(const fsdpc_config *cfg, fsdpc_registry *reg,
     FSDPC_TRY(fsdpc__opts_validate(cfg->objective.options, d->options, d->n_options, who, err));
   const fsdpc_objective_v1 *v = out->comp->vtable;
   if (v->input == FSDPC_OBJ_INPUT_SEQ_LOGPS)
-    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "objective.name: %s trains on sequence log-probs of preference pairs, which "
-                       "this fsdpc's step loop does not compute yet (docs/objectives.md, "
-                       "'Status'); use objective.name: sft",
-                       who);
-  if (v->input != FSDPC_OBJ_INPUT_TOKENS)
+    FSDPC_TRY(seq_supported(cfg, out, who, err));
+  if (v->input != FSDPC_OBJ_INPUT_TOKENS && v->input != FSDPC_OBJ_INPUT_SEQ_LOGPS)
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                        "objective.name: %s asks for input %d, which this fsdpc does not know "
                        "(from %s): update fsdpc",
@@ -112,5 +132,16 @@ fsdpc_status fsdpc__objective_token_loss(fsdpc_train_objective *o, double loss_s
   FSDPC_TRY(token_call(o, FSDPC_OBJ_WANT_LOSS, loss_sum, n_tokens, o->metrics, &res, err));
   *loss = res.loss;
   o->have_metrics = o->n_metrics > 0;
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__objective_seq(const fsdpc_train_objective *o, const fsdpc_obj_batch *in,
+                                  double *loss, double *dlogps, double *metrics, fsdpc_err *err) {
+  const fsdpc_objective_v1 *v = o->comp->vtable;
+  fsdpc_obj_result res = {.struct_size = sizeof res, .dlogps = dlogps, .metrics = metrics};
+  int32_t r = v->compute(o->obj, in, &res);
+  if (r != FSDPC_OK)
+    return fsdpc__plugin_fail(o->comp, r, err);
+  *loss = res.loss;
   return FSDPC_OK;
 }

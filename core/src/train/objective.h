@@ -17,11 +17,15 @@ typedef struct fsdpc_train_objective {
   const char *metric_names[FSDPC_OBJ_MAX_METRICS]; /* the plugin's strings */
   double metrics[FSDPC_OBJ_MAX_METRICS];           /* the last step's values */
   int have_metrics; /* the last step computed them (not a skipped step) */
+  int seq;          /* input FSDPC_OBJ_INPUT_SEQ_LOGPS (train/pref_step.c) */
+  int needs_ref;    /* seq: the objective wants reference log-probs */
+  int precompute;   /* seq: objective.reference precompute */
 } fsdpc_train_objective;
 
 /* Selects objective.name from reg, validates objective.options and
- * creates the objective. Refuses, in one line, an objective whose input
- * this training loop does not compute (sequence log-probs). */
+ * creates the objective. Refuses, in one line, an objective on sequence
+ * log-probs off the CPU, or one that needs a reference for a full
+ * fine-tune without objective.reference: precompute. */
 fsdpc_status fsdpc__objective_open(const fsdpc_config *cfg, fsdpc_registry *reg,
                                    fsdpc_train_objective *out, fsdpc_err *err);
 void fsdpc__objective_close(fsdpc_train_objective *o);
@@ -33,5 +37,11 @@ fsdpc_status fsdpc__objective_token_weight(const fsdpc_train_objective *o, int64
                                            double *weight, fsdpc_err *err);
 fsdpc_status fsdpc__objective_token_loss(fsdpc_train_objective *o, double loss_sum,
                                          int64_t n_tokens, double *loss, fsdpc_err *err);
+
+/* Sequence objectives: one call (in->want says what), the call's share
+ * of the loss, dlogps (n_seqs) and metric sums (n_metrics) into the
+ * caller's arrays. */
+fsdpc_status fsdpc__objective_seq(const fsdpc_train_objective *o, const fsdpc_obj_batch *in,
+                                  double *loss, double *dlogps, double *metrics, fsdpc_err *err);
 
 #endif

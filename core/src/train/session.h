@@ -36,6 +36,8 @@ typedef struct fsdpc_startup {
   const char *weights_how;
 } fsdpc_startup;
 
+typedef struct fsdpc_pref_state fsdpc_pref_state;
+
 typedef struct fsdpc_session {
   fsdpc_config *cfg;           /* borrowed */
   fsdpc_run_plan *plan;        /* what this run is: shape, plugins, groups, batch geometry */
@@ -51,6 +53,7 @@ typedef struct fsdpc_session {
   fsdpc_loader *train_ld, *eval_ld; /* eval_ld NULL = no evaluation */
   fsdpc_schedule sched;
   fsdpc_train_objective objective; /* objective.name (not for evaluation-only sessions) */
+  fsdpc_pref_state *pref;          /* sequence objectives' step buffers (pref_step.c), or NULL */
   int32_t *tokens, *labels, *doc_ids; /* (micro, seq_len) */
   int use_doc_ids; /* document masking: data.document_masking or packed examples */
   int examples;    /* whole examples (packing examples/none): no EOS before a prompt */
@@ -169,5 +172,11 @@ void fsdpc__report_step(fsdpc_session *s, int64_t step, double loss, double lr, 
  * over the run, host RSS peak, shard bytes and communication totals (what
  * `fsdpc bench` reads). */
 fsdpc_status fsdpc__report_rank_summary(fsdpc_session *s, fsdpc_err *err);
+
+/* pref_step.c: one optimizer step of an objective on sequence log-probs
+ * (preference pairs), and its buffers' release. */
+fsdpc_status fsdpc__pref_train_step(fsdpc_session *s, int64_t step, double *loss, double *lr,
+                                    double *gnorm, fsdpc_err *err);
+void fsdpc__pref_free(fsdpc_pref_state *p);
 
 #endif

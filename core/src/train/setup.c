@@ -21,6 +21,30 @@
 #include "util/log.h"
 #include "util/mem.h"
 
+/* Preference pairs and objectives on sequence log-probs go together
+ * (docs/objectives.md); an evaluation-only session reads either. */
+static fsdpc_status check_pairs(const fsdpc_session *s, const char *path, int pairs,
+                                fsdpc_err *err) {
+  const fsdpc_config *c = s->cfg;
+  if (!s->objective.comp)
+    return FSDPC_OK;
+  if (pairs && !s->objective.seq)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s holds preference pairs, which objective.name '%s' does not train on; "
+                       "set objective.name: dpo (or ipo, hinge, simpo, orpo)",
+                       path, c->objective.name);
+  if (!pairs && s->objective.seq)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "objective.name '%s' trains on (chosen, rejected) pairs, and %s holds none; "
+                       "prepare them with `fsdpc data prepare --format preference`",
+                       c->objective.name, path);
+  if (pairs && c->data.packing != FSDPC_DATA_PACKING_AUTO)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s holds preference pairs, one pair a row: leave data.packing at auto",
+                       path);
+  return FSDPC_OK;
+}
+
 static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
   const fsdpc_config *c = s->cfg;
   char train_path[4096], eval_path[4096];
@@ -41,6 +65,7 @@ static fsdpc_status open_data(fsdpc_session *s, fsdpc_err *err) {
   lo.seed = (uint64_t)c->data.seed;
   lo.shuffle = c->data.shuffle;
   fsdpc__dataset_loader_opts(c, s->train_tf, &lo);
+  FSDPC_TRY(check_pairs(s, train_path, lo.packing == FSDPC_PACK_PAIRS, err));
   s->examples = lo.packing != FSDPC_PACK_WINDOW;
   s->use_doc_ids = c->data.document_masking || s->examples;
   int held_out = !c->data.eval[0] && c->data.eval_fraction > 0.0;
@@ -305,6 +330,7 @@ void fsdpc__session_destroy(fsdpc_session *s) {
   fsdpc__dist_destroy(&s->dist);
   fsdpc__dist_job_stop(s->job);
   fsdpc__objective_close(&s->objective); /* before the registry that holds its plugin */
+  fsdpc__pref_free(s->pref);
   fsdpc__run_plan_destroy(s->plan);
   fsdpc__fault_disarm();
 #ifdef FSDPC_WITH_CUDA

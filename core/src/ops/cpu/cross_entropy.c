@@ -41,14 +41,12 @@ static double xent_row(float *logits, int label, int V, float grad_scale, int wa
   return loss;
 }
 
-void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
-                            float *dx,             // (N, C) =, or NULL
-                            float *dweight,        // (V, C) +=, or NULL
-                            const float *x,        // (N, C) final-norm output
-                            const float *weight,   // (V, C) lm_head
-                            const int32_t *labels, // (N)
-                            int N, int C, int V, float grad_scale, int chunk_rows, int logits_bf16,
-                            float *scratch /* (chunk_rows, V) */) {
+/* Both entry points: row_seed (N) replaces grad_scale row by row when
+ * given; row_loss (N) receives each row's loss (0 for an ignored row). */
+static void lmhead_xent(double *loss_sum, int64_t *count, double *row_loss, const float *row_seed,
+                        float *dx, float *dweight, const float *x, const float *weight,
+                        const int32_t *labels, int N, int C, int V, float grad_scale,
+                        int chunk_rows, int logits_bf16, float *scratch) {
   double total = 0.0;
   int64_t counted = 0;
   int want_grad = dx != NULL || dweight != NULL;
@@ -78,13 +76,16 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
       if (logits_bf16) /* each row by its own thread */
         for (int v = 0; v < V; v++)
           row[v] = fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(row[v]));
-      rowloss[r] = xent_row(row, label, V, grad_scale, want_grad);
+      rowloss[r] = xent_row(row, label, V, row_seed ? row_seed[r0 + r] : grad_scale, want_grad);
     }
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++) {
+      if (row_loss)
+        row_loss[r0 + r] = rowloss[r] >= 0.0 ? rowloss[r] : 0.0;
       if (rowloss[r] >= 0.0) {
         total += rowloss[r];
         counted++;
       }
+    }
     if (dx != NULL) {
       /* (R, V) @ (V, C) */
       fsdpc__cpu_sgemm(0, 0, R, C, V, scratch, V, weight, C, 0.0f, dx + (size_t)r0 * C, C);
@@ -98,6 +99,23 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
     memset(dx, 0, (size_t)N * C * sizeof(float));
   *loss_sum = total;
   *count = counted;
+}
+
+void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count, float *dx, float *dweight,
+                            const float *x, const float *weight, const int32_t *labels, int N,
+                            int C, int V, float grad_scale, int chunk_rows, int logits_bf16,
+                            float *scratch) {
+  lmhead_xent(loss_sum, count, NULL, NULL, dx, dweight, x, weight, labels, N, C, V, grad_scale,
+              chunk_rows, logits_bf16, scratch);
+}
+
+void fsdpc__cpu_lmhead_xent_rows(double *loss_sum, int64_t *count, double *row_loss,
+                                 const float *row_seed, float *dx, float *dweight, const float *x,
+                                 const float *weight, const int32_t *labels, int N, int C, int V,
+                                 int chunk_rows, int logits_bf16, float *scratch) {
+  int bwd = row_seed != NULL;
+  lmhead_xent(loss_sum, count, row_loss, row_seed, bwd ? dx : NULL, bwd ? dweight : NULL, x, weight,
+              labels, N, C, V, 0.0f, chunk_rows, logits_bf16, scratch);
 }
 
 void fsdpc__cpu_logits(float *out,          // (N, V)

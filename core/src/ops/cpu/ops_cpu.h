@@ -157,6 +157,14 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count,
                             const int32_t *labels, // (N)
                             int N, int C, int V, float grad_scale, int chunk_rows, int logits_bf16,
                             float *scratch /* (chunk_rows, V) */);
+/* The same with a seed per row (sequence objectives): row r's gradient is
+ * row_seed[r] * (softmax - onehot); row_seed NULL runs the forward only
+ * (dx, dweight untouched). row_loss (N) gets each row's -log p(label), 0
+ * for an ignored row. */
+void fsdpc__cpu_lmhead_xent_rows(double *loss_sum, int64_t *count, double *row_loss,
+                                 const float *row_seed, float *dx, float *dweight, const float *x,
+                                 const float *weight, const int32_t *labels, int N, int C, int V,
+                                 int chunk_rows, int logits_bf16, float *scratch);
 /* Logits for evaluation/generation: out = x @ weight^T. */
 void fsdpc__cpu_logits(float *out,          // (N, V)
                        const float *x,      // (N, C)

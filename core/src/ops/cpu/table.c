@@ -199,6 +199,20 @@ static fsdpc_status cpu_lmhead_xent(void *ctx, double *out2, void *dx, float *dw
   out2[1] = (double)count;
   return FSDPC_OK;
 }
+static fsdpc_status cpu_lmhead_xent_rows(void *ctx, double *out2, double *row_loss,
+                                         const float *row_seed, void *dx, float *dweight,
+                                         const void *x, const void *weight, const int32_t *labels,
+                                         int N, int C, int V, int chunk_rows, int logits_bf16,
+                                         void *scratch, size_t scratch_bytes, fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  if (scratch_bytes < cpu_xent_scratch_bytes(N, V, chunk_rows, logits_bf16))
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "cross-entropy scratch too small");
+  int64_t count = 0;
+  fsdpc__cpu_lmhead_xent_rows(&out2[0], &count, row_loss, row_seed, dx, dweight, x, weight, labels,
+                              N, C, V, chunk_rows, logits_bf16, scratch);
+  out2[1] = (double)count;
+  return FSDPC_OK;
+}
 static fsdpc_status cpu_logits(void *ctx, float *out, const void *x, const void *weight, int N,
                                int C, int V, fsdpc_err *err) {
   CPU_TEAM(ctx);
@@ -329,6 +343,7 @@ static const fsdpc_ops cpu_ops = {
     /* .axpy = */ cpu_axpy,
     /* .fp8_matmul_fwd = */ cpu_fp8_matmul_fwd,
     /* .fp8_matmul_bwd = */ cpu_fp8_matmul_bwd,
+    /* .lmhead_xent_rows = */ cpu_lmhead_xent_rows,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

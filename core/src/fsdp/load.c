@@ -54,7 +54,9 @@ typedef struct loader {
 static fsdpc_status unit_segments(loader *L, int u, int *all_bf16, fsdpc_err *err) {
   fsdpc_engine *e = L->e;
   fsdpc_unit *un = &e->units[u];
-  uint64_t s0 = un->shard_offset, s1 = un->shard_offset + un->shard_numel, a, b;
+  /* an NF4 unit is read whole (quantized whole, then sharded as bytes) */
+  uint64_t s0 = un->nf4 ? 0 : un->shard_offset;
+  uint64_t s1 = un->nf4 ? un->flat_numel : un->shard_offset + un->shard_numel, a, b;
   L->n_segs = 0;
   *all_bf16 = 1;
   for (int i = 0, p; fsdpc__next_segment(e, un, s0, s1, &i, &p, &a, &b);) {
@@ -227,6 +229,17 @@ static fsdpc_status load_host(loader *L, fsdpc_err *err) {
       continue;
     FSDPC_TRY(unit_segments(L, u, &bf16, err));
     un->stage_stale = 1;
+    if (un->nf4) { /* the whole unit in fp32, quantized, this rank's bytes kept */
+      float *f = malloc((un->flat_numel + 1) * sizeof *f);
+      if (!f)
+        return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory loading unit %s", un->name);
+      fsdpc_status st = read_chunk(L, 0, un->flat_numel, f, 4, 1, err);
+      if (st == FSDPC_OK)
+        st = fsdpc__nf4_store(e, u, f, err);
+      free(f);
+      FSDPC_TRY(st);
+      continue;
+    }
     if (un->frozen && e->psize != sizeof(float)) { /* LoRA's offloaded base: bf16 */
       float *f = calloc(un->shard_numel + 1, sizeof *f);
       if (!f)

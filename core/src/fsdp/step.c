@@ -369,7 +369,7 @@ static fsdpc_status run(fsdpc_engine *e, int slot, const pass *x, fsdpc_err *err
                        e->inference ? "an engine for evaluation only" : "a step of other size");
   for (int i = 0; i < p->n; i++) {
     int arg = p->a[i].arg;
-    void *buf;
+    void *buf = NULL;
     switch ((fsdpc_act_op)p->a[i].op) {
     case FSDPC_ACT_FENCE_IN:
     case FSDPC_ACT_FENCE_FREE:

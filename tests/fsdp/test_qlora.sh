@@ -9,7 +9,8 @@
 #           at world 2 (FULL_SHARD: the 4-bit base resharded); the
 #           checkpoint holds the adapters only; the merged export's base is
 #           the NF4 dequantization of the unquantized init by the numpy
-#           reference (tests/quant/nf4_ref.py), bit for bit.
+#           reference (tests/quant/nf4_ref.py), bit for bit; the same
+#           weights loaded from an HF folder give the same export.
 source "$(dirname "$0")/../train/common.sh"
 CASE=${1:-equiv}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -93,6 +94,12 @@ for k, x in plain.items():
 assert nq == 3 * 7, nq
 print(f"merged: {nq} projections = nf4_ref's dequantization, the rest unquantized, bit for bit")
 PY
+  # quantize on load: the same base read from an HF folder (the plain run's
+  # merged fp32 export) gives the same 4-bit base, so the same merged export
+  run mh "${LORA[@]}" "${Q[@]}" "${Z[@]}" model.init.from="$TMP/mp/ck/final-merged" ||
+    fail "QLoRA from an HF folder"
+  cmp "$TMP/mq/ck/final-merged/model.safetensors" "$TMP/mh/ck/final-merged/model.safetensors" ||
+    fail "QLoRA from an HF folder: another base than from the same weights' random init"
   ;;
 *)
   fail "unknown case $CASE"

@@ -64,12 +64,12 @@ done:
   return st;
 }
 
-/* An NF4 unit (fsdp/nf4_unit.h) on the CPU: its image gathered into the
- * engine's image buffer and dequantized into root's fp32 full. */
+/* An NF4 unit (fsdp/nf4_unit.h): its image gathered into the engine's
+ * image buffer (S > 1) and dequantized into root's fp32 full on the host
+ * (on a device: the image downloaded, dequantized to the compute dtype as
+ * the device's kernel does, then widened). */
 static fsdpc_status gather_nf4(fsdpc_engine *e, int u, int root, float *full, fsdpc_err *err) {
   const fsdpc_unit *un = &e->units[u];
-  if (e->ops->device != FSDPC_DEVICE_CPU)
-    return fsdpc__fail(err, FSDPC_UNSUPPORTED, "gathering NF4 unit %s: CPU only", un->name);
   const uint8_t *image = (const uint8_t *)un->master;
   if (e->S > 1) { /* every rank of the group takes part */
     FSDPC_TRY(fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, un->master, e->nf4buf,
@@ -79,8 +79,23 @@ static fsdpc_status gather_nf4(fsdpc_engine *e, int u, int root, float *full, fs
   if (!full || e->dist->shard_rank != root)
     return FSDPC_OK;
   memset(full, 0, un->flat_numel * sizeof(float)); /* the padding */
-  return fsdpc__nf4_unit_unpack(un, e->params, e->param_offset, e->x.nf4_block, e->x.nf4_dq, 4,
-                                e->nf4_map, image, full, err);
+  if (e->ops->device == FSDPC_DEVICE_CPU)
+    return fsdpc__nf4_unit_unpack(un, e->params, e->param_offset, e->x.nf4_block, e->x.nf4_dq, 4,
+                                  e->nf4_map, image, full, err);
+  uint64_t ib = un->nf4_shard * (uint64_t)e->S;
+  uint8_t *h = malloc(ib + 1);
+  uint16_t *h16 = calloc(un->flat_numel + 1, 2);
+  fsdpc_status st = h && h16 ? e->ops->download(e->ops->ctx, h, image, ib, err)
+                             : fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                                           "out of host memory gathering unit %s", un->name);
+  if (st == FSDPC_OK)
+    st = fsdpc__nf4_unit_unpack(un, e->params, e->param_offset, e->x.nf4_block, e->x.nf4_dq,
+                                (int)e->psize, e->nf4_map, h, h16, err);
+  if (st == FSDPC_OK)
+    fsdpc__bf16_to_f32_n(h16, full, un->flat_numel);
+  free(h);
+  free(h16);
+  return st;
 }
 
 fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int root, float *full,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "io/dtype.h"
+#include "ops/ops.h"
 
 void fsdpc__nf4_mark_units(fsdpc_layout *lay, const fsdpc_param_info *params, int block) {
   for (int u = 0; u < lay->n_units; u++) {
@@ -161,6 +162,31 @@ fsdpc_status fsdpc__nf4_unit_unpack(const fsdpc_unit *un, const fsdpc_param_info
     } else {
       memcpy(out, image + at, pi->numel * (uint64_t)act_size);
       at += pi->numel * (uint64_t)act_size;
+    }
+  }
+  return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__nf4_unit_unpack_dev(const fsdpc_unit *un, const fsdpc_param_info *params,
+                                        const uint64_t *param_offset, int block, int dq,
+                                        int act_size, const fsdpc_ops *ops,
+                                        const float map[FSDPC_DYN_CODES], const uint8_t *image,
+                                        void *full, void *stream, fsdpc_err *err) {
+  uint64_t at = 0;
+  for (int i = 0; i < un->n_params; i++) {
+    int p = un->params[i];
+    const fsdpc_param_info *pi = &params[p];
+    char *out = (char *)full + param_offset[p] * (uint64_t)act_size;
+    if (fsdpc__nf4_kind(pi->kind)) {
+      view v = place(at, pi->numel, block, dq);
+      FSDPC_TRY(ops->nf4_dequant(ops->ctx, out, image + v.codes, dq ? image + v.qabsmax : NULL,
+                                 image + (dq ? v.absmax2 : v.absmax), dq ? image + v.offset : NULL,
+                                 pi->numel, block, dq, map, stream, err));
+      at = v.end;
+    } else {
+      uint64_t b = pi->numel * (uint64_t)act_size;
+      FSDPC_TRY(ops->copy_on(ops->ctx, out, image + at, b, stream, err));
+      at += b;
     }
   }
   return FSDPC_OK;

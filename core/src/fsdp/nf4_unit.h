@@ -53,4 +53,14 @@ fsdpc_status fsdpc__nf4_unit_unpack(const fsdpc_unit *un, const fsdpc_param_info
                                     const float map[FSDPC_DYN_CODES], const uint8_t *image,
                                     void *full, fsdpc_err *err);
 
+/* The same on a device (ops->nf4_dequant, ops->copy_on), ordered on stream
+ * (NULL: compute); image and full are device memory. Bit for bit the host
+ * unpack at act_size 2 (tests/cuda/test_cuda_nf4.c checks the kernel). */
+struct fsdpc_ops;
+fsdpc_status fsdpc__nf4_unit_unpack_dev(const fsdpc_unit *un, const fsdpc_param_info *params,
+                                        const uint64_t *param_offset, int block, int dq,
+                                        int act_size, const struct fsdpc_ops *ops,
+                                        const float map[FSDPC_DYN_CODES], const uint8_t *image,
+                                        void *full, void *stream, fsdpc_err *err);
+
 #endif

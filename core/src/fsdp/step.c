@@ -142,6 +142,9 @@ fsdpc_status fsdpc__nf4_gather(fsdpc_engine *e, int u, void *dst, fsdpc_err *err
                                         un->nf4_shard, FSDPC_DTYPE_U8, e->comm, un->name, err));
     image = e->nf4buf;
   }
+  if (e->ops->device != FSDPC_DEVICE_CPU) /* on the gather's stream, after it */
+    return fsdpc__nf4_unit_unpack_dev(un, e->params, e->param_offset, e->x.nf4_block, e->x.nf4_dq,
+                                      (int)e->psize, e->ops, e->nf4_map, image, dst, e->comm, err);
   return fsdpc__nf4_unit_unpack(un, e->params, e->param_offset, e->x.nf4_block, e->x.nf4_dq,
                                 (int)e->psize, e->nf4_map, image, dst, err);
 }

@@ -23,11 +23,11 @@
 static fsdpc_status check_env(const fsdpc_run_plan *p, const fsdpc_engine_env *env,
                               const fsdpc_ops *ops, fsdpc_err *err) {
   const fsdpc_run_exec *x = &p->exec;
-  if (x->nf4_block && x->device != FSDPC_DEVICE_CPU)
+  if (x->nf4_block && x->device != FSDPC_DEVICE_CPU && !ops->nf4_dequant)
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "quantization.method nf4: only the CPU engine holds a 4-bit base yet "
-                       "(issue 37: the CUDA gather's dequantization is not wired); train on "
-                       "the CPU or with quantization.method: none");
+                       "quantization.method nf4: this device cannot dequantize a 4-bit base "
+                       "(no nf4_dequant op); train on the CPU or CUDA, or with "
+                       "quantization.method: none");
   if (x->nf4_block && x->offload)
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                        "quantization.method nf4 with fsdp.cpu_offload: not supported yet; set "

@@ -147,24 +147,15 @@ static fsdpc_status unpack_proj(const fsdpc_param_info *pi, int block, int dq, i
   return st;
 }
 
-fsdpc_status fsdpc__nf4_unit_unpack(const fsdpc_unit *un, const fsdpc_param_info *params,
-                                    const uint64_t *param_offset, int block, int dq, int act_size,
-                                    const float map[FSDPC_DYN_CODES], const uint8_t *image,
-                                    void *full, fsdpc_err *err) {
-  uint64_t at = 0;
-  for (int i = 0; i < un->n_params; i++) {
-    int p = un->params[i];
-    const fsdpc_param_info *pi = &params[p];
-    char *out = (char *)full + param_offset[p] * (uint64_t)act_size;
-    if (fsdpc__nf4_kind(pi->kind)) {
-      FSDPC_TRY(unpack_proj(pi, block, dq, act_size, map, image, at, out, err));
-      at += fsdpc__nf4_bytes(pi->numel, block, dq);
-    } else {
-      memcpy(out, image + at, pi->numel * (uint64_t)act_size);
-      at += pi->numel * (uint64_t)act_size;
-    }
-  }
-  return FSDPC_OK;
+/* One projection dequantized on a device from the image there. */
+static fsdpc_status unpack_proj_dev(const fsdpc_param_info *pi, int block, int dq,
+                                    const fsdpc_ops *ops, const float map[FSDPC_DYN_CODES],
+                                    const uint8_t *image, uint64_t at, char *out, void *stream,
+                                    fsdpc_err *err) {
+  view v = place(at, pi->numel, block, dq);
+  return ops->nf4_dequant(ops->ctx, out, image + v.codes, dq ? image + v.qabsmax : NULL,
+                          image + (dq ? v.absmax2 : v.absmax), dq ? image + v.offset : NULL,
+                          pi->numel, block, dq, map, stream, err);
 }
 
 fsdpc_status fsdpc__nf4_unit_unpack_dev(const fsdpc_unit *un, const fsdpc_param_info *params,
@@ -177,17 +168,26 @@ fsdpc_status fsdpc__nf4_unit_unpack_dev(const fsdpc_unit *un, const fsdpc_param_
     int p = un->params[i];
     const fsdpc_param_info *pi = &params[p];
     char *out = (char *)full + param_offset[p] * (uint64_t)act_size;
+    uint64_t b = pi->numel * (uint64_t)act_size;
     if (fsdpc__nf4_kind(pi->kind)) {
-      view v = place(at, pi->numel, block, dq);
-      FSDPC_TRY(ops->nf4_dequant(ops->ctx, out, image + v.codes, dq ? image + v.qabsmax : NULL,
-                                 image + (dq ? v.absmax2 : v.absmax), dq ? image + v.offset : NULL,
-                                 pi->numel, block, dq, map, stream, err));
-      at = v.end;
-    } else {
-      uint64_t b = pi->numel * (uint64_t)act_size;
+      FSDPC_TRY(ops ? unpack_proj_dev(pi, block, dq, ops, map, image, at, out, stream, err)
+                    : unpack_proj(pi, block, dq, act_size, map, image, at, out, err));
+      at += fsdpc__nf4_bytes(pi->numel, block, dq);
+    } else if (ops) {
       FSDPC_TRY(ops->copy_on(ops->ctx, out, image + at, b, stream, err));
+      at += b;
+    } else {
+      memcpy(out, image + at, b);
       at += b;
     }
   }
   return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__nf4_unit_unpack(const fsdpc_unit *un, const fsdpc_param_info *params,
+                                    const uint64_t *param_offset, int block, int dq, int act_size,
+                                    const float map[FSDPC_DYN_CODES], const uint8_t *image,
+                                    void *full, fsdpc_err *err) {
+  return fsdpc__nf4_unit_unpack_dev(un, params, param_offset, block, dq, act_size, NULL, map, image,
+                                    full, NULL, err);
 }

@@ -54,7 +54,8 @@ fsdpc_status fsdpc__nf4_unit_unpack(const fsdpc_unit *un, const fsdpc_param_info
                                     void *full, fsdpc_err *err);
 
 /* The same on a device (ops->nf4_dequant, ops->copy_on), ordered on stream
- * (NULL: compute); image and full are device memory. Bit for bit the host
+ * (NULL: compute); image and full are device memory (ops NULL: the host
+ * unpack above). Bit for bit the host
  * unpack at act_size 2 (tests/cuda/test_cuda_nf4.c checks the kernel). */
 struct fsdpc_ops;
 fsdpc_status fsdpc__nf4_unit_unpack_dev(const fsdpc_unit *un, const fsdpc_param_info *params,

@@ -3,7 +3,8 @@
 # numbers are the run's. At world 1, 2 and 4, under every strategy, plain
 # and with LoRA + activation checkpointing + fsdp.offload.optimizer, and
 # with fsdp.cpu_offload + fsdp.keep_params (the host worker's schedule on the
-# CPU), each rank's run reserves one arena (rankN.json arena_bytes):
+# CPU), and the LoRA runs again with quantization.method nf4 (QLoRA's 4-bit
+# base), each rank's run reserves one arena (rankN.json arena_bytes):
 #   - the largest rank's equals the arena `fsdpc plan --json` gives for the
 #     same config (the same code lays it out: byte for byte);
 #   - it is within 1% of the planner's peak (the sum of what is live at
@@ -56,6 +57,12 @@ for world in 1 2 4; do
     case_ "$st-$world" "$world" fsdp.sharding_strategy=$st "${hy[@]}"
     plain+=("$TMP/$st-$world")
     case_ "$st-$world-lora" "$world" fsdp.sharding_strategy=$st "${hy[@]}" "${LORA[@]}"
+    # QLoRA (issue 37): the NF4 base's shards and gathered image, at shard
+    # groups of 1, 2 and 4 and with replicas (the others add no NF4 layout)
+    case $st in FULL_SHARD | HYBRID_SHARD)
+      case_ "$st-$world-nf4" "$world" fsdp.sharding_strategy=$st "${hy[@]}" "${LORA[@]}" quantization.method=nf4
+      ;;
+    esac
   done
   case_ "off-$world" "$world" "${OFF[@]}"
   $CMP "$TMP/FULL_SHARD-$world" "$TMP/off-$world" --rtol 0 --keys loss,grad_norm ||

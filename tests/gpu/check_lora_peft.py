@@ -11,6 +11,12 @@ transformers and peft are installed (the GPU host). Subcommands:
                            PEFT folder INIT, the same batch, AdamW and
                            clipping as fsdpc; losses vs FSDPC_RUN/metrics.jsonl
                            and final adapters vs FSDPC_RUN/ck/final (rtol)
+  nf4base BASE OUT NF4_REF_DIR [--block 64 --no-double-quant]
+                           BASE with every projection replaced by its NF4
+                           quantize + dequantize by tests/quant/nf4_ref.py
+                           (numpy, bitsandbytes' algorithm): QLoRA's base
+                           as the reference computes with it (issue 37)
+  same A B                 two HF folders' fp32 tensors equal bit for bit
   logits BASE ADAPTER FSDPC_LOGITS [--device cuda --dtype bf16]
                            PeftModel.from_pretrained(BASE, ADAPTER) logits
                            vs fsdpc's (fsdpc_dump_logits output)
@@ -132,6 +138,41 @@ def track(a):
     sys.exit(1 if bad else 0)
 
 
+def nf4_base(a):
+    import os
+    import shutil
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+    sys.path.insert(0, a.nf4_ref_dir)
+    import nf4_ref
+    os.makedirs(a.out, exist_ok=True)
+    t = load_file(f"{a.base}/model.safetensors")
+    n = 0
+    for k, v in t.items():
+        if any(f"{p}.weight" in k for p in TARGETS):
+            x = v.astype(np.float32).reshape(-1)
+            q = nf4_ref.quantize(x.copy(), a.block, a.dq)
+            t[k] = nf4_ref.dequantize(q, x.shape[0], a.block, a.dq).reshape(v.shape)
+            n += 1
+    save_file(t, f"{a.out}/model.safetensors", metadata={"format": "pt"})
+    for f in os.listdir(a.base):
+        if f.endswith(".json"):
+            shutil.copy(f"{a.base}/{f}", f"{a.out}/{f}")
+    print(f"RESULT nf4base {a.out}: {n} projections quantized + dequantized (block {a.block}, "
+          f"double quant {a.dq})")
+
+
+def same(a):
+    import numpy as np
+    from safetensors.numpy import load_file
+    x, y = load_file(f"{a.a}/model.safetensors"), load_file(f"{a.b}/model.safetensors")
+    bad = [k for k in x if k not in y or x[k].dtype != y[k].dtype or
+           not np.array_equal(x[k].view(np.uint8), y[k].view(np.uint8))]
+    bad += [k for k in y if k not in x]
+    print(f"RESULT same {len(x)} tensors, {len(bad)} differ {bad[:3]} {'OK' if not bad else 'FAIL'}")
+    sys.exit(1 if bad else 0)
+
+
 def logits(a):
     from safetensors.torch import load_file
     dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
@@ -174,8 +215,17 @@ def main():
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="fp32")
     p.add_argument("--tol", type=float, default=1e-5)
+    p = sub.add_parser("nf4base")
+    for k in ("base", "out", "nf4_ref_dir"):
+        p.add_argument(k)
+    p.add_argument("--block", type=int, default=64)
+    p.add_argument("--no-double-quant", dest="dq", action="store_false")
+    p = sub.add_parser("same")
+    p.add_argument("a")
+    p.add_argument("b")
     a = ap.parse_args()
-    {"base": make_base, "data": make_data, "track": track, "logits": logits}[a.cmd](a)
+    {"base": make_base, "data": make_data, "track": track, "logits": logits, "nf4base": nf4_base,
+     "same": same}[a.cmd](a)
 
 
 if __name__ == "__main__":

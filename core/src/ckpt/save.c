@@ -214,6 +214,10 @@ typedef struct engine_view {
 
 static float *eng_shard(void *ctx, int u, int slot) {
   engine_view *v = ctx;
+  /* an NF4 unit's shard is bytes (fsdp/nf4_unit.h), finite by construction
+   * (quant/nf4.c refuses the rest): the full format gathers it dequantized */
+  if (fsdpc__engine_unit(v->e, v->u0 + u)->nf4)
+    return NULL;
   fsdpc_err err;
   float *p = fsdpc__engine_host_shard(v->e, v->u0 + u, slot, &err);
   if (!p) FSDPC_LOGE("%s", err.msg);

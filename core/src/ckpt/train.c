@@ -531,6 +531,11 @@ static fsdpc_status lora_final(fsdpc_ckpt_train *s, fsdpc_err *err) {
     FSDPC_LOGI("wrote the PEFT adapter folder %s", dir);
   if (!c->peft.merge_on_save)
     return FSDPC_OK;
+  if (c->quantization.method == FSDPC_QUANT_NF4 && strcmp(r->fmt.final->desc->name, "full") != 0)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "peft.merge_on_save with quantization.method nf4 writes a dequantized "
+                       "HF folder: set checkpoint.final_format: full (the adapters are in %s)",
+                       dir);
   fsdpc_ckpt_host_opts ho;
   void *keep = NULL;
   fsdpc_ckpt_host *merged = NULL, *saved = r->host;

@@ -623,8 +623,8 @@ static const fsdpc_cfg_key keys[] = {
     ENUM_("quantization.method", quantization.method, "none", quant_values,
           "none: the frozen base stays in the compute dtype; nf4: its linear projections are "
           "held as bitsandbytes' 4-bit NormalFloat (transformers' load_in_4bit with "
-          "bnb_4bit_quant_type nf4); needs peft.method lora. fsdpc plan models it; the engine "
-          "refuses it until it holds a 4-bit base (docs/lora.md)",
+          "bnb_4bit_quant_type nf4); needs peft.method lora; not with fsdp.cpu_offload "
+          "(docs/lora.md)",
           NONE_),
     BOOL_("quantization.double_quant", quantization.double_quant, "true",
           "quantize the per-block scales too, to 8 bits in blocks of 256 "

@@ -54,6 +54,11 @@ typedef struct fsdpc_unit {
   /* Frozen (the base under LoRA): master is the shard in the compute dtype
    * (bf16 on a device), grad and state are NULL; gathered, never reduced. */
   int frozen;
+  /* quantization.method nf4: a frozen unit holding a projection; master is
+   * its shard of the unit's NF4 image (nf4_shard bytes, fsdp/nf4_unit.h),
+   * gathered and dequantized into full like any unit, at S == 1 too */
+  int nf4;
+  uint64_t nf4_shard;
   /* no embedding in it: with grad_overwrite (step.c) the step's first
    * backward writes all of its gradient, so the update leaves it unzeroed */
   int grad_written;

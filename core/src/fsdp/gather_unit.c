@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "fsdp/internal.h"
+#include "fsdp/nf4_unit.h"
 #include "io/dtype.h"
 
 /* The checkpoint gathers' buffers: the unit's full buffer at the start of
@@ -63,6 +64,40 @@ done:
   return st;
 }
 
+/* An NF4 unit (fsdp/nf4_unit.h): its image gathered into the engine's
+ * image buffer (S > 1) and dequantized into root's fp32 full on the host
+ * (on a device: the image downloaded, dequantized to the compute dtype as
+ * the device's kernel does, then widened). */
+static fsdpc_status gather_nf4(fsdpc_engine *e, int u, int root, float *full, fsdpc_err *err) {
+  const fsdpc_unit *un = &e->units[u];
+  const uint8_t *image = (const uint8_t *)un->master;
+  if (e->S > 1) { /* every rank of the group takes part */
+    FSDPC_TRY(fsdpc__dist_all_gather(e->dist, FSDPC_GROUP_SHARD, un->master, e->nf4buf,
+                                     un->nf4_shard, FSDPC_DTYPE_U8, un->name, err));
+    image = e->nf4buf;
+  }
+  if (!full || e->dist->shard_rank != root)
+    return FSDPC_OK;
+  memset(full, 0, un->flat_numel * sizeof(float)); /* the padding */
+  if (e->ops->device == FSDPC_DEVICE_CPU)
+    return fsdpc__nf4_unit_unpack(un, e->params, e->param_offset, e->x.nf4_block, e->x.nf4_dq, 4,
+                                  e->nf4_map, image, full, err);
+  uint64_t ib = un->nf4_shard * (uint64_t)e->S;
+  uint8_t *h = malloc(ib + 1);
+  uint16_t *h16 = calloc(un->flat_numel + 1, 2);
+  fsdpc_status st = h && h16 ? e->ops->download(e->ops->ctx, h, image, ib, err)
+                             : fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                                           "out of host memory gathering unit %s", un->name);
+  if (st == FSDPC_OK)
+    st = fsdpc__nf4_unit_unpack(un, e->params, e->param_offset, e->x.nf4_block, e->x.nf4_dq,
+                                (int)e->psize, e->nf4_map, h, h16, err);
+  if (st == FSDPC_OK)
+    fsdpc__bf16_to_f32_n(h16, full, un->flat_numel);
+  free(h);
+  free(h16);
+  return st;
+}
+
 fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int root, float *full,
                                        fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
@@ -72,6 +107,8 @@ fsdpc_status fsdpc__engine_gather_unit(fsdpc_engine *e, int u, int slot, int roo
   if (un->frozen && slot != FSDPC_SD_SLOT_PARAM)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "unit %s is frozen: no optimizer state",
                        un->name);
+  if (un->nf4) /* dequantized (the merged export's base: what PEFT's merge reads) */
+    return gather_nf4(e, u, root, full, err);
   if (un->frozen && e->psize != sizeof(float))
     return gather_frozen16(e, un, root, full, err);
   if (slot != FSDPC_SD_SLOT_PARAM && e->qf.block)

@@ -107,6 +107,10 @@ struct fsdpc_engine {
    * reduce-scatter straight into the shards needs them zeroed:
    * fsdpc__mp_rs_direct) */
   int shards_dirty;
+  /* quantization.method nf4 (fsdp/nf4_unit.h): the 8-bit map of the
+   * absmax's double quantization, and at S > 1 the gathered image */
+  float nf4_map[256];
+  uint8_t *nf4buf;
 };
 
 /* Whether the optimizer plugin writes fsdpc_optim_tensor.param_bf16 (on
@@ -203,6 +207,13 @@ static inline int fsdpc__next_segment(const fsdpc_engine *e, const fsdpc_unit *u
 static inline void *fsdpc__param_full(fsdpc_engine *e, int p) {
   return (char *)e->units[e->param_unit[p]].full + e->param_offset[p] * e->psize;
 }
+/* An NF4 unit (fsdp/nf4_unit.h): packs the image of its full fp32 values
+ * (flat, host memory) and keeps this rank's shard of it (units.c). */
+fsdpc_status fsdpc__nf4_store(fsdpc_engine *e, int u, const float *full, fsdpc_err *err);
+/* Dequantizes an NF4 unit into dst (its compute-dtype full buffer): its
+ * shard, or at S > 1 the image all-gathered into e->nf4buf (step.c). */
+fsdpc_status fsdpc__nf4_gather(fsdpc_engine *e, int u, void *dst, fsdpc_err *err);
+
 /* NULL for a frozen parameter (no gradient). */
 static inline float *fsdpc__param_full_grad(fsdpc_engine *e, int p) {
   const fsdpc_unit *un = &e->units[e->param_unit[p]];
@@ -211,7 +222,7 @@ static inline float *fsdpc__param_full_grad(fsdpc_engine *e, int p) {
 /* A unit that is its own full buffer: nothing to gather or free (S == 1 with
  * fp32 compute; or frozen, S == 1 and not offloaded). */
 static inline int fsdpc__unit_resident(const fsdpc_engine *e, const fsdpc_unit *un) {
-  return e->full_is_master || (un->frozen && e->S == 1 && !e->offload);
+  return !un->nf4 && (e->full_is_master || (un->frozen && e->S == 1 && !e->offload));
 }
 /* Bytes per element of a unit's master shard: the compute dtype when
  * frozen, fp32 otherwise. */

@@ -54,7 +54,9 @@ typedef struct loader {
 static fsdpc_status unit_segments(loader *L, int u, int *all_bf16, fsdpc_err *err) {
   fsdpc_engine *e = L->e;
   fsdpc_unit *un = &e->units[u];
-  uint64_t s0 = un->shard_offset, s1 = un->shard_offset + un->shard_numel, a, b;
+  /* an NF4 unit is read whole (quantized whole, then sharded as bytes) */
+  uint64_t s0 = un->nf4 ? 0 : un->shard_offset;
+  uint64_t s1 = un->nf4 ? un->flat_numel : un->shard_offset + un->shard_numel, a, b;
   L->n_segs = 0;
   *all_bf16 = 1;
   for (int i = 0, p; fsdpc__next_segment(e, un, s0, s1, &i, &p, &a, &b);) {
@@ -149,6 +151,20 @@ static fsdpc_status read_chunk(loader *L, uint64_t c0, uint64_t c1, void *dst, s
   return st;
 }
 
+/* An NF4 unit (fsdp/nf4_unit.h): read whole in fp32 on the host,
+ * quantized, this rank's bytes kept (uploaded on a device). */
+static fsdpc_status load_nf4(loader *L, int u, fsdpc_err *err) {
+  fsdpc_unit *un = &L->e->units[u];
+  float *f = malloc((un->flat_numel + 1) * sizeof *f);
+  if (!f)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory loading unit %s", un->name);
+  fsdpc_status st = read_chunk(L, 0, un->flat_numel, f, 4, 1, err);
+  if (st == FSDPC_OK)
+    st = fsdpc__nf4_store(L->e, u, f, err);
+  free(f);
+  return st;
+}
+
 /* Device shards through two pinned buffers and, for BF16, one device
  * buffer of raw values. */
 static fsdpc_status load_device(loader *L, size_t chunk_bytes, fsdpc_err *err) {
@@ -177,6 +193,10 @@ static fsdpc_status load_device(loader *L, size_t chunk_bytes, fsdpc_err *err) {
       continue;
     if ((st = unit_segments(L, u, &bf16, err)) != FSDPC_OK)
       break;
+    if (un->nf4) {
+      st = load_nf4(L, u, err);
+      continue;
+    }
     size_t esize = bf16 && can_widen ? 2 : 4;
     uint64_t per = buf_bytes / esize;
     for (uint64_t c0 = 0; c0 < un->shard_numel && st == FSDPC_OK; c0 += per, k++) {
@@ -227,6 +247,10 @@ static fsdpc_status load_host(loader *L, fsdpc_err *err) {
       continue;
     FSDPC_TRY(unit_segments(L, u, &bf16, err));
     un->stage_stale = 1;
+    if (un->nf4) {
+      FSDPC_TRY(load_nf4(L, u, err));
+      continue;
+    }
     if (un->frozen && e->psize != sizeof(float)) { /* LoRA's offloaded base: bf16 */
       float *f = calloc(un->shard_numel + 1, sizeof *f);
       if (!f)

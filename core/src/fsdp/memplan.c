@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fsdp/arena_layout.h"
+#include "fsdp/nf4_unit.h"
 #include "fsdp/qstate.h"
 #include "ops/ops.h"
 #include "quant/nf4.h"
@@ -80,29 +81,15 @@ static void unit_state(const fsdpc_memplan_in *in, const fsdpc_unit *un, int on_
     m->state = bump(b, FSDPC_MEM_OPTIM, fb);
 }
 
-/* A frozen unit's shard bytes: the compute dtype; or, with
- * quantization.method nf4, the unit's projections as NF4 codes and scales
- * (each weight quantized whole, as bitsandbytes quantizes a Linear's) and
- * its norms, embedding and head in the compute dtype, the unit's bytes cut
- * evenly into S shards. *unit_bytes: the whole unit's under nf4 (what a
- * gather moves) when it holds a projection, else 0. */
-static uint64_t frozen_shard_bytes(const fsdpc_memplan_in *in, const fsdpc_unit *un,
-                                   uint64_t *unit_bytes) {
+/* A frozen unit's shard bytes: the compute dtype; or, an NF4 unit
+ * (quantization.method nf4), its NF4 image (fsdp/nf4_unit.h) cut evenly
+ * into S shards. */
+static uint64_t frozen_shard_bytes(const fsdpc_memplan_in *in, const fsdpc_unit *un) {
   const fsdpc_run_exec *x = in->x;
-  *unit_bytes = 0;
-  if (!x->nf4_block)
+  if (!un->nf4)
     return un->shard_numel * (uint64_t)x->act_size;
-  uint64_t bytes = 0;
-  int quantized = 0;
-  for (int i = 0; i < un->n_params; i++) {
-    const fsdpc_param_info *pi = &in->params[un->params[i]];
-    int proj = pi->kind >= FSDPC_P_Q && pi->kind <= FSDPC_P_DOWN;
-    quantized |= proj;
-    bytes += proj ? fsdpc__nf4_bytes(pi->numel, x->nf4_block, x->nf4_dq)
-                  : pi->numel * (uint64_t)x->act_size;
-  }
-  *unit_bytes = quantized ? bytes : 0;
-  return (bytes + (uint64_t)x->S - 1) / (uint64_t)x->S;
+  return fsdpc__nf4_unit_shard(
+      fsdpc__nf4_unit_bytes(un, in->params, x->nf4_block, x->nf4_dq, x->act_size), x->S);
 }
 
 /* The shards (the device's, or pinned host memory under cpu_offload, with
@@ -115,17 +102,15 @@ static void persist(const fsdpc_memplan_in *in, fsdpc_memplan *mp, bumper *b) {
   int cpu = x->device == FSDPC_DEVICE_CPU;
   int shards_host = x->offload, state_host = x->offload || (x->offload_optim && !cpu);
   int landing = x->offload && x->accum > 1 && !x->no_sync;
-  uint64_t nf4_flat = 0, nf4_unit = 0; /* the largest quantized unit: elements, NF4 bytes */
+  uint64_t nf4_image = 0; /* the largest NF4 unit's gathered image (S shards) */
   for (int u = 0; u < lay->n_units; u++) {
     const fsdpc_unit *un = &lay->units[u];
     fsdpc_mp_unit *m = &mp->unit[u];
-    uint64_t n = un->shard_numel, sb = n * sizeof(float), ub = 0;
-    uint64_t mb = un->frozen ? frozen_shard_bytes(in, un, &ub) : sb;
-    if (ub && un->flat_numel > nf4_flat)
-      nf4_flat = un->flat_numel;
-    if (un->frozen && ub > nf4_unit)
-      nf4_unit = ub;
-    m->nf4_shard = un->frozen && x->nf4_block ? mb : 0;
+    uint64_t n = un->shard_numel, sb = n * sizeof(float);
+    uint64_t mb = un->frozen ? frozen_shard_bytes(in, un) : sb;
+    m->nf4_shard = un->nf4 ? mb : 0;
+    if (un->nf4 && mb * (uint64_t)x->S > nf4_image)
+      nf4_image = mb * (uint64_t)x->S;
     mp->params += mb;
     if (shards_host)
       mp->host_pinned += mb;
@@ -149,14 +134,15 @@ static void persist(const fsdpc_memplan_in *in, fsdpc_memplan *mp, bumper *b) {
       mp->lp_units++;
     }
   }
-  /* nf4: a frozen unit is dequantized into a compute-dtype buffer before
-   * its GEMMs; resident (S == 1), into one staging buffer; gathered, its
-   * 4-bit bytes land in one buffer and dequantize into the unit's gather
-   * buffer (the transients below). */
-  if (x->nf4_block && nf4_flat && x->S == 1 && !x->offload)
-    bump(b, FSDPC_MEM_PARAMS, nf4_flat * (uint64_t)x->act_size);
-  else if (x->nf4_block && nf4_flat)
-    bump(b, FSDPC_MEM_COMM, nf4_unit);
+  /* nf4: an NF4 unit is dequantized into its full buffer (a transient,
+   * as any gathered unit's, at S == 1 too); gathered, its image's S shards
+   * land first in one buffer that every such gather reuses, in stream
+   * order (fsdp/step.c gather_nf4) */
+  mp->nf4buf = FSDPC_MP_NONE;
+  if (x->S > 1 && nf4_image) {
+    mp->nf4buf = bump(b, FSDPC_MEM_COMM, nf4_image);
+    mp->nf4buf_bytes = nf4_image;
+  }
   if (x->S > 1 && !fsdpc__mp_rs_direct(x))
     mp->rs = bump(b, FSDPC_MEM_COMM, lay->max_grad_shard * 4);
   if (x->S > 1 && x->reduce_bf16)
@@ -564,7 +550,7 @@ static fsdpc_status blocks_layout(fsdpc_memplan *mp, const fsdpc_memplan_in *in,
   }
   for (int u = 0; u < nu; u++) {
     const fsdpc_unit *un = &lay->units[u];
-    int resident = po->full_is_master || (po->frozen_resident && un->frozen);
+    int resident = !un->nf4 && (po->full_is_master || (po->frozen_resident && un->frozen));
     bytes[u] = resident || in_place(mp, in->x, u) ? 0 : un->flat_numel * (uint64_t)in->x->act_size;
     first[u] = u;
     lo[u] = un->first_block;
@@ -668,7 +654,7 @@ fsdpc_status fsdpc__memplan_build(const fsdpc_memplan_in *in, fsdpc_memplan *out
   memset(out, 0, sizeof *out);
   out->align = fsdpc__ops_arena_align(x->device);
   out->n_units = lay->n_units;
-  out->rs = out->rs16 = out->dnorm = out->sbuf[0] = out->sbuf[1] = FSDPC_MP_NONE;
+  out->rs = out->rs16 = out->dnorm = out->sbuf[0] = out->sbuf[1] = out->nf4buf = FSDPC_MP_NONE;
   if (!(out->unit = malloc(((size_t)lay->n_units + 1) * sizeof *out->unit)))
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory planning memory");
   for (int u = 0; u < lay->n_units; u++)

@@ -72,7 +72,7 @@ typedef struct fsdpc_mp_unit {
   uint64_t blk;                   /* the block path's full buffer (transient region) */
   uint64_t n_f32, n_q, n_qblocks; /* quantized state: fp32 elements, codes, blocks */
   uint64_t state_bytes;           /* optimizer state, every plane (host or device) */
-  uint64_t nf4_shard;             /* a frozen unit's shard bytes under nf4 (else 0) */
+  uint64_t nf4_shard;             /* an NF4 unit's shard bytes (else 0) */
 } fsdpc_mp_unit;
 
 /* The replay's device operations, for tests (fsdpc_memplan_in.trace): an
@@ -116,6 +116,7 @@ typedef struct fsdpc_memplan {
   fsdpc_mp_unit *unit; /* (n_units) */
   int n_units;
   uint64_t rs, rs16, dnorm, sbuf[2]; /* fixed buffers (FSDPC_MP_NONE: none) */
+  uint64_t nf4buf, nf4buf_bytes;     /* nf4 at S > 1: the gathered NF4 image (fsdp/nf4_unit.h) */
   uint64_t lp_bytes;
   int lp_units;
   /* The programs of each slot (has[slot]: the run has it) and, for action

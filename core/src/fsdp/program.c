@@ -63,7 +63,8 @@ static void host_wait(builder *b, int u) {
 
 /* Units that are always resident: nothing to gather or free. */
 static int always(const builder *b, int u) {
-  return b->o->full_is_master || (b->o->frozen_resident && b->o->lay->units[u].frozen);
+  const fsdpc_unit *un = &b->o->lay->units[u]; /* an NF4 unit is dequantized at each gather */
+  return !un->nf4 && (b->o->full_is_master || (b->o->frozen_resident && un->frozen));
 }
 
 /* Frozen units have no gradients: nothing to allocate, reduce or update. */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "fsdp/internal.h"
+#include "fsdp/nf4_unit.h"
 #include "fsdp/program.h"
 #include "util/fault.h"
 
@@ -88,7 +89,9 @@ static fsdpc_status gather(fsdpc_engine *e, int u, void *dst, fsdpc_err *err) {
   un->full = dst;
   fsdpc__acct(e, FSDPC_MEM_COMM, (int64_t)fb);
   fsdpc_status st;
-  if (un->frozen) { /* the shard already is in the compute dtype */
+  if (un->nf4) {
+    st = fsdpc__nf4_gather(e, u, un->full, err);
+  } else if (un->frozen) { /* the shard already is in the compute dtype */
     void *own = (char *)un->full + un->shard_offset * e->psize;
     st = e->offload ? e->ops->copy_on(e->ops->ctx, own, un->master, un->shard_numel * e->psize,
                                       e->comm, err)
@@ -124,6 +127,26 @@ static fsdpc_status gather(fsdpc_engine *e, int u, void *dst, fsdpc_err *err) {
     un->pending = 1;
   }
   return FSDPC_OK;
+}
+
+fsdpc_status fsdpc__nf4_gather(fsdpc_engine *e, int u, void *dst, fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  const uint8_t *image = (const uint8_t *)un->master;
+  if (e->S > 1) {
+    if (!e->nf4buf)
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                         "fsdp: no planned buffer gathers unit %s's "
+                         "NF4 image",
+                         un->name);
+    FSDPC_TRY(fsdpc__dist_all_gather_on(e->dist, FSDPC_GROUP_SHARD, un->master, e->nf4buf,
+                                        un->nf4_shard, FSDPC_DTYPE_U8, e->comm, un->name, err));
+    image = e->nf4buf;
+  }
+  if (e->ops->device != FSDPC_DEVICE_CPU) /* on the gather's stream, after it */
+    return fsdpc__nf4_unit_unpack_dev(un, e->params, e->param_offset, e->x.nf4_block, e->x.nf4_dq,
+                                      (int)e->psize, e->ops, e->nf4_map, image, dst, e->comm, err);
+  return fsdpc__nf4_unit_unpack(un, e->params, e->param_offset, e->x.nf4_block, e->x.nf4_dq,
+                                (int)e->psize, e->nf4_map, image, dst, err);
 }
 
 /* Compute waits for u's gather (issued earlier, perhaps as a prefetch). */
@@ -349,7 +372,7 @@ static fsdpc_status run(fsdpc_engine *e, int slot, const pass *x, fsdpc_err *err
                        e->inference ? "an engine for evaluation only" : "a step of other size");
   for (int i = 0; i < p->n; i++) {
     int arg = p->a[i].arg;
-    void *buf;
+    void *buf = NULL;
     switch ((fsdpc_act_op)p->a[i].op) {
     case FSDPC_ACT_FENCE_IN:
     case FSDPC_ACT_FENCE_FREE:

@@ -8,6 +8,7 @@
 #include "fsdp/hostwork.h"
 #include "fsdp/internal.h"
 #include "fsdp/memplan.h"
+#include "fsdp/nf4_unit.h"
 #include "fsdp/qstate.h"
 #include "io/dtype.h"
 #include "io/hf_ckpt.h"
@@ -22,11 +23,15 @@
 static fsdpc_status check_env(const fsdpc_run_plan *p, const fsdpc_engine_env *env,
                               const fsdpc_ops *ops, fsdpc_err *err) {
   const fsdpc_run_exec *x = &p->exec;
-  if (x->nf4_block)
+  if (x->nf4_block && x->device != FSDPC_DEVICE_CPU && !ops->nf4_dequant)
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "quantization.method nf4: the engine does not yet hold a 4-bit base "
-                       "(issue 37: fsdpc plan and config check model it); train with "
-                       "quantization.method: none for now");
+                       "quantization.method nf4: this device cannot dequantize a 4-bit base "
+                       "(no nf4_dequant op); train on the CPU or CUDA, or with "
+                       "quantization.method: none");
+  if (x->nf4_block && x->offload)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "quantization.method nf4 with fsdp.cpu_offload: not supported yet; set "
+                       "fsdp.cpu_offload: false (the 4-bit base is small enough to stay resident)");
   if (!env->dist || env->dist->shard_size != x->S || env->dist->replica_size != x->R)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
                        "fsdp: the communicators (shard group %d x %d replicas) are not the run "
@@ -137,6 +142,8 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
   if ((st = fsdpc__layout_build(&p->shape, p->params, p->n_params, p->unit_of_param, p->n_units,
                                 e->S, x->align, env->dist->shard_rank, &lay, err)) != FSDPC_OK)
     goto fail;
+  fsdpc__nf4_mark_units(&lay, p->params, x->nf4_block);
+  fsdpc__dynamic_map(e->nf4_map);
   /* The engine takes the layout's arrays over. */
   e->units = lay.units;
   e->n_units = lay.n_units;
@@ -161,8 +168,9 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
     fsdpc_unit *un = &e->units[u];
     const fsdpc_mp_unit *m = &e->mp.unit[u];
     size_t sb = un->shard_numel * sizeof(float);
-    if (un->frozen) { /* compute dtype, no grad, no optimizer state */
-      size_t fb = un->shard_numel * e->psize;
+    if (un->frozen) { /* compute dtype or NF4 bytes, no grad, no optimizer state */
+      un->nf4_shard = m->nf4_shard;
+      size_t fb = un->nf4 ? un->nf4_shard : un->shard_numel * e->psize;
       if (!(un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, m->master, fb)))
         goto oom;
       if ((st = e->sops->memset0(e->sops->ctx, un->master, fb, err)) != FSDPC_OK)
@@ -196,6 +204,8 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
     /* grads accumulate in the shard (offloaded: in a device buffer, then D2H) */
     if (e->S == 1 && !e->offload) un->full_grad = un->grad;
   }
+  if ((e->nf4buf = fsdpc__arena_at(e, e->mp.nf4buf)))
+    fsdpc__acct(e, FSDPC_MEM_COMM, (int64_t)e->mp.nf4buf_bytes);
   e->lp_bytes = e->mp.lp_bytes;
   e->lp_units = e->mp.lp_units;
   if ((e->rs_scratch = fsdpc__arena_at(e, e->mp.rs)))
@@ -274,7 +284,8 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
     if (un->full_grad && un->full_grad != un->grad)
       fsdpc__acct(e, FSDPC_MEM_GRADS, -(int64_t)fb);
     if (un->frozen) {
-      fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master, un->shard_numel * e->psize);
+      fsdpc__sfree(e, FSDPC_MEM_PARAMS, un->master,
+                   un->nf4 ? un->nf4_shard : un->shard_numel * e->psize);
       free(un->params);
       continue;
     }
@@ -297,6 +308,8 @@ void fsdpc__engine_destroy(fsdpc_engine *e) {
     fsdpc__acct(e, FSDPC_MEM_COMM, -(int64_t)e->max_grad_shard * 2);
   if (e->dnorm)
     fsdpc__acct(e, FSDPC_MEM_OTHER, -(int64_t)sizeof(double));
+  if (e->nf4buf)
+    fsdpc__acct(e, FSDPC_MEM_COMM, -(int64_t)e->mp.nf4buf_bytes);
   if (e->arena)
     e->ops->arena_free(e->ops->ctx, e->arena, e->mp.arena_bytes);
   fsdpc__memplan_free(&e->mp);
@@ -342,8 +355,8 @@ void fsdpc__engine_bytes(const fsdpc_engine *e, fsdpc_engine_bytes *out) {
   memset(out, 0, sizeof *out);
   for (int u = 0; u < e->n_units; u++) {
     uint64_t sb = e->units[u].shard_numel * sizeof(float);
-    if (e->units[u].frozen) { /* compute dtype; no grad, no optimizer state */
-      out->params += e->units[u].shard_numel * e->psize;
+    if (e->units[u].frozen) { /* compute dtype or NF4; no grad, no optimizer state */
+      out->params += e->units[u].nf4 ? e->units[u].nf4_shard : e->units[u].shard_numel * e->psize;
       if (e->units[u].flat_numel * 4 > out->max_unit_full)
         out->max_unit_full = e->units[u].flat_numel * 4;
       continue;
@@ -385,6 +398,44 @@ static int unit_is_adapter(const fsdpc_engine *e, const fsdpc_unit *un) {
   return fsdpc__lora_kind(e->params[un->params[0]].kind);
 }
 
+fsdpc_status fsdpc__nf4_store(fsdpc_engine *e, int u, const float *full, fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  uint64_t mb = un->nf4_shard, ib = mb * (uint64_t)e->S;
+  uint8_t *image = malloc(ib + 1);
+  if (!image)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory quantizing unit %s to nf4",
+                       un->name);
+  fsdpc_status st = fsdpc__nf4_unit_pack(un, e->params, e->param_offset, e->x.nf4_block,
+                                         e->x.nf4_dq, (int)e->psize, full, image, ib, err);
+  const uint8_t *mine = image + (uint64_t)e->dist->shard_rank * mb;
+  if (st == FSDPC_OK && e->ops->device == FSDPC_DEVICE_CPU)
+    memcpy(un->master, mine, mb);
+  else if (st == FSDPC_OK)
+    st = e->ops->upload(e->ops->ctx, un->master, mine, mb, err);
+  free(image);
+  return st;
+}
+
+/* An NF4 unit: fn makes the whole unit's fp32 values on the host (one
+ * unit at a time: a projection is quantized whole, its blocks' scales and
+ * the double quantization's mean need all of it), then fsdpc__nf4_store. */
+static fsdpc_status fill_nf4(fsdpc_engine *e, int u, segment_fn fn, void *arg, fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  float *full = calloc(un->flat_numel + 1, sizeof(float));
+  if (!full)
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory quantizing unit %s to nf4",
+                       un->name);
+  fsdpc_status st = FSDPC_OK;
+  for (int i = 0; i < un->n_params && st == FSDPC_OK; i++) {
+    int p = un->params[i];
+    st = fn(e, p, 0, e->params[p].numel, full + e->param_offset[p], arg, err);
+  }
+  if (st == FSDPC_OK)
+    st = fsdpc__nf4_store(e, u, full, err);
+  free(full);
+  return st;
+}
+
 /* Runs fn over the shard segments of the units `which` names. On the CPU it
  * writes the master shards in place; on a device it fills one host staging
  * shard at a time and uploads it, so host memory stays at one unit's shard.
@@ -410,6 +461,10 @@ static fsdpc_status fill_shards(fsdpc_engine *e, int which, segment_fn fn, void 
     if ((which == FILL_BASE && adapter) || (which == FILL_ADAPTERS && !adapter))
       continue;
     un->lp_stale = 1;
+    if (un->nf4) {
+      st = fill_nf4(e, u, fn, arg, err);
+      continue;
+    }
     int direct = on_host && !(un->frozen && narrow);
     if (direct) {
       un->stage_stale = 1;
@@ -487,6 +542,12 @@ float *fsdpc__engine_host_shard(fsdpc_engine *e, int u, int slot, fsdpc_err *err
   if (u < 0 || u >= e->n_units || slot < FSDPC_SD_SLOT_PARAM || slot >= (int)fsdpc__ckpt_slots(e) ||
       (e->units[u].frozen && slot != FSDPC_SD_SLOT_PARAM)) {
     fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "host_shard: unit %d slot %d out of range", u, slot);
+    return NULL;
+  }
+  if (e->units[u].nf4) { /* bytes, not floats: checkpoints never hold the frozen base */
+    fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                "host_shard: unit %s holds an NF4 image, not fp32 values; gather it instead",
+                e->units[u].name);
     return NULL;
   }
   if (fsdpc__engine_quiesce(e, err) != FSDPC_OK)

@@ -255,6 +255,13 @@ typedef struct fsdpc_ops {
                                    const int32_t *labels, int N, int C, int V, int chunk_rows,
                                    int logits_bf16, void *scratch, size_t scratch_bytes,
                                    fsdpc_err *err);
+  /* (optional: NULL on the CPU, which dequantizes on the host) One NF4
+   * tensor (quant/nf4.h) into act_dtype on stream, from device bytes: codes,
+   * qabsmax, scales (absmax2 or absmax) and the fp32 offset at any byte
+   * offset; map: fsdpc__dynamic_map's (host). fsdp/nf4_unit.h. */
+  fsdpc_status (*nf4_dequant)(void *ctx, void *out, const uint8_t *codes, const uint8_t *qabsmax,
+                              const uint8_t *scales, const uint8_t *offset, uint64_t n, int block,
+                              int dq, const float *map, void *stream, fsdpc_err *err);
 } fsdpc_ops;
 
 /* Event slots: 0..95 for the engine's streams, then one per unit. */

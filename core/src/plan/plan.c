@@ -7,6 +7,7 @@
 
 #include "config/config.h"
 #include "fsdp/memplan.h"
+#include "fsdp/nf4_unit.h"
 #include "fsdp/program.h"
 #include "fsdp/qstate.h"
 #include "ops/ops.h"
@@ -58,7 +59,7 @@ static void comm_bytes(const fsdpc_memplan *mp, const fsdpc_run_exec *x, const f
           arg < 0 || arg >= lay->n_units)
         continue;
       uint64_t n = lay->units[arg].shard_numel;
-      if (p->a[i].op == FSDPC_ACT_GATHER && lay->units[arg].frozen && x->nf4_block)
+      if (p->a[i].op == FSDPC_ACT_GATHER && lay->units[arg].nf4)
         out->all_gather += mp->unit[arg].nf4_shard * (uint64_t)(x->S - 1); /* 4-bit */
       else if (p->a[i].op == FSDPC_ACT_GATHER)
         out->all_gather += n * gs * (uint64_t)(x->S - 1);
@@ -134,6 +135,7 @@ fsdpc_status fsdpc__plan_memory(const fsdpc_run_plan *p, const fsdpc_run_modes *
   fsdpc_layout lay;
   FSDPC_TRY(fsdpc__layout_build(&p->shape, p->params, p->n_params, p->unit_of_param, p->n_units,
                                 x.S, x.align, 0, &lay, err));
+  fsdpc__nf4_mark_units(&lay, p->params, x.nf4_block);
   out->S = x.S;
   out->R = x.R;
   uint64_t act = 0, tracked = 0;

@@ -344,6 +344,7 @@ static const fsdpc_ops cpu_ops = {
     /* .fp8_matmul_fwd = */ cpu_fp8_matmul_fwd,
     /* .fp8_matmul_bwd = */ cpu_fp8_matmul_bwd,
     /* .lmhead_xent_rows = */ cpu_lmhead_xent_rows,
+    /* .nf4_dequant = */ NULL, /* NF4 units dequantize on the host (fsdp/nf4_unit.c) */
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

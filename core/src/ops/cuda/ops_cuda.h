@@ -257,6 +257,18 @@ fsdpc_status fsdpc__cuda_scale_bf16(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *x, size_t n
 fsdpc_status fsdpc__cuda_dropout(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *inp,
                                  size_t n, float p, uint64_t key, fsdpc_err *err);
 
+/* ---- nf4.cu ---- one NF4 tensor (quant/nf4.h) into bf16 on `stream`
+ * (NULL: compute): codes ((n + 1) / 2 bytes); with dq, qabsmax (one byte a
+ * block), scales = absmax2 (fp32 a 256 blocks) and offset (its fp32, in
+ * device memory), map the
+ * 256-entry table of fsdpc__dynamic_map (host memory, passed by value);
+ * without, scales = absmax (fp32 a block). fp32 scales may sit at any
+ * byte offset. Bit for bit fsdpc__nf4_dequantize rounded to bf16 (RNE). */
+fsdpc_status fsdpc__cuda_nf4_dequant(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const uint8_t *codes,
+                                     const uint8_t *qabsmax, const uint8_t *scales,
+                                     const uint8_t *offset, uint64_t n, int block, int dq,
+                                     const float *map, void *stream, fsdpc_err *err);
+
 #ifdef __cplusplus
 }
 #endif

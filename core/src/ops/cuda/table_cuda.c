@@ -104,6 +104,13 @@ static void *c_alloc_host(void *ctx, size_t bytes) {
 static void c_free_host(void *ctx, void *p) {
   if (p) cudaFreeHost(p);
 }
+static fsdpc_status c_nf4_dequant(void *ctx, void *out, const uint8_t *codes,
+                                  const uint8_t *qabsmax, const uint8_t *scales,
+                                  const uint8_t *offset, uint64_t n, int block, int dq,
+                                  const float *map, void *stream, fsdpc_err *err) {
+  return fsdpc__cuda_nf4_dequant(ctx, out, codes, qabsmax, scales, offset, n, block, dq, map,
+                                 stream, err);
+}
 static fsdpc_status c_copy_on(void *ctx, void *dst, const void *src, size_t bytes, void *stream,
                               fsdpc_err *err) {
   if (!bytes) return FSDPC_OK;
@@ -283,6 +290,7 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
                    .alloc_host = c_alloc_host,
                    .free_host = c_free_host,
                    .copy_on = c_copy_on,
+                   .nf4_dequant = c_nf4_dequant,
                    .cast_to_f32_on = c_cast_to_f32_on,
                    .cast_params = c_cast_params,
                    .sync = c_sync,

@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "model/ctx.h"
+#include "model/family.h"
 #include "ops/cpu/ops_cpu.h"
 #include "ops/fp8.h"
 #include "plugin/call.h"
@@ -213,6 +214,26 @@ fsdpc_status fsdpc__model_attn_window_check(const fsdpc_component *attn, const f
                      attn->desc->name, s->window);
 }
 
+fsdpc_status fsdpc__model_features_check(const fsdpc_component *attn, const fsdpc_ops *ops,
+                                         const fsdpc_model_shape *s, fsdpc_err *err) {
+  FSDPC_TRY(fsdpc__model_attn_window_check(attn, s, err));
+  const fsdpc_attention_v1 *av = attn->vtable;
+  if (s->attn_softcap > 0.0f && !(FSDPC_HAS_FIELD(av, fsdpc_attention_v1, features) &&
+                                  (av->features & FSDPC_ATTN_FEATURE_SOFTCAP)))
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "attention plugin '%s' does not compute logit soft-capping "
+                       "(model.attn_logit_softcapping %g); use attention.impl naive on the CPU",
+                       attn->desc->name, (double)s->attn_softcap);
+  int gemma = s->norm_offset != 0.0f || s->act == FSDPC_ACT_GELU_TANH || s->logit_softcap > 0.0f;
+  if (gemma && !(ops->rmsnorm_off_fwd && ops->rmsnorm_off_bwd && ops->geglu_fwd && ops->geglu_bwd &&
+                 ops->lmhead_xent_capped))
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "model_type %s: this device does not compute its (1 + w) norms, GeGLU "
+                       "and final logit soft-capping yet; train it on the CPU",
+                       fsdpc__family(s->family) ? fsdpc__family(s->family)->model_type : "?");
+  return FSDPC_OK;
+}
+
 static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_opts *o,
                                     fsdpc_err *err) {
   const fsdpc_model_shape *s = o->shape;
@@ -233,8 +254,9 @@ static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_op
                                  .device = m->ops->device,
                                  .host = m->attn->host,
                                  .num_threads = o->threads,
-                                 .window = s->window};
-  FSDPC_TRY(fsdpc__model_attn_window_check(m->attn, s, err));
+                                 .window = s->window,
+                                 .softcap = s->attn_softcap};
+  FSDPC_TRY(fsdpc__model_features_check(m->attn, m->ops, s, err));
   if (m->av->supports && m->av->supports(&m->ashape) != FSDPC_OK)
     return fsdpc__plugin_fail(m->attn, FSDPC_UNSUPPORTED, err);
   m->ashape.window = 0; /* set per layer (fsdpc__layer_window) */

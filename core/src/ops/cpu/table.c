@@ -199,6 +199,46 @@ static fsdpc_status cpu_lmhead_xent(void *ctx, double *out2, void *dx, float *dw
   out2[1] = (double)count;
   return FSDPC_OK;
 }
+static fsdpc_status cpu_lmhead_xent_capped(void *ctx, double *out2, void *dx, float *dweight,
+                                           const void *x, const void *weight, const int32_t *labels,
+                                           int N, int C, int V, float grad_scale, int chunk_rows,
+                                           int logits_bf16, float softcap, void *scratch,
+                                           size_t scratch_bytes, fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  if (scratch_bytes < cpu_xent_scratch_bytes(N, V, chunk_rows, logits_bf16))
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "cross-entropy scratch too small");
+  int64_t count = 0;
+  fsdpc__cpu_lmhead_xent_capped(&out2[0], &count, dx, dweight, x, weight, labels, N, C, V,
+                                grad_scale, chunk_rows, logits_bf16, softcap, scratch);
+  out2[1] = (double)count;
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_rmsnorm_off_fwd(void *ctx, void *out, float *rstd, const void *inp,
+                                        const void *weight, int N, int C, float eps, float offset,
+                                        fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  fsdpc__cpu_rmsnorm_off_fwd(out, rstd, inp, weight, N, C, eps, offset);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_rmsnorm_off_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
+                                        const void *inp, const void *weight, const float *rstd,
+                                        int N, int C, float offset, fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  fsdpc__cpu_rmsnorm_off_bwd(dinp, dweight, dout, inp, weight, rstd, N, C, offset);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_geglu_fwd(void *ctx, void *out, const void *gate, const void *up, int N,
+                                  int F, fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  fsdpc__cpu_geglu_fwd(out, gate, up, N, F);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_geglu_bwd(void *ctx, void *dgate, void *dup, const void *dout,
+                                  const void *gate, const void *up, int N, int F, fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  fsdpc__cpu_geglu_bwd(dgate, dup, dout, gate, up, N, F);
+  return FSDPC_OK;
+}
 static fsdpc_status cpu_logits(void *ctx, float *out, const void *x, const void *weight, int N,
                                int C, int V, fsdpc_err *err) {
   CPU_TEAM(ctx);
@@ -329,6 +369,11 @@ static const fsdpc_ops cpu_ops = {
     /* .axpy = */ cpu_axpy,
     /* .fp8_matmul_fwd = */ cpu_fp8_matmul_fwd,
     /* .fp8_matmul_bwd = */ cpu_fp8_matmul_bwd,
+    /* .rmsnorm_off_fwd = */ cpu_rmsnorm_off_fwd,
+    /* .rmsnorm_off_bwd = */ cpu_rmsnorm_off_bwd,
+    /* .geglu_fwd = */ cpu_geglu_fwd,
+    /* .geglu_bwd = */ cpu_geglu_bwd,
+    /* .lmhead_xent_capped = */ cpu_lmhead_xent_capped,
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

@@ -143,6 +143,7 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
   if (!d)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   d->s = *s;
+  fsdpc__model_shape_for_dtype(&d->s, ops->act_dtype);
   d->ops = ops;
   d->dev = ops->ctx;
   d->attn = o->attention;

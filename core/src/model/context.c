@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "model/ctx.h"
+#include "io/dtype.h"
 #include "model/family.h"
 #include "ops/cpu/ops_cpu.h"
 #include "ops/fp8.h"
@@ -214,6 +215,13 @@ fsdpc_status fsdpc__model_attn_window_check(const fsdpc_component *attn, const f
                      attn->desc->name, s->window);
 }
 
+void fsdpc__model_shape_for_dtype(fsdpc_model_shape *s, int32_t act_dtype) {
+  /* Gemma2Model multiplies by sqrt(hidden_size) as a tensor of the
+   * activations' dtype */
+  if (s->family == FSDPC_FAMILY_GEMMA2 && act_dtype == FSDPC_DTYPE_BF16)
+    s->embed_mult = fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(s->embed_mult));
+}
+
 fsdpc_status fsdpc__model_features_check(const fsdpc_component *attn, const fsdpc_ops *ops,
                                          const fsdpc_model_shape *s, fsdpc_err *err) {
   FSDPC_TRY(fsdpc__model_attn_window_check(attn, s, err));
@@ -224,13 +232,19 @@ fsdpc_status fsdpc__model_features_check(const fsdpc_component *attn, const fsdp
                        "attention plugin '%s' does not compute logit soft-capping "
                        "(model.attn_logit_softcapping %g); use attention.impl naive on the CPU",
                        attn->desc->name, (double)s->attn_softcap);
-  int gemma = s->norm_offset != 0.0f || s->act == FSDPC_ACT_GELU_TANH || s->logit_softcap > 0.0f;
-  if (gemma && !(ops->rmsnorm_off_fwd && ops->rmsnorm_off_bwd && ops->geglu_fwd && ops->geglu_bwd &&
-                 ops->lmhead_xent_capped))
+  const fsdpc_family_info *fi = fsdpc__family(s->family);
+  const char *mt = fi ? fi->model_type : "?";
+  if ((s->norm_offset != 0.0f && !(ops->rmsnorm_off_fwd && ops->rmsnorm_off_bwd)) ||
+      (s->act == FSDPC_ACT_GELU_TANH && !(ops->geglu_fwd && ops->geglu_bwd)))
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "model_type %s: this device does not compute its (1 + w) norms, GeGLU "
-                       "and final logit soft-capping yet; train it on the CPU",
-                       fsdpc__family(s->family) ? fsdpc__family(s->family)->model_type : "?");
+                       "model_type %s: this device does not compute its (1 + w) norms and "
+                       "GeGLU; train it on the CPU",
+                       mt);
+  if (s->logit_softcap > 0.0f && !ops->lmhead_xent_capped)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "model_type %s: this device does not soft-cap the final logits "
+                       "(final_logit_softcapping %g) yet; train it on the CPU",
+                       mt, (double)s->logit_softcap);
   return FSDPC_OK;
 }
 
@@ -374,6 +388,7 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
   fsdpc_model_ctx *m = calloc(1, sizeof *m);
   if (!m) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the model context");
   m->s = *s;
+  fsdpc__model_shape_for_dtype(&m->s, o->ops ? o->ops->act_dtype : FSDPC_DTYPE_F32);
   m->ops = ops;
   m->dev = m->ops->ctx;
   m->B = o->B;

@@ -229,6 +229,9 @@ fsdpc_status fsdpc__model_attn_window_check(const fsdpc_component *attn, const f
  * does, or needs ops (Gemma 2's) the device's table lacks. */
 fsdpc_status fsdpc__model_features_check(const fsdpc_component *attn, const fsdpc_ops *ops,
                                          const fsdpc_model_shape *s, fsdpc_err *err);
+/* s's numbers as the compute dtype holds them (Gemma 2's sqrt(hidden) is a
+ * bf16 number on a bf16 device, as transformers makes it). */
+void fsdpc__model_shape_for_dtype(fsdpc_model_shape *s, int32_t act_dtype);
 /* RMSNorm forward and backward through ops with s's weight offset
  * (norm_offset: rmsnorm_off_*; else the plain ops). */
 fsdpc_status fsdpc__model_norm_fwd(const fsdpc_ops *ops, const fsdpc_model_shape *s, void *out,

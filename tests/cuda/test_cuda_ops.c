@@ -261,75 +261,64 @@ START_TEST(family_ops) {
 }
 END_TEST
 
-/* ---- swiglu ---- */
+/* ---- swiglu and geglu (gelu_pytorch_tanh, Gemma) ---- */
 
-static void swiglu_case(int N, int F, int off) {
+typedef fsdpc_status (*glu_fwd_fn)(fsdpc_cuda_ctx *, fsdpc_bf16 *, const fsdpc_bf16 *,
+                                   const fsdpc_bf16 *, int, int, fsdpc_err *);
+typedef fsdpc_status (*glu_bwd_fn)(fsdpc_cuda_ctx *, fsdpc_bf16 *, fsdpc_bf16 *,
+                                   const fsdpc_bf16 *, const fsdpc_bf16 *, const fsdpc_bf16 *, int,
+                                   int, fsdpc_err *);
+
+static void glu_case(int N, int F, int off, int gelu) {
   const size_t n = (size_t)N * F;
+  const char *op = gelu ? "geglu" : "swiglu";
+  glu_fwd_fn gfwd = gelu ? fsdpc__cuda_geglu_fwd : fsdpc__cuda_swiglu_fwd;
+  glu_bwd_fn gbwd = gelu ? fsdpc__cuda_geglu_bwd : fsdpc__cuda_swiglu_bwd;
   float *gt = rand_bf16_values(n, -4, 4), *up = rand_bf16_values(n, -2, 2);
   float *dy = rand_bf16_values(n, -1, 1);
-  if (n > 2)
-    gt[0] = -100.0f, gt[1] = 100.0f; /* saturated sigmoid: silu(-100) = 0, silu(100) = 100 */
+  if (n > 2) /* saturated: silu/gelu(-100) = 0, silu/gelu(100) = 100 */
+    gt[0] = -100.0f, gt[1] = 100.0f;
   uint16_t *d_gt = up_bf16_at(gt, n, off), *d_up = up_bf16_at(up, n, off);
   uint16_t *d_dy = up_bf16_at(dy, n, off), *d_y = dev_alloc_at(2, n, off);
   uint16_t *d_dg = dev_alloc_at(2, n, off), *d_du = dev_alloc_at(2, n, off);
-  CK(fsdpc__cuda_swiglu_fwd(g_ctx, d_y, d_gt, d_up, N, F, &g_err));
-  CK(fsdpc__cuda_swiglu_bwd(g_ctx, d_dg, d_du, d_dy, d_gt, d_up, N, F, &g_err));
+  CK(gfwd(g_ctx, d_y, d_gt, d_up, N, F, &g_err));
+  CK(gbwd(g_ctx, d_dg, d_du, d_dy, d_gt, d_up, N, F, &g_err));
   float *y = malloc(sizeof(float) * n), *dg = malloc(sizeof(float) * n);
   float *du = malloc(sizeof(float) * n);
-  fsdpc__cpu_swiglu_fwd(y, gt, up, N, F);
-  fsdpc__cpu_swiglu_bwd(dg, du, dy, gt, up, N, F);
+  if (gelu) {
+    fsdpc__cpu_geglu_fwd(y, gt, up, N, F);
+    fsdpc__cpu_geglu_bwd(dg, du, dy, gt, up, N, F);
+  } else {
+    fsdpc__cpu_swiglu_fwd(y, gt, up, N, F);
+    fsdpc__cpu_swiglu_bwd(dg, du, dy, gt, up, N, F);
+  }
   float *gy = down_bf16(d_y, n), *gdg = down_bf16(d_dg, n), *gdu = down_bf16(d_du, n);
   char name[80];
-  snprintf(name, sizeof name, "swiglu_fwd N=%d F=%d off=%d", N, F, off);
+  snprintf(name, sizeof name, "%s_fwd N=%d F=%d off=%d", op, N, F, off);
   CHECK_REL(name, gy, y, n, TOL_BF16);
-  CHECK_REL("swiglu_bwd dgate", gdg, dg, n, TOL_BF16);
-  CHECK_REL("swiglu_bwd dup", gdu, du, n, TOL_BF16);
+  snprintf(name, sizeof name, "%s_bwd dgate", op);
+  CHECK_REL(name, gdg, dg, n, TOL_BF16);
+  snprintf(name, sizeof name, "%s_bwd dup", op);
+  CHECK_REL(name, gdu, du, n, TOL_BF16);
   free(gt), free(up), free(dy), free(y), free(dg), free(du), free(gy), free(gdg), free(gdu);
   dev_free_at(d_gt, 2, n, off), dev_free_at(d_up, 2, n, off), dev_free_at(d_dy, 2, n, off);
   dev_free_at(d_y, 2, n, off), dev_free_at(d_dg, 2, n, off), dev_free_at(d_du, 2, n, off);
 }
 
-/* gelu_pytorch_tanh(gate) * up against the CPU's geglu. */
-static void geglu_case(int N, int F, int off) {
-  const size_t n = (size_t)N * F;
-  float *gt = rand_bf16_values(n, -4, 4), *up = rand_bf16_values(n, -2, 2);
-  float *dy = rand_bf16_values(n, -1, 1);
-  if (n > 2)
-    gt[0] = -100.0f, gt[1] = 100.0f; /* saturated tanh: gelu(-100) = 0, gelu(100) = 100 */
-  uint16_t *d_gt = up_bf16_at(gt, n, off), *d_up = up_bf16_at(up, n, off);
-  uint16_t *d_dy = up_bf16_at(dy, n, off), *d_y = dev_alloc_at(2, n, off);
-  uint16_t *d_dg = dev_alloc_at(2, n, off), *d_du = dev_alloc_at(2, n, off);
-  CK(fsdpc__cuda_geglu_fwd(g_ctx, d_y, d_gt, d_up, N, F, &g_err));
-  CK(fsdpc__cuda_geglu_bwd(g_ctx, d_dg, d_du, d_dy, d_gt, d_up, N, F, &g_err));
-  float *y = malloc(sizeof(float) * n), *dg = malloc(sizeof(float) * n);
-  float *du = malloc(sizeof(float) * n);
-  fsdpc__cpu_geglu_fwd(y, gt, up, N, F);
-  fsdpc__cpu_geglu_bwd(dg, du, dy, gt, up, N, F);
-  float *gy = down_bf16(d_y, n), *gdg = down_bf16(d_dg, n), *gdu = down_bf16(d_du, n);
-  char name[80];
-  snprintf(name, sizeof name, "geglu_fwd N=%d F=%d off=%d", N, F, off);
-  CHECK_REL(name, gy, y, n, TOL_BF16);
-  CHECK_REL("geglu_bwd dgate", gdg, dg, n, TOL_BF16);
-  CHECK_REL("geglu_bwd dup", gdu, du, n, TOL_BF16);
-  free(gt), free(up), free(dy), free(y), free(dg), free(du), free(gy), free(gdg), free(gdu);
-  dev_free_at(d_gt, 2, n, off), dev_free_at(d_up, 2, n, off), dev_free_at(d_dy, 2, n, off);
-  dev_free_at(d_y, 2, n, off), dev_free_at(d_dg, 2, n, off), dev_free_at(d_du, 2, n, off);
-}
-
-START_TEST(geglu) {
-  geglu_case(37, 301, 0); /* 16-byte path and a tail */
-  geglu_case(1, 3, 0);    /* tail only */
-  geglu_case(64, 9216, 0);
-  geglu_case(13, 333, 1); /* misaligned: scalar path */
+START_TEST(swiglu) {
+  glu_case(37, 301, 0, 0); /* 16-byte path and a tail */
+  glu_case(1, 13, 0, 0);   /* one vector and a 5-element tail */
+  glu_case(1, 3, 0, 0);    /* tail only */
+  glu_case(64, 8192, 0, 0);
+  glu_case(13, 333, 1, 0); /* misaligned: scalar path */
 }
 END_TEST
 
-START_TEST(swiglu) {
-  swiglu_case(37, 301, 0); /* 16-byte path and a tail */
-  swiglu_case(1, 13, 0);   /* one vector and a 5-element tail */
-  swiglu_case(1, 3, 0);    /* tail only */
-  swiglu_case(64, 8192, 0);
-  swiglu_case(13, 333, 1); /* misaligned: scalar path */
+START_TEST(geglu) {
+  glu_case(37, 301, 0, 1);
+  glu_case(1, 3, 0, 1);
+  glu_case(64, 9216, 0, 1); /* Gemma 2 2B's intermediate size */
+  glu_case(13, 333, 1, 1);
 }
 END_TEST
 

@@ -121,7 +121,7 @@ fsdpc_status fsdpc__cuda_bias_bwd(fsdpc_cuda_ctx *ctx, float *dbias, const fsdpc
 fsdpc_status fsdpc__cuda_axpy(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *x,
                               const fsdpc_bf16 *y, float a, size_t n, fsdpc_err *err);
 
-/* ---- geglu.cu ---- out = gelu_tanh(gate) * up (Gemma's gelu_pytorch_tanh) */
+/* ---- swiglu.cu ---- GeGLU: out = gelu_tanh(gate) * up (Gemma's gelu_pytorch_tanh) */
 fsdpc_status fsdpc__cuda_geglu_fwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *gate,
                                    const fsdpc_bf16 *up, int N, int F, fsdpc_err *err);
 fsdpc_status fsdpc__cuda_geglu_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dgate, fsdpc_bf16 *dup,

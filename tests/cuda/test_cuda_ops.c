@@ -90,6 +90,42 @@ START_TEST(rmsnorm) {
 }
 END_TEST
 
+/* Gemma2RMSNorm: (1 + w) with w around 0, against the CPU's rmsnorm_off. */
+static void rmsnorm_off_case(int N, int C, int off) {
+  const size_t nc = (size_t)N * C;
+  float *x = rand_bf16_values(nc, -2, 2), *w = rand_bf16_values(C, -0.5, 0.5);
+  float *dy = rand_bf16_values(nc, -1, 1), *dw = rand_f32(C, -1, 1);
+  uint16_t *d_x = up_bf16_at(x, nc, off), *d_w = up_bf16_at(w, C, off);
+  uint16_t *d_dy = up_bf16_at(dy, nc, off);
+  uint16_t *d_y = dev_alloc_at(2, nc, off), *d_dx = dev_alloc_at(2, nc, off);
+  float *d_rstd = dev_alloc(sizeof(float) * N), *d_dw = up_raw_at(dw, sizeof(float), C, off);
+  CK(fsdpc__cuda_rmsnorm_off_fwd(g_ctx, d_y, d_rstd, d_x, d_w, N, C, 1e-6f, 1.0f, &g_err));
+  CK(fsdpc__cuda_rmsnorm_off_bwd(g_ctx, d_dx, d_dw, d_dy, d_x, d_w, d_rstd, N, C, 1.0f, &g_err));
+  float *y = malloc(sizeof(float) * nc), *rstd = malloc(sizeof(float) * N);
+  float *dx = malloc(sizeof(float) * nc);
+  fsdpc__cpu_rmsnorm_off_fwd(y, rstd, x, w, N, C, 1e-6f, 1.0f);
+  fsdpc__cpu_rmsnorm_off_bwd(dx, dw, dy, x, w, rstd, N, C, 1.0f);
+  float *gy = down_bf16(d_y, nc), *gdx = down_bf16(d_dx, nc), *gdw = down_f32(d_dw, C);
+  char name[80];
+  snprintf(name, sizeof name, "rmsnorm_off_fwd out N=%d C=%d off=%d", N, C, off);
+  CHECK_REL(name, gy, y, nc, TOL_BF16);
+  CHECK_REL("rmsnorm_off_bwd dinp", gdx, dx, nc, TOL_BF16);
+  CHECK_REL("rmsnorm_off_bwd dweight (fp32 +=)", gdw, dw, C, TOL_F32);
+  free(x), free(w), free(dy), free(dw), free(y), free(rstd), free(dx), free(gy), free(gdx);
+  free(gdw);
+  dev_free_at(d_x, 2, nc, off), dev_free_at(d_w, 2, C, off), dev_free_at(d_dy, 2, nc, off);
+  dev_free_at(d_y, 2, nc, off), dev_free_at(d_dx, 2, nc, off);
+  dev_free(d_rstd, sizeof(float) * N), dev_free_at(d_dw, sizeof(float), C, off);
+}
+
+START_TEST(rmsnorm_off) {
+  rmsnorm_off_case(37, 2304, 0); /* Gemma 2 2B's hidden size */
+  rmsnorm_off_case(300, 256, 0); /* q/k-norm width rows, many blocks and the partial reduce */
+  rmsnorm_off_case(1, 3584, 0);  /* one row: straight into dweight */
+  rmsnorm_off_case(13, 100, 1);  /* misaligned */
+}
+END_TEST
+
 /* Same inputs, same bits: dinp and the fp32 dweight (fixed-order partials,
  * no atomics) over repeated runs, for the fast and the generic path. */
 static void rmsnorm_determinism_case(int N, int C) {
@@ -225,40 +261,64 @@ START_TEST(family_ops) {
 }
 END_TEST
 
-/* ---- swiglu ---- */
+/* ---- swiglu and geglu (gelu_pytorch_tanh, Gemma) ---- */
 
-static void swiglu_case(int N, int F, int off) {
+typedef fsdpc_status (*glu_fwd_fn)(fsdpc_cuda_ctx *, fsdpc_bf16 *, const fsdpc_bf16 *,
+                                   const fsdpc_bf16 *, int, int, fsdpc_err *);
+typedef fsdpc_status (*glu_bwd_fn)(fsdpc_cuda_ctx *, fsdpc_bf16 *, fsdpc_bf16 *,
+                                   const fsdpc_bf16 *, const fsdpc_bf16 *, const fsdpc_bf16 *, int,
+                                   int, fsdpc_err *);
+
+static void glu_case(int N, int F, int off, int gelu) {
   const size_t n = (size_t)N * F;
+  const char *op = gelu ? "geglu" : "swiglu";
+  glu_fwd_fn gfwd = gelu ? fsdpc__cuda_geglu_fwd : fsdpc__cuda_swiglu_fwd;
+  glu_bwd_fn gbwd = gelu ? fsdpc__cuda_geglu_bwd : fsdpc__cuda_swiglu_bwd;
   float *gt = rand_bf16_values(n, -4, 4), *up = rand_bf16_values(n, -2, 2);
   float *dy = rand_bf16_values(n, -1, 1);
-  if (n > 2)
-    gt[0] = -100.0f, gt[1] = 100.0f; /* saturated sigmoid: silu(-100) = 0, silu(100) = 100 */
+  if (n > 2) /* saturated: silu/gelu(-100) = 0, silu/gelu(100) = 100 */
+    gt[0] = -100.0f, gt[1] = 100.0f;
   uint16_t *d_gt = up_bf16_at(gt, n, off), *d_up = up_bf16_at(up, n, off);
   uint16_t *d_dy = up_bf16_at(dy, n, off), *d_y = dev_alloc_at(2, n, off);
   uint16_t *d_dg = dev_alloc_at(2, n, off), *d_du = dev_alloc_at(2, n, off);
-  CK(fsdpc__cuda_swiglu_fwd(g_ctx, d_y, d_gt, d_up, N, F, &g_err));
-  CK(fsdpc__cuda_swiglu_bwd(g_ctx, d_dg, d_du, d_dy, d_gt, d_up, N, F, &g_err));
+  CK(gfwd(g_ctx, d_y, d_gt, d_up, N, F, &g_err));
+  CK(gbwd(g_ctx, d_dg, d_du, d_dy, d_gt, d_up, N, F, &g_err));
   float *y = malloc(sizeof(float) * n), *dg = malloc(sizeof(float) * n);
   float *du = malloc(sizeof(float) * n);
-  fsdpc__cpu_swiglu_fwd(y, gt, up, N, F);
-  fsdpc__cpu_swiglu_bwd(dg, du, dy, gt, up, N, F);
+  if (gelu) {
+    fsdpc__cpu_geglu_fwd(y, gt, up, N, F);
+    fsdpc__cpu_geglu_bwd(dg, du, dy, gt, up, N, F);
+  } else {
+    fsdpc__cpu_swiglu_fwd(y, gt, up, N, F);
+    fsdpc__cpu_swiglu_bwd(dg, du, dy, gt, up, N, F);
+  }
   float *gy = down_bf16(d_y, n), *gdg = down_bf16(d_dg, n), *gdu = down_bf16(d_du, n);
   char name[80];
-  snprintf(name, sizeof name, "swiglu_fwd N=%d F=%d off=%d", N, F, off);
+  snprintf(name, sizeof name, "%s_fwd N=%d F=%d off=%d", op, N, F, off);
   CHECK_REL(name, gy, y, n, TOL_BF16);
-  CHECK_REL("swiglu_bwd dgate", gdg, dg, n, TOL_BF16);
-  CHECK_REL("swiglu_bwd dup", gdu, du, n, TOL_BF16);
+  snprintf(name, sizeof name, "%s_bwd dgate", op);
+  CHECK_REL(name, gdg, dg, n, TOL_BF16);
+  snprintf(name, sizeof name, "%s_bwd dup", op);
+  CHECK_REL(name, gdu, du, n, TOL_BF16);
   free(gt), free(up), free(dy), free(y), free(dg), free(du), free(gy), free(gdg), free(gdu);
   dev_free_at(d_gt, 2, n, off), dev_free_at(d_up, 2, n, off), dev_free_at(d_dy, 2, n, off);
   dev_free_at(d_y, 2, n, off), dev_free_at(d_dg, 2, n, off), dev_free_at(d_du, 2, n, off);
 }
 
 START_TEST(swiglu) {
-  swiglu_case(37, 301, 0); /* 16-byte path and a tail */
-  swiglu_case(1, 13, 0);   /* one vector and a 5-element tail */
-  swiglu_case(1, 3, 0);    /* tail only */
-  swiglu_case(64, 8192, 0);
-  swiglu_case(13, 333, 1); /* misaligned: scalar path */
+  glu_case(37, 301, 0, 0); /* 16-byte path and a tail */
+  glu_case(1, 13, 0, 0);   /* one vector and a 5-element tail */
+  glu_case(1, 3, 0, 0);    /* tail only */
+  glu_case(64, 8192, 0, 0);
+  glu_case(13, 333, 1, 0); /* misaligned: scalar path */
+}
+END_TEST
+
+START_TEST(geglu) {
+  glu_case(37, 301, 0, 1);
+  glu_case(1, 3, 0, 1);
+  glu_case(64, 9216, 0, 1); /* Gemma 2 2B's intermediate size */
+  glu_case(13, 333, 1, 1);
 }
 END_TEST
 
@@ -604,6 +664,8 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, rope);
   tcase_add_test(tc, family_ops);
   tcase_add_test(tc, swiglu);
+  tcase_add_test(tc, geglu);
+  tcase_add_test(tc, rmsnorm_off);
   tcase_add_test(tc, lora_dropout_scale);
   tcase_add_test(tc, elementwise);
   tcase_add_test(tc, sumsq);

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Makes the Hugging Face fixtures of the decoder families (issue 35) that
 fsdpc's CPU model is tested against: small random configs of Qwen2, Qwen3,
-Phi-3, OLMo 2, Granite, Mistral and Llama covering the switches (q/k/v(/o/
-MLP) biases, tied and untied heads, q/k norms per head and per projection,
-post-norms, fused qkv_proj/gate_up_proj, partial rotary, each RoPE type,
-sliding windows shorter than the sequence, GQA and MQA, Granite's
-multipliers). Runs where torch and transformers are installed (the GPU host;
+Phi-3, OLMo 2, Granite, Mistral, Llama and Gemma 2 covering the switches
+(q/k/v(/o/MLP) biases, tied and untied heads, q/k norms per head and per
+projection, post-norms, fused qkv_proj/gate_up_proj, partial rotary, each
+RoPE type, sliding windows shorter than the sequence, GQA and MQA, Granite's
+multipliers, Gemma 2's (1 + w) norms, GeGLU and soft-capping on and off). Runs where torch and transformers are installed (the GPU host;
 CPU only, seconds; scripts/gpu/agree.sh families runs it):
 
     python3 tests/gpu/make_hf_families.py OUT
@@ -41,7 +41,7 @@ ADAMW = dict(lr=2e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
 
 def tiny(**kw):
-    """A config small enough that the nine fixtures stay a few hundred KB in
+    """A config small enough that the eleven fixtures stay a few hundred KB in
     all (CI keeps them): 2 layers, hidden 16, 4 heads of 4, kv heads 2 unless
     kw says otherwise."""
     base = dict(vocab_size=32, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
@@ -109,6 +109,24 @@ FIXTURES = {
         residual_multiplier=0.5, attention_multiplier=0.2, logits_scaling=4.0,
         attention_bias=True, mlp_bias=True, tie_word_embeddings=True),
         dict(rope_type="default", rope_theta=10000.0)),
+    # Gemma 2 (issue 36): (1 + w) norms, four per layer, GeGLU, sqrt(hidden)
+    # embeddings, query_pre_attn_scalar 8, attention and final soft-capping
+    # small enough to bend the scores and logits, sliding window 5 < T on
+    # the even layers (Gemma2Config's default layer_types), head_dim 8 != 16/4,
+    # tied as released
+    "gemma2_softcap_window": ("Gemma2ForCausalLM", tiny(
+        vocab_size=39, head_dim=8, query_pre_attn_scalar=8, attn_logit_softcapping=2.0,
+        final_logit_softcapping=3.0, sliding_window=5, hidden_activation="gelu_pytorch_tanh",
+        tie_word_embeddings=True),
+        dict(rope_type="default", rope_theta=10000.0)),
+    # Gemma 2 without soft-capping (null), untied, biases, layers listed
+    # (the window on layer 1 only), MQA
+    "gemma2_nocap_untied": ("Gemma2ForCausalLM", tiny(
+        vocab_size=40, num_key_value_heads=1, query_pre_attn_scalar=16,
+        attn_logit_softcapping=None, final_logit_softcapping=None, attention_bias=True,
+        sliding_window=4, layer_types=["full_attention", "sliding_attention"],
+        tie_word_embeddings=False),
+        dict(rope_type="default", rope_theta=10000.0)),
 }
 
 
@@ -133,9 +151,11 @@ def build_config(cls_name, kw, rope):
 def fill(model, seed):
     torch.manual_seed(seed)
     with torch.no_grad():
+        # Gemma's norms scale by (1 + weight): the same spread around 1
+        offset = 0.0 if model.config.model_type.startswith("gemma") else 1.0
         for n, p in model.named_parameters():
             if p.ndim == 1 and "norm" in n:
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+                p.copy_(offset + 0.2 * torch.randn_like(p))
             elif p.ndim == 1:  # biases
                 p.copy_(0.1 * torch.randn_like(p))
             else:

@@ -17,6 +17,9 @@ struct ref_model {
   int qk_norm;                    /* 1 per head (qwen3), 2 whole projection (olmo2) */
   int post_norm;                  /* olmo2 */
   int fused;                      /* phi3 */
+  int gemma;                      /* gemma2: four norms, GeGLU */
+  double norm_off;                /* Gemma2RMSNorm: (1 + weight) */
+  double attn_cap, final_cap;     /* gemma2 soft-capping; 0 = none */
   double emb_mult, res_mult, scale, logits_div;
   int window[512]; /* per layer; 0 = full attention */
   /* RoPE */
@@ -91,6 +94,16 @@ static void read_windows(ref_model *r, const cJSON *c) {
       w = 4096, has = 1;
     for (int l = 0; l < r->L && has; l++)
       r->window[l] = w;
+  } else if (is(r, "gemma2")) { /* Gemma2Config: layer_types, else even layers slide */
+    if (!sw)
+      w = 4096, has = 1;
+    const cJSON *lt = get(c, "layer_types");
+    for (int l = 0; l < r->L && has; l++) {
+      const cJSON *e = cJSON_GetArrayItem(lt, l);
+      int slide =
+          lt ? cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0 : l % 2 == 0;
+      r->window[l] = slide ? w : 0;
+    }
   } else if (is(r, "qwen2") || is(r, "qwen3")) {
     if (!sw)
       w = 4096, has = 1;
@@ -111,10 +124,10 @@ ref_model *ref_create(const cJSON *c, const char **why) {
   ref_model *r = calloc(1, sizeof *r);
   const cJSON *mt = get(c, "model_type");
   snprintf(r->type, sizeof r->type, "%s", cJSON_IsString(mt) ? mt->valuestring : "llama");
-  static const char *const known[] = {"llama", "mistral", "qwen2",  "qwen3",
-                                      "phi3",  "olmo2",   "granite"};
+  static const char *const known[] = {"llama", "mistral", "qwen2",   "qwen3",
+                                      "phi3",  "olmo2",   "granite", "gemma2"};
   int ok = 0;
-  for (int i = 0; i < 7; i++)
+  for (int i = 0; i < 8; i++)
     ok |= is(r, known[i]);
   if (!ok) {
     *why = "model_type";
@@ -137,13 +150,23 @@ ref_model *ref_create(const cJSON *c, const char **why) {
     r->bias_qkv = r->bias_o = ab;
   r->bias_mlp = (is(r, "llama") || is(r, "granite")) && flag(c, "mlp_bias", 0);
   r->qk_norm = is(r, "qwen3") ? 1 : is(r, "olmo2") ? 2 : 0;
-  r->post_norm = is(r, "olmo2");
+  r->post_norm = is(r, "olmo2") || is(r, "gemma2");
   r->fused = is(r, "phi3");
   int granite = is(r, "granite");
   r->emb_mult = granite ? num(c, "embedding_multiplier", 1.0) : 1.0;
   r->res_mult = granite ? num(c, "residual_multiplier", 1.0) : 1.0;
   r->logits_div = granite ? num(c, "logits_scaling", 1.0) : 1.0;
   r->scale = granite ? num(c, "attention_multiplier", 1.0) : 1.0 / sqrt((double)r->HD);
+  if (is(r, "gemma2")) { /* Gemma2Model, Gemma2Attention, Gemma2ForCausalLM */
+    const cJSON *ac = get(c, "attn_logit_softcapping"), *fc = get(c, "final_logit_softcapping");
+    r->gemma = 1;
+    r->norm_off = 1.0;
+    r->bias_qkv = r->bias_o = ab;
+    r->emb_mult = sqrt((double)r->C);
+    r->scale = 1.0 / sqrt(num(c, "query_pre_attn_scalar", 256.0));
+    r->attn_cap = cJSON_IsNull(ac) ? 0.0 : num(c, "attn_logit_softcapping", 50.0);
+    r->final_cap = cJSON_IsNull(fc) ? 0.0 : num(c, "final_logit_softcapping", 30.0);
+  }
   read_rope(r, c);
   read_windows(r, c);
   return r;
@@ -258,15 +281,18 @@ static void linear(double *y, const double *x, const double *w, const double *b,
     }
 }
 
-/* RMSNorm of each of N rows of C, in place into y */
-static void rmsnorm(double *y, const double *x, const double *w, int N, int C, double eps) {
+/* RMSNorm of each of N rows of C, in place into y; Gemma2RMSNorm scales by
+ * (1 + w). */
+static void rmsnorm(double *y, const double *x, const double *w, int N, int C,
+                    const ref_model *rm) {
+  double eps = rm->eps;
   for (int n = 0; n < N; n++) {
     double ms = 0.0;
     for (int i = 0; i < C; i++)
       ms += x[(size_t)n * C + i] * x[(size_t)n * C + i];
     double r = 1.0 / sqrt(ms / C + eps);
     for (int i = 0; i < C; i++)
-      y[(size_t)n * C + i] = w[i] * (x[(size_t)n * C + i] * r);
+      y[(size_t)n * C + i] = (rm->norm_off + w[i]) * (x[(size_t)n * C + i] * r);
   }
 }
 
@@ -296,6 +322,8 @@ static void attention(const ref_model *r, double *out, const double *q, const do
           for (int d = 0; d < HD; d++)
             s += q[qi + d] * k[kj + d];
           p[j] = s * r->scale;
+          if (r->attn_cap > 0) /* Gemma2's eager attention: soft-capped scores */
+            p[j] = tanh(p[j] / r->attn_cap) * r->attn_cap;
           mx = fmax(mx, p[j]);
         }
         for (int j = 0; j < T; j++)
@@ -358,9 +386,9 @@ static void qk_norms(const ref_model *r, const wget *g, int l, double *q, double
   for (int i = 0; i < 2; i++) {
     name_of(n1, sizeof n1, l, leaf[i]);
     if (r->qk_norm == 1)
-      rmsnorm(x[i], x[i], W(g, n1, (uint64_t)r->HD), N * H[i], r->HD, r->eps);
+      rmsnorm(x[i], x[i], W(g, n1, (uint64_t)r->HD), N * H[i], r->HD, r);
     else
-      rmsnorm(x[i], x[i], W(g, n1, (uint64_t)H[i] * r->HD), N, H[i] * r->HD, r->eps);
+      rmsnorm(x[i], x[i], W(g, n1, (uint64_t)H[i] * r->HD), N, H[i] * r->HD, r);
   }
 }
 
@@ -386,8 +414,12 @@ static void mlp(const ref_model *r, const wget *g, int l, const double *m, int N
     name_of(n2, sizeof n2, l, "mlp.up_proj.bias");
     linear(up, m, W(g, n1, (uint64_t)F * C), r->bias_mlp ? W(g, n2, F) : NULL, N, C, F);
   }
-  for (size_t i = 0; i < (size_t)N * F; i++)
-    gate[i] = gate[i] / (1.0 + exp(-gate[i])) * up[i];
+  for (size_t i = 0; i < (size_t)N * F; i++) {
+    double x = gate[i]; /* gelu_pytorch_tanh (Gemma2MLP), else silu */
+    gate[i] = r->gemma ? 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)))
+                       : x / (1.0 + exp(-x));
+    gate[i] *= up[i];
+  }
   name_of(n1, sizeof n1, l, "mlp.down_proj.weight");
   name_of(n2, sizeof n2, l, "mlp.down_proj.bias");
   linear(d, gate, W(g, n1, (uint64_t)C * F), r->bias_mlp ? W(g, n2, C) : NULL, N, F, C);
@@ -402,11 +434,11 @@ static void layer(const ref_model *r, const wget *g, int l, double *h, const int
   char n1[128], n2[128];
   double *a = zalloc((size_t)N * C), *q = zalloc((size_t)N * QD), *k = zalloc((size_t)N * KD);
   double *v = zalloc((size_t)N * KD), *o = zalloc((size_t)N * QD), *t = zalloc((size_t)N * C);
-  if (r->post_norm) { /* Olmo2DecoderLayer: no input norm */
+  if (r->post_norm && !r->gemma) { /* Olmo2DecoderLayer: no input norm */
     memcpy(a, h, (size_t)N * C * sizeof(double));
   } else {
     name_of(n1, sizeof n1, l, "input_layernorm.weight");
-    rmsnorm(a, h, W(g, n1, C), N, C, r->eps);
+    rmsnorm(a, h, W(g, n1, C), N, C, r);
   }
   qkv(r, g, l, a, N, q, k, v);
   if (r->qk_norm)
@@ -423,20 +455,23 @@ static void layer(const ref_model *r, const wget *g, int l, double *h, const int
   linear(t, o, W(g, n1, (uint64_t)C * QD), r->bias_o ? W(g, n2, C) : NULL, N, QD, C);
   if (r->post_norm) {
     name_of(n1, sizeof n1, l, "post_attention_layernorm.weight");
-    rmsnorm(t, t, W(g, n1, C), N, C, r->eps);
+    rmsnorm(t, t, W(g, n1, C), N, C, r);
   }
   for (size_t i = 0; i < (size_t)N * C; i++)
     h[i] += t[i] * r->res_mult; /* GraniteDecoderLayer: residual + out * multiplier */
-  if (r->post_norm) {
+  if (r->gemma) {               /* Gemma2DecoderLayer: pre_feedforward_layernorm */
+    name_of(n1, sizeof n1, l, "pre_feedforward_layernorm.weight");
+    rmsnorm(a, h, W(g, n1, C), N, C, r);
+  } else if (r->post_norm) {
     memcpy(a, h, (size_t)N * C * sizeof(double));
   } else {
     name_of(n1, sizeof n1, l, "post_attention_layernorm.weight");
-    rmsnorm(a, h, W(g, n1, C), N, C, r->eps);
+    rmsnorm(a, h, W(g, n1, C), N, C, r);
   }
   mlp(r, g, l, a, N, t);
   if (r->post_norm) {
     name_of(n1, sizeof n1, l, "post_feedforward_layernorm.weight");
-    rmsnorm(t, t, W(g, n1, C), N, C, r->eps);
+    rmsnorm(t, t, W(g, n1, C), N, C, r);
   }
   for (size_t i = 0; i < (size_t)N * C; i++)
     h[i] += t[i] * r->res_mult;
@@ -467,7 +502,7 @@ double ref_forward(const ref_model *r, ref_weight_fn fn, void *wctx, const int32
       h[(size_t)n * C + i] = emb[(size_t)ids[n] * C + i] * r->emb_mult;
   for (int l = 0; l < r->L; l++)
     layer(r, &g, l, h, pos, doc, B, T, inv, att);
-  rmsnorm(h, h, W(&g, "model.norm.weight", C), N, C, r->eps);
+  rmsnorm(h, h, W(&g, "model.norm.weight", C), N, C, r);
   const double *head = r->tied ? emb : W(&g, "lm_head.weight", (uint64_t)V * C);
   double *lg = zalloc((size_t)V), loss = 0.0;
   int count = 0;
@@ -475,6 +510,8 @@ double ref_forward(const ref_model *r, ref_weight_fn fn, void *wctx, const int32
     linear(lg, h + (size_t)n * C, head, NULL, 1, C, V);
     for (int v = 0; v < V; v++)
       lg[v] /= r->logits_div; /* GraniteForCausalLM: logits / logits_scaling */
+    for (int v = 0; v < V && r->final_cap > 0; v++) /* Gemma2ForCausalLM */
+      lg[v] = tanh(lg[v] / r->final_cap) * r->final_cap;
     if (logits_out)
       memcpy(logits_out + (size_t)n * V, lg, (size_t)V * sizeof(double));
     if (labels && labels[n] != -100) {

@@ -13,7 +13,10 @@
  * gate_up_proj, partial rotary, each RoPE type (default, llama3, linear,
  * dynamic, yarn, longrope with short and long factors), sliding windows
  * shorter than the sequence (every layer, some layers, with packed
- * documents) and Granite's four multipliers. */
+ * documents), Granite's four multipliers and Gemma 2 ((1 + w) norms, four
+ * per layer, GeGLU, sqrt(hidden) embeddings, query_pre_attn_scalar,
+ * attention and final soft-capping on and off, alternate or listed
+ * sliding layers, head_dim apart from hidden / heads). */
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -133,6 +136,35 @@ static const family_case cases[] = {
      "mlp.down_proj.weight mlp.down_proj.bias input_layernorm.weight "
      "post_attention_layernorm.weight",
      0},
+    {"gemma2_softcaps_window_tied_hd16",
+     "{\"model_type\": \"gemma2\", \"vocab_size\": 37, \"hidden_size\": 32, "
+     "\"intermediate_size\": 40, \"num_hidden_layers\": 3, \"num_attention_heads\": 4, "
+     "\"num_key_value_heads\": 2, \"head_dim\": 16, \"max_position_embeddings\": 64, "
+     "\"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0, \"hidden_act\": \"gelu_pytorch_tanh\", "
+     "\"hidden_activation\": \"gelu_pytorch_tanh\", \"query_pre_attn_scalar\": 8, "
+     "\"attn_logit_softcapping\": 0.5, \"final_logit_softcapping\": 1.5, "
+     "\"sliding_window\": 3, \"tie_word_embeddings\": true}",
+     "self_attn.q_proj.weight self_attn.k_proj.weight self_attn.v_proj.weight "
+     "self_attn.o_proj.weight mlp.gate_proj.weight mlp.up_proj.weight mlp.down_proj.weight "
+     "input_layernorm.weight post_attention_layernorm.weight pre_feedforward_layernorm.weight "
+     "post_feedforward_layernorm.weight",
+     0},
+    {"gemma2_nocaps_layer_types_bias_docs",
+     "{\"model_type\": \"gemma2\", \"vocab_size\": 41, \"hidden_size\": 24, "
+     "\"intermediate_size\": 36, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+     "\"num_key_value_heads\": 1, \"head_dim\": 16, \"max_position_embeddings\": 64, "
+     "\"rms_norm_eps\": 1e-6, \"rope_parameters\": {\"rope_type\": \"default\", "
+     "\"rope_theta\": 10000.0}, \"query_pre_attn_scalar\": 16, "
+     "\"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, "
+     "\"attention_bias\": true, \"sliding_window\": 4, "
+     "\"layer_types\": [\"full_attention\", \"sliding_attention\"], "
+     "\"tie_word_embeddings\": false}",
+     "self_attn.q_proj.weight self_attn.q_proj.bias self_attn.k_proj.weight self_attn.k_proj.bias "
+     "self_attn.v_proj.weight self_attn.v_proj.bias self_attn.o_proj.weight self_attn.o_proj.bias "
+     "mlp.gate_proj.weight mlp.up_proj.weight mlp.down_proj.weight input_layernorm.weight "
+     "post_attention_layernorm.weight pre_feedforward_layernorm.weight "
+     "post_feedforward_layernorm.weight",
+     1},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

@@ -278,8 +278,30 @@ static void check_adamw(const char *name) {
 static const char *const families[] = {
     "llama_biases_llama3", "mistral_window",        "qwen2_tied_window",
     "qwen2_dynamic",       "qwen3_qknorm_yarn",     "phi3_longrope_long",
-    "phi3_longrope_short", "olmo2_postnorm_linear", "granite_multipliers"};
+    "phi3_longrope_short", "olmo2_postnorm_linear", "granite_multipliers",
+    "gemma2_softcap_window", "gemma2_nocap_untied"};
 enum { N_FAMILIES = sizeof families / sizeof families[0] };
+/* Families younger than a fixture set (its manifest.json does not list
+ * them: made by an older make_hf_families.py) are skipped with a line until
+ * the set is made again; gemma2's soft-capping is CPU only (issue 36), so
+ * its fixtures are skipped on CUDA with a line. Returns the reason, or NULL. */
+static const char *family_skip(const char *dir, const char *name) {
+  if (ON_DEVICE && strncmp(name, "gemma2", 6) == 0)
+    return "not checked on CUDA (its final and attention soft-capping are CPU only)";
+  char path[1400], want[200];
+  snprintf(path, sizeof path, "%s/manifest.json", dir);
+  snprintf(want, sizeof want, "\"%s\"", name);
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return NULL;
+  static char text[1 << 16];
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  return strstr(text, want) ? NULL
+                            : "not in this fixture set (made before it: scripts/gpu/agree.sh "
+                              "families makes it again)";
+}
 static char g_family[160]; /* hf_families/<the family under test> */
 
 START_TEST(family_forward_backward) {
@@ -322,9 +344,15 @@ static int run_families(int argc, char **argv) {
            dir);
     return 77;
   }
-  int n = argc > 0 ? argc : N_FAMILIES, fails = 0;
+  int n = argc > 0 ? argc : N_FAMILIES, fails = 0, skipped = 0;
   for (int i = 0; i < n; i++) {
     const char *name = argc > 0 ? argv[i] : families[i];
+    const char *skip = family_skip(dir, name);
+    if (skip) {
+      printf("SKIP %s %s: %s\n", ON_DEVICE ? "cuda" : "cpu", name, skip);
+      skipped++;
+      continue;
+    }
     snprintf(g_family, sizeof g_family, "hf_families/%s", name);
     Suite *s = suite_create(name);
     TCase *tc = tcase_create("family");
@@ -338,7 +366,8 @@ static int run_families(int argc, char **argv) {
     fflush(stdout);
     fails += failed != 0;
   }
-  printf("%d of %d families passed (%s)\n", n - fails, n, ON_DEVICE ? "cuda bf16" : "cpu fp32");
+  printf("%d of %d families passed (%s; %d skipped)\n", n - fails - skipped, n - skipped,
+         ON_DEVICE ? "cuda bf16" : "cpu fp32", skipped);
   return fails ? 1 : 0;
 }
 

@@ -212,8 +212,10 @@ START_TEST(descriptor) {
   ck_assert_uint_eq(comp->iface_version, 1);
   ck_assert_int_eq(comp->default_score, 10);
   /* A CUDA build appends its bf16 path. */
-  const char *cpu = "cpu fp32; causal; GQA; doc masking; sliding window; any head dim";
+  const char *cpu =
+      "cpu fp32; causal; GQA; doc masking; sliding window; logit soft-capping; any head dim";
   ck_assert_int_eq(strncmp(comp->capabilities, cpu, strlen(cpu)), 0);
+  ck_assert_uint_eq(attn->features & FSDPC_ATTN_FEATURE_SOFTCAP, FSDPC_ATTN_FEATURE_SOFTCAP);
   ck_assert_ptr_nonnull(attn->forward);
   ck_assert_ptr_nonnull(attn->backward);
   ck_assert_ptr_nonnull(attn->sizes);

@@ -1,7 +1,9 @@
 /* Finite-difference gradient checks of every CPU reference op's backward.
  * Shapes are small and odd on purpose (a chunk that does not divide N, a
- * hidden size past the 64-column blocks, repeated tokens, ignored labels). */
+ * hidden size past the 64-column blocks, repeated tokens, ignored labels),
+ * and Gemma 2's ops: the (1 + w) norm, GeGLU, the soft-capped logits. */
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,34 +49,59 @@ typedef struct {
   int N, C;
   float *inp, *weight, *out, *rstd;
   const float *r;
+  float offset; /* Gemma's (1 + w): the _off ops */
 } rms_ctx;
 
 static double rms_loss(void *p) {
   rms_ctx *c = p;
-  fsdpc__cpu_rmsnorm_fwd(c->out, c->rstd, c->inp, c->weight, c->N, c->C, 1e-5f);
+  if (c->offset != 0.0f)
+    fsdpc__cpu_rmsnorm_off_fwd(c->out, c->rstd, c->inp, c->weight, c->N, c->C, 1e-5f, c->offset);
+  else
+    fsdpc__cpu_rmsnorm_fwd(c->out, c->rstd, c->inp, c->weight, c->N, c->C, 1e-5f);
   return dot_d(c->r, c->out, (size_t)c->N * c->C);
 }
 
-static void rmsnorm_grad_case(int N, int C, uint64_t seed) {
+static void rmsnorm_grad_case(int N, int C, uint64_t seed, float offset) {
   test_rng rng = {seed};
   size_t n = (size_t)N * C;
   float *inp = malloc(n * 4), *out = malloc(n * 4), *r = malloc(n * 4), *dinp = malloc(n * 4);
   float *weight = malloc(C * 4), *dweight = calloc(C, 4), *rstd = malloc(N * 4);
   rng_fill(&rng, inp, n, 2.0f);
-  for (int i = 0; i < C; i++)
-    weight[i] = 1.0f + 0.5f * rng_uniform(&rng);
+  for (int i = 0; i < C; i++) /* around 0 with an offset: the scale stays near 1 */
+    weight[i] = 1.0f - offset + 0.5f * rng_uniform(&rng);
   rng_fill(&rng, r, n, 1.0f);
-  rms_ctx c = {N, C, inp, weight, out, rstd, r};
+  rms_ctx c = {N, C, inp, weight, out, rstd, r, offset};
   rms_loss(&c);
-  fsdpc__cpu_rmsnorm_bwd(dinp, dweight, r, inp, weight, rstd, N, C);
+  if (offset != 0.0f)
+    fsdpc__cpu_rmsnorm_off_bwd(dinp, dweight, r, inp, weight, rstd, N, C, offset);
+  else
+    fsdpc__cpu_rmsnorm_bwd(dinp, dweight, r, inp, weight, rstd, N, C);
   ck_assert_int_eq(fd_check("rmsnorm dinp", inp, dinp, n, rms_loss, &c, EPS, RTOL), 0);
   ck_assert_int_eq(fd_check("rmsnorm dweight", weight, dweight, C, rms_loss, &c, EPS, RTOL), 0);
   free(inp), free(out), free(r), free(dinp), free(weight), free(dweight), free(rstd);
 }
 
 START_TEST(rmsnorm_grad) {
-  rmsnorm_grad_case(4, 8, 21);
-  rmsnorm_grad_case(3, 70, 22); /* past one 64-column dweight block */
+  rmsnorm_grad_case(4, 8, 21, 0.0f);
+  rmsnorm_grad_case(3, 70, 22, 0.0f); /* past one 64-column dweight block */
+}
+END_TEST
+
+/* Gemma2RMSNorm: out = x r (1 + w); the same values as the plain norm with
+ * weight 1 + w, and its gradients by finite differences. */
+START_TEST(rmsnorm_offset_grad) {
+  rmsnorm_grad_case(4, 8, 23, 1.0f);
+  rmsnorm_grad_case(3, 70, 24, 1.0f);
+  enum { N = 3, C = 5 };
+  test_rng rng = {25};
+  float x[N * C], w[C], w1[C], a[N * C], b[N * C], ra[N], rb[N];
+  rng_fill(&rng, x, N * C, 2.0f);
+  rng_fill(&rng, w, C, 0.5f);
+  for (int i = 0; i < C; i++)
+    w1[i] = 1.0f + w[i];
+  fsdpc__cpu_rmsnorm_off_fwd(a, ra, x, w, N, C, 1e-6f, 1.0f);
+  fsdpc__cpu_rmsnorm_fwd(b, rb, x, w1, N, C, 1e-6f);
+  ck_assert_mem_eq(a, b, sizeof a);
 }
 END_TEST
 
@@ -186,6 +213,37 @@ START_TEST(swiglu_grad) {
 }
 END_TEST
 
+/* ---- geglu ---- */
+
+static double geglu_loss(void *p) {
+  swi_ctx *c = p;
+  fsdpc__cpu_geglu_fwd(c->out, c->gate, c->up, c->N, c->F);
+  return dot_d(c->r, c->out, (size_t)c->N * c->F);
+}
+
+/* gelu_pytorch_tanh(g) * up: the values of the formula, and the gradients by
+ * finite differences over both tails and the bend near 0. */
+START_TEST(geglu_grad) {
+  enum { N = 3, F = 9 };
+  test_rng rng = {52};
+  float gate[N * F], up[N * F], out[N * F], r[N * F], dgate[N * F], dup[N * F];
+  rng_fill(&rng, gate, N * F, 4.0f);
+  rng_fill(&rng, up, N * F, 1.0f);
+  rng_fill(&rng, r, N * F, 1.0f);
+  fsdpc__cpu_geglu_fwd(out, gate, up, N, F);
+  for (int i = 0; i < N * F; i++) {
+    double g = gate[i];
+    double want = 0.5 * g * (1.0 + tanh(sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * up[i];
+    ck_assert_msg(fabs(out[i] - want) <= 1e-6 * (1.0 + fabs(want)), "geglu[%d] %g, want %g", i,
+                  (double)out[i], want);
+  }
+  fsdpc__cpu_geglu_bwd(dgate, dup, r, gate, up, N, F);
+  swi_ctx c = {N, F, gate, up, out, r};
+  ck_assert_int_eq(fd_check("geglu dgate", gate, dgate, N * F, geglu_loss, &c, EPS, RTOL), 0);
+  ck_assert_int_eq(fd_check("geglu dup", up, dup, N * F, geglu_loss, &c, EPS, RTOL), 0);
+}
+END_TEST
+
 /* ---- cross-entropy ---- */
 
 typedef struct {
@@ -193,14 +251,15 @@ typedef struct {
   float *x, *weight, *scratch;
   const int32_t *labels;
   float grad_scale;
+  float softcap; /* final_logit_softcapping; 0 = none */
 } xent_ctx;
 
 static double xent_loss(void *p) {
   xent_ctx *c = p;
   double loss;
   int64_t count;
-  fsdpc__cpu_lmhead_xent(&loss, &count, NULL, NULL, c->x, c->weight, c->labels, c->N, c->C, c->V,
-                         c->grad_scale, c->chunk, 0, c->scratch);
+  fsdpc__cpu_lmhead_xent_capped(&loss, &count, NULL, NULL, c->x, c->weight, c->labels, c->N, c->C,
+                                c->V, c->grad_scale, c->chunk, 0, c->softcap, c->scratch);
   return c->grad_scale * loss;
 }
 
@@ -221,9 +280,51 @@ START_TEST(xent_grad) {
   ck_assert_int_eq(count, 5);
   for (int k = 0; k < C; k++)
     ck_assert(dx[1 * C + k] == 0.0f && dx[5 * C + k] == 0.0f);
-  xent_ctx c = {N, C, V, CHUNK, x, weight, scratch, labels, grad_scale};
+  xent_ctx c = {N, C, V, CHUNK, x, weight, scratch, labels, grad_scale, 0.0f};
   ck_assert_int_eq(fd_check("xent dx", x, dx, N * C, xent_loss, &c, EPS, RTOL), 0);
   ck_assert_int_eq(fd_check("xent dweight", weight, dweight, V * C, xent_loss, &c, EPS, RTOL), 0);
+}
+END_TEST
+
+/* Final logit soft-capping (Gemma 2): the loss of c tanh(z / c) computed
+ * here in double, and the gradients through the cap by finite differences,
+ * with logits well past the cap. */
+START_TEST(xent_capped_grad) {
+  enum { N = 7, C = 6, V = 11, CHUNK = 3 };
+  const float cap = 1.5f;
+  test_rng rng = {62};
+  float x[N * C], weight[V * C], dx[N * C], dweight[V * C] = {0}, scratch[CHUNK * V];
+  int32_t labels[N] = {4, -100, 0, 10, 4, -100, 7};
+  rng_fill(&rng, x, N * C, 1.5f);
+  rng_fill(&rng, weight, V * C, 1.5f);
+  float grad_scale = 1.0f / 5.0f;
+  double loss, want = 0.0, zmax = 0.0;
+  int64_t count;
+  fsdpc__cpu_lmhead_xent_capped(&loss, &count, dx, dweight, x, weight, labels, N, C, V, grad_scale,
+                                CHUNK, 0, cap, scratch);
+  ck_assert_int_eq(count, 5);
+  for (int n = 0; n < N; n++) {
+    if (labels[n] < 0)
+      continue;
+    double z[V], mx = -INFINITY, sum = 0.0;
+    for (int v = 0; v < V; v++) {
+      z[v] = 0.0;
+      for (int k = 0; k < C; k++)
+        z[v] += (double)x[n * C + k] * weight[v * C + k];
+      zmax = fmax(zmax, fabs(z[v]));
+      z[v] = cap * tanh(z[v] / cap);
+      mx = fmax(mx, z[v]);
+    }
+    for (int v = 0; v < V; v++)
+      sum += exp(z[v] - mx);
+    want += mx + log(sum) - z[labels[n]];
+  }
+  ck_assert_msg(zmax > 2.0 * cap, "logits %g do not reach past the cap", zmax);
+  ck_assert_msg(fabs(loss - want) <= 1e-5 * want, "capped loss %.9g, want %.9g", loss, want);
+  xent_ctx c = {N, C, V, CHUNK, x, weight, scratch, labels, grad_scale, cap};
+  ck_assert_int_eq(fd_check("xent capped dx", x, dx, N * C, xent_loss, &c, EPS, RTOL), 0);
+  ck_assert_int_eq(
+      fd_check("xent capped dweight", weight, dweight, V * C, xent_loss, &c, EPS, RTOL), 0);
 }
 END_TEST
 
@@ -232,10 +333,13 @@ int main(void) {
   TCase *tc = tcase_create("finite_differences");
   tcase_add_test(tc, embedding_grad);
   tcase_add_test(tc, rmsnorm_grad);
+  tcase_add_test(tc, rmsnorm_offset_grad);
   tcase_add_test(tc, matmul_grad);
   tcase_add_test(tc, rope_grad);
   tcase_add_test(tc, swiglu_grad);
+  tcase_add_test(tc, geglu_grad);
   tcase_add_test(tc, xent_grad);
+  tcase_add_test(tc, xent_capped_grad);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -330,10 +330,16 @@ typedef struct fsdpc_attn_shape {
    * FSDPC_ATTN_FEATURE_WINDOW in features, and may change it between calls
    * (one window per decoder layer); sizes() does not depend on it. */
   int32_t window;
+  /* Appended in 1.3: attention logit soft-capping; when > 0 each score s =
+   * scale * q . k becomes softcap * tanh(s / softcap) before the mask and
+   * the softmax (Gemma 2). Set only for a component with
+   * FSDPC_ATTN_FEATURE_SOFTCAP; sizes() does not depend on it. */
+  float softcap;
 } fsdpc_attn_shape;
 
 /* fsdpc_attention_v1.features */
-#define FSDPC_ATTN_FEATURE_WINDOW 1u /* honours fsdpc_attn_shape.window */
+#define FSDPC_ATTN_FEATURE_WINDOW 1u  /* honours fsdpc_attn_shape.window */
+#define FSDPC_ATTN_FEATURE_SOFTCAP 2u /* honours fsdpc_attn_shape.softcap */
 
 typedef struct fsdpc_attn_sizes {
   uint32_t struct_size;

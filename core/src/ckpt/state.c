@@ -59,6 +59,30 @@ static void add_rope(cJSON *o, const fsdpc_model_shape *s) {
   }
 }
 
+/* Gemma 2's keys: query_pre_attn_scalar back from the softmax scale (an
+ * integer in Gemma2Config), a soft-capping of 0 as null (none). */
+static void add_gemma(cJSON *o, const fsdpc_model_shape *s) {
+  double scale = fsdpc__model_attn_scale(s), q = 1.0 / (scale * scale);
+  cJSON_AddItemToObject(o, "query_pre_attn_scalar",
+                        num(fabs(q - round(q)) < 1e-3 * q ? round(q) : q));
+  float caps[2] = {s->attn_softcap, s->logit_softcap};
+  const char *names[2] = {"attn_logit_softcapping", "final_logit_softcapping"};
+  for (int i = 0; i < 2; i++)
+    if (caps[i] > 0.0f)
+      cJSON_AddItemToObject(o, names[i], num(caps[i]));
+    else
+      cJSON_AddNullToObject(o, names[i]);
+  cJSON_AddStringToObject(o, "hidden_activation", "gelu_pytorch_tanh");
+  if (s->window > 0)
+    cJSON_AddItemToObject(o, "sliding_window", num(s->window));
+  else
+    cJSON_AddNullToObject(o, "sliding_window");
+  cJSON *t = cJSON_AddArrayToObject(o, "layer_types");
+  for (int l = 0; l < s->L; l++)
+    cJSON_AddItemToArray(
+        t, cJSON_CreateString(fsdpc__layer_window(s, l) ? "sliding_attention" : "full_attention"));
+}
+
 /* The family's own keys, as its config class spells what fsdpc computes. */
 static void add_family(cJSON *o, const fsdpc_model_shape *s, const fsdpc_family_info *fi) {
   if (fi->reads & FSDPC_READS_ATTENTION_BIAS)
@@ -83,6 +107,8 @@ static void add_family(cJSON *o, const fsdpc_model_shape *s, const fsdpc_family_
   }
   if (fi->reads & FSDPC_READS_PARTIAL_ROTARY)
     cJSON_AddItemToObject(o, "partial_rotary_factor", num((double)s->rope.dim / s->HD));
+  if (fi->reads & FSDPC_READS_GEMMA)
+    add_gemma(o, s);
   if (fi->reads & FSDPC_READS_MULTIPLIERS) {
     cJSON_AddItemToObject(o, "embedding_multiplier", num(s->embed_mult));
     cJSON_AddItemToObject(o, "residual_multiplier", num(s->resid_mult));
@@ -122,7 +148,8 @@ static cJSON *hf_config_obj(const fsdpc_model_shape *s, int32_t dtype) {
     cJSON_AddItemToObject(o, "eos_token_id", num(s->eos_id));
   else
     cJSON_AddNullToObject(o, "eos_token_id");
-  cJSON_AddStringToObject(o, "hidden_act", "silu");
+  cJSON_AddStringToObject(o, "hidden_act",
+                          s->act == FSDPC_ACT_GELU_TANH ? "gelu_pytorch_tanh" : "silu");
   add_family(o, s, fi);
   cJSON_AddItemToObject(o, "attention_dropout", num(0.0));
   cJSON_AddItemToObject(o, "initializer_range", num(0.02));

@@ -106,6 +106,10 @@ typedef struct fsdpc_config_model {
   fsdpc_strlist layer_types; /* full_attention / sliding_attention per layer; [] = derived */
   double partial_rotary_factor;
   double embedding_multiplier, residual_multiplier, attention_multiplier, logits_scaling;
+  double query_pre_attn_scalar;       /* Gemma 2; -1 = the family's default */
+  double attn_logit_softcapping;      /* Gemma 2; 0 = none; -1 = the family's default */
+  double final_logit_softcapping;     /* Gemma 2; 0 = none; -1 = the family's default */
+  char *hidden_activation;            /* Gemma 2 */
   int64_t bos_token_id, eos_token_id; /* -1 = none */
   struct {
     char *from; /* checkpoint to start from; "" = random init */

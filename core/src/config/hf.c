@@ -142,7 +142,8 @@ static const cJSON *hf_field(const cJSON *root, const char *hf, char *alt, size_
 /* Sets key i from JSON value v: a list key takes the whole array (JSON is
  * YAML's flow syntax), a scalar key a scalar (the first item of an array:
  * eos_token_id may list several ids). sliding_window null means no window
- * (not the family's default); other nulls leave the default. */
+ * and a null soft-capping none (not the family's default); other nulls
+ * leave the default. */
 static fsdpc_status set_from_json(fsdpc_cfg_ctx *ctx, int i, const fsdpc_cfg_key *k,
                                   const cJSON *v) {
   if (k->type == FSDPC_CFG_STRINGS && cJSON_IsArray(v)) {
@@ -155,7 +156,7 @@ static fsdpc_status set_from_json(fsdpc_cfg_ctx *ctx, int i, const fsdpc_cfg_key
   }
   char value[512];
   bool bad;
-  if (cJSON_IsNull(v) && strcmp(k->hf, "sliding_window") == 0)
+  if (cJSON_IsNull(v) && (strcmp(k->hf, "sliding_window") == 0 || strstr(k->hf, "softcapping")))
     return fsdpc__cfg_set_text(ctx, i, "0");
   if (!json_text(v, value, sizeof value, &bad)) {
     if (bad)

@@ -88,11 +88,15 @@ static const fsdpc_cfg_enum_item rope_values[] = {{"none", FSDPC_ROPE_SCALING_NO
                                                   {"longrope", FSDPC_ROPE_SCALING_LONGROPE},
                                                   {NULL, 0}};
 /* model.model_type: the families of model/family.c */
-static const fsdpc_cfg_enum_item family_values[] = {
-    {"llama", FSDPC_FAMILY_LLAMA},     {"mistral", FSDPC_FAMILY_MISTRAL},
-    {"qwen2", FSDPC_FAMILY_QWEN2},     {"qwen3", FSDPC_FAMILY_QWEN3},
-    {"phi3", FSDPC_FAMILY_PHI3},       {"olmo2", FSDPC_FAMILY_OLMO2},
-    {"granite", FSDPC_FAMILY_GRANITE}, {NULL, 0}};
+static const fsdpc_cfg_enum_item family_values[] = {{"llama", FSDPC_FAMILY_LLAMA},
+                                                    {"mistral", FSDPC_FAMILY_MISTRAL},
+                                                    {"qwen2", FSDPC_FAMILY_QWEN2},
+                                                    {"qwen3", FSDPC_FAMILY_QWEN3},
+                                                    {"phi3", FSDPC_FAMILY_PHI3},
+                                                    {"olmo2", FSDPC_FAMILY_OLMO2},
+                                                    {"granite", FSDPC_FAMILY_GRANITE},
+                                                    {"gemma2", FSDPC_FAMILY_GEMMA2},
+                                                    {NULL, 0}};
 static const fsdpc_cfg_enum_item sched_values[] = {{"constant", FSDPC_SCHED_CONSTANT},
                                                    {"linear", FSDPC_SCHED_LINEAR},
                                                    {"cosine", FSDPC_SCHED_COSINE},
@@ -240,6 +244,21 @@ static const fsdpc_cfg_key keys[] = {
            HF_("attention_multiplier")),
     FLOAT_("model.logits_scaling", model.logits_scaling, "1", "granite: logits are divided by it",
            GT_(0), HF_("logits_scaling")),
+    FLOAT_("model.query_pre_attn_scalar", model.query_pre_attn_scalar, "-1",
+           "gemma2: the attention softmax scale is its -1/2 power; -1 = the family's default "
+           "(256)",
+           MIN_(-1), HF_("query_pre_attn_scalar")),
+    FLOAT_("model.attn_logit_softcapping", model.attn_logit_softcapping, "-1",
+           "gemma2: attention scores become c tanh(s / c); 0 (or null) = none; -1 = the "
+           "family's default (50)",
+           MIN_(-1), HF_("attn_logit_softcapping")),
+    FLOAT_("model.final_logit_softcapping", model.final_logit_softcapping, "-1",
+           "gemma2: logits become c tanh(z / c); 0 (or null) = none; -1 = the family's default "
+           "(30)",
+           MIN_(-1), HF_("final_logit_softcapping")),
+    STR_("model.hidden_activation", model.hidden_activation, "gelu_pytorch_tanh",
+         "gemma2: the MLP's gate activation (only gelu_pytorch_tanh is computed)",
+         HF_("hidden_activation")),
     INT_("model.bos_token_id", model.bos_token_id, "-1", "beginning-of-sequence token; -1 = none",
          MIN_(-1), HF_("bos_token_id")),
     INT_("model.eos_token_id", model.eos_token_id, "-1",

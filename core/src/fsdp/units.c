@@ -508,7 +508,8 @@ static fsdpc_status init_segment_dev(fsdpc_engine *e, int p, uint64_t lo, uint64
   const fsdpc_param_info *pi = &e->params[p];
   int ones = fsdpc__model_init_is_ones(pi);
   uint64_t key = ones ? 0 : fsdpc__model_init_key(pi, a->seed);
-  return e->ops->init_f32(e->ops->ctx, dst, hi - lo, key, lo, a->std, ones, err);
+  double std = pi->init_zero ? 0.0 : a->std; /* normal * 0 = the zeros of init_range */
+  return e->ops->init_f32(e->ops->ctx, dst, hi - lo, key, lo, std, ones, err);
 }
 
 fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std, fsdpc_err *err) {

@@ -135,10 +135,15 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
   const fsdpc_ops *ops = o->ops ? o->ops : fsdpc__ops_cpu();
   if (!ops->kv_store || !ops->attn_cached)
     return fsdpc__fail(err, FSDPC_UNSUPPORTED, "this device has no KV-cache attention");
+  if (s->attn_softcap > 0.0f || s->logit_softcap > 0.0f)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "generation: the KV-cache decoder does not soft-cap attention or final "
+                       "logits (gemma2) yet");
   fsdpc_decoder *d = calloc(1, sizeof *d);
   if (!d)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
   d->s = *s;
+  fsdpc__model_shape_for_dtype(&d->s, ops->act_dtype);
   d->ops = ops;
   d->dev = ops->ctx;
   d->attn = o->attention;
@@ -243,8 +248,8 @@ static fsdpc_status prefill_run(fsdpc_decoder *d, const fsdpc_infer_weights *w, 
   size_t C = (size_t)s->C, act = d->ops->act_size;
   for (int b = 0; b < d->B; b++) {
     const char *x = (const char *)m->resid[s->L] + ((size_t)b * m->T + lens[b] - 1) * C * act;
-    OP(rmsnorm_fwd, (char *)d->ln + (size_t)b * C * act, d->rstd + b, x, base[FSDPC_P_NORM], 1,
-       s->C, s->eps, err);
+    FSDPC_TRY(fsdpc__model_norm_fwd(d->ops, s, (char *)d->ln + (size_t)b * C * act, d->rstd + b, x,
+                                    base[FSDPC_P_NORM], 1, s->C, err));
   }
   FSDPC_TRY(head_logits(d, base[FSDPC_P_HEAD], logits, err));
   return wdone(w, s->L + 1, err);
@@ -360,7 +365,8 @@ static fsdpc_status step_body(fsdpc_decoder *d, const fsdpc_infer_weights *w, fs
     FSDPC_TRY(wdone(w, l + 1, err));
   }
   FSDPC_TRY(wblock(w, s->L + 1, base, err));
-  OP(rmsnorm_fwd, d->ln, d->rstd, d->x, base[FSDPC_P_NORM], d->B, s->C, s->eps, err);
+  FSDPC_TRY(
+      fsdpc__model_norm_fwd(d->ops, s, d->ln, d->rstd, d->x, base[FSDPC_P_NORM], d->B, s->C, err));
   FSDPC_TRY(head_logits(d, base[FSDPC_P_HEAD], NULL, err));
   return wdone(w, s->L + 1, err);
 }

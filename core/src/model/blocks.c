@@ -2,11 +2,33 @@
  * cross-entropy), forward and backward side by side, through the ops table.
  * Granite's multipliers: embeddings times embed_mult; logits divided by
  * logits_div, done on the normed input of the lm_head (x W^T / d = (x / d)
- * W^T), so the fused cross-entropy needs no parameter for it.
+ * W^T), so the fused cross-entropy needs no parameter for it. Gemma 2's
+ * final soft-capping is the fused op's (lmhead_xent_capped).
  * Parameter gradients +=, activation gradients =. */
+#include <math.h>
+
 #include "model/ctx.h"
 
 #define OP(name, ...) FSDPC_TRY(m->ops->name(m->dev, __VA_ARGS__))
+
+fsdpc_status fsdpc__model_norm_fwd(const fsdpc_ops *ops, const fsdpc_model_shape *s, void *out,
+                                   float *rstd, const void *inp, const void *weight, int N, int C,
+                                   fsdpc_err *err) {
+  if (s->norm_offset != 0.0f)
+    return ops->rmsnorm_off_fwd(ops->ctx, out, rstd, inp, weight, N, C, s->eps, s->norm_offset,
+                                err);
+  return ops->rmsnorm_fwd(ops->ctx, out, rstd, inp, weight, N, C, s->eps, err);
+}
+
+fsdpc_status fsdpc__model_norm_bwd(const fsdpc_ops *ops, const fsdpc_model_shape *s, void *dinp,
+                                   float *dweight, const void *dout, const void *inp,
+                                   const void *weight, const float *rstd, int N, int C,
+                                   fsdpc_err *err) {
+  if (s->norm_offset != 0.0f)
+    return ops->rmsnorm_off_bwd(ops->ctx, dinp, dweight, dout, inp, weight, rstd, N, C,
+                                s->norm_offset, err);
+  return ops->rmsnorm_bwd(ops->ctx, dinp, dweight, dout, inp, weight, rstd, N, C, err);
+}
 
 fsdpc_status fsdpc__model_embed_fwd(fsdpc_model_ctx *m, const void *wte, fsdpc_err *err) {
   for (int i = 0; i < m->N; i++) /* a clear message beats a silent zero row */
@@ -23,7 +45,7 @@ fsdpc_status fsdpc__model_embed_fwd(fsdpc_model_ctx *m, const void *wte, fsdpc_e
 
 fsdpc_status fsdpc__model_embed_bwd(fsdpc_model_ctx *m, float *dwte, fsdpc_err *err) {
   if (!dwte)
-    return FSDPC_OK; /* frozen */
+    return FSDPC_OK;           /* frozen */
   if (m->s.embed_mult != 1.0f) /* d(resid[0]) is read here last */
     OP(scale, m->dres, (size_t)m->N * m->s.C, m->s.embed_mult, err);
   OP(embedding_bwd, dwte, m->dres, m->tokens, m->N, m->s.C, m->s.V, err);
@@ -37,16 +59,21 @@ static fsdpc_status head_work(fsdpc_model_ctx *m, const void *norm_w, const void
   int N = m->N, C = s->C;
   const void *x = m->resid[s->L];
   int bwd = grad_scale != 0.0f;
-  OP(rmsnorm_fwd, m->xn, m->rstdf, x, norm_w, N, C, s->eps, err);
+  FSDPC_TRY(fsdpc__model_norm_fwd(m->ops, s, m->xn, m->rstdf, x, norm_w, N, C, err));
   if (s->logits_div != 1.0f)
     OP(scale, m->xn, (size_t)N * C, 1.0f / s->logits_div, err);
-  if (m->row_loss && !m->ops->lmhead_xent_rows)
+  if (m->row_loss && (!m->ops->lmhead_xent_rows || s->logit_softcap > 0.0f))
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "this device's ops have no per-token cross-entropy (lmhead_xent_rows), "
-                       "which objectives on sequence log-probs need: train them on the CPU");
+                       "objectives on sequence log-probs need a per-token cross-entropy "
+                       "(lmhead_xent_rows) without final logit soft-capping: train them on the "
+                       "CPU, on a model without final_logit_softcapping");
   if (m->row_loss)
     OP(lmhead_xent_rows, m->loss2, m->row_loss, bwd ? m->row_seed : NULL, bwd ? m->dtmp : NULL,
        bwd ? dhead_w : NULL, m->xn, head_w, m->labels, N, C, s->V, m->chunk_rows, m->logits_bf16,
+       m->xent_scratch, m->xent_scratch_bytes, err);
+  else if (s->logit_softcap > 0.0f)
+    OP(lmhead_xent_capped, m->loss2, bwd ? m->dtmp : NULL, bwd ? dhead_w : NULL, m->xn, head_w,
+       m->labels, N, C, s->V, grad_scale, m->chunk_rows, m->logits_bf16, s->logit_softcap,
        m->xent_scratch, m->xent_scratch_bytes, err);
   else
     OP(lmhead_xent, m->loss2, bwd ? m->dtmp : NULL, bwd ? dhead_w : NULL, m->xn, head_w, m->labels,
@@ -58,7 +85,9 @@ static fsdpc_status head_work(fsdpc_model_ctx *m, const void *norm_w, const void
   }
   if (bwd && s->logits_div != 1.0f)
     OP(scale, m->dtmp, (size_t)N * C, 1.0f / s->logits_div, err);
-  if (bwd) OP(rmsnorm_bwd, m->dres, dnorm_w, m->dtmp, x, norm_w, m->rstdf, N, C, err);
+  if (bwd)
+    FSDPC_TRY(fsdpc__model_norm_bwd(m->ops, s, m->dres, dnorm_w, m->dtmp, x, norm_w, m->rstdf, N, C,
+                                    err));
   return FSDPC_OK;
 }
 
@@ -75,10 +104,9 @@ static fsdpc_status head_ops(fsdpc_model_ctx *m, const void *norm_w, const void 
   return st;
 }
 
-fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
-                                       const void *head_w, float grad_scale, float *dnorm_w,
-                                       float *dhead_w, double *loss_sum, int64_t *count,
-                                       fsdpc_err *err) {
+fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w, const void *head_w,
+                                       float grad_scale, float *dnorm_w, float *dhead_w,
+                                       double *loss_sum, int64_t *count, fsdpc_err *err) {
   const fsdpc_model_shape *s = &m->s;
   int N = m->N;
   for (int i = 0; i < N; i++)
@@ -114,7 +142,8 @@ void fsdpc__model_defer_loss(fsdpc_model_ctx *m, int on) {
     m->loss_cap = m->loss_host ? 64 : 0; /* more micro-batches: the sync download */
   }
   m->defer_loss = on && m->loss_host;
-  if (on) m->loss_n = 0;
+  if (on)
+    m->loss_n = 0;
 }
 
 void fsdpc__model_deferred_losses(fsdpc_model_ctx *m, double *loss_sum, int64_t *count) {
@@ -143,11 +172,14 @@ fsdpc_status fsdpc__model_logits_at(fsdpc_model_ctx *m, int pos, const void *nor
   float *row = m->xent_scratch;
   for (int b = 0; b < m->B; b++) {
     const char *x = (const char *)m->resid[s->L] + ((size_t)b * m->T + pos) * C * act;
-    OP(rmsnorm_fwd, m->xn, m->rstdf, x, norm_w, 1, (int)C, s->eps, err);
+    FSDPC_TRY(fsdpc__model_norm_fwd(m->ops, s, m->xn, m->rstdf, x, norm_w, 1, (int)C, err));
     if (s->logits_div != 1.0f)
       OP(scale, m->xn, C, 1.0f / s->logits_div, err);
     OP(logits, row, m->xn, head_w, 1, (int)C, s->V, err);
-    OP(download, out + (size_t)b * s->V, row, vb, err);
+    float *o = out + (size_t)b * s->V;
+    OP(download, o, row, vb, err);
+    for (int v = 0; s->logit_softcap > 0.0f && v < s->V; v++) /* host memory */
+      o[v] = tanhf(o[v] / s->logit_softcap) * s->logit_softcap;
   }
   return FSDPC_OK;
 }

@@ -6,6 +6,8 @@
 
 #include "config/config.h"
 #include "model/ctx.h"
+#include "io/dtype.h"
+#include "model/family.h"
 #include "ops/cpu/ops_cpu.h"
 #include "ops/fp8.h"
 #include "plugin/call.h"
@@ -213,6 +215,39 @@ fsdpc_status fsdpc__model_attn_window_check(const fsdpc_component *attn, const f
                      attn->desc->name, s->window);
 }
 
+void fsdpc__model_shape_for_dtype(fsdpc_model_shape *s, int32_t act_dtype) {
+  /* Gemma2Model multiplies by sqrt(hidden_size) as a tensor of the
+   * activations' dtype */
+  if (s->family == FSDPC_FAMILY_GEMMA2 && act_dtype == FSDPC_DTYPE_BF16)
+    s->embed_mult = fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(s->embed_mult));
+}
+
+fsdpc_status fsdpc__model_features_check(const fsdpc_component *attn, const fsdpc_ops *ops,
+                                         const fsdpc_model_shape *s, fsdpc_err *err) {
+  FSDPC_TRY(fsdpc__model_attn_window_check(attn, s, err));
+  const fsdpc_attention_v1 *av = attn->vtable;
+  if (s->attn_softcap > 0.0f && !(FSDPC_HAS_FIELD(av, fsdpc_attention_v1, features) &&
+                                  (av->features & FSDPC_ATTN_FEATURE_SOFTCAP)))
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "attention plugin '%s' does not compute logit soft-capping "
+                       "(model.attn_logit_softcapping %g); use attention.impl naive on the CPU",
+                       attn->desc->name, (double)s->attn_softcap);
+  const fsdpc_family_info *fi = fsdpc__family(s->family);
+  const char *mt = fi ? fi->model_type : "?";
+  if ((s->norm_offset != 0.0f && !(ops->rmsnorm_off_fwd && ops->rmsnorm_off_bwd)) ||
+      (s->act == FSDPC_ACT_GELU_TANH && !(ops->geglu_fwd && ops->geglu_bwd)))
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "model_type %s: this device does not compute its (1 + w) norms and "
+                       "GeGLU; train it on the CPU",
+                       mt);
+  if (s->logit_softcap > 0.0f && !ops->lmhead_xent_capped)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "model_type %s: this device does not soft-cap the final logits "
+                       "(final_logit_softcapping %g) yet; train it on the CPU",
+                       mt, (double)s->logit_softcap);
+  return FSDPC_OK;
+}
+
 static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_opts *o,
                                     fsdpc_err *err) {
   const fsdpc_model_shape *s = o->shape;
@@ -233,8 +268,9 @@ static fsdpc_status setup_attention(fsdpc_model_ctx *m, const fsdpc_model_ctx_op
                                  .device = m->ops->device,
                                  .host = m->attn->host,
                                  .num_threads = o->threads,
-                                 .window = s->window};
-  FSDPC_TRY(fsdpc__model_attn_window_check(m->attn, s, err));
+                                 .window = s->window,
+                                 .softcap = s->attn_softcap};
+  FSDPC_TRY(fsdpc__model_features_check(m->attn, m->ops, s, err));
   if (m->av->supports && m->av->supports(&m->ashape) != FSDPC_OK)
     return fsdpc__plugin_fail(m->attn, FSDPC_UNSUPPORTED, err);
   m->ashape.window = 0; /* set per layer (fsdpc__layer_window) */
@@ -352,6 +388,7 @@ fsdpc_status fsdpc__model_ctx_create(const fsdpc_model_ctx_opts *o, fsdpc_model_
   fsdpc_model_ctx *m = calloc(1, sizeof *m);
   if (!m) return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the model context");
   m->s = *s;
+  fsdpc__model_shape_for_dtype(&m->s, o->ops ? o->ops->act_dtype : FSDPC_DTYPE_F32);
   m->ops = ops;
   m->dev = m->ops->ctx;
   m->B = o->B;

@@ -15,8 +15,14 @@ enum {
   R_WIN = FSDPC_READS_WINDOW,
   R_WINL = FSDPC_READS_WINDOW_LAYERS,
   R_PART = FSDPC_READS_PARTIAL_ROTARY,
-  R_MULT = FSDPC_READS_MULTIPLIERS
+  R_MULT = FSDPC_READS_MULTIPLIERS,
+  R_GEMMA = FSDPC_READS_GEMMA
 };
+
+/* Gemma2Config's defaults for the keys a config.json may leave out. */
+#define GEMMA2_QUERY_PRE_ATTN_SCALAR 256.0
+#define GEMMA2_ATTN_SOFTCAP 50.0
+#define GEMMA2_FINAL_SOFTCAP 30.0
 
 /* model_type, architecture, bias_qkv, qk_norm, norm_pre, norm_post, fused,
  * o_first, reads, default sliding_window, default max_window_layers */
@@ -35,6 +41,8 @@ static const fsdpc_family_info families[FSDPC_FAMILY_COUNT] = {
                             0, 0},
     [FSDPC_FAMILY_GRANITE] = {"granite", "GraniteForCausalLM", 0, FSDPC_QK_NORM_NONE, 1, 0, 0, 0,
                               R_BIAS | R_MLP | R_MULT, 0, 0},
+    [FSDPC_FAMILY_GEMMA2] = {"gemma2", "Gemma2ForCausalLM", 0, FSDPC_QK_NORM_NONE, 1, 1, 0, 0,
+                             R_BIAS | R_GEMMA, 4096, 0},
 };
 
 const fsdpc_family_info *fsdpc__family(int f) {
@@ -49,7 +57,7 @@ int fsdpc__family_by_name(const char *name) {
 }
 
 const char *fsdpc__family_names(void) {
-  return "llama, mistral, qwen2, qwen3, phi3, olmo2, granite";
+  return "llama, mistral, qwen2, qwen3, phi3, olmo2, granite, gemma2";
 }
 
 /* The config keys that only some families read, and the FSDPC_READS_* bit
@@ -62,15 +70,19 @@ static const struct {
 } family_keys[] = {
     {"attention_bias", "model.attention_bias", R_BIAS},
     {"mlp_bias", "model.mlp_bias", R_MLP},
-    {"sliding_window", "model.sliding_window", R_WIN | R_WINL},
+    {"sliding_window", "model.sliding_window", R_WIN | R_WINL | R_GEMMA},
     {"use_sliding_window", "model.use_sliding_window", R_WINL},
     {"max_window_layers", "model.max_window_layers", R_WINL},
-    {"layer_types", "model.layer_types", R_WINL},
+    {"layer_types", "model.layer_types", R_WINL | R_GEMMA},
     {"partial_rotary_factor", "model.partial_rotary_factor", R_PART},
     {"embedding_multiplier", "model.embedding_multiplier", R_MULT},
     {"residual_multiplier", "model.residual_multiplier", R_MULT},
     {"attention_multiplier", "model.attention_multiplier", R_MULT},
     {"logits_scaling", "model.logits_scaling", R_MULT},
+    {"query_pre_attn_scalar", "model.query_pre_attn_scalar", R_GEMMA},
+    {"attn_logit_softcapping", "model.attn_logit_softcapping", R_GEMMA},
+    {"final_logit_softcapping", "model.final_logit_softcapping", R_GEMMA},
+    {"hidden_activation", "model.hidden_activation", R_GEMMA},
 };
 enum { N_FAMILY_KEYS = sizeof family_keys / sizeof family_keys[0] };
 
@@ -116,6 +128,12 @@ static void resolve_window(const fsdpc_config *c, const fsdpc_family_info *fi,
   if (fi->reads & R_WIN) {
     for (int l = 0; l < sh->L && l < FSDPC_WINDOW_MAX_LAYERS; l++)
       sh->window_layers[l / 64] |= 1ull << (l % 64);
+  } else if (fi->reads & R_GEMMA) { /* Gemma2Config: even layers slide unless listed */
+    if (m->layer_types.n > 0)
+      layer_type_bits(&m->layer_types, sh->window_layers);
+    else
+      for (int l = 0; l < sh->L && l < FSDPC_WINDOW_MAX_LAYERS; l += 2)
+        sh->window_layers[l / 64] |= 1ull << (l % 64);
   } else if (fi->reads & R_WINL) {
     if (!m->use_sliding_window)
       return; /* transformers sets sliding_window to None */
@@ -167,6 +185,31 @@ static void resolve_rope(const fsdpc_config *c, fsdpc_model_shape *sh, double pa
   }
 }
 
+/* -1 = the family's default */
+static double or_default(double v, double d) {
+  return v < 0.0 ? d : v;
+}
+
+/* Gemma 2: (1 + w) norms, GeGLU, embeddings times sqrt(hidden_size) (an
+ * fp32 number here: the compute dtype's), the softmax scale
+ * query_pre_attn_scalar^-1/2 and the two soft-cappings. */
+static void resolve_gemma(const fsdpc_config *c, const fsdpc_family_info *fi,
+                          fsdpc_model_shape *sh) {
+  const fsdpc_config_model *m = &c->model;
+  sh->norm_offset = 0.0f;
+  sh->act = FSDPC_ACT_SILU;
+  sh->attn_softcap = sh->logit_softcap = 0.0f;
+  if (!(fi->reads & R_GEMMA))
+    return;
+  sh->norm_offset = 1.0f;
+  sh->act = FSDPC_ACT_GELU_TANH;
+  sh->embed_mult = (float)sqrt((double)sh->C);
+  sh->attn_scale =
+      (float)(1.0 / sqrt(or_default(m->query_pre_attn_scalar, GEMMA2_QUERY_PRE_ATTN_SCALAR)));
+  sh->attn_softcap = (float)or_default(m->attn_logit_softcapping, GEMMA2_ATTN_SOFTCAP);
+  sh->logit_softcap = (float)or_default(m->final_logit_softcapping, GEMMA2_FINAL_SOFTCAP);
+}
+
 void fsdpc__family_resolve(const fsdpc_config *c, fsdpc_model_shape *sh) {
   const fsdpc_config_model *m = &c->model;
   const fsdpc_family_info *fi = fsdpc__family(m->model_type);
@@ -186,6 +229,7 @@ void fsdpc__family_resolve(const fsdpc_config *c, fsdpc_model_shape *sh) {
   sh->resid_mult = mult ? (float)m->residual_multiplier : 1.0f;
   sh->logits_div = mult ? (float)m->logits_scaling : 1.0f;
   sh->attn_scale = mult ? (float)m->attention_multiplier : 0.0f;
+  resolve_gemma(c, fi, sh);
   resolve_rope(c, sh, (fi->reads & R_PART) ? m->partial_rotary_factor : 1.0);
   resolve_window(c, fi, sh);
 }
@@ -248,6 +292,15 @@ fsdpc_status fsdpc__family_check_config(const fsdpc_config *c,
   const fsdpc_config_model *m = &c->model;
   const fsdpc_family_info *fi = fsdpc__family(m->model_type);
   FSDPC_TRY(check_unread(c, fi, where, err));
+  if (fi && (fi->reads & R_GEMMA) && strcmp(m->hidden_activation, "gelu_pytorch_tanh") != 0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: model.hidden_activation '%s': fsdpc computes gemma2's MLP with "
+                       "gelu_pytorch_tanh only",
+                       where(c, "model.hidden_activation"), m->hidden_activation);
+  if (fi && (fi->reads & R_GEMMA) && m->query_pre_attn_scalar == 0.0)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: model.query_pre_attn_scalar must be > 0 (or -1 for 256)",
+                       where(c, "model.query_pre_attn_scalar"));
   uint64_t bits[FSDPC_WINDOW_MAX_LAYERS / 64];
   if (layer_type_bits(&m->layer_types, bits) != 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
@@ -259,7 +312,8 @@ fsdpc_status fsdpc__family_check_config(const fsdpc_config *c,
         err, FSDPC_INVALID_USAGE, "%s: model.layer_types lists %d layers; the model has %lld",
         where(c, "model.layer_types"), m->layer_types.n, (long long)m->num_hidden_layers);
   int window = m->sliding_window >= 0 ? (int)m->sliding_window : (fi ? fi->default_window : 0);
-  int slides = fi && ((fi->reads & R_WIN) || ((fi->reads & R_WINL) && m->use_sliding_window));
+  int slides =
+      fi && ((fi->reads & (R_WIN | R_GEMMA)) || ((fi->reads & R_WINL) && m->use_sliding_window));
   if (window > 0 && slides && m->num_hidden_layers > FSDPC_WINDOW_MAX_LAYERS)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: model.sliding_window on %lld layers; fsdpc keeps the window of at "

@@ -10,10 +10,10 @@
  * What a family's config.json may set that fsdpc does not compute is
  * refused by the rules in hf_rules.c, which read the same table.
  *
- * Gemma (later) fits the same switches: norm_pre and norm_post together
- * (its four norms), embed_mult sqrt(hidden), attn_scale from
- * query_pre_attn_scalar, per-layer window bits; it would add a norm weight
- * offset, GeGLU and logit soft-capping as op parameters. */
+ * Gemma 2 fits the same switches: norm_pre and norm_post together (its four
+ * norms), embed_mult sqrt(hidden), attn_scale from query_pre_attn_scalar,
+ * per-layer window bits; and adds the norm weight offset (1 + w), GeGLU and
+ * the attention and final logit soft-capping (ops parameters). */
 #ifndef FSDPC_MODEL_FAMILY_H
 #define FSDPC_MODEL_FAMILY_H
 
@@ -27,7 +27,9 @@ enum {
   FSDPC_READS_WINDOW = 1 << 2,         /* sliding_window on every layer (Mistral, Phi-3) */
   FSDPC_READS_WINDOW_LAYERS = 1 << 3,  /* use_sliding_window, max_window_layers, layer_types */
   FSDPC_READS_PARTIAL_ROTARY = 1 << 4, /* partial_rotary_factor */
-  FSDPC_READS_MULTIPLIERS = 1 << 5 /* embedding/residual/attention multipliers, logits_scaling */
+  FSDPC_READS_MULTIPLIERS = 1 << 5, /* embedding/residual/attention multipliers, logits_scaling */
+  FSDPC_READS_GEMMA = 1 << 6        /* query_pre_attn_scalar, soft-capping, hidden_activation, and
+                                     * sliding_window on the layer_types layers (default: even ones) */
 };
 
 typedef struct fsdpc_family_info {

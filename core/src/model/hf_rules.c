@@ -48,6 +48,7 @@ static const struct refusal {
     {"text_config", ALL, NONNULL, "fsdpc computes text decoders given at the top level"},
     {"cross_attention_layers", ALL, NONNULL, "cross-attention layers are not computed"},
     {"use_mrope", ALL, TRUE_SET, "multimodal RoPE is not computed"},
+    {"use_bidirectional_attention", ALL, TRUE_SET, "fsdpc's attention is causal"},
 };
 
 static int is_set(const cJSON *v, int kind) {
@@ -158,7 +159,8 @@ fsdpc_status fsdpc__hf_rules_config(const cJSON *root, const char *label, int64_
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: expected a JSON object", label);
   int family;
   FSDPC_TRY(check_family(root, label, &family, err));
-  const cJSON *act = item(root, "hidden_act");
+  /* Gemma 2 reads hidden_activation (family.c), transformers ignores its hidden_act. */
+  const cJSON *act = family == FSDPC_FAMILY_GEMMA2 ? NULL : item(root, "hidden_act");
   if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: hidden_act '%s' is not supported; fsdpc's MLP is SwiGLU with silu",

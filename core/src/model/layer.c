@@ -183,10 +183,11 @@ static fsdpc_status norm_bwd(fsdpc_model_ctx *m, void *dinp, float *dweight, con
                              const void *dresid, const void *inp, const void *weight,
                              const float *rstd, fsdpc_err *err) {
   int N = m->N, C = m->s.C;
-  if (m->ops->rmsnorm_bwd_add) {
+  if (m->ops->rmsnorm_bwd_add && m->s.norm_offset == 0.0f) {
     OP(rmsnorm_bwd_add, dinp, dweight, dout, dresid, inp, weight, rstd, N, C, err);
   } else {
-    OP(rmsnorm_bwd, dinp, dweight, dout, inp, weight, rstd, N, C, err);
+    FSDPC_TRY(
+        fsdpc__model_norm_bwd(m->ops, &m->s, dinp, dweight, dout, inp, weight, rstd, N, C, err));
     OP(add_inplace, dinp, dresid, (size_t)N * C, err);
   }
   return FSDPC_OK;
@@ -232,7 +233,7 @@ static fsdpc_status sublayer_bwd(fsdpc_model_ctx *m, const void *dsum, const voi
     }
     float *dw;
     FSDPC_TRY(norm_grad(m, dpost, &dw, err));
-    OP(rmsnorm_bwd, m->dtmp, dw, dn, y, post, rstd, m->N, s->C, err);
+    FSDPC_TRY(fsdpc__model_norm_bwd(m->ops, s, m->dtmp, dw, dn, y, post, rstd, m->N, s->C, err));
   }
   *dy = m->dtmp;
   return FSDPC_OK;
@@ -264,7 +265,7 @@ static fsdpc_status qk_norm_bwd(fsdpc_model_ctx *m, void *dst, float *dw, const 
     OP(memset0, m->dnorm_sink, (size_t)cols * sizeof(float), err);
     dw = m->dnorm_sink;
   }
-  OP(rmsnorm_bwd, dst, dw, dout, inp, weight, rstd, rows, cols, err);
+  FSDPC_TRY(fsdpc__model_norm_bwd(m->ops, s, dst, dw, dout, inp, weight, rstd, rows, cols, err));
   return FSDPC_OK;
 }
 
@@ -288,7 +289,10 @@ static fsdpc_status mlp_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
   FSDPC_TRY(proj_bwd(m, 0, m->dact, g->wdown, ddn, a->act, w->wdown, F, C, err));
   FSDPC_TRY(bias_bwd(m, g->bias[6], ddn, C, err));
   LORA_BWD1(6, ddn, a->act, m->dact);
-  OP(swiglu_bwd, m->dgate, m->dup, m->dact, gate, up, N, F, err);
+  if (s->act == FSDPC_ACT_GELU_TANH)
+    OP(geglu_bwd, m->dgate, m->dup, m->dact, gate, up, N, F, err);
+  else
+    OP(swiglu_bwd, m->dgate, m->dup, m->dact, gate, up, N, F, err);
   const void *in = s->norm_pre ? a->ln2 : a->h;
   FSDPC_TRY(proj_bwd(m, 0, m->dtmp, g->wgate, m->dgate, in, w->wgate, C, F, err));
   FSDPC_TRY(proj_bwd(m, 1, m->dtmp, g->wup, m->dup, in, w->wup, C, F, err));

@@ -3,6 +3,7 @@
  * parameter of an op. Shared by training (layer.c) and the KV-cache
  * decoder (infer/decode.c); the attention between the two halves is theirs.
  *
+ * (every rmsnorm(x) * w is rmsnorm(x) * (norm_offset + w): Gemma's 1 + w)
  *   a_in = norm_pre ? rmsnorm(x) * w_ln1 : x
  *   q, k, v = a_in @ W^T (+ b)            (+ LoRA; fused qkv_proj: row blocks)
  *   q, k = rmsnorm(q), rmsnorm(k)         (qk_norm: per head over HD, or the
@@ -12,7 +13,7 @@
  *   o = attn @ Wo^T (+ bo)
  *   h = x + resid_mult * (norm_post ? rmsnorm(o) * w_post_attn : o)
  *   m_in = norm_pre ? rmsnorm(h) * w_ln2 : h
- *   act = silu(m_in @ Wgate^T (+b)) * (m_in @ Wup^T (+b))
+ *   act = silu(m_in @ Wgate^T (+b)) * (m_in @ Wup^T (+b))   (Gemma: gelu_tanh)
  *   dn = act @ Wdown^T (+ b)
  *   out = h + resid_mult * (norm_post ? rmsnorm(dn) * w_post_mlp : dn)
  *
@@ -21,6 +22,7 @@
 #include "model/ctx.h"
 
 #define OP(name, ...) FSDPC_TRY(ops->name(ops->ctx, __VA_ARGS__))
+#define NORM(...) FSDPC_TRY(fsdpc__model_norm_fwd(ops, s, __VA_ARGS__))
 
 static const void *at(const void *p, size_t off, size_t act) {
   return p ? (const char *)p + off * act : NULL;
@@ -85,9 +87,9 @@ static fsdpc_status qk_norm(const fsdpc_ops *ops, const fsdpc_model_shape *s, vo
                             float *rstd, const void *inp, const void *weight, int N, int H,
                             fsdpc_err *err) {
   if (s->qk_norm == FSDPC_QK_NORM_HEAD)
-    OP(rmsnorm_fwd, out, rstd, inp, weight, N * H, s->HD, s->eps, err);
+    NORM(out, rstd, inp, weight, N * H, s->HD, err);
   else
-    OP(rmsnorm_fwd, out, rstd, inp, weight, N, H * s->HD, s->eps, err);
+    NORM(out, rstd, inp, weight, N, H * s->HD, err);
   return FSDPC_OK;
 }
 
@@ -97,7 +99,7 @@ fsdpc_status fsdpc__layer_qkv(const fsdpc_ops *ops, const fsdpc_model_shape *s,
   int N = io->N, C = s->C, QD = s->NH * s->HD, KD = s->KVH * s->HD, P = s->max_pos;
   const void *in = io->x;
   if (s->norm_pre) {
-    OP(rmsnorm_fwd, a->ln1, a->rstd1, io->x, w->ln1, N, C, s->eps, err);
+    NORM(a->ln1, a->rstd1, io->x, w->ln1, N, C, err);
     in = a->ln1;
   }
   void *q = s->qk_norm ? a->qr : a->q, *k = s->qk_norm ? a->kr : a->k;
@@ -129,7 +131,7 @@ static fsdpc_status residual(const fsdpc_ops *ops, const fsdpc_model_shape *s, v
                              fsdpc_err *err) {
   size_t n = (size_t)N * s->C;
   if (s->norm_post) {
-    OP(rmsnorm_fwd, dst, rstd, tmp, post, N, s->C, s->eps, err);
+    NORM(dst, rstd, tmp, post, N, s->C, err);
     OP(axpy, dst, res, dst, s->resid_mult, n, err);
   } else {
     OP(axpy, dst, res, tmp, s->resid_mult, n, err);
@@ -157,7 +159,7 @@ fsdpc_status fsdpc__layer_out(const fsdpc_ops *ops, const fsdpc_model_shape *s,
   /* MLP */
   const void *in = a->h;
   if (s->norm_pre) {
-    OP(rmsnorm_fwd, a->ln2, a->rstd2, a->h, w->ln2, N, C, s->eps, err);
+    NORM(a->ln2, a->rstd2, a->h, w->ln2, N, C, err);
     in = a->ln2;
   }
   if (!io->keep_gate_up) {
@@ -171,7 +173,10 @@ fsdpc_status fsdpc__layer_out(const fsdpc_ops *ops, const fsdpc_model_shape *s,
       FSDPC_TRY(lora(io, 5, (void *const *)&a->up, in, err));
     }
   }
-  OP(swiglu_fwd, a->act, a->gate, a->up, N, F, err);
+  if (s->act == FSDPC_ACT_GELU_TANH)
+    OP(geglu_fwd, a->act, a->gate, a->up, N, F, err);
+  else
+    OP(swiglu_fwd, a->act, a->gate, a->up, N, F, err);
   if (io->skip_down)
     return FSDPC_OK;
   void *dn = tmp ? a->dn : io->out;

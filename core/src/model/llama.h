@@ -31,6 +31,7 @@ typedef enum fsdpc_family {
   FSDPC_FAMILY_PHI3,
   FSDPC_FAMILY_OLMO2,
   FSDPC_FAMILY_GRANITE,
+  FSDPC_FAMILY_GEMMA2,
   FSDPC_FAMILY_COUNT
 } fsdpc_family;
 
@@ -38,6 +39,9 @@ typedef enum fsdpc_family {
  * weight (Qwen3), or over the whole projection (OLMo 2). */
 enum { FSDPC_QK_NORM_NONE = 0, FSDPC_QK_NORM_HEAD = 1, FSDPC_QK_NORM_PROJ = 2 };
 enum { FSDPC_WINDOW_MAX_LAYERS = 256 }; /* layers a sliding-window pattern may name */
+/* The MLP's gate activation: silu (SwiGLU) or gelu with the tanh
+ * approximation (GeGLU, Gemma's gelu_pytorch_tanh). */
+enum { FSDPC_ACT_SILU = 0, FSDPC_ACT_GELU_TANH = 1 }; /* layers a sliding-window pattern may name */
 
 /* The model description: shape and switches. One decoder computes every
  * family; each switch is a branch of the layer's op sequence (layer.c) or a
@@ -61,6 +65,10 @@ typedef struct fsdpc_model_shape {
   float resid_mult;     /* sublayer outputs times this (Granite residual_multiplier; 1) */
   float logits_div;     /* logits divided by this (Granite logits_scaling; 1) */
   float attn_scale;     /* softmax scale; 0 = 1/sqrt(HD) (Granite attention_multiplier) */
+  float norm_offset;    /* every RMSNorm scales by (norm_offset + weight) in fp32 (Gemma: 1; 0) */
+  int act;              /* FSDPC_ACT_*: the MLP's gate activation */
+  float attn_softcap;   /* attention scores become c tanh(s / c); 0 = none (Gemma 2) */
+  float logit_softcap;  /* logits become c tanh(z / c); 0 = none (Gemma 2) */
   int window;           /* sliding window in tokens, 0 = none ... */
   uint64_t window_layers[FSDPC_WINDOW_MAX_LAYERS / 64]; /* ... on the layers whose bit is set */
 } fsdpc_model_shape;
@@ -114,6 +122,7 @@ typedef struct fsdpc_param_info {
   int decay;              /* 1 for matrices; 0 for norms (optional no-decay) */
   int tie_group;          /* 0 for a tied embedding, else -1 */
   int frozen;             /* 1 = no gradient, no optimizer state (the base under LoRA) */
+  int init_zero;          /* the init sets it to 0 (a norm scaling by 1 + weight) */
 } fsdpc_param_info;
 
 /* Parameters in module order; *n is their count. Caller frees *out. */
@@ -215,6 +224,24 @@ float fsdpc__model_attn_scale(const fsdpc_model_shape *s);
 fsdpc_status fsdpc__model_attn_window_check(const fsdpc_component *attn, const fsdpc_model_shape *s,
                                             fsdpc_err *err);
 
+/* fsdpc__model_attn_window_check, and UNSUPPORTED with a one-line reason
+ * when s soft-caps attention scores and the component does not say it
+ * does, or needs ops (Gemma 2's) the device's table lacks. */
+fsdpc_status fsdpc__model_features_check(const fsdpc_component *attn, const fsdpc_ops *ops,
+                                         const fsdpc_model_shape *s, fsdpc_err *err);
+/* s's numbers as the compute dtype holds them (Gemma 2's sqrt(hidden) is a
+ * bf16 number on a bf16 device, as transformers makes it). */
+void fsdpc__model_shape_for_dtype(fsdpc_model_shape *s, int32_t act_dtype);
+/* RMSNorm forward and backward through ops with s's weight offset
+ * (norm_offset: rmsnorm_off_*; else the plain ops). */
+fsdpc_status fsdpc__model_norm_fwd(const fsdpc_ops *ops, const fsdpc_model_shape *s, void *out,
+                                   float *rstd, const void *inp, const void *weight, int N, int C,
+                                   fsdpc_err *err);
+fsdpc_status fsdpc__model_norm_bwd(const fsdpc_ops *ops, const fsdpc_model_shape *s, void *dinp,
+                                   float *dweight, const void *dout, const void *inp,
+                                   const void *weight, const float *rstd, int N, int C,
+                                   fsdpc_err *err);
+
 /* Sets the micro-batch about to run: tokens, labels (-100 ignored) and doc
  * ids (may be NULL), each (B, T) in host memory; positions are 0..T-1 per
  * row without doc ids, and restart at 0 with each document when given. On the CPU the arrays are used in place (they must outlive the
@@ -273,11 +300,12 @@ void fsdpc__layer_views(void *const base[FSDPC_P_NKIND], fsdpc_layer_w *w);
 void fsdpc__layer_grad_views(float *const base[FSDPC_P_NKIND], fsdpc_layer_g *g);
 
 /* World-size-independent init: the value of element i of parameter `name`
- * depends only on (seed, name, i). Norm weights are 1. Fills dst with
+ * depends only on (seed, name, i). Norm weights are 1 (0 where init_zero:
+ * a norm scaling by 1 + weight). Fills dst with
  * elements [elem_offset, elem_offset + n). */
 void fsdpc__model_init_range(const fsdpc_param_info *p, uint64_t seed, double std,
                              uint64_t elem_offset, uint64_t n, float *dst);
-/* 1 for the weights the init sets to 1 (RMSNorm scales), 0 for the ones it
+/* 1 for the weights the init sets to 1 (RMSNorm scales but init_zero), 0 for the ones it
  * draws from normal(0, std^2) with stream fsdpc__init_key(seed, name). */
 int fsdpc__model_init_is_ones(const fsdpc_param_info *p);
 /* Its stream: fsdpc__init_key(seed, p->name) (util/init_rng.h). */

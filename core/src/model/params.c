@@ -30,7 +30,8 @@ fsdpc_status fsdpc__model_shape_check(const fsdpc_model_shape *s, fsdpc_err *err
   /* A zeroed switch would silently drop a norm or scale by 0: a shape is
    * made by fsdpc__family_resolve or fsdpc__model_shape_llama. */
   if (!(s->norm_pre || s->norm_post) || !(s->embed_mult > 0.0f) || !(s->resid_mult > 0.0f) ||
-      !(s->logits_div > 0.0f) || s->attn_scale < 0.0f || !fsdpc__family(s->family))
+      !(s->logits_div > 0.0f) || s->attn_scale < 0.0f || !fsdpc__family(s->family) ||
+      s->attn_softcap < 0.0f || s->logit_softcap < 0.0f)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
                        "model: the description's switches are unset (norms %d/%d, multipliers "
                        "%g %g %g, family %d)",
@@ -48,6 +49,9 @@ void fsdpc__model_shape_llama(fsdpc_model_shape *s) {
   s->fused_qkv = s->fused_gate_up = 0;
   s->embed_mult = s->resid_mult = s->logits_div = 1.0f;
   s->attn_scale = 0.0f;
+  s->norm_offset = 0.0f;
+  s->act = FSDPC_ACT_SILU;
+  s->attn_softcap = s->logit_softcap = 0.0f;
   s->window = 0;
   memset(s->window_layers, 0, sizeof s->window_layers);
   s->rope.dim = s->HD;
@@ -220,6 +224,9 @@ fsdpc_status fsdpc__model_params(const fsdpc_model_shape *s, fsdpc_param_info **
     add(p, &k, FSDPC_P_HEAD, -1, "lm_head", "lm_head", "weight", s->V, s->C, s->L + 1);
     snprintf(p[k - 1].name, sizeof p[k - 1].name, "lm_head.weight");
   }
+  for (int i = 0; i < k && s->norm_offset != 0.0f; i++) /* 1 + 0: the norm starts as identity */
+    p[i].init_zero =
+        (p[i].kind >= FSDPC_P_QNORM && p[i].kind <= FSDPC_P_LN2) || p[i].kind == FSDPC_P_NORM;
   *out = p;
   *n = k;
   return FSDPC_OK;
@@ -237,7 +244,8 @@ uint64_t fsdpc__model_numel(const fsdpc_model_shape *s) {
 }
 
 int fsdpc__model_init_is_ones(const fsdpc_param_info *p) {
-  return (p->kind >= FSDPC_P_QNORM && p->kind <= FSDPC_P_LN2) || p->kind == FSDPC_P_NORM;
+  return !p->init_zero &&
+         ((p->kind >= FSDPC_P_QNORM && p->kind <= FSDPC_P_LN2) || p->kind == FSDPC_P_NORM);
 }
 
 uint64_t fsdpc__model_init_key(const fsdpc_param_info *p, uint64_t seed) {
@@ -248,6 +256,10 @@ void fsdpc__model_init_range(const fsdpc_param_info *p, uint64_t seed, double st
                              uint64_t elem_offset, uint64_t n, float *dst) {
   if (fsdpc__lora_kind(p->kind)) {
     fsdpc__lora_init_range(p, seed, elem_offset, n, dst);
+    return;
+  }
+  if (p->init_zero) {
+    memset(dst, 0, n * sizeof *dst);
     return;
   }
   if (fsdpc__model_init_is_ones(p)) {

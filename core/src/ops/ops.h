@@ -262,6 +262,26 @@ typedef struct fsdpc_ops {
   fsdpc_status (*nf4_dequant)(void *ctx, void *out, const uint8_t *codes, const uint8_t *qabsmax,
                               const uint8_t *scales, const uint8_t *offset, uint64_t n, int block,
                               int dq, const float *map, void *stream, fsdpc_err *err);
+  /* (optional: NULL where the device lacks them; the model context refuses
+   * a model that needs one) Gemma 2's ops. rmsnorm_off_*: rmsnorm_* with
+   * (offset + weight) for the weight, added in fp32. geglu_*: swiglu_* with
+   * gelu's tanh approximation for silu. lmhead_xent_capped: lmhead_xent on
+   * the soft-capped logits softcap * tanh(logits / softcap). */
+  fsdpc_status (*rmsnorm_off_fwd)(void *ctx, void *out, float *rstd, const void *inp,
+                                  const void *weight, int N, int C, float eps, float offset,
+                                  fsdpc_err *err);
+  fsdpc_status (*rmsnorm_off_bwd)(void *ctx, void *dinp, float *dweight, const void *dout,
+                                  const void *inp, const void *weight, const float *rstd, int N,
+                                  int C, float offset, fsdpc_err *err);
+  fsdpc_status (*geglu_fwd)(void *ctx, void *out, const void *gate, const void *up, int N, int F,
+                            fsdpc_err *err);
+  fsdpc_status (*geglu_bwd)(void *ctx, void *dgate, void *dup, const void *dout, const void *gate,
+                            const void *up, int N, int F, fsdpc_err *err);
+  fsdpc_status (*lmhead_xent_capped)(void *ctx, double *out2, void *dx, float *dweight,
+                                     const void *x, const void *weight, const int32_t *labels,
+                                     int N, int C, int V, float grad_scale, int chunk_rows,
+                                     int logits_bf16, float softcap, void *scratch,
+                                     size_t scratch_bytes, fsdpc_err *err);
 } fsdpc_ops;
 
 /* Event slots: 0..95 for the engine's streams, then one per unit. */

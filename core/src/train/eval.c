@@ -35,8 +35,8 @@ static fsdpc_status count_correct(fsdpc_session *s, double *correct, fsdpc_err *
   void *base[FSDPC_P_NKIND];
   fsdpc_status st = fsdpc__engine_block_weights(s->eng, L + 1, base, err);
   if (st == FSDPC_OK)
-    st = ops->rmsnorm_fwd(m->dev, m->xn, m->rstdf, m->resid[L], base[FSDPC_P_NORM], N, (int)C,
-                          sh->eps, err);
+    st = fsdpc__model_norm_fwd(ops, sh, m->xn, m->rstdf, m->resid[L], base[FSDPC_P_NORM], N, (int)C,
+                               err);
   for (int r0 = 0; st == FSDPC_OK && r0 < N; r0 += R) {
     int nr = N - r0 < R ? N - r0 : R, any = 0;
     for (int i = 0; i < nr; i++)

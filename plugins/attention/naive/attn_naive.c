@@ -10,7 +10,10 @@
  * Layouts (row-major): q, out, dq, dout (B, T, NH, HD); k, v, dk, dv
  * (B, T, KVH, HD); P (B, NH, T, T). Masks: causal (key j <= query i), a
  * sliding window when shape->window > 0 (i - j < window) and, when doc_ids
- * is given, same document (doc_ids[b][j] == doc_ids[b][i]).
+ * is given, same document (doc_ids[b][j] == doc_ids[b][i]). With
+ * shape->softcap > 0 (CPU only) each score s becomes softcap * tanh(s /
+ * softcap) before the mask and softmax, and dS_ij below is multiplied by
+ * 1 - tanh^2(s_ij / softcap).
  * A query always sees itself, so no row of P is empty.
  * Gradients dq, dk, dv are written (=).
  *
@@ -51,6 +54,10 @@ static int32_t check_shape(const fsdpc_attn_shape *s, int sizing) {
       return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
                            "attention naive: head dim %d > %d is not supported on CUDA", (int)s->HD,
                            ATTN_NAIVE_CUDA_MAX_HD);
+    if (FSDPC_HAS_FIELD(s, fsdpc_attn_shape, softcap) && s->softcap > 0.0f)
+      return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+                           "attention naive: logit soft-capping (gemma2) is computed on the CPU "
+                           "only, not on CUDA");
     if (s->T > 65535 * 32 || s->NH > 65535 || s->B > 65535)
       return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
                            "attention naive: B=%d NH=%d T=%d too large for the grid", (int)s->B,
@@ -93,6 +100,10 @@ static int team_of(const fsdpc_attn_shape *s) {
 
 static const int32_t *doc_ids_of(const fsdpc_attn_shape *s) {
   return FSDPC_HAS_FIELD(s, fsdpc_attn_shape, doc_ids) ? s->doc_ids : NULL;
+}
+
+static float softcap_of(const fsdpc_attn_shape *s) {
+  return FSDPC_HAS_FIELD(s, fsdpc_attn_shape, softcap) && s->softcap > 0.0f ? s->softcap : 0.0f;
 }
 
 static int window_of(const fsdpc_attn_shape *s) {
@@ -166,6 +177,7 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
   const float scale = s->scale;
   const int32_t *doc_ids = doc_ids_of(s); // (B, T) or NULL
   const int window = window_of(s);
+  const float cap = softcap_of(s);
 
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(team_of(s))
   for (int b = 0; b < B; b++) {
@@ -182,6 +194,8 @@ static int32_t naive_forward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, con
             continue;
           const float *kj = k + (((size_t)b * T + j) * KVH + g) * HD;
           prow[j] = scale * dot(qi, kj, HD);
+          if (cap > 0.0f) /* as transformers: divide, tanh, multiply */
+            prow[j] = tanhf(prow[j] / cap) * cap;
           mx = prow[j] > mx ? prow[j] : mx;
         }
         double sum = 0.0;
@@ -248,6 +262,7 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
   const float scale = s->scale;
   const int32_t *doc_ids = doc_ids_of(s);
   const int window = window_of(s);
+  const float cap = softcap_of(s);
 
   /* One task per (b, kv head): it owns dk, dv of that head and dq of the
    * query heads that read it, so no two threads write the same element. */
@@ -285,7 +300,11 @@ static int32_t naive_backward(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, co
             const float *kj = k + ko;
             float *dkj = dk + ko, *dvj = dv + ko;
             const float pij = prow[j];
-            const float ds = scale * (float)(pij * (dp[j] - D));
+            float ds = scale * (float)(pij * (dp[j] - D));
+            if (cap > 0.0f) { /* through the cap: d(c tanh(s / c))/ds = 1 - tanh^2 */
+              float t = tanhf(scale * dot(qi, kj, HD) / cap);
+              ds *= 1.0f - t * t;
+            }
             for (int d = 0; d < HD; d++) {
               dqi[d] += ds * kj[d];
               dkj[d] += ds * qi[d];
@@ -310,7 +329,7 @@ static const fsdpc_attention_v1 naive_vtable = {
     /* .forward     = */ naive_forward,
     /* .backward    = */ naive_backward,
     /* .create_call = */ NULL,
-    /* .features    = */ FSDPC_ATTN_FEATURE_WINDOW,
+    /* .features    = */ FSDPC_ATTN_FEATURE_WINDOW | FSDPC_ATTN_FEATURE_SOFTCAP,
 };
 
 static const fsdpc_component_desc naive_component = {
@@ -322,7 +341,7 @@ static const fsdpc_component_desc naive_component = {
     /* .default_score  = */ 10,
     /* .description    = */ "reference attention that materialises the T x T probabilities",
     /* .capabilities   = */
-    "cpu fp32; causal; GQA; doc masking; sliding window; any head dim"
+    "cpu fp32; causal; GQA; doc masking; sliding window; logit soft-capping; any head dim"
 #ifdef FSDPC_WITH_CUDA
     "; cuda bf16 (fp32 softmax, head dim <= 512)"
 #endif

@@ -23,8 +23,10 @@
 enum { IGNORE_INDEX = -100, MAX_CHUNK_ROWS = 256 };
 
 /* Loss of one row; when want_grad, replaces the row's logits by
- * grad_scale * (softmax - onehot). */
-static double xent_row(float *logits, int label, int V, float grad_scale, int want_grad) {
+ * grad_scale * (softmax - onehot), times d(capped)/d(logit) = 1 - (z /
+ * softcap)^2 when the logits z were soft-capped (softcap > 0). */
+static double xent_row(float *logits, int label, int V, float grad_scale, int want_grad,
+                       float softcap) {
   float mx = logits[0];
   for (int v = 1; v < V; v++)
     mx = logits[v] > mx ? logits[v] : mx;
@@ -34,19 +36,26 @@ static double xent_row(float *logits, int label, int V, float grad_scale, int wa
   double lse = (double)mx + log(sum);
   double loss = lse - (double)logits[label];
   if (want_grad) {
-    for (int v = 0; v < V; v++)
-      logits[v] = (float)(grad_scale * exp((double)logits[v] - lse));
-    logits[label] -= grad_scale;
+    for (int v = 0; v < V; v++) {
+      float z = logits[v];
+      float g = (float)(grad_scale * exp((double)z - lse)) - (v == label ? grad_scale : 0.0f);
+      if (softcap > 0.0f) {
+        float t = z / softcap;
+        g *= 1.0f - t * t;
+      }
+      logits[v] = g;
+    }
   }
   return loss;
 }
 
-/* Both entry points: row_seed (N) replaces grad_scale row by row when
- * given; row_loss (N) receives each row's loss (0 for an ignored row). */
+/* Every entry point: row_seed (N) replaces grad_scale row by row when
+ * given; row_loss (N) receives each row's loss (0 for an ignored row);
+ * softcap > 0 soft-caps the logits first. */
 static void lmhead_xent(double *loss_sum, int64_t *count, double *row_loss, const float *row_seed,
                         float *dx, float *dweight, const float *x, const float *weight,
                         const int32_t *labels, int N, int C, int V, float grad_scale,
-                        int chunk_rows, int logits_bf16, float *scratch) {
+                        int chunk_rows, int logits_bf16, float softcap, float *scratch) {
   double total = 0.0;
   int64_t counted = 0;
   int want_grad = dx != NULL || dweight != NULL;
@@ -76,7 +85,11 @@ static void lmhead_xent(double *loss_sum, int64_t *count, double *row_loss, cons
       if (logits_bf16) /* each row by its own thread */
         for (int v = 0; v < V; v++)
           row[v] = fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(row[v]));
-      rowloss[r] = xent_row(row, label, V, row_seed ? row_seed[r0 + r] : grad_scale, want_grad);
+      if (softcap > 0.0f) /* as transformers: divide, tanh, multiply, in fp32 */
+        for (int v = 0; v < V; v++)
+          row[v] = tanhf(row[v] / softcap) * softcap;
+      rowloss[r] =
+          xent_row(row, label, V, row_seed ? row_seed[r0 + r] : grad_scale, want_grad, softcap);
     }
     for (int r = 0; r < R; r++) {
       if (row_loss)
@@ -106,7 +119,15 @@ void fsdpc__cpu_lmhead_xent(double *loss_sum, int64_t *count, float *dx, float *
                             int C, int V, float grad_scale, int chunk_rows, int logits_bf16,
                             float *scratch) {
   lmhead_xent(loss_sum, count, NULL, NULL, dx, dweight, x, weight, labels, N, C, V, grad_scale,
-              chunk_rows, logits_bf16, scratch);
+              chunk_rows, logits_bf16, 0.0f, scratch);
+}
+
+void fsdpc__cpu_lmhead_xent_capped(double *loss_sum, int64_t *count, float *dx, float *dweight,
+                                   const float *x, const float *weight, const int32_t *labels,
+                                   int N, int C, int V, float grad_scale, int chunk_rows,
+                                   int logits_bf16, float softcap, float *scratch) {
+  lmhead_xent(loss_sum, count, NULL, NULL, dx, dweight, x, weight, labels, N, C, V, grad_scale,
+              chunk_rows, logits_bf16, softcap, scratch);
 }
 
 void fsdpc__cpu_lmhead_xent_rows(double *loss_sum, int64_t *count, double *row_loss,
@@ -115,7 +136,7 @@ void fsdpc__cpu_lmhead_xent_rows(double *loss_sum, int64_t *count, double *row_l
                                  int chunk_rows, int logits_bf16, float *scratch) {
   int bwd = row_seed != NULL;
   lmhead_xent(loss_sum, count, row_loss, row_seed, bwd ? dx : NULL, bwd ? dweight : NULL, x, weight,
-              labels, N, C, V, 0.0f, chunk_rows, logits_bf16, scratch);
+              labels, N, C, V, 0.0f, chunk_rows, logits_bf16, 0.0f, scratch);
 }
 
 void fsdpc__cpu_logits(float *out,          // (N, V)

@@ -59,6 +59,11 @@ void fsdpc__cpu_rmsnorm_bwd(float *dinp,         // (N, C) =
                             const float *weight, // (C)
                             const float *rstd,   // (N)
                             int N, int C);
+/* The same with (offset + weight) for weight (Gemma: offset 1, in fp32). */
+void fsdpc__cpu_rmsnorm_off_fwd(float *out, float *rstd, const float *inp, const float *weight,
+                                int N, int C, float eps, float offset);
+void fsdpc__cpu_rmsnorm_off_bwd(float *dinp, float *dweight, const float *dout, const float *inp,
+                                const float *weight, const float *rstd, int N, int C, float offset);
 
 /* ---- matmul.c ---- nn.Linear without bias: out = inp @ weight^T */
 /* Row-major C (M, N) = op(A) (M, K) @ op(B) (K, N) + beta * C, op = transpose
@@ -122,6 +127,11 @@ double fsdpc__rope_attention_factor(const fsdpc_rope *r);
  * (transformers: the largest position + 1 > original_max_position_embeddings). */
 int fsdpc__rope_uses_long(const fsdpc_rope *r, int seq_len);
 
+/* ---- geglu.c ---- out = gelu_tanh(gate) * up (Gemma's gelu_pytorch_tanh) */
+void fsdpc__cpu_geglu_fwd(float *out, const float *gate, const float *up, int N, int F);
+void fsdpc__cpu_geglu_bwd(float *dgate, float *dup, const float *dout, const float *gate,
+                          const float *up, int N, int F);
+
 /* ---- swiglu.c ---- out = silu(gate) * up */
 void fsdpc__cpu_swiglu_fwd(float *out,        // (N, F)
                            const float *gate, // (N, F)
@@ -165,6 +175,12 @@ void fsdpc__cpu_lmhead_xent_rows(double *loss_sum, int64_t *count, double *row_l
                                  const float *row_seed, float *dx, float *dweight, const float *x,
                                  const float *weight, const int32_t *labels, int N, int C, int V,
                                  int chunk_rows, int logits_bf16, float *scratch);
+/* The same on the soft-capped logits softcap * tanh(logits / softcap)
+ * (Gemma 2's final_logit_softcapping; 0 = none, the plain op bit for bit). */
+void fsdpc__cpu_lmhead_xent_capped(double *loss_sum, int64_t *count, float *dx, float *dweight,
+                                   const float *x, const float *weight, const int32_t *labels,
+                                   int N, int C, int V, float grad_scale, int chunk_rows,
+                                   int logits_bf16, float softcap, float *scratch);
 /* Logits for evaluation/generation: out = x @ weight^T. */
 void fsdpc__cpu_logits(float *out,          // (N, V)
                        const float *x,      // (N, C)

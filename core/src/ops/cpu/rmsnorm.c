@@ -1,5 +1,7 @@
 /* RMSNorm as Hugging Face LlamaRMSNorm computes it in fp32:
  *   rstd = 1 / sqrt(mean(x^2) + eps);  out = weight * (x * rstd)
+ * and Gemma2RMSNorm: (offset + weight) for weight, offset 1, added in fp32
+ * (the _off variants; offset 0 is the plain norm bit for bit).
  * N = rows, C = hidden size. The mean of squares is accumulated in double so
  * the oracle does not depend on summation order.
  * Accumulation rule: dweight +=, dinp =. */
@@ -7,11 +9,21 @@
 
 #include "ops/cpu/ops_cpu.h"
 
-void fsdpc__cpu_rmsnorm_fwd(float *out,          // (N, C)
-                            float *rstd,         // (N)
-                            const float *inp,    // (N, C)
-                            const float *weight, // (C)
-                            int N, int C, float eps) {
+void fsdpc__cpu_rmsnorm_fwd(float *out, float *rstd, const float *inp, const float *weight, int N,
+                            int C, float eps) {
+  fsdpc__cpu_rmsnorm_off_fwd(out, rstd, inp, weight, N, C, eps, 0.0f);
+}
+
+void fsdpc__cpu_rmsnorm_bwd(float *dinp, float *dweight, const float *dout, const float *inp,
+                            const float *weight, const float *rstd, int N, int C) {
+  fsdpc__cpu_rmsnorm_off_bwd(dinp, dweight, dout, inp, weight, rstd, N, C, 0.0f);
+}
+
+void fsdpc__cpu_rmsnorm_off_fwd(float *out,          // (N, C)
+                                float *rstd,         // (N)
+                                const float *inp,    // (N, C)
+                                const float *weight, // (C)
+                                int N, int C, float eps, float offset) {
 #pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (int n = 0; n < N; n++) {
     const float *x = inp + (size_t)n * C;
@@ -23,20 +35,21 @@ void fsdpc__cpu_rmsnorm_fwd(float *out,          // (N, C)
     rstd[n] = r;
     /* HF multiplies x by rstd first, then by weight; keep that rounding. */
     for (int c = 0; c < C; c++)
-      y[c] = weight[c] * (x[c] * r);
+      y[c] = (offset + weight[c]) * (x[c] * r);
   }
 }
 
-/* With y_c = w_c x_c r and r = (mean(x^2) + eps)^(-1/2), dr/dx_j = -r^3 x_j / C:
+/* (w_c below is offset + weight_c; dweight is the same either way.)
+ * With y_c = w_c x_c r and r = (mean(x^2) + eps)^(-1/2), dr/dx_j = -r^3 x_j / C:
  *   dx_j = r w_j dy_j - (r^3 / C) x_j sum_c(dy_c w_c x_c)
  *   dw_c += sum_n dy_c x_c r */
-void fsdpc__cpu_rmsnorm_bwd(float *dinp,         // (N, C) =
-                            float *dweight,      // (C) +=
-                            const float *dout,   // (N, C)
-                            const float *inp,    // (N, C)
-                            const float *weight, // (C)
-                            const float *rstd,   // (N)
-                            int N, int C) {
+void fsdpc__cpu_rmsnorm_off_bwd(float *dinp,         // (N, C) =
+                                float *dweight,      // (C) +=
+                                const float *dout,   // (N, C)
+                                const float *inp,    // (N, C)
+                                const float *weight, // (C)
+                                const float *rstd,   // (N)
+                                int N, int C, float offset) {
 #pragma omp parallel for num_threads(fsdpc__cpu_nt()) schedule(static)
   for (int n = 0; n < N; n++) {
     const float *x = inp + (size_t)n * C;
@@ -45,10 +58,10 @@ void fsdpc__cpu_rmsnorm_bwd(float *dinp,         // (N, C) =
     double r = rstd[n];
     double dot = 0.0;
     for (int c = 0; c < C; c++)
-      dot += (double)dy[c] * weight[c] * x[c];
+      dot += (double)dy[c] * (offset + weight[c]) * x[c];
     double k = r * r * r * dot / C;
     for (int c = 0; c < C; c++)
-      dx[c] = (float)(r * weight[c] * dy[c] - k * x[c]);
+      dx[c] = (float)(r * (offset + weight[c]) * dy[c] - k * x[c]);
   }
   /* dweight sums over rows: split columns across threads so that nothing
    * races and the order of additions is fixed. */

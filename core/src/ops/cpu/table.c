@@ -51,13 +51,17 @@ static void cpu_arena_free(void *ctx, void *a, size_t bytes) {
 static void cpu_account(void *ctx, fsdpc_mem_cat cat, int64_t bytes) {
   fsdpc__mem_account(cat, bytes);
 }
-static void *cpu_stream(void *ctx) { return NULL; }
+static void *cpu_stream(void *ctx) {
+  return NULL;
+}
 static fsdpc_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes, fsdpc_err *err) {
-  if (bytes) memcpy(dst, src, bytes);
+  if (bytes)
+    memcpy(dst, src, bytes);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_memset0(void *ctx, void *p, size_t bytes, fsdpc_err *err) {
-  if (bytes) memset(p, 0, bytes);
+  if (bytes)
+    memset(p, 0, bytes);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_add_f32(void *ctx, float *y, const float *x, size_t n, fsdpc_err *err) {
@@ -73,25 +77,27 @@ static fsdpc_status cpu_sumsq_f32(void *ctx, const float *x, size_t n, double *o
 }
 static fsdpc_status cpu_cast_params(void *ctx, void *dst, const float *src, size_t n,
                                     fsdpc_err *err) {
-  if (n && dst != src) memcpy(dst, src, n * sizeof(float));
+  if (n && dst != src)
+    memcpy(dst, src, n * sizeof(float));
   return FSDPC_OK;
 }
-static fsdpc_status cpu_sync(void *ctx, fsdpc_err *err) { return FSDPC_OK; }
+static fsdpc_status cpu_sync(void *ctx, fsdpc_err *err) {
+  return FSDPC_OK;
+}
 static fsdpc_status cpu_rope_tables(void *ctx, float *cos, float *sin, const fsdpc_rope *r,
                                     int maxT, int use_long, fsdpc_err *err) {
   CPU_TEAM(ctx);
   fsdpc__rope_tables(cos, sin, r, maxT, use_long);
   return FSDPC_OK;
 }
-static fsdpc_status cpu_embedding_fwd(void *ctx, void *out, const int32_t *tokens,
-                                      const void *wte, int N, int C, int V, fsdpc_err *err) {
+static fsdpc_status cpu_embedding_fwd(void *ctx, void *out, const int32_t *tokens, const void *wte,
+                                      int N, int C, int V, fsdpc_err *err) {
   CPU_TEAM(ctx);
   fsdpc__cpu_embedding_fwd(out, tokens, wte, N, C);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_embedding_bwd(void *ctx, float *dwte, const void *dout,
-                                      const int32_t *tokens, int N, int C, int V,
-                                      fsdpc_err *err) {
+                                      const int32_t *tokens, int N, int C, int V, fsdpc_err *err) {
   CPU_TEAM(ctx);
   fsdpc__cpu_embedding_bwd(dwte, dout, tokens, N, C);
   return FSDPC_OK;
@@ -103,8 +109,8 @@ static fsdpc_status cpu_rmsnorm_fwd(void *ctx, void *out, float *rstd, const voi
   return FSDPC_OK;
 }
 static fsdpc_status cpu_rmsnorm_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
-                                    const void *inp, const void *weight, const float *rstd,
-                                    int N, int C, fsdpc_err *err) {
+                                    const void *inp, const void *weight, const float *rstd, int N,
+                                    int C, fsdpc_err *err) {
   CPU_TEAM(ctx);
   fsdpc__cpu_rmsnorm_bwd(dinp, dweight, dout, inp, weight, rstd, N, C);
   return FSDPC_OK;
@@ -118,7 +124,8 @@ static fsdpc_status cpu_matmul_fwd(void *ctx, void *out, const void *inp, const 
     return FSDPC_OK;
   }
   fsdpc__cpu_matmul_fwd(out, inp, weight, N, C, OC);
-  if (residual) fsdpc__cpu_add(out, out, residual, (size_t)N * OC);
+  if (residual)
+    fsdpc__cpu_add(out, out, residual, (size_t)N * OC);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_matmul_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
@@ -159,15 +166,14 @@ static fsdpc_status cpu_rope_bwd(void *ctx, void *dx, const float *cos, const fl
   fsdpc__cpu_rope_bwd(dx, cos, sin, pos, N, H, HD, RD);
   return FSDPC_OK;
 }
-static fsdpc_status cpu_swiglu_fwd(void *ctx, void *out, const void *gate, const void *up,
-                                   int N, int F, fsdpc_err *err) {
+static fsdpc_status cpu_swiglu_fwd(void *ctx, void *out, const void *gate, const void *up, int N,
+                                   int F, fsdpc_err *err) {
   CPU_TEAM(ctx);
   fsdpc__cpu_swiglu_fwd(out, gate, up, N, F);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_swiglu_bwd(void *ctx, void *dgate, void *dup, const void *dout,
-                                   const void *gate, const void *up, int N, int F,
-                                   fsdpc_err *err) {
+                                   const void *gate, const void *up, int N, int F, fsdpc_err *err) {
   CPU_TEAM(ctx);
   fsdpc__cpu_swiglu_bwd(dgate, dup, dout, gate, up, N, F);
   return FSDPC_OK;
@@ -211,6 +217,46 @@ static fsdpc_status cpu_lmhead_xent_rows(void *ctx, double *out2, double *row_lo
   fsdpc__cpu_lmhead_xent_rows(&out2[0], &count, row_loss, row_seed, dx, dweight, x, weight, labels,
                               N, C, V, chunk_rows, logits_bf16, scratch);
   out2[1] = (double)count;
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_lmhead_xent_capped(void *ctx, double *out2, void *dx, float *dweight,
+                                           const void *x, const void *weight, const int32_t *labels,
+                                           int N, int C, int V, float grad_scale, int chunk_rows,
+                                           int logits_bf16, float softcap, void *scratch,
+                                           size_t scratch_bytes, fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  if (scratch_bytes < cpu_xent_scratch_bytes(N, V, chunk_rows, logits_bf16))
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "cross-entropy scratch too small");
+  int64_t count = 0;
+  fsdpc__cpu_lmhead_xent_capped(&out2[0], &count, dx, dweight, x, weight, labels, N, C, V,
+                                grad_scale, chunk_rows, logits_bf16, softcap, scratch);
+  out2[1] = (double)count;
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_rmsnorm_off_fwd(void *ctx, void *out, float *rstd, const void *inp,
+                                        const void *weight, int N, int C, float eps, float offset,
+                                        fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  fsdpc__cpu_rmsnorm_off_fwd(out, rstd, inp, weight, N, C, eps, offset);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_rmsnorm_off_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
+                                        const void *inp, const void *weight, const float *rstd,
+                                        int N, int C, float offset, fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  fsdpc__cpu_rmsnorm_off_bwd(dinp, dweight, dout, inp, weight, rstd, N, C, offset);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_geglu_fwd(void *ctx, void *out, const void *gate, const void *up, int N,
+                                  int F, fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  fsdpc__cpu_geglu_fwd(out, gate, up, N, F);
+  return FSDPC_OK;
+}
+static fsdpc_status cpu_geglu_bwd(void *ctx, void *dgate, void *dup, const void *dout,
+                                  const void *gate, const void *up, int N, int F, fsdpc_err *err) {
+  CPU_TEAM(ctx);
+  fsdpc__cpu_geglu_bwd(dgate, dup, dout, gate, up, N, F);
   return FSDPC_OK;
 }
 static fsdpc_status cpu_logits(void *ctx, float *out, const void *x, const void *weight, int N,
@@ -345,9 +391,16 @@ static const fsdpc_ops cpu_ops = {
     /* .fp8_matmul_bwd = */ cpu_fp8_matmul_bwd,
     /* .lmhead_xent_rows = */ cpu_lmhead_xent_rows,
     /* .nf4_dequant = */ NULL, /* NF4 units dequantize on the host (fsdp/nf4_unit.c) */
+    /* .rmsnorm_off_fwd = */ cpu_rmsnorm_off_fwd,
+    /* .rmsnorm_off_bwd = */ cpu_rmsnorm_off_bwd,
+    /* .geglu_fwd = */ cpu_geglu_fwd,
+    /* .geglu_bwd = */ cpu_geglu_bwd,
+    /* .lmhead_xent_capped = */ cpu_lmhead_xent_capped,
 };
 
-const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }
+const fsdpc_ops *fsdpc__ops_cpu(void) {
+  return &cpu_ops;
+}
 
 const fsdpc_ops *fsdpc__ops_cpu_team(fsdpc_ops *out, const int *threads) {
   *out = cpu_ops;

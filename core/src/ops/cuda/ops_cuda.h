@@ -66,6 +66,16 @@ fsdpc_status fsdpc__cuda_rmsnorm_bwd(fsdpc_cuda_ctx *ctx,
                                      const float *rstd,        // (N)
                                      int N, int C, fsdpc_err *err);
 
+/* The same with (offset + weight) for weight, added in fp32 (Gemma2RMSNorm:
+ * offset 1). */
+fsdpc_status fsdpc__cuda_rmsnorm_off_fwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, float *rstd,
+                                         const fsdpc_bf16 *inp, const fsdpc_bf16 *weight, int N,
+                                         int C, float eps, float offset, fsdpc_err *err);
+fsdpc_status fsdpc__cuda_rmsnorm_off_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp, float *dweight,
+                                         const fsdpc_bf16 *dout, const fsdpc_bf16 *inp,
+                                         const fsdpc_bf16 *weight, const float *rstd, int N, int C,
+                                         float offset, fsdpc_err *err);
+
 /* The same, plus the residual stream's gradient: dinp = dx + dresid, summed
  * in fp32 and rounded to bf16 once (one pass instead of rmsnorm_bwd and an
  * add). dinp may alias dresid. */
@@ -110,6 +120,13 @@ fsdpc_status fsdpc__cuda_bias_bwd(fsdpc_cuda_ctx *ctx, float *dbias, const fsdpc
  * alias x or y). */
 fsdpc_status fsdpc__cuda_axpy(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *x,
                               const fsdpc_bf16 *y, float a, size_t n, fsdpc_err *err);
+
+/* ---- swiglu.cu ---- GeGLU: out = gelu_tanh(gate) * up (Gemma's gelu_pytorch_tanh) */
+fsdpc_status fsdpc__cuda_geglu_fwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *gate,
+                                   const fsdpc_bf16 *up, int N, int F, fsdpc_err *err);
+fsdpc_status fsdpc__cuda_geglu_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dgate, fsdpc_bf16 *dup,
+                                   const fsdpc_bf16 *dout, const fsdpc_bf16 *gate,
+                                   const fsdpc_bf16 *up, int N, int F, fsdpc_err *err);
 
 /* ---- swiglu.cu ---- out = silu(gate) * up */
 fsdpc_status fsdpc__cuda_swiglu_fwd(fsdpc_cuda_ctx *ctx,

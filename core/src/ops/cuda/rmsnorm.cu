@@ -4,6 +4,8 @@
  *   dx_j = r w_j dy_j - (r^3 / C) x_j sum_c(dy_c w_c x_c)
  *   dw_c += sum_n dy_c x_c r
  * N = rows, C = hidden size. Accumulation rule: dweight (fp32) +=, dinp =.
+ * rmsnorm_off_*: w is (offset + weight), added in fp32 (Gemma2RMSNorm), on
+ * the generic path.
  * rmsnorm_bwd_add also adds the residual stream's gradient into dinp before
  * its one bf16 rounding (dinp = dx + dresid): the decoder layer's separate
  * `dinp += dresid` pass is gone (one read of dresid instead of two reads and
@@ -209,7 +211,7 @@ static __global__ void __launch_bounds__(256, RMS_BWD_MIN_BLOCKS(K))
 /* ---- generic path: any C, any alignment ---- */
 
 static __global__ void rms_fwd_generic(bf16 *out, float *rstd, const bf16 *inp, const bf16 *weight,
-                                       int C, float eps) {
+                                       int C, float eps, float offset) {
   __shared__ float sh[32];
   const size_t row = blockIdx.x;
   const bf16 *x = inp + row * C;
@@ -224,14 +226,15 @@ static __global__ void rms_fwd_generic(bf16 *out, float *rstd, const bf16 *inp, 
     rstd[row] = r;
   bf16 *y = out + row * C;
   for (int c = threadIdx.x; c < C; c += blockDim.x)
-    y[c] = __float2bfloat16(__bfloat162float(weight[c]) * (__bfloat162float(x[c]) * r));
+    y[c] = __float2bfloat16((offset + __bfloat162float(weight[c])) * (__bfloat162float(x[c]) * r));
 }
 
 /* Rows as rms_bwd_vec; thread t owns columns c = t + m * blockDim.x of the
  * block's partial, kept in shared memory (no two threads touch a column). */
 static __global__ void rms_bwd_generic(bf16 *dinp, float *part, const bf16 *dout,
                                        const bf16 *dres, const bf16 *inp, const bf16 *weight,
-                                       const float *rstd, int N, int C, int rpb, int direct) {
+                                       const float *rstd, int N, int C, int rpb, int direct,
+                                       float offset) {
   extern __shared__ float dw_part[]; // (C)
   __shared__ float sh[32];
   for (int c = threadIdx.x; c < C; c += blockDim.x)
@@ -242,13 +245,14 @@ static __global__ void rms_bwd_generic(bf16 *dinp, float *part, const bf16 *dout
     const float r = rstd[row];
     float dot = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x)
-      dot += __bfloat162float(dy[c]) * __bfloat162float(weight[c]) * __bfloat162float(x[c]);
+      dot += __bfloat162float(dy[c]) * (offset + __bfloat162float(weight[c])) *
+             __bfloat162float(x[c]);
     dot = block_sum(dot, sh);
     const float kk = r * r * r * dot / (float)C;
     bf16 *dx = dinp + (size_t)row * C;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
       const float xv = __bfloat162float(x[c]), dyv = __bfloat162float(dy[c]);
-      const float g = r * __bfloat162float(weight[c]) * dyv - kk * xv;
+      const float g = r * (offset + __bfloat162float(weight[c])) * dyv - kk * xv;
       dx[c] = __float2bfloat16(dres ? g + __bfloat162float(dres[(size_t)row * C + c]) : g);
       dw_part[c] += dyv * (xv * r);
     }
@@ -303,11 +307,12 @@ static bool all_aligned(const void *a, const void *b, const void *c, const void 
   return fsdpc__aligned16(a) && fsdpc__aligned16(b) && fsdpc__aligned16(c) && fsdpc__aligned16(d);
 }
 
+/* offset != 0 (Gemma's 1 + w) takes the generic path. */
 static fsdpc_status launch_rmsnorm_fwd(fsdpc_cuda_ctx *ctx, bf16 *out, float *rstd, const bf16 *inp,
-                                       const bf16 *weight, int N, int C, float eps,
+                                       const bf16 *weight, int N, int C, float eps, float offset,
                                        fsdpc_err *err) {
   int T = 0;
-  const int K = all_aligned(out, inp, weight, weight) ? pick_vec(C, &T) : 0;
+  const int K = all_aligned(out, inp, weight, weight) && offset == 0.0f ? pick_vec(C, &T) : 0;
   /* One block per row: N blocks keep enough rows in flight per SM. */
   if (K == 1)
     rms_fwd_vec<1><<<N, T, 0, ctx->compute>>>(out, rstd, inp, weight, C, eps);
@@ -316,7 +321,7 @@ static fsdpc_status launch_rmsnorm_fwd(fsdpc_cuda_ctx *ctx, bf16 *out, float *rs
   else if (K == 4)
     rms_fwd_vec<4><<<N, T, 0, ctx->compute>>>(out, rstd, inp, weight, C, eps);
   else
-    rms_fwd_generic<<<N, RMS_THREADS, 0, ctx->compute>>>(out, rstd, inp, weight, C, eps);
+    rms_fwd_generic<<<N, RMS_THREADS, 0, ctx->compute>>>(out, rstd, inp, weight, C, eps, offset);
   FSDPC_CUDA_LAUNCHED(err, "rmsnorm_fwd");
   return FSDPC_OK;
 }
@@ -347,10 +352,11 @@ static fsdpc_status bwd_grid(fsdpc_cuda_ctx *ctx, const void *kernel, int T, siz
 static fsdpc_status launch_rmsnorm_bwd(fsdpc_cuda_ctx *ctx, bf16 *dinp, float *dweight,
                                        const bf16 *dout, const bf16 *dres, const bf16 *inp,
                                        const bf16 *weight, const float *rstd, int N, int C,
-                                       fsdpc_err *err) {
+                                       float offset, fsdpc_err *err) {
   int T = RMS_THREADS, G = 1, rpb = N;
   float *part = NULL;
-  const bool al = all_aligned(dinp, dout, inp, weight) && (!dres || fsdpc__aligned16(dres));
+  const bool al = all_aligned(dinp, dout, inp, weight) && (!dres || fsdpc__aligned16(dres)) &&
+                  offset == 0.0f;
   const int K = al ? pick_vec(C, &T) : 0;
   size_t smem = (size_t)K * 8 * T * sizeof(float); /* vec: <= 32 KiB */
   const void *kernel;
@@ -387,7 +393,7 @@ static fsdpc_status launch_rmsnorm_bwd(fsdpc_cuda_ctx *ctx, bf16 *dinp, float *d
                                        direct);
   else
     rms_bwd_generic<<<G, RMS_THREADS, smem, ctx->compute>>>(dinp, dst, dout, dres, inp, weight,
-                                                            rstd, N, C, rpb, direct);
+                                                            rstd, N, C, rpb, direct, offset);
   FSDPC_CUDA_LAUNCHED(err, "rmsnorm_bwd");
   if (!direct) {
     rms_dw_reduce<<<(C + 31) / 32, 32 * RMS_RED_WARPS, 0, ctx->compute>>>(dweight, part, G, C,
@@ -416,7 +422,37 @@ extern "C" fsdpc_status fsdpc__cuda_rmsnorm_fwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 
   if (N == 0)
     return FSDPC_OK;
   return launch_rmsnorm_fwd(ctx, (bf16 *)out, rstd, (const bf16 *)inp, (const bf16 *)weight, N, C,
-                            eps, err);
+                            eps, 0.0f, err);
+}
+
+extern "C" fsdpc_status fsdpc__cuda_rmsnorm_off_fwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out,
+                                                    float *rstd, const fsdpc_bf16 *inp,
+                                                    const fsdpc_bf16 *weight, int N, int C,
+                                                    float eps, float offset, fsdpc_err *err) {
+  FSDPC_TRY(check_shape("rmsnorm_off_fwd", N, C, err));
+  if (!out || !rstd || !inp || !weight)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda rmsnorm_off_fwd: a tensor pointer is NULL");
+  if (!(eps >= 0.0f))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda rmsnorm_off_fwd: eps %g must be >= 0",
+                       (double)eps);
+  if (N == 0)
+    return FSDPC_OK;
+  return launch_rmsnorm_fwd(ctx, (bf16 *)out, rstd, (const bf16 *)inp, (const bf16 *)weight, N, C,
+                            eps, offset, err);
+}
+
+extern "C" fsdpc_status fsdpc__cuda_rmsnorm_off_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp,
+                                                    float *dweight, const fsdpc_bf16 *dout,
+                                                    const fsdpc_bf16 *inp,
+                                                    const fsdpc_bf16 *weight, const float *rstd,
+                                                    int N, int C, float offset, fsdpc_err *err) {
+  FSDPC_TRY(check_shape("rmsnorm_off_bwd", N, C, err));
+  if (!dinp || !dweight || !dout || !inp || !weight || !rstd)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda rmsnorm_off_bwd: a tensor pointer is NULL");
+  if (N == 0)
+    return FSDPC_OK;
+  return launch_rmsnorm_bwd(ctx, (bf16 *)dinp, dweight, (const bf16 *)dout, NULL,
+                            (const bf16 *)inp, (const bf16 *)weight, rstd, N, C, offset, err);
 }
 
 extern "C" fsdpc_status fsdpc__cuda_rmsnorm_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp,
@@ -429,7 +465,7 @@ extern "C" fsdpc_status fsdpc__cuda_rmsnorm_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 
   if (N == 0)
     return FSDPC_OK;
   return launch_rmsnorm_bwd(ctx, (bf16 *)dinp, dweight, (const bf16 *)dout, NULL,
-                            (const bf16 *)inp, (const bf16 *)weight, rstd, N, C, err);
+                            (const bf16 *)inp, (const bf16 *)weight, rstd, N, C, 0.0f, err);
 }
 
 extern "C" fsdpc_status fsdpc__cuda_rmsnorm_bwd_add(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp,
@@ -444,5 +480,5 @@ extern "C" fsdpc_status fsdpc__cuda_rmsnorm_bwd_add(fsdpc_cuda_ctx *ctx, fsdpc_b
   if (N == 0)
     return FSDPC_OK;
   return launch_rmsnorm_bwd(ctx, (bf16 *)dinp, dweight, (const bf16 *)dout, (const bf16 *)dresid,
-                            (const bf16 *)inp, (const bf16 *)weight, rstd, N, C, err);
+                            (const bf16 *)inp, (const bf16 *)weight, rstd, N, C, 0.0f, err);
 }

@@ -183,6 +183,25 @@ static fsdpc_status c_rope_bwd(void *ctx, void *dx, const float *cos, const floa
                                fsdpc_err *err) {
   return fsdpc__cuda_rope_bwd(ctx, dx, cos, sin, pos, N, H, HD, RD, maxT, err);
 }
+static fsdpc_status c_rmsnorm_off_fwd(void *ctx, void *out, float *rstd, const void *inp,
+                                      const void *weight, int N, int C, float eps, float offset,
+                                      fsdpc_err *err) {
+  return fsdpc__cuda_rmsnorm_off_fwd(ctx, out, rstd, inp, weight, N, C, eps, offset, err);
+}
+static fsdpc_status c_rmsnorm_off_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
+                                      const void *inp, const void *weight, const float *rstd,
+                                      int N, int C, float offset, fsdpc_err *err) {
+  return fsdpc__cuda_rmsnorm_off_bwd(ctx, dinp, dweight, dout, inp, weight, rstd, N, C, offset,
+                                     err);
+}
+static fsdpc_status c_geglu_fwd(void *ctx, void *out, const void *gate, const void *up, int N,
+                                int F, fsdpc_err *err) {
+  return fsdpc__cuda_geglu_fwd(ctx, out, gate, up, N, F, err);
+}
+static fsdpc_status c_geglu_bwd(void *ctx, void *dgate, void *dup, const void *dout,
+                                const void *gate, const void *up, int N, int F, fsdpc_err *err) {
+  return fsdpc__cuda_geglu_bwd(ctx, dgate, dup, dout, gate, up, N, F, err);
+}
 static fsdpc_status c_swiglu_fwd(void *ctx, void *out, const void *gate, const void *up, int N,
                                  int F, fsdpc_err *err) {
   return fsdpc__cuda_swiglu_fwd(ctx, out, gate, up, N, F, err);
@@ -303,6 +322,10 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
                    .matmul_bwd = c_matmul_bwd,
                    .rope_fwd = c_rope_fwd,
                    .rope_bwd = c_rope_bwd,
+                   .rmsnorm_off_fwd = c_rmsnorm_off_fwd,
+                   .rmsnorm_off_bwd = c_rmsnorm_off_bwd,
+                   .geglu_fwd = c_geglu_fwd,
+                   .geglu_bwd = c_geglu_bwd,
                    .swiglu_fwd = c_swiglu_fwd,
                    .swiglu_bwd = c_swiglu_bwd,
                    .add = c_add,

@@ -17,27 +17,10 @@
 
 #include <stdint.h>
 
+#include "config/family.h"
 #include "ops/ops.h"
 #include "plugin/registry.h"
 #include "util/err.h"
-
-/* Decoder families (model/family.c): the names and layouts of their
- * tensors, and which config.json keys they read. */
-typedef enum fsdpc_family {
-  FSDPC_FAMILY_LLAMA,
-  FSDPC_FAMILY_MISTRAL,
-  FSDPC_FAMILY_QWEN2,
-  FSDPC_FAMILY_QWEN3,
-  FSDPC_FAMILY_PHI3,
-  FSDPC_FAMILY_OLMO2,
-  FSDPC_FAMILY_GRANITE,
-  FSDPC_FAMILY_COUNT
-} fsdpc_family;
-
-/* q/k RMSNorm before RoPE: none, over each head's HD dims with one (HD)
- * weight (Qwen3), or over the whole projection (OLMo 2). */
-enum { FSDPC_QK_NORM_NONE = 0, FSDPC_QK_NORM_HEAD = 1, FSDPC_QK_NORM_PROJ = 2 };
-enum { FSDPC_WINDOW_MAX_LAYERS = 256 }; /* layers a sliding-window pattern may name */
 
 /* The model description: shape and switches. One decoder computes every
  * family; each switch is a branch of the layer's op sequence (layer.c) or a

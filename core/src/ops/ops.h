@@ -221,7 +221,7 @@ typedef struct fsdpc_ops {
    * (cpu_offload's gradients), so that they do not queue behind the comm
    * stream's uploads; ordered with the others through events. */
   void *(*d2h_stream)(void *ctx);
-  /* The decoder families' ops (model/family.c). bias_add: y[n] += bias
+  /* The decoder families' ops (config/family.h). bias_add: y[n] += bias
    * (N rows of OC, act_dtype). bias_bwd: dbias (fp32, OC) += the column sums
    * of dy (written under grad_overwrite). axpy: out = x + a * y, or a * y
    * when x is NULL; out may alias x or y. */

@@ -245,6 +245,12 @@ typedef struct fsdpc_ops {
                                  const void *dout, const void *inp, const void *weight, int N,
                                  int C, int OC, void *scratch, size_t scratch_bytes,
                                  fsdpc_err *err);
+  /* (optional: NULL = matmul_fwd then bias_add, as the CPU does) matmul_fwd
+   * with a projection's bias (act_dtype, OC) added before the output is
+   * rounded (CUDA: in the cuBLASLt epilogue). */
+  fsdpc_status (*matmul_bias_fwd)(void *ctx, void *out, const void *inp, const void *weight,
+                                  const void *bias, const void *residual, int N, int C, int OC,
+                                  fsdpc_err *err);
 } fsdpc_ops;
 
 /* Event slots: 0..95 for the engine's streams, then one per unit. */

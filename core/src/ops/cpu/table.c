@@ -329,6 +329,7 @@ static const fsdpc_ops cpu_ops = {
     /* .axpy = */ cpu_axpy,
     /* .fp8_matmul_fwd = */ cpu_fp8_matmul_fwd,
     /* .fp8_matmul_bwd = */ cpu_fp8_matmul_bwd,
+    /* .matmul_bias_fwd = */ NULL, /* matmul_fwd then bias_add, the oracle's order */
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) { return &cpu_ops; }

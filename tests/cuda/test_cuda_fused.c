@@ -6,7 +6,8 @@
  * rounds twice, so bf16 outputs are held to TOL_BF16 and fp32 ones to
  * TOL_F32, and NaN-poisoned outputs never pass. Also: dinp aliasing dresid,
  * the misaligned (generic) paths, the bit-identical repeat, and the weight
- * gradients written instead of added (fsdpc__cuda_grad_overwrite). */
+ * gradients written instead of added (fsdpc__cuda_grad_overwrite), and
+ * matmul_bias_fwd = matmul_fwd + bias_add (the bias in the GEMM epilogue). */
 #include "cuda_testutil.h"
 #include "ops/cpu/ops_cpu.h"
 
@@ -119,6 +120,60 @@ START_TEST(matmul_bwd_acc) {
   matmul_acc_case(256, 512, 128); /* k / v projections: OC < C */
   matmul_acc_case(100, 64, 352);  /* gate / up: OC > C */
   matmul_acc_case(33, 40, 24);    /* odd sizes */
+}
+END_TEST
+
+/* ---- matmul_bias_fwd: the projection's bias in the GEMM's epilogue ---- */
+
+/* matmul_bias_fwd against the CPU's matmul_fwd then bias_add (the
+ * unfused oracle), with and without the residual in C; boff shifts the
+ * bias by elements (1: not 16-byte aligned, the two-pass fallback). The
+ * output starts NaN (dev_alloc's fill) unless a residual is given. */
+static void matmul_bias_case(int N, int C, int OC, int residual, int boff) {
+  const size_t nc = (size_t)N * C, no = (size_t)N * OC, wc = (size_t)OC * C;
+  float *x = rand_bf16_values(nc, -1, 1), *w = rand_bf16_values(wc, -0.1, 0.1);
+  float *b = rand_bf16_values(OC, -1, 1), *r = rand_bf16_values(no, -1, 1);
+  uint16_t *d_x = up_bf16_at(x, nc, 0), *d_w = up_bf16_at(w, wc, 0), *d_b = up_bf16_at(b, OC, boff);
+  uint16_t *d_y = residual ? up_bf16_at(r, no, 0) : dev_alloc_at(2, no, 0);
+  CK(fsdpc__cuda_matmul_bias_fwd(g_ctx, d_y, d_x, d_w, d_b, residual ? d_y : NULL, N, C, OC,
+                                 &g_err));
+  float *y = malloc(sizeof(float) * no);
+  fsdpc__cpu_matmul_fwd(y, x, w, N, C, OC);
+  if (residual)
+    fsdpc__cpu_add_inplace(y, r, no);
+  fsdpc__cpu_bias_add(y, b, N, OC);
+  float *gy = down_bf16(d_y, no);
+  char name[96];
+  snprintf(name, sizeof name, "matmul_bias_fwd N=%d C=%d OC=%d%s%s", N, C, OC,
+           residual ? " +res" : "", boff ? " unaligned" : "");
+  CHECK_REL(name, gy, y, no, TOL_BF16);
+  free(x), free(w), free(b), free(r), free(y), free(gy);
+  dev_free(d_x, nc * 2), dev_free(d_w, wc * 2), dev_free_at(d_b, 2, OC, boff),
+      dev_free(d_y, no * 2);
+}
+
+START_TEST(matmul_bias_fwd) {
+  matmul_bias_case(256, 512, 512, 0, 0); /* q: OC = C */
+  matmul_bias_case(100, 64, 32, 0, 0);   /* k / v: OC < C */
+  matmul_bias_case(33, 40, 24, 1, 0);    /* odd sizes, the residual in C (o with bias) */
+  matmul_bias_case(64, 64, 96, 0, 1);    /* a bias off 16 bytes: matmul_fwd + bias_add */
+  /* bit-identical on repeat: the cached plan with its epilogue */
+  const int N = 64, C = 128, OC = 192;
+  const size_t no = (size_t)N * OC;
+  float *x = rand_bf16_values((size_t)N * C, -1, 1), *w = rand_bf16_values((size_t)OC * C, -1, 1);
+  float *b = rand_bf16_values(OC, -1, 1);
+  uint16_t *d_x = up_bf16_at(x, (size_t)N * C, 0), *d_w = up_bf16_at(w, (size_t)OC * C, 0);
+  uint16_t *d_b = up_bf16_at(b, OC, 0), *d_y = dev_alloc_at(2, no, 0);
+  uint16_t *first = malloc(no * 2), *now = malloc(no * 2);
+  for (int run = 0; run < 3; run++) {
+    CK(fsdpc__cuda_matmul_bias_fwd(g_ctx, d_y, d_x, d_w, d_b, NULL, N, C, OC, &g_err));
+    CK(fsdpc__cuda_d2h(g_ctx, run ? now : first, d_y, no * 2, &g_err));
+    if (run)
+      ck_assert_int_eq(memcmp(first, now, no * 2), 0);
+  }
+  free(x), free(w), free(b), free(first), free(now);
+  dev_free(d_x, (size_t)N * C * 2), dev_free(d_w, (size_t)OC * C * 2), dev_free(d_b, OC * 2);
+  dev_free(d_y, no * 2);
 }
 END_TEST
 
@@ -240,6 +295,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, rmsnorm_bwd_add);
   tcase_add_test(tc, rmsnorm_bwd_add_deterministic);
   tcase_add_test(tc, matmul_bwd_acc);
+  tcase_add_test(tc, matmul_bias_fwd);
   tcase_add_test(tc, grad_overwrite);
   suite_add_tcase(s, tc);
   return s;

@@ -4,8 +4,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "config/family.h"
 #include "config/meta.h"
-#include "model/family.h"
 #include "quant/nf4.h"
 
 static const fsdpc_key_src *src_of(const fsdpc_config *c, const char *path) {

@@ -57,6 +57,18 @@ enum { FSDPC_AC_FULL = 1, FSDPC_AC_SAVE_MLP = 2 };
 /* fsdp.mixed_precision.fp8_recipe (ops/fp8.h); OFF = the linear projections
  * in the compute dtype (fsdp.mixed_precision.linear: bf16) */
 enum { FSDPC_FP8_OFF = 0, FSDPC_FP8_TENSORWISE = 1, FSDPC_FP8_ROWWISE = 2 };
+/* model.model_type: the decoder families (their table: config/family.c). */
+typedef enum fsdpc_family {
+  FSDPC_FAMILY_LLAMA,
+  FSDPC_FAMILY_MISTRAL,
+  FSDPC_FAMILY_QWEN2,
+  FSDPC_FAMILY_QWEN3,
+  FSDPC_FAMILY_PHI3,
+  FSDPC_FAMILY_OLMO2,
+  FSDPC_FAMILY_GRANITE,
+  FSDPC_FAMILY_GEMMA2,
+  FSDPC_FAMILY_COUNT
+} fsdpc_family;
 /* model.rope_scaling.type: the numbers are ops.h's FSDPC_ROPE_* */
 enum {
   FSDPC_ROPE_SCALING_NONE = 0,
@@ -66,6 +78,8 @@ enum {
   FSDPC_ROPE_SCALING_YARN = 4,
   FSDPC_ROPE_SCALING_LONGROPE = 5
 };
+/* longrope short/long factors a config may list: ops.h's FSDPC_ROPE_MAX_FACTORS */
+enum { FSDPC_ROPE_SCALING_MAX_FACTORS = 256 };
 enum { FSDPC_SCHED_CONSTANT = 0, FSDPC_SCHED_LINEAR = 1, FSDPC_SCHED_COSINE = 2 };
 enum { FSDPC_PROGRESS_AUTO = 0, FSDPC_PROGRESS_ON = 1, FSDPC_PROGRESS_OFF = 2 };
 
@@ -97,7 +111,7 @@ typedef struct fsdpc_config_model {
     fsdpc_strlist short_factor, long_factor;                               /* longrope */
   } rope_scaling;
   bool tie_word_embeddings;
-  /* The family and its switches (model/family.h): keys named as config.json's. */
+  /* The family and its switches (config/family.h): keys named as config.json's. */
   int model_type; /* FSDPC_FAMILY_* */
   bool attention_bias, mlp_bias;
   int64_t sliding_window;    /* tokens; 0 = none; -1 = the family's default */
@@ -170,7 +184,7 @@ typedef struct fsdpc_config_fsdp {
   } offload;
   bool param_copy;     /* bf16 copy of each master shard, written by the optimizer */
   int64_t param_copy_max_mib; /* cap on those copies' device memory; 0 = none */
-  int keep_params;            /* -1 auto, else FSDPC_KEEP_* (fsdp/program.h) */
+  int keep_params;            /* -1 auto, else FSDPC_KEEP_* (runplan/runplan.h) */
   bool fit_check; /* CUDA: refuse a run whose memory plan does not fit (plan/plan_fit.c) */
 } fsdpc_config_fsdp;
 

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config/family.h"
 #include "config/meta.h"
-#include "model/family.h"
 #include "util/fs.h"
 
 static char *read_file(const char *path, size_t *len) {

@@ -8,8 +8,6 @@
 
 #include <string.h>
 
-#include "model/llama.h"
-
 /* Offset of field f, checked at compile time to have C type T, so a row can
  * never point at a field of the wrong type. */
 #define FIELD_(f, T) _Generic(((fsdpc_config *)0)->f, T : offsetof(fsdpc_config, f))
@@ -77,7 +75,7 @@ static const fsdpc_cfg_enum_item fp8_recipe_values[] = {
     {"tensorwise", FSDPC_FP8_TENSORWISE}, {"rowwise", FSDPC_FP8_ROWWISE}, {NULL, 0}};
 static const fsdpc_cfg_enum_item ac_policy_values[] = {
     {"full", FSDPC_AC_FULL}, {"save_mlp", FSDPC_AC_SAVE_MLP}, {NULL, 0}};
-/* fsdp.keep_params: -1 = auto, else FSDPC_KEEP_* of fsdp/program.h */
+/* fsdp.keep_params: -1 = auto, else FSDPC_KEEP_* of runplan/runplan.h */
 static const fsdpc_cfg_enum_item keep_values[] = {
     {"auto", -1}, {"none", 0}, {"first", 1}, {"all", 2}, {NULL, 0}};
 static const fsdpc_cfg_enum_item rope_values[] = {{"none", FSDPC_ROPE_SCALING_NONE},
@@ -87,7 +85,7 @@ static const fsdpc_cfg_enum_item rope_values[] = {{"none", FSDPC_ROPE_SCALING_NO
                                                   {"yarn", FSDPC_ROPE_SCALING_YARN},
                                                   {"longrope", FSDPC_ROPE_SCALING_LONGROPE},
                                                   {NULL, 0}};
-/* model.model_type: the families of model/family.c */
+/* model.model_type: the families of config/family.c */
 static const fsdpc_cfg_enum_item family_values[] = {{"llama", FSDPC_FAMILY_LLAMA},
                                                     {"mistral", FSDPC_FAMILY_MISTRAL},
                                                     {"qwen2", FSDPC_FAMILY_QWEN2},

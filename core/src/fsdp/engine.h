@@ -104,12 +104,6 @@ fsdpc_status fsdpc__layout_build(const fsdpc_model_shape *shape, const fsdpc_par
                                  fsdpc_err *err);
 void fsdpc__layout_free(fsdpc_layout *l);
 
-/* Asks the wrap plugin for the unit of each parameter. *unit_of_param is
- * allocated (n_params entries; the caller frees it). */
-fsdpc_status fsdpc__wrap_plan(const fsdpc_component *wrap, const fsdpc_opts *opts,
-                              const fsdpc_param_info *params, int n_params,
-                              uint32_t **unit_of_param, uint32_t *n_units, fsdpc_err *err);
-
 /* What an engine needs beside its run plan: this process's handles, which
  * the plan (pure, the same on every rank and in `fsdpc plan`) cannot hold.
  * The plan says what runs; these say where. */

@@ -196,29 +196,3 @@ static fsdpc_status build(fsdpc_layout *e, const fsdpc_model_shape *shape,
     }
   return FSDPC_OK;
 }
-
-
-fsdpc_status fsdpc__wrap_plan(const fsdpc_component *wrap, const fsdpc_opts *opts,
-                              const fsdpc_param_info *params, int n_params,
-                              uint32_t **unit_of_param, uint32_t *n_units, fsdpc_err *err) {
-  fsdpc_wrap_param *wp = calloc((size_t)n_params, sizeof *wp);
-  uint32_t *uop = calloc((size_t)n_params, sizeof(uint32_t));
-  if (!wp || !uop) {
-    free(wp);
-    free(uop);
-    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory for the wrap plan");
-  }
-  for (int i = 0; i < n_params; i++)
-    wp[i] = (fsdpc_wrap_param){.struct_size = sizeof *wp, .name = params[i].name,
-                               .module = params[i].module, .module_type = params[i].module_type,
-                               .numel = params[i].numel, .layer = params[i].layer,
-                               .tie_group = params[i].tie_group};
-  int32_t r = fsdpc__call_wrap_plan(wrap, opts, wp, (uint32_t)n_params, uop, n_units);
-  free(wp);
-  if (r != FSDPC_OK) {
-    free(uop);
-    return fsdpc__plugin_fail(wrap, r, err);
-  }
-  *unit_of_param = uop;
-  return FSDPC_OK;
-}

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "fsdp/engine.h"
+#include "runplan/runplan.h"
 
 typedef enum fsdpc_act_op {
   FSDPC_ACT_FENCE_IN = 0,   /* the comm stream waits for compute (before a pass) */
@@ -90,14 +91,6 @@ typedef struct fsdpc_program_opts {
    * inside an optimizer step); the *_IN programs start with them resident */
   int keep;
 } fsdpc_program_opts;
-
-/* fsdp.keep_params: which gathered units outlive a micro-batch that is not
- * the step's last. FIRST: the units of blocks 0 and 1 (the next pass's first
- * gathers; at the end of a backward they are the last ones freed, and they
- * are held through the whole forward anyway when the head shares the
- * embedding's unit). ALL: every unit, gathered once per optimizer step (no
- * reshard inside the step: device memory of every gathered unit). */
-enum { FSDPC_KEEP_NONE = 0, FSDPC_KEEP_FIRST = 1, FSDPC_KEEP_ALL = 2 };
 
 /* offload_optim streams each unit's state in pieces of at most `piece`
  * elements (a unit of n elements: ceil(n / piece) pieces, in unit order).

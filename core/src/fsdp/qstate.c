@@ -9,43 +9,6 @@
 #include "fsdp/qstate.h"
 #include "plugin/registry.h"
 
-fsdpc_status fsdpc__qformat_get(const fsdpc_component *c, const fsdpc_optimizer *opt,
-                                fsdpc_optim_qformat *out, fsdpc_err *err) {
-  const fsdpc_optim_v1 *ov = c->vtable;
-  memset(out, 0, sizeof *out);
-  out->struct_size = sizeof *out;
-  if (!FSDPC_HAS_FIELD(ov, fsdpc_optim_v1, q_import) || !ov->qformat)
-    return FSDPC_OK;
-  int32_t r = ov->qformat(opt, out);
-  if (r != FSDPC_OK)
-    return fsdpc__plugin_fail(c, r, err);
-  if (out->block == 0)
-    return FSDPC_OK;
-  uint32_t ns = ov->n_slots(opt);
-  if (!ov->q_export || !ov->q_import || ns == 0 || ns > 4 || out->block > (1u << 20))
-    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "optimizer '%s': quantized state needs q_export and q_import, 1 to 4 "
-                       "slots and a block of at most 2^20 elements (it has %u slots, block %u)",
-                       c->desc->name, ns, out->block);
-  return FSDPC_OK;
-}
-
-static uint64_t gcd(uint64_t a, uint64_t b) {
-  while (b) {
-    uint64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
-int fsdpc__optim_align(int align, const fsdpc_optim_qformat *qf) {
-  uint64_t a = align > 0 ? (uint64_t)align : 1;
-  if (!qf || qf->block == 0)
-    return (int)a;
-  return (int)(a / gcd(a, qf->block) * qf->block);
-}
-
 static int quantized_param(const fsdpc_optim_qformat *qf, uint64_t numel) {
   return fsdpc__qparam(qf, numel);
 }

@@ -24,12 +24,6 @@
 #include "fsdp/engine.h"
 #include "fsdp/program.h"
 
-/* The optimizer's qformat (block 0 when it has none); refuses a quantized
- * optimizer that lacks q_export / q_import or has more than 4 slots. */
-fsdpc_status fsdpc__qformat_get(const fsdpc_component *c, const fsdpc_optimizer *opt,
-                                fsdpc_optim_qformat *out, fsdpc_err *err);
-/* The flat-buffer alignment that keeps shard boundaries on block bounds. */
-int fsdpc__optim_align(int align, const fsdpc_optim_qformat *qf);
 /* Sizes of the quantized state of unit un's shard (see above). */
 void fsdpc__qstate_count(const fsdpc_unit *un, const fsdpc_param_info *params,
                          const uint64_t *param_offset, const fsdpc_optim_qformat *qf,

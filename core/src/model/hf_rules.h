@@ -5,7 +5,7 @@
  * model fsdpc would compute differently is refused with one line naming the
  * key or tensor, never trained or served silently wrong.
  *
- * Accepted: a model_type of model/family.c (absent = llama); hidden_act
+ * Accepted: a model_type of config/family.c (absent = llama); hidden_act
  * silu; a RoPE type transformers ships (default, llama3, linear, dynamic,
  * yarn, longrope), one for all layers; layer types full or sliding
  * attention; and none of the keys of the refusal table (hf_rules.c:

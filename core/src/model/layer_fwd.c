@@ -66,6 +66,8 @@ void fsdpc__layer_split_grads(const fsdpc_model_shape *s, const fsdpc_layer_g *i
 static fsdpc_status proj(const fsdpc_ops *ops, const fsdpc_layer_io *io, void *y, const void *x,
                          const void *wt, const void *bias, const void *residual, int N, int in,
                          int out, fsdpc_err *err) {
+  if (bias && !io->fp8 && ops->matmul_bias_fwd) /* the bias in the GEMM (CUDA) */
+    return ops->matmul_bias_fwd(ops->ctx, y, x, wt, bias, residual, N, in, out, err);
   if (io->fp8)
     OP(fp8_matmul_fwd, io->fp8, y, x, wt, residual, N, in, out, io->fp8_scratch,
        io->fp8_scratch_bytes, err);

@@ -17,31 +17,14 @@
 
 #include <stdint.h>
 
+#include "config/family.h"
 #include "ops/ops.h"
 #include "plugin/registry.h"
 #include "util/err.h"
 
-/* Decoder families (model/family.c): the names and layouts of their
- * tensors, and which config.json keys they read. */
-typedef enum fsdpc_family {
-  FSDPC_FAMILY_LLAMA,
-  FSDPC_FAMILY_MISTRAL,
-  FSDPC_FAMILY_QWEN2,
-  FSDPC_FAMILY_QWEN3,
-  FSDPC_FAMILY_PHI3,
-  FSDPC_FAMILY_OLMO2,
-  FSDPC_FAMILY_GRANITE,
-  FSDPC_FAMILY_GEMMA2,
-  FSDPC_FAMILY_COUNT
-} fsdpc_family;
-
-/* q/k RMSNorm before RoPE: none, over each head's HD dims with one (HD)
- * weight (Qwen3), or over the whole projection (OLMo 2). */
-enum { FSDPC_QK_NORM_NONE = 0, FSDPC_QK_NORM_HEAD = 1, FSDPC_QK_NORM_PROJ = 2 };
-enum { FSDPC_WINDOW_MAX_LAYERS = 256 }; /* layers a sliding-window pattern may name */
 /* The MLP's gate activation: silu (SwiGLU) or gelu with the tanh
  * approximation (GeGLU, Gemma's gelu_pytorch_tanh). */
-enum { FSDPC_ACT_SILU = 0, FSDPC_ACT_GELU_TANH = 1 }; /* layers a sliding-window pattern may name */
+enum { FSDPC_ACT_SILU = 0, FSDPC_ACT_GELU_TANH = 1 };
 
 /* The model description: shape and switches. One decoder computes every
  * family; each switch is a branch of the layer's op sequence (layer.c) or a
@@ -50,8 +33,8 @@ typedef struct fsdpc_model_shape {
   int V, C, F, L, NH, KVH, HD;
   int max_pos;
   float eps;
-  fsdpc_rope rope;          /* RoPE variant; rope.dim = rotary dims of a head (ops.h) */
-  int tied;                 /* lm_head shares embed_tokens */
+  fsdpc_rope rope; /* RoPE variant; rope.dim = rotary dims of a head (ops.h) */
+  int tied;        /* lm_head shares embed_tokens */
   int bos_id, eos_id;
   int family;           /* FSDPC_FAMILY_*: tensor names, fused layouts */
   int bias_qkv, bias_o; /* q/k/v and o projection biases */
@@ -110,19 +93,19 @@ typedef enum fsdpc_param_kind {
 enum { FSDPC_LAYER_NPARAM = FSDPC_P_LN2 - FSDPC_P_Q + 1 }; /* at most, per layer */
 
 typedef struct fsdpc_param_info {
-  char name[96];          /* HF name */
-  char module[48];        /* "model.embed_tokens", "model.layers.3", ... */
-  const char *module_type;/* "embedding", "decoder_layer", "norm", "lm_head" */
-  int kind;               /* fsdpc_param_kind */
-  int layer;              /* decoder layer or -1 */
-  int block;              /* compute block that uses it first (see above) */
+  char name[96];           /* HF name */
+  char module[48];         /* "model.embed_tokens", "model.layers.3", ... */
+  const char *module_type; /* "embedding", "decoder_layer", "norm", "lm_head" */
+  int kind;                /* fsdpc_param_kind */
+  int layer;               /* decoder layer or -1 */
+  int block;               /* compute block that uses it first (see above) */
   int ndim;
   int64_t shape[2];
   uint64_t numel;
-  int decay;              /* 1 for matrices; 0 for norms (optional no-decay) */
-  int tie_group;          /* 0 for a tied embedding, else -1 */
-  int frozen;             /* 1 = no gradient, no optimizer state (the base under LoRA) */
-  int init_zero;          /* the init sets it to 0 (a norm scaling by 1 + weight) */
+  int decay;     /* 1 for matrices; 0 for norms (optional no-decay) */
+  int tie_group; /* 0 for a tied embedding, else -1 */
+  int frozen;    /* 1 = no gradient, no optimizer state (the base under LoRA) */
+  int init_zero; /* the init sets it to 0 (a norm scaling by 1 + weight) */
 } fsdpc_param_info;
 
 /* Parameters in module order; *n is their count. Caller frees *out. */
@@ -177,13 +160,13 @@ typedef struct fsdpc_model_ctx_opts {
                                      * FSDPC_AC_SAVE_MLP: also keep each layer's gate, up */
   const fsdpc_component *attention; /* attention plugin component */
   const fsdpc_opts *attention_opts;
-  int xent_chunk_rows;              /* rows per chunk of the fused CE (0 = auto) */
-  int logits_bf16;                  /* the fused CE rounds its logits to bf16 */
-  int linear_fp8; /* the layers' projections through ops->fp8_matmul_*: 0, or the recipe */
-  const fsdpc_ops *ops;             /* device ops table; NULL = the CPU reference */
-  const struct fsdpc_lora *lora;    /* LoRA adapters (model/lora.h); NULL = none */
-  int threads;                      /* CPU threads for the attention plugin (0: its choice) */
-  int forward_only;                 /* inference: no backward buffers (no backward calls) */
+  int xent_chunk_rows;  /* rows per chunk of the fused CE (0 = auto) */
+  int logits_bf16;      /* the fused CE rounds its logits to bf16 */
+  int linear_fp8;       /* the layers' projections through ops->fp8_matmul_*: 0, or the recipe */
+  const fsdpc_ops *ops; /* device ops table; NULL = the CPU reference */
+  const struct fsdpc_lora *lora; /* LoRA adapters (model/lora.h); NULL = none */
+  int threads;                   /* CPU threads for the attention plugin (0: its choice) */
+  int forward_only;              /* inference: no backward buffers (no backward calls) */
   /* A block of device memory the buffers are carved from, in order (the
    * engine's arena, fsdp/memplan.h), of fsdpc__model_ctx_arena_bytes;
    * NULL: each buffer from ops->alloc. */
@@ -244,11 +227,10 @@ fsdpc_status fsdpc__model_norm_bwd(const fsdpc_ops *ops, const fsdpc_model_shape
 
 /* Sets the micro-batch about to run: tokens, labels (-100 ignored) and doc
  * ids (may be NULL), each (B, T) in host memory; positions are 0..T-1 per
- * row without doc ids, and restart at 0 with each document when given. On the CPU the arrays are used in place (they must outlive the
- * micro-batch); on a device they are copied. */
+ * row without doc ids, and restart at 0 with each document when given. On the CPU the arrays are
+ * used in place (they must outlive the micro-batch); on a device they are copied. */
 fsdpc_status fsdpc__model_set_batch(fsdpc_model_ctx *m, const int32_t *tokens,
-                                    const int32_t *labels, const int32_t *doc_ids,
-                                    fsdpc_err *err);
+                                    const int32_t *labels, const int32_t *doc_ids, fsdpc_err *err);
 
 /* Forward of each block, in order. */
 fsdpc_status fsdpc__model_embed_fwd(fsdpc_model_ctx *m, const void *wte, fsdpc_err *err);
@@ -257,10 +239,9 @@ fsdpc_status fsdpc__model_layer_fwd(fsdpc_model_ctx *m, int l, const fsdpc_layer
 /* Final norm + lm_head + CE. Returns the loss sum and counted tokens of the
  * micro-batch. With grad_scale != 0 it also runs the head's backward
  * (dnorm +=, dhead +=) and leaves d(residual) for layer L-1. */
-fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w,
-                                       const void *head_w, float grad_scale, float *dnorm_w,
-                                       float *dhead_w, double *loss_sum, int64_t *count,
-                                       fsdpc_err *err);
+fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w, const void *head_w,
+                                       float grad_scale, float *dnorm_w, float *dhead_w,
+                                       double *loss_sum, int64_t *count, fsdpc_err *err);
 /* Keeps the loss on the device (on = 1, devices with pinned host memory
  * only; a no-op on the CPU): until it is turned off, head_fwd_bwd returns
  * 0 and 0 and copies each micro-batch's loss asynchronously into a pinned

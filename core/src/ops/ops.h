@@ -221,7 +221,7 @@ typedef struct fsdpc_ops {
    * (cpu_offload's gradients), so that they do not queue behind the comm
    * stream's uploads; ordered with the others through events. */
   void *(*d2h_stream)(void *ctx);
-  /* The decoder families' ops (model/family.c). bias_add: y[n] += bias
+  /* The decoder families' ops (config/family.h). bias_add: y[n] += bias
    * (N rows of OC, act_dtype). bias_bwd: dbias (fp32, OC) += the column sums
    * of dy (written under grad_overwrite). axpy: out = x + a * y, or a * y
    * when x is NULL; out may alias x or y. */
@@ -282,6 +282,12 @@ typedef struct fsdpc_ops {
                                      int N, int C, int V, float grad_scale, int chunk_rows,
                                      int logits_bf16, float softcap, void *scratch,
                                      size_t scratch_bytes, fsdpc_err *err);
+  /* (optional: NULL = matmul_fwd then bias_add, as the CPU does) matmul_fwd
+   * with a projection's bias (act_dtype, OC) added before the output is
+   * rounded (CUDA: in the cuBLASLt epilogue). */
+  fsdpc_status (*matmul_bias_fwd)(void *ctx, void *out, const void *inp, const void *weight,
+                                  const void *bias, const void *residual, int N, int C, int OC,
+                                  fsdpc_err *err);
 } fsdpc_ops;
 
 /* Event slots: 0..95 for the engine's streams, then one per unit. */

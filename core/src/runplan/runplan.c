@@ -8,9 +8,6 @@
 #include <string.h>
 
 #include "config/opts.h"
-#include "fsdp/engine.h"
-#include "fsdp/program.h"
-#include "fsdp/qstate.h"
 #include "model/family.h"
 #include "ops/ops.h"
 #include "plugin/call.h"
@@ -32,7 +29,7 @@ void fsdpc__run_shape_from_config(const fsdpc_config *c, fsdpc_model_shape *sh) 
   sh->tied = m->tie_word_embeddings;
   sh->bos_id = (int)m->bos_token_id;
   sh->eos_id = (int)m->eos_token_id;
-  fsdpc__family_resolve(c, sh); /* the family's switches and RoPE (model/family.c) */
+  fsdpc__family_resolve(c, sh); /* the family's switches and RoPE (model/family_resolve.c) */
 }
 
 fsdpc_status fsdpc__run_shard_size(fsdpc_strategy strategy, const fsdpc_run_world *w,

@@ -50,6 +50,14 @@ typedef struct fsdpc_run_batch {
   int64_t max_steps;
 } fsdpc_run_batch;
 
+/* fsdp.keep_params: which gathered units outlive a micro-batch that is not
+ * the step's last. FIRST: the units of blocks 0 and 1 (the next pass's first
+ * gathers; at the end of a backward they are the last ones freed, and they
+ * are held through the whole forward anyway when the head shares the
+ * embedding's unit). ALL: every unit, gathered once per optimizer step (no
+ * reshard inside the step: device memory of every gathered unit). */
+enum { FSDPC_KEEP_NONE = 0, FSDPC_KEEP_FIRST = 1, FSDPC_KEEP_ALL = 2 };
+
 typedef struct fsdpc_run_modes {
   fsdpc_run_world world;
   fsdpc_strategy strategy;
@@ -74,7 +82,7 @@ typedef struct fsdpc_run_modes {
   uint64_t offload_buffer_bytes; /* fsdp.offload.buffer_mib in bytes */
   int param_copy; /* in effect: fsdp.param_copy on a device, not offloaded */
   int64_t param_copy_max_bytes; /* fsdp.param_copy_max_mib in bytes; 0 = no cap */
-  int keep_params; /* fsdp.keep_params resolved: FSDPC_KEEP_* (fsdp/program.h) */
+  int keep_params;              /* fsdp.keep_params resolved: FSDPC_KEEP_* */
 } fsdpc_run_modes;
 
 /* The shard group size: FULL_SHARD / SHARD_GRAD_OP = world, NO_SHARD = 1,
@@ -108,7 +116,7 @@ typedef struct fsdpc_run_exec {
   int reshard;        /* free a unit after its last forward use */
   int no_sync;        /* keep full grads until the step's last micro-batch */
   int accum;          /* micro-batches per optimizer step */
-  int keep;           /* fsdp.keep_params (FSDPC_KEEP_* of fsdp/program.h) */
+  int keep;           /* fsdp.keep_params (FSDPC_KEEP_*) */
   int reduce_bf16;    /* reduce-scatter and replica all-reduce in bf16 (a device only) */
   /* A comm stream: device collectives when units are sharded, and
    * cpu_offload's host copies at any S. Prefetching means something only
@@ -192,6 +200,18 @@ void fsdpc__run_model_opts(const fsdpc_run_plan *p, const fsdpc_run_modes *m,
 fsdpc_status fsdpc__run_attn_sizes(const fsdpc_run_plan *p, int B, int T, fsdpc_attn_sizes *out,
                                    fsdpc_err *err);
 
+/* Asks the wrap plugin for the unit of each parameter. *unit_of_param is
+ * allocated (n_params entries; the caller frees it). */
+fsdpc_status fsdpc__wrap_plan(const fsdpc_component *wrap, const fsdpc_opts *opts,
+                              const fsdpc_param_info *params, int n_params,
+                              uint32_t **unit_of_param, uint32_t *n_units, fsdpc_err *err);
+
+/* The optimizer's qformat (plugins.c) (block 0 when it has none); refuses a quantized
+ * optimizer that lacks q_export / q_import or has more than 4 slots. */
+fsdpc_status fsdpc__qformat_get(const fsdpc_component *c, const fsdpc_optimizer *opt,
+                                fsdpc_optim_qformat *out, fsdpc_err *err);
+/* The flat-buffer alignment that keeps shard boundaries on block bounds. */
+int fsdpc__optim_align(int align, const fsdpc_optim_qformat *qf);
 /* Builds the plan of cfg at world w (flags: FSDPC_RUN_PLAN_*). */
 fsdpc_status fsdpc__run_plan_create(const fsdpc_config *cfg, const fsdpc_run_world *w,
                                     unsigned flags, fsdpc_run_plan **out, fsdpc_err *err);

@@ -396,6 +396,7 @@ static const fsdpc_ops cpu_ops = {
     /* .geglu_fwd = */ cpu_geglu_fwd,
     /* .geglu_bwd = */ cpu_geglu_bwd,
     /* .lmhead_xent_capped = */ cpu_lmhead_xent_capped,
+    /* .matmul_bias_fwd = */ NULL, /* matmul_fwd then bias_add, the oracle's order */
 };
 
 const fsdpc_ops *fsdpc__ops_cpu(void) {

@@ -217,7 +217,8 @@ fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, 
 /* The same with any A/B types (CUDA_R_8F_E4M3 / _E5M2 for FP8, fp8.cu) and
  * fp32 dequantization scales in device memory (scale_a non-NULL): scalars,
  * or with outer set vectors of m (A) and n (B) values
- * (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F). */
+ * (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F), and a bias added in the
+ * epilogue. */
 typedef struct fsdpc_lt_gemm {
   int trans_a, trans_b, m, n, k;
   const void *A;
@@ -232,6 +233,9 @@ typedef struct fsdpc_lt_gemm {
   cudaDataType_t at, bt;
   const float *scale_a, *scale_b;
   int outer;
+  /* bf16 vector of m values added to every column of D in the epilogue
+   * (CUBLASLT_EPILOGUE_BIAS; bf16 A/B/D only); NULL: none */
+  const void *bias;
 } fsdpc_lt_gemm;
 fsdpc_status fsdpc__cuda_lt_gemm_typed(fsdpc_cuda_ctx *ctx, const fsdpc_lt_gemm *g,
                                        const char *what, fsdpc_err *err);

@@ -7,7 +7,13 @@
  *   dW (OC, C) += dout^T x     ->  D(C, OC) = op_N(x) op_T(dout)   m=C  n=OC k=N
  * Epilogue-free fusions: the residual add of the forward rides in C with
  * beta = 1 (C = residual, D = out), and the weight gradient accumulates in
- * place with beta = 1 (C = D = dweight, fp32), so neither needs a pass. */
+ * place with beta = 1 (C = D = dweight, fp32), so neither needs a pass.
+ * A projection's bias (Qwen2's q/k/v) is added in the epilogue
+ * (CUBLASLT_EPILOGUE_BIAS, bf16, one value per row of D = per output
+ * feature): one rounding of acc + bias to bf16 instead of a second kernel.
+ * Its gradient stays the bias_bwd reduction (family.cu): BGRADB writes the
+ * column sums, while the bias gradient accumulates (+=) over micro-batches
+ * like every other gradient. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +36,7 @@
  * every call otherwise). Open addressing over a fixed table; a full table
  * still works, uncached. */
 #define LT_PLANS 128
-#define LT_KEY 13 /* shape, C/D type, beta, A/B types, scale mode */
+#define LT_KEY 14 /* shape, C/D type, beta, A/B types, scale mode, bias epilogue */
 struct fsdpc_lt_plan {
   int used;
   long long key[LT_KEY];
@@ -68,6 +74,7 @@ static fsdpc_status plan_build(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const long
   const cudaDataType_t cd = (cudaDataType_t)key[8];
   const cudaDataType_t at = (cudaDataType_t)key[10], bt = (cudaDataType_t)key[11];
   const int scaled = (int)key[12]; /* FP8: 1 scalar scales, 2 outer-vector (rowwise) */
+  const int bias = (int)key[13];   /* bf16 bias in the epilogue */
   const cublasOperation_t ta = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const uint64_t ws = ctx->lt_ws_bytes;
@@ -86,6 +93,15 @@ static fsdpc_status plan_build(fsdpc_cuda_ctx *ctx, fsdpc_lt_plan *p, const long
            what);
     LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode,
                                           sizeof mode),
+           what);
+  }
+  if (bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    const cudaDataType_t bt16 = CUDA_R_16BF;
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
+           what);
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt16,
+                                          sizeof bt16),
            what);
   }
   if (ctx->gemm_sm_target > 0) {
@@ -176,8 +192,9 @@ fsdpc_status fsdpc__cuda_lt_gemm_typed(fsdpc_cuda_ctx *ctx, const fsdpc_lt_gemm 
   void *D = g->D;
   const float alpha = g->alpha, beta = g->beta;
   const int scaled = g->scale_a ? (g->outer ? 2 : 1) : 0;
-  const long long key[LT_KEY] = {trans_a, trans_b,      m,     n,     k,     lda, ldb, ldcd,
-                                 g->cd,   beta != 0.0f, g->at, g->bt, scaled};
+  const int epi = g->bias != NULL; /* the bias epilogue */
+  const long long key[LT_KEY] = {trans_a, trans_b,      m,     n,     k,      lda, ldb, ldcd,
+                                 g->cd,   beta != 0.0f, g->at, g->bt, scaled, epi};
   fsdpc_lt_plan tmp, *p = NULL;
   memset(&tmp, 0, sizeof tmp);
   FSDPC_TRY(plan_get(ctx, key, &tmp, &p, what, err));
@@ -189,6 +206,10 @@ fsdpc_status fsdpc__cuda_lt_gemm_typed(fsdpc_cuda_ctx *ctx, const fsdpc_lt_gemm 
                                           sizeof g->scale_b),
            what);
   }
+  if (g->bias) /* this call's vector, set on the (cached) descriptor */
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                          sizeof g->bias),
+           what);
   LT_TRY(cublasLtMatmul(ctx->lt, p->op, &alpha, A, p->la, B, p->lb, &beta, C ? C : D, p->lc, D,
                         p->lc, &p->algo, ctx->lt_ws, ctx->lt_ws_bytes, ctx->compute),
          what);
@@ -204,7 +225,7 @@ fsdpc_status fsdpc__cuda_lt_gemm(fsdpc_cuda_ctx *ctx, int trans_a, int trans_b, 
                                  const char *what, fsdpc_err *err) {
   const fsdpc_lt_gemm g = {trans_a, trans_b,     m,           n,    k,    A,  lda,
                            B,       ldb,         C,           D,    ldcd, cd, alpha,
-                           beta,    CUDA_R_16BF, CUDA_R_16BF, NULL, NULL, 0};
+                           beta,    CUDA_R_16BF, CUDA_R_16BF, NULL, NULL, 0,  NULL};
   return fsdpc__cuda_lt_gemm_typed(ctx, &g, what, err);
 }
 
@@ -226,6 +247,33 @@ extern "C" fsdpc_status fsdpc__cuda_matmul_fwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *
     return FSDPC_OK;
   return fsdpc__cuda_lt_gemm(ctx, 1, 0, OC, N, C, weight, C, inp, C, residual, out, OC, CUDA_R_16BF,
                              1.0f, residual ? 1.0f : 0.0f, "matmul_fwd", err);
+}
+
+extern "C" fsdpc_status fsdpc__cuda_matmul_bias_fwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out,
+                                                    const fsdpc_bf16 *inp, const fsdpc_bf16 *weight,
+                                                    const fsdpc_bf16 *bias,
+                                                    const fsdpc_bf16 *residual, int N, int C,
+                                                    int OC, fsdpc_err *err) {
+  FSDPC_TRY(check("matmul_bias_fwd", N, C, OC, err));
+  if (!out || !inp || !weight || !bias)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda matmul_bias_fwd: a tensor pointer is NULL");
+  if (N == 0)
+    return FSDPC_OK;
+  /* cuBLASLt wants the epilogue's vector 16-byte aligned; a bias that
+   * sits elsewhere in its unit's flat buffer takes the two-pass path */
+  if ((uintptr_t)bias % 16 != 0) {
+    FSDPC_TRY(fsdpc__cuda_matmul_fwd(ctx, out, inp, weight, residual, N, C, OC, err));
+    return fsdpc__cuda_bias_add(ctx, out, bias, N, OC, err);
+  }
+  fsdpc_lt_gemm g;
+  memset(&g, 0, sizeof g);
+  g.trans_a = 1, g.m = OC, g.n = N, g.k = C;
+  g.A = weight, g.lda = C, g.B = inp, g.ldb = C;
+  g.C = residual, g.D = out, g.ldcd = OC, g.cd = CUDA_R_16BF;
+  g.alpha = 1.0f, g.beta = residual ? 1.0f : 0.0f;
+  g.at = g.bt = CUDA_R_16BF;
+  g.bias = bias;
+  return fsdpc__cuda_lt_gemm_typed(ctx, &g, "matmul_bias_fwd", err);
 }
 
 static fsdpc_status matmul_bwd(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *dinp, int dinp_acc, float *dweight,

@@ -187,6 +187,17 @@ fsdpc_status fsdpc__cuda_matmul_fwd(fsdpc_cuda_ctx *ctx,
                                     const fsdpc_bf16 *weight,   // (OC, C)
                                     const fsdpc_bf16 *residual, // (N, OC) or NULL
                                     int N, int C, int OC, fsdpc_err *err);
+/* matmul_fwd + bias: out = inp @ weight^T (+ residual) + bias, the bias
+ * added in the GEMM's epilogue (CUBLASLT_EPILOGUE_BIAS) before the one
+ * rounding to bf16; a bias not 16-byte aligned takes matmul_fwd and
+ * bias_add. */
+fsdpc_status fsdpc__cuda_matmul_bias_fwd(fsdpc_cuda_ctx *ctx,
+                                         fsdpc_bf16 *out,            // (N, OC)
+                                         const fsdpc_bf16 *inp,      // (N, C)
+                                         const fsdpc_bf16 *weight,   // (OC, C)
+                                         const fsdpc_bf16 *bias,     // (OC)
+                                         const fsdpc_bf16 *residual, // (N, OC) or NULL
+                                         int N, int C, int OC, fsdpc_err *err);
 /* dinp = dout @ weight (bf16, skipped when NULL); dweight += dout^T @ inp
  * (fp32, accumulated inside the GEMM with beta = 1; skipped when NULL). */
 fsdpc_status fsdpc__cuda_matmul_bwd(fsdpc_cuda_ctx *ctx,

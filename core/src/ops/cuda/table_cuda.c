@@ -155,6 +155,11 @@ static fsdpc_status c_matmul_fwd(void *ctx, void *out, const void *inp, const vo
                                  const void *residual, int N, int C, int OC, fsdpc_err *err) {
   return fsdpc__cuda_matmul_fwd(ctx, out, inp, weight, residual, N, C, OC, err);
 }
+static fsdpc_status c_matmul_bias_fwd(void *ctx, void *out, const void *inp, const void *weight,
+                                      const void *bias, const void *residual, int N, int C, int OC,
+                                      fsdpc_err *err) {
+  return fsdpc__cuda_matmul_bias_fwd(ctx, out, inp, weight, bias, residual, N, C, OC, err);
+}
 static fsdpc_status c_matmul_bwd(void *ctx, void *dinp, float *dweight, const void *dout,
                                  const void *inp, const void *weight, int N, int C, int OC,
                                  fsdpc_err *err) {
@@ -349,4 +354,5 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
   t->axpy = c_axpy;
   t->fp8_matmul_fwd = c_fp8_matmul_fwd;
   t->fp8_matmul_bwd = c_fp8_matmul_bwd;
+  t->matmul_bias_fwd = c_matmul_bias_fwd;
 }

@@ -271,6 +271,58 @@ START_TEST(nf4_base_planned) {
 }
 END_TEST
 
+/* fsdp.cpu_offload with an nf4 base: refused by the modes resolution that
+ * the engine's run plan and `fsdpc plan` share, so the plan's table has no
+ * cpu_offload rows for a QLoRA config (it has them for LoRA) and a QLoRA
+ * config that asks for it is refused with the engine's message. */
+static int offload_rows(const char *method, const char *offload, fsdpc_status *st,
+                        char msg[sizeof(fsdpc_err){0}.msg]) {
+  const char *ovr[] = {"train.device=cuda", "peft.method=lora", "peft.target_modules=[all-linear]",
+                       method, offload};
+  fsdpc_config *cfg = load(0, ovr, 5);
+  fsdpc_err err = {0};
+  fsdpc_memplan *mp = NULL;
+  int full = 0;
+  if ((*st = fsdpc_memplan_create(cfg, 1, 1, &mp, &err)) == FSDPC_OK) {
+    fsdpc_memplan_info info = {.struct_size = sizeof info};
+    fsdpc_memplan_describe(mp, &info);
+    for (int i = 0; i < info.n_rows; i++) {
+      fsdpc_memplan_row r = {.struct_size = sizeof r};
+      ck_assert(fsdpc_memplan_row_get(mp, i, &r, &err) == FSDPC_OK);
+      full += strcmp(r.offload, "full") == 0;
+    }
+  }
+  memcpy(msg, err.msg, sizeof err.msg);
+  fsdpc_memplan_destroy(mp);
+  fsdpc__config_destroy(cfg);
+  return full;
+}
+
+START_TEST(nf4_plan_refuses_cpu_offload) {
+  fsdpc_status st;
+  char msg[sizeof(fsdpc_err){0}.msg];
+  ck_assert_int_eq(offload_rows("quantization.method=none", "fsdp.cpu_offload=false", &st, msg), 8);
+  ck_assert_int_eq(st, FSDPC_OK);
+  ck_assert_int_eq(offload_rows("quantization.method=nf4", "fsdp.cpu_offload=false", &st, msg), 0);
+  ck_assert_msg(st == FSDPC_OK, "%s", msg);
+  offload_rows("quantization.method=nf4", "fsdp.cpu_offload=true", &st, msg);
+  ck_assert_int_eq(st, FSDPC_UNSUPPORTED);
+  ck_assert_msg(strstr(msg, "nf4 with fsdp.cpu_offload") && strstr(msg, "cpu_offload: false"), "%s",
+                msg);
+  /* the engine's run plan resolves its modes the same way */
+  const char *ovr[] = {"train.device=cuda", "peft.method=lora", "quantization.method=nf4",
+                       "fsdp.cpu_offload=true"};
+  fsdpc_config *cfg = load(0, ovr, 4);
+  fsdpc_run_world one = {.world_size = 1, .nproc_per_node = 1};
+  fsdpc_run_plan *rp = NULL;
+  fsdpc_err err = {0};
+  ck_assert_int_eq(fsdpc__run_plan_create(cfg, &one, FSDPC_RUN_PLAN_OFFLINE, &rp, &err),
+                   FSDPC_UNSUPPORTED);
+  ck_assert_str_eq(err.msg, msg);
+  fsdpc__config_destroy(cfg);
+}
+END_TEST
+
 /* fsdp.param_copy: the planned device params grow by the bf16 copies (2
  * bytes per shard element, i.e. half the fp32 shards), by whole units in
  * order up to fsdp.param_copy_max_mib, and not at all on the CPU device. */
@@ -436,6 +488,7 @@ int main(void) {
   tcase_add_test(tc, fit_check_refuses);
   tcase_add_test(tc, family_bench_shapes);
   tcase_add_test(tc, nf4_base_planned);
+  tcase_add_test(tc, nf4_plan_refuses_cpu_offload);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

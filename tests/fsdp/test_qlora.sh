@@ -67,6 +67,11 @@ PY
   Z=(train.max_steps=2 schedule.warmup_steps=1 optim.lr=0 peft.merge_on_save=true)
   run mq "${LORA[@]}" "${Q[@]}" "${Z[@]}" || fail "merged QLoRA run"
   run mp "${LORA[@]}" "${Z[@]}" || fail "merged LoRA run"
+  # an existing adapter onto the 4-bit base: refused in one line
+  run ad "${LORA[@]}" "${Q[@]}" model.adapter="$TMP/full/ck/final" model.init.from="$TMP/mp/ck/final-merged" &&
+    fail "model.adapter onto an nf4 base was accepted"
+  [ "$(wc -l <"$TMP/ad.log")" = 1 ] && grep -q "model.adapter merges .* nf4 holds as 4-bit codes" "$TMP/ad.log" ||
+    fail "model.adapter onto an nf4 base: not the one-line refusal: $(cat "$TMP/ad.log")"
   # numpy: Debian's python3 (as tests/quant/CMakeLists.txt finds it)
   NPY=/usr/bin/python3
   [ -x "$NPY" ] || NPY=python3

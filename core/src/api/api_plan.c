@@ -37,6 +37,12 @@ static fsdpc_status fill_rows(fsdpc_memplan *mp, const fsdpc_config *cfg, fsdpc_
         /* on the CPU the offload keys stay the config's (one row) */
         fsdpc_plan_variant v = {s, ck, cuda ? off == 1 : -1, cuda ? off == 2 : -1};
         fsdpc_status st = fsdpc__plan_config(pc, &v, mp->world, mp->nproc, &r->m, err);
+        int own = s == cfg->fsdp.sharding_strategy &&
+                  ck == (int)cfg->fsdp.activation_checkpointing && (!cuda || off == own_off);
+        /* a variant the engine refuses for this config (cpu_offload with an
+         * nf4 base) is not a row; the config's own variant is an error */
+        if (st == FSDPC_UNSUPPORTED && !own)
+          continue;
         if (st != FSDPC_OK) {
           fsdpc__err_prefix(err, "%s", fsdpc__strategy_name((fsdpc_strategy)s));
           return st;
@@ -44,8 +50,7 @@ static fsdpc_status fill_rows(fsdpc_memplan *mp, const fsdpc_config *cfg, fsdpc_
         r->strategy = s;
         r->ckpt = ck;
         r->offload = off;
-        r->is_config = s == cfg->fsdp.sharding_strategy &&
-                       ck == (int)cfg->fsdp.activation_checkpointing && (!cuda || off == own_off);
+        r->is_config = own;
         mp->n_rows++;
       }
   return FSDPC_OK;

@@ -181,6 +181,14 @@ static fsdpc_status cross_checks(const fsdpc_config *c, fsdpc_err *err) {
                          "%s: %s (%lld) is not a token of the vocabulary (model.vocab_size %lld); "
                          "use an id below it, or -1 for none",
                          where_of(c, ids[i]), ids[i], (long long)vals[i], (long long)m->vocab_size);
+  /* NF4's base is 4-bit codes: a merged adapter would be requantized away */
+  if (c->model.adapter[0] && c->quantization.method == FSDPC_QUANT_NF4)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "%s: model.adapter merges an adapter into the base weights, which "
+                       "quantization.method nf4 holds as 4-bit codes; start from a folder with it "
+                       "merged (peft.merge_on_save of the run that trained it, or PEFT's "
+                       "merge_and_unload) as model.init.from",
+                       where_of(c, "model.adapter"));
   if (c->model.adapter[0] && c->peft.method != FSDPC_PEFT_NONE)
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                        "%s: model.adapter merges an adapter into the weights, which LoRA keeps "

@@ -28,10 +28,8 @@ static fsdpc_status check_env(const fsdpc_run_plan *p, const fsdpc_engine_env *e
                        "quantization.method nf4: this device cannot dequantize a 4-bit base "
                        "(no nf4_dequant op); train on the CPU or CUDA, or with "
                        "quantization.method: none");
-  if (x->nf4_block && x->offload)
-    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "quantization.method nf4 with fsdp.cpu_offload: not supported yet; set "
-                       "fsdp.cpu_offload: false (the 4-bit base is small enough to stay resident)");
+  if (x->nf4_block && x->offload) /* the run plan refuses it (fsdpc__run_modes_resolve) */
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: an nf4 base with cpu_offload planned");
   if (!env->dist || env->dist->shard_size != x->S || env->dist->replica_size != x->R)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
                        "fsdp: the communicators (shard group %d x %d replicas) are not the run "

@@ -113,6 +113,15 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
 
   out->cpu_offload_asked = v && v->cpu_offload >= 0 ? v->cpu_offload : c->fsdp.cpu_offload;
   out->cpu_offload = out->cpu_offload_asked && out->device != FSDPC_DEVICE_CPU;
+  /* Refused here, where the engine's plan and every `fsdpc plan` variant
+   * resolve their modes, so the planner never offers what the engine
+   * refuses. */
+  if (out->cpu_offload && c->peft.method == FSDPC_PEFT_LORA &&
+      c->quantization.method == FSDPC_QUANT_NF4)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "%s: quantization.method nf4 with fsdp.cpu_offload: not supported yet; set "
+                       "fsdp.cpu_offload: false (the 4-bit base is small enough to stay resident)",
+                       c->source);
   out->activation_checkpointing = v && v->activation_checkpointing >= 0
                                       ? v->activation_checkpointing
                                       : c->fsdp.activation_checkpointing;

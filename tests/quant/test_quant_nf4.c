@@ -8,6 +8,7 @@
  * plugin's. */
 #include <check.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -130,6 +131,46 @@ START_TEST(sizes_and_refusals) {
 }
 END_TEST
 
+/* A large tensor is quantized by an OpenMP team: 1 thread and 4 give the
+ * same bytes (codes, scales, 8-bit scales, offset), with an odd tail, a
+ * zero block and outliers; the first non-finite element is the one named,
+ * whichever thread meets it. */
+START_TEST(threads_give_the_same_bytes) {
+  const uint64_t n = 64ull * 5000 + 33; /* over the parallel threshold */
+  float *x = malloc(n * sizeof *x);
+  unsigned seed = 11;
+  for (uint64_t i = 0; i < n; i++)
+    x[i] = i >= 640 && i < 704 ? 0.0f : gauss(&seed);
+  x[12345] = 3.0f, x[200001] = -7.5f;
+  qbuf one, four;
+  fsdpc_err err = {0};
+  for (int dq = 0; dq < 2; dq++) {
+    qalloc(&one, n, 64, dq);
+    qalloc(&four, n, 64, dq);
+    omp_set_num_threads(1);
+    ck_assert_int_eq(fsdpc__nf4_quantize(x, &one.q, "w", &err), FSDPC_OK);
+    omp_set_num_threads(4);
+    ck_assert_int_eq(fsdpc__nf4_quantize(x, &four.q, "w", &err), FSDPC_OK);
+    uint64_t nb = fsdpc__nf4_blocks(n, 64), nb2 = fsdpc__nf4_blocks2(n, 64);
+    ck_assert_mem_eq(one.q.codes, four.q.codes, (n + 1) / 2);
+    ck_assert_mem_eq(one.q.absmax, four.q.absmax, nb * 4);
+    if (dq) {
+      ck_assert_mem_eq(one.q.qabsmax, four.q.qabsmax, nb);
+      ck_assert_mem_eq(one.q.absmax2, four.q.absmax2, nb2 * 4);
+      ck_assert_mem_eq(&one.q.offset, &four.q.offset, 4);
+    }
+    qfree(&one);
+    qfree(&four);
+  }
+  qalloc(&four, n, 64, 1);
+  x[300000] = INFINITY, x[250000] = NAN, x[310000] = NAN;
+  ck_assert_int_eq(fsdpc__nf4_quantize(x, &four.q, "w", &err), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(err.msg, "w element 250000 is nan"));
+  qfree(&four);
+  free(x);
+}
+END_TEST
+
 /* The core's dynamic map is the adamw8bit plugin's signed one (a plugin
  * cannot link the core's internals, so each forms it); the GPU host has
  * compared the plugin's with torch's (tests/gpu/check_q8_maps.py). */
@@ -152,6 +193,7 @@ int main(void) {
   tcase_add_test(tc, error_bound_and_ranges);
   tcase_add_test(tc, sizes_and_refusals);
   tcase_add_test(tc, dynamic_map_is_the_plugins);
+  tcase_add_test(tc, threads_give_the_same_bytes);
   suite_add_tcase(s, tc);
   return run_suite(s);
 }

@@ -1,7 +1,9 @@
 /* NF4 blockwise quantization with double-quantized scales (quant/nf4.h says
  * the algorithm). Every product and sum is rounded to fp32 on its own (the
  * file is built with -ffp-contract=off), so the CUDA kernel and the numpy
- * reference (tests/quant/nf4_ref.py) can agree bit for bit. */
+ * reference (tests/quant/nf4_ref.py) can agree bit for bit. Large tensors
+ * are quantized by an OpenMP team (the caller's team size), block by block:
+ * the bytes do not depend on the team. */
 #include "quant/nf4.h"
 
 #include <math.h>
@@ -101,13 +103,6 @@ void fsdpc__dynamic_map(float map[FSDPC_DYN_CODES]) {
   qsort(map, FSDPC_DYN_CODES, sizeof *map, float_order);
 }
 
-static uint8_t nf4_code(float x) {
-  int c = 0;
-  for (int t = 0; t < FSDPC_NF4_CODES - 1; t++)
-    c += x > nf4_threshold[t]; /* false for NaN: code 0, as the tree */
-  return (uint8_t)c;
-}
-
 /* bitsandbytes' 8-bit search (dQuantize, not stochastic): a binary search
  * over the 127 odd entries finds the even entry p with map[p - 1] < x <=
  * map[p + 1]; then x goes to p or to its neighbour on x's side of map[p],
@@ -128,31 +123,59 @@ static uint8_t dyn_code(const float map[FSDPC_DYN_CODES], float x) {
   return (uint8_t)(x < mid ? p - 1 : p);
 }
 
+/* Below this many elements a tensor is quantized on the calling thread
+ * (an OpenMP team costs more than it saves). */
+enum { NF4_PARALLEL_MIN = 1 << 16 };
+
 static fsdpc_status check_finite(const float *x, uint64_t n, const char *what, fsdpc_err *err) {
+  uint64_t first = n; /* the first non-finite element, whichever thread finds it */
+#pragma omp parallel for schedule(static) reduction(min : first) if (n >= NF4_PARALLEL_MIN)
   for (uint64_t i = 0; i < n; i++)
-    if (!isfinite(x[i]))
-      return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                         "nf4: %s element %llu is %s; only finite weights can be quantized "
-                         "(check the checkpoint or the init)",
-                         what ? what : "tensor", (unsigned long long)i,
-                         isnan(x[i]) ? "nan" : "inf");
+    if (!isfinite(x[i]) && i < first)
+      first = i;
+  if (first < n)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "nf4: %s element %llu is %s; only finite weights can be quantized "
+                       "(check the checkpoint or the init)",
+                       what ? what : "tensor", (unsigned long long)first,
+                       isnan(x[first]) ? "nan" : "inf");
   return FSDPC_OK;
 }
 
-/* Quantizes one block of len elements starting at element first (even). */
+/* Quantizes one block of len elements starting at element first (even).
+ * The loops are written to vectorize (the file is built with
+ * -ftree-vectorize): x is finite (checked before), so the largest |x| is
+ * the largest of the sign-cleared bit patterns, an integer max; each
+ * threshold is counted over the whole block before the packing. */
 static void nf4_block(const float *x, uint64_t first, uint64_t len, float *absmax, uint8_t *codes) {
-  float m = 0.0f;
-  for (uint64_t i = 0; i < len; i++)
-    m = fmaxf(m, fabsf(x[first + i]));
+  const float *b = x + first;
+  uint32_t mbits = 0;
+  for (uint64_t i = 0; i < len; i++) {
+    uint32_t u;
+    memcpy(&u, &b[i], 4);
+    u &= 0x7fffffffu;
+    mbits = u > mbits ? u : mbits;
+  }
+  float m;
+  memcpy(&m, &mbits, 4);
   *absmax = m;
   float inv = 1.0f / m;
-  for (uint64_t i = 0; i < len; i += 2) {
-    uint8_t hi = nf4_code(x[first + i] * inv);
-    /* Only the last block can be odd: the kernel loads the missing element
-     * as 0 and quantizes it with the block's scale too. */
-    uint8_t lo = nf4_code(i + 1 < len ? x[first + i + 1] * inv : 0.0f * inv);
-    codes[(first + i) / 2] = (uint8_t)(hi << 4 | lo);
-  }
+  float y[4096 + 2]; /* the largest block, and the odd tail's pad */
+  uint8_t c[4096 + 2];
+  for (uint64_t i = 0; i < len; i++)
+    y[i] = b[i] * inv;
+  /* Only the last block can be odd: the kernel loads the missing element
+   * as 0 and quantizes it with the block's scale too. */
+  uint64_t even = len + (len & 1);
+  y[len] = 0.0f * inv;
+  memset(c, 0, even);
+  /* a code is how many thresholds its value exceeds: none for NaN (0 *
+   * inf in a zero block), code 0, as bitsandbytes' tree */
+  for (int t = 0; t < FSDPC_NF4_CODES - 1; t++)
+    for (uint64_t i = 0; i < even; i++)
+      c[i] += y[i] > nf4_threshold[t];
+  for (uint64_t i = 0; i < even; i += 2)
+    codes[(first + i) / 2] = (uint8_t)(c[i] << 4 | c[i + 1]);
 }
 
 /* Double quantization of absmax[0, nb): offset, then 8-bit codes of
@@ -166,7 +189,11 @@ static void compress_scales(const float *absmax, uint64_t nb, uint8_t *qabsmax, 
   *offset = off;
   float map[FSDPC_DYN_CODES];
   fsdpc__dynamic_map(map);
-  for (uint64_t b0 = 0; b0 < nb; b0 += FSDPC_NF4_DQ_BLOCK) {
+  /* each block of 256 scales on its own: any team gives the same bytes */
+  uint64_t nb2 = nb / FSDPC_NF4_DQ_BLOCK + (nb % FSDPC_NF4_DQ_BLOCK != 0);
+#pragma omp parallel for schedule(static) if (nb >= NF4_PARALLEL_MIN / FSDPC_NF4_DQ_BLOCK)
+  for (uint64_t k = 0; k < nb2; k++) {
+    uint64_t b0 = k * FSDPC_NF4_DQ_BLOCK;
     uint64_t len = nb - b0 < FSDPC_NF4_DQ_BLOCK ? nb - b0 : FSDPC_NF4_DQ_BLOCK;
     float m = 0.0f;
     for (uint64_t i = 0; i < len; i++)
@@ -187,6 +214,9 @@ fsdpc_status fsdpc__nf4_quantize(const float *x, fsdpc_nf4 *q, const char *what,
                        what ? what : "a tensor");
   FSDPC_TRY(check_finite(x, q->n, what, err));
   uint64_t bs = (uint64_t)q->block_size, nb = fsdpc__nf4_blocks(q->n, q->block_size);
+  /* blocks are independent (their own absmax, whole code bytes: a block
+   * size is even), so a team of threads writes what one thread would */
+#pragma omp parallel for schedule(static) if (q->n >= NF4_PARALLEL_MIN)
   for (uint64_t b = 0; b < nb; b++) {
     uint64_t len = b + 1 < nb ? bs : q->n - b * bs;
     nf4_block(x, b * bs, len, &q->absmax[b], q->codes);

@@ -36,7 +36,7 @@ const float fsdpc__nf4_table[FSDPC_NF4_CODES] = {
 /* The decision thresholds of bitsandbytes' NF4 tree (dQuantizeNF4): the
  * midpoints of neighbouring table entries, as fp32 constants. A value takes
  * the code of how many of them it exceeds. */
-static const float nf4_threshold[FSDPC_NF4_CODES - 1] = {
+const float fsdpc__nf4_threshold[FSDPC_NF4_CODES - 1] = {
     -0.8480964004993439f,  -0.6106329262256622f,  -0.4599952697753906f,   -0.33967943489551544f,
     -0.23460740596055984f, -0.13791173323988914f, -0.045525018125772476f, 0.03979014977812767f,
     0.1202552504837513f,   0.2035212516784668f,   0.2920137718319893f,    0.3893125355243683f,
@@ -173,19 +173,23 @@ static void nf4_block(const float *x, uint64_t first, uint64_t len, float *absma
    * inf in a zero block), code 0, as bitsandbytes' tree */
   for (int t = 0; t < FSDPC_NF4_CODES - 1; t++)
     for (uint64_t i = 0; i < even; i++)
-      c[i] += y[i] > nf4_threshold[t];
+      c[i] += y[i] > fsdpc__nf4_threshold[t];
   for (uint64_t i = 0; i < even; i += 2)
     codes[(first + i) / 2] = (uint8_t)(c[i] << 4 | c[i + 1]);
+}
+
+float fsdpc__nf4_offset(const float *absmax, uint64_t nb) {
+  double sum = 0.0; /* in order: the offset is this rounding, on any device */
+  for (uint64_t b = 0; b < nb; b++)
+    sum += absmax[b];
+  return (float)(sum / (double)nb);
 }
 
 /* Double quantization of absmax[0, nb): offset, then 8-bit codes of
  * absmax - offset in blocks of 256 with their own absmax2. */
 static void compress_scales(const float *absmax, uint64_t nb, uint8_t *qabsmax, float *absmax2,
                             float *offset) {
-  double sum = 0.0;
-  for (uint64_t b = 0; b < nb; b++)
-    sum += absmax[b];
-  float off = (float)(sum / (double)nb);
+  float off = fsdpc__nf4_offset(absmax, nb);
   *offset = off;
   float map[FSDPC_DYN_CODES];
   fsdpc__dynamic_map(map);

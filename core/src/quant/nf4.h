@@ -53,6 +53,15 @@ typedef struct fsdpc_nf4 {
 /* The code table (NF4[0] = -1, NF4[7] = 0, NF4[15] = 1). */
 extern const float fsdpc__nf4_table[FSDPC_NF4_CODES];
 
+/* The 15 decision thresholds, ascending (the midpoints of neighbouring
+ * table entries as fp32 constants): a code is how many of them x * inv
+ * exceeds. */
+extern const float fsdpc__nf4_threshold[FSDPC_NF4_CODES - 1];
+/* Double quantization's offset: the mean of absmax[0, nb), the fp32
+ * rounding of the in-order double sum / nb (the CUDA quantizer calls it on
+ * the host too). */
+float fsdpc__nf4_offset(const float *absmax, uint64_t nb);
+
 /* Block sizes bitsandbytes' quantize_4bit accepts; an error names them. */
 fsdpc_status fsdpc__nf4_check_block(int64_t block_size, fsdpc_err *err);
 uint64_t fsdpc__nf4_blocks(uint64_t n, int block_size);

@@ -296,6 +296,16 @@ fsdpc_status fsdpc__cuda_nf4_dequant(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const
                                      const uint8_t *qabsmax, const uint8_t *scales,
                                      const uint8_t *offset, uint64_t n, int block, int dq,
                                      const float *map, void *stream, fsdpc_err *err);
+/* The quantization of n finite fp32 values x (device) on `stream`, bit for
+ * bit fsdpc__nf4_quantize: codes ((n + 1) / 2 bytes) and absmax (fp32 a
+ * block) in device memory; with dq also qabsmax (a byte a block) and
+ * absmax2 (fp32 a 256 blocks) in device memory and *offset (host), whose
+ * in-order mean reads the scales back to the host (the call then waits for
+ * the stream); map: fsdpc__dynamic_map's (host). */
+fsdpc_status fsdpc__cuda_nf4_quant(fsdpc_cuda_ctx *ctx, uint8_t *codes, float *absmax,
+                                   uint8_t *qabsmax, float *absmax2, float *offset, const float *x,
+                                   uint64_t n, int block, int dq, const float *map, void *stream,
+                                   fsdpc_err *err);
 
 #ifdef __cplusplus
 }

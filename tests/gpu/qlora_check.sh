@@ -6,7 +6,8 @@
 # (configs/ and tests/quant/nf4_ref.py are read from the repository). Prints
 # one "===== NAME: PASS|FAIL" line per part and RESULT lines:
 #   1. dequant: test_cuda_nf4, the CUDA NF4 dequantization bit for bit the
-#      CPU's (quant/nf4.c) rounded to bf16;
+#      CPU's (quant/nf4.c) rounded to bf16, and the CUDA quantization's
+#      codes and scales byte for byte the CPU's ("nf4 quant" lines);
 #   2. base: a tiny random fp32 HF Llama (check_lora_peft.py base) and its
 #      NF4 base made in Python by tests/quant/nf4_ref.py (numpy, written from
 #      bitsandbytes' algorithm): fsdpc's merged export of a QLoRA run at lr 0
@@ -25,8 +26,23 @@
 #      double quant), and a SPEED/PEAK line (issue 37 aims at QLoRA's peak
 #      <= 10 GiB and tokens/s >= 0.85x LoRA's; the planner says 9.27 GiB
 #      total, 10.02 GiB reserved). The startup line of each is kept.
+#   6. devquant: QLoRA from a random init on the CUDA engine quantizes its
+#      NF4 base on the device (ops/cuda/nf4.cu fsdpc__cuda_nf4_quant); its
+#      merged export at lr 0 (the dequantized base, widened from bf16)
+#      equals the CPU engine's (host-quantized, fp32) rounded to bf16,
+#      tensor by tensor, bit for bit.
+# PARTS (second argument, default all = 1-6): "quant" runs 1 and 6 only
+# (a minute); "70b" runs only the 70B row: configs/bench/llama3-70b-qlora.yaml
+# (random init quantized on the device, r 16, seq 2048, micro-batch 1,
+# checkpointing; the planner says 46.8 GiB total, 47.6 GiB reserved) for
+# STEPS (default 6) steps on a card that a helper process
+# (scripts/gpu/lib/hold_free.py) holds down to HOLD_FREE_GIB (default 80)
+# GiB free: its startup line, RESULT 70b-qlora (tok/s = median step of
+# steps > 2, peak) and "===== 70b: PASS" when it ran and peaked under the
+# held card's free memory.
 # Logs in $OUT/qlora_logs.tar.xz, the lines in $OUT/results.txt.
-CARRY=${1:?usage: qlora_check.sh CARRY_DIR}
+CARRY=${1:?usage: qlora_check.sh CARRY_DIR [all|quant|70b]}
+PARTS=${2:-all}
 . "$CARRY/carry_env.sh" # C, OUT, B, F, part; LD_LIBRARY_PATH
 export FSDPC_PLUGIN_PATH=$B/plugins PYTHONUNBUFFERED=1
 W=$(mktemp -d)
@@ -39,8 +55,95 @@ PY -c 'import torch, transformers, peft; print("torch", torch.__version__, "tran
   transformers.__version__, "peft", peft.__version__)' | tee -a "$R"
 verdict() { echo "===== $1: $2" | tee -a "$R"; }
 
+# a row's RESULT line from its metrics: median step of steps > SKIP
+result() { # metrics.jsonl name skip
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, statistics, sys
+rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r]
+skip = int(sys.argv[3])
+med = statistics.median([r["step_s"] for r in rows if r["step"] > skip] or [float("nan")])
+print(f"RESULT {sys.argv[2]} steps {len(rows)} step_s {med:.4f} tok_s {rows[-1]['tokens'] / med:.0f} "
+      f"peak_gib {max(r['peak_bytes'] for r in rows) / 2**30:.2f} loss1 {rows[0]['loss']:.4f} "
+      f"loss_last {rows[-1]['loss']:.4f}")
+PY
+}
+
+if [ "$PARTS" = 70b ]; then
+  HOLD=${HOLD_FREE_GIB:-80}
+  "$F" data synth --task copy --n 20000 --out "$W/copy.tok" >/dev/null
+  LD_LIBRARY_PATH='' python3 -u "$C/lib/hold_free.py" $((HOLD << 30)) 0 >"$W/hold.out" 2>&1 &
+  HP=$!
+  for _ in $(seq 120); do grep -q "^HOLD device" "$W/hold.out" && break; sleep 1; done
+  tee -a "$R" <"$W/hold.out"
+  "$F" plan configs/bench/llama3-70b-qlora.yaml --gpu-mem "$HOLD" | grep -E "^\*" | tee -a "$R"
+  timeout 540 "$F" train configs/bench/llama3-70b-qlora.yaml data.train="$W/copy.tok" \
+    train.max_steps="${STEPS:-6}" log.dir="$W/70b" checkpoint.dir="$W/70b/ck" >"$W/70b.log" 2>&1
+  rc70=$?
+  kill "$HP" 2>/dev/null
+  echo "70b exit $rc70" | tee -a "$R"
+  grep -m3 -E "error|startup:|memory plan" "$W/70b.log" | tee -a "$R"
+  if [ -f "$W/70b/metrics.jsonl" ] && result "$W/70b/metrics.jsonl" 70b-qlora 2 | tee -a "$R" |
+    awk -v h="$HOLD" '{for (i = 1; i < NF; i++) if ($i == "peak_gib") p = $(i + 1)} END {exit !(p > 0 && p < h)}' &&
+    [ $rc70 = 0 ]; then
+    verdict 70b PASS
+  else
+    verdict 70b FAIL
+  fi
+  tar cJf "$OUT/qlora_logs.tar.xz" -C "$W" --exclude='*.tok' . 2>/dev/null
+  rm -rf "$W"
+  exit 0
+fi
+
 part dequant "$B/bin/test_cuda_nf4"
 grep -E "^nf4 " "$OUT/dequant.log" | tee -a "$R"
+
+# 6. the NF4 base quantized on the device = the host's (random init)
+devquant() {
+  "$F" data synth --task copy --n 2000 --out "$W/dq.tok" >/dev/null
+  cat >"$W/dq.yaml" <<YAML
+model: {vocab_size: 259, hidden_size: 128, intermediate_size: 352, num_hidden_layers: 2,
+        num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 64,
+        tie_word_embeddings: false}
+data: {train: $W/dq.tok, seq_len: 32, eval_fraction: 0.0}
+attention: {impl: naive}
+optim: {name: adamw, lr: 0.0}
+peft: {method: lora, r: 4, alpha: 8, target_modules: [all-linear], merge_on_save: true}
+quantization: {method: nf4, double_quant: true, block_size: 64}
+train: {max_steps: 1, micro_batch_size: 2, global_batch_size: 2, log_every: 1, eval_every: 0}
+checkpoint: {final_dtype: fp32}
+YAML
+  for d in cpu cuda; do
+    timeout 120 "$F" train "$W/dq.yaml" train.device=$d log.dir="$W/dq-$d" \
+      checkpoint.dir="$W/dq-$d/ck" >"$W/dq-$d.log" 2>&1 || { echo "devquant $d: exit $?"; return 1; }
+  done
+  grep -m1 "startup:" "$W/dq-cuda.log"
+  python3 - "$W/dq-cpu/ck/final-merged" "$W/dq-cuda/ck/final-merged" <<'PY'
+import json, struct, sys
+import numpy as np
+def load(d):
+    raw = open(d + "/model.safetensors", "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    h = json.loads(raw[8:8 + n])
+    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dtype=np.float32)
+            for k, v in h.items() if k != "__metadata__"}
+cpu, gpu = load(sys.argv[1]), load(sys.argv[2])
+assert sorted(cpu) == sorted(gpu) and cpu, "tensors differ"
+for k, x in cpu.items():
+    u = x.view(np.uint32).astype(np.uint64)
+    want = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+    bad = np.nonzero(want != gpu[k])[0]
+    assert bad.size == 0, f"{k}[{bad[0]}]: cuda {gpu[k][bad[0]]!r}, cpu rounded {want[bad[0]]!r}"
+print(f"devquant: {len(cpu)} tensors of the CUDA merged export = the CPU's rounded to bf16: OK")
+PY
+}
+devquant_out=$(devquant 2>&1)
+echo "$devquant_out" | tee -a "$R"
+if echo "$devquant_out" | grep -q ": OK$"; then verdict devquant PASS; else verdict devquant FAIL; fi
+if [ "$PARTS" = quant ]; then
+  tar cJf "$OUT/qlora_logs.tar.xz" -C "$W" --exclude='*.tok' --exclude='*.safetensors' . 2>/dev/null
+  rm -rf "$W"
+  exit 0
+fi
 
 T=32 G=4
 $P base "$W/base" | tee -a "$R"
@@ -104,14 +207,7 @@ row() { # name overrides...
   echo "row $name exit $?" | tee -a "$R"
   grep -m2 -E "error|startup:" "$W/$name.log" | tee -a "$R"
   [ -f "$W/$name/metrics.jsonl" ] || return 0
-  python3 - "$W/$name/metrics.jsonl" "$name" <<'PY' | tee -a "$R"
-import json, statistics, sys
-rows = [r for r in map(json.loads, open(sys.argv[1])) if "step" in r]
-med = statistics.median([r["step_s"] for r in rows if r["step"] > 4] or [float("nan")])
-print(f"RESULT {sys.argv[2]} steps {len(rows)} step_s {med:.4f} tok_s {rows[-1]['tokens'] / med:.0f} "
-      f"peak_gib {max(r['peak_bytes'] for r in rows) / 2**30:.2f} loss1 {rows[0]['loss']:.4f} "
-      f"loss_last {rows[-1]['loss']:.4f}")
-PY
+  result "$W/$name/metrics.jsonl" "$name" 4 | tee -a "$R"
 }
 row 8b-lora
 row 8b-qlora quantization.method=nf4

@@ -191,3 +191,81 @@ fsdpc_status fsdpc__nf4_unit_unpack(const fsdpc_unit *un, const fsdpc_param_info
   return fsdpc__nf4_unit_unpack_dev(un, params, param_offset, block, dq, act_size, NULL, map, image,
                                     full, NULL, err);
 }
+
+/* ---- packing on a device ---- */
+
+static uint64_t round256(uint64_t b) {
+  return (b + 255) / 256 * 256;
+}
+
+/* The scratch's three regions: fp32 values of the largest parameter; the
+ * largest absmax (or a norm's bf16 copy); the largest absmax2. */
+static uint64_t at_least(uint64_t have, uint64_t bytes) {
+  bytes = round256(bytes);
+  return have > bytes ? have : bytes;
+}
+
+static void scratch_sizes(const fsdpc_unit *un, const fsdpc_param_info *params, int block,
+                          uint64_t r[3]) {
+  r[0] = r[1] = r[2] = 256;
+  for (int i = 0; i < un->n_params; i++) {
+    const fsdpc_param_info *pi = &params[un->params[i]];
+    uint64_t n = pi->numel;
+    r[0] = at_least(r[0], 4 * n);
+    r[1] = at_least(r[1], fsdpc__nf4_kind(pi->kind) ? 4 * fsdpc__nf4_blocks(n, block) : 2 * n);
+    r[2] = at_least(r[2], 4 * fsdpc__nf4_blocks2(n, block));
+  }
+}
+
+uint64_t fsdpc__nf4_pack_dev_scratch(const fsdpc_unit *un, const fsdpc_param_info *params,
+                                     int block) {
+  uint64_t r[3];
+  scratch_sizes(un, params, block, r);
+  return r[0] + r[1] + r[2];
+}
+
+/* One projection: x (device fp32) quantized into the image at `at`; the
+ * fp32 scales made aligned in the scratch, then copied to their bytes. */
+static fsdpc_status pack_proj_dev(const fsdpc_param_info *pi, int block, int dq,
+                                  const fsdpc_ops *ops, const float map[FSDPC_DYN_CODES],
+                                  const float *x, float *absmax, float *absmax2, uint8_t *image,
+                                  uint64_t at, fsdpc_err *err) {
+  uint64_t n = pi->numel, nb = fsdpc__nf4_blocks(n, block), nb2 = fsdpc__nf4_blocks2(n, block);
+  view v = place(at, n, block, dq);
+  float offset = 0.0f;
+  FSDPC_TRY(ops->nf4_quant(ops->ctx, image + v.codes, absmax, dq ? image + v.qabsmax : NULL,
+                           dq ? absmax2 : NULL, &offset, x, n, block, dq, map, NULL, err));
+  if (!dq)
+    return ops->copy_on(ops->ctx, image + v.absmax, absmax, nb * 4, NULL, err);
+  FSDPC_TRY(ops->copy_on(ops->ctx, image + v.absmax2, absmax2, nb2 * 4, NULL, err));
+  /* a plain upload: offset is a stack variable, not pinned */
+  FSDPC_TRY(ops->sync(ops->ctx, err));
+  return ops->upload(ops->ctx, image + v.offset, &offset, 4, err);
+}
+
+fsdpc_status fsdpc__nf4_unit_pack_dev(const fsdpc_unit *un, const fsdpc_param_info *params,
+                                      int block, int dq, const fsdpc_ops *ops,
+                                      const float map[FSDPC_DYN_CODES], fsdpc_nf4_make_fn make,
+                                      void *arg, uint8_t *image, uint64_t image_bytes,
+                                      void *scratch, fsdpc_err *err) {
+  uint64_t r[3];
+  scratch_sizes(un, params, block, r);
+  float *x = scratch, *absmax = (float *)((char *)scratch + r[0]);
+  float *absmax2 = (float *)((char *)scratch + r[0] + r[1]);
+  FSDPC_TRY(ops->memset0(ops->ctx, image, image_bytes, err)); /* the padding */
+  uint64_t at = 0;
+  for (int i = 0; i < un->n_params; i++) {
+    const fsdpc_param_info *pi = &params[un->params[i]];
+    FSDPC_TRY(make(arg, un->params[i], x, err));
+    if (fsdpc__nf4_kind(pi->kind)) {
+      FSDPC_TRY(pack_proj_dev(pi, block, dq, ops, map, x, absmax, absmax2, image, at, err));
+      at += fsdpc__nf4_bytes(pi->numel, block, dq);
+      continue;
+    }
+    /* a norm in bf16, cast aligned, then copied to its bytes */
+    FSDPC_TRY(ops->cast_params_on(ops->ctx, absmax, x, pi->numel, NULL, err));
+    FSDPC_TRY(ops->copy_on(ops->ctx, image + at, absmax, pi->numel * 2, NULL, err));
+    at += pi->numel * 2;
+  }
+  return ops->sync(ops->ctx, err);
+}

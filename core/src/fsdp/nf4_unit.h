@@ -64,4 +64,20 @@ fsdpc_status fsdpc__nf4_unit_unpack_dev(const fsdpc_unit *un, const fsdpc_param_
                                         const float map[FSDPC_DYN_CODES], const uint8_t *image,
                                         void *full, void *stream, fsdpc_err *err);
 
+/* Packing on a device (random init with ops->nf4_quant, quantized there
+ * instead of on the host): make(arg, p, x, err) writes parameter p's full
+ * fp32 values into x (device memory); image (device, image_bytes = the
+ * padded image) gets the bytes fsdpc__nf4_unit_pack makes from the same
+ * values, bit for bit (bf16 compute only: act_size 2). scratch: device
+ * memory of fsdpc__nf4_pack_dev_scratch bytes, 256-byte aligned. Returns
+ * with the device idle. */
+typedef fsdpc_status (*fsdpc_nf4_make_fn)(void *arg, int p, float *x, fsdpc_err *err);
+uint64_t fsdpc__nf4_pack_dev_scratch(const fsdpc_unit *un, const fsdpc_param_info *params,
+                                     int block);
+fsdpc_status fsdpc__nf4_unit_pack_dev(const fsdpc_unit *un, const fsdpc_param_info *params,
+                                      int block, int dq, const struct fsdpc_ops *ops,
+                                      const float map[FSDPC_DYN_CODES], fsdpc_nf4_make_fn make,
+                                      void *arg, uint8_t *image, uint64_t image_bytes,
+                                      void *scratch, fsdpc_err *err);
+
 #endif

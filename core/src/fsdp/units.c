@@ -390,7 +390,7 @@ static fsdpc_status for_each_segment(fsdpc_engine *e, int u, float *shard, segme
 }
 
 /* Which units a fill covers. */
-enum { FILL_ALL, FILL_BASE, FILL_ADAPTERS };
+enum { FILL_ALL, FILL_BASE, FILL_ADAPTERS, FILL_NOT_NF4 };
 
 static int unit_is_adapter(const fsdpc_engine *e, const fsdpc_unit *un) {
   return fsdpc__lora_kind(e->params[un->params[0]].kind);
@@ -456,7 +456,8 @@ static fsdpc_status fill_shards(fsdpc_engine *e, int which, segment_fn fn, void 
   for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
     fsdpc_unit *un = &e->units[u];
     int adapter = unit_is_adapter(e, un);
-    if ((which == FILL_BASE && adapter) || (which == FILL_ADAPTERS && !adapter))
+    if ((which == FILL_BASE && adapter) || (which == FILL_ADAPTERS && !adapter) ||
+        (which == FILL_NOT_NF4 && un->nf4))
       continue;
     un->lp_stale = 1;
     if (un->nf4) {
@@ -510,13 +511,72 @@ static fsdpc_status init_segment_dev(fsdpc_engine *e, int p, uint64_t lo, uint64
   return e->ops->init_f32(e->ops->ctx, dst, hi - lo, key, lo, std, ones, err);
 }
 
+typedef struct dev_make {
+  fsdpc_engine *e;
+  init_arg a;
+} dev_make;
+
+static fsdpc_status make_param_dev(void *arg, int p, float *x, fsdpc_err *err) {
+  dev_make *m = arg;
+  return init_segment_dev(m->e, p, 0, m->e->params[p].numel, x, &m->a, err);
+}
+
+/* QLoRA's NF4 units made and quantized on the device (ops->nf4_quant): each
+ * unit's image built whole in device memory (the random init is the CPU's
+ * bit for bit, and so is the quantization), this rank's bytes kept. The
+ * image and the scratch borrow the arena's activation block, which no step
+ * uses yet at start-up; a block too small for them is allocated beside. */
+static fsdpc_status init_nf4_dev(fsdpc_engine *e, const init_arg *a, fsdpc_err *err) {
+  const fsdpc_ops *o = e->ops;
+  uint64_t need = 0;
+  for (int u = 0; u < e->n_units; u++) {
+    const fsdpc_unit *un = &e->units[u];
+    uint64_t b = un->nf4 ? (un->nf4_shard * (uint64_t)e->S + 255) / 256 * 256 +
+                               fsdpc__nf4_pack_dev_scratch(un, e->params, e->x.nf4_block)
+                         : 0;
+    need = b > need ? b : need;
+  }
+  size_t have = 0;
+  char *block = fsdpc__engine_act_block(e, &have), *own = NULL;
+  if (have < need && !(block = own = o->alloc(o->ctx, FSDPC_MEM_OTHER, need)))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                       "out of device memory quantizing the nf4 base (%.1f MiB of scratch)",
+                       (double)need / 1048576.0);
+  dev_make m = {e, *a};
+  fsdpc_status st = FSDPC_OK;
+  for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
+    fsdpc_unit *un = &e->units[u];
+    if (!un->nf4)
+      continue;
+    uint64_t mb = un->nf4_shard, ib = mb * (uint64_t)e->S;
+    uint8_t *image = (uint8_t *)block;
+    void *scratch = block + (ib + 255) / 256 * 256;
+    un->lp_stale = 1;
+    st = fsdpc__nf4_unit_pack_dev(un, e->params, e->x.nf4_block, e->x.nf4_dq, o, e->nf4_map,
+                                  make_param_dev, &m, image, ib, scratch, err);
+    if (st == FSDPC_OK)
+      st =
+          o->copy_on(o->ctx, un->master, image + (uint64_t)e->dist->shard_rank * mb, mb, NULL, err);
+    if (st == FSDPC_OK)
+      st = o->sync(o->ctx, err);
+  }
+  if (own)
+    o->free(o->ctx, FSDPC_MEM_OTHER, own, need);
+  return st;
+}
+
 fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std, fsdpc_err *err) {
   init_arg a = {seed, std};
   /* LoRA: the adapters' init (Kaiming-uniform, zero) and the frozen bf16
-   * shards are made on the host */
+   * shards are made on the host; QLoRA's NF4 units on the device where it
+   * quantizes */
   int frozen = 0;
   for (int u = 0; u < e->n_units; u++)
     frozen |= e->units[u].frozen;
+  if (e->x.nf4_block && e->ops->nf4_quant && e->ops->init_f32 && e->psize == 2 && !e->offload) {
+    FSDPC_TRY(fill_shards(e, FILL_NOT_NF4, init_segment, &a, err));
+    return init_nf4_dev(e, &a, err);
+  }
   if (!e->ops->init_f32 || e->offload || frozen)
     return fill_shards(e, FILL_ALL, init_segment, &a, err);
   /* Device shards: no host work and no copy; padding stays zero from create. */

@@ -262,6 +262,14 @@ typedef struct fsdpc_ops {
   fsdpc_status (*nf4_dequant)(void *ctx, void *out, const uint8_t *codes, const uint8_t *qabsmax,
                               const uint8_t *scales, const uint8_t *offset, uint64_t n, int block,
                               int dq, const float *map, void *stream, fsdpc_err *err);
+  /* (optional: NULL on the CPU, which quantizes on the host) fsdpc__nf4_quantize
+   * of n finite fp32 values x in device memory, on stream: codes and absmax
+   * (fp32, aligned) and, with dq, qabsmax and absmax2 (fp32, aligned) in
+   * device memory, *offset on the host (the call waits for the stream to
+   * read the scales back). Bit for bit the host's. */
+  fsdpc_status (*nf4_quant)(void *ctx, uint8_t *codes, float *absmax, uint8_t *qabsmax,
+                            float *absmax2, float *offset, const float *x, uint64_t n, int block,
+                            int dq, const float *map, void *stream, fsdpc_err *err);
   /* (optional: NULL where the device lacks them; the model context refuses
    * a model that needs one) Gemma 2's ops. rmsnorm_off_*: rmsnorm_* with
    * (offset + weight) for the weight, added in fp32. geglu_*: swiglu_* with

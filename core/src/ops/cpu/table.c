@@ -391,6 +391,7 @@ static const fsdpc_ops cpu_ops = {
     /* .fp8_matmul_bwd = */ cpu_fp8_matmul_bwd,
     /* .lmhead_xent_rows = */ cpu_lmhead_xent_rows,
     /* .nf4_dequant = */ NULL, /* NF4 units dequantize on the host (fsdp/nf4_unit.c) */
+    /* .nf4_quant = */ NULL,   /* and are quantized there (quant/nf4.c) */
     /* .rmsnorm_off_fwd = */ cpu_rmsnorm_off_fwd,
     /* .rmsnorm_off_bwd = */ cpu_rmsnorm_off_bwd,
     /* .geglu_fwd = */ cpu_geglu_fwd,

@@ -111,6 +111,12 @@ static fsdpc_status c_nf4_dequant(void *ctx, void *out, const uint8_t *codes,
   return fsdpc__cuda_nf4_dequant(ctx, out, codes, qabsmax, scales, offset, n, block, dq, map,
                                  stream, err);
 }
+static fsdpc_status c_nf4_quant(void *ctx, uint8_t *codes, float *absmax, uint8_t *qabsmax,
+                                float *absmax2, float *offset, const float *x, uint64_t n,
+                                int block, int dq, const float *map, void *stream, fsdpc_err *err) {
+  return fsdpc__cuda_nf4_quant(ctx, codes, absmax, qabsmax, absmax2, offset, x, n, block, dq, map,
+                               stream, err);
+}
 static fsdpc_status c_copy_on(void *ctx, void *dst, const void *src, size_t bytes, void *stream,
                               fsdpc_err *err) {
   if (!bytes) return FSDPC_OK;
@@ -315,6 +321,7 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
                    .free_host = c_free_host,
                    .copy_on = c_copy_on,
                    .nf4_dequant = c_nf4_dequant,
+                   .nf4_quant = c_nf4_quant,
                    .cast_to_f32_on = c_cast_to_f32_on,
                    .cast_params = c_cast_params,
                    .sync = c_sync,

@@ -18,6 +18,14 @@ typedef struct nf4_tables {
   float map[FSDPC_DYN_CODES];
 } nf4_tables;
 
+/* The kernels' copy of the 8-bit map (zeros without double quantization). */
+static void set_map(float dst[FSDPC_DYN_CODES], const float *map, int dq) {
+  if (dq)
+    memcpy(dst, map, FSDPC_DYN_CODES * sizeof(float));
+  else
+    memset(dst, 0, FSDPC_DYN_CODES * sizeof(float));
+}
+
 /* A little-endian fp32 at any byte offset (the image packs scales after
  * codes of any length). */
 __device__ static float load_f32(const uint8_t *p) {
@@ -54,10 +62,7 @@ extern "C" fsdpc_status fsdpc__cuda_nf4_dequant(fsdpc_cuda_ctx *ctx, fsdpc_bf16 
                        block);
   nf4_tables t;
   memcpy(t.nf4, fsdpc__nf4_table, sizeof t.nf4);
-  if (dq)
-    memcpy(t.map, map, sizeof t.map);
-  else
-    memset(t.map, 0, sizeof t.map);
+  set_map(t.map, map, dq);
   uint64_t bytes = (n + 1) / 2, threads = 256, blocks = (bytes + threads - 1) / threads;
   nf4_dequant_kernel<<<(unsigned)blocks, (unsigned)threads, 0,
                        fsdpc__cuda_stream_or(ctx, stream)>>>((bf16 *)out, codes, qabsmax, scales,
@@ -167,10 +172,7 @@ extern "C" fsdpc_status fsdpc__cuda_nf4_quant(fsdpc_cuda_ctx *ctx, uint8_t *code
   cudaStream_t s = fsdpc__cuda_stream_or(ctx, stream);
   nf4_qtables t;
   memcpy(t.thr, fsdpc__nf4_threshold, sizeof t.thr);
-  if (dq)
-    memcpy(t.map, map, sizeof t.map);
-  else
-    memset(t.map, 0, sizeof t.map);
+  set_map(t.map, map, dq);
   /* finiteness is the caller's: the engine quantizes its own init or a
    * checked load; a non-finite x gives the codes of its bit pattern */
   nf4_quant_kernel<<<(unsigned)nb, 256, 0, s>>>(codes, absmax, x, n, block, t);

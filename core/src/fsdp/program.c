@@ -281,6 +281,11 @@ static void micro(builder *b, int reduce, int last, int in) {
         prefetch_block(b, blk - 1);
       emit(b, FSDPC_ACT_BACKWARD, blk);
     }
+    /* in_bwd: the block's parameters go before its reductions make grad
+     * shards, which may then take their bytes (the program otherwise keeps
+     * the order, and so the plans, it always had) */
+    if (o->in_bwd)
+      release_read(b, blk);
     for (int i = 0; i < lay->blocks[blk].n_units; i++) {
       int u = lay->blocks[blk].units[i];
       if (lay->units[u].first_block != blk)

@@ -322,6 +322,19 @@ static int reduces(const fsdpc_program *p, int u) {
   return 0;
 }
 
+/* The bf16 reduce-scatter of the full grads g (step.c reduce_scatter_bf16):
+ * cast into a bf16 copy (g ends), the copy reduce-scattered (it ends). */
+static void reduce_bf16(walker *w, int slot, int i, const fsdpc_unit *un, int g) {
+  int h = make(w, slot, i, 1, un->flat_numel * 2, FSDPC_MEM_COMM);
+  tick(w);
+  touch(w, g, w->M); /* cast to bf16 */
+  touch(w, h, w->M);
+  end(w, g);
+  tick(w);
+  touch(w, h, w->M); /* reduce-scatter */
+  end(w, h);
+}
+
 /* REDUCE u under in_bwd (step.c reduce_shard): the grad shard is made
  * first (at S == 1 the full grads g become it); the reduce-scatter lands
  * in it, straight or (bf16) through the fixed bf16 landing buffer. */
@@ -335,14 +348,7 @@ static void reduce_in_bwd(walker *w, int slot, int i, int u, int g) {
   int s = make(w, slot, i, 0, un->shard_numel * 4, FSDPC_MEM_GRADS);
   w->gshard[u] = s;
   if (x->reduce_bf16) {
-    int h = make(w, slot, i, 1, un->flat_numel * 2, FSDPC_MEM_COMM);
-    tick(w);
-    touch(w, g, w->M); /* cast to bf16 */
-    touch(w, h, w->M);
-    end(w, g);
-    tick(w);
-    touch(w, h, w->M); /* reduce-scatter */
-    end(w, h);
+    reduce_bf16(w, slot, i, un, g);
     tick(w);
     touch(w, s, w->M); /* widened into the shard */
     return;
@@ -363,14 +369,7 @@ static void reduce(walker *w, int slot, int i, int u) {
   if (x->in_bwd) {
     reduce_in_bwd(w, slot, i, u, g);
   } else if (x->S > 1 && x->reduce_bf16) {
-    int h = make(w, slot, i, 1, un->flat_numel * 2, FSDPC_MEM_COMM);
-    tick(w);
-    touch(w, g, w->M); /* cast to bf16 */
-    touch(w, h, w->M);
-    end(w, g);
-    tick(w);
-    touch(w, h, w->M); /* reduce-scatter */
-    end(w, h);
+    reduce_bf16(w, slot, i, un, g);
   } else {
     if (x->S > 1) {
       tick(w);

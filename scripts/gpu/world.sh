@@ -10,6 +10,10 @@
 #             NO_SHARD and HYBRID_SHARD (2 replicas x N/2: the PyTorch script's mesh)
 #   8b        Llama-3.1-8B shape, seq 2048, FULL_SHARD: no activation checkpointing at
 #             micro-batch 1 and 2, and checkpointing at micro-batch 2; both frameworks
+#   8bib      the 8b part's fsdpc rows with optim.in_backward=true (train.max_grad_norm=0:
+#             no persistent grad shards, docs/fsdp.md), as configured (one root unit) and
+#             with separate embedding and head units (names 8b-ib-*, 8b-ibsep-*; run with
+#             8b for PyTorch's rows beside them, or alone: fsdpc rows only)
 #   timeline  4 steps of the 1B FULL_SHARD run under CUPTI (libfsdpc_cupti_trace.so):
 #             kernel timeline of both streams, exposed communication over the last 2
 #             steps (bench/timeline_summary.py; Chrome trace in timeline.json.xz)
@@ -184,6 +188,22 @@ if has 8b; then
     ac=false
     [ "$1" = 1 ] && ac=true
     fsdpc_row "8b-full-ac$1-mb$2" "$CFG8B" train.micro_batch_size="$2" fsdp.activation_checkpointing=$ac
+  done
+fi
+
+if has 8bib; then
+  echo "== 8B shape, FULL_SHARD, optim.in_backward (no clipping)"
+  SEP="fsdp.wrap.options.separate_embedding=true fsdp.wrap.options.separate_lm_head=true"
+  for v in $V8B; do
+    set -- ${v/,/ }
+    ac=false
+    [ "$1" = 1 ] && ac=true
+    for wrap in ib ibsep; do
+      sep=""
+      [ "$wrap" = ibsep ] && sep=$SEP
+      fsdpc_row "8b-$wrap-ac$1-mb$2" "$CFG8B" train.micro_batch_size="$2" fsdp.activation_checkpointing=$ac \
+        optim.in_backward=true train.max_grad_norm=0 $sep
+    done
   done
 fi
 

@@ -4,8 +4,9 @@
  *   offsets, and the arena is never smaller than the most bytes live at once;
  * - the memory plans of CUDA runs (planned offline: no GPU is needed to lay
  *   one out), under every strategy at world 1, 2 and 4, with prefetching,
- *   bf16 reduction, no_sync, keep_params, cpu_offload, offload.optimizer and
- *   LoRA: the plan's own replay of the step programs (accesses per stream,
+ *   bf16 reduction, no_sync, keep_params, cpu_offload, offload.optimizer,
+ *   LoRA and optim.in_backward (each unit's update and its transient grad
+ *   shard in the backward): the plan's own replay of the step programs (accesses per stream,
  *   events recorded and waited, host joins) is executed many times with
  *   random durations, each stream in order and each wait after its event,
  *   and no two buffers that share bytes are ever accessed at overlapping
@@ -269,16 +270,34 @@ START_TEST(cuda_plans_under_random_timing) {
       {"peft.method=lora", "peft.target_modules=[q_proj, v_proj]", "fsdp.cpu_offload=false", ""},
       {"peft.method=lora", "peft.target_modules=[all-linear]", "fsdp.cpu_offload=true", ""},
   };
+  /* the same with optim.in_backward (one micro-batch a step, no clipping) */
+  const char *in_bwd[][4] = {
+      {"fsdp.sharding_strategy=FULL_SHARD", "", "", ""},
+      {"fsdp.sharding_strategy=SHARD_GRAD_OP", "fsdp.mixed_precision.reduce_dtype=bf16", "", ""},
+      {"fsdp.sharding_strategy=HYBRID_SHARD", "fsdp.hybrid_shard_size=2", "", ""},
+      {"fsdp.sharding_strategy=NO_SHARD", "fsdp.mixed_precision.reduce_dtype=bf16", "", ""},
+      {"fsdp.param_copy=true", "fsdp.backward_prefetch=false", "", ""},
+      {"peft.method=lora", "peft.target_modules=[q_proj, v_proj]",
+       "fsdp.activation_checkpointing=true", ""},
+  };
+  const int n_plain = (int)(sizeof cases / sizeof cases[0]);
+  const int n_in_bwd = (int)(sizeof in_bwd / sizeof in_bwd[0]);
   const int worlds[] = {1, 2, 4};
   int shared = 0;
-  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-    const char *ov[4];
+  for (int c = 0; c < n_plain + n_in_bwd; c++) {
+    const char *const *row = c < n_plain ? cases[c] : in_bwd[c - n_plain];
+    const char *ov[7];
     int n = 0;
+    if (c >= n_plain) {
+      ov[n++] = "optim.in_backward=true";
+      ov[n++] = "train.max_grad_norm=0";
+      ov[n++] = "train.global_batch_size=0";
+    }
     for (int k = 0; k < 4; k++)
-      if (cases[c][k][0])
-        ov[n++] = cases[c][k];
+      if (row[k][0])
+        ov[n++] = row[k];
     for (int wi = 0; wi < 3; wi++) {
-      if (strstr(cases[c][0], "HYBRID") && worlds[wi] != 4)
+      if (strstr(row[0], "HYBRID") && worlds[wi] != 4)
         continue;
       plan_case(ov, n, worlds[wi], &shared);
     }

@@ -8,7 +8,8 @@
  * host worker every pass waits for a unit's update before its first use and
  * hands each unit's grads over once; offload.optimizer's pieces go in, are
  * updated and come out in order, two buffers at most; fsdp.keep_params
- * keeps units gathered across a step's micro-batches. */
+ * keeps units gathered across a step's micro-batches; optim.in_backward
+ * updates each unit in the backward after its reduction is waited for. */
 #include <check.h>
 #include <stdlib.h>
 
@@ -384,6 +385,52 @@ START_TEST(root_freed_after_head) {
 }
 END_TEST
 
+/* optim.in_backward: every unit is reduced once and updated once, after
+ * compute waited for its reduction (REDUCED, or FENCE_OUT; in order without
+ * a comm stream), its replica all-reduce right before its update; the
+ * first updates run before the backward ends; the optimizer step is the
+ * norm alone. FULL_SHARD and NO_SHARD (the full grads at S == 1), the CPU
+ * and a comm stream. */
+START_TEST(in_backward_updates) {
+  for (int mode = 0; mode < 4; mode++) {
+    int S = mode < 2 ? 2 : 1, R = mode < 2 ? 1 : 2, overlap = mode % 2;
+    fsdpc_program_opts o;
+    fsdpc__program_opts_for(&lay, S, R, !overlap, 0, 1, 0, overlap, 1, 1, &o);
+    o.in_bwd = 1;
+    o.grads_in_shard = 0; /* as fsdpc__program_opts_exec sets it */
+    counts c = build(&o, FSDPC_PROGRAM_MICRO);
+    ck_assert_int_eq(c.op[FSDPC_ACT_REDUCE], lay.n_units);
+    ck_assert_int_eq(c.op[FSDPC_ACT_UPDATE], lay.n_units);
+    ck_assert_int_eq(c.op[FSDPC_ACT_REPLICA_REDUCE], R > 1 ? lay.n_units : 0);
+    fsdpc_program p = {0};
+    fsdpc_err err = {0};
+    ck_assert(fsdpc__program_build(&o, FSDPC_PROGRAM_MICRO, &p, &err) == FSDPC_OK);
+    int reduced[64] = {0}, waited[64] = {0}, fenced = 0, before_end = 0;
+    ck_assert_int_lt(lay.n_units, 64);
+    for (int i = 0; i < p.n; i++) {
+      int op = p.a[i].op, u = p.a[i].arg;
+      if (op == FSDPC_ACT_REDUCE)
+        reduced[u]++;
+      if (op == FSDPC_ACT_REDUCED)
+        waited[u] = 1;
+      fenced |= op == FSDPC_ACT_FENCE_OUT;
+      if (op != FSDPC_ACT_UPDATE)
+        continue;
+      before_end += !fenced;
+      ck_assert_msg(reduced[u] == 1 && (!overlap || waited[u] || fenced),
+                    "mode %d: unit %d updated at action %d before its reduction is done", mode, u,
+                    i);
+      ck_assert(R == 1 || (p.a[i - 1].op == FSDPC_ACT_REPLICA_REDUCE && p.a[i - 1].arg == u));
+    }
+    ck_assert_msg(before_end > 0, "mode %d: no update inside the backward", mode);
+    fsdpc__program_free(&p);
+    c = build(&o, FSDPC_PROGRAM_OPTIM);
+    ck_assert_int_eq(c.op[FSDPC_ACT_NORM], 1);
+    ck_assert_int_eq(c.op[FSDPC_ACT_UPDATE] + c.op[FSDPC_ACT_REPLICA_REDUCE], 0);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("fsdp_program");
   TCase *tc = tcase_create("core");
@@ -394,6 +441,7 @@ int main(void) {
   tcase_add_test(tc, offload_modes);
   tcase_add_test(tc, keep_params);
   tcase_add_test(tc, root_freed_after_head);
+  tcase_add_test(tc, in_backward_updates);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -34,6 +34,8 @@ static fsdpc_status fill_rows(fsdpc_memplan *mp, const fsdpc_config *cfg, fsdpc_
     for (int ck = 0; ck < 2; ck++)
       for (int off = 0; off < n_off; off++) {
         memrow *r = &mp->rows[mp->n_rows];
+        if (cfg->optim.in_backward && off != 0)
+          continue; /* optim.in_backward refuses both offload modes (runplan.c) */
         /* on the CPU the offload keys stay the config's (one row) */
         fsdpc_plan_variant v = {s, ck, cuda ? off == 1 : -1, cuda ? off == 2 : -1};
         fsdpc_status st = fsdpc__plan_config(pc, &v, mp->world, mp->nproc, &r->m, err);

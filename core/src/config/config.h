@@ -205,6 +205,7 @@ typedef struct fsdpc_config_optim {
   double betas[2];
   double eps, momentum;
   bool nesterov, decay_norm_and_bias;
+  bool in_backward; /* each unit's update in the backward; no persistent grad shards */
   fsdpc_opts *options;
 } fsdpc_config_optim;
 

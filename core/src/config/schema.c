@@ -502,6 +502,12 @@ static const fsdpc_cfg_key keys[] = {
           NONE_),
     BOOL_("optim.decay_norm_and_bias", optim.decay_norm_and_bias, "false",
           "also apply weight decay to norm weights and biases", NONE_),
+    BOOL_("optim.in_backward", optim.in_backward, "false",
+          "run each unit's optimizer update during the backward, as soon as its gradients are "
+          "reduced, and drop its gradient shard then (no persistent gradient shards; torchtune's "
+          "optimizer_in_bwd): needs train.max_grad_norm 0 and one micro-batch a step; see "
+          "docs/fsdp.md",
+          NONE_),
     OPTS_("optim.options", optim.options,
           "options of the optimizer plugin (adamw8bit: min_8bit_size, default 4096; sgd: "
           "dampening; see docs/optim.md)"),

@@ -92,6 +92,7 @@ struct fsdpc_engine {
   int64_t h_step;              /* the optimizer step the worker applies */
   double h_lr, h_scale;
   int early;                   /* this step's updates start in the backward (step_begin) */
+  int in_bwd_begun;            /* optim.in_backward: step_begin gave h_step, h_lr */
   int early_logged;
   void *sbuf[2];               /* offload_optim: device buffers of one piece's state */
   uint64_t sbuf_bytes;
@@ -137,6 +138,17 @@ static inline uint64_t fsdpc__stream_bytes(const fsdpc_engine *e, uint64_t n) {
 fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t hi, float *state,
                                   uint64_t stride, int64_t step, double lr, double scale,
                                   fsdpc_err *err);
+
+/* optim_step.c, optim.in_backward: the replica all-reduce of unit u's grad
+ * shard (d: a device buffer when offloaded; g16: the bf16 copy), and UPDATE
+ * u in the backward (its sum of squares kept for the norm, the update with
+ * step_begin's step and lr, its transient grad shard ended); step_begin's
+ * part of it. */
+fsdpc_status fsdpc__engine_replica_reduce(fsdpc_engine *e, int u, float *d, void *g16,
+                                          fsdpc_err *err);
+fsdpc_status fsdpc__engine_update_in_bwd(fsdpc_engine *e, int u, fsdpc_err *err);
+fsdpc_status fsdpc__engine_in_bwd_begin(fsdpc_engine *e, int64_t step, double lr,
+                                        double max_grad_norm, fsdpc_err *err);
 
 /* offload.c */
 /* Sets up the offload modes the plan resolved (e->x): the worker, events

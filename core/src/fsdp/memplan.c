@@ -118,7 +118,7 @@ static void persist(const fsdpc_memplan_in *in, fsdpc_memplan *mp, bumper *b) {
       m->master = bump(b, FSDPC_MEM_PARAMS, mb);
     if (un->frozen) /* no grad, no optimizer state */
       continue;
-    if (!x->inference) {
+    if (!x->inference && !x->in_bwd) { /* in_bwd: a transient (REDUCE to UPDATE) */
       mp->grads += sb;
       if (shards_host)
         mp->host_pinned += sb + (landing ? sb : 0);
@@ -143,12 +143,12 @@ static void persist(const fsdpc_memplan_in *in, fsdpc_memplan *mp, bumper *b) {
     mp->nf4buf = bump(b, FSDPC_MEM_COMM, nf4_image);
     mp->nf4buf_bytes = nf4_image;
   }
-  if (x->S > 1 && !fsdpc__mp_rs_direct(x))
+  if (x->S > 1 && !fsdpc__mp_rs_direct(x) && !x->in_bwd) /* in_bwd: into the transient shard */
     mp->rs = bump(b, FSDPC_MEM_COMM, lay->max_grad_shard * 4);
   if (x->S > 1 && x->reduce_bf16)
     mp->rs16 = bump(b, FSDPC_MEM_COMM, lay->max_grad_shard * 2);
   if (x->dev_norm)
-    mp->dnorm = bump(b, FSDPC_MEM_OTHER, sizeof(double));
+    mp->dnorm = bump(b, FSDPC_MEM_OTHER, fsdpc__mp_dnorm_bytes(x, lay->n_units));
   for (int k = 0; k < 2 && x->offload_optim; k++)
     mp->sbuf[k] = bump(b, FSDPC_MEM_OPTIM, in->sbuf_bytes);
 }
@@ -187,6 +187,7 @@ typedef struct walker {
   fsdpc_mp_op *ops; /* in->trace: the operations, in order */
   int n_ops, cap_ops;
   int *full, *grad; /* (n_units) live instance, or -1 */
+  int *gshard;      /* (n_units) in_bwd: the live transient grad shard, or -1 */
   inst *in_;
   int n_in, cap_in;
   int base[FSDPC_MP_NSLOTS]; /* id = base[slot] + 2 * action + k */
@@ -321,6 +322,43 @@ static int reduces(const fsdpc_program *p, int u) {
   return 0;
 }
 
+/* The bf16 reduce-scatter of the full grads g (step.c reduce_scatter_bf16):
+ * cast into a bf16 copy (g ends), the copy reduce-scattered (it ends). */
+static void reduce_bf16(walker *w, int slot, int i, const fsdpc_unit *un, int g) {
+  int h = make(w, slot, i, 1, un->flat_numel * 2, FSDPC_MEM_COMM);
+  tick(w);
+  touch(w, g, w->M); /* cast to bf16 */
+  touch(w, h, w->M);
+  end(w, g);
+  tick(w);
+  touch(w, h, w->M); /* reduce-scatter */
+  end(w, h);
+}
+
+/* REDUCE u under in_bwd (step.c reduce_shard): the grad shard is made
+ * first (at S == 1 the full grads g become it); the reduce-scatter lands
+ * in it, straight or (bf16) through the fixed bf16 landing buffer. */
+static void reduce_in_bwd(walker *w, int slot, int i, int u, int g) {
+  const fsdpc_run_exec *x = w->in->x;
+  const fsdpc_unit *un = &w->in->lay->units[u];
+  if (x->S == 1) {
+    w->gshard[u] = g;
+    return;
+  }
+  int s = make(w, slot, i, 0, un->shard_numel * 4, FSDPC_MEM_GRADS);
+  w->gshard[u] = s;
+  if (x->reduce_bf16) {
+    reduce_bf16(w, slot, i, un, g);
+    tick(w);
+    touch(w, s, w->M); /* widened into the shard */
+    return;
+  }
+  tick(w);
+  touch(w, g, w->M); /* reduce-scatter */
+  touch(w, s, w->M);
+  end(w, g);
+}
+
 /* REDUCE u as step.c reduce_grads issues it. */
 static void reduce(walker *w, int slot, int i, int u) {
   const fsdpc_run_exec *x = w->in->x;
@@ -328,15 +366,10 @@ static void reduce(walker *w, int slot, int i, int u) {
   int gs = x->S == 1 ? w->D : w->M;
   fence(w, SC, gs); /* the grads are ready */
   int g = w->grad[u];
-  if (x->S > 1 && x->reduce_bf16) {
-    int h = make(w, slot, i, 1, un->flat_numel * 2, FSDPC_MEM_COMM);
-    tick(w);
-    touch(w, g, w->M); /* cast to bf16 */
-    touch(w, h, w->M);
-    end(w, g);
-    tick(w);
-    touch(w, h, w->M); /* reduce-scatter */
-    end(w, h);
+  if (x->in_bwd) {
+    reduce_in_bwd(w, slot, i, u, g);
+  } else if (x->S > 1 && x->reduce_bf16) {
+    reduce_bf16(w, slot, i, un, g);
   } else {
     if (x->S > 1) {
       tick(w);
@@ -419,12 +452,21 @@ static void act(walker *w, int slot, const fsdpc_program *p, int i) {
     int d = x->offload ? make(w, slot, i, 0, n * 4, FSDPC_MEM_COMM) : -1;
     int h = x->reduce_bf16 ? make(w, slot, i, 1, n * 2, FSDPC_MEM_COMM) : -1;
     tick(w);
+    touch(w, w->gshard[u], SC); /* in_bwd: the transient grad shard */
     touch(w, d, SC);
     touch(w, h, SC);
     end(w, h);
     end(w, d);
     break;
   }
+  case FSDPC_ACT_UPDATE: /* in_bwd: reads the transient grad shard, which ends */
+    if (w->gshard[u] < 0)
+      break;
+    tick(w);
+    touch(w, w->gshard[u], SC);
+    end(w, w->gshard[u]);
+    w->gshard[u] = -1;
+    break;
   default: /* waits on the host worker, the optimizer, the norm: no transient */
     break;
   }
@@ -478,18 +520,20 @@ static fsdpc_status timeline(fsdpc_memplan *mp, const fsdpc_memplan_in *in,
   w.id_bytes = calloc((size_t)w.n_ids + 1, sizeof *w.id_bytes);
   w.full = malloc(((size_t)nu + 1) * sizeof *w.full);
   w.grad = malloc(((size_t)nu + 1) * sizeof *w.grad);
+  w.gshard = malloc(((size_t)nu + 1) * sizeof *w.gshard);
   w.ev_gather = calloc((size_t)nu + 1, sizeof *w.ev_gather);
   w.ev_reduced = calloc((size_t)nu + 1, sizeof *w.ev_reduced);
   uint64_t *offset = malloc(((size_t)w.n_ids + 1) * sizeof *offset);
   fsdpc_status st = FSDPC_OK;
-  if (!w.head || !w.id_bytes || !w.full || !w.grad || !w.ev_gather || !w.ev_reduced || !offset) {
+  if (!w.head || !w.id_bytes || !w.full || !w.grad || !w.gshard || !w.ev_gather || !w.ev_reduced ||
+      !offset) {
     st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory planning memory");
     goto done;
   }
   for (int i = 0; i < w.n_ids; i++)
     w.head[i] = -1;
   for (int u = 0; u < nu; u++)
-    w.full[u] = w.grad[u] = -1;
+    w.full[u] = w.grad[u] = w.gshard[u] = -1;
   for (int y = 0; y < NS; y++)
     for (int x = 0; x < NS; x++)
       w.vc[y][x] = -1;
@@ -524,6 +568,7 @@ done:
   free(w.id_bytes);
   free(w.full);
   free(w.grad);
+  free(w.gshard);
   free(w.ev_gather);
   free(w.ev_reduced);
   free(w.in_);

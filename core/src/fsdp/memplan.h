@@ -5,7 +5,8 @@
  * (plan/plan.c) alike, so `fsdpc plan` and the run agree by construction.
  *
  * One arena per device, in three parts:
- *   [0, persist_bytes)      shards (master, grad, optimizer state), their
+ *   [0, persist_bytes)      shards (master, grad (not under in_bwd),
+ *                           optimizer state), their
  *                           bf16 copies, the reduce-scatter landing
  *                           buffers, the grad-norm accumulator, the state
  *                           streaming buffers: live for the whole run;
@@ -167,6 +168,13 @@ int fsdpc__mp_head_unit(const fsdpc_layout *lay, const fsdpc_param_info *params,
  * not needed. Offloaded, bf16-reduced or accumulated runs keep it. */
 static inline int fsdpc__mp_rs_direct(const fsdpc_run_exec *x) {
   return x->S > 1 && x->accum == 1 && !x->offload && !x->reduce_bf16;
+}
+
+/* The device grad-norm buffer: one double, or under in_bwd one per unit
+ * (each unit's sum of squares, taken before its update ends its grads,
+ * summed in unit order at the norm). */
+static inline uint64_t fsdpc__mp_dnorm_bytes(const fsdpc_run_exec *x, int n_units) {
+  return x->in_bwd ? (uint64_t)n_units * sizeof(double) : sizeof(double);
 }
 
 /* Bytes of a buffer of n bytes in the arena (rounded up to mp's alignment). */

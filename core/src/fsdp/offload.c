@@ -241,6 +241,8 @@ fsdpc_status fsdpc__offload_host_grad(fsdpc_engine *e, int u, int last, fsdpc_er
 
 fsdpc_status fsdpc__engine_step_begin(fsdpc_engine *e, int64_t step, double lr,
                                       double max_grad_norm, fsdpc_err *err) {
+  if (e->x.in_bwd)
+    return fsdpc__engine_in_bwd_begin(e, step, lr, max_grad_norm, err);
   if (!e->hw)
     return FSDPC_OK;
   int early = e->parts_ok && !(max_grad_norm > 0.0);

@@ -34,7 +34,8 @@ static fsdpc_status replica_reduce_dev(fsdpc_engine *e, float *g, uint64_t n, vo
  * collectives move device memory); g16: the bf16 copy (reduce_dtype bf16).
  * Both are the plan's (memplan.h); all of it runs on the compute stream,
  * the copies synchronously. */
-static fsdpc_status replica_reduce(fsdpc_engine *e, int u, float *d, void *g16, fsdpc_err *err) {
+fsdpc_status fsdpc__engine_replica_reduce(fsdpc_engine *e, int u, float *d, void *g16,
+                                          fsdpc_err *err) {
   fsdpc_unit *un = &e->units[u];
   if (!e->offload)
     return replica_reduce_dev(e, un->grad, un->shard_numel, g16, un->name, err);
@@ -52,11 +53,28 @@ static fsdpc_status replica_reduce(fsdpc_engine *e, int u, float *d, void *g16, 
   return st;
 }
 
+/* in_bwd: the units' sums of squares that UPDATE kept (on a device, one
+ * double each, downloaded at once), added in unit order as the loop below
+ * adds them: the same norm. */
+static fsdpc_status in_bwd_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err) {
+  if (e->dnorm)
+    FSDPC_TRY(
+        e->ops->download(e->ops->ctx, e->part, e->dnorm, (size_t)e->n_units * sizeof(double), err));
+  double sumsq = 0.0;
+  for (int u = 0; u < e->n_units; u++)
+    if (!e->units[u].frozen)
+      sumsq += e->part[u];
+  *out = sumsq;
+  return FSDPC_OK;
+}
+
 /* Sum of squares of every grad shard of this rank, in unit order. On a
  * device each unit's sum is added into one device double (the same order
  * and double arithmetic as the host loop) and downloaded once, so the norm
  * costs one host sync instead of one per unit. */
 static fsdpc_status local_sumsq(fsdpc_engine *e, double *out, fsdpc_err *err) {
+  if (e->x.in_bwd)
+    return in_bwd_sumsq(e, out, err);
   if (e->hw && e->parts_ok) /* the worker summed each unit as its grads landed */
     return fsdpc__offload_sumsq(e, out, err);
   if (e->dnorm) {
@@ -161,7 +179,7 @@ fsdpc_status fsdpc__engine_update(fsdpc_engine *e, int u, uint64_t lo, uint64_t 
   /* Offloaded, the next micro-batch's copy overwrites the whole grad shard
    * (grad_clean): zeroing it would only cost host bandwidth. With
    * grad_overwrite, the next backward writes a grad_written unit whole. */
-  if (!e->offload && !(un->grad_written && fsdpc__grad_ow(e)))
+  if (!e->offload && !e->x.in_bwd && !(un->grad_written && fsdpc__grad_ow(e)))
     FSDPC_TRY(e->sops->memset0(e->sops->ctx, un->grad + lo, (hi - lo) * sizeof(float), err));
   if (hi == un->shard_numel) {
     un->grad_clean = 1;
@@ -179,6 +197,38 @@ static fsdpc_status update_unit(fsdpc_engine *e, int u, int64_t step, double lr,
                               err);
 }
 
+fsdpc_status fsdpc__engine_in_bwd_begin(fsdpc_engine *e, int64_t step, double lr,
+                                        double max_grad_norm, fsdpc_err *err) {
+  if (max_grad_norm > 0.0) /* the run plan refused it (runplan.c in_bwd_check) */
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                       "fsdp: optim.in_backward with clipping (max_grad_norm %g)", max_grad_norm);
+  e->h_step = step;
+  e->h_lr = lr;
+  e->in_bwd_begun = 1;
+  return FSDPC_OK;
+}
+
+/* UPDATE u in the backward: compute is ordered after its reduction (the
+ * program's REDUCED, or no comm stream). Its sum of squares first (the
+ * logged norm), then the update of the step begun, unclipped, then its
+ * grad shard's bytes go back to the plan (no zeroing: the next step makes
+ * a new one). */
+fsdpc_status fsdpc__engine_update_in_bwd(fsdpc_engine *e, int u, fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  uint64_t n = un->shard_numel;
+  if (!un->grad || !e->in_bwd_begun)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: in_bwd update of unit %s without %s",
+                       un->name, un->grad ? "a step begun" : "its grads");
+  if (e->dnorm)
+    FSDPC_TRY(e->ops->sumsq_f32_dev(e->ops->ctx, e->dnorm + u, un->grad, n, 0, err));
+  else
+    FSDPC_TRY(e->sops->sumsq_f32(e->sops->ctx, un->grad, n, &e->part[u], err));
+  FSDPC_TRY(update_unit(e, u, e->h_step, e->h_lr, 1.0, err));
+  fsdpc__acct(e, FSDPC_MEM_GRADS, -(int64_t)(n * sizeof(float)));
+  un->grad = NULL;
+  return FSDPC_OK;
+}
+
 fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
                                       double max_grad_norm, double *grad_norm_out, fsdpc_err *err) {
   if (e->inference)
@@ -192,6 +242,14 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
                        "fsdp: optimizer step after %d of the step's %d micro-batches", e->micro_i,
                        e->x.accum);
   FSDPC_TRY(fsdpc__drop_kept(e, err));
+  if (e->x.in_bwd) { /* the updates ran in the backward with step_begin's values */
+    if (!e->in_bwd_begun || step != e->h_step || lr != e->h_lr)
+      return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                         "fsdp: optimizer step %lld (lr %g) is not the one begun in the backward "
+                         "(%lld, lr %g)",
+                         (long long)step, lr, (long long)e->h_step, e->h_lr);
+    e->in_bwd_begun = 0;
+  }
   for (int i = 0; i < p->n; i++) {
     int arg = p->a[i].arg;
     switch ((fsdpc_act_op)p->a[i].op) {
@@ -202,8 +260,8 @@ fsdpc_status fsdpc__engine_optim_step(fsdpc_engine *e, int64_t step, double lr,
       FSDPC_TRY(e->ops->sync(e->ops->ctx, err));
       break;
     case FSDPC_ACT_REPLICA_REDUCE:
-      FSDPC_TRY(replica_reduce(e, arg, fsdpc__arena_at(e, off[2 * i]),
-                               fsdpc__arena_at(e, off[2 * i + 1]), err));
+      FSDPC_TRY(fsdpc__engine_replica_reduce(e, arg, fsdpc__arena_at(e, off[2 * i]),
+                                             fsdpc__arena_at(e, off[2 * i + 1]), err));
       break;
     case FSDPC_ACT_NORM:
       FSDPC_TRY(grad_norm(e, step, max_grad_norm, grad_norm_out, &scale, err));

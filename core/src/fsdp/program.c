@@ -14,7 +14,10 @@
  *   after the last backward block that reads its weights: free it (the
  *   root unit of embedding and head right after the head).
  * The optimizer step: replica all-reduce of each grad shard (R > 1) ->
- * global grad norm -> per unit: clip, update, zero. */
+ * global grad norm -> per unit: clip, update, zero. Under in_bwd the
+ * replica all-reduce and the update of each unit move into the backward,
+ * right after compute has waited for its reduction, and the optimizer step
+ * keeps only the norm (for the log). */
 #include "fsdp/program.h"
 
 #include "runplan/runplan.h"
@@ -30,6 +33,7 @@ typedef struct builder {
   int *reduced_at;                   /* (n_units) the backward block that reduced it, or -1 */
   unsigned char *keep_end;           /* (n_units) this micro-batch ends with it gathered (keep) */
   int *rel_at;                       /* (n_units) the backward block that frees it */
+  unsigned char *upd;                /* (n_units) in_bwd: reduced, its UPDATE not emitted yet */
   int bwd;                           /* building a backward pass */
   int released;                      /* a RELEASE since the last fence of the comm stream */
   int failed;
@@ -106,9 +110,21 @@ static void fence_free(builder *b) {
   b->released = 0;
 }
 
+/* in_bwd: unit u's update once compute is ordered after its reduction
+ * (the replica all-reduce first, as the optimizer step does it). */
+static void update_now(builder *b, int u) {
+  if (!b->upd[u])
+    return;
+  if (b->o->replicas > 1)
+    emit(b, FSDPC_ACT_REPLICA_REDUCE, u);
+  emit(b, FSDPC_ACT_UPDATE, u);
+  b->upd[u] = 0;
+}
+
 /* Before backward block blk: compute waits for the reductions of the units
  * reduced at block blk + 2, whose full gradients the grads of this block
- * may then reuse (blk + 1's still reduce while blk computes). */
+ * may then reuse (blk + 1's still reduce while blk computes); under in_bwd
+ * their updates follow. */
 static void reduced_wait(builder *b, int blk) {
   if (!b->o->overlap)
     return;
@@ -116,6 +132,7 @@ static void reduced_wait(builder *b, int blk) {
     if (b->reduced_at[u] == blk + 2) {
       emit(b, FSDPC_ACT_REDUCED, u);
       b->reduced_at[u] = -1;
+      update_now(b, u);
     }
 }
 
@@ -264,6 +281,11 @@ static void micro(builder *b, int reduce, int last, int in) {
         prefetch_block(b, blk - 1);
       emit(b, FSDPC_ACT_BACKWARD, blk);
     }
+    /* in_bwd: the block's parameters go before its reductions make grad
+     * shards, which may then take their bytes (the program otherwise keeps
+     * the order, and so the plans, it always had) */
+    if (o->in_bwd)
+      release_read(b, blk);
     for (int i = 0; i < lay->blocks[blk].n_units; i++) {
       int u = lay->blocks[blk].units[i];
       if (lay->units[u].first_block != blk)
@@ -271,6 +293,9 @@ static void micro(builder *b, int reduce, int last, int in) {
       if (reduce && !o->grads_in_shard && !frozen(b, u)) {
         emit(b, FSDPC_ACT_REDUCE, u);
         b->reduced_at[u] = blk;
+        b->upd[u] = o->in_bwd && last;
+        if (!o->overlap) /* in order already */
+          update_now(b, u);
       }
       if (last && o->host_async && !frozen(b, u))
         emit(b, FSDPC_ACT_HOST_GRAD, u);
@@ -282,6 +307,8 @@ static void micro(builder *b, int reduce, int last, int in) {
   }
   b->bwd = 0;
   emit(b, FSDPC_ACT_FENCE_OUT, -1);
+  for (int u = 0; u < lay->n_units; u++) /* in_bwd: reduced in the last two blocks */
+    update_now(b, u);
   /* host_async: landings are the worker's (HOST_GRAD, HOST_LAND) */
   if (o->offload && !o->host_async)
     emit(b, FSDPC_ACT_ABSORB, -1);
@@ -308,6 +335,10 @@ static void optim(builder *b) {
   const fsdpc_program_opts *o = b->o;
   const fsdpc_layout *lay = o->lay;
   int nu = lay->n_units;
+  if (o->in_bwd) { /* every update ran in the backward */
+    emit(b, FSDPC_ACT_NORM, -1);
+    return;
+  }
   if ((o->offload && !o->host_async) || (o->host_async && o->replicas > 1))
     emit(b, FSDPC_ACT_SYNC, -1);
   if (o->replicas > 1)
@@ -405,6 +436,9 @@ void fsdpc__program_opts_exec(const fsdpc_layout *lay, const fsdpc_run_exec *x,
   out->piece = fsdpc__state_piece_elems(x->offload_buffer_bytes, x->n_slots);
   out->pieces = x->offload_optim ? pieces : NULL;
   out->keep = x->keep;
+  out->in_bwd = x->in_bwd;
+  if (x->in_bwd) /* the grad shard is a transient: at S == 1 the full grads */
+    out->grads_in_shard = 0;
 }
 
 fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kind kind,
@@ -418,7 +452,8 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   b.reduced_at = calloc((size_t)nu + 1, sizeof *b.reduced_at);
   b.keep_end = calloc((size_t)nu + 1, 1);
   b.rel_at = calloc((size_t)nu + 1, sizeof *b.rel_at);
-  if (b.resident && b.pending && b.waited && b.reduced_at && b.keep_end && b.rel_at) {
+  b.upd = calloc((size_t)nu + 1, 1);
+  if (b.resident && b.pending && b.waited && b.reduced_at && b.keep_end && b.rel_at && b.upd) {
     switch (kind) {
     case FSDPC_PROGRAM_MICRO:
     case FSDPC_PROGRAM_MICRO_IN:
@@ -446,6 +481,7 @@ fsdpc_status fsdpc__program_build(const fsdpc_program_opts *o, fsdpc_program_kin
   free(b.reduced_at);
   free(b.keep_end);
   free(b.rel_at);
+  free(b.upd);
   if (b.failed)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory building the step program");
   return FSDPC_OK;

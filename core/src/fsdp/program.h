@@ -25,7 +25,8 @@ typedef enum fsdpc_act_op {
   FSDPC_ACT_FORWARD,        /* block: 0 embedding, 1..L decoder layer */
   FSDPC_ACT_HEAD,           /* the head block: forward + backward (fused loss), or forward */
   FSDPC_ACT_BACKWARD,       /* block: 0 embedding, 1..L decoder layer */
-  FSDPC_ACT_REDUCE,         /* unit: reduce(-scatter) its grads into the grad shard, free them */
+  FSDPC_ACT_REDUCE,         /* unit: reduce(-scatter) its grads into the grad shard, free them
+                             * (in_bwd: the grad shard is made here, a transient) */
   FSDPC_ACT_RELEASE,        /* unit: free its full buffer */
   FSDPC_ACT_FENCE_OUT,      /* compute waits for every gather and reduction issued */
   FSDPC_ACT_ABSORB,         /* offloaded: add the grads that landed beside the host shards */
@@ -33,7 +34,9 @@ typedef enum fsdpc_act_op {
   FSDPC_ACT_REPLICA_REDUCE, /* unit: all-reduce its grad shard over the replica group */
   FSDPC_ACT_NORM,           /* the global grad norm (one all-reduce over the shard group) */
   FSDPC_ACT_UPDATE,         /* unit: clip, optimizer update, zero the grad shard (host_async:
-                             * handed to the host worker, which also recasts the bf16 copy) */
+                             * handed to the host worker, which also recasts the bf16 copy);
+                             * in_bwd: in the micro-batch, after its reduction, and the
+                             * transient grad shard ends */
   FSDPC_ACT_HOST_GRAD,      /* unit, host_async, last micro-batch: once its reduced grads have
                              * reached the host, the worker adds any landing and sums squares */
   FSDPC_ACT_HOST_WAIT,      /* unit, host_async: wait for the worker's update of the unit (its
@@ -90,6 +93,13 @@ typedef struct fsdpc_program_opts {
    * step's last leaves gathered for the next one (parameters do not change
    * inside an optimizer step); the *_IN programs start with them resident */
   int keep;
+  /* optim.in_backward (one micro-batch a step, nothing clipped): unit u's
+   * REPLICA_REDUCE and UPDATE run in the micro-batch as soon as compute has
+   * waited for its reduction (REDUCED; at once without a comm stream; after
+   * FENCE_OUT for the last units reduced); the optimizer step is NORM only.
+   * The grad shard lives from REDUCE to UPDATE (at S == 1 the full grads,
+   * from GRAD_ALLOC: grads_in_shard is 0). */
+  int in_bwd;
 } fsdpc_program_opts;
 
 /* offload_optim streams each unit's state in pieces of at most `piece`

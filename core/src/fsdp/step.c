@@ -195,9 +195,9 @@ static void grads_done(fsdpc_engine *e, fsdpc_unit *un) {
 
 /* bf16 reduce-scatter of un's full grads (device, on stream st): cast to a
  * bf16 copy g16 (planned), end the fp32 full grads, reduce-scatter into
- * rs16, widen into rs_scratch. */
+ * rs16, widen into out (rs_scratch, or in_bwd's grad shard). */
 static fsdpc_status reduce_scatter_bf16(fsdpc_engine *e, fsdpc_unit *un, void *st, void *g16,
-                                        fsdpc_err *err) {
+                                        float *out, fsdpc_err *err) {
   size_t hb = un->flat_numel * 2;
   if (!g16)
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: no planned bf16 buffer for unit %s",
@@ -210,7 +210,37 @@ static fsdpc_status reduce_scatter_bf16(fsdpc_engine *e, fsdpc_unit *un, void *s
                                       FSDPC_DTYPE_BF16, st, un->name, err);
   fsdpc__acct(e, FSDPC_MEM_COMM, -(int64_t)hb);
   FSDPC_TRY(s);
-  return e->ops->cast_to_f32_on(e->ops->ctx, e->rs_scratch, e->rs16, un->shard_numel, st, err);
+  return e->ops->cast_to_f32_on(e->ops->ctx, out, e->rs16, un->shard_numel, st, err);
+}
+
+/* REDUCE under in_bwd: unit u's grad shard is a transient (memplan.h),
+ * made in dst, or at S == 1 the full grads themselves (their bytes stay
+ * counted as grads); the reduce-scatter lands in it straight, or through
+ * rs16 (bf16). UPDATE (optim_step.c) ends it. */
+static fsdpc_status reduce_shard(fsdpc_engine *e, int u, void *dst, void *g16, fsdpc_err *err) {
+  fsdpc_unit *un = &e->units[u];
+  if (e->S == 1) {
+    un->grad = un->full_grad;
+    un->full_grad = NULL;
+    return FSDPC_OK;
+  }
+  if (!dst)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "fsdp: no planned grad shard for unit %s",
+                       un->name);
+  un->grad = dst;
+  fsdpc__acct(e, FSDPC_MEM_GRADS, (int64_t)(un->shard_numel * sizeof(float)));
+  if (e->comm) {
+    FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_GRADS + u % 16, NULL, err));
+    FSDPC_TRY(e->ops->stream_wait(e->ops->ctx, e->comm, EV_GRADS + u % 16, err));
+  }
+  FSDPC_TRY(e->reduce_bf16 ? reduce_scatter_bf16(e, un, e->comm, g16, un->grad, err)
+                           : fsdpc__dist_reduce_scatter_on(
+                                 e->dist, FSDPC_GROUP_SHARD, un->full_grad, un->grad,
+                                 un->shard_numel, FSDPC_DTYPE_F32, e->comm, un->name, err));
+  grads_done(e, un);
+  if (e->comm) /* REDUCED waits for this */
+    FSDPC_TRY(e->ops->event_record(e->ops->ctx, EV_REDUCED + u % 16, e->comm, err));
+  return FSDPC_OK;
 }
 
 /* After the unit's last backward use in this micro-batch. With a comm
@@ -236,7 +266,7 @@ static fsdpc_status reduce_grads(fsdpc_engine *e, int u, void *g16, fsdpc_err *e
                                             un->shard_numel, FSDPC_DTYPE_F32, e->comm, un->name,
                                             err));
   } else if (e->S > 1) {
-    FSDPC_TRY(e->reduce_bf16 ? reduce_scatter_bf16(e, un, e->comm, g16, err)
+    FSDPC_TRY(e->reduce_bf16 ? reduce_scatter_bf16(e, un, e->comm, g16, e->rs_scratch, err)
                              : fsdpc__dist_reduce_scatter_on(
                                    e->dist, FSDPC_GROUP_SHARD, un->full_grad, e->rs_scratch,
                                    un->shard_numel, FSDPC_DTYPE_F32, e->comm, un->name, err));
@@ -402,7 +432,17 @@ static fsdpc_status run(fsdpc_engine *e, int slot, const pass *x, fsdpc_err *err
       FSDPC_TRY(block_backward(e, x->m, arg, err));
       break;
     case FSDPC_ACT_REDUCE:
-      FSDPC_TRY(reduce_grads(e, arg, fsdpc__arena_at(e, off[2 * i + 1]), err));
+      FSDPC_TRY(e->x.in_bwd ? reduce_shard(e, arg, fsdpc__arena_at(e, off[2 * i]),
+                                           fsdpc__arena_at(e, off[2 * i + 1]), err)
+                            : reduce_grads(e, arg, fsdpc__arena_at(e, off[2 * i + 1]), err));
+      break;
+    /* in_bwd: the unit's replica all-reduce and update, in the backward */
+    case FSDPC_ACT_REPLICA_REDUCE:
+      FSDPC_TRY(
+          fsdpc__engine_replica_reduce(e, arg, NULL, fsdpc__arena_at(e, off[2 * i + 1]), err));
+      break;
+    case FSDPC_ACT_UPDATE:
+      FSDPC_TRY(fsdpc__engine_update_in_bwd(e, arg, err));
       break;
     case FSDPC_ACT_REDUCED:
       FSDPC_TRY(reduced(e, arg, err));
@@ -504,7 +544,11 @@ fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float
     return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
                        "fsdp: micro-batch %d of a step of %d called %s the last one", mi + 1, accum,
                        last_micro ? "as" : "not as");
-  if (e->S > 1 && !e->rs_scratch && e->shards_dirty)
+  if (e->x.in_bwd && last_micro && !e->in_bwd_begun)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                       "fsdp: optim.in_backward: a micro-batch before fsdpc__engine_step_begin "
+                       "said which step it updates");
+  if (e->S > 1 && !e->rs_scratch && e->shards_dirty && !e->x.in_bwd)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "fsdp: a second micro-batch before the optimizer step, in a run planned "
                        "for one a step (its reduce-scatters overwrite the grad shards); set "
@@ -516,7 +560,7 @@ fsdpc_status fsdpc__engine_micro_step(fsdpc_engine *e, fsdpc_model_ctx *m, float
     e->grad_ow = -1;
     ow = 0;
     for (int u = 0; u < e->n_units; u++)
-      if (e->units[u].grad_written)
+      if (e->units[u].grad_written && e->units[u].grad)
         FSDPC_TRY(e->sops->memset0(e->sops->ctx, e->units[u].grad,
                                    e->units[u].shard_numel * sizeof(float), err));
   }

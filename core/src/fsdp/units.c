@@ -159,6 +159,10 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
   if (!e->otensors) goto oom;
   if ((st = fsdpc__offload_setup(e, err)) != FSDPC_OK)
     goto fail;
+  /* in_bwd: each unit's sum of squares, kept for the norm (offload.c frees
+   * it; the run plan refuses in_bwd with cpu_offload, which has its own) */
+  if (e->x.in_bwd && !e->part && !(e->part = calloc((size_t)e->n_units + 1, sizeof *e->part)))
+    goto oom;
   if ((st = plan_memory(e, p, &lay, err)) != FSDPC_OK)
     goto fail;
 
@@ -179,8 +183,10 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
       continue;
     }
     un->master = fsdpc__salloc(e, FSDPC_MEM_PARAMS, m->master, sb);
-    un->grad = e->inference ? NULL : fsdpc__salloc(e, FSDPC_MEM_GRADS, m->grad, sb);
-    if (!un->master || (!e->inference && !un->grad))
+    /* in_bwd: a transient of the step (REDUCE to UPDATE), none here */
+    int grads = !e->inference && !e->x.in_bwd;
+    un->grad = grads ? fsdpc__salloc(e, FSDPC_MEM_GRADS, m->grad, sb) : NULL;
+    if (!un->master || (grads && !un->grad))
       goto oom;
     /* offload_optim: pinned host state, streamed (fsdp/offload.c) */
     if ((st = fsdpc__state_alloc(e, un, err)) != FSDPC_OK)
@@ -200,7 +206,8 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
       un->lp_stale = 1;
     }
     /* grads accumulate in the shard (offloaded: in a device buffer, then D2H) */
-    if (e->S == 1 && !e->offload) un->full_grad = un->grad;
+    if (e->S == 1 && !e->offload && !e->x.in_bwd)
+      un->full_grad = un->grad;
   }
   if ((e->nf4buf = fsdpc__arena_at(e, e->mp.nf4buf)))
     fsdpc__acct(e, FSDPC_MEM_COMM, (int64_t)e->mp.nf4buf_bytes);
@@ -212,7 +219,7 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
     fsdpc__acct(e, FSDPC_MEM_COMM, (int64_t)e->max_grad_shard * 2);
   /* the global grad norm sums on the device and downloads once */
   if ((e->dnorm = fsdpc__arena_at(e, e->mp.dnorm)))
-    fsdpc__acct(e, FSDPC_MEM_OTHER, (int64_t)sizeof(double));
+    fsdpc__acct(e, FSDPC_MEM_OTHER, (int64_t)fsdpc__mp_dnorm_bytes(&e->x, e->n_units));
   for (int k = 0; k < 2; k++) /* offload_optim's state buffers */
     if ((e->sbuf[k] = fsdpc__arena_at(e, e->mp.sbuf[k])))
       fsdpc__acct(e, FSDPC_MEM_OPTIM, (int64_t)e->sbuf_bytes);
@@ -240,6 +247,14 @@ fsdpc_status fsdpc__engine_create(const fsdpc_run_plan *p, const fsdpc_engine_en
                  e->lp_units, e->n_units, (double)e->lp_bytes / 1048576.0,
                  fsdpc__optim_writes_bf16(e) ? " in its own pass" : " (one cast after it)",
                  e->S == 1 ? " (world of one shard: no gather at all)" : "");
+    uint64_t gb = 0; /* the grad shards in_bwd does not keep */
+    for (int u = 0; u < e->n_units; u++)
+      gb += e->units[u].frozen ? 0 : e->units[u].shard_numel * sizeof(float);
+    if (e->x.in_bwd)
+      FSDPC_LOGI("fsdp: optim.in_backward: each unit's optimizer update runs in the backward once "
+                 "its gradients are reduced; no persistent grad shards (%.1f MiB less), the "
+                 "logged grad_norm is the unclipped norm of the units' sums",
+                 (double)gb / 1048576.0);
     if (e->reduce_bf16)
       FSDPC_LOGI("fsdp: gradients reduced in bf16 (reduce-scatter%s), accumulated in fp32",
                  e->dist->replica_size > 1 ? " and replica all-reduce" : "");
@@ -360,7 +375,7 @@ void fsdpc__engine_bytes(const fsdpc_engine *e, fsdpc_engine_bytes *out) {
       continue;
     }
     out->params += sb;
-    out->grads += e->inference ? 0 : sb;
+    out->grads += e->inference || e->x.in_bwd ? 0 : sb;
     out->optim += fsdpc__state_bytes(e, &e->units[u]);
     if (e->units[u].flat_numel * 4 > out->max_unit_full)
       out->max_unit_full = e->units[u].flat_numel * 4;

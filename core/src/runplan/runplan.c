@@ -60,6 +60,44 @@ fsdpc_status fsdpc__run_shard_size(fsdpc_strategy strategy, const fsdpc_run_worl
   return FSDPC_OK;
 }
 
+/* optim.in_backward updates unit u as soon as its gradients are reduced,
+ * before the other units' exist: what needs every gradient first, or
+ * gradients that live past one backward, cannot be honoured (torchtune's
+ * optimizer_in_bwd refuses the same). One line each, naming the key. */
+static fsdpc_status in_bwd_check(const fsdpc_config *c, const fsdpc_run_modes *m, fsdpc_err *err) {
+  const char *what = NULL, *fix = NULL;
+  char buf[160];
+  if (c->train.max_grad_norm > 0.0) {
+    snprintf(buf, sizeof buf,
+             "clipping by the global gradient norm (train.max_grad_norm is %g) needs every "
+             "gradient before the first update",
+             c->train.max_grad_norm);
+    what = buf;
+    fix = "set train.max_grad_norm: 0";
+  } else if (m->batch.accum > 1) {
+    snprintf(buf, sizeof buf,
+             "gradient accumulation (%lld micro-batches a step) keeps gradients across "
+             "micro-batches",
+             (long long)m->batch.accum);
+    what = buf;
+    fix = "use one micro-batch a step (train.grad_accum_steps: 1 and train.global_batch_size "
+          "0 or micro_batch_size x ranks)";
+  } else if (m->cpu_offload_asked) {
+    what = "fsdp.cpu_offload keeps the gradient shards in host memory and already updates each "
+           "unit during the backward when nothing is clipped";
+    fix = "drop one of the two";
+  } else if (m->offload_optim) {
+    what = "fsdp.offload.optimizer streams the optimizer state through the step's end";
+    fix = "drop one of the two";
+  }
+  if (!what)
+    return FSDPC_OK;
+  return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                     "%s: optim.in_backward cannot be honoured: %s; %s, or set "
+                     "optim.in_backward: false",
+                     c->source, what, fix);
+}
+
 fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_variant *v,
                                       const fsdpc_run_world *w, fsdpc_run_modes *out,
                                       fsdpc_err *err) {
@@ -142,7 +180,8 @@ fsdpc_status fsdpc__run_modes_resolve(const fsdpc_config *c, const fsdpc_run_var
   out->keep_params = c->fsdp.keep_params >= 0
                          ? c->fsdp.keep_params
                          : (out->cpu_offload ? FSDPC_KEEP_FIRST : FSDPC_KEEP_NONE);
-  return FSDPC_OK;
+  out->in_bwd = c->optim.in_backward;
+  return out->in_bwd ? in_bwd_check(c, out, err) : FSDPC_OK;
 }
 
 void fsdpc__run_exec_resolve(const fsdpc_run_plan *p, const fsdpc_run_modes *m, int inference,
@@ -183,6 +222,7 @@ void fsdpc__run_exec_resolve(const fsdpc_run_plan *p, const fsdpc_run_modes *m, 
   out->param_copy = m->param_copy && out->act_size == 2;
   out->param_copy_max_bytes = m->param_copy_max_bytes > 0 ? (uint64_t)m->param_copy_max_bytes : 0;
   out->dev_norm = !cpu && !out->offload;
+  out->in_bwd = m->in_bwd && !inference;
   if (p->has_lora && p->cfg && p->cfg->quantization.method == FSDPC_QUANT_NF4) {
     out->nf4_block = (int)p->cfg->quantization.block_size;
     out->nf4_dq = p->cfg->quantization.double_quant;

@@ -83,6 +83,7 @@ typedef struct fsdpc_run_modes {
   int param_copy; /* in effect: fsdp.param_copy on a device, not offloaded */
   int64_t param_copy_max_bytes; /* fsdp.param_copy_max_mib in bytes; 0 = no cap */
   int keep_params;              /* fsdp.keep_params resolved: FSDPC_KEEP_* */
+  int in_bwd;                   /* optim.in_backward (its refusals checked) */
 } fsdpc_run_modes;
 
 /* The shard group size: FULL_SHARD / SHARD_GRAD_OP = world, NO_SHARD = 1,
@@ -138,6 +139,10 @@ typedef struct fsdpc_run_exec {
    * and double quantization (0: the base in the compute dtype). Only the
    * planner models it so far; the engine refuses it (docs/lora.md). */
   int nf4_block, nf4_dq;
+  /* optim.in_backward: each unit's update runs in the last micro-batch's
+   * backward once its gradients are reduced; its grad shard is a transient
+   * of the step program (fsdp/program.h), not a persistent buffer */
+  int in_bwd;
 } fsdpc_run_exec;
 
 enum {

@@ -56,10 +56,11 @@ cp "$G"/*.sh "$DEST/"
 mkdir -p "$DEST/lib" && cp "$G"/lib/* "$DEST/lib/"
 cp "$ROOT"/tests/gpu/*.py "$ROOT"/tests/gpu/cli_api_check.sh "$DEST/"
 cp "$ROOT"/bench/{profile_summary,timeline_summary,gap_summary,loss_gap,offload_gaps}.py \
-  "$ROOT/bench/torch_peft_lora_baseline.py" \
+  "$ROOT/bench/torch_peft_lora_baseline.py" "$ROOT/bench/torch_peft_dpo_baseline.py" \
   "$ROOT/bench/startup/make_hf_folder.py" "$ROOT/tests/train/compare_runs.py" \
   "$ROOT/tests/fixtures/check_hf_load.py" "$ROOT/tests/cuda/test_nccl.sh" \
-  "$ROOT"/configs/bench/llama3-{1b,8b}-base.yaml "$ROOT/configs/llama3-8b-lora.yaml" "$DEST/"
+  "$ROOT"/configs/bench/llama3-{1b,8b}-base.yaml "$ROOT/configs/llama3-8b-lora.yaml" \
+  "$ROOT/configs/bench/llama3-8b-dpo-lora.yaml" "$DEST/"
 cp "$ROOT/tests/fixtures/chat_templates/llama3.2-instruct/tokenizer_config.json" \
   "$DEST/llama3.2-tokenizer_config.json"
 # the HF fixtures and a tokenizer, where the tests look for them (their source dir)

@@ -71,6 +71,16 @@
 #     run, default 240), FSDPC_TIMEOUT (default 400), SKIP_FSDPC=1. Writes
 #     gpu.txt, fsdpc.log, fsdpc.metrics.jsonl, fsdpc.rank0.json, torch-<variant, +
 #     as _>.log, torch.jsonl, table.txt.
+#   bash .carry/X/speed.sh dpo   one GPU (issue 38): fsdpc DPO with LoRA
+#     (configs/bench/llama3-8b-dpo-lora.yaml: 8B shape, r 16 on the seven
+#     projections, one pair of 2048-token sequences a step, checkpointing, the
+#     reference with the adapters off) and bench/torch_peft_dpo_baseline.py
+#     (PyTorch + PEFT, TRL 0.16's DPO step in plain torch, the same shapes),
+#     then one table of tokens/s (both sequences' tokens) and peak memory.
+#     Env: STEPS (default 12, the first 4 warm-up), TORCH_COMPILE=1 (also the
+#     compiled PyTorch row), FSDPC_ARGS (overrides), TORCH_TIMEOUT (default
+#     300), FSDPC_TIMEOUT (default 400). Writes dpo-fsdpc.log,
+#     dpo-fsdpc.metrics.jsonl, dpo-torch*.log, dpo-torch.jsonl, dpo-table.txt.
 #   bash .carry/X/speed.sh startup [1b|8b|all] [hf|random|all]   launch to first
 #     step on one GPU:
 #     1. test_cuda_init_world: the device init equals the CPU init bit for bit,
@@ -86,13 +96,13 @@
 # shellcheck disable=SC2086,SC2046 # CFG*, *_ARGS, NCU, fsdpc_of's command: word lists
 usage() {
   echo "usage: speed.sh one PART... | gpus [N] | variants N SPEC... | bench [1b|8b] [N] |" \
-    "torch8b | seq8192 | lora | startup [MODELS] [INITS]" >&2
+    "torch8b | seq8192 | lora | dpo | startup [MODELS] [INITS]" >&2
   exit 2
 }
 MODE=${1:-}
 shift
 case $MODE in
-one | gpus | bench | startup) CARRY_LIBS=0 . "$(dirname "$0")/carry_env.sh" ;; # C, OUT, B, F
+one | gpus | bench | startup | dpo) CARRY_LIBS=0 . "$(dirname "$0")/carry_env.sh" ;; # C, OUT, B, F
 variants | seq8192) . "$(dirname "$0")/carry_env.sh" ;;                         # and LD_LIBRARY_PATH
 torch8b | lora) ;;                                                              # no carry needed
 *) usage ;;
@@ -556,6 +566,68 @@ if rows and rows[0]["name"] == "fsdpc LoRA" and torch_rows:
     f = rows[0]
     print(f"fsdpc vs the fastest PyTorch row ({best['name']}): {f['tok_s'] / best['tok_s']:.2f}x "
           f"tokens/s at {f['peak_gib'] / best['peak_gib']:.2f}x peak memory")
+PY
+}
+
+dpo() {
+  STEPS=${STEPS:-12}
+  local W cfg py
+  W=$(mktemp -d)
+  cfg=configs/bench/llama3-8b-dpo-lora.yaml
+  [ -f "$cfg" ] || cfg=$C/llama3-8b-dpo-lora.yaml
+  py=bench/torch_peft_dpo_baseline.py
+  [ -f "$py" ] || py=$C/torch_peft_dpo_baseline.py
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+  # 64 pairs of one 48-byte prompt and two 1999-byte completions: with the
+  # byte tokenizer's EOS each sequence is 2048 tokens, the pair 4096
+  python3 - "$W/pairs.jsonl" <<'PY'
+import json, random, sys
+g = random.Random(3)
+text = lambda n: "".join(g.choice("abcdefghijklmnopqrstuvwxyz ") for _ in range(n))
+with open(sys.argv[1], "w") as f:
+    for _ in range(64):
+        f.write(json.dumps({"prompt": text(48), "chosen": text(1999), "rejected": text(1999)}) + "\n")
+PY
+  local fs="env LD_LIBRARY_PATH=/tmp/rt:$B/lib FSDPC_PLUGIN_PATH=$B/plugins $F"
+  $fs data prepare --in "$W/pairs.jsonl" --tokenizer byte --format preference \
+    --out "$W/pairs.tok" >"$OUT/dpo-prepare.log" 2>&1 || tail -2 "$OUT/dpo-prepare.log"
+  echo "== fsdpc train $cfg"
+  # shellcheck disable=SC2086 # FSDPC_ARGS: a word list
+  timeout "${FSDPC_TIMEOUT:-400}" $fs train "$cfg" data.train="$W/pairs.tok" \
+    train.max_steps="$STEPS" log.dir="$W/run" ${FSDPC_ARGS:-} >"$OUT/dpo-fsdpc.log" 2>&1
+  echo "fsdpc exit $?: $(grep -m1 -E 'error|pairs' "$OUT/dpo-fsdpc.log")"
+  cp "$W/run/metrics.jsonl" "$OUT/dpo-fsdpc.metrics.jsonl" 2>/dev/null
+  : >"$OUT/dpo-torch.jsonl"
+  local v
+  for v in plain ${TORCH_COMPILE:+compile}; do
+    echo "== torch $v"
+    PYTHONUNBUFFERED=1 timeout "${TORCH_TIMEOUT:-300}" python3 "$py" --steps "$STEPS" \
+      $([ "$v" = compile ] && echo --compile) --out "$OUT/dpo-torch.jsonl" \
+      >"$OUT/dpo-torch-$v.log" 2>&1
+    echo "torch $v exit $?: $(grep -m1 -E 'Error|RESULT' "$OUT/dpo-torch-$v.log" | cut -c1-200)"
+  done
+  python3 - "$OUT" <<'PY' | tee "$OUT/dpo-table.txt"
+import json, statistics, sys
+out = sys.argv[1]
+rows = []
+try:
+    m = [r for r in map(json.loads, open(f"{out}/dpo-fsdpc.metrics.jsonl")) if "step" in r]
+    med = statistics.median(r["step_s"] for r in m if r["step"] > 4)
+    rows.append(dict(name="fsdpc DPO LoRA", step_s=med, tok_s=4096 / med,
+                     peak=max(r["peak_bytes"] for r in m) / 2**30, loss=m[-1]["loss"]))
+except Exception as e:
+    print(f"fsdpc: no metrics ({e})")
+for r in map(json.loads, open(f"{out}/dpo-torch.jsonl")):
+    rows.append(dict(name="torch+PEFT DPO" + (" compile" if r["compile"] else ""),
+                     step_s=r["step_s"], tok_s=r["tok_s_gpu"], peak=r["peak_alloc_gib"],
+                     loss=r["loss"]))
+print(f"{'run':28} {'step s':>8} {'tokens/s':>9} {'peak GiB':>9} {'last loss':>9}")
+for r in rows:
+    print(f"{r['name']:28} {r['step_s']:8.3f} {r['tok_s']:9.0f} {r['peak']:9.2f} {r['loss']:9.4f}")
+if rows and rows[0]["name"].startswith("fsdpc") and len(rows) > 1:
+    best = max(rows[1:], key=lambda r: r["tok_s"])
+    print(f"fsdpc vs {best['name']}: {rows[0]['tok_s'] / best['tok_s']:.2f}x tokens/s at "
+          f"{rows[0]['peak'] / best['peak']:.2f}x peak memory")
 PY
 }
 

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The CUDA test binaries on the GPU host, from a carry made by carry.sh
 # (builds nothing there). Logs go to $OUT (or /tmp/out).
-#   bash .carry/X/tests.sh cuda [PART...]   PARTS: ops optim attention (the default)
+#   bash .carry/X/tests.sh cuda [PART...]   PARTS: ops xent optim attention (the default)
 #        sanitize (compute-sanitizer memcheck of ops and attention) nccl nccl-cold
 #        (tests/cuda/test_nccl.sh on 2 GPUs) bench bench-ew (fsdpc_bench_cuda,
 #        fsdpc_bench_ew); a "=== NAME: exit X (ms)" line each, exit 1 if one fails
@@ -40,10 +40,11 @@ cuda() { # PART...
     echo "=== $name: exit $r ($((($(date +%s%N) - t0) / 1000000)) ms)"
     [ $r -eq 0 ] || rc=1
   }
-  for what in "${@:-ops optim attention}"; do
+  for what in "${@:-ops xent optim attention}"; do
     for w in $what; do
       case $w in
       ops) run ops "$B/bin/test_cuda_ops" ;;
+      xent) run xent "$B/bin/test_cuda_xent" ;;
       optim) run optim "$B/bin/test_cuda_optim" ;;
       attention) run attention "$B/bin/test_cuda_attention" ;;
       sanitize)

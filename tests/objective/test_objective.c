@@ -5,13 +5,16 @@
  * here from TRL's formulas (log sigmoid by its definition, no shared code
  * with the plugin), each gradient against central finite differences of
  * the plugin's own loss, the metrics against their definitions, and a
- * batch split into two calls (two micro-batches or ranks) against one. */
+ * batch split into two calls (two micro-batches or ranks) against one;
+ * dpo, ipo and hinge also with objective.options.rpo_alpha (TRL's RPO: the
+ * chosen's NLL added) and its refusal below 0. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/opts.h"
 #include "plugin/registry.h"
 
 typedef struct loaded {
@@ -19,9 +22,19 @@ typedef struct loaded {
   const fsdpc_component *c;
   const fsdpc_objective_v1 *v;
   fsdpc_objective *obj;
+  fsdpc_opts *opts;
 } loaded;
 
-static loaded load(const char *name, double beta, double ls, double gamma) {
+/* The component's options with rpo_alpha set (validated as the host does);
+ * returns the validation's status. */
+static fsdpc_status rpo_opts(loaded *l, const char *alpha, fsdpc_err *err) {
+  ck_assert_int_eq(fsdpc__opts_create("objective.options", &l->opts, err), FSDPC_OK);
+  ck_assert_int_eq(fsdpc__opts_add(l->opts, "rpo_alpha", alpha, "test.yaml", 1, 1, err), FSDPC_OK);
+  return fsdpc__opts_validate(l->opts, l->c->desc->options, l->c->desc->n_options,
+                              "objective 'dpo'", err);
+}
+
+static loaded load_rpo(const char *name, double beta, double ls, double gamma, const char *rpo) {
   static const char *const dirs[] = {FSDPC_PLUGIN_DIR_FOR_TEST};
   loaded l = {0};
   fsdpc_err err;
@@ -33,7 +46,10 @@ static loaded load(const char *name, double beta, double ls, double gamma) {
                     FSDPC_OK,
                 "%s", err.msg);
   l.v = l.c->vtable;
+  if (rpo)
+    ck_assert_msg(rpo_opts(&l, rpo, &err) == FSDPC_OK, "%s", err.msg);
   fsdpc_objective_init in = {.struct_size = sizeof in,
+                             .opts = l.opts,
                              .host = l.c->host,
                              .beta = beta,
                              .label_smoothing = ls,
@@ -42,8 +58,13 @@ static loaded load(const char *name, double beta, double ls, double gamma) {
   return l;
 }
 
+static loaded load(const char *name, double beta, double ls, double gamma) {
+  return load_rpo(name, beta, ls, gamma, NULL);
+}
+
 static void unload(loaded *l) {
   l->v->destroy(l->obj);
+  fsdpc__opts_destroy(l->opts);
   fsdpc__registry_destroy(l->reg);
 }
 
@@ -79,13 +100,15 @@ END_TEST
 typedef struct case_ {
   const char *name;
   double beta, ls, gamma;
+  const char *rpo; /* objective.options.rpo_alpha, or NULL */
 } case_;
 
 static const case_ cases[] = {
-    {"dpo", 0.1, 0.0, 0.0},   {"dpo", 0.5, 0.2, 0.0},   {"ipo", 0.1, 0.0, 0.0},
-    {"ipo", 0.7, 0.0, 0.0},   {"hinge", 0.1, 0.0, 0.0}, {"hinge", 2.0, 0.0, 0.0},
-    {"simpo", 2.0, 0.0, 0.5}, {"simpo", 2.5, 0.1, 1.2}, {"orpo", 0.1, 0.0, 0.0},
-    {"orpo", 1.0, 0.0, 0.0},
+    {"dpo", 0.1, 0.0, 0.0, NULL},   {"dpo", 0.5, 0.2, 0.0, NULL},    {"ipo", 0.1, 0.0, 0.0, NULL},
+    {"ipo", 0.7, 0.0, 0.0, NULL},   {"hinge", 0.1, 0.0, 0.0, NULL},  {"hinge", 2.0, 0.0, 0.0, NULL},
+    {"simpo", 2.0, 0.0, 0.5, NULL}, {"simpo", 2.5, 0.1, 1.2, NULL},  {"orpo", 0.1, 0.0, 0.0, NULL},
+    {"orpo", 1.0, 0.0, 0.0, NULL},  {"dpo", 0.1, 0.0, 0.0, "1.0"},   {"dpo", 0.5, 0.2, 0.0, "0.25"},
+    {"ipo", 0.7, 0.0, 0.0, "2"},    {"hinge", 2.0, 0.0, 0.0, "0.5"},
 };
 
 static double lsig(double x) {
@@ -153,6 +176,12 @@ static double direct_loss(const case_ *k, const batch *b, double rc[NP], double 
   total /= NP;
   if (!strcmp(k->name, "orpo"))
     total += nll / (double)chosen_tokens(b);
+  if (k->rpo) { /* TRL's rpo_alpha * nll_loss: the chosen's mean token NLL */
+    double c = 0.0;
+    for (int i = 0; i < NP; i++)
+      c -= b->logps[2 * i];
+    total += atof(k->rpo) * c / (double)chosen_tokens(b);
+  }
   return total;
 }
 
@@ -182,7 +211,7 @@ static int metric_index(loaded *l, const char *name) {
 
 START_TEST(preference_loss_gradient_metrics) {
   const case_ *k = &cases[_i];
-  loaded l = load(k->name, k->beta, k->ls, k->gamma);
+  loaded l = load_rpo(k->name, k->beta, k->ls, k->gamma, k->rpo);
   ck_assert_int_eq(l.v->input, FSDPC_OBJ_INPUT_SEQ_LOGPS);
   ck_assert_int_eq(l.v->needs_ref, !strcmp(k->name, "simpo") || !strcmp(k->name, "orpo") ? 0 : 1);
   batch b = make_batch();
@@ -213,6 +242,16 @@ START_TEST(preference_loss_gradient_metrics) {
   ck_assert_double_eq(m[metric_index(&l, "rewards/accuracies")], acc);
   ck_assert_double_eq_tol(m[metric_index(&l, "rewards/margins")], margin, 1e-12);
   ck_assert(acc > 0 && acc < NP); /* the batch has both outcomes */
+  int has_nll = 0;
+  for (uint32_t i = 0; i < l.v->n_metrics(l.obj); i++)
+    has_nll |= !strcmp(l.v->metric_name(l.obj, i), "nll_loss");
+  ck_assert_int_eq(has_nll, k->rpo != NULL || !strcmp(k->name, "orpo"));
+  if (k->rpo) { /* the NLL metric: the chosen's mean token NLL, times the step's pairs */
+    double c = 0.0;
+    for (int i = 0; i < NP; i++)
+      c -= b.logps[2 * i];
+    ck_assert_double_eq_tol(m[metric_index(&l, "nll_loss")], c / chosen_tokens(&b) * NP, 1e-12);
+  }
   /* two calls of two pairs each (two micro-batches or ranks) add up to one */
   double d2[2 * NP], m2[16] = {0};
   double split = plugin_loss(&l, &b, 0, NP, d2, m2) + plugin_loss(&l, &b, NP, 2 * NP, d2 + NP, m2);
@@ -248,6 +287,9 @@ START_TEST(preference_refuses_bad_batches) {
   fsdpc_objective *bad = NULL;
   fsdpc_objective_init init = {.struct_size = sizeof init, .host = l.c->host, .beta = 0.0};
   ck_assert_int_eq(l.v->create(&init, &bad), FSDPC_INVALID_USAGE);
+  /* rpo_alpha below 0: the option's range refuses it in one line */
+  ck_assert_int_eq(rpo_opts(&l, "-1", &err), FSDPC_INVALID_USAGE);
+  ck_assert_msg(strstr(err.msg, "rpo_alpha") && !strchr(err.msg, '\n'), "%s", err.msg);
   unload(&l);
 }
 END_TEST

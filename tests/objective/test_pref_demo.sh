@@ -3,7 +3,11 @@
 # "DPO after SFT"). SFT answers "Q: <word>\nA:" with " yes" 70% and " no"
 # 30% of the time, so its greedy answer is " yes" (checked on 20 words seen
 # by neither run); DPO with LoRA on pairs of other words preferring " no"
-# to " yes" must turn that around. Held out: DPO trains for less than an
+# to " yes" must turn that around. DPO runs with TRL's beta 0.1 and RPO's
+# NLL term (objective.options.rpo_alpha 1): without it the tiny model lowers
+# both answers' log-probs together (DPO's displacement) and its greedy
+# answers degenerate (0 of 20 right in every seed tried), though the reward
+# accuracy reaches 1. Held out: DPO trains for less than an
 # epoch and each step's metrics come from its forward before its update, so
 # the last steps' rewards/accuracies are measured on pairs never trained on:
 # their mean must pass 0.9; and the trained model's greedy answers
@@ -44,9 +48,10 @@ run sft data.train="$TMP/sft.tok" data.seq_len=16 data.eval_fraction=0 train.eva
 [ -f "$TMP/sft/ck/final/config.json" ] || fail "sft: no final HF folder"
 # DPO: LoRA on the SFT model (its reference: the same model, adapters off)
 run dpo model.from="$TMP/sft/ck/final" data.train="$TMP/dpo.tok" data.seq_len=32 \
-  data.eval_fraction=0 train.eval_every=0 objective.name=dpo objective.beta=2.0 \
-  peft.method=lora peft.r=8 peft.alpha=16 optim.lr=1e-3 optim.weight_decay=0 \
-  train.max_steps=100 train.global_batch_size=16 train.micro_batch_size=8 \
+  data.eval_fraction=0 train.eval_every=0 objective.name=dpo objective.beta=0.1 \
+  objective.options.rpo_alpha=1.0 peft.method=lora peft.r=8 peft.alpha=16 \
+  peft.target_modules=[all-linear] optim.lr=2e-3 optim.weight_decay=0 \
+  train.max_steps=110 train.global_batch_size=16 train.micro_batch_size=8 \
   train.generate_tokens=4 "$(cat "$TMP/held.txt.yaml")" || fail "dpo"
 python3 - "$TMP" <<'EOF' || fail "DPO did not move the preference"
 import json, re, sys

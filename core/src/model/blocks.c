@@ -62,11 +62,15 @@ static fsdpc_status head_work(fsdpc_model_ctx *m, const void *norm_w, const void
   FSDPC_TRY(fsdpc__model_norm_fwd(m->ops, s, m->xn, m->rstdf, x, norm_w, N, C, err));
   if (s->logits_div != 1.0f)
     OP(scale, m->xn, (size_t)N * C, 1.0f / s->logits_div, err);
-  if (m->row_loss && (!m->ops->lmhead_xent_rows || s->logit_softcap > 0.0f))
+  if (m->row_loss && !m->ops->lmhead_xent_rows)
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                        "objectives on sequence log-probs need a per-token cross-entropy "
-                       "(lmhead_xent_rows) without final logit soft-capping: train them on the "
-                       "CPU, on a model without final_logit_softcapping");
+                       "(lmhead_xent_rows), which this device lacks: train them on the CPU or "
+                       "CUDA");
+  if (m->row_loss && s->logit_softcap > 0.0f)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "objectives on sequence log-probs do not soft-cap the final logits yet: "
+                       "train them on a model without final_logit_softcapping");
   if (m->row_loss)
     OP(lmhead_xent_rows, m->loss2, m->row_loss, bwd ? m->row_seed : NULL, bwd ? m->dtmp : NULL,
        bwd ? dhead_w : NULL, m->xn, head_w, m->labels, N, C, s->V, m->chunk_rows, m->logits_bf16,

@@ -245,11 +245,13 @@ typedef struct fsdpc_ops {
                                  const void *dout, const void *inp, const void *weight, int N,
                                  int C, int OC, void *scratch, size_t scratch_bytes,
                                  fsdpc_err *err);
-  /* (optional: NULL on CUDA for now, which refuses sequence objectives)
-   * lmhead_xent for objectives on sequence log-probs: row r's gradient is
-   * row_seed[r] * (softmax - onehot) (host memory, N; NULL: the forward
-   * only, dx and dweight untouched); row_loss (host memory, N) gets each
-   * row's -log p(label), 0 for an ignored row; out2 as lmhead_xent's. */
+  /* (optional: NULL where a device lacks it, and the head refuses
+   * sequence objectives) lmhead_xent for objectives on sequence log-probs:
+   * row r's gradient is row_seed[r] * (softmax - onehot) (host memory, N;
+   * NULL: the forward only, dx and dweight untouched); row_loss (host
+   * memory, N) gets each row's -log p(label), 0 for an ignored row; out2 as
+   * lmhead_xent's. On CUDA the seeds go up and the losses come down with a
+   * sync of the compute stream. */
   fsdpc_status (*lmhead_xent_rows)(void *ctx, double *out2, double *row_loss, const float *row_seed,
                                    void *dx, float *dweight, const void *x, const void *weight,
                                    const int32_t *labels, int N, int C, int V, int chunk_rows,

@@ -53,16 +53,11 @@ static fsdpc_status metric_names(fsdpc_train_objective *o, fsdpc_err *err) {
 }
 
 /* What the step loop for sequence log-probs supports (docs/objectives.md,
- * 'Status'): the CPU, and a reference from LoRA's base or precomputed. */
+ * 'Status'): a reference from LoRA's base or precomputed, on any device
+ * whose ops table has lmhead_xent_rows (the head refuses the others). */
 static fsdpc_status seq_supported(const fsdpc_config *cfg, fsdpc_train_objective *o,
                                   const char *who, fsdpc_err *err) {
   const fsdpc_objective_v1 *v = o->comp->vtable;
-  if (cfg->train.device != FSDPC_DEVICE_CPU)
-    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "objective.name: %s trains on sequence log-probs, which this fsdpc "
-                       "computes on the CPU only so far (train.device: cpu; docs/objectives.md, "
-                       "'Status')",
-                       who);
   o->seq = 1;
   o->needs_ref = v->needs_ref != 0;
   o->precompute = o->needs_ref && cfg->objective.reference == FSDPC_OBJ_REF_PRECOMPUTE;

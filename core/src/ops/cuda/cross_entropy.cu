@@ -11,6 +11,15 @@
  * grad_overwrite is on). At the end one block adds the per-row losses in a
  * fixed order into fp64.
  *
+ * Two variants share the kernel: soft-capped logits (Gemma 2's final
+ * softcap c: each logit z becomes c tanh(z / c) in fp32 before the
+ * softmax, after the bf16 rounding, and the gradient is multiplied by
+ * 1 - (capped / c)^2, as ops/cpu does) and per-row seeds (sequence
+ * objectives: row r's gradient is seed[r] * (softmax - onehot), and each
+ * row's loss goes back to the host). The seeds travel in the per-row loss
+ * slots: a row's block reads its seed before its barrier and writes its
+ * loss after it.
+ *
  * Scratch layout, each part 256-byte aligned: fp32 logits (R, V) | dlogits
  * bf16 (R, V) | loss fp32 (N); with bf16 logits the gradient overwrites
  * them in place: logits = dlogits bf16 (R, V) | loss fp32 (N). */
@@ -113,10 +122,12 @@ static __device__ __forceinline__ float logit_f(bf16 x) {
 /* The gradient of W logits f starting at column c0: grad_scale * (softmax -
  * onehot); the thread whose vector holds the label also writes the row's
  * loss (from its own registers: with bf16 logits the gradient overwrites the
- * row in place, so nobody reads the label's logit from memory afterwards). */
-template <int W>
+ * row in place, so nobody reads the label's logit from memory afterwards).
+ * CAP: f holds soft-capped logits, and the gradient gets d(capped)/dz. */
+template <int W, bool CAP>
 static __device__ __forceinline__ void grad_of(float g[W], const float f[W], int c0, int label,
-                                               float lse, float grad_scale, float *loss) {
+                                               float lse, float grad_scale, float softcap,
+                                               float *loss) {
 #pragma unroll
   for (int j = 0; j < W; j++) {
     g[j] = grad_scale * __expf(f[j] - lse);
@@ -124,22 +135,41 @@ static __device__ __forceinline__ void grad_of(float g[W], const float f[W], int
       g[j] -= grad_scale;
       *loss = lse - f[j];
     }
+    if (CAP) {
+      const float t = f[j] / softcap;
+      g[j] *= 1.0f - t * t;
+    }
   }
+}
+
+/* The W logits of one vector, soft-capped as transformers does: divide,
+ * tanh, multiply, in fp32. */
+template <int W, bool CAP>
+static __device__ __forceinline__ void cap_of(float f[W], float softcap) {
+  if (CAP)
+#pragma unroll
+    for (int j = 0; j < W; j++)
+      f[j] = tanhf(f[j] / softcap) * softcap;
 }
 
 /* One block per row of the chunk: two passes over the row (the kernel is
  * bound by them). When V is a multiple of W (rows then start 16-byte
  * aligned) the logits move 16 bytes at a time. dlogits may alias logits
- * (bf16): each vector is read, then overwritten, by the same thread. */
-template <typename T>
+ * (bf16): each vector is read, then overwritten, by the same thread.
+ * seeded: row_loss[r] holds the row's seed on entry (instead of grad_scale),
+ * read by every thread before the barrier in lse_block. */
+template <typename T, bool CAP>
 static __global__ void xent_row_kernel(float *row_loss, // (R) this chunk's slice of (N)
                                        bf16 *dlogits,   // (R, V) or NULL
                                        const T *logits, // (R, V)
-                                       const int32_t *labels, int V, float grad_scale) {
+                                       const int32_t *labels, int V, float grad_scale, int seeded,
+                                       float softcap) {
   typedef XVec<T> X;
   constexpr int W = X::W;
   __shared__ float2 sh[32];
   const int r = blockIdx.x, label = labels[r];
+  if (seeded)
+    grad_scale = row_loss[r];
   const T *row = logits + (size_t)r * V;
   bf16 *drow = dlogits ? dlogits + (size_t)r * V : NULL;
   const int vec = V % W == 0, VV = vec ? V / W : 0;
@@ -156,12 +186,16 @@ static __global__ void xent_row_kernel(float *row_loss, // (R) this chunk's slic
   for (int i = threadIdx.x; i < VV; i += blockDim.x) {
     float f[W];
     X::unpack(rowv[i], f);
+    cap_of<W, CAP>(f, softcap);
 #pragma unroll
     for (int j = 0; j < W; j++)
       lse_push(m, s, f[j]);
   }
-  for (int v = VV * W + threadIdx.x; v < V; v += blockDim.x)
-    lse_push(m, s, logit_f(row[v]));
+  for (int v = VV * W + threadIdx.x; v < V; v += blockDim.x) {
+    float f[1] = {logit_f(row[v])};
+    cap_of<1, CAP>(f, softcap);
+    lse_push(m, s, f[0]);
+  }
   lse_block(m, s, sh);
   const float lse = m + logf(s);
   /* The label's thread writes the loss (evaluation too: the same code gives
@@ -171,14 +205,16 @@ static __global__ void xent_row_kernel(float *row_loss, // (R) this chunk's slic
   for (int i = threadIdx.x; i < VV; i += blockDim.x) {
     float f[W], g[W];
     X::unpack(rowv[i], f);
-    grad_of<W>(g, f, W * i, label, lse, grad_scale, &loss);
+    cap_of<W, CAP>(f, softcap);
+    grad_of<W, CAP>(g, f, W * i, label, lse, grad_scale, softcap, &loss);
     mine |= label >= W * i && label < W * i + W;
     if (drow)
       ((typename X::G *)drow)[i] = X::pack_grad(g);
   }
   for (int v = VV * W + threadIdx.x; v < V; v += blockDim.x) {
     float f[1] = {logit_f(row[v])}, g[1];
-    grad_of<1>(g, f, v, label, lse, grad_scale, &loss);
+    cap_of<1, CAP>(f, softcap);
+    grad_of<1, CAP>(g, f, v, label, lse, grad_scale, softcap, &loss);
     mine |= v == label;
     if (drow)
       drow[v] = __float2bfloat16(g[0]);
@@ -220,12 +256,17 @@ static __global__ void xent_total_kernel(double *out2, const float *row_loss, co
   }
 }
 
+/* The row kernel of one chunk; softcap > 0 soft-caps the logits. */
 template <typename T>
 static fsdpc_status launch_xent_rows(fsdpc_cuda_ctx *ctx, float *row_loss, bf16 *dlogits,
                                      const T *logits, const int32_t *labels, int R, int V,
-                                     float grad_scale, fsdpc_err *err) {
-  xent_row_kernel<T>
-      <<<R, XENT_THREADS, 0, ctx->compute>>>(row_loss, dlogits, logits, labels, V, grad_scale);
+                                     float grad_scale, int seeded, float softcap, fsdpc_err *err) {
+  if (softcap > 0.0f)
+    xent_row_kernel<T, true><<<R, XENT_THREADS, 0, ctx->compute>>>(
+        row_loss, dlogits, logits, labels, V, grad_scale, seeded, softcap);
+  else
+    xent_row_kernel<T, false><<<R, XENT_THREADS, 0, ctx->compute>>>(
+        row_loss, dlogits, logits, labels, V, grad_scale, seeded, 0.0f);
   FSDPC_CUDA_LAUNCHED(err, "lmhead_xent (softmax)");
   return FSDPC_OK;
 }
@@ -237,34 +278,58 @@ static fsdpc_status launch_xent_total(fsdpc_cuda_ctx *ctx, double *out2, const f
   return FSDPC_OK;
 }
 
-extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out2, fsdpc_bf16 *dx_,
-                                                float *dweight, const fsdpc_bf16 *x_,
-                                                const fsdpc_bf16 *weight_, const int32_t *labels,
-                                                int N, int C, int V, float grad_scale,
-                                                int chunk_rows, int logits_bf16, void *scratch,
-                                                size_t scratch_bytes, fsdpc_err *err) {
-  if (!out2 || !x_ || !weight_ || !labels || !scratch)
+/* What one call computes besides the mean-loss op: soft-capped logits
+ * (softcap > 0), per-row seeds (host, N) and per-row losses back to the host
+ * (N, as double). */
+typedef struct {
+  float softcap;
+  const float *row_seed_h;
+  double *row_loss_h;
+  const char *who;
+} xent_variant;
+
+/* The row losses of the device's fp32 slots into the host's doubles: the
+ * floats land in the first half of the doubles' bytes, then widen in place
+ * from the last row down (double i covers floats 2i and 2i + 1, both read
+ * already; row 0 reads its float before writing). */
+static fsdpc_status row_losses_down(fsdpc_cuda_ctx *ctx, double *row_loss_h, const float *row_loss,
+                                    int N, fsdpc_err *err) {
+  FSDPC_TRY(fsdpc__cuda_d2h(ctx, row_loss_h, row_loss, (size_t)N * sizeof(float), err));
+  const float *f = (const float *)row_loss_h;
+  for (int i = N - 1; i >= 0; i--) {
+    const float v = f[i];
+    row_loss_h[i] = (double)v;
+  }
+  return FSDPC_OK;
+}
+
+static fsdpc_status xent_run(fsdpc_cuda_ctx *ctx, double *out2, bf16 *dx, float *dweight,
+                             const bf16 *x, const bf16 *weight, const int32_t *labels, int N, int C,
+                             int V, float grad_scale, int chunk_rows, int logits_bf16,
+                             void *scratch, size_t scratch_bytes, const xent_variant *k,
+                             fsdpc_err *err) {
+  if (!out2 || !x || !weight || !labels || !scratch)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "cuda lmhead_xent: out2, x, weight, labels or scratch is NULL");
+                       "cuda %s: out2, x, weight, labels or scratch is NULL", k->who);
   if (N < 0 || C < 1 || V < 1 || chunk_rows < 1)
-    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "cuda lmhead_xent: bad shape N=%d C=%d V=%d chunk_rows=%d", N, C, V,
-                       chunk_rows);
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda %s: bad shape N=%d C=%d V=%d chunk_rows=%d",
+                       k->who, N, C, V, chunk_rows);
   const size_t need = fsdpc__cuda_lmhead_xent_scratch_bytes(N, V, chunk_rows, logits_bf16);
   if (scratch_bytes < need)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "cuda lmhead_xent: scratch of %zu bytes < %zu needed for N=%d V=%d "
+                       "cuda %s: scratch of %zu bytes < %zu needed for N=%d V=%d "
                        "chunk_rows=%d",
-                       scratch_bytes, need, N, V, chunk_rows);
+                       k->who, scratch_bytes, need, N, V, chunk_rows);
   const int Rmax = chunk_rows < N ? chunk_rows : (N > 0 ? N : 1);
   float *logits = (float *)scratch; /* fp32 logits, or (bf16) dlogits */
   bf16 *dlogits = logits_bf16
                       ? (bf16 *)scratch
                       : (bf16 *)((char *)scratch + align256((size_t)Rmax * V * sizeof(float)));
   float *row_loss = (float *)((char *)dlogits + align256((size_t)Rmax * V * sizeof(bf16)));
-  const bf16 *x = (const bf16 *)x_, *weight = (const bf16 *)weight_;
-  bf16 *dx = (bf16 *)dx_;
-  const int want_grad = dx != NULL || dweight != NULL;
+  const int want_grad = dx != NULL || dweight != NULL, seeded = k->row_seed_h != NULL;
+  if (seeded && want_grad) /* the seeds ride in the loss slots (the row kernel) */
+    FSDPC_TRY(fsdpc__cuda_h2d(ctx, row_loss, k->row_seed_h, (size_t)N * sizeof(float), err));
+  const int seed_rows = seeded && want_grad;
   for (int r0 = 0; r0 < N; r0 += chunk_rows) {
     const int R = N - r0 < chunk_rows ? N - r0 : chunk_rows;
     const bf16 *xc = x + (size_t)r0 * C;
@@ -272,12 +337,14 @@ extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out
       FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 1, 0, V, R, C, weight, C, xc, C, NULL, dlogits, V,
                                     CUDA_R_16BF, 1.0f, 0.0f, "lmhead_xent (logits)", err));
       FSDPC_TRY(launch_xent_rows(ctx, row_loss + r0, want_grad ? dlogits : NULL,
-                                 (const bf16 *)dlogits, labels + r0, R, V, grad_scale, err));
+                                 (const bf16 *)dlogits, labels + r0, R, V, grad_scale, seed_rows,
+                                 k->softcap, err));
     } else {
       FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 1, 0, V, R, C, weight, C, xc, C, NULL, logits, V,
                                     CUDA_R_32F, 1.0f, 0.0f, "lmhead_xent (logits)", err));
       FSDPC_TRY(launch_xent_rows(ctx, row_loss + r0, want_grad ? dlogits : NULL,
-                                 (const float *)logits, labels + r0, R, V, grad_scale, err));
+                                 (const float *)logits, labels + r0, R, V, grad_scale, seed_rows,
+                                 k->softcap, err));
     }
     if (dx)
       FSDPC_TRY(fsdpc__cuda_lt_gemm(ctx, 0, 0, C, R, V, weight, C, dlogits, V, NULL,
@@ -289,5 +356,47 @@ extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out
                                     dweight, C, CUDA_R_32F, 1.0f, ow ? 0.0f : 1.0f,
                                     "lmhead_xent (dweight)", err));
   }
-  return launch_xent_total(ctx, out2, row_loss, labels, N, V, err);
+  FSDPC_TRY(launch_xent_total(ctx, out2, row_loss, labels, N, V, err));
+  return k->row_loss_h ? row_losses_down(ctx, k->row_loss_h, row_loss, N, err) : FSDPC_OK;
+}
+
+extern "C" fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx, double *out2, fsdpc_bf16 *dx,
+                                                float *dweight, const fsdpc_bf16 *x,
+                                                const fsdpc_bf16 *weight, const int32_t *labels,
+                                                int N, int C, int V, float grad_scale,
+                                                int chunk_rows, int logits_bf16, void *scratch,
+                                                size_t scratch_bytes, fsdpc_err *err) {
+  const xent_variant k = {0.0f, NULL, NULL, "lmhead_xent"};
+  return xent_run(ctx, out2, (bf16 *)dx, dweight, (const bf16 *)x, (const bf16 *)weight, labels, N,
+                  C, V, grad_scale, chunk_rows, logits_bf16, scratch, scratch_bytes, &k, err);
+}
+
+extern "C" fsdpc_status
+fsdpc__cuda_lmhead_xent_capped(fsdpc_cuda_ctx *ctx, double *out2, fsdpc_bf16 *dx, float *dweight,
+                               const fsdpc_bf16 *x, const fsdpc_bf16 *weight, const int32_t *labels,
+                               int N, int C, int V, float grad_scale, int chunk_rows,
+                               int logits_bf16, float softcap, void *scratch, size_t scratch_bytes,
+                               fsdpc_err *err) {
+  if (!(softcap > 0.0f))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "cuda lmhead_xent_capped: softcap %g must be > 0 (the uncapped head is "
+                       "lmhead_xent)",
+                       (double)softcap);
+  const xent_variant k = {softcap, NULL, NULL, "lmhead_xent_capped"};
+  return xent_run(ctx, out2, (bf16 *)dx, dweight, (const bf16 *)x, (const bf16 *)weight, labels, N,
+                  C, V, grad_scale, chunk_rows, logits_bf16, scratch, scratch_bytes, &k, err);
+}
+
+extern "C" fsdpc_status fsdpc__cuda_lmhead_xent_rows(fsdpc_cuda_ctx *ctx, double *out2,
+                                                     double *row_loss, const float *row_seed,
+                                                     fsdpc_bf16 *dx, float *dweight,
+                                                     const fsdpc_bf16 *x, const fsdpc_bf16 *weight,
+                                                     const int32_t *labels, int N, int C, int V,
+                                                     int chunk_rows, int logits_bf16, void *scratch,
+                                                     size_t scratch_bytes, fsdpc_err *err) {
+  const xent_variant k = {0.0f, row_seed, row_loss, "lmhead_xent_rows"};
+  const int bwd = row_seed != NULL; /* no seeds: the forward only, as the CPU's */
+  return xent_run(ctx, out2, bwd ? (bf16 *)dx : NULL, bwd ? dweight : NULL, (const bf16 *)x,
+                  (const bf16 *)weight, labels, N, C, V, 0.0f, chunk_rows, logits_bf16, scratch,
+                  scratch_bytes, &k, err);
 }

@@ -266,6 +266,25 @@ fsdpc_status fsdpc__cuda_lmhead_xent(fsdpc_cuda_ctx *ctx,
                                      int N, int C, int V, float grad_scale, int chunk_rows,
                                      int logits_bf16, void *scratch, size_t scratch_bytes,
                                      fsdpc_err *err);
+/* lmhead_xent on Gemma 2's soft-capped logits softcap * tanh(logits /
+ * softcap) (softcap > 0), the twin of fsdpc__cpu_lmhead_xent_capped. */
+fsdpc_status fsdpc__cuda_lmhead_xent_capped(fsdpc_cuda_ctx *ctx, double *out2, fsdpc_bf16 *dx,
+                                            float *dweight, const fsdpc_bf16 *x,
+                                            const fsdpc_bf16 *weight, const int32_t *labels, int N,
+                                            int C, int V, float grad_scale, int chunk_rows,
+                                            int logits_bf16, float softcap, void *scratch,
+                                            size_t scratch_bytes, fsdpc_err *err);
+/* lmhead_xent for sequence objectives, the twin of fsdpc__cpu_lmhead_xent_rows:
+ * row r's gradient is row_seed[r] * (softmax - onehot) (HOST memory, N;
+ * NULL: the forward only, dx and dweight untouched); row_loss (HOST
+ * memory, N) gets each row's -log p(label), 0 for an ignored row, after a
+ * sync of the compute stream; out2 as lmhead_xent's. */
+fsdpc_status fsdpc__cuda_lmhead_xent_rows(fsdpc_cuda_ctx *ctx, double *out2, double *row_loss,
+                                          const float *row_seed, fsdpc_bf16 *dx, float *dweight,
+                                          const fsdpc_bf16 *x, const fsdpc_bf16 *weight,
+                                          const int32_t *labels, int N, int C, int V,
+                                          int chunk_rows, int logits_bf16, void *scratch,
+                                          size_t scratch_bytes, fsdpc_err *err);
 
 /* ---- attn_cache.cu ---- inference over a KV cache (see ops/ops.h). */
 fsdpc_status fsdpc__cuda_kv_store(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *kc, fsdpc_bf16 *vc,

@@ -238,6 +238,24 @@ static fsdpc_status c_lmhead_xent(void *ctx, double *out2, void *dx, float *dwei
   return fsdpc__cuda_lmhead_xent(ctx, out2, dx, dweight, x, weight, labels, N, C, V, grad_scale,
                                  chunk_rows, logits_bf16, scratch, scratch_bytes, err);
 }
+static fsdpc_status c_lmhead_xent_capped(void *ctx, double *out2, void *dx, float *dweight,
+                                         const void *x, const void *weight, const int32_t *labels,
+                                         int N, int C, int V, float grad_scale, int chunk_rows,
+                                         int logits_bf16, float softcap, void *scratch,
+                                         size_t scratch_bytes, fsdpc_err *err) {
+  return fsdpc__cuda_lmhead_xent_capped(ctx, out2, dx, dweight, x, weight, labels, N, C, V,
+                                        grad_scale, chunk_rows, logits_bf16, softcap, scratch,
+                                        scratch_bytes, err);
+}
+static fsdpc_status c_lmhead_xent_rows(void *ctx, double *out2, double *row_loss,
+                                       const float *row_seed, void *dx, float *dweight,
+                                       const void *x, const void *weight, const int32_t *labels,
+                                       int N, int C, int V, int chunk_rows, int logits_bf16,
+                                       void *scratch, size_t scratch_bytes, fsdpc_err *err) {
+  return fsdpc__cuda_lmhead_xent_rows(ctx, out2, row_loss, row_seed, dx, dweight, x, weight, labels,
+                                      N, C, V, chunk_rows, logits_bf16, scratch, scratch_bytes,
+                                      err);
+}
 static fsdpc_status c_logits(void *ctx, float *out, const void *x, const void *weight, int N,
                              int C, int V, fsdpc_err *err) {
   return fsdpc__cuda_logits(ctx, out, x, weight, N, C, V, err);
@@ -362,4 +380,6 @@ void fsdpc__ops_cuda(void *cuda_ctx, fsdpc_ops *t) {
   t->fp8_matmul_fwd = c_fp8_matmul_fwd;
   t->fp8_matmul_bwd = c_fp8_matmul_bwd;
   t->matmul_bias_fwd = c_matmul_bias_fwd;
+  t->lmhead_xent_capped = c_lmhead_xent_capped;
+  t->lmhead_xent_rows = c_lmhead_xent_rows;
 }

@@ -15,8 +15,6 @@ _Static_assert((int)FSDPC_ROPE_SCALING_MAX_FACTORS == (int)FSDPC_ROPE_MAX_FACTOR
 #define GEMMA2_QUERY_PRE_ATTN_SCALAR 256.0
 #define GEMMA2_ATTN_SOFTCAP 50.0
 #define GEMMA2_FINAL_SOFTCAP 30.0
-/* Gemma3TextConfig's rope_theta (the full_attention layers') */
-#define GEMMA3_ROPE_THETA 1000000.0
 
 static int key_set(const fsdpc_config *c, const char *path) {
   int ki;
@@ -142,14 +140,13 @@ static void resolve_gemma(const fsdpc_config *c, const fsdpc_family_info *fi,
 
 /* Gemma 3's sliding_attention layers turn by plain RoPE of base
  * rope_local_base_freq (Gemma3RotaryEmbedding per layer type: rope_scaling
- * is the full_attention layers' only); its rope_theta defaults to 1e6. */
+ * is the full_attention layers' only; their rope_theta defaults to 1e6,
+ * config/check.c). */
 static void resolve_local_rope(const fsdpc_config *c, const fsdpc_family_info *fi,
                                fsdpc_model_shape *sh) {
   memset(&sh->rope_local, 0, sizeof sh->rope_local);
   if (!(fi->reads & FSDPC_READS_LOCAL_ROPE))
     return;
-  if (!key_set(c, "model.rope_theta"))
-    sh->rope.theta = GEMMA3_ROPE_THETA;
   sh->rope_local.type = FSDPC_ROPE_DEFAULT;
   sh->rope_local.dim = sh->rope.dim;
   sh->rope_local.max_pos = sh->max_pos;

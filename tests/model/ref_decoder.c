@@ -161,7 +161,8 @@ ref_model *ref_create(const cJSON *c, const char **why) {
   r->KVH = (int)num(c, "num_key_value_heads", r->NH);
   r->HD = (int)num(c, "head_dim", r->C / r->NH);
   r->eps = num(c, "rms_norm_eps", 1e-6);
-  r->tied = flag(c, "tie_word_embeddings", 0);
+  /* Gemma2Config and Gemma3TextConfig tie by default, LlamaConfig not */
+  r->tied = flag(c, "tie_word_embeddings", is(r, "gemma2") || is(r, "gemma3_text"));
   int ab = flag(c, "attention_bias", 0);
   if (is(r, "qwen2"))
     r->bias_qkv = 1;

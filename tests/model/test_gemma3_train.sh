@@ -6,7 +6,8 @@
 # steps, world 2 (FULL_SHARD) gives world 1's losses and final weights
 # within 1e-5, the exported config.json says what was computed, and the
 # exported Hugging Face folder evaluates to the fsdpc checkpoint's loss
-# (names, layer types and both RoPEs read back).
+# (names, layer types and both RoPEs read back); generation is refused in
+# one line.
 source "$(dirname "$0")/../train/common.sh"
 CMP="python3 $(dirname "$0")/../train/compare_runs.py"
 G=(model.model_type=gemma3_text model.head_dim=32 model.sliding_window=8
@@ -49,4 +50,9 @@ a, b = (float(x) for x in open(sys.argv[1]).read().split())
 assert abs(a - b) <= 1e-6 * abs(a), f"checkpoint {a!r}, exported folder {b!r}"
 print(f"eval loss {a:.6f} (checkpoint) = {b:.6f} (exported folder)")
 PY
+# generation (the KV-cache decoder has one RoPE) is refused in one line
+"$FSDPC" generate "$TMP/ref/ck/final" --prompt hi --max-new-tokens 2 >"$TMP/gen.out" 2>&1
+rc=$?
+[ $rc = 1 ] && [ "$(wc -l <"$TMP/gen.out")" = 1 ] && grep -q "rope_local_base_freq" "$TMP/gen.out" ||
+  fail "generate: exit $rc, want 1 and one line naming rope_local_base_freq: $(cat "$TMP/gen.out")"
 echo "PASS: gemma3_text trains on the CPU; world 2 = world 1 within 1e-5; its export reads back"

@@ -254,6 +254,14 @@ static const char *const shape_keys[] = {
     "vocab_size",          "hidden_size",         "intermediate_size", "num_hidden_layers",
     "num_attention_heads", "num_key_value_heads", "head_dim",          "tie_word_embeddings"};
 
+/* Whether config.json's family ties its embeddings when the key is absent
+ * (Gemma2Config, Gemma3TextConfig). */
+static int gemma_default_tied(const cJSON *root) {
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  int f = cJSON_IsString(mt) ? fsdpc__family_by_name(mt->valuestring) : -1;
+  return f >= 0 && (fsdpc__family(f)->reads & FSDPC_READS_GEMMA);
+}
+
 /* config.json's value of a shape key as text ("4096", "true"), with
  * transformers' defaults for the ones it derives; "" when unknown. */
 static void json_shape_value(const cJSON *root, const char *name, char *buf, size_t cap) {
@@ -263,8 +271,8 @@ static void json_shape_value(const cJSON *root, const char *name, char *buf, siz
     snprintf(buf, cap, "%.17g", v->valuedouble);
   else if (cJSON_IsBool(v))
     snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : "false");
-  else if (strcmp(name, "tie_word_embeddings") == 0)
-    snprintf(buf, cap, "false"); /* LlamaConfig's default */
+  else if (strcmp(name, "tie_word_embeddings") == 0) /* LlamaConfig's default; Gemma's true */
+    snprintf(buf, cap, "%s", gemma_default_tied(root) ? "true" : "false");
   else if (strcmp(name, "num_key_value_heads") == 0)
     json_shape_value(root, "num_attention_heads", buf, cap);
   else if (strcmp(name, "head_dim") == 0) {

@@ -6,8 +6,9 @@
 # steps, world 2 (FULL_SHARD) gives world 1's losses and final weights
 # within 1e-5, the exported config.json says what was computed, and the
 # exported Hugging Face folder evaluates to the fsdpc checkpoint's loss
-# (names, layer types and both RoPEs read back); generation is refused in
-# one line.
+# (names, layer types and both RoPEs read back); LoRA on its seven
+# projections changes it and its adapter folder evaluates as its merged one;
+# generation is refused in one line.
 source "$(dirname "$0")/../train/common.sh"
 CMP="python3 $(dirname "$0")/../train/compare_runs.py"
 G=(model.model_type=gemma3_text model.head_dim=32 model.sliding_window=8
@@ -50,9 +51,28 @@ a, b = (float(x) for x in open(sys.argv[1]).read().split())
 assert abs(a - b) <= 1e-6 * abs(a), f"checkpoint {a!r}, exported folder {b!r}"
 print(f"eval loss {a:.6f} (checkpoint) = {b:.6f} (exported folder)")
 PY
+# LoRA on the family's seven projections over the exported folder: the
+# adapters change the model, and the adapter folder (over its base)
+# evaluates as the merged folder
+run lora "${G[@]}" model.from="$TMP/ref/ck/final" peft.method=lora peft.r=4 peft.alpha=8 peft.merge_on_save=true optim.lr=1e-2 \
+  "peft.target_modules=[q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]" ||
+  fail "gemma3_text LoRA run failed"
+: >"$TMP/losses"
+for m in "$TMP/ref/ck/final" "$TMP/lora/ck/final" "$TMP/lora/ck/final-merged"; do # all batches
+  "$FSDPC" eval "$m" --data "$TMP/qa.tok" --seq-len 32 --batches all >"$TMP/eval.json" 2>"$TMP/eval.log" ||
+    fail "eval $m: $(tail -1 "$TMP/eval.log")"
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["loss"])' "$TMP/eval.json" >>"$TMP/losses"
+done
+python3 - "$TMP/losses" <<'PY' || fail "gemma3_text LoRA: see above"
+import sys
+base, a, b = (float(x) for x in open(sys.argv[1]).read().split())
+assert abs(a - b) <= 1e-5 * abs(a), f"adapter folder {a!r}, merged folder {b!r}"
+assert abs(a - base) > 1e-4, f"the adapters changed nothing: {a!r}, base {base!r}"
+print(f"LoRA eval {a:.6f} (adapters) = {b:.6f} (merged), base {base:.6f}")
+PY
 # generation (the KV-cache decoder has one RoPE) is refused in one line
 "$FSDPC" generate "$TMP/ref/ck/final" --prompt hi --max-new-tokens 2 >"$TMP/gen.out" 2>&1
 rc=$?
 [ $rc = 1 ] && [ "$(wc -l <"$TMP/gen.out")" = 1 ] && grep -q "rope_local_base_freq" "$TMP/gen.out" ||
   fail "generate: exit $rc, want 1 and one line naming rope_local_base_freq: $(cat "$TMP/gen.out")"
-echo "PASS: gemma3_text trains on the CPU; world 2 = world 1 within 1e-5; its export reads back"
+echo "PASS: gemma3_text trains on the CPU; world 2 = world 1 within 1e-5; its export reads back; LoRA adapters = merged"

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
 #include "config/config.h"
 #include "model/family.h"
 #include "model/hf_rules.h"
@@ -102,6 +103,32 @@ static void load(loaded *l, const char *json) {
   fsdpc__run_shape_from_config(l->cfg, &l->sh);
 }
 
+/* Each layer's window and RoPE: full_attention where full(layer). */
+static void check_layers(const fsdpc_model_shape *s, int (*full)(int), int window) {
+  for (int layer = 0; layer < s->L; layer++) {
+    int f = full(layer);
+    ck_assert_msg(fsdpc__layer_window(s, layer) == (f ? 0 : window), "layer %d window", layer);
+    ck_assert_msg(fsdpc__layer_rope(s, layer) == (f ? &s->rope : &s->rope_local), "layer %d RoPE",
+                  layer);
+  }
+}
+static int every_sixth(int layer) { /* 5 local : 1 global */
+  return (layer + 1) % 6 == 0;
+}
+static int listed_full(int layer) { /* v5_4b's layer_types */
+  return layer == 2 || layer == 5;
+}
+
+/* The full layers' RoPE (type, factor, theta), the local one plain of base
+ * 1e4 over as many dims, and tied embeddings (all three configs'). */
+static void check_ropes(const fsdpc_model_shape *s, int type, double factor, double theta) {
+  ck_assert_int_eq(s->rope.type, type);
+  ck_assert(s->rope.theta == theta && (type == FSDPC_ROPE_DEFAULT || s->rope.factor == factor));
+  ck_assert(s->rope_local.type == FSDPC_ROPE_DEFAULT && s->rope_local.theta == 1e4);
+  ck_assert_int_eq(s->rope_local.dim, s->rope.dim);
+  ck_assert(s->tied);
+}
+
 START_TEST(hub_1b_legacy_keys) {
   loaded l;
   load(&l, hub_1b);
@@ -114,17 +141,10 @@ START_TEST(hub_1b_legacy_keys) {
   ck_assert(s->embed_mult == (float)sqrt(1152.0));
   ck_assert(s->attn_scale == 1.0f / 16.0f);
   ck_assert(s->attn_softcap == 0.0f && s->logit_softcap == 0.0f);
-  ck_assert(s->rope.theta == 1e6 && s->rope.type == FSDPC_ROPE_DEFAULT && s->rope.dim == 256);
-  ck_assert(s->rope_local.theta == 1e4 && s->rope_local.type == FSDPC_ROPE_DEFAULT);
-  ck_assert_int_eq(s->rope_local.dim, 256);
+  check_ropes(s, FSDPC_ROPE_DEFAULT, 0, 1e6); /* tied: the Hub's config leaves it out */
+  ck_assert_int_eq(s->rope.dim, 256);
   ck_assert_int_eq(s->eos_id, 1);
-  ck_assert(s->tied); /* Gemma3TextConfig's default: the Hub's config leaves it out */
-  for (int layer = 0; layer < s->L; layer++) {
-    int full = (layer + 1) % 6 == 0; /* 5 local : 1 global */
-    ck_assert_msg(fsdpc__layer_window(s, layer) == (full ? 0 : 512), "layer %d window", layer);
-    ck_assert_msg(fsdpc__layer_rope(s, layer) == (full ? &s->rope : &s->rope_local),
-                  "layer %d RoPE", layer);
-  }
+  check_layers(s, every_sixth, 512);
   /* the planner's parameter list: transformers' count, q/k norms included */
   ck_assert_uint_eq(fsdpc__model_numel(s), 999885952ull);
   fsdpc_param_info *p = NULL;
@@ -145,35 +165,20 @@ START_TEST(hub_1b_legacy_keys) {
 }
 END_TEST
 
-START_TEST(transformers5_rope_per_layer_type) {
-  loaded l;
-  load(&l, v5_4b);
-  const fsdpc_model_shape *s = &l.sh;
-  ck_assert(s->rope.type == FSDPC_ROPE_LINEAR && s->rope.factor == 8.0 && s->rope.theta == 1e6);
-  ck_assert(s->rope_local.type == FSDPC_ROPE_DEFAULT && s->rope_local.theta == 1e4);
-  ck_assert(s->tied);
-  for (int layer = 0; layer < s->L; layer++) {
-    int full = layer == 2 || layer == 5;
-    ck_assert_int_eq(fsdpc__layer_window(s, layer), full ? 0 : 1024);
-    ck_assert(fsdpc__layer_rope(s, layer) == (full ? &s->rope : &s->rope_local));
-  }
-  cleanup(&l);
-}
-END_TEST
-
-START_TEST(defaults_and_no_window) {
-  loaded l;
-  load(&l, defaults);
-  const fsdpc_model_shape *s = &l.sh;
-  ck_assert(s->rope.theta == 1e6 && s->rope_local.theta == 1e4);
-  ck_assert(s->tied);
-  ck_assert(s->attn_scale == 1.0f / 16.0f); /* query_pre_attn_scalar 256 */
-  ck_assert(s->attn_softcap == 0.0f && s->logit_softcap == 0.0f);
-  for (int layer = 0; layer < s->L; layer++) {
-    ck_assert_int_eq(fsdpc__layer_window(s, layer), 0);
-    ck_assert(fsdpc__layer_rope(s, layer) == (layer == 5 ? &s->rope : &s->rope_local));
-  }
-  cleanup(&l);
+/* transformers 5's rope_parameters per layer type; then Gemma3TextConfig's
+ * defaults with a null window */
+START_TEST(rope_per_layer_type_and_defaults) {
+  loaded v5, d;
+  load(&v5, v5_4b);
+  check_ropes(&v5.sh, FSDPC_ROPE_LINEAR, 8.0, 1e6);
+  check_layers(&v5.sh, listed_full, 1024);
+  cleanup(&v5);
+  load(&d, defaults);
+  check_ropes(&d.sh, FSDPC_ROPE_DEFAULT, 0, 1e6);
+  ck_assert(d.sh.attn_scale == 1.0f / 16.0f); /* query_pre_attn_scalar 256 */
+  ck_assert(d.sh.attn_softcap == 0.0f && d.sh.logit_softcap == 0.0f);
+  check_layers(&d.sh, every_sixth, 0); /* no window: the local RoPE alone */
+  cleanup(&d);
 }
 END_TEST
 
@@ -213,13 +218,8 @@ int main(void) {
   Suite *s = suite_create("gemma3_config");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, hub_1b_legacy_keys);
-  tcase_add_test(tc, transformers5_rope_per_layer_type);
-  tcase_add_test(tc, defaults_and_no_window);
+  tcase_add_test(tc, rope_per_layer_type_and_defaults);
   tcase_add_test(tc, refusals);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf == 0 ? 0 : 1;
+  return run_suite(s);
 }

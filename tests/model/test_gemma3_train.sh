@@ -15,36 +15,30 @@ G=(model.model_type=gemma3_text model.head_dim=32 model.sliding_window=8
   model.sliding_window_pattern=3 model.rope_local_base_freq=100 model.rope_scaling.type=linear
   model.rope_scaling.factor=2 model.query_pre_attn_scalar=32 model.tie_word_embeddings=true
   model.rms_norm_eps=1e-6)
+# eval_loss MODEL BATCHES: fsdpc eval's loss of MODEL on qa.tok, appended to $TMP/losses
+eval_loss() {
+  "$FSDPC" eval "$1" --data "$TMP/qa.tok" --seq-len 32 --batches "$2" >"$TMP/eval.json" \
+    2>"$TMP/eval.log" || fail "eval $1: $(tail -1 "$TMP/eval.log")"
+  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["loss"])' "$TMP/eval.json" \
+    >>"$TMP/losses"
+}
 
 run ref "${G[@]}" || fail "gemma3_text at world 1 failed"
 run w2 "${G[@]}" fsdp.sharding_strategy=FULL_SHARD -- --nproc-per-node 2 ||
   fail "gemma3_text at world 2 failed"
 $CMP "$TMP/ref" "$TMP/w2" --weights || fail "gemma3_text world 2 diverged from world 1"
-python3 - "$TMP/ref" <<'PY' || fail "gemma3_text run: see above"
-import json, sys
-d = sys.argv[1]
-loss = [json.loads(l)["loss"] for l in open(f"{d}/metrics.jsonl") if '"loss"' in l]
-assert len(loss) >= 10 and loss[-1] < loss[0] - 0.5, f"loss did not fall: {loss}"
-c = json.load(open(f"{d}/ck/final/config.json"))
-want = {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "head_dim": 32,
-        "query_pre_attn_scalar": 32, "attn_logit_softcapping": None,
-        "final_logit_softcapping": None, "hidden_activation": "gelu_pytorch_tanh",
-        "sliding_window": 8, "tie_word_embeddings": True, "rope_theta": 1000000,
-        "rope_local_base_freq": 100,
-        "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]}
-bad = {k: c.get(k, "(absent)") for k, v in want.items() if c.get(k, "(absent)") != v}
-assert not bad, f"exported config.json: {bad}"
-rs = c.get("rope_scaling") or {}
-assert (rs.get("rope_type"), rs.get("factor")) == ("linear", 2), f"rope_scaling {rs}"
-print(f"loss {loss[0]:.4f} -> {loss[-1]:.4f}")
-PY
+python3 "$(dirname "$0")/check_family_run.py" "$TMP/ref" '{"model_type": "gemma3_text",
+  "architectures": ["Gemma3ForCausalLM"], "head_dim": 32, "query_pre_attn_scalar": 32,
+  "attn_logit_softcapping": null, "final_logit_softcapping": null,
+  "hidden_activation": "gelu_pytorch_tanh", "sliding_window": 8, "tie_word_embeddings": true,
+  "rope_theta": 1000000, "rope_local_base_freq": 100,
+  "rope_scaling": {"rope_type": "linear", "factor": 2, "original_max_position_embeddings": 8192},
+  "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]}' ||
+  fail "gemma3_text run: see above"
 # the same run with an fsdpc (sharded) final checkpoint: the same weights
 run sh "${G[@]}" checkpoint.final_format=sharded || fail "gemma3_text, sharded final, failed"
-for m in "$TMP/sh/ck/final" "$TMP/ref/ck/final"; do
-  "$FSDPC" eval "$m" --data "$TMP/qa.tok" --seq-len 32 --batches 2 >"$TMP/eval.json" 2>"$TMP/eval.log" ||
-    fail "eval $m: $(tail -1 "$TMP/eval.log")"
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["loss"])' "$TMP/eval.json" >>"$TMP/losses"
-done
+eval_loss "$TMP/sh/ck/final" 2
+eval_loss "$TMP/ref/ck/final" 2
 python3 - "$TMP/losses" <<'PY' || fail "the exported folder evaluates otherwise than the checkpoint"
 import sys
 a, b = (float(x) for x in open(sys.argv[1]).read().split())
@@ -58,10 +52,8 @@ run lora "${G[@]}" model.from="$TMP/ref/ck/final" peft.method=lora peft.r=4 peft
   "peft.target_modules=[q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]" ||
   fail "gemma3_text LoRA run failed"
 : >"$TMP/losses"
-for m in "$TMP/ref/ck/final" "$TMP/lora/ck/final" "$TMP/lora/ck/final-merged"; do # all batches
-  "$FSDPC" eval "$m" --data "$TMP/qa.tok" --seq-len 32 --batches all >"$TMP/eval.json" 2>"$TMP/eval.log" ||
-    fail "eval $m: $(tail -1 "$TMP/eval.log")"
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["loss"])' "$TMP/eval.json" >>"$TMP/losses"
+for m in "$TMP/ref/ck/final" "$TMP/lora/ck/final" "$TMP/lora/ck/final-merged"; do
+  eval_loss "$m" all # every batch: each folder batches the file its own way
 done
 python3 - "$TMP/losses" <<'PY' || fail "gemma3_text LoRA: see above"
 import sys

@@ -75,8 +75,8 @@
 #     4. The CUDA path: the same LoRA run on the GPU (bf16) vs the CPU run (bf16
 #        tolerance), and with dropout + activation checkpointing.
 #   bash .carry/X/agree.sh families    the decoder families (issue 35), in one
-#     call of at most 4 minutes (about 2 typically):
-#     1. tests/gpu/make_hf_families.py makes the nine family fixtures from
+#     call of at most 5 minutes (about 2 typically):
+#     1. tests/gpu/make_hf_families.py makes the thirteen family fixtures from
 #        transformers (float64 references); they come back as
 #        $OUT/hf_families.tar.gz (commit its contents as tests/fixtures/hf_families);
 #     2. test_hf_fixture --families: fsdpc's CPU fp32 logits within 1e-5 of
@@ -586,18 +586,18 @@ families() {
   mkdir -p "$L" "$W/src/tests/fixtures"
   python3 -c 'import torch, transformers, peft; print("torch", torch.__version__, "transformers",
     transformers.__version__, "peft", peft.__version__)' | tee "$L/versions.txt"
-  # each step's timeout keeps the whole within 240 s (typical: about 2 minutes)
-  timeout 50 python3 "$C/make_hf_families.py" "$W/hf_families" >"$L/make.log" 2>&1
+  # each step's timeout keeps the whole within 300 s (typical: about 2 minutes)
+  timeout 60 python3 "$C/make_hf_families.py" "$W/hf_families" >"$L/make.log" 2>&1
   echo "make_hf_families: exit $?"
   grep RESULT "$L/make.log"
   tar czf "$OUT/hf_families.tar.gz" -C "$W" hf_families
   echo "fixtures: $(du -sk "$W/hf_families" | cut -f1) KB, $OUT/hf_families.tar.gz"
   ln -s "$W/hf_families" "$W/src/tests/fixtures/hf_families"
-  FSDPC_SOURCE_DIR=$W/src timeout 25 "$B/bin/test_hf_fixture" --families >"$L/cpu.log" 2>&1
-  FSDPC_SOURCE_DIR=$W/src timeout 45 "$B/bin/test_cuda_hf_fixture" --families >"$L/cuda.log" 2>&1
+  FSDPC_SOURCE_DIR=$W/src timeout 30 "$B/bin/test_hf_fixture" --families >"$L/cpu.log" 2>&1
+  FSDPC_SOURCE_DIR=$W/src timeout 55 "$B/bin/test_cuda_hf_fixture" --families >"$L/cuda.log" 2>&1
   timeout 30 "$B/bin/test_flash_gpu" --window >"$L/flash.log" 2>&1
   echo "test_flash_gpu --window: exit $?" >>"$L/flash.log"
-  timeout 90 python3 "$C/check_families.py" "$W/hf_families" --fsdpc "$F" \
+  timeout 110 python3 "$C/check_families.py" "$W/hf_families" --fsdpc "$F" \
     --dump "$B/bin/fsdpc_dump_logits" --work "$W/hf" >"$L/hf.log" 2>&1
   # the binaries' PASS/FAIL lines and totals; a binary that died shows its last line
   for f in cpu cuda hf; do

@@ -117,27 +117,14 @@ START_TEST(shards_equal_engine) {
 }
 END_TEST
 
-START_TEST(ctx_bytes_match_allocation) {
-  fsdpc_err err = {0};
-  fsdpc_registry *reg = NULL;
-  ck_assert(fsdpc__registry_create(NULL, 0, &reg, &err) == FSDPC_OK);
-  const fsdpc_component *attn = NULL;
-  ck_assert(fsdpc__registry_select(reg, FSDPC_KIND_ATTENTION, "naive", NULL, &attn, &err) ==
-            FSDPC_OK);
+/* The context's bytes of shape s, counted without allocating, against
+ * what it allocates, over micro-batch shapes and checkpointing modes. */
+static void ctx_bytes_case(const fsdpc_model_shape *sp, const fsdpc_component *attn) {
+  const fsdpc_model_shape s = *sp;
   const fsdpc_attention_v1 *av = attn->vtable;
-  fsdpc_model_shape s = {.V = 259,
-                         .C = 64,
-                         .F = 160,
-                         .L = 3,
-                         .NH = 4,
-                         .KVH = 2,
-                         .HD = 16,
-                         .max_pos = 128,
-                         .eps = 1e-5f,
-                         .rope.theta = 10000.0};
-  fsdpc__model_shape_llama(&s);
-  int shapes[][3] = {{1, 8, 0}, {2, 32, 0}, {2, 32, 1}, {2, 32, 2}, {4, 128, 0}, {3, 17, 1},
-                     {3, 17, 2}};
+  fsdpc_err err = {0};
+  int shapes[][3] = {{1, 8, 0},   {2, 32, 0}, {2, 32, 1}, {2, 32, 2},
+                     {4, 128, 0}, {3, 17, 1}, {3, 17, 2}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     int B = shapes[i][0], T = shapes[i][1], ck = shapes[i][2];
     fsdpc_model_ctx_opts o = {
@@ -171,6 +158,38 @@ START_TEST(ctx_bytes_match_allocation) {
     }
     fsdpc__model_ctx_destroy(m);
   }
+}
+
+START_TEST(ctx_bytes_match_allocation) {
+  fsdpc_err err = {0};
+  fsdpc_registry *reg = NULL;
+  ck_assert(fsdpc__registry_create(NULL, 0, &reg, &err) == FSDPC_OK);
+  const fsdpc_component *attn = NULL;
+  ck_assert(fsdpc__registry_select(reg, FSDPC_KIND_ATTENTION, "naive", NULL, &attn, &err) ==
+            FSDPC_OK);
+  fsdpc_model_shape s = {.V = 259,
+                         .C = 64,
+                         .F = 160,
+                         .L = 3,
+                         .NH = 4,
+                         .KVH = 2,
+                         .HD = 16,
+                         .max_pos = 128,
+                         .eps = 1e-5f,
+                         .rope.theta = 10000.0};
+  fsdpc__model_shape_llama(&s);
+  ctx_bytes_case(&s, attn);
+  /* Gemma 3's switches: q/k norms per head, four norms, the local RoPE
+   * tables (issue 36) */
+  s.family = FSDPC_FAMILY_GEMMA3;
+  s.qk_norm = FSDPC_QK_NORM_HEAD;
+  s.norm_post = 1;
+  s.norm_offset = 1.0f;
+  s.act = FSDPC_ACT_GELU_TANH;
+  s.rope_local = s.rope;
+  s.rope_local.theta = 100.0;
+  s.window_layers[0] = 3; /* layers 0 and 1 sliding_attention */
+  ctx_bytes_case(&s, attn);
   fsdpc__registry_destroy(reg);
 }
 END_TEST
@@ -450,14 +469,16 @@ START_TEST(flops_formula) {
 }
 END_TEST
 
-/* The bench configs of the Qwen shapes resolve to the released models'
- * parameter counts (Qwen2.5-7B: q/k/v biases; Qwen3-8B: per-head q/k norms). */
+/* The bench configs of the Qwen and Gemma 3 shapes resolve to the released
+ * models' parameter counts (Qwen2.5-7B: q/k/v biases; Qwen3-8B: per-head
+ * q/k norms; Gemma-3-1B: (1 + w) q/k norms, four norms, tied). */
 START_TEST(family_bench_shapes) {
   static const struct {
     const char *file;
     uint64_t numel;
   } want[] = {{"configs/bench/qwen2.5-7b-base.yaml", 7615616512ull},
-              {"configs/bench/qwen3-8b-base.yaml", 8190735360ull}};
+              {"configs/bench/qwen3-8b-base.yaml", 8190735360ull},
+              {"configs/bench/gemma3-1b-base.yaml", 999885952ull}};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", FSDPC_SOURCE_DIR, want[i].file);

@@ -123,6 +123,12 @@ START_TEST(rmsnorm_off) {
   rmsnorm_off_case(300, 256, 0); /* q/k-norm width rows, many blocks and the partial reduce */
   rmsnorm_off_case(1, 3584, 0);  /* one row: straight into dweight */
   rmsnorm_off_case(13, 100, 1);  /* misaligned */
+  /* Gemma 3's q/k norms (issue 36): the same op on rows of head_dim, one
+   * row per token and head: the 1B's 4 query heads at 2,048 tokens, and
+   * the head dims of the tiny fixtures */
+  rmsnorm_off_case(4 * 2048, 256, 0);
+  rmsnorm_off_case(2 * 12 * 4, 8, 0);
+  rmsnorm_off_case(2 * 12 * 1, 16, 1);
 }
 END_TEST
 

@@ -52,6 +52,28 @@ targets qwen2.5-instruct assistant "Paris<|im_end|>" "Berlin, natürlich.<|im_en
 targets llama2-chat assistant " Paris </s>" " Berlin, natürlich. </s>" " 4 😀 </s>"
 targets zephyr-7b-beta assistant "Paris</s>" "Berlin, natürlich.</s>" "4 😀</s>"
 targets qwen2.5-instruct last_assistant "Berlin, natürlich.<|im_end|>" "4 😀<|im_end|>"
+# Gemma 3 (issue 36), its template over the byte tokenizer (no Gemma
+# tokenizer here): the system turn folded into the first user turn, each
+# assistant turn the "model" one, trimmed, ending at <end_of_turn>
+python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["chat_template"], end="")' \
+  "$fix/chat_templates/gemma3-it/tokenizer_config.json" >"$dir/gemma3.jinja"
+"$FSDPC" data prepare --in "$dir/c.jsonl" --tokenizer byte --chat-template "$dir/gemma3.jinja" \
+  --dry-run --show 2 >"$dir/out" 2>&1 || fail "gemma3-it: prepare failed: $(cat "$dir/out")"
+grep -qF "Be brief.
+
+Capital of France?<end_of_turn>" "$dir/out" || fail "gemma3-it: system turn not folded: $(cat "$dir/out")"
+python3 - "$dir/out" "Paris<end_of_turn>" "Berlin, natürlich.<end_of_turn>" "4 😀<end_of_turn>" <<'PY' ||
+import re, sys
+out = open(sys.argv[1], encoding="utf-8").read()
+runs = []
+for block in re.split(r"^--- .*\n", out, flags=re.M)[1:]:
+    body = block.split("\nchecked ")[0].rstrip("\n")
+    runs += [r for r in re.split(r"\{\{.*?\}\}", body, flags=re.S) if r]
+if runs != sys.argv[2:]:
+    print(f"trained runs {runs!r}\n      wanted {sys.argv[2:]!r}")
+    sys.exit(1)
+PY
+  fail "gemma3-it: trained text differs"
 
 expect1() { # expect1 PATTERN CMD...: exit 1, one line with PATTERN, no x.tok
   local pat=$1; shift

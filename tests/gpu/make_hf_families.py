@@ -5,7 +5,8 @@ Phi-3, OLMo 2, Granite, Mistral, Llama and Gemma 2 covering the switches
 (q/k/v(/o/MLP) biases, tied and untied heads, q/k norms per head and per
 projection, post-norms, fused qkv_proj/gate_up_proj, partial rotary, each
 RoPE type, sliding windows shorter than the sequence, GQA and MQA, Granite's
-multipliers, Gemma 2's (1 + w) norms, GeGLU and soft-capping on and off). Runs where torch and transformers are installed (the GPU host;
+multipliers, Gemma 2's (1 + w) norms, GeGLU and soft-capping on and off,
+Gemma 3's (1 + w) q/k norms and the local layers' own RoPE). Runs where torch and transformers are installed (the GPU host;
 CPU only, seconds; scripts/gpu/agree.sh families runs it):
 
     python3 tests/gpu/make_hf_families.py OUT
@@ -41,7 +42,7 @@ ADAMW = dict(lr=2e-3, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
 
 
 def tiny(**kw):
-    """A config small enough that the eleven fixtures stay a few hundred KB in
+    """A config small enough that the thirteen fixtures stay a few hundred KB in
     all (CI keeps them): 2 layers, hidden 16, 4 heads of 4, kv heads 2 unless
     kw says otherwise."""
     base = dict(vocab_size=32, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
@@ -127,18 +128,53 @@ FIXTURES = {
         sliding_window=4, layer_types=["full_attention", "sliding_attention"],
         tie_word_embeddings=False),
         dict(rope_type="default", rope_theta=10000.0)),
+    # Gemma 3 (issue 36): (1 + w) q/k norms per head, the sliding_attention
+    # layers turned by plain RoPE of base rope_local_base_freq 100, the full
+    # layer by rope_theta 10000 with linear scaling 4, window 5 < T on the
+    # sliding layers (2 local : 1 global), no soft-capping (Gemma3TextConfig's
+    # default), head_dim 8, tied as released
+    "gemma3_local_rope_window": ("Gemma3ForCausalLM", tiny(
+        vocab_size=41, num_hidden_layers=3, head_dim=8, query_pre_attn_scalar=8,
+        sliding_window=5, layer_types=["sliding_attention", "sliding_attention",
+                                       "full_attention"],
+        hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True),
+        {"full_attention": dict(rope_type="linear", rope_theta=10000.0, factor=4.0),
+         "sliding_attention": dict(rope_type="default", rope_theta=100.0)}),
+    # Gemma 3 with attention and final soft-capping set, untied, biases, MQA,
+    # the full layer first
+    "gemma3_softcap_untied": ("Gemma3ForCausalLM", tiny(
+        vocab_size=43, num_key_value_heads=1, query_pre_attn_scalar=16,
+        attn_logit_softcapping=2.0, final_logit_softcapping=3.0, attention_bias=True,
+        sliding_window=4, layer_types=["full_attention", "sliding_attention"],
+        tie_word_embeddings=False),
+        {"full_attention": dict(rope_type="default", rope_theta=1000000.0),
+         "sliding_attention": dict(rope_type="default", rope_theta=10000.0)}),
 }
+# The config class where it is not the model class's name with Config
+CONFIG_CLASS = {"Gemma3ForCausalLM": "Gemma3TextConfig"}
+
+
+def legacy_rope(rope):
+    """rope as transformers < 5 takes it: rope_theta and rope_scaling (Gemma
+    3's per layer type: the full layers', and rope_local_base_freq)."""
+    if "full_attention" in rope:
+        out = legacy_rope(rope["full_attention"])
+        out["rope_local_base_freq"] = rope["sliding_attention"]["rope_theta"]
+        return out
+    old = {k: v for k, v in rope.items() if k != "rope_theta"}
+    return dict(rope_theta=rope["rope_theta"],
+                rope_scaling=None if rope["rope_type"] == "default" else old)
 
 
 def build_config(cls_name, kw, rope):
     """The config class of cls_name with kw and rope: transformers >= 5 takes
-    rope_parameters (with rope_theta), older ones rope_scaling + rope_theta."""
-    cfg_cls = getattr(transformers, cls_name.replace("ForCausalLM", "Config"))
+    rope_parameters (with rope_theta; Gemma 3's per layer type), older ones
+    rope_scaling + rope_theta."""
+    cfg_cls = getattr(transformers, CONFIG_CLASS.get(
+        cls_name, cls_name.replace("ForCausalLM", "Config")))
     base = dict(kw, bos_token_id=1, eos_token_id=2, pad_token_id=None)
-    tries = [dict(base, rope_parameters=dict(rope))]
-    old = {k: v for k, v in rope.items() if k != "rope_theta"}
-    tries.append(dict(base, rope_theta=rope["rope_theta"],
-                      rope_scaling=None if rope["rope_type"] == "default" else old))
+    tries = [dict(base, rope_parameters=json.loads(json.dumps(rope))),
+             dict(base, **legacy_rope(rope))]
     err = None
     for t in tries:
         try:

@@ -10,6 +10,7 @@
 
 struct ref_model {
   char type[16]; /* model_type */
+  int gemma3;    /* gemma3_text */
   int V, C, F, L, NH, KVH, HD, RD;
   double eps;
   int tied;
@@ -17,11 +18,13 @@ struct ref_model {
   int qk_norm;                    /* 1 per head (qwen3), 2 whole projection (olmo2) */
   int post_norm;                  /* olmo2 */
   int fused;                      /* phi3 */
-  int gemma;                      /* gemma2: four norms, GeGLU */
+  int gemma;                      /* gemma2, gemma3_text: four norms, GeGLU */
   double norm_off;                /* Gemma2RMSNorm: (1 + weight) */
   double attn_cap, final_cap;     /* gemma2 soft-capping; 0 = none */
   double emb_mult, res_mult, scale, logits_div;
   int window[512]; /* per layer; 0 = full attention */
+  int sliding[512];   /* per layer: a sliding_attention layer (gemma3_text: its own RoPE) */
+  double local_theta; /* gemma3_text: the sliding_attention layers' plain RoPE base; 0 = none */
   /* RoPE */
   char rope_type[16];
   double theta, factor, low, high, attn_factor_cfg, beta_fast, beta_slow, mscale, mscale_all;
@@ -51,11 +54,16 @@ static void read_rope(ref_model *r, const cJSON *c) {
   const cJSON *rs = rp && !cJSON_IsNull(rp) ? rp : get(c, "rope_scaling");
   if (cJSON_IsNull(rs))
     rs = NULL;
+  if (r->gemma3) { /* Gemma3TextConfig: per layer type, or the legacy keys */
+    const cJSON *full = get(rp, "full_attention"), *slide = get(rp, "sliding_attention");
+    r->local_theta = num(slide, "rope_theta", num(c, "rope_local_base_freq", 10000.0));
+    rs = full ? full : (cJSON_IsNull(get(c, "rope_scaling")) ? NULL : get(c, "rope_scaling"));
+  }
   const cJSON *t = get(rs, "rope_type");
   if (!t)
     t = get(rs, "type");
   snprintf(r->rope_type, sizeof r->rope_type, "%s", cJSON_IsString(t) ? t->valuestring : "default");
-  r->theta = num(rs, "rope_theta", num(c, "rope_theta", 10000.0));
+  r->theta = num(rs, "rope_theta", num(c, "rope_theta", r->gemma3 ? 1e6 : 10000.0));
   double prf = num(rs, "partial_rotary_factor", num(c, "partial_rotary_factor", 1.0));
   if (!is(r, "phi3"))
     prf = 1.0; /* only Phi-3 turns part of a head */
@@ -104,6 +112,17 @@ static void read_windows(ref_model *r, const cJSON *c) {
           lt ? cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0 : l % 2 == 0;
       r->window[l] = slide ? w : 0;
     }
+  } else if (r->gemma3) { /* Gemma3TextConfig: layer_types, else 5 local : 1 global */
+    if (!sw)
+      w = 4096, has = 1;
+    const cJSON *lt = get(c, "layer_types");
+    int every = (int)num(c, "sliding_window_pattern", 6);
+    for (int l = 0; l < r->L; l++) {
+      const cJSON *e = cJSON_GetArrayItem(lt, l);
+      r->sliding[l] = lt ? cJSON_IsString(e) && strcmp(e->valuestring, "sliding_attention") == 0
+                         : (l + 1) % every != 0;
+      r->window[l] = r->sliding[l] && has ? w : 0;
+    }
   } else if (is(r, "qwen2") || is(r, "qwen3")) {
     if (!sw)
       w = 4096, has = 1;
@@ -124,10 +143,10 @@ ref_model *ref_create(const cJSON *c, const char **why) {
   ref_model *r = calloc(1, sizeof *r);
   const cJSON *mt = get(c, "model_type");
   snprintf(r->type, sizeof r->type, "%s", cJSON_IsString(mt) ? mt->valuestring : "llama");
-  static const char *const known[] = {"llama", "mistral", "qwen2",   "qwen3",
-                                      "phi3",  "olmo2",   "granite", "gemma2"};
+  static const char *const known[] = {"llama", "mistral", "qwen2",  "qwen3",      "phi3",
+                                      "olmo2", "granite", "gemma2", "gemma3_text"};
   int ok = 0;
-  for (int i = 0; i < 8; i++)
+  for (int i = 0; i < 9; i++)
     ok |= is(r, known[i]);
   if (!ok) {
     *why = "model_type";
@@ -142,30 +161,33 @@ ref_model *ref_create(const cJSON *c, const char **why) {
   r->KVH = (int)num(c, "num_key_value_heads", r->NH);
   r->HD = (int)num(c, "head_dim", r->C / r->NH);
   r->eps = num(c, "rms_norm_eps", 1e-6);
-  r->tied = flag(c, "tie_word_embeddings", 0);
+  /* Gemma2Config and Gemma3TextConfig tie by default, LlamaConfig not */
+  r->tied = flag(c, "tie_word_embeddings", is(r, "gemma2") || is(r, "gemma3_text"));
   int ab = flag(c, "attention_bias", 0);
   if (is(r, "qwen2"))
     r->bias_qkv = 1;
   else if (is(r, "llama") || is(r, "qwen3") || is(r, "olmo2") || is(r, "granite"))
     r->bias_qkv = r->bias_o = ab;
   r->bias_mlp = (is(r, "llama") || is(r, "granite")) && flag(c, "mlp_bias", 0);
-  r->qk_norm = is(r, "qwen3") ? 1 : is(r, "olmo2") ? 2 : 0;
-  r->post_norm = is(r, "olmo2") || is(r, "gemma2");
+  r->gemma3 = is(r, "gemma3_text");
+  r->qk_norm = is(r, "qwen3") || r->gemma3 ? 1 : is(r, "olmo2") ? 2 : 0;
+  r->post_norm = is(r, "olmo2") || is(r, "gemma2") || r->gemma3;
   r->fused = is(r, "phi3");
   int granite = is(r, "granite");
   r->emb_mult = granite ? num(c, "embedding_multiplier", 1.0) : 1.0;
   r->res_mult = granite ? num(c, "residual_multiplier", 1.0) : 1.0;
   r->logits_div = granite ? num(c, "logits_scaling", 1.0) : 1.0;
   r->scale = granite ? num(c, "attention_multiplier", 1.0) : 1.0 / sqrt((double)r->HD);
-  if (is(r, "gemma2")) { /* Gemma2Model, Gemma2Attention, Gemma2ForCausalLM */
+  if (is(r, "gemma2") || r->gemma3) { /* Gemma2/Gemma3 Model, Attention, ForCausalLM */
     const cJSON *ac = get(c, "attn_logit_softcapping"), *fc = get(c, "final_logit_softcapping");
     r->gemma = 1;
     r->norm_off = 1.0;
     r->bias_qkv = r->bias_o = ab;
     r->emb_mult = sqrt((double)r->C);
     r->scale = 1.0 / sqrt(num(c, "query_pre_attn_scalar", 256.0));
-    r->attn_cap = cJSON_IsNull(ac) ? 0.0 : num(c, "attn_logit_softcapping", 50.0);
-    r->final_cap = cJSON_IsNull(fc) ? 0.0 : num(c, "final_logit_softcapping", 30.0);
+    /* Gemma3TextConfig's caps default to None */
+    r->attn_cap = cJSON_IsNull(ac) ? 0.0 : num(c, "attn_logit_softcapping", r->gemma3 ? 0 : 50.0);
+    r->final_cap = cJSON_IsNull(fc) ? 0.0 : num(c, "final_logit_softcapping", r->gemma3 ? 0 : 30.0);
   }
   read_rope(r, c);
   read_windows(r, c);
@@ -429,7 +451,10 @@ static void mlp(const ref_model *r, const wget *g, int l, const double *m, int N
 
 /* One decoder layer on h (N, C) in place. */
 static void layer(const ref_model *r, const wget *g, int l, double *h, const int32_t *pos,
-                  const int32_t *doc, int B, int T, const double *inv, double att) {
+                  const int32_t *doc, int B, int T, const double *inv, double att,
+                  const double *inv_local) {
+  if (r->gemma3 && r->sliding[l]) /* Gemma3's rotary_emb for sliding_attention */
+    inv = inv_local, att = 1.0;
   int N = B * T, C = r->C, QD = r->NH * r->HD, KD = r->KVH * r->HD;
   char n1[128], n2[128];
   double *a = zalloc((size_t)N * C), *q = zalloc((size_t)N * QD), *k = zalloc((size_t)N * KD);
@@ -494,14 +519,16 @@ double ref_forward(const ref_model *r, ref_weight_fn fn, void *wctx, const int32
     pos[n] = t == 0 || (doc && doc[n] != doc[n - 1]) ? 0 : pos[n - 1] + 1;
     longest = pos[n] + 1 > longest ? pos[n] + 1 : longest;
   }
-  double inv[256], att = rope_inv_freq(r, longest, inv);
+  double inv[256], att = rope_inv_freq(r, longest, inv), inv_local[256];
+  for (int i = 0; i < r->RD / 2; i++) /* plain RoPE of base local_theta */
+    inv_local[i] = r->local_theta > 0 ? 1.0 / pow(r->local_theta, (double)(2 * i) / r->RD) : 0.0;
   double *h = zalloc((size_t)N * C);
   const double *emb = W(&g, "model.embed_tokens.weight", (uint64_t)V * C);
   for (int n = 0; n < N; n++)
     for (int i = 0; i < C; i++)
       h[(size_t)n * C + i] = emb[(size_t)ids[n] * C + i] * r->emb_mult;
   for (int l = 0; l < r->L; l++)
-    layer(r, &g, l, h, pos, doc, B, T, inv, att);
+    layer(r, &g, l, h, pos, doc, B, T, inv, att, inv_local);
   rmsnorm(h, h, W(&g, "model.norm.weight", C), N, C, r);
   const double *head = r->tied ? emb : W(&g, "lm_head.weight", (uint64_t)V * C);
   double *lg = zalloc((size_t)V), loss = 0.0;

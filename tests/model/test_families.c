@@ -16,7 +16,12 @@
  * documents), Granite's four multipliers and Gemma 2 ((1 + w) norms, four
  * per layer, GeGLU, sqrt(hidden) embeddings, query_pre_attn_scalar,
  * attention and final soft-capping on and off, alternate or listed
- * sliding layers, head_dim apart from hidden / heads). */
+ * sliding layers, head_dim apart from hidden / heads) and Gemma 3 (its
+ * q/k norms with (1 + w), the sliding_attention layers' own RoPE from
+ * rope_local_base_freq against the full layers' rope_theta and linear
+ * scaling, given as transformers 4 and as transformers 5 write it, layer
+ * types from sliding_window_pattern or listed, with and without a window,
+ * soft-capping off by default and on when set). */
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -39,6 +44,13 @@ typedef struct family_case {
   const char *leaves; /* layer 0's parameters after "model.layers.0.", in order */
   int docs;           /* packed documents */
 } family_case;
+
+#define GEMMA3_LEAVES                                                                              \
+  "self_attn.q_proj.weight self_attn.k_proj.weight self_attn.v_proj.weight "                       \
+  "self_attn.o_proj.weight self_attn.q_norm.weight self_attn.k_norm.weight "                       \
+  "mlp.gate_proj.weight mlp.up_proj.weight mlp.down_proj.weight input_layernorm.weight "           \
+  "post_attention_layernorm.weight pre_feedforward_layernorm.weight "                              \
+  "post_feedforward_layernorm.weight"
 
 static const family_case cases[] = {
     {"llama_biases_llama3",
@@ -165,6 +177,39 @@ static const family_case cases[] = {
      "post_attention_layernorm.weight pre_feedforward_layernorm.weight "
      "post_feedforward_layernorm.weight",
      1},
+    {"gemma3_legacy_rope_linear_pattern2_tied",
+     "{\"model_type\": \"gemma3_text\", \"vocab_size\": 37, \"hidden_size\": 32, "
+     "\"intermediate_size\": 40, \"num_hidden_layers\": 4, \"num_attention_heads\": 4, "
+     "\"num_key_value_heads\": 2, \"head_dim\": 16, \"max_position_embeddings\": 64, "
+     "\"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0, \"rope_scaling\": {\"rope_type\": "
+     "\"linear\", \"factor\": 4.0}, \"rope_local_base_freq\": 100.0, "
+     "\"hidden_activation\": \"gelu_pytorch_tanh\", \"query_pre_attn_scalar\": 16, "
+     "\"sliding_window\": 3, \"sliding_window_pattern\": 2, \"tie_word_embeddings\": true}",
+     GEMMA3_LEAVES, 0},
+    {"gemma3_v5_rope_parameters_caps_bias_mqa_docs",
+     "{\"model_type\": \"gemma3_text\", \"vocab_size\": 41, \"hidden_size\": 24, "
+     "\"intermediate_size\": 36, \"num_hidden_layers\": 3, \"num_attention_heads\": 2, "
+     "\"num_key_value_heads\": 1, \"head_dim\": 8, \"max_position_embeddings\": 64, "
+     "\"rms_norm_eps\": 1e-6, \"rope_parameters\": {\"full_attention\": {\"rope_type\": "
+     "\"linear\", \"factor\": 2.0, \"rope_theta\": 500.0}, \"sliding_attention\": "
+     "{\"rope_type\": \"default\", \"rope_theta\": 50.0}}, \"query_pre_attn_scalar\": 8, "
+     "\"attn_logit_softcapping\": 2.0, \"final_logit_softcapping\": 3.0, "
+     "\"attention_bias\": true, \"sliding_window\": 4, "
+     "\"layer_types\": [\"sliding_attention\", \"full_attention\", \"sliding_attention\"], "
+     "\"tie_word_embeddings\": false}",
+     "self_attn.q_proj.weight self_attn.q_proj.bias self_attn.k_proj.weight self_attn.k_proj.bias "
+     "self_attn.v_proj.weight self_attn.v_proj.bias self_attn.o_proj.weight self_attn.o_proj.bias "
+     "self_attn.q_norm.weight self_attn.k_norm.weight mlp.gate_proj.weight mlp.up_proj.weight "
+     "mlp.down_proj.weight input_layernorm.weight post_attention_layernorm.weight "
+     "pre_feedforward_layernorm.weight post_feedforward_layernorm.weight",
+     1},
+    {"gemma3_no_window_default_theta",
+     "{\"model_type\": \"gemma3_text\", \"vocab_size\": 33, \"hidden_size\": 16, "
+     "\"intermediate_size\": 24, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+     "\"num_key_value_heads\": 2, \"head_dim\": 8, \"max_position_embeddings\": 32, "
+     "\"rms_norm_eps\": 1e-6, \"rope_local_base_freq\": 20.0, \"sliding_window\": null, "
+     "\"tie_word_embeddings\": true}",
+     GEMMA3_LEAVES, 0},
 };
 enum { N_CASES = sizeof cases / sizeof cases[0] };
 

@@ -109,6 +109,7 @@ RULES = {
     "mistral-instruct-v0.3": (lambda c: c, " </s>", " "),
     "qwen2.5-instruct": (lambda c: c, "<|im_end|>", ""),
     "zephyr-7b-beta": (lambda c: c, "</s>", ""),
+    "gemma3-it": (str.strip, "<end_of_turn>", ""),
 }
 
 

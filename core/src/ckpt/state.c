@@ -77,10 +77,14 @@ static void add_gemma(cJSON *o, const fsdpc_model_shape *s) {
     cJSON_AddItemToObject(o, "sliding_window", num(s->window));
   else
     cJSON_AddNullToObject(o, "sliding_window");
+  /* the layer types (Gemma 3's also pick the RoPE, with or without a window;
+   * Gemma 2's bits are set only with one) */
   cJSON *t = cJSON_AddArrayToObject(o, "layer_types");
   for (int l = 0; l < s->L; l++)
     cJSON_AddItemToArray(
-        t, cJSON_CreateString(fsdpc__layer_window(s, l) ? "sliding_attention" : "full_attention"));
+        t, cJSON_CreateString(fsdpc__layer_sliding(s, l) ? "sliding_attention" : "full_attention"));
+  if (s->rope_local.dim > 0) /* Gemma3TextConfig's key (rope_theta is the full layers') */
+    cJSON_AddItemToObject(o, "rope_local_base_freq", num(s->rope_local.theta));
 }
 
 /* The family's own keys, as its config class spells what fsdpc computes. */

@@ -75,6 +75,15 @@ static fsdpc_status derive(fsdpc_config *c, fsdpc_err *err) {
                          (long long)m->num_attention_heads);
     m->head_dim = m->hidden_size / m->num_attention_heads;
   }
+  /* The Gemma configs' defaults where they are not Llama's, set here so
+   * that a dump of the config says them: tied embeddings (Gemma2Config,
+   * Gemma3TextConfig; the Hub's configs leave the key out), and Gemma 3's
+   * rope_theta (its full_attention layers') 1e6. */
+  const fsdpc_family_info *fi = fsdpc__family(m->model_type);
+  if (fi && (fi->reads & FSDPC_READS_GEMMA) && !is_set(c, "model.tie_word_embeddings"))
+    m->tie_word_embeddings = true;
+  if (fi && (fi->reads & FSDPC_READS_LOCAL_ROPE) && !is_set(c, "model.rope_theta"))
+    m->rope_theta = 1000000.0;
   if (c->data.seed == -1)
     c->data.seed = c->train.seed;
   return FSDPC_OK;

@@ -67,6 +67,7 @@ typedef enum fsdpc_family {
   FSDPC_FAMILY_OLMO2,
   FSDPC_FAMILY_GRANITE,
   FSDPC_FAMILY_GEMMA2,
+  FSDPC_FAMILY_GEMMA3, /* gemma3_text */
   FSDPC_FAMILY_COUNT
 } fsdpc_family;
 /* model.rope_scaling.type: the numbers are ops.h's FSDPC_ROPE_* */
@@ -124,6 +125,8 @@ typedef struct fsdpc_config_model {
   double attn_logit_softcapping;      /* Gemma 2; 0 = none; -1 = the family's default */
   double final_logit_softcapping;     /* Gemma 2; 0 = none; -1 = the family's default */
   char *hidden_activation;            /* Gemma 2 */
+  double rope_local_base_freq;        /* Gemma 3: RoPE base of the sliding_attention layers */
+  int64_t sliding_window_pattern;     /* Gemma 3: every n-th layer attends fully (no layer_types) */
   int64_t bos_token_id, eos_token_id; /* -1 = none */
   struct {
     char *from; /* checkpoint to start from; "" = random init */

@@ -17,7 +17,8 @@ enum {
   R_WINL = FSDPC_READS_WINDOW_LAYERS,
   R_PART = FSDPC_READS_PARTIAL_ROTARY,
   R_MULT = FSDPC_READS_MULTIPLIERS,
-  R_GEMMA = FSDPC_READS_GEMMA
+  R_GEMMA = FSDPC_READS_GEMMA,
+  R_LOCAL = FSDPC_READS_LOCAL_ROPE
 };
 
 /* model_type, architecture, bias_qkv, qk_norm, norm_pre, norm_post, fused,
@@ -39,6 +40,8 @@ static const fsdpc_family_info families[FSDPC_FAMILY_COUNT] = {
                               R_BIAS | R_MLP | R_MULT, 0, 0},
     [FSDPC_FAMILY_GEMMA2] = {"gemma2", "Gemma2ForCausalLM", 0, FSDPC_QK_NORM_NONE, 1, 1, 0, 0,
                              R_BIAS | R_GEMMA, 4096, 0},
+    [FSDPC_FAMILY_GEMMA3] = {"gemma3_text", "Gemma3ForCausalLM", 0, FSDPC_QK_NORM_HEAD, 1, 1, 0, 0,
+                             R_BIAS | R_GEMMA | R_LOCAL, 4096, 0},
 };
 
 const fsdpc_family_info *fsdpc__family(int f) {
@@ -53,7 +56,7 @@ int fsdpc__family_by_name(const char *name) {
 }
 
 const char *fsdpc__family_names(void) {
-  return "llama, mistral, qwen2, qwen3, phi3, olmo2, granite, gemma2";
+  return "llama, mistral, qwen2, qwen3, phi3, olmo2, granite, gemma2, gemma3_text";
 }
 
 /* The config keys that only some families read, and the FSDPC_READS_* bit
@@ -78,6 +81,8 @@ static const struct {
     {"attn_logit_softcapping", "model.attn_logit_softcapping", R_GEMMA},
     {"final_logit_softcapping", "model.final_logit_softcapping", R_GEMMA},
     {"hidden_activation", "model.hidden_activation", R_GEMMA},
+    {"rope_local_base_freq", "model.rope_local_base_freq", R_LOCAL},
+    {"sliding_window_pattern", "model.sliding_window_pattern", R_LOCAL},
 };
 enum { N_FAMILY_KEYS = sizeof family_keys / sizeof family_keys[0] };
 
@@ -164,9 +169,9 @@ fsdpc_status fsdpc__family_check_config(const fsdpc_config *c,
   FSDPC_TRY(check_unread(c, fi, where, err));
   if (fi && (fi->reads & R_GEMMA) && strcmp(m->hidden_activation, "gelu_pytorch_tanh") != 0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                       "%s: model.hidden_activation '%s': fsdpc computes gemma2's MLP with "
+                       "%s: model.hidden_activation '%s': fsdpc computes %s's MLP with "
                        "gelu_pytorch_tanh only",
-                       where(c, "model.hidden_activation"), m->hidden_activation);
+                       where(c, "model.hidden_activation"), m->hidden_activation, fi->model_type);
   if (fi && (fi->reads & R_GEMMA) && m->query_pre_attn_scalar == 0.0)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: model.query_pre_attn_scalar must be > 0 (or -1 for 256)",
@@ -189,6 +194,12 @@ fsdpc_status fsdpc__family_check_config(const fsdpc_config *c,
                        "%s: model.sliding_window on %lld layers; fsdpc keeps the window of at "
                        "most %d layers",
                        where(c, "model.sliding_window"), (long long)m->num_hidden_layers,
+                       FSDPC_WINDOW_MAX_LAYERS);
+  if (fi && (fi->reads & R_LOCAL) && m->num_hidden_layers > FSDPC_WINDOW_MAX_LAYERS)
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: model.num_hidden_layers %lld: fsdpc keeps the layer types (and local "
+                       "RoPE) of at most %d layers",
+                       where(c, "model.num_hidden_layers"), (long long)m->num_hidden_layers,
                        FSDPC_WINDOW_MAX_LAYERS);
   int rd = (int)(m->head_dim * ((fi && (fi->reads & R_PART)) ? m->partial_rotary_factor : 1.0));
   if (rd < 2 || rd % 2 != 0)

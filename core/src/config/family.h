@@ -37,8 +37,10 @@ enum {
   FSDPC_READS_WINDOW_LAYERS = 1 << 3,  /* use_sliding_window, max_window_layers, layer_types */
   FSDPC_READS_PARTIAL_ROTARY = 1 << 4, /* partial_rotary_factor */
   FSDPC_READS_MULTIPLIERS = 1 << 5, /* embedding/residual/attention multipliers, logits_scaling */
-  FSDPC_READS_GEMMA = 1 << 6        /* query_pre_attn_scalar, soft-capping, hidden_activation, and
+  FSDPC_READS_GEMMA = 1 << 6,       /* query_pre_attn_scalar, soft-capping, hidden_activation, and
                                      * sliding_window on the layer_types layers (default: even ones) */
+  FSDPC_READS_LOCAL_ROPE = 1 << 7   /* Gemma 3: rope_local_base_freq for the sliding_attention
+                                     * layers, sliding_window_pattern; no soft-capping by default */
 };
 
 typedef struct fsdpc_family_info {

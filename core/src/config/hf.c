@@ -110,6 +110,26 @@ static bool json_text(const cJSON *v, char *buf, size_t cap, bool *bad) {
   return true;
 }
 
+/* Gemma 3 under transformers >= 5: rope_parameters per layer type, whose
+ * values come before the top-level keys (Gemma3TextConfig sets them as
+ * defaults): full_attention holds rope_theta and the scaling fields,
+ * sliding_attention's rope_theta is rope_local_base_freq. A family without
+ * a local RoPE has no such keys (hf_rules.c refuses them). */
+static const cJSON *per_layer_type(const cJSON *root, const char *hf, char *alt, size_t cap) {
+  if (!field(root, "rope_parameters.full_attention") &&
+      !field(root, "rope_parameters.sliding_attention"))
+    return NULL;
+  if (strcmp(hf, "rope_local_base_freq") == 0)
+    snprintf(alt, cap, "rope_parameters.sliding_attention.rope_theta");
+  else if (strcmp(hf, "rope_theta") == 0)
+    snprintf(alt, cap, "rope_parameters.full_attention.rope_theta");
+  else if (strncmp(hf, "rope_scaling.", 13) == 0)
+    snprintf(alt, cap, "rope_parameters.full_attention.%s", hf + 13);
+  else
+    return NULL;
+  return field(root, alt);
+}
+
 /* The config.json field of schema key hf, *name set to where it was found:
  * older configs say rope_scaling.type where newer ones say rope_type;
  * transformers >= 5 writes rope_theta, partial_rotary_factor and the
@@ -117,7 +137,11 @@ static bool json_text(const cJSON *v, char *buf, size_t cap, bool *bad) {
  * original_max_position_embeddings at the top level. */
 static const cJSON *hf_field(const cJSON *root, const char *hf, char *alt, size_t cap,
                              const char **name) {
-  const cJSON *v = field(root, hf);
+  const cJSON *v = per_layer_type(root, hf, alt, cap);
+  *name = alt;
+  if (v)
+    return v;
+  v = field(root, hf);
   *name = hf;
   if (v)
     return v;
@@ -230,6 +254,14 @@ static const char *const shape_keys[] = {
     "vocab_size",          "hidden_size",         "intermediate_size", "num_hidden_layers",
     "num_attention_heads", "num_key_value_heads", "head_dim",          "tie_word_embeddings"};
 
+/* Whether config.json's family ties its embeddings when the key is absent
+ * (Gemma2Config, Gemma3TextConfig). */
+static int gemma_default_tied(const cJSON *root) {
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+  int f = cJSON_IsString(mt) ? fsdpc__family_by_name(mt->valuestring) : -1;
+  return f >= 0 && (fsdpc__family(f)->reads & FSDPC_READS_GEMMA);
+}
+
 /* config.json's value of a shape key as text ("4096", "true"), with
  * transformers' defaults for the ones it derives; "" when unknown. */
 static void json_shape_value(const cJSON *root, const char *name, char *buf, size_t cap) {
@@ -239,8 +271,8 @@ static void json_shape_value(const cJSON *root, const char *name, char *buf, siz
     snprintf(buf, cap, "%.17g", v->valuedouble);
   else if (cJSON_IsBool(v))
     snprintf(buf, cap, "%s", cJSON_IsTrue(v) ? "true" : "false");
-  else if (strcmp(name, "tie_word_embeddings") == 0)
-    snprintf(buf, cap, "false"); /* LlamaConfig's default */
+  else if (strcmp(name, "tie_word_embeddings") == 0) /* LlamaConfig's default; Gemma's true */
+    snprintf(buf, cap, "%s", gemma_default_tied(root) ? "true" : "false");
   else if (strcmp(name, "num_key_value_heads") == 0)
     json_shape_value(root, "num_attention_heads", buf, cap);
   else if (strcmp(name, "head_dim") == 0) {

@@ -86,15 +86,12 @@ static const fsdpc_cfg_enum_item rope_values[] = {{"none", FSDPC_ROPE_SCALING_NO
                                                   {"longrope", FSDPC_ROPE_SCALING_LONGROPE},
                                                   {NULL, 0}};
 /* model.model_type: the families of config/family.c */
-static const fsdpc_cfg_enum_item family_values[] = {{"llama", FSDPC_FAMILY_LLAMA},
-                                                    {"mistral", FSDPC_FAMILY_MISTRAL},
-                                                    {"qwen2", FSDPC_FAMILY_QWEN2},
-                                                    {"qwen3", FSDPC_FAMILY_QWEN3},
-                                                    {"phi3", FSDPC_FAMILY_PHI3},
-                                                    {"olmo2", FSDPC_FAMILY_OLMO2},
-                                                    {"granite", FSDPC_FAMILY_GRANITE},
-                                                    {"gemma2", FSDPC_FAMILY_GEMMA2},
-                                                    {NULL, 0}};
+static const fsdpc_cfg_enum_item family_values[] = {
+    {"llama", FSDPC_FAMILY_LLAMA},        {"mistral", FSDPC_FAMILY_MISTRAL},
+    {"qwen2", FSDPC_FAMILY_QWEN2},        {"qwen3", FSDPC_FAMILY_QWEN3},
+    {"phi3", FSDPC_FAMILY_PHI3},          {"olmo2", FSDPC_FAMILY_OLMO2},
+    {"granite", FSDPC_FAMILY_GRANITE},    {"gemma2", FSDPC_FAMILY_GEMMA2},
+    {"gemma3_text", FSDPC_FAMILY_GEMMA3}, {NULL, 0}};
 static const fsdpc_cfg_enum_item sched_values[] = {{"constant", FSDPC_SCHED_CONSTANT},
                                                    {"linear", FSDPC_SCHED_LINEAR},
                                                    {"cosine", FSDPC_SCHED_COSINE},
@@ -227,7 +224,8 @@ static const fsdpc_cfg_key keys[] = {
          "qwen2/qwen3: layers below it attend fully; -1 = the family's default (28)", MIN_(-1),
          HF_("max_window_layers")),
     STRS_("model.layer_types", model.layer_types, "[]",
-          "full_attention or sliding_attention per layer (qwen2/qwen3); [] = derived",
+          "full_attention or sliding_attention per layer (qwen2/qwen3/gemma2/gemma3_text); [] = "
+          "derived",
           HF_("layer_types")),
     FLOAT_("model.partial_rotary_factor", model.partial_rotary_factor, "1",
            "phi3: fraction of each head's dims that RoPE turns", RANGE_(0, 1),
@@ -243,20 +241,28 @@ static const fsdpc_cfg_key keys[] = {
     FLOAT_("model.logits_scaling", model.logits_scaling, "1", "granite: logits are divided by it",
            GT_(0), HF_("logits_scaling")),
     FLOAT_("model.query_pre_attn_scalar", model.query_pre_attn_scalar, "-1",
-           "gemma2: the attention softmax scale is its -1/2 power; -1 = the family's default "
-           "(256)",
+           "gemma2/gemma3_text: the attention softmax scale is its -1/2 power; -1 = the "
+           "family's default (256)",
            MIN_(-1), HF_("query_pre_attn_scalar")),
     FLOAT_("model.attn_logit_softcapping", model.attn_logit_softcapping, "-1",
-           "gemma2: attention scores become c tanh(s / c); 0 (or null) = none; -1 = the "
-           "family's default (50)",
+           "gemma2/gemma3_text: attention scores become c tanh(s / c); 0 (or null) = none; "
+           "-1 = the family's default (gemma2 50, gemma3_text none)",
            MIN_(-1), HF_("attn_logit_softcapping")),
     FLOAT_("model.final_logit_softcapping", model.final_logit_softcapping, "-1",
-           "gemma2: logits become c tanh(z / c); 0 (or null) = none; -1 = the family's default "
-           "(30)",
+           "gemma2/gemma3_text: logits become c tanh(z / c); 0 (or null) = none; -1 = the "
+           "family's default (gemma2 30, gemma3_text none)",
            MIN_(-1), HF_("final_logit_softcapping")),
     STR_("model.hidden_activation", model.hidden_activation, "gelu_pytorch_tanh",
-         "gemma2: the MLP's gate activation (only gelu_pytorch_tanh is computed)",
+         "gemma2/gemma3_text: the MLP's gate activation (only gelu_pytorch_tanh is computed)",
          HF_("hidden_activation")),
+    FLOAT_("model.rope_local_base_freq", model.rope_local_base_freq, "10000",
+           "gemma3_text: the RoPE base of the sliding_attention layers (plain RoPE; rope_theta "
+           "and rope_scaling are the full_attention layers')",
+           GT_(0), HF_("rope_local_base_freq")),
+    INT_("model.sliding_window_pattern", model.sliding_window_pattern, "6",
+         "gemma3_text without layer_types: layer i attends fully when (i + 1) is a multiple of "
+         "it, the others through sliding_window",
+         RANGE_(1, 1 << 20), HF_("sliding_window_pattern")),
     INT_("model.bos_token_id", model.bos_token_id, "-1", "beginning-of-sequence token; -1 = none",
          MIN_(-1), HF_("bos_token_id")),
     INT_("model.eos_token_id", model.eos_token_id, "-1",

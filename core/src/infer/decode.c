@@ -139,6 +139,11 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                        "generation: the KV-cache decoder does not soft-cap attention or final "
                        "logits (gemma2) yet");
+  if (s->rope_local.dim > 0)
+    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
+                       "generation: the KV-cache decoder turns every layer by one RoPE; "
+                       "gemma3_text's sliding_attention layers have their own "
+                       "(rope_local_base_freq), not computed there yet");
   fsdpc_decoder *d = calloc(1, sizeof *d);
   if (!d)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");

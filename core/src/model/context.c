@@ -24,7 +24,7 @@ typedef struct buf {
   size_t bytes;
 } buf;
 
-enum { MAX_BUFS = 36 };
+enum { MAX_BUFS = 38 };
 
 typedef struct buf_list {
   buf b[MAX_BUFS];
@@ -85,6 +85,11 @@ static void list_buffers(fsdpc_model_ctx *m, const fsdpc_model_shape *s, size_t 
 #define SLOT(f) (m ? (void **)&m->f : NULL)
   add_buf(l, SLOT(rope_cos), rope);
   add_buf(l, SLOT(rope_sin), rope);
+  if (s->rope_local.dim > 0) { /* Gemma 3's sliding_attention layers */
+    size_t local = (size_t)s->max_pos * (size_t)(s->rope_local.dim / 2) * sizeof(float);
+    add_buf(l, SLOT(rope_local_cos), local);
+    add_buf(l, SLOT(rope_local_sin), local);
+  }
   add_buf(l, SLOT(pos), ib);
   add_buf(l, SLOT(xn), N * C * act);
   add_buf(l, SLOT(rstdf), N * sizeof(float));
@@ -218,7 +223,8 @@ fsdpc_status fsdpc__model_attn_window_check(const fsdpc_component *attn, const f
 void fsdpc__model_shape_for_dtype(fsdpc_model_shape *s, int32_t act_dtype) {
   /* Gemma2Model multiplies by sqrt(hidden_size) as a tensor of the
    * activations' dtype */
-  if (s->family == FSDPC_FAMILY_GEMMA2 && act_dtype == FSDPC_DTYPE_BF16)
+  if ((s->family == FSDPC_FAMILY_GEMMA2 || s->family == FSDPC_FAMILY_GEMMA3) &&
+      act_dtype == FSDPC_DTYPE_BF16)
     s->embed_mult = fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(s->embed_mult));
 }
 
@@ -366,6 +372,9 @@ static fsdpc_status init_tables(fsdpc_model_ctx *m, fsdpc_err *err) {
   free(pos);
   FSDPC_TRY(st);
   m->rope_long = fsdpc__rope_uses_long(&s->rope, m->T);
+  if (s->rope_local.dim > 0) /* plain RoPE: one table at every length */
+    FSDPC_TRY(m->ops->rope_tables(m->dev, m->rope_local_cos, m->rope_local_sin, &s->rope_local,
+                                  s->max_pos, 0, err));
   return m->ops->rope_tables(m->dev, m->rope_cos, m->rope_sin, &s->rope, s->max_pos, m->rope_long,
                              err);
 }

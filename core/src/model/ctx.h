@@ -101,6 +101,7 @@ struct fsdpc_model_ctx {
   int pos_per_doc;               /* pos restarts at each document (doc ids given) */
   float *rope_cos, *rope_sin;    /* (max_pos, rope.dim/2), device */
   int rope_long;                 /* the tables hold longrope's long factors */
+  float *rope_local_cos, *rope_local_sin; /* s.rope_local's (Gemma 3), NULL without one */
 
   void **resid;                  /* L+1 of (N, C): resid[0] = embedding out */
   fsdpc_layer_acts *acts;        /* L (no ckpt) or 1 (ckpt: recompute) */

@@ -13,12 +13,18 @@
  * rotary) and the sliding window of each layer. The config has passed
  * fsdpc__family_check_config. */
 void fsdpc__family_resolve(const fsdpc_config *c, fsdpc_model_shape *sh);
+/* Whether layer l is a sliding_attention layer (its bit is set). */
+static inline int fsdpc__layer_sliding(const fsdpc_model_shape *s, int l) {
+  return l < FSDPC_WINDOW_MAX_LAYERS && ((s->window_layers[l / 64] >> (l % 64)) & 1);
+}
 /* Whether layer l attends through the sliding window. */
 static inline int fsdpc__layer_window(const fsdpc_model_shape *s, int l) {
-  return s->window > 0 && l < FSDPC_WINDOW_MAX_LAYERS &&
-                 ((s->window_layers[l / 64] >> (l % 64)) & 1)
-             ? s->window
-             : 0;
+  return s->window > 0 && fsdpc__layer_sliding(s, l) ? s->window : 0;
+}
+/* The RoPE of layer l: rope_local on a sliding_attention layer of a model
+ * that has one (Gemma 3, whatever its window), else rope. */
+static inline const fsdpc_rope *fsdpc__layer_rope(const fsdpc_model_shape *s, int l) {
+  return s->rope_local.dim > 0 && fsdpc__layer_sliding(s, l) ? &s->rope_local : &s->rope;
 }
 
 #endif

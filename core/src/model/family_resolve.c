@@ -21,6 +21,20 @@ static int key_set(const fsdpc_config *c, const char *path) {
   return fsdpc__cfg_find(path, &ki) && c->meta->keys[ki].set;
 }
 
+/* Gemma3TextConfig's layer types: layer_types, else sliding_attention
+ * except where (i + 1) is a multiple of sliding_window_pattern. */
+static void local_layer_types(const fsdpc_config *c, fsdpc_model_shape *sh) {
+  const fsdpc_config_model *m = &c->model;
+  if (m->layer_types.n > 0) {
+    fsdpc__family_layer_type_bits(&m->layer_types, sh->window_layers);
+    return;
+  }
+  int every = (int)m->sliding_window_pattern;
+  for (int l = 0; l < sh->L && l < FSDPC_WINDOW_MAX_LAYERS; l++)
+    if ((l + 1) % every != 0)
+      sh->window_layers[l / 64] |= 1ull << (l % 64);
+}
+
 /* The sliding window of each layer, as transformers derives it: every
  * layer (Mistral, Phi-3: a non-null sliding_window), or Qwen's layer_types
  * (given, else sliding from max_window_layers on when use_sliding_window). */
@@ -30,11 +44,15 @@ static void resolve_window(const fsdpc_config *c, const fsdpc_family_info *fi,
   int window = m->sliding_window >= 0 ? (int)m->sliding_window : fi->default_window;
   memset(sh->window_layers, 0, sizeof sh->window_layers);
   sh->window = 0;
+  if (fi->reads & FSDPC_READS_LOCAL_ROPE)
+    local_layer_types(c, sh); /* the local RoPE's layers, with or without a window */
   if (window <= 0)
     return;
   if (fi->reads & FSDPC_READS_WINDOW) {
     for (int l = 0; l < sh->L && l < FSDPC_WINDOW_MAX_LAYERS; l++)
       sh->window_layers[l / 64] |= 1ull << (l % 64);
+  } else if (fi->reads & FSDPC_READS_LOCAL_ROPE) {
+    /* the layer types, set above */
   } else if (fi->reads & FSDPC_READS_GEMMA) { /* Gemma2Config: even layers slide unless listed */
     if (m->layer_types.n > 0)
       fsdpc__family_layer_type_bits(&m->layer_types, sh->window_layers);
@@ -113,8 +131,26 @@ static void resolve_gemma(const fsdpc_config *c, const fsdpc_family_info *fi,
   sh->embed_mult = (float)sqrt((double)sh->C);
   sh->attn_scale =
       (float)(1.0 / sqrt(or_default(m->query_pre_attn_scalar, GEMMA2_QUERY_PRE_ATTN_SCALAR)));
-  sh->attn_softcap = (float)or_default(m->attn_logit_softcapping, GEMMA2_ATTN_SOFTCAP);
-  sh->logit_softcap = (float)or_default(m->final_logit_softcapping, GEMMA2_FINAL_SOFTCAP);
+  int gemma3 = (fi->reads & FSDPC_READS_LOCAL_ROPE) != 0; /* Gemma 3 caps nothing by default */
+  sh->attn_softcap =
+      (float)or_default(m->attn_logit_softcapping, gemma3 ? 0.0 : GEMMA2_ATTN_SOFTCAP);
+  sh->logit_softcap =
+      (float)or_default(m->final_logit_softcapping, gemma3 ? 0.0 : GEMMA2_FINAL_SOFTCAP);
+}
+
+/* Gemma 3's sliding_attention layers turn by plain RoPE of base
+ * rope_local_base_freq (Gemma3RotaryEmbedding per layer type: rope_scaling
+ * is the full_attention layers' only; their rope_theta defaults to 1e6,
+ * config/check.c). */
+static void resolve_local_rope(const fsdpc_config *c, const fsdpc_family_info *fi,
+                               fsdpc_model_shape *sh) {
+  memset(&sh->rope_local, 0, sizeof sh->rope_local);
+  if (!(fi->reads & FSDPC_READS_LOCAL_ROPE))
+    return;
+  sh->rope_local.type = FSDPC_ROPE_DEFAULT;
+  sh->rope_local.dim = sh->rope.dim;
+  sh->rope_local.max_pos = sh->max_pos;
+  sh->rope_local.theta = c->model.rope_local_base_freq;
 }
 
 void fsdpc__family_resolve(const fsdpc_config *c, fsdpc_model_shape *sh) {
@@ -138,5 +174,6 @@ void fsdpc__family_resolve(const fsdpc_config *c, fsdpc_model_shape *sh) {
   sh->attn_scale = mult ? (float)m->attention_multiplier : 0.0f;
   resolve_gemma(c, fi, sh);
   resolve_rope(c, sh, (fi->reads & FSDPC_READS_PARTIAL_ROTARY) ? m->partial_rotary_factor : 1.0);
+  resolve_local_rope(c, fi, sh);
   resolve_window(c, fi, sh);
 }

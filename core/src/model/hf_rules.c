@@ -90,13 +90,41 @@ static fsdpc_status check_family(const cJSON *root, const char *label, int *fami
   return FSDPC_OK;
 }
 
+/* Gemma 3's rope_parameters per layer type (transformers >= 5): the
+ * full_attention set is checked as any other; the sliding_attention layers
+ * turn by plain RoPE (rope_local_base_freq) only. */
+static fsdpc_status check_local_rope(const cJSON *root, const char *label, int family,
+                                     const cJSON **full, fsdpc_err *err) {
+  const cJSON *rp = item(root, "rope_parameters");
+  *full = rp;
+  if (!cJSON_IsObject(rp) || (!item(rp, "full_attention") && !item(rp, "sliding_attention")))
+    return FSDPC_OK;
+  if (!(fsdpc__family(family)->reads & FSDPC_READS_LOCAL_ROPE))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: rope_parameters sets RoPE per layer type; fsdpc computes one RoPE for "
+                       "every layer of model_type %s (per layer type: gemma3_text)",
+                       label, fsdpc__family(family)->model_type);
+  const cJSON *sl = item(rp, "sliding_attention"), *t = item(sl, "rope_type");
+  if (sl && (!cJSON_IsObject(sl) ||
+             (t && !(cJSON_IsString(t) && strcmp(t->valuestring, "default") == 0))))
+    return fsdpc__fail(err, FSDPC_INVALID_USAGE,
+                       "%s: rope_parameters.sliding_attention has rope_type '%s'; fsdpc turns "
+                       "gemma3_text's sliding_attention layers by plain RoPE (default) only",
+                       label, cJSON_IsString(t) ? t->valuestring : "(not a string)");
+  *full = item(rp, "full_attention");
+  return FSDPC_OK;
+}
+
 /* rope_scaling (transformers < 5) or rope_parameters (>= 5): a known
- * rope_type, one set for every layer. */
+ * rope_type, one set for every layer (Gemma 3: for its full_attention
+ * layers, check_local_rope). */
 static fsdpc_status check_rope(const cJSON *root, const char *label, int family, fsdpc_err *err) {
   static const char *const known[] = {"default", "llama3", "linear", "dynamic", "yarn", "longrope"};
   const char *rk[] = {"rope_scaling", "rope_parameters"};
+  const cJSON *full;
+  FSDPC_TRY(check_local_rope(root, label, family, &full, err));
   for (int i = 0; i < 2; i++) {
-    const cJSON *r = item(root, rk[i]);
+    const cJSON *r = i == 1 ? full : item(root, rk[i]);
     if (!r || cJSON_IsNull(r))
       continue;
     if (cJSON_IsObject(r) && (item(r, "full_attention") || item(r, "sliding_attention")))
@@ -159,8 +187,9 @@ fsdpc_status fsdpc__hf_rules_config(const cJSON *root, const char *label, int64_
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "%s: expected a JSON object", label);
   int family;
   FSDPC_TRY(check_family(root, label, &family, err));
-  /* Gemma 2 reads hidden_activation (family.c), transformers ignores its hidden_act. */
-  const cJSON *act = family == FSDPC_FAMILY_GEMMA2 ? NULL : item(root, "hidden_act");
+  /* Gemma reads hidden_activation (family.c), transformers ignores its hidden_act. */
+  const cJSON *act =
+      fsdpc__family(family)->reads & FSDPC_READS_GEMMA ? NULL : item(root, "hidden_act");
   if (act && !(cJSON_IsString(act) && strcmp(act->valuestring, "silu") == 0))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE,
                        "%s: hidden_act '%s' is not supported; fsdpc's MLP is SwiGLU with silu",

@@ -97,6 +97,14 @@ static fsdpc_status lora_hook(void *ctx, int j, void *const *ys, const void *x, 
   return fsdpc__lora_fwd(a->m, a->l, j, a->w, ys, x, err);
 }
 
+/* The RoPE tables of layer l (Gemma 3: the local ones on its
+ * sliding_attention layers). */
+static void rope_of(const fsdpc_model_ctx *m, int l, const float **cos, const float **sin) {
+  int local = fsdpc__layer_rope(&m->s, l) == &m->s.rope_local;
+  *cos = local ? m->rope_local_cos : m->rope_cos;
+  *sin = local ? m->rope_local_sin : m->rope_sin;
+}
+
 /* The layer's buffers for layer_fwd.c: its activation slot, its saved gate
  * and up (FSDPC_AC_SAVE_MLP), the micro-batch's positions and tables. */
 static void layer_io(fsdpc_model_ctx *m, int l, fsdpc_layer_io *io) {
@@ -107,8 +115,7 @@ static void layer_io(fsdpc_model_ctx *m, int l, fsdpc_layer_io *io) {
   io->a = *fsdpc__model_acts(m, l);
   mlp_slots(m, l, &io->a.gate, &io->a.up);
   io->pos = m->pos;
-  io->cos = m->rope_cos;
-  io->sin = m->rope_sin;
+  rope_of(m, l, &io->cos, &io->sin);
   io->fp8 = m->fp8;
   io->fp8_scratch = m->fp8_scratch;
   io->fp8_scratch_bytes = m->fp8_scratch_bytes;
@@ -326,8 +333,10 @@ static fsdpc_status attn_bwd(fsdpc_model_ctx *m, int l, const fsdpc_layer_w *w,
                                a->attn_saved, m->dq, m->dk, m->dv, m->attn_ws,
                                m->ops->stream(m->dev));
   if (st != FSDPC_OK) return fsdpc__plugin_fail(m->attn, st, err);
-  OP(rope_bwd, m->dq, m->rope_cos, m->rope_sin, m->pos, N, s->NH, s->HD, s->rope.dim, P, err);
-  OP(rope_bwd, m->dk, m->rope_cos, m->rope_sin, m->pos, N, s->KVH, s->HD, s->rope.dim, P, err);
+  const float *cos, *sin;
+  rope_of(m, l, &cos, &sin);
+  OP(rope_bwd, m->dq, cos, sin, m->pos, N, s->NH, s->HD, s->rope.dim, P, err);
+  OP(rope_bwd, m->dk, cos, sin, m->pos, N, s->KVH, s->HD, s->rope.dim, P, err);
   void *dq = m->dq, *dk = m->dk;
   if (s->qk_norm) {
     FSDPC_TRY(qk_norm_bwd(m, m->dqr, g->qnorm, m->dq, a->qr, w->qnorm, a->rstdq, s->NH, err));

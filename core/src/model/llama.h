@@ -34,6 +34,9 @@ typedef struct fsdpc_model_shape {
   int max_pos;
   float eps;
   fsdpc_rope rope; /* RoPE variant; rope.dim = rotary dims of a head (ops.h) */
+  /* The RoPE of the sliding_attention layers when it differs from rope's
+   * (Gemma 3's rope_local_base_freq); dim 0 = every layer uses rope. */
+  fsdpc_rope rope_local;
   int tied;        /* lm_head shares embed_tokens */
   int bos_id, eos_id;
   int family;           /* FSDPC_FAMILY_*: tensor names, fused layouts */
@@ -53,7 +56,8 @@ typedef struct fsdpc_model_shape {
   float attn_softcap;   /* attention scores become c tanh(s / c); 0 = none (Gemma 2) */
   float logit_softcap;  /* logits become c tanh(z / c); 0 = none (Gemma 2) */
   int window;           /* sliding window in tokens, 0 = none ... */
-  uint64_t window_layers[FSDPC_WINDOW_MAX_LAYERS / 64]; /* ... on the layers whose bit is set */
+  uint64_t window_layers[FSDPC_WINDOW_MAX_LAYERS / 64]; /* ... on the layers whose bit is set
+                                                         * (the sliding_attention layers) */
 } fsdpc_model_shape;
 
 /* Parameter kinds. A layer's kinds run from FSDPC_P_Q to FSDPC_P_LN2; a

@@ -27,6 +27,11 @@ fsdpc_status fsdpc__model_shape_check(const fsdpc_model_shape *s, fsdpc_err *err
                        "model: RoPE turns %d dims of head_dim %d; it needs an even number of at "
                        "least 2 and at most head_dim",
                        s->rope.dim, s->HD);
+  if (s->rope_local.dim != 0 && s->rope_local.dim != s->rope.dim)
+    return fsdpc__fail(err, FSDPC_INTERNAL_ERROR,
+                       "model: the local RoPE turns %d dims, the global one %d; the layer turns "
+                       "rope.dim with either table",
+                       s->rope_local.dim, s->rope.dim);
   /* A zeroed switch would silently drop a norm or scale by 0: a shape is
    * made by fsdpc__family_resolve or fsdpc__model_shape_llama. */
   if (!(s->norm_pre || s->norm_post) || !(s->embed_mult > 0.0f) || !(s->resid_mult > 0.0f) ||
@@ -54,6 +59,7 @@ void fsdpc__model_shape_llama(fsdpc_model_shape *s) {
   s->attn_softcap = s->logit_softcap = 0.0f;
   s->window = 0;
   memset(s->window_layers, 0, sizeof s->window_layers);
+  memset(&s->rope_local, 0, sizeof s->rope_local); /* one RoPE for every layer */
   s->rope.dim = s->HD;
   s->rope.max_pos = s->max_pos;
   if (s->rope.theta <= 0.0)

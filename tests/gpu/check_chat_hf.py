@@ -226,7 +226,7 @@ def check_refused(p, convs, toks, eot_of):
         tok.chat_template = f.read()
     eot = eot_of(tok)
     base = os.path.basename(p["template"])
-    bad = confirmed = 0
+    bad = confirmed = vacuous = 0
     for cname, msg in zip(p["convs"], p["refused"]):
         c = convs[cname]
         if not msg or "\n" in msg or base not in msg or "messages[" not in msg or REFUSAL not in msg:
@@ -244,14 +244,21 @@ def check_refused(p, convs, toks, eot_of):
                 if at >= 0:
                     after = text[at + len(t):].lstrip()
                     ends.append(any(after.startswith(e) for e in eot))
-        confirmed += bool(ends) and not any(ends)
+        if not ends:  # no assistant text to look for (the `empty` conversation)
+            vacuous += 1
+            continue
+        confirmed += not any(ends)
+        if any(ends):
+            print(f"{p['pair']} / {cname}: transformers' text has an end-of-turn token after "
+                  "the assistant's content (this template would not need a refusal)")
     print(f"{p['pair']} ({p['tokenizer']}, {REFUSED[p['pair']]}): {len(p['convs'])} conversations, "
           f"{len(p['convs']) - bad} refused as expected; transformers' text has no end-of-turn "
-          f"token after the assistant's content in {confirmed}")
+          f"token after the assistant's content in {confirmed} "
+          f"({vacuous} with no assistant text to look for)")
     if not p["convs"]:
         print(f"{p['pair']}: no conversation to check")
         return 1
-    return bad + (len(p["convs"]) - bad - confirmed)
+    return bad + (len(p["convs"]) - bad - confirmed - vacuous)
 
 
 def pin_clock(epoch):

@@ -185,8 +185,9 @@ ref_model *ref_create(const cJSON *c, const char **why) {
     r->bias_qkv = r->bias_o = ab;
     r->emb_mult = sqrt((double)r->C);
     r->scale = 1.0 / sqrt(num(c, "query_pre_attn_scalar", 256.0));
-    /* Gemma3TextConfig's caps default to None */
-    r->attn_cap = cJSON_IsNull(ac) ? 0.0 : num(c, "attn_logit_softcapping", r->gemma3 ? 0 : 50.0);
+    /* Gemma3TextConfig's caps default to None; Gemma3Attention never hands
+     * attn_logit_softcapping to the attention function (transformers 5.x) */
+    r->attn_cap = r->gemma3 || cJSON_IsNull(ac) ? 0.0 : num(c, "attn_logit_softcapping", 50.0);
     r->final_cap = cJSON_IsNull(fc) ? 0.0 : num(c, "final_logit_softcapping", r->gemma3 ? 0 : 30.0);
   }
   read_rope(r, c);

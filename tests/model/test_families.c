@@ -203,6 +203,15 @@ static const family_case cases[] = {
      "mlp.down_proj.weight input_layernorm.weight post_attention_layernorm.weight "
      "pre_feedforward_layernorm.weight post_feedforward_layernorm.weight",
      1},
+    {"gemma3_wide_heads_caps",
+     "{\"model_type\": \"gemma3_text\", \"vocab_size\": 43, \"hidden_size\": 16, "
+     "\"intermediate_size\": 24, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+     "\"num_key_value_heads\": 1, \"head_dim\": 64, \"max_position_embeddings\": 64, "
+     "\"rms_norm_eps\": 1e-6, \"query_pre_attn_scalar\": 16, "
+     "\"attn_logit_softcapping\": 2.0, \"final_logit_softcapping\": 3.0, "
+     "\"sliding_window\": 4, \"layer_types\": [\"full_attention\", \"sliding_attention\"], "
+     "\"tie_word_embeddings\": false}",
+     GEMMA3_LEAVES, 0},
     {"gemma3_no_window_default_theta",
      "{\"model_type\": \"gemma3_text\", \"vocab_size\": 33, \"hidden_size\": 16, "
      "\"intermediate_size\": 24, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "

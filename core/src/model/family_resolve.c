@@ -131,9 +131,13 @@ static void resolve_gemma(const fsdpc_config *c, const fsdpc_family_info *fi,
   sh->embed_mult = (float)sqrt((double)sh->C);
   sh->attn_scale =
       (float)(1.0 / sqrt(or_default(m->query_pre_attn_scalar, GEMMA2_QUERY_PRE_ATTN_SCALAR)));
-  int gemma3 = (fi->reads & FSDPC_READS_LOCAL_ROPE) != 0; /* Gemma 3 caps nothing by default */
-  sh->attn_softcap =
-      (float)or_default(m->attn_logit_softcapping, gemma3 ? 0.0 : GEMMA2_ATTN_SOFTCAP);
+  /* Gemma 3 caps nothing by default, and its attention never caps:
+   * transformers' Gemma3Attention keeps attn_logit_softcapping from the
+   * config but does not hand it to the attention function (5.x, checked
+   * against the gemma3_softcap_untied fixture); the final cap it applies. */
+  int gemma3 = (fi->reads & FSDPC_READS_LOCAL_ROPE) != 0;
+  sh->attn_softcap = gemma3 ? 0.0f : (float)or_default(m->attn_logit_softcapping,
+                                                       GEMMA2_ATTN_SOFTCAP);
   sh->logit_softcap =
       (float)or_default(m->final_logit_softcapping, gemma3 ? 0.0 : GEMMA2_FINAL_SOFTCAP);
 }

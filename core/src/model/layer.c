@@ -15,6 +15,7 @@
 
 #include "model/ctx.h"
 #include "model/family.h"
+#include "model/lora.h"
 
 #define OP(name, ...) FSDPC_TRY(m->ops->name(m->dev, __VA_ARGS__))
 /* LoRA on projection j (model/lora.h): no-ops without adapters. */
@@ -267,7 +268,7 @@ static fsdpc_status qk_norm_bwd(fsdpc_model_ctx *m, void *dst, float *dw, const 
   int rows = s->qk_norm == FSDPC_QK_NORM_HEAD ? m->N * H : m->N;
   int cols = s->qk_norm == FSDPC_QK_NORM_HEAD ? s->HD : H * s->HD;
   if (!dw) { /* frozen (LoRA): a scratch of the norm's size, discarded */
-    if ((size_t)cols > (size_t)s->C)
+    if ((size_t)cols > fsdpc__lora_sink_floats(s))
       return fsdpc__fail(err, FSDPC_INTERNAL_ERROR, "qk norm wider than the norm sink");
     OP(memset0, m->dnorm_sink, (size_t)cols * sizeof(float), err);
     dw = m->dnorm_sink;

@@ -170,9 +170,11 @@ static size_t max_in(const fsdpc_model_shape *s, const fsdpc_lora *lo) {
 
 /* The frozen norms' gradient sink: the widest norm (C, or a q norm over
  * the whole projection). */
-static size_t sink_floats(const fsdpc_model_shape *s) {
-  size_t q = (size_t)s->NH * s->HD;
-  return s->qk_norm == FSDPC_QK_NORM_PROJ && q > (size_t)s->C ? q : (size_t)s->C;
+size_t fsdpc__lora_sink_floats(const fsdpc_model_shape *s) {
+  size_t q = s->qk_norm == FSDPC_QK_NORM_PROJ   ? (size_t)s->NH * s->HD
+             : s->qk_norm == FSDPC_QK_NORM_HEAD ? (size_t)s->HD
+                                                : 0;
+  return q > (size_t)s->C ? q : (size_t)s->C;
 }
 
 uint64_t fsdpc__lora_ctx_bytes(const fsdpc_model_shape *s, const fsdpc_lora *lo, int N, int ckpt,
@@ -180,7 +182,7 @@ uint64_t fsdpc__lora_ctx_bytes(const fsdpc_model_shape *s, const fsdpc_lora *lo,
   uint64_t slots = ckpt ? 1 : (uint64_t)s->L, nr = (uint64_t)N * (uint64_t)lo->r;
   uint64_t t = slots * (uint64_t)n_targets(lo) * nr * act;            /* saved u */
   t += (uint64_t)N * max_in(s, lo) * act * (lo->dropout > 0 ? 2 : 1); /* dx (, xd) */
-  t += nr * act + sink_floats(s) * sizeof(float);                     /* du, norm sink */
+  t += nr * act + fsdpc__lora_sink_floats(s) * sizeof(float);                     /* du, norm sink */
   return t;
 }
 
@@ -202,7 +204,7 @@ fsdpc_status fsdpc__lora_ctx_alloc(fsdpc_model_ctx *m, const fsdpc_lora *lo, fsd
   if (!(m->lora_dx = fsdpc__model_mem(m, xb)) ||
       (lo->dropout > 0 && !(m->lora_xd = fsdpc__model_mem(m, xb))) ||
       !(m->lora_du = fsdpc__model_mem(m, nr * act)) ||
-      !(m->dnorm_sink = fsdpc__model_mem(m, sink_floats(s) * 4)))
+      !(m->dnorm_sink = fsdpc__model_mem(m, fsdpc__lora_sink_floats(s) * 4)))
     goto oom;
   m->lora_bytes = fsdpc__lora_ctx_bytes(s, lo, m->N, m->ckpt, act);
   m->bytes += m->lora_bytes;
@@ -231,7 +233,7 @@ void fsdpc__lora_ctx_free(fsdpc_model_ctx *m) {
   if (m->lora_du)
     fsdpc__model_mem_free(m, m->lora_du, nr * act);
   if (m->dnorm_sink)
-    fsdpc__model_mem_free(m, m->dnorm_sink, sink_floats(s) * 4);
+    fsdpc__model_mem_free(m, m->dnorm_sink, fsdpc__lora_sink_floats(s) * 4);
   free(m->lora_u);
   m->lora_u = NULL;
 }

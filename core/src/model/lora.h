@@ -75,6 +75,9 @@ void fsdpc__lora_init_range(const fsdpc_param_info *p, uint64_t seed, uint64_t e
 
 /* The context's adapter buffers (the planner counts them without
  * allocating): saved u per layer slot and projection, scratch. */
+/* Floats of the frozen norms' gradient sink (a norm's width: hidden, or a
+ * q/k norm's, which may be wider: head_dim 256 over hidden 16). */
+size_t fsdpc__lora_sink_floats(const fsdpc_model_shape *s);
 uint64_t fsdpc__lora_ctx_bytes(const fsdpc_model_shape *s, const fsdpc_lora *lo, int N, int ckpt,
                                size_t act);
 typedef struct fsdpc_model_ctx fsdpc_model_ctx;

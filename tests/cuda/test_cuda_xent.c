@@ -195,7 +195,11 @@ static void capped_case(int N, int C, int V, int chunk, int lbf16, float cap) {
          fabs(got[0] - loss) / loss, plain[0]);
   ck_assert(isfinite(got[0]) && fabs(got[0] - loss) / loss < (lbf16 ? 1e-3 : 1e-4));
   ck_assert(got[1] == (double)count && count == counted(&p));
-  ck_assert(got_eval[0] == got[0] && got_eval[1] == got[1]);
+  /* the forward-only call: the same loss (fp32 logits come from a second
+   * cuBLASLt GEMM call, not always bit for bit the first) */
+  printf("  lmhead_xent_capped forward only: loss %.9f vs %.9f (rel %.2e)\n", got_eval[0], got[0],
+         fabs(got_eval[0] - got[0]) / got[0]);
+  ck_assert(fabs(got_eval[0] - got[0]) <= 1e-6 * got[0] && got_eval[1] == got[1]);
   /* the cap changes the function (else this test could not fail) */
   ck_assert(fabs(plain[0] - loss_plain) / loss_plain < 1e-3);
   ck_assert(fabs(plain[0] - got[0]) / got[0] > 1e-2);

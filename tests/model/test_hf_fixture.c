@@ -177,6 +177,35 @@ static int64_t count_labels(const fixture *f) {
   return c;
 }
 
+/* On CUDA, a bound no tighter than 1.5x transformers' own bf16 error on
+ * this fixture (bf16_floor.json beside the family fixtures, written by
+ * tests/gpu/bf16_floor.py; key "logits" or "worst_grad"): a tiny Gemma's
+ * bf16 gradients are further from float64 than the fixed bounds allow, in
+ * transformers as in fsdpc. Elsewhere, or without an entry, tol. */
+static double floor_bound(const fixture *f, const char *key, double tol) {
+  if (!ON_DEVICE)
+    return tol;
+  char path[1200], name[256];
+  const char *slash = strrchr(f->dir, '/');
+  if (!slash)
+    return tol;
+  snprintf(path, sizeof path, "%.*s/bf16_floor.json", (int)(slash - f->dir), f->dir);
+  snprintf(name, sizeof name, "%s", slash + 1);
+  FILE *fp = fopen(path, "rb");
+  if (!fp)
+    return tol;
+  static char buf[1 << 15];
+  size_t n = fread(buf, 1, sizeof buf - 1, fp);
+  fclose(fp);
+  buf[n] = 0;
+  cJSON *j = cJSON_Parse(buf);
+  const cJSON *v =
+      cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "fixtures"), name), key);
+  double b = cJSON_IsNumber(v) && 1.5 * v->valuedouble > tol ? 1.5 * v->valuedouble : tol;
+  cJSON_Delete(j);
+  return b;
+}
+
 static void check_forward_backward(const char *name) {
   fixture f;
   setup(&f, name, 0.0, 0.0);
@@ -193,8 +222,9 @@ static void check_forward_backward(const char *name) {
              (size_t)f.shape.V * 4);
   }
   double le = rel_err(logits, ref_logits, nref);
-  printf("%s: logits relative error %.3e\n", name, le);
-  ck_assert_msg(isfinite(le) && le < TOL_LOGITS, "%s: logits relative error %.3e", name, le);
+  double tol_logits = floor_bound(&f, "logits", TOL_LOGITS);
+  printf("%s: logits relative error %.3e (bound %.1e)\n", name, le, tol_logits);
+  ck_assert_msg(isfinite(le) && le < tol_logits, "%s: logits relative error %.3e", name, le);
 
   /* loss and gradients */
   int64_t count = count_labels(&f);
@@ -208,6 +238,12 @@ static void check_forward_backward(const char *name) {
   printf("%s: loss %.8f vs HF %.8f\n", name, loss, ref_loss);
   ck_assert_msg(fabs(loss - ref_loss) / ref_loss < TOL_LOSS, "%s: loss %.8f vs HF %.8f", name, loss,
                 ref_loss);
+  /* every gradient is compared before the worst is asserted, so that a
+   * failure names the worst parameter; FSDPC_FIXTURE_VERBOSE=1 prints each */
+  const char *ve = getenv("FSDPC_FIXTURE_VERBOSE");
+  int verbose = ve && strcmp(ve, "1") == 0;
+  double worst = 0.0;
+  char worst_name[160] = "-";
   for (int p = 0; p < fsdpc__engine_n_params(f.eng); p++) {
     uint64_t off;
     int u;
@@ -224,10 +260,19 @@ static void check_forward_backward(const char *name) {
            &err);
     double ge = rel_err(g, rg, ng);
     free(g);
-    ck_assert_msg(isfinite(ge) && ge < TOL_GRAD, "%s: gradient of %s relative error %.3e", name,
-                  pi->name, ge);
     free(rg);
+    if (verbose)
+      printf("%s: gradient of %s relative error %.3e\n", name, pi->name, ge);
+    if (!(ge <= worst)) { /* NaN first */
+      worst = ge;
+      snprintf(worst_name, sizeof worst_name, "%s", pi->name);
+    }
   }
+  double tol_grad = floor_bound(&f, "worst_grad", TOL_GRAD);
+  printf("%s: gradients worst relative error %.3e (%s; bound %.1e)\n", name, worst, worst_name,
+         tol_grad);
+  ck_assert_msg(isfinite(worst) && worst < tol_grad, "%s: gradient of %s relative error %.3e",
+                name, worst_name, worst);
   free(ref_logits);
   free(logits);
   free(row);
@@ -284,14 +329,12 @@ static const char *const families[] = {
 enum { N_FAMILIES = sizeof families / sizeof families[0] };
 /* Families younger than a fixture set (its manifest.json does not list
  * them: made by an older make_hf_families.py) are skipped with a line until
- * the set is made again; soft-capping is CPU only (issue 36), so gemma2's
- * fixtures and gemma3's (refused there) are skipped on CUDA with a line.
+ * the set is made again; attention soft-capping is CPU only (issue 36), so
+ * the gemma2 fixture with it is skipped on CUDA with a line.
  * Returns the reason, or NULL. */
 static const char *family_skip(const char *dir, const char *name) {
-  if (ON_DEVICE && (strncmp(name, "gemma2", 6) == 0 || strstr(name, "softcap")))
-    return "not checked on CUDA (its final and attention soft-capping are CPU only)";
-  if (ON_DEVICE && strncmp(name, "gemma3", 6) == 0)
-    return "not checked on CUDA (the CUDA engine refuses gemma3_text: its gradients differed)";
+  if (ON_DEVICE && strncmp(name, "gemma2", 6) == 0 && strstr(name, "softcap"))
+    return "not checked on CUDA (its attention soft-capping is CPU only)";
   char path[1400], want[200];
   snprintf(path, sizeof path, "%s/manifest.json", dir);
   snprintf(want, sizeof want, "\"%s\"", name);

@@ -62,6 +62,15 @@
 #     and batches; a third run, adamw with eps x 1.0001, measures how far two
 #     fp32 runs drift apart anyway (TOKENS: a token file, e.g. made by
 #     `fsdpc data tokenize` from real text)
+#   bash .carry/X/agree.sh fp8-natural TOKENS   (one H100/H200, issue 39) the
+#     FP8 linear against bf16 on natural text: Llama-3.2-1B shape, STEPS steps
+#     (default 1000; micro-batch 4 x 2048, one micro-batch a step, lr 3e-4
+#     cosine, warmup 30, clip 1.0), the same init and batches, rows `bf16`,
+#     `fp8-tensorwise` (and `fp8-rowwise` with ROWWISE=1: this cuBLASLt has no
+#     outer-vector-scaled GEMM) and `bf16-eps` (optim.eps x 1.0001: how far two
+#     bf16 runs drift apart anyway); prints each run's exit and seconds, then
+#     loss_gap.py's 50-step window gaps of each against bf16. Metrics and logs
+#     in $OUT (metrics as .jsonl.xz).
 #   bash .carry/X/agree.sh lora        fsdpc LoRA against Hugging Face PEFT:
 #     1. A tiny random fp32 Llama (transformers) and a token file whose 4 windows
 #        are every step's batch.
@@ -100,14 +109,14 @@
 # shellcheck disable=SC2317 # the mode functions run through "$MODE"
 usage() {
   echo "usage: agree.sh train single|multi|ckpt|multi4 | offload | adamw8bit | offload8 |" \
-    "q8-natural TOKENS | lora | families | dpo" >&2
+    "q8-natural TOKENS | fp8-natural TOKENS | lora | families | dpo" >&2
   exit 2
 }
 MODE=${1:-}
 shift
 case $MODE in
 train | offload | adamw8bit | offload8 | lora | families | dpo) ;;
-q8-natural) [ $# -ge 1 ] || usage ;;
+q8-natural | fp8-natural) [ $# -ge 1 ] || usage ;;
 *) usage ;;
 esac
 . "$(dirname "$0")/carry_env.sh" # C, OUT, B, F; LD_LIBRARY_PATH
@@ -525,6 +534,41 @@ q8_natural() {
   grep -h "optim\|peak" "$OUT"/adamw.log "$OUT"/adamw8bit.log | grep -i "shard bytes\|memory (end)" | head -4
 }
 
+fp8_natural() {
+  TOK=$(realpath "$1")
+  export FSDPC_PLUGIN_PATH=$B/plugins
+  W=$(mktemp -d)
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+  $F data info "$TOK" | head -8 | tee "$OUT/data.txt"
+  run() { # NAME overrides...
+    local n=$1 t0
+    t0=$(date +%s)
+    shift
+    timeout "${RUN_TIMEOUT:-200}" "$F" train configs/bench/llama3-1b-base.yaml data.train="$TOK" \
+      optim.lr=3e-4 schedule.name=cosine schedule.warmup_steps=30 train.micro_batch_size=4 \
+      train.global_batch_size=4 train.max_steps="${STEPS:-1000}" train.log_every=1 \
+      train.eval_every=0 log.tensorboard=false checkpoint.dir="''" log.dir="$W/$n" "$@" \
+      >"$W/$n.log" 2>&1
+    echo "$n exit $? ($(($(date +%s) - t0)) s)" | tee -a "$OUT/gap.txt"
+    grep -m2 "error" "$W/$n.log"
+  }
+  run bf16
+  run fp8-tensorwise fsdp.mixed_precision.linear=fp8
+  [ "${ROWWISE:-0}" = 1 ] && run fp8-rowwise fsdp.mixed_precision.linear=fp8 \
+    fsdp.mixed_precision.fp8_recipe=rowwise
+  run bf16-eps optim.eps=1.0001e-8
+  local runs=()
+  for n in fp8-tensorwise fp8-rowwise bf16-eps; do
+    [ -s "$W/$n/metrics.jsonl" ] && runs+=("$W/$n")
+  done
+  python3 "$C/loss_gap.py" "$W/bf16" "${runs[@]}" --window 50 | tee -a "$OUT/gap.txt"
+  for n in bf16 fp8-tensorwise fp8-rowwise bf16-eps; do
+    [ -f "$W/$n/metrics.jsonl" ] && xz -c "$W/$n/metrics.jsonl" >"$OUT/$n.metrics.jsonl.xz"
+    [ -f "$W/$n.log" ] && tail -5 "$W/$n.log" >"$OUT/$n.log.tail"
+  done
+  return 0
+}
+
 lora() {
   export FSDPC_PLUGIN_PATH=$B/plugins
   P="python3 $C/check_lora_peft.py"
@@ -627,5 +671,6 @@ dpo() {
 case $MODE in
 train) train "$@" ;;
 q8-natural) q8_natural "$@" ;;
+fp8-natural) fp8_natural "$@" ;;
 *) "$MODE" ;;
 esac

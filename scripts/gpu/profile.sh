@@ -10,7 +10,8 @@
 #        (--clock-control none, one metric: gpu__time_duration.sum), as CSV.
 #     Writes $OUT/torch.log, fsdpc.log, ncu_fsdpc.csv.xz, ncu_torch.csv.xz and a
 #     per-kernel summary (bench/profile_summary.py) to stdout; SKIP_TORCH=1:
-#     fsdpc only. The fsdpc runs decide the exit status.
+#     fsdpc only; FSDPC_EXTRA: overrides for the fsdpc runs (a word list, e.g.
+#     "fsdp.mixed_precision.linear=fp8"). The fsdpc runs decide the exit status.
 #   bash .carry/X/profile.sh lora      where a LoRA step's time goes (issue 14):
 #     fsdpc trains configs/llama3-8b-lora.yaml cut to LAYERS decoder layers
 #     (default 4; every layer costs the same) for 2 steps under Nsight Compute,
@@ -42,13 +43,13 @@ kernels1b() { # [MB]
   $F data synth --task copy --n 100000 --out "$W/copy.tok" >/dev/null
   echo "== fsdpc flash, world 1"
   timeout 200 $F train configs/bench/llama3-1b-base.yaml data.train="$W/copy.tok" train.micro_batch_size=$MB \
-    train.max_steps=10 train.log_every=1 log.dir="$W/f" >"$OUT/fsdpc.log" 2>&1; frc=$?; echo "fsdpc exit $frc"
+    train.max_steps=10 train.log_every=1 log.dir="$W/f" ${FSDPC_EXTRA:-} >"$OUT/fsdpc.log" 2>&1; frc=$?; echo "fsdpc exit $frc"
   grep -E "step (5|10)/|memory \(end\)|error" "$OUT/fsdpc.log" | tail -4
   NCU="ncu --clock-control none --metrics gpu__time_duration.sum --csv --target-processes all"
   echo "== ncu fsdpc (2 steps)"
   timeout 240 $NCU --log-file "$W/ncu_fsdpc.csv" $F train configs/bench/llama3-1b-base.yaml \
     data.train="$W/copy.tok" train.micro_batch_size=$MB train.max_steps=2 log.dir="$W/n" \
-    >"$OUT/ncu_fsdpc.log" 2>&1; nrc=$?; echo "ncu fsdpc exit $nrc"
+    ${FSDPC_EXTRA:-} >"$OUT/ncu_fsdpc.log" 2>&1; nrc=$?; echo "ncu fsdpc exit $nrc"
   [ "$SKIP_TORCH" = 1 ] || { echo "== ncu torch (2 steps)"
   timeout 240 $NCU --log-file "$W/ncu_torch.csv" python3 -m torch.distributed.run --standalone \
     --nproc_per_node=1 bench/torch_fsdp2_baseline.py --model 1b --strategy full --ac 0 --bs $MB \

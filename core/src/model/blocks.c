@@ -71,6 +71,11 @@ static fsdpc_status head_work(fsdpc_model_ctx *m, const void *norm_w, const void
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                        "objectives on sequence log-probs do not soft-cap the final logits yet: "
                        "train them on a model without final_logit_softcapping");
+  if (m->row_loss && bwd && m->row_seeder) { /* the losses, then the seeds from them */
+    OP(lmhead_xent_rows, m->loss2, m->row_loss, NULL, NULL, NULL, m->xn, head_w, m->labels, N, C,
+       s->V, m->chunk_rows, m->logits_bf16, m->xent_scratch, m->xent_scratch_bytes, err);
+    FSDPC_TRY(m->row_seeder(m->row_seeder_ctx, err));
+  }
   if (m->row_loss)
     OP(lmhead_xent_rows, m->loss2, m->row_loss, bwd ? m->row_seed : NULL, bwd ? m->dtmp : NULL,
        bwd ? dhead_w : NULL, m->xn, head_w, m->labels, N, C, s->V, m->chunk_rows, m->logits_bf16,
@@ -138,6 +143,12 @@ fsdpc_status fsdpc__model_head_fwd_bwd(fsdpc_model_ctx *m, const void *norm_w, c
 void fsdpc__model_set_rows(fsdpc_model_ctx *m, double *row_loss, const float *row_seed) {
   m->row_loss = row_loss;
   m->row_seed = row_seed;
+}
+
+void fsdpc__model_set_row_seeder(fsdpc_model_ctx *m, fsdpc_status (*seeder)(void *, fsdpc_err *),
+                                 void *ctx) {
+  m->row_seeder = seeder;
+  m->row_seeder_ctx = ctx;
 }
 
 void fsdpc__model_defer_loss(fsdpc_model_ctx *m, int on) {

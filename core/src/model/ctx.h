@@ -121,6 +121,10 @@ struct fsdpc_model_ctx {
   /* fsdpc__model_set_rows: per-token losses and seeds (sequence objectives) */
   double *row_loss;
   const float *row_seed;
+  /* fsdpc__model_set_row_seeder: called between the head's forward and its
+   * backward of a training micro-step to write row_seed from row_loss */
+  fsdpc_status (*row_seeder)(void *ctx, fsdpc_err *err);
+  void *row_seeder_ctx;
   /* Memory (fsdpc__model_mem): carved from the block blk in order, or
    * counted only (counting: fsdpc__model_ctx_arena_bytes), or from ops. */
   char *blk;

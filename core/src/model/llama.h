@@ -259,6 +259,13 @@ void fsdpc__model_defer_loss(fsdpc_model_ctx *m, int on);
  * grad_scale; NULL, NULL returns to the mean-loss seed. Needs the ops
  * table's lmhead_xent_rows. */
 void fsdpc__model_set_rows(fsdpc_model_ctx *m, double *row_loss, const float *row_seed);
+/* While set (with rows set), a training micro-step's head first computes
+ * the rows' losses alone (row_loss), then calls seeder(ctx), which writes
+ * row_seed from them (a sequence objective's d loss / d logps), then runs
+ * the head's training call with those seeds: the step's one forward gives
+ * both the log-probs and the gradient. NULL turns it off. */
+void fsdpc__model_set_row_seeder(fsdpc_model_ctx *m, fsdpc_status (*seeder)(void *, fsdpc_err *),
+                                 void *ctx);
 void fsdpc__model_deferred_losses(fsdpc_model_ctx *m, double *loss_sum, int64_t *count);
 /* on = 1 (where the ops table has grad_overwrite; else a no-op): until it
  * is turned off, layer_bwd and head_fwd_bwd WRITE the decoder layers', the

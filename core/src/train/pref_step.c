@@ -3,17 +3,19 @@
  * loader's pair packing: doc id 0 the chosen, 1 the rejected), so sequence
  * 2i + d is row i's document d.
  *
- * Per step: (1) forward only, every micro-batch of this rank: each token's
- * -log p(label) from the head (model_set_rows), summed per sequence: the
- * policy's log-probs and, for an objective with a reference, the
- * reference's (LoRA: the same model with the adapters off, as TRL does
- * with PEFT; objective.reference precompute: a table computed from the
- * initial weights before the first step). (2) The objective's loss, its
- * d loss / d logps and metric sums per micro-batch, a mean over the step's
- * pairs on every rank. (3) The training micro-steps, each completion token
- * of sequence i seeded with -dlogps[i] * (softmax - onehot) instead of the
- * mean-loss seed; the forward there recomputes the same log-probs (the
- * same LoRA dropout round). Evaluation stays the token cross-entropy. */
+ * Per step: (1) every micro-batch of this rank: its sequences' target
+ * counts (the step's chosen tokens, summed over ranks) and, for an
+ * objective with a reference, the reference's log-probs (forward only;
+ * LoRA: the same model with the adapters off, as TRL does with PEFT;
+ * objective.reference precompute: a table computed from the initial
+ * weights before the first step). (2) The training micro-steps: in each,
+ * the head first writes each token's -log p(label) (model_set_rows), the
+ * seeder sums them per sequence into the policy's log-probs and runs the
+ * objective (its loss, d loss / d logps and metric sums; the losses are
+ * means over the step's pairs on every rank), and the head's backward then
+ * seeds each completion token of sequence i with -dlogps[i] * (softmax -
+ * onehot) instead of the mean-loss seed: one policy forward gives both.
+ * Evaluation stays the token cross-entropy. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,10 @@ struct fsdpc_pref_state {
   int64_t *lens;                /* (accum * n_seqs) */
   double *table;                /* precompute: (max_steps * accum * n_seqs), or NULL */
   int64_t table_steps;
+  /* the seeder's micro-batch, the step's chosen tokens and loss/metric sums */
+  fsdpc_session *s;
+  int64_t m;
+  double chosen_tokens, *sums;
 };
 
 void fsdpc__pref_free(fsdpc_pref_state *p) {
@@ -135,74 +141,91 @@ static fsdpc_status precompute(fsdpc_session *s, fsdpc_err *err) {
   return FSDPC_OK;
 }
 
-/* Pass 1: the policy's (and reference's) log-probs of every micro-batch. */
-static fsdpc_status forwards(fsdpc_session *s, int64_t step, double *chosen_tokens,
-                             fsdpc_err *err) {
+/* Target-token counts of the loaded micro-batch per sequence, as
+ * seq_sums counts them. */
+static void seq_lens(const fsdpc_session *s, int64_t *lens) {
+  const fsdpc_pref_state *p = s->pref;
+  memset(lens, 0, (size_t)p->n_seqs * sizeof *lens);
+  for (int64_t k = 0; k < p->mb * p->T; k++) {
+    int32_t d = s->doc_ids[k];
+    if (s->labels[k] != FSDPC_IGNORE_INDEX && d >= 0 && d <= 1)
+      lens[2 * (k / p->T) + d]++;
+  }
+}
+
+/* Pass 1: the chosen tokens of the step (every rank's) and the reference's
+ * log-probs of every micro-batch. */
+static fsdpc_status prepass(fsdpc_session *s, int64_t step, fsdpc_err *err) {
   fsdpc_pref_state *p = s->pref;
   const fsdpc_train_objective *o = &s->objective;
-  *chosen_tokens = 0.0;
+  double chosen = 0.0;
   for (int64_t m = 0; m < p->accum; m++) {
-    double *lp = p->logps + m * p->n_seqs, *ref = p->ref + m * p->n_seqs;
+    double *ref = p->ref + m * p->n_seqs;
     int64_t *lens = p->lens + m * p->n_seqs;
     FSDPC_TRY(load(s, step, m, err));
+    seq_lens(s, lens);
     if (o->needs_ref && p->table)
       memcpy(ref, p->table + (step * p->accum + m) * p->n_seqs, (size_t)p->n_seqs * sizeof *ref);
     else if (o->needs_ref)
       FSDPC_TRY(forward(s, 1, ref, lens, err));
-    fsdpc__model_set_lora_round(s->mctx, lora_round(s, step, m), 1);
-    FSDPC_TRY(forward(s, 0, lp, lens, err));
     for (int64_t i = 0; i < p->n_seqs; i += 2)
-      *chosen_tokens += (double)lens[i];
+      chosen += (double)lens[i];
   }
-  return fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, chosen_tokens, 1, "chosen tokens",
-                                    err);
+  p->chosen_tokens = chosen;
+  return fsdpc__dist_all_reduce_f64(&s->dist, FSDPC_GROUP_WORLD, &p->chosen_tokens, 1,
+                                    "chosen tokens", err);
 }
 
-/* Pass 2: the objective per micro-batch; sums[0] the loss, sums[1..] the
- * metrics, this rank's shares. */
-static fsdpc_status objective(fsdpc_session *s, double chosen_tokens, double *sums,
-                              fsdpc_err *err) {
-  fsdpc_pref_state *p = s->pref;
+/* The head's seeder of micro-batch p->m (fsdpc__model_set_row_seeder): the
+ * policy's log-probs from the rows' losses, the objective on them (its
+ * loss and metrics added to p->sums), each target token of sequence i
+ * seeded with -dlogps[i] (d loss / d(-log p) per token). */
+static fsdpc_status seed_rows(void *ctx, fsdpc_err *err) {
+  fsdpc_pref_state *p = ctx;
+  fsdpc_session *s = p->s;
   const fsdpc_train_objective *o = &s->objective;
-  double metrics[FSDPC_OBJ_MAX_METRICS];
-  for (int64_t m = 0; m < p->accum; m++) {
-    fsdpc_obj_batch in = {.struct_size = sizeof in,
-                          .want = FSDPC_OBJ_WANT_SEED | FSDPC_OBJ_WANT_LOSS,
-                          .n_tokens = (int64_t)chosen_tokens,
-                          .n_seqs = (uint32_t)p->n_seqs,
-                          .group_size = 2,
-                          .logps = p->logps + m * p->n_seqs,
-                          .ref_logps = o->needs_ref ? p->ref + m * p->n_seqs : NULL,
-                          .lengths = p->lens + m * p->n_seqs,
-                          .n_groups = s->plan->modes.batch.global};
-    double loss = 0.0;
-    memset(metrics, 0, sizeof metrics);
-    FSDPC_TRY(fsdpc__objective_seq(o, &in, &loss, p->dlogps + m * p->n_seqs, metrics, err));
-    sums[0] += loss;
-    for (uint32_t k = 0; k < o->n_metrics; k++)
-      sums[1 + k] += metrics[k];
-  }
-  return FSDPC_OK;
-}
-
-/* Pass 3: the training micro-step of micro-batch m, each target token of
- * sequence i seeded with -dlogps[i] (d loss / d(-log p) per token). */
-static fsdpc_status backward(fsdpc_session *s, int64_t step, int64_t m, fsdpc_err *err) {
-  fsdpc_pref_state *p = s->pref;
-  const double *dl = p->dlogps + m * p->n_seqs;
-  FSDPC_TRY(load(s, step, m, err));
+  int64_t m = p->m;
+  double *lp = p->logps + m * p->n_seqs, *dl = p->dlogps + m * p->n_seqs;
+  int64_t *lens = p->lens + m * p->n_seqs;
+  seq_sums(s, lp, lens);
+  fsdpc_obj_batch in = {.struct_size = sizeof in,
+                        .want = FSDPC_OBJ_WANT_SEED | FSDPC_OBJ_WANT_LOSS,
+                        .n_tokens = (int64_t)p->chosen_tokens,
+                        .n_seqs = (uint32_t)p->n_seqs,
+                        .group_size = 2,
+                        .logps = lp,
+                        .ref_logps = o->needs_ref ? p->ref + m * p->n_seqs : NULL,
+                        .lengths = lens,
+                        .n_groups = s->plan->modes.batch.global};
+  double loss = 0.0, metrics[FSDPC_OBJ_MAX_METRICS];
+  memset(metrics, 0, sizeof metrics);
+  FSDPC_TRY(fsdpc__objective_seq(o, &in, &loss, dl, metrics, err));
+  p->sums[0] += loss;
+  for (uint32_t k = 0; k < o->n_metrics; k++)
+    p->sums[1 + k] += metrics[k];
   for (int64_t k = 0; k < p->mb * p->T; k++) {
     int32_t d = s->doc_ids[k];
     int ok = s->labels[k] != FSDPC_IGNORE_INDEX && d >= 0 && d <= 1;
     p->row_seed[k] = ok ? (float)-dl[2 * (k / p->T) + d] : 0.0f;
   }
+  return FSDPC_OK;
+}
+
+/* Pass 2: the training micro-step of micro-batch m; its head seeds the
+ * backward through seed_rows. */
+static fsdpc_status train_micro(fsdpc_session *s, int64_t step, int64_t m, fsdpc_err *err) {
+  fsdpc_pref_state *p = s->pref;
+  FSDPC_TRY(load(s, step, m, err));
+  p->m = m;
   fsdpc__model_set_lora_round(s->mctx, lora_round(s, step, m), 1);
   fsdpc__model_set_rows(s->mctx, p->row_loss, p->row_seed);
+  fsdpc__model_set_row_seeder(s->mctx, seed_rows, p);
   double ls = 0.0;
   int64_t cnt = 0;
   /* grad_scale is only "run the backward" here: the seeds are per token */
   fsdpc_status st =
       fsdpc__engine_micro_step(s->eng, s->mctx, 1.0f, m == p->accum - 1, &ls, &cnt, err);
+  fsdpc__model_set_row_seeder(s->mctx, NULL, NULL);
   fsdpc__model_set_rows(s->mctx, NULL, NULL);
   return st;
 }
@@ -217,13 +240,13 @@ fsdpc_status fsdpc__pref_train_step(fsdpc_session *s, int64_t step, double *loss
   }
   fsdpc_pref_state *p = s->pref;
   o->have_metrics = 0;
-  double chosen = 0.0, sums[1 + FSDPC_OBJ_MAX_METRICS] = {0};
-  FSDPC_TRY(forwards(s, step, &chosen, err));
-  FSDPC_TRY(objective(s, chosen, sums, err));
+  double sums[1 + FSDPC_OBJ_MAX_METRICS] = {0};
+  p->s = s, p->sums = sums;
+  FSDPC_TRY(prepass(s, step, err));
   *lr = fsdpc__schedule_lr(&s->sched, step);
   FSDPC_TRY(fsdpc__engine_step_begin(s->eng, step + 1, *lr, s->cfg->train.max_grad_norm, err));
   for (int64_t m = 0; m < p->accum; m++)
-    FSDPC_TRY(backward(s, step, m, err));
+    FSDPC_TRY(train_micro(s, step, m, err));
   FSDPC_TRY(
       fsdpc__engine_optim_step(s->eng, step + 1, *lr, s->cfg->train.max_grad_norm, gnorm, err));
   FSDPC_TRY(s->ops->sync(s->ops->ctx, err));

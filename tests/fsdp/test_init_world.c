@@ -68,14 +68,21 @@ static void fixture_close(fixture *f) {
   test_engine_close(&f->base);
 }
 
-/* Rank r of a FULL_SHARD group of `world` ranks, from the same YAML. */
-static test_engine make_engine(int world, int r) {
+/* Rank r of a FULL_SHARD group of `world` ranks, from the same YAML (with
+ * LoRA on the seven projections when lora). */
+static test_engine make_engine_opt(int world, int r, int lora) {
   fsdpc_err err = {0};
-  const char *ov[] = {device_override(), "train.threads=2"};
+  const char *ov[] = {device_override(), "train.threads=2", "peft.method=lora", "peft.r=4",
+                      "peft.alpha=8", "peft.target_modules=[all-linear]"};
   test_engine t;
-  ck_assert_msg(test_engine_open(tiny_yaml, ov, 2, world, r, g_ops, 0, &t, &err) == FSDPC_OK, "%s",
-                err.msg);
+  ck_assert_msg(test_engine_open(tiny_yaml, ov, lora ? 6 : 2, world, r, g_ops, 0, &t, &err) ==
+                    FSDPC_OK,
+                "%s", err.msg);
   return t;
+}
+
+static test_engine make_engine(int world, int r) {
+  return make_engine_opt(world, r, 0);
 }
 
 /* Copies this rank's master shards into the full per-parameter arrays
@@ -86,9 +93,14 @@ static void gather_masters(fsdpc_engine *e, float **full) {
     const fsdpc_unit *un = fsdpc__engine_unit(e, u);
     float *m = malloc(un->shard_numel * sizeof(float) + 4);
     ck_assert(m);
-    ck_assert_msg(g_ops->download(g_ops->ctx, m, un->master, un->shard_numel * sizeof(float),
-                                  &err) == FSDPC_OK,
+    /* a frozen unit (LoRA's base) on a device holds bf16 */
+    int narrow = un->frozen && g_ops->device != FSDPC_DEVICE_CPU;
+    ck_assert_msg(g_ops->download(g_ops->ctx, m, un->master,
+                                  un->shard_numel * (narrow ? 2 : sizeof(float)), &err) == FSDPC_OK,
                   "%s", err.msg);
+    if (narrow) /* widen in place, from the end */
+      for (uint64_t i = un->shard_numel; i-- > 0;)
+        m[i] = fsdpc__bf16_to_f32(((const uint16_t *)m)[i]);
     uint64_t covered = 0;
     for (int p = 0; p < fsdpc__engine_n_params(e); p++) {
       uint64_t off;
@@ -162,6 +174,64 @@ START_TEST(random_init_same_at_every_world) {
     free_full(&f, got);
   }
   free_full(&f, want);
+  fixture_close(&f);
+}
+END_TEST
+
+/* LoRA: the adapters (made on the host) and the frozen base (on a device:
+ * made there and kept in bf16) equal the reference init (the base rounded
+ * to bf16 on a device) at every world size. */
+START_TEST(lora_random_init_same_at_every_world) {
+  fixture f;
+  fixture_open(&f);
+  const int worlds[] = {1, 2, 4};
+  test_engine t0 = make_engine_opt(1, 0, 1);
+  int np = fsdpc__engine_n_params(t0.eng);
+  float **want = calloc((size_t)np, sizeof *want);
+  ck_assert(want);
+  for (int p = 0; p < np; p++) {
+    uint64_t off;
+    int u;
+    const fsdpc_param_info *pi = fsdpc__engine_param(t0.eng, p, &off, &u);
+    want[p] = malloc(pi->numel * sizeof(float));
+    ck_assert(want[p]);
+    fsdpc__model_init_range(pi, 1234, 0.02, 0, pi->numel, want[p]);
+    if (fsdpc__engine_unit(t0.eng, u)->frozen && g_ops->device != FSDPC_DEVICE_CPU)
+      for (uint64_t j = 0; j < pi->numel; j++)
+        want[p][j] = fsdpc__bf16_to_f32(fsdpc__f32_to_bf16(want[p][j]));
+  }
+  for (int w = 0; w < 3; w++) {
+    float **got = calloc((size_t)np, sizeof *got);
+    ck_assert(got);
+    for (int p = 0; p < np; p++) {
+      uint64_t off;
+      int u;
+      got[p] = malloc(fsdpc__engine_param(t0.eng, p, &off, &u)->numel * sizeof(float));
+      ck_assert(got[p]);
+    }
+    for (int r = 0; r < worlds[w]; r++) {
+      fsdpc_err err = {0};
+      test_engine t = make_engine_opt(worlds[w], r, 1);
+      ck_assert_msg(fsdpc__engine_init_random(t.eng, 1234, 0.02, &err) == FSDPC_OK, "%s", err.msg);
+      gather_masters(t.eng, got);
+      test_engine_close(&t);
+    }
+    for (int p = 0; p < np; p++) {
+      uint64_t off;
+      int u;
+      const fsdpc_param_info *pi = fsdpc__engine_param(t0.eng, p, &off, &u);
+      for (uint64_t j = 0; j < pi->numel; j++)
+        ck_assert_msg(memcmp(&got[p][j], &want[p][j], 4) == 0,
+                      "lora random init, world %d: %s[%llu] = %a, want %a", worlds[w], pi->name,
+                      (unsigned long long)j, got[p][j], want[p][j]);
+      free(got[p]);
+    }
+    free(got);
+  }
+  for (int p = 0; p < np; p++)
+    free(want[p]);
+  free(want);
+  test_engine_close(&t0);
   fixture_close(&f);
 }
 END_TEST
@@ -252,6 +322,7 @@ int main(void) {
   TCase *tc = tcase_create("core");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, random_init_same_at_every_world);
+  tcase_add_test(tc, lora_random_init_same_at_every_world);
   tcase_add_test(tc, hf_bf16_load_same_at_every_world);
   tcase_add_test(tc, hf_f32_load_same_at_every_world);
   suite_add_tcase(s, tc);

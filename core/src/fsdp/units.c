@@ -405,7 +405,7 @@ static fsdpc_status for_each_segment(fsdpc_engine *e, int u, float *shard, segme
 }
 
 /* Which units a fill covers. */
-enum { FILL_ALL, FILL_BASE, FILL_ADAPTERS, FILL_NOT_NF4 };
+enum { FILL_ALL, FILL_BASE, FILL_ADAPTERS, FILL_NOT_NF4, FILL_TRAINABLE };
 
 static int unit_is_adapter(const fsdpc_engine *e, const fsdpc_unit *un) {
   return fsdpc__lora_kind(e->params[un->params[0]].kind);
@@ -472,7 +472,7 @@ static fsdpc_status fill_shards(fsdpc_engine *e, int which, segment_fn fn, void 
     fsdpc_unit *un = &e->units[u];
     int adapter = unit_is_adapter(e, un);
     if ((which == FILL_BASE && adapter) || (which == FILL_ADAPTERS && !adapter) ||
-        (which == FILL_NOT_NF4 && un->nf4))
+        (which == FILL_NOT_NF4 && un->nf4) || (which == FILL_TRAINABLE && un->frozen))
       continue;
     un->lp_stale = 1;
     if (un->nf4) {
@@ -580,14 +580,63 @@ static fsdpc_status init_nf4_dev(fsdpc_engine *e, const init_arg *a, fsdpc_err *
   return st;
 }
 
+/* Frozen bf16 shards (LoRA's and QLoRA's base outside the NF4 units: the
+ * embedding, the head, norms) made on the device: each shard segment's fp32
+ * values by the device init (the CPU's bit for bit) into a scratch, in
+ * pieces that fit it, then cast to bf16 in place (round to nearest even, as
+ * the host's fsdpc__f32_to_bf16_n). The scratch borrows the arena's
+ * activation block, unused at start-up (or 64 MiB beside it when there is
+ * none). */
+static fsdpc_status init_frozen_dev(fsdpc_engine *e, const init_arg *a, fsdpc_err *err) {
+  const fsdpc_ops *o = e->ops;
+  size_t have = 0;
+  float *scratch = fsdpc__engine_act_block(e, &have), *own = NULL;
+  if (have < (64u << 20)) {
+    have = 64u << 20;
+    if (!(scratch = own = o->alloc(o->ctx, FSDPC_MEM_OTHER, have)))
+      return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
+                         "out of device memory making the frozen base (64 MiB of scratch)");
+  }
+  uint64_t cap = have / sizeof(float);
+  fsdpc_status st = FSDPC_OK;
+  for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
+    fsdpc_unit *un = &e->units[u];
+    if (!un->frozen || un->nf4 || unit_is_adapter(e, un))
+      continue;
+    un->lp_stale = 1;
+    uint16_t *dst = (uint16_t *)un->master; /* bf16, shard_numel; padding zero from create */
+    uint64_t s0 = un->shard_offset, s1 = s0 + un->shard_numel, lo, hi;
+    for (int i = 0, p; st == FSDPC_OK && fsdpc__next_segment(e, un, s0, s1, &i, &p, &lo, &hi);)
+      for (uint64_t c = lo; c < hi && st == FSDPC_OK; c += cap) {
+        uint64_t n = hi - c < cap ? hi - c : cap, pe = c - e->param_offset[p];
+        st = init_segment_dev(e, p, pe, pe + n, scratch, (void *)a, err);
+        if (st == FSDPC_OK)
+          st = o->cast_params(o->ctx, dst + (c - s0), scratch, n, err);
+      }
+  }
+  if (st == FSDPC_OK)
+    st = o->sync(o->ctx, err);
+  if (own)
+    o->free(o->ctx, FSDPC_MEM_OTHER, own, have);
+  return st;
+}
+
 fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double std, fsdpc_err *err) {
   init_arg a = {seed, std};
-  /* LoRA: the adapters' init (Kaiming-uniform, zero) and the frozen bf16
-   * shards are made on the host; QLoRA's NF4 units on the device where it
-   * quantizes */
+  /* LoRA and QLoRA on a device: the adapters' init (Kaiming-uniform, zero)
+   * on the host, the frozen bf16 shards and the NF4 units on the device
+   * (the same values); elsewhere everything on the host */
   int frozen = 0;
   for (int u = 0; u < e->n_units; u++)
     frozen |= e->units[u].frozen;
+  int dev = e->ops->init_f32 && e->ops->cast_params && !e->offload &&
+            e->ops->device != FSDPC_DEVICE_CPU;
+  if (dev && frozen && e->psize == 2) {
+    /* the adapters (and any trainable unit) on the host, the base here */
+    FSDPC_TRY(fill_shards(e, FILL_TRAINABLE, init_segment, &a, err));
+    FSDPC_TRY(init_frozen_dev(e, &a, err));
+    return e->x.nf4_block && e->ops->nf4_quant ? init_nf4_dev(e, &a, err) : FSDPC_OK;
+  }
   if (e->x.nf4_block && e->ops->nf4_quant && e->ops->init_f32 && e->psize == 2 && !e->offload) {
     FSDPC_TRY(fill_shards(e, FILL_NOT_NF4, init_segment, &a, err));
     return init_nf4_dev(e, &a, err);

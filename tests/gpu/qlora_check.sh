@@ -89,7 +89,10 @@ if [ "$PARTS" = 70b ]; then
   else
     verdict 70b FAIL
   fi
-  tar cJf "$OUT/qlora_logs.tar.xz" -C "$W" --exclude='*.tok' . 2>/dev/null
+  grep -h "^RESULT 70b" "$R" # (the pipe above keeps it from stdout)
+  # the logs and metrics only: the 70B's checkpoint (adapters and their AdamW
+  # state, GBs) would take minutes to compress
+  tar cJf "$OUT/qlora_logs.tar.xz" -C "$W" --exclude='*.tok' --exclude=ck . 2>/dev/null
   rm -rf "$W"
   exit 0
 fi

@@ -35,6 +35,7 @@ struct fsdpc_decoder {
   int32_t *h_pos;                                   /* (B) host staging */
   void **kc, **vc;                                  /* (L) of (B, maxT, KD) */
   float *rope_cos, *rope_sin;                       /* (max_pos, rope.dim/2) */
+  float *rope_lcos, *rope_lsin; /* gemma3's local layers: (max_pos, rope_local.dim/2) */
   int rope_long;                                    /* longrope's long factors in the tables */
   int32_t *pos, *tokens;                            /* (B) device */
   void *x, *h, *ln, *q, *k, *v, *att, *gate, *up, *act; /* (B, C|QD|KD|F) */
@@ -65,11 +66,14 @@ static int list_bufs(fsdpc_decoder *d, dbuf *b) {
   size_t a = d->ops->act_size, B = (size_t)d->B, C = (size_t)s->C, F = (size_t)s->F;
   size_t QD = (size_t)s->NH * s->HD, KD = (size_t)s->KVH * s->HD;
   size_t rope = (size_t)s->max_pos * (size_t)(s->rope.dim / 2) * sizeof(float);
+  size_t lrope = (size_t)s->max_pos * (size_t)(s->rope_local.dim / 2) * sizeof(float);
   size_t qk = s->qk_norm ? 1 : 0, tmp = s->norm_post || s->resid_mult != 1.0f ? 1 : 0;
   int n = 0;
 #define B_(f, sz) b[n++] = (dbuf){(void **)&d->f, one_at_least(sz)}
   B_(rope_cos, rope);
   B_(rope_sin, rope);
+  B_(rope_lcos, lrope);
+  B_(rope_lsin, lrope);
   B_(pos, B * sizeof(int32_t));
   B_(tokens, B * sizeof(int32_t));
   B_(x, B * C * a);
@@ -139,11 +143,6 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                        "generation: the KV-cache decoder does not soft-cap attention or final "
                        "logits (gemma2) yet");
-  if (s->rope_local.dim > 0)
-    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "generation: the KV-cache decoder turns every layer by one RoPE; "
-                       "gemma3_text's sliding_attention layers have their own "
-                       "(rope_local_base_freq), not computed there yet");
   fsdpc_decoder *d = calloc(1, sizeof *d);
   if (!d)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
@@ -175,6 +174,8 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
         !(d->vc[l] = ops->alloc(d->dev, FSDPC_MEM_ACTIVATIONS, cache_bytes(d))))
       goto oom;
   st = ops->rope_tables(d->dev, d->rope_cos, d->rope_sin, &s->rope, s->max_pos, 0, err);
+  if (st == FSDPC_OK && s->rope_local.dim > 0) /* plain RoPE, made once */
+    st = ops->rope_tables(d->dev, d->rope_lcos, d->rope_lsin, &s->rope_local, s->max_pos, 0, err);
   if (st != FSDPC_OK) {
     fsdpc__decoder_destroy(d);
     return st;
@@ -318,6 +319,7 @@ static fsdpc_status step_layer(fsdpc_decoder *d, int l, const fsdpc_layer_w *w0,
   fsdpc_layer_w w;
   fsdpc__layer_split(s, d->ops->act_size, w0, &w);
   lora_arg la = {d, &w};
+  int local = fsdpc__layer_rope(s, l) == &s->rope_local; /* gemma3's sliding_attention layers */
   fsdpc_layer_io io = {.N = B,
                        .x = d->x,
                        .out = d->x,
@@ -342,8 +344,8 @@ static fsdpc_status step_layer(fsdpc_decoder *d, int l, const fsdpc_layer_w *w0,
                              .dn = d->dn,
                              .rstdd = d->rstd},
                        .pos = d->pos,
-                       .cos = d->rope_cos,
-                       .sin = d->rope_sin,
+                       .cos = local ? d->rope_lcos : d->rope_cos,
+                       .sin = local ? d->rope_lsin : d->rope_sin,
                        .lora = d->lora.r ? lora_hook : NULL,
                        .lora_ctx = &la};
   FSDPC_TRY(fsdpc__layer_qkv(d->ops, s, &w, &io, err));

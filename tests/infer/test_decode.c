@@ -1,7 +1,7 @@
 /* The KV-cache decoder against transformers and against itself:
  * - teacher-forced along the fixtures' transformers-made input_ids, the
  *   prefill and every decode step give transformers' logits (fp32, CPU;
- *   two Llama fixtures and the Gemma 3 family fixture);
+ *   two Llama fixtures, a Gemma 3 and a Gemma 2 family fixture);
  * - greedy generation with the cache equals recomputing the whole sequence
  *   for each new token (fresh prefill), token for token;
  * - sampling: the same seed gives the same tokens whatever the batch;
@@ -28,9 +28,11 @@
 
 static const char *fixtures[] = {"hf_tiny_untied", "hf_tiny_tied_llama3"};
 /* teacher-forced also: Gemma 3 (its sliding_attention layers turn by their
- * own RoPE and attend through a window of 5 of the 12 positions) */
+ * own RoPE and attend through a window of 5 of the 12 positions) and Gemma 2
+ * (attention and final soft-capping, a window on alternate layers) */
 static const char *tf_fixtures[] = {"hf_tiny_untied", "hf_tiny_tied_llama3",
-                                    "hf_families/gemma3_local_rope_window"};
+                                    "hf_families/gemma3_local_rope_window",
+                                    "hf_families/gemma2_softcap_window"};
 
 static fsdpc_infer_model *load(const char *name) {
   char dir[1024];
@@ -273,7 +275,7 @@ int main(void) {
   Suite *s = suite_create("decode");
   TCase *tc = tcase_create("decode");
   tcase_set_timeout(tc, 120);
-  tcase_add_loop_test(tc, teacher_forced_equals_transformers, 0, 3);
+  tcase_add_loop_test(tc, teacher_forced_equals_transformers, 0, 4);
   tcase_add_loop_test(tc, cache_equals_recompute, 0, 2);
   tcase_add_loop_test(tc, sampling_is_seeded_per_prompt, 0, 2);
   tcase_add_test(tc, argmax_rows_ties);

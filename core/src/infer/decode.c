@@ -139,10 +139,6 @@ fsdpc_status fsdpc__decoder_create(const fsdpc_decoder_opts *o, fsdpc_decoder **
   const fsdpc_ops *ops = o->ops ? o->ops : fsdpc__ops_cpu();
   if (!ops->kv_store || !ops->attn_cached)
     return fsdpc__fail(err, FSDPC_UNSUPPORTED, "this device has no KV-cache attention");
-  if (s->attn_softcap > 0.0f || s->logit_softcap > 0.0f)
-    return fsdpc__fail(err, FSDPC_UNSUPPORTED,
-                       "generation: the KV-cache decoder does not soft-cap attention or final "
-                       "logits (gemma2) yet");
   fsdpc_decoder *d = calloc(1, sizeof *d);
   if (!d)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
@@ -204,14 +200,25 @@ static fsdpc_status wdone(const fsdpc_infer_weights *w, int b, fsdpc_err *err) {
   return w->done ? w->done(w->ctx, b, err) : FSDPC_OK;
 }
 
+/* The logits of the B rows, downloaded to out: soft-capped there (Gemma
+ * 2's final_logit_softcapping), as fsdpc__model_logits_at caps them. The
+ * device copy stays uncapped: its greedy argmax is the same (tanh is
+ * increasing). */
+static fsdpc_status download_logits(fsdpc_decoder *d, float *out, fsdpc_err *err) {
+  size_t n = (size_t)d->B * d->s.V;
+  OP(download, out, d->logits, n * sizeof(float), err);
+  const float c = d->s.logit_softcap;
+  for (size_t i = 0; c > 0.0f && i < n; i++)
+    out[i] = tanhf(out[i] / c) * c;
+  return FSDPC_OK;
+}
+
 /* logits (device (B, V)) from d->ln rows, downloaded to out (unless NULL). */
 static fsdpc_status head_logits(fsdpc_decoder *d, const void *head_w, float *out, fsdpc_err *err) {
   if (d->s.logits_div != 1.0f)
     OP(scale, d->ln, (size_t)d->B * d->s.C, 1.0f / d->s.logits_div, err);
   OP(logits, d->logits, d->ln, head_w, d->B, d->s.C, d->s.V, err);
-  if (out)
-    OP(download, out, d->logits, (size_t)d->B * d->s.V * sizeof(float), err);
-  return FSDPC_OK;
+  return out ? download_logits(d, out, err) : FSDPC_OK;
 }
 
 fsdpc_status fsdpc__decoder_greedy(fsdpc_decoder *d, int32_t *ids, fsdpc_err *err) {
@@ -351,7 +358,7 @@ static fsdpc_status step_layer(fsdpc_decoder *d, int l, const fsdpc_layer_w *w0,
   FSDPC_TRY(fsdpc__layer_qkv(d->ops, s, &w, &io, err));
   OP(kv_store, d->kc[l], d->vc[l], d->k, d->v, d->pos, B, 1, d->maxT, KD, err);
   OP(attn_cached, d->att, d->q, d->kc[l], d->vc[l], d->pos, B, 1, s->NH, s->KVH, s->HD, d->maxT,
-     fsdpc__model_attn_scale(s), fsdpc__layer_window(s, l), err);
+     fsdpc__model_attn_scale(s), fsdpc__layer_window(s, l), s->attn_softcap, err);
   return fsdpc__layer_out(d->ops, s, &w, &io, err);
 }
 
@@ -437,7 +444,7 @@ fsdpc_status fsdpc__decoder_step(fsdpc_decoder *d, const fsdpc_infer_weights *w,
   OP(upload, d->tokens, tokens, (size_t)d->B * sizeof(int32_t), err);
   FSDPC_TRY(run_step(d, w, err));
   if (logits)
-    OP(download, logits, d->logits, (size_t)d->B * s->V * sizeof(float), err);
+    FSDPC_TRY(download_logits(d, logits, err));
   for (int b = 0; b < d->B; b++)
     d->len[b]++;
   return FSDPC_OK;

@@ -172,12 +172,13 @@ typedef struct fsdpc_ops {
    * kv_store: kc[b, pos[r]] = k[r], vc[b, pos[r]] = v[r].
    * attn_cached: out[r] (NH*HD) = softmax(scale * q[r] . kc[b, lo..pos[r]])
    * @ vc[b, lo..pos[r]], query head h on kv head h / (NH / KVH); lo = 0, or
-   * pos[r] - window + 1 with a sliding window (window > 0). */
+   * pos[r] - window + 1 with a sliding window (window > 0); softcap > 0:
+   * each scaled score s becomes softcap * tanh(s / softcap) (Gemma 2). */
   fsdpc_status (*kv_store)(void *ctx, void *kc, void *vc, const void *k, const void *v,
                            const int32_t *pos, int B, int n, int maxT, int KD, fsdpc_err *err);
   fsdpc_status (*attn_cached)(void *ctx, void *out, const void *q, const void *kc, const void *vc,
                               const int32_t *pos, int B, int n, int NH, int KVH, int HD, int maxT,
-                              float scale, int window, fsdpc_err *err);
+                              float scale, int window, float softcap, fsdpc_err *err);
   /* LoRA (model/lora.h), act_dtype, n elements. scale: x *= s. dropout:
    * out[i] = inp[i] * keep(key, i) / (1 - p), keep(key, i) = the top 24 bits
    * of splitmix64(key + i) >= p * 2^24 (the same mask on every device); out

@@ -20,7 +20,7 @@ void fsdpc__cpu_kv_store(float *kc, float *vc, const float *k, const float *v, c
 
 void fsdpc__cpu_attn_cached(float *out, const float *q, const float *kc, const float *vc,
                             const int32_t *pos, int B, int n, int NH, int KVH, int HD, int maxT,
-                            float scale, int window) {
+                            float scale, int window, float softcap) {
   int KD = KVH * HD, group = NH / KVH;
 #pragma omp parallel for num_threads(fsdpc__cpu_nt()) collapse(2) schedule(static)
   for (int r = 0; r < B * n; r++)
@@ -39,6 +39,8 @@ void fsdpc__cpu_attn_cached(float *out, const float *q, const float *kc, const f
         for (int d = 0; d < HD; d++)
           s += qr[d] * kt[d];
         double sd = (double)s * scale;
+        if (softcap > 0.0f) /* as the naive attention's forward */
+          sd = (double)softcap * tanh(sd / (double)softcap);
         double mn = sd > m ? sd : m, corr = exp(m - mn), p = exp(sd - mn);
         l = l * corr + p;
         for (int d = 0; d < HD; d++)

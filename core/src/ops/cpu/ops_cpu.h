@@ -209,14 +209,15 @@ void fsdpc__cpu_kv_store(float *kc,           // (B, maxT, KD)
                          int B, int n, int maxT, int KD);
 /* out[r] = softmax(scale * q[r] . kc[b, lo..pos[r]]) @ vc[b, lo..pos[r]] per
  * head; query head h reads kv head h / (NH / KVH); lo = 0, or with a
- * sliding window (window > 0) max(0, pos[r] - window + 1). */
+ * sliding window (window > 0) max(0, pos[r] - window + 1); softcap > 0: each
+ * scaled score s becomes softcap * tanh(s / softcap). */
 void fsdpc__cpu_attn_cached(float *out,         // (B*n, NH*HD)
                             const float *q,     // (B*n, NH*HD)
                             const float *kc,    // (B, maxT, KVH*HD)
                             const float *vc,    // (B, maxT, KVH*HD)
                             const int32_t *pos, // (B*n)
                             int B, int n, int NH, int KVH, int HD, int maxT, float scale,
-                            int window);
+                            int window, float softcap);
 
 /* ---- dropout.c ---- LoRA: inverted dropout with a counter-hash mask (ops.h) */
 void fsdpc__cpu_dropout(float *out, const float *inp, size_t n, float p, uint64_t key);

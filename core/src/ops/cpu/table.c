@@ -291,9 +291,9 @@ static fsdpc_status cpu_argmax_rows(void *ctx, int32_t *out, const float *x, int
 static fsdpc_status cpu_attn_cached(void *ctx, void *out, const void *q, const void *kc,
                                     const void *vc, const int32_t *pos, int B, int n, int NH,
                                     int KVH, int HD, int maxT, float scale, int window,
-                                    fsdpc_err *err) {
+                                    float softcap, fsdpc_err *err) {
   CPU_TEAM(ctx);
-  fsdpc__cpu_attn_cached(out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, window);
+  fsdpc__cpu_attn_cached(out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, window, softcap);
   return FSDPC_OK;
 }
 

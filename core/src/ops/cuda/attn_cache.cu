@@ -22,7 +22,8 @@ static __global__ void kv_store_kernel(bf16 *kc, bf16 *vc, const bf16 *k, const 
 
 static __global__ void __launch_bounds__(AC_WARPS * 32)
     attn_cached_kernel(bf16 *out, const bf16 *q, const bf16 *kc, const bf16 *vc, const int32_t *pos,
-                       int n, int NH, int KVH, int HD, int maxT, float scale, int window) {
+                       int n, int NH, int KVH, int HD, int maxT, float scale, int window,
+                       float softcap) {
   const int h = blockIdx.x, r = blockIdx.y, lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const int KD = KVH * HD, kvh = h / (NH / KVH), per = (HD + 31) / 32;
   const bf16 *qr = q + ((size_t)r * NH + h) * HD;
@@ -50,6 +51,8 @@ static __global__ void __launch_bounds__(AC_WARPS * 32)
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
       s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (softcap > 0.0f) /* Gemma 2: the scaled score capped */
+      s = softcap * tanhf(s / softcap);
     const float mn = fmaxf(m, s), corr = __expf(m - mn), p = __expf(s - mn);
     l = l * corr + p;
 #pragma unroll
@@ -103,7 +106,8 @@ extern "C" fsdpc_status fsdpc__cuda_attn_cached(fsdpc_cuda_ctx *ctx, fsdpc_bf16 
                                                 const fsdpc_bf16 *q, const fsdpc_bf16 *kc,
                                                 const fsdpc_bf16 *vc, const int32_t *pos, int B,
                                                 int n, int NH, int KVH, int HD, int maxT,
-                                                float scale, int window, fsdpc_err *err) {
+                                                float scale, int window, float softcap,
+                                                fsdpc_err *err) {
   if (HD > 32 * AC_MAX_PER_LANE || KVH < 1 || NH % KVH != 0 || B * n > 65535)
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                        "cuda attn_cached: head_dim %d (at most %d), %d heads over %d kv heads, "
@@ -112,7 +116,7 @@ extern "C" fsdpc_status fsdpc__cuda_attn_cached(fsdpc_cuda_ctx *ctx, fsdpc_bf16 
   dim3 grid((unsigned)NH, (unsigned)(B * n));
   attn_cached_kernel<<<grid, AC_WARPS * 32, 0, ctx->compute>>>(
       (bf16 *)out, (const bf16 *)q, (const bf16 *)kc, (const bf16 *)vc, pos, n, NH, KVH, HD, maxT,
-      scale, window);
+      scale, window, softcap);
   FSDPC_CUDA_LAUNCHED(err, "attn_cached");
   return FSDPC_OK;
 }

@@ -296,7 +296,7 @@ fsdpc_status fsdpc__cuda_argmax_rows(fsdpc_cuda_ctx *ctx, int32_t *out, const fl
 fsdpc_status fsdpc__cuda_attn_cached(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *out, const fsdpc_bf16 *q,
                                      const fsdpc_bf16 *kc, const fsdpc_bf16 *vc, const int32_t *pos,
                                      int B, int n, int NH, int KVH, int HD, int maxT, float scale,
-                                     int window, fsdpc_err *err);
+                                     int window, float softcap, fsdpc_err *err);
 
 /* ---- dropout.cu ---- LoRA: x *= s; inverted dropout, mask as ops.h says */
 fsdpc_status fsdpc__cuda_scale_bf16(fsdpc_cuda_ctx *ctx, fsdpc_bf16 *x, size_t n, float s,

@@ -272,9 +272,10 @@ static fsdpc_status c_argmax_rows(void *ctx, int32_t *out, const float *x, int N
 }
 static fsdpc_status c_attn_cached(void *ctx, void *out, const void *q, const void *kc,
                                   const void *vc, const int32_t *pos, int B, int n, int NH, int KVH,
-                                  int HD, int maxT, float scale, int window, fsdpc_err *err) {
+                                  int HD, int maxT, float scale, int window, float softcap,
+                                  fsdpc_err *err) {
   return fsdpc__cuda_attn_cached(ctx, out, q, kc, vc, pos, B, n, NH, KVH, HD, maxT, scale, window,
-                                 err);
+                                 softcap, err);
 }
 
 static fsdpc_status c_scale(void *ctx, void *x, size_t n, float s, fsdpc_err *err) {

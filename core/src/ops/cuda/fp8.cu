@@ -237,6 +237,7 @@ static fsdpc_status check(const char *op, int N, int C, int OC, fsdpc_err *err) 
 /* ---- tensorwise ---- */
 
 enum { AMAX_THREADS = 256, AMAX_BLOCKS = 1024 }; /* blocks: <= the context's partials */
+enum { SV_INV = 4 }; /* an operand's 1/scale, 16 bytes after its scale (GEMM scale pointers) */
 
 /* The max of two |bf16| per 32-bit word, as 16-bit halves: |x| as bits
  * orders as abs_bits does (NaN above inf), so the result is the same. */
@@ -255,7 +256,7 @@ static __device__ unsigned block_max(unsigned m, unsigned *sh) {
   return m;
 }
 
-/* sv[0] = the scale of x's amax (n values), sv[1] = 1 / sv[0]. Each block
+/* sv[0] = the scale of x's amax (n values), sv[SV_INV] = 1 / sv[0]. Each block
  * writes its max to part; the last block to finish (done counts them, and
  * that block sets it back to 0) reduces them and writes the scale: no
  * memset and no scale kernel. */
@@ -292,7 +293,7 @@ __global__ void __launch_bounds__(AMAX_THREADS)
     m = max(m, __ldcg(part + b));
   m = block_max(m, sh);
   if (threadIdx.x == 0) {
-    scale_of(m << 16, fp8max, 0, &sv[0], &sv[1]);
+    scale_of(m << 16, fp8max, 0, &sv[0], &sv[SV_INV]);
     *done = 0;
   }
 }
@@ -371,7 +372,7 @@ __global__ void __launch_bounds__(TT_THREADS)
 }
 
 /* A row-major (R, K) operand cast with one scale into q and/or its
- * transpose qt; sv: its (scale, 1 / scale). Two launches. */
+ * transpose qt; sv: its scale (sv[0], 1 / scale at sv[SV_INV]). Two launches. */
 static fsdpc_status tensor_cast(fsdpc_cuda_ctx *ctx, const bf16 *x, int R, int K, int fmt,
                                 float *sv, fp8 *q, fp8 *qt, fsdpc_err *err) {
   const size_t n = (size_t)R * K;
@@ -400,7 +401,7 @@ static size_t up256(size_t n) {
   return (n + 255) & ~(size_t)255;
 }
 
-/* The tensorwise block (fsdpc__fp8_tensor_block_bytes): (scale, 1/scale)
+/* The tensorwise block (fsdpc__fp8_tensor_block_bytes): scale and 1/scale
  * of x, W, dy; x's copy (or x^T) at a fixed offset; then W (forward), or
  * dy, dy^T, W^T (backward). */
 typedef struct tw_block {
@@ -424,7 +425,7 @@ static fsdpc_status tw_get(fsdpc_cuda_ctx *ctx, int N, int in, int out, int dir,
         fsdpc__cuda_alloc(ctx, FSDPC_MEM_ACTIVATIONS, b->bytes, NULL, (void **)&b->base, err));
     b->pooled = 1;
   }
-  b->sx = (float *)b->base, b->sw = b->sx + 2, b->sg = b->sx + 4;
+  b->sx = (float *)b->base, b->sw = b->sx + 16, b->sg = b->sx + 32; /* 64 bytes each */
   b->x = (fp8 *)(b->base + 256);
   char *p = (char *)b->x + up256((size_t)N * in);
   if (dir == DIR_FWD) {
@@ -475,7 +476,7 @@ static fsdpc_status tw_fwd(fsdpc_cuda_ctx *ctx, bf16 *out, const bf16 *inp, int 
   if (st == FSDPC_OK)
     st = tensor_cast(ctx, weight, OC, C, fmt, b.sw, b.w, NULL, err);
   if (st == FSDPC_OK) {
-    const tn_operand a = {b.w, fmt, b.sw + 1}, x = {b.x, fmt, b.sx + 1};
+    const tn_operand a = {b.w, fmt, b.sw + SV_INV}, x = {b.x, fmt, b.sx + SV_INV};
     st = gemm_tn(ctx, OC, N, C, &a, &x, 0, residual, out, CUDA_R_16BF, residual != NULL,
                  "fp8 matmul_fwd", err);
   }
@@ -498,14 +499,14 @@ static fsdpc_status tw_bwd(fsdpc_cuda_ctx *ctx, bf16 *dinp, int acc, float *dwei
   if (st == FSDPC_OK && dweight) {
     st = tw_input(ctx, &b, inp, again, N, C, DIR_BWD, err);
     const int ow = ctx->grad_overwrite;
-    const tn_operand a = {b.x, xf, b.sx + 1}, g = {b.gt, gf, b.sg + 1};
+    const tn_operand a = {b.x, xf, b.sx + SV_INV}, g = {b.gt, gf, b.sg + SV_INV};
     if (st == FSDPC_OK)
       st = gemm_tn(ctx, C, OC, N, &a, &g, 0, ow ? NULL : dweight, dweight, CUDA_R_32F, !ow,
                    ow ? "fp8 matmul_bwd (dweight =)" : "fp8 matmul_bwd (dweight)", err);
   }
   if (st == FSDPC_OK && dinp) {
     st = tensor_cast(ctx, weight, OC, C, xf, b.sw, NULL, b.w, err);
-    const tn_operand a = {b.w, xf, b.sw + 1}, g = {b.g, gf, b.sg + 1};
+    const tn_operand a = {b.w, xf, b.sw + SV_INV}, g = {b.g, gf, b.sg + SV_INV};
     if (st == FSDPC_OK)
       st = gemm_tn(ctx, C, N, OC, &a, &g, 0, acc ? dinp : NULL, dinp, CUDA_R_16BF, acc,
                    acc ? "fp8 matmul_bwd (dinp +=)" : "fp8 matmul_bwd (dinp)", err);
@@ -602,6 +603,8 @@ extern "C" fsdpc_status fsdpc__cuda_fp8_matmul_bwd(fsdpc_cuda_ctx *ctx, int reci
   if (!dout || (dinp && !weight) || (dweight && !inp))
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "cuda fp8 matmul_bwd: a tensor pointer is NULL");
   if (N == 0)
+    return FSDPC_OK;
+  if (!dinp && !dweight)
     return FSDPC_OK;
   if (recipe == FSDPC_FP8_TENSORWISE)
     return tw_bwd(ctx, (bf16 *)dinp, dinp_acc, dweight, (const bf16 *)dout, (const bf16 *)inp,

@@ -164,6 +164,15 @@ START_TEST(fp8_tensorwise_shared_input) {
   free(g), g = down_f32(d_dw2, (size_t)O2 * C);
   CHECK_REL("shared input: dweight 2 (inp_again)", g, dw2, (size_t)O2 * C, TOL_FP8_W);
   free(g);
+  /* a backward without dweight and without inp_again forgets the kept x^T:
+   * the next inp_again casts it again (it may be a new input at the same
+   * address, as a checkpointed layer's) */
+  CK(fsdpc__cuda_fp8_matmul_bwd(g_ctx, T, d_dxo, 0, NULL, d_dy1, d_x, 0, d_w1, N, C, O1, sc, sb,
+                                &g_err));
+  ck_assert_uint_eq(launches(), 5);
+  CK(fsdpc__cuda_fp8_matmul_bwd(g_ctx, T, NULL, 0, d_dw2, d_dy2, d_x, 1, NULL, N, C, O2, sc, sb,
+                                &g_err));
+  ck_assert_uint_eq(launches(), 5);
   /* inp_again where the scratch holds another cast: cast, same result */
   CK(fsdpc__cuda_fp8_matmul_fwd(g_ctx, T, d_y2, d_xc, 1, d_w2, NULL, N, C, O2, sc, sb, &g_err));
   ck_assert_uint_eq(launches(), 5);

@@ -491,6 +491,8 @@ static fsdpc_status tw_bwd(fsdpc_cuda_ctx *ctx, bf16 *dinp, int acc, float *dwei
   const int xf = fsdpc__fp8_act_format(FSDPC_FP8_TENSORWISE);
   const int gf = fsdpc__fp8_grad_format(FSDPC_FP8_TENSORWISE);
   tw_block b;
+  if (!again) /* a new input: what the scratch holds is another's (even at this address) */
+    ctx->fp8_inp.scratch = NULL;
   FSDPC_TRY(tw_get(ctx, N, C, OC, DIR_BWD, scratch, scratch_bytes, &b, err));
   fsdpc_status st =
       tensor_cast(ctx, dout, N, OC, gf, b.sg, dinp ? b.g : NULL, dweight ? b.gt : NULL, err);

@@ -107,6 +107,28 @@ static uint64_t launches(void) {
   return d;
 }
 
+/* The shared-input test's tensorwise calls (N x C inputs, one scratch),
+ * each with the launches it must take. */
+typedef struct tw_case {
+  int N, C;
+  void *sc;
+  size_t sb;
+} tw_case;
+
+static void fwd_n(const tw_case *t, void *y, const void *x, int again, const void *w, int OC,
+                  uint64_t want) {
+  CK(fsdpc__cuda_fp8_matmul_fwd(g_ctx, FSDPC_FP8_TENSORWISE, y, x, again, w, NULL, t->N, t->C, OC,
+                                t->sc, t->sb, &g_err));
+  ck_assert_uint_eq(launches(), want);
+}
+
+static void bwd_n(const tw_case *t, void *dx, int acc, float *dw, const void *dy, const void *x,
+                  int again, const void *w, int OC, uint64_t want) {
+  CK(fsdpc__cuda_fp8_matmul_bwd(g_ctx, FSDPC_FP8_TENSORWISE, dx, acc, dw, dy, x, again, w, t->N,
+                                t->C, OC, t->sc, t->sb, &g_err));
+  ck_assert_uint_eq(launches(), want);
+}
+
 /* Tensorwise, two projections of one input as the model runs q then k (a
  * scratch, inp_again on the second): both forwards, both backwards
  * (dinp accumulated from both), against the emulation; the launches per
@@ -131,22 +153,17 @@ START_TEST(fp8_tensorwise_shared_input) {
   const size_t sb = fsdpc__fp8_linear_scratch_bytes((size_t)N, (size_t)C, (size_t)O1);
   ck_assert(sb >= fsdpc__fp8_linear_scratch_bytes((size_t)N, (size_t)C, (size_t)O2));
   void *sc = dev_alloc(sb);
+  const tw_case t = {N, C, sc, sb};
   float *y1 = malloc(sizeof(float) * n1), *y2 = malloc(sizeof(float) * n2);
   float *dx = calloc(nc, sizeof(float)), *dxo = calloc(nc, sizeof(float));
   float *dw1 = calloc((size_t)O1 * C, sizeof(float)), *dw2 = calloc((size_t)O2 * C, sizeof(float));
   CK(fsdpc__cuda_memset(g_ctx, d_dw1, 0, sizeof(float) * O1 * C, &g_err));
   CK(fsdpc__cuda_memset(g_ctx, d_dw2, 0, sizeof(float) * O2 * C, &g_err));
   launches();
-  CK(fsdpc__cuda_fp8_matmul_fwd(g_ctx, T, d_y1, d_x, 0, d_w1, NULL, N, C, O1, sc, sb, &g_err));
-  ck_assert_uint_eq(launches(), 5);
-  CK(fsdpc__cuda_fp8_matmul_fwd(g_ctx, T, d_y2, d_x, 1, d_w2, NULL, N, C, O2, sc, sb, &g_err));
-  ck_assert_uint_eq(launches(), 3);
-  CK(fsdpc__cuda_fp8_matmul_bwd(g_ctx, T, d_dx, 0, d_dw1, d_dy1, d_x, 0, d_w1, N, C, O1, sc, sb,
-                                &g_err));
-  ck_assert_uint_eq(launches(), 8);
-  CK(fsdpc__cuda_fp8_matmul_bwd(g_ctx, T, d_dx, 1, d_dw2, d_dy2, d_x, 1, d_w2, N, C, O2, sc, sb,
-                                &g_err));
-  ck_assert_uint_eq(launches(), 6);
+  fwd_n(&t, d_y1, d_x, 0, d_w1, O1, 5);
+  fwd_n(&t, d_y2, d_x, 1, d_w2, O2, 3);
+  bwd_n(&t, d_dx, 0, d_dw1, d_dy1, d_x, 0, d_w1, O1, 8);
+  bwd_n(&t, d_dx, 1, d_dw2, d_dy2, d_x, 1, d_w2, O2, 6);
   ck_assert_int_eq(fsdpc__cpu_fp8_linear_fwd(T, y1, x, w1, NULL, N, C, O1, &g_err), FSDPC_OK);
   ck_assert_int_eq(fsdpc__cpu_fp8_linear_fwd(T, y2, x, w2, NULL, N, C, O2, &g_err), FSDPC_OK);
   ck_assert_int_eq(fsdpc__cpu_fp8_linear_bwd(T, dx, 0, dw1, dy1, x, w1, N, C, O1, &g_err),
@@ -167,42 +184,30 @@ START_TEST(fp8_tensorwise_shared_input) {
   /* a backward without dweight and without inp_again forgets the kept x^T:
    * the next inp_again casts it again (it may be a new input at the same
    * address, as a checkpointed layer's) */
-  CK(fsdpc__cuda_fp8_matmul_bwd(g_ctx, T, d_dxo, 0, NULL, d_dy1, d_x, 0, d_w1, N, C, O1, sc, sb,
-                                &g_err));
-  ck_assert_uint_eq(launches(), 5);
-  CK(fsdpc__cuda_fp8_matmul_bwd(g_ctx, T, NULL, 0, d_dw2, d_dy2, d_x, 1, NULL, N, C, O2, sc, sb,
-                                &g_err));
-  ck_assert_uint_eq(launches(), 5);
+  bwd_n(&t, d_dxo, 0, NULL, d_dy1, d_x, 0, d_w1, O1, 5);
+  bwd_n(&t, NULL, 0, d_dw2, d_dy2, d_x, 1, NULL, O2, 5);
   /* inp_again where the scratch holds another cast: cast, same result */
-  CK(fsdpc__cuda_fp8_matmul_fwd(g_ctx, T, d_y2, d_xc, 1, d_w2, NULL, N, C, O2, sc, sb, &g_err));
-  ck_assert_uint_eq(launches(), 5);
+  fwd_n(&t, d_y2, d_xc, 1, d_w2, O2, 5);
   g = down_bf16(d_y2, n2);
   CHECK_REL("inp_again, another buffer: cast", g, y2, n2, TOL_BF16);
   free(g);
-  CK(fsdpc__cuda_fp8_matmul_bwd(g_ctx, T, NULL, 0, d_dw2, d_dy2, d_xc, 1, NULL, N, C, O2, sc, sb,
-                                &g_err));
-  ck_assert_uint_eq(launches(), 5); /* the last cast was the forward's x, not x^T */
+  bwd_n(&t, NULL, 0, d_dw2, d_dy2, d_xc, 1, NULL, O2, 5); /* the last cast was x, not x^T */
   /* the input 2 bytes off 16, and a backward without dweight */
-  CK(fsdpc__cuda_fp8_matmul_fwd(g_ctx, T, d_y1, d_xo, 0, d_w1, NULL, N, C, O1, sc, sb, &g_err));
+  fwd_n(&t, d_y1, d_xo, 0, d_w1, O1, 5);
   g = down_bf16(d_y1, n1);
   CHECK_REL("input at an odd address", g, y1, n1, TOL_BF16);
   free(g);
-  CK(fsdpc__cuda_fp8_matmul_bwd(g_ctx, T, d_dxo, 0, NULL, d_dy1, NULL, 0, d_w1, N, C, O1, sc, sb,
-                                &g_err));
-  ck_assert_uint_eq(launches(), 5 + 5);
+  bwd_n(&t, d_dxo, 0, NULL, d_dy1, NULL, 0, d_w1, O1, 5);
   ck_assert_int_eq(fsdpc__cpu_fp8_linear_bwd(T, dxo, 0, NULL, dy1, x, w1, N, C, O1, &g_err),
                    FSDPC_OK);
   g = down_bf16(d_dxo, nc);
   CHECK_REL("dinp only", g, dxo, nc, TOL_BF16);
   free(g);
-  CK(fsdpc__cuda_fp8_matmul_bwd(g_ctx, T, NULL, 0, NULL, d_dy1, NULL, 0, NULL, N, C, O1, sc, sb,
-                                &g_err));
-  ck_assert_uint_eq(launches(), 0); /* neither gradient: nothing to do */
+  bwd_n(&t, NULL, 0, NULL, d_dy1, NULL, 0, NULL, O1, 0); /* neither gradient: nothing to do */
   /* x^T from the input at an odd address (the 32 x 32 tile kernel) */
   float *dw3 = calloc((size_t)O2 * C, sizeof(float));
   CK(fsdpc__cuda_memset(g_ctx, d_dw2, 0, sizeof(float) * O2 * C, &g_err));
-  CK(fsdpc__cuda_fp8_matmul_bwd(g_ctx, T, NULL, 0, d_dw2, d_dy2, d_xo, 0, NULL, N, C, O2, sc, sb,
-                                &g_err));
+  bwd_n(&t, NULL, 0, d_dw2, d_dy2, d_xo, 0, NULL, O2, 5);
   ck_assert_int_eq(fsdpc__cpu_fp8_linear_bwd(T, NULL, 0, dw3, dy2, x, NULL, N, C, O2, &g_err),
                    FSDPC_OK);
   g = down_f32(d_dw2, (size_t)O2 * C);

@@ -163,18 +163,31 @@ typedef struct fp8_block {
   fp8_operand a, b;
 } fp8_block;
 
+/* bytes of the caller's scratch where it is large enough (*pooled = 0),
+ * else of the context's pool (*pooled = 1: give them back with pool_put). */
+static fsdpc_status scratch_or_pool(fsdpc_cuda_ctx *ctx, void *scratch, size_t scratch_bytes,
+                                    size_t bytes, char **base, int *pooled, fsdpc_err *err) {
+  *pooled = !(scratch && scratch_bytes >= bytes);
+  if (!*pooled) {
+    *base = (char *)scratch;
+    return FSDPC_OK;
+  }
+  return fsdpc__cuda_alloc(ctx, FSDPC_MEM_ACTIVATIONS, bytes, NULL, (void **)base, err);
+}
+
+static void pool_put(fsdpc_cuda_ctx *ctx, char *base, size_t bytes, int pooled) {
+  fsdpc_err e;
+  if (pooled)
+    (void)fsdpc__cuda_free(ctx, FSDPC_MEM_ACTIVATIONS, base, bytes, NULL, &e);
+}
+
 static fsdpc_status block_get(fsdpc_cuda_ctx *ctx, size_t ea, size_t eb, int ta, int tb, int v,
                               void *scratch, size_t scratch_bytes, fp8_block *blk, fsdpc_err *err) {
   const size_t vb = fsdpc__fp8_block_bytes(0, 0, (size_t)v) / 4;
   memset(blk, 0, sizeof *blk);
   blk->bytes = fsdpc__fp8_block_bytes(ea, eb, (size_t)v);
-  if (scratch && scratch_bytes >= blk->bytes) {
-    blk->base = (char *)scratch;
-  } else {
-    FSDPC_TRY(
-        fsdpc__cuda_alloc(ctx, FSDPC_MEM_ACTIVATIONS, blk->bytes, NULL, (void **)&blk->base, err));
-    blk->pooled = 1;
-  }
+  FSDPC_TRY(
+      scratch_or_pool(ctx, scratch, scratch_bytes, blk->bytes, &blk->base, &blk->pooled, err));
   char *p = blk->base;
   (ta ? blk->a.qt : blk->a.q) = (fp8 *)p;
   p += fsdpc__fp8_block_bytes(ea, 0, 0);
@@ -188,9 +201,7 @@ static fsdpc_status block_get(fsdpc_cuda_ctx *ctx, size_t ea, size_t eb, int ta,
 }
 
 static void block_put(fsdpc_cuda_ctx *ctx, fp8_block *blk) {
-  fsdpc_err e;
-  if (blk->pooled)
-    (void)fsdpc__cuda_free(ctx, FSDPC_MEM_ACTIVATIONS, blk->base, blk->bytes, NULL, &e);
+  pool_put(ctx, blk->base, blk->bytes, blk->pooled);
 }
 
 /* An FP8 GEMM operand: data (K-major), format, device 1/scale(s). */
@@ -418,13 +429,7 @@ static fsdpc_status tw_get(fsdpc_cuda_ctx *ctx, int N, int in, int out, int dir,
                            size_t scratch_bytes, tw_block *b, fsdpc_err *err) {
   memset(b, 0, sizeof *b);
   b->bytes = fsdpc__fp8_tensor_block_bytes((size_t)N, (size_t)in, (size_t)out);
-  if (scratch && scratch_bytes >= b->bytes) {
-    b->base = (char *)scratch;
-  } else {
-    FSDPC_TRY(
-        fsdpc__cuda_alloc(ctx, FSDPC_MEM_ACTIVATIONS, b->bytes, NULL, (void **)&b->base, err));
-    b->pooled = 1;
-  }
+  FSDPC_TRY(scratch_or_pool(ctx, scratch, scratch_bytes, b->bytes, &b->base, &b->pooled, err));
   b->sx = (float *)b->base, b->sw = b->sx + 16, b->sg = b->sx + 32; /* 64 bytes each */
   b->x = (fp8 *)(b->base + 256);
   char *p = (char *)b->x + up256((size_t)N * in);
@@ -458,11 +463,9 @@ static fsdpc_status tw_input(fsdpc_cuda_ctx *ctx, const tw_block *b, const bf16 
 }
 
 static fsdpc_status tw_put(fsdpc_cuda_ctx *ctx, tw_block *b, fsdpc_status st) {
-  fsdpc_err e;
   if (st != FSDPC_OK)
     ctx->fp8_inp.scratch = NULL; /* what the scratch holds is unknown */
-  if (b->pooled)
-    (void)fsdpc__cuda_free(ctx, FSDPC_MEM_ACTIVATIONS, b->base, b->bytes, NULL, &e);
+  pool_put(ctx, b->base, b->bytes, b->pooled);
   return st;
 }
 

@@ -6,7 +6,9 @@
 # (configs/bench is read from the repository). Prints:
 #   1. gemm: test_cuda_fp8, the cuBLASLt FP8 GEMMs (forward, dinp, dweight;
 #      tensorwise and rowwise) against the CPU emulation within the bound of
-#      docs/cuda.md ("===== gemm: PASS" or FAIL);
+#      docs/cuda.md, and tensorwise's two-launch casts: the launches per call
+#      (5 forward, 3 with a shared input, 8 backward, 6 shared) and the
+#      shared input's reuse ("===== gemm: PASS" or FAIL);
 #   2. RESULT lines (median step time of steps > 4, tokens/s, peak, losses) of
 #      20 steps each: the 1B shape at micro-batch 4 with linear bf16, fp8
 #      tensorwise, fp8 rowwise; the 8B shape with activation checkpointing at

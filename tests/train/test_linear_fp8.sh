@@ -54,7 +54,9 @@ $CMP "$TMP/tensorwise" "$TMP/rowwise" --rtol 0 >/dev/null 2>&1 && fail "the two 
 # The planner counts the FP8 copies' scratch on a device: the tiny model
 # planned for CUDA (micro-batch 2 x 32 = 64 rows; C 64, F 160, q 64, kv 32)
 # holds the largest projection's block (fsdpc__fp8_linear_scratch_bytes:
-# gate/up or down, 4 x 256-byte-rounded pieces) more activation bytes.
+# gate/up or down; rowwise's GEMM blocks of 4 x 256-byte-rounded pieces or
+# tensorwise's 256 bytes of scales, x or x^T, dy, dy^T, W^T) more
+# activation bytes.
 plan() {
   "$FSDPC" plan "$CFG" train.device=cuda collectives.impl=gloo "$@" --json 2>"$TMP/plan.err" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)[0]["activations_bytes"])'
@@ -65,8 +67,9 @@ want=$(python3 -c '
 u = lambda n: (n + 255) // 256 * 256
 blk = lambda ea, eb, v: u(ea) + u(eb) + 4 * u(4 * v)
 N = 64
+tw = lambda i, o: 256 + u(N * i) + 2 * u(N * o) + u(o * i)
 lin = lambda i, o: max(blk(o * i, N * i, max(N, o)), blk(o * i, N * o, max(N, i)),
-                       blk(N * i, N * o, max(i, o)))
+                       blk(N * i, N * o, max(i, o)), tw(i, o))
 print(max(lin(64, 64), lin(64, 32), lin(64, 160), lin(160, 64)))')
 [ $((b - a)) = "$want" ] || fail "plan: fp8 adds $((b - a)) activation bytes, want $want"
 for kv in linear=fp16 fp8_recipe=blockwise; do

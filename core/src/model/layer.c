@@ -166,13 +166,15 @@ fsdpc_status fsdpc__model_layer_fwd(fsdpc_model_ctx *m, int l, const fsdpc_layer
 
 /* dinp (+)= dout @ weight, dweight += dout^T @ inp. Accumulating: inside
  * the GEMM where the device has it (ops->matmul_bwd_acc), else through
- * m->dtmp2 and an add (the CPU's sequence, so its rounding is unchanged). */
+ * m->dtmp2 and an add (the CPU's sequence, so its rounding is unchanged).
+ * acc also says that inp is the previous projection's (q, k, v and gate,
+ * up share theirs): FP8's inp_again (ops.h). */
 static fsdpc_status proj_bwd(fsdpc_model_ctx *m, int acc, void *dinp, float *dweight,
                              const void *dout, const void *inp, const void *weight, int C, int OC,
                              fsdpc_err *err) {
   int N = m->N;
   if (m->fp8) {
-    OP(fp8_matmul_bwd, m->fp8, dinp, acc, dweight, dout, inp, weight, N, C, OC, m->fp8_scratch,
+    OP(fp8_matmul_bwd, m->fp8, dinp, acc, dweight, dout, inp, acc, weight, N, C, OC, m->fp8_scratch,
        m->fp8_scratch_bytes, err);
   } else if (!acc) {
     OP(matmul_bwd, dinp, dweight, dout, inp, weight, N, C, OC, err);

@@ -62,14 +62,15 @@ void fsdpc__layer_split_grads(const fsdpc_model_shape *s, const fsdpc_layer_g *i
   }
 }
 
-/* y = x @ W^T (+ residual) (+ bias); in FP8 under io->fp8. */
+/* y = x @ W^T (+ residual) (+ bias); in FP8 under io->fp8, where again
+ * says that x is the previous projection's input (ops.h's inp_again). */
 static fsdpc_status proj(const fsdpc_ops *ops, const fsdpc_layer_io *io, void *y, const void *x,
-                         const void *wt, const void *bias, const void *residual, int N, int in,
-                         int out, fsdpc_err *err) {
+                         int again, const void *wt, const void *bias, const void *residual, int N,
+                         int in, int out, fsdpc_err *err) {
   if (bias && !io->fp8 && ops->matmul_bias_fwd) /* the bias in the GEMM (CUDA) */
     return ops->matmul_bias_fwd(ops->ctx, y, x, wt, bias, residual, N, in, out, err);
   if (io->fp8)
-    OP(fp8_matmul_fwd, io->fp8, y, x, wt, residual, N, in, out, io->fp8_scratch,
+    OP(fp8_matmul_fwd, io->fp8, y, x, again, wt, residual, N, in, out, io->fp8_scratch,
        io->fp8_scratch_bytes, err);
   else
     OP(matmul_fwd, y, x, wt, residual, N, in, out, err);
@@ -105,9 +106,9 @@ fsdpc_status fsdpc__layer_qkv(const fsdpc_ops *ops, const fsdpc_model_shape *s,
     in = a->ln1;
   }
   void *q = s->qk_norm ? a->qr : a->q, *k = s->qk_norm ? a->kr : a->k;
-  FSDPC_TRY(proj(ops, io, q, in, w->wq, w->bias[0], NULL, N, C, QD, err));
-  FSDPC_TRY(proj(ops, io, k, in, w->wk, w->bias[1], NULL, N, C, KD, err));
-  FSDPC_TRY(proj(ops, io, a->v, in, w->wv, w->bias[2], NULL, N, C, KD, err));
+  FSDPC_TRY(proj(ops, io, q, in, 0, w->wq, w->bias[0], NULL, N, C, QD, err));
+  FSDPC_TRY(proj(ops, io, k, in, 1, w->wk, w->bias[1], NULL, N, C, KD, err));
+  FSDPC_TRY(proj(ops, io, a->v, in, 1, w->wv, w->bias[2], NULL, N, C, KD, err));
   if (s->fused_qkv) {
     void *ys[3] = {q, k, a->v};
     FSDPC_TRY(lora(io, 0, ys, in, err));
@@ -154,7 +155,7 @@ fsdpc_status fsdpc__layer_out(const fsdpc_ops *ops, const fsdpc_model_shape *s,
   int tmp = through_tmp(s);
   /* attention output: h = x + ... */
   void *o = tmp ? a->o : a->h;
-  FSDPC_TRY(proj(ops, io, o, a->attn, w->wo, w->bias[3], tmp ? NULL : io->x, N, QD, C, err));
+  FSDPC_TRY(proj(ops, io, o, a->attn, 0, w->wo, w->bias[3], tmp ? NULL : io->x, N, QD, C, err));
   FSDPC_TRY(lora(io, 3, &o, a->attn, err));
   if (tmp)
     FSDPC_TRY(residual(ops, s, a->h, io->x, a->o, a->rstdo, w->post_attn, N, err));
@@ -165,8 +166,8 @@ fsdpc_status fsdpc__layer_out(const fsdpc_ops *ops, const fsdpc_model_shape *s,
     in = a->ln2;
   }
   if (!io->keep_gate_up) {
-    FSDPC_TRY(proj(ops, io, a->gate, in, w->wgate, w->bias[4], NULL, N, C, F, err));
-    FSDPC_TRY(proj(ops, io, a->up, in, w->wup, w->bias[5], NULL, N, C, F, err));
+    FSDPC_TRY(proj(ops, io, a->gate, in, 0, w->wgate, w->bias[4], NULL, N, C, F, err));
+    FSDPC_TRY(proj(ops, io, a->up, in, 1, w->wup, w->bias[5], NULL, N, C, F, err));
     if (s->fused_gate_up) {
       void *ys[2] = {a->gate, a->up};
       FSDPC_TRY(lora(io, 4, ys, in, err));
@@ -182,7 +183,7 @@ fsdpc_status fsdpc__layer_out(const fsdpc_ops *ops, const fsdpc_model_shape *s,
   if (io->skip_down)
     return FSDPC_OK;
   void *dn = tmp ? a->dn : io->out;
-  FSDPC_TRY(proj(ops, io, dn, a->act, w->wdown, w->bias[6], tmp ? NULL : a->h, N, F, C, err));
+  FSDPC_TRY(proj(ops, io, dn, a->act, 0, w->wdown, w->bias[6], tmp ? NULL : a->h, N, F, C, err));
   FSDPC_TRY(lora(io, 6, &dn, a->act, err));
   if (tmp)
     FSDPC_TRY(residual(ops, s, io->out, a->h, a->dn, a->rstdd, w->post_mlp, N, err));

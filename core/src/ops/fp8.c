@@ -96,11 +96,16 @@ static size_t max2(size_t a, size_t b) {
   return a > b ? a : b;
 }
 
+size_t fsdpc__fp8_tensor_block_bytes(size_t N, size_t in, size_t out) {
+  /* the backward's x^T, dy, dy^T, W^T hold at least the forward's x, W */
+  return 256 + up256(N * in) + 2 * up256(N * out) + up256(out * in);
+}
+
 size_t fsdpc__fp8_linear_scratch_bytes(size_t N, size_t in, size_t out) {
   size_t fwd = fsdpc__fp8_block_bytes(out * in, N * in, max2(N, out));
   size_t dinp = fsdpc__fp8_block_bytes(out * in, N * out, max2(N, in));
   size_t dw = fsdpc__fp8_block_bytes(N * in, N * out, max2(in, out));
-  return max2(fwd, max2(dinp, dw));
+  return max2(max2(fwd, fsdpc__fp8_tensor_block_bytes(N, in, out)), max2(dinp, dw));
 }
 
 int fsdpc__fp8_act_format(int recipe) {

@@ -59,12 +59,19 @@ void fsdpc__fp8_scales(const float *x, int rows, int cols, int axis, int fmt, in
 void fsdpc__fp8_cast(const float *x, int rows, int cols, int axis, const float *scale, int fmt,
                      uint8_t *q);
 
-/* A device FP8 GEMM's scratch (ops/cuda/fp8.cu): two operands' FP8 copies
- * of ea and eb bytes and four vectors of v fp32 values, each rounded up to
- * 256 bytes; and the most any of the three GEMMs of a linear projection of
- * N rows from in to out features needs. The model context holds one block
- * of the largest of its projections (fsdp.mixed_precision.linear: fp8). */
+/* A device FP8 GEMM's scratch (ops/cuda/fp8.cu). rowwise, per GEMM: two
+ * operands' FP8 copies of ea and eb bytes and four vectors of v fp32
+ * values, each rounded up to 256 bytes (fsdpc__fp8_block_bytes).
+ * tensorwise, per projection (fsdpc__fp8_tensor_block_bytes): 256 bytes of
+ * scales, then the input's copy (x in the forward, x^T in the backward, at
+ * the same offset, so that projections sharing an input cast it once), then
+ * the forward's W, or the backward's dy, dy^T and W^T, each rounded up to
+ * 256 bytes. fsdpc__fp8_linear_scratch_bytes: the most a linear projection
+ * of N rows from in to out features needs under either recipe. The model
+ * context holds one block of the largest of its projections
+ * (fsdp.mixed_precision.linear: fp8). */
 size_t fsdpc__fp8_block_bytes(size_t ea, size_t eb, size_t v);
+size_t fsdpc__fp8_tensor_block_bytes(size_t N, size_t in, size_t out);
 size_t fsdpc__fp8_linear_scratch_bytes(size_t N, size_t in, size_t out);
 
 #endif

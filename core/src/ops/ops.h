@@ -238,14 +238,19 @@ typedef struct fsdpc_ops {
    * dinp is accumulated (+=) as in matmul_bwd_acc. scratch: device memory
    * for the FP8 copies (fsdpc__fp8_linear_scratch_bytes(N, C, OC) bytes of
    * ops/fp8.h), or NULL (a device then takes it from its pool; the CPU
-   * emulation, in fp32 (ops/cpu/fp8_linear.c), allocates its own). */
-  fsdpc_status (*fp8_matmul_fwd)(void *ctx, int recipe, void *out, const void *inp,
+   * emulation, in fp32 (ops/cpu/fp8_linear.c), allocates its own).
+   * inp_again: the caller's promise that inp is, unchanged, the input of
+   * the previous call in the same direction with the same scratch (q, k, v
+   * and gate, up share theirs), so a device may use the FP8 copy it left
+   * there instead of casting inp again (the same codes: a hint, never a
+   * change of result). */
+  fsdpc_status (*fp8_matmul_fwd)(void *ctx, int recipe, void *out, const void *inp, int inp_again,
                                  const void *weight, const void *residual, int N, int C, int OC,
                                  void *scratch, size_t scratch_bytes, fsdpc_err *err);
   fsdpc_status (*fp8_matmul_bwd)(void *ctx, int recipe, void *dinp, int dinp_acc, float *dweight,
-                                 const void *dout, const void *inp, const void *weight, int N,
-                                 int C, int OC, void *scratch, size_t scratch_bytes,
-                                 fsdpc_err *err);
+                                 const void *dout, const void *inp, int inp_again,
+                                 const void *weight, int N, int C, int OC, void *scratch,
+                                 size_t scratch_bytes, fsdpc_err *err);
   /* (optional: NULL where a device lacks it, and the head refuses
    * sequence objectives) lmhead_xent for objectives on sequence log-probs:
    * row r's gradient is row_seed[r] * (softmax - onehot) (host memory, N;

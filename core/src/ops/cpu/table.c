@@ -136,19 +136,19 @@ static fsdpc_status cpu_matmul_bwd(void *ctx, void *dinp, float *dweight, const 
   return FSDPC_OK;
 }
 static fsdpc_status cpu_fp8_matmul_fwd(void *ctx, int recipe, void *out, const void *inp,
-                                       const void *weight, const void *residual, int N, int C,
-                                       int OC, void *scratch, size_t scratch_bytes,
+                                       int inp_again, const void *weight, const void *residual,
+                                       int N, int C, int OC, void *scratch, size_t scratch_bytes,
                                        fsdpc_err *err) {
   CPU_TEAM(ctx);
-  (void)scratch, (void)scratch_bytes;
+  (void)inp_again, (void)scratch, (void)scratch_bytes; /* the emulation casts every time */
   return fsdpc__cpu_fp8_linear_fwd(recipe, out, inp, weight, residual, N, C, OC, err);
 }
 static fsdpc_status cpu_fp8_matmul_bwd(void *ctx, int recipe, void *dinp, int dinp_acc,
                                        float *dweight, const void *dout, const void *inp,
-                                       const void *weight, int N, int C, int OC, void *scratch,
-                                       size_t scratch_bytes, fsdpc_err *err) {
+                                       int inp_again, const void *weight, int N, int C, int OC,
+                                       void *scratch, size_t scratch_bytes, fsdpc_err *err) {
   CPU_TEAM(ctx);
-  (void)scratch, (void)scratch_bytes;
+  (void)inp_again, (void)scratch, (void)scratch_bytes;
   return fsdpc__cpu_fp8_linear_bwd(recipe, dinp, dinp_acc, dweight, dout, inp, weight, N, C, OC,
                                    err);
 }

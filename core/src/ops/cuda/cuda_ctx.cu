@@ -120,6 +120,8 @@ fsdpc_status fsdpc__cuda_ctx_create(const fsdpc_cuda_ctx_opts *opts, fsdpc_cuda_
   c->lt_ws_bytes = (size_t)o.lt_workspace_bytes;
   STEP(cudaMalloc(&c->lt_ws, c->lt_ws_bytes));
   STEP(cudaMalloc((void **)&c->partials, sizeof(double) * 2 * FSDPC_CUDA_REDUCE_BLOCKS));
+  STEP(cudaMalloc((void **)&c->fp8_done, sizeof(unsigned)));
+  STEP(cudaMemset(c->fp8_done, 0, sizeof(unsigned)));
   {
     cublasStatus_t bs = cublasLtCreate(&c->lt);
     if (bs != CUBLAS_STATUS_SUCCESS) {
@@ -150,6 +152,7 @@ void fsdpc__cuda_ctx_destroy(fsdpc_cuda_ctx *c) {
     (void)cublasLtDestroy(c->lt);
   (void)cudaFree(c->lt_ws);
   (void)cudaFree(c->partials);
+  (void)cudaFree(c->fp8_done);
   if (c->pool)
     (void)cudaMemPoolDestroy(c->pool);
   for (int i = 0; i < FSDPC_CUDA_N_EVENTS; i++)
@@ -326,8 +329,9 @@ fsdpc_status fsdpc__cuda_mem_stats(fsdpc_cuda_ctx *ctx, fsdpc_cuda_mem_stats *ou
   out->pool_reserved_peak = (int64_t)high;
   out->total_reserved = out->arena + out->pool_reserved;
   out->total_reserved_peak = out->arena_peak + out->pool_reserved_peak;
-  out->fixed_bytes =
-      (int64_t)ctx->lt_ws_bytes + (int64_t)sizeof(double) * 2 * FSDPC_CUDA_REDUCE_BLOCKS;
+  out->fixed_bytes = (int64_t)ctx->lt_ws_bytes +
+                     (int64_t)sizeof(double) * 2 * FSDPC_CUDA_REDUCE_BLOCKS +
+                     (int64_t)sizeof(unsigned);
   return FSDPC_OK;
 }
 

@@ -43,6 +43,16 @@ struct fsdpc_cuda_ctx {
   /* While set (fsdpc__cuda_grad_overwrite): matmul_bwd(_acc),
    * rmsnorm_bwd(_add) and lmhead_xent WRITE dweight (=) instead of adding. */
   int grad_overwrite;
+  /* fp8.cu (tensorwise): the amax kernels' count of finished blocks (0
+   * between launches: the last block resets it), what the FP8 scratch's
+   * input slot holds (for the next projection of the same input), and the
+   * kernels and GEMMs launched (fsdpc__cuda_fp8_launches). */
+  unsigned *fp8_done;
+  struct {
+    const void *scratch, *inp;
+    int rows, cols, dir;
+  } fp8_inp;
+  uint64_t fp8_launches;
 };
 
 typedef __nv_bfloat16 bf16;

@@ -222,16 +222,23 @@ fsdpc_status fsdpc__cuda_matmul_bwd_acc(fsdpc_cuda_ctx *ctx,
  * E4M3 / E5M2 with dynamic scales, fp32 accumulation, bf16 out (dweight
  * fp32, += or = under grad_overwrite). dinp_acc: dinp +=. Dimensions must be
  * multiples of 16 (cuBLASLt's FP8 GEMMs). scratch: the FP8 copies' block
- * (fsdpc__fp8_linear_scratch_bytes of ops/fp8.h), or NULL: the pool's. */
+ * (fsdpc__fp8_linear_scratch_bytes of ops/fp8.h), or NULL: the pool's.
+ * inp_again (ops.h): under tensorwise with a scratch, inp's FP8 copy left
+ * there by the previous call of the same direction, input pointer and shape
+ * is used instead of a new cast. */
 fsdpc_status fsdpc__cuda_fp8_matmul_fwd(fsdpc_cuda_ctx *ctx, int recipe, fsdpc_bf16 *out,
-                                        const fsdpc_bf16 *inp, const fsdpc_bf16 *weight,
-                                        const fsdpc_bf16 *residual, int N, int C, int OC,
-                                        void *scratch, size_t scratch_bytes, fsdpc_err *err);
-fsdpc_status fsdpc__cuda_fp8_matmul_bwd(fsdpc_cuda_ctx *ctx, int recipe, fsdpc_bf16 *dinp,
-                                        int dinp_acc, float *dweight, const fsdpc_bf16 *dout,
-                                        const fsdpc_bf16 *inp, const fsdpc_bf16 *weight, int N,
+                                        const fsdpc_bf16 *inp, int inp_again,
+                                        const fsdpc_bf16 *weight, const fsdpc_bf16 *residual, int N,
                                         int C, int OC, void *scratch, size_t scratch_bytes,
                                         fsdpc_err *err);
+fsdpc_status fsdpc__cuda_fp8_matmul_bwd(fsdpc_cuda_ctx *ctx, int recipe, fsdpc_bf16 *dinp,
+                                        int dinp_acc, float *dweight, const fsdpc_bf16 *dout,
+                                        const fsdpc_bf16 *inp, int inp_again,
+                                        const fsdpc_bf16 *weight, int N, int C, int OC,
+                                        void *scratch, size_t scratch_bytes, fsdpc_err *err);
+/* Kernels and GEMMs the FP8 calls above have launched on ctx (a counter
+ * for tests and launch budgets). */
+uint64_t fsdpc__cuda_fp8_launches(const fsdpc_cuda_ctx *ctx);
 /* on = 1: until called with 0, matmul_bwd(_acc), rmsnorm_bwd(_add) and
  * lmhead_xent WRITE dweight (=, the GEMM with beta 0) instead of adding
  * into it, so that the first micro-batch after an optimizer step needs no

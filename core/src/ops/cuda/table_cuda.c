@@ -172,17 +172,18 @@ static fsdpc_status c_matmul_bwd(void *ctx, void *dinp, float *dweight, const vo
   return fsdpc__cuda_matmul_bwd(ctx, dinp, dweight, dout, inp, weight, N, C, OC, err);
 }
 static fsdpc_status c_fp8_matmul_fwd(void *ctx, int recipe, void *out, const void *inp,
-                                     const void *weight, const void *residual, int N, int C, int OC,
-                                     void *scratch, size_t scratch_bytes, fsdpc_err *err) {
-  return fsdpc__cuda_fp8_matmul_fwd(ctx, recipe, out, inp, weight, residual, N, C, OC, scratch,
-                                    scratch_bytes, err);
+                                     int inp_again, const void *weight, const void *residual, int N,
+                                     int C, int OC, void *scratch, size_t scratch_bytes,
+                                     fsdpc_err *err) {
+  return fsdpc__cuda_fp8_matmul_fwd(ctx, recipe, out, inp, inp_again, weight, residual, N, C, OC,
+                                    scratch, scratch_bytes, err);
 }
 static fsdpc_status c_fp8_matmul_bwd(void *ctx, int recipe, void *dinp, int dinp_acc,
                                      float *dweight, const void *dout, const void *inp,
-                                     const void *weight, int N, int C, int OC, void *scratch,
-                                     size_t scratch_bytes, fsdpc_err *err) {
-  return fsdpc__cuda_fp8_matmul_bwd(ctx, recipe, dinp, dinp_acc, dweight, dout, inp, weight, N, C,
-                                    OC, scratch, scratch_bytes, err);
+                                     int inp_again, const void *weight, int N, int C, int OC,
+                                     void *scratch, size_t scratch_bytes, fsdpc_err *err) {
+  return fsdpc__cuda_fp8_matmul_bwd(ctx, recipe, dinp, dinp_acc, dweight, dout, inp, inp_again,
+                                    weight, N, C, OC, scratch, scratch_bytes, err);
 }
 static fsdpc_status c_rope_fwd(void *ctx, void *x, const float *cos, const float *sin,
                                const int32_t *pos, int N, int H, int HD, int RD, int maxT,

@@ -106,16 +106,23 @@
 #     about two minutes): fsdpc on the CPU within 1e-4 on loss, grad_norm,
 #     rewards/* and logps/*; fsdpc on CUDA (bf16) within 3e-2 (accuracies
 #     0.25); a PASS/FAIL line per run, the work folder in $OUT/dpo-logs.tar.gz.
+#   bash .carry/X/agree.sh gemma       issue 36: a small gemma2 (head dims 256
+#     and 128, attention soft-caps 50 and 5, a window of 32 in 128 tokens)
+#     trained 10 steps on CUDA with naive and with flash (head dim 256 and
+#     soft-capping: its mma.sync kernels), and at cap 5 on the CPU (fp32); a
+#     PASS/FAIL line per head dim and cap for flash vs naive (losses within
+#     2e-2) and, at cap 5, for the GPU vs the CPU (3e-2), then "gemma: N
+#     passed, M failed" (about a minute); the logs in $OUT/gemma-logs.tar.gz.
 # shellcheck disable=SC2317 # the mode functions run through "$MODE"
 usage() {
   echo "usage: agree.sh train single|multi|ckpt|multi4 | offload | adamw8bit | offload8 |" \
-    "q8-natural TOKENS | fp8-natural TOKENS | lora | families | dpo" >&2
+    "q8-natural TOKENS | fp8-natural TOKENS | lora | families | dpo | gemma" >&2
   exit 2
 }
 MODE=${1:-}
 shift
 case $MODE in
-train | offload | adamw8bit | offload8 | lora | families | dpo) ;;
+train | offload | adamw8bit | offload8 | lora | families | dpo | gemma) ;;
 q8-natural | fp8-natural) [ $# -ge 1 ] || usage ;;
 *) usage ;;
 esac
@@ -657,6 +664,49 @@ families() {
   grep -q "families passed" "$L/cuda.log" || fail=$((fail + 1))
   tar czf "$OUT/families-logs.tar.gz" -C "$W" logs
   echo "families: $pass passed, $fail failed"
+  [ "$fail" = 0 ]
+}
+
+gemma() {
+  export FSDPC_PLUGIN_PATH=$B/plugins
+  W=$(mktemp -d)
+  mkdir -p "$W/logs"
+  $F data synth --task qa --n 20000 --out "$W/qa.tok" >/dev/null
+  model_yaml "$W/g.yaml" "$W/qa.tok" 256 640 2 128 true 128 "{name: adamw, lr: 2.0e-3, weight_decay: 0.01}" \
+    "{max_steps: 10, micro_batch_size: 4, log_every: 1, max_grad_norm: 1.0}"
+  local CMP="python3 $C/compare_runs.py" hd cap impl n pass=0 fail=0
+  check() { # what, compare_runs arguments...
+    local what=$1
+    shift
+    if $CMP "$@"; then
+      echo "PASS gemma $what"
+      pass=$((pass + 1))
+    else
+      echo "FAIL gemma $what"
+      fail=$((fail + 1))
+    fi
+  }
+  for hd in 256 128; do
+    for cap in 50 5; do
+      for impl in cpu naive flash; do
+        [ $impl = cpu ] && [ $cap != 5 ] && continue
+        n=hd${hd}_cap${cap}_$impl
+        local dev=()
+        [ $impl = cpu ] || dev=(train.device=cuda "attention.impl=$impl")
+        timeout 120 "$F" train "$W/g.yaml" model.model_type=gemma2 model.head_dim=$hd \
+          model.query_pre_attn_scalar=$hd model.sliding_window=32 model.attn_logit_softcapping=$cap \
+          log.dir="$W/$n" "${dev[@]}" >"$W/logs/$n.log" 2>&1
+        echo "== $n: exit $?"
+        grep -E "step 10/|error" "$W/logs/$n.log" | tail -2
+      done
+      n=$W/hd${hd}_cap${cap}
+      check "hd $hd cap $cap: flash vs naive" "${n}_naive" "${n}_flash" --rtol 2e-2 --keys loss
+      [ $cap = 5 ] &&
+        check "hd $hd cap $cap: GPU vs CPU" "${n}_cpu" "${n}_naive" "${n}_flash" --rtol 3e-2 --keys loss
+    done
+  done
+  echo "gemma: $pass passed, $fail failed"
+  tar czf "$OUT/gemma-logs.tar.gz" -C "$W" logs
   [ "$fail" = 0 ]
 }
 

@@ -2,6 +2,8 @@
 # The CUDA test binaries on the GPU host, from a carry made by carry.sh
 # (builds nothing there). Logs go to $OUT (or /tmp/out).
 #   bash .carry/X/tests.sh cuda [PART...]   PARTS: ops xent optim attention (the default)
+#        flash (test_flash_gpu, every configuration) gemma (issue 36: test_cuda_attention
+#        and test_flash_gpu --gemma, soft-capping and head dim 256)
 #        sanitize (compute-sanitizer memcheck of ops and attention) nccl nccl-cold
 #        (tests/cuda/test_nccl.sh on 2 GPUs) bench bench-ew (fsdpc_bench_cuda,
 #        fsdpc_bench_ew); a "=== NAME: exit X (ms)" line each, exit 1 if one fails
@@ -47,6 +49,11 @@ cuda() { # PART...
       xent) run xent "$B/bin/test_cuda_xent" ;;
       optim) run optim "$B/bin/test_cuda_optim" ;;
       attention) run attention "$B/bin/test_cuda_attention" ;;
+      flash) run flash "$B/bin/test_flash_gpu" ;;
+      gemma)
+        run attention "$B/bin/test_cuda_attention"
+        run flash-gemma "$B/bin/test_flash_gpu" --gemma
+        ;;
       sanitize)
         run sanitize-ops compute-sanitizer --tool memcheck --report-api-errors no "$B/bin/test_cuda_ops"
         run sanitize-attn compute-sanitizer --tool memcheck "$B/bin/test_cuda_attention"

@@ -1,7 +1,10 @@
 /* The naive attention plugin on CUDA (bf16, fp32 softmax) against its own
  * CPU path (fp32) on the same bf16-rounded inputs: out, the saved P, dq, dk
- * and dv, for GQA ratios 1, 2 and 6, causal or not, with document masking,
- * and sequence lengths that are not multiples of the block size. */
+ * and dv, for GQA ratios 1, 2, 3 and 6, causal or not, with document
+ * masking, sliding windows shorter than T, logit soft-capping (Gemma 2; caps
+ * small enough that tanh bends most scores, so a wrong derivative shows) and
+ * head dims up to 256, and sequence lengths that are not multiples of the
+ * block size. */
 #include <dlfcn.h>
 
 #include "cuda_testutil.h"
@@ -30,7 +33,9 @@ static const fsdpc_attention_v1 *load(void) {
   return desc->components[0]->vtable; /* never unloaded */
 }
 
-static void attn_case(int B, int T, int NH, int KVH, int HD, int causal, int with_doc) {
+/* window 0 = none, softcap 0 = none. */
+static void attn_case_wc(int B, int T, int NH, int KVH, int HD, int causal, int with_doc,
+                         int window, float softcap) {
   const fsdpc_attention_v1 *A = load();
   const size_t nq = (size_t)B * T * NH * HD, nk = (size_t)B * T * KVH * HD;
   const size_t np = (size_t)B * NH * T * T;
@@ -53,7 +58,9 @@ static void attn_case(int B, int T, int NH, int KVH, int HD, int causal, int wit
                         .dtype = FSDPC_DTYPE_F32,
                         .device = FSDPC_DEVICE_CPU,
                         .doc_ids = doc,
-                        .host = &host};
+                        .host = &host,
+                        .window = window,
+                        .softcap = softcap};
   fsdpc_attn_shape g = s;
   g.dtype = FSDPC_DTYPE_BF16;
   g.device = FSDPC_DEVICE_CUDA;
@@ -85,7 +92,8 @@ static void attn_case(int B, int T, int NH, int KVH, int HD, int causal, int wit
                 "%s", last_error);
   float *gout = down_bf16(d_out, nq), *gP = down_f32(d_P, np), *gdq = down_bf16(d_dq, nq);
   float *gdk = down_bf16(d_dk, nk), *gdv = down_bf16(d_dv, nk);
-  printf("  B=%d T=%d NH=%d KVH=%d HD=%d causal=%d doc=%d\n", B, T, NH, KVH, HD, causal, with_doc);
+  printf("  B=%d T=%d NH=%d KVH=%d HD=%d causal=%d doc=%d window=%d softcap=%g\n", B, T, NH, KVH,
+         HD, causal, with_doc, window, (double)softcap);
   CHECK_REL("attention out", gout, out, nq, TOL_BF16);
   CHECK_REL("attention saved P (fp32)", gP, P, np, TOL_F32);
   CHECK_REL("attention dq", gdq, dq, nq, TOL_BF16);
@@ -98,6 +106,10 @@ static void attn_case(int B, int T, int NH, int KVH, int HD, int causal, int wit
   dev_free(d_P, zs.saved_bytes), dev_free(d_ws, zs.bwd_workspace);
   if (d_doc)
     dev_free(d_doc, sizeof(int32_t) * B * T);
+}
+
+static void attn_case(int B, int T, int NH, int KVH, int HD, int causal, int with_doc) {
+  attn_case_wc(B, T, NH, KVH, HD, causal, with_doc, 0, 0.0f);
 }
 
 START_TEST(gqa_causal) {
@@ -114,6 +126,24 @@ START_TEST(gqa6_causal_doc) {
 END_TEST
 START_TEST(single_token) {
   attn_case(3, 1, 2, 1, 16, 1, 0);
+}
+END_TEST
+
+/* Sliding windows shorter than T and soft-capping; caps 0.5 and 1 bend most
+ * scores (a wrong derivative shows), 50 is Gemma 2's. */
+static const struct {
+  int B, T, NH, KVH, HD, causal, doc, window;
+  float softcap;
+} wc_cases[] = {
+    {2, 45, 4, 1, 32, 1, 0, 7, 0.0f},   /* GQA 4, window only */
+    {2, 61, 4, 2, 64, 1, 0, 16, 0.5f},  /* GQA 2, window and cap */
+    {1, 50, 3, 3, 80, 0, 1, 0, 1.0f},   /* MHA, not causal, documents */
+    {1, 70, 6, 2, 256, 1, 1, 33, 1.0f}, /* GQA 3, head dim 256, documents, window */
+    {2, 40, 4, 2, 256, 1, 0, 0, 50.0f}, /* Gemma 2's cap */
+};
+START_TEST(window_softcap) {
+  attn_case_wc(wc_cases[_i].B, wc_cases[_i].T, wc_cases[_i].NH, wc_cases[_i].KVH, wc_cases[_i].HD,
+               wc_cases[_i].causal, wc_cases[_i].doc, wc_cases[_i].window, wc_cases[_i].softcap);
 }
 END_TEST
 
@@ -147,6 +177,7 @@ static Suite *make_suite(void) {
   tcase_add_test(tc, mha_noncausal_doc);
   tcase_add_test(tc, gqa6_causal_doc);
   tcase_add_test(tc, single_token);
+  tcase_add_loop_test(tc, window_softcap, 0, sizeof wc_cases / sizeof wc_cases[0]);
   tcase_add_test(tc, refuses_fp32_on_cuda);
   suite_add_tcase(s, tc);
   return s;

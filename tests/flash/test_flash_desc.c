@@ -1,5 +1,6 @@
 /* The flash attention plugin without a GPU: its descriptor, which shapes it
- * refuses and why (CPU, fp32, head dims other than 64/80/96/128, no CUDA build),
+ * refuses and why (CPU, fp32, head dims other than 64/80/96/128/256,
+ * soft-capping with head dims 80/96, no CUDA build),
  * and that its memory is linear in T where naive's is quadratic. */
 #include <check.h>
 #include <dlfcn.h>
@@ -64,8 +65,10 @@ START_TEST(descriptor) {
   ck_assert_ptr_nonnull(v->supports);
   ck_assert_ptr_nonnull(v->forward);
   ck_assert_ptr_nonnull(v->backward);
+  ck_assert_uint_eq(v->features, FSDPC_ATTN_FEATURE_WINDOW | FSDPC_ATTN_FEATURE_SOFTCAP);
 #ifdef FSDPC_TEST_HAVE_CUDA
   ck_assert_ptr_nonnull(strstr(f->capabilities, "head dims 64 and 128"));
+  ck_assert_ptr_nonnull(strstr(f->capabilities, "logit soft-capping"));
   ck_assert_ptr_nonnull(strstr(f->capabilities, "GQA"));
 #else
   ck_assert_ptr_nonnull(strstr(f->capabilities, "without CUDA"));
@@ -89,6 +92,17 @@ START_TEST(refusals) {
   s = cuda_shape(1, 128, 8, 2, 112);
   ck_assert_int_eq(v->supports(&s), FSDPC_UNSUPPORTED);
   ck_assert_ptr_nonnull(strstr(last_error, "head dim 112"));
+  /* Soft-capping runs in the mma.sync kernels, which have no 80 / 96 tiles. */
+  s = cuda_shape(1, 128, 8, 2, 96);
+  s.softcap = 50.0f;
+  ck_assert_int_eq(v->supports(&s), FSDPC_UNSUPPORTED);
+  ck_assert_ptr_nonnull(strstr(last_error, "soft-capping with head dim 96"));
+  s = cuda_shape(1, 128, 8, 2, 256);
+  s.softcap = NAN;
+  ck_assert_int_eq(v->supports(&s), FSDPC_UNSUPPORTED);
+  fsdpc_attn_sizes bad = {.struct_size = sizeof bad};
+  ck_assert_int_eq(v->sizes(NULL, &s, &bad), FSDPC_INVALID_USAGE);
+  ck_assert_ptr_nonnull(strstr(last_error, "softcap"));
   s = cuda_shape(1, 128, 6, 4, 64);
   fsdpc_attn_sizes sz = {.struct_size = sizeof sz};
   ck_assert_int_eq(v->sizes(NULL, &s, &sz), FSDPC_INVALID_USAGE);

@@ -7,12 +7,16 @@
  * reference. Shapes cover T in {1, 17, 128, 1000, 2048} (and any T given on
  * the command line), head dims 64 and 128 (80 and 96 in a few extra
  * configurations), GQA ratios 1, 4, 8, causal, full and document-masked
- * attention, and sliding windows (shorter than a block, across blocks, with
- * documents).
+ * attention, sliding windows (shorter than a block, across blocks, with
+ * documents), and Gemma's shapes (issue 36): head dim 256 and logit
+ * soft-capping (head dims 64, 128, 256; caps of 1 and 2, which bend most
+ * scores, so that a wrong derivative shows, and Gemma 2's 50), with windows
+ * and documents.
  *
- * Usage: test_flash_gpu [--plugins DIR] [--t T]... [--window]   Exits 77
- * with the one line "skipped: no GPU" when no CUDA device is present.
- * --window runs the sliding-window configurations only. */
+ * Usage: test_flash_gpu [--plugins DIR] [--t T]... [--window] [--gemma]
+ * Exits 77 with the one line "skipped: no GPU" when no CUDA device is
+ * present. --window runs the sliding-window configurations only, --gemma the
+ * head-dim-256 and soft-capped ones only. */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -135,9 +139,9 @@ static void *dev_copy(const void *h, size_t bytes) {
   return d;
 }
 
-/* Runs one configuration (window: a sliding window, 0 = none); returns 1 if
- * it passes. */
-static int run_config(const config *c, int window) {
+/* Runs one configuration (window: a sliding window, 0 = none; softcap: the
+ * logit soft-cap, 0 = none); returns 1 if it passes. */
+static int run_config(const config *c, int window, float softcap) {
   const size_t nq = (size_t)c->B * c->T * c->NH * c->HD, nk = (size_t)c->B * c->T * c->KVH * c->HD;
   uint16_t *qb = malloc(nq * 2), *kb = malloc(nk * 2), *vb = malloc(nk * 2), *dob = malloc(nq * 2);
   float *qf = malloc(nq * 4), *kf = malloc(nk * 4), *vf = malloc(nk * 4), *dof = malloc(nq * 4);
@@ -172,7 +176,8 @@ static int run_config(const config *c, int window) {
                         .device = FSDPC_DEVICE_CPU,
                         .doc_ids = c->docs ? doc : NULL,
                         .host = &host,
-                        .window = window};
+                        .window = window,
+                        .softcap = softcap};
   fsdpc_attn_sizes sz = {.struct_size = sizeof sz};
   if (naive->sizes(NULL, &s, &sz) != FSDPC_OK) {
     fprintf(stderr, "naive sizes: %s\n", last_error);
@@ -215,10 +220,11 @@ static int run_config(const config *c, int window) {
                  rel_err(dvg, dvf, nk)};
   for (int i = 0; i < 4; i++)
     ok = ok && e[i] < TOL;
-  printf("%s B=%d T=%-5d NH=%d KVH=%d HD=%-3d %-6s W=%-4d  out %.2e  dq %.2e  dk %.2e  dv %.2e\n",
+  printf("%s B=%d T=%-5d NH=%d KVH=%d HD=%-3d %-6s W=%-4d cap=%-3g  out %.2e  dq %.2e  dk %.2e  "
+         "dv %.2e\n",
          ok ? "ok  " : "FAIL", c->B, c->T, c->NH, c->KVH, c->HD,
-         c->docs ? (c->causal ? "c+docs" : "docs") : (c->causal ? "causal" : "full"), window, e[0],
-         e[1], e[2], e[3]);
+         c->docs ? (c->causal ? "c+docs" : "docs") : (c->causal ? "causal" : "full"), window,
+         (double)softcap, e[0], e[1], e[2], e[3]);
   fflush(stdout);
   void *dev[] = {q_d, k_d, v_d, do_d, o_d, dq_d, dk_d, dv_d, saved_d, ws_d, doc_d};
   for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
@@ -237,7 +243,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   const char *dir = FSDPC_BINARY_DIR "/plugins";
-  int Ts[16] = {1, 17, 128, 1000, 2048}, nT = 5, window_only = 0;
+  int Ts[16] = {1, 17, 128, 1000, 2048}, nT = 5, window_only = 0, gemma_only = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--plugins") == 0 && i + 1 < argc)
       dir = argv[++i];
@@ -245,8 +251,10 @@ int main(int argc, char **argv) {
       Ts[nT++] = atoi(argv[++i]);
     else if (strcmp(argv[i], "--window") == 0)
       window_only = 1;
+    else if (strcmp(argv[i], "--gemma") == 0)
+      gemma_only = 1;
     else {
-      fprintf(stderr, "usage: %s [--plugins DIR] [--t T]... [--window]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--plugins DIR] [--t T]... [--window] [--gemma]\n", argv[0]);
       return 2;
     }
   }
@@ -255,12 +263,13 @@ int main(int argc, char **argv) {
 
   int fails = 0, runs = 0;
   const int kvh_of_ratio[3] = {8, 2, 1}; /* NH = 8: GQA ratios 1, 4, 8 */
-  for (int ti = 0; ti < nT && !window_only; ti++)
+  const int base = !window_only && !gemma_only;
+  for (int ti = 0; ti < nT && base; ti++)
     for (int hd = 64; hd <= 128; hd *= 2)
       for (int r = 0; r < 3; r++) {
         int T = Ts[ti];
         config c = {T <= 128 ? 2 : 1, T, 8, kvh_of_ratio[r], hd, 1, 0};
-        fails += !run_config(&c, 0);
+        fails += !run_config(&c, 0, 0.0f);
         runs++;
       }
   /* Full attention and document masking, causal and not. */
@@ -275,8 +284,8 @@ int main(int argc, char **argv) {
                           {1, 1000, 8, 8, 96, 1, 0},
                           {2, 777, 8, 1, 96, 1, 1},
                           {1, 500, 4, 4, 80, 0, 0}};
-  for (size_t i = 0; i < sizeof extra / sizeof extra[0] && !window_only; i++) {
-    fails += !run_config(&extra[i], 0);
+  for (size_t i = 0; i < sizeof extra / sizeof extra[0] && base; i++) {
+    fails += !run_config(&extra[i], 0, 0.0f);
     runs++;
   }
   /* Sliding windows (Mistral, Qwen2's use_sliding_window): shorter than a
@@ -289,8 +298,27 @@ int main(int argc, char **argv) {
                  {{1, 777, 8, 1, 128, 1, 1}, 300},
                  {{2, 777, 8, 2, 96, 1, 0}, 129},
                  {{1, 1000, 4, 4, 64, 1, 0}, 1}};
-  for (size_t i = 0; i < sizeof windows / sizeof windows[0]; i++) {
-    fails += !run_config(&windows[i].c, windows[i].window);
+  for (size_t i = 0; i < sizeof windows / sizeof windows[0] && !gemma_only; i++) {
+    fails += !run_config(&windows[i].c, windows[i].window, 0.0f);
+    runs++;
+  }
+  /* Gemma (issue 36): head dim 256 (the mma.sync kernels, on a Hopper too),
+   * and soft-capping at head dims 64, 128 and 256, with windows and
+   * documents. */
+  static const struct {
+    config c;
+    int window;
+    float softcap;
+  } gemma[] = {{{2, 1, 8, 2, 256, 1, 0}, 0, 0.0f},     {{2, 17, 8, 2, 256, 1, 0}, 0, 0.0f},
+               {{2, 128, 8, 8, 256, 1, 0}, 0, 0.0f},   {{1, 1000, 8, 2, 256, 1, 0}, 0, 0.0f},
+               {{1, 500, 8, 1, 256, 1, 1}, 0, 0.0f},   {{2, 300, 4, 4, 256, 0, 0}, 0, 0.0f},
+               {{1, 600, 8, 4, 256, 1, 0}, 200, 0.0f}, {{2, 300, 8, 2, 64, 1, 0}, 0, 1.0f},
+               {{1, 600, 8, 8, 128, 1, 0}, 0, 2.0f},   {{1, 500, 8, 1, 128, 1, 1}, 150, 1.0f},
+               {{2, 200, 4, 4, 64, 0, 1}, 0, 1.0f},    {{2, 1, 8, 2, 256, 1, 0}, 0, 1.0f},
+               {{2, 17, 8, 2, 256, 1, 0}, 0, 1.0f},    {{1, 1000, 8, 2, 256, 1, 0}, 0, 50.0f},
+               {{1, 600, 8, 4, 256, 1, 0}, 200, 1.0f}, {{2, 300, 4, 2, 256, 0, 1}, 0, 2.0f}};
+  for (size_t i = 0; i < sizeof gemma / sizeof gemma[0] && !window_only; i++) {
+    fails += !run_config(&gemma[i].c, gemma[i].window, gemma[i].softcap);
     runs++;
   }
   printf("%d of %d configurations passed (tolerance %.0e)\n", runs - fails, runs, TOL);

@@ -236,7 +236,7 @@ fsdpc_status fsdpc__model_features_check(const fsdpc_component *attn, const fsdp
                                   (av->features & FSDPC_ATTN_FEATURE_SOFTCAP)))
     return fsdpc__fail(err, FSDPC_UNSUPPORTED,
                        "attention plugin '%s' does not compute logit soft-capping "
-                       "(model.attn_logit_softcapping %g); use attention.impl naive on the CPU",
+                       "(model.attn_logit_softcapping %g); use attention.impl naive",
                        attn->desc->name, (double)s->attn_softcap);
   const fsdpc_family_info *fi = fsdpc__family(s->family);
   const char *mt = fi ? fi->model_type : "?";

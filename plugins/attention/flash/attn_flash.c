@@ -8,8 +8,11 @@
  * h reads kv head h / (NH / KVH), never a repeated copy), HD = head dim.
  * Layouts (row-major, device memory, bf16): q, out, dq, dout (B, T, NH, HD);
  * k, v, dk, dv (B, T, KVH, HD). saved: lse (B, NH, T) fp32. Masks: causal
- * (key j <= query i) when shape->causal, and same document when doc_ids
- * (B, T) int32 is given. Gradients dq, dk, dv are written (=).
+ * (key j <= query i) when shape->causal, same document when doc_ids
+ * (B, T) int32 is given, and a sliding window (shape->window). With
+ * shape->softcap > 0 each scaled score s becomes softcap * tanh(s /
+ * softcap) first (Gemma 2), for head dims 64, 128 and 256. Gradients dq,
+ * dk, dv are written (=).
  *
  * This file is the plugin's C face: shape checks, sizes and the descriptor.
  * Built without CUDA it loads, supports nothing and runs nothing, but
@@ -48,12 +51,24 @@ static int32_t check_shape(const fsdpc_attn_shape *s, int mode) {
         fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
         "attention flash: dtype %d is not supported; only bf16 (dtype 1) in and out",
         (int)s->dtype);
-  if (s->HD != 64 && s->HD != 80 && s->HD != 96 && s->HD != 128)
+  if (s->HD != 64 && s->HD != 80 && s->HD != 96 && s->HD != 128 && s->HD != 256)
     return fsdpc_pl_fail(
         fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
-        "attention flash: head dim %d is not supported; only 64, 80, 96 and 128 (use "
+        "attention flash: head dim %d is not supported; only 64, 80, 96, 128 and 256 (use "
         "naive)",
         (int)s->HD);
+  /* The capped kernels are the mma.sync ones, which have no 80 / 96 tiles. */
+  if (FSDPC_HAS_FIELD(s, fsdpc_attn_shape, softcap) && s->softcap > 0.0f && s->HD != 64 &&
+      s->HD != 128 && s->HD != 256)
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
+                         "attention flash: logit soft-capping with head dim %d is not supported; "
+                         "only with 64, 128 and 256 (use naive)",
+                         (int)s->HD);
+  if (FSDPC_HAS_FIELD(s, fsdpc_attn_shape, softcap) &&
+      !(s->softcap >= 0.0f && isfinite(s->softcap)))
+    return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
+                         "attention flash: softcap %g must be finite and >= 0 (0 = none)",
+                         (double)s->softcap);
   if (s->B < 1 || s->T < 1 || s->NH < 1 || s->KVH < 1)
     return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
                          "attention flash: B=%d T=%d NH=%d KVH=%d; all must be >= 1", (int)s->B,
@@ -101,7 +116,7 @@ static int32_t flash_sizes(fsdpc_attn_ctx *ctx, const fsdpc_attn_shape *s, fsdpc
   if (out == NULL)
     return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_INVALID_USAGE,
                          "attention flash: sizes() out is NULL");
-  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal, s->scale, NULL, 0};
+  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal, s->scale, NULL, 0, 0.0f};
   /* Everything is linear in T: the LSE, and dq in fp32 plus one float per
    * row during backward. */
   if (FSDPC_HAS_FIELD(out, fsdpc_attn_sizes, saved_bytes))
@@ -125,7 +140,8 @@ static int aligned16(const void *p) {
 static flash_params params_of(const fsdpc_attn_shape *s) {
   const int32_t *doc = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, doc_ids) ? s->doc_ids : NULL;
   const int window = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, window) && s->window > 0 ? s->window : 0;
-  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal != 0, s->scale, doc, window};
+  const float cap = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, softcap) ? s->softcap : 0.0f;
+  flash_params p = {s->B, s->T, s->NH, s->KVH, s->HD, s->causal != 0, s->scale, doc, window, cap};
   return p;
 }
 #endif
@@ -194,7 +210,7 @@ static const fsdpc_attention_v1 flash_vtable = {
     /* .forward     = */ flash_forward,
     /* .backward    = */ flash_backward,
     /* .create_call = */ NULL,
-    /* .features    = */ FSDPC_ATTN_FEATURE_WINDOW,
+    /* .features    = */ FSDPC_ATTN_FEATURE_WINDOW | FSDPC_ATTN_FEATURE_SOFTCAP,
 };
 
 static const fsdpc_component_desc flash_component = {
@@ -210,8 +226,9 @@ static const fsdpc_component_desc flash_component = {
 #ifdef FSDPC_WITH_CUDA
     /* .capabilities   = */
     "cuda sm_90 (Hopper); bf16 in/out, fp32 accumulation; head dims 64 "
-    "and 128 (80 and 96 through the 128 kernels); any T >= 1; causal or full; GQA (NH % KVH == 0); "
-    "document masking; saved = LSE (B, NH, T) fp32",
+    "and 128 (80 and 96 through the 128 kernels) and 256 (mma.sync kernels); any T >= 1; causal "
+    "or full; GQA (NH % KVH == 0); document masking; sliding window; logit soft-capping (head "
+    "dims 64, 128, 256; mma.sync kernels); saved = LSE (B, NH, T) fp32",
 #else
     /* .capabilities   = */ "built without CUDA: supports nothing",
 #endif

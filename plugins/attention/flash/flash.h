@@ -1,7 +1,10 @@
 /* Launchers of the flash attention kernels (flash_fwd.cu, flash_bwd.cu),
  * called by the plugin's C face (attn_flash.c). All pointers are device
- * memory; shapes are already checked (HD 64, 80, 96 or 128 (80 and 96 on
- * sm_90 only), NH % KVH == 0). Each
+ * memory; shapes are already checked (HD 64, 80, 96, 128 or 256 (80 and 96
+ * on sm_90 only), NH % KVH == 0). Head dim 256 and soft-capping (HD 64, 128,
+ * 256) run the mma.sync kernels (flash_fwd.cu, flash_bwd.cu) on every
+ * device, a Hopper included, with the cap compiled into their SOFTCAP twins
+ * only; everything else on a Hopper runs the sm_90a kernels. Each
  * returns a cudaError_t as int (0 = success) after enqueueing on stream.
  *
  * Layouts: q, out, dout, dq (B, T, NH, HD) bf16; k, v, dk, dv (B, T, KVH, HD)
@@ -26,6 +29,7 @@ typedef struct flash_params {
   float scale;
   const int32_t *doc; /* (B, T) or NULL */
   int window;         /* sliding window: key j visible to query i iff i - j < window; 0 = none */
+  float softcap;      /* logit soft-cap c: s -> c tanh(s / c) before the mask; 0 = none */
 } flash_params;
 
 /* Bytes of the backward workspace: dq in fp32 (B, T, NH, HD), then the row
@@ -55,6 +59,10 @@ int flash_fwd_mma(const flash_params *p, const void *q, const void *k, const voi
 /* 1 when the current device is a Hopper (compute capability 9.0), which runs
  * the sm_90a kernels; 0 otherwise (the mma.sync ones). */
 int flash_is_sm90(void);
+
+/* 1 when the shape runs the sm_90a kernels: a Hopper, head dim <= 128 and
+ * no soft-cap (those have no cap, nor tiles for 256). */
+int flash_uses_sm90(const flash_params *p);
 
 /* The main backward kernel for sm_90a (flash_bwd_sm90.cuh): dk, dv and the
  * fp32 dq accumulator (zeroed before) from the row dots D (B, NH, T). */

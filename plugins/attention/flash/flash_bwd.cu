@@ -10,7 +10,8 @@
  * zeroed, in one pass (flash_bwd_pre_kernel); (2) the main kernel: on a
  * Hopper (compute capability 9.0) the wgmma kernel of flash_bwd_sm90.cuh,
  * elsewhere the mma.sync kernel of this file (which the sm_90a-only build
- * never runs; see flash_fwd.cu); (3) dq = bf16(scale * dq_acc).
+ * runs for head dim 256 and soft-capping only; see flash_fwd.cu);
+ * (3) dq = bf16(scale * dq_acc).
  * The mma.sync kernel's CTA (NW warps) owns one (batch, kv head, block of BN
  * = 16 NW MT keys); each warp owns 16 MT keys. It loops over the query heads
  * of its GQA
@@ -23,6 +24,14 @@
  * workspace with vector atomics (red.global.add.v2.f32). Causal CTAs start
  * heaviest-first over the whole grid (grid y walks the key blocks, x the
  * (kv head, batch) pairs; causal key block n sees T - n * BN queries).
+ *
+ * With a soft-cap c (the SOFTCAP twins) the scores are capped as in the
+ * forward, s' = c tanh(s / c), P_ij = exp(s'_ij - lse_i), and dS_ij is
+ * multiplied by ds'/ds = 1 - tanh^2(s_ij / c).
+ * A CTA computes the columns [col0, col0 + DH) of dK, dV and dQ (DH = HD but for
+ * head dim 256: two CTAs of DH 128 (grid z), which both recompute S and dP
+ * over the whole head dim, so that dK and dV of 256 columns do not need 256
+ * accumulator registers a thread).
  *
  * Workspace: dq_acc (B, T, NH, HD) fp32, then D (B, NH, T) fp32: O(T). */
 #include <cuda_runtime.h>
@@ -38,6 +47,13 @@
 template <int HD> struct bwd_mma_tiles;
 template <> struct bwd_mma_tiles<64> { static constexpr int NW = 4, MT = 1, BM = 64, MINB = 2; };
 template <> struct bwd_mma_tiles<128> { static constexpr int NW = 8, MT = 1, BM = 64, MINB = 1; };
+/* Not measured: 64 keys a CTA, so that K, V (64 KB) and Q, dO double
+ * buffered (128 KB) fit in 227 KB of shared memory. */
+template <> struct bwd_mma_tiles<256> { static constexpr int NW = 4, MT = 1, BM = 64, MINB = 1; };
+/* Output columns a CTA computes (see the header). */
+template <int HD> static constexpr int bwd_cols() {
+  return HD > 128 ? 128 : HD;
+}
 
 extern "C" uint64_t flash_bwd_workspace_bytes(const flash_params *p) {
   return flash_bwd_workspace_for(p);
@@ -143,7 +159,7 @@ static __device__ __forceinline__ void bwd_stage(bf16 *sQ, bf16 *sdO, float *sL,
   }
 }
 
-template <int HD, int NW, int MT, int BM, int MINB>
+template <int HD, int NW, int MT, int BM, int MINB, int DH, bool SOFTCAP>
 static __global__ void __launch_bounds__(NW * 32, MINB)
     flash_bwd_kernel(const flash_params p, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
                      const bf16 *__restrict__ v, const bf16 *__restrict__ dout,
@@ -169,7 +185,10 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   const bf16 *kb = k + (int64_t)b * T * kstride + g * HD; // rows t: (T, KVH*HD)
   const bf16 *vb = v + (int64_t)b * T * kstride + g * HD;
   const int32_t *doc = p.doc ? p.doc + (int64_t)b * T : nullptr; // (T)
-  const float sl2 = p.scale * FLASH_LOG2E;
+  /* A capped score already carries the scale (see flash_fwd.cu). */
+  const float sl2 = SOFTCAP ? FLASH_LOG2E : p.scale * FLASH_LOG2E;
+  const float cap_in = SOFTCAP ? p.scale / p.softcap : 0.0f;
+  const int col0 = DH < HD ? (int)blockIdx.z * DH : 0; /* this CTA's output columns */
   /* ldmatrix lane patterns (see swz_ld): A operands and transposed loads
    * (rA, xA), B operands (rB, xB). */
   const int rA = (lane & 7) + ((lane >> 3) & 1) * 8, xA = (lane >> 4) ^ (lane & 7);
@@ -189,11 +208,11 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
       doc_k[mt][r] = doc && key < T ? doc[key] : INT32_MIN;
     }
 
-  float dka[MT][HD / 8][4], dva[MT][HD / 8][4];
+  float dka[MT][DH / 8][4], dva[MT][DH / 8][4];
 #pragma unroll
   for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-    for (int i = 0; i < HD / 8; i++)
+    for (int i = 0; i < DH / 8; i++)
 #pragma unroll
       for (int c = 0; c < 4; c++)
         dka[mt][i][c] = dva[mt][i][c] = 0.0f;
@@ -257,7 +276,9 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
 
       /* P^T = exp(S^T - lse), masked. Keys past T are zero rows of K,
        * which would otherwise get a nonzero probability; query rows past T
-       * have zero-filled lse and D, so they are masked too. */
+       * have zero-filled lse and D, so they are masked too. SOFTCAP: S^T
+       * capped first, its derivative kept in dcap for dS. */
+      float dcap[MT][SOFTCAP ? BM / 8 : 1][4];
       const bool need_mask = doc != nullptr || n0 + BN > T || m0 + BM > T ||
                              (p.causal && n0 + wkey + 16 * MT - 1 > m0) ||
                              (p.window > 0 && m0 + BM - 1 - (n0 + wkey) >= p.window);
@@ -268,7 +289,10 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
 #pragma unroll
           for (int c = 0; c < 4; c++) {
             const int qi = nt * 8 + (lane % 4) * 2 + (c & 1);
-            float pv = exp2f(fmaf(st[mt][nt][c], sl2, -sL[qi] * FLASH_LOG2E));
+            float sv = st[mt][nt][c];
+            if (SOFTCAP)
+              sv = p.softcap * softcap_tanh(sv * cap_in, dcap[mt][SOFTCAP ? nt : 0][c]);
+            float pv = exp2f(fmaf(sv, sl2, -sL[qi] * FLASH_LOG2E));
             if (need_mask) {
               const int key = kr_lo + mt * 16 + (c >> 1) * 8;
               bool ok = key < T && m0 + qi < T && (!p.causal || key <= m0 + qi) &&
@@ -293,9 +317,9 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
           a[mt][3] = pack_bf16(st[mt][2 * kk + 1][2], st[mt][2 * kk + 1][3]);
         }
 #pragma unroll
-        for (int np = 0; np < HD / 16; np++) {
+        for (int np = 0; np < DH / 16; np++) {
           uint32_t r[4];
-          ldsm_x4_t(r, sdO + swz_ld<HD>(kk * 16 + rA, np * 2, xA));
+          ldsm_x4_t(r, sdO + swz_ld<HD>(kk * 16 + rA, col0 / 8 + np * 2, xA));
           uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
@@ -335,9 +359,11 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
 #pragma unroll
         for (int nt = 0; nt < BM / 8; nt++)
 #pragma unroll
-          for (int c = 0; c < 4; c++)
-            ds[mt][nt][c] =
-                st[mt][nt][c] * (ds[mt][nt][c] - sD[nt * 8 + (lane % 4) * 2 + (c & 1)]);
+          for (int c = 0; c < 4; c++) {
+            ds[mt][nt][c] = st[mt][nt][c] * (ds[mt][nt][c] - sD[nt * 8 + (lane % 4) * 2 + (c & 1)]);
+            if (SOFTCAP)
+              ds[mt][nt][c] *= dcap[mt][SOFTCAP ? nt : 0][c];
+          }
 
       /* dK += dS^T Q; dS^T also goes to shared memory for dQ. */
 #pragma unroll
@@ -356,9 +382,9 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
           *reinterpret_cast<uint32_t *>(sdS + swz<BM>(key + 8, qc + 8)) = a[mt][3];
         }
 #pragma unroll
-        for (int np = 0; np < HD / 16; np++) {
+        for (int np = 0; np < DH / 16; np++) {
           uint32_t r[4];
-          ldsm_x4_t(r, sQ + swz_ld<HD>(kk * 16 + rA, np * 2, xA));
+          ldsm_x4_t(r, sQ + swz_ld<HD>(kk * 16 + rA, col0 / 8 + np * 2, xA));
           uint32_t b0[2] = {r[0], r[1]}, b1[2] = {r[2], r[3]};
 #pragma unroll
           for (int mt = 0; mt < MT; mt++) {
@@ -367,11 +393,11 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
           }
         }
       }
-      /* dQ (BM x HD) += dS (BM x BN) K (BN x HD): warp w takes query rows
-       * (w % 4) * 16 and a 1 / (NW / 4) share of the head dim. */
+      /* dQ (BM x DH) += dS (BM x BN) K (BN x DH): warp w takes query rows
+       * (w % 4) * 16 and a 1 / (NW / 4) share of this CTA's columns. */
       __syncthreads();
-      constexpr int DQW = HD / (NW / 4); // head-dim columns per warp
-      const int qr = (warp % 4) * 16, hc = (warp / 4) * DQW;
+      constexpr int DQW = DH / (NW / 4); // head-dim columns per warp
+      const int qr = (warp % 4) * 16, hc = col0 + (warp / 4) * DQW;
       float dqa[DQW / 8][4];
 #pragma unroll
       for (int i = 0; i < DQW / 8; i++)
@@ -412,9 +438,9 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
     for (int r = 0; r < 2; r++) {
       const int row = kr_lo + mt * 16 + r * 8;
       if (row < T) {
-        const int64_t o = ((int64_t)(b * T + row) * KVH + g) * HD + (lane % 4) * 2;
+        const int64_t o = ((int64_t)(b * T + row) * KVH + g) * HD + col0 + (lane % 4) * 2;
 #pragma unroll
-        for (int dt = 0; dt < HD / 8; dt++) {
+        for (int dt = 0; dt < DH / 8; dt++) {
           *reinterpret_cast<uint32_t *>(dk + o + dt * 8) =
               pack_bf16(dka[mt][dt][2 * r] * p.scale, dka[mt][dt][2 * r + 1] * p.scale);
           *reinterpret_cast<uint32_t *>(dv + o + dt * 8) =
@@ -424,22 +450,35 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
     }
 }
 
-template <int HD, int NW = bwd_mma_tiles<HD>::NW, int MT = bwd_mma_tiles<HD>::MT,
+template <int HD, bool SOFTCAP, int NW = bwd_mma_tiles<HD>::NW, int MT = bwd_mma_tiles<HD>::MT,
           int BM = bwd_mma_tiles<HD>::BM, int MINB = bwd_mma_tiles<HD>::MINB>
 static int launch_bwd(const flash_params *p, const void *q, const void *k, const void *v,
                       const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
                       void *dv, cudaStream_t stream) {
   constexpr int BN = NW * 16 * MT;
   const int smem = bwd_smem_bytes<HD, NW, MT, BM>();
-  auto kern = flash_bwd_kernel<HD, NW, MT, BM, MINB>;
+  constexpr int DH = bwd_cols<HD>();
+  auto kern = flash_bwd_kernel<HD, NW, MT, BM, MINB, DH, SOFTCAP>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess)
     return (int)e;
-  dim3 grid(p->KVH * p->B, (p->T + BN - 1) / BN);
-  kern<<<grid, NW * 32, smem, stream>>>(
-      *p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, (const bf16 *)dout, lse, D,
-      dq_acc, (bf16 *)dk, (bf16 *)dv);
+  dim3 grid(p->KVH * p->B, (p->T + BN - 1) / BN, HD / DH);
+  kern<<<grid, NW * 32, smem, stream>>>(*p, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v,
+                                        (const bf16 *)dout, lse, D, dq_acc, (bf16 *)dk, (bf16 *)dv);
   return (int)cudaGetLastError();
+}
+
+template <bool SOFTCAP>
+static int bwd_mma_hd(const flash_params *p, const void *q, const void *k, const void *v,
+                      const void *dout, const float *lse, const float *D, float *dq_acc, void *dk,
+                      void *dv, cudaStream_t st) {
+  if (p->HD == 64)
+    return launch_bwd<64, SOFTCAP>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+  if (p->HD == 128)
+    return launch_bwd<128, SOFTCAP>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+  if (p->HD == 256)
+    return launch_bwd<256, SOFTCAP>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+  return (int)cudaErrorInvalidValue;
 }
 
 extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, const void *v,
@@ -467,14 +506,12 @@ extern "C" int flash_bwd(const flash_params *p, const void *q, const void *k, co
   if ((e = cudaGetLastError()) != cudaSuccess)
     return (int)e;
   int rc;
-  if (flash_is_sm90())
+  if (flash_uses_sm90(p))
     rc = flash_bwd_sm90(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
-  else if (p->HD == 64)
-    rc = launch_bwd<64>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
-  else if (p->HD == 128)
-    rc = launch_bwd<128>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
+  else if (p->softcap > 0.0f)
+    rc = bwd_mma_hd<true>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   else
-    return (int)cudaErrorInvalidValue;
+    rc = bwd_mma_hd<false>(p, q, k, v, dout, lse, D, dq_acc, dk, dv, st);
   if (rc != 0)
     return rc;
   const int64_t n4 = rows * p->HD / 4;

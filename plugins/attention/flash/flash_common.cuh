@@ -69,6 +69,19 @@ static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t *>(&v);
 }
 
+/* Logit soft-capping (Gemma): returns tanh(x) and sets dt = 1 - tanh^2(x),
+ * both from e = exp(2x): tanh = 1 - 2 / (e + 1), 1 - tanh^2 = 4e / (e + 1)^2.
+ * Under --use_fast_math tanhf becomes tanh.approx.f32 (relative error
+ * 2^-11), which leaves 1 - tanh^2 off by 1e-3 where it is near 0; this form
+ * keeps it to a few ulp. |x| is clamped at 15, past which tanh is +-1 in
+ * fp32, so that e never overflows. */
+static __device__ __forceinline__ float softcap_tanh(float x, float &dt) {
+  const float e = __expf(2.0f * fminf(fmaxf(x, -15.0f), 15.0f));
+  const float r = __fdividef(1.0f, e + 1.0f);
+  dt = 4.0f * e * r * r;
+  return 1.0f - 2.0f * r;
+}
+
 /* A tile of rows x COLS bf16 in shared memory, stored in 16-byte chunks with
  * chunk c of row r at c ^ (r % 8): the 8 rows one ldmatrix reads then fall in
  * 8 different bank groups instead of one. COLS is a multiple of 64. */

@@ -3,8 +3,9 @@
  * flash_fwd dispatches: a Hopper (compute capability 9.0) runs the wgmma
  * kernel of flash_fwd_sm90.cuh, any other device the mma.sync kernel of this
  * file. The build targets sm_90a only (and the plugin refuses other
- * devices), so today the mma.sync kernel runs nowhere: it is the plain
- * reading of the algorithm and the start for another architecture.
+ * devices), so today the mma.sync kernel runs only what the sm_90a ones do
+ * not (head dim 256, soft-capping; see below): it is the plain reading of
+ * the algorithm and the start for another architecture.
  *
  * One CTA of NW warps owns BM = NW * 16 * MT query rows of one (batch,
  * head); each warp owns 16 * MT of them (MT = 2: two 16-row MMA tiles, so
@@ -19,7 +20,11 @@
  * query blocks, x walks (head, batch)): a shorter tail.
  *
  * Saved for the backward: lse (B, NH, T) fp32, the natural log of
- * sum_j exp(scale * q_i . k_j) over the keys query i may see. */
+ * sum_j exp(scale * q_i . k_j) over the keys query i may see (of the capped
+ * scores with a soft-cap).
+ *
+ * Head dim 256 and soft-capping run here on a Hopper too (flash_uses_sm90):
+ * the sm_90a kernels have neither. */
 #include <cuda_runtime.h>
 #include <math.h>
 
@@ -33,12 +38,18 @@
 template <int HD> struct fwd_mma_tiles;
 template <> struct fwd_mma_tiles<64> { static constexpr int MT = 2, NW = 4, BN = 128, MINB = 2; };
 template <> struct fwd_mma_tiles<128> { static constexpr int MT = 2, NW = 4, BN = 64, MINB = 2; };
+/* Not measured: one m-tile a warp keeps O at 128 registers a thread; 160 KB
+ * of shared memory (Q 32 KB, K and V double buffered 128 KB). */
+template <> struct fwd_mma_tiles<256> { static constexpr int MT = 1, NW = 4, BN = 64, MINB = 1; };
 
 template <int HD, int MT, int NW, int BN> static constexpr int fwd_smem_bytes() {
   return (NW * 16 * MT * HD + 4 * BN * HD) * (int)sizeof(bf16);
 }
 
-template <int HD, int MT, int NW, int BN, int MINB>
+/* SOFTCAP: each score s becomes softcap * tanh(scale * s / softcap) before
+ * the mask (Gemma 2); a twin of its own, so the kernels without it are
+ * unchanged. */
+template <int HD, int MT, int NW, int BN, int MINB, bool SOFTCAP>
 static __global__ void __launch_bounds__(NW * 32, MINB)
     flash_fwd_kernel(const flash_params p, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
                      const bf16 *__restrict__ v, bf16 *__restrict__ out, float *__restrict__ lse) {
@@ -60,8 +71,10 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   const bf16 *vb = v + (int64_t)b * T * kstride + g * HD;
   const int32_t *doc = p.doc ? p.doc + (int64_t)b * T : nullptr; // (T)
   /* Scores stay unscaled; the scale and log2(e) go into one FFMA with the
-   * running max before exp2: p = exp2(s * sl2 - m), m in log2 units. */
-  const float sl2 = p.scale * FLASH_LOG2E;
+   * running max before exp2: p = exp2(s * sl2 - m), m in log2 units. A
+   * capped score already carries the scale: sl2 is log2(e) alone. */
+  const float sl2 = SOFTCAP ? FLASH_LOG2E : p.scale * FLASH_LOG2E;
+  const float cap_in = SOFTCAP ? p.scale / p.softcap : 0.0f;
 
   const int kv_end = p.causal ? min(T, m0 + BM) : T;
   const int n_blocks = (kv_end + BN - 1) / BN;
@@ -135,6 +148,18 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
         }
       }
 
+      if (SOFTCAP) {
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+          for (int nt = 0; nt < BN / 8; nt++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+              float dt; /* the backward's */
+              s[mt][nt][c] = p.softcap * softcap_tanh(s[mt][nt][c] * cap_in, dt);
+            }
+      }
+
       const bool need_mask = n0 + BN > T || doc != nullptr ||
                              (p.causal && n0 + BN - 1 > m0 + wrow) ||
                              (p.window > 0 && warp_last - n0 >= p.window);
@@ -167,7 +192,7 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
             mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
           mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          mx = fmaxf(mrow[mt][r], mx * sl2); // scale > 0: the max commutes with it
+          mx = fmaxf(mrow[mt][r], mx * sl2); // sl2 > 0: the max commutes with it
           const float m_use = mx == -INFINITY ? 0.0f : mx;
           const float alpha = exp2f(mrow[mt][r] - m_use);
           mrow[mt][r] = mx;
@@ -236,13 +261,13 @@ static __global__ void __launch_bounds__(NW * 32, MINB)
   }
 }
 
-template <int HD, int MT = fwd_mma_tiles<HD>::MT, int NW = fwd_mma_tiles<HD>::NW,
+template <int HD, bool SOFTCAP, int MT = fwd_mma_tiles<HD>::MT, int NW = fwd_mma_tiles<HD>::NW,
           int BN = fwd_mma_tiles<HD>::BN, int MINB = fwd_mma_tiles<HD>::MINB>
 static int launch_fwd(const flash_params *p, const void *q, const void *k, const void *v, void *out,
                       float *lse, cudaStream_t stream) {
   constexpr int BM = NW * 16 * MT;
   const int smem = fwd_smem_bytes<HD, MT, NW, BN>();
-  auto kern = flash_fwd_kernel<HD, MT, NW, BN, MINB>;
+  auto kern = flash_fwd_kernel<HD, MT, NW, BN, MINB, SOFTCAP>;
   cudaError_t e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess)
     return (int)e;
@@ -263,21 +288,35 @@ extern "C" int flash_is_sm90(void) {
   return major == 9 && minor == 0;
 }
 
+extern "C" int flash_uses_sm90(const flash_params *p) {
+  return p->HD <= 128 && !(p->softcap > 0.0f) && flash_is_sm90();
+}
+
 extern "C" int flash_fwd(const flash_params *p, const void *q, const void *k, const void *v,
                          void *out, float *lse, void *stream) {
-  if (flash_is_sm90())
+  if (flash_uses_sm90(p))
     return flash_fwd_sm90(p, q, k, v, out, lse, stream);
   return flash_fwd_mma(p, q, k, v, out, lse, stream);
+}
+
+template <bool SOFTCAP>
+static int fwd_mma_hd(const flash_params *p, const void *q, const void *k, const void *v, void *out,
+                      float *lse, cudaStream_t st) {
+  if (p->HD == 64)
+    return launch_fwd<64, SOFTCAP>(p, q, k, v, out, lse, st);
+  if (p->HD == 128)
+    return launch_fwd<128, SOFTCAP>(p, q, k, v, out, lse, st);
+  if (p->HD == 256)
+    return launch_fwd<256, SOFTCAP>(p, q, k, v, out, lse, st);
+  return (int)cudaErrorInvalidValue;
 }
 
 extern "C" int flash_fwd_mma(const flash_params *p, const void *q, const void *k, const void *v,
                              void *out, float *lse, void *stream) {
   cudaStream_t st = (cudaStream_t)stream;
-  if (p->HD == 64)
-    return launch_fwd<64>(p, q, k, v, out, lse, st);
-  if (p->HD == 128)
-    return launch_fwd<128>(p, q, k, v, out, lse, st);
-  return (int)cudaErrorInvalidValue;
+  if (p->softcap > 0.0f)
+    return fwd_mma_hd<true>(p, q, k, v, out, lse, st);
+  return fwd_mma_hd<false>(p, q, k, v, out, lse, st);
 }
 
 extern "C" int flash_device_check(int *cc_major, int *cc_minor) {

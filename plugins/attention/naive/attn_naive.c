@@ -11,7 +11,7 @@
  * (B, T, KVH, HD); P (B, NH, T, T). Masks: causal (key j <= query i), a
  * sliding window when shape->window > 0 (i - j < window) and, when doc_ids
  * is given, same document (doc_ids[b][j] == doc_ids[b][i]). With
- * shape->softcap > 0 (CPU only) each score s becomes softcap * tanh(s /
+ * shape->softcap > 0 each score s becomes softcap * tanh(s /
  * softcap) before the mask and softmax, and dS_ij below is multiplied by
  * 1 - tanh^2(s_ij / softcap).
  * A query always sees itself, so no row of P is empty.
@@ -54,10 +54,6 @@ static int32_t check_shape(const fsdpc_attn_shape *s, int sizing) {
       return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
                            "attention naive: head dim %d > %d is not supported on CUDA", (int)s->HD,
                            ATTN_NAIVE_CUDA_MAX_HD);
-    if (FSDPC_HAS_FIELD(s, fsdpc_attn_shape, softcap) && s->softcap > 0.0f)
-      return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
-                           "attention naive: logit soft-capping (gemma2) is computed on the CPU "
-                           "only, not on CUDA");
     if (s->T > 65535 * 32 || s->NH > 65535 || s->B > 65535)
       return fsdpc_pl_fail(fsdpc_pl_shape_host(s), FSDPC_UNSUPPORTED,
                            "attention naive: B=%d NH=%d T=%d too large for the grid", (int)s->B,
@@ -343,7 +339,7 @@ static const fsdpc_component_desc naive_component = {
     /* .capabilities   = */
     "cpu fp32; causal; GQA; doc masking; sliding window; logit soft-capping; any head dim"
 #ifdef FSDPC_WITH_CUDA
-    "; cuda bf16 (fp32 softmax, head dim <= 512)"
+    "; cuda bf16 (fp32 softmax, head dim <= 512; the same masks and soft-capping)"
 #endif
     ,
     /* .options        = */ NULL,

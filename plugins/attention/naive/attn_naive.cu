@@ -3,14 +3,18 @@
  * the oracle of the flash plugin. bf16 q, k, v, out and gradients; every
  * dot product, softmax and sum in fp32. Same masks and same backward as the
  * CPU path in attn_naive.c (read its header for the formulas); D_i is taken
- * from P and dP, so the gradient is that of exactly the saved P.
+ * from P and dP, so the gradient is that of exactly the saved P. With a
+ * logit soft-cap c (shape->softcap > 0) a score s becomes c tanh(s / c)
+ * before the mask and softmax, and bwd_q recomputes s to multiply dS_ij by
+ * 1 - tanh^2(s_ij / c) (P alone does not give s back).
  *
  * Kernels, each one block per row:
  *   fwd     (i, h, b): scores by one warp per key (lanes over HD, coalesced),
  *                      softmax over the row in place in P, then out_i = P_i V
  *                      with threads over HD.
  *   bwd_q   (i, h, b): dP_ij = dO_i . V_j, D_i, dS_ij = P_ij (dP_ij - D_i)
- *                      into the workspace, dQ_i = scale dS_i K.
+ *                      into the workspace (times the cap's derivative),
+ *                      dQ_i = scale dS_i K.
  *   bwd_kv  (j, g, b): dV_j = sum over the group's heads and queries of
  *                      P_ij dO_i, dK_j = scale sum dS_ij Q_i (written =).
  * Layouts: q, out, dq, dout (B, T, NH, HD); k, v, dk, dv (B, T, KVH, HD). */
@@ -26,8 +30,8 @@ typedef __nv_bfloat16 bf16;
 
 struct dims {
   int B, T, NH, KVH, HD, rep, causal, window; /* window 0 = none */
-  float scale;
-  const int32_t *doc; // (B, T) or NULL
+  float scale, softcap;                       /* softcap 0 = none */
+  const int32_t *doc;                         // (B, T) or NULL
 };
 
 static __device__ __forceinline__ bool allowed(const dims &d, const int32_t *doc, int i, int j) {
@@ -79,9 +83,12 @@ static __global__ void fwd_kernel(const dims D, const bf16 *q, const bf16 *k, co
   __syncthreads();
   const int jend = D.causal ? i + 1 : T;
   for (int j = warp; j < jend; j += nw) {
-    const float s = allowed(D, doc, i, j)
-                        ? D.scale * warp_dot(qi, k + (((size_t)b * T + j) * D.KVH + g) * HD, HD)
-                        : -INFINITY;
+    float s = -INFINITY;
+    if (allowed(D, doc, i, j)) {
+      s = D.scale * warp_dot(qi, k + (((size_t)b * T + j) * D.KVH + g) * HD, HD);
+      if (D.softcap > 0.0f) /* as the CPU path: divide, tanh, multiply */
+        s = tanhf(s / D.softcap) * D.softcap;
+    }
     if (lane == 0)
       prow[j] = s;
   }
@@ -112,9 +119,9 @@ static __global__ void fwd_kernel(const dims D, const bf16 *q, const bf16 *k, co
   }
 }
 
-static __global__ void bwd_q_kernel(const dims D, const bf16 *k, const bf16 *v, const bf16 *dout,
-                                    const float *P, float *dS, bf16 *dq) {
-  __shared__ float doi[ATTN_NAIVE_CUDA_MAX_HD], sh[32];
+static __global__ void bwd_q_kernel(const dims D, const bf16 *q, const bf16 *k, const bf16 *v,
+                                    const bf16 *dout, const float *P, float *dS, bf16 *dq) {
+  __shared__ float doi[ATTN_NAIVE_CUDA_MAX_HD], qi[ATTN_NAIVE_CUDA_MAX_HD], sh[32];
   const int i = blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / D.rep, T = D.T, HD = D.HD;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int32_t *doc = D.doc ? D.doc + (size_t)b * T : NULL;
@@ -122,8 +129,10 @@ static __global__ void bwd_q_kernel(const dims D, const bf16 *k, const bf16 *v, 
   const size_t ro = (((size_t)b * D.NH + h) * T + i) * T;
   const float *prow = P + ro;
   float *srow = dS + ro;
-  for (int d = threadIdx.x; d < HD; d += blockDim.x)
+  for (int d = threadIdx.x; d < HD; d += blockDim.x) {
     doi[d] = __bfloat162float(dout[qo + d]);
+    qi[d] = __bfloat162float(q[qo + d]);
+  }
   __syncthreads();
   const int jend = D.causal ? i + 1 : T;
   for (int j = warp; j < T; j += nw) {
@@ -141,6 +150,17 @@ static __global__ void bwd_q_kernel(const dims D, const bf16 *k, const bf16 *v, 
   for (int j = threadIdx.x; j < T; j += blockDim.x)
     srow[j] = prow[j] * (srow[j] - Dsum); /* P = 0 where masked, so dS = 0 there */
   __syncthreads();
+  if (D.softcap > 0.0f) { /* through the cap: d(c tanh(s / c))/ds = 1 - tanh^2 */
+    for (int j = warp; j < jend; j += nw) {
+      if (!allowed(D, doc, i, j))
+        continue; /* warp-uniform */
+      const float t =
+          tanhf(D.scale * warp_dot(qi, k + (((size_t)b * T + j) * D.KVH + g) * HD, HD) / D.softcap);
+      if (lane == 0)
+        srow[j] *= 1.0f - t * t;
+    }
+    __syncthreads();
+  }
   for (int d = threadIdx.x; d < HD; d += blockDim.x) {
     float acc = 0.0f;
     for (int j = 0; j < jend; j++) {
@@ -181,6 +201,8 @@ static dims make_dims(const fsdpc_attn_shape *s) {
   d.rep = s->NH / s->KVH, d.causal = s->causal != 0, d.scale = s->scale;
   d.doc = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, doc_ids) ? s->doc_ids : NULL;
   d.window = FSDPC_HAS_FIELD(s, fsdpc_attn_shape, window) && s->window > 0 ? s->window : 0;
+  d.softcap =
+      FSDPC_HAS_FIELD(s, fsdpc_attn_shape, softcap) && s->softcap > 0.0f ? s->softcap : 0.0f;
   return d;
 }
 
@@ -209,9 +231,9 @@ extern "C" int32_t attn_naive_cuda_backward(const fsdpc_attn_shape *s, const voi
   const dims d = make_dims(s);
   cudaStream_t st = (cudaStream_t)stream;
   float *dS = (float *)workspace;
-  bwd_q_kernel<<<dim3(d.T, d.NH, d.B), THREADS, 0, st>>>(d, (const bf16 *)k, (const bf16 *)v,
-                                                         (const bf16 *)dout, (const float *)saved,
-                                                         dS, (bf16 *)dq);
+  bwd_q_kernel<<<dim3(d.T, d.NH, d.B), THREADS, 0, st>>>(d, (const bf16 *)q, (const bf16 *)k,
+                                                         (const bf16 *)v, (const bf16 *)dout,
+                                                         (const float *)saved, dS, (bf16 *)dq);
   int32_t r = launched("backward (dq)", msg, cap);
   if (r != FSDPC_OK)
     return r;

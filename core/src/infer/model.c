@@ -201,17 +201,8 @@ out:
 /* model.adapter: W += s B A on the fp32 host copy, before the upload. */
 static fsdpc_status merge_adapter(fsdpc_infer_model *m, const fsdpc_layout *lay, float **shard,
                                   fsdpc_err *err) {
-  fsdpc_peft *pf = NULL;
-  FSDPC_TRY(fsdpc__peft_open(m->cfg->model.adapter, &m->shape, &pf, err));
-  fsdpc_status st = FSDPC_OK;
-  for (int p = 0; p < m->n_params && st == FSDPC_OK; p++) {
-    const fsdpc_param_info *pi = &m->params[p];
-    if (pi->ndim == 2)
-      st = fsdpc__peft_merge_range(pf, pi->name, pi->shape[1], 0, pi->numel,
-                                   shard[lay->param_unit[p]] + lay->param_offset[p], err);
-  }
-  fsdpc__peft_close(pf);
-  return st;
+  return fsdpc__peft_merge_layout(m->cfg->model.adapter, &m->shape, m->params, lay, shard, NULL,
+                                  err);
 }
 
 /* Each parameter in its own device buffer of the compute dtype. bf16 is
@@ -275,8 +266,8 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
   /* what fsdpc can model: the HF config.json (as every run plan checks
    * it), then the tensors; a checkpoint's config.yaml holds the whole shape
    * and its base folder may be gone (issue 42.1): checked when it is there */
-  if (st == FSDPC_OK && (!is_file(o->dir, FSDPC_CKPT_CONFIG_FILE) ||
-                         access(m->cfg->model.config, F_OK) == 0))
+  if (st == FSDPC_OK &&
+      (!is_file(o->dir, FSDPC_CKPT_CONFIG_FILE) || access(m->cfg->model.config, F_OK) == 0))
     st = fsdpc__run_check_hf_config(m->cfg, err);
   if (st == FSDPC_OK && fsdpc__hf_is_folder(m->weights_dir))
     st = fsdpc__hf_rules_tensors(m->weights_dir, &m->shape, err);

@@ -134,15 +134,10 @@ convert)
   done
   NPY=/usr/bin/python3
   [ -x "$NPY" ] || NPY=python3
-  "$NPY" - "$B" "$TMP/ad/ck/final-merged" "$TMP/m1" <<'PY' || fail "the merged conversion"
-import json, struct, sys
+  PYTHONPATH="$(dirname "$0")/../common" "$NPY" - "$B" "$TMP/ad/ck/final-merged" "$TMP/m1" <<'PY' || fail "the merged conversion"
+import sys
 import numpy as np
-def load(d):
-    raw = open(d + "/model.safetensors", "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n])
-    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dtype=np.float32)
-            for k, v in h.items() if k != "__metadata__"}
+from st_np import load
 base, run, conv = (load(d) for d in sys.argv[1:4])
 assert sorted(base) == sorted(run) == sorted(conv), "tensor names differ"
 changed = [k for k in base if not np.array_equal(base[k], conv[k])]

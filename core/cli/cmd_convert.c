@@ -20,7 +20,8 @@ static const char help[] =
     "  --config CFG           the run's YAML (default: SRC/config.yaml, else SRC's HF\n"
     "                         config.json with default settings)\n"
     "Every rank of a sharded output reads only its own ranges; a full output holds\n"
-    "the model in fp32 once. Optimizer state is not carried over.\n";
+    "the model in fp32 once. Optimizer state is not carried over.\n"
+    "model.adapter=DIR merges a PEFT LoRA adapter folder into the output.\n";
 
 enum { O_TO = 256, O_DTYPE, O_WORLD, O_STRATEGY, O_HYBRID, O_CONFIG };
 static const cli_opt opts[] = {

@@ -18,25 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "fsdp/engine.h"
+#include "check_run.h"
 #include "fsdp/nf4_unit.h"
-#include "model/lora.h"
 #include "quant/nf4.h"
-#include "runplan/runplan.h"
+#include "tiny_model.h"
 
-typedef struct fx {
-  fsdpc_config *cfg;
-  fsdpc_run_plan *plan;
-  fsdpc_dist dist;
-  fsdpc_engine *eng;
-  fsdpc_model_ctx *m;
-  int32_t tok[2 * 12], lab[2 * 12];
-} fx;
-
-static void ok(fsdpc_status st, const fsdpc_err *err) {
-  ck_assert_msg(st == FSDPC_OK, "%s", err->msg);
-}
+typedef tiny_model fx;
 
 static void setup(fx *f, int ckpt, int nf4) {
   char yaml[2048];
@@ -51,67 +38,29 @@ static void setup(fx *f, int ckpt, int nf4) {
            "peft: {method: lora, r: 3, alpha: 6, target_modules: [all-linear]}\n"
            "quantization: {method: %s}\n",
            ckpt ? "true" : "false", nf4 ? "nf4" : "none");
-  fsdpc_err err;
-  ok(fsdpc__config_from_string(yaml, "qlora.yaml", NULL, 0, &f->cfg, &err), &err);
-  fsdpc_run_world w = {1, 1};
-  ok(fsdpc__run_plan_create(f->cfg, &w, 0, &f->plan, &err), &err);
-  fsdpc__dist_single(&f->dist);
-  const fsdpc_run_plan *p = f->plan;
-  fsdpc_engine_env env = {.dist = &f->dist, .threads = 1};
-  ok(fsdpc__engine_create(p, &env, &f->eng, &err), &err);
-  ok(fsdpc__engine_init_random(f->eng, 5, 0.2, &err), &err);
-  fsdpc_model_ctx_opts mo = {.shape = &p->shape,
-                             .B = 2,
-                             .T = 12,
-                             .activation_checkpointing = ckpt ? FSDPC_AC_FULL : 0,
-                             .attention = p->attn,
-                             .attention_opts = f->cfg->attention.options,
-                             .lora = &p->lora};
-  ok(fsdpc__model_ctx_create(&mo, &f->m, &err), &err);
-  for (int i = 0; i < 24; i++) {
-    f->tok[i] = (i * 7 + 3) % 40;
-    f->lab[i] = i % 5 == 0 ? -100 : (i * 11 + 1) % 40;
-  }
-  ok(fsdpc__model_set_batch(f->m, f->tok, f->lab, NULL, &err), &err);
+  tiny_model_open(f, yaml, "qlora.yaml", ckpt ? FSDPC_AC_FULL : 0);
+  tiny_model_lm_batch(f, 40);
 }
 
 static void teardown(fx *f) {
-  fsdpc__model_ctx_destroy(f->m);
-  fsdpc__engine_destroy(f->eng);
-  fsdpc__run_plan_destroy(f->plan);
-  fsdpc__config_destroy(f->cfg);
+  tiny_model_close(f);
 }
 
 /* An adapter's master values and gradient (world 1, CPU: fp32 shards). */
 static float *adapter(fx *f, int p, float **grad) {
-  uint64_t off;
   int u;
-  fsdpc__engine_param(f->eng, p, &off, &u);
-  const fsdpc_unit *un = fsdpc__engine_unit(f->eng, u);
-  ck_assert_msg(!un->frozen, "parameter %d is frozen", p);
-  if (grad)
-    *grad = un->grad ? un->grad + off : NULL;
-  return un->master + off;
+  fsdpc__engine_param(f->eng, p, NULL, &u);
+  ck_assert_msg(!fsdpc__engine_unit(f->eng, u)->frozen, "parameter %d is frozen", p);
+  return tiny_master(f, p, grad);
 }
 
 /* B != 0: every adapter term contributes. */
 static void set_b(fx *f) {
-  for (int p = f->plan->n_base_params; p < fsdpc__engine_n_params(f->eng); p++) {
-    const fsdpc_param_info *pi = fsdpc__engine_param(f->eng, p, NULL, NULL);
-    if (!fsdpc__lora_kind_is_b(pi->kind))
-      continue;
-    float *b = adapter(f, p, NULL);
-    for (uint64_t i = 0; i < pi->numel; i++)
-      b[i] = 0.3f * sinf((float)(i * 13 + p));
-  }
+  tiny_set_b(f, 0.3f);
 }
 
-static double loss(fx *f) {
-  double ls;
-  int64_t n;
-  fsdpc_err err;
-  ok(fsdpc__engine_eval(f->eng, f->m, &ls, &n, &err), &err);
-  return ls / (double)n;
+static double loss(void *f) {
+  return tiny_loss(f);
 }
 
 START_TEST(base_is_nf4) {
@@ -194,14 +143,7 @@ static void check_fd(int ckpt) {
     ck_assert_ptr_nonnull(g);
     for (uint64_t k = 0; k < 2; k++) {
       uint64_t i = (k * 37 + (uint64_t)p) % pi->numel;
-      float keep = w[i];
-      const float h = 1e-2f;
-      w[i] = keep + h;
-      double lp = loss(&f);
-      w[i] = keep - h;
-      double lm = loss(&f);
-      w[i] = keep;
-      double fd = (lp - lm) / (2.0 * h), an = g[i];
+      double fd = tiny_central_diff(&w[i], loss, &f), an = g[i];
       ck_assert_msg(fabs(fd - an) <= 2e-3 + 2e-2 * fabs(fd),
                     "%s[%llu]: backward %.6g, finite differences %.6g", pi->name,
                     (unsigned long long)i, an, fd);
@@ -273,9 +215,5 @@ int main(void) {
   tcase_add_test(tc, fd_adapters_checkpointing);
   tcase_add_test(tc, checkpointing_exact_and_quantized);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return run_suite(s);
 }

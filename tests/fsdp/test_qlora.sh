@@ -11,7 +11,12 @@
 #           checkpoint holds the adapters only; the merged export's base is
 #           the NF4 dequantization of the unquantized init by the numpy
 #           reference (tests/quant/nf4_ref.py), bit for bit; the same
-#           weights loaded from an HF folder give the same export.
+#           weights loaded from an HF folder give the same export;
+#   generate `fsdpc generate` on an intermediate checkpoint (adapters only)
+#           runs on the NF4-dequantized base + adapters: the same greedy
+#           tokens and logits as on the merged export of a run stopped at
+#           that step, from random init and from model.init.from; another
+#           base is refused in one line.
 source "$(dirname "$0")/../train/common.sh"
 CASE=${1:-equiv}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -85,16 +90,11 @@ PY
   # numpy: Debian's python3 (as tests/quant/CMakeLists.txt finds it)
   NPY=/usr/bin/python3
   [ -x "$NPY" ] || NPY=python3
-  PYTHONPATH="$SRC/tests/quant" "$NPY" - "$TMP/mp/ck/final-merged" "$TMP/mq/ck/final-merged" <<'PY' || fail "merged base"
-import json, struct, sys
+  PYTHONPATH="$SRC/tests/quant:$SRC/tests/common" "$NPY" - "$TMP/mp/ck/final-merged" "$TMP/mq/ck/final-merged" <<'PY' || fail "merged base"
+import sys
 import numpy as np
 import nf4_ref
-def load(d):
-    raw = open(d + "/model.safetensors", "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n])
-    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dtype=np.float32)
-            for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32"}
+from st_np import load
 plain, quant = load(sys.argv[1]), load(sys.argv[2])
 assert sorted(plain) == sorted(quant) and plain, "tensors differ"
 nq = 0
@@ -115,6 +115,38 @@ PY
     fail "QLoRA from an HF folder"
   cmp "$TMP/mq/ck/final-merged/model.safetensors" "$TMP/mh/ck/final-merged/model.safetensors" ||
     fail "QLoRA from an HF folder: another base than from the same weights' random init"
+  ;;
+generate)
+  # A saves at step 2 of 4; B stops at step 2 and exports the merge: with a
+  # constant lr, B's final-merged is A's step 2 merged by the trainer
+  G=("${LORA[@]}" "${Q[@]}" schedule.name=constant schedule.warmup_steps=0 train.eval_every=0)
+  run base train.max_steps=3 || fail "base run"
+  for from in "" "$TMP/base/ck/final"; do
+    k=${from:+hf}
+    run "a$k" "${G[@]}" train.max_steps=4 checkpoint.save_steps=2 ${from:+model.init.from=$from} || fail "run a$k"
+    run "b$k" "${G[@]}" train.max_steps=2 peft.merge_on_save=true ${from:+model.init.from=$from} || fail "run b$k"
+    gen() { timeout 60 "$FSDPC" generate "$1" --prompt-ids 257,81,58 --max-new-tokens 12 --ignore-eos \
+      --json --top-logits 4 --device cpu "${@:3}" >"$TMP/$2.json" 2>"$TMP/$2.log" || fail "generate $1: $(tail -1 "$TMP/$2.log")"; }
+    gen "$TMP/a$k/ck/step-000002" "step$k"
+    gen "$TMP/b$k/ck/final-merged" "merged$k"
+    gen "$TMP/a$k/ck/step-000002" "plain$k" quantization.method=none
+    python3 - "$TMP/step$k.json" "$TMP/merged$k.json" "$TMP/plain$k.json" <<'PY' || fail "generate on the step checkpoint ($k)"
+import json, sys
+s, m, p = (json.loads(open(f).read()) for f in sys.argv[1:4])
+assert s["ids"] == m["ids"], (s["ids"], m["ids"])
+d = max(abs(a[1] - b[1]) for x, y in zip(s["top_logits"], m["top_logits"]) for a, b in zip(x, y))
+assert d <= 1e-6, f"logits {d} apart"
+# the base is the NF4 one: unquantized, the same adapters give other logits
+q = max(abs(a[1] - b[1]) for x, y in zip(s["top_logits"], p["top_logits"]) for a, b in zip(x, y))
+assert q > 1e-4, f"quantization.method none changed the logits by {q} only"
+print(f"step checkpoint = merged export: {len(s['ids'])} tokens, logits within {d:.1e}; unquantized base {q:.1e} away")
+PY
+  done
+  # the adapters onto another base: refused in one line, naming both
+  timeout 60 "$FSDPC" generate "$TMP/ahf/ck/step-000002" --prompt-ids 257,81 --device cpu \
+    model.init.from="$TMP/bhf/ck/final-merged" >"$TMP/other.log" 2>&1 && fail "adapters generated on another base"
+  [ "$(grep -c . "$TMP/other.log")" = 1 ] && grep -q "trained on other weights" "$TMP/other.log" ||
+    fail "another base: not the one-line refusal: $(cat "$TMP/other.log")"
   ;;
 *)
   fail "unknown case $CASE"

@@ -30,8 +30,13 @@
 #      NF4 base on the device (ops/cuda/nf4.cu fsdpc__cuda_nf4_quant); its
 #      merged export at lr 0 (the dequantized base, widened from bf16)
 #      equals the CPU engine's (host-quantized, fp32) rounded to bf16,
-#      tensor by tensor, bit for bit.
-# PARTS (second argument, default all = 1-6): "quant" runs 1 and 6 only
+#      tensor by tensor, bit for bit;
+#   7. devquant-hf: the same from a random bf16 HF folder (lib/make_hf_random.py
+#      --shape tiny, several shard files): the CUDA engine reads each unit on
+#      the host and quantizes it on the device (its "nf4 units quantized on
+#      the device" line is required, in 6 too); the "startup:" line of each
+#      run gives its weights seconds.
+# PARTS (second argument, default all = 1-7): "quant" runs 1, 6 and 7 only
 # (a minute); "70b" runs only the 70B row: configs/bench/llama3-70b-qlora.yaml
 # (random init quantized on the device, r 16, seq 2048, micro-batch 1,
 # checkpointing; the planner says 46.8 GiB total, 47.6 GiB reserved) for
@@ -100,13 +105,10 @@ fi
 part dequant "$B/bin/test_cuda_nf4"
 grep -E "^nf4 " "$OUT/dequant.log" | tee -a "$R"
 
-# 6. the NF4 base quantized on the device = the host's (random init)
-devquant() {
-  "$F" data synth --task copy --n 2000 --out "$W/dq.tok" >/dev/null
-  cat >"$W/dq.yaml" <<YAML
-model: {vocab_size: 259, hidden_size: 128, intermediate_size: 352, num_hidden_layers: 2,
-        num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 64,
-        tie_word_embeddings: false}
+# 6. the NF4 base quantized on the device = the host's (random init), and
+# 7. the same from an HF folder (bf16, sharded as the Hub ships one)
+"$F" data synth --task copy --n 2000 --out "$W/dq.tok" >/dev/null
+cat >"$W/dq-run.yaml" <<YAML
 data: {train: $W/dq.tok, seq_len: 32, eval_fraction: 0.0}
 attention: {impl: naive}
 optim: {name: adamw, lr: 0.0}
@@ -115,33 +117,47 @@ quantization: {method: nf4, double_quant: true, block_size: 64}
 train: {max_steps: 1, micro_batch_size: 2, global_batch_size: 2, log_every: 1, eval_every: 0}
 checkpoint: {final_dtype: fp32}
 YAML
+devquant() { # NAME MODEL_YAML_LINE: the CPU engine's and the CUDA engine's merged exports at lr 0
+  local n=$1
+  { echo "$2"; cat "$W/dq-run.yaml"; } >"$W/$n.yaml"
   for d in cpu cuda; do
-    timeout 120 "$F" train "$W/dq.yaml" train.device=$d log.dir="$W/dq-$d" \
-      checkpoint.dir="$W/dq-$d/ck" >"$W/dq-$d.log" 2>&1 || { echo "devquant $d: exit $?"; return 1; }
+    timeout 120 "$F" train "$W/$n.yaml" train.device=$d log.dir="$W/$n-$d" \
+      checkpoint.dir="$W/$n-$d/ck" >"$W/$n-$d.log" 2>&1 || { echo "$n $d: exit $?"; return 1; }
+    echo "$n $d $(grep -m1 "startup:" "$W/$n-$d.log")"
   done
-  grep -m1 "startup:" "$W/dq-cuda.log"
-  python3 - "$W/dq-cpu/ck/final-merged" "$W/dq-cuda/ck/final-merged" <<'PY'
-import json, struct, sys
+  grep -m1 "nf4 units quantized on the device" "$W/$n-cuda.log" ||
+    { echo "$n: the CUDA run did not quantize on the device"; return 1; }
+  PYTHONPATH=tests/common python3 - "$n" "$W/$n-cpu/ck/final-merged" "$W/$n-cuda/ck/final-merged" <<'PY'
+import sys
 import numpy as np
-def load(d):
-    raw = open(d + "/model.safetensors", "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    h = json.loads(raw[8:8 + n])
-    return {k: np.frombuffer(raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]], dtype=np.float32)
-            for k, v in h.items() if k != "__metadata__"}
-cpu, gpu = load(sys.argv[1]), load(sys.argv[2])
+from st_np import load
+name, cpu, gpu = sys.argv[1], load(sys.argv[2]), load(sys.argv[3])
 assert sorted(cpu) == sorted(gpu) and cpu, "tensors differ"
 for k, x in cpu.items():
     u = x.view(np.uint32).astype(np.uint64)
     want = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
     bad = np.nonzero(want != gpu[k])[0]
     assert bad.size == 0, f"{k}[{bad[0]}]: cuda {gpu[k][bad[0]]!r}, cpu rounded {want[bad[0]]!r}"
-print(f"devquant: {len(cpu)} tensors of the CUDA merged export = the CPU's rounded to bf16: OK")
+print(f"{name}: {len(cpu)} tensors of the CUDA merged export = the CPU's rounded to bf16: OK")
 PY
 }
-devquant_out=$(devquant 2>&1)
-echo "$devquant_out" | tee -a "$R"
-if echo "$devquant_out" | grep -q ": OK$"; then verdict devquant PASS; else verdict devquant FAIL; fi
+dq_check() { # NAME MODEL_YAML_LINE
+  local out
+  out=$(devquant "$@" 2>&1)
+  echo "$out" | tee -a "$R"
+  if echo "$out" | grep -q ": OK$"; then verdict "$1" PASS; else verdict "$1" FAIL; fi
+}
+dq_check devquant "model: {vocab_size: 259, hidden_size: 128, intermediate_size: 352, num_hidden_layers: 2,
+        num_attention_heads: 4, num_key_value_heads: 2, max_position_embeddings: 64,
+        tie_word_embeddings: false}"
+# the CUDA run reads each unit on the host and quantizes it on the device
+if PY "$C/lib/make_hf_random.py" "$W/hfq" --shape tiny --max-shard-bytes 200000 --jobs 2 \
+  >"$W/hfq.log" 2>&1; then
+  dq_check devquant-hf "model: {from: $W/hfq}"
+else
+  echo "devquant-hf: make_hf_random.py failed: $(tail -1 "$W/hfq.log")" | tee -a "$R"
+  verdict devquant-hf FAIL
+fi
 if [ "$PARTS" = quant ]; then
   tar cJf "$OUT/qlora_logs.tar.xz" -C "$W" --exclude='*.tok' --exclude='*.safetensors' . 2>/dev/null
   rm -rf "$W"

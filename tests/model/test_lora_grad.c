@@ -16,23 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "fsdp/engine.h"
-#include "model/lora.h"
-#include "runplan/runplan.h"
+#include "check_run.h"
+#include "tiny_model.h"
 
-typedef struct fx {
-  fsdpc_config *cfg;
-  fsdpc_run_plan *plan;
-  fsdpc_dist dist;
-  fsdpc_engine *eng;
-  fsdpc_model_ctx *m;
-  int32_t tok[2 * 12], lab[2 * 12];
-} fx;
-
-static void ok(fsdpc_status st, const fsdpc_err *err) {
-  ck_assert_msg(st == FSDPC_OK, "%s", err->msg);
-}
+typedef tiny_model fx;
 
 /* ckpt: 0 or FSDPC_AC_*; lora: 0 none, 1 every projection, 2 q and v. */
 static void setup_with(fx *f, double dropout, int ckpt, int lora) {
@@ -52,29 +39,9 @@ static void setup_with(fx *f, double dropout, int ckpt, int lora) {
            "fsdp: {activation_checkpointing: %s, activation_checkpointing_policy: %s}\n"
            "%s",
            ckpt ? "true" : "false", ckpt == FSDPC_AC_SAVE_MLP ? "save_mlp" : "full", peft);
-  fsdpc_err err;
-  ok(fsdpc__config_from_string(yaml, "lora.yaml", NULL, 0, &f->cfg, &err), &err);
-  fsdpc_run_world w = {1, 1};
-  ok(fsdpc__run_plan_create(f->cfg, &w, 0, &f->plan, &err), &err);
+  tiny_model_open(f, yaml, "lora.yaml", ckpt);
   ck_assert_int_eq(f->plan->modes.activation_checkpointing, ckpt);
-  fsdpc__dist_single(&f->dist);
-  const fsdpc_run_plan *p = f->plan;
-  fsdpc_engine_env env = {.dist = &f->dist, .threads = 1};
-  ok(fsdpc__engine_create(p, &env, &f->eng, &err), &err);
-  ok(fsdpc__engine_init_random(f->eng, 5, 0.2, &err), &err);
-  fsdpc_model_ctx_opts mo = {.shape = &p->shape,
-                             .B = 2,
-                             .T = 12,
-                             .activation_checkpointing = ckpt,
-                             .attention = p->attn,
-                             .attention_opts = f->cfg->attention.options,
-                             .lora = &p->lora};
-  ok(fsdpc__model_ctx_create(&mo, &f->m, &err), &err);
-  for (int i = 0; i < 24; i++) {
-    f->tok[i] = (i * 7 + 3) % 40;
-    f->lab[i] = i % 5 == 0 ? -100 : (i * 11 + 1) % 40;
-  }
-  ok(fsdpc__model_set_batch(f->m, f->tok, f->lab, NULL, &err), &err);
+  tiny_model_lm_batch(f, 40);
   fsdpc__model_set_lora_round(f->m, 9, 1);
 }
 
@@ -83,42 +50,21 @@ static void setup(fx *f, double dropout, int ckpt) {
 }
 
 static void teardown(fx *f) {
-  fsdpc__model_ctx_destroy(f->m);
-  fsdpc__engine_destroy(f->eng);
-  fsdpc__run_plan_destroy(f->plan);
-  fsdpc__config_destroy(f->cfg);
+  tiny_model_close(f);
 }
 
 /* Pointer to element 0 of parameter p in its (world-1, CPU) master shard. */
 static float *master_of(fx *f, int p, float **grad) {
-  uint64_t off;
-  int u;
-  fsdpc__engine_param(f->eng, p, &off, &u);
-  const fsdpc_unit *un = fsdpc__engine_unit(f->eng, u);
-  if (grad)
-    *grad = un->grad ? un->grad + off : NULL;
-  return un->master + off;
+  return tiny_master(f, p, grad);
 }
 
-static double loss(fx *f) {
-  double ls;
-  int64_t n;
-  fsdpc_err err;
-  ok(fsdpc__engine_eval(f->eng, f->m, &ls, &n, &err), &err);
-  return ls / (double)n;
+static double loss(void *f) {
+  return tiny_loss(f);
 }
 
 /* B != 0: every adapter term contributes. */
 static void set_b(fx *f) {
-  int np = fsdpc__engine_n_params(f->eng);
-  for (int p = 0; p < np; p++) {
-    const fsdpc_param_info *pi = fsdpc__engine_param(f->eng, p, NULL, NULL);
-    if (!fsdpc__lora_kind(pi->kind) || !fsdpc__lora_kind_is_b(pi->kind))
-      continue;
-    float *b = master_of(f, p, NULL);
-    for (uint64_t i = 0; i < pi->numel; i++)
-      b[i] = 0.3f * sinf((float)(i * 13 + p));
-  }
+  tiny_set_b(f, 0.3f);
 }
 
 static void check_fd(double dropout, int ckpt) {
@@ -144,14 +90,7 @@ static void check_fd(double dropout, int ckpt) {
     }
     for (uint64_t k = 0; k < 3; k++) {
       uint64_t i = (k * 37 + (uint64_t)p) % pi->numel;
-      float keep = w[i];
-      const float h = 1e-2f;
-      w[i] = keep + h;
-      double lp = loss(&f);
-      w[i] = keep - h;
-      double lm = loss(&f);
-      w[i] = keep;
-      double fd = (lp - lm) / (2.0 * h), an = g[i];
+      double fd = tiny_central_diff(&w[i], loss, &f), an = g[i];
       double err_abs = fabs(fd - an), tol = 2e-3 + 2e-2 * fabs(fd);
       if (err_abs / (fabs(fd) + 1e-3) > worst)
         worst = err_abs / (fabs(fd) + 1e-3);
@@ -264,8 +203,8 @@ START_TEST(checkpointing_exact) {
       int nz = 0;
       for (int i = 0; i < n0; i++) {
         ck_assert_msg(memcmp(&g0[i], &g1[i], sizeof(float)) == 0,
-                      "lora %d, checkpointing %d: gradient %d is %.9g, %.9g without", lora, ckpt,
-                      i, g1[i], g0[i]);
+                      "lora %d, checkpointing %d: gradient %d is %.9g, %.9g without", lora, ckpt, i,
+                      g1[i], g0[i]);
         nz += g0[i] != 0.0f;
       }
       ck_assert_msg(nz > t0 / 2, "lora %d: only %d of %d gradients are non-zero", lora, nz, t0);
@@ -319,9 +258,5 @@ int main(void) {
   tcase_add_test(tc, scaling_and_targets);
   tcase_add_test(tc, checkpointing_exact);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return run_suite(s);
 }

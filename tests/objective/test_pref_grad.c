@@ -14,29 +14,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config.h"
-#include "fsdp/engine.h"
-#include "model/lora.h"
-#include "runplan/runplan.h"
+#include "check_run.h"
+#include "tiny_model.h"
 
-enum { B = 2, T = 12, V = 40, NSEQ = 2 * B };
+enum { B = TINY_B, T = TINY_T, V = 40, NSEQ = 2 * B }; /* 2 x 12 */
 static const double BETA = 0.5, GAMMA = 0.3;
 
 typedef struct fx {
-  fsdpc_config *cfg;
-  fsdpc_run_plan *plan;
-  fsdpc_dist dist;
-  fsdpc_engine *eng;
-  fsdpc_model_ctx *m;
-  int32_t tok[B * T], lab[B * T], doc[B * T];
+  tiny_model t; /* tok, lab, doc: B x T */
   double row_loss[B * T], ref[NSEQ];
   float seed[B * T];
   int simpo;
 } fx;
-
-static void ok(fsdpc_status st, const fsdpc_err *err) {
-  ck_assert_msg(st == FSDPC_OK, "%s", err->msg);
-}
 
 /* Row i: the chosen at positions 0..5 (prompt 0..2), the rejected at
  * 6..10 (prompt 6..8), padding at 11; targets are the completions. */
@@ -44,11 +33,11 @@ static void batch(fx *f) {
   for (int i = 0; i < B; i++)
     for (int j = 0; j < T; j++) {
       int k = i * T + j, d = j < 6 ? 0 : j < 11 ? 1 : 2, at = d == 0 ? j : j - 6;
-      f->tok[k] = (k * 7 + 3 + i) % V;
-      f->doc[k] = d;
-      f->lab[k] = d < 2 && at >= 2 && !(d == 0 && j == 5) && !(d == 1 && j == 10)
-                      ? (k * 11 + 1 + 3 * i) % V
-                      : -100;
+      f->t.tok[k] = (k * 7 + 3 + i) % V;
+      f->t.doc[k] = d;
+      f->t.lab[k] = d < 2 && at >= 2 && !(d == 0 && j == 5) && !(d == 1 && j == 10)
+                        ? (k * 11 + 1 + 3 * i) % V
+                        : -100;
     }
 }
 
@@ -64,40 +53,18 @@ static void setup(fx *f, int lora, int simpo) {
            "%s",
            V, T, B,
            lora ? "peft: {method: lora, r: 3, alpha: 6, target_modules: [all-linear]}\n" : "");
-  fsdpc_err err;
-  ok(fsdpc__config_from_string(yaml, "pref.yaml", NULL, 0, &f->cfg, &err), &err);
-  fsdpc_run_world w = {1, 1};
-  ok(fsdpc__run_plan_create(f->cfg, &w, 0, &f->plan, &err), &err);
-  fsdpc__dist_single(&f->dist);
-  fsdpc_engine_env env = {.dist = &f->dist, .threads = 1};
-  ok(fsdpc__engine_create(f->plan, &env, &f->eng, &err), &err);
-  ok(fsdpc__engine_init_random(f->eng, 5, 0.2, &err), &err);
-  fsdpc_model_ctx_opts mo = {.shape = &f->plan->shape,
-                             .B = B,
-                             .T = T,
-                             .attention = f->plan->attn,
-                             .attention_opts = f->cfg->attention.options,
-                             .lora = &f->plan->lora};
-  ok(fsdpc__model_ctx_create(&mo, &f->m, &err), &err);
+  tiny_model_open(&f->t, yaml, "pref.yaml", 0);
   batch(f);
-  ok(fsdpc__model_set_batch(f->m, f->tok, f->lab, f->doc, &err), &err);
+  fsdpc_err err;
+  ok(fsdpc__model_set_batch(f->t.m, f->t.tok, f->t.lab, f->t.doc, &err), &err);
 }
 
 static void teardown(fx *f) {
-  fsdpc__model_ctx_destroy(f->m);
-  fsdpc__engine_destroy(f->eng);
-  fsdpc__run_plan_destroy(f->plan);
-  fsdpc__config_destroy(f->cfg);
+  tiny_model_close(&f->t);
 }
 
 static float *master_of(fx *f, int p, float **grad) {
-  uint64_t off;
-  int u;
-  fsdpc__engine_param(f->eng, p, &off, &u);
-  const fsdpc_unit *un = fsdpc__engine_unit(f->eng, u);
-  if (grad)
-    *grad = un->grad ? un->grad + off : NULL;
-  return un->master + off;
+  return tiny_master(&f->t, p, grad);
 }
 
 /* Sequence log-probs and completion lengths of a forward (lora_off: the
@@ -106,16 +73,16 @@ static void logps(fx *f, int lora_off, double lp[NSEQ], int64_t len[NSEQ]) {
   double ls;
   int64_t n;
   fsdpc_err err;
-  fsdpc__model_set_rows(f->m, f->row_loss, NULL);
-  fsdpc__model_set_lora_off(f->m, lora_off);
-  ok(fsdpc__engine_eval(f->eng, f->m, &ls, &n, &err), &err);
-  fsdpc__model_set_lora_off(f->m, 0);
-  fsdpc__model_set_rows(f->m, NULL, NULL);
+  fsdpc__model_set_rows(f->t.m, f->row_loss, NULL);
+  fsdpc__model_set_lora_off(f->t.m, lora_off);
+  ok(fsdpc__engine_eval(f->t.eng, f->t.m, &ls, &n, &err), &err);
+  fsdpc__model_set_lora_off(f->t.m, 0);
+  fsdpc__model_set_rows(f->t.m, NULL, NULL);
   for (int s = 0; s < NSEQ; s++)
     lp[s] = 0.0, len[s] = 0;
   for (int k = 0; k < B * T; k++)
-    if (f->lab[k] != -100) {
-      int s = 2 * (k / T) + f->doc[k];
+    if (f->t.lab[k] != -100) {
+      int s = 2 * (k / T) + f->t.doc[k];
       lp[s] -= f->row_loss[k];
       len[s]++;
     }
@@ -148,7 +115,8 @@ static double pref_loss(const fx *f, const double lp[NSEQ], const int64_t len[NS
   return total;
 }
 
-static double loss_now(fx *f) {
+static double loss_now(void *arg) {
+  fx *f = arg;
   double lp[NSEQ];
   int64_t len[NSEQ];
   logps(f, 0, lp, len);
@@ -157,14 +125,7 @@ static double loss_now(fx *f) {
 
 /* B of the adapters non-zero, so that the policy differs from the base. */
 static void set_b(fx *f, float scale) {
-  for (int p = 0; p < fsdpc__engine_n_params(f->eng); p++) {
-    const fsdpc_param_info *pi = fsdpc__engine_param(f->eng, p, NULL, NULL);
-    if (!fsdpc__lora_kind(pi->kind) || !fsdpc__lora_kind_is_b(pi->kind))
-      continue;
-    float *b = master_of(f, p, NULL);
-    for (uint64_t i = 0; i < pi->numel; i++)
-      b[i] = scale * sinf((float)(i * 13 + p));
-  }
+  tiny_set_b(&f->t, scale);
 }
 
 static void check_fd(int lora, int simpo) {
@@ -196,30 +157,23 @@ static void check_fd(int lora, int simpo) {
   ck_assert_int_eq(len[1], 2);
   double l0 = pref_loss(&f, lp, len, dl);
   for (int k = 0; k < B * T; k++)
-    f.seed[k] = f.lab[k] != -100 ? (float)-dl[2 * (k / T) + f.doc[k]] : 0.0f;
+    f.seed[k] = f.t.lab[k] != -100 ? (float)-dl[2 * (k / T) + f.t.doc[k]] : 0.0f;
   double ls;
   int64_t cnt;
   fsdpc_err err;
-  fsdpc__model_set_rows(f.m, f.row_loss, f.seed);
-  ok(fsdpc__engine_micro_step(f.eng, f.m, 1.0f, 1, &ls, &cnt, &err), &err);
-  fsdpc__model_set_rows(f.m, NULL, NULL);
+  fsdpc__model_set_rows(f.t.m, f.row_loss, f.seed);
+  ok(fsdpc__engine_micro_step(f.t.eng, f.t.m, 1.0f, 1, &ls, &cnt, &err), &err);
+  fsdpc__model_set_rows(f.t.m, NULL, NULL);
   ck_assert_msg(fabs(loss_now(&f) - l0) < 1e-12, "the training forward changed the loss");
   int checked = 0;
-  for (int p = 0; p < fsdpc__engine_n_params(f.eng); p++) {
-    const fsdpc_param_info *pi = fsdpc__engine_param(f.eng, p, NULL, NULL);
+  for (int p = 0; p < fsdpc__engine_n_params(f.t.eng); p++) {
+    const fsdpc_param_info *pi = fsdpc__engine_param(f.t.eng, p, NULL, NULL);
     float *g, *w = master_of(&f, p, &g);
     if (!g)
       continue;
     for (uint64_t k = 0; k < 2; k++) {
       uint64_t i = (k * 37 + (uint64_t)p * 5) % pi->numel;
-      float keep = w[i];
-      const float h = 1e-2f;
-      w[i] = keep + h;
-      double lplus = loss_now(&f);
-      w[i] = keep - h;
-      double lminus = loss_now(&f);
-      w[i] = keep;
-      double fd = (lplus - lminus) / (2.0 * h), an = g[i];
+      double fd = tiny_central_diff(&w[i], loss_now, &f), an = g[i];
       ck_assert_msg(fabs(fd - an) <= 1e-4 + 2e-2 * fabs(fd),
                     "%s %s[%llu]: backward %.6g, finite differences %.6g", simpo ? "simpo" : "dpo",
                     pi->name, (unsigned long long)i, an, fd);
@@ -259,9 +213,5 @@ int main(void) {
   tcase_add_test(tc, simpo_full);
   tcase_add_test(tc, simpo_lora);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int nf = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return nf ? 1 : 0;
+  return run_suite(s);
 }

@@ -7,6 +7,8 @@
 #           resuming is bit-exact at world 1 and within 1e-5 resharded at
 #           world 2; the final outputs are a PEFT adapter folder and the
 #           merged HF folder;
+#   convert `fsdpc convert BASE OUT model.adapter=ADAPTER` merges the adapter
+#           into the output (HF and sharded), as the run's merged export;
 #   plan    the planner's shard, collective and peak bytes against the engine's;
 #   config  bad peft blocks get one line and a non-zero exit.
 source "$(dirname "$0")/common.sh"
@@ -109,6 +111,42 @@ assert merged == max(steps) < 1000, (merged, max(steps))
 PY
   last() { grep '"step": *20' "$1/metrics.jsonl" | head -1 | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); print(repr(r["loss"]), repr(r["grad_norm"]))'; }
   [ "$(last "$TMP/full")" = "$(last "$TMP/res1")" ] || fail "world-1 resume not bit-exact: $(last "$TMP/full") vs $(last "$TMP/res1")"
+  ;;
+convert)
+  # a full fine-tune's final/ as the base (an fsdpc checkpoint and a bare HF
+  # folder), adapters trained on it, and the run's own merged export
+  run base train.max_steps=3 || fail "base run"
+  B="$TMP/base/ck/final"
+  run ad "${LORA[@]}" train.max_steps=4 model.init.from="$B" peft.merge_on_save=true || fail "LoRA run"
+  A="$TMP/ad/ck/final"
+  mkdir "$TMP/hf" && cp "$B/config.json" "$B/model.safetensors" "$TMP/hf/" || fail "copy"
+  cv() { "$FSDPC" convert "$@" >>"$TMP/cv.log" 2>&1 || fail "convert $*: $(tail -1 "$TMP/cv.log")"; }
+  cv "$B" "$TMP/m1" --to hf --dtype fp32 model.adapter="$A" peft.method=none
+  grep -q "merged the LoRA adapter $A into 21 weights" "$TMP/cv.log" || fail "no merge line: $(cat "$TMP/cv.log")"
+  cv "$TMP/hf" "$TMP/m2" --to hf --dtype fp32 model.adapter="$A"
+  # sharded at world 2 (each rank merges its own ranges), then back to HF
+  cv "$B" "$TMP/s2" --to sharded --world 2 model.adapter="$A"
+  cv "$TMP/s2" "$TMP/m3" --to hf --dtype fp32
+  # a converted folder records model.adapter; converting it again must not merge twice
+  cv "$TMP/m1" "$TMP/m4" --to hf --dtype fp32
+  for m in m2 m3 m4; do
+    cmp "$TMP/m1/model.safetensors" "$TMP/$m/model.safetensors" || fail "$m is not m1"
+  done
+  NPY=/usr/bin/python3
+  [ -x "$NPY" ] || NPY=python3
+  PYTHONPATH="$(dirname "$0")/../common" "$NPY" - "$B" "$TMP/ad/ck/final-merged" "$TMP/m1" <<'PY' || fail "the merged conversion"
+import sys
+import numpy as np
+from st_np import load
+base, run, conv = (load(d) for d in sys.argv[1:4])
+assert sorted(base) == sorted(run) == sorted(conv), "tensor names differ"
+changed = [k for k in base if not np.array_equal(base[k], conv[k])]
+assert len(changed) == 3 * 7 and all("proj" in k for k in changed), changed
+for k in base:  # the run merges in fp32, the conversion in double: an ulp apart
+    d = np.abs(conv[k] - run[k]).max()
+    assert d <= 1e-6 * max(1.0, np.abs(run[k]).max()), f"{k}: {d}"
+print(f"convert: {len(changed)} projections merged, within 1e-6 of the run's merged export")
+PY
   ;;
 plan)
   # the planner against the engine: shard bytes, collective bytes per step

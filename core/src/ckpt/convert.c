@@ -17,6 +17,7 @@
 
 #include "ckpt/ckpt.h"
 #include "ckpt/convert.h"
+#include "ckpt/peft.h"
 #include "ckpt/state.h"
 #include "io/fileio.h"
 #include "model/hf_rules.h"
@@ -65,7 +66,8 @@ static fsdpc_status load_config(const fsdpc_convert_opts *o, fsdpc_config **cfg,
   if (have) {
     st = fsdpc__config_load_checkpoint(p, o->overrides, o->n_overrides, cfg, err);
   } else {
-    /* An HF folder: its config.json gives the model; the rest defaults. */
+    /* An HF folder gives the model (model.from: its shape and weights, so
+     * that model.adapter merges into them); the rest defaults. */
     int n = o->n_overrides + 1;
     const char **ov = calloc((size_t)n, sizeof *ov);
     char *mc = malloc(strlen(o->src) + 16);
@@ -75,7 +77,7 @@ static fsdpc_status load_config(const fsdpc_convert_opts *o, fsdpc_config **cfg,
       free(p);
       return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
     }
-    sprintf(mc, "model.config=%s", o->src);
+    sprintf(mc, "model.from=%s", o->src);
     ov[0] = mc;
     for (int i = 0; i < o->n_overrides; i++)
       ov[i + 1] = o->overrides[i];
@@ -95,7 +97,7 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
   fsdpc_ckpt_host *h = NULL;
   char *yaml = NULL, *state = NULL;
   vrank v = {0};
-  int staged = 0;
+  int staged = 0, merged = 0;
   fsdpc_status st;
   const char *name = strrchr(o->dst, '/');
   char root[4096];
@@ -235,6 +237,11 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
     STEP(fsdpc__ckpt_host_set_config_yaml(h, yaml, err));
     STEP(fsdpc__ckpt_host_set_export(h, cfg, err));
     STEP(fsdpc__ckpt_load(h, src, fmt.opts, o->src, 0, err));
+    /* model.adapter: W + s B A into each rank's ranges, as a run merges it
+     * into the weights it loads (PEFT's merge_and_unload) */
+    if (cfg->model.adapter[0])
+      STEP(fsdpc__peft_merge_layout(cfg->model.adapter, &shape, params, &v.lay, v.shard, &merged,
+                                    err));
     char tmp[8192];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s", root, name);
     fsdpc_sd_save_opts so = {.struct_size = sizeof so,
@@ -253,6 +260,9 @@ fsdpc_status fsdpc__convert(const fsdpc_convert_opts *o, fsdpc_err *err) {
   FSDPC_LOGI("converted %s (%s) -> %s (%s, world %d %s) in %.2f s; peak host RSS %.1f MiB", o->src,
              src->desc->name, o->dst, fmt.final->desc->name, world, strategy, fsdpc__now() - t0,
              hwm / 1048576.0);
+  if (cfg->model.adapter[0])
+    FSDPC_LOGI("merged the LoRA adapter %s into %d weights of %s", cfg->model.adapter, merged,
+               o->src);
 out:
   if (staged) {
     char tmp[8192];

@@ -229,6 +229,24 @@ fsdpc_status fsdpc__peft_merge_range(fsdpc_peft *p, const char *name, int64_t in
   return FSDPC_OK;
 }
 
+/* The part [lo, hi) of parameter pi (at flat offset `at` of unit un) that
+ * the unit's shard holds and an adapter may change; 0 when none. */
+static int merge_span(const fsdpc_param_info *pi, uint64_t at, const fsdpc_unit *un, uint64_t *lo,
+                      uint64_t *hi) {
+  *lo = at > un->shard_offset ? at : un->shard_offset;
+  *hi = at + pi->numel < un->shard_offset + un->shard_numel ? at + pi->numel
+                                                            : un->shard_offset + un->shard_numel;
+  return pi->ndim == 2 && !fsdpc__lora_kind(pi->kind) && *lo < *hi;
+}
+
+/* Merges that span into `shard`, the unit's shard. */
+static fsdpc_status merge_param(fsdpc_peft *pf, const fsdpc_param_info *pi, uint64_t at,
+                                const fsdpc_unit *un, uint64_t lo, uint64_t hi, float *shard,
+                                fsdpc_err *err) {
+  return fsdpc__peft_merge_range(pf, pi->name, pi->shape[1], lo - at, hi - at,
+                                 shard + (lo - un->shard_offset), err);
+}
+
 fsdpc_status fsdpc__peft_merge_engine(fsdpc_engine *e, const fsdpc_model_shape *shape,
                                       const char *dir, int *n_merged, fsdpc_err *err) {
   fsdpc_peft *pf = NULL;
@@ -239,16 +257,11 @@ fsdpc_status fsdpc__peft_merge_engine(fsdpc_engine *e, const fsdpc_model_shape *
     int u;
     const fsdpc_param_info *pi = fsdpc__engine_param(e, p, &at, &u);
     const fsdpc_unit *un = fsdpc__engine_unit(e, u);
-    uint64_t lo = at > un->shard_offset ? at : un->shard_offset;
-    uint64_t hi = at + pi->numel < un->shard_offset + un->shard_numel
-                      ? at + pi->numel
-                      : un->shard_offset + un->shard_numel;
-    if (pi->ndim != 2 || fsdpc__lora_kind(pi->kind) || lo >= hi)
+    uint64_t lo, hi;
+    if (!merge_span(pi, at, un, &lo, &hi))
       continue;
     float *shard = fsdpc__engine_host_shard(e, u, FSDPC_SD_SLOT_PARAM, err);
-    st = shard ? fsdpc__peft_merge_range(pf, pi->name, pi->shape[1], lo - at, hi - at,
-                                         shard + (lo - un->shard_offset), err)
-               : FSDPC_SYSTEM_ERROR;
+    st = shard ? merge_param(pf, pi, at, un, lo, hi, shard, err) : FSDPC_SYSTEM_ERROR;
   }
   fsdpc_err e2;
   fsdpc_status st2 = fsdpc__engine_host_shards_done(e, st == FSDPC_OK, &e2);
@@ -257,6 +270,24 @@ fsdpc_status fsdpc__peft_merge_engine(fsdpc_engine *e, const fsdpc_model_shape *
     st = st2;
   }
   *n_merged = pf->n_targets;
+  fsdpc__peft_close(pf);
+  return st;
+}
+
+fsdpc_status fsdpc__peft_merge_layout(const char *dir, const fsdpc_model_shape *shape,
+                                      const fsdpc_param_info *params, const fsdpc_layout *lay,
+                                      float *const *shard, int *n_merged, fsdpc_err *err) {
+  fsdpc_peft *pf = NULL;
+  FSDPC_TRY(fsdpc__peft_open(dir, shape, &pf, err));
+  fsdpc_status st = FSDPC_OK;
+  for (int p = 0; p < lay->n_params && st == FSDPC_OK; p++) {
+    int u = lay->param_unit[p];
+    uint64_t at = lay->param_offset[p], lo, hi;
+    if (merge_span(&params[p], at, &lay->units[u], &lo, &hi))
+      st = merge_param(pf, &params[p], at, &lay->units[u], lo, hi, shard[u], err);
+  }
+  if (n_merged)
+    *n_merged = pf->n_targets;
   fsdpc__peft_close(pf);
   return st;
 }

@@ -39,5 +39,11 @@ int fsdpc__peft_n_targets(const fsdpc_peft *p);
  * collective: each rank changes only its own elements. */
 fsdpc_status fsdpc__peft_merge_engine(fsdpc_engine *e, const fsdpc_model_shape *shape,
                                       const char *dir, int *n_merged, fsdpc_err *err);
+/* The same into host shards laid out by fsdpc__layout_build (shard[u]
+ * holds unit u's shard at the layout's shard rank): `fsdpc convert` and
+ * the inference load. n_merged may be NULL. */
+fsdpc_status fsdpc__peft_merge_layout(const char *dir, const fsdpc_model_shape *shape,
+                                      const fsdpc_param_info *params, const fsdpc_layout *lay,
+                                      float *const *shard, int *n_merged, fsdpc_err *err);
 
 #endif

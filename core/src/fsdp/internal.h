@@ -7,6 +7,7 @@
 
 #include "fsdp/engine.h"
 #include "fsdp/memplan.h"
+#include "fsdp/nf4_unit.h"
 #include "fsdp/program.h"
 #include "runplan/runplan.h"
 
@@ -222,6 +223,16 @@ static inline void *fsdpc__param_full(fsdpc_engine *e, int p) {
 /* An NF4 unit (fsdp/nf4_unit.h): packs the image of its full fp32 values
  * (flat, host memory) and keeps this rank's shard of it (units.c). */
 fsdpc_status fsdpc__nf4_store(fsdpc_engine *e, int u, const float *full, fsdpc_err *err);
+/* Whether the engine makes its NF4 units on the device (ops->nf4_quant,
+ * bf16 compute, shards resident there). */
+int fsdpc__nf4_on_device(const fsdpc_engine *e);
+/* Each NF4 unit on the device (units.c): begin(arg, u) (may be NULL)
+ * prepares unit u, make(arg, p, x) writes parameter p's fp32 values into
+ * device memory x, the unit is quantized there and this rank's bytes kept;
+ * the same bytes as fsdpc__nf4_store from the same values. */
+typedef fsdpc_status (*fsdpc_nf4_unit_fn)(void *arg, int u, fsdpc_err *err);
+fsdpc_status fsdpc__nf4_fill_dev(fsdpc_engine *e, fsdpc_nf4_unit_fn begin, fsdpc_nf4_make_fn make,
+                                 void *arg, fsdpc_err *err);
 /* Dequantizes an NF4 unit into dst (its compute-dtype full buffer): its
  * shard, or at S > 1 the image all-gathered into e->nf4buf (step.c). */
 fsdpc_status fsdpc__nf4_gather(fsdpc_engine *e, int u, void *dst, fsdpc_err *err);

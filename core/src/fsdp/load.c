@@ -47,6 +47,7 @@ typedef struct loader {
   int n_segs;
   piece *pieces;
   size_t cap_pieces;
+  float *unit; /* an NF4 unit's fp32 values on the host (quantized on the device) */
 } loader;
 
 /* This rank's segments of unit u, in shard order; *all_bf16 says whether
@@ -165,6 +166,30 @@ static fsdpc_status load_nf4(loader *L, int u, fsdpc_err *err) {
   return st;
 }
 
+/* Quantizing on the device (fsdpc__nf4_fill_dev): unit u's tensors read
+ * whole in fp32 on the host, then each parameter copied up for the device
+ * quantizer; host memory is one unit's fp32 values, as on the host path. */
+static fsdpc_status nf4_read_unit(void *arg, int u, fsdpc_err *err) {
+  loader *L = arg;
+  fsdpc_unit *un = &L->e->units[u];
+  int bf16;
+  free(L->unit);
+  if (!(L->unit = malloc((un->flat_numel + 1) * sizeof *L->unit)))
+    return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of host memory loading unit %s", un->name);
+  FSDPC_TRY(unit_segments(L, u, &bf16, err));
+  return read_chunk(L, 0, un->flat_numel, L->unit, 4, 1, err);
+}
+
+static fsdpc_status nf4_upload_param(void *arg, int p, float *x, fsdpc_err *err) {
+  loader *L = arg;
+  const fsdpc_ops *o = L->e->ops;
+  /* x is the quantizer's input buffer: the previous parameter's kernels
+   * must be done with it before it is overwritten */
+  FSDPC_TRY(o->sync(o->ctx, err));
+  return o->upload(o->ctx, x, L->unit + L->e->param_offset[p], L->e->params[p].numel * sizeof *x,
+                   err);
+}
+
 /* Device shards through two pinned buffers and, for BF16, one device
  * buffer of raw values. */
 static fsdpc_status load_device(loader *L, size_t chunk_bytes, fsdpc_err *err) {
@@ -191,6 +216,8 @@ static fsdpc_status load_device(loader *L, size_t chunk_bytes, fsdpc_err *err) {
     int bf16 = 0;
     if (is_adapter(e, un))
       continue;
+    if (un->nf4 && fsdpc__nf4_on_device(e))
+      continue; /* below, quantized on the device */
     if ((st = unit_segments(L, u, &bf16, err)) != FSDPC_OK)
       break;
     if (un->nf4) {
@@ -224,6 +251,10 @@ static fsdpc_status load_device(loader *L, size_t chunk_bytes, fsdpc_err *err) {
   }
   if (st == FSDPC_OK)
     st = o->sync(o->ctx, err);
+  if (st == FSDPC_OK && fsdpc__nf4_on_device(e))
+    st = fsdpc__nf4_fill_dev(e, nf4_read_unit, nf4_upload_param, L, err);
+  free(L->unit);
+  L->unit = NULL;
 out:
   if (st != FSDPC_OK) {
     fsdpc_err ignore;

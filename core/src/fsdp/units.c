@@ -15,6 +15,7 @@
 #include "model/lora.h"
 #include "plugin/call.h"
 #include "runplan/runplan.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/mem.h"
 
@@ -536,12 +537,17 @@ static fsdpc_status make_param_dev(void *arg, int p, float *x, fsdpc_err *err) {
   return init_segment_dev(m->e, p, 0, m->e->params[p].numel, x, &m->a, err);
 }
 
+int fsdpc__nf4_on_device(const fsdpc_engine *e) {
+  return e->x.nf4_block && e->ops->nf4_quant && e->psize == 2 && !e->offload;
+}
+
 /* QLoRA's NF4 units made and quantized on the device (ops->nf4_quant): each
- * unit's image built whole in device memory (the random init is the CPU's
- * bit for bit, and so is the quantization), this rank's bytes kept. The
- * image and the scratch borrow the arena's activation block, which no step
- * uses yet at start-up; a block too small for them is allocated beside. */
-static fsdpc_status init_nf4_dev(fsdpc_engine *e, const init_arg *a, fsdpc_err *err) {
+ * unit's image built whole in device memory (the same bytes as the host
+ * quantizer's from the same values), this rank's bytes kept. The image and
+ * the scratch borrow the arena's activation block, which no step uses yet
+ * at start-up; a block too small for them is allocated beside. */
+fsdpc_status fsdpc__nf4_fill_dev(fsdpc_engine *e, fsdpc_nf4_unit_fn begin, fsdpc_nf4_make_fn make,
+                                 void *arg, fsdpc_err *err) {
   const fsdpc_ops *o = e->ops;
   uint64_t need = 0;
   for (int u = 0; u < e->n_units; u++) {
@@ -557,18 +563,23 @@ static fsdpc_status init_nf4_dev(fsdpc_engine *e, const init_arg *a, fsdpc_err *
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR,
                        "out of device memory quantizing the nf4 base (%.1f MiB of scratch)",
                        (double)need / 1048576.0);
-  dev_make m = {e, *a};
   fsdpc_status st = FSDPC_OK;
+  int n = 0;
+  double t0 = fsdpc__now();
   for (int u = 0; u < e->n_units && st == FSDPC_OK; u++) {
     fsdpc_unit *un = &e->units[u];
     if (!un->nf4)
       continue;
+    n++;
     uint64_t mb = un->nf4_shard, ib = mb * (uint64_t)e->S;
     uint8_t *image = (uint8_t *)block;
     void *scratch = block + (ib + 255) / 256 * 256;
     un->lp_stale = 1;
-    st = fsdpc__nf4_unit_pack_dev(un, e->params, e->x.nf4_block, e->x.nf4_dq, o, e->nf4_map,
-                                  make_param_dev, &m, image, ib, scratch, err);
+    if (begin)
+      st = begin(arg, u, err);
+    if (st == FSDPC_OK)
+      st = fsdpc__nf4_unit_pack_dev(un, e->params, e->x.nf4_block, e->x.nf4_dq, o, e->nf4_map, make,
+                                    arg, image, ib, scratch, err);
     if (st == FSDPC_OK)
       st =
           o->copy_on(o->ctx, un->master, image + (uint64_t)e->dist->shard_rank * mb, mb, NULL, err);
@@ -577,6 +588,9 @@ static fsdpc_status init_nf4_dev(fsdpc_engine *e, const init_arg *a, fsdpc_err *
   }
   if (own)
     o->free(o->ctx, FSDPC_MEM_OTHER, own, need);
+  if (st == FSDPC_OK && e->dist->rank == 0)
+    FSDPC_LOGI("fsdp: %d nf4 units quantized on the device in %.2f s (%s)", n, fsdpc__now() - t0,
+               begin ? "read on the host" : "made there");
   return st;
 }
 
@@ -631,15 +645,17 @@ fsdpc_status fsdpc__engine_init_random(fsdpc_engine *e, uint64_t seed, double st
     frozen |= e->units[u].frozen;
   int dev = e->ops->init_f32 && e->ops->cast_params && !e->offload &&
             e->ops->device != FSDPC_DEVICE_CPU;
+  dev_make m = {e, a};
   if (dev && frozen && e->psize == 2) {
     /* the adapters (and any trainable unit) on the host, the base here */
     FSDPC_TRY(fill_shards(e, FILL_TRAINABLE, init_segment, &a, err));
     FSDPC_TRY(init_frozen_dev(e, &a, err));
-    return e->x.nf4_block && e->ops->nf4_quant ? init_nf4_dev(e, &a, err) : FSDPC_OK;
+    return fsdpc__nf4_on_device(e) ? fsdpc__nf4_fill_dev(e, NULL, make_param_dev, &m, err)
+                                   : FSDPC_OK;
   }
-  if (e->x.nf4_block && e->ops->nf4_quant && e->ops->init_f32 && e->psize == 2 && !e->offload) {
+  if (fsdpc__nf4_on_device(e) && e->ops->init_f32) {
     FSDPC_TRY(fill_shards(e, FILL_NOT_NF4, init_segment, &a, err));
-    return init_nf4_dev(e, &a, err);
+    return fsdpc__nf4_fill_dev(e, NULL, make_param_dev, &m, err);
   }
   if (!e->ops->init_f32 || e->offload || frozen)
     return fill_shards(e, FILL_ALL, init_segment, &a, err);

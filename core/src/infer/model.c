@@ -12,6 +12,7 @@
 #include "ckpt/ckpt.h"
 #include "ckpt/peft.h"
 #include "infer/infer.h"
+#include "infer/load.h"
 #include "io/dtype.h"
 #include "io/fileio.h"
 #include "model/hf_rules.h"
@@ -139,26 +140,29 @@ static fsdpc_status setup_device(fsdpc_infer_model *m, const char *device, fsdpc
   return FSDPC_OK;
 }
 
-/* Loads the checkpoint into fp32 shards (one unit per module, world 1). */
-static fsdpc_status load_weights(fsdpc_infer_model *m, fsdpc_layout *lay, float ***shard,
-                                 fsdpc_err *err) {
-  uint32_t *unit_of = calloc((size_t)m->n_params, sizeof *unit_of), nu = 0;
+fsdpc_status fsdpc__infer_load_dir(fsdpc_registry *reg, const fsdpc_config *cfg,
+                                   const fsdpc_model_shape *shape, const fsdpc_param_info *params,
+                                   int n_params, const char *dir, fsdpc_layout *lay, float ***shard,
+                                   char **state, fsdpc_err *err) {
+  uint32_t *unit_of = calloc((size_t)n_params, sizeof *unit_of), nu = 0;
   fsdpc_ckpt_formats fmt = {0};
   fsdpc_ckpt_host *h = NULL;
   fsdpc_status st;
+  if (state)
+    *state = NULL;
   if (!unit_of)
     return fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
-  for (int p = 0; p < m->n_params; p++)
+  for (int p = 0; p < n_params; p++)
     unit_of[p] =
-        p > 0 && strcmp(m->params[p].module, m->params[p - 1].module) == 0 ? unit_of[p - 1] : nu++;
+        p > 0 && strcmp(params[p].module, params[p - 1].module) == 0 ? unit_of[p - 1] : nu++;
   const fsdpc_component *src = NULL;
-  st = fsdpc__ckpt_probe(m->reg, NULL, m->weights_dir, &src, err);
+  st = fsdpc__ckpt_probe(reg, NULL, dir, &src, err);
   if (st == FSDPC_OK)
-    st = fsdpc__ckpt_formats_select(m->reg, src->desc->name, src->desc->name,
-                                    m->cfg->checkpoint.options, &fmt, err);
+    st = fsdpc__ckpt_formats_select(reg, src->desc->name, src->desc->name, cfg->checkpoint.options,
+                                    &fmt, err);
   if (st == FSDPC_OK)
-    st = fsdpc__layout_build(&m->shape, m->params, m->n_params, unit_of, nu, 1,
-                             (int)m->cfg->fsdp.align, 0, lay, err);
+    st = fsdpc__layout_build(shape, params, n_params, unit_of, nu, 1, (int)cfg->fsdp.align, 0, lay,
+                             err);
   free(unit_of);
   if (st != FSDPC_OK)
     goto out;
@@ -169,14 +173,14 @@ static fsdpc_status load_weights(fsdpc_infer_model *m, fsdpc_layout *lay, float 
   }
   for (int u = 0; u < lay->n_units; u++)
     if (!((*shard)[u] = calloc(lay->units[u].shard_numel, sizeof(float)))) {
-      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory loading %s", m->weights_dir);
+      st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory loading %s", dir);
       goto out;
     }
   vbackend vb = {lay, *shard};
   fsdpc_ckpt_host_opts ho = {
-      .shape = &m->shape,
-      .params = m->params,
-      .n_params = m->n_params,
+      .shape = shape,
+      .params = params,
+      .n_params = n_params,
       .param_unit = lay->param_unit,
       .param_offset = lay->param_offset,
       .units = lay->units,
@@ -191,27 +195,49 @@ static fsdpc_status load_weights(fsdpc_infer_model *m, fsdpc_layout *lay, float 
       .backend = {.ctx = &vb, .shard = vb_shard, .gather = vb_gather, .agree = vb_agree}};
   st = fsdpc__ckpt_host_create(&ho, &h, err);
   if (st == FSDPC_OK)
-    st = fsdpc__ckpt_load(h, src, fmt.opts, m->weights_dir, 0, err);
+    st = fsdpc__ckpt_load(h, src, fmt.opts, dir, 0, err);
+  const char *js = h ? fsdpc__ckpt_host_loaded_state(h) : NULL;
+  if (st == FSDPC_OK && state && js && !(*state = strdup(js)))
+    st = fsdpc__fail(err, FSDPC_SYSTEM_ERROR, "out of memory");
 out:
   fsdpc__ckpt_host_destroy(h);
   fsdpc__ckpt_formats_free(&fmt);
   return st;
 }
 
+void fsdpc__infer_shards_free(fsdpc_layout *lay, float **shard) {
+  for (int u = 0; shard && u < lay->n_units; u++)
+    free(shard[u]);
+  free(shard);
+  fsdpc__layout_free(lay);
+  memset(lay, 0, sizeof *lay);
+}
+
+/* The checkpoint's weights into fp32 shards (one unit per module, world
+ * 1). A LoRA run's checkpoint whose tensors are not a whole model holds
+ * its adapters only: the base is rebuilt as the run built it and the
+ * adapters merged (infer/lora_ckpt.c). */
+static fsdpc_status load_weights(fsdpc_infer_model *m, fsdpc_layout *lay, float ***shard,
+                                 fsdpc_err *err) {
+  fsdpc_status st = fsdpc__infer_load_dir(m->reg, m->cfg, &m->shape, m->params, m->n_params,
+                                          m->weights_dir, lay, shard, NULL, err);
+  if (st == FSDPC_OK || m->cfg->peft.method != FSDPC_PEFT_LORA || m->cfg->model.adapter[0])
+    return st;
+  fsdpc_err whole = *err;
+  fsdpc__infer_shards_free(lay, *shard);
+  *shard = NULL;
+  st = fsdpc__infer_lora_ckpt(m, lay, shard, err);
+  if (st != FSDPC_OK)
+    fsdpc__err_prefix(err, "%s is neither a whole model (%s) nor LoRA adapters", m->weights_dir,
+                      whole.msg);
+  return st;
+}
+
 /* model.adapter: W += s B A on the fp32 host copy, before the upload. */
 static fsdpc_status merge_adapter(fsdpc_infer_model *m, const fsdpc_layout *lay, float **shard,
                                   fsdpc_err *err) {
-  fsdpc_peft *pf = NULL;
-  FSDPC_TRY(fsdpc__peft_open(m->cfg->model.adapter, &m->shape, &pf, err));
-  fsdpc_status st = FSDPC_OK;
-  for (int p = 0; p < m->n_params && st == FSDPC_OK; p++) {
-    const fsdpc_param_info *pi = &m->params[p];
-    if (pi->ndim == 2)
-      st = fsdpc__peft_merge_range(pf, pi->name, pi->shape[1], 0, pi->numel,
-                                   shard[lay->param_unit[p]] + lay->param_offset[p], err);
-  }
-  fsdpc__peft_close(pf);
-  return st;
+  return fsdpc__peft_merge_layout(m->cfg->model.adapter, &m->shape, m->params, lay, shard, NULL,
+                                  err);
 }
 
 /* Each parameter in its own device buffer of the compute dtype. bf16 is
@@ -275,8 +301,8 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
   /* what fsdpc can model: the HF config.json (as every run plan checks
    * it), then the tensors; a checkpoint's config.yaml holds the whole shape
    * and its base folder may be gone (issue 42.1): checked when it is there */
-  if (st == FSDPC_OK && (!is_file(o->dir, FSDPC_CKPT_CONFIG_FILE) ||
-                         access(m->cfg->model.config, F_OK) == 0))
+  if (st == FSDPC_OK &&
+      (!is_file(o->dir, FSDPC_CKPT_CONFIG_FILE) || access(m->cfg->model.config, F_OK) == 0))
     st = fsdpc__run_check_hf_config(m->cfg, err);
   if (st == FSDPC_OK && fsdpc__hf_is_folder(m->weights_dir))
     st = fsdpc__hf_rules_tensors(m->weights_dir, &m->shape, err);
@@ -305,10 +331,7 @@ fsdpc_status fsdpc__infer_model_load(const fsdpc_infer_load_opts *o, fsdpc_infer
   }
   if (st == FSDPC_OK)
     st = to_device(m, &lay, shard, err);
-  for (int u = 0; shard && u < lay.n_units; u++)
-    free(shard[u]);
-  free(shard);
-  fsdpc__layout_free(&lay);
+  fsdpc__infer_shards_free(&lay, shard);
   if (st != FSDPC_OK) {
     fsdpc__infer_model_free(m);
     return st;

@@ -10,13 +10,15 @@
 /* ---- synth ------------------------------------------------------------- */
 
 static const char synth_help[] =
-    "usage: fsdpc data synth --task arith|qa|copy|reverse|chat|tools --out FILE [options]\n"
+    "usage: fsdpc data synth --task arith|qa|copy|reverse|codes|chat|tools --out FILE [options]\n"
     "Writes a synthetic learnable dataset as a token file (byte tokenizer, vocab 259).\n"
     "One example is one document:\n"
     "  arith    \"12+7=19\\n\"                       operands in [0, --max]\n"
     "  qa       \"Q: capital of France?\\nA: Paris\\n\" from a fixed fact table\n"
     "  copy     \"copy abc -> abc\\n\"\n"
     "  reverse  \"reverse abc -> cba\\n\"             1..--max-len letters\n"
+    "  codes    \"code BKP = \\\"BKP\\\"\\n\"              the tools task's city codes, held-out\n"
+    "           codes never: pre-training text for the tools demo\n"
     "  chat     the qa facts as chat JSONL ({\"messages\": [...]}, not a token file),\n"
     "           one or two exchanges per conversation (configs/tiny-chat-cpu.yaml)\n"
     "  tools    tool-calling chat JSONL: a tools column, assistant tool calls, tool\n"
@@ -30,7 +32,7 @@ static const char synth_help[] =
     "  --no-mask-prompt  train on every token (default for the others)\n";
 
 enum { S_TASK = 256, S_OUT, S_N, S_SEED, S_MAX, S_MAX_LEN, S_MASK, S_NO_MASK };
-static const cli_opt synth_opts[] = {{"task", S_TASK, "arith|qa|copy|reverse|chat|tools"},
+static const cli_opt synth_opts[] = {{"task", S_TASK, "arith|qa|copy|reverse|codes|chat|tools"},
                                      {"out", S_OUT, "FILE"},
                                      {"n", S_N, "N"},
                                      {"seed", S_SEED, "S"},
@@ -45,11 +47,11 @@ const cli_cmd fsdpc__data_synth_cmd = {"data synth", synth_help, synth_opts};
 static int synth_arg(void *ctx, int r, const char *v) {
   const cli_cmd *cmd = &fsdpc__data_synth_cmd;
   fsdpc_synth_args *a = ctx;
-  static const char *const tasks[] = {"arith", "qa", "copy", "reverse", "chat", "tools"};
+  static const char *const tasks[] = {"arith", "qa", "copy", "reverse", "codes", "chat", "tools"};
   int i;
   switch (r) {
   case S_TASK:
-    return (i = cli_choice(cmd, "task", v, tasks, 6)) >= 0 && (a->task = tasks[i]);
+    return (i = cli_choice(cmd, "task", v, tasks, 7)) >= 0 && (a->task = tasks[i]);
   case S_OUT:
     return (a->out = v) != NULL;
   case S_N:

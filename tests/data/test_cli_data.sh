@@ -23,7 +23,7 @@ expect 0 'loss mask    no' "$FSDPC" data info "$dir/r.tok"
 # Same seed, same bytes.
 "$FSDPC" data synth --task arith --n 100 --seed 3 --out "$dir/a2.tok" >/dev/null
 cmp -s "$dir/a.tok" "$dir/a2.tok" || fail "synth is not deterministic"
-expect 2 "--task 'sort': expected one of arith, qa, copy, reverse, chat" "$FSDPC" data synth --task sort --out "$dir/x.tok"
+expect 2 "--task 'sort': expected one of arith, qa, copy, reverse, codes, chat, tools" "$FSDPC" data synth --task sort --out "$dir/x.tok"
 expect 2 "--task and --out are required" "$FSDPC" data synth --task arith
 expect 2 "--n expects an integer" "$FSDPC" data synth --task arith --n many --out "$dir/x.tok"
 expect 2 "unknown option '--bogus'" "$FSDPC" data synth --bogus

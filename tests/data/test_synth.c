@@ -141,6 +141,43 @@ START_TEST(copy_and_reverse) {
 }
 END_TEST
 
+/* --task codes: `code "XYZ" = "XYZ"\n` or `code "XYZ": {"name": "code",
+ * "value": "XYZ"}\n`, both kinds, the code one of the tools task's (the
+ * k-th letter from the k-th set), never a held-out one; every letter of
+ * every place occurs. */
+START_TEST(codes_repeat_a_tools_code) {
+  fsdpc_tokfile *tf = synth(FSDPC_SYNTH_CODES, 600, 0, -1, "codes.tok");
+  ck_assert_ptr_null(tf->mask); /* loss on every token by default */
+  int seen[3][256] = {{0}}, records = 0;
+  for (int64_t d = 0; d < 600; d++) {
+    char text[256], want[2][64];
+    int64_t ctx;
+    doc_text(tf, d, text, sizeof text, &ctx);
+    char code[4] = {0};
+    memcpy(code, text + 6, 3);
+    snprintf(want[0], sizeof want[0], "code \"%s\" = \"%s\"\n", code, code);
+    snprintf(want[1], sizeof want[1], "code \"%s\": {\"name\": \"code\", \"value\": \"%s\"}\n",
+             code, code);
+    int record = strcmp(text, want[1]) == 0;
+    ck_assert_msg(record || strcmp(text, want[0]) == 0, "'%s'", text);
+    records += record;
+    ck_assert_msg(!fsdpc__synth_tools_held_out(code), "held-out code %s", code);
+    for (int k = 0; k < 3; k++) {
+      ck_assert_ptr_nonnull(strchr(k == 0 ? "BCDFGJ" : k == 1 ? "KLMNOE" : "PQRSUV", code[k]));
+      seen[k][(unsigned char)code[k]] = 1;
+    }
+  }
+  ck_assert(records > 200 && records < 400);
+  for (int k = 0; k < 3; k++) {
+    int n = 0;
+    for (int c = 0; c < 256; c++)
+      n += seen[k][c];
+    ck_assert_int_eq(n, 6);
+  }
+  fsdpc__tokfile_close(tf);
+}
+END_TEST
+
 START_TEST(deterministic_in_seed) {
   fsdpc_synth_opts o;
   fsdpc__synth_opts_default(&o);
@@ -185,7 +222,7 @@ START_TEST(bad_options) {
 END_TEST
 
 /* --task tools: every line declares both tools; the question ends with a
- * city code whose k-th letter is from the k-th set; the keyword picks the
+ * quoted city code whose k-th letter is from the k-th set; the keyword picks the
  * tool; the call's argument is the code; no held-out code occurs, and some
  * codes are held out (the demo's held-out prompts exist). */
 START_TEST(tools_copy_the_code) {
@@ -212,8 +249,9 @@ START_TEST(tools_copy_the_code) {
         cJSON_GetObjectItem(cJSON_GetObjectItem(fn, "arguments"), "city")->valuestring;
     size_t nq = strlen(q);
     ck_assert_uint_eq(strlen(code), FSDPC_SYNTH_TOOLS_CODE_LEN);
-    ck_assert_msg(nq > 4 && memcmp(q + nq - 4, code, 3) == 0 && q[nq - 1] == '?', "%s / %s", q,
-                  code);
+    ck_assert_msg(nq > 6 && q[nq - 6] == '"' && memcmp(q + nq - 5, code, 3) == 0 &&
+                      strcmp(q + nq - 2, "\"?") == 0,
+                  "%s / %s", q, code);
     ck_assert(!fsdpc__synth_tools_held_out(code));
     int t = strstr(q, "Traffic") || strstr(q, "roads") || strstr(q, "jams");
     ck_assert_str_eq(tool, t ? "get_traffic" : "get_weather");
@@ -238,6 +276,7 @@ int main(void) {
   tcase_add_test(tc, arith_is_correct_sums);
   tcase_add_test(tc, qa_masks_prompt_trains_answer);
   tcase_add_test(tc, copy_and_reverse);
+  tcase_add_test(tc, codes_repeat_a_tools_code);
   tcase_add_test(tc, deterministic_in_seed);
   tcase_add_test(tc, bad_options);
   tcase_add_test(tc, tools_copy_the_code);

@@ -2,14 +2,15 @@
 
 usage: check_demo_tools.py FSDPC TEMPLATE TRAIN.jsonl METRICS.jsonl CKPT OUT_DIR [MIN_RIGHT]
 
-- The model starts from nothing: the loss of step 1 is that of a uniform
-  guess over the 259 byte-tokenizer ids, ln(259) = 5.56.
+- The SFT starts from a model that does not know the conversations (the
+  pre-training of configs/tiny-codes-cpu.yaml saw only `code "XYZ" = "XYZ"`
+  lines): the loss of step 1 is above 2 nats a target.
 - Held-out prompts: the HELD city codes that the data never holds
   (`fsdpc data synth --task tools` leaves out every code whose letters'
   places in their sets sum to a multiple of 6; this script checks that
   none is in the data), asked in the data's phrasings in turn, half about
   the weather, half about traffic. The tool is picked by a keyword of the
-  question; its argument is a copy of the question's last word, a code
+  question; its argument is a copy of the question's last word (in quotes), a code
   the model has never seen (each of its letters it has seen in that place).
 - The prompt is what `fsdpc generate --chat --system "Tools: ..."` renders
   with the checkpoint's template: jinja2 as transformers runs it
@@ -19,7 +20,7 @@ usage: check_demo_tools.py FSDPC TEMPLATE TRAIN.jsonl METRICS.jsonl CKPT OUT_DIR
 - `fsdpc generate --chat` (greedy, on the final checkpoint) must answer at
   least MIN_RIGHT (default 27) of the HELD (36) prompts with exactly that
   call: the right tool and the right argument. An untrained model answers
-  none (the test's `untrained` mode checks that the bar fails there)."""
+  none (the test checks that the bar fails after one SFT step)."""
 import json
 import math
 import os
@@ -30,8 +31,8 @@ import sys
 
 HELD = 36
 LETTERS = ["BCDFGJ", "KLMNOE", "PQRSUV"]
-WEATHER = ["Weather in %s?", "Is it raining in %s?", "How hot is it in %s?"]
-TRAFFIC = ["Traffic in %s?", "Are the roads busy in %s?", "Any jams in %s?"]
+WEATHER = ['Weather in "%s"?', 'Is it raining in "%s"?', 'How hot is it in "%s"?']
+TRAFFIC = ['Traffic in "%s"?', 'Are the roads busy in "%s"?', 'Any jams in "%s"?']
 
 fsdpc, template, train, metrics, ckpt, out = sys.argv[1:7]
 min_right = int(sys.argv[7]) if len(sys.argv) > 7 else 27
@@ -43,8 +44,8 @@ if metrics != "-":
     first, last = rows[0], rows[-1]
     print(f"loss at step {first['step']}: {first['loss']:.3f} (uniform: {math.log(259):.3f}); "
           f"final {last['loss']:.3f}, eval {last.get('eval_loss')}")
-    assert first["step"] == 1 and abs(first["loss"] - math.log(259)) < 0.3, \
-        "the first loss is not that of an untrained model"
+    assert first["step"] == 1 and first["loss"] > 2.0, \
+        "the first loss is not that of a model new to the conversations"
 
 tools, names, phrasings = None, set(), set()
 for line in open(train):

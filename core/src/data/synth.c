@@ -31,7 +31,7 @@ static const fsdpc_synth_fact qa_facts[] = {
     {"planet we live on?", "Earth"},    {"largest ocean?", "Pacific"},
 };
 
-static const char *task_names[] = {"arith", "qa", "copy", "reverse"};
+static const char *task_names[FSDPC_SYNTH_N_TASKS] = {"arith", "qa", "copy", "reverse", "codes"};
 
 const fsdpc_synth_fact *fsdpc__synth_qa_facts(int32_t *n) {
   *n = (int32_t)(sizeof qa_facts / sizeof qa_facts[0]);
@@ -49,17 +49,18 @@ void fsdpc__synth_opts_default(fsdpc_synth_opts *opts) {
 }
 
 fsdpc_status fsdpc__synth_task_parse(const char *name, int32_t *task, fsdpc_err *err) {
-  for (int32_t t = 0; t < 4; t++)
+  for (int32_t t = 0; t < FSDPC_SYNTH_N_TASKS; t++)
     if (strcmp(name, task_names[t]) == 0) {
       *task = t;
       return FSDPC_OK;
     }
   return fsdpc__fail(err, FSDPC_INVALID_USAGE,
-                     "unknown synthetic task '%s' (choose arith, qa, copy or reverse)", name);
+                     "unknown synthetic task '%s' (choose arith, qa, copy, reverse or codes)",
+                     name);
 }
 
 const char *fsdpc__synth_task_name(int32_t task) {
-  return task >= 0 && task < 4 ? task_names[task] : "?";
+  return task >= 0 && task < FSDPC_SYNTH_N_TASKS ? task_names[task] : "?";
 }
 
 void fsdpc__synth_example(const fsdpc_synth_opts *o, fsdpc_rng *rng, char prompt[128],
@@ -79,6 +80,19 @@ void fsdpc__synth_example(const fsdpc_synth_opts *o, fsdpc_rng *rng, char prompt
     f += fsdpc__rng_below(rng, (uint64_t)n);
     snprintf(prompt, 128, "Q: %s\nA: ", f->question);
     snprintf(answer, 128, "%s\n", f->answer);
+    break;
+  }
+  case FSDPC_SYNTH_CODES: {
+    /* A text that repeats the tools task's city codes (held-out codes never
+     * occur), half as a plain copy, half as a JSON record's value after
+     * other quoted strings, as a tool call writes it: pre-training that
+     * forms the copying heads of the tools demo's SFT (test_demo_tools.sh). */
+    char code[FSDPC_SYNTH_TOOLS_CODE_LEN + 1];
+    fsdpc__synth_tools_code(rng, code);
+    int record = (int)fsdpc__rng_below(rng, 2);
+    snprintf(prompt, 128,
+             record ? "code \"%s\": {\"name\": \"code\", \"value\": \"" : "code \"%s\" = \"", code);
+    snprintf(answer, 128, record ? "%s\"}\n" : "%s\"\n", code);
     break;
   }
   default: { /* copy, reverse */
@@ -101,7 +115,7 @@ void fsdpc__synth_example(const fsdpc_synth_opts *o, fsdpc_rng *rng, char prompt
 }
 
 static fsdpc_status check_opts(const fsdpc_synth_opts *o, fsdpc_err *err) {
-  if (o->task < 0 || o->task > 3)
+  if (o->task < 0 || o->task >= FSDPC_SYNTH_N_TASKS)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: unknown task %" PRId32, o->task);
   if (o->n_docs < 1)
     return fsdpc__fail(err, FSDPC_INVALID_USAGE, "synth: --n must be >= 1, got %" PRId64,

@@ -18,7 +18,14 @@
 #include "data/rng.h"
 #include "util/err.h"
 
-enum { FSDPC_SYNTH_ARITH = 0, FSDPC_SYNTH_QA = 1, FSDPC_SYNTH_COPY = 2, FSDPC_SYNTH_REVERSE = 3 };
+enum {
+  FSDPC_SYNTH_ARITH = 0,
+  FSDPC_SYNTH_QA = 1,
+  FSDPC_SYNTH_COPY = 2,
+  FSDPC_SYNTH_REVERSE = 3,
+  FSDPC_SYNTH_CODES = 4, /* the tools task's city codes repeated: pre-training text */
+  FSDPC_SYNTH_N_TASKS = 5
+};
 
 typedef struct fsdpc_synth_opts {
   int32_t task;   /* FSDPC_SYNTH_* */
@@ -30,7 +37,7 @@ typedef struct fsdpc_synth_opts {
 } fsdpc_synth_opts;
 
 void fsdpc__synth_opts_default(fsdpc_synth_opts *opts);
-/* "arith" | "qa" | "copy" | "reverse" -> FSDPC_SYNTH_*. */
+/* "arith" | "qa" | "copy" | "reverse" | "codes" -> FSDPC_SYNTH_*. */
 fsdpc_status fsdpc__synth_task_parse(const char *name, int32_t *task, fsdpc_err *err);
 const char *fsdpc__synth_task_name(int32_t task);
 
@@ -70,5 +77,7 @@ const char *fsdpc__synth_chat_style(int k);
 #define FSDPC_SYNTH_TOOLS_HOLD 6
 fsdpc_status fsdpc__synth_tools_write(int64_t n, uint64_t seed, const char *path, fsdpc_err *err);
 int fsdpc__synth_tools_held_out(const char *name);
+/* A random city code of the tools task that is not held out. */
+void fsdpc__synth_tools_code(fsdpc_rng *rng, char out[FSDPC_SYNTH_TOOLS_CODE_LEN + 1]);
 
 #endif

@@ -85,19 +85,22 @@ fsdpc_status fsdpc__synth_chat_write(int64_t n, uint64_t seed, const char *path,
 
 /* ---- tools ------------------------------------------------------------- */
 
-/* Tool-calling conversations a byte-level model of a few layers learns in a
- * few hundred CPU steps: the question names a city by a three-letter code
- * (the message's last word), the tool is picked by a keyword of the
- * message, and the call's argument is a copy of the code. The code's
- * letters come from three disjoint sets, one per place, none of them in
- * the rest of the text, so that a small model can copy it by what each
- * letter is rather than by where it stands; the combinations the held-out
- * rule picks never occur. */
+/* Tool-calling conversations for a byte-level model of two layers,
+ * fine-tuned from the `--task codes` pre-training (configs/tiny-tools-cpu.yaml):
+ * the question names a city by a three-letter code (the message's last
+ * word, in quotes), the tool is picked by a keyword of the message, and
+ * the call's argument is a copy of the code. The code's letters come from
+ * three disjoint sets, one per place, none of them in the rest of the
+ * text; the combinations the held-out rule picks never occur. */
 static const char *const code_letters[FSDPC_SYNTH_TOOLS_CODE_LEN] = {"BCDFGJ", "KLMNOE", "PQRSUV"};
-static const char *const weather_styles[] = {"Weather in %s?", "Is it raining in %s?",
-                                             "How hot is it in %s?"};
-static const char *const traffic_styles[] = {"Traffic in %s?", "Are the roads busy in %s?",
-                                             "Any jams in %s?"};
+/* The code is quoted (JSON-escaped here) as the call quotes it: the call's
+ * opening quote then finds it by the quote before it, with the copying
+ * heads that `--task codes` pre-training forms. Unquoted, the first letter
+ * stays at chance after hundreds of SFT steps (docs/data.md). */
+static const char *const weather_styles[] = {
+    "Weather in \\\"%s\\\"?", "Is it raining in \\\"%s\\\"?", "How hot is it in \\\"%s\\\"?"};
+static const char *const traffic_styles[] = {
+    "Traffic in \\\"%s\\\"?", "Are the roads busy in \\\"%s\\\"?", "Any jams in \\\"%s\\\"?"};
 static const char *const skies[] = {"sunny", "rainy", "snowy", "windy"};
 static const char *const roads[] = {"light", "heavy"};
 #define N_STYLES (sizeof weather_styles / sizeof *weather_styles)
@@ -126,8 +129,7 @@ int fsdpc__synth_tools_held_out(const char *code) {
   return sum % FSDPC_SYNTH_TOOLS_HOLD == 0;
 }
 
-/* A city code that is not held out. */
-static void city_code(fsdpc_rng *rng, char out[FSDPC_SYNTH_TOOLS_CODE_LEN + 1]) {
+void fsdpc__synth_tools_code(fsdpc_rng *rng, char out[FSDPC_SYNTH_TOOLS_CODE_LEN + 1]) {
   do {
     for (int k = 0; k < FSDPC_SYNTH_TOOLS_CODE_LEN; k++)
       out[k] = code_letters[k][fsdpc__rng_below(rng, strlen(code_letters[k]))];
@@ -140,7 +142,7 @@ static void city_code(fsdpc_rng *rng, char out[FSDPC_SYNTH_TOOLS_CODE_LEN + 1]) 
  * reports the answer. */
 static void tool_conversation(FILE *f, fsdpc_rng *rng) {
   char city[FSDPC_SYNTH_TOOLS_CODE_LEN + 1], q[128];
-  city_code(rng, city);
+  fsdpc__synth_tools_code(rng, city);
   int traffic = (int)fsdpc__rng_below(rng, 2);
   const char *const *styles_of = traffic ? traffic_styles : weather_styles;
   snprintf(q, sizeof q, styles_of[fsdpc__rng_below(rng, N_STYLES)], city);

@@ -516,12 +516,18 @@ PY
   echo "total $(($(date +%s) - t0)) s"
 }
 
-q8_natural() {
+# The natural-text runs' start: TOK (the token file, absolute), W (a work
+# folder), the GPU and the data described in $OUT.
+natural_setup() {
   TOK=$(realpath "$1")
   export FSDPC_PLUGIN_PATH=$B/plugins
   W=$(mktemp -d)
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
   $F data info "$TOK" | head -8 | tee "$OUT/data.txt"
+}
+
+q8_natural() {
+  natural_setup "$1"
   run() { # NAME overrides...
     local n=$1 t0
     t0=$(date +%s)
@@ -542,11 +548,7 @@ q8_natural() {
 }
 
 fp8_natural() {
-  TOK=$(realpath "$1")
-  export FSDPC_PLUGIN_PATH=$B/plugins
-  W=$(mktemp -d)
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
-  $F data info "$TOK" | head -8 | tee "$OUT/data.txt"
+  natural_setup "$1"
   run() { # NAME overrides...
     local n=$1 t0
     t0=$(date +%s)

@@ -71,16 +71,25 @@ static float *read_ref(fixture *f, const char *name, uint64_t *n) {
   return v;
 }
 
+/* The file at path into a static buffer (NUL-terminated), or NULL when it
+ * cannot be opened. One buffer: the next call overwrites it. */
+static const char *read_text(const char *path) {
+  static char buf[1 << 16];
+  FILE *fp = fopen(path, "rb");
+  if (!fp)
+    return NULL;
+  size_t n = fread(buf, 1, sizeof buf - 1, fp);
+  fclose(fp);
+  buf[n] = '\0';
+  return buf;
+}
+
 static cJSON *read_meta(const char *dir) {
   char path[1200];
   snprintf(path, sizeof path, "%s/reference.json", dir);
-  FILE *fp = fopen(path, "rb");
-  ck_assert_msg(fp != NULL, "%s is missing: the fixture is incomplete", path);
-  static char buf[1 << 16];
-  size_t n = fread(buf, 1, sizeof buf - 1, fp);
-  buf[n] = '\0';
-  fclose(fp);
-  cJSON *meta = cJSON_Parse(buf);
+  const char *text = read_text(path);
+  ck_assert_msg(text != NULL, "%s is missing: the fixture is incomplete", path);
+  cJSON *meta = cJSON_Parse(text);
   ck_assert_ptr_nonnull(meta);
   return meta;
 }
@@ -191,14 +200,10 @@ static double floor_bound(const fixture *f, const char *key, double tol) {
     return tol;
   snprintf(path, sizeof path, "%.*s/bf16_floor.json", (int)(slash - f->dir), f->dir);
   snprintf(name, sizeof name, "%s", slash + 1);
-  FILE *fp = fopen(path, "rb");
-  if (!fp)
+  const char *text = read_text(path);
+  if (!text)
     return tol;
-  static char buf[1 << 15];
-  size_t n = fread(buf, 1, sizeof buf - 1, fp);
-  fclose(fp);
-  buf[n] = 0;
-  cJSON *j = cJSON_Parse(buf);
+  cJSON *j = cJSON_Parse(text);
   const cJSON *v =
       cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "fixtures"), name), key);
   double b = cJSON_IsNumber(v) && 1.5 * v->valuedouble > tol ? 1.5 * v->valuedouble : tol;
@@ -336,13 +341,9 @@ static const char *family_skip(const char *dir, const char *name) {
   char path[1400], want[200];
   snprintf(path, sizeof path, "%s/manifest.json", dir);
   snprintf(want, sizeof want, "\"%s\"", name);
-  FILE *f = fopen(path, "r");
-  if (!f)
+  const char *text = read_text(path);
+  if (!text)
     return NULL;
-  static char text[1 << 16];
-  size_t n = fread(text, 1, sizeof text - 1, f);
-  fclose(f);
-  text[n] = '\0';
   return strstr(text, want) ? NULL
                             : "not in this fixture set (made before it: scripts/gpu/agree.sh "
                               "families makes it again)";
